@@ -1,0 +1,100 @@
+// `foresight predict`: the analytic model on one plan, as a readable breakdown or JSON.
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+#include "app/commands.h"
+#include "app/plan_options.h"
+#include "sim/analytic/analytic_model.h"
+#include "sim/core/units.h"
+
+namespace foresight::app {
+
+int input_error(const std::string& message) {
+  fmt::print(stderr, "error: {}\n", message);
+  return 2;
+}
+
+namespace {
+
+std::string secs(double s) { return pretty_quantity(s, Dimension::kSeconds); }
+std::string gib(double b) { return pretty_quantity(b, Dimension::kBytes); }
+
+void print_prediction(const ResolvedInputs& in, const Prediction& p) {
+  const Plan& pl = in.plan;
+  const DeviceSpec& d = in.cluster.node.accelerator();
+  fmt::print("{} on {} x {} ({}, {} node{})\n", in.model.name, p.devices, d.name, in.cluster.name,
+             in.cluster.nodes, in.cluster.nodes == 1 ? "" : "s");
+  fmt::print("  {:.1f}B parameters ({:.1f}B active), sequence {}\n", in.model.total_params() / 1e9,
+             in.model.active_params() / 1e9, pl.seq_len > 0 ? pl.seq_len : in.model.seq_len);
+  fmt::print("plan ({}): tp {} pp {} dp {} cp {} ep {}{} | micro-batch {} x {} = global batch {} | "
+             "{}{} | recompute {} | ZeRO {} | {}{}\n\n",
+             in.plan_source, pl.tp, pl.pp, pl.dp, pl.cp, pl.ep, pl.sequence_parallel ? " +sp" : "",
+             pl.micro_batch, p.micro_batches, pl.global_batch, to_string(pl.schedule),
+             pl.virtual_stages > 1 ? fmt::format(" (v={})", pl.virtual_stages) : "", to_string(pl.recompute),
+             pl.zero_stage, to_string(pl.precision), pl.flash_attention ? " | flash attention" : "");
+  fmt::print("step time {:>10}   {:.0f} tokens/s   MFU {:.1f}%   HFU {:.1f}%   {:.0f} TFLOP/s per device\n",
+             secs(p.step_time_s), p.tokens_per_s, 100 * p.mfu, 100 * p.hfu, p.tflops_per_device);
+  const TimeBreakdown& t = p.time;
+  const std::pair<const char*, double> rows[] = {
+      {"compute", t.compute},         {"  of which recompute", t.recompute},
+      {"tensor-parallel comm", t.tp_comm}, {"context-parallel comm", t.cp_comm},
+      {"expert-parallel comm", t.ep_comm}, {"pipeline send/recv", t.pp_comm},
+      {"pipeline bubble", t.bubble},  {"data-parallel comm", t.dp_comm},
+      {"optimizer", t.optimizer},     {"offload", t.offload}};
+  for (const auto& [name, v] : rows) {
+    if (v <= 0) continue;
+    fmt::print("  {:<24}{:>10}  {:5.1f}%\n", name, secs(v), 100 * v / t.total);
+  }
+  const MemoryBreakdown& m = p.memory;
+  fmt::print("\nmemory per device (pipeline stage {}): {} of {} ({:.0f}%){}\n", m.stage, gib(m.total),
+             gib(m.capacity), 100 * m.total / m.capacity, p.fits() ? "" : "  -- DOES NOT FIT");
+  const std::pair<const char*, double> mem_rows[] = {
+      {"weights", m.weights}, {"gradients", m.gradients}, {"optimizer state", m.optimizer},
+      {"activations", m.activations}, {"buffers", m.buffers}, {"reserved", m.reserved}};
+  for (const auto& [name, v] : mem_rows)
+    if (v > 0) fmt::print("  {:<24}{:>10}\n", name, gib(v));
+}
+
+}  // namespace
+
+void apply_default_job(PlanOptions& o) {
+  const PlanOptions untouched;
+  const bool no_layout = o.plan_file.empty() && !o.gpus && !o.tp && !o.pp && !o.dp && !o.cp && !o.ep;
+  if (!no_layout || o.model != untouched.model || o.cluster != untouched.cluster) return;
+  // The built-in example: Llama 3 70B on 64 H100s (8 DGX nodes), TP 8 with sequence parallelism
+  // inside each node, 2 pipeline stages, the optimizer state sharded over the 4 DP replicas.
+  o.gpus = 64;
+  o.tp = 8;
+  o.pp = 2;
+  if (!o.sp) o.sp = true;
+  if (!o.zero) o.zero = 1;
+}
+
+Command add_predict_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("predict", "predict one training step with the analytic model");
+  auto opts = std::make_shared<PlanOptions>();
+  auto json_out = std::make_shared<bool>(false);
+  add_plan_options(*cmd, *opts);
+  cmd->add_flag("--json", *json_out, "print the Prediction as JSON");
+  return [opts, json_out]() -> int {
+    apply_default_job(*opts);
+    auto in = resolve_inputs(*opts);
+    if (!in) return input_error(in.error().message());
+    auto pred = predict(in->model, in->cluster, in->plan, in->plan_source);
+    if (!pred) return input_error(pred.error().message());
+    if (*json_out) {
+      nlohmann::json j = prediction_to_json(*pred);
+      j["model"] = in->model.name;
+      j["cluster"] = in->cluster.name;
+      j["plan"] = plan_to_json(in->plan);
+      fmt::print("{}\n", j.dump(2));
+    } else {
+      print_prediction(*in, *pred);
+    }
+    return 0;
+  };
+}
+
+}  // namespace foresight::app

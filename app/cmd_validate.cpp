@@ -1,0 +1,67 @@
+// `foresight validate`: predict published training runs and compare with their measured step time.
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+#include "app/commands.h"
+#include "sim/spec/presets.h"
+#include "sim/validate/validation_case.h"
+
+namespace foresight::app {
+
+Command add_validate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("validate", "predict published training runs and report the error");
+  auto paths = std::make_shared<std::vector<std::string>>();
+  auto json_out = std::make_shared<bool>(false);
+  auto max_mape = std::make_shared<double>(-1);
+  auto max_case = std::make_shared<double>(-1);
+  cmd->add_option("paths", *paths, "validation case files or folders (schema foresight-validation-case/1)")
+      ->required();
+  cmd->add_flag("--json", *json_out, "print one JSON object instead of the table");
+  cmd->add_option("--max-mape", *max_mape, "exit 1 if the mean absolute error (%) exceeds this");
+  cmd->add_option("--max-error", *max_case, "exit 1 if any case's absolute error (%) exceeds this");
+  return [=]() -> int {
+    auto files = collect_case_files(*paths);
+    if (!files) return input_error(files.error().message());
+    const ValidationSummary s = run_validation(*files);
+    if (*json_out) {
+      fmt::print("{}\n", validation_to_json(s).dump(2));
+    } else {
+      fmt::print("{:<28} {:>11} {:>11} {:>8}  {}\n", "case", "predicted", "measured", "error", "chosen for unreported fields");
+      for (const auto& r : s.cases) {
+        if (!r.ok) continue;
+        std::string chosen;
+        for (const auto& [k, v] : r.chosen.items()) chosen += (chosen.empty() ? "" : ", ") + k + "=" + v.dump();
+        if (r.assumed.contains("software"))
+          chosen += std::string(chosen.empty() ? "" : "; ") + "assumed " + r.assumed["software"].get<std::string>();
+        fmt::print("{:<28} {:>10.3f}s {:>10.3f}s {:>+7.1f}%  {}\n", r.id, r.predicted_step_s, r.measured_step_s,
+                   r.error_pct, chosen);
+      }
+      const int ok = static_cast<int>(s.cases.size()) - s.failed;
+      fmt::print("\n{} cases predicted, {} failed. Mean absolute error {:.2f}%, worst {:.2f}% ({}).\n", ok,
+                 s.failed, s.mape_pct, s.max_abs_error_pct, s.worst_id.empty() ? "-" : s.worst_id);
+      for (const auto& r : s.cases)
+        if (!r.ok) fmt::print("FAILED {}: {}\n", r.id, r.failure);
+    }
+    if (s.failed > 0) return 1;
+    if (*max_mape >= 0 && s.mape_pct > *max_mape) return 1;
+    if (*max_case >= 0 && s.max_abs_error_pct > *max_case) return 1;
+    return 0;
+  };
+}
+
+Command add_presets_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("presets", "list the built-in models, devices, nodes and clusters");
+  (void)cmd;
+  return []() -> int {
+    for (auto kind : {PresetKind::kModel, PresetKind::kDevice, PresetKind::kNode, PresetKind::kCluster}) {
+      std::string names;
+      for (const auto& n : preset_names(kind)) names += (names.empty() ? "" : ", ") + n;
+      fmt::print("{:<8} {}\n", std::string(to_string(kind)) + "s", names);
+    }
+    return 0;
+  };
+}
+
+}  // namespace foresight::app

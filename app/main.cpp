@@ -1,0 +1,42 @@
+// foresight: predict, validate (and later simulate, search, sweep, run, compare) LLM training.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <exception>
+#include <vector>
+
+#include "app/commands.h"
+#include "foresight/config.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Foresight: predict, run and compare large-model training layouts"};
+  app.set_version_flag("--version", FORESIGHT_VERSION);
+  app.require_subcommand(0, 1);
+  std::vector<std::pair<CLI::App*, foresight::app::Command>> commands;
+  auto add = [&](const char* name, foresight::app::Command cmd) {
+    commands.emplace_back(app.get_subcommand(name), std::move(cmd));
+  };
+  add("predict", foresight::app::add_predict_command(app));
+  add("validate", foresight::app::add_validate_command(app));
+  add("presets", foresight::app::add_presets_command(app));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, run] : commands)
+      if (sub->parsed()) return run();
+    // No subcommand: the quick-start default job.
+    for (auto& [sub, run] : commands)
+      if (sub->get_name() == "predict") {
+        fmt::print("No subcommand given: running `foresight predict` on its built-in default "
+                   "(see `foresight --help`).\n\n");
+        return run();
+      }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "internal error: {}\n", e.what());
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,118 @@
+// Shared model/cluster/plan options and their resolution.
+#include "app/plan_options.h"
+
+#include <algorithm>
+
+#include "sim/spec/presets.h"
+
+namespace foresight::app {
+
+void add_plan_options(CLI::App& cmd, PlanOptions& o) {
+  cmd.add_option("--model,-m", o.model, "model preset name, model JSON, or Hugging Face config.json")
+      ->capture_default_str();
+  cmd.add_option("--cluster,-c", o.cluster, "cluster preset name or cluster JSON")->capture_default_str();
+  cmd.add_option("--gpus,-g", o.gpus, "accelerators to use (default: tp*pp*dp*cp, else the whole cluster)");
+  cmd.add_option("--plan,-p", o.plan_file, "plan JSON; the options below override its fields");
+  cmd.add_option("--tp", o.tp, "tensor-parallel degree")->group("Plan");
+  cmd.add_option("--pp", o.pp, "pipeline-parallel degree")->group("Plan");
+  cmd.add_option("--dp", o.dp, "data-parallel degree (default: gpus / (tp*pp*cp))")->group("Plan");
+  cmd.add_option("--ep", o.ep, "expert-parallel degree (carved out of dp)")->group("Plan");
+  cmd.add_option("--cp", o.cp, "context-parallel degree")->group("Plan");
+  cmd.add_option("--sp", o.sp, "sequence parallelism (true/false)")->group("Plan");
+  cmd.add_option("--virtual-stages,--vp", o.virtual_stages, "model chunks per pipeline rank (interleaved 1F1B)")->group("Plan");
+  cmd.add_option("--micro-batch,--mb", o.micro_batch, "sequences per micro-batch")->group("Plan");
+  cmd.add_option("--global-batch,--gb", o.global_batch, "sequences per optimizer step")->group("Plan");
+  cmd.add_option("--schedule", o.schedule, "gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe")->group("Plan");
+  cmd.add_option("--recompute", o.recompute, "none, selective, full")->group("Plan");
+  cmd.add_option("--zero", o.zero, "ZeRO stage 0-3 (3 = FSDP full shard)")->group("Plan");
+  cmd.add_option("--precision", o.precision, "fp32, bf16, fp16, fp8")->group("Plan");
+  cmd.add_option("--flash-attention", o.flash, "fused attention kernels (true/false)")->group("Plan");
+  cmd.add_option("--overlap-grad-reduce", o.overlap_grad, "overlap DP gradient reduction with backward")->group("Plan");
+  cmd.add_option("--overlap-tp-comm", o.overlap_tp, "overlap TP collectives with GEMMs")->group("Plan");
+  cmd.add_option("--offload-optimizer", o.offload_optimizer, "optimizer state and step on the host")->group("Plan");
+  cmd.add_option("--seq-len", o.seq_len, "training sequence length (default: the model's)")->group("Plan");
+}
+
+Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
+  ResolvedInputs in;
+  auto model_src = resolve_spec(PresetKind::kModel, o.model);
+  if (!model_src) return model_src.error().with_context("--model");
+  FS_ASSIGN_OR_RETURN(in.model, model_from_text(model_src->text, model_src->file));
+  FS_ASSIGN_OR_RETURN(in.cluster, load_cluster(o.cluster));
+
+  Plan plan;
+  in.plan_source = "command line";
+  bool have_file = !o.plan_file.empty();
+  if (have_file) {
+    FS_ASSIGN_OR_RETURN(plan, load_plan_file(o.plan_file));
+    in.plan_source = o.plan_file;
+  } else {
+    plan.global_batch = 0;  // filled below
+  }
+  auto set = [](auto& field, const auto& opt) { if (opt) field = *opt; };
+  set(plan.tp, o.tp);
+  set(plan.pp, o.pp);
+  set(plan.ep, o.ep);
+  set(plan.cp, o.cp);
+  set(plan.virtual_stages, o.virtual_stages);
+  set(plan.micro_batch, o.micro_batch);
+  set(plan.zero_stage, o.zero);
+  set(plan.seq_len, o.seq_len);
+  set(plan.sequence_parallel, o.sp);
+  set(plan.flash_attention, o.flash);
+  set(plan.overlap_grad_reduce, o.overlap_grad);
+  set(plan.overlap_tp_comm, o.overlap_tp);
+  set(plan.offload_optimizer, o.offload_optimizer);
+  if (o.global_batch) plan.global_batch = *o.global_batch;
+  if (o.schedule) {
+    auto s = parse_schedule(*o.schedule);
+    if (!s) return s.error().with_context("--schedule");
+    plan.schedule = *s;
+  }
+  if (o.recompute) {
+    auto r = parse_recompute(*o.recompute);
+    if (!r) return r.error().with_context("--recompute");
+    plan.recompute = *r;
+  }
+  if (o.precision) {
+    auto p = parse_precision(*o.precision);
+    if (!p) return p.error().with_context("--precision");
+    plan.precision = *p;
+  }
+  if (plan.virtual_stages > 1 && !o.schedule) plan.schedule = Schedule::kInterleaved1F1B;
+  for (auto [name, v] : {std::pair{"--tp", plan.tp}, {"--pp", plan.pp}, {"--ep", plan.ep}, {"--cp", plan.cp},
+                         {"--micro-batch", plan.micro_batch}, {"--virtual-stages", plan.virtual_stages}})
+    if (v < 1) return Error(std::string(name) + ": must be >= 1, got " + std::to_string(v));
+  if (o.zero && (*o.zero < 0 || *o.zero > 3)) return Error("--zero: must be 0, 1, 2 or 3");
+
+  // Device count: --gpus, else the plan's degrees when dp is known, else the whole cluster.
+  int gpus = 0;
+  if (o.gpus) {
+    gpus = *o.gpus;
+  } else if (o.dp || have_file) {
+    gpus = plan.tp * plan.pp * (o.dp ? *o.dp : plan.dp) * plan.cp;
+  } else {
+    gpus = in.cluster.total_accelerators();
+  }
+  if (gpus < 1) return Error("--gpus: must be >= 1");
+  FS_RETURN_IF_ERROR(resize_cluster(in.cluster, gpus, "--gpus"));
+  if (o.dp) {
+    plan.dp = *o.dp;
+  } else if (!have_file) {
+    const int others = plan.tp * plan.pp * plan.cp;
+    if (gpus % others != 0)
+      return Error("--gpus: " + std::to_string(gpus) + " is not a multiple of tp*pp*cp = " + std::to_string(others));
+    plan.dp = gpus / others;
+  }
+  if (plan.dp < 1) return Error("--dp: must be >= 1");
+  if (plan.global_batch <= 0) {
+    // Default: at least 4 micro-batches per pipeline stage, and never below 256 sequences.
+    plan.global_batch = std::max<long long>(256, 4LL * plan.pp * plan.dp * plan.micro_batch);
+    plan.global_batch -= plan.global_batch % (static_cast<long long>(plan.dp) * plan.micro_batch);
+  }
+  FS_RETURN_IF_ERROR(validate_plan(plan, in.model, in.cluster.total_accelerators(), in.plan_source));
+  in.plan = plan;
+  return in;
+}
+
+}  // namespace foresight::app

@@ -1,0 +1,408 @@
+// The analytic model: per-layer costs -> per-stage times -> schedule -> step time and memory.
+#include "sim/analytic/analytic_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/analytic/layer_cost.h"
+
+namespace foresight {
+
+double weight_bytes(Precision p) { return p == Precision::kFp32 ? 4.0 : 2.0; }
+// Megatron reduces fp16 gradients in fp16 and bf16 gradients in fp32 (main_grad); fp8 training
+// keeps bf16/fp32 gradients.
+double grad_bytes(Precision p) { return p == Precision::kFp16 ? 2.0 : 4.0; }
+
+namespace {
+
+// Adam(W) step traffic per parameter: read fp32 grad, master, m, v; write master, m, v and the
+// low-precision weight; plus reading the gradient once more for the global norm.
+constexpr double kAdamBytesPerParam = 4 * 4 + 3 * 4 + 2 + 4;
+// fp32 Adam moments + master weights per parameter (Rajbhandari et al. 2020, "K = 12").
+constexpr double kOptimizerStateBytes = 12.0;
+// Kernels launched per layer for one micro-batch (forward): 4 GEMMs (QKV, proj, 2 MLP), the
+// attention kernel(s), ~6 elementwise (2 norms, 2 residual/dropout, activation, rotary/bias).
+constexpr double kKernelsPerLayerForward = 12.0;
+
+struct Range { int begin, end; };
+
+Range stage_layers(int layers, int pp, int stage) {
+  const int base = layers / pp, extra = layers % pp;
+  const int begin = stage * base + std::min(stage, extra);
+  return {begin, begin + base + (stage < extra ? 1 : 0)};
+}
+
+int dense_in(const ModelSpec& m, Range r) {
+  const int dense_end = m.dense_layers();  // dense layers come first (DeepSeek's first_k_dense)
+  return std::max(0, std::min(r.end, dense_end) - r.begin);
+}
+
+DType compute_dtype(Precision p, const DeviceSpec& d) {
+  switch (p) {
+    case Precision::kFp32: return d.peak(DType::kTf32) > 0 ? DType::kTf32 : DType::kFp32;
+    case Precision::kBf16: return d.peak(DType::kBf16) > 0 ? DType::kBf16 : DType::kFp16;
+    case Precision::kFp16: return d.peak(DType::kFp16) > 0 ? DType::kFp16 : DType::kBf16;
+    case Precision::kFp8: return d.peak(DType::kFp8) > 0 ? DType::kFp8 : DType::kBf16;
+  }
+  return DType::kBf16;
+}
+
+// Peak used for MFU: the 16-bit rate for bf16/fp16/fp8 plans (the convention of MFU reports).
+double mfu_peak(Precision p, const DeviceSpec& d) {
+  if (p == Precision::kFp32) return d.peak(DType::kFp32);
+  return d.peak(DType::kBf16) > 0 ? d.peak(DType::kBf16) : d.peak(DType::kFp16);
+}
+
+// Costs of one layer for one micro-batch on one device.
+struct LayerTime {
+  double fwd_compute = 0, bwd_compute = 0, recompute = 0;
+  double fwd_tp = 0, bwd_tp = 0;   // exposed TP comm (bwd includes recompute's)
+  double cp = 0, ep = 0;           // exposed, fwd + bwd
+  double hw_flops = 0;             // executed FLOPs incl. recompute, fwd + bwd
+  double model_flops = 0;          // fwd + bwd without recompute
+  double total() const { return fwd_compute + bwd_compute + recompute + fwd_tp + bwd_tp + cp + ep; }
+};
+
+struct Links {
+  GroupLink tp, cp, dp, edp, ep, pp;
+};
+
+}  // namespace
+
+AnalyticModel::AnalyticModel(const ModelSpec& model, const ClusterSpec& cluster)
+    : model_(model), cluster_(cluster), device_(cluster.node.accelerator()) {}
+
+namespace {
+
+LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
+                     const Links& links, bool moe) {
+  LayerTime t;
+  const DType dt = compute_dtype(p.precision, d);
+  const double gemm_rate = d.peak(dt) * d.gemm_efficiency;
+  // Attention kernels run in 16-bit even in fp8 plans.
+  const double attn_peak = d.peak(DType::kBf16) > 0 ? d.peak(DType::kBf16) : d.peak(dt);
+  const double mem_rate = d.memory_bandwidth * d.memory_efficiency;
+  const LayerFlops f = moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s);
+
+  const double linear = f.attn_linear + f.mlp + f.router;
+  double attn_fwd, attn_bwd;
+  if (p.flash_attention) {
+    // Causal flash attention skips the masked half; backward re-runs Q·K^T (5 GEMMs vs 2).
+    attn_fwd = 0.5 * f.attn_core / (attn_peak * d.attention_efficiency);
+    attn_bwd = 2.5 * attn_fwd;
+  } else {
+    attn_fwd = f.attn_core / (attn_peak * d.gemm_efficiency);
+    attn_bwd = 2.0 * attn_fwd;
+  }
+  const double elementwise = layer_elementwise_bytes(m, s, moe, p.flash_attention) / mem_rate;
+  const double launch = kKernelsPerLayerForward * d.kernel_overhead_s;
+  t.fwd_compute = linear / gemm_rate + attn_fwd + elementwise + launch;
+  t.bwd_compute = 2.0 * linear / gemm_rate + attn_bwd + 2.0 * elementwise + 2.0 * launch;
+  if (p.recompute == Recompute::kFull) {
+    t.recompute = t.fwd_compute;
+  } else if (p.recompute == Recompute::kSelective && !p.flash_attention) {
+    // Re-run the attention core: Q·K^T, softmax, dropout, P·V.
+    const double scores = s.batch * m.heads * s.seq * s.kv_seq / s.tp;
+    const double e = s.bytes_per_element;
+    t.recompute = attn_fwd + scores * (2 * e + (m.dropout ? 2 * e + 1 : 0.0)) / mem_rate;
+  }
+
+  // Tensor parallel: two all-reduces (or RS+AG pairs with SP) of the b*s*h activations per pass.
+  const double act_bytes = s.batch * s.seq * m.hidden * s.bytes_per_element;
+  if (p.tp > 1) {
+    const double one = allreduce_time(links.tp, act_bytes);
+    t.fwd_tp = 2 * one;
+    t.bwd_tp = 2 * one + (p.recompute == Recompute::kFull ? 2 * one : 0.0);
+    if (p.overlap_tp_comm) {
+      t.fwd_tp = std::max(0.0, t.fwd_tp - linear / gemm_rate);
+      t.bwd_tp = std::max(0.0, t.bwd_tp - 2.0 * linear / gemm_rate);
+    }
+  }
+  // Context parallel: ring exchange of K and V (cp-1 steps), hidden behind attention when it can.
+  if (p.cp > 1) {
+    const double kv = s.batch * s.seq * 2.0 * m.kv_dim() * s.bytes_per_element / s.tp;
+    const double ring = (p.cp - 1) * sendrecv_time(links.cp, kv);
+    t.cp = std::max(0.0, ring - attn_fwd) + std::max(0.0, 2 * ring - attn_bwd);
+  }
+  // Expert parallel: dispatch and combine all-to-alls, forward and backward.
+  if (moe && p.ep > 1) {
+    const double tokens = s.batch * s.seq / (p.sequence_parallel ? s.tp : 1.0);
+    const double bytes = tokens * m.moe.top_k * m.hidden * s.bytes_per_element;
+    t.ep = 4 * alltoall_time(links.ep, bytes) * (p.recompute == Recompute::kFull ? 1.5 : 1.0);
+  }
+  const double recompute_flops = p.recompute == Recompute::kFull ? f.total()
+                                 : (p.recompute == Recompute::kSelective && !p.flash_attention) ? f.attn_core : 0.0;
+  t.model_flops = 3.0 * f.total();
+  t.hw_flops = t.model_flops + recompute_flops;
+  return t;
+}
+
+}  // namespace
+
+MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
+  const ModelSpec& m = model_;
+  const Range r = stage_layers(m.layers, p.pp, stage);
+  const int dense = dense_in(m, r), moe = (r.end - r.begin) - dense;
+  const int seq = p.seq_len > 0 ? p.seq_len : m.seq_len;
+  LayerShape s;
+  s.batch = p.micro_batch;
+  s.seq = static_cast<double>(seq) / p.cp;
+  s.kv_seq = seq;
+  s.tp = p.tp;
+  s.sp = p.sequence_parallel && p.tp > 1;
+  s.bytes_per_element = weight_bytes(p.precision);
+
+  // Parameters held, split into the part replicated over dp*cp and the experts (over dp*cp/ep).
+  const double dense_params = dense * layer_params_per_device(m, false, p.tp, 1) +
+                              moe * (layer_params_per_device(m, true, p.tp, p.ep) -
+                                     m.moe.experts * m.expert_params() / (p.tp * p.ep));
+  const double expert_params = moe * m.moe.experts * m.expert_params() / (p.tp * p.ep);
+  double embed = 0;
+  if (stage == 0) embed += static_cast<double>(m.vocab) * m.hidden / p.tp;
+  if (stage == p.pp - 1 && (!m.tied_embeddings || p.pp > 1)) embed += static_cast<double>(m.vocab) * m.hidden / p.tp;
+  const double replicated = dense_params + embed;
+  const double shard = static_cast<double>(p.dp) * p.cp;
+  const double expert_shard = std::max(1.0, shard / p.ep);
+
+  MemoryBreakdown mem;
+  mem.stage = stage;
+  const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
+  const double zero_w = p.zero_stage >= 3 ? 1.0 : 0.0, zero_g = p.zero_stage >= 2 ? 1.0 : 0.0,
+               zero_o = p.zero_stage >= 1 ? 1.0 : 0.0;
+  auto sharded = [&](double bytes_per_param, double on) {
+    return bytes_per_param * (replicated / (on > 0 ? shard : 1.0) + expert_params / (on > 0 ? expert_shard : 1.0));
+  };
+  mem.weights = sharded(wb, zero_w);
+  mem.gradients = sharded(gb, zero_g);
+  const double opt_bytes = p.precision == Precision::kFp32 ? 8.0 : kOptimizerStateBytes;
+  mem.optimizer = p.offload_optimizer ? 0.0 : sharded(opt_bytes, zero_o);
+  if (p.zero_stage >= 3) {
+    // Two layers gathered at a time (the current one and the prefetched next).
+    mem.weights += 2.0 * wb * layer_params_per_device(m, moe > 0, p.tp, p.ep);
+  }
+
+  // Activations: micro-batches in flight on this stage times the per-layer footprint.
+  const double act_dense = layer_activation_bytes(m, s, p.recompute, p.flash_attention, false);
+  const double act_moe = moe > 0 ? layer_activation_bytes(m, s, p.recompute, p.flash_attention, true) : 0.0;
+  const double per_mb = dense * act_dense + moe * act_moe;
+  const double mbs = static_cast<double>(p.micro_batches());
+  double in_flight = 1;
+  switch (p.schedule) {
+    case Schedule::kGpipe: in_flight = mbs; break;
+    case Schedule::kDualPipe: in_flight = std::min(mbs, p.pp + 1.0); break;
+    case Schedule::kInterleaved1F1B:
+      in_flight = std::min(mbs, (p.pp - stage) * (1.0 + (p.pp - 1.0) / (p.pp * p.virtual_stages)));
+      break;
+    default: in_flight = std::min(mbs, static_cast<double>(p.pp - stage)); break;
+  }
+  mem.activations = per_mb * in_flight;
+  if (p.recompute == Recompute::kFull) {
+    // The layer being recomputed holds its full activations during its backward.
+    mem.activations += layer_activation_bytes(m, s, Recompute::kNone, p.flash_attention, moe > 0);
+  }
+  const double tokens = s.batch * s.seq;
+  if (stage == 0) mem.activations += in_flight * tokens * m.hidden * wb / (s.sp ? p.tp : 1);  // embedding output
+  if (stage == p.pp - 1) {
+    // fp32 logits and their gradient for the micro-batch in flight.
+    mem.buffers += 2.0 * 4.0 * tokens * static_cast<double>(m.vocab) / p.tp;
+  }
+  mem.reserved = device_.memory_reserved_bytes;
+  mem.capacity = device_.memory_bytes;
+  mem.total = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.buffers + mem.reserved;
+  return mem;
+}
+
+MemoryBreakdown AnalyticModel::memory(const Plan& p) const {
+  MemoryBreakdown first = stage_memory(p, 0);
+  if (p.pp == 1) return first;
+  MemoryBreakdown last = stage_memory(p, p.pp - 1);
+  return last.total > first.total ? last : first;
+}
+
+Prediction AnalyticModel::evaluate(const Plan& p) const {
+  const ModelSpec& m = model_;
+  const DeviceSpec& d = device_;
+  Prediction out;
+  out.devices = p.gpus();
+  const double mbs = static_cast<double>(p.micro_batches());
+  out.micro_batches = p.micro_batches();
+  const int seq = p.seq_len > 0 ? p.seq_len : m.seq_len;
+
+  LayerShape s;
+  s.batch = p.micro_batch;
+  s.seq = static_cast<double>(seq) / p.cp;
+  s.kv_seq = seq;
+  s.tp = p.tp;
+  s.sp = p.sequence_parallel && p.tp > 1;
+  s.bytes_per_element = weight_bytes(p.precision);
+
+  // Rank order tp (fastest), cp, dp, pp -- Megatron's default.
+  Links links;
+  links.tp = group_link(cluster_, 1, p.tp);
+  links.cp = group_link(cluster_, p.tp, p.cp);
+  links.dp = group_link(cluster_, p.tp, p.dp * p.cp);
+  links.ep = group_link(cluster_, p.tp, p.ep);
+  links.edp = group_link(cluster_, p.tp * p.ep, std::max(1, p.dp * p.cp / p.ep));
+  links.pp = group_link(cluster_, p.tp * p.cp * p.dp, p.pp > 1 ? 2 : 1);
+
+  const LayerTime dense = layer_time(m, d, p, s, links, false);
+  const LayerTime moe = m.is_moe() ? layer_time(m, d, p, s, links, true) : LayerTime{};
+
+  // Embedding (first stage) and LM head + cross-entropy (last stage), per micro-batch.
+  const DType dt = compute_dtype(p.precision, d);
+  const double gemm_rate = d.peak(dt) * d.gemm_efficiency;
+  const double mem_rate = d.memory_bandwidth * d.memory_efficiency;
+  const double tokens = s.batch * s.seq;
+  const double head_flops = logits_flops(m, s);
+  const double ce_bytes = 3.0 * 4.0 * tokens * static_cast<double>(m.vocab) / p.tp;  // fp32 softmax + grad
+  const double head_time = 3.0 * head_flops / gemm_rate + ce_bytes / mem_rate;
+  const double embed_time = 3.0 * tokens * m.hidden * s.bytes_per_element / mem_rate;
+
+  // Pipeline p2p per micro-batch and direction: activations scattered over TP ranks.
+  double p2p = 0;
+  if (p.pp > 1) {
+    const double bytes = tokens * m.hidden * s.bytes_per_element / p.tp;
+    p2p = sendrecv_time(links.pp, bytes) + (p.tp > 1 ? allgather_time(links.tp, bytes * p.tp) : 0.0);
+  }
+
+  // Per-stage time for one micro-batch (all its chunks), and the slowest stage.
+  double sum_x = 0, max_x = 0;
+  int crit = 0;
+  int crit_dense = 0, crit_moe = 0;
+  for (int i = 0; i < p.pp; ++i) {
+    const Range r = stage_layers(m.layers, p.pp, i);
+    const int nd = dense_in(m, r), nm = (r.end - r.begin) - nd;
+    double x = nd * dense.total() + nm * moe.total();
+    if (i == 0) x += embed_time;
+    if (i == p.pp - 1) x += head_time;
+    sum_x += x;
+    if (x > max_x) { max_x = x; crit = i; crit_dense = nd; crit_moe = nm; }
+  }
+  const double pv = p.pp, v = p.virtual_stages;
+  double pipe = 0, p2p_total = 0;
+  switch (p.schedule) {
+    case Schedule::kInterleaved1F1B:
+      if (p.virtual_stages > 1) {
+        pipe = (mbs + (pv - 1) / v) * max_x;
+        p2p_total = (mbs * v + pv - 1) * 2 * p2p;
+        break;
+      }
+      [[fallthrough]];
+    case Schedule::kGpipe:
+    case Schedule::k1F1B:
+      pipe = sum_x + (mbs - 1) * max_x;
+      p2p_total = (mbs + pv - 1) * 2 * p2p;
+      break;
+    case Schedule::kZeroBubble:
+      // ZB-H1 (Qi et al. 2024): bubble (pp-1)(F + B - W) = (pp-1) x/3 with F = B = W = x/3.
+      pipe = mbs * max_x + (sum_x - max_x) / 3.0;
+      p2p_total = (mbs + pv - 1) * 2 * p2p;
+      break;
+    case Schedule::kDualPipe:
+      // DeepSeek-V3 report, Table 2: (pp/2 - 1)(F&B + B - 3W); with F = B = W = x/3 that is
+      // (pp/2 - 1) * x/3.
+      pipe = mbs * max_x + std::max(0.0, pv / 2 - 1) * max_x / 3.0;
+      p2p_total = (mbs + pv - 1) * 2 * p2p;
+      break;
+  }
+  if (p.pp == 1) p2p_total = 0;
+
+  TimeBreakdown& tb = out.time;
+  const double nd = crit_dense, nm = crit_moe;
+  tb.compute = mbs * (nd * (dense.fwd_compute + dense.bwd_compute + dense.recompute) +
+                      nm * (moe.fwd_compute + moe.bwd_compute + moe.recompute) +
+                      (crit == 0 ? embed_time : 0.0) + (crit == p.pp - 1 ? head_time : 0.0));
+  tb.recompute = mbs * (nd * dense.recompute + nm * moe.recompute);
+  tb.tp_comm = mbs * (nd * (dense.fwd_tp + dense.bwd_tp) + nm * (moe.fwd_tp + moe.bwd_tp));
+  tb.cp_comm = mbs * (nd * dense.cp + nm * moe.cp);
+  tb.ep_comm = mbs * nm * moe.ep;
+  tb.pp_comm = p2p_total;
+  tb.bubble = std::max(0.0, pipe - mbs * max_x);
+
+  // Data parallel: gradients (and with ZeRO, parameters) over dp*cp; experts over dp*cp/ep.
+  const MemoryBreakdown mem = memory(p);
+  const Range cr = stage_layers(m.layers, p.pp, crit);
+  const int cd = dense_in(m, cr), cm = (cr.end - cr.begin) - cd;
+  const double expert_params = cm * m.moe.experts * m.expert_params() / (p.tp * p.ep);
+  const double replicated = cd * layer_params_per_device(m, false, p.tp, 1) +
+                            cm * layer_params_per_device(m, true, p.tp, p.ep) - expert_params +
+                            ((crit == 0 || crit == p.pp - 1) ? static_cast<double>(m.vocab) * m.hidden / p.tp : 0.0);
+  const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
+  auto dp_cost = [&](const GroupLink& link, double params) {
+    if (link.size <= 1 || params <= 0) return 0.0;
+    switch (p.zero_stage) {
+      case 0: return allreduce_time(link, params * gb);
+      case 1:
+      case 2: return reduce_scatter_time(link, params * gb) + allgather_time(link, params * wb);
+      default:  // ZeRO-3 / FSDP: gather for forward and backward, reduce-scatter, every micro-batch
+        return mbs * (2 * allgather_time(link, params * wb) + reduce_scatter_time(link, params * gb));
+    }
+  };
+  const double dp_total = dp_cost(links.dp, replicated) + dp_cost(links.edp, expert_params);
+  const double backward_mb = nd * (dense.bwd_compute + dense.recompute) + nm * (moe.bwd_compute + moe.recompute);
+  if (p.zero_stage >= 3) {
+    // FSDP prefetches the next layer's parameters while computing this one: only what compute
+    // cannot hide is exposed, plus the first layer's gather.
+    const double layers_on_stage = std::max(1, cr.end - cr.begin);
+    tb.dp_comm = std::max(0.0, dp_total - tb.compute) + dp_total / (mbs * layers_on_stage * 3.0);
+  } else if (p.overlap_grad_reduce) {
+    tb.dp_comm = std::max(dp_total * 0.05, dp_total - backward_mb);
+  } else {
+    tb.dp_comm = dp_total;
+  }
+
+  // Optimizer: one Adam pass over the parameters this device owns.
+  const double owned = p.zero_stage >= 1 ? replicated / (static_cast<double>(p.dp) * p.cp) +
+                                               expert_params / std::max(1.0, 1.0 * p.dp * p.cp / p.ep)
+                                         : replicated + expert_params;
+  if (p.offload_optimizer) {
+    const NodeSpec& node = cluster_.node;
+    double host_rate = node.host_link.bandwidth;
+    for (const auto& g : node.devices)
+      if (g.device.kind == DeviceKind::kCpu)
+        host_rate = g.device.memory_bandwidth * g.device.memory_efficiency * g.count / std::max(1, node.accelerators());
+    const double link = node.host_link.bandwidth > 0 ? node.host_link.bandwidth * node.host_link.efficiency : host_rate;
+    tb.offload = owned * (gb + wb) / link + owned * kAdamBytesPerParam / host_rate;
+  } else {
+    tb.optimizer = owned * kAdamBytesPerParam / mem_rate;
+  }
+
+  tb.total = pipe + p2p_total + tb.dp_comm + tb.optimizer + tb.offload;
+  out.step_time_s = tb.total;
+  out.memory = mem;
+  out.fit = mem.total <= mem.capacity ? FitVerdict::kFits : FitVerdict::kOutOfMemory;
+
+  // FLOPs of the whole job per step.
+  const double sequences = static_cast<double>(p.global_batch);
+  const double head_model = 3.0 * logits_flops(m, LayerShape{1, static_cast<double>(seq), static_cast<double>(seq), 1, false, 2});
+  LayerShape full{1, static_cast<double>(seq), static_cast<double>(seq), 1, false, 2};
+  const double dense_model = 3.0 * dense_layer_flops(m, full).total();
+  const double moe_model = m.is_moe() ? 3.0 * moe_layer_flops(m, full).total() : 0.0;
+  out.model_flops = sequences * (m.dense_layers() * dense_model + m.moe_layers() * moe_model + head_model);
+  const double hw_ratio_dense = dense.model_flops > 0 ? dense.hw_flops / dense.model_flops : 1.0;
+  const double hw_ratio_moe = moe.model_flops > 0 ? moe.hw_flops / moe.model_flops : 1.0;
+  out.hardware_flops = sequences * (m.dense_layers() * dense_model * hw_ratio_dense +
+                                    m.moe_layers() * moe_model * hw_ratio_moe + head_model);
+  const double peak = mfu_peak(p.precision, d);
+  const double denom = out.step_time_s * out.devices * peak;
+  out.mfu = denom > 0 ? out.model_flops / denom : 0.0;
+  out.hfu = denom > 0 ? out.hardware_flops / denom : 0.0;
+  out.tokens_per_s = out.step_time_s > 0 ? sequences * seq / out.step_time_s : 0.0;
+  out.tflops_per_device = out.step_time_s > 0 ? out.hardware_flops / out.step_time_s / out.devices / 1e12 : 0.0;
+  return out;
+}
+
+Result<Prediction> predict(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
+                           const std::string& plan_file) {
+  FS_RETURN_IF_ERROR(validate_plan(plan, model, cluster.total_accelerators(), plan_file));
+  const DeviceSpec& d = cluster.node.accelerator();
+  if (plan.precision == Precision::kFp8 && d.peak(DType::kFp8) <= 0)
+    return Error(plan_file + ": /precision: fp8 is not supported by " + d.name);
+  AnalyticModel am(model, cluster);
+  Prediction p = am.evaluate(plan);
+  if (!p.fits())
+    return Error(plan_file + ": plan does not fit in memory: " + describe_memory(p.memory));
+  return p;
+}
+
+}  // namespace foresight

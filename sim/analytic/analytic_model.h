@@ -1,0 +1,52 @@
+// The analytic (closed-form) performance model: one training step of a plan, in microseconds of
+// CPU time, for search and sweeps. The discrete-event simulator refines it; both return a
+// Prediction.
+//
+//   AnalyticModel am(model, cluster);
+//   Prediction p = am.evaluate(plan);          // plan already checked by validate_plan
+//   Result<Prediction> q = predict(model, cluster, plan, "plan.json");   // checks, then evaluates
+//
+// Compute: per-op roofline with the device's fitted efficiencies; communication: alpha-beta per
+// collective on the links the group actually uses (collective.h); pipeline: the schedule's
+// closed-form bubble; memory: weights/gradients/optimizer by ZeRO stage and activations by
+// Korthikanti et al. (layer_cost.h).
+#pragma once
+
+#include "sim/analytic/collective.h"
+#include "sim/analytic/prediction.h"
+#include "sim/core/status.h"
+#include "sim/spec/hardware.h"
+#include "sim/spec/model.h"
+#include "sim/spec/plan.h"
+
+namespace foresight {
+
+class AnalyticModel {
+ public:
+  AnalyticModel(const ModelSpec& model, const ClusterSpec& cluster);
+  Prediction evaluate(const Plan& plan) const;
+  // Memory only (cheap): used to prune plans before timing them.
+  MemoryBreakdown memory(const Plan& plan) const;
+
+  const ModelSpec& model() const { return model_; }
+  const ClusterSpec& cluster() const { return cluster_; }
+
+ private:
+  struct StageMemory;
+  MemoryBreakdown stage_memory(const Plan& plan, int stage) const;
+
+  ModelSpec model_;
+  ClusterSpec cluster_;
+  DeviceSpec device_;
+};
+
+// Validates the plan (errors name `plan_file` and the field) and evaluates it. A plan that does
+// not fit in memory is an error that says by how much and in which category.
+Result<Prediction> predict(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
+                           const std::string& plan_file);
+
+// Bytes per element of weights/activations, and of gradients as reduced, for a precision.
+double weight_bytes(Precision p);
+double grad_bytes(Precision p);
+
+}  // namespace foresight

@@ -1,0 +1,80 @@
+// Group placement to bandwidth/latency, and the alpha-beta collective formulas.
+#include "sim/analytic/collective.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace foresight {
+
+GroupLink group_link(const ClusterSpec& c, int stride, int size) {
+  GroupLink l;
+  l.size = size;
+  const NodeSpec& node = c.node;
+  const int g = std::max(1, node.accelerators());
+  const double intra = node.fabric.bandwidth * node.fabric.efficiency;
+  if (size <= 1) {
+    l.bus_bandwidth = intra > 0 ? intra : 1e30;
+    return l;
+  }
+  // Ranks of the group inside one node, and how many nodes apart the group's ends are.
+  const int per_node = stride >= g ? 1 : std::max(1, std::min(size, g / std::max(1, stride)));
+  const long long span_ranks = static_cast<long long>(size - 1) * stride + 1;
+  const long long span_nodes = (span_ranks + g - 1) / g;
+  if (span_nodes <= 1) {
+    l.bus_bandwidth = intra;
+    l.latency_s = node.fabric.latency_s;
+    l.in_switch_reduction = node.in_switch_reduction;
+    return l;
+  }
+  l.crosses_nodes = true;
+  // Every accelerator of the node communicates at once; each gets its share of the NICs, and a
+  // group with k ranks in a node uses k shares (NCCL runs one ring per NIC/rail).
+  double inter = node.nic_bandwidth_per_device() * per_node;
+  double latency = node.nic.latency_s + node.fabric.latency_s;
+  for (const NetworkTier& t : c.tiers) {
+    const double per_node_bw = t.bandwidth_per_node > 0 ? t.bandwidth_per_node * node.nic.efficiency
+                                                        : node.nics * node.nic.bandwidth * node.nic.efficiency;
+    inter = std::min(inter, per_node_bw / t.oversubscription / g * per_node);
+    latency += t.latency_s;
+    if (t.span_nodes == 0 || span_nodes <= t.span_nodes) break;  // the group fits under this tier
+  }
+  l.bus_bandwidth = std::min(intra > 0 ? intra : inter, inter);
+  l.latency_s = latency;
+  return l;
+}
+
+namespace {
+// Steps of latency: ring for small groups, a tree's log2(n) beyond that (NCCL switches to trees
+// for latency-bound sizes).
+double latency_steps(int n) {
+  return std::min(2.0 * (n - 1), 2.0 * std::ceil(std::log2(static_cast<double>(n))) + 2.0);
+}
+}  // namespace
+
+double allreduce_time(const GroupLink& l, double bytes) {
+  const int n = l.size;
+  if (n <= 1 || bytes <= 0) return 0.0;
+  return 2.0 * (n - 1) / n * bytes / l.bus_bandwidth + latency_steps(n) * l.latency_s;
+}
+
+double allgather_time(const GroupLink& l, double bytes) {
+  const int n = l.size;
+  if (n <= 1 || bytes <= 0) return 0.0;
+  return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + 0.5 * latency_steps(n) * l.latency_s;
+}
+
+double reduce_scatter_time(const GroupLink& l, double bytes) { return allgather_time(l, bytes); }
+
+double alltoall_time(const GroupLink& l, double bytes) {
+  const int n = l.size;
+  if (n <= 1 || bytes <= 0) return 0.0;
+    // Direct all-to-all: the n-1 messages are in flight together, one latency deep.
+  return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + l.latency_s;
+}
+
+double sendrecv_time(const GroupLink& l, double bytes) {
+  if (bytes <= 0) return 0.0;
+  return bytes / l.bus_bandwidth + l.latency_s;
+}
+
+}  // namespace foresight

@@ -1,0 +1,37 @@
+// Alpha-beta costs of collectives on a group of ranks placed on a cluster, in the nccl-tests
+// convention: a collective of S bytes on n ranks with bus bandwidth B takes
+//   all-reduce      2(n-1)/n * S / B + latency
+//   all-gather / reduce-scatter   (n-1)/n * S / B + latency     (S = the full, gathered size)
+//   all-to-all      (n-1)/n * S / B + latency                   (S = bytes each rank sends in all)
+//   send/recv       S / B + latency
+//
+//   GroupLink link = group_link(cluster, /*stride=*/8, /*size=*/64);   // a DP group across nodes
+//   double t = allreduce_time(link, 1e9);
+#pragma once
+
+#include "sim/spec/hardware.h"
+
+namespace foresight {
+
+// What a group of ranks can achieve as a whole.
+struct GroupLink {
+  int size = 1;              // ranks in the group
+  double bus_bandwidth = 0;  // bytes/s per rank in the busbw convention
+  double latency_s = 0;      // alpha per algorithm step
+  bool crosses_nodes = false;
+  bool in_switch_reduction = false;  // NVLS-style all-reduce available (single node only)
+};
+
+// The link for a group of `size` ranks whose consecutive members are `stride` ranks apart, with
+// ranks numbered node by node. All groups of the same shape are assumed to communicate at the same
+// time (as DP groups do), so they share the node's NICs. Tiers the group crosses divide the
+// bandwidth by their oversubscription.
+GroupLink group_link(const ClusterSpec& c, int stride, int size);
+
+double allreduce_time(const GroupLink& l, double bytes);
+double allgather_time(const GroupLink& l, double bytes);      // bytes: the gathered total
+double reduce_scatter_time(const GroupLink& l, double bytes); // bytes: the full input
+double alltoall_time(const GroupLink& l, double bytes);       // bytes: what one rank sends in all
+double sendrecv_time(const GroupLink& l, double bytes);
+
+}  // namespace foresight

@@ -1,0 +1,115 @@
+// Closed forms for one layer: FLOPs, elementwise traffic, activation memory, parameters.
+#include "sim/analytic/layer_cost.h"
+
+namespace foresight {
+
+namespace {
+
+double mlp_matrices(const ModelSpec& m) { return m.mlp == MlpKind::kSwiglu ? 3.0 : 2.0; }
+
+double attention_matrix_params(const ModelSpec& m) {
+  const double norm = m.norm == NormKind::kLayerNorm ? 2.0 * m.hidden : 1.0 * m.hidden;
+  return m.attention_params() - norm;
+}
+
+double norm_params(const ModelSpec& m) {
+  return m.norm == NormKind::kLayerNorm ? 2.0 * m.hidden : 1.0 * m.hidden;
+}
+
+}  // namespace
+
+LayerFlops dense_layer_flops(const ModelSpec& m, const LayerShape& s) {
+  const double tokens = s.batch * s.seq;
+  LayerFlops f;
+  f.attn_linear = 2.0 * tokens * attention_matrix_params(m) / s.tp;
+  // Q·K^T over q/k head width, then P·V over the value head width.
+  const double qk = static_cast<double>(m.q_dim()), v = static_cast<double>(m.v_dim());
+  f.attn_core = 2.0 * tokens * s.kv_seq * (qk + v) / s.tp;
+  f.mlp = 2.0 * tokens * mlp_matrices(m) * m.hidden * static_cast<double>(m.ffn_hidden) / s.tp;
+  return f;
+}
+
+LayerFlops moe_layer_flops(const ModelSpec& m, const LayerShape& s) {
+  LayerFlops f = dense_layer_flops(m, s);
+  const double tokens = s.batch * s.seq;
+  const double expert = mlp_matrices(m) * m.hidden * static_cast<double>(m.moe.expert_ffn_hidden);
+  f.mlp = 2.0 * tokens * (m.moe.top_k + m.moe.shared_experts) * expert / s.tp;
+  f.router = 2.0 * tokens * m.hidden * m.moe.experts;
+  return f;
+}
+
+double logits_flops(const ModelSpec& m, const LayerShape& s) {
+  return 2.0 * s.batch * s.seq * m.hidden * static_cast<double>(m.vocab) / s.tp;
+}
+
+double layer_elementwise_bytes(const ModelSpec& m, const LayerShape& s, bool moe_layer,
+                               bool flash_attention) {
+  const double e = s.bytes_per_element;
+  const double tokens = s.batch * s.seq;
+  // Tensors of width h are split across TP ranks only with sequence parallelism.
+  const double th = tokens * m.hidden / (s.sp ? s.tp : 1.0);
+  const double ffn = moe_layer ? static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts)
+                               : static_cast<double>(m.ffn_hidden);
+  const double tf = tokens * ffn / s.tp;
+  const double dropout_mask = m.dropout ? 1.0 : 0.0;
+  double bytes = 0;
+  bytes += 2 * (2 * th * e);                        // two norms: read x, write y
+  bytes += 2 * (3 * th * e + dropout_mask * th);    // two (dropout +) residual adds: read 2, write 1
+  // Activation: GeLU reads the pre-activation and writes the result; SwiGLU reads gate and up.
+  bytes += (m.mlp == MlpKind::kSwiglu ? 3.0 : 2.0) * tf * e;
+  if (moe_layer) bytes += 2 * tokens * m.hidden * e / s.tp;  // permute / unpermute tokens
+  if (!flash_attention) {
+    // Fused scale-mask-softmax reads and writes the score matrix; dropout reads it, writes the
+    // result and a one-byte mask.
+    const double scores = s.batch * m.heads * s.seq * s.kv_seq / s.tp;
+    bytes += scores * (2 * e + (m.dropout ? 2 * e + 1 : 0.0));
+  }
+  return bytes;
+}
+
+double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute r,
+                              bool flash_attention, bool moe_layer) {
+  const double e = s.bytes_per_element;
+  const double sb = s.seq * s.batch;
+  const double h = static_cast<double>(m.hidden);
+  const double t = s.tp;
+  // Tensors replicated across TP ranks without SP; split with SP.
+  const double rep = s.sp ? t : 1.0;
+  const double drop = m.dropout ? 1.0 : 0.0;
+  if (r == Recompute::kFull) return e * sb * h / rep;  // only the layer input is kept
+
+  // Attention block (Korthikanti et al. Sec. 4.1 generalised to GQA/MLA widths).
+  double attn = 0;
+  attn += e * sb * h / rep;                                   // norm output = QKV input
+  attn += e * sb * (m.q_dim() + m.kv_dim()) / t;              // Q and K for Q·K^T
+  attn += e * sb * (m.mla.enabled() ? m.v_dim() : m.kv_dim()) / t;  // V
+  attn += e * sb * m.v_dim() / t;                             // output projection input
+  attn += drop * sb * h / rep;                                // attention dropout mask
+  const bool keep_scores = !flash_attention && r == Recompute::kNone;
+  if (keep_scores) {
+    // Softmax output (2 bytes), dropout mask (1) and dropout output (2): 5*a*s^2*b.
+    attn += (e + (m.dropout ? 1 + e : 0.0)) * m.heads * s.seq * s.kv_seq * s.batch / t;
+  } else if (flash_attention) {
+    attn += 4.0 * s.batch * s.seq * m.heads / t;  // softmax statistics (fp32 per row)
+  }
+  // MLP block.
+  double ffn = static_cast<double>(m.ffn_hidden);
+  if (moe_layer) ffn = static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts);
+  double mlp = e * sb * h / rep;                              // first linear input
+  mlp += e * sb * ffn / t * (m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0);  // activation input(s)
+  mlp += e * sb * ffn / t;                                    // second linear input
+  mlp += drop * sb * h / rep;                                 // dropout mask
+  if (moe_layer) mlp += e * sb * h * m.moe.top_k / t + 4.0 * sb * m.moe.experts;  // dispatched tokens, router probs
+  const double norms = 2 * e * sb * h / rep;                  // inputs of the two norms
+  return attn + mlp + norms;
+}
+
+double layer_params_per_device(const ModelSpec& m, bool moe_layer, double tp, double ep) {
+  const double attn = attention_matrix_params(m) / tp + norm_params(m);
+  if (!moe_layer) return attn + (m.dense_mlp_params() - norm_params(m)) / tp + norm_params(m);
+  const double experts = m.moe.experts * m.expert_params() / (tp * ep);
+  const double shared = m.moe.shared_experts * m.expert_params() / tp;
+  return attn + experts + shared + 1.0 * m.hidden * m.moe.experts + norm_params(m);
+}
+
+}  // namespace foresight

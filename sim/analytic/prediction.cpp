@@ -1,0 +1,46 @@
+// Prediction: JSON form and the memory description used in errors and tables.
+#include "sim/analytic/prediction.h"
+
+#include <nlohmann/json.hpp>
+
+#include "sim/core/units.h"
+
+namespace foresight {
+
+using nlohmann::json;
+
+std::string describe_memory(const MemoryBreakdown& m) {
+  auto b = [](double v) { return pretty_quantity(v, Dimension::kBytes); };
+  return "needs " + b(m.total) + " of " + b(m.capacity) + " on pipeline stage " +
+         std::to_string(m.stage) + " (weights " + b(m.weights) + ", gradients " + b(m.gradients) +
+         ", optimizer " + b(m.optimizer) + ", activations " + b(m.activations) + ", buffers " +
+         b(m.buffers) + ", reserved " + b(m.reserved) + ")";
+}
+
+json prediction_to_json(const Prediction& p) {
+  const TimeBreakdown& t = p.time;
+  const MemoryBreakdown& m = p.memory;
+  return json{
+      {"step_time_s", p.step_time_s},
+      {"breakdown_s",
+       {{"compute", t.compute}, {"recompute", t.recompute}, {"tp_comm", t.tp_comm},
+        {"cp_comm", t.cp_comm}, {"ep_comm", t.ep_comm}, {"pp_comm", t.pp_comm},
+        {"bubble", t.bubble}, {"dp_comm", t.dp_comm}, {"optimizer", t.optimizer},
+        {"offload", t.offload}}},
+      {"memory_bytes",
+       {{"weights", m.weights}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
+        {"activations", m.activations}, {"buffers", m.buffers}, {"reserved", m.reserved},
+        {"total", m.total}, {"capacity", m.capacity}, {"stage", m.stage}}},
+      {"fits", p.fits()},
+      {"model_flops_per_step", p.model_flops},
+      {"hardware_flops_per_step", p.hardware_flops},
+      {"mfu", p.mfu},
+      {"hfu", p.hfu},
+      {"tokens_per_s", p.tokens_per_s},
+      {"tflops_per_device", p.tflops_per_device},
+      {"micro_batches", p.micro_batches},
+      {"devices", p.devices},
+  };
+}
+
+}  // namespace foresight

@@ -1,0 +1,270 @@
+// Device, node and cluster specs: JSON load/save with units inside values.
+#include "sim/spec/hardware.h"
+
+#include <nlohmann/json.hpp>
+
+#include "sim/spec/json_reader.h"
+#include "sim/spec/presets.h"
+
+namespace foresight {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kDTypeNames[kDTypeCount] = {"fp32", "tf32", "bf16", "fp16", "fp8", "int8"};
+
+void read_link(JsonReader r, LinkSpec& link, bool need_bandwidth) {
+  r.reject_unknown_keys({"kind", "bandwidth", "latency", "efficiency"});
+  link.kind = r.string("kind", link.kind);
+  link.bandwidth = need_bandwidth ? r.required_quantity("bandwidth", Dimension::kBandwidth)
+                                  : r.quantity("bandwidth", Dimension::kBandwidth, link.bandwidth);
+  link.latency_s = r.quantity("latency", Dimension::kSeconds, link.latency_s);
+  link.efficiency = r.number("efficiency", link.efficiency, 0.01, 1.0);
+}
+
+json link_to_json(const LinkSpec& l) {
+  return {{"kind", l.kind},
+          {"bandwidth", format_quantity(l.bandwidth, Dimension::kBandwidth)},
+          {"latency", format_quantity(l.latency_s, Dimension::kSeconds)},
+          {"efficiency", l.efficiency}};
+}
+
+// A field that is either a preset name (string) or an inline object.
+template <typename T, typename FromJson, typename Load>
+Result<T> inline_or_preset(JsonReader& r, std::string_view key, FromJson from_json, Load load) {
+  static const json kNull;
+  auto it = r.node().is_object() ? r.node().find(std::string(key)) : r.node().end();
+  const json& v = (r.node().is_object() && it != r.node().end()) ? *it : kNull;
+  if (v.is_string()) {
+    auto loaded = load(v.get<std::string>());
+    if (!loaded) return loaded.error().with_context(r.file() + ": " + r.pointer() + "/" + std::string(key));
+    return loaded;
+  }
+  if (v.is_object()) return from_json(v, r.file() + " (at " + r.pointer() + "/" + std::string(key) + ")");
+  r.fail(key, "expected a preset name or an object");
+  return r.error();
+}
+
+}  // namespace
+
+std::string to_string(DeviceKind k) {
+  switch (k) {
+    case DeviceKind::kGpu: return "gpu";
+    case DeviceKind::kNpu: return "npu";
+    case DeviceKind::kCpu: return "cpu";
+  }
+  return "gpu";
+}
+
+std::string to_string(DType d) { return std::string(kDTypeNames[static_cast<int>(d)]); }
+
+const DeviceSpec& NodeSpec::accelerator() const {
+  for (const auto& g : devices)
+    if (g.device.kind != DeviceKind::kCpu) return g.device;
+  return devices.front().device;
+}
+
+int NodeSpec::accelerators() const {
+  for (const auto& g : devices)
+    if (g.device.kind != DeviceKind::kCpu) return g.count;
+  return devices.empty() ? 0 : devices.front().count;
+}
+
+double NodeSpec::nic_bandwidth_per_device() const {
+  const int n = accelerators();
+  return n > 0 ? nics * nic.bandwidth * nic.efficiency / n : 0.0;
+}
+
+Result<DeviceSpec> device_from_json(const json& doc, const std::string& file) {
+  JsonReader r(doc, file);
+  r.reject_unknown_keys({"name", "vendor", "kind", "peak", "memory", "memory_bandwidth",
+                         "efficiency", "memory_reserved", "power", "price_per_hour_usd",
+                         "reference_cluster"});
+  DeviceSpec d;
+  d.name = r.required_string("name");
+  d.vendor = r.string("vendor", "");
+  const std::string kind = r.choice("kind", {"gpu", "npu", "cpu"}, "gpu");
+  d.kind = kind == "cpu" ? DeviceKind::kCpu : kind == "npu" ? DeviceKind::kNpu : DeviceKind::kGpu;
+  JsonReader peak = r.object("peak");
+  peak.reject_unknown_keys({"fp32", "tf32", "bf16", "fp16", "fp8", "int8"});
+  for (int i = 0; i < kDTypeCount; ++i)
+    d.peak_flops[i] = peak.quantity(kDTypeNames[i], Dimension::kFlopRate, 0.0);
+  if (r.ok() && d.peak(DType::kBf16) == 0 && d.peak(DType::kFp16) == 0 && d.peak(DType::kFp32) == 0)
+    r.fail("peak", "needs at least one of fp32, bf16, fp16");
+  d.memory_bytes = r.required_quantity("memory", Dimension::kBytes);
+  d.memory_bandwidth = r.required_quantity("memory_bandwidth", Dimension::kBandwidth);
+  JsonReader eff = r.object("efficiency");
+  eff.reject_unknown_keys({"gemm", "attention", "memory", "kernel_overhead"});
+  d.gemm_efficiency = eff.number("gemm", d.gemm_efficiency, 0.01, 1.0);
+  d.attention_efficiency = eff.number("attention", d.attention_efficiency, 0.01, 1.0);
+  d.memory_efficiency = eff.number("memory", d.memory_efficiency, 0.01, 1.0);
+  d.kernel_overhead_s = eff.quantity("kernel_overhead", Dimension::kSeconds, d.kernel_overhead_s);
+  d.memory_reserved_bytes = r.quantity("memory_reserved", Dimension::kBytes, 0.0);
+  JsonReader power = r.object("power");
+  power.reject_unknown_keys({"load", "idle"});
+  d.power_load_w = power.quantity("load", Dimension::kPower, 0.0);
+  d.power_idle_w = power.quantity("idle", Dimension::kPower, 0.0);
+  d.price_per_hour_usd = r.number("price_per_hour_usd", 0.0, 0.0, 1e6);
+  d.reference_cluster = r.string("reference_cluster", "");
+  if (r.ok() && d.memory_reserved_bytes >= d.memory_bytes)
+    r.fail("memory_reserved", "must be smaller than memory");
+  if (!r.ok()) return r.error();
+  return d;
+}
+
+json device_to_json(const DeviceSpec& d) {
+  json peak = json::object();
+  for (int i = 0; i < kDTypeCount; ++i)
+    if (d.peak_flops[i] > 0) peak[std::string(kDTypeNames[i])] = format_quantity(d.peak_flops[i], Dimension::kFlopRate);
+  json j = {{"name", d.name},
+            {"vendor", d.vendor},
+            {"kind", to_string(d.kind)},
+            {"peak", peak},
+            {"memory", format_quantity(d.memory_bytes, Dimension::kBytes)},
+            {"memory_bandwidth", format_quantity(d.memory_bandwidth, Dimension::kBandwidth)},
+            {"efficiency",
+             {{"gemm", d.gemm_efficiency},
+              {"attention", d.attention_efficiency},
+              {"memory", d.memory_efficiency},
+              {"kernel_overhead", format_quantity(d.kernel_overhead_s, Dimension::kSeconds)}}},
+            {"memory_reserved", format_quantity(d.memory_reserved_bytes, Dimension::kBytes)},
+            {"power",
+             {{"load", format_quantity(d.power_load_w, Dimension::kPower)},
+              {"idle", format_quantity(d.power_idle_w, Dimension::kPower)}}},
+            {"price_per_hour_usd", d.price_per_hour_usd}};
+  if (!d.reference_cluster.empty()) j["reference_cluster"] = d.reference_cluster;
+  return j;
+}
+
+Result<NodeSpec> node_from_json(const json& doc, const std::string& file) {
+  JsonReader r(doc, file);
+  r.reject_unknown_keys({"name", "devices", "fabric", "in_switch_reduction", "host_link",
+                         "host_memory", "nics", "nic"});
+  NodeSpec n;
+  n.name = r.string("name", "node");
+  auto groups = r.array("devices");
+  if (r.ok() && groups.empty()) r.fail("devices", "a node needs at least one device group");
+  for (auto& g : groups) {
+    if (!r.ok()) break;
+    g.reject_unknown_keys({"device", "count"});
+    DeviceGroup group;
+    group.count = static_cast<int>(g.required_integer("count", 1, 1 << 16));
+    if (!g.has("device")) {
+      g.fail("device", "missing required field (a device preset name or object)");
+      break;
+    }
+    auto dev = inline_or_preset<DeviceSpec>(g, "device", device_from_json, load_device);
+    if (!dev) return dev.error();
+    group.device = std::move(dev).value();
+    n.devices.push_back(std::move(group));
+  }
+  read_link(r.object("fabric"), n.fabric, true);
+  n.in_switch_reduction = r.boolean("in_switch_reduction", false);
+  if (r.has("host_link")) read_link(r.object("host_link"), n.host_link, true);
+  n.host_memory_bytes = r.quantity("host_memory", Dimension::kBytes, 0.0);
+  n.nics = static_cast<int>(r.integer("nics", 0, 0, 1024));
+  if (r.has("nic")) read_link(r.object("nic"), n.nic, true);
+  if (r.ok() && n.nics > 0 && n.nic.bandwidth <= 0) r.fail("nic", "nics > 0 needs a nic with a bandwidth");
+  if (!r.ok()) return r.error();
+  return n;
+}
+
+json node_to_json(const NodeSpec& n) {
+  json devices = json::array();
+  for (const auto& g : n.devices) devices.push_back({{"device", device_to_json(g.device)}, {"count", g.count}});
+  json j = {{"name", n.name},
+            {"devices", devices},
+            {"fabric", link_to_json(n.fabric)},
+            {"in_switch_reduction", n.in_switch_reduction},
+            {"host_memory", format_quantity(n.host_memory_bytes, Dimension::kBytes)},
+            {"nics", n.nics}};
+  if (n.host_link.bandwidth > 0) j["host_link"] = link_to_json(n.host_link);
+  if (n.nics > 0) j["nic"] = link_to_json(n.nic);
+  return j;
+}
+
+Result<ClusterSpec> cluster_from_json(const json& doc, const std::string& file) {
+  JsonReader r(doc, file);
+  r.reject_unknown_keys({"name", "node", "nodes", "tiers", "storage_bandwidth"});
+  ClusterSpec c;
+  c.name = r.required_string("name");
+  c.description = r.string("description", "");
+  if (!r.ok()) return r.error();
+  if (!r.has("node")) return Error(file + ": /node: missing required field (a node preset name or object)");
+  auto node = inline_or_preset<NodeSpec>(r, "node", node_from_json, load_node);
+  if (!node) return node.error();
+  c.node = std::move(node).value();
+  c.nodes = static_cast<int>(r.integer("nodes", 1, 1, 1 << 24));
+  int previous_span = 1;
+  for (auto& t : r.array("tiers")) {
+    if (!r.ok()) break;
+    t.reject_unknown_keys({"name", "kind", "span_nodes", "bandwidth_per_node", "oversubscription", "latency"});
+    NetworkTier tier;
+    tier.name = t.required_string("name");
+    tier.kind = t.choice("kind", {"infiniband", "ethernet", "roce", "omnipath"}, "infiniband");
+    tier.span_nodes = static_cast<int>(t.integer("span_nodes", 0, 0, 1 << 24));
+    tier.bandwidth_per_node = t.quantity("bandwidth_per_node", Dimension::kBandwidth, 0.0);
+    tier.oversubscription = t.number("oversubscription", 1.0, 1.0, 1024.0);
+    tier.latency_s = t.quantity("latency", Dimension::kSeconds, 0.0);
+    if (t.ok() && tier.span_nodes != 0 && tier.span_nodes <= previous_span)
+      t.fail("span_nodes", "tiers must be listed from the lowest (smallest span) up");
+    if (tier.span_nodes != 0) previous_span = tier.span_nodes;
+    c.tiers.push_back(tier);
+  }
+  c.storage_bandwidth = r.quantity("storage_bandwidth", Dimension::kBandwidth, 0.0);
+  if (r.ok() && c.nodes > 1 && c.tiers.empty())
+    r.fail("tiers", "a cluster of more than one node needs at least one network tier");
+  if (r.ok() && c.nodes > 1 && c.node.nics == 0)
+    r.fail("node", "a cluster of more than one node needs nodes with NICs (nics, nic)");
+  if (!r.ok()) return r.error();
+  return c;
+}
+
+json cluster_to_json(const ClusterSpec& c) {
+  json tiers = json::array();
+  for (const auto& t : c.tiers) {
+    json tj = {{"name", t.name}, {"kind", t.kind}, {"span_nodes", t.span_nodes},
+               {"oversubscription", t.oversubscription},
+               {"latency", format_quantity(t.latency_s, Dimension::kSeconds)}};
+    if (t.bandwidth_per_node > 0) tj["bandwidth_per_node"] = format_quantity(t.bandwidth_per_node, Dimension::kBandwidth);
+    tiers.push_back(tj);
+  }
+  json j = {{"name", c.name}, {"node", node_to_json(c.node)}, {"nodes", c.nodes}, {"tiers", tiers}};
+  if (!c.description.empty()) j["description"] = c.description;
+  if (c.storage_bandwidth > 0) j["storage_bandwidth"] = format_quantity(c.storage_bandwidth, Dimension::kBandwidth);
+  return j;
+}
+
+namespace {
+template <typename T, typename FromJson>
+Result<T> load_spec(PresetKind kind, const std::string& name_or_path, FromJson from_json) {
+  FS_ASSIGN_OR_RETURN(SpecText src, resolve_spec(kind, name_or_path));
+  FS_ASSIGN_OR_RETURN(json doc, parse_json_text(src.text, src.file));
+  return from_json(doc, src.file);
+}
+}  // namespace
+
+Result<DeviceSpec> load_device(const std::string& p) { return load_spec<DeviceSpec>(PresetKind::kDevice, p, device_from_json); }
+Result<NodeSpec> load_node(const std::string& p) { return load_spec<NodeSpec>(PresetKind::kNode, p, node_from_json); }
+Result<ClusterSpec> load_cluster(const std::string& p) { return load_spec<ClusterSpec>(PresetKind::kCluster, p, cluster_from_json); }
+
+Status resize_cluster(ClusterSpec& c, int accelerators, const std::string& context) {
+  const int per_node = c.node.accelerators();
+  if (accelerators < 1) return Error(context + ": must be >= 1");
+  if (per_node < 1) return Error(context + ": cluster '" + c.name + "' has no accelerators");
+  if (accelerators < per_node) {
+    // A partial node: keep the node but use fewer devices.
+    for (auto& g : c.node.devices)
+      if (g.device.kind != DeviceKind::kCpu) { g.count = accelerators; break; }
+    c.nodes = 1;
+    return Status::Ok();
+  }
+  if (accelerators % per_node != 0)
+    return Error(context + ": " + std::to_string(accelerators) + " is not a multiple of the " +
+                 std::to_string(per_node) + " accelerators per node of '" + c.name + "'");
+  c.nodes = accelerators / per_node;
+  return Status::Ok();
+}
+
+}  // namespace foresight

@@ -1,0 +1,117 @@
+// Hardware specs: a device (GPU, NPU or CPU), a node (devices + intra-node fabric + NICs) and a
+// cluster (nodes + network tiers). Every number in the preset files cites its source.
+//
+//   Result<ClusterSpec> c = load_cluster("dgx-a100-hdr");     // preset name or file path
+//   const DeviceSpec& gpu = c->node.accelerator();            // a100-sxm4-80gb
+//   double bw = c->node.nic_bandwidth_per_device();           // bytes/s across nodes, per GPU
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "sim/core/status.h"
+
+namespace foresight {
+
+enum class DeviceKind { kGpu, kNpu, kCpu };
+enum class DType { kFp32 = 0, kTf32, kBf16, kFp16, kFp8, kInt8, kCount };
+constexpr int kDTypeCount = static_cast<int>(DType::kCount);
+
+std::string to_string(DeviceKind k);
+std::string to_string(DType d);
+
+struct DeviceSpec {
+  std::string name;
+  std::string vendor;
+  DeviceKind kind = DeviceKind::kGpu;
+  std::array<double, kDTypeCount> peak_flops{};  // dense FLOP/s per dtype; 0 = not supported
+  double memory_bytes = 0;                        // HBM (or DRAM for a CPU) capacity
+  double memory_bandwidth = 0;                    // bytes/s
+  // Fitted, physical efficiencies (see each preset's sources).
+  double gemm_efficiency = 0.7;       // sustained fraction of peak for large training GEMMs
+  double attention_efficiency = 0.5;  // fused (flash) attention, fraction of peak
+  double memory_efficiency = 0.8;     // streaming kernels, fraction of memory bandwidth
+  double kernel_overhead_s = 5e-6;    // launch + tail per kernel
+  double memory_reserved_bytes = 0;   // runtime context, allocator fragmentation, workspaces
+  double power_load_w = 0, power_idle_w = 0;
+  double price_per_hour_usd = 0;
+  std::string reference_cluster;      // the usual system this device ships in (a cluster preset)
+
+  double peak(DType d) const { return peak_flops[static_cast<int>(d)]; }
+  bool operator==(const DeviceSpec&) const = default;
+};
+
+struct DeviceGroup {
+  DeviceSpec device;
+  int count = 0;
+  bool operator==(const DeviceGroup&) const = default;
+};
+
+// A link class with a line rate and a measured efficiency (achieved / line rate).
+struct LinkSpec {
+  std::string kind;             // nvlink4, pcie5, infiniband, roce, ethernet, omnipath, ...
+  double bandwidth = 0;         // bytes/s per direction, per device (fabric) or per port (NIC)
+  double latency_s = 0;         // one-way latency of a message (alpha)
+  double efficiency = 1.0;      // achieved bus bandwidth / line rate for large collectives
+  bool operator==(const LinkSpec&) const = default;
+};
+
+struct NodeSpec {
+  std::string name;
+  std::vector<DeviceGroup> devices;  // the first GPU/NPU group is the node's accelerator
+  LinkSpec fabric;                   // intra-node accelerator fabric (NVLink, HCCS, xGMI, PCIe)
+  bool in_switch_reduction = false;  // NVLink SHARP (NVLS) available for all-reduce
+  LinkSpec host_link;                // accelerator <-> host memory, per device
+  double host_memory_bytes = 0;
+  int nics = 0;
+  LinkSpec nic;                      // one NIC port
+
+  const DeviceSpec& accelerator() const;
+  int accelerators() const;          // accelerators per node
+  double nic_bandwidth_per_device() const;  // achieved inter-node bytes/s per accelerator
+  bool operator==(const NodeSpec&) const = default;
+};
+
+// One level of the inter-node network. Level i joins `span_nodes` nodes (0: the whole cluster).
+struct NetworkTier {
+  std::string name;
+  std::string kind;             // infiniband, ethernet, roce, omnipath
+  int span_nodes = 0;
+  double bandwidth_per_node = 0;  // bytes/s a node can push through this tier; 0 = its NICs
+  double oversubscription = 1.0;  // downlink : uplink ratio of this tier's switches
+  double latency_s = 0;           // added by crossing this tier
+  bool operator==(const NetworkTier&) const = default;
+};
+
+struct ClusterSpec {
+  std::string name;
+  std::string description;
+  NodeSpec node;
+  int nodes = 1;
+  std::vector<NetworkTier> tiers;
+  double storage_bandwidth = 0;  // bytes/s, aggregate (checkpoints, data)
+
+  int total_accelerators() const { return nodes * node.accelerators(); }
+  bool operator==(const ClusterSpec&) const = default;
+};
+
+// Loading: `name_or_path` is a preset name ("h100-sxm5-80gb") or a path to a JSON file.
+Result<DeviceSpec> load_device(const std::string& name_or_path);
+Result<NodeSpec> load_node(const std::string& name_or_path);
+Result<ClusterSpec> load_cluster(const std::string& name_or_path);
+
+Result<DeviceSpec> device_from_json(const nlohmann::json& doc, const std::string& file);
+Result<NodeSpec> node_from_json(const nlohmann::json& doc, const std::string& file);
+Result<ClusterSpec> cluster_from_json(const nlohmann::json& doc, const std::string& file);
+nlohmann::json device_to_json(const DeviceSpec& d);
+nlohmann::json node_to_json(const NodeSpec& n);
+nlohmann::json cluster_to_json(const ClusterSpec& c);
+
+// Sets the node count so the cluster has `accelerators` devices; errors if it is not a multiple
+// of the node size.
+Status resize_cluster(ClusterSpec& c, int accelerators, const std::string& context);
+
+}  // namespace foresight

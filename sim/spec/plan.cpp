@@ -1,0 +1,152 @@
+// Plan: JSON load/save and the layout checks.
+#include "sim/spec/plan.h"
+
+#include <nlohmann/json.hpp>
+
+#include "sim/spec/json_reader.h"
+
+namespace foresight {
+
+using nlohmann::json;
+
+std::string to_string(Schedule s) {
+  switch (s) {
+    case Schedule::kGpipe: return "gpipe";
+    case Schedule::k1F1B: return "1f1b";
+    case Schedule::kInterleaved1F1B: return "interleaved-1f1b";
+    case Schedule::kZeroBubble: return "zero-bubble";
+    case Schedule::kDualPipe: return "dualpipe";
+  }
+  return "1f1b";
+}
+std::string to_string(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "none";
+}
+std::string to_string(Precision p) {
+  switch (p) {
+    case Precision::kFp32: return "fp32";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+    case Precision::kFp8: return "fp8";
+  }
+  return "bf16";
+}
+
+Result<Schedule> parse_schedule(const std::string& s) {
+  for (auto v : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble, Schedule::kDualPipe})
+    if (to_string(v) == s) return v;
+  return Error("\"" + s + "\" is not one of: gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe");
+}
+Result<Recompute> parse_recompute(const std::string& s) {
+  for (auto v : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+    if (to_string(v) == s) return v;
+  return Error("\"" + s + "\" is not one of: none, selective, full");
+}
+Result<Precision> parse_precision(const std::string& s) {
+  for (auto v : {Precision::kFp32, Precision::kBf16, Precision::kFp16, Precision::kFp8})
+    if (to_string(v) == s) return v;
+  return Error("\"" + s + "\" is not one of: fp32, bf16, fp16, fp8");
+}
+
+Result<Plan> plan_from_json(const json& doc, const std::string& file) {
+  JsonReader r(doc, file);
+  r.reject_unknown_keys({"tp", "pp", "dp", "ep", "cp", "sequence_parallel", "virtual_stages",
+                         "micro_batch", "global_batch", "schedule", "zero_stage", "recompute",
+                         "precision", "flash_attention", "overlap_grad_reduce", "overlap_tp_comm",
+                         "offload_optimizer", "seq_len"});
+  Plan p;
+  constexpr std::int64_t kMaxDegree = 1 << 20;
+  p.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDegree));
+  p.pp = static_cast<int>(r.integer("pp", 1, 1, kMaxDegree));
+  p.dp = static_cast<int>(r.integer("dp", 1, 1, kMaxDegree));
+  p.ep = static_cast<int>(r.integer("ep", 1, 1, kMaxDegree));
+  p.cp = static_cast<int>(r.integer("cp", 1, 1, kMaxDegree));
+  p.sequence_parallel = r.boolean("sequence_parallel", false);
+  p.virtual_stages = static_cast<int>(r.integer("virtual_stages", 1, 1, 1024));
+  p.micro_batch = static_cast<int>(r.integer("micro_batch", 1, 1, 1 << 20));
+  p.global_batch = r.required_integer("global_batch", 1, std::int64_t{1} << 40);
+  auto read_enum = [&](std::string_view key, auto parse, auto fallback) {
+    const std::string text = r.string(key, to_string(fallback));
+    auto v = parse(text);
+    if (!v) { r.fail(key, v.error().message()); return fallback; }
+    return v.value();
+  };
+  p.schedule = read_enum("schedule", parse_schedule, Schedule::k1F1B);
+  p.zero_stage = static_cast<int>(r.integer("zero_stage", 0, 0, 3));
+  p.recompute = read_enum("recompute", parse_recompute, Recompute::kNone);
+  p.precision = read_enum("precision", parse_precision, Precision::kBf16);
+  p.flash_attention = r.boolean("flash_attention", true);
+  p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
+  p.overlap_tp_comm = r.boolean("overlap_tp_comm", false);
+  p.offload_optimizer = r.boolean("offload_optimizer", false);
+  p.seq_len = static_cast<int>(r.integer("seq_len", 0, 0, 1 << 24));
+  if (!r.ok()) return r.error();
+  return p;
+}
+
+Result<Plan> load_plan_file(const std::string& path) {
+  FS_ASSIGN_OR_RETURN(json doc, read_json_file(path));
+  return plan_from_json(doc, path);
+}
+
+json plan_to_json(const Plan& p) {
+  json j = {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"ep", p.ep}, {"cp", p.cp},
+            {"sequence_parallel", p.sequence_parallel}, {"virtual_stages", p.virtual_stages},
+            {"micro_batch", p.micro_batch}, {"global_batch", p.global_batch},
+            {"schedule", to_string(p.schedule)}, {"zero_stage", p.zero_stage},
+            {"recompute", to_string(p.recompute)}, {"precision", to_string(p.precision)},
+            {"flash_attention", p.flash_attention}, {"overlap_grad_reduce", p.overlap_grad_reduce},
+            {"overlap_tp_comm", p.overlap_tp_comm}, {"offload_optimizer", p.offload_optimizer}};
+  if (p.seq_len > 0) j["seq_len"] = p.seq_len;
+  return j;
+}
+
+Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const std::string& file) {
+  auto fail = [&](const std::string& field, const std::string& why) {
+    return Status(Error(file + ": /" + field + ": " + why));
+  };
+  auto s = [](auto v) { return std::to_string(v); };
+  const int seq = p.seq_len > 0 ? p.seq_len : m.seq_len;
+  if (accelerators > 0 && p.gpus() != accelerators) {
+    return fail("dp", "tp*pp*dp*cp = " + s(p.tp) + "*" + s(p.pp) + "*" + s(p.dp) + "*" + s(p.cp) + " = " +
+                          s(p.gpus()) + " does not equal the " + s(accelerators) + " accelerators");
+  }
+  if (m.heads % p.tp != 0) return fail("tp", s(p.tp) + " does not divide model heads (" + s(m.heads) + ")");
+  if (!m.mla.enabled() && m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0)
+    return fail("tp", s(p.tp) + " and model kv_heads (" + s(m.kv_heads) + ") must divide one another");
+  if (m.dense_layers() > 0 && m.ffn_hidden % p.tp != 0)
+    return fail("tp", s(p.tp) + " does not divide model ffn_hidden (" + s(m.ffn_hidden) + ")");
+  if (p.pp > m.layers) return fail("pp", s(p.pp) + " exceeds the model's " + s(m.layers) + " layers");
+  if (p.virtual_stages > 1) {
+    if (p.pp < 2) return fail("virtual_stages", s(p.virtual_stages) + " needs pp >= 2");
+    if (m.layers % (p.pp * p.virtual_stages) != 0)
+      return fail("virtual_stages", "pp*virtual_stages = " + s(p.pp * p.virtual_stages) +
+                                        " does not divide the model's " + s(m.layers) + " layers");
+  }
+  if (p.schedule != Schedule::kInterleaved1F1B && p.virtual_stages > 1)
+    return fail("virtual_stages", s(p.virtual_stages) + " needs schedule \"interleaved-1f1b\"");
+  if (seq % p.cp != 0) return fail("cp", s(p.cp) + " does not divide the sequence length (" + s(seq) + ")");
+  if (p.ep > 1) {
+    if (!m.is_moe()) return fail("ep", s(p.ep) + " needs a mixture-of-experts model");
+    if (m.moe.experts % p.ep != 0)
+      return fail("ep", s(p.ep) + " does not divide the model's " + s(m.moe.experts) + " experts");
+    if ((p.dp * p.cp) % p.ep != 0)
+      return fail("ep", s(p.ep) + " does not divide dp*cp = " + s(p.dp * p.cp) + " (experts are carved out of the data-parallel ranks)");
+  }
+  if (p.global_batch % (std::int64_t{p.dp} * p.micro_batch) != 0)
+    return fail("global_batch", s(p.global_batch) + " is not a multiple of dp*micro_batch = " + s(p.dp) + "*" + s(p.micro_batch));
+  const std::int64_t mbs = p.micro_batches();
+  if (p.virtual_stages > 1 && mbs % p.pp != 0)
+    return fail("global_batch", "interleaved 1F1B needs the micro-batch count (" + s(mbs) +
+                                    ") to be a multiple of pp (" + s(p.pp) + ")");
+  if (p.schedule == Schedule::kDualPipe && (p.pp % 2 != 0 || mbs < 2 * p.pp))
+    return fail("schedule", "dualpipe needs an even pp and at least 2*pp micro-batches");
+  return Status::Ok();
+}
+
+}  // namespace foresight

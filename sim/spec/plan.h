@@ -1,0 +1,59 @@
+// Plan: how one training step is laid out on the cluster (parallel degrees, batch, schedule,
+// memory savers, precision, overlap). `validate_plan` checks it against a model and cluster and
+// names the offending field:
+//   plan.json: /tp: 3 does not divide model heads (32)
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "sim/core/status.h"
+#include "sim/spec/hardware.h"
+#include "sim/spec/model.h"
+
+namespace foresight {
+
+enum class Schedule { kGpipe, k1F1B, kInterleaved1F1B, kZeroBubble, kDualPipe };
+enum class Recompute { kNone, kSelective, kFull };
+enum class Precision { kFp32, kBf16, kFp16, kFp8 };
+
+std::string to_string(Schedule s);
+std::string to_string(Recompute r);
+std::string to_string(Precision p);
+Result<Schedule> parse_schedule(const std::string& s);
+Result<Recompute> parse_recompute(const std::string& s);
+Result<Precision> parse_precision(const std::string& s);
+
+struct Plan {
+  int tp = 1, pp = 1, dp = 1, ep = 1, cp = 1;
+  bool sequence_parallel = false;
+  int virtual_stages = 1;            // model chunks per pipeline rank (interleaved 1F1B)
+  int micro_batch = 1;               // sequences per micro-batch
+  std::int64_t global_batch = 1;     // sequences per optimizer step
+  Schedule schedule = Schedule::k1F1B;
+  int zero_stage = 0;                // 0..3 (ZeRO-3 = FSDP full shard)
+  Recompute recompute = Recompute::kNone;
+  Precision precision = Precision::kBf16;
+  bool flash_attention = true;       // fused attention: no s^2 activation traffic or memory
+  bool overlap_grad_reduce = false;  // DP gradient reduction overlapped with backward (opt-in, as in Megatron)
+  bool overlap_tp_comm = false;      // TP collectives overlapped with GEMMs
+  bool offload_optimizer = false;    // optimizer state and step on the host (ZeRO-Offload)
+  int seq_len = 0;                   // 0: the model's sequence length
+
+  int gpus() const { return tp * pp * dp * cp; }
+  std::int64_t micro_batches() const { return global_batch / (std::int64_t{dp} * micro_batch); }
+  bool operator==(const Plan&) const = default;
+};
+
+// Reads a plan file; fields not given keep the defaults above. `global_batch` is required.
+Result<Plan> plan_from_json(const nlohmann::json& doc, const std::string& file);
+Result<Plan> load_plan_file(const std::string& path);
+nlohmann::json plan_to_json(const Plan& p);
+
+// Checks the plan against the model and the number of accelerators (0: do not check the count).
+// `file` prefixes the errors ("plan.json", or "command line").
+Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const std::string& file);
+
+}  // namespace foresight

@@ -1,0 +1,66 @@
+// Published training runs (../shared/validation, schema foresight-validation-case/1) turned into a
+// model, a cluster and a plan, predicted, and compared with the measured step time.
+//
+//   Result<ValidationCase> c = load_validation_case("sar22-175b-full.json");
+//   CaseResult r = run_validation_case(*c);   // r.error_pct, r.chosen ({"micro_batch": 1, ...})
+//
+// A null field in a case means the source did not report it; the predictor tries every
+// plausible value and keeps the best-performing one that fits in memory, and says which.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "sim/analytic/prediction.h"
+#include "sim/core/status.h"
+#include "sim/spec/hardware.h"
+#include "sim/spec/model.h"
+#include "sim/spec/plan.h"
+
+namespace foresight {
+
+struct ValidationCase {
+  std::string id;
+  std::string file;
+  std::string source;
+  ModelSpec model;
+  ClusterSpec cluster;
+  nlohmann::json parallel;     // as in the file, nulls included
+  double measured_step_s = 0;
+};
+
+struct CaseResult {
+  std::string id;
+  std::string file;
+  bool ok = false;
+  std::string failure;          // why it could not be predicted
+  double predicted_step_s = 0;
+  double measured_step_s = 0;
+  double error_pct = 0;         // (predicted - measured) / measured * 100
+  nlohmann::json chosen = nlohmann::json::object();  // values picked for null fields
+  nlohmann::json assumed = nlohmann::json::object(); // facts of the source's software stack
+  Plan plan;
+  Prediction prediction;
+};
+
+struct ValidationSummary {
+  std::vector<CaseResult> cases;
+  double mape_pct = 0;
+  double max_abs_error_pct = 0;
+  std::string worst_id;
+  int failed = 0;
+};
+
+Result<ValidationCase> validation_case_from_json(const nlohmann::json& doc, const std::string& file);
+Result<ValidationCase> load_validation_case(const std::string& path);
+CaseResult run_validation_case(const ValidationCase& c);
+
+// Expands files and folders (every *.json inside, sorted) into case files.
+Result<std::vector<std::string>> collect_case_files(const std::vector<std::string>& paths);
+// Loads and runs every case; a case that cannot be loaded or predicted is a failed result.
+ValidationSummary run_validation(const std::vector<std::string>& files);
+nlohmann::json validation_to_json(const ValidationSummary& s);
+
+}  // namespace foresight
