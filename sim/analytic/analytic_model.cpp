@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "sim/analytic/layer_cost.h"
+#include "sim/analytic/schedule.h"
 
 namespace foresight {
 
@@ -278,34 +279,8 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
     sum_x += x;
     if (x > max_x) { max_x = x; crit = i; crit_dense = nd; crit_moe = nm; }
   }
-  const double pv = p.pp, v = p.virtual_stages;
-  double pipe = 0, p2p_total = 0;
-  switch (p.schedule) {
-    case Schedule::kInterleaved1F1B:
-      if (p.virtual_stages > 1) {
-        pipe = (mbs + (pv - 1) / v) * max_x;
-        p2p_total = (mbs * v + pv - 1) * 2 * p2p;
-        break;
-      }
-      [[fallthrough]];
-    case Schedule::kGpipe:
-    case Schedule::k1F1B:
-      pipe = sum_x + (mbs - 1) * max_x;
-      p2p_total = (mbs + pv - 1) * 2 * p2p;
-      break;
-    case Schedule::kZeroBubble:
-      // ZB-H1 (Qi et al. 2024): bubble (pp-1)(F + B - W) = (pp-1) x/3 with F = B = W = x/3.
-      pipe = mbs * max_x + (sum_x - max_x) / 3.0;
-      p2p_total = (mbs + pv - 1) * 2 * p2p;
-      break;
-    case Schedule::kDualPipe:
-      // DeepSeek-V3 report, Table 2: (pp/2 - 1)(F&B + B - 3W); with F = B = W = x/3 that is
-      // (pp/2 - 1) * x/3.
-      pipe = mbs * max_x + std::max(0.0, pv / 2 - 1) * max_x / 3.0;
-      p2p_total = (mbs + pv - 1) * 2 * p2p;
-      break;
-  }
-  if (p.pp == 1) p2p_total = 0;
+  const PipelineTime pipe = pipeline_time(p.schedule, sum_x, max_x, p.pp, mbs, p.virtual_stages);
+  const double p2p_total = 2 * p2p * pipeline_p2p_count(p.schedule, p.pp, mbs, p.virtual_stages);
 
   TimeBreakdown& tb = out.time;
   const double nd = crit_dense, nm = crit_moe;
@@ -317,7 +292,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   tb.cp_comm = mbs * (nd * dense.cp + nm * moe.cp);
   tb.ep_comm = mbs * nm * moe.ep;
   tb.pp_comm = p2p_total;
-  tb.bubble = std::max(0.0, pipe - mbs * max_x);
+  tb.bubble = pipe.bubble;
 
   // Data parallel: gradients (and with ZeRO, parameters) over dp*cp; experts over dp*cp/ep.
   const MemoryBreakdown mem = memory(p);
@@ -367,7 +342,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
     tb.optimizer = owned * kAdamBytesPerParam / mem_rate;
   }
 
-  tb.total = pipe + p2p_total + tb.dp_comm + tb.optimizer + tb.offload;
+  tb.total = pipe.total() + p2p_total + tb.dp_comm + tb.optimizer + tb.offload;
   out.step_time_s = tb.total;
   out.memory = mem;
   out.fit = mem.total <= mem.capacity ? FitVerdict::kFits : FitVerdict::kOutOfMemory;

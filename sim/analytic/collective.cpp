@@ -44,10 +44,11 @@ GroupLink group_link(const ClusterSpec& c, int stride, int size) {
 }
 
 namespace {
-// Steps of latency: ring for small groups, a tree's log2(n) beyond that (NCCL switches to trees
-// for latency-bound sizes).
+// Latency steps of an all-reduce: a ring takes 2(n-1); a double binary tree reduces up and
+// broadcasts down, 2*ceil(log2 n). NCCL picks the tree where latency dominates; the bandwidth term
+// is the same busbw either way, so the smaller step count is the one that applies.
 double latency_steps(int n) {
-  return std::min(2.0 * (n - 1), 2.0 * std::ceil(std::log2(static_cast<double>(n))) + 2.0);
+  return std::min(2.0 * (n - 1), 2.0 * std::ceil(std::log2(static_cast<double>(n))));
 }
 }  // namespace
 

@@ -116,7 +116,9 @@ std::string_view dimension_examples(Dimension d) {
 
 Result<double> parse_quantity(std::string_view text, Dimension dim) {
   const std::string_view s = trim(text);
-  const std::string quoted = "\"" + std::string(text) + "\"";
+  std::string quoted(1, '"');  // built by appends: GCC 12 warns falsely on "\"" + string (PR 105329)
+  quoted.append(text);
+  quoted.push_back('"');
   if (s.empty()) {
     return Error("empty value; expected " + std::string(dimension_name(dim)) + " such as " +
                  std::string(dimension_examples(dim)));
@@ -157,15 +159,16 @@ std::string format_quantity(double value, Dimension dim) {
       std::snprintf(buf, sizeof buf, "%.*g", precision, scaled);
       std::string candidate = std::string(buf) + std::string(u.symbol);
       auto back = parse_quantity(candidate, dim);
-      if (back && back.value() == value) {
-        if (best.empty() || candidate.size() < best.size()) best = candidate;
-        break;
-      }
+      // Shortest exact text wins; on a tie prefer the larger unit (tried first).
+      if (back && back.value() == value && (best.empty() || candidate.size() < best.size()))
+        best = candidate;
     }
   }
-  if (best.empty()) {  // Fall back to the base unit with full precision (always exact).
+  if (best.empty()) {  // Fall back to the SI base unit (factor 1) with full precision: exact.
     char buf[64];
-    const Unit base = format_units_for(dim).back();
+    Unit base = format_units_for(dim).back();  // "ns" for durations: not exact, so look for "s"
+    for (const Unit& u : format_units_for(dim))
+      if (u.factor == 1.0) base = u;
     std::snprintf(buf, sizeof buf, "%.17g", value / base.factor);
     best = std::string(buf) + std::string(base.symbol);
   }

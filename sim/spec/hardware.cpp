@@ -38,10 +38,10 @@ Result<T> inline_or_preset(JsonReader& r, std::string_view key, FromJson from_js
   const json& v = (r.node().is_object() && it != r.node().end()) ? *it : kNull;
   if (v.is_string()) {
     auto loaded = load(v.get<std::string>());
-    if (!loaded) return loaded.error().with_context(r.file() + ": " + r.pointer() + "/" + std::string(key));
+    if (!loaded) return loaded.error().with_context(r.file() + ": " + r.pointer() + "/" + json_pointer_escape(key));
     return loaded;
   }
-  if (v.is_object()) return from_json(v, r.file() + " (at " + r.pointer() + "/" + std::string(key) + ")");
+  if (v.is_object()) return from_json(v, r.file(), r.pointer() + "/" + json_pointer_escape(key));
   r.fail(key, "expected a preset name or an object");
   return r.error();
 }
@@ -76,8 +76,8 @@ double NodeSpec::nic_bandwidth_per_device() const {
   return n > 0 ? nics * nic.bandwidth * nic.efficiency / n : 0.0;
 }
 
-Result<DeviceSpec> device_from_json(const json& doc, const std::string& file) {
-  JsonReader r(doc, file);
+Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, const std::string& pointer) {
+  JsonReader r(doc, file, pointer);
   r.reject_unknown_keys({"name", "vendor", "kind", "peak", "memory", "memory_bandwidth",
                          "efficiency", "memory_reserved", "power", "price_per_hour_usd",
                          "reference_cluster"});
@@ -137,8 +137,8 @@ json device_to_json(const DeviceSpec& d) {
   return j;
 }
 
-Result<NodeSpec> node_from_json(const json& doc, const std::string& file) {
-  JsonReader r(doc, file);
+Result<NodeSpec> node_from_json(const json& doc, const std::string& file, const std::string& pointer) {
+  JsonReader r(doc, file, pointer);
   r.reject_unknown_keys({"name", "devices", "fabric", "in_switch_reduction", "host_link",
                          "host_memory", "nics", "nic"});
   NodeSpec n;
@@ -184,18 +184,23 @@ json node_to_json(const NodeSpec& n) {
   return j;
 }
 
-Result<ClusterSpec> cluster_from_json(const json& doc, const std::string& file) {
-  JsonReader r(doc, file);
+Result<ClusterSpec> cluster_from_json(const json& doc, const std::string& file, const std::string& pointer) {
+  JsonReader r(doc, file, pointer);
   r.reject_unknown_keys({"name", "node", "nodes", "tiers", "storage_bandwidth"});
   ClusterSpec c;
   c.name = r.required_string("name");
   c.description = r.string("description", "");
   if (!r.ok()) return r.error();
-  if (!r.has("node")) return Error(file + ": /node: missing required field (a node preset name or object)");
+  if (!r.has("node")) {
+    r.fail("node", "missing required field (a node preset name or object)");
+    return r.error();
+  }
   auto node = inline_or_preset<NodeSpec>(r, "node", node_from_json, load_node);
   if (!node) return node.error();
   c.node = std::move(node).value();
   c.nodes = static_cast<int>(r.integer("nodes", 1, 1, 1 << 24));
+  if (r.ok() && 1.0 * c.nodes * c.node.accelerators() > (1 << 24))  // total_accelerators() is an int
+    r.fail("nodes", "nodes * accelerators per node exceeds " + std::to_string(1 << 24));
   int previous_span = 1;
   for (auto& t : r.array("tiers")) {
     if (!r.ok()) break;
@@ -241,7 +246,7 @@ template <typename T, typename FromJson>
 Result<T> load_spec(PresetKind kind, const std::string& name_or_path, FromJson from_json) {
   FS_ASSIGN_OR_RETURN(SpecText src, resolve_spec(kind, name_or_path));
   FS_ASSIGN_OR_RETURN(json doc, parse_json_text(src.text, src.file));
-  return from_json(doc, src.file);
+  return from_json(doc, src.file, "");
 }
 }  // namespace
 

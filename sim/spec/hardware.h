@@ -103,9 +103,13 @@ Result<DeviceSpec> load_device(const std::string& name_or_path);
 Result<NodeSpec> load_node(const std::string& name_or_path);
 Result<ClusterSpec> load_cluster(const std::string& name_or_path);
 
-Result<DeviceSpec> device_from_json(const nlohmann::json& doc, const std::string& file);
-Result<NodeSpec> node_from_json(const nlohmann::json& doc, const std::string& file);
-Result<ClusterSpec> cluster_from_json(const nlohmann::json& doc, const std::string& file);
+// `pointer` is where `doc` sits inside `file` (for objects nested in another spec).
+Result<DeviceSpec> device_from_json(const nlohmann::json& doc, const std::string& file,
+                                    const std::string& pointer = "");
+Result<NodeSpec> node_from_json(const nlohmann::json& doc, const std::string& file,
+                                const std::string& pointer = "");
+Result<ClusterSpec> cluster_from_json(const nlohmann::json& doc, const std::string& file,
+                                      const std::string& pointer = "");
 nlohmann::json device_to_json(const DeviceSpec& d);
 nlohmann::json node_to_json(const NodeSpec& n);
 nlohmann::json cluster_to_json(const ClusterSpec& c);

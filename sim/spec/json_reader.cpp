@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -52,6 +53,9 @@ Result<json> parse_json_text(std::string_view text, const std::string& file) {
 }
 
 Result<json> read_json_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Error(path + ": no such file");
+  if (std::filesystem::is_directory(path, ec)) return Error(path + ": is a directory, not a JSON file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(path + ": cannot open file");
   std::ostringstream ss;

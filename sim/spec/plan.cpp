@@ -66,6 +66,9 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   p.dp = static_cast<int>(r.integer("dp", 1, 1, kMaxDegree));
   p.ep = static_cast<int>(r.integer("ep", 1, 1, kMaxDegree));
   p.cp = static_cast<int>(r.integer("cp", 1, 1, kMaxDegree));
+  // The product must fit Plan::gpus() (an int): bound the device count like each degree.
+  if (r.ok() && 1.0 * p.tp * p.pp * p.dp * p.cp > kMaxDegree)
+    r.fail("dp", "tp*pp*dp*cp exceeds " + std::to_string(kMaxDegree) + " devices");
   p.sequence_parallel = r.boolean("sequence_parallel", false);
   p.virtual_stages = static_cast<int>(r.integer("virtual_stages", 1, 1, 1024));
   p.micro_batch = static_cast<int>(r.integer("micro_batch", 1, 1, 1 << 20));
@@ -122,14 +125,14 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
   if (m.dense_layers() > 0 && m.ffn_hidden % p.tp != 0)
     return fail("tp", s(p.tp) + " does not divide model ffn_hidden (" + s(m.ffn_hidden) + ")");
   if (p.pp > m.layers) return fail("pp", s(p.pp) + " exceeds the model's " + s(m.layers) + " layers");
+  if (p.schedule != Schedule::kInterleaved1F1B && p.virtual_stages > 1)
+    return fail("virtual_stages", s(p.virtual_stages) + " needs schedule \"interleaved-1f1b\"");
   if (p.virtual_stages > 1) {
     if (p.pp < 2) return fail("virtual_stages", s(p.virtual_stages) + " needs pp >= 2");
     if (m.layers % (p.pp * p.virtual_stages) != 0)
       return fail("virtual_stages", "pp*virtual_stages = " + s(p.pp * p.virtual_stages) +
                                         " does not divide the model's " + s(m.layers) + " layers");
   }
-  if (p.schedule != Schedule::kInterleaved1F1B && p.virtual_stages > 1)
-    return fail("virtual_stages", s(p.virtual_stages) + " needs schedule \"interleaved-1f1b\"");
   if (seq % p.cp != 0) return fail("cp", s(p.cp) + " does not divide the sequence length (" + s(seq) + ")");
   if (p.ep > 1) {
     if (!m.is_moe()) return fail("ep", s(p.ep) + " needs a mixture-of-experts model");

@@ -1,0 +1,31 @@
+// Closed-form pipeline schedules: how long m micro-batches take to flow through the stages.
+//
+//   PipelineTime t = pipeline_time(Schedule::k1F1B, /*sum=*/4 * x, /*max=*/x, /*stages=*/4,
+//                                  /*micro_batches=*/8, /*virtual=*/1);
+//   // t.busy = 8x, t.bubble = 3x: bubble fraction (p-1)/(m+p-1) = 3/11
+#pragma once
+
+#include "sim/spec/plan.h"
+
+namespace foresight {
+
+struct PipelineTime {
+  double busy = 0;    // m * (slowest stage's forward + backward per micro-batch)
+  double bubble = 0;  // fill and drain beyond that
+  double total() const { return busy + bubble; }
+};
+
+// `sum_stage` and `max_stage`: the per-micro-batch forward+backward time summed over stages and of
+// the slowest stage (all of a rank's chunks together for interleaving).
+//   GPipe / 1F1B:  total = sum + (m-1)*max              (uniform: (m+p-1)*x)
+//   interleaved:   total = (m + (p-1)/v) * max          (Narayanan et al. 2021, Sec. 2.2.2)
+//   ZB-H1:         bubble = (p-1) * x/3                 (Qi et al. 2024, with F = B = W)
+//   DualPipe:      bubble = (p/2-1) * x/3               (DeepSeek-V3 report, Table 2)
+PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int stages,
+                           double micro_batches, int virtual_stages);
+
+// Point-to-point transfers on the critical path, counted per direction: (m*v + p - 1) for an
+// interleaved schedule, (m + p - 1) otherwise; zero for one stage.
+double pipeline_p2p_count(Schedule s, int stages, double micro_batches, int virtual_stages);
+
+}  // namespace foresight

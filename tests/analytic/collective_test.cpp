@@ -1,0 +1,63 @@
+// Collective costs: the nccl-tests closed forms on the links a group really uses.
+#include "sim/analytic/collective.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace foresight {
+namespace {
+
+ClusterSpec dgx() {
+  auto c = load_cluster("dgx-a100-hdr");
+  EXPECT_TRUE(c.ok());
+  return c.ok() ? *c : ClusterSpec{};
+}
+
+TEST(Collective, RingAllReduceInsideANode) {
+  const ClusterSpec c = dgx();
+  const GroupLink l = group_link(c, 1, 8);
+  EXPECT_FALSE(l.crosses_nodes);
+  const double bus = 300e9 * 0.775;  // NVLink line rate x measured ring efficiency
+  EXPECT_DOUBLE_EQ(l.bus_bandwidth, bus);
+  const double n = 8, bytes = 1 << 30, alpha = l.latency_s;
+  // 2(n-1)/n * S/B + steps * alpha, steps = min(ring 2(n-1), tree 2*ceil(log2 n)) = 6 for n = 8
+  EXPECT_NEAR(allreduce_time(l, bytes), 2 * (n - 1) / n * bytes / bus + 6 * alpha, 1e-12);
+  // Two ranks: the ring's 2(n-1) = 2 steps.
+  const GroupLink two = group_link(c, 1, 2);
+  EXPECT_NEAR(allreduce_time(two, bytes), bytes / bus + 2 * alpha, 1e-12);
+  EXPECT_NEAR(allgather_time(l, bytes) + reduce_scatter_time(l, bytes), allreduce_time(l, bytes), 1e-12);
+}
+
+TEST(Collective, AcrossNodesTheNicsAreTheLimit) {
+  const ClusterSpec c = dgx();
+  // A DP group with TP=8: one rank per node, so one NIC (rail) per group.
+  const GroupLink one = group_link(c, 8, 16);
+  EXPECT_TRUE(one.crosses_nodes);
+  EXPECT_DOUBLE_EQ(one.bus_bandwidth, 25e9 * 0.96);
+  // A group of 64 contiguous ranks: 8 per node, all 8 NICs: 192 GB/s busbw, as NCCL measures
+  // (nccl issue 812: ~24 GB/s per HDR NIC, 192 GB/s busbw on DGX A100 nodes).
+  const GroupLink all = group_link(c, 1, 64);
+  EXPECT_NEAR(all.bus_bandwidth, 192e9, 1e6);
+  // Latency grows with the tiers crossed: 64 nodes span leaf and spine.
+  const GroupLink wide = group_link(c, 8, 64);
+  EXPECT_GT(wide.latency_s, one.latency_s);
+}
+
+TEST(Collective, OversubscriptionDividesCrossTierBandwidth) {
+  ClusterSpec c = dgx();
+  c.tiers[1].oversubscription = 4.0;
+  const GroupLink inside_leaf = group_link(c, 8, 16);   // 16 nodes < 20 per leaf
+  const GroupLink across = group_link(c, 8, 64);         // 64 nodes: crosses the spine
+  EXPECT_DOUBLE_EQ(inside_leaf.bus_bandwidth, 25e9 * 0.96);
+  EXPECT_DOUBLE_EQ(across.bus_bandwidth, 25e9 * 0.96 / 4);
+}
+
+TEST(Collective, SmallGroupsAndEmptyMessagesCostNothing) {
+  const GroupLink l = group_link(dgx(), 1, 1);
+  EXPECT_EQ(allreduce_time(l, 1e9), 0.0);
+  EXPECT_EQ(alltoall_time(group_link(dgx(), 1, 8), 0), 0.0);
+}
+
+}  // namespace
+}  // namespace foresight

@@ -1,0 +1,47 @@
+// Pipeline schedules: bubble fractions equal the published closed forms.
+#include "sim/analytic/schedule.h"
+
+#include <gtest/gtest.h>
+
+namespace foresight {
+namespace {
+
+TEST(Schedule, OneFOneBBubbleFraction) {
+  for (int p : {2, 4, 8}) {
+    for (int m : {1, 4, 16, 64}) {
+      const double x = 0.37;
+      const PipelineTime t = pipeline_time(Schedule::k1F1B, p * x, x, p, m, 1);
+      // Narayanan et al. 2021: bubble / total = (p-1)/(m+p-1)
+      EXPECT_NEAR(t.bubble / t.total(), (p - 1.0) / (m + p - 1.0), 1e-12) << p << " " << m;
+      EXPECT_EQ(pipeline_time(Schedule::kGpipe, p * x, x, p, m, 1).total(), t.total());
+    }
+  }
+}
+
+TEST(Schedule, InterleavingDividesTheBubbleByV) {
+  const int p = 8, m = 32;
+  const double x = 1.0;
+  const PipelineTime plain = pipeline_time(Schedule::k1F1B, p * x, x, p, m, 1);
+  for (int v : {2, 3, 4}) {
+    const PipelineTime inter = pipeline_time(Schedule::kInterleaved1F1B, p * x, x, p, m, v);
+    EXPECT_NEAR(inter.bubble, plain.bubble / v, 1e-12);
+    EXPECT_EQ(inter.busy, plain.busy);
+  }
+  EXPECT_EQ(pipeline_p2p_count(Schedule::kInterleaved1F1B, p, m, 2), m * 2 + p - 1);
+  EXPECT_EQ(pipeline_p2p_count(Schedule::k1F1B, 1, m, 1), 0);
+}
+
+TEST(Schedule, ZeroBubbleAndDualPipeShrinkTheBubble) {
+  const int p = 8, m = 32;
+  const double x = 1.0;
+  const double plain = pipeline_time(Schedule::k1F1B, p * x, x, p, m, 1).bubble;
+  EXPECT_NEAR(pipeline_time(Schedule::kZeroBubble, p * x, x, p, m, 1).bubble, plain / 3, 1e-12);
+  EXPECT_NEAR(pipeline_time(Schedule::kDualPipe, p * x, x, p, m, 1).bubble, (p / 2.0 - 1) * x / 3, 1e-12);
+}
+
+TEST(Schedule, SingleStageHasNoBubble) {
+  EXPECT_EQ(pipeline_time(Schedule::k1F1B, 2.0, 2.0, 1, 10, 1).bubble, 0.0);
+}
+
+}  // namespace
+}  // namespace foresight

@@ -1,0 +1,96 @@
+// Hardware presets load, round-trip through JSON, and carry a source for their numbers.
+#include "sim/spec/hardware.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/spec/json_reader.h"
+#include "sim/spec/presets.h"
+
+namespace foresight {
+namespace {
+
+TEST(Hardware, EveryPresetLoadsAndRoundTrips) {
+  for (const auto& name : preset_names(PresetKind::kDevice)) {
+    auto d = load_device(name);
+    ASSERT_TRUE(d.ok()) << name << ": " << d.error().message();
+    auto back = device_from_json(device_to_json(*d), "rt.json");
+    ASSERT_TRUE(back.ok()) << back.error().message();
+    EXPECT_EQ(*back, *d) << name;
+  }
+  for (const auto& name : preset_names(PresetKind::kCluster)) {
+    auto c = load_cluster(name);
+    ASSERT_TRUE(c.ok()) << name << ": " << c.error().message();
+    auto back = cluster_from_json(cluster_to_json(*c), "rt.json");
+    ASSERT_TRUE(back.ok()) << name << ": " << back.error().message();
+    EXPECT_EQ(*back, *c) << name;
+  }
+}
+
+// Every preset file has a "sources" (or "source") object: numbers without a source are not allowed.
+TEST(Hardware, EveryPresetCitesSources) {
+  for (auto kind : {PresetKind::kDevice, PresetKind::kNode, PresetKind::kCluster, PresetKind::kModel}) {
+    for (const auto& name : preset_names(kind)) {
+      auto doc = parse_json_text(*preset_text(kind, name), name);
+      ASSERT_TRUE(doc.ok());
+      const bool cited = doc->contains("sources") || doc->contains("source");
+      EXPECT_TRUE(cited) << to_string(kind) << " preset " << name << " cites no source";
+    }
+  }
+}
+
+TEST(Hardware, DatasheetFigures) {
+  auto h100 = load_device("h100-sxm5-80gb");
+  ASSERT_TRUE(h100.ok());
+  EXPECT_DOUBLE_EQ(h100->peak(DType::kBf16), 989.4e12);
+  EXPECT_DOUBLE_EQ(h100->memory_bandwidth, 3.35e12);
+  auto dgx = load_cluster("dgx-a100-hdr");
+  ASSERT_TRUE(dgx.ok());
+  EXPECT_EQ(dgx->node.accelerators(), 8);
+  EXPECT_EQ(dgx->node.accelerator().name, "a100-sxm4-80gb");
+  // 8 NICs x 200 Gb/s x 0.96 measured efficiency, shared by 8 GPUs.
+  EXPECT_DOUBLE_EQ(dgx->node.nic_bandwidth_per_device(), 25e9 * 0.96);
+  auto two = load_cluster("two-tier-ib-eth");
+  ASSERT_TRUE(two.ok());
+  ASSERT_EQ(two->tiers.size(), 2u);
+  EXPECT_EQ(two->tiers[0].kind, "ethernet");
+  EXPECT_EQ(two->tiers[1].kind, "infiniband");
+  auto hetero = load_cluster("hetero-node");
+  ASSERT_TRUE(hetero.ok());
+  EXPECT_EQ(hetero->node.devices.size(), 3u);
+  EXPECT_EQ(hetero->node.devices[1].device.kind, DeviceKind::kNpu);
+  EXPECT_EQ(hetero->node.devices[2].device.kind, DeviceKind::kCpu);
+}
+
+TEST(Hardware, UnknownPresetListsTheKnownOnes) {
+  auto c = load_cluster("dgx-z100");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message().find("unknown cluster 'dgx-z100'"), std::string::npos);
+  EXPECT_NE(c.error().message().find("dgx-a100-hdr"), std::string::npos);
+}
+
+TEST(Hardware, ErrorsInsideNestedObjectsNameThePointer) {
+  auto doc = parse_json_text(R"({"name": "c", "nodes": 2, "tiers": [{"name": "leaf"}],
+     "node": {"devices": [{"device": "a100-sxm4-80gb", "count": 8}],
+              "fabric": {"bandwidth": "300GB/s"}, "nics": 8, "nic": {"bandwidth": "200Gbits"}}})", "c.json");
+  ASSERT_TRUE(doc.ok());
+  auto c = cluster_from_json(*doc, "c.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message().find("/node/nic/bandwidth"), std::string::npos) << c.error().message();
+  EXPECT_NE(c.error().message().find("unknown unit 'Gbits'"), std::string::npos);
+}
+
+TEST(Hardware, ResizeKeepsWholeNodes) {
+  auto c = load_cluster("dgx-h100-ndr");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(resize_cluster(*c, 1024, "--gpus").ok());
+  EXPECT_EQ(c->nodes, 128);
+  const Status bad = resize_cluster(*c, 12, "--gpus");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("not a multiple of the 8"), std::string::npos);
+  EXPECT_TRUE(resize_cluster(*c, 4, "--gpus").ok());
+  EXPECT_EQ(c->total_accelerators(), 4);
+}
+
+}  // namespace
+}  // namespace foresight

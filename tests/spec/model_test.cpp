@@ -1,0 +1,103 @@
+// ModelSpec: parameter counts against the published sizes, JSON round trip, HF import.
+#include "sim/spec/model.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/spec/presets.h"
+
+namespace foresight {
+namespace {
+
+ModelSpec preset(const std::string& name) {
+  auto src = resolve_spec(PresetKind::kModel, name);
+  EXPECT_TRUE(src.ok());
+  auto m = model_from_text(src->text, src->file);
+  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message());
+  return m.ok() ? m.value() : ModelSpec{};
+}
+
+ModelSpec hf(const std::string& file) {
+  auto m = load_model_file(std::string(FORESIGHT_TEST_DATA) + "/hf/" + file);
+  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message());
+  return m.ok() ? m.value() : ModelSpec{};
+}
+
+// Published totals: Llama 3 paper Table 3 / model cards (8.03B, 70.6B, 405.9B), Mixtral paper
+// (46.7B total, 12.9B active), DeepSeek-V3 report (671B total, 37B active, MTP excluded),
+// GPT-3 (175B).
+TEST(ModelSpec, ParameterCountsMatchPublishedSizes) {
+  struct Case { const char* name; double total, active, tolerance; };
+  const Case cases[] = {
+      {"llama3-8b", 8.03e9, 8.03e9, 0.005},     {"llama3-70b", 70.6e9, 70.6e9, 0.005},
+      {"llama3-405b", 405.9e9, 405.9e9, 0.005}, {"mixtral-8x7b", 46.7e9, 12.9e9, 0.01},
+      {"deepseek-v3", 671e9, 37e9, 0.02},       {"gpt3-175b", 175e9, 175e9, 0.01},
+  };
+  for (const auto& c : cases) {
+    const ModelSpec m = preset(c.name);
+    EXPECT_NEAR(m.total_params() / c.total, 1.0, c.tolerance) << c.name << " total " << m.total_params();
+    EXPECT_NEAR(m.active_params() / c.active, 1.0, c.tolerance) << c.name << " active " << m.active_params();
+  }
+}
+
+TEST(ModelSpec, JsonRoundTrip) {
+  for (const auto& name : preset_names(PresetKind::kModel)) {
+    const ModelSpec m = preset(name);
+    auto back = model_from_json(model_to_json(m), "roundtrip.json");
+    ASSERT_TRUE(back.ok()) << name << ": " << back.error().message();
+    EXPECT_EQ(back.value(), m) << name;
+  }
+}
+
+TEST(ModelSpec, ImportsLlamaConfig) {
+  const ModelSpec m = hf("llama3-8b-config.json");
+  const ModelSpec ref = preset("llama3-8b");
+  EXPECT_EQ(m.layers, ref.layers);
+  EXPECT_EQ(m.hidden, ref.hidden);
+  EXPECT_EQ(m.heads, ref.heads);
+  EXPECT_EQ(m.kv_heads, ref.kv_heads);
+  EXPECT_EQ(m.ffn_hidden, ref.ffn_hidden);
+  EXPECT_EQ(m.vocab, ref.vocab);
+  EXPECT_EQ(m.seq_len, 8192);
+  EXPECT_EQ(m.mlp, MlpKind::kSwiglu);
+  EXPECT_EQ(m.norm, NormKind::kRmsNorm);
+  EXPECT_DOUBLE_EQ(m.total_params(), ref.total_params());
+}
+
+TEST(ModelSpec, ImportsMixtralQwenAndDeepSeekConfigs) {
+  const ModelSpec mixtral = hf("mixtral-8x7b-config.json");
+  EXPECT_EQ(mixtral.moe.experts, 8);
+  EXPECT_EQ(mixtral.moe.top_k, 2);
+  EXPECT_EQ(mixtral.moe.expert_ffn_hidden, 14336);
+  EXPECT_NEAR(mixtral.total_params() / 46.7e9, 1.0, 0.01);
+
+  const ModelSpec qwen = hf("qwen2-7b-config.json");
+  EXPECT_EQ(qwen.kv_heads, 4);
+  EXPECT_TRUE(qwen.bias);  // Qwen2 has QKV biases
+  EXPECT_NEAR(qwen.total_params() / 7.6e9, 1.0, 0.01);  // Qwen2-7B: 7.6B (model card)
+
+  const ModelSpec ds = hf("deepseek-v3-config.json");
+  EXPECT_TRUE(ds.mla.enabled());
+  EXPECT_EQ(ds.mla.kv_lora_rank, 512);
+  EXPECT_EQ(ds.moe.experts, 256);
+  EXPECT_EQ(ds.moe.shared_experts, 1);
+  EXPECT_EQ(ds.moe.dense_layers, 3);
+  EXPECT_EQ(ds.seq_len, 4096);  // rope_scaling.original_max_position_embeddings
+  EXPECT_DOUBLE_EQ(ds.total_params(), preset("deepseek-v3").total_params());
+}
+
+TEST(ModelSpec, ErrorsNameTheField) {
+  auto bad = model_from_text(R"({"name": "x", "layers": 4, "hidden": 64, "heads": 4, "kv_heads": 3,
+                                 "vocab": 100, "seq_len": 64})", "m.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(), "m.json: /kv_heads: 3 does not divide heads (4)");
+  auto missing = model_from_text(R"({"name": "x", "layers": 4, "hidden": 64, "heads": 4, "vocab": 100})", "m.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message(), "m.json: /seq_len: missing required field");
+  auto hf_bad = model_from_text(R"({"model_type": "llama", "hidden_size": 64})", "config.json");
+  ASSERT_FALSE(hf_bad.ok());
+  EXPECT_NE(hf_bad.error().message().find("config.json: /num_hidden_layers: missing"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace foresight
