@@ -6,6 +6,7 @@
 
 #include "sim/analytic/layer_cost.h"
 #include "sim/analytic/schedule.h"
+#include "sim/workload/layer_ops.h"
 
 namespace foresight {
 
@@ -21,9 +22,6 @@ namespace {
 constexpr double kAdamBytesPerParam = 4 * 4 + 3 * 4 + 2 + 4;
 // fp32 Adam moments + master weights per parameter (Rajbhandari et al. 2020, "K = 12").
 constexpr double kOptimizerStateBytes = 12.0;
-// Kernels launched per layer for one micro-batch (forward): 4 GEMMs (QKV, proj, 2 MLP), the
-// attention kernel(s), ~6 elementwise (2 norms, 2 residual/dropout, activation, rotary/bias).
-constexpr double kKernelsPerLayerForward = 12.0;
 
 struct Range { int begin, end; };
 
@@ -36,22 +34,6 @@ Range stage_layers(int layers, int pp, int stage) {
 int dense_in(const ModelSpec& m, Range r) {
   const int dense_end = m.dense_layers();  // dense layers come first (DeepSeek's first_k_dense)
   return std::max(0, std::min(r.end, dense_end) - r.begin);
-}
-
-DType compute_dtype(Precision p, const DeviceSpec& d) {
-  switch (p) {
-    case Precision::kFp32: return d.peak(DType::kTf32) > 0 ? DType::kTf32 : DType::kFp32;
-    case Precision::kBf16: return d.peak(DType::kBf16) > 0 ? DType::kBf16 : DType::kFp16;
-    case Precision::kFp16: return d.peak(DType::kFp16) > 0 ? DType::kFp16 : DType::kBf16;
-    case Precision::kFp8: return d.peak(DType::kFp8) > 0 ? DType::kFp8 : DType::kBf16;
-  }
-  return DType::kBf16;
-}
-
-// Peak used for MFU: the 16-bit rate for bf16/fp16/fp8 plans (the convention of MFU reports).
-double mfu_peak(Precision p, const DeviceSpec& d) {
-  if (p == Precision::kFp32) return d.peak(DType::kFp32);
-  return d.peak(DType::kBf16) > 0 ? d.peak(DType::kBf16) : d.peak(DType::kFp16);
 }
 
 // Costs of one layer for one micro-batch on one device.
@@ -78,45 +60,38 @@ namespace {
 LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
                      const Links& links, bool moe) {
   LayerTime t;
-  const DType dt = compute_dtype(p.precision, d);
-  const double gemm_rate = d.peak(dt) * d.gemm_efficiency;
-  // Attention kernels run in 16-bit even in fp8 plans.
-  const double attn_peak = d.peak(DType::kBf16) > 0 ? d.peak(DType::kBf16) : d.peak(dt);
-  const double mem_rate = d.memory_bandwidth * d.memory_efficiency;
+  const LayerKernels k = layer_kernels(m, d, p, s, moe);
   const LayerFlops f = moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s);
-
-  const double linear = f.attn_linear + f.mlp + f.router;
-  double attn_fwd, attn_bwd;
-  if (p.flash_attention) {
-    // Causal flash attention skips the masked half; backward re-runs Q·K^T (5 GEMMs vs 2).
-    attn_fwd = 0.5 * f.attn_core / (attn_peak * d.attention_efficiency);
-    attn_bwd = 2.5 * attn_fwd;
-  } else {
-    attn_fwd = f.attn_core / (attn_peak * d.gemm_efficiency);
-    attn_bwd = 2.0 * attn_fwd;
-  }
-  const double elementwise = layer_elementwise_bytes(m, s, moe, p.flash_attention) / mem_rate;
-  const double launch = kKernelsPerLayerForward * d.kernel_overhead_s;
-  t.fwd_compute = linear / gemm_rate + attn_fwd + elementwise + launch;
-  t.bwd_compute = 2.0 * linear / gemm_rate + attn_bwd + 2.0 * elementwise + 2.0 * launch;
+  t.fwd_compute = k.fwd_seconds();
+  t.bwd_compute = k.bwd_seconds();
   if (p.recompute == Recompute::kFull) {
     t.recompute = t.fwd_compute;
   } else if (p.recompute == Recompute::kSelective && !p.flash_attention) {
-    // Re-run the attention core: Q·K^T, softmax, dropout, P·V.
-    const double scores = s.batch * m.heads * s.seq * s.kv_seq / s.tp;
-    const double e = s.bytes_per_element;
-    t.recompute = attn_fwd + scores * (2 * e + (m.dropout ? 2 * e + 1 : 0.0)) / mem_rate;
+    t.recompute = k.selective_recompute_seconds();  // Q·K^T, softmax, dropout, P·V again
   }
-
-  // Tensor parallel: two all-reduces (or RS+AG pairs with SP) of the b*s*h activations per pass.
-  const double act_bytes = s.batch * s.seq * m.hidden * s.bytes_per_element;
-  if (p.tp > 1) {
-    const double one = allreduce_time(links.tp, act_bytes);
-    t.fwd_tp = 2 * one;
-    t.bwd_tp = 2 * one + (p.recompute == Recompute::kFull ? 2 * one : 0.0);
+  double attn_fwd = 0, attn_bwd = 0;
+  for (int i = k.attention_first; i <= k.attention_last; ++i) {
+    attn_fwd += k.fwd[i].fwd_s;
+    attn_bwd += k.fwd[i].bwd_s;
+  }
+  // Tensor parallel: the layer's collectives, forward and again backward (and in full recompute).
+  if (k.tp_count > 0) {
+    double one_pass = 0;
+    for (int i = 0; i < k.tp_count; ++i) {
+      switch (k.tp_kind[i]) {
+        case TpCollective::kAllReduce: one_pass += allreduce_time(links.tp, k.tp_bytes); break;
+        case TpCollective::kAllGather: one_pass += allgather_time(links.tp, k.tp_bytes); break;
+        case TpCollective::kReduceScatter: one_pass += reduce_scatter_time(links.tp, k.tp_bytes); break;
+      }
+    }
+    t.fwd_tp = one_pass;
+    t.bwd_tp = one_pass + (p.recompute == Recompute::kFull ? one_pass : 0.0);
     if (p.overlap_tp_comm) {
-      t.fwd_tp = std::max(0.0, t.fwd_tp - linear / gemm_rate);
-      t.bwd_tp = std::max(0.0, t.bwd_tp - 2.0 * linear / gemm_rate);
+      double gemm = 0;
+      for (int i = 0; i < k.count; ++i)
+        if (k.fwd[i].cls == KernelClass::kGemm) gemm += k.fwd[i].fwd_s;
+      t.fwd_tp = std::max(0.0, t.fwd_tp - gemm);
+      t.bwd_tp = std::max(0.0, t.bwd_tp - 2.0 * gemm);
     }
   }
   // Context parallel: ring exchange of K and V (cp-1 steps), hidden behind attention when it can.
@@ -125,11 +100,9 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
     const double ring = (p.cp - 1) * sendrecv_time(links.cp, kv);
     t.cp = std::max(0.0, ring - attn_fwd) + std::max(0.0, 2 * ring - attn_bwd);
   }
-  // Expert parallel: dispatch and combine all-to-alls, forward and backward.
+  // Expert parallel: dispatch and combine all-to-alls, forward, backward and in full recompute.
   if (moe && p.ep > 1) {
-    const double tokens = s.batch * s.seq / (p.sequence_parallel ? s.tp : 1.0);
-    const double bytes = tokens * m.moe.top_k * m.hidden * s.bytes_per_element;
-    t.ep = 4 * alltoall_time(links.ep, bytes) * (p.recompute == Recompute::kFull ? 1.5 : 1.0);
+    t.ep = (p.recompute == Recompute::kFull ? 6 : 4) * alltoall_time(links.ep, k.ep_bytes);
   }
   const double recompute_flops = p.recompute == Recompute::kFull ? f.total()
                                  : (p.recompute == Recompute::kSelective && !p.flash_attention) ? f.attn_core : 0.0;

@@ -1,0 +1,141 @@
+// The per-layer kernel list and its roofline times.
+#include "sim/workload/layer_ops.h"
+
+#include <algorithm>
+
+namespace foresight {
+
+std::string_view kernel_name(KernelName k) {
+  static constexpr std::string_view kNames[] = {
+      "norm1", "qkv", "attention", "scores", "softmax", "attn_v", "proj", "residual1", "norm2",
+      "router", "permute", "mlp_up", "activation", "mlp_down", "unpermute", "residual2"};
+  return kNames[static_cast<int>(k)];
+}
+
+DType compute_dtype(Precision p, const DeviceSpec& d) {
+  switch (p) {
+    case Precision::kFp32: return d.peak(DType::kTf32) > 0 ? DType::kTf32 : DType::kFp32;
+    case Precision::kBf16: return d.peak(DType::kBf16) > 0 ? DType::kBf16 : DType::kFp16;
+    case Precision::kFp16: return d.peak(DType::kFp16) > 0 ? DType::kFp16 : DType::kBf16;
+    case Precision::kFp8: return d.peak(DType::kFp8) > 0 ? DType::kFp8 : DType::kBf16;
+  }
+  return DType::kBf16;
+}
+
+double mfu_peak(Precision p, const DeviceSpec& d) {
+  if (p == Precision::kFp32) return d.peak(DType::kFp32);
+  return d.peak(DType::kBf16) > 0 ? d.peak(DType::kBf16) : d.peak(DType::kFp16);
+}
+
+double LayerKernels::fwd_seconds() const {
+  double t = 0;
+  for (int i = 0; i < count; ++i) t += fwd[i].fwd_s;
+  return t;
+}
+double LayerKernels::bwd_seconds() const {
+  double t = 0;
+  for (int i = 0; i < count; ++i) t += fwd[i].bwd_s;
+  return t;
+}
+double LayerKernels::selective_recompute_seconds() const {
+  double t = 0;
+  for (int i = attention_first; i <= attention_last && i < count; ++i) t += fwd[i].fwd_s;
+  return t;
+}
+double LayerKernels::fwd_flops() const {
+  double f = 0;
+  for (int i = 0; i < count; ++i) f += fwd[i].flops;
+  return f;
+}
+
+LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
+                           bool moe) {
+  LayerKernels L;
+  const DType dt = compute_dtype(p.precision, d);
+  const double gemm_rate = d.peak(dt) * d.gemm_efficiency;
+  // Attention kernels run in 16-bit even in fp8 plans.
+  const double attn_peak = d.peak(DType::kBf16) > 0 ? d.peak(DType::kBf16) : d.peak(dt);
+  const double mem_rate = d.memory_bandwidth * d.memory_efficiency;
+  const double launch = d.kernel_overhead_s;
+  const double e = s.bytes_per_element;
+  const double tokens = s.batch * s.seq;
+  const double th = tokens * m.hidden / (s.sp ? s.tp : 1.0);  // h-wide tensors: split only with SP
+  const double tp = s.tp;
+  const auto T = static_cast<std::int64_t>(tokens);
+  const auto H = static_cast<std::int64_t>(m.hidden);
+  const LayerFlops f = moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s);
+
+  auto add = [&](KernelName name, KernelClass cls, double flops, double bytes, double fwd, double bwd,
+                 double bwd_w, std::int64_t gm = 0, std::int64_t gn = 0, std::int64_t gk = 0) {
+    KernelCost& k = L.fwd[L.count++];
+    k = KernelCost{name, cls, flops, bytes, fwd + launch, bwd + 2 * launch, bwd_w + launch, gm, gn, gk};
+  };
+  // A GEMM: backward = data gradient + weight gradient, each as much work as the forward.
+  auto gemm = [&](KernelName name, double flops, std::int64_t gn, std::int64_t gk) {
+    const double t = flops / gemm_rate;
+    add(name, KernelClass::kGemm, flops, e * (tokens * gk + static_cast<double>(gk) * gn + tokens * gn), t, 2 * t, t,
+        T, gn, gk);
+  };
+  // An elementwise kernel: backward reads the saved input and the incoming gradient, writes one.
+  auto elementwise = [&](KernelName name, double bytes) {
+    const double t = bytes / mem_rate;
+    add(name, KernelClass::kElementwise, 0, bytes, t, 2 * t, 0);
+  };
+  const double drop = m.dropout ? 1.0 : 0.0;
+  const double out_proj = 2.0 * tokens * m.v_dim() * m.hidden / tp;
+
+  // Megatron sequence parallelism: norms and residuals on 1/t of the tokens, an all-gather before
+  // each column-parallel GEMM and a reduce-scatter after each row-parallel one. Without it, one
+  // all-reduce after each row-parallel GEMM.
+  const bool sp = s.sp && p.tp > 1;
+  elementwise(KernelName::kNorm1, 2 * th * e);
+  if (sp) { L.tp_after[L.tp_count] = L.count - 1; L.tp_kind[L.tp_count++] = TpCollective::kAllGather; }
+  gemm(KernelName::kQkv, f.attn_linear - out_proj, static_cast<std::int64_t>((f.attn_linear - out_proj) / (2.0 * tokens * m.hidden)), H);
+  L.attention_first = L.count;
+  if (p.flash_attention) {
+    // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
+    const double t = 0.5 * f.attn_core / (attn_peak * d.attention_efficiency);
+    add(KernelName::kAttention, KernelClass::kAttention, f.attn_core, 0, t, 2.5 * t, 0);
+  } else {
+    const double t = 0.5 * f.attn_core / (attn_peak * d.gemm_efficiency);  // Q·K^T and P·V, half each
+    const double scores = s.batch * m.heads * s.seq * s.kv_seq / tp;
+    add(KernelName::kScores, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
+    // Fused scale-mask-softmax reads and writes the scores; dropout adds a mask and a copy.
+    elementwise(KernelName::kSoftmax, scores * (2 * e + (m.dropout ? 2 * e + 1 : 0.0)));
+    add(KernelName::kAttnV, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
+  }
+  L.attention_last = L.count - 1;
+  gemm(KernelName::kProj, out_proj, H / static_cast<std::int64_t>(tp), m.v_dim() / static_cast<std::int64_t>(tp));
+  L.tp_after[L.tp_count] = L.count - 1;
+  L.tp_kind[L.tp_count++] = sp ? TpCollective::kReduceScatter : TpCollective::kAllReduce;
+  elementwise(KernelName::kResidual1, 3 * th * e + drop * th);
+  elementwise(KernelName::kNorm2, 2 * th * e);
+  if (sp) { L.tp_after[L.tp_count] = L.count - 1; L.tp_kind[L.tp_count++] = TpCollective::kAllGather; }
+  double ffn = static_cast<double>(m.ffn_hidden);
+  if (moe) {
+    ffn = static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts);
+    gemm(KernelName::kRouter, f.router, m.moe.experts, H);
+    elementwise(KernelName::kPermute, 2 * tokens * m.hidden * e / tp);
+    if (p.ep > 1) {
+      L.moe_dispatch_after = L.count - 1;
+      L.ep_bytes = tokens / (s.sp ? tp : 1.0) * m.moe.top_k * m.hidden * e;
+    }
+  }
+  const double up_mats = m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
+  const double up = 2.0 * tokens * m.hidden * ffn * up_mats / tp;
+  gemm(KernelName::kMlpUp, up, static_cast<std::int64_t>(ffn * up_mats / tp), H);
+  elementwise(KernelName::kActivation, (m.mlp == MlpKind::kSwiglu ? 3.0 : 2.0) * tokens * ffn / tp * e);
+  gemm(KernelName::kMlpDown, f.mlp - up, H, static_cast<std::int64_t>(ffn / tp));
+  if (moe) {
+    if (p.ep > 1) L.moe_combine_after = L.count - 1;
+    elementwise(KernelName::kUnpermute, 2 * tokens * m.hidden * e / tp);
+  }
+  L.tp_after[L.tp_count] = L.count - 1;
+  L.tp_kind[L.tp_count++] = sp ? TpCollective::kReduceScatter : TpCollective::kAllReduce;
+  elementwise(KernelName::kResidual2, 3 * th * e + drop * th);
+  if (p.tp <= 1) L.tp_count = 0;
+  L.tp_bytes = tokens * m.hidden * e;
+  return L;
+}
+
+}  // namespace foresight

@@ -1,0 +1,69 @@
+// The kernels of one transformer layer for one micro-batch on one device, in execution order, with
+// their FLOPs, bytes, GEMM shapes and modelled time. Both executors start from this list: the
+// analytic model sums it, the workload lowering turns each entry into an op of the graph (and the
+// runtime will run the same kernels), so predicted and measured traces line up kernel by kernel.
+//
+//   LayerKernels k = layer_kernels(model, device, plan, shape, /*moe=*/false);
+//   for (int i = 0; i < k.count; ++i) total += k.fwd[i].seconds;
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "sim/analytic/layer_cost.h"
+#include "sim/spec/hardware.h"
+#include "sim/spec/plan.h"
+
+namespace foresight {
+
+enum class KernelClass : std::uint8_t { kGemm, kAttention, kElementwise };
+
+enum class KernelName : std::uint8_t {
+  kNorm1, kQkv, kAttention, kScores, kSoftmax, kAttnV, kProj, kResidual1, kNorm2, kRouter,
+  kPermute, kMlpUp, kActivation, kMlpDown, kUnpermute, kResidual2, kCount
+};
+std::string_view kernel_name(KernelName k);
+
+// Where a layer's tensor-parallel collective sits: after kernel `after` (forward order).
+enum class TpCollective : std::uint8_t { kAllReduce, kAllGather, kReduceScatter };
+
+struct KernelCost {
+  KernelName name = KernelName::kNorm1;
+  KernelClass cls = KernelClass::kElementwise;
+  double flops = 0;       // forward FLOPs on this device
+  double bytes = 0;       // forward bytes moved (elementwise) or operands (GEMM, informational)
+  double fwd_s = 0;       // modelled forward time, launch included
+  double bwd_s = 0;       // modelled backward time (data + weight gradients)
+  double bwd_weight_s = 0;  // the weight-gradient part of bwd_s (zero-bubble schedules split it off)
+  std::int64_t m = 0, n = 0, k = 0;  // GEMM shape (tokens x out x in), 0 for non-GEMMs
+};
+
+struct LayerKernels {
+  static constexpr int kMax = 16;
+  std::array<KernelCost, kMax> fwd{};
+  int count = 0;
+  // Tensor-parallel collectives (forward): positions and kinds; backward mirrors them.
+  std::array<int, 4> tp_after{};
+  std::array<TpCollective, 4> tp_kind{};
+  int tp_count = 0;
+  double tp_bytes = 0;          // bytes of each TP collective (the full b*s*h activation)
+  int attention_first = 0, attention_last = 0;  // the attention core's kernel range (selective recompute)
+  int moe_dispatch_after = -1;  // EP all-to-all positions (MoE layers with ep > 1)
+  int moe_combine_after = -1;
+  double ep_bytes = 0;          // bytes each rank sends in one all-to-all
+
+  double fwd_seconds() const;
+  double bwd_seconds() const;
+  double selective_recompute_seconds() const;  // the attention core's forward (unfused attention)
+  double fwd_flops() const;
+};
+
+LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
+                           bool moe_layer);
+
+// The compute datatype a plan's GEMMs run in on a device, and the peak used for MFU.
+DType compute_dtype(Precision p, const DeviceSpec& d);
+double mfu_peak(Precision p, const DeviceSpec& d);
+
+}  // namespace foresight
