@@ -21,6 +21,8 @@ namespace {
 std::string secs(double s) { return pretty_quantity(s, Dimension::kSeconds); }
 std::string gib(double b) { return pretty_quantity(b, Dimension::kBytes); }
 
+}  // namespace
+
 void print_prediction(const ResolvedInputs& in, const Prediction& p) {
   const Plan& pl = in.plan;
   const DeviceSpec& d = in.cluster.node.accelerator();
@@ -56,8 +58,6 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p) {
   for (const auto& [name, v] : mem_rows)
     if (v > 0) fmt::print("  {:<24}{:>10}\n", name, gib(v));
 }
-
-}  // namespace
 
 void apply_default_job(PlanOptions& o) {
   const PlanOptions untouched;

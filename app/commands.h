@@ -5,16 +5,34 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+
+#include "sim/core/status.h"
 
 namespace foresight::app {
 
 using Command = std::function<int()>;
 
 Command add_predict_command(CLI::App& app);
+Command add_simulate_command(CLI::App& app);
 Command add_validate_command(CLI::App& app);
 Command add_presets_command(CLI::App& app);
 
 // Prints "error: message" to stderr and returns 2.
 int input_error(const std::string& message);
+
+struct ResolvedInputs;
+}  // namespace foresight::app
+namespace foresight { struct Prediction; }
+namespace foresight::app {
+// The human-readable breakdown shared by predict and simulate.
+void print_prediction(const ResolvedInputs& in, const Prediction& p);
+
+// Unwraps a Result into `lhs` or returns input_error with `context` in front.
+#define FS_ASSIGN_OR_RETURN_CLI(lhs, expr, context)                          \
+  auto FS_CONCAT_(fs_cli_, __LINE__) = (expr);                               \
+  if (!FS_CONCAT_(fs_cli_, __LINE__))                                        \
+    return input_error(FS_CONCAT_(fs_cli_, __LINE__).error().with_context(context).message()); \
+  lhs = std::move(FS_CONCAT_(fs_cli_, __LINE__)).value()
 
 }  // namespace foresight::app

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommand(name), std::move(cmd));
   };
   add("predict", foresight::app::add_predict_command(app));
+  add("simulate", foresight::app::add_simulate_command(app));
   add("validate", foresight::app::add_validate_command(app));
   add("presets", foresight::app::add_presets_command(app));
   try {

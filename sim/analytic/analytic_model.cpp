@@ -17,9 +17,6 @@ double grad_bytes(Precision p) { return p == Precision::kFp16 ? 2.0 : 4.0; }
 
 namespace {
 
-// Adam(W) step traffic per parameter: read fp32 grad, master, m, v; write master, m, v and the
-// low-precision weight; plus reading the gradient once more for the global norm.
-constexpr double kAdamBytesPerParam = 4 * 4 + 3 * 4 + 2 + 4;
 // fp32 Adam moments + master weights per parameter (Rajbhandari et al. 2020, "K = 12").
 constexpr double kOptimizerStateBytes = 12.0;
 

@@ -45,6 +45,10 @@ class AnalyticModel {
 Result<Prediction> predict(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
                            const std::string& plan_file);
 
+// Adam(W) step traffic per parameter: read fp32 grad, master, m, v; write master, m, v and the
+// low-precision weight; plus reading the gradient once more for the global norm.
+inline constexpr double kAdamBytesPerParam = 4 * 4 + 3 * 4 + 2 + 4;
+
 // Bytes per element of weights/activations, and of gradients as reduced, for a precision.
 double weight_bytes(Precision p);
 double grad_bytes(Precision p);

@@ -1,0 +1,443 @@
+// The event loop: streams, dependencies, collectives and transfers over the max-min network.
+#include "sim/des/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <queue>
+#include <tuple>
+#include <unordered_map>
+
+#include "sim/analytic/analytic_model.h"
+#include "sim/net/maxmin.h"
+#include "sim/net/topology.h"
+
+namespace foresight {
+
+namespace {
+
+enum class EventType : std::uint8_t { kOpDone, kPhaseStart, kTransferDone };
+
+struct Event {
+  double time;
+  std::uint64_t seq;  // ties break in insertion order: the run is deterministic
+  EventType type;
+  std::int32_t a;     // rank index (kOpDone) or network task (others)
+  std::int32_t b;     // op (kOpDone)
+  std::uint32_t version;
+  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
+
+// Which simulated ranks finish an op when a network task completes.
+struct Waiter {
+  std::int32_t rank_index;
+  std::int32_t op;
+};
+
+// A collective or a transfer in flight: phases of a plan, one network action at a time.
+struct NetTask {
+  const CollectivePlan* plan = nullptr;
+  std::size_t phase = 0;
+  int action = -1;
+  double remaining = 0;  // bytes left per flow in the current phase
+  double rate = 0;
+  double updated = 0;    // time `remaining` was last brought up to date
+  std::uint32_t version = 0;
+  double started = 0;
+  std::vector<Waiter> done;            // ops that complete with it
+  std::vector<Waiter> signal;          // recv ops it releases (sends)
+  bool active = false;
+};
+
+}  // namespace
+
+struct Simulator::Impl {
+  const Workload& w;
+  SimOptions opt;
+  MaxMinSystem system;
+  std::unique_ptr<Topology> topo;
+
+  struct RankState {
+    int rank = 0;
+    int stage = 0;
+    std::vector<std::int32_t> pending;           // unmet dependencies per op
+    std::array<std::size_t, kStreamCount> cursor{};
+    std::array<bool, kStreamCount> busy{};
+    std::vector<double> start, end;              // per op
+    std::vector<std::int8_t> waited_on;          // stream kind of the last dependency met
+    std::size_t done_ops = 0;
+  };
+  std::vector<RankState> ranks;
+  std::vector<int> rank_index;                   // global rank -> index in `ranks`, -1 if not simulated
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> queue;
+  std::uint64_t seq = 0, events = 0, actions = 0;
+  double now = 0;
+  std::vector<NetTask> tasks;
+  std::vector<int> free_tasks;
+  std::unordered_map<int, int> action_task;      // maxmin action -> task
+  std::map<std::tuple<int, int, int, int, double>, std::unique_ptr<CollectivePlan>> plans;  // cache
+  std::unordered_map<std::uint64_t, int> arrivals;  // full mode: (group leader, stage op) -> count
+  std::vector<int> changed;
+  std::vector<double> link_bytes;                // per resource, bytes carried
+
+  Impl(const Workload& wl, SimOptions o) : w(wl), opt(o) {}
+
+  void push(double t, EventType type, int a, int b, std::uint32_t version = 0) {
+    queue.push(Event{t, seq++, type, a, b, version});
+  }
+
+  const StageProgram& prog(const RankState& r) const { return w.stages[r.stage]; }
+
+  // ---- network ----
+  const CollectivePlan* collective_plan(int rank, int stage, GroupKind g, CollectiveOp op, double bytes) {
+    const int key_rank = opt.full ? w.group_members(rank, g).front() : -1;
+    auto key = std::make_tuple(stage, key_rank, static_cast<int>(g), static_cast<int>(op), bytes);
+    auto it = plans.find(key);
+    if (it != plans.end()) return it->second.get();
+    std::vector<std::vector<int>> groups;
+    if (opt.full) groups.push_back(w.group_members(rank, g));
+    else groups = w.stage_groups(stage, g);
+    auto plan = std::make_unique<CollectivePlan>(plan_collective(*topo, op, groups, bytes, opt.algorithm));
+    const CollectivePlan* ptr = plan.get();
+    plans.emplace(key, std::move(plan));
+    return ptr;
+  }
+
+  const CollectivePlan* transfer_plan(int src_rank, int dst_rank, int stage, int peer_stage, double bytes) {
+    auto key = std::make_tuple(stage, opt.full ? src_rank : -1, -2, peer_stage, bytes);
+    auto it = plans.find(key);
+    if (it != plans.end()) return it->second.get();
+    std::vector<std::vector<int>> pairs;
+    if (opt.full) {
+      pairs.push_back({src_rank, dst_rank});
+    } else {
+      // Every rank of the stage sends to its counterpart at the same time.
+      const int per_stage = w.plan.tp * w.plan.cp * w.plan.dp;
+      for (int i = 0; i < per_stage; ++i) pairs.push_back({stage * per_stage + i, peer_stage * per_stage + i});
+    }
+    auto plan = std::make_unique<CollectivePlan>(plan_collective(*topo, CollectiveOp::kSendRecv, pairs, bytes));
+    const CollectivePlan* ptr = plan.get();
+    plans.emplace(key, std::move(plan));
+    return ptr;
+  }
+
+  int new_task() {
+    if (!free_tasks.empty()) {
+      const int id = free_tasks.back();
+      free_tasks.pop_back();
+      tasks[id] = NetTask{};
+      return id;
+    }
+    tasks.emplace_back();
+    return static_cast<int>(tasks.size()) - 1;
+  }
+
+  void start_task(int id) {
+    NetTask& t = tasks[id];
+    t.active = true;
+    t.started = now;
+    ++actions;
+    if (t.plan->phases.empty()) {
+      finish_task(id);
+      return;
+    }
+    push(now + t.plan->phases[0].latency_s, EventType::kPhaseStart, id, 0);
+  }
+
+  // Brings every changed action's remaining bytes to `now` and reschedules its completion.
+  void apply_rates() {
+    changed.clear();
+    system.solve(&changed);
+    for (int action : changed) {
+      auto it = action_task.find(action);
+      if (it == action_task.end()) continue;
+      NetTask& t = tasks[it->second];
+      t.remaining = std::max(0.0, t.remaining - t.rate * (now - t.updated));
+      t.updated = now;
+      t.rate = system.rate(action);
+      ++t.version;
+      if (t.rate > 0) push(now + t.remaining / t.rate, EventType::kTransferDone, it->second, 0, t.version);
+    }
+  }
+
+  void phase_start(int id) {
+    NetTask& t = tasks[id];
+    const FlowPhase& ph = t.plan->phases[t.phase];
+    if (ph.bytes <= 0 || ph.usages.empty()) {
+      next_phase(id);
+      return;
+    }
+    t.remaining = ph.bytes;
+    t.rate = 0;
+    t.updated = now;
+    t.action = system.add_action(ph.usages);
+    action_task[t.action] = id;
+    for (const Usage& u : ph.usages) link_bytes[u.resource] += u.weight * ph.bytes;
+    apply_rates();
+  }
+
+  void transfer_done(int id, std::uint32_t version) {
+    NetTask& t = tasks[id];
+    if (!t.active || t.version != version || t.action < 0) return;  // stale
+    action_task.erase(t.action);
+    system.remove_action(t.action);
+    t.action = -1;
+    apply_rates();
+    next_phase(id);
+  }
+
+  void next_phase(int id) {
+    NetTask& t = tasks[id];
+    ++t.phase;
+    if (t.phase < t.plan->phases.size()) {
+      push(now + t.plan->phases[t.phase].latency_s, EventType::kPhaseStart, id, 0);
+    } else {
+      finish_task(id);
+    }
+  }
+
+  void finish_task(int id) {
+    NetTask t = std::move(tasks[id]);
+    tasks[id].active = false;
+    free_tasks.push_back(id);
+    for (const Waiter& wt : t.done) op_done(wt.rank_index, wt.op);
+    for (const Waiter& wt : t.signal) dependency_met(wt.rank_index, wt.op, StreamId::kPp);
+  }
+
+  // ---- ranks and streams ----
+  void dependency_met(int ri, int op, StreamId from) {
+    RankState& r = ranks[ri];
+    r.waited_on[op] = static_cast<std::int8_t>(from);
+    if (--r.pending[op] == 0) try_issue(ri, prog(r).graph[op].stream);
+  }
+
+  void try_issue(int ri, StreamId stream) {
+    RankState& r = ranks[ri];
+    const int s = static_cast<int>(stream);
+    const auto& order = prog(r).streams[s];
+    if (r.busy[s] || r.cursor[s] >= order.size()) return;
+    const int op = order[r.cursor[s]];
+    if (r.pending[op] > 0) return;
+    ++r.cursor[s];
+    r.busy[s] = true;
+    start_op(ri, op);
+  }
+
+  void start_op(int ri, int v) {
+    RankState& r = ranks[ri];
+    r.start[v] = now;
+    const Op& op = prog(r).graph[v];
+    switch (op.kind) {
+      case OpKind::kCompute:
+      case OpKind::kRecv:  // a recv's data has arrived by the time it is issued
+        push(now + (op.kind == OpKind::kCompute ? op.seconds : 0.0), EventType::kOpDone, ri, v);
+        break;
+      case OpKind::kSend: {
+        const int peer = w.rank_of(r.rank % w.plan.tp, (r.rank / w.plan.tp) % w.plan.cp,
+                                   (r.rank / (w.plan.tp * w.plan.cp)) % w.plan.dp, op.peer_stage);
+        const int id = new_task();
+        tasks[id].plan = transfer_plan(r.rank, peer, r.stage, op.peer_stage, op.bytes);
+        tasks[id].done.push_back({ri, v});
+        const int pi = rank_index[peer];
+        if (pi >= 0) tasks[id].signal.push_back({pi, op.match});
+        start_task(id);
+        break;
+      }
+      case OpKind::kCollective: {
+        if (!opt.full) {
+          const int id = new_task();
+          tasks[id].plan = collective_plan(r.rank, r.stage, op.group, op.collective, op.bytes);
+          tasks[id].done.push_back({ri, v});
+          start_task(id);
+          break;
+        }
+        // Full mode: the collective starts when the last member arrives.
+        const std::vector<int> members = w.group_members(r.rank, op.group);
+        const std::uint64_t key = (static_cast<std::uint64_t>(members.front()) << 32) | static_cast<std::uint32_t>(v);
+        if (++arrivals[key] < static_cast<int>(members.size())) break;
+        arrivals.erase(key);
+        const int id = new_task();
+        tasks[id].plan = collective_plan(r.rank, r.stage, op.group, op.collective, op.bytes);
+        for (int m : members) tasks[id].done.push_back({rank_index[m], v});
+        start_task(id);
+        break;
+      }
+    }
+  }
+
+  void op_done(int ri, int v) {
+    RankState& r = ranks[ri];
+    r.end[v] = now;
+    ++r.done_ops;
+    const OpGraph& g = prog(r).graph;
+    const Op& op = g[v];
+    const int s = static_cast<int>(op.stream);
+    r.busy[s] = false;
+    for (auto e : boost::make_iterator_range(boost::out_edges(v, g))) dependency_met(ri, static_cast<int>(boost::target(e, g)), op.stream);
+    try_issue(ri, op.stream);
+  }
+
+  Result<SimResult> run();
+  TimeBreakdown breakdown(const RankState& r) const;
+};
+
+TimeBreakdown Simulator::Impl::breakdown(const RankState& r) const {
+  // Walk the compute stream: busy time is compute; each gap goes to what the next op waited on.
+  TimeBreakdown t;
+  const StageProgram& p = prog(r);
+  const OpGraph& g = p.graph;
+  double cursor = 0;
+  for (int v : p.streams[static_cast<int>(StreamId::kCompute)]) {
+    const Op& op = g[v];
+    const double gap = std::max(0.0, r.start[v] - cursor);
+    switch (static_cast<StreamId>(r.waited_on[v])) {
+      case StreamId::kTp: t.tp_comm += gap; break;
+      case StreamId::kCp: t.cp_comm += gap; break;
+      case StreamId::kEp: t.ep_comm += gap; break;
+      case StreamId::kDp: t.dp_comm += gap; break;
+      case StreamId::kPp: t.bubble += gap; break;
+      default: t.bubble += gap; break;
+    }
+    const double dur = r.end[v] - r.start[v];
+    if (op.phase == Phase::kStep) t.optimizer += dur;
+    else t.compute += dur;
+    if (op.phase == Phase::kRecompute) t.recompute += dur;
+    cursor = r.end[v];
+  }
+  double last = 0;
+  for (double e : r.end) last = std::max(last, e);
+  t.dp_comm += std::max(0.0, last - cursor);  // e.g. the final parameter all-gather
+  // Pipeline transfers on the critical path are counted inside the bubble's waits; split out the
+  // time the activations spent on the wire, at most the waits themselves.
+  double wire = 0;
+  for (int v : p.streams[static_cast<int>(StreamId::kPp)])
+    if (g[v].kind == OpKind::kSend) wire += r.end[v] - r.start[v];
+  t.pp_comm = std::min(t.bubble, wire);
+  t.bubble -= t.pp_comm;
+  t.total = last;
+  return t;
+}
+
+Result<SimResult> Simulator::Impl::run() {
+  topo = std::make_unique<Topology>(w.cluster, system);
+  link_bytes.assign(system.resources(), 0.0);
+  const int n = w.ranks();
+  rank_index.assign(n, -1);
+  std::vector<int> simulated;
+  if (opt.full) {
+    for (int r = 0; r < n; ++r) simulated.push_back(r);
+  } else {
+    for (int s = 0; s < w.plan.pp; ++s) simulated.push_back(w.rank_of(0, 0, 0, s));
+  }
+  for (int r : simulated) {
+    RankState st;
+    st.rank = r;
+    st.stage = w.stage_of(r);
+    const OpGraph& g = w.stages[st.stage].graph;
+    const std::size_t ops = boost::num_vertices(g);
+    st.pending.assign(ops, 0);
+    for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+      st.pending[v] = static_cast<std::int32_t>(boost::in_degree(v, g));
+      if (g[v].kind == OpKind::kRecv) ++st.pending[v];  // the matching send
+    }
+    st.start.assign(ops, 0);
+    st.end.assign(ops, -1);
+    st.waited_on.assign(ops, static_cast<std::int8_t>(StreamId::kCompute));
+    rank_index[r] = static_cast<int>(ranks.size());
+    ranks.push_back(std::move(st));
+  }
+  for (int ri = 0; ri < static_cast<int>(ranks.size()); ++ri)
+    for (int s = 0; s < kStreamCount; ++s) try_issue(ri, static_cast<StreamId>(s));
+
+  while (!queue.empty()) {
+    const Event e = queue.top();
+    queue.pop();
+    now = e.time;
+    ++events;
+    switch (e.type) {
+      case EventType::kOpDone: op_done(e.a, e.b); break;
+      case EventType::kPhaseStart: phase_start(e.a); break;
+      case EventType::kTransferDone: transfer_done(e.a, e.version); break;
+    }
+  }
+
+  // Every op must have run; otherwise the graph waits on something that never comes.
+  for (const RankState& r : ranks) {
+    if (r.done_ops == r.end.size()) continue;
+    for (std::size_t v = 0; v < r.end.size(); ++v)
+      if (r.end[v] < 0)
+        return Error("simulation stalled: " + w.op_id(r.rank, r.stage, static_cast<int>(v)) +
+                     " never ran (" + std::to_string(r.end.size() - r.done_ops) + " ops left on that rank)");
+  }
+
+  SimResult out;
+  out.full = opt.full;
+  out.events = events;
+  out.network_actions = actions;
+  out.simulated_ranks = simulated;
+  // The step ends when the slowest rank finishes; its timeline gives the breakdown.
+  int crit = 0;
+  double step = 0;
+  for (int i = 0; i < static_cast<int>(ranks.size()); ++i) {
+    double last = 0;
+    for (double e : ranks[i].end) last = std::max(last, e);
+    if (last > step) { step = last; crit = i; }
+  }
+  Prediction& p = out.prediction;
+  p.step_time_s = step;
+  p.time = breakdown(ranks[crit]);
+  p.time.total = step;
+  AnalyticModel am(w.model, w.cluster);
+  p.memory = am.memory(w.plan);
+  p.fit = p.memory.total <= p.memory.capacity ? FitVerdict::kFits : FitVerdict::kOutOfMemory;
+  p.devices = w.plan.gpus();
+  p.micro_batches = w.plan.micro_batches();
+  p.model_flops = w.model_flops;
+  p.hardware_flops = w.hardware_flops;
+  const double peak = mfu_peak(w.plan.precision, w.cluster.node.accelerator());
+  const double denom = step * p.devices * peak;
+  p.mfu = denom > 0 ? p.model_flops / denom : 0;
+  p.hfu = denom > 0 ? p.hardware_flops / denom : 0;
+  const int seq = w.plan.seq_len > 0 ? w.plan.seq_len : w.model.seq_len;
+  p.tokens_per_s = step > 0 ? static_cast<double>(w.plan.global_batch) * seq / step : 0;
+  p.tflops_per_device = step > 0 ? p.hardware_flops / step / p.devices / 1e12 : 0;
+
+  if (opt.record) {
+    for (const RankState& r : ranks)
+      for (std::size_t v = 0; v < r.end.size(); ++v)
+        out.ops.push_back({r.rank, r.stage, static_cast<std::int32_t>(v), r.start[v], r.end[v]});
+  }
+  // Link utilisation over the step, busiest first.
+  const TopoGraph& g = topo->graph();
+  for (auto e : boost::make_iterator_range(boost::edges(g))) {
+    const TopoLink& l = g[e];
+    if (link_bytes[l.resource] <= 0) continue;
+    out.busiest_links.push_back({g[boost::source(e, g)].name + "->" + g[boost::target(e, g)].name, l.kind,
+                                 link_bytes[l.resource],
+                                 step > 0 ? link_bytes[l.resource] / (l.bandwidth * step) : 0});
+  }
+  std::sort(out.busiest_links.begin(), out.busiest_links.end(),
+            [](const LinkUse& a, const LinkUse& b) { return a.utilisation > b.utilisation; });
+  if (out.busiest_links.size() > 20) out.busiest_links.resize(20);
+  return out;
+}
+
+Simulator::Simulator(const Workload& w, SimOptions options) : impl_(new Impl(w, options)) {}
+Simulator::~Simulator() { delete impl_; }
+Result<SimResult> Simulator::run() { return impl_->run(); }
+
+Result<SimResult> simulate(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
+                           const std::string& plan_file, const SimOptions& options) {
+  FS_RETURN_IF_ERROR(validate_plan(plan, model, cluster.total_accelerators(), plan_file));
+  auto w = lower(model, cluster, plan);
+  if (!w) return w.error().with_context(plan_file);
+  Simulator sim(*w, options);
+  auto r = sim.run();
+  if (!r) return r.error();
+  if (!r->prediction.fits())
+    return Error(plan_file + ": plan does not fit in memory: " + describe_memory(r->prediction.memory));
+  return r;
+}
+
+}  // namespace foresight

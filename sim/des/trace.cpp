@@ -1,0 +1,63 @@
+// Streams a simulated timeline to Chrome Trace Event JSON.
+#include "sim/des/trace.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <memory>
+
+#include "sim/analytic/analytic_model.h"
+
+namespace foresight {
+
+namespace {
+struct FileCloser {
+  void operator()(std::FILE* f) const { if (f) std::fclose(f); }
+};
+}  // namespace
+
+Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r, const std::string& kind) {
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
+  if (!f) return Error(path + ": cannot open for writing");
+  nlohmann::json meta = {{"kind", kind},
+                         {"model", w.model.name},
+                         {"cluster", w.cluster.name},
+                         {"device", w.cluster.node.accelerator().name},
+                         {"plan", plan_to_json(w.plan)},
+                         {"step_time_s", r.prediction.step_time_s},
+                         {"symmetric", !r.full}};
+  std::fprintf(f.get(), "{\"displayTimeUnit\":\"ms\",\"metadata\":%s,\"traceEvents\":[\n", meta.dump().c_str());
+  bool first = true;
+  auto sep = [&] {
+    if (!first) std::fputs(",\n", f.get());
+    first = false;
+  };
+  const int g = std::max(1, w.cluster.node.accelerators());
+  for (int rank : r.simulated_ranks) {
+    sep();
+    std::fprintf(f.get(),
+                 "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d (node %d, stage %d)\"}}",
+                 rank, rank, rank / g, w.stage_of(rank));
+    for (int s = 0; s < kStreamCount; ++s) {
+      sep();
+      std::fprintf(f.get(), "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+                   rank, s, std::string(to_string(static_cast<StreamId>(s))).c_str());
+    }
+  }
+  for (const OpRecord& rec : r.ops) {
+    const Op& op = w.stages[rec.stage].graph[rec.op];
+    sep();
+    const std::string id = w.op_id(rec.rank, rec.stage, rec.op);
+    const char* cat = op.kind == OpKind::kCompute ? "compute" : op.kind == OpKind::kCollective ? "collective" : "p2p";
+    std::fprintf(f.get(),
+                 "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+                 "\"args\":{\"id\":\"%s\",\"bytes\":%.0f,\"flops\":%.0f}}",
+                 op.name, cat, rec.rank, static_cast<int>(op.stream), rec.start_s * 1e6,
+                 (rec.end_s - rec.start_s) * 1e6, id.c_str(), op.bytes, op.flops);
+  }
+  std::fputs("\n]}\n", f.get());
+  if (std::ferror(f.get())) return Error(path + ": write error");
+  return Status::Ok();
+}
+
+}  // namespace foresight

@@ -1,0 +1,19 @@
+// Chrome Trace Event JSON (opens in Perfetto and chrome://tracing): one process per simulated rank,
+// one thread per stream, one complete event per op with its id, bytes and FLOPs.
+//
+//   Status s = write_chrome_trace("step.json", workload, result, "predicted");
+#pragma once
+
+#include <string>
+
+#include "sim/core/status.h"
+#include "sim/des/simulator.h"
+#include "sim/workload/workload.h"
+
+namespace foresight {
+
+// `kind` is "predicted" or "measured"; it goes into the trace's metadata with the plan and the
+// hardware profile.
+Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r, const std::string& kind);
+
+}  // namespace foresight

@@ -1,0 +1,240 @@
+// Decomposing collectives into flows, per algorithm, and choosing among algorithms.
+#include "sim/net/collective_flows.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+namespace foresight {
+
+std::string_view to_string(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllReduce: return "all_reduce";
+    case CollectiveOp::kAllGather: return "all_gather";
+    case CollectiveOp::kReduceScatter: return "reduce_scatter";
+    case CollectiveOp::kAllToAll: return "all_to_all";
+    case CollectiveOp::kSendRecv: return "send_recv";
+    case CollectiveOp::kBroadcast: return "broadcast";
+  }
+  return "collective";
+}
+
+std::string_view to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::kRing: return "ring";
+    case Algorithm::kTree: return "tree";
+    case Algorithm::kHierarchical: return "hierarchical";
+    case Algorithm::kHalvingDoubling: return "halving_doubling";
+    case Algorithm::kDirect: return "direct";
+    case Algorithm::kInSwitch: return "in_switch";
+    case Algorithm::kPointToPoint: return "p2p";
+  }
+  return "ring";
+}
+
+namespace {
+
+// Accumulates flows into one phase, summing usage weights per link.
+class PhaseBuilder {
+ public:
+  PhaseBuilder(const Topology& topo, double bytes) : topo_(topo) { phase_.bytes = bytes; }
+  void flow(int src, int dst) {
+    if (src == dst) return;
+    const Route r = topo_.route(src, dst);
+    for (const Usage& u : r.usages) weights_[u.resource] += u.weight;
+    phase_.latency_s = std::max(phase_.latency_s, r.latency_s);
+    phase_.crosses_nodes = phase_.crosses_nodes || r.crosses_nodes;
+  }
+  void link(int resource, double weight, double latency) {
+    weights_[resource] += weight;
+    phase_.latency_s = std::max(phase_.latency_s, latency);
+  }
+  // `steps`: how many latencies the phase costs.
+  FlowPhase finish(double steps) {
+    phase_.usages.reserve(weights_.size());
+    for (const auto& [res, w] : weights_) phase_.usages.push_back({res, w});
+    std::sort(phase_.usages.begin(), phase_.usages.end(), [](const Usage& a, const Usage& b) { return a.resource < b.resource; });
+    phase_.latency_s *= steps;
+    return std::move(phase_);
+  }
+
+ private:
+  const Topology& topo_;
+  FlowPhase phase_;
+  std::unordered_map<int, double> weights_;
+};
+
+bool power_of_two(std::size_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+CollectivePlan ring(const Topology& t, CollectiveOp op, const std::vector<std::vector<int>>& groups, double bytes) {
+  const double n = static_cast<double>(groups.front().size());
+  double per_flow = 0, steps = 0;
+  switch (op) {
+    case CollectiveOp::kAllReduce: per_flow = 2 * (n - 1) / n * bytes; steps = 2 * (n - 1); break;
+    case CollectiveOp::kAllGather:
+    case CollectiveOp::kReduceScatter: per_flow = (n - 1) / n * bytes; steps = n - 1; break;
+    case CollectiveOp::kBroadcast: per_flow = bytes; steps = n - 1; break;
+    default: break;
+  }
+  PhaseBuilder b(t, per_flow);
+  for (const auto& g : groups)
+    for (std::size_t i = 0; i < g.size(); ++i) b.flow(g[i], g[(i + 1) % g.size()]);
+  return {Algorithm::kRing, {b.finish(steps)}, 0};
+}
+
+CollectivePlan tree(const Topology& t, const std::vector<std::vector<int>>& groups, double bytes) {
+  const std::size_t n = groups.front().size();
+  PhaseBuilder b(t, bytes);
+  for (const auto& g : groups)
+    for (std::size_t i = 1; i < g.size(); ++i) {
+      const std::size_t parent = (i - 1) / 2;
+      b.flow(g[i], g[parent]);  // reduce up
+      b.flow(g[parent], g[i]);  // broadcast down
+    }
+  return {Algorithm::kTree, {b.finish(2 * std::ceil(std::log2(static_cast<double>(n))))}, 0};
+}
+
+std::optional<CollectivePlan> hierarchical(const Topology& t, const std::vector<std::vector<int>>& groups, double bytes) {
+  // Needs k > 1 ranks on each of m > 1 nodes, the same k everywhere.
+  const auto& g0 = groups.front();
+  std::unordered_map<int, int> per_node;
+  for (int d : g0) ++per_node[t.node_of(d)];
+  const int k = per_node.begin()->second;
+  const int m = static_cast<int>(per_node.size());
+  if (k < 2 || m < 2) return std::nullopt;
+  for (const auto& [node, c] : per_node)
+    if (c != k) return std::nullopt;
+  CollectivePlan plan{Algorithm::kHierarchical, {}, 0};
+  const double kk = k, mm = m;
+  // Split each group by node (local groups) and by local index (cross-node groups).
+  auto split = [&](bool local) {
+    std::vector<std::vector<int>> out;
+    for (const auto& g : groups) {
+      std::unordered_map<int, std::vector<int>> by;
+      std::vector<int> order;
+      std::unordered_map<int, int> seen;
+      for (int d : g) {
+        const int node = t.node_of(d);
+        const int local_index = seen[node]++;
+        const int key = local ? node : local_index;
+        if (!by.count(key)) order.push_back(key);
+        by[key].push_back(d);
+      }
+      for (int key : order) out.push_back(by[key]);
+    }
+    return out;
+  };
+  const auto locals = split(true), crosses = split(false);
+  PhaseBuilder rs(t, (kk - 1) / kk * bytes);
+  for (const auto& g : locals)
+    for (std::size_t i = 0; i < g.size(); ++i) rs.flow(g[i], g[(i + 1) % g.size()]);
+  plan.phases.push_back(rs.finish(kk - 1));
+  PhaseBuilder ar(t, 2 * (mm - 1) / mm * bytes / kk);
+  for (const auto& g : crosses)
+    for (std::size_t i = 0; i < g.size(); ++i) ar.flow(g[i], g[(i + 1) % g.size()]);
+  plan.phases.push_back(ar.finish(2 * (mm - 1)));
+  PhaseBuilder ag(t, (kk - 1) / kk * bytes);
+  for (const auto& g : locals)
+    for (std::size_t i = 0; i < g.size(); ++i) ag.flow(g[i], g[(i + 1) % g.size()]);
+  plan.phases.push_back(ag.finish(kk - 1));
+  return plan;
+}
+
+std::optional<CollectivePlan> halving_doubling(const Topology& t, const std::vector<std::vector<int>>& groups, double bytes) {
+  const std::size_t n = groups.front().size();
+  if (!power_of_two(n) || n < 2) return std::nullopt;
+  CollectivePlan plan{Algorithm::kHalvingDoubling, {}, 0};
+  const int levels = static_cast<int>(std::log2(static_cast<double>(n)));
+  // Reduce-scatter by recursive halving, then all-gather by recursive doubling.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int j = 0; j < levels; ++j) {
+      const int level = pass == 0 ? j : levels - 1 - j;
+      const std::size_t dist = std::size_t{1} << level;
+      PhaseBuilder b(t, bytes / static_cast<double>(std::size_t{2} << (pass == 0 ? j : levels - 1 - j)));
+      for (const auto& g : groups)
+        for (std::size_t i = 0; i < n; ++i) b.flow(g[i], g[i ^ dist]);
+      plan.phases.push_back(b.finish(1));
+    }
+  }
+  return plan;
+}
+
+CollectivePlan direct(const Topology& t, const std::vector<std::vector<int>>& groups, double bytes) {
+  const double n = static_cast<double>(groups.front().size());
+  PhaseBuilder b(t, bytes / n);
+  for (const auto& g : groups)
+    for (int s : g)
+      for (int d : g) b.flow(s, d);
+  return {Algorithm::kDirect, {b.finish(1)}, 0};
+}
+
+std::optional<CollectivePlan> in_switch(const Topology& t, const std::vector<std::vector<int>>& groups, double bytes) {
+  if (!t.cluster().node.in_switch_reduction) return std::nullopt;
+  const auto& g0 = groups.front();
+  for (int d : g0)
+    if (t.node_of(d) != t.node_of(g0.front())) return std::nullopt;
+  PhaseBuilder b(t, bytes);
+  const double lat = t.cluster().node.fabric.latency_s;
+  for (const auto& g : groups)
+    for (int d : g) {
+      b.link(t.device_up(d), 1.0, lat);
+      b.link(t.device_down(d), 1.0, lat);
+    }
+  return CollectivePlan{Algorithm::kInSwitch, {b.finish(2)}, 0};
+}
+
+}  // namespace
+
+double isolated_time(const MaxMinSystem& system, const CollectivePlan& plan) {
+  double total = 0;
+  for (const FlowPhase& ph : plan.phases) {
+    double rate = std::numeric_limits<double>::infinity();
+    for (const Usage& u : ph.usages) rate = std::min(rate, system.capacity(u.resource) / u.weight);
+    total += ph.latency_s + (std::isfinite(rate) && ph.bytes > 0 ? ph.bytes / rate : 0.0);
+  }
+  return total;
+}
+
+CollectivePlan plan_collective(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
+                               double bytes, std::optional<Algorithm> force) {
+  std::vector<CollectivePlan> candidates;
+  const std::size_t n = groups.empty() ? 0 : groups.front().size();
+  if (n < 2 || bytes <= 0) return CollectivePlan{Algorithm::kRing, {}, 0};
+  auto consider = [&](Algorithm a, auto make) {
+    if (force && *force != a) return;
+    if (auto p = make()) candidates.push_back(std::move(*p));
+  };
+  switch (op) {
+    case CollectiveOp::kSendRecv: {
+      PhaseBuilder b(topo, bytes);
+      for (const auto& g : groups) b.flow(g[0], g[1]);
+      return {Algorithm::kPointToPoint, {b.finish(1)}, 0};
+    }
+    case CollectiveOp::kAllToAll:
+      return direct(topo, groups, bytes);
+    case CollectiveOp::kAllReduce:
+      // NCCL chooses among ring, tree and NVLS; the others only when asked for.
+      consider(Algorithm::kRing, [&] { return std::optional(ring(topo, op, groups, bytes)); });
+      consider(Algorithm::kTree, [&] { return std::optional(tree(topo, groups, bytes)); });
+      consider(Algorithm::kInSwitch, [&] { return in_switch(topo, groups, bytes); });
+      if (force) {
+        consider(Algorithm::kHierarchical, [&] { return hierarchical(topo, groups, bytes); });
+        consider(Algorithm::kHalvingDoubling, [&] { return halving_doubling(topo, groups, bytes); });
+      }
+      break;
+    default:
+      consider(Algorithm::kRing, [&] { return std::optional(ring(topo, op, groups, bytes)); });
+      break;
+  }
+  if (candidates.empty()) return ring(topo, op, groups, bytes);
+  // Least isolated time wins; on a tie the earlier candidate (ring, NCCL's default) stays.
+  std::size_t best = 0;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    candidates[i].estimate_s = isolated_time(topo.system(), candidates[i]);
+    if (candidates[i].estimate_s < candidates[best].estimate_s) best = i;
+  }
+  return std::move(candidates[best]);
+}
+
+}  // namespace foresight

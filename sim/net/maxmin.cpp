@@ -1,0 +1,139 @@
+// Progressive filling over the changed component of the resource-sharing graph.
+#include "sim/net/maxmin.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace foresight {
+
+int MaxMinSystem::add_resource(double capacity) {
+  resources_.push_back(Resource{capacity, {}, false, 0});
+  remaining_.push_back(0);
+  weight_sum_.push_back(0);
+  return static_cast<int>(resources_.size()) - 1;
+}
+
+int MaxMinSystem::add_action(std::vector<Usage> usages, double bound) {
+  int id;
+  if (!free_ids_.empty()) {
+    id = free_ids_.back();
+    free_ids_.pop_back();
+  } else {
+    id = static_cast<int>(actions_.size());
+    actions_.emplace_back();
+  }
+  Action& a = actions_[id];
+  a.usages = std::move(usages);
+  a.rate = 0;
+  a.bound = bound;
+  a.active = true;
+  for (const Usage& u : a.usages) {
+    Resource& r = resources_[u.resource];
+    r.actions.push_back(id);
+    if (!r.dirty) { r.dirty = true; dirty_.push_back(u.resource); }
+  }
+  if (a.usages.empty()) a.rate = bound;  // uses nothing shared: only its bound limits it
+  return id;
+}
+
+void MaxMinSystem::remove_action(int id) {
+  Action& a = actions_[id];
+  if (!a.active) return;
+  for (const Usage& u : a.usages) {
+    Resource& r = resources_[u.resource];
+    auto it = std::find(r.actions.begin(), r.actions.end(), id);
+    if (it != r.actions.end()) { *it = r.actions.back(); r.actions.pop_back(); }
+    if (!r.dirty) { r.dirty = true; dirty_.push_back(u.resource); }
+  }
+  a.active = false;
+  a.usages.clear();
+  a.rate = 0;
+  free_ids_.push_back(id);
+}
+
+double MaxMinSystem::load(int resource) const {
+  double l = 0;
+  for (int id : resources_[resource].actions) {
+    const Action& a = actions_[id];
+    for (const Usage& u : a.usages)
+      if (u.resource == resource) l += u.weight * a.rate;
+  }
+  return l;
+}
+
+void MaxMinSystem::solve(std::vector<int>* changed) {
+  if (dirty_.empty()) return;
+  ++stamp_;
+  comp_actions_.clear();
+  comp_resources_.clear();
+  // The component: everything reachable from a dirty resource through shared actions.
+  stack_.assign(dirty_.begin(), dirty_.end());
+  for (int r : dirty_) { resources_[r].dirty = false; resources_[r].mark = stamp_; comp_resources_.push_back(r); }
+  dirty_.clear();
+  while (!stack_.empty()) {
+    const int r = stack_.back();
+    stack_.pop_back();
+    for (int id : resources_[r].actions) {
+      Action& a = actions_[id];
+      if (a.mark == stamp_) continue;
+      a.mark = stamp_;
+      comp_actions_.push_back(id);
+      for (const Usage& u : a.usages) {
+        Resource& rr = resources_[u.resource];
+        if (rr.mark != stamp_) { rr.mark = stamp_; comp_resources_.push_back(u.resource); stack_.push_back(u.resource); }
+      }
+    }
+  }
+  for (int r : comp_resources_) remaining_[r] = resources_[r].capacity;
+  std::vector<double> old_rates;
+  old_rates.reserve(comp_actions_.size());
+  for (int id : comp_actions_) { old_rates.push_back(actions_[id].rate); actions_[id].fixed = false; }
+
+  std::size_t unfixed = comp_actions_.size();
+  while (unfixed > 0) {
+    for (int r : comp_resources_) weight_sum_[r] = 0;
+    for (int id : comp_actions_) {
+      const Action& a = actions_[id];
+      if (a.fixed) continue;
+      for (const Usage& u : a.usages) weight_sum_[u.resource] += u.weight;
+    }
+    // The tightest resource, or the tightest action bound, decides the next level.
+    double level = std::numeric_limits<double>::infinity();
+    for (int r : comp_resources_)
+      if (weight_sum_[r] > 0) level = std::min(level, std::max(0.0, remaining_[r]) / weight_sum_[r]);
+    for (int id : comp_actions_)
+      if (!actions_[id].fixed) level = std::min(level, actions_[id].bound);
+    if (!std::isfinite(level)) level = 0;  // nothing constrains: cannot happen with usages
+    // Fix every action on a saturated resource, and every action whose bound is reached.
+    const double eps = 1e-12 * std::max(1.0, level);
+    stack_.clear();  // the actions fixed at this level
+    for (int id : comp_actions_) {
+      Action& a = actions_[id];
+      if (a.fixed) continue;
+      bool saturated = a.bound <= level + eps;
+      for (const Usage& u : a.usages) {
+        const int r = u.resource;
+        if (weight_sum_[r] > 0 && std::max(0.0, remaining_[r]) / weight_sum_[r] <= level + eps) { saturated = true; break; }
+      }
+      if (!saturated) continue;
+      stack_.push_back(id);
+    }
+    if (stack_.empty()) {  // rounding left nothing exactly at the level: fix the rest there
+      for (int id : comp_actions_)
+        if (!actions_[id].fixed) stack_.push_back(id);
+    }
+    for (int id : stack_) {
+      Action& a = actions_[id];
+      a.fixed = true;
+      a.rate = level;
+      --unfixed;
+      for (const Usage& u : a.usages) remaining_[u.resource] -= u.weight * level;
+    }
+  }
+  if (changed) {
+    for (std::size_t i = 0; i < comp_actions_.size(); ++i)
+      if (actions_[comp_actions_[i]].rate != old_rates[i]) changed->push_back(comp_actions_[i]);
+  }
+}
+
+}  // namespace foresight

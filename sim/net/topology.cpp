@@ -1,0 +1,147 @@
+// Building the cluster graph and routing on it.
+#include "sim/net/topology.h"
+
+#include <algorithm>
+
+namespace foresight {
+
+int Topology::add_vertex(VertexKind kind, int node, int tier, std::string name) {
+  return static_cast<int>(boost::add_vertex(TopoVertex{kind, node, tier, std::move(name)}, g_));
+}
+
+int Topology::add_link(int from, int to, double bandwidth, double latency, const std::string& kind) {
+  const int resource = system_.add_resource(bandwidth);
+  boost::add_edge(from, to, TopoLink{resource, bandwidth, latency, kind}, g_);
+  return resource;
+}
+
+Topology::Topology(const ClusterSpec& cluster, MaxMinSystem& system) : cluster_(cluster), system_(system) {
+  const NodeSpec& node = cluster.node;
+  per_node_ = std::max(1, node.accelerators());
+  nodes_ = std::max(1, cluster.nodes);
+  devices_ = per_node_ * nodes_;
+  nics_ = node.nics;
+  const double fabric_bw = node.fabric.bandwidth * node.fabric.efficiency;
+  const double nic_bw = node.nic.bandwidth * node.nic.efficiency;
+  const double pcie_bw = node.host_link.bandwidth > 0 ? node.host_link.bandwidth * node.host_link.efficiency
+                                                      : nic_bw;
+  dev_up_.resize(devices_);
+  dev_down_.resize(devices_);
+  dev_nic_up_.assign(devices_, -1);
+  dev_nic_down_.assign(devices_, -1);
+
+  // Tier spans, lowest first; the top tier spans everything.
+  for (const NetworkTier& t : cluster.tiers) tier_span_.push_back(t.span_nodes > 0 ? std::min(t.span_nodes, nodes_) : nodes_);
+  if (tier_span_.empty() && nodes_ > 1) tier_span_.push_back(nodes_);
+  if (!tier_span_.empty()) tier_span_.back() = nodes_;
+
+  std::vector<int> device_vertex(devices_), nic_vertex;
+  for (int n = 0; n < nodes_; ++n) {
+    const int sw = add_vertex(VertexKind::kNodeSwitch, n, -1, "node" + std::to_string(n) + "/switch");
+    for (int i = 0; i < per_node_; ++i) {
+      const int d = n * per_node_ + i;
+      device_vertex[d] = add_vertex(VertexKind::kDevice, n, -1, "rank" + std::to_string(d));
+      dev_up_[d] = add_link(device_vertex[d], sw, fabric_bw, node.fabric.latency_s, node.fabric.kind);
+      dev_down_[d] = add_link(sw, device_vertex[d], fabric_bw, node.fabric.latency_s, node.fabric.kind);
+    }
+    for (int k = 0; k < nics_; ++k)
+      nic_vertex.push_back(add_vertex(VertexKind::kNic, n, -1, "node" + std::to_string(n) + "/nic" + std::to_string(k)));
+    for (int i = 0; i < per_node_ && nics_ > 0; ++i) {
+      const int d = n * per_node_ + i;
+      const int nic = nic_vertex[n * nics_ + i * nics_ / per_node_];
+      dev_nic_up_[d] = add_link(device_vertex[d], nic, pcie_bw, node.host_link.latency_s, node.host_link.kind);
+      dev_nic_down_[d] = add_link(nic, device_vertex[d], pcie_bw, node.host_link.latency_s, node.host_link.kind);
+    }
+  }
+  if (tier_span_.empty() || nics_ == 0) return;
+
+  // Tier 0: one (aggregated) switch per group of span nodes; every NIC of the group attaches.
+  const NetworkTier* t0 = cluster.tiers.empty() ? nullptr : &cluster.tiers[0];
+  const double over0 = t0 ? t0->oversubscription : 1.0;
+  const double lat0 = t0 ? t0->latency_s : 0.0;
+  const int groups0 = (nodes_ + tier_span_[0] - 1) / tier_span_[0];
+  std::vector<int> group_vertex(groups0);
+  for (int gi = 0; gi < groups0; ++gi)
+    group_vertex[gi] = add_vertex(VertexKind::kSwitch, -1, 0, "tier0/group" + std::to_string(gi));
+  nic_up_.resize(static_cast<std::size_t>(nodes_) * nics_);
+  nic_down_.resize(nic_up_.size());
+  for (int n = 0; n < nodes_; ++n) {
+    for (int k = 0; k < nics_; ++k) {
+      const int v = nic_vertex[n * nics_ + k];
+      const int leaf = group_vertex[n / tier_span_[0]];
+      nic_up_[n * nics_ + k] = add_link(v, leaf, nic_bw / over0, node.nic.latency_s + lat0, node.nic.kind);
+      nic_down_[n * nics_ + k] = add_link(leaf, v, nic_bw / over0, node.nic.latency_s + lat0, node.nic.kind);
+    }
+  }
+  // Higher tiers: each lower group connects to the `rails` switches of its parent group.
+  std::vector<int> lower_vertex = group_vertex;
+  int lower_span = tier_span_[0];
+  for (std::size_t t = 1; t < tier_span_.size(); ++t) {
+    const NetworkTier& tier = cluster.tiers[t];
+    TierLinks tl;
+    tl.span = tier_span_[t];
+    tl.rails = std::max(1, nics_);
+    tl.latency_s = tier.latency_s;
+    const double per_node = tier.bandwidth_per_node > 0 ? tier.bandwidth_per_node * node.nic.efficiency : nics_ * nic_bw;
+    const int groups = (nodes_ + tl.span - 1) / tl.span;
+    std::vector<int> upper(static_cast<std::size_t>(groups) * tl.rails);
+    for (int gi = 0; gi < groups; ++gi)
+      for (int r = 0; r < tl.rails; ++r)
+        upper[gi * tl.rails + r] = add_vertex(VertexKind::kSwitch, -1, static_cast<int>(t),
+                                              "tier" + std::to_string(t) + "/group" + std::to_string(gi) + "/rail" + std::to_string(r));
+    const int lower_groups = static_cast<int>(lower_vertex.size());
+    tl.up.resize(static_cast<std::size_t>(lower_groups) * tl.rails);
+    tl.down.resize(tl.up.size());
+    for (int lg = 0; lg < lower_groups; ++lg) {
+      const int nodes_in = std::min(lower_span, nodes_ - lg * lower_span);
+      const double cap = nodes_in * per_node / tier.oversubscription / tl.rails;
+      const int parent = lg * lower_span / tl.span;
+      for (int r = 0; r < tl.rails; ++r) {
+        tl.up[lg * tl.rails + r] = add_link(lower_vertex[lg], upper[parent * tl.rails + r], cap, tier.latency_s, tier.kind);
+        tl.down[lg * tl.rails + r] = add_link(upper[parent * tl.rails + r], lower_vertex[lg], cap, tier.latency_s, tier.kind);
+      }
+    }
+    tiers_.push_back(std::move(tl));
+    // The next tier sees each group of this one as a single endpoint.
+    lower_vertex.assign(groups, 0);
+    for (int gi = 0; gi < groups; ++gi) lower_vertex[gi] = upper[gi * std::max(1, nics_)];
+    lower_span = tier_span_[t];
+  }
+}
+
+Route Topology::route(int src, int dst) const {
+  Route r;
+  if (src == dst) return r;
+  const int ns = node_of(src), nd = node_of(dst);
+  const NodeSpec& node = cluster_.node;
+  if (ns == nd) {
+    r.usages = {{dev_up_[src], 1.0}, {dev_down_[dst], 1.0}};
+    r.latency_s = node.fabric.latency_s;
+    return r;
+  }
+  r.crosses_nodes = true;
+  const int nic_s = ns * nics_ + (src % per_node_) * nics_ / per_node_;
+  const int nic_d = nd * nics_ + (dst % per_node_) * nics_ / per_node_;
+  r.usages = {{dev_nic_up_[src], 1.0}, {nic_up_[nic_s], 1.0}};
+  r.latency_s = node.host_link.latency_s + node.nic.latency_s + (cluster_.tiers.empty() ? 0.0 : cluster_.tiers[0].latency_s);
+  // Climb until both nodes share a group; ECMP spreads evenly over the rails of each tier crossed.
+  int lower_span = tier_span_[0];
+  std::vector<Usage> down;
+  for (const TierLinks& tl : tiers_) {
+    if (ns / lower_span == nd / lower_span) break;
+    const int gs = ns / lower_span, gd = nd / lower_span;
+    const double w = 1.0 / tl.rails;
+    for (int k = 0; k < tl.rails; ++k) {
+      r.usages.push_back({tl.up[gs * tl.rails + k], w});
+      down.push_back({tl.down[gd * tl.rails + k], w});
+    }
+    r.latency_s += tl.latency_s;
+    lower_span = tl.span;
+  }
+  r.usages.insert(r.usages.end(), down.rbegin(), down.rend());
+  r.usages.push_back({nic_down_[nic_d], 1.0});
+  r.usages.push_back({dev_nic_down_[dst], 1.0});
+  return r;
+}
+
+}  // namespace foresight

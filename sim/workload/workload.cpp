@@ -1,0 +1,528 @@
+// Lowering a plan to per-stage op graphs: the pipeline schedule's task order, each task's kernels
+// and collectives, the data-parallel reduction and the optimizer step.
+#include "sim/workload/workload.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <tuple>
+
+#include "sim/analytic/analytic_model.h"
+
+namespace foresight {
+
+std::string_view to_string(Phase p) {
+  switch (p) {
+    case Phase::kForward: return "fwd";
+    case Phase::kBackward: return "bwd";
+    case Phase::kWeightGrad: return "wgrad";
+    case Phase::kRecompute: return "recompute";
+    case Phase::kStep: return "step";
+  }
+  return "op";
+}
+
+std::string_view to_string(StreamId s) {
+  static constexpr std::string_view kNames[] = {"compute", "tp", "pp", "dp", "ep", "cp"};
+  return kNames[static_cast<int>(s)];
+}
+
+std::string_view to_string(GroupKind g) {
+  static constexpr std::string_view kNames[] = {"none", "tp", "cp", "dp", "ep", "expert_dp"};
+  return kNames[static_cast<int>(g)];
+}
+
+std::vector<int> Workload::group_members(int rank, GroupKind g) const {
+  const int t = plan.tp, c = plan.cp, d = plan.dp;
+  const int tp = rank % t, cp = (rank / t) % c, dp = (rank / (t * c)) % d, pp = rank / (t * c * d);
+  std::vector<int> out;
+  switch (g) {
+    case GroupKind::kTp:
+      for (int i = 0; i < t; ++i) out.push_back(rank_of(i, cp, dp, pp));
+      break;
+    case GroupKind::kCp:
+      for (int i = 0; i < c; ++i) out.push_back(rank_of(tp, i, dp, pp));
+      break;
+    case GroupKind::kDp:  // gradients are reduced over dp x cp (Megatron)
+      for (int j = 0; j < d; ++j)
+        for (int i = 0; i < c; ++i) out.push_back(rank_of(tp, i, j, pp));
+      break;
+    case GroupKind::kEp: {  // consecutive dp ranks form an expert-parallel group
+      const int e = plan.ep, base = dp / e * e;
+      for (int j = 0; j < e; ++j) out.push_back(rank_of(tp, cp, base + j, pp));
+      break;
+    }
+    case GroupKind::kExpertDp: {  // same expert shard: dp ranks congruent modulo ep
+      for (int j = dp % plan.ep; j < d; j += plan.ep) out.push_back(rank_of(tp, cp, j, pp));
+      break;
+    }
+    case GroupKind::kNone:
+      out.push_back(rank);
+      break;
+  }
+  return out;
+}
+
+std::vector<std::vector<int>> Workload::stage_groups(int stage, GroupKind g) const {
+  std::vector<std::vector<int>> out;
+  std::vector<char> seen(static_cast<std::size_t>(plan.gpus()), 0);
+  const int per_stage = plan.tp * plan.cp * plan.dp;
+  for (int r = stage * per_stage; r < (stage + 1) * per_stage; ++r) {
+    if (seen[r]) continue;
+    auto members = group_members(r, g);
+    for (int m : members) seen[m] = 1;
+    out.push_back(std::move(members));
+  }
+  return out;
+}
+
+std::string Workload::op_id(int rank, int stage, int v) const {
+  const Op& op = stages[stage].graph[v];
+  std::string id;  // built by appends (GCC 12 warns falsely on "x" + std::string chains)
+  id.reserve(48);
+  id.append("r").append(std::to_string(rank)).append("/");
+  if (op.layer >= 0) id.append("L").append(std::to_string(op.layer)).append("/");
+  if (op.micro_batch >= 0) id.append("mb").append(std::to_string(op.micro_batch)).append("/");
+  id.append(to_string(op.phase)).append("/").append(op.name);
+  return id;
+}
+
+std::size_t Workload::op_count() const {
+  std::size_t n = 0;
+  for (const auto& s : stages) n += boost::num_vertices(s.graph);
+  return n;
+}
+
+namespace {
+
+enum class TaskType { kF, kB, kW };
+struct Task {
+  TaskType type;
+  int mb;
+  int chunk;
+};
+
+// The order in which a pipeline stage runs its forward/backward tasks.
+std::vector<Task> schedule_tasks(Schedule sched, int stage, int p, int m, int v) {
+  std::vector<Task> tasks;
+  if (sched == Schedule::kGpipe) {
+    for (int i = 0; i < m; ++i) tasks.push_back({TaskType::kF, i, 0});
+    for (int i = 0; i < m; ++i) tasks.push_back({TaskType::kB, i, 0});
+    return tasks;
+  }
+  if (sched == Schedule::kInterleaved1F1B && v > 1) {
+    // Megatron-LM's interleaved schedule: micro-batches in groups of p, chunks in rounds.
+    const int total = m * v;
+    auto fwd = [&](int k) {
+      const int in_group = k % (p * v);
+      return Task{TaskType::kF, (k / (p * v)) * p + k % p, in_group / p};
+    };
+    auto bwd = [&](int k) {
+      const int in_group = k % (p * v);
+      return Task{TaskType::kB, (k / (p * v)) * p + k % p, v - 1 - in_group / p};
+    };
+    const int warmup = std::min(total, (p - stage - 1) * 2 + (v - 1) * p);
+    for (int k = 0; k < warmup; ++k) tasks.push_back(fwd(k));
+    for (int k = 0; k < total - warmup; ++k) {
+      tasks.push_back(fwd(k + warmup));
+      tasks.push_back(bwd(k));
+    }
+    for (int k = total - warmup; k < total; ++k) tasks.push_back(bwd(k));
+    return tasks;
+  }
+  // 1F1B (and ZB-H1, which also splits off and defers the weight gradients).
+  const int warmup = std::min(m, p - stage - 1);
+  const bool zb = sched == Schedule::kZeroBubble;
+  std::deque<int> pending_w;
+  auto backward = [&](int mb) {
+    tasks.push_back({TaskType::kB, mb, 0});
+    if (!zb) return;
+    pending_w.push_back(mb);
+    // Earlier stages defer more weight-gradient work into what would be their cool-down bubble.
+    while (static_cast<int>(pending_w.size()) > p - stage - 1) {
+      tasks.push_back({TaskType::kW, pending_w.front(), 0});
+      pending_w.pop_front();
+    }
+  };
+  for (int i = 0; i < warmup; ++i) tasks.push_back({TaskType::kF, i, 0});
+  for (int i = 0; i < m - warmup; ++i) {
+    tasks.push_back({TaskType::kF, warmup + i, 0});
+    backward(i);
+  }
+  for (int i = m - warmup; i < m; ++i) {
+    backward(i);
+    if (zb && !pending_w.empty()) {  // cool-down: one deferred W after each B
+      tasks.push_back({TaskType::kW, pending_w.front(), 0});
+      pending_w.pop_front();
+    }
+  }
+  for (int mb : pending_w) tasks.push_back({TaskType::kW, mb, 0});
+  return tasks;
+}
+
+class StageBuilder {
+ public:
+  StageBuilder(const Workload& w, int stage, const LayerKernels& dense, const LayerKernels& moe,
+               const LayerShape& shape)
+      : w_(w), m_(w.model), p_(w.plan), d_(w.cluster.node.accelerator()), dense_(dense), moe_(moe), s_(shape) {
+    prog_.stage = stage;
+  }
+
+  StageProgram build();
+
+ private:
+  int add(Op op, std::initializer_list<int> deps) {
+    const int v = static_cast<int>(boost::add_vertex(op, prog_.graph));
+    for (int d : deps)
+      if (d >= 0) boost::add_edge(d, v, prog_.graph);
+    for (int d : next_deps_) boost::add_edge(d, v, prog_.graph);
+    next_deps_.clear();
+    prog_.streams[static_cast<int>(op.stream)].push_back(v);
+    return v;
+  }
+  Op base(Phase ph, int layer, int mb, int chunk, const char* name) const {
+    Op op;
+    op.phase = ph;
+    op.layer = static_cast<std::int16_t>(layer);
+    op.micro_batch = mb;
+    op.chunk = static_cast<std::int16_t>(chunk);
+    op.name = name;
+    return op;
+  }
+  int compute(Phase ph, int layer, int mb, int chunk, const char* name, KernelClass cls, double seconds,
+              double flops, double bytes, int dep, const KernelCost* k = nullptr) {
+    Op op = base(ph, layer, mb, chunk, name);
+    op.kind = OpKind::kCompute;
+    op.cls = cls;
+    op.seconds = seconds;
+    op.flops = flops;
+    op.bytes = bytes;
+    if (k) { op.m = k->m; op.n = k->n; op.k = k->k; }
+    return add(op, {dep});
+  }
+  int collective(Phase ph, int layer, int mb, int chunk, const char* name, StreamId stream, GroupKind g,
+                 CollectiveOp c, double bytes, int dep) {
+    Op op = base(ph, layer, mb, chunk, name);
+    op.kind = OpKind::kCollective;
+    op.stream = stream;
+    op.group = g;
+    op.collective = c;
+    op.bytes = bytes;
+    return add(op, {dep});
+  }
+  const LayerKernels& kernels(int layer) const { return layer < m_.dense_layers() ? dense_ : moe_; }
+  std::vector<int> chunk_layers(int chunk) const;
+  int tp_collective(Phase ph, int layer, int mb, int chunk, TpCollective kind, int dep) {
+    static constexpr const char* kNames[] = {"tp_all_reduce", "tp_all_gather", "tp_reduce_scatter"};
+    const CollectiveOp c = kind == TpCollective::kAllReduce   ? CollectiveOp::kAllReduce
+                           : kind == TpCollective::kAllGather ? CollectiveOp::kAllGather
+                                                              : CollectiveOp::kReduceScatter;
+    return collective(ph, layer, mb, chunk, kNames[static_cast<int>(kind)], StreamId::kTp, GroupKind::kTp, c,
+                      kernels(layer).tp_bytes, dep);
+  }
+  int layer_forward(Phase ph, int layer, int mb, int chunk, int prev, bool attention_only);
+  int layer_backward(int layer, int mb, int chunk, int prev, bool weight_split);
+  double layer_params(int layer) const {
+    return layer_params_per_device(m_, layer >= m_.dense_layers(), p_.tp, p_.ep);
+  }
+  double layer_expert_params(int layer) const {
+    return layer >= m_.dense_layers() ? m_.moe.experts * m_.expert_params() / (p_.tp * p_.ep) : 0.0;
+  }
+
+  const Workload& w_;
+  const ModelSpec& m_;
+  const Plan& p_;
+  const DeviceSpec& d_;
+  const LayerKernels& dense_;
+  const LayerKernels& moe_;
+  LayerShape s_;
+  StageProgram prog_;
+  std::vector<int> next_deps_;  // extra dependencies of the next op added
+
+};
+
+std::vector<int> StageBuilder::chunk_layers(int chunk) const {
+  std::vector<int> out;
+  const int L = m_.layers, p = p_.pp, st = prog_.stage;
+  if (p_.virtual_stages > 1) {
+    const int per = L / (p * p_.virtual_stages);
+    for (int i = 0; i < per; ++i) out.push_back((chunk * p + st) * per + i);
+  } else {
+    const int base = L / p, extra = L % p;
+    const int begin = st * base + std::min(st, extra);
+    const int n = base + (st < extra ? 1 : 0);
+    for (int i = 0; i < n; ++i) out.push_back(begin + i);
+  }
+  return out;
+}
+
+int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev, bool attention_only) {
+  const LayerKernels& k = kernels(layer);
+  const int first = attention_only ? k.attention_first : 0;
+  const int last = attention_only ? k.attention_last : k.count - 1;
+  int cp_comm = -1;
+  for (int i = first; i <= last; ++i) {
+    const KernelCost& kc = k.fwd[i];
+    const bool attention = i >= k.attention_first && i <= k.attention_last;
+    if (attention && i == k.attention_first && p_.cp > 1 && !attention_only) {
+      // Context parallelism: K/V of the other ranks arrive over the ring while attention runs.
+      const double kv = s_.batch * s_.seq * 2.0 * m_.kv_dim() * s_.bytes_per_element / s_.tp;
+      cp_comm = collective(ph, layer, mb, chunk, "cp_kv_all_gather", StreamId::kCp, GroupKind::kCp,
+                           CollectiveOp::kAllGather, kv * p_.cp, prev);
+    }
+    prev = compute(ph, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, kc.fwd_s, kc.flops, kc.bytes, prev, &kc);
+    if (attention && i == k.attention_last && cp_comm >= 0) boost::add_edge(cp_comm, prev, prog_.graph);
+    if (attention_only) continue;
+    for (int j = 0; j < k.tp_count; ++j)
+      if (k.tp_after[j] == i) prev = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], prev);
+    if (i == k.moe_dispatch_after)
+      prev = collective(ph, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
+    if (i == k.moe_combine_after)
+      prev = collective(ph, layer, mb, chunk, "ep_combine", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
+  }
+  return prev;
+}
+
+int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool weight_split) {
+  const LayerKernels& k = kernels(layer);
+  if (p_.recompute == Recompute::kFull) prev = layer_forward(Phase::kRecompute, layer, mb, chunk, prev, false);
+  else if (p_.recompute == Recompute::kSelective && !p_.flash_attention)
+    prev = layer_forward(Phase::kRecompute, layer, mb, chunk, prev, true);
+  int cp_comm = -1;
+  for (int i = k.count - 1; i >= 0; --i) {
+    const KernelCost& kc = k.fwd[i];
+    if (i == k.moe_combine_after)
+      prev = collective(Phase::kBackward, layer, mb, chunk, "ep_combine", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
+    for (int j = k.tp_count - 1; j >= 0; --j)
+      if (k.tp_after[j] == i) prev = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_kind[j], prev);
+    const bool attention = i >= k.attention_first && i <= k.attention_last;
+    if (attention && i == k.attention_last && p_.cp > 1) {
+      const double kv = s_.batch * s_.seq * 2.0 * m_.kv_dim() * s_.bytes_per_element / s_.tp;
+      cp_comm = collective(Phase::kBackward, layer, mb, chunk, "cp_dkv_reduce_scatter", StreamId::kCp, GroupKind::kCp,
+                           CollectiveOp::kReduceScatter, 2 * kv * p_.cp, prev);
+    }
+    const double seconds = weight_split ? kc.bwd_s - kc.bwd_weight_s : kc.bwd_s;
+    const double flops = kc.cls == KernelClass::kGemm ? (weight_split ? 1.0 : 2.0) * kc.flops
+                         : kc.cls == KernelClass::kAttention ? 2.0 * kc.flops : 0.0;
+    prev = compute(Phase::kBackward, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, seconds, flops, 2 * kc.bytes, prev, &kc);
+    if (attention && i == k.attention_first && cp_comm >= 0) boost::add_edge(cp_comm, prev, prog_.graph);
+    if (i == k.moe_dispatch_after)
+      prev = collective(Phase::kBackward, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
+  }
+  return prev;
+}
+
+StageProgram StageBuilder::build() {
+  const int st = prog_.stage, p = p_.pp, v = std::max(1, p_.virtual_stages);
+  const int m = static_cast<int>(p_.micro_batches());
+  const double wb = weight_bytes(p_.precision), gb = grad_bytes(p_.precision);
+  const DType dt = compute_dtype(p_.precision, d_);
+  const double gemm_rate = d_.peak(dt) * d_.gemm_efficiency;
+  const double mem_rate = d_.memory_bandwidth * d_.memory_efficiency;
+  const double tokens = s_.batch * s_.seq;
+  const double head_flops = logits_flops(m_, s_);
+  const bool interleaved = p_.schedule == Schedule::kInterleaved1F1B && v > 1;
+  const int chunks = interleaved ? v : 1;
+  const bool zero3 = p_.zero_stage >= 3;
+  const bool split_w = p_.schedule == Schedule::kZeroBubble;
+  for (int c = 0; c < chunks; ++c) prog_.layers += static_cast<int>(chunk_layers(c).size());
+
+  int last = -1;
+  auto vstage = [&](int chunk) { return chunk * p + st; };
+  const int vlast = chunks * p - 1;
+  std::vector<int> last_backward_of_layer(m_.layers, -1);
+  for (const Task& t : schedule_tasks(p_.schedule, st, p, m, chunks)) {
+    const std::vector<int> layers = chunk_layers(t.chunk);
+    const int vs = vstage(t.chunk);
+    if (t.type == TaskType::kF) {
+      int prev = last;
+      if (vs > 0) {
+        Op r = base(Phase::kForward, -1, t.mb, t.chunk, "recv_activation");
+        r.kind = OpKind::kRecv;
+        r.stream = StreamId::kPp;
+        r.peer_stage = (vs - 1) % p;
+        prev = add(r, {});
+      } else {
+        prev = compute(Phase::kForward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
+                       tokens * m_.hidden * s_.bytes_per_element / mem_rate, 0, tokens * m_.hidden * s_.bytes_per_element, last);
+      }
+      for (int layer : layers) {
+        if (zero3) {
+          const int ag = collective(Phase::kForward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp,
+                                    GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1);
+          next_deps_.push_back(ag);  // the layer's first kernel waits for its parameters
+        }
+        prev = layer_forward(Phase::kForward, layer, t.mb, t.chunk, prev, false);
+      }
+      if (vs == vlast) {
+        const double ce = 4.0 * tokens * static_cast<double>(m_.vocab) / p_.tp;
+        prev = compute(Phase::kForward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm,
+                       head_flops / gemm_rate + ce / mem_rate, head_flops, ce, prev);
+      } else {
+        Op s = base(Phase::kForward, -1, t.mb, t.chunk, "send_activation");
+        s.kind = OpKind::kSend;
+        s.stream = StreamId::kPp;
+        s.peer_stage = (vs + 1) % p;
+        s.bytes = tokens * m_.hidden * s_.bytes_per_element;
+        prev = add(s, {prev});
+      }
+      last = prev;
+    } else if (t.type == TaskType::kB) {
+      int prev = last;
+      if (vs == vlast) {
+        const double ce = 8.0 * tokens * static_cast<double>(m_.vocab) / p_.tp;
+        prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm,
+                       2 * head_flops / gemm_rate + ce / mem_rate, 2 * head_flops, ce, prev);
+      } else {
+        Op r = base(Phase::kBackward, -1, t.mb, t.chunk, "recv_gradient");
+        r.kind = OpKind::kRecv;
+        r.stream = StreamId::kPp;
+        r.peer_stage = (vs + 1) % p;
+        const int rv = add(r, {});
+        next_deps_.push_back(rv);  // the backward needs the gradient and this stage's own forward
+      }
+      for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+        const int layer = *it;
+        if (zero3) {
+          const int ag = collective(Phase::kBackward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp,
+                                    GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1);
+          next_deps_.push_back(ag);
+        }
+        prev = layer_backward(layer, t.mb, t.chunk, prev, split_w);
+        if (zero3)
+          collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDp, GroupKind::kDp,
+                     CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev);
+        last_backward_of_layer[layer] = prev;
+      }
+      if (vs == 0) {
+        prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
+                       2 * tokens * m_.hidden * s_.bytes_per_element / mem_rate, 0, 2 * tokens * m_.hidden * s_.bytes_per_element, prev);
+      } else {
+        Op s = base(Phase::kBackward, -1, t.mb, t.chunk, "send_gradient");
+        s.kind = OpKind::kSend;
+        s.stream = StreamId::kPp;
+        s.peer_stage = (vs - 1) % p;
+        s.bytes = tokens * m_.hidden * s_.bytes_per_element;
+        prev = add(s, {prev});
+      }
+      // Megatron's --overlap-grad-reduce: a layer's gradients are reduced as soon as its last
+      // micro-batch's backward is done, while the remaining layers still compute.
+      if (p_.overlap_grad_reduce && !zero3 && t.mb == m - 1 && !split_w) {
+        for (int layer : layers) {
+          const double params = layer_params(layer) - layer_expert_params(layer);
+          if (p_.zero_stage == 0)
+            collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_all_reduce", StreamId::kDp, GroupKind::kDp,
+                       CollectiveOp::kAllReduce, params * gb, last_backward_of_layer[layer]);
+          else
+            collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDp, GroupKind::kDp,
+                       CollectiveOp::kReduceScatter, params * gb, last_backward_of_layer[layer]);
+        }
+      }
+      last = prev;
+    } else {  // kW: weight gradients of a zero-bubble schedule
+      int prev = last;
+      for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+        const LayerKernels& k = kernels(*it);
+        for (int i = k.count - 1; i >= 0; --i) {
+          const KernelCost& kc = k.fwd[i];
+          if (kc.bwd_weight_s <= 0) continue;
+          prev = compute(Phase::kWeightGrad, *it, t.mb, t.chunk, kernel_name(kc.name).data(), kc.cls, kc.bwd_weight_s,
+                         kc.flops, 0, prev, &kc);
+        }
+      }
+      last = prev;
+    }
+  }
+
+  // End of step: gradient reduction not yet done, optimizer, parameter all-gather (ZeRO-1/2).
+  double dense_params = 0, expert_params = 0;
+  for (int c = 0; c < chunks; ++c)
+    for (int layer : chunk_layers(c)) {
+      dense_params += layer_params(layer) - layer_expert_params(layer);
+      expert_params += layer_expert_params(layer);
+    }
+  const double embed = (st == 0 || st == p - 1) ? static_cast<double>(m_.vocab) * m_.hidden / p_.tp : 0.0;
+  dense_params += embed;
+  int prev = last;
+  if (!zero3) {
+    const bool layers_done = p_.overlap_grad_reduce && !split_w;
+    const double rest = layers_done ? embed : dense_params;
+    auto reduce = [&](double params, GroupKind g, const char* name) {
+      if (params <= 0) return;
+      prev = p_.zero_stage == 0
+                 ? collective(Phase::kStep, -1, -1, 0, name, StreamId::kDp, g, CollectiveOp::kAllReduce, params * gb, prev)
+                 : collective(Phase::kStep, -1, -1, 0, name, StreamId::kDp, g, CollectiveOp::kReduceScatter, params * gb, prev);
+    };
+    reduce(rest, GroupKind::kDp, "grad_reduce");
+    reduce(expert_params, GroupKind::kExpertDp, "expert_grad_reduce");
+  }
+  // The optimizer waits for every reduction issued on the dp stream.
+  for (int v2 : prog_.streams[static_cast<int>(StreamId::kDp)]) next_deps_.push_back(v2);
+  const double shard = static_cast<double>(p_.dp) * p_.cp;
+  const double owned = p_.zero_stage >= 1 ? (dense_params / shard + expert_params / std::max(1.0, shard / p_.ep))
+                                          : dense_params + expert_params;
+  prev = compute(Phase::kStep, -1, -1, 0, "optimizer", KernelClass::kElementwise,
+                 owned * kAdamBytesPerParam / mem_rate, 0, owned * kAdamBytesPerParam, prev);
+  if (p_.zero_stage == 1 || p_.zero_stage == 2) {
+    prev = collective(Phase::kStep, -1, -1, 0, "param_all_gather", StreamId::kDp, GroupKind::kDp,
+                      CollectiveOp::kAllGather, dense_params * wb, prev);
+    if (expert_params > 0)
+      collective(Phase::kStep, -1, -1, 0, "expert_param_all_gather", StreamId::kDp, GroupKind::kExpertDp,
+                 CollectiveOp::kAllGather, expert_params * wb, prev);
+  }
+  return std::move(prog_);
+}
+
+}  // namespace
+
+Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
+  if (plan.schedule == Schedule::kDualPipe)
+    return Error("schedule dualpipe is modelled by the analytic engine only; the simulator does not run it yet");
+  if (plan.offload_optimizer)
+    return Error("offload_optimizer is modelled by the analytic engine only; the simulator does not run it yet");
+  Workload w;
+  w.model = model;
+  w.cluster = cluster;
+  w.plan = plan;
+  const DeviceSpec& d = cluster.node.accelerator();
+  const int seq = plan.seq_len > 0 ? plan.seq_len : model.seq_len;
+  LayerShape s;
+  s.batch = plan.micro_batch;
+  s.seq = static_cast<double>(seq) / plan.cp;
+  s.kv_seq = seq;
+  s.tp = plan.tp;
+  s.sp = plan.sequence_parallel && plan.tp > 1;
+  s.bytes_per_element = weight_bytes(plan.precision);
+  const LayerKernels dense = layer_kernels(model, d, plan, s, false);
+  const LayerKernels moe = model.is_moe() ? layer_kernels(model, d, plan, s, true) : dense;
+  for (int st = 0; st < plan.pp; ++st) w.stages.push_back(StageBuilder(w, st, dense, moe, s).build());
+
+  // Match each send with the recv of the same micro-batch and chunk boundary in the peer stage.
+  std::map<std::tuple<int, int, int, int, bool>, int> recvs;  // (stage, mb, chunk, phase) -> op
+  for (const auto& sp : w.stages)
+    for (auto v : boost::make_iterator_range(boost::vertices(sp.graph))) {
+      const Op& op = sp.graph[v];
+      if (op.kind == OpKind::kRecv)
+        recvs[{sp.stage, op.micro_batch, op.chunk, static_cast<int>(op.phase), true}] = static_cast<int>(v);
+    }
+  const int p = plan.pp;
+  for (auto& sp : w.stages)
+    for (auto v : boost::make_iterator_range(boost::vertices(sp.graph))) {
+      Op& op = sp.graph[v];
+      if (op.kind != OpKind::kSend) continue;
+      const int vs = op.chunk * p + sp.stage;
+      const int peer_vs = op.phase == Phase::kForward ? vs + 1 : vs - 1;
+      const int peer_chunk = peer_vs / p;
+      auto it = recvs.find({op.peer_stage, op.micro_batch, peer_chunk, static_cast<int>(op.phase), true});
+      if (it == recvs.end()) return Error("internal: unmatched pipeline send in stage " + std::to_string(sp.stage));
+      op.match = it->second;
+    }
+  // Whole-job FLOPs, as the analytic model counts them.
+  AnalyticModel am(model, cluster);
+  const Prediction ref = am.evaluate(plan);
+  w.model_flops = ref.model_flops;
+  w.hardware_flops = ref.hardware_flops;
+  return w;
+}
+
+}  // namespace foresight

@@ -1,0 +1,96 @@
+// Workload: a plan lowered to op graphs -- one DAG (Boost.Graph) per rank class. Ranks of the same
+// pipeline stage run the same program; they differ only in which devices their collectives and
+// sends reach, which the executor derives from the rank's coordinates. Both executors consume
+// this: the discrete-event simulator (sim/des) and, later, the runtime.
+//
+//   Result<Workload> w = lower(model, cluster, plan);
+//   const StageProgram& s0 = w->stages[0];
+//   for (auto v : boost::make_iterator_range(boost::vertices(s0.graph))) s0.graph[v].name ...
+//
+// Every op has a stable id, e.g. "r12/L3/mb2/fwd/qkv" (rank 12, layer 3, micro-batch 2), so a
+// predicted and a measured trace align op by op.
+#pragma once
+
+#include <boost/graph/adjacency_list.hpp>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/core/status.h"
+#include "sim/net/collective_flows.h"
+#include "sim/spec/hardware.h"
+#include "sim/spec/model.h"
+#include "sim/spec/plan.h"
+#include "sim/workload/layer_ops.h"
+
+namespace foresight {
+
+enum class OpKind : std::uint8_t { kCompute, kCollective, kSend, kRecv };
+enum class Phase : std::uint8_t { kForward, kBackward, kWeightGrad, kRecompute, kStep };
+enum class StreamId : std::uint8_t { kCompute = 0, kTp, kPp, kDp, kEp, kCp, kCount };
+constexpr int kStreamCount = static_cast<int>(StreamId::kCount);
+// Which communicator a collective uses (the rank's own group of that kind).
+enum class GroupKind : std::uint8_t { kNone, kTp, kCp, kDp, kEp, kExpertDp };
+
+std::string_view to_string(Phase p);
+std::string_view to_string(StreamId s);
+std::string_view to_string(GroupKind g);
+
+struct Op {
+  OpKind kind = OpKind::kCompute;
+  Phase phase = Phase::kForward;
+  StreamId stream = StreamId::kCompute;
+  GroupKind group = GroupKind::kNone;
+  CollectiveOp collective = CollectiveOp::kAllReduce;
+  KernelClass cls = KernelClass::kElementwise;
+  const char* name = "";        // kernel or op name: "qkv", "tp_all_reduce", "grad_reduce", ...
+  std::int16_t layer = -1;      // model layer, -1 for none
+  std::int16_t chunk = 0;       // virtual pipeline chunk
+  std::int32_t micro_batch = -1;
+  double seconds = 0;           // modelled duration (compute ops)
+  double flops = 0;             // executed FLOPs (compute ops)
+  double bytes = 0;             // memory traffic (compute) or message/buffer size (communication)
+  std::int64_t m = 0, n = 0, k = 0;  // GEMM shape
+  std::int32_t peer_stage = -1; // send/recv: the other pipeline stage
+  std::int32_t match = -1;      // send: the index of the matching recv op in the peer stage
+};
+
+using OpGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op>;
+
+struct StageProgram {
+  int stage = 0;
+  OpGraph graph;
+  // Ops of each stream in issue order (CUDA stream semantics: one at a time, in order).
+  std::array<std::vector<int>, kStreamCount> streams;
+  int layers = 0;               // layers on this stage (all chunks)
+};
+
+struct Workload {
+  ModelSpec model;
+  ClusterSpec cluster;
+  Plan plan;
+  std::vector<StageProgram> stages;  // one per pipeline stage (rank class)
+  double model_flops = 0;            // per step, whole job (6N-style, no recompute)
+  double hardware_flops = 0;         // per step, whole job, recompute included
+
+  int ranks() const { return plan.gpus(); }
+  // Megatron's rank order: tp fastest, then cp, then dp, then pp.
+  int stage_of(int rank) const { return rank / (plan.tp * plan.cp * plan.dp); }
+  int rank_of(int tp, int cp, int dp, int pp) const {
+    return tp + plan.tp * (cp + plan.cp * (dp + plan.dp * pp));
+  }
+  // Members (ranks, in group order) of `rank`'s group of kind `g`.
+  std::vector<int> group_members(int rank, GroupKind g) const;
+  // All groups of kind `g` in pipeline stage `stage` (the siblings of a symmetric simulation).
+  std::vector<std::vector<int>> stage_groups(int stage, GroupKind g) const;
+  // The stable id of op `v` of stage program `stage` as run by `rank`.
+  std::string op_id(int rank, int stage, int v) const;
+  std::size_t op_count() const;
+};
+
+// Lowers a validated plan. Errors: schedules the simulator does not model yet.
+Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan);
+
+}  // namespace foresight
