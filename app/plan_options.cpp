@@ -85,6 +85,14 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
     if (v < 1) return Error(std::string(name) + ": must be >= 1, got " + std::to_string(v));
   if (o.zero && (*o.zero < 0 || *o.zero > 3)) return Error("--zero: must be 0, 1, 2 or 3");
 
+  // Degrees multiply: check the products in 64 bits before any int arithmetic on them.
+  constexpr long long kMaxDevices = 1 << 20;
+  const long long others64 = 1LL * plan.tp * plan.pp * plan.cp;
+  const long long with_dp = others64 * (o.dp ? *o.dp : plan.dp);
+  if (others64 > kMaxDevices || with_dp > kMaxDevices || (o.gpus && *o.gpus > kMaxDevices))
+    return Error("--tp/--pp/--dp/--cp/--gpus: tp*pp*dp*cp exceeds " + std::to_string(kMaxDevices) + " devices");
+  if (o.dp && *o.dp < 1) return Error("--dp: must be >= 1, got " + std::to_string(*o.dp));
+
   // Device count: --gpus, else the plan's degrees when dp is known, else the whole cluster.
   int gpus = 0;
   if (o.gpus) {

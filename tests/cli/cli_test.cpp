@@ -97,6 +97,7 @@ const BadCase kBadCases[] = {
     {"predict --model tiny --gpus 8 --schedule 2f2b", "--schedule: \"2f2b\" is not one of"},
     {"predict --model tiny --gpus 8 --tp 0", "--tp: must be >= 1"},
     {"validate @BAD@no-such-dir", "no-such-dir: no such file or directory"},
+    {"predict --model llama3-8b --tp 65536 --pp 65536 --gb 64", "tp*pp*dp*cp exceeds 1048576 devices"},
 };
 INSTANTIATE_TEST_SUITE_P(Corpus, BadInput, ::testing::ValuesIn(kBadCases),
                          [](const auto& param_info) { return "case" + std::to_string(param_info.index); });
