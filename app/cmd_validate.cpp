@@ -16,15 +16,18 @@ Command add_validate_command(CLI::App& app) {
   auto json_out = std::make_shared<bool>(false);
   auto max_mape = std::make_shared<double>(-1);
   auto max_case = std::make_shared<double>(-1);
+  auto engine = std::make_shared<std::string>("analytic");
   cmd->add_option("paths", *paths, "validation case files or folders (schema foresight-validation-case/1)")
       ->required();
   cmd->add_flag("--json", *json_out, "print one JSON object instead of the table");
+  cmd->add_option("--engine", *engine, "analytic (closed form) or des (discrete-event simulator)")
+      ->check(CLI::IsMember({"analytic", "des"}))->capture_default_str();
   cmd->add_option("--max-mape", *max_mape, "exit 1 if the mean absolute error (%) exceeds this");
   cmd->add_option("--max-error", *max_case, "exit 1 if any case's absolute error (%) exceeds this");
   return [=]() -> int {
     auto files = collect_case_files(*paths);
     if (!files) return input_error(files.error().message());
-    const ValidationSummary s = run_validation(*files);
+    const ValidationSummary s = run_validation(*files, *engine == "des" ? Engine::kDes : Engine::kAnalytic);
     if (*json_out) {
       fmt::print("{}\n", validation_to_json(s).dump(2));
     } else {
@@ -38,11 +41,24 @@ Command add_validate_command(CLI::App& app) {
         fmt::print("{:<28} {:>10.3f}s {:>10.3f}s {:>+7.1f}%  {}\n", r.id, r.predicted_step_s, r.measured_step_s,
                    r.error_pct, chosen);
       }
-      const int ok = static_cast<int>(s.cases.size()) - s.failed;
-      fmt::print("\n{} cases predicted, {} failed. Mean absolute error {:.2f}%, worst {:.2f}% ({}).\n", ok,
-                 s.failed, s.mape_pct, s.max_abs_error_pct, s.worst_id.empty() ? "-" : s.worst_id);
+      int ok = 0, bad = 0;
+      for (const auto& r : s.cases) (r.ok ? ok : bad) += 1;
+      if (!s.cases.empty())
+        fmt::print("\n{} training cases predicted ({} engine), {} failed. Mean absolute error {:.2f}%, worst {:.2f}% ({}).\n",
+                   ok, *engine, bad, s.mape_pct, s.max_abs_error_pct, s.worst_id.empty() ? "-" : s.worst_id);
       for (const auto& r : s.cases)
         if (!r.ok) fmt::print("FAILED {}: {}\n", r.id, r.failure);
+      if (!s.collectives.empty()) {
+        fmt::print("\n{:<28} {:<10} {:<13} {:>14} {:>13} {:>8}\n", "collective case", "kind", "algorithm",
+                   "predicted busbw", "measured", "error");
+        for (const auto& c : s.collectives) {
+          if (!c.ok) { fmt::print("FAILED {}: {}\n", c.id, c.failure); continue; }
+          fmt::print("{:<28} {:<10} {:<13} {:>10.1f} GB/s {:>8.1f} GB/s {:>+7.1f}%\n", c.id, c.kind, c.algorithm,
+                     c.predicted_busbw / 1e9, c.measured_busbw / 1e9, c.error_pct);
+        }
+        fmt::print("\nCollectives: mean absolute error {:.2f}%, worst {:.2f}%.\n", s.collectives_mape_pct,
+                   s.collectives_max_abs_error_pct);
+      }
     }
     if (s.failed > 0) return 1;
     if (*max_mape >= 0 && s.mape_pct > *max_mape) return 1;

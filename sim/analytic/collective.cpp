@@ -23,7 +23,8 @@ GroupLink group_link(const ClusterSpec& c, int stride, int size) {
   if (span_nodes <= 1) {
     l.bus_bandwidth = intra;
     l.latency_s = node.fabric.latency_s;
-    l.in_switch_reduction = node.in_switch_reduction;
+    l.in_switch_reduction = node.in_switch_reduction && node.in_switch_efficiency > 0;
+    l.in_switch_bandwidth = node.fabric.bandwidth * node.in_switch_efficiency;
     return l;
   }
   l.crosses_nodes = true;
@@ -55,7 +56,11 @@ double latency_steps(int n) {
 double allreduce_time(const GroupLink& l, double bytes) {
   const int n = l.size;
   if (n <= 1 || bytes <= 0) return 0.0;
-  return 2.0 * (n - 1) / n * bytes / l.bus_bandwidth + latency_steps(n) * l.latency_s;
+  const double ring = 2.0 * (n - 1) / n * bytes / l.bus_bandwidth + latency_steps(n) * l.latency_s;
+  if (!l.in_switch_reduction) return ring;
+  // NVLS: busbw = 2(n-1)/n * line rate * measured efficiency, two latencies (up and down).
+  const double nvls = bytes / l.in_switch_bandwidth + 2 * l.latency_s;
+  return std::min(ring, nvls);
 }
 
 double allgather_time(const GroupLink& l, double bytes) {

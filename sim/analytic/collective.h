@@ -20,6 +20,7 @@ struct GroupLink {
   double latency_s = 0;      // alpha per algorithm step
   bool crosses_nodes = false;
   bool in_switch_reduction = false;  // NVLS-style all-reduce available (single node only)
+  double in_switch_bandwidth = 0;    // line rate x NVLS efficiency, per rank
 };
 
 // The link for a group of `size` ranks whose consecutive members are `stride` ranks apart, with

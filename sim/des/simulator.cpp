@@ -98,7 +98,7 @@ struct Simulator::Impl {
     std::vector<std::vector<int>> groups;
     if (opt.full) groups.push_back(w.group_members(rank, g));
     else groups = w.stage_groups(stage, g);
-    auto plan = std::make_unique<CollectivePlan>(plan_collective(*topo, op, groups, bytes, opt.algorithm));
+    auto plan = std::make_unique<CollectivePlan>(plan_collective(*topo, op, groups, bytes, opt.algorithm, !opt.full));
     const CollectivePlan* ptr = plan.get();
     plans.emplace(key, std::move(plan));
     return ptr;
@@ -116,7 +116,8 @@ struct Simulator::Impl {
       const int per_stage = w.plan.tp * w.plan.cp * w.plan.dp;
       for (int i = 0; i < per_stage; ++i) pairs.push_back({stage * per_stage + i, peer_stage * per_stage + i});
     }
-    auto plan = std::make_unique<CollectivePlan>(plan_collective(*topo, CollectiveOp::kSendRecv, pairs, bytes));
+    auto plan = std::make_unique<CollectivePlan>(
+        plan_collective(*topo, CollectiveOp::kSendRecv, pairs, bytes, std::nullopt, !opt.full));
     const CollectivePlan* ptr = plan.get();
     plans.emplace(key, std::move(plan));
     return ptr;
@@ -209,7 +210,7 @@ struct Simulator::Impl {
   void dependency_met(int ri, int op, StreamId from) {
     RankState& r = ranks[ri];
     r.waited_on[op] = static_cast<std::int8_t>(from);
-    if (--r.pending[op] == 0) try_issue(ri, prog(r).graph[op].stream);
+    if (--r.pending[op] == 0) try_issue(ri, prog(r).graph()[op].stream);
   }
 
   void try_issue(int ri, StreamId stream) {
@@ -227,7 +228,7 @@ struct Simulator::Impl {
   void start_op(int ri, int v) {
     RankState& r = ranks[ri];
     r.start[v] = now;
-    const Op& op = prog(r).graph[v];
+    const Op& op = prog(r).graph()[v];
     switch (op.kind) {
       case OpKind::kCompute:
       case OpKind::kRecv:  // a recv's data has arrived by the time it is issued
@@ -270,7 +271,7 @@ struct Simulator::Impl {
     RankState& r = ranks[ri];
     r.end[v] = now;
     ++r.done_ops;
-    const OpGraph& g = prog(r).graph;
+    const OpGraph& g = prog(r).graph();
     const Op& op = g[v];
     const int s = static_cast<int>(op.stream);
     r.busy[s] = false;
@@ -286,7 +287,7 @@ TimeBreakdown Simulator::Impl::breakdown(const RankState& r) const {
   // Walk the compute stream: busy time is compute; each gap goes to what the next op waited on.
   TimeBreakdown t;
   const StageProgram& p = prog(r);
-  const OpGraph& g = p.graph;
+  const OpGraph& g = p.graph();
   double cursor = 0;
   for (int v : p.streams[static_cast<int>(StreamId::kCompute)]) {
     const Op& op = g[v];
@@ -334,7 +335,7 @@ Result<SimResult> Simulator::Impl::run() {
     RankState st;
     st.rank = r;
     st.stage = w.stage_of(r);
-    const OpGraph& g = w.stages[st.stage].graph;
+    const OpGraph& g = w.stages[st.stage].graph();
     const std::size_t ops = boost::num_vertices(g);
     st.pending.assign(ops, 0);
     for (auto v : boost::make_iterator_range(boost::vertices(g))) {

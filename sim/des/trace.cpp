@@ -45,7 +45,7 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
     }
   }
   for (const OpRecord& rec : r.ops) {
-    const Op& op = w.stages[rec.stage].graph[rec.op];
+    const Op& op = w.stages[rec.stage].graph()[rec.op];
     sep();
     const std::string id = w.op_id(rec.rank, rec.stage, rec.op);
     const char* cat = op.kind == OpKind::kCompute ? "compute" : op.kind == OpKind::kCollective ? "collective" : "p2p";

@@ -67,6 +67,39 @@ class PhaseBuilder {
 
 bool power_of_two(std::size_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
+// Ranks of a group grouped by node, in group order.
+std::vector<std::vector<int>> by_node(const Topology& t, const std::vector<int>& g) {
+  std::vector<std::vector<int>> nodes;
+  std::unordered_map<int, std::size_t> index;
+  for (int d : g) {
+    auto [it, fresh] = index.emplace(t.node_of(d), nodes.size());
+    if (fresh) nodes.emplace_back();
+    nodes[it->second].push_back(d);
+  }
+  return nodes;
+}
+
+// Parallel rings ("channels"), as NCCL builds them: when a group has k ranks on each of several
+// nodes, up to min(k, NICs) rings cross between nodes through different ranks and NICs, and each
+// carries its share of the data. A group inside one node, or with one rank per node, uses one ring.
+std::vector<std::vector<int>> ring_orders(const Topology& t, const std::vector<int>& g) {
+  const auto nodes = by_node(t, g);
+  const std::size_t k = nodes.front().size();
+  bool uniform = nodes.size() > 1 && k > 1;
+  for (const auto& n : nodes) uniform = uniform && n.size() == k;
+  const int rings = uniform ? std::max(1, std::min(static_cast<int>(k), t.cluster().node.nics)) : 1;
+  std::vector<std::vector<int>> orders;
+  for (int j = 0; j < rings; ++j) {
+    std::vector<int> order;
+    const std::size_t shift = static_cast<std::size_t>(j) * k / rings;
+    for (const auto& n : nodes)
+      for (std::size_t i = 0; i < n.size(); ++i) order.push_back(n[(i + shift + 1) % n.size()]);
+    orders.push_back(std::move(order));
+  }
+  if (!uniform) orders.assign(1, g);
+  return orders;
+}
+
 CollectivePlan ring(const Topology& t, CollectiveOp op, const std::vector<std::vector<int>>& groups, double bytes) {
   const double n = static_cast<double>(groups.front().size());
   double per_flow = 0, steps = 0;
@@ -77,22 +110,68 @@ CollectivePlan ring(const Topology& t, CollectiveOp op, const std::vector<std::v
     case CollectiveOp::kBroadcast: per_flow = bytes; steps = n - 1; break;
     default: break;
   }
-  PhaseBuilder b(t, per_flow);
+  const auto first = ring_orders(t, groups.front());
+  PhaseBuilder b(t, per_flow / static_cast<double>(first.size()));
   for (const auto& g : groups)
-    for (std::size_t i = 0; i < g.size(); ++i) b.flow(g[i], g[(i + 1) % g.size()]);
-  return {Algorithm::kRing, {b.finish(steps)}, 0};
+    for (const auto& order : ring_orders(t, g))
+      for (std::size_t i = 0; i < order.size(); ++i) b.flow(order[i], order[(i + 1) % order.size()]);
+  FlowPhase ph = b.finish(1);
+  // A step costs one hop's latency; hops differ (NVLink inside a node, the network between
+  // nodes), so the ring pays the average hop latency per step.
+  double around = 0;
+  const auto& order = first.front();
+  for (std::size_t i = 0; i < order.size(); ++i) around += t.route(order[i], order[(i + 1) % order.size()]).latency_s;
+  ph.latency_s = steps * around / n;
+  return {Algorithm::kRing, {std::move(ph)}, 0};
 }
 
+// A binary tree over `members` (heap order), both directions: reduce up, broadcast down.
+void tree_flows(PhaseBuilder& b, const std::vector<int>& members) {
+  for (std::size_t i = 1; i < members.size(); ++i) {
+    const std::size_t parent = (i - 1) / 2;
+    b.flow(members[i], members[parent]);
+    b.flow(members[parent], members[i]);
+  }
+}
+
+// NCCL's tree: a chain inside each node and, between nodes, a double binary tree (two trees, each
+// carrying half the data, the leaves of one being the inner nodes of the other), one per channel.
 CollectivePlan tree(const Topology& t, const std::vector<std::vector<int>>& groups, double bytes) {
-  const std::size_t n = groups.front().size();
-  PhaseBuilder b(t, bytes);
-  for (const auto& g : groups)
-    for (std::size_t i = 1; i < g.size(); ++i) {
-      const std::size_t parent = (i - 1) / 2;
-      b.flow(g[i], g[parent]);  // reduce up
-      b.flow(g[parent], g[i]);  // broadcast down
+  const auto nodes0 = by_node(t, groups.front());
+  const double m = static_cast<double>(nodes0.size());
+  const std::size_t k = nodes0.front().size();
+  const int channels = nodes0.size() > 1 ? std::max(1, std::min(static_cast<int>(k), t.cluster().node.nics)) : 1;
+  PhaseBuilder b(t, bytes / 2 / channels);
+  double chain_latency = 0, tree_latency = 0;
+  for (const auto& g : groups) {
+    const auto nodes = by_node(t, g);
+    if (nodes.size() == 1) {  // one node: a plain binary tree over the ranks, both halves
+      tree_flows(b, nodes[0]);
+      tree_flows(b, nodes[0]);
+      continue;
     }
-  return {Algorithm::kTree, {b.finish(2 * std::ceil(std::log2(static_cast<double>(n))))}, 0};
+    for (const auto& n : nodes)
+      for (std::size_t i = 0; i + 1 < n.size(); ++i)
+        for (int half = 0; half < 2 * channels; ++half) {
+          b.flow(n[i + 1], n[i]);
+          b.flow(n[i], n[i + 1]);
+        }
+    for (int c = 0; c < channels; ++c) {
+      std::vector<int> leaders, mirrored;
+      for (const auto& n : nodes) leaders.push_back(n[static_cast<std::size_t>(c) * n.size() / channels]);
+      mirrored.assign(leaders.rbegin(), leaders.rend());
+      tree_flows(b, leaders);
+      tree_flows(b, mirrored);
+    }
+  }
+  FlowPhase ph = b.finish(1);
+  if (k > 1) chain_latency = 2.0 * (k - 1) * t.route(nodes0[0][0], nodes0[0][1]).latency_s;
+  if (nodes0.size() > 1)
+    tree_latency = 2.0 * std::ceil(std::log2(m)) * t.route(nodes0[0][0], nodes0[1][0]).latency_s;
+  else
+    tree_latency = 2.0 * std::ceil(std::log2(static_cast<double>(k))) * ph.latency_s, chain_latency = 0;
+  ph.latency_s = chain_latency + tree_latency;
+  return {Algorithm::kTree, {std::move(ph)}, 0};
 }
 
 std::optional<CollectivePlan> hierarchical(const Topology& t, const std::vector<std::vector<int>>& groups, double bytes) {
@@ -170,16 +249,19 @@ CollectivePlan direct(const Topology& t, const std::vector<std::vector<int>>& gr
 }
 
 std::optional<CollectivePlan> in_switch(const Topology& t, const std::vector<std::vector<int>>& groups, double bytes) {
-  if (!t.cluster().node.in_switch_reduction) return std::nullopt;
+  if (!t.cluster().node.in_switch_reduction || t.cluster().node.in_switch_efficiency <= 0) return std::nullopt;
   const auto& g0 = groups.front();
   for (int d : g0)
     if (t.node_of(d) != t.node_of(g0.front())) return std::nullopt;
   PhaseBuilder b(t, bytes);
-  const double lat = t.cluster().node.fabric.latency_s;
+  const NodeSpec& node = t.cluster().node;
+  const double lat = node.fabric.latency_s;
+  // Link capacities carry the ring efficiency; NVLS reaches its own measured fraction.
+  const double w = node.fabric.efficiency / node.in_switch_efficiency;
   for (const auto& g : groups)
     for (int d : g) {
-      b.link(t.device_up(d), 1.0, lat);
-      b.link(t.device_down(d), 1.0, lat);
+      b.link(t.device_up(d), w, lat);
+      b.link(t.device_down(d), w, lat);
     }
   return CollectivePlan{Algorithm::kInSwitch, {b.finish(2)}, 0};
 }
@@ -196,8 +278,35 @@ double isolated_time(const MaxMinSystem& system, const CollectivePlan& plan) {
   return total;
 }
 
+namespace {
+CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
+                              double bytes, std::optional<Algorithm> force);
+}  // namespace
+
 CollectivePlan plan_collective(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
-                               double bytes, std::optional<Algorithm> force) {
+                               double bytes, std::optional<Algorithm> force, bool symmetric) {
+  if (!symmetric || groups.size() <= 1) return plan_unreduced(topo, op, groups, bytes, force);
+  // The representative alone decides the algorithm and which links matter...
+  const CollectivePlan alone = plan_unreduced(topo, op, {groups.front()}, bytes, force);
+  CollectivePlan all = plan_unreduced(topo, op, groups, bytes, alone.algorithm);
+  // ...and every sibling's flows on those links weigh in.
+  for (std::size_t i = 0; i < all.phases.size() && i < alone.phases.size(); ++i) {
+    std::vector<Usage> kept;
+    const auto& mine = alone.phases[i].usages;  // sorted by resource
+    for (const Usage& u : all.phases[i].usages) {
+      auto it = std::lower_bound(mine.begin(), mine.end(), u.resource,
+                                 [](const Usage& a, int r) { return a.resource < r; });
+      if (it != mine.end() && it->resource == u.resource) kept.push_back(u);
+    }
+    all.phases[i].usages = std::move(kept);
+  }
+  all.estimate_s = isolated_time(topo.system(), all);
+  return all;
+}
+
+namespace {
+CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
+                              double bytes, std::optional<Algorithm> force) {
   std::vector<CollectivePlan> candidates;
   const std::size_t n = groups.empty() ? 0 : groups.front().size();
   if (n < 2 || bytes <= 0) return CollectivePlan{Algorithm::kRing, {}, 0};
@@ -228,13 +337,30 @@ CollectivePlan plan_collective(const Topology& topo, CollectiveOp op, const std:
       break;
   }
   if (candidates.empty()) return ring(topo, op, groups, bytes);
-  // Least isolated time wins; on a tie the earlier candidate (ring, NCCL's default) stays.
+  // Least estimated time wins; on a tie the earlier candidate (ring, NCCL's default) stays. As in
+  // NCCL's tuner, a tree is credited with its lower latency but not with moving fewer bytes: its
+  // bandwidth term is the ring's divided by 0.92 (NCCL tuning.cc applies that factor to tree
+  // bandwidth), so trees win where latency dominates -- many ranks, small messages.
+  double ring_bandwidth_term = -1;
+  for (const auto& c : candidates)
+    if (c.algorithm == Algorithm::kRing) {
+      double lat = 0;
+      for (const auto& ph : c.phases) lat += ph.latency_s;
+      ring_bandwidth_term = isolated_time(topo.system(), c) - lat;
+    }
   std::size_t best = 0;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    candidates[i].estimate_s = isolated_time(topo.system(), candidates[i]);
-    if (candidates[i].estimate_s < candidates[best].estimate_s) best = i;
+    CollectivePlan& c = candidates[i];
+    c.estimate_s = isolated_time(topo.system(), c);
+    if (c.algorithm == Algorithm::kTree && ring_bandwidth_term >= 0) {
+      double lat = 0;
+      for (const auto& ph : c.phases) lat += ph.latency_s;
+      c.estimate_s = lat + ring_bandwidth_term / 0.92;
+    }
+    if (c.estimate_s < candidates[best].estimate_s) best = i;
   }
   return std::move(candidates[best]);
 }
+}  // namespace
 
 }  // namespace foresight

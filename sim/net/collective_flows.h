@@ -13,7 +13,10 @@
 // latency and its bottleneck link, unless one is forced.
 //
 // `groups` may hold several groups of the same shape that run together (symmetric simulation of
-// equivalent ranks): their flows share the phase, so their contention is counted.
+// equivalent ranks). With `symmetric`, groups[0] is the representative: the plan keeps only the
+// links its own flows use, each weighted by every flow (of any group) crossing it. By symmetry
+// the other groups progress at the same rate on equivalent links, so this is exact, and a bundle
+// stays as small as one group's footprint however many siblings it stands for.
 #pragma once
 
 #include <optional>
@@ -47,7 +50,7 @@ struct CollectivePlan {
 // group in `groups` (device ids in group order). For send/recv, each group is {src, dst}.
 CollectivePlan plan_collective(const Topology& topo, CollectiveOp op,
                                const std::vector<std::vector<int>>& groups, double bytes,
-                               std::optional<Algorithm> force = std::nullopt);
+                               std::optional<Algorithm> force = std::nullopt, bool symmetric = false);
 
 // Time of a plan when it is alone on the network: each phase's latency plus its bytes over the
 // rate its most loaded link allows (capacity / usage weight).

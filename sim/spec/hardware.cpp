@@ -139,7 +139,7 @@ json device_to_json(const DeviceSpec& d) {
 
 Result<NodeSpec> node_from_json(const json& doc, const std::string& file, const std::string& pointer) {
   JsonReader r(doc, file, pointer);
-  r.reject_unknown_keys({"name", "devices", "fabric", "in_switch_reduction", "host_link",
+  r.reject_unknown_keys({"name", "devices", "fabric", "in_switch_reduction", "in_switch_efficiency", "host_link",
                          "host_memory", "nics", "nic"});
   NodeSpec n;
   n.name = r.string("name", "node");
@@ -161,6 +161,9 @@ Result<NodeSpec> node_from_json(const json& doc, const std::string& file, const 
   }
   read_link(r.object("fabric"), n.fabric, true);
   n.in_switch_reduction = r.boolean("in_switch_reduction", false);
+  n.in_switch_efficiency = r.number("in_switch_efficiency", n.in_switch_reduction ? 0.5 : 0.0, 0.0, 1.0);
+  if (r.ok() && n.in_switch_reduction && n.in_switch_efficiency <= 0)
+    r.fail("in_switch_efficiency", "must be > 0 when in_switch_reduction is true");
   if (r.has("host_link")) read_link(r.object("host_link"), n.host_link, true);
   n.host_memory_bytes = r.quantity("host_memory", Dimension::kBytes, 0.0);
   n.nics = static_cast<int>(r.integer("nics", 0, 0, 1024));
@@ -177,6 +180,7 @@ json node_to_json(const NodeSpec& n) {
             {"devices", devices},
             {"fabric", link_to_json(n.fabric)},
             {"in_switch_reduction", n.in_switch_reduction},
+            {"in_switch_efficiency", n.in_switch_efficiency},
             {"host_memory", format_quantity(n.host_memory_bytes, Dimension::kBytes)},
             {"nics", n.nics}};
   if (n.host_link.bandwidth > 0) j["host_link"] = link_to_json(n.host_link);

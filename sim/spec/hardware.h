@@ -64,6 +64,7 @@ struct NodeSpec {
   std::vector<DeviceGroup> devices;  // the first GPU/NPU group is the node's accelerator
   LinkSpec fabric;                   // intra-node accelerator fabric (NVLink, HCCS, xGMI, PCIe)
   bool in_switch_reduction = false;  // NVLink SHARP (NVLS) available for all-reduce
+  double in_switch_efficiency = 0;   // NVLS busbw / (2(n-1)/n * line rate), measured
   LinkSpec host_link;                // accelerator <-> host memory, per device
   double host_memory_bytes = 0;
   int nics = 0;

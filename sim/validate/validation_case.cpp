@@ -7,6 +7,8 @@
 #include <functional>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/des/simulator.h"
+#include "sim/workload/workload.h"
 #include "sim/spec/json_reader.h"
 
 namespace foresight {
@@ -142,7 +144,7 @@ struct Choice {
 
 }  // namespace
 
-CaseResult run_validation_case(const ValidationCase& c) {
+CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
   CaseResult out;
   out.id = c.id;
   out.file = c.file;
@@ -284,6 +286,21 @@ CaseResult run_validation_case(const ValidationCase& c) {
                       : (first_problem.empty() ? "no valid layout" : first_problem);
     return out;
   }
+  if (engine == Engine::kDes) {
+    auto w = lower(model, c.cluster, out.plan);
+    if (!w) {
+      out.failure = w.error().message();
+      return out;
+    }
+    Simulator sim(*w, SimOptions{});
+    auto simulated = sim.run();
+    if (!simulated) {
+      out.failure = simulated.error().message();
+      return out;
+    }
+    out.prediction = simulated->prediction;
+    out.predicted_step_s = simulated->prediction.step_time_s;
+  }
   out.ok = true;
   out.error_pct = (out.predicted_step_s - c.measured_step_s) / c.measured_step_s * 100.0;
   return out;
@@ -311,19 +328,43 @@ Result<std::vector<std::string>> collect_case_files(const std::vector<std::strin
   return files;
 }
 
-ValidationSummary run_validation(const std::vector<std::string>& files) {
+ValidationSummary run_validation(const std::vector<std::string>& files, Engine engine) {
   ValidationSummary s;
-  double sum = 0;
+  s.engine = engine;
+  double sum = 0, csum = 0;
   int n = 0;
   for (const auto& f : files) {
-    auto c = load_validation_case(f);
+    auto doc = read_json_file(f);
+    if (doc && is_collectives_file(*doc)) {
+      auto cases = collective_cases_from_json(*doc, f);
+      if (!cases) {
+        CollectiveResult bad;
+        bad.id = std::filesystem::path(f).stem().string();
+        bad.failure = cases.error().message();
+        s.collectives.push_back(bad);
+        ++s.failed;
+        continue;
+      }
+      for (const auto& cc : *cases) {
+        CollectiveResult cr = run_collective_case(cc);
+        if (cr.ok) {
+          csum += std::fabs(cr.error_pct);
+          s.collectives_max_abs_error_pct = std::max(s.collectives_max_abs_error_pct, std::fabs(cr.error_pct));
+        } else {
+          ++s.failed;
+        }
+        s.collectives.push_back(std::move(cr));
+      }
+      continue;
+    }
+    Result<ValidationCase> c = doc ? validation_case_from_json(*doc, f) : Result<ValidationCase>(doc.error());
     CaseResult r;
     if (!c) {
       r.file = f;
       r.id = std::filesystem::path(f).stem().string();
       r.failure = c.error().message();
     } else {
-      r = run_validation_case(*c);
+      r = run_validation_case(*c, engine);
     }
     if (r.ok) {
       sum += std::fabs(r.error_pct);
@@ -338,6 +379,9 @@ ValidationSummary run_validation(const std::vector<std::string>& files) {
     s.cases.push_back(std::move(r));
   }
   s.mape_pct = n > 0 ? sum / n : 0.0;
+  int cok = 0;
+  for (const auto& cr : s.collectives) cok += cr.ok ? 1 : 0;
+  s.collectives_mape_pct = cok > 0 ? csum / cok : 0.0;
   return s;
 }
 
@@ -353,8 +397,24 @@ json validation_to_json(const ValidationSummary& s) {
       failed.push_back({{"id", r.id}, {"file", r.file}, {"reason", r.failure}});
     }
   }
-  return {{"cases", cases}, {"mape_pct", s.mape_pct}, {"max_abs_error_pct", s.max_abs_error_pct},
-          {"worst_id", s.worst_id}, {"failed", failed}};
+  json out = {{"engine", s.engine == Engine::kDes ? "des" : "analytic"},
+              {"cases", cases}, {"mape_pct", s.mape_pct}, {"max_abs_error_pct", s.max_abs_error_pct},
+              {"worst_id", s.worst_id}, {"failed", failed}};
+  if (!s.collectives.empty()) {
+    json cs = json::array();
+    for (const auto& c : s.collectives) {
+      if (!c.ok) {
+        out["failed"].push_back({{"id", c.id}, {"reason", c.failure}});
+        continue;
+      }
+      cs.push_back({{"id", c.id}, {"kind", c.kind}, {"algorithm", c.algorithm},
+                    {"predicted_busbw_GBps", c.predicted_busbw / 1e9}, {"measured_busbw_GBps", c.measured_busbw / 1e9},
+                    {"error_pct", c.error_pct}});
+    }
+    out["collectives"] = {{"cases", cs}, {"mape_pct", s.collectives_mape_pct},
+                          {"max_abs_error_pct", s.collectives_max_abs_error_pct}};
+  }
+  return out;
 }
 
 }  // namespace foresight

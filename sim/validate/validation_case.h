@@ -18,6 +18,7 @@
 #include "sim/spec/hardware.h"
 #include "sim/spec/model.h"
 #include "sim/spec/plan.h"
+#include "sim/validate/collective_case.h"
 
 namespace foresight {
 
@@ -45,22 +46,31 @@ struct CaseResult {
   Prediction prediction;
 };
 
+enum class Engine { kAnalytic, kDes };
+
 struct ValidationSummary {
+  Engine engine = Engine::kAnalytic;
   std::vector<CaseResult> cases;
   double mape_pct = 0;
   double max_abs_error_pct = 0;
   std::string worst_id;
   int failed = 0;
+  // Collective cases (busbw), when any collectives file was given.
+  std::vector<CollectiveResult> collectives;
+  double collectives_mape_pct = 0;
+  double collectives_max_abs_error_pct = 0;
 };
 
 Result<ValidationCase> validation_case_from_json(const nlohmann::json& doc, const std::string& file);
 Result<ValidationCase> load_validation_case(const std::string& path);
-CaseResult run_validation_case(const ValidationCase& c);
+// Fills unreported fields with the analytic model (fast), then predicts the chosen plan with
+// `engine`.
+CaseResult run_validation_case(const ValidationCase& c, Engine engine = Engine::kAnalytic);
 
 // Expands files and folders (every *.json inside, sorted) into case files.
 Result<std::vector<std::string>> collect_case_files(const std::vector<std::string>& paths);
 // Loads and runs every case; a case that cannot be loaded or predicted is a failed result.
-ValidationSummary run_validation(const std::vector<std::string>& files);
+ValidationSummary run_validation(const std::vector<std::string>& files, Engine engine = Engine::kAnalytic);
 nlohmann::json validation_to_json(const ValidationSummary& s);
 
 }  // namespace foresight

@@ -77,7 +77,7 @@ std::vector<std::vector<int>> Workload::stage_groups(int stage, GroupKind g) con
 }
 
 std::string Workload::op_id(int rank, int stage, int v) const {
-  const Op& op = stages[stage].graph[v];
+  const Op& op = stages[stage].graph()[v];
   std::string id;  // built by appends (GCC 12 warns falsely on "x" + std::string chains)
   id.reserve(48);
   id.append("r").append(std::to_string(rank)).append("/");
@@ -89,7 +89,7 @@ std::string Workload::op_id(int rank, int stage, int v) const {
 
 std::size_t Workload::op_count() const {
   std::size_t n = 0;
-  for (const auto& s : stages) n += boost::num_vertices(s.graph);
+  for (const auto& s : stages) n += boost::num_vertices(s.graph());
   return n;
 }
 
@@ -164,18 +164,21 @@ class StageBuilder {
  public:
   StageBuilder(const Workload& w, int stage, const LayerKernels& dense, const LayerKernels& moe,
                const LayerShape& shape)
-      : w_(w), m_(w.model), p_(w.plan), d_(w.cluster.node.accelerator()), dense_(dense), moe_(moe), s_(shape) {
+      : m_(w.model), p_(w.plan), d_(w.cluster.node.accelerator()), dense_(dense), moe_(moe), s_(shape) {
     prog_.stage = stage;
   }
 
   StageProgram build();
 
  private:
+  // Ops and edges are collected first and the Boost graph is built once at the end (one
+  // allocation instead of growing vertex storage op by op).
   int add(Op op, std::initializer_list<int> deps) {
-    const int v = static_cast<int>(boost::add_vertex(op, prog_.graph));
+    const int v = static_cast<int>(ops_.size());
+    ops_.push_back(op);
     for (int d : deps)
-      if (d >= 0) boost::add_edge(d, v, prog_.graph);
-    for (int d : next_deps_) boost::add_edge(d, v, prog_.graph);
+      if (d >= 0) edges_.emplace_back(d, v);
+    for (int d : next_deps_) edges_.emplace_back(d, v);
     next_deps_.clear();
     prog_.streams[static_cast<int>(op.stream)].push_back(v);
     return v;
@@ -229,7 +232,6 @@ class StageBuilder {
     return layer >= m_.dense_layers() ? m_.moe.experts * m_.expert_params() / (p_.tp * p_.ep) : 0.0;
   }
 
-  const Workload& w_;
   const ModelSpec& m_;
   const Plan& p_;
   const DeviceSpec& d_;
@@ -238,6 +240,8 @@ class StageBuilder {
   LayerShape s_;
   StageProgram prog_;
   std::vector<int> next_deps_;  // extra dependencies of the next op added
+  std::vector<Op> ops_;
+  std::vector<std::pair<int, int>> edges_;
 
 };
 
@@ -271,7 +275,7 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
                            CollectiveOp::kAllGather, kv * p_.cp, prev);
     }
     prev = compute(ph, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, kc.fwd_s, kc.flops, kc.bytes, prev, &kc);
-    if (attention && i == k.attention_last && cp_comm >= 0) boost::add_edge(cp_comm, prev, prog_.graph);
+    if (attention && i == k.attention_last && cp_comm >= 0) edges_.emplace_back(cp_comm, prev);
     if (attention_only) continue;
     for (int j = 0; j < k.tp_count; ++j)
       if (k.tp_after[j] == i) prev = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], prev);
@@ -305,7 +309,7 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
     const double flops = kc.cls == KernelClass::kGemm ? (weight_split ? 1.0 : 2.0) * kc.flops
                          : kc.cls == KernelClass::kAttention ? 2.0 * kc.flops : 0.0;
     prev = compute(Phase::kBackward, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, seconds, flops, 2 * kc.bytes, prev, &kc);
-    if (attention && i == k.attention_first && cp_comm >= 0) boost::add_edge(cp_comm, prev, prog_.graph);
+    if (attention && i == k.attention_first && cp_comm >= 0) edges_.emplace_back(cp_comm, prev);
     if (i == k.moe_dispatch_after)
       prev = collective(Phase::kBackward, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
   }
@@ -470,6 +474,9 @@ StageProgram StageBuilder::build() {
       collective(Phase::kStep, -1, -1, 0, "expert_param_all_gather", StreamId::kDp, GroupKind::kExpertDp,
                  CollectiveOp::kAllGather, expert_params * wb, prev);
   }
+  auto g = std::make_unique<OpGraph>(edges_.begin(), edges_.end(), ops_.size());
+  for (std::size_t i = 0; i < ops_.size(); ++i) (*g)[i] = ops_[i];
+  prog_.graph_ptr = std::move(g);
   return std::move(prog_);
 }
 
@@ -495,20 +502,21 @@ Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const
   s.bytes_per_element = weight_bytes(plan.precision);
   const LayerKernels dense = layer_kernels(model, d, plan, s, false);
   const LayerKernels moe = model.is_moe() ? layer_kernels(model, d, plan, s, true) : dense;
+  w.stages.reserve(plan.pp);
   for (int st = 0; st < plan.pp; ++st) w.stages.push_back(StageBuilder(w, st, dense, moe, s).build());
 
   // Match each send with the recv of the same micro-batch and chunk boundary in the peer stage.
   std::map<std::tuple<int, int, int, int, bool>, int> recvs;  // (stage, mb, chunk, phase) -> op
   for (const auto& sp : w.stages)
-    for (auto v : boost::make_iterator_range(boost::vertices(sp.graph))) {
-      const Op& op = sp.graph[v];
+    for (auto v : boost::make_iterator_range(boost::vertices(sp.graph()))) {
+      const Op& op = sp.graph()[v];
       if (op.kind == OpKind::kRecv)
         recvs[{sp.stage, op.micro_batch, op.chunk, static_cast<int>(op.phase), true}] = static_cast<int>(v);
     }
   const int p = plan.pp;
   for (auto& sp : w.stages)
-    for (auto v : boost::make_iterator_range(boost::vertices(sp.graph))) {
-      Op& op = sp.graph[v];
+    for (auto v : boost::make_iterator_range(boost::vertices(sp.graph()))) {
+      Op& op = sp.graph()[v];
       if (op.kind != OpKind::kSend) continue;
       const int vs = op.chunk * p + sp.stage;
       const int peer_vs = op.phase == Phase::kForward ? vs + 1 : vs - 1;

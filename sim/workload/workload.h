@@ -14,6 +14,7 @@
 #include <boost/graph/adjacency_list.hpp>
 
 #include <array>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -61,7 +62,10 @@ using OpGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirecti
 
 struct StageProgram {
   int stage = 0;
-  OpGraph graph;
+  // Held by pointer so that moving a program never copies its graph.
+  std::unique_ptr<OpGraph> graph_ptr = std::make_unique<OpGraph>();
+  OpGraph& graph() { return *graph_ptr; }
+  const OpGraph& graph() const { return *graph_ptr; }
   // Ops of each stream in issue order (CUDA stream semantics: one at a time, in order).
   std::array<std::vector<int>, kStreamCount> streams;
   int layers = 0;               // layers on this stage (all chunks)
