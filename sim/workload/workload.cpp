@@ -334,7 +334,6 @@ StageProgram StageBuilder::build() {
   int last = -1;
   auto vstage = [&](int chunk) { return chunk * p + st; };
   const int vlast = chunks * p - 1;
-  std::vector<int> last_backward_of_layer(m_.layers, -1);
   for (const Task& t : schedule_tasks(p_.schedule, st, p, m, chunks)) {
     const std::vector<int> layers = chunk_layers(t.chunk);
     const int vs = vstage(t.chunk);
@@ -396,7 +395,14 @@ StageProgram StageBuilder::build() {
         if (zero3)
           collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDp, GroupKind::kDp,
                      CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev);
-        last_backward_of_layer[layer] = prev;
+        // Megatron's --overlap-grad-reduce: a layer's gradients are reduced as soon as its last
+        // micro-batch's backward is done, while the layers below still compute.
+        if (p_.overlap_grad_reduce && !zero3 && !split_w && t.mb == m - 1) {
+          const double params = layer_params(layer) - layer_expert_params(layer);
+          collective(Phase::kBackward, layer, t.mb, t.chunk, p_.zero_stage == 0 ? "grad_all_reduce" : "grad_reduce_scatter",
+                     StreamId::kDp, GroupKind::kDp,
+                     p_.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter, params * gb, prev);
+        }
       }
       if (vs == 0) {
         prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
@@ -408,19 +414,6 @@ StageProgram StageBuilder::build() {
         s.peer_stage = (vs - 1) % p;
         s.bytes = tokens * m_.hidden * s_.bytes_per_element;
         prev = add(s, {prev});
-      }
-      // Megatron's --overlap-grad-reduce: a layer's gradients are reduced as soon as its last
-      // micro-batch's backward is done, while the remaining layers still compute.
-      if (p_.overlap_grad_reduce && !zero3 && t.mb == m - 1 && !split_w) {
-        for (int layer : layers) {
-          const double params = layer_params(layer) - layer_expert_params(layer);
-          if (p_.zero_stage == 0)
-            collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_all_reduce", StreamId::kDp, GroupKind::kDp,
-                       CollectiveOp::kAllReduce, params * gb, last_backward_of_layer[layer]);
-          else
-            collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDp, GroupKind::kDp,
-                       CollectiveOp::kReduceScatter, params * gb, last_backward_of_layer[layer]);
-        }
       }
       last = prev;
     } else {  // kW: weight gradients of a zero-bubble schedule

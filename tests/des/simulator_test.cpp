@@ -1,0 +1,205 @@
+// The discrete-event simulator: schedules against closed forms, agreement with the analytic model,
+// symmetry against full simulation, traces.
+#include "sim/des/simulator.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "sim/analytic/analytic_model.h"
+#include "sim/des/trace.h"
+#include "sim/spec/json_reader.h"
+#include "sim/spec/presets.h"
+
+namespace foresight {
+namespace {
+
+ModelSpec model(const std::string& name) {
+  auto src = resolve_spec(PresetKind::kModel, name);
+  return *model_from_text(src->text, src->file);
+}
+
+ClusterSpec cluster(const std::string& name, int gpus) {
+  auto c = load_cluster(name);
+  EXPECT_TRUE(c.ok());
+  EXPECT_TRUE(resize_cluster(*c, gpus, "test").ok());
+  return *c;
+}
+
+Plan plan(int tp, int pp, int dp, int mb, long long gb) {
+  Plan p;
+  p.tp = tp; p.pp = pp; p.dp = dp; p.micro_batch = mb; p.global_batch = gb;
+  return p;
+}
+
+SimResult run(const ModelSpec& m, const ClusterSpec& c, const Plan& p, SimOptions o = {}) {
+  auto r = simulate(m, c, p, "plan", o);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message());
+  return r.ok() ? *r : SimResult{};
+}
+
+// A model whose stages are uniform and whose embedding and head are negligible, on a fabric fast
+// enough that pipeline transfers cost nothing: the 1F1B bubble must be (p-1)/(m+p-1).
+TEST(Simulator, OneFOneBBubbleMatchesClosedForm) {
+  ModelSpec m = model("gpt3-175b");
+  m.layers = 8;
+  m.vocab = 8;
+  ClusterSpec c = cluster("dgx-a100-hdr", 4);
+  c.node.fabric.bandwidth = 1e18;
+  c.node.fabric.latency_s = 0;
+  for (int mbs : {4, 8, 16}) {
+    const SimResult r = run(m, c, plan(1, 4, 1, 1, mbs));
+    const double p = 4;
+    const double fraction = (r.prediction.time.bubble + r.prediction.time.pp_comm) / r.prediction.step_time_s;
+    EXPECT_NEAR(fraction, (p - 1) / (mbs + p - 1), 0.02) << "m=" << mbs;
+  }
+}
+
+TEST(Simulator, InterleavingDividesTheBubble) {
+  ModelSpec m = model("llama3-8b");
+  m.layers = 16;
+  m.vocab = 8;
+  ClusterSpec c = cluster("dgx-a100-hdr", 4);
+  c.node.fabric.bandwidth = 1e18;
+  c.node.fabric.latency_s = 0;
+  Plan p1 = plan(1, 4, 1, 1, 16);
+  Plan p2 = p1;
+  p2.schedule = Schedule::kInterleaved1F1B;
+  p2.virtual_stages = 2;
+  const SimResult a = run(m, c, p1), b = run(m, c, p2);
+  const double bubble_a = a.prediction.step_time_s - a.prediction.time.compute;
+  const double bubble_b = b.prediction.step_time_s - b.prediction.time.compute;
+  EXPECT_NEAR(bubble_b / bubble_a, 0.5, 0.05);
+}
+
+TEST(Simulator, ZeroBubbleBeatsOneFOneB) {
+  ModelSpec m = model("gpt3-175b");
+  m.layers = 8;
+  m.vocab = 8;
+  ClusterSpec c = cluster("dgx-a100-hdr", 4);
+  Plan p = plan(1, 4, 1, 1, 8);
+  const SimResult a = run(m, c, p);
+  p.schedule = Schedule::kZeroBubble;
+  const SimResult b = run(m, c, p);
+  EXPECT_LT(b.prediction.step_time_s, a.prediction.step_time_s);
+  EXPECT_NEAR(b.prediction.time.compute, a.prediction.time.compute, 1e-6 * a.prediction.time.compute);
+}
+
+// Without contention and without overlap, the simulator and the analytic model agree within 2%.
+TEST(Simulator, AgreesWithTheAnalyticModel) {
+  struct Case { const char* model; const char* cluster; int gpus, tp, pp, dp, mb; long long gb; bool sp; int zero; };
+  const Case cases[] = {
+      {"llama3-70b", "dgx-h100-ndr", 64, 8, 2, 4, 1, 256, true, 1},
+      {"gpt3-175b", "dgx-a100-hdr", 64, 8, 8, 1, 1, 64, true, 0},
+      {"llama3-8b", "dgx-h100-ndr", 16, 2, 2, 4, 1, 64, true, 1},
+      {"llama3-405b", "dgx-h100-ndr", 2048, 8, 16, 16, 1, 256, true, 1},
+  };
+  for (const auto& k : cases) {
+    const ModelSpec m = model(k.model);
+    const ClusterSpec c = cluster(k.cluster, k.gpus);
+    Plan p = plan(k.tp, k.pp, k.dp, k.mb, k.gb);
+    p.sequence_parallel = k.sp;
+    p.zero_stage = k.zero;
+    if (k.pp == 16) p.recompute = Recompute::kFull;
+    const SimResult r = run(m, c, p);
+    const Prediction a = AnalyticModel(m, c).evaluate(p);
+    EXPECT_NEAR(r.prediction.step_time_s / a.step_time_s, 1.0, 0.02) << k.model << " on " << k.gpus;
+  }
+}
+
+// Symmetry: simulating one rank per stage gives the same step as simulating every rank.
+TEST(Simulator, SymmetricEqualsFull) {
+  const ModelSpec m = model("llama3-8b");
+  for (const auto& [tp, pp, dp] : {std::tuple{2, 2, 4}, std::tuple{4, 2, 2}, std::tuple{1, 4, 4}}) {
+    const ClusterSpec c = cluster("dgx-h100-ndr", 16);
+    Plan p = plan(tp, pp, dp, 1, 32);
+    p.zero_stage = 1;
+    p.recompute = Recompute::kFull;
+    const SimResult sym = run(m, c, p);
+    SimOptions full;
+    full.full = true;
+    const SimResult all = run(m, c, p, full);
+    EXPECT_NEAR(sym.prediction.step_time_s, all.prediction.step_time_s, 1e-9 * all.prediction.step_time_s)
+        << tp << "x" << pp << "x" << dp;
+    EXPECT_EQ(static_cast<int>(all.simulated_ranks.size()), 16);
+    EXPECT_EQ(static_cast<int>(sym.simulated_ranks.size()), pp);
+  }
+}
+
+TEST(Simulator, DataParallelOverlapHidesGradientReduction) {
+  const ModelSpec m = model("llama3-8b");
+  const ClusterSpec c = cluster("dgx-a100-hdr", 32);
+  Plan p = plan(1, 1, 32, 1, 64);
+  p.zero_stage = 1;
+  p.recompute = Recompute::kFull;
+  const SimResult serial = run(m, c, p);
+  p.overlap_grad_reduce = true;
+  const SimResult overlapped = run(m, c, p);
+  EXPECT_LT(overlapped.prediction.time.dp_comm, serial.prediction.time.dp_comm);
+  EXPECT_LT(overlapped.prediction.step_time_s, serial.prediction.step_time_s);
+}
+
+TEST(Simulator, TraceOpensAsChromeTraceJson) {
+  const ModelSpec m = model("tiny");
+  const ClusterSpec c = cluster("dgx-a100-hdr", 4);
+  Plan p = plan(2, 2, 1, 1, 4);
+  auto w = lower(m, c, p);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  Simulator sim(*w, SimOptions{.full = true, .record = true});
+  auto r = sim.run();
+  ASSERT_TRUE(r.ok());
+  const std::string path = (std::filesystem::temp_directory_path() / "foresight_trace_test.json").string();
+  ASSERT_TRUE(write_chrome_trace(path, *w, *r, "predicted").ok());
+  auto doc = read_json_file(path);
+  ASSERT_TRUE(doc.ok()) << doc.error().message();
+  const auto& events = (*doc)["traceEvents"];
+  std::size_t complete = 0;
+  bool found_qkv = false;
+  for (const auto& e : events) {
+    if (e["ph"] == "X") {
+      ++complete;
+      if (e["args"]["id"] == "r0/L0/mb0/fwd/qkv") found_qkv = true;
+    }
+  }
+  EXPECT_EQ(complete, r->ops.size());
+  EXPECT_EQ(complete, w->op_count() * 2);  // 4 ranks, 2 per stage program
+  EXPECT_TRUE(found_qkv);
+  EXPECT_EQ((*doc)["metadata"]["kind"], "predicted");
+  std::remove(path.c_str());
+}
+
+TEST(Simulator, MoeAndContextParallelRun) {
+  const ModelSpec m = model("mixtral-8x7b");
+  const ClusterSpec c = cluster("dgx-h100-ndr", 32);
+  Plan p = plan(2, 2, 8, 1, 64);
+  p.ep = 4;
+  p.cp = 1;
+  p.sequence_parallel = true;
+  p.zero_stage = 1;
+  p.recompute = Recompute::kFull;
+  const SimResult r = run(m, c, p);
+  EXPECT_GT(r.prediction.step_time_s, 0);
+  const ModelSpec l = model("llama3-8b");
+  Plan q = plan(2, 1, 4, 1, 16);
+  q.cp = 2;
+  q.zero_stage = 1;
+  const SimResult s = run(l, cluster("dgx-h100-ndr", 16), q);
+  EXPECT_GT(s.prediction.time.compute, 0);
+  EXPECT_GT(s.prediction.step_time_s, 0);
+}
+
+TEST(Simulator, UnsupportedScheduleIsAClearError) {
+  const ModelSpec m = model("tiny");
+  const ClusterSpec c = cluster("dgx-a100-hdr", 4);
+  Plan p = plan(1, 2, 2, 1, 8);
+  p.schedule = Schedule::kDualPipe;
+  auto r = simulate(m, c, p, "plan.json", {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("dualpipe"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace foresight

@@ -1,0 +1,100 @@
+// Lowering: op counts, ids, stream orders and groups follow from the plan.
+#include "sim/workload/workload.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/spec/presets.h"
+
+namespace foresight {
+namespace {
+
+Workload lowered(int tp, int pp, int dp, long long gb, Schedule s = Schedule::k1F1B, int v = 1) {
+  auto src = resolve_spec(PresetKind::kModel, "tiny");
+  const ModelSpec m = *model_from_text(src->text, src->file);
+  auto c = load_cluster("dgx-a100-hdr");
+  EXPECT_TRUE(resize_cluster(*c, tp * pp * dp, "test").ok());
+  Plan p;
+  p.tp = tp; p.pp = pp; p.dp = dp; p.global_batch = gb; p.schedule = s; p.virtual_stages = v;
+  auto w = lower(m, *c, p);
+  EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
+  return std::move(w).value();
+}
+
+int count(const StageProgram& s, const char* name, Phase ph) {
+  int n = 0;
+  for (auto v : boost::make_iterator_range(boost::vertices(s.graph())))
+    if (std::string(s.graph()[v].name) == name && s.graph()[v].phase == ph) ++n;
+  return n;
+}
+
+TEST(Workload, EveryLayerAndMicroBatchHasItsKernels) {
+  const Workload w = lowered(2, 2, 1, 8);  // tiny: 2 layers, 1 per stage; 8 micro-batches
+  ASSERT_EQ(w.stages.size(), 2u);
+  for (const auto& s : w.stages) {
+    EXPECT_EQ(count(s, "qkv", Phase::kForward), 8);
+    EXPECT_EQ(count(s, "qkv", Phase::kBackward), 8);
+    EXPECT_EQ(count(s, "tp_all_reduce", Phase::kForward), 2 * 8);  // two per layer without SP
+  }
+  EXPECT_EQ(count(w.stages[0], "embedding", Phase::kForward), 8);
+  EXPECT_EQ(count(w.stages[1], "lm_head_loss", Phase::kForward), 8);
+  EXPECT_EQ(count(w.stages[0], "send_activation", Phase::kForward), 8);
+  EXPECT_EQ(count(w.stages[1], "recv_activation", Phase::kForward), 8);
+  EXPECT_EQ(count(w.stages[0], "optimizer", Phase::kStep), 1);
+}
+
+TEST(Workload, OpIdsAreStable) {
+  const Workload w = lowered(1, 1, 2, 4);
+  bool found = false;
+  for (auto v : boost::make_iterator_range(boost::vertices(w.stages[0].graph())))
+    if (w.op_id(1, 0, static_cast<int>(v)) == "r1/L1/mb1/fwd/mlp_up") found = true;
+  EXPECT_TRUE(found);
+}
+
+TEST(Workload, OneFOneBWarmupDependsOnTheStage) {
+  const Workload w = lowered(1, 2, 1, 8);
+  // Stage 0 runs p-1 = 1 forward before its first backward; the last stage alternates at once.
+  auto first_phases = [&](int stage) {
+    std::vector<Phase> phases;
+    const auto& s = w.stages[stage];
+    for (int v : s.streams[static_cast<int>(StreamId::kCompute)]) {
+      const Op& op = s.graph()[v];
+      if (std::string(op.name) == "qkv" && op.phase != Phase::kRecompute) phases.push_back(op.phase);
+      if (phases.size() == 3) break;
+    }
+    return phases;
+  };
+  EXPECT_EQ(first_phases(0), (std::vector<Phase>{Phase::kForward, Phase::kForward, Phase::kBackward}));
+  EXPECT_EQ(first_phases(1), (std::vector<Phase>{Phase::kForward, Phase::kBackward, Phase::kForward}));
+}
+
+TEST(Workload, GroupsFollowMegatronRankOrder) {
+  const Workload w = lowered(2, 2, 2, 8);
+  EXPECT_EQ(w.group_members(5, GroupKind::kTp), (std::vector<int>{4, 5}));
+  EXPECT_EQ(w.group_members(5, GroupKind::kDp), (std::vector<int>{5, 7}));
+  EXPECT_EQ(w.stage_of(5), 1);
+  EXPECT_EQ(w.stage_groups(0, GroupKind::kTp).size(), 2u);
+}
+
+TEST(Workload, InterleavedStagesHoldEveryChunk) {
+  auto src = resolve_spec(PresetKind::kModel, "gpt3-175b");
+  ModelSpec m = *model_from_text(src->text, src->file);
+  m.layers = 8;
+  auto c = load_cluster("dgx-a100-hdr");
+  ASSERT_TRUE(resize_cluster(*c, 2, "test").ok());
+  Plan p;
+  p.pp = 2; p.global_batch = 4; p.schedule = Schedule::kInterleaved1F1B; p.virtual_stages = 2;
+  auto w = lower(m, *c, p);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  EXPECT_EQ(w->stages[0].layers, 4);
+  // Stage 0 holds layers 0,1 (chunk 0) and 4,5 (chunk 1).
+  bool l4 = false, l2 = false;
+  for (auto v : boost::make_iterator_range(boost::vertices(w->stages[0].graph()))) {
+    l4 = l4 || w->stages[0].graph()[v].layer == 4;
+    l2 = l2 || w->stages[0].graph()[v].layer == 2;
+  }
+  EXPECT_TRUE(l4);
+  EXPECT_FALSE(l2);
+}
+
+}  // namespace
+}  // namespace foresight
