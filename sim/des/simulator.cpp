@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/des/event_queue.h"
 #include "sim/net/maxmin.h"
 #include "sim/net/topology.h"
 
@@ -70,13 +71,25 @@ struct Simulator::Impl {
   };
   std::vector<RankState> ranks;
   std::vector<int> rank_index;                   // global rank -> index in `ranks`, -1 if not simulated
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> queue;
+  EventQueue<Event> queue;
   std::uint64_t seq = 0, events = 0, actions = 0;
   double now = 0;
   std::vector<NetTask> tasks;
   std::vector<int> free_tasks;
   std::unordered_map<int, int> action_task;      // maxmin action -> task
-  std::map<std::tuple<int, int, int, int, double>, std::unique_ptr<CollectivePlan>> plans;  // cache
+  struct PlanKey {
+    int stage, rank, group, op;
+    double bytes;
+    bool operator==(const PlanKey&) const = default;
+  };
+  struct PlanKeyHash {
+    std::size_t operator()(const PlanKey& k) const {
+      std::size_t h = std::hash<double>()(k.bytes);
+      for (int v : {k.stage, k.rank, k.group, k.op}) h = h * 1000003u ^ std::hash<int>()(v);
+      return h;
+    }
+  };
+  std::unordered_map<PlanKey, std::unique_ptr<CollectivePlan>, PlanKeyHash> plans;  // cache
   std::unordered_map<std::uint64_t, int> arrivals;  // full mode: (group leader, stage op) -> count
   std::vector<int> changed;
   std::vector<double> link_bytes;                // per resource, bytes carried
@@ -92,7 +105,7 @@ struct Simulator::Impl {
   // ---- network ----
   const CollectivePlan* collective_plan(int rank, int stage, GroupKind g, CollectiveOp op, double bytes) {
     const int key_rank = opt.full ? w.group_members(rank, g).front() : -1;
-    auto key = std::make_tuple(stage, key_rank, static_cast<int>(g), static_cast<int>(op), bytes);
+    const PlanKey key{stage, key_rank, static_cast<int>(g), static_cast<int>(op), bytes};
     auto it = plans.find(key);
     if (it != plans.end()) return it->second.get();
     std::vector<std::vector<int>> groups;
@@ -105,7 +118,7 @@ struct Simulator::Impl {
   }
 
   const CollectivePlan* transfer_plan(int src_rank, int dst_rank, int stage, int peer_stage, double bytes) {
-    auto key = std::make_tuple(stage, opt.full ? src_rank : -1, -2, peer_stage, bytes);
+    const PlanKey key{stage, opt.full ? src_rank : -1, -2, peer_stage, bytes};
     auto it = plans.find(key);
     if (it != plans.end()) return it->second.get();
     std::vector<std::vector<int>> pairs;
@@ -206,6 +219,23 @@ struct Simulator::Impl {
     for (const Waiter& wt : t.signal) dependency_met(wt.rank_index, wt.op, StreamId::kPp);
   }
 
+  // The first member and the size of `rank`'s group of kind g (as group_members, without
+  // building the list).
+  std::pair<int, int> group_leader(int rank, GroupKind g) const {
+    const Plan& p = w.plan;
+    const int t = p.tp, c = p.cp, d = p.dp;
+    const int tp = rank % t, cp = (rank / t) % c, dp = (rank / (t * c)) % d, pp = rank / (t * c * d);
+    switch (g) {
+      case GroupKind::kTp: return {w.rank_of(0, cp, dp, pp), t};
+      case GroupKind::kCp: return {w.rank_of(tp, 0, dp, pp), c};
+      case GroupKind::kDp: return {w.rank_of(tp, 0, 0, pp), d * c};
+      case GroupKind::kEp: return {w.rank_of(tp, cp, dp / p.ep * p.ep, pp), p.ep};
+      case GroupKind::kExpertDp: return {w.rank_of(tp, cp, dp % p.ep, pp), (d - dp % p.ep + p.ep - 1) / p.ep};
+      case GroupKind::kNone: break;
+    }
+    return {rank, 1};
+  }
+
   // ---- ranks and streams ----
   void dependency_met(int ri, int op, StreamId from) {
     RankState& r = ranks[ri];
@@ -254,10 +284,11 @@ struct Simulator::Impl {
           break;
         }
         // Full mode: the collective starts when the last member arrives.
-        const std::vector<int> members = w.group_members(r.rank, op.group);
-        const std::uint64_t key = (static_cast<std::uint64_t>(members.front()) << 32) | static_cast<std::uint32_t>(v);
-        if (++arrivals[key] < static_cast<int>(members.size())) break;
+        const auto [leader, size] = group_leader(r.rank, op.group);
+        const std::uint64_t key = (static_cast<std::uint64_t>(leader) << 32) | static_cast<std::uint32_t>(v);
+        if (++arrivals[key] < size) break;
         arrivals.erase(key);
+        const std::vector<int> members = w.group_members(r.rank, op.group);
         const int id = new_task();
         tasks[id].plan = collective_plan(r.rank, r.stage, op.group, op.collective, op.bytes);
         for (int m : members) tasks[id].done.push_back({rank_index[m], v});

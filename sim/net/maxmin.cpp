@@ -85,9 +85,8 @@ void MaxMinSystem::solve(std::vector<int>* changed) {
     }
   }
   for (int r : comp_resources_) remaining_[r] = resources_[r].capacity;
-  std::vector<double> old_rates;
-  old_rates.reserve(comp_actions_.size());
-  for (int id : comp_actions_) { old_rates.push_back(actions_[id].rate); actions_[id].fixed = false; }
+  old_rates_.clear();
+  for (int id : comp_actions_) { old_rates_.push_back(actions_[id].rate); actions_[id].fixed = false; }
 
   std::size_t unfixed = comp_actions_.size();
   while (unfixed > 0) {
@@ -132,7 +131,7 @@ void MaxMinSystem::solve(std::vector<int>* changed) {
   }
   if (changed) {
     for (std::size_t i = 0; i < comp_actions_.size(); ++i)
-      if (actions_[comp_actions_[i]].rate != old_rates[i]) changed->push_back(comp_actions_[i]);
+      if (actions_[comp_actions_[i]].rate != old_rates_[i]) changed->push_back(comp_actions_[i]);
   }
 }
 
