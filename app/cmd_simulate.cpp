@@ -19,10 +19,13 @@ Command add_simulate_command(CLI::App& app) {
   auto full = std::make_shared<bool>(false);
   auto trace = std::make_shared<std::string>();
   auto algorithm = std::make_shared<std::string>();
+  auto network = std::make_shared<std::string>("flow");
   add_plan_options(*cmd, *opts);
   cmd->add_flag("--json", *json_out, "print the Prediction as JSON");
   cmd->add_flag("--full", *full, "simulate every rank instead of one per pipeline stage");
   cmd->add_option("--trace", *trace, "write a Chrome trace (opens in Perfetto) to this file");
+  cmd->add_option("--network", *network, "flow (max-min sharing, contention) or alpha-beta (isolated costs, faster)")
+      ->check(CLI::IsMember({"flow", "alpha-beta"}))->capture_default_str();
   cmd->add_option("--algorithm", *algorithm, "force a collective algorithm: ring, tree, hierarchical, halving_doubling, in_switch");
   return [=]() -> int {
     apply_default_job(*opts);
@@ -31,12 +34,14 @@ Command add_simulate_command(CLI::App& app) {
     SimOptions so;
     so.full = *full;
     so.record = !trace->empty();
+    so.network = *network == "alpha-beta" ? NetworkModel::kAlphaBeta : NetworkModel::kFlow;
     if (!algorithm->empty()) {
       bool found = false;
       for (auto a : {Algorithm::kRing, Algorithm::kTree, Algorithm::kHierarchical, Algorithm::kHalvingDoubling, Algorithm::kInSwitch})
         if (to_string(a) == *algorithm) { so.algorithm = a; found = true; }
       if (!found) return input_error("--algorithm: \"" + *algorithm + "\" is not one of: ring, tree, hierarchical, halving_doubling, in_switch");
     }
+    if (Status shape = check_cluster_shape(in->cluster, opts->cluster); !shape) return input_error(shape.error().message());
     const auto t0 = std::chrono::steady_clock::now();
     FS_ASSIGN_OR_RETURN_CLI(auto w, lower(in->model, in->cluster, in->plan), in->plan_source);
     Simulator sim(w, so);

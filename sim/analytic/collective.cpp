@@ -33,6 +33,12 @@ GroupLink group_link(const ClusterSpec& c, int stride, int size) {
   double inter = node.nic_bandwidth_per_device() * per_node;
   double latency = node.nic.latency_s + node.fabric.latency_s;
   for (const NetworkTier& t : c.tiers) {
+    if (t.topology == "torus") {
+      // A ring laid along the torus uses one link per hop in each direction.
+      inter = std::min(inter, t.link_bandwidth * node.nic.efficiency);
+      latency += t.latency_s;
+      break;
+    }
     const double per_node_bw = t.bandwidth_per_node > 0 ? t.bandwidth_per_node * node.nic.efficiency
                                                         : node.nics * node.nic.bandwidth * node.nic.efficiency;
     inter = std::min(inter, per_node_bw / t.oversubscription / g * per_node);

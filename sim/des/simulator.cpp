@@ -156,6 +156,13 @@ struct Simulator::Impl {
       finish_task(id);
       return;
     }
+    if (opt.network == NetworkModel::kAlphaBeta) {
+      // Alpha-beta: the plan's isolated time, no sharing with other traffic.
+      t.phase = t.plan->phases.size();
+      ++t.version;
+      push(now + isolated_time(system, *t.plan), EventType::kTransferDone, id, 0, t.version);
+      return;
+    }
     push(now + t.plan->phases[0].latency_s, EventType::kPhaseStart, id, 0);
   }
 
@@ -193,7 +200,12 @@ struct Simulator::Impl {
 
   void transfer_done(int id, std::uint32_t version) {
     NetTask& t = tasks[id];
-    if (!t.active || t.version != version || t.action < 0) return;  // stale
+    if (!t.active || t.version != version) return;  // stale
+    if (opt.network == NetworkModel::kAlphaBeta) {
+      finish_task(id);
+      return;
+    }
+    if (t.action < 0) return;
     action_task.erase(t.action);
     system.remove_action(t.action);
     t.action = -1;
@@ -462,6 +474,7 @@ Result<SimResult> Simulator::run() { return impl_->run(); }
 Result<SimResult> simulate(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
                            const std::string& plan_file, const SimOptions& options) {
   FS_RETURN_IF_ERROR(validate_plan(plan, model, cluster.total_accelerators(), plan_file));
+  FS_RETURN_IF_ERROR(check_cluster_shape(cluster, cluster.name));
   auto w = lower(model, cluster, plan);
   if (!w) return w.error().with_context(plan_file);
   Simulator sim(*w, options);

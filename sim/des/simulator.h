@@ -28,8 +28,14 @@
 
 namespace foresight {
 
+enum class NetworkModel {
+  kFlow,       // flows share links max-min fairly: contention and oversubscription show up
+  kAlphaBeta,  // each collective takes its time alone on the network (faster, no contention)
+};
+
 struct SimOptions {
   bool full = false;                      // simulate every rank (no symmetry)
+  NetworkModel network = NetworkModel::kFlow;
   bool record = false;                    // keep every op's start and end (for traces)
   std::optional<Algorithm> algorithm;     // force one collective algorithm (tests, what-ifs)
 };

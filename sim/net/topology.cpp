@@ -54,6 +54,10 @@ Topology::Topology(const ClusterSpec& cluster, MaxMinSystem& system) : cluster_(
     }
   }
   if (tier_span_.empty() || nics_ == 0) return;
+  if (!cluster.tiers.empty() && cluster.tiers[0].topology == "torus") {
+    build_torus(cluster.tiers[0], nic_vertex, nic_bw);
+    return;
+  }
 
   // Tier 0: one (aggregated) switch per group of span nodes; every NIC of the group attaches.
   const NetworkTier* t0 = cluster.tiers.empty() ? nullptr : &cluster.tiers[0];
@@ -109,6 +113,57 @@ Topology::Topology(const ClusterSpec& cluster, MaxMinSystem& system) : cluster_(
   }
 }
 
+void Topology::build_torus(const NetworkTier& t, const std::vector<int>& nic_vertex, double nic_bw) {
+  torus_dims_ = t.dims;
+  torus_latency_ = t.latency_s;
+  const NodeSpec& node = cluster_.node;
+  std::vector<int> router(nodes_);
+  for (int n = 0; n < nodes_; ++n) router[n] = add_vertex(VertexKind::kSwitch, n, 0, "node" + std::to_string(n) + "/torus-router");
+  nic_up_.resize(static_cast<std::size_t>(nodes_) * nics_);
+  nic_down_.resize(nic_up_.size());
+  for (int n = 0; n < nodes_; ++n)
+    for (int k = 0; k < nics_; ++k) {
+      nic_up_[n * nics_ + k] = add_link(nic_vertex[n * nics_ + k], router[n], nic_bw, node.nic.latency_s, node.nic.kind);
+      nic_down_[n * nics_ + k] = add_link(router[n], nic_vertex[n * nics_ + k], nic_bw, node.nic.latency_s, node.nic.kind);
+    }
+  torus_out_.assign(nodes_, {-1, -1, -1, -1, -1, -1});
+  const double bw = t.link_bandwidth * node.nic.efficiency;
+  for (int n = 0; n < nodes_; ++n) {
+    int stride = 1;
+    for (std::size_t d = 0; d < torus_dims_.size(); ++d) {
+      const int size = torus_dims_[d];
+      const int coord = (n / stride) % size;
+      if (size > 1) {
+        const int plus = n + ((coord + 1) % size - coord) * stride;
+        const int minus = n + ((coord + size - 1) % size - coord) * stride;
+        torus_out_[n][2 * d] = add_link(router[n], router[plus], bw, t.latency_s, t.kind);
+        if (minus != plus) torus_out_[n][2 * d + 1] = add_link(router[n], router[minus], bw, t.latency_s, t.kind);
+        else torus_out_[n][2 * d + 1] = torus_out_[n][2 * d];
+      }
+      stride *= size;
+    }
+  }
+}
+
+// Dimension-order routing: fix x, then y, then z, each the short way round (ties go +).
+void Topology::torus_route(int ns, int nd, Route& r) const {
+  int cur = ns, stride = 1;
+  for (std::size_t d = 0; d < torus_dims_.size(); ++d) {
+    const int size = torus_dims_[d];
+    const int from = (cur / stride) % size, to = (nd / stride) % size;
+    const int forward = (to - from + size) % size;
+    const bool plus = forward <= size - forward;
+    const int hops = plus ? forward : size - forward;
+    for (int h = 0; h < hops; ++h) {
+      const int c = (cur / stride) % size;
+      r.usages.push_back({torus_out_[cur][2 * d + (plus ? 0 : 1)], 1.0});
+      cur += (((c + (plus ? 1 : size - 1)) % size) - c) * stride;
+      r.latency_s += torus_latency_;
+    }
+    stride *= size;
+  }
+}
+
 Route Topology::route(int src, int dst) const {
   Route r;
   if (src == dst) return r;
@@ -123,6 +178,13 @@ Route Topology::route(int src, int dst) const {
   const int nic_s = ns * nics_ + (src % per_node_) * nics_ / per_node_;
   const int nic_d = nd * nics_ + (dst % per_node_) * nics_ / per_node_;
   r.usages = {{dev_nic_up_[src], 1.0}, {nic_up_[nic_s], 1.0}};
+  if (!torus_dims_.empty()) {
+    r.latency_s = node.host_link.latency_s + node.nic.latency_s;
+    torus_route(ns, nd, r);
+    r.usages.push_back({nic_down_[nic_d], 1.0});
+    r.usages.push_back({dev_nic_down_[dst], 1.0});
+    return r;
+  }
   r.latency_s = node.host_link.latency_s + node.nic.latency_s + (cluster_.tiers.empty() ? 0.0 : cluster_.tiers[0].latency_s);
   // Climb until both nodes share a group; ECMP spreads evenly over the rails of each tier crossed.
   int lower_span = tier_span_[0];

@@ -14,6 +14,7 @@
 
 #include <boost/graph/adjacency_list.hpp>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,12 @@ class Topology {
     double latency_s = 0;
   };
   std::vector<TierLinks> tiers_;
+  // Torus: per node and dimension, the links to the +1 and -1 neighbours (-1 when absent).
+  std::vector<int> torus_dims_;
+  std::vector<std::array<int, 6>> torus_out_;
+  double torus_latency_ = 0;
+  void build_torus(const NetworkTier& t, const std::vector<int>& nic_vertex, double nic_bw);
+  void torus_route(int ns, int nd, Route& r) const;
   std::vector<int> tier_span_;                  // nodes per group, per tier (0 = all)
 };
 

@@ -208,11 +208,25 @@ Result<ClusterSpec> cluster_from_json(const json& doc, const std::string& file, 
   int previous_span = 1;
   for (auto& t : r.array("tiers")) {
     if (!r.ok()) break;
-    t.reject_unknown_keys({"name", "kind", "span_nodes", "bandwidth_per_node", "oversubscription", "latency"});
+    t.reject_unknown_keys({"name", "kind", "topology", "dims", "link_bandwidth", "span_nodes", "bandwidth_per_node",
+                           "oversubscription", "latency"});
     NetworkTier tier;
     tier.name = t.required_string("name");
     tier.kind = t.choice("kind", {"infiniband", "ethernet", "roce", "omnipath"}, "infiniband");
     tier.span_nodes = static_cast<int>(t.integer("span_nodes", 0, 0, 1 << 24));
+    tier.topology = t.choice("topology", {"tree", "torus"}, "tree");
+    if (tier.topology == "torus") {
+      for (JsonReader d : t.array("dims")) {
+        if (!d.node().is_number_integer() || d.node().get<long long>() < 1 || d.node().get<long long>() > 4096) {
+          d.fail("", "expected a positive integer torus dimension");
+          break;
+        }
+        tier.dims.push_back(d.node().get<int>());
+      }
+      if (t.ok() && (tier.dims.size() < 1 || tier.dims.size() > 3)) t.fail("dims", "a torus needs 1 to 3 dimensions");
+      tier.link_bandwidth = t.required_quantity("link_bandwidth", Dimension::kBandwidth);
+      if (t.ok() && c.tiers.size() > 0) t.fail("topology", "a torus must be the only (first) network tier");
+    }
     tier.bandwidth_per_node = t.quantity("bandwidth_per_node", Dimension::kBandwidth, 0.0);
     tier.oversubscription = t.number("oversubscription", 1.0, 1.0, 1024.0);
     tier.latency_s = t.quantity("latency", Dimension::kSeconds, 0.0);
@@ -233,10 +247,14 @@ Result<ClusterSpec> cluster_from_json(const json& doc, const std::string& file, 
 json cluster_to_json(const ClusterSpec& c) {
   json tiers = json::array();
   for (const auto& t : c.tiers) {
-    json tj = {{"name", t.name}, {"kind", t.kind}, {"span_nodes", t.span_nodes},
+    json tj = {{"name", t.name}, {"kind", t.kind}, {"topology", t.topology}, {"span_nodes", t.span_nodes},
                {"oversubscription", t.oversubscription},
                {"latency", format_quantity(t.latency_s, Dimension::kSeconds)}};
     if (t.bandwidth_per_node > 0) tj["bandwidth_per_node"] = format_quantity(t.bandwidth_per_node, Dimension::kBandwidth);
+    if (t.topology == "torus") {
+      tj["dims"] = t.dims;
+      tj["link_bandwidth"] = format_quantity(t.link_bandwidth, Dimension::kBandwidth);
+    }
     tiers.push_back(tj);
   }
   json j = {{"name", c.name}, {"node", node_to_json(c.node)}, {"nodes", c.nodes}, {"tiers", tiers}};
@@ -257,6 +275,24 @@ Result<T> load_spec(PresetKind kind, const std::string& name_or_path, FromJson f
 Result<DeviceSpec> load_device(const std::string& p) { return load_spec<DeviceSpec>(PresetKind::kDevice, p, device_from_json); }
 Result<NodeSpec> load_node(const std::string& p) { return load_spec<NodeSpec>(PresetKind::kNode, p, node_from_json); }
 Result<ClusterSpec> load_cluster(const std::string& p) { return load_spec<ClusterSpec>(PresetKind::kCluster, p, cluster_from_json); }
+
+Status check_cluster_shape(const ClusterSpec& c, const std::string& context) {
+  for (std::size_t i = 0; i < c.tiers.size(); ++i) {
+    const NetworkTier& t = c.tiers[i];
+    if (t.topology != "torus") continue;
+    long long product = 1;
+    std::string dims;
+    for (int d : t.dims) {
+      product *= d;
+      if (!dims.empty()) dims.push_back('x');
+      dims.append(std::to_string(d));
+    }
+    if (product != c.nodes)
+      return Error(context + ": /tiers/" + std::to_string(i) + "/dims: " + dims + " = " + std::to_string(product) +
+                   " nodes, but the cluster has " + std::to_string(c.nodes));
+  }
+  return Status::Ok();
+}
 
 Status resize_cluster(ClusterSpec& c, int accelerators, const std::string& context) {
   const int per_node = c.node.accelerators();

@@ -80,6 +80,11 @@ struct NodeSpec {
 struct NetworkTier {
   std::string name;
   std::string kind;             // infiniband, ethernet, roce, omnipath
+  // "tree" (switched: fat tree, leaf/spine) or "torus" (nodes on a 2D/3D torus, each joined to
+  // its neighbours by direct links of `link_bandwidth`; `dims` multiply to the node count).
+  std::string topology = "tree";
+  std::vector<int> dims;
+  double link_bandwidth = 0;    // torus: bytes/s per link and direction
   int span_nodes = 0;
   double bandwidth_per_node = 0;  // bytes/s a node can push through this tier; 0 = its NICs
   double oversubscription = 1.0;  // downlink : uplink ratio of this tier's switches
@@ -114,6 +119,9 @@ Result<ClusterSpec> cluster_from_json(const nlohmann::json& doc, const std::stri
 nlohmann::json device_to_json(const DeviceSpec& d);
 nlohmann::json node_to_json(const NodeSpec& n);
 nlohmann::json cluster_to_json(const ClusterSpec& c);
+
+// Checks what depends on the final node count (a torus's dims must multiply to it).
+Status check_cluster_shape(const ClusterSpec& c, const std::string& context);
 
 // Sets the node count so the cluster has `accelerators` devices; errors if it is not a multiple
 // of the node size.

@@ -197,6 +197,9 @@ class StageBuilder {
     Op op = base(ph, layer, mb, chunk, name);
     op.kind = OpKind::kCompute;
     op.cls = cls;
+    op.dtype = cls == KernelClass::kGemm ? compute_dtype(p_.precision, d_)
+                                         : (p_.precision == Precision::kFp32 ? DType::kFp32 : DType::kBf16);
+    op.device = d_.kind;
     op.seconds = seconds;
     op.flops = flops;
     op.bytes = bytes;
@@ -240,6 +243,7 @@ class StageBuilder {
   LayerShape s_;
   StageProgram prog_;
   std::vector<int> next_deps_;  // extra dependencies of the next op added
+  std::vector<int> overlapped_; // TP collectives running beside the layer's GEMMs
   std::vector<Op> ops_;
   std::vector<std::pair<int, int>> edges_;
 
@@ -277,13 +281,20 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
     prev = compute(ph, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, kc.fwd_s, kc.flops, kc.bytes, prev, &kc);
     if (attention && i == k.attention_last && cp_comm >= 0) edges_.emplace_back(cp_comm, prev);
     if (attention_only) continue;
-    for (int j = 0; j < k.tp_count; ++j)
-      if (k.tp_after[j] == i) prev = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], prev);
+    for (int j = 0; j < k.tp_count; ++j) {
+      if (k.tp_after[j] != i) continue;
+      const int c = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], prev);
+      // With TP communication overlap (Megatron's --tp-comm-overlap), the next GEMMs proceed in
+      // chunks while the collective runs; the layer's end waits for it.
+      if (p_.overlap_tp_comm) overlapped_.push_back(c); else prev = c;
+    }
     if (i == k.moe_dispatch_after)
       prev = collective(ph, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
     if (i == k.moe_combine_after)
       prev = collective(ph, layer, mb, chunk, "ep_combine", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
   }
+  for (int c : overlapped_) next_deps_.push_back(c);
+  overlapped_.clear();
   return prev;
 }
 
@@ -297,8 +308,11 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
     const KernelCost& kc = k.fwd[i];
     if (i == k.moe_combine_after)
       prev = collective(Phase::kBackward, layer, mb, chunk, "ep_combine", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
-    for (int j = k.tp_count - 1; j >= 0; --j)
-      if (k.tp_after[j] == i) prev = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_kind[j], prev);
+    for (int j = k.tp_count - 1; j >= 0; --j) {
+      if (k.tp_after[j] != i) continue;
+      const int c = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_kind[j], prev);
+      if (p_.overlap_tp_comm) overlapped_.push_back(c); else prev = c;
+    }
     const bool attention = i >= k.attention_first && i <= k.attention_last;
     if (attention && i == k.attention_last && p_.cp > 1) {
       const double kv = s_.batch * s_.seq * 2.0 * m_.kv_dim() * s_.bytes_per_element / s_.tp;
@@ -313,6 +327,8 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
     if (i == k.moe_dispatch_after)
       prev = collective(Phase::kBackward, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
   }
+  for (int c : overlapped_) next_deps_.push_back(c);
+  overlapped_.clear();
   return prev;
 }
 

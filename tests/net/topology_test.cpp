@@ -69,5 +69,24 @@ TEST(Topology, GraphSearchFindsTheSameHopCount) {
   EXPECT_EQ(r.usages.size(), 4u + 2 * 8);  // PCIe, NIC x2, PCIe, plus 8 ECMP links up and 8 down
 }
 
+// 4x4x4 torus: node 0 = (0,0,0) to node 42 = (2,2,2) takes 2 hops per dimension; to node 3 =
+// (3,0,0) one hop the short way round (wrap-around).
+TEST(Topology, TorusDimensionOrderRouting) {
+  MaxMinSystem s;
+  Topology t(cluster("torus-3d", 512), s);
+  auto torus_hops = [&](int a, int b) {
+    int n = 0;
+    for (const Usage& u : t.route(a * 8, b * 8).usages)
+      if (s.capacity(u.resource) == 400e9 / 8 * 0.875) ++n;  // torus links (NIC links are 400G too)
+    return n;
+  };
+  // NIC up + NIC down share the torus links' capacity, so subtract those two.
+  EXPECT_EQ(torus_hops(0, 42) - 2, 6);
+  EXPECT_EQ(torus_hops(0, 3) - 2, 1);
+  EXPECT_EQ(torus_hops(0, 1) - 2, 1);
+  ClusterSpec wrong = cluster("torus-3d", 256);
+  EXPECT_FALSE(check_cluster_shape(wrong, "torus-3d").ok());
+}
+
 }  // namespace
 }  // namespace foresight
