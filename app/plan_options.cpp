@@ -31,6 +31,8 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_option("--overlap-tp-comm", o.overlap_tp, "overlap TP collectives with GEMMs")->group("Plan");
   cmd.add_option("--offload-optimizer", o.offload_optimizer, "optimizer state and step on the host")->group("Plan");
   cmd.add_option("--seq-len", o.seq_len, "training sequence length (default: the model's)")->group("Plan");
+  cmd.add_option("--layer-split", o.layer_split, "layers per pipeline stage, e.g. --layer-split 9,10,10,9")
+      ->delimiter(',')->group("Plan");
 }
 
 Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
@@ -63,6 +65,7 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   set(plan.overlap_grad_reduce, o.overlap_grad);
   set(plan.overlap_tp_comm, o.overlap_tp);
   set(plan.offload_optimizer, o.offload_optimizer);
+  if (!o.layer_split.empty()) plan.layer_split = o.layer_split;
   if (o.global_batch) plan.global_batch = *o.global_batch;
   if (o.schedule) {
     auto s = parse_schedule(*o.schedule);

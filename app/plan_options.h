@@ -23,6 +23,7 @@ struct PlanOptions {
   std::optional<long long> global_batch;
   std::optional<std::string> schedule, recompute, precision;
   std::optional<bool> sp, flash, overlap_grad, overlap_tp, offload_optimizer;
+  std::vector<int> layer_split;
 };
 
 // Adds --model, --cluster, --gpus, --plan and the per-field plan overrides to `cmd`.

@@ -22,10 +22,9 @@ constexpr double kOptimizerStateBytes = 12.0;
 
 struct Range { int begin, end; };
 
-Range stage_layers(int layers, int pp, int stage) {
-  const int base = layers / pp, extra = layers % pp;
-  const int begin = stage * base + std::min(stage, extra);
-  return {begin, begin + base + (stage < extra ? 1 : 0)};
+Range stage_layers(const Plan& p, int layers, int stage) {
+  const auto [begin, end] = p.stage_layer_range(layers, stage);
+  return {begin, end};
 }
 
 int dense_in(const ModelSpec& m, Range r) {
@@ -112,7 +111,7 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
 
 MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
   const ModelSpec& m = model_;
-  const Range r = stage_layers(m.layers, p.pp, stage);
+  const Range r = stage_layers(p, m.layers, stage);
   const int dense = dense_in(m, r), moe = (r.end - r.begin) - dense;
   const int seq = p.seq_len > 0 ? p.seq_len : m.seq_len;
   LayerShape s;
@@ -241,7 +240,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   int crit = 0;
   int crit_dense = 0, crit_moe = 0;
   for (int i = 0; i < p.pp; ++i) {
-    const Range r = stage_layers(m.layers, p.pp, i);
+    const Range r = stage_layers(p, m.layers, i);
     const int nd = dense_in(m, r), nm = (r.end - r.begin) - nd;
     double x = nd * dense.total() + nm * moe.total();
     if (i == 0) x += embed_time;
@@ -266,7 +265,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
 
   // Data parallel: gradients (and with ZeRO, parameters) over dp*cp; experts over dp*cp/ep.
   const MemoryBreakdown mem = memory(p);
-  const Range cr = stage_layers(m.layers, p.pp, crit);
+  const Range cr = stage_layers(p, m.layers, crit);
   const int cd = dense_in(m, cr), cm = (cr.end - cr.begin) - cd;
   const double expert_params = cm * m.moe.experts * m.expert_params() / (p.tp * p.ep);
   const double replicated = cd * layer_params_per_device(m, false, p.tp, 1) +

@@ -3,11 +3,24 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "sim/spec/json_reader.h"
 
 namespace foresight {
 
 using nlohmann::json;
+
+std::pair<int, int> Plan::stage_layer_range(int layers, int stage) const {
+  if (static_cast<int>(layer_split.size()) == pp) {
+    int begin = 0;
+    for (int i = 0; i < stage; ++i) begin += layer_split[i];
+    return {begin, begin + layer_split[stage]};
+  }
+  const int base = layers / pp, extra = layers % pp;
+  const int begin = stage * base + std::min(stage, extra);
+  return {begin, begin + base + (stage < extra ? 1 : 0)};
+}
 
 std::string to_string(Schedule s) {
   switch (s) {
@@ -58,7 +71,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   r.reject_unknown_keys({"tp", "pp", "dp", "ep", "cp", "sequence_parallel", "virtual_stages",
                          "micro_batch", "global_batch", "schedule", "zero_stage", "recompute",
                          "precision", "flash_attention", "overlap_grad_reduce", "overlap_tp_comm",
-                         "offload_optimizer", "seq_len"});
+                         "offload_optimizer", "seq_len", "layer_split"});
   Plan p;
   constexpr std::int64_t kMaxDegree = 1 << 20;
   p.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDegree));
@@ -88,6 +101,13 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   p.overlap_tp_comm = r.boolean("overlap_tp_comm", false);
   p.offload_optimizer = r.boolean("offload_optimizer", false);
   p.seq_len = static_cast<int>(r.integer("seq_len", 0, 0, 1 << 24));
+  for (JsonReader v : r.array("layer_split")) {
+    if (!v.node().is_number_integer() || v.node().get<long long>() < 1 || v.node().get<long long>() > 100000) {
+      v.fail("", "expected a positive number of layers");
+      break;
+    }
+    p.layer_split.push_back(v.node().get<int>());
+  }
   if (!r.ok()) return r.error();
   return p;
 }
@@ -106,6 +126,7 @@ json plan_to_json(const Plan& p) {
             {"flash_attention", p.flash_attention}, {"overlap_grad_reduce", p.overlap_grad_reduce},
             {"overlap_tp_comm", p.overlap_tp_comm}, {"offload_optimizer", p.offload_optimizer}};
   if (p.seq_len > 0) j["seq_len"] = p.seq_len;
+  if (!p.layer_split.empty()) j["layer_split"] = p.layer_split;
   return j;
 }
 
@@ -125,6 +146,15 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
   if (m.dense_layers() > 0 && m.ffn_hidden % p.tp != 0)
     return fail("tp", s(p.tp) + " does not divide model ffn_hidden (" + s(m.ffn_hidden) + ")");
   if (p.pp > m.layers) return fail("pp", s(p.pp) + " exceeds the model's " + s(m.layers) + " layers");
+  if (!p.layer_split.empty()) {
+    if (static_cast<int>(p.layer_split.size()) != p.pp)
+      return fail("layer_split", "has " + s(p.layer_split.size()) + " entries for pp = " + s(p.pp) + " stages");
+    int total = 0;
+    for (int n : p.layer_split) total += n;
+    if (total != m.layers)
+      return fail("layer_split", "adds up to " + s(total) + " layers, the model has " + s(m.layers));
+    if (p.virtual_stages > 1) return fail("layer_split", "cannot be combined with virtual_stages");
+  }
   if (p.schedule != Schedule::kInterleaved1F1B && p.virtual_stages > 1)
     return fail("virtual_stages", s(p.virtual_stages) + " needs schedule \"interleaved-1f1b\"");
   if (p.virtual_stages > 1) {

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/core/status.h"
 #include "sim/spec/hardware.h"
@@ -41,8 +43,12 @@ struct Plan {
   bool overlap_tp_comm = false;      // TP collectives overlapped with GEMMs
   bool offload_optimizer = false;    // optimizer state and step on the host (ZeRO-Offload)
   int seq_len = 0;                   // 0: the model's sequence length
+  std::vector<int> layer_split;      // layers per pipeline stage (empty: as even as possible,
+                                     // the extra layers on the first stages)
 
   int gpus() const { return tp * pp * dp * cp; }
+  // Layers [first, last) of pipeline stage `stage` (without virtual stages).
+  std::pair<int, int> stage_layer_range(int layers, int stage) const;
   std::int64_t micro_batches() const { return global_batch / (std::int64_t{dp} * micro_batch); }
   bool operator==(const Plan&) const = default;
 };

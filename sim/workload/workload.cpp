@@ -256,10 +256,8 @@ std::vector<int> StageBuilder::chunk_layers(int chunk) const {
     const int per = L / (p * p_.virtual_stages);
     for (int i = 0; i < per; ++i) out.push_back((chunk * p + st) * per + i);
   } else {
-    const int base = L / p, extra = L % p;
-    const int begin = st * base + std::min(st, extra);
-    const int n = base + (st < extra ? 1 : 0);
-    for (int i = 0; i < n; ++i) out.push_back(begin + i);
+    const auto [begin, end] = p_.stage_layer_range(L, st);
+    for (int i = begin; i < end; ++i) out.push_back(i);
   }
   return out;
 }

@@ -61,6 +61,28 @@ TEST(Plan, LayoutErrorsNameTheField) {
   EXPECT_EQ(error_of(p), "");
 }
 
+TEST(Plan, UnevenLayerSplit) {
+  Plan p;
+  p.global_batch = 64;
+  p.pp = 4;
+  p.layer_split = {7, 9, 9, 7};
+  EXPECT_EQ(error_of(p), "");
+  EXPECT_EQ(p.stage_layer_range(32, 1), (std::pair<int, int>{7, 16}));
+  EXPECT_EQ(p.stage_layer_range(32, 3), (std::pair<int, int>{25, 32}));
+  auto back = plan_from_json(plan_to_json(p), "p.json");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->layer_split, p.layer_split);
+  p.layer_split = {8, 8, 8, 9};
+  EXPECT_EQ(error_of(p), "plan.json: /layer_split: adds up to 33 layers, the model has 32");
+  p.layer_split = {16, 16};
+  EXPECT_EQ(error_of(p), "plan.json: /layer_split: has 2 entries for pp = 4 stages");
+  // Without a split: as even as possible, extra layers first.
+  Plan even;
+  even.pp = 3;
+  EXPECT_EQ(even.stage_layer_range(32, 0), (std::pair<int, int>{0, 11}));
+  EXPECT_EQ(even.stage_layer_range(32, 2), (std::pair<int, int>{22, 32}));
+}
+
 TEST(Plan, FileErrors) {
   auto doc = nlohmann::json::parse(R"({"tp": 2, "schedule": "2f2b", "global_batch": 8})");
   auto p = plan_from_json(doc, "plan.json");
