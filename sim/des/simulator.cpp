@@ -65,9 +65,16 @@ struct Simulator::Impl {
     std::vector<std::int32_t> pending;           // unmet dependencies per op
     std::array<std::size_t, kStreamCount> cursor{};
     std::array<bool, kStreamCount> busy{};
-    std::vector<double> start, end;              // per op
+    std::vector<double> start, end;              // per op, only when recording a trace
     std::vector<std::int8_t> waited_on;          // stream kind of the last dependency met
     std::size_t done_ops = 0;
+    std::array<double, kStreamCount> stream_start{};  // start of each stream's current op
+    // The step's breakdown, accumulated as the compute stream runs: busy time by phase, and each
+    // idle gap charged to what the next op waited on.
+    TimeBreakdown acc;
+    double compute_cursor = 0;
+    double last_end = 0;
+    double wire = 0;                             // pipeline sends in flight, summed
   };
   std::vector<RankState> ranks;
   std::vector<int> rank_index;                   // global rank -> index in `ranks`, -1 if not simulated
@@ -269,8 +276,19 @@ struct Simulator::Impl {
 
   void start_op(int ri, int v) {
     RankState& r = ranks[ri];
-    r.start[v] = now;
     const Op& op = prog(r).graph()[v];
+    if (opt.record) r.start[v] = now;
+    r.stream_start[static_cast<int>(op.stream)] = now;
+    if (op.stream == StreamId::kCompute) {
+      const double gap = std::max(0.0, now - r.compute_cursor);
+      switch (static_cast<StreamId>(r.waited_on[v])) {
+        case StreamId::kTp: r.acc.tp_comm += gap; break;
+        case StreamId::kCp: r.acc.cp_comm += gap; break;
+        case StreamId::kEp: r.acc.ep_comm += gap; break;
+        case StreamId::kDp: r.acc.dp_comm += gap; break;
+        default: r.acc.bubble += gap; break;  // pipeline waits and fill/drain
+      }
+    }
     switch (op.kind) {
       case OpKind::kCompute:
       case OpKind::kRecv:  // a recv's data has arrived by the time it is issued
@@ -312,11 +330,21 @@ struct Simulator::Impl {
 
   void op_done(int ri, int v) {
     RankState& r = ranks[ri];
-    r.end[v] = now;
     ++r.done_ops;
     const OpGraph& g = prog(r).graph();
     const Op& op = g[v];
     const int s = static_cast<int>(op.stream);
+    if (opt.record) r.end[v] = now;
+    r.last_end = now;
+    const double dur = now - r.stream_start[s];
+    if (op.stream == StreamId::kCompute) {
+      if (op.phase == Phase::kStep) r.acc.optimizer += dur;
+      else r.acc.compute += dur;
+      if (op.phase == Phase::kRecompute) r.acc.recompute += dur;
+      r.compute_cursor = now;
+    } else if (op.kind == OpKind::kSend) {
+      r.wire += dur;
+    }
     r.busy[s] = false;
     for (auto e : boost::make_iterator_range(boost::out_edges(v, g))) dependency_met(ri, static_cast<int>(boost::target(e, g)), op.stream);
     try_issue(ri, op.stream);
@@ -327,39 +355,13 @@ struct Simulator::Impl {
 };
 
 TimeBreakdown Simulator::Impl::breakdown(const RankState& r) const {
-  // Walk the compute stream: busy time is compute; each gap goes to what the next op waited on.
-  TimeBreakdown t;
-  const StageProgram& p = prog(r);
-  const OpGraph& g = p.graph();
-  double cursor = 0;
-  for (int v : p.streams[static_cast<int>(StreamId::kCompute)]) {
-    const Op& op = g[v];
-    const double gap = std::max(0.0, r.start[v] - cursor);
-    switch (static_cast<StreamId>(r.waited_on[v])) {
-      case StreamId::kTp: t.tp_comm += gap; break;
-      case StreamId::kCp: t.cp_comm += gap; break;
-      case StreamId::kEp: t.ep_comm += gap; break;
-      case StreamId::kDp: t.dp_comm += gap; break;
-      case StreamId::kPp: t.bubble += gap; break;
-      default: t.bubble += gap; break;
-    }
-    const double dur = r.end[v] - r.start[v];
-    if (op.phase == Phase::kStep) t.optimizer += dur;
-    else t.compute += dur;
-    if (op.phase == Phase::kRecompute) t.recompute += dur;
-    cursor = r.end[v];
-  }
-  double last = 0;
-  for (double e : r.end) last = std::max(last, e);
-  t.dp_comm += std::max(0.0, last - cursor);  // e.g. the final parameter all-gather
-  // Pipeline transfers on the critical path are counted inside the bubble's waits; split out the
-  // time the activations spent on the wire, at most the waits themselves.
-  double wire = 0;
-  for (int v : p.streams[static_cast<int>(StreamId::kPp)])
-    if (g[v].kind == OpKind::kSend) wire += r.end[v] - r.start[v];
-  t.pp_comm = std::min(t.bubble, wire);
+  TimeBreakdown t = r.acc;
+  t.dp_comm += std::max(0.0, r.last_end - r.compute_cursor);  // e.g. the final parameter all-gather
+  // Pipeline waits include the activations' time on the wire; count that part as pp_comm, at most
+  // the waits themselves.
+  t.pp_comm = std::min(t.bubble, r.wire);
   t.bubble -= t.pp_comm;
-  t.total = last;
+  t.total = r.last_end;
   return t;
 }
 
@@ -385,8 +387,10 @@ Result<SimResult> Simulator::Impl::run() {
       st.pending[v] = static_cast<std::int32_t>(boost::in_degree(v, g));
       if (g[v].kind == OpKind::kRecv) ++st.pending[v];  // the matching send
     }
-    st.start.assign(ops, 0);
-    st.end.assign(ops, -1);
+    if (opt.record) {
+      st.start.assign(ops, 0);
+      st.end.assign(ops, 0);
+    }
     st.waited_on.assign(ops, static_cast<std::int8_t>(StreamId::kCompute));
     rank_index[r] = static_cast<int>(ranks.size());
     ranks.push_back(std::move(st));
@@ -408,11 +412,16 @@ Result<SimResult> Simulator::Impl::run() {
 
   // Every op must have run; otherwise the graph waits on something that never comes.
   for (const RankState& r : ranks) {
-    if (r.done_ops == r.end.size()) continue;
-    for (std::size_t v = 0; v < r.end.size(); ++v)
-      if (r.end[v] < 0)
-        return Error("simulation stalled: " + w.op_id(r.rank, r.stage, static_cast<int>(v)) +
-                     " never ran (" + std::to_string(r.end.size() - r.done_ops) + " ops left on that rank)");
+    const std::size_t ops = r.pending.size();
+    if (r.done_ops == ops) continue;
+    for (int s = 0; s < kStreamCount; ++s) {
+      const auto& order = prog(r).streams[s];
+      if (r.cursor[s] < order.size() || r.busy[s]) {
+        const int v = order[std::min(r.cursor[s], order.size() - 1)];
+        return Error("simulation stalled: " + w.op_id(r.rank, r.stage, v) + " never ran (" +
+                     std::to_string(ops - r.done_ops) + " ops left on that rank)");
+      }
+    }
   }
 
   SimResult out;
@@ -424,9 +433,7 @@ Result<SimResult> Simulator::Impl::run() {
   int crit = 0;
   double step = 0;
   for (int i = 0; i < static_cast<int>(ranks.size()); ++i) {
-    double last = 0;
-    for (double e : ranks[i].end) last = std::max(last, e);
-    if (last > step) { step = last; crit = i; }
+    if (ranks[i].last_end > step) { step = ranks[i].last_end; crit = i; }
   }
   Prediction& p = out.prediction;
   p.step_time_s = step;
@@ -449,7 +456,7 @@ Result<SimResult> Simulator::Impl::run() {
 
   if (opt.record) {
     for (const RankState& r : ranks)
-      for (std::size_t v = 0; v < r.end.size(); ++v)
+      for (std::size_t v = 0; v < r.pending.size(); ++v)
         out.ops.push_back({r.rank, r.stage, static_cast<std::int32_t>(v), r.start[v], r.end[v]});
   }
   // Link utilisation over the step, busiest first.
