@@ -300,13 +300,8 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
                                                expert_params / std::max(1.0, 1.0 * p.dp * p.cp / p.ep)
                                          : replicated + expert_params;
   if (p.offload_optimizer) {
-    const NodeSpec& node = cluster_.node;
-    double host_rate = node.host_link.bandwidth;
-    for (const auto& g : node.devices)
-      if (g.device.kind == DeviceKind::kCpu)
-        host_rate = g.device.memory_bandwidth * g.device.memory_efficiency * g.count / std::max(1, node.accelerators());
-    const double link = node.host_link.bandwidth > 0 ? node.host_link.bandwidth * node.host_link.efficiency : host_rate;
-    tb.offload = owned * (gb + wb) / link + owned * kAdamBytesPerParam / host_rate;
+    tb.offload = owned * (gb + wb) / host_link_rate(cluster_.node) +
+                 owned * kAdamBytesPerParam / host_optimizer_rate(cluster_.node);
   } else {
     tb.optimizer = owned * kAdamBytesPerParam / mem_rate;
   }
@@ -334,6 +329,19 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   out.tokens_per_s = out.step_time_s > 0 ? sequences * seq / out.step_time_s : 0.0;
   out.tflops_per_device = out.step_time_s > 0 ? out.hardware_flops / out.step_time_s / out.devices / 1e12 : 0.0;
   return out;
+}
+
+double host_optimizer_rate(const NodeSpec& node) {
+  double rate = node.host_link.bandwidth;
+  for (const auto& g : node.devices)
+    if (g.device.kind == DeviceKind::kCpu)
+      rate = g.device.memory_bandwidth * g.device.memory_efficiency * g.count / std::max(1, node.accelerators());
+  return rate;
+}
+
+double host_link_rate(const NodeSpec& node) {
+  return node.host_link.bandwidth > 0 ? node.host_link.bandwidth * node.host_link.efficiency
+                                      : host_optimizer_rate(node);
 }
 
 Result<Prediction> predict(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,

@@ -49,6 +49,12 @@ Result<Prediction> predict(const ModelSpec& model, const ClusterSpec& cluster, c
 // low-precision weight; plus reading the gradient once more for the global norm.
 inline constexpr double kAdamBytesPerParam = 4 * 4 + 3 * 4 + 2 + 4;
 
+// Offload rates: host memory bandwidth available per accelerator for the host optimizer (the
+// node's CPUs shared by its accelerators; the host link if the node lists no CPU), and the
+// accelerator<->host copy rate.
+double host_optimizer_rate(const NodeSpec& node);
+double host_link_rate(const NodeSpec& node);
+
 // Bytes per element of weights/activations, and of gradients as reduced, for a precision.
 double weight_bytes(Precision p);
 double grad_bytes(Precision p);

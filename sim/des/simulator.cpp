@@ -291,8 +291,9 @@ struct Simulator::Impl {
     }
     switch (op.kind) {
       case OpKind::kCompute:
+      case OpKind::kCopy:  // the copy engine's time over the host link
       case OpKind::kRecv:  // a recv's data has arrived by the time it is issued
-        push(now + (op.kind == OpKind::kCompute ? op.seconds : 0.0), EventType::kOpDone, ri, v);
+        push(now + (op.kind == OpKind::kRecv ? 0.0 : op.seconds), EventType::kOpDone, ri, v);
         break;
       case OpKind::kSend: {
         const int peer = w.rank_of(r.rank % w.plan.tp, (r.rank / w.plan.tp) % w.plan.cp,
@@ -344,6 +345,8 @@ struct Simulator::Impl {
       r.compute_cursor = now;
     } else if (op.kind == OpKind::kSend) {
       r.wire += dur;
+    } else if (op.stream == StreamId::kCopy || op.stream == StreamId::kHost) {
+      r.acc.offload += dur;  // the step's tail: nothing else runs while the host updates
     }
     r.busy[s] = false;
     for (auto e : boost::make_iterator_range(boost::out_edges(v, g))) dependency_met(ri, static_cast<int>(boost::target(e, g)), op.stream);
@@ -356,7 +359,8 @@ struct Simulator::Impl {
 
 TimeBreakdown Simulator::Impl::breakdown(const RankState& r) const {
   TimeBreakdown t = r.acc;
-  t.dp_comm += std::max(0.0, r.last_end - r.compute_cursor);  // e.g. the final parameter all-gather
+  // After the last compute op: offload work (counted above), the rest is DP (parameter all-gather).
+  t.dp_comm += std::max(0.0, r.last_end - r.compute_cursor - t.offload);
   // Pipeline waits include the activations' time on the wire; count that part as pp_comm, at most
   // the waits themselves.
   t.pp_comm = std::min(t.bubble, r.wire);

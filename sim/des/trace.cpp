@@ -48,7 +48,10 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
     const Op& op = w.stages[rec.stage].graph()[rec.op];
     sep();
     const std::string id = w.op_id(rec.rank, rec.stage, rec.op);
-    const char* cat = op.kind == OpKind::kCompute ? "compute" : op.kind == OpKind::kCollective ? "collective" : "p2p";
+    const char* cat = op.kind == OpKind::kCompute      ? "compute"
+                      : op.kind == OpKind::kCollective ? "collective"
+                      : op.kind == OpKind::kCopy       ? "copy"
+                                                       : "p2p";
     std::fprintf(f.get(),
                  "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
                  "\"args\":{\"id\":\"%s\",\"bytes\":%.0f,\"flops\":%.0f}}",

@@ -23,7 +23,7 @@ std::string_view to_string(Phase p) {
 }
 
 std::string_view to_string(StreamId s) {
-  static constexpr std::string_view kNames[] = {"compute", "tp", "pp", "dp", "ep", "cp"};
+  static constexpr std::string_view kNames[] = {"compute", "tp", "pp", "dp", "ep", "cp", "copy", "host"};
   return kNames[static_cast<int>(s)];
 }
 
@@ -164,7 +164,7 @@ class StageBuilder {
  public:
   StageBuilder(const Workload& w, int stage, const LayerKernels& dense, const LayerKernels& moe,
                const LayerShape& shape)
-      : m_(w.model), p_(w.plan), d_(w.cluster.node.accelerator()), dense_(dense), moe_(moe), s_(shape) {
+      : w_cluster_(w.cluster), m_(w.model), p_(w.plan), d_(w.cluster.node.accelerator()), dense_(dense), moe_(moe), s_(shape) {
     prog_.stage = stage;
   }
 
@@ -235,6 +235,7 @@ class StageBuilder {
     return layer >= m_.dense_layers() ? m_.moe.experts * m_.expert_params() / (p_.tp * p_.ep) : 0.0;
   }
 
+  const ClusterSpec& w_cluster_;
   const ModelSpec& m_;
   const Plan& p_;
   const DeviceSpec& d_;
@@ -472,8 +473,33 @@ StageProgram StageBuilder::build() {
   const double shard = static_cast<double>(p_.dp) * p_.cp;
   const double owned = p_.zero_stage >= 1 ? (dense_params / shard + expert_params / std::max(1.0, shard / p_.ep))
                                           : dense_params + expert_params;
-  prev = compute(Phase::kStep, -1, -1, 0, "optimizer", KernelClass::kElementwise,
-                 owned * kAdamBytesPerParam / mem_rate, 0, owned * kAdamBytesPerParam, prev);
+  if (p_.offload_optimizer) {
+    // ZeRO-Offload: gradients to the host over the copy engine, Adam on the host CPUs, updated
+    // weights back.
+    const NodeSpec& node = w_cluster_.node;
+    Op down = base(Phase::kStep, -1, -1, 0, "grad_to_host");
+    down.kind = OpKind::kCopy;
+    down.stream = StreamId::kCopy;
+    down.bytes = owned * gb;
+    down.seconds = down.bytes / host_link_rate(node);
+    prev = add(down, {prev});
+    Op host = base(Phase::kStep, -1, -1, 0, "host_optimizer");
+    host.kind = OpKind::kCompute;
+    host.stream = StreamId::kHost;
+    host.device = DeviceKind::kCpu;
+    host.bytes = owned * kAdamBytesPerParam;
+    host.seconds = host.bytes / host_optimizer_rate(node);
+    prev = add(host, {prev});
+    Op up = base(Phase::kStep, -1, -1, 0, "params_to_device");
+    up.kind = OpKind::kCopy;
+    up.stream = StreamId::kCopy;
+    up.bytes = owned * wb;
+    up.seconds = up.bytes / host_link_rate(node);
+    prev = add(up, {prev});
+  } else {
+    prev = compute(Phase::kStep, -1, -1, 0, "optimizer", KernelClass::kElementwise,
+                   owned * kAdamBytesPerParam / mem_rate, 0, owned * kAdamBytesPerParam, prev);
+  }
   if (p_.zero_stage == 1 || p_.zero_stage == 2) {
     prev = collective(Phase::kStep, -1, -1, 0, "param_all_gather", StreamId::kDp, GroupKind::kDp,
                       CollectiveOp::kAllGather, dense_params * wb, prev);
@@ -492,8 +518,6 @@ StageProgram StageBuilder::build() {
 Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
   if (plan.schedule == Schedule::kDualPipe)
     return Error("schedule dualpipe is modelled by the analytic engine only; the simulator does not run it yet");
-  if (plan.offload_optimizer)
-    return Error("offload_optimizer is modelled by the analytic engine only; the simulator does not run it yet");
   Workload w;
   w.model = model;
   w.cluster = cluster;

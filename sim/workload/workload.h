@@ -28,9 +28,10 @@
 
 namespace foresight {
 
-enum class OpKind : std::uint8_t { kCompute, kCollective, kSend, kRecv };
+enum class OpKind : std::uint8_t { kCompute, kCollective, kSend, kRecv, kCopy };
 enum class Phase : std::uint8_t { kForward, kBackward, kWeightGrad, kRecompute, kStep };
-enum class StreamId : std::uint8_t { kCompute = 0, kTp, kPp, kDp, kEp, kCp, kCount };
+// kCopy: the accelerator's copy engine (host <-> device); kHost: work on the host CPUs.
+enum class StreamId : std::uint8_t { kCompute = 0, kTp, kPp, kDp, kEp, kCp, kCopy, kHost, kCount };
 constexpr int kStreamCount = static_cast<int>(StreamId::kCount);
 // Which communicator a collective uses (the rank's own group of that kind).
 enum class GroupKind : std::uint8_t { kNone, kTp, kCp, kDp, kEp, kExpertDp };

@@ -191,6 +191,29 @@ TEST(Simulator, MoeAndContextParallelRun) {
   EXPECT_GT(s.prediction.step_time_s, 0);
 }
 
+// ZeRO-Offload: copies over the host link and Adam on the host, as copy-engine and host ops.
+TEST(Simulator, OptimizerOffloadUsesCopyEngineAndHost) {
+  const ModelSpec m = model("llama3-8b");
+  const ClusterSpec c = cluster("dgx-h100-ndr", 8);
+  Plan p = plan(1, 1, 8, 1, 64);
+  p.offload_optimizer = true;
+  p.recompute = Recompute::kFull;
+  auto w = lower(m, c, p);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  int copies = 0, host = 0;
+  for (auto v : boost::make_iterator_range(boost::vertices(w->stages[0].graph()))) {
+    copies += w->stages[0].graph()[v].kind == OpKind::kCopy;
+    host += w->stages[0].graph()[v].stream == StreamId::kHost;
+  }
+  EXPECT_EQ(copies, 2);
+  EXPECT_EQ(host, 1);
+  const SimResult r = run(m, c, p);
+  const Prediction a = AnalyticModel(m, c).evaluate(p);
+  EXPECT_GT(r.prediction.time.offload, 0);
+  EXPECT_NEAR(r.prediction.time.offload / a.time.offload, 1.0, 1e-9);
+  EXPECT_NEAR(r.prediction.step_time_s / a.step_time_s, 1.0, 0.02);
+}
+
 TEST(Simulator, UnsupportedScheduleIsAClearError) {
   const ModelSpec m = model("tiny");
   const ClusterSpec c = cluster("dgx-a100-hdr", 4);
