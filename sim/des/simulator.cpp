@@ -285,7 +285,8 @@ struct Simulator::Impl {
         case StreamId::kTp: r.acc.tp_comm += gap; break;
         case StreamId::kCp: r.acc.cp_comm += gap; break;
         case StreamId::kEp: r.acc.ep_comm += gap; break;
-        case StreamId::kDp: r.acc.dp_comm += gap; break;
+        case StreamId::kDp:
+        case StreamId::kDpReduce: r.acc.dp_comm += gap; break;
         default: r.acc.bubble += gap; break;  // pipeline waits and fill/drain
       }
     }

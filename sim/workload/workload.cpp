@@ -23,7 +23,7 @@ std::string_view to_string(Phase p) {
 }
 
 std::string_view to_string(StreamId s) {
-  static constexpr std::string_view kNames[] = {"compute", "tp", "pp", "dp", "ep", "cp", "copy", "host"};
+  static constexpr std::string_view kNames[] = {"compute", "tp", "pp", "dp", "ep", "cp", "copy", "host", "dp_reduce"};
   return kNames[static_cast<int>(s)];
 }
 
@@ -399,16 +399,22 @@ StageProgram StageBuilder::build() {
         const int rv = add(r, {});
         next_deps_.push_back(rv);  // the backward needs the gradient and this stage's own forward
       }
+      // ZeRO-3 / FSDP backward: each layer's parameters are gathered one layer ahead (prefetch),
+      // and its gradients reduce-scattered on a separate stream as soon as it is done.
+      auto gather = [&](int layer) {
+        return collective(Phase::kBackward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp,
+                          GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1);
+      };
+      int next_gather = zero3 && !layers.empty() ? gather(layers.back()) : -1;
       for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
         const int layer = *it;
         if (zero3) {
-          const int ag = collective(Phase::kBackward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp,
-                                    GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1);
-          next_deps_.push_back(ag);
+          next_deps_.push_back(next_gather);
+          next_gather = std::next(it) != layers.rend() ? gather(*std::next(it)) : -1;
         }
         prev = layer_backward(layer, t.mb, t.chunk, prev, split_w);
         if (zero3)
-          collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDp, GroupKind::kDp,
+          collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDpReduce, GroupKind::kDp,
                      CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev);
         // Megatron's --overlap-grad-reduce: a layer's gradients are reduced as soon as its last
         // micro-batch's backward is done, while the layers below still compute.
@@ -468,8 +474,9 @@ StageProgram StageBuilder::build() {
     reduce(rest, GroupKind::kDp, "grad_reduce");
     reduce(expert_params, GroupKind::kExpertDp, "expert_grad_reduce");
   }
-  // The optimizer waits for every reduction issued on the dp stream.
-  for (int v2 : prog_.streams[static_cast<int>(StreamId::kDp)]) next_deps_.push_back(v2);
+  // The optimizer waits for every reduction issued on the dp streams.
+  for (StreamId sid : {StreamId::kDp, StreamId::kDpReduce})
+    for (int v2 : prog_.streams[static_cast<int>(sid)]) next_deps_.push_back(v2);
   const double shard = static_cast<double>(p_.dp) * p_.cp;
   const double owned = p_.zero_stage >= 1 ? (dense_params / shard + expert_params / std::max(1.0, shard / p_.ep))
                                           : dense_params + expert_params;

@@ -1,0 +1,193 @@
+// `foresight search`: ranked layouts, rejected-plan reasons, Pareto front, cost and energy.
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "app/commands.h"
+#include "sim/core/units.h"
+#include "sim/search/search.h"
+#include "sim/spec/presets.h"
+
+namespace foresight::app {
+
+namespace {
+
+// "15T", "2.5e12", "300B" -> tokens.
+Result<double> parse_tokens(const std::string& text) {
+  if (text.empty()) return Error("--tokens: empty");
+  double mult = 1;
+  std::string num = text;
+  switch (text.back()) {
+    case 'K': case 'k': mult = 1e3; num.pop_back(); break;
+    case 'M': mult = 1e6; num.pop_back(); break;
+    case 'B': case 'G': mult = 1e9; num.pop_back(); break;
+    case 'T': mult = 1e12; num.pop_back(); break;
+    default: break;
+  }
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(num, &used);
+    if (used != num.size() || !(v > 0) || !std::isfinite(v)) throw std::invalid_argument(text);
+    return v * mult;
+  } catch (const std::exception&) {
+    return Error("--tokens: \"" + text + "\" is not a token count such as 15T, 300B or 2e12");
+  }
+}
+
+std::string layout(const Plan& p) {
+  std::string s = fmt::format("tp{} pp{} dp{}", p.tp, p.pp, p.dp);
+  if (p.cp > 1) s += fmt::format(" cp{}", p.cp);
+  if (p.ep > 1) s += fmt::format(" ep{}", p.ep);
+  if (p.sequence_parallel) s += " sp";
+  if (p.virtual_stages > 1) s += fmt::format(" v{}", p.virtual_stages);
+  return s;
+}
+
+nlohmann::json ranked_json(const RankedPlan& r) {
+  nlohmann::json j = {{"plan", plan_to_json(r.plan)},
+                      {"prediction", prediction_to_json(r.prediction)},
+                      {"memory_headroom_bytes", r.memory_headroom},
+                      {"cost_per_mtok_usd", r.economics.cost_per_mtok_usd},
+                      {"energy_per_mtok_kwh", r.economics.energy_per_mtok_kwh},
+                      {"cost_per_step_usd", r.economics.cost_per_step_usd},
+                      {"device_power_w", r.economics.device_power_w}};
+  if (r.simulated_step_s >= 0) j["simulated_step_s"] = r.simulated_step_s;
+  if (r.economics.steps > 0)
+    j["run"] = {{"steps", r.economics.steps}, {"time_to_train_s", r.economics.time_to_train_s},
+                {"cost_usd", r.economics.cost_to_train_usd}, {"energy_mwh", r.economics.energy_to_train_mwh}};
+  return j;
+}
+
+}  // namespace
+
+Command add_search_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("search", "search the layout space for the best plan");
+  struct Opts {
+    std::string model = "llama3-70b", cluster = "dgx-h100-ndr", objective = "time", out, tokens;
+    int gpus = 0, top = 10, resimulate = 5;
+    long long global_batch = 0;
+    double pue = 1.2;
+    std::optional<double> price;
+    unsigned threads = 0;
+    bool json = false, csv = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--model,-m", o->model, "model preset, model JSON or Hugging Face config.json")->capture_default_str();
+  cmd->add_option("--cluster,-c", o->cluster, "cluster preset or JSON")->capture_default_str();
+  cmd->add_option("--gpus,-g", o->gpus, "accelerators to use (default: 64 for the default model/cluster, else the whole cluster)");
+  cmd->add_option("--global-batch,--gb", o->global_batch, "sequences per step (default 1024)");
+  cmd->add_option("--objective", o->objective, "time, cost or energy")->check(CLI::IsMember({"time", "cost", "energy"}))->capture_default_str();
+  cmd->add_option("--top", o->top, "plans to list")->capture_default_str();
+  cmd->add_option("--resimulate", o->resimulate, "re-rank the best N with the discrete-event simulator")->capture_default_str();
+  cmd->add_option("--tokens", o->tokens, "training token budget for time-to-train and cost (e.g. 15T)");
+  cmd->add_option("--price", o->price, "USD per device-hour (default: the device preset's)");
+  cmd->add_option("--pue", o->pue, "facility power usage effectiveness")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "worker threads (default: all cores)");
+  cmd->add_option("--out", o->out, "write the best plan to this plan file");
+  cmd->add_flag("--json", o->json, "print one JSON object");
+  cmd->add_flag("--csv", o->csv, "print the ranked plans as CSV");
+  return [o]() -> int {
+    auto src = resolve_spec(PresetKind::kModel, o->model);
+    if (!src) return input_error(src.error().with_context("--model").message());
+    auto model = model_from_text(src->text, src->file);
+    if (!model) return input_error(model.error().message());
+    auto cluster = load_cluster(o->cluster);
+    if (!cluster) return input_error(cluster.error().message());
+    SearchOptions so;
+    so.gpus = o->gpus > 0 ? o->gpus : (o->model == "llama3-70b" && o->cluster == "dgx-h100-ndr" ? 64 : 0);
+    so.global_batch = o->global_batch;
+    so.objective = o->objective == "cost" ? Objective::kCost : o->objective == "energy" ? Objective::kEnergy : Objective::kTime;
+    so.top_k = std::max(1, o->top);
+    so.resimulate = std::max(0, o->resimulate);
+    so.cost.pue = o->pue;
+    so.cost.price_per_device_hour = o->price;
+    so.threads = o->threads;
+    if (o->pue < 1.0) return input_error("--pue: must be >= 1.0");
+    if (!o->tokens.empty()) {
+      auto t = parse_tokens(o->tokens);
+      if (!t) return input_error(t.error().message());
+      so.cost.tokens = *t;
+    }
+    const bool tty = isatty(fileno(stderr)) != 0;
+    auto progress = [&](std::uint64_t done, std::uint64_t total) {
+      if (o->json || o->csv) return;
+      if (tty) fmt::print(stderr, "\revaluating plans: {:>8} / {} ({:.0f}%)", done, total, 100.0 * done / total);
+      else if (done == total) fmt::print(stderr, "evaluated {} plans\n", total);
+    };
+    auto r = search(*model, *cluster, so, progress);
+    if (tty && !o->json && !o->csv) fmt::print(stderr, "\n");
+    if (!r) return input_error(r.error().message());
+    if (r->plans.empty()) {
+      std::string why;
+      for (const auto& [k, v] : r->rejected) why += fmt::format("\n  {:>10}  {}", v, k);
+      return input_error(fmt::format("no plan of the {} candidates fits or is valid; rejected:{}", r->candidates, why));
+    }
+    if (!o->out.empty()) {
+      std::ofstream f(o->out);
+      f << plan_to_json(r->plans.front().plan).dump(2) << "\n";
+      if (!f) return input_error(o->out + ": cannot write the plan file");
+    }
+    if (o->json) {
+      nlohmann::json plans = nlohmann::json::array(), pareto = nlohmann::json::array();
+      for (const auto& p : r->plans) plans.push_back(ranked_json(p));
+      for (const auto& p : r->pareto) pareto.push_back(ranked_json(p));
+      nlohmann::json j = {{"model", model->name}, {"cluster", cluster->name}, {"objective", o->objective},
+                          {"candidates", r->candidates}, {"evaluated", r->evaluated}, {"rejected", r->rejected},
+                          {"plans", plans}, {"pareto", pareto}, {"wall_s", r->wall_s}};
+      fmt::print("{}\n", j.dump(2));
+      return 0;
+    }
+    if (o->csv) {
+      fmt::print("rank,tp,pp,dp,cp,ep,sp,vp,micro_batch,zero,recompute,schedule,offload,step_s,simulated_step_s,tokens_per_s,mfu,memory_gib,capacity_gib,cost_per_mtok_usd,energy_per_mtok_kwh\n");
+      int i = 0;
+      for (const auto& p : r->plans) {
+        const Plan& pl = p.plan;
+        fmt::print("{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.4f},{:.3f},{:.3f},{:.6g},{:.6g}\n", ++i, pl.tp,
+                   pl.pp, pl.dp, pl.cp, pl.ep, pl.sequence_parallel, pl.virtual_stages, pl.micro_batch, pl.zero_stage,
+                   to_string(pl.recompute), to_string(pl.schedule), pl.offload_optimizer, p.prediction.step_time_s,
+                   p.simulated_step_s, p.prediction.tokens_per_s, p.prediction.mfu,
+                   p.prediction.memory.total / 1073741824.0, p.prediction.memory.capacity / 1073741824.0,
+                   p.economics.cost_per_mtok_usd, p.economics.energy_per_mtok_kwh);
+      }
+      return 0;
+    }
+    fmt::print("{} on {} x {} ({}), objective: {}\n", model->name, r->plans.front().prediction.devices,
+               cluster->node.accelerator().name, cluster->name, o->objective);
+    fmt::print("{} candidate plans, {} fit and were timed, in {:.2f} s; rejected:", r->candidates, r->evaluated, r->wall_s);
+    for (const auto& [k, v] : r->rejected) fmt::print(" {} {};", v, k);
+    fmt::print("\n\n{:>3}  {:<26} {:>3} {:>4} {:<9} {:<16} {:>9} {:>9} {:>10} {:>6} {:>14} {:>9} {:>9}\n", "#", "layout", "mb",
+               "zero", "recompute", "schedule", "step", "simulated", "tokens/s", "MFU", "memory/device", "$/Mtok", "kWh/Mtok");
+    int i = 0;
+    for (const auto& p : r->plans) {
+      const Plan& pl = p.plan;
+      fmt::print("{:>3}  {:<26} {:>3} {:>4} {:<9} {:<16} {:>9} {:>9} {:>10.0f} {:>5.1f}% {:>6.1f}/{:<4.0f}GiB {:>9.3f} {:>9.3f}\n",
+                 ++i, layout(pl) + (pl.offload_optimizer ? " off" : ""), pl.micro_batch, pl.zero_stage,
+                 to_string(pl.recompute), to_string(pl.schedule), pretty_quantity(p.prediction.step_time_s, Dimension::kSeconds),
+                 p.simulated_step_s >= 0 ? pretty_quantity(p.simulated_step_s, Dimension::kSeconds) : "-",
+                 p.prediction.tokens_per_s, 100 * p.prediction.mfu, p.prediction.memory.total / 1073741824.0,
+                 p.prediction.memory.capacity / 1073741824.0, p.economics.cost_per_mtok_usd,
+                 p.economics.energy_per_mtok_kwh);
+    }
+    fmt::print("\nPareto front (step time vs $/Mtok vs memory headroom): {} plan{}\n", r->pareto.size(),
+               r->pareto.size() == 1 ? "" : "s");
+    for (const auto& p : r->pareto)
+      fmt::print("  {:<30} mb{} z{} {:<9} {:>9}  ${:.3f}/Mtok  {:.1f} GiB free\n", layout(p.plan), p.plan.micro_batch,
+                 p.plan.zero_stage, to_string(p.plan.recompute), pretty_quantity(p.prediction.step_time_s, Dimension::kSeconds),
+                 p.economics.cost_per_mtok_usd, p.memory_headroom / 1073741824.0);
+    const RankedPlan& best = r->plans.front();
+    if (best.economics.steps > 0)
+      fmt::print("\nbest plan for {} tokens: {:.0f} steps, {:.1f} days, ${:.3g}M, {:.3g} MWh\n", o->tokens,
+                 best.economics.steps, best.economics.time_to_train_s / 86400, best.economics.cost_to_train_usd / 1e6,
+                 best.economics.energy_to_train_mwh);
+    if (!o->out.empty()) fmt::print("best plan written to {}\n", o->out);
+    return 0;
+  };
+}
+
+}  // namespace foresight::app

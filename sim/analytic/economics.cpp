@@ -1,0 +1,33 @@
+// Cost and energy from a Prediction.
+#include "sim/analytic/economics.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace foresight {
+
+Economics economics(const Prediction& p, const ClusterSpec& cluster, const Plan& plan, int seq_len,
+                    const CostOptions& o) {
+  Economics e;
+  const DeviceSpec& d = cluster.node.accelerator();
+  const double step = p.step_time_s;
+  if (step <= 0) return e;
+  const double busy = std::clamp((p.time.compute + p.time.optimizer) / step, 0.0, 1.0);
+  e.device_power_w = d.power_idle_w + (d.power_load_w - d.power_idle_w) * busy;
+  const double devices = p.devices;
+  e.energy_per_step_j = devices * e.device_power_w * step * o.pue;
+  const double price = o.price_per_device_hour.value_or(d.price_per_hour_usd);
+  e.cost_per_step_usd = devices * price * step / 3600.0;
+  const double tokens_per_step = static_cast<double>(plan.global_batch) * seq_len;
+  e.cost_per_mtok_usd = e.cost_per_step_usd / tokens_per_step * 1e6;
+  e.energy_per_mtok_kwh = e.energy_per_step_j / tokens_per_step * 1e6 / 3.6e6;
+  if (o.tokens && *o.tokens > 0) {
+    e.steps = std::ceil(*o.tokens / tokens_per_step);
+    e.time_to_train_s = e.steps * step;
+    e.cost_to_train_usd = e.steps * e.cost_per_step_usd;
+    e.energy_to_train_mwh = e.steps * e.energy_per_step_j / 3.6e9;
+  }
+  return e;
+}
+
+}  // namespace foresight

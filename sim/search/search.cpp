@@ -1,0 +1,232 @@
+// Enumeration, pruning, ranking, re-simulation and the Pareto front.
+#include "sim/search/search.h"
+
+#include <tbb/combinable.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "sim/analytic/analytic_model.h"
+#include "sim/des/simulator.h"
+
+namespace foresight {
+
+std::string to_string(Objective o) {
+  switch (o) {
+    case Objective::kTime: return "time";
+    case Objective::kCost: return "cost";
+    case Objective::kEnergy: return "energy";
+  }
+  return "time";
+}
+
+namespace {
+
+std::vector<int> powers_of_two_up_to(int n) {
+  std::vector<int> v;
+  for (int x = 1; x <= n; x *= 2) v.push_back(x);
+  return v;
+}
+
+template <typename T>
+std::vector<T> or_default(const std::vector<T>& given, std::vector<T> fallback) {
+  return given.empty() ? fallback : given;
+}
+
+// The field a validation error names, as a short rejection reason ("tp", "global_batch", ...).
+std::string reason_of(const Error& e) {
+  const std::string& m = e.message();
+  const auto slash = m.find(": /");
+  if (slash == std::string::npos) return "invalid";
+  const auto end = m.find(':', slash + 3);
+  return "invalid " + m.substr(slash + 3, end == std::string::npos ? std::string::npos : end - slash - 3);
+}
+
+double score_of(const RankedPlan& r, Objective o) {
+  switch (o) {
+    case Objective::kTime: return r.prediction.step_time_s;
+    case Objective::kCost: return r.economics.cost_per_mtok_usd;
+    case Objective::kEnergy: return r.economics.energy_per_mtok_kwh;
+  }
+  return r.prediction.step_time_s;
+}
+
+}  // namespace
+
+Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_in, const SearchOptions& o,
+                            const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ClusterSpec cluster = cluster_in;
+  const int gpus = o.gpus > 0 ? o.gpus : cluster.total_accelerators();
+  FS_RETURN_IF_ERROR(resize_cluster(cluster, gpus, "--gpus"));
+  const std::int64_t gb = o.global_batch > 0 ? o.global_batch : 1024;
+  const int per_node = cluster.node.accelerators();
+  const SearchSpace& sp = o.space;
+
+  // Defaults: TP within a node, PP up to 64 stages, CP up to 8, EP over the experts.
+  const auto tps = or_default(sp.tp, powers_of_two_up_to(std::min(per_node, 8)));
+  const auto pps = or_default(sp.pp, powers_of_two_up_to(std::min(64, model.layers)));
+  const auto cps = or_default(sp.cp, powers_of_two_up_to(8));
+  const auto eps = or_default(sp.ep, model.is_moe() ? powers_of_two_up_to(std::min(64, model.moe.experts)) : std::vector<int>{1});
+  const auto mbs = or_default(sp.micro_batch, std::vector<int>{1, 2, 4, 8});
+  const auto vps = or_default(sp.virtual_stages, std::vector<int>{1, 2, 4});
+  const auto zeros = or_default(sp.zero_stage, std::vector<int>{0, 1, 2, 3});
+  const auto rcs = or_default(sp.recompute, std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull});
+  const auto scheds = or_default(sp.schedules, std::vector<Schedule>{Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble});
+  const auto sps = or_default(sp.sequence_parallel, std::vector<bool>{false, true});
+  const auto offs = or_default(sp.offload_optimizer, std::vector<bool>{false, true});
+
+  std::vector<Plan> candidates;
+  SearchResult out;
+  for (int tp : tps)
+    for (int pp : pps)
+      for (int cp : cps) {
+        if (gpus % (tp * pp * cp) != 0) continue;
+        const int dp = gpus / (tp * pp * cp);
+        for (int ep : eps)
+          for (int mb : mbs)
+            for (Schedule sched : scheds)
+              for (int vp : vps) {
+                if ((sched == Schedule::kInterleaved1F1B) != (vp > 1)) continue;
+                if (sched != Schedule::k1F1B && pp == 1) continue;
+                for (int zero : zeros)
+                  for (Recompute rc : rcs)
+                    for (bool s : sps) {
+                      // With fused attention, selective recompute has nothing to re-run: it is
+                      // the same plan as no recompute.
+                      if (rc == Recompute::kSelective && sp.flash_attention) continue;
+                      if (s && tp == 1) continue;
+                      for (bool off : offs) {
+                        Plan p;
+                        p.tp = tp; p.pp = pp; p.dp = dp; p.cp = cp; p.ep = ep;
+                        p.micro_batch = mb; p.global_batch = gb; p.schedule = sched; p.virtual_stages = vp;
+                        p.zero_stage = zero; p.recompute = rc; p.sequence_parallel = s; p.offload_optimizer = off;
+                        p.precision = sp.precision; p.flash_attention = sp.flash_attention;
+                        p.overlap_grad_reduce = sp.overlap_grad_reduce;
+                        candidates.push_back(p);
+                      }
+                    }
+              }
+      }
+  out.candidates = candidates.size();
+  if (candidates.empty()) return Error("search: no layout of " + std::to_string(gpus) + " devices in the search space");
+
+  // Evaluate in parallel: validate, memory check, time, economics.
+  std::unique_ptr<tbb::global_control> limit;
+  if (o.threads > 0) limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, o.threads);
+  const AnalyticModel am(model, cluster);
+  const int seq = model.seq_len;
+  std::vector<RankedPlan> results(candidates.size());
+  std::vector<char> fits(candidates.size(), 0);
+  tbb::combinable<std::map<std::string, std::uint64_t>> rejected;
+  std::atomic<std::uint64_t> done{0};
+  const std::size_t chunk = 4096;
+  const std::size_t chunks = (candidates.size() + chunk - 1) / chunk;
+  std::size_t next_chunk = 0;
+  // Chunks are handed out from the calling thread so it can report progress between them.
+  const std::size_t wave = std::max<std::size_t>(1, std::thread::hardware_concurrency()) * 4;
+  while (next_chunk < chunks) {
+    const std::size_t end_chunk = std::min(chunks, next_chunk + wave);
+    tbb::parallel_for(next_chunk, end_chunk, [&](std::size_t c) {
+      auto& rej = rejected.local();
+      const std::size_t b = c * chunk, e = std::min(candidates.size(), b + chunk);
+      for (std::size_t i = b; i < e; ++i) {
+        const Plan& p = candidates[i];
+        if (Status s = validate_plan(p, model, gpus, "plan"); !s) { ++rej[reason_of(s.error())]; continue; }
+        const MemoryBreakdown mem = am.memory(p);
+        if (mem.total > mem.capacity) { ++rej["out of memory"]; continue; }
+        RankedPlan& r = results[i];
+        r.plan = p;
+        r.prediction = am.evaluate(p);
+        r.economics = economics(r.prediction, cluster, p, seq, o.cost);
+        r.memory_headroom = mem.capacity - mem.total;
+        r.score = score_of(r, o.objective);
+        fits[i] = 1;
+      }
+      done += e - b;
+    });
+    next_chunk = end_chunk;
+    if (progress) progress(done.load(), candidates.size());
+  }
+  rejected.combine_each([&](const std::map<std::string, std::uint64_t>& m) {
+    for (const auto& [k, v] : m) out.rejected[k] += v;
+  });
+  std::vector<RankedPlan> survivors;
+  for (std::size_t i = 0; i < results.size(); ++i)
+    if (fits[i]) survivors.push_back(std::move(results[i]));
+  out.evaluated = survivors.size();
+  if (survivors.empty()) {
+    out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;  // every plan rejected: the caller reports the reasons
+  }
+  std::sort(survivors.begin(), survivors.end(), [](const RankedPlan& a, const RankedPlan& b) { return a.score < b.score; });
+
+  // Re-rank the best N with the discrete-event simulator (it sees contention and overlap). Plans
+  // the simulator finds slower drop down the list; whatever rises into the best N is simulated
+  // too, for a few rounds, so the reported top is simulated where it can be.
+  const std::size_t n_sim = std::min<std::size_t>(static_cast<std::size_t>(std::max(0, o.resimulate)), survivors.size());
+  std::vector<char> simulated(survivors.size(), 0);
+  for (int round = 0; round < 4 && n_sim > 0; ++round) {
+    std::vector<std::size_t> todo;
+    for (std::size_t i = 0; i < n_sim; ++i)
+      if (!simulated[i]) todo.push_back(i);
+    if (todo.empty()) break;
+    tbb::parallel_for(std::size_t{0}, todo.size(), [&](std::size_t j) {
+      RankedPlan& r = survivors[todo[j]];
+      simulated[todo[j]] = 1;
+      auto w = lower(model, cluster, r.plan);
+      if (!w) return;
+      Simulator sim(*w, SimOptions{});
+      auto s = sim.run();
+      if (!s) return;
+      const Prediction& p = s->prediction;
+      r.simulated_step_s = p.step_time_s;
+      r.economics = economics(p, cluster, r.plan, seq, o.cost);
+      r.prediction.step_time_s = p.step_time_s;
+      r.prediction.time = p.time;
+      r.prediction.mfu = p.mfu;
+      r.prediction.hfu = p.hfu;
+      r.prediction.tokens_per_s = p.tokens_per_s;
+      r.score = score_of(r, o.objective);
+    });
+    std::vector<std::size_t> order(survivors.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return survivors[a].score < survivors[b].score; });
+    std::vector<RankedPlan> sorted;
+    std::vector<char> flags;
+    sorted.reserve(order.size());
+    for (std::size_t i : order) { sorted.push_back(std::move(survivors[i])); flags.push_back(simulated[i]); }
+    survivors = std::move(sorted);
+    simulated = std::move(flags);
+  }
+
+  // Pareto front over (step time, cost per Mtok, -memory headroom), from the analytic ranking.
+  std::vector<const RankedPlan*> by_time;
+  for (const auto& r : survivors) by_time.push_back(&r);
+  std::sort(by_time.begin(), by_time.end(), [](const RankedPlan* a, const RankedPlan* b) {
+    return a->prediction.step_time_s < b->prediction.step_time_s;
+  });
+  for (const RankedPlan* r : by_time) {
+    bool dominated = false;
+    for (const RankedPlan& f : out.pareto) {
+      if (f.prediction.step_time_s <= r->prediction.step_time_s &&
+          f.economics.cost_per_mtok_usd <= r->economics.cost_per_mtok_usd && f.memory_headroom >= r->memory_headroom) {
+        dominated = true;
+        break;
+      }
+    }
+    if (!dominated) out.pareto.push_back(*r);
+    if (out.pareto.size() >= 64) break;
+  }
+  const std::size_t k = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, o.top_k)), survivors.size());
+  out.plans.assign(survivors.begin(), survivors.begin() + static_cast<std::ptrdiff_t>(k));
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace foresight

@@ -1,0 +1,72 @@
+// Plan search: enumerate layouts, prune by memory, rank by the analytic model, re-simulate the
+// best with the discrete-event simulator, and report the Pareto front.
+//
+//   SearchOptions o;  o.gpus = 1024;  o.global_batch = 1024;
+//   Result<SearchResult> r = search(model, cluster, o);
+//   r->plans.front().plan   // the best layout; r->rejected["out of memory"] = how many did not fit
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/analytic/economics.h"
+#include "sim/analytic/prediction.h"
+#include "sim/core/status.h"
+#include "sim/spec/hardware.h"
+#include "sim/spec/model.h"
+#include "sim/spec/plan.h"
+
+namespace foresight {
+
+enum class Objective { kTime, kCost, kEnergy };
+
+// Values each knob may take; empty lists take the defaults described in search.cpp.
+struct SearchSpace {
+  std::vector<int> tp, pp, cp, ep, micro_batch, virtual_stages, zero_stage;
+  std::vector<Recompute> recompute;
+  std::vector<Schedule> schedules;
+  std::vector<bool> sequence_parallel, offload_optimizer;
+  Precision precision = Precision::kBf16;
+  bool flash_attention = true;
+  bool overlap_grad_reduce = true;
+};
+
+struct SearchOptions {
+  int gpus = 0;                  // 0: the whole cluster
+  std::int64_t global_batch = 0; // sequences; 0: 1024
+  Objective objective = Objective::kTime;
+  int top_k = 10;                // plans reported
+  int resimulate = 0;            // re-rank the best N with the simulator (0: none)
+  CostOptions cost;
+  SearchSpace space;
+  unsigned threads = 0;          // 0: all cores
+};
+
+struct RankedPlan {
+  Plan plan;
+  Prediction prediction;         // analytic
+  Economics economics;
+  double simulated_step_s = -1;  // discrete-event simulator, when re-simulated
+  double memory_headroom = 0;    // bytes left on the fullest device
+  double score = 0;              // the objective (lower is better)
+};
+
+struct SearchResult {
+  std::uint64_t evaluated = 0;                    // plans timed
+  std::uint64_t candidates = 0;                   // plans enumerated
+  std::map<std::string, std::uint64_t> rejected;  // reason -> count
+  std::vector<RankedPlan> plans;                  // best first, top_k of them
+  std::vector<RankedPlan> pareto;                 // time vs cost vs memory headroom
+  double wall_s = 0;
+};
+
+// `progress(done, total)` is called now and then from the calling thread.
+Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& options,
+                            const std::function<void(std::uint64_t, std::uint64_t)>& progress = {});
+
+std::string to_string(Objective o);
+
+}  // namespace foresight

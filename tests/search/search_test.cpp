@@ -1,0 +1,145 @@
+// Plan search: the known best on a hand-checked case, pruning never drops a plan that fits
+// (brute force), ranking order, Pareto front, economics.
+#include "sim/search/search.h"
+
+#include <gtest/gtest.h>
+
+#include "sim/analytic/analytic_model.h"
+#include "sim/spec/presets.h"
+
+namespace foresight {
+namespace {
+
+ModelSpec model(const std::string& name) {
+  auto src = resolve_spec(PresetKind::kModel, name);
+  return *model_from_text(src->text, src->file);
+}
+
+// The tiny model's compute is microseconds; what costs is latency: per-layer TP collectives,
+// pipeline hops, ring steps of context parallelism. One gradient all-reduce per step (pure data
+// parallelism) is the cheapest layout, by hand.
+TEST(Search, TinyModelPrefersPureDataParallelism) {
+  SearchOptions o;
+  o.gpus = 8;
+  o.global_batch = 64;
+  o.space.offload_optimizer = {false};
+  o.threads = 1;
+  auto r = search(model("tiny"), *load_cluster("dgx-h100-ndr"), o);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_FALSE(r->plans.empty());
+  const Plan& best = r->plans.front().plan;
+  EXPECT_EQ(best.tp, 1);
+  EXPECT_EQ(best.pp, 1);
+  EXPECT_EQ(best.cp, 1);
+  EXPECT_EQ(best.dp, 8);
+  for (std::size_t i = 1; i < r->plans.size(); ++i)
+    EXPECT_LE(r->plans[i - 1].score, r->plans[i].score);
+}
+
+// Brute force on a small space: every plan that validates and fits must have been timed, and
+// every rejection for memory must really not fit.
+TEST(Search, MemoryPruningNeverDropsAPlanThatFits) {
+  const ModelSpec m = model("llama3-8b");
+  ClusterSpec c = *load_cluster("dgx-a100-hdr");
+  SearchOptions o;
+  o.gpus = 16;
+  o.global_batch = 64;
+  o.top_k = 1 << 20;
+  o.threads = 2;
+  o.space.tp = {1, 2, 4, 8};
+  o.space.pp = {1, 2, 4};
+  o.space.cp = {1, 2};
+  o.space.micro_batch = {1, 2};
+  o.space.virtual_stages = {1};
+  o.space.schedules = {Schedule::k1F1B};
+  auto r = search(m, c, o);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_TRUE(resize_cluster(c, 16, "test").ok());
+  const AnalyticModel am(m, c);
+  std::uint64_t fitting = 0, oom = 0;
+  for (int tp : o.space.tp)
+    for (int pp : o.space.pp)
+      for (int cp : o.space.cp)
+        for (int mb : o.space.micro_batch)
+          for (int zero : {0, 1, 2, 3})
+            for (Recompute rc : {Recompute::kNone, Recompute::kFull})
+              for (bool sp : {false, true})
+                for (bool off : {false, true}) {
+                  if (sp && tp == 1) continue;
+                  Plan p;
+                  p.tp = tp; p.pp = pp; p.cp = cp; p.dp = 16 / (tp * pp * cp); p.micro_batch = mb;
+                  p.global_batch = 64; p.zero_stage = zero; p.recompute = rc; p.sequence_parallel = sp;
+                  p.offload_optimizer = off; p.overlap_grad_reduce = true;
+                  if (!validate_plan(p, m, 16, "p").ok()) continue;
+                  const MemoryBreakdown mem = am.memory(p);
+                  (mem.total <= mem.capacity ? fitting : oom) += 1;
+                }
+  EXPECT_EQ(r->evaluated, fitting);
+  EXPECT_EQ(r->plans.size(), fitting);
+  const std::uint64_t rejected_oom = r->rejected.count("out of memory") ? r->rejected.at("out of memory") : 0;
+  EXPECT_EQ(rejected_oom, oom);
+  EXPECT_GT(fitting, 0u);
+  EXPECT_GT(oom, 0u);
+}
+
+TEST(Search, ParetoFrontIsNotDominated) {
+  SearchOptions o;
+  o.gpus = 64;
+  o.global_batch = 256;
+  o.threads = 2;
+  auto r = search(model("llama3-70b"), *load_cluster("dgx-h100-ndr"), o);
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE(r->pareto.empty());
+  for (const auto& a : r->pareto)
+    for (const auto& b : r->pareto) {
+      if (&a == &b) continue;
+      const bool dominates = b.prediction.step_time_s <= a.prediction.step_time_s &&
+                             b.economics.cost_per_mtok_usd <= a.economics.cost_per_mtok_usd &&
+                             b.memory_headroom >= a.memory_headroom &&
+                             (b.prediction.step_time_s < a.prediction.step_time_s ||
+                              b.economics.cost_per_mtok_usd < a.economics.cost_per_mtok_usd ||
+                              b.memory_headroom > a.memory_headroom);
+      EXPECT_FALSE(dominates);
+    }
+}
+
+TEST(Search, ReSimulatesTheBest) {
+  SearchOptions o;
+  o.gpus = 16;
+  o.global_batch = 64;
+  o.resimulate = 3;
+  o.threads = 2;
+  o.space.offload_optimizer = {false};
+  auto r = search(model("llama3-8b"), *load_cluster("dgx-h100-ndr"), o);
+  ASSERT_TRUE(r.ok());
+  int simulated = 0;
+  for (const auto& p : r->plans) simulated += p.simulated_step_s > 0;
+  EXPECT_GE(simulated, 1);
+}
+
+// Cost and energy: by hand for one plan.
+TEST(Economics, CostAndEnergyByHand) {
+  Prediction p;
+  p.step_time_s = 10;
+  p.devices = 8;
+  p.time.compute = 5;  // busy half the step
+  ClusterSpec c = *load_cluster("dgx-h100-ndr");
+  Plan plan;
+  plan.global_batch = 100;
+  CostOptions o;
+  o.price_per_device_hour = 3.6;
+  o.pue = 1.5;
+  o.tokens = 1e9;
+  const Economics e = economics(p, c, plan, 1000, o);
+  const DeviceSpec& d = c.node.accelerator();
+  const double watts = d.power_idle_w + 0.5 * (d.power_load_w - d.power_idle_w);
+  EXPECT_DOUBLE_EQ(e.device_power_w, watts);
+  EXPECT_DOUBLE_EQ(e.energy_per_step_j, 8 * watts * 10 * 1.5);
+  EXPECT_DOUBLE_EQ(e.cost_per_step_usd, 8 * 3.6 * 10 / 3600);  // $0.08
+  EXPECT_DOUBLE_EQ(e.cost_per_mtok_usd, 0.08 / 1e5 * 1e6);     // 1e5 tokens per step
+  EXPECT_DOUBLE_EQ(e.steps, 1e4);
+  EXPECT_DOUBLE_EQ(e.time_to_train_s, 1e5);
+}
+
+}  // namespace
+}  // namespace foresight
