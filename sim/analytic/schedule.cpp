@@ -23,7 +23,9 @@ PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int s
       t.bubble = sum_stage - max_stage;
       break;
     case Schedule::kZeroBubble:
-      t.bubble = (sum_stage - max_stage) / 3.0;
+      // The (p-1)(F+B-W) bubble needs at least p micro-batches in flight to hide the deferred
+      // weight gradients; with fewer, the schedule is 1F1B's.
+      t.bubble = micro_batches >= stages ? (sum_stage - max_stage) / 3.0 : sum_stage - max_stage;
       break;
     case Schedule::kDualPipe:
       t.bubble = std::max(0.0, p / 2 - 1) * max_stage / 3.0;

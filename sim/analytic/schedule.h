@@ -19,7 +19,7 @@ struct PipelineTime {
 // the slowest stage (all of a rank's chunks together for interleaving).
 //   GPipe / 1F1B:  total = sum + (m-1)*max              (uniform: (m+p-1)*x)
 //   interleaved:   total = (m + (p-1)/v) * max          (Narayanan et al. 2021, Sec. 2.2.2)
-//   ZB-H1:         bubble = (p-1) * x/3                 (Qi et al. 2024, with F = B = W)
+//   ZB-H1:         bubble = (p-1) * x/3                 (Qi et al. 2024, with F = B = W; m >= p)
 //   DualPipe:      bubble = (p/2-1) * x/3               (DeepSeek-V3 report, Table 2)
 PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int stages,
                            double micro_batches, int virtual_stages);

@@ -64,6 +64,7 @@ struct Simulator::Impl {
     int stage = 0;
     std::vector<std::int32_t> pending;           // unmet dependencies per op
     std::array<std::size_t, kStreamCount> cursor{};
+    std::size_t deferred_cursor = 0;
     std::array<bool, kStreamCount> busy{};
     std::vector<double> start, end;              // per op, only when recording a trace
     std::vector<std::int8_t> waited_on;          // stream kind of the last dependency met
@@ -265,11 +266,24 @@ struct Simulator::Impl {
   void try_issue(int ri, StreamId stream) {
     RankState& r = ranks[ri];
     const int s = static_cast<int>(stream);
+    if (r.busy[s]) return;
     const auto& order = prog(r).streams[s];
-    if (r.busy[s] || r.cursor[s] >= order.size()) return;
-    const int op = order[r.cursor[s]];
+    if (r.cursor[s] < order.size()) {
+      const int op = order[r.cursor[s]];
+      if (r.pending[op] == 0) {
+        ++r.cursor[s];
+        r.busy[s] = true;
+        start_op(ri, op);
+        return;
+      }
+    }
+    // The regular op is not ready (or none is left): run deferrable work meanwhile.
+    if (stream != StreamId::kCompute) return;
+    const auto& deferred = prog(r).deferred;
+    if (r.deferred_cursor >= deferred.size()) return;
+    const int op = deferred[r.deferred_cursor];
     if (r.pending[op] > 0) return;
-    ++r.cursor[s];
+    ++r.deferred_cursor;
     r.busy[s] = true;
     start_op(ri, op);
   }

@@ -72,13 +72,14 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
   const auto pps = or_default(sp.pp, powers_of_two_up_to(std::min(64, model.layers)));
   const auto cps = or_default(sp.cp, powers_of_two_up_to(8));
   const auto eps = or_default(sp.ep, model.is_moe() ? powers_of_two_up_to(std::min(64, model.moe.experts)) : std::vector<int>{1});
-  const auto mbs = or_default(sp.micro_batch, std::vector<int>{1, 2, 4, 8});
+  const auto mbs = or_default(sp.micro_batch, std::vector<int>{1, 2, 4, 8, 16});
   const auto vps = or_default(sp.virtual_stages, std::vector<int>{1, 2, 4});
   const auto zeros = or_default(sp.zero_stage, std::vector<int>{0, 1, 2, 3});
   const auto rcs = or_default(sp.recompute, std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull});
   const auto scheds = or_default(sp.schedules, std::vector<Schedule>{Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble});
   const auto sps = or_default(sp.sequence_parallel, std::vector<bool>{false, true});
   const auto offs = or_default(sp.offload_optimizer, std::vector<bool>{false, true});
+  const auto overlaps = or_default(sp.overlap_grad_reduce, std::vector<bool>{false, true});
 
   std::vector<Plan> candidates;
   SearchResult out;
@@ -100,13 +101,16 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
                       // the same plan as no recompute.
                       if (rc == Recompute::kSelective && sp.flash_attention) continue;
                       if (s && tp == 1) continue;
-                      for (bool off : offs) {
+                      for (bool off : offs)
+                        for (bool overlap : overlaps) {
+                        // ZeRO-3 overlaps by construction (FSDP prefetch): one variant is enough.
+                        if (zero == 3 && overlap != overlaps.front()) continue;
                         Plan p;
                         p.tp = tp; p.pp = pp; p.dp = dp; p.cp = cp; p.ep = ep;
                         p.micro_batch = mb; p.global_batch = gb; p.schedule = sched; p.virtual_stages = vp;
                         p.zero_stage = zero; p.recompute = rc; p.sequence_parallel = s; p.offload_optimizer = off;
                         p.precision = sp.precision; p.flash_attention = sp.flash_attention;
-                        p.overlap_grad_reduce = sp.overlap_grad_reduce;
+                        p.overlap_grad_reduce = overlap;
                         candidates.push_back(p);
                       }
                     }
@@ -163,14 +167,16 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
     out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;  // every plan rejected: the caller reports the reasons
   }
-  std::sort(survivors.begin(), survivors.end(), [](const RankedPlan& a, const RankedPlan& b) { return a.score < b.score; });
+  // Stable: equal scores keep the enumeration order, so results do not depend on threads.
+  std::stable_sort(survivors.begin(), survivors.end(),
+                   [](const RankedPlan& a, const RankedPlan& b) { return a.score < b.score; });
 
   // Re-rank the best N with the discrete-event simulator (it sees contention and overlap). Plans
-  // the simulator finds slower drop down the list; whatever rises into the best N is simulated
-  // too, for a few rounds, so the reported top is simulated where it can be.
+  // the simulator finds slower drop down the list. One round: the simulator's cost bounds the
+  // search time.
   const std::size_t n_sim = std::min<std::size_t>(static_cast<std::size_t>(std::max(0, o.resimulate)), survivors.size());
   std::vector<char> simulated(survivors.size(), 0);
-  for (int round = 0; round < 4 && n_sim > 0; ++round) {
+  for (int round = 0; round < 1 && n_sim > 0; ++round) {
     std::vector<std::size_t> todo;
     for (std::size_t i = 0; i < n_sim; ++i)
       if (!simulated[i]) todo.push_back(i);
@@ -193,10 +199,13 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
       r.prediction.tokens_per_s = p.tokens_per_s;
       r.score = score_of(r, o.objective);
     });
+    // Simulated plans first, ranked by the simulator; then the rest by the analytic model.
     std::vector<std::size_t> order(survivors.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return survivors[a].score < survivors[b].score; });
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      if (simulated[a] != simulated[b]) return simulated[a] > simulated[b];
+      return survivors[a].score < survivors[b].score;
+    });
     std::vector<RankedPlan> sorted;
     std::vector<char> flags;
     sorted.reserve(order.size());

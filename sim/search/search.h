@@ -28,10 +28,9 @@ struct SearchSpace {
   std::vector<int> tp, pp, cp, ep, micro_batch, virtual_stages, zero_stage;
   std::vector<Recompute> recompute;
   std::vector<Schedule> schedules;
-  std::vector<bool> sequence_parallel, offload_optimizer;
+  std::vector<bool> sequence_parallel, offload_optimizer, overlap_grad_reduce;
   Precision precision = Precision::kBf16;
   bool flash_attention = true;
-  bool overlap_grad_reduce = true;
 };
 
 struct SearchOptions {
@@ -58,7 +57,8 @@ struct SearchResult {
   std::uint64_t evaluated = 0;                    // plans timed
   std::uint64_t candidates = 0;                   // plans enumerated
   std::map<std::string, std::uint64_t> rejected;  // reason -> count
-  std::vector<RankedPlan> plans;                  // best first, top_k of them
+  std::vector<RankedPlan> plans;                  // best first, top_k of them: re-simulated plans
+                                                  // (ranked by the simulator) before the others
   std::vector<RankedPlan> pareto;                 // time vs cost vs memory headroom
   double wall_s = 0;
 };

@@ -3,7 +3,6 @@
 #include "sim/workload/workload.h"
 
 #include <algorithm>
-#include <deque>
 #include <map>
 #include <tuple>
 
@@ -130,33 +129,21 @@ std::vector<Task> schedule_tasks(Schedule sched, int stage, int p, int m, int v)
     for (int k = total - warmup; k < total; ++k) tasks.push_back(bwd(k));
     return tasks;
   }
-  // 1F1B (and ZB-H1, which also splits off and defers the weight gradients).
+  // 1F1B. ZB-H1 has the same order of F and B, and a W (weight gradients) after each B; its W
+  // ops are deferrable: the executor runs them only when the next F or B is not ready, which is
+  // how ZB-H1 fills the pipeline bubbles (Qi et al. 2024, Sec. 3).
   const int warmup = std::min(m, p - stage - 1);
   const bool zb = sched == Schedule::kZeroBubble;
-  std::deque<int> pending_w;
   auto backward = [&](int mb) {
     tasks.push_back({TaskType::kB, mb, 0});
-    if (!zb) return;
-    pending_w.push_back(mb);
-    // Earlier stages defer more weight-gradient work into what would be their cool-down bubble.
-    while (static_cast<int>(pending_w.size()) > p - stage - 1) {
-      tasks.push_back({TaskType::kW, pending_w.front(), 0});
-      pending_w.pop_front();
-    }
+    if (zb) tasks.push_back({TaskType::kW, mb, 0});
   };
   for (int i = 0; i < warmup; ++i) tasks.push_back({TaskType::kF, i, 0});
   for (int i = 0; i < m - warmup; ++i) {
     tasks.push_back({TaskType::kF, warmup + i, 0});
     backward(i);
   }
-  for (int i = m - warmup; i < m; ++i) {
-    backward(i);
-    if (zb && !pending_w.empty()) {  // cool-down: one deferred W after each B
-      tasks.push_back({TaskType::kW, pending_w.front(), 0});
-      pending_w.pop_front();
-    }
-  }
-  for (int mb : pending_w) tasks.push_back({TaskType::kW, mb, 0});
+  for (int i = m - warmup; i < m; ++i) backward(i);
   return tasks;
 }
 
@@ -245,6 +232,7 @@ class StageBuilder {
   StageProgram prog_;
   std::vector<int> next_deps_;  // extra dependencies of the next op added
   std::vector<int> overlapped_; // TP collectives running beside the layer's GEMMs
+  std::vector<int> weight_grad_ends_;  // last op of each deferrable W task
   std::vector<Op> ops_;
   std::vector<std::pair<int, int>> edges_;
 
@@ -345,6 +333,10 @@ StageProgram StageBuilder::build() {
   const bool zero3 = p_.zero_stage >= 3;
   const bool split_w = p_.schedule == Schedule::kZeroBubble;
   for (int c = 0; c < chunks; ++c) prog_.layers += static_cast<int>(chunk_layers(c).size());
+  // About 2-3 x (kernels + collectives) ops per layer and micro-batch: reserve once.
+  const std::size_t estimate = static_cast<std::size_t>(m) * prog_.layers * (3 * LayerKernels::kMax + 8) + 64;
+  ops_.reserve(estimate);
+  edges_.reserve(estimate + estimate / 4);
 
   int last = -1;
   auto vstage = [&](int chunk) { return chunk * p + st; };
@@ -437,8 +429,8 @@ StageProgram StageBuilder::build() {
         prev = add(s, {prev});
       }
       last = prev;
-    } else {  // kW: weight gradients of a zero-bubble schedule
-      int prev = last;
+    } else {  // kW: weight gradients of a zero-bubble schedule, off the F/B chain
+      int prev = last;  // the B of this micro-batch (it was the task just before)
       for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
         const LayerKernels& k = kernels(*it);
         for (int i = k.count - 1; i >= 0; --i) {
@@ -448,7 +440,7 @@ StageProgram StageBuilder::build() {
                          kc.flops, 0, prev, &kc);
         }
       }
-      last = prev;
+      weight_grad_ends_.push_back(prev);  // joined before the optimizer; the next F/B does not wait
     }
   }
 
@@ -462,6 +454,7 @@ StageProgram StageBuilder::build() {
   const double embed = (st == 0 || st == p - 1) ? static_cast<double>(m_.vocab) * m_.hidden / p_.tp : 0.0;
   dense_params += embed;
   int prev = last;
+  for (int w : weight_grad_ends_) next_deps_.push_back(w);
   if (!zero3) {
     const bool layers_done = p_.overlap_grad_reduce && !split_w;
     const double rest = layers_done ? embed : dense_params;
@@ -514,6 +507,11 @@ StageProgram StageBuilder::build() {
       collective(Phase::kStep, -1, -1, 0, "expert_param_all_gather", StreamId::kDp, GroupKind::kExpertDp,
                  CollectiveOp::kAllGather, expert_params * wb, prev);
   }
+  // Weight-gradient ops run from their own queue (see Simulator: deferrable work).
+  auto& compute_ops = prog_.streams[static_cast<int>(StreamId::kCompute)];
+  std::vector<int> main_ops;
+  for (int op : compute_ops) (ops_[op].phase == Phase::kWeightGrad ? prog_.deferred : main_ops).push_back(op);
+  compute_ops = std::move(main_ops);
   auto g = std::make_unique<OpGraph>(edges_.begin(), edges_.end(), ops_.size());
   for (std::size_t i = 0; i < ops_.size(); ++i) (*g)[i] = ops_[i];
   prog_.graph_ptr = std::move(g);

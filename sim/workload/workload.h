@@ -72,6 +72,9 @@ struct StageProgram {
   const OpGraph& graph() const { return *graph_ptr; }
   // Ops of each stream in issue order (CUDA stream semantics: one at a time, in order).
   std::array<std::vector<int>, kStreamCount> streams;
+  // Deferrable compute ops (zero-bubble weight gradients), in order: the compute stream runs the
+  // next of these only when its next regular op is not ready yet.
+  std::vector<int> deferred;
   int layers = 0;               // layers on this stage (all chunks)
 };
 
