@@ -16,6 +16,7 @@ using Command = std::function<int()>;
 Command add_predict_command(CLI::App& app);
 Command add_simulate_command(CLI::App& app);
 Command add_search_command(CLI::App& app);
+Command add_sweep_command(CLI::App& app);
 Command add_validate_command(CLI::App& app);
 Command add_presets_command(CLI::App& app);
 

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   add("predict", foresight::app::add_predict_command(app));
   add("simulate", foresight::app::add_simulate_command(app));
   add("search", foresight::app::add_search_command(app));
+  add("sweep", foresight::app::add_sweep_command(app));
   add("validate", foresight::app::add_validate_command(app));
   add("presets", foresight::app::add_presets_command(app));
   try {

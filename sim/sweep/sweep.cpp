@@ -1,0 +1,365 @@
+// Sweep specs, points, resumable execution and CSV output.
+#include "sim/sweep/sweep.h"
+
+#include <fcntl.h>
+#include <tbb/global_control.h>
+#include <tbb/parallel_for.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "sim/analytic/analytic_model.h"
+#include "sim/analytic/economics.h"
+#include "sim/des/simulator.h"
+#include "sim/search/search.h"
+#include "sim/spec/json_reader.h"
+#include "sim/spec/presets.h"
+
+namespace foresight {
+
+using nlohmann::json;
+
+namespace {
+
+// A preset name or an inline object, expanded to a full JSON object.
+Result<json> expand(const json& v, PresetKind kind, const std::string& where) {
+  if (v.is_object()) {
+    if (kind == PresetKind::kCluster) {  // inline clusters may name a node preset: inline it too
+      auto c = cluster_from_json(v, where);
+      if (!c) return c.error();
+      return cluster_to_json(*c);
+    }
+    return v;
+  }
+  if (!v.is_string()) return Error(where + ": expected a preset name or an object");
+  if (kind == PresetKind::kCluster) {
+    auto c = load_cluster(v.get<std::string>());
+    if (!c) return c.error().with_context(where);
+    return cluster_to_json(*c);
+  }
+  auto src = resolve_spec(kind, v.get<std::string>());
+  if (!src) return src.error().with_context(where);
+  auto m = model_from_text(src->text, src->file);
+  if (!m) return m.error().with_context(where);
+  return model_to_json(*m);
+}
+
+// Resolves a point's document into specs (errors name the point and its axis values).
+struct Resolved {
+  ModelSpec model;
+  ClusterSpec cluster;
+  Plan plan;
+  bool search = false;
+  SearchOptions search_options;
+};
+
+std::string point_name(const SweepSpec& s, const SweepPoint& p) {
+  std::string name = s.file + ": point " + std::to_string(p.index) + " (";
+  bool first = true;
+  for (const auto& [k, v] : p.axes.items()) {
+    if (!first) name += ", ";
+    name += k + "=" + v.dump();
+    first = false;
+  }
+  return name + ")";
+}
+
+Result<Resolved> resolve_point(const SweepSpec& s, const SweepPoint& p) {
+  const std::string where = point_name(s, p);
+  Resolved r;
+  auto model = model_from_json(p.doc["model"], where + " /model");
+  if (!model) return model.error();
+  r.model = std::move(model).value();
+  auto cluster = cluster_from_json(p.doc["cluster"], where + " /cluster");
+  if (!cluster) return cluster.error();
+  r.cluster = std::move(cluster).value();
+  const json& g = p.doc["gpus"];
+  if (!g.is_number_integer() || g.get<long long>() < 1 || g.get<long long>() > (1 << 20))
+    return Error(where + ": /gpus: expected a positive integer");
+  const int gpus = g.get<int>();
+  FS_RETURN_IF_ERROR(resize_cluster(r.cluster, gpus, where + ": /gpus"));
+  FS_RETURN_IF_ERROR(check_cluster_shape(r.cluster, where));
+  const json& plan = p.doc["plan"];
+  if (plan.is_string() && plan.get<std::string>() == "search") {
+    r.search = true;
+    r.search_options.gpus = gpus;
+    const json& so = p.doc.contains("search") ? p.doc["search"] : json::object();
+    JsonReader sr(so, where, "/search");
+    sr.reject_unknown_keys({"global_batch", "objective", "resimulate"});
+    r.search_options.global_batch = sr.integer("global_batch", 1024, 1, std::int64_t{1} << 40);
+    const std::string obj = sr.choice("objective", {"time", "cost", "energy"}, "time");
+    r.search_options.objective = obj == "cost" ? Objective::kCost : obj == "energy" ? Objective::kEnergy : Objective::kTime;
+    r.search_options.resimulate = static_cast<int>(sr.integer("resimulate", 0, 0, 1000));
+    r.search_options.threads = 1;  // points already run in parallel
+    if (!sr.ok()) return sr.error();
+    return r;
+  }
+  if (!plan.is_object()) return Error(where + ": /plan: expected a plan object or \"search\"");
+  json pj = plan;
+  if (!pj.contains("dp")) {
+    const int others = pj.value("tp", 1) * pj.value("pp", 1) * pj.value("cp", 1);
+    if (others < 1 || gpus % others != 0)
+      return Error(where + ": /plan: gpus (" + std::to_string(gpus) + ") is not a multiple of tp*pp*cp (" +
+                   std::to_string(others) + ")");
+    pj["dp"] = gpus / others;
+  }
+  auto pl = plan_from_json(pj, where + " /plan");
+  if (!pl) return pl.error();
+  r.plan = std::move(pl).value();
+  FS_RETURN_IF_ERROR(validate_plan(r.plan, r.model, r.cluster.total_accelerators(), where + " /plan"));
+  return r;
+}
+
+}  // namespace
+
+Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
+  JsonReader r(doc, file);
+  r.reject_unknown_keys({"base", "axes", "engine"});
+  SweepSpec s;
+  s.file = file;
+  s.engine = r.choice("engine", {"analytic", "des"}, "analytic");
+  if (!r.ok()) return r.error();
+  if (!doc.contains("base") || !doc["base"].is_object()) return Error(file + ": /base: missing required object");
+  const json& base = doc["base"];
+  JsonReader br(base, file, "/base");
+  br.reject_unknown_keys({"model", "cluster", "gpus", "plan", "search"});
+  if (!br.ok()) return br.error();
+  for (const char* k : {"model", "cluster", "gpus", "plan"})
+    if (!base.contains(k)) return Error(file + ": /base/" + k + ": missing required field");
+  s.base = base;
+  auto model = expand(base["model"], PresetKind::kModel, file + ": /base/model");
+  if (!model) return model.error();
+  s.base["model"] = *model;
+  auto cluster = expand(base["cluster"], PresetKind::kCluster, file + ": /base/cluster");
+  if (!cluster) return cluster.error();
+  s.base["cluster"] = *cluster;
+
+  if (doc.contains("axes")) {
+    if (!doc["axes"].is_object()) return Error(file + ": /axes: expected an object of pointer -> values");
+    for (const auto& [ptr, values] : doc["axes"].items()) {
+      const std::string where = file + ": /axes/" + json_pointer_escape(ptr);
+      if (!values.is_array()) return Error(where + ": expected an array of values");
+      if (values.empty()) return Error(where + ": empty axis (give at least one value)");
+      json::json_pointer jp;
+      try {
+        jp = json::json_pointer(ptr);
+      } catch (const std::exception& e) {
+        return Error(where + ": \"" + ptr + "\" is not a JSON pointer (" + e.what() + ")");
+      }
+      // The pointer must name an existing field, or a new key of an existing object.
+      if (!s.base.contains(jp)) {
+        const json::json_pointer parent = jp.parent_pointer();
+        if (jp.empty() || !s.base.contains(parent) || !s.base[parent].is_object())
+          return Error(where + ": \"" + ptr + "\" names no field of the base (presets are expanded; see the model/cluster JSON)");
+      }
+      s.axes.emplace_back(ptr, values);
+    }
+  }
+  // Cross product, first axis slowest.
+  std::size_t total = 1;
+  for (const auto& a : s.axes) total *= a.second.size();
+  if (total > 10'000'000) return Error(file + ": /axes: " + std::to_string(total) + " points is more than 10 million");
+  s.points.reserve(total);
+  for (std::size_t i = 0; i < total; ++i) {
+    SweepPoint p;
+    p.index = i;
+    p.doc = s.base;
+    p.axes = json::object();
+    std::size_t rest = i;
+    for (auto it = s.axes.rbegin(); it != s.axes.rend(); ++it) {
+      const std::size_t n = it->second.size();
+      const json& v = it->second[rest % n];
+      rest /= n;
+      p.doc[json::json_pointer(it->first)] = v;
+      p.axes[it->first] = v;
+    }
+    // An axis may name presets ("/model": ["llama3-8b", "llama3-70b"]): expand them per point.
+    for (const auto& [key, kind] : {std::pair{"model", PresetKind::kModel}, std::pair{"cluster", PresetKind::kCluster}}) {
+      if (!p.doc[key].is_string()) continue;
+      auto expanded = expand(p.doc[key], kind, point_name(s, p) + ": /" + key);
+      if (!expanded) return expanded.error();
+      p.doc[key] = *expanded;
+    }
+    s.points.push_back(std::move(p));
+  }
+  // Check every point before any work: units, layouts, pointers into the right types.
+  for (const SweepPoint& p : s.points) {
+    auto resolved = resolve_point(s, p);
+    if (!resolved) return resolved.error();
+  }
+  return s;
+}
+
+Result<SweepSpec> load_sweep(const std::string& path) {
+  FS_ASSIGN_OR_RETURN(json doc, read_json_file(path));
+  return sweep_from_json(doc, path);
+}
+
+json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
+  json row = {{"index", p.index}, {"axes", p.axes}};
+  auto r = resolve_point(s, p);
+  if (!r) {
+    row["ok"] = false;
+    row["error"] = r.error().message();
+    return row;
+  }
+  Plan plan = r->plan;
+  Prediction pred;
+  if (r->search) {
+    auto found = search(r->model, r->cluster, r->search_options);
+    if (!found || found->plans.empty()) {
+      row["ok"] = false;
+      row["error"] = found ? "no plan fits" : found.error().message();
+      return row;
+    }
+    plan = found->plans.front().plan;
+    pred = found->plans.front().prediction;
+  } else {
+    AnalyticModel am(r->model, r->cluster);
+    pred = am.evaluate(plan);
+  }
+  if (s.engine == "des") {
+    auto w = lower(r->model, r->cluster, plan);
+    if (w) {
+      Simulator sim(*w, SimOptions{});
+      if (auto sr = sim.run()) pred = sr->prediction;
+    }
+  }
+  if (!pred.fits()) {
+    row["ok"] = false;
+    row["error"] = "plan does not fit in memory: " + describe_memory(pred.memory);
+    row["plan"] = plan_to_json(plan);
+    return row;
+  }
+  const Economics e = economics(pred, r->cluster, plan, plan.seq_len > 0 ? plan.seq_len : r->model.seq_len, CostOptions{});
+  row["ok"] = true;
+  row["plan"] = plan_to_json(plan);
+  row["step_time_s"] = pred.step_time_s;
+  row["tokens_per_s"] = pred.tokens_per_s;
+  row["mfu"] = pred.mfu;
+  row["memory_gib"] = pred.memory.total / 1073741824.0;
+  row["compute_s"] = pred.time.compute;
+  row["exposed_comm_s"] = pred.time.tp_comm + pred.time.cp_comm + pred.time.ep_comm + pred.time.pp_comm + pred.time.dp_comm;
+  row["bubble_s"] = pred.time.bubble;
+  row["cost_per_mtok_usd"] = e.cost_per_mtok_usd;
+  row["energy_per_mtok_kwh"] = e.energy_per_mtok_kwh;
+  return row;
+}
+
+namespace {
+// The rows already in a results file, by index (a partial last line from a kill is ignored).
+std::map<std::size_t, json> read_rows(const std::string& path) {
+  std::map<std::size_t, json> rows;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("index") || !j["index"].is_number_unsigned()) continue;
+    const std::size_t index = j["index"].get<std::size_t>();  // before j is moved from
+    rows[index] = std::move(j);
+  }
+  return rows;
+}
+}  // namespace
+
+Status write_sweep_csv(const SweepSpec& s, const std::string& out_dir) {
+  const std::string jsonl = out_dir + "/results.jsonl", csv = out_dir + "/results.csv";
+  const auto rows = read_rows(jsonl);
+  const std::string tmp = csv + ".tmp";
+  std::ofstream out(tmp);
+  if (!out) return Error(tmp + ": cannot write");
+  out << "index";
+  for (const auto& a : s.axes) out << "," << a.first;
+  const char* metrics[] = {"step_time_s", "tokens_per_s", "mfu", "memory_gib", "compute_s", "exposed_comm_s",
+                           "bubble_s", "cost_per_mtok_usd", "energy_per_mtok_kwh"};
+  for (const char* m : metrics) out << "," << m;
+  out << ",tp,pp,dp,cp,ep,micro_batch,zero_stage,recompute,error\n";
+  auto cell = [](const json& v) {
+    std::string t = v.is_string() ? v.get<std::string>() : v.dump();
+    if (t.find_first_of(",\"\n") != std::string::npos) {
+      std::string q = "\"";
+      for (char c : t) { if (c == '"') q += '"'; q += c; }
+      return q + "\"";
+    }
+    return t;
+  };
+  for (const auto& [i, row] : rows) {
+    out << i;
+    for (const auto& a : s.axes) out << "," << (row["axes"].contains(a.first) ? cell(row["axes"][a.first]) : "");
+    for (const char* m : metrics) out << "," << (row.contains(m) ? cell(row[m]) : "");
+    const json plan = row.value("plan", json::object());
+    for (const char* k : {"tp", "pp", "dp", "cp", "ep", "micro_batch", "zero_stage", "recompute"})
+      out << "," << (plan.contains(k) ? cell(plan[k]) : "");
+    out << "," << (row.contains("error") ? cell(row["error"]) : "") << "\n";
+  }
+  out.close();
+  if (!out) return Error(tmp + ": write error");
+  std::error_code ec;
+  std::filesystem::rename(tmp, csv, ec);
+  if (ec) return Error(csv + ": " + ec.message());
+  return Status::Ok();
+}
+
+Result<SweepStatus> run_sweep(const SweepSpec& s, const SweepOptions& o, std::atomic<std::size_t>* done) {
+  if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards)
+    return Error("--shard: " + std::to_string(o.shard) + "/" + std::to_string(o.shards) + " is not i/N with 0 <= i < N");
+  std::error_code ec;
+  std::filesystem::create_directories(o.out_dir, ec);
+  if (ec) return Error(o.out_dir + ": cannot create output folder: " + ec.message());
+  SweepStatus st;
+  st.jsonl = o.out_dir + "/results.jsonl";
+  st.csv = o.out_dir + "/results.csv";
+  const auto existing = read_rows(st.jsonl);
+  std::vector<const SweepPoint*> todo;
+  for (const SweepPoint& p : s.points) {
+    if (p.index % static_cast<std::size_t>(o.shards) != static_cast<std::size_t>(o.shard)) continue;
+    ++st.total;
+    if (existing.count(p.index)) { ++st.skipped; continue; }
+    todo.push_back(&p);
+  }
+  if (done) *done = 0;
+  // One write() per line on an O_APPEND descriptor: a kill leaves at most one partial line, which
+  // reading skips; several shards can append to the same file.
+  const int fd = ::open(st.jsonl.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) return Error(st.jsonl + ": cannot open for appending");
+  // A partial line left by a kill must not glue onto the next one.
+  {
+    std::ifstream in(st.jsonl, std::ios::binary | std::ios::ate);
+    if (in && in.tellg() > 0) {
+      in.seekg(-1, std::ios::end);
+      char last = '\n';
+      in.get(last);
+      if (last != '\n' && ::write(fd, "\n", 1) != 1) { ::close(fd); return Error(st.jsonl + ": write error"); }
+    }
+  }
+  std::unique_ptr<tbb::global_control> limit;
+  if (o.threads > 0) limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, o.threads);
+  std::mutex mu;
+  bool write_failed = false;
+  std::atomic<std::size_t> failed{0};
+  tbb::parallel_for(std::size_t{0}, todo.size(), [&](std::size_t i) {
+    const json row = evaluate_point(s, *todo[i]);
+    if (!row.value("ok", false)) ++failed;
+    const std::string line = row.dump() + "\n";
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) write_failed = true;
+    }
+    if (done) ++*done;
+  });
+  ::close(fd);
+  if (write_failed) return Error(st.jsonl + ": write error");
+  st.computed = todo.size();
+  st.failed = failed;
+  FS_RETURN_IF_ERROR(write_sweep_csv(s, o.out_dir));
+  return st;
+}
+
+}  // namespace foresight

@@ -1,0 +1,70 @@
+// What-if sweeps: a base (model, cluster, GPUs, a plan or "search") and axes that set any field by
+// JSON pointer; the cross product of the axes is the set of points, each predicted and written as
+// one JSONL line (and, at the end, a CSV sorted by point).
+//
+//   {"base": {"model": "llama3-70b", "cluster": "dgx-h100-ndr", "gpus": 64,
+//             "plan": {"tp": 8, "pp": 2, "global_batch": 256, "zero_stage": 1}},
+//    "axes": {"/cluster/tiers/1/bandwidth_per_node": ["100Gbps", "400Gbps"], "/gpus": [64, 128]}}
+//
+// Presets named in the base are expanded to their full JSON first, so pointers reach every field
+// ("/cluster/node/nic/bandwidth", "/model/layers"). A plan without "dp" gets dp = gpus/(tp*pp*cp).
+// Every point is parsed and checked before any work starts; a run killed at any moment and started
+// again skips the points already written and loses none; shards (index % N == i) can share one
+// output folder, and the results are the same however the work was split.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/core/status.h"
+
+namespace foresight {
+
+struct SweepPoint {
+  std::size_t index = 0;
+  nlohmann::json axes;  // pointer -> value for this point
+  nlohmann::json doc;   // the resolved document: model, cluster, gpus, plan (or search)
+};
+
+struct SweepSpec {
+  std::string file;
+  nlohmann::json base;
+  std::vector<std::pair<std::string, nlohmann::json>> axes;  // pointer, values (array)
+  std::string engine = "analytic";                           // or "des"
+  std::vector<SweepPoint> points;
+};
+
+// Parses the spec and expands every point; errors name the file, the pointer and the reason.
+Result<SweepSpec> load_sweep(const std::string& path);
+Result<SweepSpec> sweep_from_json(const nlohmann::json& doc, const std::string& file);
+
+struct SweepOptions {
+  std::string out_dir = "sweep-out";
+  int shard = 0, shards = 1;
+  unsigned threads = 0;  // 0: all cores
+};
+
+struct SweepStatus {
+  std::size_t total = 0;      // points in this shard
+  std::size_t skipped = 0;    // already in the output (resumed)
+  std::size_t computed = 0;
+  std::size_t failed = 0;     // points whose layout is invalid or does not fit (recorded, not lost)
+  std::string jsonl, csv;     // output paths
+};
+
+// Runs the points of this shard that are not yet in out_dir/results.jsonl. `done` counts finished
+// points as they complete (for progress reports from another thread).
+Result<SweepStatus> run_sweep(const SweepSpec& spec, const SweepOptions& options, std::atomic<std::size_t>* done = nullptr);
+
+// One point's result line (without writing it): what run_sweep appends.
+nlohmann::json evaluate_point(const SweepSpec& spec, const SweepPoint& point);
+
+// Rewrites out_dir/results.csv from the JSONL, sorted by point index.
+Status write_sweep_csv(const SweepSpec& spec, const std::string& out_dir);
+
+}  // namespace foresight
