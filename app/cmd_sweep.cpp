@@ -6,13 +6,52 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 
 #include "app/commands.h"
+#include "foresight/config.h"
 #include "sim/sweep/sweep.h"
 
+#if FORESIGHT_HAVE_MPI
+#include <mpi.h>
+#endif
+
 namespace foresight::app {
+
+namespace {
+
+// Under mpirun (Open MPI, MPICH/PMI or PMIx environments), each rank takes its share of the
+// points; all append to the same results.jsonl and rank 0 writes the CSV once everyone is done.
+struct MpiWorld {
+  int rank = 0, size = 1;
+  bool active = false;
+  MpiWorld() {
+#if FORESIGHT_HAVE_MPI
+    const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+    if (!launched) return;
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) MPI_Init(nullptr, nullptr);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    active = true;
+#endif
+  }
+  void barrier() const {
+#if FORESIGHT_HAVE_MPI
+    if (active) MPI_Barrier(MPI_COMM_WORLD);
+#endif
+  }
+  ~MpiWorld() {
+#if FORESIGHT_HAVE_MPI
+    if (active) MPI_Finalize();
+#endif
+  }
+};
+
+}  // namespace
 
 Command add_sweep_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("sweep", "run a what-if sweep (spec: base + axes by JSON pointer)");
@@ -37,16 +76,23 @@ Command add_sweep_command(CLI::App& app) {
       so.shard = i;
       so.shards = n;
     }
+    const MpiWorld mpi;
+    if (mpi.size > 1) {  // MPI ranks subdivide this shard
+      so.shard = so.shard * mpi.size + mpi.rank;
+      so.shards = so.shards * mpi.size;
+    }
+    so.write_csv = mpi.size == 1;
     auto spec = load_sweep(o->spec);
     if (!spec) return input_error(spec.error().message());
     std::atomic<std::size_t> done{0};
     std::atomic<bool> finished{false};
-    const bool tty = isatty(fileno(stderr)) != 0;
+    const bool tty = isatty(fileno(stderr)) != 0 && mpi.rank == 0;
     std::size_t shard_points = 0;
     for (const auto& p : spec->points)
       if (p.index % static_cast<std::size_t>(so.shards) == static_cast<std::size_t>(so.shard)) ++shard_points;
-    fmt::print(stderr, "sweep {}: {} points ({} in this shard), engine {}, output {}\n", o->spec, spec->points.size(),
-               shard_points, spec->engine, o->out);
+    if (mpi.rank == 0)
+      fmt::print(stderr, "sweep {}: {} points ({} in this shard{}), engine {}, output {}\n", o->spec, spec->points.size(),
+                 shard_points, mpi.size > 1 ? fmt::format(" of {} MPI ranks", mpi.size) : "", spec->engine, o->out);
     const auto t0 = std::chrono::steady_clock::now();
     // Progress: a bar with rate and ETA on a terminal, a plain line every few seconds otherwise.
     std::thread reporter([&] {
@@ -62,7 +108,7 @@ Command add_sweep_command(CLI::App& app) {
           const int filled = shard_points ? static_cast<int>(width * d / shard_points) : width;
           fmt::print(stderr, "\r[{}{}] {}/{} points  {:.1f}/s  ETA {:.0f}s   ", std::string(filled, '#'),
                      std::string(width - filled, '.'), d, shard_points, rate, eta);
-        } else if (std::chrono::steady_clock::now() - last_plain > std::chrono::seconds(5)) {
+        } else if (mpi.rank == 0 && std::chrono::steady_clock::now() - last_plain > std::chrono::seconds(5)) {
           last_plain = std::chrono::steady_clock::now();
           fmt::print(stderr, "progress: {} points done, {:.1f}/s, ETA {:.0f}s\n", d, rate, eta);
         }
@@ -77,7 +123,13 @@ Command add_sweep_command(CLI::App& app) {
     finished = true;
     reporter.join();
     if (tty) fmt::print(stderr, "\n");
+    mpi.barrier();
     if (!st) return input_error(st.error().message());
+    if (mpi.size > 1 && mpi.rank == 0) {
+      const Status csv = write_sweep_csv(*spec, o->out);
+      if (!csv) return input_error(csv.error().message());
+    }
+    if (mpi.rank != 0) return 0;
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fmt::print("{} points in this shard: {} computed, {} already done (resumed); {} did not fit or were invalid "
                "(recorded with the reason). {:.2f} s.\nresults: {} and {}\n",

@@ -358,7 +358,7 @@ Result<SweepStatus> run_sweep(const SweepSpec& s, const SweepOptions& o, std::at
   if (write_failed) return Error(st.jsonl + ": write error");
   st.computed = todo.size();
   st.failed = failed;
-  FS_RETURN_IF_ERROR(write_sweep_csv(s, o.out_dir));
+  if (o.write_csv) FS_RETURN_IF_ERROR(write_sweep_csv(s, o.out_dir));
   return st;
 }
 

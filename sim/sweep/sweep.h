@@ -47,6 +47,7 @@ struct SweepOptions {
   std::string out_dir = "sweep-out";
   int shard = 0, shards = 1;
   unsigned threads = 0;  // 0: all cores
+  bool write_csv = true;  // false: leave the CSV to whoever runs last (MPI rank 0)
 };
 
 struct SweepStatus {

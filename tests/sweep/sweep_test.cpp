@@ -126,5 +126,22 @@ TEST(Sweep, SurvivesSigkill) {
   EXPECT_EQ(slurp((d / "results.csv").string()), slurp((clean / "results.csv").string()));
 }
 
+// mpirun -np 2 foresight sweep: ranks share the points, rank 0 writes the CSV; same results.
+TEST(Sweep, MpiRanksGiveTheSameResults) {
+#ifndef FORESIGHT_MPIEXEC
+  GTEST_SKIP() << "built without MPI";
+#else
+  const fs::path d = fresh_dir("mpi"), clean = fresh_dir("mpi_clean");
+  const fs::path spec = fs::temp_directory_path() / "foresight_sweep_mpi.json";
+  std::ofstream(spec.string()) << spec_json().dump();
+  const std::string bin = FORESIGHT_BINARY;
+  ASSERT_EQ(std::system((bin + " sweep " + spec.string() + " --out " + clean.string() + " > /dev/null 2>&1").c_str()), 0);
+  const std::string mpi = std::string(FORESIGHT_MPIEXEC) + " --allow-run-as-root --oversubscribe -np 2 " + bin +
+                          " sweep " + spec.string() + " -j 1 --out " + d.string() + " > /dev/null 2>&1";
+  if (std::system(mpi.c_str()) != 0) GTEST_SKIP() << "mpirun could not start 2 ranks here";
+  EXPECT_EQ(slurp((d / "results.csv").string()), slurp((clean / "results.csv").string()));
+#endif
+}
+
 }  // namespace
 }  // namespace foresight
