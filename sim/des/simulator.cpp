@@ -57,7 +57,8 @@ struct Simulator::Impl {
   const Workload& w;
   SimOptions opt;
   MaxMinSystem system;
-  std::unique_ptr<Topology> topo;
+  std::unique_ptr<Topology> own_topo;
+  const Topology* topo = nullptr;
 
   struct RankState {
     int rank = 0;
@@ -385,7 +386,14 @@ TimeBreakdown Simulator::Impl::breakdown(const RankState& r) const {
 }
 
 Result<SimResult> Simulator::Impl::run() {
-  topo = std::make_unique<Topology>(w.cluster, system);
+  if (opt.topology) {
+    // A topology built once for many runs on the same cluster: start from its link capacities.
+    system = opt.topology->system();
+    topo = opt.topology;
+  } else {
+    own_topo = std::make_unique<Topology>(w.cluster, system);
+    topo = own_topo.get();
+  }
   link_bytes.assign(system.resources(), 0.0);
   const int n = w.ranks();
   rank_index.assign(n, -1);

@@ -24,6 +24,7 @@
 #include "sim/analytic/prediction.h"
 #include "sim/core/status.h"
 #include "sim/net/collective_flows.h"
+#include "sim/net/topology.h"
 #include "sim/workload/workload.h"
 
 namespace foresight {
@@ -38,6 +39,9 @@ struct SimOptions {
   NetworkModel network = NetworkModel::kFlow;
   bool record = false;                    // keep every op's start and end (for traces)
   std::optional<Algorithm> algorithm;     // force one collective algorithm (tests, what-ifs)
+  // A prebuilt topology of the workload's cluster, shared read-only by many runs (plan search);
+  // its MaxMinSystem must hold no actions. Null: each run builds its own.
+  const Topology* topology = nullptr;
 };
 
 // One executed op of one simulated rank.

@@ -12,6 +12,7 @@
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/des/simulator.h"
+#include "sim/net/topology.h"
 
 namespace foresight {
 
@@ -67,10 +68,10 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
   const int per_node = cluster.node.accelerators();
   const SearchSpace& sp = o.space;
 
-  // Defaults: TP within a node, PP up to 64 stages, CP up to 8, EP over the experts.
+  // Defaults: TP within a node, PP up to 64 stages, CP up to 16, EP over the experts.
   const auto tps = or_default(sp.tp, powers_of_two_up_to(std::min(per_node, 8)));
   const auto pps = or_default(sp.pp, powers_of_two_up_to(std::min(64, model.layers)));
-  const auto cps = or_default(sp.cp, powers_of_two_up_to(8));
+  const auto cps = or_default(sp.cp, powers_of_two_up_to(16));
   const auto eps = or_default(sp.ep, model.is_moe() ? powers_of_two_up_to(std::min(64, model.moe.experts)) : std::vector<int>{1});
   const auto mbs = or_default(sp.micro_batch, std::vector<int>{1, 2, 4, 8, 16});
   const auto vps = or_default(sp.virtual_stages, std::vector<int>{1, 2, 4});
@@ -176,6 +177,9 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
   // search time.
   const std::size_t n_sim = std::min<std::size_t>(static_cast<std::size_t>(std::max(0, o.resimulate)), survivors.size());
   std::vector<char> simulated(survivors.size(), 0);
+  MaxMinSystem capacities;
+  std::unique_ptr<Topology> shared_topology;
+  if (n_sim > 0) shared_topology = std::make_unique<Topology>(cluster, capacities);
   for (int round = 0; round < 1 && n_sim > 0; ++round) {
     std::vector<std::size_t> todo;
     for (std::size_t i = 0; i < n_sim; ++i)
@@ -186,7 +190,9 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
       simulated[todo[j]] = 1;
       auto w = lower(model, cluster, r.plan);
       if (!w) return;
-      Simulator sim(*w, SimOptions{});
+      SimOptions so;
+      so.topology = shared_topology.get();
+      Simulator sim(*w, so);
       auto s = sim.run();
       if (!s) return;
       const Prediction& p = s->prediction;
