@@ -113,14 +113,7 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
   const ModelSpec& m = model_;
   const Range r = stage_layers(p, m.layers, stage);
   const int dense = dense_in(m, r), moe = (r.end - r.begin) - dense;
-  const int seq = p.seq_len > 0 ? p.seq_len : m.seq_len;
-  LayerShape s;
-  s.batch = p.micro_batch;
-  s.seq = static_cast<double>(seq) / p.cp;
-  s.kv_seq = seq;
-  s.tp = p.tp;
-  s.sp = p.sequence_parallel && p.tp > 1;
-  s.bytes_per_element = weight_bytes(p.precision);
+  const LayerShape s = plan_layer_shape(m, p);
 
   // Parameters held, split into the part replicated over dp*cp and the experts (over dp*cp/ep).
   const double dense_params = dense * layer_params_per_device(m, false, p.tp, 1) +
@@ -198,13 +191,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   out.micro_batches = p.micro_batches();
   const int seq = p.seq_len > 0 ? p.seq_len : m.seq_len;
 
-  LayerShape s;
-  s.batch = p.micro_batch;
-  s.seq = static_cast<double>(seq) / p.cp;
-  s.kv_seq = seq;
-  s.tp = p.tp;
-  s.sp = p.sequence_parallel && p.tp > 1;
-  s.bytes_per_element = weight_bytes(p.precision);
+  const LayerShape s = plan_layer_shape(m, p);
 
   // Rank order tp (fastest), cp, dp, pp -- Megatron's default.
   Links links;
@@ -329,6 +316,18 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   out.tokens_per_s = out.step_time_s > 0 ? sequences * seq / out.step_time_s : 0.0;
   out.tflops_per_device = out.step_time_s > 0 ? out.hardware_flops / out.step_time_s / out.devices / 1e12 : 0.0;
   return out;
+}
+
+LayerShape plan_layer_shape(const ModelSpec& m, const Plan& p) {
+  const int seq = p.seq_len > 0 ? p.seq_len : m.seq_len;
+  LayerShape s;
+  s.batch = p.micro_batch;
+  s.seq = static_cast<double>(seq) / p.cp;
+  s.kv_seq = seq;
+  s.tp = p.tp;
+  s.sp = p.sequence_parallel && p.tp > 1;
+  s.bytes_per_element = weight_bytes(p.precision);
+  return s;
 }
 
 double host_optimizer_rate(const NodeSpec& node) {

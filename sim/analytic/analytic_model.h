@@ -13,6 +13,7 @@
 #pragma once
 
 #include "sim/analytic/collective.h"
+#include "sim/analytic/layer_cost.h"
 #include "sim/analytic/prediction.h"
 #include "sim/core/status.h"
 #include "sim/spec/hardware.h"
@@ -54,6 +55,9 @@ inline constexpr double kAdamBytesPerParam = 4 * 4 + 3 * 4 + 2 + 4;
 // accelerator<->host copy rate.
 double host_optimizer_rate(const NodeSpec& node);
 double host_link_rate(const NodeSpec& node);
+
+// What one device sees of a layer under a plan: micro-batch, sequence split by CP, TP degree, SP.
+LayerShape plan_layer_shape(const ModelSpec& m, const Plan& p);
 
 // Bytes per element of weights/activations, and of gradients as reduced, for a precision.
 double weight_bytes(Precision p);

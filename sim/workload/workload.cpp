@@ -528,14 +528,7 @@ Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const
   w.cluster = cluster;
   w.plan = plan;
   const DeviceSpec& d = cluster.node.accelerator();
-  const int seq = plan.seq_len > 0 ? plan.seq_len : model.seq_len;
-  LayerShape s;
-  s.batch = plan.micro_batch;
-  s.seq = static_cast<double>(seq) / plan.cp;
-  s.kv_seq = seq;
-  s.tp = plan.tp;
-  s.sp = plan.sequence_parallel && plan.tp > 1;
-  s.bytes_per_element = weight_bytes(plan.precision);
+  const LayerShape s = plan_layer_shape(model, plan);
   const LayerKernels dense = layer_kernels(model, d, plan, s, false);
   const LayerKernels moe = model.is_moe() ? layer_kernels(model, d, plan, s, true) : dense;
   w.stages.reserve(plan.pp);

@@ -5,24 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/test_util.h"
+
 #include "sim/spec/presets.h"
 
 namespace foresight {
 namespace {
 
-ModelSpec model(const std::string& name) {
-  auto src = resolve_spec(PresetKind::kModel, name);
-  auto m = model_from_text(src->text, src->file);
-  EXPECT_TRUE(m.ok());
-  return *m;
-}
+ModelSpec model(const std::string& name) { return testing::preset_model(name); }
 
-ClusterSpec cluster(const std::string& name, int gpus) {
-  auto c = load_cluster(name);
-  EXPECT_TRUE(c.ok());
-  EXPECT_TRUE(resize_cluster(*c, gpus, "test").ok());
-  return *c;
-}
+ClusterSpec cluster(const std::string& name, int gpus) { return testing::preset_cluster(name, gpus); }
 
 Plan plan(int tp, int pp, int dp, int mb, long long gb) {
   Plan p;

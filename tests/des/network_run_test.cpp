@@ -2,6 +2,8 @@
 #include "sim/des/network_run.h"
 
 #include <gtest/gtest.h>
+
+#include "tests/test_util.h"
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -12,12 +14,7 @@
 namespace foresight {
 namespace {
 
-ClusterSpec cluster(const std::string& name, int gpus) {
-  auto c = load_cluster(name);
-  EXPECT_TRUE(c.ok());
-  EXPECT_TRUE(resize_cluster(*c, gpus, "test").ok());
-  return *c;
-}
+ClusterSpec cluster(const std::string& name, int gpus) { return testing::preset_cluster(name, gpus); }
 
 std::vector<int> iota(int from, int n, int stride = 1) {
   std::vector<int> v;

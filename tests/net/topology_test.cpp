@@ -4,17 +4,14 @@
 #include <boost/graph/breadth_first_search.hpp>
 #include <gtest/gtest.h>
 
+#include "tests/test_util.h"
+
 #include <map>
 
 namespace foresight {
 namespace {
 
-ClusterSpec cluster(const std::string& name, int gpus) {
-  auto c = load_cluster(name);
-  EXPECT_TRUE(c.ok());
-  EXPECT_TRUE(resize_cluster(*c, gpus, "test").ok());
-  return *c;
-}
+ClusterSpec cluster(const std::string& name, int gpus) { return testing::preset_cluster(name, gpus); }
 
 TEST(Topology, InsideANodeTwoNvlinkHops) {
   MaxMinSystem s;

@@ -1,0 +1,30 @@
+// Helpers shared by the tests: presets by name, clusters sized to a device count.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/spec/hardware.h"
+#include "sim/spec/model.h"
+#include "sim/spec/presets.h"
+
+namespace foresight::testing {
+
+inline ModelSpec preset_model(const std::string& name) {
+  auto src = resolve_spec(PresetKind::kModel, name);
+  EXPECT_TRUE(src.ok()) << name;
+  auto m = model_from_text(src->text, src->file);
+  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message());
+  return m.ok() ? *m : ModelSpec{};
+}
+
+inline ClusterSpec preset_cluster(const std::string& name, int gpus) {
+  auto c = load_cluster(name);
+  EXPECT_TRUE(c.ok()) << name;
+  if (!c.ok()) return ClusterSpec{};
+  EXPECT_TRUE(resize_cluster(*c, gpus, "test").ok());
+  return *c;
+}
+
+}  // namespace foresight::testing
