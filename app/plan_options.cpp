@@ -66,7 +66,10 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   set(plan.overlap_tp_comm, o.overlap_tp);
   set(plan.offload_optimizer, o.offload_optimizer);
   if (!o.layer_split.empty()) plan.layer_split = o.layer_split;
-  if (o.global_batch) plan.global_batch = *o.global_batch;
+  if (o.global_batch) {
+    if (*o.global_batch < 1) return Error("--global-batch: must be >= 1, got " + std::to_string(*o.global_batch));
+    plan.global_batch = *o.global_batch;
+  }
   if (o.schedule) {
     auto s = parse_schedule(*o.schedule);
     if (!s) return s.error().with_context("--schedule");

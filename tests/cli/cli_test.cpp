@@ -98,6 +98,10 @@ const BadCase kBadCases[] = {
     {"predict --model tiny --gpus 8 --tp 0", "--tp: must be >= 1"},
     {"validate @BAD@no-such-dir", "no-such-dir: no such file or directory"},
     {"predict --model llama3-8b --tp 65536 --pp 65536 --gb 64", "tp*pp*dp*cp exceeds 1048576 devices"},
+    {"predict --model tiny --gpus 8 --gb 0", "--global-batch: must be >= 1"},
+    {"simulate --model tiny --gpus 8 --pp 2 --schedule dualpipe", "dualpipe is modelled by the analytic engine only"},
+    {"search --model tiny --gpus 8 --tokens 12X", "--tokens: \"12X\" is not a token count"},
+    {"sweep @BAD@no-such-sweep.json", "no-such-sweep.json: no such file"},
 };
 INSTANTIATE_TEST_SUITE_P(Corpus, BadInput, ::testing::ValuesIn(kBadCases),
                          [](const auto& param_info) { return "case" + std::to_string(param_info.index); });
