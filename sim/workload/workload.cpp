@@ -477,25 +477,19 @@ StageProgram StageBuilder::build() {
     // ZeRO-Offload: gradients to the host over the copy engine, Adam on the host CPUs, updated
     // weights back.
     const NodeSpec& node = w_cluster_.node;
-    Op down = base(Phase::kStep, -1, -1, 0, "grad_to_host");
-    down.kind = OpKind::kCopy;
-    down.stream = StreamId::kCopy;
-    down.bytes = owned * gb;
-    down.seconds = down.bytes / host_link_rate(node);
-    prev = add(down, {prev});
-    Op host = base(Phase::kStep, -1, -1, 0, "host_optimizer");
-    host.kind = OpKind::kCompute;
-    host.stream = StreamId::kHost;
-    host.device = DeviceKind::kCpu;
-    host.bytes = owned * kAdamBytesPerParam;
-    host.seconds = host.bytes / host_optimizer_rate(node);
-    prev = add(host, {prev});
-    Op up = base(Phase::kStep, -1, -1, 0, "params_to_device");
-    up.kind = OpKind::kCopy;
-    up.stream = StreamId::kCopy;
-    up.bytes = owned * wb;
-    up.seconds = up.bytes / host_link_rate(node);
-    prev = add(up, {prev});
+    auto step_op = [&](const char* name, OpKind kind, StreamId stream, double bytes, double rate) {
+      Op op = base(Phase::kStep, -1, -1, 0, name);
+      op.kind = kind;
+      op.stream = stream;
+      op.device = stream == StreamId::kHost ? DeviceKind::kCpu : d_.kind;
+      op.bytes = bytes;
+      op.seconds = bytes / rate;
+      return add(op, {prev});
+    };
+    prev = step_op("grad_to_host", OpKind::kCopy, StreamId::kCopy, owned * gb, host_link_rate(node));
+    prev = step_op("host_optimizer", OpKind::kCompute, StreamId::kHost, owned * kAdamBytesPerParam,
+                   host_optimizer_rate(node));
+    prev = step_op("params_to_device", OpKind::kCopy, StreamId::kCopy, owned * wb, host_link_rate(node));
   } else {
     prev = compute(Phase::kStep, -1, -1, 0, "optimizer", KernelClass::kElementwise,
                    owned * kAdamBytesPerParam / mem_rate, 0, owned * kAdamBytesPerParam, prev);
