@@ -161,9 +161,9 @@ Result<NodeSpec> node_from_json(const json& doc, const std::string& file, const 
   }
   read_link(r.object("fabric"), n.fabric, true);
   n.in_switch_reduction = r.boolean("in_switch_reduction", false);
-  n.in_switch_efficiency = r.number("in_switch_efficiency", n.in_switch_reduction ? 0.5 : 0.0, 0.0, 1.0);
+  n.in_switch_efficiency = r.number("in_switch_efficiency", 0.0, 0.0, 1.0);
   if (r.ok() && n.in_switch_reduction && n.in_switch_efficiency <= 0)
-    r.fail("in_switch_efficiency", "must be > 0 when in_switch_reduction is true");
+    r.fail("in_switch_efficiency", "required (a measured NVLS busbw / (2(n-1)/n x line rate)) when in_switch_reduction is true");
   if (r.has("host_link")) read_link(r.object("host_link"), n.host_link, true);
   n.host_memory_bytes = r.quantity("host_memory", Dimension::kBytes, 0.0);
   n.nics = static_cast<int>(r.integer("nics", 0, 0, 1024));

@@ -30,7 +30,8 @@ struct DeviceSpec {
   std::array<double, kDTypeCount> peak_flops{};  // dense FLOP/s per dtype; 0 = not supported
   double memory_bytes = 0;                        // HBM (or DRAM for a CPU) capacity
   double memory_bandwidth = 0;                    // bytes/s
-  // Fitted, physical efficiencies (see each preset's sources).
+  // Fitted, physical efficiencies (see each preset's sources). The defaults below apply only to a
+  // device file that gives none; they are generic assumptions, not measurements.
   double gemm_efficiency = 0.7;       // sustained fraction of peak for large training GEMMs
   double attention_efficiency = 0.5;  // fused (flash) attention, fraction of peak
   double memory_efficiency = 0.8;     // streaming kernels, fraction of memory bandwidth
