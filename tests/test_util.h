@@ -7,6 +7,7 @@
 
 #include "sim/spec/hardware.h"
 #include "sim/spec/model.h"
+#include "sim/spec/plan.h"
 #include "sim/spec/presets.h"
 
 namespace foresight::testing {
@@ -25,6 +26,16 @@ inline ClusterSpec preset_cluster(const std::string& name, int gpus) {
   if (!c.ok()) return ClusterSpec{};
   EXPECT_TRUE(resize_cluster(*c, gpus, "test").ok());
   return *c;
+}
+
+inline Plan make_plan(int tp, int pp, int dp, int mb, long long gb) {
+  Plan p;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = dp;
+  p.micro_batch = mb;
+  p.global_batch = gb;
+  return p;
 }
 
 }  // namespace foresight::testing

@@ -142,7 +142,6 @@ CollectivePlan tree(const Topology& t, const std::vector<std::vector<int>>& grou
   const std::size_t k = nodes0.front().size();
   const int channels = nodes0.size() > 1 ? std::max(1, std::min(static_cast<int>(k), t.cluster().node.nics)) : 1;
   PhaseBuilder b(t, bytes / 2 / channels);
-  double chain_latency = 0, tree_latency = 0;
   for (const auto& g : groups) {
     const auto nodes = by_node(t, g);
     if (nodes.size() == 1) {  // one node: a plain binary tree over the ranks, both halves
@@ -165,12 +164,14 @@ CollectivePlan tree(const Topology& t, const std::vector<std::vector<int>>& grou
     }
   }
   FlowPhase ph = b.finish(1);
-  if (k > 1) chain_latency = 2.0 * (k - 1) * t.route(nodes0[0][0], nodes0[0][1]).latency_s;
-  if (nodes0.size() > 1)
-    tree_latency = 2.0 * std::ceil(std::log2(m)) * t.route(nodes0[0][0], nodes0[1][0]).latency_s;
-  else
-    tree_latency = 2.0 * std::ceil(std::log2(static_cast<double>(k))) * ph.latency_s, chain_latency = 0;
-  ph.latency_s = chain_latency + tree_latency;
+  if (nodes0.size() == 1) {
+    // One node: up and down a binary tree of the ranks.
+    ph.latency_s *= 2.0 * std::ceil(std::log2(static_cast<double>(k)));
+  } else {
+    // Through the intra-node chain and up and down the tree of nodes.
+    const double chain = k > 1 ? 2.0 * (k - 1) * t.route(nodes0[0][0], nodes0[0][1]).latency_s : 0.0;
+    ph.latency_s = chain + 2.0 * std::ceil(std::log2(m)) * t.route(nodes0[0][0], nodes0[1][0]).latency_s;
+  }
   return {Algorithm::kTree, {std::move(ph)}, 0};
 }
 

@@ -172,26 +172,18 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
   std::stable_sort(survivors.begin(), survivors.end(),
                    [](const RankedPlan& a, const RankedPlan& b) { return a.score < b.score; });
 
-  // Re-rank the best N with the discrete-event simulator (it sees contention and overlap). Plans
-  // the simulator finds slower drop down the list. One round: the simulator's cost bounds the
-  // search time.
+  // Re-rank the best N with the discrete-event simulator (it sees contention and overlap). They
+  // stay first, ordered by the simulator; the rest keep the analytic order.
   const std::size_t n_sim = std::min<std::size_t>(static_cast<std::size_t>(std::max(0, o.resimulate)), survivors.size());
-  std::vector<char> simulated(survivors.size(), 0);
-  MaxMinSystem capacities;
-  std::unique_ptr<Topology> shared_topology;
-  if (n_sim > 0) shared_topology = std::make_unique<Topology>(cluster, capacities);
-  for (int round = 0; round < 1 && n_sim > 0; ++round) {
-    std::vector<std::size_t> todo;
-    for (std::size_t i = 0; i < n_sim; ++i)
-      if (!simulated[i]) todo.push_back(i);
-    if (todo.empty()) break;
-    tbb::parallel_for(std::size_t{0}, todo.size(), [&](std::size_t j) {
-      RankedPlan& r = survivors[todo[j]];
-      simulated[todo[j]] = 1;
+  if (n_sim > 0) {
+    MaxMinSystem capacities;
+    const Topology shared_topology(cluster, capacities);  // built once, read by every run
+    tbb::parallel_for(std::size_t{0}, n_sim, [&](std::size_t i) {
+      RankedPlan& r = survivors[i];
       auto w = lower(model, cluster, r.plan);
       if (!w) return;
       SimOptions so;
-      so.topology = shared_topology.get();
+      so.topology = &shared_topology;
       Simulator sim(*w, so);
       auto s = sim.run();
       if (!s) return;
@@ -205,19 +197,8 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
       r.prediction.tokens_per_s = p.tokens_per_s;
       r.score = score_of(r, o.objective);
     });
-    // Simulated plans first, ranked by the simulator; then the rest by the analytic model.
-    std::vector<std::size_t> order(survivors.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      if (simulated[a] != simulated[b]) return simulated[a] > simulated[b];
-      return survivors[a].score < survivors[b].score;
-    });
-    std::vector<RankedPlan> sorted;
-    std::vector<char> flags;
-    sorted.reserve(order.size());
-    for (std::size_t i : order) { sorted.push_back(std::move(survivors[i])); flags.push_back(simulated[i]); }
-    survivors = std::move(sorted);
-    simulated = std::move(flags);
+    std::stable_sort(survivors.begin(), survivors.begin() + static_cast<std::ptrdiff_t>(n_sim),
+                     [](const RankedPlan& a, const RankedPlan& b) { return a.score < b.score; });
   }
 
   // Pareto front over (step time, cost per Mtok, -memory headroom), from the analytic ranking.

@@ -16,11 +16,7 @@ ModelSpec model(const std::string& name) { return testing::preset_model(name); }
 
 ClusterSpec cluster(const std::string& name, int gpus) { return testing::preset_cluster(name, gpus); }
 
-Plan plan(int tp, int pp, int dp, int mb, long long gb) {
-  Plan p;
-  p.tp = tp; p.pp = pp; p.dp = dp; p.micro_batch = mb; p.global_batch = gb;
-  return p;
-}
+Plan plan(int tp, int pp, int dp, int mb, long long gb) { return testing::make_plan(tp, pp, dp, mb, gb); }
 
 TEST(AnalyticModel, BreakdownAddsUpAndUtilisationIsBounded) {
   const ModelSpec m = model("llama3-70b");

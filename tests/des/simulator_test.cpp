@@ -23,11 +23,7 @@ ModelSpec model(const std::string& name) { return testing::preset_model(name); }
 
 ClusterSpec cluster(const std::string& name, int gpus) { return testing::preset_cluster(name, gpus); }
 
-Plan plan(int tp, int pp, int dp, int mb, long long gb) {
-  Plan p;
-  p.tp = tp; p.pp = pp; p.dp = dp; p.micro_batch = mb; p.global_batch = gb;
-  return p;
-}
+Plan plan(int tp, int pp, int dp, int mb, long long gb) { return testing::make_plan(tp, pp, dp, mb, gb); }
 
 SimResult run(const ModelSpec& m, const ClusterSpec& c, const Plan& p, SimOptions o = {}) {
   auto r = simulate(m, c, p, "plan", o);
