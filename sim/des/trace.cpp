@@ -17,6 +17,11 @@ struct FileCloser {
 }  // namespace
 
 Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r, const std::string& kind) {
+  return write_chrome_trace(path, w, r, kind, nlohmann::json::object());
+}
+
+Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r, const std::string& kind,
+                          const nlohmann::json& extra_metadata) {
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
   if (!f) return Error(path + ": cannot open for writing");
   nlohmann::json meta = {{"kind", kind},
@@ -26,6 +31,7 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
                          {"plan", plan_to_json(w.plan)},
                          {"step_time_s", r.prediction.step_time_s},
                          {"symmetric", !r.full}};
+  for (const auto& [key, value] : extra_metadata.items()) meta[key] = value;
   std::fprintf(f.get(), "{\"displayTimeUnit\":\"ms\",\"metadata\":%s,\"traceEvents\":[\n", meta.dump().c_str());
   bool first = true;
   auto sep = [&] {

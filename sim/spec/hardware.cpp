@@ -300,8 +300,11 @@ Status resize_cluster(ClusterSpec& c, int accelerators, const std::string& conte
   if (per_node < 1) return Error(context + ": cluster '" + c.name + "' has no accelerators");
   if (accelerators < per_node) {
     // A partial node: keep the node but use fewer devices.
+    // The accelerator group (a CPU-only node's accelerators are its CPUs).
+    bool resized = false;
     for (auto& g : c.node.devices)
-      if (g.device.kind != DeviceKind::kCpu) { g.count = accelerators; break; }
+      if (g.device.kind != DeviceKind::kCpu) { g.count = accelerators; resized = true; break; }
+    if (!resized) c.node.devices.front().count = accelerators;
     c.nodes = 1;
     return Status::Ok();
   }

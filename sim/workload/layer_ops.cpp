@@ -88,8 +88,11 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   // each column-parallel GEMM and a reduce-scatter after each row-parallel one. Without it, one
   // all-reduce after each row-parallel GEMM.
   const bool sp = s.sp && p.tp > 1;
+  auto tp_fwd = [&](TpCollective kind) { L.tp_after[L.tp_count] = L.count - 1; L.tp_kind[L.tp_count++] = kind; };
+  auto tp_bwd = [&](int after, TpCollective kind) { L.tp_bwd_after[L.tp_bwd_count] = after; L.tp_bwd_kind[L.tp_bwd_count++] = kind; };
   elementwise(KernelName::kNorm1, 2 * th * e);
-  if (sp) { L.tp_after[L.tp_count] = L.count - 1; L.tp_kind[L.tp_count++] = TpCollective::kAllGather; }
+  const int norm1 = L.count - 1;
+  if (sp) { tp_fwd(TpCollective::kAllGather); tp_bwd(norm1, TpCollective::kReduceScatter); }
   gemm(KernelName::kQkv, f.attn_linear - out_proj, static_cast<std::int64_t>((f.attn_linear - out_proj) / (2.0 * tokens * m.hidden)), H);
   L.attention_first = L.count;
   if (p.flash_attention) {
@@ -106,11 +109,12 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   }
   L.attention_last = L.count - 1;
   gemm(KernelName::kProj, out_proj, H / static_cast<std::int64_t>(tp), m.v_dim() / static_cast<std::int64_t>(tp));
-  L.tp_after[L.tp_count] = L.count - 1;
-  L.tp_kind[L.tp_count++] = sp ? TpCollective::kReduceScatter : TpCollective::kAllReduce;
+  tp_fwd(sp ? TpCollective::kReduceScatter : TpCollective::kAllReduce);
+  tp_bwd(sp ? L.count - 1 : norm1, sp ? TpCollective::kAllGather : TpCollective::kAllReduce);
   elementwise(KernelName::kResidual1, 3 * th * e + drop * th);
   elementwise(KernelName::kNorm2, 2 * th * e);
-  if (sp) { L.tp_after[L.tp_count] = L.count - 1; L.tp_kind[L.tp_count++] = TpCollective::kAllGather; }
+  const int norm2 = L.count - 1;
+  if (sp) { tp_fwd(TpCollective::kAllGather); tp_bwd(norm2, TpCollective::kReduceScatter); }
   double ffn = static_cast<double>(m.ffn_hidden);
   if (moe) {
     ffn = static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts);
@@ -130,10 +134,10 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
     if (p.ep > 1) L.moe_combine_after = L.count - 1;
     elementwise(KernelName::kUnpermute, 2 * tokens * m.hidden * e / tp);
   }
-  L.tp_after[L.tp_count] = L.count - 1;
-  L.tp_kind[L.tp_count++] = sp ? TpCollective::kReduceScatter : TpCollective::kAllReduce;
+  tp_fwd(sp ? TpCollective::kReduceScatter : TpCollective::kAllReduce);
+  tp_bwd(sp ? L.count - 1 : norm2, sp ? TpCollective::kAllGather : TpCollective::kAllReduce);
   elementwise(KernelName::kResidual2, 3 * th * e + drop * th);
-  if (p.tp <= 1) L.tp_count = 0;
+  if (p.tp <= 1) L.tp_count = L.tp_bwd_count = 0;
   L.tp_bytes = tokens * m.hidden * e;
   return L;
 }

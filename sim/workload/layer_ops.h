@@ -47,6 +47,13 @@ struct LayerKernels {
   std::array<int, 4> tp_after{};
   std::array<TpCollective, 4> tp_kind{};
   int tp_count = 0;
+  // Their backward counterparts (Megatron's conjugate operators): before kernel i's backward runs
+  // the collective registered "after i". Without SP the all-reduce of the input gradient follows
+  // the column-parallel GEMM's backward (position: the norm before it); with SP each all-gather
+  // becomes a reduce-scatter and each reduce-scatter an all-gather, at the same positions.
+  std::array<int, 4> tp_bwd_after{};
+  std::array<TpCollective, 4> tp_bwd_kind{};
+  int tp_bwd_count = 0;
   double tp_bytes = 0;          // bytes of each TP collective (the full b*s*h activation)
   int attention_first = 0, attention_last = 0;  // the attention core's kernel range (selective recompute)
   int moe_dispatch_after = -1;  // EP all-to-all positions (MoE layers with ep > 1)

@@ -295,9 +295,9 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
     const KernelCost& kc = k.fwd[i];
     if (i == k.moe_combine_after)
       prev = collective(Phase::kBackward, layer, mb, chunk, "ep_combine", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
-    for (int j = k.tp_count - 1; j >= 0; --j) {
-      if (k.tp_after[j] != i) continue;
-      const int c = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_kind[j], prev);
+    for (int j = k.tp_bwd_count - 1; j >= 0; --j) {
+      if (k.tp_bwd_after[j] != i) continue;
+      const int c = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[j], prev);
       if (p_.overlap_tp_comm) overlapped_.push_back(c); else prev = c;
     }
     const bool attention = i >= k.attention_first && i <= k.attention_last;
@@ -332,7 +332,10 @@ StageProgram StageBuilder::build() {
   const int chunks = interleaved ? v : 1;
   const bool zero3 = p_.zero_stage >= 3;
   const bool split_w = p_.schedule == Schedule::kZeroBubble;
-  for (int c = 0; c < chunks; ++c) prog_.layers += static_cast<int>(chunk_layers(c).size());
+  for (int c = 0; c < chunks; ++c) {
+    prog_.chunk_layers.push_back(chunk_layers(c));
+    prog_.layers += static_cast<int>(prog_.chunk_layers.back().size());
+  }
   // About 2-3 x (kernels + collectives) ops per layer and micro-batch: reserve once.
   const std::size_t estimate = static_cast<std::size_t>(m) * prog_.layers * (3 * LayerKernels::kMax + 8) + 64;
   ops_.reserve(estimate);

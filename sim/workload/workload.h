@@ -76,6 +76,7 @@ struct StageProgram {
   // next of these only when its next regular op is not ready yet.
   std::vector<int> deferred;
   int layers = 0;               // layers on this stage (all chunks)
+  std::vector<std::vector<int>> chunk_layers;  // model layers of each virtual chunk, in order
 };
 
 struct Workload {

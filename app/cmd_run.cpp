@@ -1,0 +1,263 @@
+// `foresight run`: executes a plan for real. Launched like training: `mpirun -np N foresight run ...`
+// (or without mpirun for one rank); each rank runs its pipeline stage's op graph.
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "app/commands.h"
+#include "app/plan_options.h"
+#include "foresight/config.h"
+#include "runtime/comm.h"
+#include "runtime/trainer.h"
+#include "sim/analytic/analytic_model.h"
+#include "sim/des/trace.h"
+
+#include <Eigen/Core>
+
+namespace foresight::app {
+
+namespace {
+
+struct RunCli {
+  PlanOptions plan;
+  int steps = 10;
+  int warmup = -1;
+  std::string trace, summary, backend = "auto", checkpoint_dir;
+  bool resume = false;
+  int checkpoint_every = 0;
+  std::uint64_t seed = 1234;
+  float lr = 1e-3f;
+};
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+// FORESIGHT_FAULT_INJECT="RANK:STEP" kills rank RANK (SIGKILL) when step STEP begins: the fault
+// tests use it to check that a dying rank ends the whole job instead of hanging it.
+void maybe_inject_fault(int rank, int step) {
+  const char* spec = std::getenv("FORESIGHT_FAULT_INJECT");
+  if (!spec) return;
+  int r = -1, s = -1;
+  if (std::sscanf(spec, "%d:%d", &r, &s) == 2 && r == rank && s == step) std::raise(SIGKILL);
+}
+
+// Ends the run on every rank after rank `rank` printed why.
+[[noreturn]] void fail_all(int rank, const std::string& message) {
+  fmt::print(stderr, "error: rank {}: {}\n", rank, message);
+  std::fflush(stderr);
+  runtime::Comm::abort_job(1);
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "execute a plan for real (CPU: Eigen + MPI); launch with mpirun -np N");
+  auto o = std::make_shared<RunCli>();
+  o->plan.model = "tiny";
+  o->plan.cluster = "cpu-local";
+  add_plan_options(*cmd, o->plan);
+  cmd->add_option("--steps", o->steps, "optimizer steps to run (in all, counting resumed ones)")->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--warmup", o->warmup, "steps left out of the median step time (default: min(2, steps - 1))");
+  cmd->add_option("--trace", o->trace, "write the last step's measured Chrome trace (opens in Perfetto)");
+  cmd->add_option("--summary", o->summary, "write a JSON summary (losses, step times, memory, prediction)");
+  cmd->add_option("--backend", o->backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "save the training state here at the end (and every --checkpoint-every steps)");
+  cmd->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints (0: only at the end)");
+  cmd->add_flag("--resume", o->resume, "continue from the checkpoint in --checkpoint-dir");
+  cmd->add_option("--seed", o->seed, "seed of the parameters and the synthetic data")->capture_default_str();
+  cmd->add_option("--lr", o->lr, "AdamW learning rate")->capture_default_str();
+  return [o]() -> int {
+    runtime::Comm world = runtime::Comm::world();
+    const int rank = world.rank();
+    // Every rank resolves the same inputs; only rank 0 reports input errors.
+    auto input_fail = [&](const std::string& msg) {
+      int code = 2;
+      if (rank == 0) code = input_error(msg);
+      runtime::Comm::finalize();
+      return code;
+    };
+    if (o->backend == "cuda")
+      return input_fail(std::string("--backend cuda: ") +
+                        (FORESIGHT_HAVE_CUDA ? "the CUDA backend of the runtime is not implemented yet; use --backend cpu"
+                                             : "this build has no CUDA (configure on a machine with the CUDA toolkit)"));
+    if (o->resume && o->checkpoint_dir.empty()) return input_fail("--resume needs --checkpoint-dir");
+    PlanOptions po = o->plan;
+    if (!po.gpus) po.gpus = world.size();
+    if (!po.global_batch && po.plan_file.empty()) {
+      // Default: enough micro-batches to fill the pipeline twice, per data-parallel rank.
+      const int tp = po.tp.value_or(1), pp = po.pp.value_or(1), mb = po.micro_batch.value_or(1);
+      const int dp = po.dp.value_or(std::max(1, world.size() / std::max(1, tp * pp)));
+      po.global_batch = static_cast<long long>(std::max(4, 2 * pp)) * dp * mb;
+    }
+    auto in = resolve_inputs(po);
+    if (!in) return input_fail(in.error().message());
+    if (Status s = runtime::check_runtime_plan(in->model, in->plan, in->plan_source); !s) return input_fail(s.error().message());
+    if (in->plan.gpus() != world.size())
+      return input_fail(fmt::format("{}: the plan needs {} ranks (tp {} x pp {} x dp {}) but {} {} launched{}",
+                                    in->plan_source, in->plan.gpus(), in->plan.tp, in->plan.pp, in->plan.dp,
+                                    world.size(), world.size() == 1 ? "was" : "were",
+                                    runtime::Comm::launched_by_mpi() || FORESIGHT_HAVE_MPI == 0
+                                        ? ""
+                                        : fmt::format(" (start it with mpirun -np {} foresight run ...)", in->plan.gpus())));
+    const AnalyticModel am(in->model, in->cluster);
+    const Prediction predicted = am.evaluate(in->plan);
+    if (!predicted.fits())
+      return input_fail(in->plan_source + ": plan does not fit in memory: " + describe_memory(predicted.memory));
+    auto w = lower(in->model, in->cluster, in->plan);
+    if (!w) return input_fail(w.error().with_context(in->plan_source).message());
+    runtime::RunOptions ro;
+    ro.seed = o->seed;
+    ro.adam.lr = o->lr;
+    auto trainer = runtime::Trainer::create(*w, world, ro);
+    if (!trainer) return input_fail(trainer.error().message());
+    runtime::Trainer& t = **trainer;
+    if (o->resume) {
+      if (Status s = t.load_checkpoint(o->checkpoint_dir); !s) fail_all(rank, s.error().message());
+      if (rank == 0) fmt::print("resumed from {} at step {}\n", o->checkpoint_dir, t.steps_done());
+    }
+
+    if (rank == 0) {
+      fmt::print("foresight run: model {} ({:.2f} M parameters), {} ranks: tp {} x pp {} x dp {}, {} micro-batches of {} x {} tokens, "
+                 "schedule {}, ZeRO-{}, recompute {}\n",
+                 in->model.name, in->model.total_params() / 1e6, world.size(), in->plan.tp, in->plan.pp, in->plan.dp,
+                 in->plan.micro_batches(), in->plan.micro_batch, in->plan.seq_len > 0 ? in->plan.seq_len : in->model.seq_len,
+                 to_string(in->plan.schedule), in->plan.zero_stage, to_string(in->plan.recompute));
+      fmt::print("backend cpu (Eigen {}.{}.{} GEMMs, fp32{}); MPI {}\n", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
+                 EIGEN_MINOR_VERSION,
+                 in->plan.precision == Precision::kFp32 ? ""
+                 : in->plan.precision == Precision::kFp16
+                     ? "; fp16 dynamic loss scaling with fp16's range"
+                     : "; the plan's " + to_string(in->plan.precision) + " applies on GPUs",
+                 FORESIGHT_HAVE_MPI ? "yes" : "no (one rank)");
+    }
+    std::vector<runtime::StepStats> history;
+    const int first = t.steps_done() + 1;
+    for (int s = first; s <= o->steps; ++s) {
+      maybe_inject_fault(rank, s);
+      auto st = t.step();
+      if (!st) fail_all(rank, st.error().message());
+      history.push_back(*st);
+      if (rank == 0)
+        fmt::print("step {:>5}  loss {:.4f}  {:8.2f} ms{}\n", st->step, st->loss, st->seconds * 1e3,
+                   st->skipped ? fmt::format("  (fp16 overflow: step skipped, loss scale now {:g})", st->loss_scale) : "");
+      const bool save = !o->checkpoint_dir.empty() &&
+                        (s == o->steps || (o->checkpoint_every > 0 && s % o->checkpoint_every == 0));
+      if (save)
+        if (Status cs = t.save_checkpoint(o->checkpoint_dir); !cs) fail_all(rank, cs.error().message());
+    }
+    if (history.empty()) {
+      if (rank == 0) fmt::print("nothing to run: the checkpoint is already at step {} (--steps {})\n", t.steps_done(), o->steps);
+      runtime::Comm::finalize();
+      return 0;
+    }
+
+    // Median step time after warm-up, as the slowest rank saw it.
+    const int warm = o->warmup >= 0 ? std::min<int>(o->warmup, static_cast<int>(history.size()) - 1)
+                                    : std::min(2, static_cast<int>(history.size()) - 1);
+    std::vector<double> slowest;  // per measured step; the maximum over ranks is taken at rank 0
+    for (std::size_t i = static_cast<std::size_t>(warm); i < history.size(); ++i) slowest.push_back(history[i].seconds);
+    std::ostringstream mine;
+    mine.precision(17);
+    for (double x : slowest) mine << x << ' ';
+    mine << '|' << peak_rss_mib() << '|';
+    for (const auto& ot : t.timings()) mine << ot.op << ' ' << ot.start_s << ' ' << ot.end_s << ' ';
+    const auto blobs = world.gather_bytes(mine.str());
+    int code = 0;
+    if (rank == 0) {
+      double rss_max = 0;
+      SimResult measured;
+      measured.full = true;
+      for (std::size_t r = 0; r < blobs.size(); ++r) {
+        std::istringstream in_s(blobs[r]);
+        std::string part;
+        std::getline(in_s, part, '|');
+        std::istringstream ts(part);
+        for (double& x : slowest) {
+          double v = 0;
+          ts >> v;
+          x = std::max(x, v);
+        }
+        std::getline(in_s, part, '|');
+        rss_max = std::max(rss_max, std::stod(part));
+        std::getline(in_s, part);
+        std::istringstream os(part);
+        runtime::OpTiming ot;
+        const int stage = w->stage_of(static_cast<int>(r));
+        while (os >> ot.op >> ot.start_s >> ot.end_s)
+          measured.ops.push_back({static_cast<int>(r), stage, ot.op, ot.start_s, ot.end_s});
+        measured.simulated_ranks.push_back(static_cast<int>(r));
+      }
+      std::vector<double> sorted = slowest;
+      std::sort(sorted.begin(), sorted.end());
+      const double median = sorted[sorted.size() / 2];
+      const double tokens = static_cast<double>(in->plan.global_batch) *
+                            (in->plan.seq_len > 0 ? in->plan.seq_len : in->model.seq_len);
+      const double flops_rate = w->model_flops / median;
+      fmt::print("median step {:.2f} ms over {} steps after {} warm-up (slowest rank): {:.0f} tokens/s, {:.2f} GFLOP/s model FLOPs "
+                 "({:.2f} GFLOP/s per rank); predicted {:.2f} ms on the {} profile\n",
+                 median * 1e3, sorted.size(), warm, tokens / median, flops_rate / 1e9, flops_rate / 1e9 / world.size(),
+                 predicted.step_time_s * 1e3, in->cluster.name);
+      fmt::print("peak resident memory: {:.1f} MiB (largest rank)\n", rss_max);
+      char host[256] = {0};
+      gethostname(host, sizeof host - 1);
+      const nlohmann::json extra = {{"backend", "cpu"},
+                                    {"compute_precision", "fp32"},
+                                    {"host", host},
+                                    {"ranks", world.size()},
+                                    {"measured_step_s", history.back().seconds},
+                                    {"median_step_s", median}};
+      if (!o->trace.empty()) {
+        measured.prediction.step_time_s = history.back().seconds;
+        if (Status s = write_chrome_trace(o->trace, *w, measured, "measured", extra); !s) {
+          fmt::print(stderr, "error: {}\n", s.error().message());
+          code = 1;
+        } else {
+          fmt::print("trace of step {}: {}\n", history.back().step, o->trace);
+        }
+      }
+      if (!o->summary.empty()) {
+        nlohmann::json steps = nlohmann::json::array();
+        for (const auto& st : history)
+          steps.push_back({{"step", st.step}, {"loss", st.loss}, {"seconds", st.seconds}, {"skipped", st.skipped},
+                           {"loss_scale", st.loss_scale}});
+        nlohmann::json summary = {{"model", in->model.name},
+                                  {"cluster", in->cluster.name},
+                                  {"plan", plan_to_json(in->plan)},
+                                  {"steps", steps},
+                                  {"warmup_steps", warm},
+                                  {"median_step_s", median},
+                                  {"tokens_per_s", tokens / median},
+                                  {"model_flops_per_step", w->model_flops},
+                                  {"peak_rss_mib", rss_max},
+                                  {"predicted_step_s", predicted.step_time_s},
+                                  {"metadata", extra}};
+        std::ofstream out(o->summary);
+        out << summary.dump(2) << '\n';
+        if (!out) {
+          fmt::print(stderr, "error: {}: write failed\n", o->summary);
+          code = 1;
+        } else {
+          fmt::print("summary: {}\n", o->summary);
+        }
+      }
+    }
+    runtime::Comm::finalize();
+    return code;
+  };
+}
+
+}  // namespace foresight::app

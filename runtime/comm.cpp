@@ -1,0 +1,168 @@
+// MPI implementation of Comm (and the one-rank world of a build without MPI).
+#include "runtime/comm.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "foresight/config.h"
+#if FORESIGHT_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace foresight::runtime {
+
+#if FORESIGHT_HAVE_MPI
+struct Comm::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  bool owned = false;
+  struct Pending {
+    MPI_Request request;
+    std::vector<float> buffer;
+  };
+  std::vector<std::unique_ptr<Pending>> sends;
+  ~Impl() {
+    if (owned && comm != MPI_COMM_NULL) {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Comm_free(&comm);
+    }
+  }
+};
+#else
+struct Comm::Impl {};
+#endif
+
+Comm::Comm() : impl_(std::make_unique<Impl>()) {}
+Comm::~Comm() = default;
+Comm::Comm(Comm&&) noexcept = default;
+Comm& Comm::operator=(Comm&&) noexcept = default;
+
+bool Comm::launched_by_mpi() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+}
+
+#if FORESIGHT_HAVE_MPI
+
+Comm Comm::world() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) MPI_Init(nullptr, nullptr);
+  Comm c;
+  c.impl_->comm = MPI_COMM_WORLD;
+  MPI_Comm_rank(MPI_COMM_WORLD, &c.rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &c.size_);
+  return c;
+}
+
+void Comm::abort_job(int code) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+void Comm::finalize() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Finalize();
+}
+
+Comm Comm::split(int color, int key) const {
+  Comm c;
+  if (impl_->comm == MPI_COMM_NULL) return c;  // a one-rank communicator splits into itself
+  MPI_Comm_split(impl_->comm, color, key, &c.impl_->comm);
+  c.impl_->owned = true;
+  MPI_Comm_rank(c.impl_->comm, &c.rank_);
+  MPI_Comm_size(c.impl_->comm, &c.size_);
+  return c;
+}
+
+void Comm::all_reduce(float* data, std::size_t n) const {
+  if (size_ > 1) MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, impl_->comm);
+}
+void Comm::all_reduce(double* data, std::size_t n) const {
+  if (size_ > 1) MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_SUM, impl_->comm);
+}
+void Comm::reduce_scatter(const float* in, float* out_block, std::size_t n) const {
+  if (size_ == 1) {
+    std::memcpy(out_block, in, n * sizeof(float));
+    return;
+  }
+  MPI_Reduce_scatter_block(in, out_block, static_cast<int>(n / size_), MPI_FLOAT, MPI_SUM, impl_->comm);
+}
+void Comm::all_gather(float* data, std::size_t n) const {
+  if (size_ > 1)
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(n / size_), MPI_FLOAT, impl_->comm);
+}
+void Comm::barrier() const {
+  if (size_ > 1) MPI_Barrier(impl_->comm);
+}
+
+std::vector<std::string> Comm::gather_bytes(const std::string& mine) const {
+  if (size_ == 1) return {mine};
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(rank_ == 0 ? size_ : 0), displs;
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, impl_->comm);
+  std::string all;
+  if (rank_ == 0) {
+    displs.resize(size_);
+    int total = 0;
+    for (int r = 0; r < size_; ++r) { displs[r] = total; total += lens[r]; }
+    all.resize(static_cast<std::size_t>(total));
+  }
+  MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, impl_->comm);
+  std::vector<std::string> out;
+  for (int r = 0; rank_ == 0 && r < size_; ++r) out.push_back(all.substr(displs[r], lens[r]));
+  return out;
+}
+
+void Comm::send(std::vector<float> data, int peer, int tag) {
+  auto p = std::make_unique<Impl::Pending>();
+  p->buffer = std::move(data);
+  MPI_Isend(p->buffer.data(), static_cast<int>(p->buffer.size()), MPI_FLOAT, peer, tag, impl_->comm, &p->request);
+  impl_->sends.push_back(std::move(p));
+}
+void Comm::recv(float* data, std::size_t n, int peer, int tag) const {
+  MPI_Recv(data, static_cast<int>(n), MPI_FLOAT, peer, tag, impl_->comm, MPI_STATUS_IGNORE);
+}
+void Comm::wait_sends() {
+  for (auto& p : impl_->sends) MPI_Wait(&p->request, MPI_STATUS_IGNORE);
+  impl_->sends.clear();
+}
+int Comm::max_tag() {
+  int* ub = nullptr;
+  int flag = 0, initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) return 32767;  // the MPI standard's guaranteed minimum
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  return flag && ub ? *ub : 32767;
+}
+
+#else  // one process, no MPI
+
+Comm Comm::world() { return Comm{}; }
+void Comm::abort_job(int code) { std::_Exit(code); }
+void Comm::finalize() {}
+Comm Comm::split(int, int) const { return Comm{}; }
+void Comm::all_reduce(float*, std::size_t) const {}
+void Comm::all_reduce(double*, std::size_t) const {}
+void Comm::reduce_scatter(const float* in, float* out_block, std::size_t n) const {
+  std::memcpy(out_block, in, n * sizeof(float));
+}
+void Comm::all_gather(float*, std::size_t) const {}
+void Comm::barrier() const {}
+std::vector<std::string> Comm::gather_bytes(const std::string& mine) const { return {mine}; }
+void Comm::send(std::vector<float>, int, int) {
+  throw std::logic_error("pipeline send in a one-rank world (this build has no MPI)");
+}
+void Comm::recv(float*, std::size_t, int, int) const {
+  throw std::logic_error("pipeline receive in a one-rank world (this build has no MPI)");
+}
+void Comm::wait_sends() {}
+int Comm::max_tag() { return 32767; }
+
+#endif
+
+}  // namespace foresight::runtime

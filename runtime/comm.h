@@ -1,0 +1,64 @@
+// Communicators of the runtime: the world and one sub-communicator per group kind of the plan (TP,
+// DP, ...), over MPI when the build has it; a world of one rank otherwise. Collectives are blocking
+// sum-reductions on fp32 buffers; pipeline sends are non-blocking (their buffers are kept until
+// `wait_sends`), receives blocking, so every schedule the workload lowers runs without deadlock.
+//
+//   Comm world = Comm::world();
+//   Comm tp = world.split(color, key);
+//   tp.all_reduce(buf.data(), buf.size());
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/core/status.h"
+
+namespace foresight::runtime {
+
+class Comm {
+ public:
+  // Initialises MPI if needed (and registers its finalisation). Without MPI: rank 0 of 1.
+  static Comm world();
+  // True when this process runs under an MPI launcher (mpirun, srun).
+  static bool launched_by_mpi();
+  // Ends the job on every rank (MPI_Abort), after the caller printed why.
+  [[noreturn]] static void abort_job(int code);
+  // MPI_Finalize (no-op without MPI).
+  static void finalize();
+
+  Comm();  // a one-rank communicator (no MPI calls): serial runs and in-process references
+  ~Comm();
+  Comm(Comm&&) noexcept;
+  Comm& operator=(Comm&&) noexcept;
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Ranks with the same color form a communicator, ordered by key.
+  Comm split(int color, int key) const;
+
+  void all_reduce(float* data, std::size_t n) const;
+  void all_reduce(double* data, std::size_t n) const;
+  // `n` divisible by size(): this rank's block (rank-th of n / size) receives the reduced sum.
+  void reduce_scatter(const float* in, float* out_block, std::size_t n) const;
+  // Every rank contributes block `rank()` of `data` (n / size elements) in place.
+  void all_gather(float* data, std::size_t n) const;
+  void barrier() const;
+  // Gathers variable-length byte blobs at rank 0 (empty result elsewhere).
+  std::vector<std::string> gather_bytes(const std::string& mine) const;
+
+  void send(std::vector<float> data, int peer, int tag);
+  void recv(float* data, std::size_t n, int peer, int tag) const;
+  void wait_sends();
+  static int max_tag();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace foresight::runtime

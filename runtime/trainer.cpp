@@ -1,0 +1,780 @@
+// The op interpreter: each vertex of the rank's stage program becomes an action on real tensors.
+#include "runtime/trainer.h"
+
+#include <Eigen/Core>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace foresight::runtime {
+
+namespace {
+
+using Vec = std::vector<float>;
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MapM = Eigen::Map<RowMat>;
+using CMapM = Eigen::Map<const RowMat>;
+
+// out[T x N] = in[T x K] * W[K x N]
+void gemm_forward(Vec& out, const Vec& in, const float* w, int rows, int k, int n) {
+  out.resize(static_cast<std::size_t>(rows) * n);
+  MapM(out.data(), rows, n).noalias() = CMapM(in.data(), rows, k) * CMapM(w, k, n);
+}
+// din = dout * W^T; dW += in^T * dout
+void gemm_backward(Vec& din, float* dw, const Vec& dout, const Vec& in, const float* w, int rows, int k, int n) {
+  din.resize(static_cast<std::size_t>(rows) * k);
+  MapM(din.data(), rows, k).noalias() = CMapM(dout.data(), rows, n) * CMapM(w, k, n).transpose();
+  MapM(dw, k, n).noalias() += CMapM(in.data(), rows, k).transpose() * CMapM(dout.data(), rows, n);
+}
+void release(Vec& v) { Vec().swap(v); }
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t fnv1a(const char* data, std::size_t n, std::uint64_t h = 1469598103934665603ull) {
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
+  return h;
+}
+
+enum class Act : std::uint8_t {
+  kEmbedFwd, kEmbedBwd, kHeadFwd, kHeadBwd, kKernelFwd, kKernelBwd, kRecvAct, kSendAct, kRecvGrad, kSendGrad,
+  kTpFwd, kTpBwd, kLayerGradReduce, kGradReduce, kOptimizer, kParamGather
+};
+
+struct Action {
+  Act act = Act::kOptimizer;
+  KernelName kernel = KernelName::kNorm1;
+  bool recompute = false;
+  int target = 0;   // TP collectives: 0 = attention block, 1 = MLP block
+  int peer = -1;    // pipeline transfers: peer rank
+  int tag = 0;
+};
+
+// Activations of one layer for one micro-batch.
+struct LayerActs {
+  Vec x_in, n1, rstd1, mean1, qkv, scores, probs, attn, y, h, n2, rstd2, mean2, up, act, z;
+  void keep_only_input() {
+    for (Vec* v : {&n1, &rstd1, &mean1, &qkv, &scores, &probs, &attn, &y, &h, &n2, &rstd2, &mean2, &up, &act, &z})
+      release(*v);
+  }
+};
+
+// The state of one micro-batch on one chunk: its hidden state moving forward, its gradient moving
+// backward, the head's saved tensors and the backward scratch.
+struct Flow {
+  Vec x, dx;
+  std::vector<int> tokens;  // rows x (seq + 1)
+  Vec head_n, head_rstd, head_mean, logits;
+  Vec dh, dz, dact, dup, dn2, dy, dattn, dqkv, dn1, dprobs, dscores, tmp, dlogits;
+};
+
+}  // namespace
+
+Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& file) {
+  auto bad = [&](const std::string& field, const std::string& why) {
+    return Error(file + ": /" + field + ": " + why + " (the runtime does not execute this yet)");
+  };
+  if (m.is_moe()) return Error(file + ": model " + m.name + " is a mixture of experts; the runtime executes dense models only so far");
+  if (m.mla.enabled()) return Error(file + ": model " + m.name + " uses multi-head latent attention; the runtime executes MHA/GQA only so far");
+  if (m.bias) return Error(file + ": model " + m.name + " has linear biases; the runtime's layers have none so far");
+  if (m.dropout) return Error(file + ": model " + m.name + " has dropout; the runtime does not apply dropout so far");
+  if (m.tied_embeddings) return Error(file + ": model " + m.name + " ties its embeddings; the runtime keeps them separate so far");
+  if (p.cp > 1) return bad("cp", "context parallelism");
+  if (p.ep > 1) return bad("ep", "expert parallelism");
+  if (p.sequence_parallel && p.tp > 1) return bad("sequence_parallel", "sequence parallelism");
+  if (p.zero_stage > 1) return bad("zero_stage", "ZeRO-" + std::to_string(p.zero_stage) + " (0 and 1 run)");
+  if (p.offload_optimizer) return bad("offload_optimizer", "optimizer offload");
+  if (p.schedule == Schedule::kZeroBubble || p.schedule == Schedule::kDualPipe)
+    return bad("schedule", to_string(p.schedule) + " (gpipe, 1f1b and interleaved run)");
+  if (m.kv_heads % p.tp != 0)
+    return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide the model's kv_heads (" +
+                 std::to_string(m.kv_heads) + "); the runtime splits whole kv heads");
+  if (m.ffn_hidden % p.tp != 0)
+    return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide ffn_hidden (" + std::to_string(m.ffn_hidden) + ")");
+  if ((m.q_dim() / m.heads) % 2 != 0) return Error(file + ": model " + m.name + ": rotary embeddings need an even head_dim");
+  return Status::Ok();
+}
+
+void synthetic_tokens(std::uint64_t seed, int step, std::int64_t sample, int seq, int vocab, int* out) {
+  const std::uint64_t base = mix(seed ^ mix(static_cast<std::uint64_t>(step) << 40 ^ static_cast<std::uint64_t>(sample)));
+  int x = static_cast<int>(base % static_cast<std::uint64_t>(vocab));
+  for (int i = 0; i <= seq; ++i) {
+    out[i] = x;
+    const std::uint64_t r = mix(base + static_cast<std::uint64_t>(i) + 1);
+    // The rule a model can learn: x -> (3x + 1) mod vocab; one token in ten is noise.
+    x = (r % 10 == 0) ? static_cast<int>((r >> 8) % static_cast<std::uint64_t>(vocab)) : (3 * x + 1) % vocab;
+  }
+}
+
+struct Trainer::Impl {
+  const Workload* w = nullptr;
+  Comm* world = nullptr;
+  Comm tp_comm, dp_comm;
+  RunOptions opt;
+  int rank = 0, stage = 0, tp_rank = 0, dp_rank = 0;
+  int chunks = 1, micro = 1, mbs = 1, seq = 1, hidden = 1, vocab = 1;
+  kernels::AttentionShape attn_shape;
+  ParamLayout layout;
+  Vec params, grads, adam_m, adam_v;
+  std::vector<std::size_t> owned_offset;  // ZeRO-1: per region, offset of its owned block in adam_m/v
+  std::vector<char> reduced;              // per region: gradients reduced this step
+  std::vector<Action> actions;
+  std::vector<int> layer_index;           // model layer -> local index (-1 elsewhere)
+  std::vector<LayerActs> acts;            // local layer x micro-batch
+  std::vector<Flow> flows;                // micro-batch x chunk
+  std::vector<OpTiming> timings;
+  int steps_done = 0;
+  double loss_scale = 1;
+  int good_steps = 0;
+  double loss_sum = 0;
+  bool fp16 = false;
+
+  int tokens() const { return mbs * seq; }
+  LayerActs& layer_acts(int layer, int mb) {
+    return acts[static_cast<std::size_t>(layer_index[layer]) * micro + mb];
+  }
+  Flow& flow(int mb, int chunk) { return flows[static_cast<std::size_t>(mb) * chunks + chunk]; }
+  float* p(const char* name, int layer) { return params.data() + layout.find(name, layer)->offset; }
+  float* g(const char* name, int layer) { return grads.data() + layout.find(name, layer)->offset; }
+  const float* p_or_null(const char* name, int layer) {
+    const TensorSlot* t = layout.find(name, layer);
+    return t ? params.data() + t->offset : nullptr;
+  }
+  const int* sample_tokens(Flow& f, int mb) {
+    if (f.tokens.empty()) {
+      f.tokens.resize(static_cast<std::size_t>(mbs) * (seq + 1));
+      for (int r = 0; r < mbs; ++r) {
+        const std::int64_t sample = (static_cast<std::int64_t>(dp_rank) * micro + mb) * mbs + r;
+        synthetic_tokens(opt.seed, steps_done, sample, seq, vocab, f.tokens.data() + static_cast<std::size_t>(r) * (seq + 1));
+      }
+    }
+    return f.tokens.data();
+  }
+
+  Status decode();
+  void norm_forward(const char* w_name, const char* b_name, int layer, const Vec& x, Vec& out, Vec& rstd, Vec& mean);
+  void norm_backward(const char* w_name, const char* b_name, int layer, const Vec& dout, const Vec& x, const Vec& rstd,
+                     const Vec& mean, Vec& dx);
+  void kernel_forward(KernelName k, int layer, int mb, int chunk, bool recompute);
+  void kernel_backward(KernelName k, int layer, int mb, int chunk);
+  void head_forward(Flow& f, int mb);
+  void head_backward(Flow& f);
+  void reduce_region(int region);
+  void optimizer(StepStats& st);
+  void execute(int v, StepStats& st);
+};
+
+Status Trainer::Impl::decode() {
+  const StageProgram& prog = w->stages[stage];
+  const OpGraph& g = prog.graph();
+  const int n = static_cast<int>(boost::num_vertices(g));
+  actions.resize(n);
+  const int max_tag = Comm::max_tag();
+  const Plan& plan = w->plan;
+  const int tp = rank % plan.tp, dp = (rank / plan.tp) % plan.dp;
+  auto kernel_of = [](const char* name) -> int {
+    for (int k = 0; k < static_cast<int>(KernelName::kCount); ++k)
+      if (kernel_name(static_cast<KernelName>(k)) == name) return k;
+    return -1;
+  };
+  for (int v = 0; v < n; ++v) {
+    const Op& op = g[v];
+    Action& a = actions[v];
+    const std::string name = op.name;
+    auto unsupported = [&] {
+      return Error("runtime: op " + w->op_id(rank, stage, v) + " is not executed by the runtime yet");
+    };
+    switch (op.kind) {
+      case OpKind::kCompute: {
+        if (op.phase == Phase::kStep) {
+          if (name != "optimizer") return unsupported();
+          a.act = Act::kOptimizer;
+        } else if (name == "embedding") {
+          a.act = op.phase == Phase::kForward ? Act::kEmbedFwd : Act::kEmbedBwd;
+        } else if (name == "lm_head_loss") {
+          a.act = op.phase == Phase::kForward ? Act::kHeadFwd : Act::kHeadBwd;
+        } else {
+          const int k = kernel_of(op.name);
+          if (k < 0 || op.phase == Phase::kWeightGrad) return unsupported();
+          a.kernel = static_cast<KernelName>(k);
+          a.act = op.phase == Phase::kBackward ? Act::kKernelBwd : Act::kKernelFwd;
+          a.recompute = op.phase == Phase::kRecompute;
+        }
+        break;
+      }
+      case OpKind::kCollective: {
+        if (name == "tp_all_reduce") {
+          // The kernel this collective follows says which tensor it sums.
+          auto [e, end] = boost::in_edges(static_cast<OpGraph::vertex_descriptor>(v), g);
+          int src_kernel = -1;
+          for (; e != end; ++e) {
+            const int k = kernel_of(g[boost::source(*e, g)].name);
+            if (k >= 0) src_kernel = k;
+          }
+          const auto sk = static_cast<KernelName>(src_kernel);
+          if (op.phase == Phase::kBackward) {
+            a.act = Act::kTpBwd;
+            if (sk == KernelName::kQkv) a.target = 0;
+            else if (sk == KernelName::kMlpUp) a.target = 1;
+            else return unsupported();
+          } else {
+            a.act = Act::kTpFwd;
+            if (sk == KernelName::kProj) a.target = 0;
+            else if (sk == KernelName::kMlpDown) a.target = 1;
+            else return unsupported();
+          }
+        } else if ((name == "grad_all_reduce" || name == "grad_reduce_scatter") && op.layer >= 0) {
+          a.act = Act::kLayerGradReduce;
+        } else if (name == "grad_reduce" && op.group == GroupKind::kDp) {
+          a.act = Act::kGradReduce;
+        } else if (name == "param_all_gather" && op.phase == Phase::kStep) {
+          a.act = Act::kParamGather;
+        } else {
+          return unsupported();
+        }
+        break;
+      }
+      case OpKind::kSend:
+      case OpKind::kRecv: {
+        const bool fwd = op.phase == Phase::kForward;
+        if (op.kind == OpKind::kSend) a.act = fwd ? Act::kSendAct : Act::kSendGrad;
+        else a.act = fwd ? Act::kRecvAct : Act::kRecvGrad;
+        a.peer = w->rank_of(tp, 0, dp, op.peer_stage);
+        a.tag = op.kind == OpKind::kSend ? op.match : v;  // the receiving op's vertex
+        if (a.tag > max_tag) return Error("runtime: pipeline message tag " + std::to_string(a.tag) + " exceeds MPI_TAG_UB");
+        break;
+      }
+      case OpKind::kCopy:
+        return unsupported();
+    }
+  }
+  return Status::Ok();
+}
+
+void Trainer::Impl::norm_forward(const char* w_name, const char* b_name, int layer, const Vec& x, Vec& out, Vec& rstd,
+                                 Vec& mean) {
+  const int T = tokens(), H = hidden;
+  out.resize(x.size());
+  rstd.resize(static_cast<std::size_t>(T));
+  if (w->model.norm == NormKind::kRmsNorm) {
+    kernels::rmsnorm_forward_cpu(out.data(), rstd.data(), x.data(), p(w_name, layer), T, H, 1e-5f);
+  } else {
+    mean.resize(static_cast<std::size_t>(T));
+    kernels::layernorm_forward_cpu(out.data(), mean.data(), rstd.data(), x.data(), p(w_name, layer), p(b_name, layer),
+                                   T, H, 1e-5f);
+  }
+}
+
+void Trainer::Impl::norm_backward(const char* w_name, const char* b_name, int layer, const Vec& dout, const Vec& x,
+                                  const Vec& rstd, const Vec& mean, Vec& dx) {
+  const int T = tokens(), H = hidden;
+  dx.resize(x.size());
+  if (w->model.norm == NormKind::kRmsNorm)
+    kernels::rmsnorm_backward_cpu(dx.data(), g(w_name, layer), dout.data(), x.data(), p(w_name, layer), rstd.data(), T, H);
+  else
+    kernels::layernorm_backward_cpu(dx.data(), g(w_name, layer), g(b_name, layer), dout.data(), x.data(),
+                                    p(w_name, layer), mean.data(), rstd.data(), T, H);
+}
+
+void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, bool recompute) {
+  LayerActs& a = layer_acts(layer, mb);
+  Flow& f = flow(mb, chunk);
+  const int T = tokens(), H = hidden;
+  const int qkv_w = attn_shape.qkv_width(), attn_w = attn_shape.q_heads * attn_shape.head_dim;
+  const TensorSlot* up = layout.find("mlp_up", layer);
+  const int ffn = layout.find("mlp_down", layer)->rows;
+  const bool swiglu = w->model.mlp == MlpKind::kSwiglu;
+  switch (k) {
+    case KernelName::kNorm1:
+      if (!recompute) a.x_in = f.x;
+      norm_forward("norm1.weight", "norm1.bias", layer, a.x_in, a.n1, a.rstd1, a.mean1);
+      break;
+    case KernelName::kQkv:
+      gemm_forward(a.qkv, a.n1, p("qkv", layer), T, H, qkv_w);
+      kernels::rope_cpu(a.qkv.data(), attn_shape, 10000.0f, false);
+      break;
+    case KernelName::kAttention:
+      a.probs.resize(attn_shape.score_elems());
+      a.attn.resize(static_cast<std::size_t>(T) * attn_w);
+      kernels::attention_forward_cpu(a.attn.data(), a.probs.data(), a.qkv.data(), attn_shape);
+      break;
+    case KernelName::kScores:
+      a.scores.resize(attn_shape.score_elems());
+      kernels::attention_scores_cpu(a.scores.data(), a.qkv.data(), attn_shape);
+      break;
+    case KernelName::kSoftmax:
+      a.probs.resize(attn_shape.score_elems());
+      kernels::causal_softmax_forward_cpu(a.probs.data(), a.scores.data(), attn_shape);
+      break;
+    case KernelName::kAttnV:
+      a.attn.resize(static_cast<std::size_t>(T) * attn_w);
+      kernels::attention_values_cpu(a.attn.data(), a.probs.data(), a.qkv.data(), attn_shape);
+      // Selective recompute: the s^2 tensors are dropped and rebuilt in the backward.
+      if (!recompute && w->plan.recompute == Recompute::kSelective) { release(a.scores); release(a.probs); }
+      break;
+    case KernelName::kProj:
+      gemm_forward(a.y, a.attn, p("proj", layer), T, attn_w, H);
+      break;
+    case KernelName::kResidual1:
+      a.h.resize(a.x_in.size());
+      kernels::residual_forward_cpu(a.h.data(), a.x_in.data(), a.y.data(), a.h.size());
+      break;
+    case KernelName::kNorm2:
+      norm_forward("norm2.weight", "norm2.bias", layer, a.h, a.n2, a.rstd2, a.mean2);
+      break;
+    case KernelName::kMlpUp:
+      gemm_forward(a.up, a.n2, p("mlp_up", layer), T, H, up->cols);
+      break;
+    case KernelName::kActivation:
+      a.act.resize(static_cast<std::size_t>(T) * ffn);
+      if (swiglu) kernels::swiglu_forward_cpu(a.act.data(), a.up.data(), T, ffn);
+      else kernels::bias_gelu_forward_cpu(a.act.data(), a.up.data(), nullptr, T, ffn);
+      break;
+    case KernelName::kMlpDown:
+      gemm_forward(a.z, a.act, p("mlp_down", layer), T, ffn, H);
+      break;
+    case KernelName::kResidual2:
+      if (recompute) break;  // the layer's output already went on
+      f.x.resize(a.h.size());
+      kernels::residual_forward_cpu(f.x.data(), a.h.data(), a.z.data(), f.x.size());
+      if (w->plan.recompute == Recompute::kFull) a.keep_only_input();
+      break;
+    default:
+      break;  // MoE kernels: refused by check_runtime_plan
+  }
+}
+
+void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) {
+  LayerActs& a = layer_acts(layer, mb);
+  Flow& f = flow(mb, chunk);
+  const int T = tokens(), H = hidden;
+  const int qkv_w = attn_shape.qkv_width(), attn_w = attn_shape.q_heads * attn_shape.head_dim;
+  const TensorSlot* up = layout.find("mlp_up", layer);
+  const int ffn = layout.find("mlp_down", layer)->rows;
+  switch (k) {
+    case KernelName::kResidual2:
+      f.dh = f.dx;
+      f.dz = f.dx;
+      break;
+    case KernelName::kMlpDown:
+      gemm_backward(f.dact, g("mlp_down", layer), f.dz, a.act, p("mlp_down", layer), T, ffn, H);
+      break;
+    case KernelName::kActivation:
+      f.dup.resize(a.up.size());
+      if (w->model.mlp == MlpKind::kSwiglu) kernels::swiglu_backward_cpu(f.dup.data(), a.up.data(), f.dact.data(), T, ffn);
+      else kernels::bias_gelu_backward_cpu(f.dup.data(), nullptr, a.up.data(), nullptr, f.dact.data(), T, ffn);
+      break;
+    case KernelName::kMlpUp:
+      gemm_backward(f.dn2, g("mlp_up", layer), f.dup, a.n2, p("mlp_up", layer), T, H, up->cols);
+      break;
+    case KernelName::kNorm2:
+      norm_backward("norm2.weight", "norm2.bias", layer, f.dn2, a.h, a.rstd2, a.mean2, f.tmp);
+      for (std::size_t i = 0; i < f.dh.size(); ++i) f.dh[i] += f.tmp[i];
+      break;
+    case KernelName::kResidual1:
+      f.dy = f.dh;
+      f.dx = f.dh;
+      break;
+    case KernelName::kProj:
+      gemm_backward(f.dattn, g("proj", layer), f.dy, a.attn, p("proj", layer), T, attn_w, H);
+      break;
+    case KernelName::kAttention:
+      f.dqkv.resize(static_cast<std::size_t>(T) * qkv_w);
+      f.dprobs.resize(attn_shape.score_elems());
+      f.dscores.resize(attn_shape.score_elems());
+      kernels::attention_backward_cpu(f.dqkv.data(), f.dprobs.data(), f.dscores.data(), f.dattn.data(), a.probs.data(),
+                                      a.qkv.data(), attn_shape);
+      break;
+    case KernelName::kAttnV:
+      f.dqkv.resize(static_cast<std::size_t>(T) * qkv_w);
+      f.dprobs.resize(attn_shape.score_elems());
+      kernels::attention_values_backward_cpu(f.dprobs.data(), f.dqkv.data(), f.dattn.data(), a.probs.data(),
+                                             a.qkv.data(), attn_shape);
+      break;
+    case KernelName::kSoftmax:
+      f.dscores.resize(attn_shape.score_elems());
+      kernels::causal_softmax_backward_cpu(f.dscores.data(), f.dprobs.data(), a.probs.data(), attn_shape);
+      break;
+    case KernelName::kScores:
+      kernels::attention_scores_backward_cpu(f.dqkv.data(), f.dscores.data(), a.qkv.data(), attn_shape);
+      break;
+    case KernelName::kQkv:
+      kernels::rope_cpu(f.dqkv.data(), attn_shape, 10000.0f, true);  // back through the rotation
+      gemm_backward(f.dn1, g("qkv", layer), f.dqkv, a.n1, p("qkv", layer), T, H, qkv_w);
+      break;
+    case KernelName::kNorm1:
+      norm_backward("norm1.weight", "norm1.bias", layer, f.dn1, a.x_in, a.rstd1, a.mean1, f.tmp);
+      for (std::size_t i = 0; i < f.dx.size(); ++i) f.dx[i] += f.tmp[i];
+      a.keep_only_input();
+      release(a.x_in);
+      break;
+    default:
+      break;
+  }
+}
+
+void Trainer::Impl::head_forward(Flow& f, int mb) {
+  const int T = tokens(), H = hidden, V = vocab;
+  norm_forward("final_norm.weight", "final_norm.bias", -1, f.x, f.head_n, f.head_rstd, f.head_mean);
+  gemm_forward(f.logits, f.head_n, p("lm_head", -1), T, H, V);
+  const int* tok = sample_tokens(f, mb);
+  std::vector<int> targets(static_cast<std::size_t>(T));
+  for (int r = 0; r < mbs; ++r)
+    for (int i = 0; i < seq; ++i) targets[static_cast<std::size_t>(r) * seq + i] = tok[static_cast<std::size_t>(r) * (seq + 1) + i + 1];
+  Vec losses(static_cast<std::size_t>(T));
+  kernels::crossentropy_forward_cpu(losses.data(), f.logits.data(), targets.data(), T, V);
+  double s = 0;
+  for (float l : losses) s += l;
+  if (tp_rank == 0) loss_sum += s;  // the head is replicated in the TP group: count it once
+}
+
+void Trainer::Impl::head_backward(Flow& f) {
+  const int T = tokens(), H = hidden, V = vocab;
+  std::vector<int> targets(static_cast<std::size_t>(T));
+  for (int r = 0; r < mbs; ++r)
+    for (int i = 0; i < seq; ++i) targets[static_cast<std::size_t>(r) * seq + i] = f.tokens[static_cast<std::size_t>(r) * (seq + 1) + i + 1];
+  // d(mean loss over the global batch) / d(token loss), times the loss scale.
+  const double global_tokens = static_cast<double>(w->plan.global_batch) * seq;
+  const float dloss = static_cast<float>(loss_scale / global_tokens);
+  f.dlogits.resize(f.logits.size());
+  kernels::crossentropy_backward_cpu(f.dlogits.data(), f.logits.data(), targets.data(), dloss, T, V);
+  gemm_backward(f.tmp, g("lm_head", -1), f.dlogits, f.head_n, p("lm_head", -1), T, H, V);
+  norm_backward("final_norm.weight", "final_norm.bias", -1, f.tmp, f.x, f.head_rstd, f.head_mean, f.dx);
+  release(f.logits);
+  release(f.dlogits);
+  release(f.head_n);
+}
+
+void Trainer::Impl::reduce_region(int region) {
+  const Region& r = layout.regions()[region];
+  reduced[region] = 1;
+  if (dp_comm.size() == 1 || r.padded == 0) return;
+  float* gr = grads.data() + r.offset;
+  if (w->plan.zero_stage == 0) {
+    dp_comm.all_reduce(gr, r.padded);
+  } else {
+    const std::size_t block = r.padded / dp_comm.size();
+    Vec mine(block);
+    dp_comm.reduce_scatter(gr, mine.data(), r.padded);
+    std::copy(mine.begin(), mine.end(), gr + block * dp_comm.rank());
+  }
+}
+
+void Trainer::Impl::optimizer(StepStats& st) {
+  const bool zero1 = w->plan.zero_stage >= 1 && dp_comm.size() > 1;
+  const auto& regions = layout.regions();
+  const std::size_t shards = static_cast<std::size_t>(dp_comm.size());
+  // Loss scaling (fp16): an overflow anywhere skips the step on every rank.
+  float grad_scale = 1.0f;
+  if (fp16) {
+    double overflow = 0;
+    for (std::size_t i = 0; i < regions.size(); ++i) {
+      const Region& r = regions[i];
+      const std::size_t block = zero1 ? r.padded / shards : r.padded;
+      const std::size_t off = r.offset + (zero1 ? block * dp_comm.rank() : 0);
+      if (kernels::has_overflow_cpu(grads.data() + off, block, 65504.0f)) overflow = 1;
+    }
+    world->all_reduce(&overflow, 1);
+    if (overflow > 0) {
+      st.skipped = true;
+      loss_scale = std::max(1.0, loss_scale / 2);
+      good_steps = 0;
+      return;
+    }
+    grad_scale = static_cast<float>(1.0 / loss_scale);
+  }
+  const int t = steps_done + 1;
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    const Region& r = regions[i];
+    const std::size_t block = zero1 ? r.padded / shards : r.padded;
+    const std::size_t off = r.offset + (zero1 ? block * dp_comm.rank() : 0);
+    kernels::adamw_cpu(params.data() + off, adam_m.data() + owned_offset[i], adam_v.data() + owned_offset[i],
+                       grads.data() + off, block, opt.adam, t, grad_scale);
+  }
+  if (fp16 && ++good_steps >= opt.loss_scale_window) {
+    loss_scale *= 2;
+    good_steps = 0;
+  }
+}
+
+void Trainer::Impl::execute(int v, StepStats& st) {
+  const Op& op = w->stages[stage].graph()[v];
+  const Action& a = actions[v];
+  const int mb = op.micro_batch, chunk = op.chunk, T = tokens(), H = hidden;
+  switch (a.act) {
+    case Act::kEmbedFwd: {
+      Flow& f = flow(mb, chunk);
+      const int* tok = sample_tokens(f, mb);
+      const float* emb = p("embedding", -1);
+      f.x.resize(static_cast<std::size_t>(T) * H);
+      for (int r = 0; r < mbs; ++r)
+        for (int i = 0; i < seq; ++i) {
+          const int id = tok[static_cast<std::size_t>(r) * (seq + 1) + i];
+          std::memcpy(f.x.data() + (static_cast<std::size_t>(r) * seq + i) * H, emb + static_cast<std::size_t>(id) * H,
+                      sizeof(float) * H);
+        }
+      break;
+    }
+    case Act::kEmbedBwd: {
+      Flow& f = flow(mb, chunk);
+      float* demb = g("embedding", -1);
+      for (int r = 0; r < mbs; ++r)
+        for (int i = 0; i < seq; ++i) {
+          const int id = f.tokens[static_cast<std::size_t>(r) * (seq + 1) + i];
+          const float* d = f.dx.data() + (static_cast<std::size_t>(r) * seq + i) * H;
+          float* out = demb + static_cast<std::size_t>(id) * H;
+          for (int c = 0; c < H; ++c) out[c] += d[c];
+        }
+      f = Flow{};
+      break;
+    }
+    case Act::kHeadFwd: head_forward(flow(mb, chunk), mb); break;
+    case Act::kHeadBwd: head_backward(flow(mb, chunk)); break;
+    case Act::kKernelFwd: kernel_forward(a.kernel, op.layer, mb, chunk, a.recompute); break;
+    case Act::kKernelBwd: kernel_backward(a.kernel, op.layer, mb, chunk); break;
+    case Act::kSendAct: {
+      Flow& f = flow(mb, chunk);
+      world->send(std::move(f.x), a.peer, a.tag);
+      f.x.clear();
+      break;
+    }
+    case Act::kRecvAct: {
+      Flow& f = flow(mb, chunk);
+      f.x.resize(static_cast<std::size_t>(T) * H);
+      world->recv(f.x.data(), f.x.size(), a.peer, a.tag);
+      break;
+    }
+    case Act::kSendGrad: {
+      Flow& f = flow(mb, chunk);
+      world->send(std::move(f.dx), a.peer, a.tag);
+      f = Flow{};
+      break;
+    }
+    case Act::kRecvGrad: {
+      Flow& f = flow(mb, chunk);
+      f.dx.resize(static_cast<std::size_t>(T) * H);
+      world->recv(f.dx.data(), f.dx.size(), a.peer, a.tag);
+      break;
+    }
+    case Act::kTpFwd: {
+      LayerActs& la = layer_acts(op.layer, mb);
+      Vec& t = a.target == 0 ? la.y : la.z;
+      tp_comm.all_reduce(t.data(), t.size());
+      break;
+    }
+    case Act::kTpBwd: {
+      Flow& f = flow(mb, chunk);
+      Vec& t = a.target == 0 ? f.dn1 : f.dn2;
+      tp_comm.all_reduce(t.data(), t.size());
+      break;
+    }
+    case Act::kLayerGradReduce: reduce_region(layout.region_of_layer(op.layer)); break;
+    case Act::kGradReduce:
+      for (std::size_t r = 0; r < reduced.size(); ++r)
+        if (!reduced[r]) reduce_region(static_cast<int>(r));
+      break;
+    case Act::kOptimizer: optimizer(st); break;
+    case Act::kParamGather:
+      if (dp_comm.size() > 1)
+        for (const Region& r : layout.regions()) dp_comm.all_gather(params.data() + r.offset, r.padded);
+      break;
+  }
+}
+
+Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Trainer::~Trainer() = default;
+
+Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world, const RunOptions& o) {
+  FS_RETURN_IF_ERROR(check_runtime_plan(w.model, w.plan, "plan"));
+  if (world.size() != w.plan.gpus())
+    return Error("runtime: the plan needs " + std::to_string(w.plan.gpus()) + " ranks (tp x pp x dp = " +
+                 std::to_string(w.plan.tp) + " x " + std::to_string(w.plan.pp) + " x " + std::to_string(w.plan.dp) +
+                 ") but " + std::to_string(world.size()) + " were launched");
+  auto im = std::make_unique<Impl>();
+  Impl& t = *im;
+  t.w = &w;
+  t.world = &world;
+  t.opt = o;
+  const Plan& plan = w.plan;
+  t.rank = world.rank();
+  t.stage = w.stage_of(t.rank);
+  t.tp_rank = t.rank % plan.tp;
+  t.dp_rank = (t.rank / plan.tp) % plan.dp;
+  const StageProgram& prog = w.stages[t.stage];
+  t.chunks = static_cast<int>(prog.chunk_layers.size());
+  t.micro = static_cast<int>(plan.micro_batches());
+  t.mbs = plan.micro_batch;
+  t.seq = plan.seq_len > 0 ? plan.seq_len : w.model.seq_len;
+  t.hidden = static_cast<int>(w.model.hidden);
+  t.vocab = static_cast<int>(w.model.vocab);
+  t.attn_shape = {t.mbs, t.seq, w.model.heads / plan.tp, w.model.kv_heads / plan.tp,
+                  static_cast<int>(w.model.q_dim() / w.model.heads)};
+  t.fp16 = plan.precision == Precision::kFp16;
+  t.loss_scale = t.fp16 ? o.initial_loss_scale : 1.0;
+
+  // Communicators: every rank takes part in each split (MPI_Comm_split is collective).
+  const auto tp_group = w.group_members(t.rank, GroupKind::kTp);
+  const auto dp_group = w.group_members(t.rank, GroupKind::kDp);
+  t.tp_comm = world.split(tp_group.front(), t.tp_rank);
+  t.dp_comm = world.split(dp_group.front() + w.ranks(), t.dp_rank);
+
+  std::vector<int> layers;
+  for (const auto& c : prog.chunk_layers) layers.insert(layers.end(), c.begin(), c.end());
+  std::sort(layers.begin(), layers.end());
+  const int last_vstage = t.chunks * plan.pp - 1;
+  const bool first = t.stage == 0, last = (t.chunks - 1) * plan.pp + t.stage == last_vstage;
+  t.layout = ParamLayout::build(w.model, plan, layers, first, last, t.tp_rank);
+  t.params.resize(t.layout.total());
+  t.layout.initialise(t.params.data(), o.seed);
+  t.grads.assign(t.layout.total(), 0.0f);
+  std::size_t owned = 0;
+  for (const Region& r : t.layout.regions()) {
+    t.owned_offset.push_back(owned);
+    owned += plan.zero_stage >= 1 ? r.padded / plan.dp : r.padded;
+  }
+  t.adam_m.assign(owned, 0.0f);
+  t.adam_v.assign(owned, 0.0f);
+  t.reduced.assign(t.layout.regions().size(), 0);
+  t.layer_index.assign(static_cast<std::size_t>(w.model.layers), -1);
+  for (std::size_t i = 0; i < layers.size(); ++i) t.layer_index[layers[i]] = static_cast<int>(i);
+  t.acts.resize(layers.size() * static_cast<std::size_t>(t.micro));
+  t.flows.resize(static_cast<std::size_t>(t.micro) * t.chunks);
+  FS_RETURN_IF_ERROR(t.decode());
+  return std::unique_ptr<Trainer>(new Trainer(std::move(im)));
+}
+
+Result<StepStats> Trainer::step(bool apply_update) {
+  Impl& t = *impl_;
+  StepStats st;
+  st.step = t.steps_done + 1;
+  std::fill(t.grads.begin(), t.grads.end(), 0.0f);
+  std::fill(t.reduced.begin(), t.reduced.end(), 0);
+  for (auto& f : t.flows) f = Flow{};
+  t.loss_sum = 0;
+  t.timings.clear();
+  const int n = static_cast<int>(t.actions.size());
+  t.world->barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto since = [&](std::chrono::steady_clock::time_point p) { return std::chrono::duration<double>(p - t0).count(); };
+  for (int v = 0; v < n; ++v) {
+    if (!apply_update && (t.actions[v].act == Act::kOptimizer || t.actions[v].act == Act::kParamGather)) continue;
+    const auto s = std::chrono::steady_clock::now();
+    try {
+      t.execute(v, st);
+    } catch (const std::exception& e) {
+      return Error("runtime: op " + t.w->op_id(t.rank, t.stage, v) + ": " + e.what());
+    }
+    if (t.opt.record_ops) t.timings.push_back({v, since(s), since(std::chrono::steady_clock::now())});
+  }
+  t.world->wait_sends();
+  st.seconds = since(std::chrono::steady_clock::now());
+  double loss = t.loss_sum;
+  t.world->all_reduce(&loss, 1);
+  st.loss = loss / (static_cast<double>(t.w->plan.global_batch) * t.seq);
+  st.loss_scale = t.loss_scale;
+  if (apply_update) ++t.steps_done;
+  return st;
+}
+
+int Trainer::rank() const { return impl_->rank; }
+int Trainer::stage() const { return impl_->stage; }
+int Trainer::tp_rank() const { return impl_->tp_rank; }
+int Trainer::steps_done() const { return impl_->steps_done; }
+const ParamLayout& Trainer::layout() const { return impl_->layout; }
+const std::vector<float>& Trainer::params() const { return impl_->params; }
+const std::vector<float>& Trainer::grads() const { return impl_->grads; }
+const std::vector<OpTiming>& Trainer::timings() const { return impl_->timings; }
+const Workload& Trainer::workload() const { return *impl_->w; }
+
+namespace {
+constexpr char kMagic[8] = {'F', 'S', 'C', 'K', 'P', 'T', '0', '1'};
+std::string checkpoint_path(const std::string& dir, int rank) {
+  char name[32];
+  std::snprintf(name, sizeof name, "rank-%05d.ckpt", rank);
+  return (std::filesystem::path(dir) / name).string();
+}
+}  // namespace
+
+Status Trainer::save_checkpoint(const std::string& dir) const {
+  const Impl& t = *impl_;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Error(dir + ": cannot create checkpoint directory: " + ec.message());
+  const nlohmann::json header = {{"model", t.w->model.name},     {"plan", plan_to_json(t.w->plan)},
+                                 {"rank", t.rank},               {"ranks", t.w->ranks()},
+                                 {"step", t.steps_done},         {"loss_scale", t.loss_scale},
+                                 {"good_steps", t.good_steps},   {"params", t.params.size()},
+                                 {"moments", t.adam_m.size()},   {"seed", t.opt.seed}};
+  std::string blob(kMagic, sizeof kMagic);
+  const std::string h = header.dump();
+  const std::uint64_t hl = h.size();
+  blob.append(reinterpret_cast<const char*>(&hl), sizeof hl).append(h);
+  for (const Vec* v : {&t.params, &t.adam_m, &t.adam_v})
+    blob.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(float));
+  const std::uint64_t hash = fnv1a(blob.data(), blob.size());
+  blob.append(reinterpret_cast<const char*>(&hash), sizeof hash);
+  const std::string path = checkpoint_path(dir, t.rank), tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(blob.data(), static_cast<std::streamsize>(blob.size()));
+    if (!out) return Error(tmp + ": write failed");
+  }
+  std::filesystem::rename(tmp, path, ec);  // atomic: a crash leaves the previous checkpoint intact
+  if (ec) return Error(path + ": cannot rename the new checkpoint into place: " + ec.message());
+  return Status::Ok();
+}
+
+Status Trainer::load_checkpoint(const std::string& dir) {
+  Impl& t = *impl_;
+  const std::string path = checkpoint_path(dir, t.rank);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(path + ": cannot open checkpoint");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string blob = ss.str();
+  constexpr std::size_t kFixed = sizeof kMagic + sizeof(std::uint64_t);
+  if (blob.size() < kFixed + sizeof(std::uint64_t) || std::memcmp(blob.data(), kMagic, sizeof kMagic) != 0)
+    return Error(path + ": not a Foresight checkpoint (bad magic or truncated)");
+  std::uint64_t stored = 0;
+  std::memcpy(&stored, blob.data() + blob.size() - sizeof stored, sizeof stored);
+  if (fnv1a(blob.data(), blob.size() - sizeof stored) != stored)
+    return Error(path + ": content hash mismatch (the file is corrupted or truncated)");
+  std::uint64_t hl = 0;
+  std::memcpy(&hl, blob.data() + sizeof kMagic, sizeof hl);
+  if (kFixed + hl > blob.size()) return Error(path + ": header length out of range");
+  nlohmann::json header = nlohmann::json::parse(blob.substr(kFixed, hl), nullptr, false);
+  if (header.is_discarded()) return Error(path + ": unreadable header");
+  if (header.value("model", "") != t.w->model.name)
+    return Error(path + ": /model: checkpoint is of model " + header.value("model", "?") + ", this run is " + t.w->model.name);
+  if (header["plan"] != plan_to_json(t.w->plan))
+    return Error(path + ": /plan: checkpoint was written under a different plan: " + header["plan"].dump());
+  if (header.value("rank", -1) != t.rank || header.value("ranks", -1) != t.w->ranks())
+    return Error(path + ": /rank: checkpoint rank/ranks do not match this launch");
+  if (header.value("params", std::size_t{0}) != t.params.size() || header.value("moments", std::size_t{0}) != t.adam_m.size())
+    return Error(path + ": /params: tensor sizes do not match this model and plan");
+  const std::size_t need = kFixed + hl + (t.params.size() + 2 * t.adam_m.size()) * sizeof(float) + sizeof(std::uint64_t);
+  if (blob.size() != need) return Error(path + ": size " + std::to_string(blob.size()) + " bytes, expected " + std::to_string(need));
+  const char* cur = blob.data() + kFixed + hl;
+  for (Vec* v : {&t.params, &t.adam_m, &t.adam_v}) {
+    std::memcpy(v->data(), cur, v->size() * sizeof(float));
+    cur += v->size() * sizeof(float);
+  }
+  t.steps_done = header.value("step", 0);
+  t.loss_scale = header.value("loss_scale", 1.0);
+  t.good_steps = header.value("good_steps", 0);
+  t.opt.seed = header.value("seed", t.opt.seed);
+  return Status::Ok();
+}
+
+}  // namespace foresight::runtime

@@ -1,0 +1,96 @@
+// The runtime's executor: one rank runs its pipeline stage's lowered op graph (sim/workload), op by
+// op in graph order, with real tensors -- the CPU backend computes each kernel with Eigen GEMMs and
+// the reference kernels (kernels/reference.h), and each collective or pipeline transfer with MPI
+// on the plan's groups. The ids and order are the simulator's, so a measured trace lines up with a
+// predicted one op by op.
+//
+//   Comm world = Comm::world();
+//   auto w = lower(model, cluster, plan);
+//   auto t = Trainer::create(*w, world, options);
+//   for (int s = 0; s < 10; ++s) { auto st = (*t)->step(); ... st->loss ... }
+//
+// What it executes (anything else is refused by `check_runtime_plan` with the reason): dense
+// decoder-only models (RMSNorm or LayerNorm, GQA attention with rotary embeddings, GeLU or SwiGLU
+// MLP, no linear biases or dropout); TP (Megatron column/row split, all-reduce; the embedding and
+// LM head are replicated in the TP group), PP with GPipe, 1F1B or interleaved 1F1B, DP with
+// all-reduce (ZeRO-0) or reduce-scatter + all-gather (ZeRO-1), gradient accumulation, full or
+// selective recompute, --overlap-grad-reduce. The CPU backend computes in fp32 whatever the plan's
+// precision; with fp16 it runs dynamic loss scaling the way a GPU would (a gradient beyond the fp16
+// range skips the step and halves the scale).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/reference.h"
+#include "runtime/comm.h"
+#include "runtime/params.h"
+#include "sim/core/status.h"
+#include "sim/workload/workload.h"
+
+namespace foresight::runtime {
+
+struct RunOptions {
+  std::uint64_t seed = 1234;                  // parameters and synthetic data
+  kernels::AdamWConfig adam{1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f};
+  float initial_loss_scale = 65536.0f;        // fp16 only (2^16, apex's default)
+  int loss_scale_window = 1000;               // good steps before the scale doubles (Megatron's default)
+  bool record_ops = true;                     // per-op timings of each step
+};
+
+struct StepStats {
+  int step = 0;             // 1-based
+  double loss = 0;          // mean cross-entropy over the global batch
+  double seconds = 0;       // wall time of the step on this rank
+  bool skipped = false;     // fp16 overflow: no update
+  double loss_scale = 1;
+};
+
+struct OpTiming {
+  int op = 0;               // vertex of the stage program
+  double start_s = 0, end_s = 0;  // from the start of the step
+};
+
+// Empty Status when the runtime can execute `plan` for `model`; otherwise the reason, naming the field.
+Status check_runtime_plan(const ModelSpec& model, const Plan& plan, const std::string& file);
+
+// Deterministic synthetic training data: sequence `sample` of step `step` (0-based), S+1 tokens
+// (inputs are [0, S), targets [1, S]). Mostly a fixed affine next-token rule with 10% noise, so
+// the loss of a working model falls well below log(vocab).
+void synthetic_tokens(std::uint64_t seed, int step, std::int64_t sample, int seq, int vocab, int* out);
+
+class Trainer {
+ public:
+  // `w` and `world` must outlive the trainer; `world.size()` must equal the plan's rank count.
+  static Result<std::unique_ptr<Trainer>> create(const Workload& w, Comm& world, const RunOptions& o);
+  ~Trainer();
+
+  // One optimizer step. With `apply_update` false it stops after the gradient reduction (tests
+  // compare gradients then) and the step counter does not advance.
+  Result<StepStats> step(bool apply_update = true);
+
+  int rank() const;
+  int stage() const;
+  int tp_rank() const;
+  int steps_done() const;
+  const ParamLayout& layout() const;
+  const std::vector<float>& params() const;
+  const std::vector<float>& grads() const;
+  const std::vector<OpTiming>& timings() const;  // of the last step
+  const Workload& workload() const;
+
+  // Saves / restores the full training state of this rank (parameters, AdamW moments, step,
+  // loss scale) as DIR/rank-NNNNN.ckpt with a content hash checked on load.
+  Status save_checkpoint(const std::string& dir) const;
+  Status load_checkpoint(const std::string& dir);
+
+  struct Impl;
+
+ private:
+  explicit Trainer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace foresight::runtime
