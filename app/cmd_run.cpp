@@ -96,6 +96,10 @@ Command add_run_command(CLI::App& app) {
                                              : "this build has no CUDA (configure on a machine with the CUDA toolkit)"));
     if (o->resume && o->checkpoint_dir.empty()) return input_fail("--resume needs --checkpoint-dir");
     PlanOptions po = o->plan;
+    const int model_parallel = po.tp.value_or(1) * po.pp.value_or(1) * po.cp.value_or(1);
+    if (po.plan_file.empty() && !po.gpus && world.size() % model_parallel != 0)
+      return input_fail(fmt::format("--tp x --pp x --cp = {} needs a multiple of {} ranks, but {} {} launched", model_parallel,
+                                    model_parallel, world.size(), world.size() == 1 ? "was" : "were"));
     if (!po.gpus) po.gpus = world.size();
     if (!po.global_batch && po.plan_file.empty()) {
       // Default: enough micro-batches to fill the pipeline twice, per data-parallel rank.

@@ -693,6 +693,7 @@ int Trainer::tp_rank() const { return impl_->tp_rank; }
 int Trainer::steps_done() const { return impl_->steps_done; }
 const ParamLayout& Trainer::layout() const { return impl_->layout; }
 const std::vector<float>& Trainer::params() const { return impl_->params; }
+std::vector<float>& Trainer::params() { return impl_->params; }
 const std::vector<float>& Trainer::grads() const { return impl_->grads; }
 const std::vector<OpTiming>& Trainer::timings() const { return impl_->timings; }
 const Workload& Trainer::workload() const { return *impl_->w; }

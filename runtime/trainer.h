@@ -77,6 +77,7 @@ class Trainer {
   int steps_done() const;
   const ParamLayout& layout() const;
   const std::vector<float>& params() const;
+  std::vector<float>& params();  // tests perturb parameters (finite differences)
   const std::vector<float>& grads() const;
   const std::vector<OpTiming>& timings() const;  // of the last step
   const Workload& workload() const;

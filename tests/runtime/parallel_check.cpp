@@ -1,0 +1,126 @@
+// runtime_parallel_check: run under mpirun with a layout; every rank also runs the serial model
+// (tp = pp = dp = 1, same global batch) in-process and compares, element by element through the
+// shard maps:
+//   1. the reduced gradients of the first step (before the optimizer; ZeRO-0 only, since ZeRO-1
+//      keeps only this rank's block of them), and the loss;
+//   2. the parameters after `steps` optimizer steps (ZeRO-0 and ZeRO-1).
+// Exit 0 when everything agrees within the tolerance, 1 with the first mismatches printed.
+//
+//   mpirun -np 4 runtime_parallel_check model=tiny4.json tp=2 pp=2 schedule=1f1b gb=8
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "runtime/comm.h"
+#include "runtime/trainer.h"
+#include "sim/spec/presets.h"
+
+using namespace foresight;
+using namespace foresight::runtime;
+
+namespace {
+
+// Tolerance: fp32 sums in a different order (TP partial sums, micro-batch accumulation, DP
+// reduction) differ by a few ulps per addition; 1e-4 of the tensor's largest magnitude, plus an
+// absolute 1e-7 for tensors that are nearly zero, is 2-3 orders above that and far below any
+// real error (a missing or doubled contribution moves elements by O(their size)).
+bool close(float a, float b, float scale) { return std::fabs(a - b) <= 1e-4f * scale + 1e-7f; }
+
+struct Compare {
+  int rank = 0, bad = 0;
+  void tensors(const char* what, const Trainer& par, const std::vector<float>& pv, const Trainer& ser,
+               const std::vector<float>& sv) {
+    for (const TensorSlot& t : par.layout().tensors()) {
+      const TensorSlot* s = ser.layout().find(t.name, t.layer);
+      if (!s) { std::fprintf(stderr, "rank %d: %s has no serial counterpart\n", rank, t.name.c_str()); ++bad; continue; }
+      float scale = 0;
+      for (std::size_t i = 0; i < s->size(); ++i) scale = std::max(scale, std::fabs(sv[s->offset + i]));
+      for (int r = 0; r < t.rows; ++r)
+        for (int c = 0; c < t.cols; ++c) {
+          const auto [gr, gc] = par.layout().global_coords(t, r, c);
+          const float a = pv[t.offset + static_cast<std::size_t>(r) * t.cols + c];
+          const float b = sv[s->offset + static_cast<std::size_t>(gr) * s->cols + gc];
+          if (!close(a, b, scale) && bad++ < 8)
+            std::fprintf(stderr, "rank %d: %s L%d %s[%d,%d] (full [%d,%d]) = %.9g, serial %.9g (scale %.3g)\n", rank,
+                         what, t.layer, t.name.c_str(), r, c, gr, gc, a, b, scale);
+        }
+    }
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    const auto eq = s.find('=');
+    if (eq == std::string::npos) { std::fprintf(stderr, "usage: key=value ...\n"); return 2; }
+    a[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  auto num = [&](const char* k, int d) { return a.count(k) ? std::atoi(a[k].c_str()) : d; };
+  Comm world = Comm::world();
+  auto model = a.count("model") ? load_model_file(a["model"]) : Result<ModelSpec>(Error("model=FILE is required"));
+  auto cluster = load_cluster("cpu-local");
+  if (!model || !cluster) {
+    std::fprintf(stderr, "%s\n", (!model ? model.error() : cluster.error()).message().c_str());
+    Comm::abort_job(2);
+  }
+  Plan p;
+  p.tp = num("tp", 1);
+  p.pp = num("pp", 1);
+  p.dp = num("dp", 1);
+  p.micro_batch = num("mb", 1);
+  p.global_batch = num("gb", 8);
+  p.virtual_stages = num("vp", 1);
+  p.zero_stage = num("zero", 0);
+  p.flash_attention = num("flash", 1) != 0;
+  p.overlap_grad_reduce = num("overlap_grad", 0) != 0;
+  p.overlap_tp_comm = num("overlap_tp", 0) != 0;
+  if (a.count("schedule")) p.schedule = *parse_schedule(a["schedule"]);
+  if (a.count("recompute")) p.recompute = *parse_recompute(a["recompute"]);
+  if (a.count("precision")) p.precision = *parse_precision(a["precision"]);
+  const int steps = num("steps", 2);
+  ClusterSpec c = *cluster;
+  if (Status s = resize_cluster(c, p.gpus(), "gpus"); !s) { std::fprintf(stderr, "%s\n", s.error().message().c_str()); Comm::abort_job(2); }
+  if (Status s = validate_plan(p, *model, p.gpus(), "plan"); !s) { std::fprintf(stderr, "%s\n", s.error().message().c_str()); Comm::abort_job(2); }
+  Plan serial_plan = p;
+  serial_plan.tp = serial_plan.pp = serial_plan.dp = 1;
+  serial_plan.virtual_stages = 1;
+  serial_plan.zero_stage = 0;
+  serial_plan.schedule = Schedule::k1F1B;
+  ClusterSpec c1 = *cluster;
+  (void)resize_cluster(c1, 1, "gpus");
+  auto w = lower(*model, c, p);
+  auto w1 = lower(*model, c1, serial_plan);
+  if (!w || !w1) { std::fprintf(stderr, "%s\n", (!w ? w.error() : w1.error()).message().c_str()); Comm::abort_job(2); }
+  RunOptions o;
+  o.adam.weight_decay = 0.1f;  // exercise decoupled weight decay too
+  o.record_ops = false;
+  Comm self;  // the serial reference: a one-rank world inside this process
+  auto par = Trainer::create(*w, world, o);
+  auto ser = Trainer::create(*w1, self, o);
+  if (!par || !ser) { std::fprintf(stderr, "%s\n", (!par ? par.error() : ser.error()).message().c_str()); Comm::abort_job(2); }
+
+  Compare cmp{world.rank(), 0};
+  auto g_par = (*par)->step(false);
+  auto g_ser = (*ser)->step(false);
+  if (!g_par || !g_ser) { std::fprintf(stderr, "step failed\n"); Comm::abort_job(1); }
+  if (std::fabs(g_par->loss - g_ser->loss) > 1e-5 * std::fabs(g_ser->loss)) {
+    std::fprintf(stderr, "rank %d: loss %.9g, serial %.9g\n", world.rank(), g_par->loss, g_ser->loss);
+    ++cmp.bad;
+  }
+  if (p.zero_stage == 0) cmp.tensors("grad", **par, (*par)->grads(), **ser, (*ser)->grads());
+  for (int s = 0; s < steps; ++s) {
+    if (!(*par)->step() || !(*ser)->step()) { std::fprintf(stderr, "step failed\n"); Comm::abort_job(1); }
+  }
+  cmp.tensors("param", **par, (*par)->params(), **ser, (*ser)->params());
+  double bad = cmp.bad;
+  world.all_reduce(&bad, 1);
+  if (world.rank() == 0)
+    std::printf("%s: %s (loss %.6f, %d steps)\n", bad == 0 ? "OK" : "MISMATCH", argc > 1 ? argv[1] : "", g_ser->loss, steps);
+  Comm::finalize();
+  return bad == 0 ? 0 : 1;
+}
