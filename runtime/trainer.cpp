@@ -1,6 +1,8 @@
 // The op interpreter: each vertex of the rank's stage program becomes an action on real tensors.
 #include "runtime/trainer.h"
 
+#include "runtime/cpu_fast.h"
+
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +14,10 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 namespace foresight::runtime {
 
@@ -307,7 +313,7 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
     case KernelName::kAttention:
       a.probs.resize(attn_shape.score_elems());
       a.attn.resize(static_cast<std::size_t>(T) * attn_w);
-      kernels::attention_forward_cpu(a.attn.data(), a.probs.data(), a.qkv.data(), attn_shape);
+      attention_forward_fast(a.attn.data(), a.probs.data(), a.qkv.data(), attn_shape);
       break;
     case KernelName::kScores:
       a.scores.resize(attn_shape.score_elems());
@@ -391,10 +397,8 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
       break;
     case KernelName::kAttention:
       f.dqkv.resize(static_cast<std::size_t>(T) * qkv_w);
-      f.dprobs.resize(attn_shape.score_elems());
-      f.dscores.resize(attn_shape.score_elems());
-      kernels::attention_backward_cpu(f.dqkv.data(), f.dprobs.data(), f.dscores.data(), f.dattn.data(), a.probs.data(),
-                                      a.qkv.data(), attn_shape);
+      f.dscores.resize(static_cast<std::size_t>(attn_shape.seq) * attn_shape.seq);
+      attention_backward_fast(f.dqkv.data(), f.dscores.data(), f.dattn.data(), a.probs.data(), a.qkv.data(), attn_shape);
       break;
     case KernelName::kAttnV:
       f.dqkv.resize(static_cast<std::size_t>(T) * qkv_w);
@@ -432,26 +436,21 @@ void Trainer::Impl::head_forward(Flow& f, int mb) {
   std::vector<int> targets(static_cast<std::size_t>(T));
   for (int r = 0; r < mbs; ++r)
     for (int i = 0; i < seq; ++i) targets[static_cast<std::size_t>(r) * seq + i] = tok[static_cast<std::size_t>(r) * (seq + 1) + i + 1];
+  // The logits' gradient comes out of the same pass (the backward only multiplies it through):
+  // d(mean loss over the global batch) / d(token loss), times the loss scale.
+  const double global_tokens = static_cast<double>(w->plan.global_batch) * seq;
+  const float dloss = static_cast<float>(loss_scale / global_tokens);
   Vec losses(static_cast<std::size_t>(T));
-  kernels::crossentropy_forward_cpu(losses.data(), f.logits.data(), targets.data(), T, V);
-  double s = 0;
-  for (float l : losses) s += l;
+  f.dlogits.resize(f.logits.size());
+  const double s = crossentropy_fused(losses.data(), f.dlogits.data(), f.logits.data(), targets.data(), dloss, T, V);
+  release(f.logits);
   if (tp_rank == 0) loss_sum += s;  // the head is replicated in the TP group: count it once
 }
 
 void Trainer::Impl::head_backward(Flow& f) {
   const int T = tokens(), H = hidden, V = vocab;
-  std::vector<int> targets(static_cast<std::size_t>(T));
-  for (int r = 0; r < mbs; ++r)
-    for (int i = 0; i < seq; ++i) targets[static_cast<std::size_t>(r) * seq + i] = f.tokens[static_cast<std::size_t>(r) * (seq + 1) + i + 1];
-  // d(mean loss over the global batch) / d(token loss), times the loss scale.
-  const double global_tokens = static_cast<double>(w->plan.global_batch) * seq;
-  const float dloss = static_cast<float>(loss_scale / global_tokens);
-  f.dlogits.resize(f.logits.size());
-  kernels::crossentropy_backward_cpu(f.dlogits.data(), f.logits.data(), targets.data(), dloss, T, V);
   gemm_backward(f.tmp, g("lm_head", -1), f.dlogits, f.head_n, p("lm_head", -1), T, H, V);
   norm_backward("final_norm.weight", "final_norm.bias", -1, f.tmp, f.x, f.head_rstd, f.head_mean, f.dx);
-  release(f.logits);
   release(f.dlogits);
   release(f.head_n);
 }
@@ -601,6 +600,14 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
     return Error("runtime: the plan needs " + std::to_string(w.plan.gpus()) + " ranks (tp x pp x dp = " +
                  std::to_string(w.plan.tp) + " x " + std::to_string(w.plan.pp) + " x " + std::to_string(w.plan.dp) +
                  ") but " + std::to_string(world.size()) + " were launched");
+#ifdef __GLIBC__
+  // The executor frees and reallocates the same activation sizes every micro-batch. glibc hands
+  // blocks above 128 KiB back to the OS and page-faults them in again on the next use, which cost
+  // 40% of a step of the small model; keeping them in the heap makes malloc a caching allocator
+  // (PyTorch keeps its own for the same reason).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
   auto im = std::make_unique<Impl>();
   Impl& t = *im;
   t.w = &w;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "runtime/comm.h"
+#include "runtime/cpu_fast.h"
 #include "runtime/trainer.h"
 #include "sim/spec/presets.h"
 #include "tests/test_util.h"
@@ -173,6 +174,37 @@ TEST(Runtime, CheckpointResumeIsBitIdenticalAndCorruptionIsCaught) {
   ASSERT_FALSE(mismatch);
   EXPECT_NE(mismatch.error().message().find("/plan"), std::string::npos) << mismatch.error().message();
   std::filesystem::remove_all(dir);
+}
+
+TEST(Runtime, FastPathsMatchTheReferenceKernels) {
+  // fp32 with different summation orders (GEMM blocking vs loops): 1e-5 of the magnitude.
+  const kernels::AttentionShape s{2, 7, 4, 2, 8};
+  std::vector<float> qkv(s.tokens() * s.qkv_width()), dout(s.tokens() * s.q_heads * s.head_dim);
+  unsigned state = 12345;
+  auto rnd = [&] { state = state * 1664525u + 1013904223u; return static_cast<float>(state >> 8) / (1 << 24) - 0.5f; };
+  for (float& v : qkv) v = 2 * rnd();
+  for (float& v : dout) v = rnd();
+  std::vector<float> out_a(dout.size()), out_b(dout.size()), p_a(s.score_elems()), p_b(s.score_elems());
+  kernels::attention_forward_cpu(out_a.data(), p_a.data(), qkv.data(), s);
+  attention_forward_fast(out_b.data(), p_b.data(), qkv.data(), s);
+  for (std::size_t i = 0; i < out_a.size(); ++i) ASSERT_NEAR(out_a[i], out_b[i], 1e-5) << i;
+  for (std::size_t i = 0; i < p_a.size(); ++i) ASSERT_NEAR(p_a[i], p_b[i], 1e-6) << i;
+  std::vector<float> d_a(qkv.size(), 7.0f), d_b(qkv.size(), 7.0f), s1(s.score_elems()), s2(s.score_elems());
+  kernels::attention_backward_cpu(d_a.data(), s1.data(), s2.data(), dout.data(), p_a.data(), qkv.data(), s);
+  attention_backward_fast(d_b.data(), s1.data(), dout.data(), p_a.data(), qkv.data(), s);
+  for (std::size_t i = 0; i < d_a.size(); ++i) ASSERT_NEAR(d_a[i], d_b[i], 1e-5) << i;
+
+  const int rows = 5, vocab = 33;
+  std::vector<float> logits(rows * vocab), l_a(rows), l_b(rows), g_a(logits.size()), g_b(logits.size());
+  for (float& v : logits) v = 8 * rnd();
+  const std::vector<int> targets{0, 32, 5, 5, 17};
+  kernels::crossentropy_forward_cpu(l_a.data(), logits.data(), targets.data(), rows, vocab);
+  kernels::crossentropy_backward_cpu(g_a.data(), logits.data(), targets.data(), 0.25f, rows, vocab);
+  const double total = crossentropy_fused(l_b.data(), g_b.data(), logits.data(), targets.data(), 0.25f, rows, vocab);
+  double sum = 0;
+  for (int r = 0; r < rows; ++r) { EXPECT_NEAR(l_a[r], l_b[r], 1e-5); sum += l_a[r]; }
+  EXPECT_NEAR(total, sum, 1e-4);
+  for (std::size_t i = 0; i < g_a.size(); ++i) ASSERT_NEAR(g_a[i], g_b[i], 1e-6) << i;
 }
 
 TEST(Runtime, RefusesWhatItDoesNotExecuteWithTheField) {
