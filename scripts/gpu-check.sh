@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# GPU check, for a machine with a CUDA device: builds only what needs the GPU (the CUDA kernels'
+# tests, the block benchmark, and -- where the tree has them -- the `foresight` app and the
+# runtime's GPU tests), runs the tests and the benchmark, and collects everything under
+# "${OUT:-gpu-check-out}" (eight files at most, no subfolders):
+#   summary.txt        what ran, test counts, step time and MFU
+#   nvidia-smi.txt     nvidia-smi -q
+#   build.log          configure and build output
+#   tests.log          the GPU tests' console output
+#   kernel_gpu_tests.xml, runtime_gpu_tests.xml   gtest XML
+#   gpu_block_bench.json, gpu_block_bench.log     the benchmark's result and console output
+# Needs no network. Finishes within about 8 minutes (each step under `timeout`, against one overall
+# budget). Exits non-zero when a build, a test or the benchmark fails, or when the tests skip for
+# want of a device.
+#
+# Environment: OUT (output folder), BUILD_DIR (default build-gpu), CUDA_ARCH (default 90: H100 and
+# H200; "native" also works), GPU_CHECK_BUDGET_S (default 470).
+# If the project's CMake configure fails (its required packages -- nlohmann_json, CLI11, fmt,
+# Eigen3, GTest, Google Benchmark -- are missing on a bare CUDA image), the kernels, their GPU tests
+# and the benchmark are built directly with nvcc instead; the tests then need GoogleTest: an
+# installed libgtest, or its sources in GTEST_SRC, .gpu-deps/googletest or /usr/src/googletest.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+OUT_DIR=${OUT:-gpu-check-out}
+mkdir -p "$OUT_DIR"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+BUILD=${BUILD_DIR:-build-gpu}
+ARCH=${CUDA_ARCH:-90}
+JOBS=$(nproc)
+DEADLINE=$((SECONDS + ${GPU_CHECK_BUDGET_S:-470}))
+SUMMARY=$OUT_DIR/summary.txt
+BUILD_LOG=$OUT_DIR/build.log
+TESTS_LOG=$OUT_DIR/tests.log
+: >"$SUMMARY"
+: >"$BUILD_LOG"
+: >"$TESTS_LOG"
+STATUS=0
+
+say() { echo "[gpu-check] $*" | tee -a "$SUMMARY"; }
+fail() {
+  say "FAIL: $*"
+  STATUS=1
+}
+# Seconds for a step: at most $1, and no later than the deadline less $2 kept for the steps after it.
+budget() {
+  local left=$((DEADLINE - SECONDS - ${2:-0}))
+  ((left > $1)) && left=$1
+  ((left < 5)) && left=5
+  echo "$left"
+}
+
+say "started $(date -u +%FT%TZ) in $ROOT, output in $OUT_DIR, CUDA arch $ARCH, $JOBS jobs"
+
+# --- the device --------------------------------------------------------------------------------------
+if timeout 30 nvidia-smi -q >"$OUT_DIR/nvidia-smi.txt" 2>&1; then
+  say "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+else
+  fail "nvidia-smi failed (see nvidia-smi.txt)"
+fi
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [ ! -x "$NVCC" ]; then
+  fail "no nvcc found"
+  exit 1
+fi
+CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
+say "nvcc: $("$NVCC" --version | tail -1)"
+
+KERNEL_TESTS=""
+BENCH=""
+RUNTIME_TESTS=""
+
+# --- build: the project's CMake --------------------------------------------------------------------------
+GENERATOR=()
+command -v ninja >/dev/null && GENERATOR=(-G Ninja)
+echo "== configure" >>"$BUILD_LOG"
+if timeout "$(budget 150 300)" cmake -S . -B "$BUILD" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DFORESIGHT_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DFORESIGHT_WITH_QT=OFF \
+  -DFORESIGHT_BUILD_TESTS=ON -DFORESIGHT_BUILD_BENCH=ON >>"$BUILD_LOG" 2>&1; then
+  say "configure: ok (CMake)"
+  TARGETS=$(cmake --build "$BUILD" --target help 2>/dev/null)
+  echo "== build foresight_kernel_gpu_tests gpu_block_bench" >>"$BUILD_LOG"
+  if timeout "$(budget 300 150)" cmake --build "$BUILD" --target foresight_kernel_gpu_tests gpu_block_bench \
+    -j"$JOBS" >>"$BUILD_LOG" 2>&1; then
+    say "build kernels, tests, bench: ok"
+    KERNEL_TESTS=$BUILD/tests/kernels/foresight_kernel_gpu_tests
+    BENCH=$BUILD/bench/gpu_block_bench
+  else
+    fail "build of foresight_kernel_gpu_tests / gpu_block_bench (see build.log)"
+  fi
+  OPTIONAL=()
+  for t in foresight foresight_runtime_gpu_tests; do
+    grep -qE "(^|[ /])$t(:|\$| )" <<<"$TARGETS" && OPTIONAL+=("$t")
+  done
+  if [ ${#OPTIONAL[@]} -gt 0 ]; then
+    echo "== build ${OPTIONAL[*]}" >>"$BUILD_LOG"
+    if timeout "$(budget 240 150)" cmake --build "$BUILD" --target "${OPTIONAL[@]}" -j"$JOBS" >>"$BUILD_LOG" 2>&1; then
+      say "build ${OPTIONAL[*]}: ok"
+      RUNTIME_TESTS=$(find "$BUILD" -name foresight_runtime_gpu_tests -type f -perm -u+x 2>/dev/null | head -1)
+    else
+      fail "build of ${OPTIONAL[*]} (see build.log)"
+    fi
+  else
+    say "no foresight app or runtime GPU tests in this tree: not built"
+  fi
+else
+  # --- build: nvcc directly (no project dependencies needed) ---------------------------------------------
+  say "configure failed (see build.log); building the kernels, their tests and the bench with nvcc directly"
+  D=$ROOT/$BUILD/direct
+  mkdir -p "$D"
+  ARCH_FLAG=-arch=sm_$ARCH
+  [ "$ARCH" = native ] && ARCH_FLAG=-arch=native
+  NVFLAGS=(-std=c++17 -O3 "$ARCH_FLAG" -I"$ROOT" "-Xcompiler=-Wall,-Wextra")
+  echo "== nvcc build in $D" >>"$BUILD_LOG"
+  pids=()
+  for f in kernels/norm kernels/elementwise kernels/attention kernels/loss kernels/adamw kernels/compression \
+    bench/gpu_block_bench; do
+    timeout "$(budget 300 150)" "$NVCC" "${NVFLAGS[@]}" -c "$f.cu" -o "$D/$(basename "$f").o" >>"$BUILD_LOG" 2>&1 &
+    pids+=($!)
+  done
+  ok=1
+  for p in "${pids[@]}"; do wait "$p" || ok=0; done
+  KOBJ=("$D"/norm.o "$D"/elementwise.o "$D"/attention.o "$D"/loss.o "$D"/adamw.o "$D"/compression.o)
+  if [ $ok = 1 ] && "$NVCC" "$ARCH_FLAG" "${KOBJ[@]}" "$D/gpu_block_bench.o" -lcublas -o "$D/gpu_block_bench" \
+    >>"$BUILD_LOG" 2>&1; then
+    BENCH=$D/gpu_block_bench
+    say "build kernels and bench (nvcc): ok"
+  else
+    fail "nvcc build of the kernels or the bench (see build.log)"
+  fi
+  # GoogleTest: installed, or built from sources.
+  GTEST_FLAGS=()
+  for src in "${GTEST_SRC:-}" "$ROOT/.gpu-deps/googletest/googletest" "$ROOT/.gpu-deps/googletest" \
+    /usr/src/googletest/googletest /usr/src/gtest; do
+    if [ -n "$src" ] && [ -f "$src/src/gtest-all.cc" ]; then
+      if g++ -std=c++17 -O2 -I"$src/include" -I"$src" -c "$src/src/gtest-all.cc" -o "$D/gtest-all.o" >>"$BUILD_LOG" 2>&1 &&
+        g++ -std=c++17 -O2 -I"$src/include" -c "$src/src/gtest_main.cc" -o "$D/gtest_main.o" >>"$BUILD_LOG" 2>&1; then
+        GTEST_FLAGS=(-I"$src/include" "$D/gtest-all.o" "$D/gtest_main.o")
+        break
+      fi
+    fi
+  done
+  if [ ${#GTEST_FLAGS[@]} -eq 0 ] && [ -f /usr/include/gtest/gtest.h ]; then
+    GTEST_FLAGS=(-lgtest_main -lgtest)
+  fi
+  if [ ${#GTEST_FLAGS[@]} -eq 0 ]; then
+    fail "no GoogleTest (installed or sources): the GPU tests cannot be built"
+  elif [ ${#KOBJ[@]} -gt 0 ] && [ $ok = 1 ] &&
+    timeout "$(budget 240 150)" g++ -std=c++20 -O2 -Wall -Wextra -I"$ROOT" -I"$CUDA_HOME/include" \
+      kernels/reference.cpp tests/kernels/cuda_kernels_test.cpp "${KOBJ[@]}" "${GTEST_FLAGS[@]}" \
+      -L"$CUDA_HOME/lib64" -Wl,-rpath,"$CUDA_HOME/lib64" -lcublas -lcudart -pthread \
+      -o "$D/foresight_kernel_gpu_tests" >>"$BUILD_LOG" 2>&1; then
+    KERNEL_TESTS=$D/foresight_kernel_gpu_tests
+    say "build GPU tests (g++ + gtest): ok"
+  else
+    fail "build of the GPU tests (see build.log)"
+  fi
+  say "the foresight app and runtime GPU tests need the CMake build: not built"
+fi
+
+# --- run ----------------------------------------------------------------------------------------------
+# run_tests NAME BINARY XML: runs a gtest binary and reports its counts.
+run_tests() {
+  local name=$1 bin=$2 xml=$3 rc log
+  log=$(mktemp)
+  echo "== $name" >>"$TESTS_LOG"
+  timeout "$(budget 240 100)" "$bin" --gtest_output=xml:"$xml" >"$log" 2>&1
+  rc=$?
+  cat "$log" >>"$TESTS_LOG"
+  local ran passed skipped failed
+  ran=$(grep -Eo '[0-9]+ tests? from [0-9]+ test suites? ran' "$log" | grep -Eo '^[0-9]+' | tail -1)
+  passed=$(grep -E '^\[  PASSED  \] [0-9]+' "$log" | grep -Eo '[0-9]+' | head -1)
+  skipped=$(grep -E '^\[  SKIPPED \] [0-9]+ tests?,' "$log" | grep -Eo '[0-9]+' | head -1)
+  failed=$(grep -E '^\[  FAILED  \] [0-9]+ tests?,' "$log" | grep -Eo '[0-9]+' | head -1)
+  say "$name: ran ${ran:-?}, passed ${passed:-0}, skipped ${skipped:-0}, failed ${failed:-0} (exit $rc)"
+  if [ $rc -ne 0 ]; then
+    fail "$name (exit $rc$([ $rc -eq 124 ] && echo ', timed out'); see tests.log)"
+    grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | sort -u | head -20 | tee -a "$SUMMARY"
+  elif grep -q "no CUDA device" "$log"; then
+    fail "$name skipped tests for want of a CUDA device on a GPU machine"
+  fi
+  rm -f "$log"
+}
+
+if [ -n "$KERNEL_TESTS" ]; then
+  run_tests foresight_kernel_gpu_tests "$KERNEL_TESTS" "$OUT_DIR/kernel_gpu_tests.xml"
+fi
+if [ -n "$RUNTIME_TESTS" ]; then
+  run_tests foresight_runtime_gpu_tests "$RUNTIME_TESTS" "$OUT_DIR/runtime_gpu_tests.xml"
+fi
+if [ -n "$BENCH" ]; then
+  if timeout "$(budget 150 0)" "$BENCH" --out "$OUT_DIR/gpu_block_bench.json" >"$OUT_DIR/gpu_block_bench.log" 2>&1; then
+    J=$OUT_DIR/gpu_block_bench.json
+    field() { grep -E "\"$1\":" "$J" | head -1 | sed -E 's/.*: *([^,]*),?$/\1/'; }
+    say "gpu_block_bench: step $(field step_ms) ms, $(field achieved_tflops) TFLOP/s, MFU $(field mfu) (breakdown: $(grep breakdown_ms "$J" | sed -E 's/.*\{(.*)\}.*/\1/'))"
+  else
+    fail "gpu_block_bench (exit $?; see gpu_block_bench.log)"
+  fi
+fi
+
+say "finished in ${SECONDS}s: $([ $STATUS -eq 0 ] && echo PASS || echo FAIL)"
+exit $STATUS
