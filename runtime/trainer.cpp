@@ -220,26 +220,11 @@ Status Trainer::Impl::decode() {
         break;
       }
       case OpKind::kCollective: {
-        if (name == "tp_all_reduce") {
-          // The kernel this collective follows says which tensor it sums.
-          auto [e, end] = boost::in_edges(static_cast<OpGraph::vertex_descriptor>(v), g);
-          int src_kernel = -1;
-          for (; e != end; ++e) {
-            const int k = kernel_of(g[boost::source(*e, g)].name);
-            if (k >= 0) src_kernel = k;
-          }
-          const auto sk = static_cast<KernelName>(src_kernel);
-          if (op.phase == Phase::kBackward) {
-            a.act = Act::kTpBwd;
-            if (sk == KernelName::kQkv) a.target = 0;
-            else if (sk == KernelName::kMlpUp) a.target = 1;
-            else return unsupported();
-          } else {
-            a.act = Act::kTpFwd;
-            if (sk == KernelName::kProj) a.target = 0;
-            else if (sk == KernelName::kMlpDown) a.target = 1;
-            else return unsupported();
-          }
+        if (name == "attn.tp_all_reduce" || name == "mlp.tp_all_reduce") {
+          // Forward: the row-parallel GEMM's partial output (proj: y, mlp_down: z); backward: the
+          // input gradient of the column-parallel GEMM (qkv: dn1, mlp_up: dn2).
+          a.act = op.phase == Phase::kBackward ? Act::kTpBwd : Act::kTpFwd;
+          a.target = name[0] == 'a' ? 0 : 1;
         } else if ((name == "grad_all_reduce" || name == "grad_reduce_scatter") && op.layer >= 0) {
           a.act = Act::kLayerGradReduce;
         } else if (name == "grad_reduce" && op.group == GroupKind::kDp) {

@@ -205,12 +205,19 @@ class StageBuilder {
   }
   const LayerKernels& kernels(int layer) const { return layer < m_.dense_layers() ? dense_ : moe_; }
   std::vector<int> chunk_layers(int chunk) const;
-  int tp_collective(Phase ph, int layer, int mb, int chunk, TpCollective kind, int dep) {
-    static constexpr const char* kNames[] = {"tp_all_reduce", "tp_all_gather", "tp_reduce_scatter"};
+  // Named by block ("attn." or "mlp.") so that each op id in a layer is unique: a layer has two
+  // (four with SP) TP collectives per direction.
+  int tp_collective(Phase ph, int layer, int mb, int chunk, TpCollective kind, int after, int dep) {
+    static constexpr const char* kNames[2][3] = {{"attn.tp_all_reduce", "attn.tp_all_gather", "attn.tp_reduce_scatter"},
+                                                 {"mlp.tp_all_reduce", "mlp.tp_all_gather", "mlp.tp_reduce_scatter"}};
+    const LayerKernels& lk = kernels(layer);
+    int residual1 = 0;
+    while (residual1 < lk.count && lk.fwd[residual1].name != KernelName::kResidual1) ++residual1;
+    const int block = after > residual1 ? 1 : 0;
     const CollectiveOp c = kind == TpCollective::kAllReduce   ? CollectiveOp::kAllReduce
                            : kind == TpCollective::kAllGather ? CollectiveOp::kAllGather
                                                               : CollectiveOp::kReduceScatter;
-    return collective(ph, layer, mb, chunk, kNames[static_cast<int>(kind)], StreamId::kTp, GroupKind::kTp, c,
+    return collective(ph, layer, mb, chunk, kNames[block][static_cast<int>(kind)], StreamId::kTp, GroupKind::kTp, c,
                       kernels(layer).tp_bytes, dep);
   }
   int layer_forward(Phase ph, int layer, int mb, int chunk, int prev, bool attention_only);
@@ -270,7 +277,7 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
     if (attention_only) continue;
     for (int j = 0; j < k.tp_count; ++j) {
       if (k.tp_after[j] != i) continue;
-      const int c = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], prev);
+      const int c = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, prev);
       // With TP communication overlap (Megatron's --tp-comm-overlap), the next GEMMs proceed in
       // chunks while the collective runs; the layer's end waits for it.
       if (p_.overlap_tp_comm) overlapped_.push_back(c); else prev = c;
@@ -297,7 +304,7 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
       prev = collective(Phase::kBackward, layer, mb, chunk, "ep_combine", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
     for (int j = k.tp_bwd_count - 1; j >= 0; --j) {
       if (k.tp_bwd_after[j] != i) continue;
-      const int c = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[j], prev);
+      const int c = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[j], i, prev);
       if (p_.overlap_tp_comm) overlapped_.push_back(c); else prev = c;
     }
     const bool attention = i >= k.attention_first && i <= k.attention_last;

@@ -50,7 +50,7 @@ struct Op {
   KernelClass cls = KernelClass::kElementwise;
   DType dtype = DType::kBf16;           // compute datatype (compute ops)
   DeviceKind device = DeviceKind::kGpu; // device class the op runs on
-  const char* name = "";        // kernel or op name: "qkv", "tp_all_reduce", "grad_reduce", ...
+  const char* name = "";        // kernel or op name: "qkv", "mlp.tp_all_reduce", "grad_reduce", ...
   std::int16_t layer = -1;      // model layer, -1 for none
   std::int16_t chunk = 0;       // virtual pipeline chunk
   std::int32_t micro_batch = -1;

@@ -33,7 +33,8 @@ TEST(Workload, EveryLayerAndMicroBatchHasItsKernels) {
   for (const auto& s : w.stages) {
     EXPECT_EQ(count(s, "qkv", Phase::kForward), 8);
     EXPECT_EQ(count(s, "qkv", Phase::kBackward), 8);
-    EXPECT_EQ(count(s, "tp_all_reduce", Phase::kForward), 2 * 8);  // two per layer without SP
+    EXPECT_EQ(count(s, "attn.tp_all_reduce", Phase::kForward), 8);  // two per layer without SP
+    EXPECT_EQ(count(s, "mlp.tp_all_reduce", Phase::kForward), 8);
   }
   EXPECT_EQ(count(w.stages[0], "embedding", Phase::kForward), 8);
   EXPECT_EQ(count(w.stages[1], "lm_head_loss", Phase::kForward), 8);

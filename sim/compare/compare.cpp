@@ -1,0 +1,171 @@
+// Trace loading and op-by-op alignment.
+#include "sim/compare/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace foresight {
+
+Result<Trace> load_trace(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error(path + ": cannot open trace");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().empty()) return Error(path + ": empty file (expected a Chrome trace from simulate --trace or run --trace)");
+  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (doc.is_discarded()) return Error(path + ": not valid JSON");
+  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
+    return Error(path + ": /traceEvents: missing (not a Chrome trace)");
+  Trace t;
+  t.file = path;
+  t.metadata = doc.value("metadata", nlohmann::json::object());
+  t.step_s = t.metadata.value("step_time_s", 0.0);
+  std::set<std::string> seen;
+  const auto& events = doc["traceEvents"];
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& e = events[i];
+    if (!e.is_object() || e.value("ph", "") != "X") continue;
+    const std::string where = path + ": /traceEvents/" + std::to_string(i);
+    if (!e.contains("args") || !e["args"].contains("id") || !e["args"]["id"].is_string())
+      return Error(where + "/args/id: missing (ops need the workload's op id to be aligned)");
+    TraceOp op;
+    op.id = e["args"]["id"].get<std::string>();
+    op.name = e.value("name", "");
+    op.cat = e.value("cat", "compute");
+    op.rank = e.value("pid", 0);
+    if (!e.contains("ts") || !e.contains("dur") || !e["ts"].is_number() || !e["dur"].is_number())
+      return Error(where + ": ts/dur missing or not numbers");
+    op.start_s = e["ts"].get<double>() * 1e-6;
+    op.dur_s = e["dur"].get<double>() * 1e-6;
+    if (!seen.insert(op.id).second) return Error(where + "/args/id: duplicate op id " + op.id);
+    t.ops.push_back(std::move(op));
+  }
+  if (t.ops.empty()) return Error(path + ": no ops (the trace has no complete events)");
+  if (t.step_s <= 0) {  // traces from elsewhere: the makespan
+    double lo = 1e300, hi = 0;
+    for (const auto& op : t.ops) { lo = std::min(lo, op.start_s); hi = std::max(hi, op.start_s + op.dur_s); }
+    t.step_s = hi - lo;
+  }
+  return t;
+}
+
+std::string op_kind(const TraceOp& op) {
+  if (op.cat == "collective") {  // "attn.tp_all_reduce" and "mlp.tp_all_reduce" are both tp_all_reduce
+    const auto dot = op.name.find('.');
+    return dot == std::string::npos ? op.name : op.name.substr(dot + 1);
+  }
+  if (op.cat == "p2p") return "p2p";
+  if (op.cat == "copy") return "copy";
+  static const std::set<std::string> gemm = {"qkv", "proj", "mlp_up", "mlp_down", "router", "scores", "attn_v"};
+  if (gemm.count(op.name)) return "gemm";
+  if (op.name == "attention" || op.name == "softmax") return "attention";
+  if (op.name == "lm_head_loss") return "lm_head";
+  if (op.name == "optimizer" || op.name == "host_optimizer") return "optimizer";
+  return "elementwise";
+}
+
+namespace {
+double pct(double predicted, double measured) { return measured > 0 ? (predicted - measured) / measured * 100.0 : 0.0; }
+}  // namespace
+
+Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
+  if (p.metadata.contains("plan") && m.metadata.contains("plan") && p.metadata["plan"] != m.metadata["plan"])
+    return Error(p.file + " and " + m.file + ": the traces are of different plans: " + p.metadata["plan"].dump() + " vs " +
+                 m.metadata["plan"].dump());
+  if (p.metadata.value("model", "") != m.metadata.value("model", ""))
+    return Error(p.file + " and " + m.file + ": the traces are of different models (" + p.metadata.value("model", "?") +
+                 " vs " + m.metadata.value("model", "?") + ")");
+  std::set<int> pr, mr;
+  for (const auto& op : p.ops) pr.insert(op.rank);
+  for (const auto& op : m.ops) mr.insert(op.rank);
+  CompareReport r;
+  r.predicted_file = p.file;
+  r.measured_file = m.file;
+  std::set_intersection(pr.begin(), pr.end(), mr.begin(), mr.end(), std::back_inserter(r.ranks));
+  if (r.ranks.empty()) return Error(p.file + " and " + m.file + ": no rank appears in both traces");
+  const std::set<int> common(r.ranks.begin(), r.ranks.end());
+  std::unordered_map<std::string, const TraceOp*> by_id;
+  for (const auto& op : m.ops)
+    if (common.count(op.rank)) by_id[op.id] = &op;
+  std::vector<std::string> only_p, only_m;
+  std::set<std::string> matched;
+  std::map<std::string, KindComparison> kinds;
+  std::map<int, double> busy_p, busy_m;  // compute busy time per rank
+  for (const auto& op : p.ops) {
+    if (!common.count(op.rank)) continue;
+    auto it = by_id.find(op.id);
+    if (it == by_id.end()) { only_p.push_back(op.id); continue; }
+    const TraceOp& mo = *it->second;
+    matched.insert(op.id);
+    const std::string kind = op_kind(op);
+    KindComparison& k = kinds[kind];
+    k.kind = kind;
+    ++k.ops;
+    k.predicted_s += op.dur_s;
+    k.measured_s += mo.dur_s;
+    if (op.cat == "compute") { busy_p[op.rank] += op.dur_s; busy_m[op.rank] += mo.dur_s; }
+    r.worst.push_back({op.id, kind, op.dur_s, mo.dur_s});
+  }
+  for (const auto& [id, op] : by_id)
+    if (!matched.count(id)) only_m.push_back(id);
+  if (!only_p.empty() || !only_m.empty()) {
+    std::sort(only_p.begin(), only_p.end());
+    std::sort(only_m.begin(), only_m.end());
+    std::string msg = p.file + " and " + m.file + ": the ops differ (" + std::to_string(only_p.size()) +
+                      " only in the predicted trace, " + std::to_string(only_m.size()) + " only in the measured one)";
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, only_p.size()); ++i) msg += "; predicted only: " + only_p[i];
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, only_m.size()); ++i) msg += "; measured only: " + only_m[i];
+    return Error(msg);
+  }
+  r.matched_ops = static_cast<int>(matched.size());
+  const double n = static_cast<double>(r.ranks.size());
+  for (auto& [name, k] : kinds) {
+    k.predicted_s /= n;
+    k.measured_s /= n;
+    k.error_pct = pct(k.predicted_s, k.measured_s);
+    r.kinds.push_back(k);
+  }
+  r.predicted_step_s = p.step_s;
+  r.measured_step_s = m.step_s;
+  r.step_time_error_pct = pct(p.step_s, m.step_s);
+  // Idle: the part of the step the compute stream is not busy (pipeline bubbles, waiting for
+  // communication), averaged over the compared ranks.
+  KindComparison idle{"idle", 0, 0, 0, 0};
+  for (int rank : r.ranks) {
+    idle.predicted_s += std::max(0.0, p.step_s - busy_p[rank]) / n;
+    idle.measured_s += std::max(0.0, m.step_s - busy_m[rank]) / n;
+  }
+  idle.error_pct = pct(idle.predicted_s, idle.measured_s);
+  r.kinds.push_back(idle);
+  std::sort(r.kinds.begin(), r.kinds.end(), [](const auto& a, const auto& b) { return a.measured_s > b.measured_s; });
+  std::sort(r.worst.begin(), r.worst.end(), [](const auto& a, const auto& b) {
+    return std::fabs(a.predicted_s - a.measured_s) > std::fabs(b.predicted_s - b.measured_s);
+  });
+  if (r.worst.size() > 10) r.worst.resize(10);
+  return r;
+}
+
+nlohmann::json compare_report_to_json(const CompareReport& r) {
+  nlohmann::json kinds = nlohmann::json::array(), worst = nlohmann::json::array();
+  for (const auto& k : r.kinds)
+    kinds.push_back({{"kind", k.kind}, {"ops", k.ops}, {"predicted_s", k.predicted_s}, {"measured_s", k.measured_s},
+                     {"error_pct", k.error_pct}});
+  for (const auto& w : r.worst)
+    worst.push_back({{"id", w.id}, {"kind", w.kind}, {"predicted_s", w.predicted_s}, {"measured_s", w.measured_s}});
+  return {{"predicted", r.predicted_file},
+          {"measured", r.measured_file},
+          {"predicted_step_s", r.predicted_step_s},
+          {"measured_step_s", r.measured_step_s},
+          {"step_time_error_pct", r.step_time_error_pct},
+          {"ranks", r.ranks},
+          {"matched_ops", r.matched_ops},
+          {"kinds", kinds},
+          {"worst_ops", worst}};
+}
+
+}  // namespace foresight
