@@ -50,6 +50,14 @@ std::unique_ptr<Serial> serial(const ModelSpec& m, Plan p, RunOptions o = {}) {
   return s;
 }
 
+// The plan the CLI builds from "--gpus 1 --gb 4 --recompute full" (bf16 is the CLI default).
+Plan plan_from_defaults() {
+  Plan p;
+  p.global_batch = 4;
+  p.recompute = Recompute::kFull;
+  return p;
+}
+
 Plan plan(long long gb) {
   Plan p;
   p.global_batch = gb;
@@ -221,6 +229,28 @@ TEST(Runtime, RefusesWhatItDoesNotExecuteWithTheField) {
   p = plan(8);
   p.tp = 4;  // 2 kv heads
   EXPECT_NE(check_runtime_plan(m, p, "plan.json").error().message().find("kv_heads"), std::string::npos);
+}
+
+TEST(Runtime, PredictedAndMeasuredTracesAlignOpByOp) {
+  // One graph, two executors: the simulator's trace and the runtime's trace of the same plan
+  // carry the same op ids, every one of them.
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string pred = (dir / "fs-align-pred.json").string(), meas = (dir / "fs-align-meas.json").string();
+  const std::string bin = FORESIGHT_BINARY;
+  const std::string plan = " --model " + kTiny4 + " --cluster cpu-local --gpus 1 --gb 4 --recompute full";
+  ASSERT_EQ(std::system((bin + " simulate" + plan + " --full --trace " + pred + " > /dev/null").c_str()), 0);
+  ASSERT_EQ(std::system((bin + " run" + plan + " --steps 2 --trace " + meas + " > /dev/null").c_str()), 0);
+  ASSERT_EQ(std::system((bin + " compare " + pred + " " + meas + " --out " + (dir / "fs-align.json").string() +
+                         " > /dev/null").c_str()), 0);
+  const auto report = nlohmann::json::parse(std::ifstream(dir / "fs-align.json"));
+  auto m = load_model_file(kTiny4);
+  auto c = load_cluster("cpu-local");
+  ASSERT_TRUE(resize_cluster(*c, 1, "gpus"));
+  Plan p = plan_from_defaults();
+  auto w = lower(*m, *c, p);
+  ASSERT_TRUE(w) << w.error().message();
+  EXPECT_EQ(report["matched_ops"].get<std::size_t>(), w->op_count());
+  EXPECT_GT(report["measured_step_s"].get<double>(), 0);
 }
 
 #ifdef FORESIGHT_MPIEXEC
