@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add("validate", foresight::app::add_validate_command(app));
   add("run", foresight::app::add_run_command(app));
   add("compare", foresight::app::add_compare_command(app));
+  add("calibrate", foresight::app::add_calibrate_command(app));
   add("presets", foresight::app::add_presets_command(app));
   try {
     app.parse(argc, argv);

@@ -16,6 +16,13 @@ using Strided = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 using CStrided = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 using MapM = Eigen::Map<RowMat>;
 using CMapM = Eigen::Map<const RowMat>;
+using RowArr = Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MapA = Eigen::Map<RowArr>;
+using CMapA = Eigen::Map<const RowArr>;
+using CVec = Eigen::Map<const Eigen::Array<float, 1, Eigen::Dynamic>>;
+using Col = Eigen::Map<Eigen::Array<float, Eigen::Dynamic, 1>>;
+using CCol = Eigen::Map<const Eigen::Array<float, Eigen::Dynamic, 1>>;
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
 
 // Views of one head of one sequence in the fused QKV layout (rows are tokens, `w` floats apart).
 struct Heads {
@@ -34,6 +41,61 @@ struct Heads {
   std::size_t probs(int b, int h) const { return (static_cast<std::size_t>(b) * s.q_heads + h) * s.seq * s.seq; }
 };
 }  // namespace
+
+void gemm_forward(float* out, const float* in, const float* w, int rows, int k, int n) {
+  MapM(out, rows, n).noalias() = CMapM(in, rows, k) * CMapM(w, k, n);
+}
+
+void gemm_backward(float* din, float* dw, const float* dout, const float* in, const float* w, int rows, int k, int n) {
+  MapM(din, rows, k).noalias() = CMapM(dout, rows, n) * CMapM(w, k, n).transpose();
+  MapM(dw, k, n).noalias() += CMapM(in, rows, k).transpose() * CMapM(dout, rows, n);
+}
+
+void rmsnorm_forward_fast(float* out, float* rstd, const float* x, const float* weight, int rows, int cols, float eps) {
+  CMapA X(x, rows, cols);
+  Col r(rstd, rows);
+  r = ((X.square().rowwise().sum() / static_cast<float>(cols)) + eps).rsqrt();
+  MapA(out, rows, cols) = (X.colwise() * r).rowwise() * CVec(weight, cols);
+}
+
+void rmsnorm_backward_fast(float* dx, float* dweight, const float* dout, const float* x, const float* weight,
+                           const float* rstd, int rows, int cols) {
+  CMapA X(x, rows, cols), dY(dout, rows, cols);
+  CCol r(rstd, rows);
+  const auto w = CVec(weight, cols);
+  const Eigen::Array<float, Eigen::Dynamic, 1> k =
+      ((dY.rowwise() * w) * X).rowwise().sum() * r.cube() / static_cast<float>(cols);
+  MapA(dx, rows, cols) = ((dY.rowwise() * w).colwise() * r) - (X.colwise() * k);
+  Eigen::Map<Eigen::Array<float, 1, Eigen::Dynamic>>(dweight, cols) += ((dY * X).colwise() * r).colwise().sum();
+}
+
+void swiglu_forward_fast(float* out, const float* gate_up, int rows, int cols) {
+  CMapA G(gate_up, rows, 2 * cols);
+  const auto g = G.leftCols(cols);
+  MapA(out, rows, cols) = g * (1.0f + (-g).exp()).inverse() * G.rightCols(cols);
+}
+
+void swiglu_backward_fast(float* dgate_up, const float* gate_up, const float* dout, int rows, int cols) {
+  CMapA G(gate_up, rows, 2 * cols), D(dout, rows, cols);
+  MapA dG(dgate_up, rows, 2 * cols);
+  const auto g = G.leftCols(cols);
+  const RowArr s = (1.0f + (-g).exp()).inverse();
+  dG.leftCols(cols) = D * G.rightCols(cols) * s * (1.0f + g * (1.0f - s));
+  dG.rightCols(cols) = D * g * s;
+}
+
+void gelu_forward_fast(float* out, const float* x, std::size_t n) {
+  const auto u = CCol(x, static_cast<Eigen::Index>(n));
+  Col(out, static_cast<Eigen::Index>(n)) = 0.5f * u * (1.0f + (kGeluC * (u + 0.044715f * u.cube())).tanh());
+}
+
+void gelu_backward_fast(float* dx, const float* x, const float* dout, std::size_t n) {
+  const auto u = CCol(x, static_cast<Eigen::Index>(n));
+  const Eigen::Array<float, Eigen::Dynamic, 1> t = (kGeluC * (u + 0.044715f * u.cube())).tanh();
+  Col(dx, static_cast<Eigen::Index>(n)) =
+      CCol(dout, static_cast<Eigen::Index>(n)) *
+      (0.5f * (1.0f + t) + 0.5f * u * (1.0f - t.square()) * kGeluC * (1.0f + 3.0f * 0.044715f * u.square()));
+}
 
 void attention_forward_fast(float* out, float* probs, const float* qkv, const kernels::AttentionShape& s) {
   const Heads x(s);

@@ -8,6 +8,22 @@
 
 namespace foresight::runtime {
 
+// out[rows x n] = in[rows x k] * w[k x n] (Eigen, row-major).
+void gemm_forward(float* out, const float* in, const float* w, int rows, int k, int n);
+// din = dout * w^T (overwritten); dw += in^T * dout.
+void gemm_backward(float* din, float* dw, const float* dout, const float* in, const float* w, int rows, int k, int n);
+
+// = kernels::rmsnorm_forward_cpu / rmsnorm_backward_cpu (dweight accumulated), vectorised.
+void rmsnorm_forward_fast(float* out, float* rstd, const float* x, const float* weight, int rows, int cols, float eps);
+void rmsnorm_backward_fast(float* dx, float* dweight, const float* dout, const float* x, const float* weight,
+                           const float* rstd, int rows, int cols);
+// = kernels::swiglu_forward_cpu / swiglu_backward_cpu and bias_gelu_*_cpu without bias, vectorised
+// (Eigen's SIMD exp and tanh).
+void swiglu_forward_fast(float* out, const float* gate_up, int rows, int cols);
+void swiglu_backward_fast(float* dgate_up, const float* gate_up, const float* dout, int rows, int cols);
+void gelu_forward_fast(float* out, const float* x, std::size_t n);
+void gelu_backward_fast(float* dx, const float* x, const float* dout, std::size_t n);
+
 // = kernels::attention_forward_cpu.
 void attention_forward_fast(float* out, float* probs, const float* qkv, const kernels::AttentionShape& s);
 // = kernels::attention_backward_cpu (dqkv overwritten); `scratch` holds seq * seq floats.

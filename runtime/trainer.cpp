@@ -3,7 +3,6 @@
 
 #include "runtime/cpu_fast.h"
 
-#include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -24,20 +23,14 @@ namespace foresight::runtime {
 namespace {
 
 using Vec = std::vector<float>;
-using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MapM = Eigen::Map<RowMat>;
-using CMapM = Eigen::Map<const RowMat>;
 
-// out[T x N] = in[T x K] * W[K x N]
 void gemm_forward(Vec& out, const Vec& in, const float* w, int rows, int k, int n) {
   out.resize(static_cast<std::size_t>(rows) * n);
-  MapM(out.data(), rows, n).noalias() = CMapM(in.data(), rows, k) * CMapM(w, k, n);
+  runtime::gemm_forward(out.data(), in.data(), w, rows, k, n);
 }
-// din = dout * W^T; dW += in^T * dout
 void gemm_backward(Vec& din, float* dw, const Vec& dout, const Vec& in, const float* w, int rows, int k, int n) {
   din.resize(static_cast<std::size_t>(rows) * k);
-  MapM(din.data(), rows, k).noalias() = CMapM(dout.data(), rows, n) * CMapM(w, k, n).transpose();
-  MapM(dw, k, n).noalias() += CMapM(in.data(), rows, k).transpose() * CMapM(dout.data(), rows, n);
+  runtime::gemm_backward(din.data(), dw, dout.data(), in.data(), w, rows, k, n);
 }
 void release(Vec& v) { Vec().swap(v); }
 
@@ -259,7 +252,7 @@ void Trainer::Impl::norm_forward(const char* w_name, const char* b_name, int lay
   out.resize(x.size());
   rstd.resize(static_cast<std::size_t>(T));
   if (w->model.norm == NormKind::kRmsNorm) {
-    kernels::rmsnorm_forward_cpu(out.data(), rstd.data(), x.data(), p(w_name, layer), T, H, 1e-5f);
+    rmsnorm_forward_fast(out.data(), rstd.data(), x.data(), p(w_name, layer), T, H, 1e-5f);
   } else {
     mean.resize(static_cast<std::size_t>(T));
     kernels::layernorm_forward_cpu(out.data(), mean.data(), rstd.data(), x.data(), p(w_name, layer), p(b_name, layer),
@@ -272,7 +265,7 @@ void Trainer::Impl::norm_backward(const char* w_name, const char* b_name, int la
   const int T = tokens(), H = hidden;
   dx.resize(x.size());
   if (w->model.norm == NormKind::kRmsNorm)
-    kernels::rmsnorm_backward_cpu(dx.data(), g(w_name, layer), dout.data(), x.data(), p(w_name, layer), rstd.data(), T, H);
+    rmsnorm_backward_fast(dx.data(), g(w_name, layer), dout.data(), x.data(), p(w_name, layer), rstd.data(), T, H);
   else
     kernels::layernorm_backward_cpu(dx.data(), g(w_name, layer), g(b_name, layer), dout.data(), x.data(),
                                     p(w_name, layer), mean.data(), rstd.data(), T, H);
@@ -329,8 +322,8 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       break;
     case KernelName::kActivation:
       a.act.resize(static_cast<std::size_t>(T) * ffn);
-      if (swiglu) kernels::swiglu_forward_cpu(a.act.data(), a.up.data(), T, ffn);
-      else kernels::bias_gelu_forward_cpu(a.act.data(), a.up.data(), nullptr, T, ffn);
+      if (swiglu) swiglu_forward_fast(a.act.data(), a.up.data(), T, ffn);
+      else gelu_forward_fast(a.act.data(), a.up.data(), a.act.size());
       break;
     case KernelName::kMlpDown:
       gemm_forward(a.z, a.act, p("mlp_down", layer), T, ffn, H);
@@ -363,8 +356,8 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
       break;
     case KernelName::kActivation:
       f.dup.resize(a.up.size());
-      if (w->model.mlp == MlpKind::kSwiglu) kernels::swiglu_backward_cpu(f.dup.data(), a.up.data(), f.dact.data(), T, ffn);
-      else kernels::bias_gelu_backward_cpu(f.dup.data(), nullptr, a.up.data(), nullptr, f.dact.data(), T, ffn);
+      if (w->model.mlp == MlpKind::kSwiglu) swiglu_backward_fast(f.dup.data(), a.up.data(), f.dact.data(), T, ffn);
+      else gelu_backward_fast(f.dup.data(), a.up.data(), f.dact.data(), f.dup.size());
       break;
     case KernelName::kMlpUp:
       gemm_backward(f.dn2, g("mlp_up", layer), f.dup, a.n2, p("mlp_up", layer), T, H, up->cols);

@@ -202,6 +202,36 @@ TEST(Runtime, FastPathsMatchTheReferenceKernels) {
   attention_backward_fast(d_b.data(), s1.data(), dout.data(), p_a.data(), qkv.data(), s);
   for (std::size_t i = 0; i < d_a.size(); ++i) ASSERT_NEAR(d_a[i], d_b[i], 1e-5) << i;
 
+  {  // norms and activations
+    const int rows = 6, cols = 40;
+    std::vector<float> x(rows * cols), w(cols), dy(rows * cols), gu(rows * 2 * cols);
+    for (float& v : x) v = 3 * rnd();
+    for (float& v : w) v = 1 + rnd();
+    for (float& v : dy) v = rnd();
+    for (float& v : gu) v = 6 * rnd();
+    std::vector<float> o1(x.size()), o2(x.size()), r1(rows), r2(rows), dx1(x.size()), dx2(x.size()), dw1(cols, 1), dw2(cols, 1);
+    kernels::rmsnorm_forward_cpu(o1.data(), r1.data(), x.data(), w.data(), rows, cols, 1e-5f);
+    rmsnorm_forward_fast(o2.data(), r2.data(), x.data(), w.data(), rows, cols, 1e-5f);
+    for (std::size_t i = 0; i < o1.size(); ++i) ASSERT_NEAR(o1[i], o2[i], 1e-5f * (1 + std::fabs(o1[i]))) << i;
+    kernels::rmsnorm_backward_cpu(dx1.data(), dw1.data(), dy.data(), x.data(), w.data(), r1.data(), rows, cols);
+    rmsnorm_backward_fast(dx2.data(), dw2.data(), dy.data(), x.data(), w.data(), r1.data(), rows, cols);
+    for (std::size_t i = 0; i < dx1.size(); ++i) ASSERT_NEAR(dx1[i], dx2[i], 1e-5f * (1 + std::fabs(dx1[i]))) << i;
+    for (int i = 0; i < cols; ++i) ASSERT_NEAR(dw1[i], dw2[i], 1e-5f * (1 + std::fabs(dw1[i]))) << i;
+    std::vector<float> a1(x.size()), a2(x.size()), g1(gu.size()), g2(gu.size());
+    kernels::swiglu_forward_cpu(a1.data(), gu.data(), rows, cols);
+    swiglu_forward_fast(a2.data(), gu.data(), rows, cols);
+    for (std::size_t i = 0; i < a1.size(); ++i) ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << i;
+    kernels::swiglu_backward_cpu(g1.data(), gu.data(), dy.data(), rows, cols);
+    swiglu_backward_fast(g2.data(), gu.data(), dy.data(), rows, cols);
+    for (std::size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(g1[i], g2[i], 1e-5f * (1 + std::fabs(g1[i]))) << i;
+    kernels::bias_gelu_forward_cpu(a1.data(), x.data(), nullptr, rows, cols);
+    gelu_forward_fast(a2.data(), x.data(), x.size());
+    for (std::size_t i = 0; i < a1.size(); ++i) ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << i;
+    kernels::bias_gelu_backward_cpu(dx1.data(), nullptr, x.data(), nullptr, dy.data(), rows, cols);
+    gelu_backward_fast(dx2.data(), x.data(), dy.data(), x.size());
+    for (std::size_t i = 0; i < dx1.size(); ++i) ASSERT_NEAR(dx1[i], dx2[i], 1e-5f * (1 + std::fabs(dx1[i]))) << i;
+  }
+
   const int rows = 5, vocab = 33;
   std::vector<float> logits(rows * vocab), l_a(rows), l_b(rows), g_a(logits.size()), g_b(logits.size());
   for (float& v : logits) v = 8 * rnd();

@@ -1,0 +1,90 @@
+// `foresight calibrate`: fits a hardware profile of this machine from microbenchmarks of the
+// runtime's kernels (and MPI collectives when launched under mpirun).
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <memory>
+
+#include "app/commands.h"
+#include "foresight/config.h"
+#include "runtime/calibrate.h"
+#include "runtime/comm.h"
+
+namespace foresight::app {
+
+Command add_calibrate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("calibrate", "measure this machine and write a calibrated hardware profile "
+                                              "(run under mpirun -np 2+ to fit the interconnect too)");
+  auto base = std::make_shared<std::string>("cpu-local");
+  auto out = std::make_shared<std::string>();
+  auto name = std::make_shared<std::string>();
+  auto backend = std::make_shared<std::string>("cpu");
+  cmd->add_option("--cluster,-c", *base, "the profile to start from (its capacities, prices and network layout are kept)")
+      ->capture_default_str();
+  cmd->add_option("--out,-o", *out, "where to write the profile (default: hwprofiles/local-HOST.json)");
+  cmd->add_option("--name", *name, "profile name (default: local-HOST)");
+  cmd->add_option("--backend", *backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  return [=]() -> int {
+    runtime::Comm world = runtime::Comm::world();
+    const int rank = world.rank();
+    auto finish = [&](int code) { runtime::Comm::finalize(); return code; };
+    if (*backend == "cuda") {
+      if (rank == 0) input_error("--backend cuda: calibration of the CUDA backend is not implemented yet (the CPU backend is)");
+      return finish(2);
+    }
+    auto cluster = load_cluster(*base);
+    if (!cluster) {
+      if (rank == 0) input_error(cluster.error().with_context("--cluster").message());
+      return finish(2);
+    }
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    const std::string profile_name = name->empty() ? std::string("local-") + host : *name;
+    const std::string path = out->empty() ? "hwprofiles/" + profile_name + ".json" : *out;
+    const std::time_t now = std::time(nullptr);
+    char date[32];
+    std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+    const std::string provenance = fmt::format("{} on {}, `foresight calibrate` {}, backend cpu, {} rank{}", date, host,
+                                               FORESIGHT_VERSION, world.size(), world.size() == 1 ? "" : "s");
+    if (rank == 0) fmt::print("calibrating the CPU backend on {} ({} rank{}) from profile {}\n", host, world.size(),
+                              world.size() == 1 ? "" : "s", cluster->name);
+    auto progress = [&](const std::string& line) {
+      if (rank == 0) { fmt::print("  {}\n", line); std::fflush(stdout); }
+    };
+    auto cal = runtime::calibrate_cpu(*cluster, world, progress);
+    if (!cal) {
+      if (rank == 0) fmt::print(stderr, "error: {}\n", cal.error().message());
+      return finish(1);
+    }
+    if (rank == 0) {
+      fmt::print("\n{:<11} {:<28} {:>12} {:>12} {:>8}\n", "kind", "shape", "measured us", "fitted us", "error");
+      for (const auto& p : cal->points)
+        fmt::print("{:<11} {:<28} {:>12.2f} {:>12.2f} {:>+7.1f}%\n", p.kind, p.shape, p.seconds * 1e6, p.fitted_s * 1e6,
+                   100 * (p.fitted_s - p.seconds) / p.seconds);
+      const auto j = runtime::calibrated_cluster_json(*cal, *cluster, profile_name, provenance);
+      std::ofstream f(path);
+      f << j.dump(2) << '\n';
+      if (!f) {
+        fmt::print(stderr, "error: {}: cannot write the profile\n", path);
+        return finish(1);
+      }
+      const DeviceSpec& d = cal->device;
+      fmt::print("\nprofile {} written to {}: peak {:.1f} GFLOP/s, GEMM efficiency {:.2f}, attention efficiency {:.2f}, "
+                 "streaming {:.1f} GB/s, kernel overhead {:.2f} us{}\n",
+                 profile_name, path, d.peak(DType::kFp32) / 1e9, d.gemm_efficiency, d.attention_efficiency,
+                 d.memory_bandwidth / 1e9, d.kernel_overhead_s * 1e6,
+                 cal->fabric_measured ? fmt::format(", interconnect {:.2f} GB/s and {:.2f} us", cal->fabric.bandwidth / 1e9,
+                                                    cal->fabric.latency_s * 1e6)
+                                      : " (one rank: interconnect kept from the base profile; run under mpirun to fit it)");
+      fmt::print("use it with --cluster {}\n", path);
+    }
+    return finish(0);
+  };
+}
+
+}  // namespace foresight::app

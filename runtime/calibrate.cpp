@@ -1,0 +1,248 @@
+// Microbenchmarks of the CPU backend's kernels and MPI collectives, and the least-squares fits.
+#include "runtime/calibrate.h"
+
+#include <Eigen/Dense>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "kernels/reference.h"
+#include "runtime/cpu_fast.h"
+
+namespace foresight::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Median seconds per call of `f`: calls are timed in batches long enough (>= 0.2 ms) for the
+// clock, after a warm-up, for at least `budget_s` or 15 batches.
+template <class F>
+double time_call(F&& f, double budget_s = 0.05) {
+  f();
+  f();
+  int batch = 1;
+  for (;;) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < batch; ++i) f();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (s >= 2e-4 || batch >= (1 << 20)) break;
+    batch *= 4;
+  }
+  std::vector<double> samples;
+  const auto start = Clock::now();
+  while (samples.size() < 15 || (std::chrono::duration<double>(Clock::now() - start).count() < budget_s && samples.size() < 200)) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < batch; ++i) f();
+    samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / batch);
+  }
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
+}
+
+// Least squares of t = a + b * w over the points of one kind, relative residuals (rows scaled by
+// 1/t). A negative intercept (noise on a line through ~0) is refitted as a = 0.
+LineFit fit(std::vector<Measurement>& pts, const std::string& kind) {
+  std::vector<Measurement*> sel;
+  for (auto& p : pts)
+    if (p.kind == kind) sel.push_back(&p);
+  LineFit f;
+  if (sel.size() < 2) return f;
+  Eigen::MatrixXd A(sel.size(), 2);
+  Eigen::VectorXd y = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(sel.size()));
+  for (std::size_t i = 0; i < sel.size(); ++i) {
+    A(static_cast<Eigen::Index>(i), 0) = 1.0 / sel[i]->seconds;
+    A(static_cast<Eigen::Index>(i), 1) = sel[i]->work / sel[i]->seconds;
+  }
+  Eigen::Vector2d x = A.colPivHouseholderQr().solve(y);
+  if (x(0) < 0) {
+    x(0) = 0;
+    x(1) = A.col(1).dot(y) / A.col(1).squaredNorm();
+  }
+  f.intercept_s = x(0);
+  f.slope = x(1);
+  double ss = 0;
+  for (auto* p : sel) {
+    p->fitted_s = f.intercept_s + f.slope * p->work;
+    const double rel = (p->fitted_s - p->seconds) / p->seconds;
+    ss += rel * rel;
+    f.max_rel_error = std::max(f.max_rel_error, std::fabs(rel));
+  }
+  f.rms_rel_error = std::sqrt(ss / static_cast<double>(sel.size()));
+  return f;
+}
+
+std::vector<float> random_vector(std::size_t n, unsigned seed) {
+  std::vector<float> v(n);
+  unsigned s = seed;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(s >> 8) / static_cast<float>(1 << 24) - 0.5f;
+  }
+  return v;
+}
+
+std::string size_label(double bytes) {
+  if (bytes >= 1 << 20) return fmt::format("{:g} MiB", bytes / (1 << 20));
+  if (bytes >= 1 << 10) return fmt::format("{:g} KiB", bytes / (1 << 10));
+  return fmt::format("{:g} B", bytes);
+}
+
+}  // namespace
+
+Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
+                                  const std::function<void(const std::string&)>& progress) {
+  Calibration c;
+  c.device = base.node.accelerator();
+  c.fabric = base.node.fabric;
+  c.ranks = world.size();
+  auto& pts = c.points;
+
+  // Sustained peak: a 1024^3 GEMM, the best of three.
+  {
+    const int n = 1024;
+    auto a = random_vector(static_cast<std::size_t>(n) * n, 1), b = random_vector(static_cast<std::size_t>(n) * n, 2);
+    std::vector<float> out(static_cast<std::size_t>(n) * n);
+    double best = 1e300;
+    for (int i = 0; i < 3; ++i) {
+      const auto t0 = Clock::now();
+      gemm_forward(out.data(), a.data(), b.data(), n, n, n);
+      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    const double peak = 2.0 * n * n * n / best;
+    for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16})
+      if (c.device.peak(d) > 0 || d == DType::kFp32) c.device.peak_flops[static_cast<int>(d)] = peak;
+    if (progress) progress(fmt::format("peak: 1024^3 GEMM at {:.1f} GFLOP/s (the CPU backend computes every precision in fp32)", peak / 1e9));
+  }
+
+  // GEMMs at the shapes the runtime runs (tokens x in x out), forward and backward.
+  for (int rows : {32, 128, 512})
+    for (auto [k, n] : {std::pair{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}}) {
+      auto in = random_vector(static_cast<std::size_t>(rows) * k, 3), w = random_vector(static_cast<std::size_t>(k) * n, 4);
+      auto dout = random_vector(static_cast<std::size_t>(rows) * n, 5);
+      std::vector<float> out(static_cast<std::size_t>(rows) * n), din(static_cast<std::size_t>(rows) * k),
+          dw(static_cast<std::size_t>(k) * n);
+      const double flops = 2.0 * rows * k * n;
+      pts.push_back({"gemm", fmt::format("fwd {}x{}x{}", rows, k, n), flops,
+                     time_call([&] { gemm_forward(out.data(), in.data(), w.data(), rows, k, n); })});
+      pts.push_back({"gemm", fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops,
+                     time_call([&] { gemm_backward(din.data(), dw.data(), dout.data(), in.data(), w.data(), rows, k, n); })});
+    }
+  c.gemm = fit(pts, "gemm");
+  if (progress) progress(fmt::format("gemm: {} shapes, {:.1f} GFLOP/s sustained, {:.2f} us per call (rms fit error {:.1f}%)",
+                                     36, 1e-9 / c.gemm.slope, c.gemm.intercept_s * 1e6, 100 * c.gemm.rms_rel_error));
+
+  // Streaming kernels, with the byte counts the model uses (read + write of each tensor).
+  for (std::size_t n : {2048u, 8192u, 32768u, 131072u, 524288u}) {
+    auto a = random_vector(n, 6), b = random_vector(n, 7), w = random_vector(256, 8);
+    std::vector<float> out(n), rstd(n / 256 + 1), act(n / 2);
+    const int rows = static_cast<int>(n / 256);
+    pts.push_back({"stream", "residual " + size_label(4.0 * n), 12.0 * n,
+                   time_call([&] { kernels::residual_forward_cpu(out.data(), a.data(), b.data(), n); })});
+    pts.push_back({"stream", "rmsnorm " + size_label(4.0 * n), 8.0 * n,
+                   time_call([&] { rmsnorm_forward_fast(out.data(), rstd.data(), a.data(), w.data(), rows, 256, 1e-5f); })});
+    pts.push_back({"stream", "swiglu " + size_label(4.0 * n), 6.0 * n,  // reads gate|up (n), writes n/2
+                   time_call([&] { swiglu_forward_fast(act.data(), a.data(), rows, 128); })});
+  }
+  c.stream = fit(pts, "stream");
+  if (progress) progress(fmt::format("streaming: {:.1f} GB/s, {:.2f} us per call (rms fit error {:.1f}%)", 1e-9 / c.stream.slope,
+                                     c.stream.intercept_s * 1e6, 100 * c.stream.rms_rel_error));
+
+  // Attention (fused path), work = half the full QK^T and PV FLOPs as the model counts it.
+  for (int seq : {16, 32, 64, 128})
+    for (auto [q, kv, d] : {std::tuple{4, 2, 16}, {8, 4, 32}}) {
+      const kernels::AttentionShape s{1, seq, q, kv, d};
+      auto qkv = random_vector(s.tokens() * s.qkv_width(), 9);
+      std::vector<float> out(s.tokens() * q * d), probs(s.score_elems());
+      const double core = 2.0 * seq * seq * (2.0 * q * d);
+      pts.push_back({"attention", fmt::format("s={} heads={}/{} d={}", seq, q, kv, d), 0.5 * core,
+                     time_call([&] { attention_forward_fast(out.data(), probs.data(), qkv.data(), s); })});
+    }
+  c.attention = fit(pts, "attention");
+  if (progress) progress(fmt::format("attention: {:.1f} GFLOP/s of causal FLOPs (rms fit error {:.1f}%)", 1e-9 / c.attention.slope,
+                                     100 * c.attention.rms_rel_error));
+
+  // All-reduce over every rank (the ring formula's terms as regressors).
+  if (world.size() > 1) {
+    const int n = world.size();
+    std::vector<Measurement> ar;
+    for (std::size_t bytes = 1024; bytes <= (16u << 20); bytes *= 4) {
+      std::vector<float> buf(bytes / sizeof(float), 1.0f);
+      std::vector<double> samples;
+      for (int rep = 0; rep < 12; ++rep) {
+        world.barrier();
+        const auto t0 = Clock::now();
+        world.all_reduce(buf.data(), buf.size());
+        samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      // Each rank's median, averaged over the ranks.
+      std::nth_element(samples.begin(), samples.begin() + 6, samples.end());
+      double sum = samples[6];
+      world.all_reduce(&sum, 1);
+      ar.push_back({"all_reduce", size_label(static_cast<double>(bytes)), static_cast<double>(bytes), sum / n});
+    }
+    // t = 2(n-1) * alpha + 2(n-1)/n * S / B: regress t on S with intercept 2(n-1) alpha.
+    for (auto& m : ar) pts.push_back(m);
+    c.all_reduce = fit(pts, "all_reduce");
+    c.fabric.latency_s = c.all_reduce.intercept_s / (2.0 * (n - 1));
+    c.fabric.bandwidth = 2.0 * (n - 1) / n / c.all_reduce.slope;
+    c.fabric.efficiency = 1.0;
+    c.fabric_measured = true;
+    if (progress)
+      progress(fmt::format("all-reduce over {} ranks: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step (rms fit error {:.1f}%)",
+                           n, c.fabric.bandwidth / 1e9, c.fabric.latency_s * 1e6, 100 * c.all_reduce.rms_rel_error));
+  }
+
+  const double peak = c.device.peak(DType::kFp32);
+  c.device.gemm_efficiency = std::min(1.0, 1.0 / (c.gemm.slope * peak));
+  c.device.attention_efficiency = std::min(1.0, 1.0 / (c.attention.slope * c.device.peak(DType::kBf16)));
+  c.device.memory_bandwidth = 1.0 / c.stream.slope;
+  c.device.memory_efficiency = 1.0;
+  c.device.kernel_overhead_s = c.stream.intercept_s;
+  return c;
+}
+
+nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& base, const std::string& name,
+                                       const std::string& provenance) {
+  nlohmann::json device = device_to_json(c.device);
+  device["name"] = name + "-core";
+  device["sources"] = {
+      {"peak", "measured: a 1024^3 fp32 GEMM with the runtime's Eigen path, best of 3 (" + provenance + ")"},
+      {"efficiency.gemm",
+       fmt::format("fitted: 36 GEMMs (forward and backward, 32-512 tokens, widths 64-2048), t = a + FLOPs/(peak*eff), "
+                   "rms error {:.1f}%, worst {:.1f}%", 100 * c.gemm.rms_rel_error, 100 * c.gemm.max_rel_error)},
+      {"efficiency.attention",
+       fmt::format("fitted: fused attention, 8 shapes, against half the full-square FLOPs; rms error {:.1f}%",
+                   100 * c.attention.rms_rel_error)},
+      {"memory_bandwidth",
+       fmt::format("fitted: residual, rmsnorm and swiglu at 8 KiB-2 MiB (the sizes the runtime streams, mostly "
+                   "cache-resident), t = a + bytes/B; rms error {:.1f}%", 100 * c.stream.rms_rel_error)},
+      {"efficiency.kernel_overhead", "fitted: the intercept of the streaming-kernel line"},
+      {"rest", "from the base profile " + base.node.accelerator().name}};
+  nlohmann::json node = node_to_json(base.node);
+  node["name"] = name;
+  node["devices"] = nlohmann::json::array({{{"device", device}, {"count", base.node.accelerators()}}});
+  if (c.fabric_measured) {
+    node["fabric"]["bandwidth"] = fmt::format("{:.6g}GB/s", c.fabric.bandwidth / 1e9);
+    node["fabric"]["latency"] = fmt::format("{:.6g}us", c.fabric.latency_s * 1e6);
+    node["fabric"]["efficiency"] = 1.0;
+    node["sources"] = {{"fabric", fmt::format("fitted: MPI all-reduce over {} ranks, 1 KiB-16 MiB, ring model "
+                                              "t = 2(n-1)*latency + 2(n-1)/n*S/B; rms error {:.1f}%",
+                                              c.ranks, 100 * c.all_reduce.rms_rel_error)}};
+  }
+  nlohmann::json cluster = cluster_to_json(base);
+  cluster["name"] = name;
+  cluster["description"] = "calibrated by `foresight calibrate` (" + provenance + ")";
+  cluster["node"] = node;
+  cluster["sources"] = {{"all", "measured on this machine: " + provenance}};
+  nlohmann::json pts = nlohmann::json::array();
+  for (const auto& p : c.points)
+    pts.push_back({{"kind", p.kind}, {"shape", p.shape}, {"work", p.work}, {"seconds", p.seconds}, {"fitted_s", p.fitted_s}});
+  cluster["notes"] = {{"measurements", pts}};
+  return cluster;
+}
+
+}  // namespace foresight::runtime

@@ -1,0 +1,62 @@
+// Calibration of a hardware profile from microbenchmarks of the runtime's own kernels: the
+// profile then describes this machine as the runtime uses it, and predictions of `run` can be
+// checked against measurements (`foresight run --predict`).
+//
+//   Comm world = Comm::world();                      // under mpirun for the collectives
+//   auto cal = calibrate_cpu(base_cluster, world, progress);
+//   nlohmann::json profile = calibrated_cluster_json(*cal, "local", provenance);
+//
+// Each fitted constant is physical and comes from a least-squares line through the measurements
+// (Eigen, weighted by 1/t so that small and large sizes count alike):
+//   GEMM       t = overhead + FLOPs / (peak * gemm_efficiency)    peak: the rate of a 1024^3 GEMM
+//   streaming  t = overhead + bytes / memory_bandwidth             norms and residuals at model sizes
+//   attention  t = overhead + 0.5 * core FLOPs / (peak * attention_efficiency)   (the model's flash form)
+//   all-reduce t = 2(n-1) * latency + 2(n-1)/n * bytes / bandwidth  (ring, the nccl-tests busbw convention)
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/comm.h"
+#include "sim/core/status.h"
+#include "sim/spec/hardware.h"
+
+namespace foresight::runtime {
+
+struct Measurement {
+  std::string kind;   // gemm, stream, attention, all_reduce
+  std::string shape;  // "128x256x2048", "4 MiB", ...
+  double work = 0;    // FLOPs or bytes the fit uses
+  double seconds = 0; // median
+  double fitted_s = 0;
+};
+
+struct LineFit {
+  double intercept_s = 0;  // fixed cost per call
+  double slope = 0;        // seconds per unit of work
+  double rms_rel_error = 0;  // root-mean-square relative residual of the fit
+  double max_rel_error = 0;
+};
+
+struct Calibration {
+  DeviceSpec device;            // the base device with fitted peak, efficiencies, bandwidth, overhead
+  LinkSpec fabric;              // fitted when there were 2+ ranks, else the base's
+  bool fabric_measured = false;
+  int ranks = 1;
+  LineFit gemm, stream, attention, all_reduce;
+  std::vector<Measurement> points;
+};
+
+// Measures on this rank (rank 0 reports; every rank takes part in the collectives). `progress`
+// gets a line per measured group.
+Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
+                                  const std::function<void(const std::string&)>& progress);
+
+// A cluster profile (device and node inline) with the fitted numbers and their provenance.
+nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& base, const std::string& name,
+                                       const std::string& provenance);
+
+}  // namespace foresight::runtime
