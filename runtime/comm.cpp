@@ -18,7 +18,7 @@ struct Comm::Impl {
   bool owned = false;
   struct Pending {
     MPI_Request request;
-    std::vector<float> buffer;
+    Buffer buffer;
   };
   std::vector<std::unique_ptr<Pending>> sends;
   ~Impl() {
@@ -118,7 +118,7 @@ std::vector<std::string> Comm::gather_bytes(const std::string& mine) const {
   return out;
 }
 
-void Comm::send(std::vector<float> data, int peer, int tag) {
+void Comm::send(Buffer data, int peer, int tag) {
   auto p = std::make_unique<Impl::Pending>();
   p->buffer = std::move(data);
   MPI_Isend(p->buffer.data(), static_cast<int>(p->buffer.size()), MPI_FLOAT, peer, tag, impl_->comm, &p->request);
@@ -154,7 +154,7 @@ void Comm::reduce_scatter(const float* in, float* out_block, std::size_t n) cons
 void Comm::all_gather(float*, std::size_t) const {}
 void Comm::barrier() const {}
 std::vector<std::string> Comm::gather_bytes(const std::string& mine) const { return {mine}; }
-void Comm::send(std::vector<float>, int, int) {
+void Comm::send(Buffer, int, int) {
   throw std::logic_error("pipeline send in a one-rank world (this build has no MPI)");
 }
 void Comm::recv(float*, std::size_t, int, int) const {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/buffer.h"
 #include "sim/core/status.h"
 
 namespace foresight::runtime {
@@ -50,7 +51,7 @@ class Comm {
   // Gathers variable-length byte blobs at rank 0 (empty result elsewhere).
   std::vector<std::string> gather_bytes(const std::string& mine) const;
 
-  void send(std::vector<float> data, int peer, int tag);
+  void send(Buffer data, int peer, int tag);
   void recv(float* data, std::size_t n, int peer, int tag) const;
   void wait_sends();
   static int max_tag();

@@ -97,6 +97,18 @@ void gelu_backward_fast(float* dx, const float* x, const float* dout, std::size_
       (0.5f * (1.0f + t) + 0.5f * u * (1.0f - t.square()) * kGeluC * (1.0f + 3.0f * 0.044715f * u.square()));
 }
 
+void adamw_fast(float* params, float* m, float* v, const float* grads, std::size_t n, const kernels::AdamWConfig& c,
+                int step, float grad_scale) {
+  const auto N = static_cast<Eigen::Index>(n);
+  Col P(params, N), M(m, N), V(v, N);
+  const auto G = CCol(grads, N) * grad_scale;
+  const float bc1 = 1.0f - std::pow(c.beta1, static_cast<float>(step));
+  const float bc2 = 1.0f - std::pow(c.beta2, static_cast<float>(step));
+  M = c.beta1 * M + (1.0f - c.beta1) * G;
+  V = c.beta2 * V + (1.0f - c.beta2) * G.square();
+  P -= c.lr * ((M / bc1) / ((V / bc2).sqrt() + c.eps) + c.weight_decay * P);
+}
+
 void attention_forward_fast(float* out, float* probs, const float* qkv, const kernels::AttentionShape& s) {
   const Heads x(s);
   const int S = s.seq, D = s.head_dim, ow = s.q_heads * s.head_dim;

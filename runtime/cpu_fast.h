@@ -24,6 +24,10 @@ void swiglu_backward_fast(float* dgate_up, const float* gate_up, const float* do
 void gelu_forward_fast(float* out, const float* x, std::size_t n);
 void gelu_backward_fast(float* dx, const float* x, const float* dout, std::size_t n);
 
+// = kernels::adamw_cpu, vectorised.
+void adamw_fast(float* params, float* m, float* v, const float* grads, std::size_t n, const kernels::AdamWConfig& c,
+                int step, float grad_scale);
+
 // = kernels::attention_forward_cpu.
 void attention_forward_fast(float* out, float* probs, const float* qkv, const kernels::AttentionShape& s);
 // = kernels::attention_backward_cpu (dqkv overwritten); `scratch` holds seq * seq floats.

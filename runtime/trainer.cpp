@@ -22,7 +22,7 @@ namespace foresight::runtime {
 
 namespace {
 
-using Vec = std::vector<float>;
+using Vec = Buffer;
 
 void gemm_forward(Vec& out, const Vec& in, const float* w, int rows, int k, int n) {
   out.resize(static_cast<std::size_t>(rows) * n);
@@ -75,7 +75,7 @@ struct Flow {
   Vec x, dx;
   std::vector<int> tokens;  // rows x (seq + 1)
   Vec head_n, head_rstd, head_mean, logits;
-  Vec dh, dz, dact, dup, dn2, dy, dattn, dqkv, dn1, dprobs, dscores, tmp, dlogits;
+  Vec dh, dact, dup, dn2, dattn, dqkv, dn1, dprobs, dscores, tmp, dlogits;
 };
 
 }  // namespace
@@ -347,12 +347,11 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
   const TensorSlot* up = layout.find("mlp_up", layer);
   const int ffn = layout.find("mlp_down", layer)->rows;
   switch (k) {
-    case KernelName::kResidual2:
-      f.dh = f.dx;
-      f.dz = f.dx;
+    case KernelName::kResidual2:  // both branches get the output gradient; dh doubles as dz until norm2 adds to it
+      f.dh.swap(f.dx);
       break;
     case KernelName::kMlpDown:
-      gemm_backward(f.dact, g("mlp_down", layer), f.dz, a.act, p("mlp_down", layer), T, ffn, H);
+      gemm_backward(f.dact, g("mlp_down", layer), f.dh, a.act, p("mlp_down", layer), T, ffn, H);
       break;
     case KernelName::kActivation:
       f.dup.resize(a.up.size());
@@ -366,12 +365,11 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
       norm_backward("norm2.weight", "norm2.bias", layer, f.dn2, a.h, a.rstd2, a.mean2, f.tmp);
       for (std::size_t i = 0; i < f.dh.size(); ++i) f.dh[i] += f.tmp[i];
       break;
-    case KernelName::kResidual1:
-      f.dy = f.dh;
+    case KernelName::kResidual1:  // dh is the projection's output gradient too (read-only from here)
       f.dx = f.dh;
       break;
     case KernelName::kProj:
-      gemm_backward(f.dattn, g("proj", layer), f.dy, a.attn, p("proj", layer), T, attn_w, H);
+      gemm_backward(f.dattn, g("proj", layer), f.dh, a.attn, p("proj", layer), T, attn_w, H);
       break;
     case KernelName::kAttention:
       f.dqkv.resize(static_cast<std::size_t>(T) * qkv_w);
@@ -476,8 +474,8 @@ void Trainer::Impl::optimizer(StepStats& st) {
     const Region& r = regions[i];
     const std::size_t block = zero1 ? r.padded / shards : r.padded;
     const std::size_t off = r.offset + (zero1 ? block * dp_comm.rank() : 0);
-    kernels::adamw_cpu(params.data() + off, adam_m.data() + owned_offset[i], adam_v.data() + owned_offset[i],
-                       grads.data() + off, block, opt.adam, t, grad_scale);
+    adamw_fast(params.data() + off, adam_m.data() + owned_offset[i], adam_v.data() + owned_offset[i], grads.data() + off,
+               block, opt.adam, t, grad_scale);
   }
   if (fp16 && ++good_steps >= opt.loss_scale_window) {
     loss_scale *= 2;
@@ -677,9 +675,9 @@ int Trainer::stage() const { return impl_->stage; }
 int Trainer::tp_rank() const { return impl_->tp_rank; }
 int Trainer::steps_done() const { return impl_->steps_done; }
 const ParamLayout& Trainer::layout() const { return impl_->layout; }
-const std::vector<float>& Trainer::params() const { return impl_->params; }
-std::vector<float>& Trainer::params() { return impl_->params; }
-const std::vector<float>& Trainer::grads() const { return impl_->grads; }
+const Buffer& Trainer::params() const { return impl_->params; }
+Buffer& Trainer::params() { return impl_->params; }
+const Buffer& Trainer::grads() const { return impl_->grads; }
 const std::vector<OpTiming>& Trainer::timings() const { return impl_->timings; }
 const Workload& Trainer::workload() const { return *impl_->w; }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/reference.h"
+#include "runtime/buffer.h"
 #include "runtime/comm.h"
 #include "runtime/params.h"
 #include "sim/core/status.h"
@@ -76,9 +77,9 @@ class Trainer {
   int tp_rank() const;
   int steps_done() const;
   const ParamLayout& layout() const;
-  const std::vector<float>& params() const;
-  std::vector<float>& params();  // tests perturb parameters (finite differences)
-  const std::vector<float>& grads() const;
+  const Buffer& params() const;
+  Buffer& params();  // tests perturb parameters (finite differences)
+  const Buffer& grads() const;
   const std::vector<OpTiming>& timings() const;  // of the last step
   const Workload& workload() const;
 

@@ -30,8 +30,7 @@ bool close(float a, float b, float scale) { return std::fabs(a - b) <= 1e-4f * s
 
 struct Compare {
   int rank = 0, bad = 0;
-  void tensors(const char* what, const Trainer& par, const std::vector<float>& pv, const Trainer& ser,
-               const std::vector<float>& sv) {
+  void tensors(const char* what, const Trainer& par, const Buffer& pv, const Trainer& ser, const Buffer& sv) {
     for (const TensorSlot& t : par.layout().tensors()) {
       const TensorSlot* s = ser.layout().find(t.name, t.layer);
       if (!s) { std::fprintf(stderr, "rank %d: %s has no serial counterpart\n", rank, t.name.c_str()); ++bad; continue; }

@@ -74,7 +74,7 @@ TEST(Runtime, BackwardMatchesFiniteDifferencesOfTheLoss) {
     p.flash_attention = flash;
     auto s = serial(tiny4(), p);
     ASSERT_TRUE(s->t->step(false));
-    const std::vector<float> g = s->t->grads();
+    const Buffer g = s->t->grads();
     for (const TensorSlot& t : s->t->layout().tensors()) {
       std::size_t best = t.offset;
       for (std::size_t i = t.offset; i < t.offset + t.size(); ++i)
@@ -111,7 +111,7 @@ TEST(Runtime, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
   RunOptions o;
   o.initial_loss_scale = std::ldexp(1.0f, 100);  // every gradient exceeds fp16's 65504
   auto s = serial(tiny4(), p, o);
-  const std::vector<float> before = s->t->params();
+  const Buffer before = s->t->params();
   auto st = s->t->step();
   ASSERT_TRUE(st);
   EXPECT_TRUE(st->skipped);
