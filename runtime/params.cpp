@@ -75,7 +75,8 @@ ParamLayout ParamLayout::build(const ModelSpec& m, const Plan& plan, const std::
   if (first_stage) add("embedding", -1, V, H, Shard::kReplicated, Init::kUniform, kStd);
   if (last_stage) {
     norm("final_norm.weight", "final_norm.bias", -1);
-    add("lm_head", -1, H, V, Shard::kReplicated, Init::kUniform, kStd);
+    // Vocabulary-parallel (Megatron): each TP rank holds V/tp output columns.
+    add("lm_head", -1, H, V / plan.tp, Shard::kPartColumns, Init::kUniform, kStd);
   }
   close_region();
   for (int layer : layers) {

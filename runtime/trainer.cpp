@@ -99,6 +99,9 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (m.kv_heads % p.tp != 0)
     return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide the model's kv_heads (" +
                  std::to_string(m.kv_heads) + "); the runtime splits whole kv heads");
+  if (m.vocab % p.tp != 0)
+    return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide the vocabulary (" + std::to_string(m.vocab) +
+                 "); the LM head is split by vocabulary");
   if (m.ffn_hidden % p.tp != 0)
     return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide ffn_hidden (" + std::to_string(m.ffn_hidden) + ")");
   if ((m.q_dim() / m.heads) % 2 != 0) return Error(file + ": model " + m.name + ": rotary embeddings need an even head_dim");
@@ -405,7 +408,7 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
 }
 
 void Trainer::Impl::head_forward(Flow& f, int mb) {
-  const int T = tokens(), H = hidden, V = vocab;
+  const int T = tokens(), H = hidden, V = vocab / w->plan.tp;  // this rank's vocabulary slice
   norm_forward("final_norm.weight", "final_norm.bias", -1, f.x, f.head_n, f.head_rstd, f.head_mean);
   gemm_forward(f.logits, f.head_n, p("lm_head", -1), T, H, V);
   const int* tok = sample_tokens(f, mb);
@@ -416,16 +419,48 @@ void Trainer::Impl::head_forward(Flow& f, int mb) {
   // d(mean loss over the global batch) / d(token loss), times the loss scale.
   const double global_tokens = static_cast<double>(w->plan.global_batch) * seq;
   const float dloss = static_cast<float>(loss_scale / global_tokens);
-  Vec losses(static_cast<std::size_t>(T));
   f.dlogits.resize(f.logits.size());
-  const double s = crossentropy_fused(losses.data(), f.dlogits.data(), f.logits.data(), targets.data(), dloss, T, V);
+  double s = 0;
+  if (tp_comm.size() == 1) {
+    Vec losses(static_cast<std::size_t>(T));
+    s = crossentropy_fused(losses.data(), f.dlogits.data(), f.logits.data(), targets.data(), dloss, T, V);
+  } else {
+    // Vocabulary-parallel cross-entropy (Megatron): the row maxima, the sums of exponentials
+    // and the target logits are reduced over the TP group; each rank keeps its logits' slice.
+    const int first = tp_rank * V;
+    Vec mx(static_cast<std::size_t>(T)), sums(2 * static_cast<std::size_t>(T), 0.0f);
+    for (int r = 0; r < T; ++r) {
+      const float* l = f.logits.data() + static_cast<std::size_t>(r) * V;
+      mx[r] = *std::max_element(l, l + V);
+    }
+    tp_comm.all_reduce_max(mx.data(), mx.size());
+    for (int r = 0; r < T; ++r) {
+      const float* l = f.logits.data() + static_cast<std::size_t>(r) * V;
+      float* d = f.dlogits.data() + static_cast<std::size_t>(r) * V;
+      float sum = 0;
+      for (int c = 0; c < V; ++c) sum += (d[c] = std::exp(l[c] - mx[r]));
+      sums[2 * r] = sum;
+      const int t = targets[r] - first;
+      if (t >= 0 && t < V) sums[2 * r + 1] = l[t] - mx[r];
+    }
+    tp_comm.all_reduce(sums.data(), sums.size());
+    for (int r = 0; r < T; ++r) {
+      float* d = f.dlogits.data() + static_cast<std::size_t>(r) * V;
+      const float scale = dloss / sums[2 * r];
+      for (int c = 0; c < V; ++c) d[c] *= scale;
+      const int t = targets[r] - first;
+      if (t >= 0 && t < V) d[t] -= dloss;
+      s += std::log(static_cast<double>(sums[2 * r])) - sums[2 * r + 1];
+    }
+  }
   release(f.logits);
-  if (tp_rank == 0) loss_sum += s;  // the head is replicated in the TP group: count it once
+  if (tp_rank == 0) loss_sum += s;  // every TP rank has the full loss: count it once
 }
 
 void Trainer::Impl::head_backward(Flow& f) {
-  const int T = tokens(), H = hidden, V = vocab;
+  const int T = tokens(), H = hidden, V = vocab / w->plan.tp;
   gemm_backward(f.tmp, g("lm_head", -1), f.dlogits, f.head_n, p("lm_head", -1), T, H, V);
+  tp_comm.all_reduce(f.tmp.data(), f.tmp.size());  // partial over the vocabulary slices
   norm_backward("final_norm.weight", "final_norm.bias", -1, f.tmp, f.x, f.head_rstd, f.head_mean, f.dx);
   release(f.dlogits);
   release(f.head_n);
