@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -19,6 +20,8 @@
 #include "runtime/comm.h"
 #include "runtime/trainer.h"
 #include "sim/analytic/analytic_model.h"
+#include "sim/compare/compare.h"
+#include "sim/des/simulator.h"
 #include "sim/des/trace.h"
 
 #include <Eigen/Core>
@@ -31,7 +34,8 @@ struct RunCli {
   PlanOptions plan;
   int steps = 10;
   int warmup = -1;
-  std::string trace, summary, backend = "auto", checkpoint_dir;
+  std::string trace, summary, backend = "auto", checkpoint_dir, predicted_trace;
+  bool predict = false;
   bool resume = false;
   int checkpoint_every = 0;
   std::uint64_t seed = 1234;
@@ -51,6 +55,10 @@ void maybe_inject_fault(int rank, int step) {
   if (!spec) return;
   int r = -1, s = -1;
   if (std::sscanf(spec, "%d:%d", &r, &s) == 2 && r == rank && s == step) std::raise(SIGKILL);
+}
+
+std::string temp_path(const std::string& what) {
+  return (std::filesystem::temp_directory_path() / ("foresight-" + what + "-" + std::to_string(getpid()) + ".json")).string();
 }
 
 // Ends the run on every rank after rank `rank` printed why.
@@ -78,6 +86,8 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "save the training state here at the end (and every --checkpoint-every steps)");
   cmd->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints (0: only at the end)");
   cmd->add_flag("--resume", o->resume, "continue from the checkpoint in --checkpoint-dir");
+  cmd->add_flag("--predict", o->predict, "also simulate the plan (DES, every rank) on --cluster and compare op by op");
+  cmd->add_option("--predicted-trace", o->predicted_trace, "with --predict: where to keep the simulated trace");
   cmd->add_option("--seed", o->seed, "seed of the parameters and the synthetic data")->capture_default_str();
   cmd->add_option("--lr", o->lr, "AdamW learning rate")->capture_default_str();
   return [o]() -> int {
@@ -121,6 +131,20 @@ Command add_run_command(CLI::App& app) {
     const Prediction predicted = am.evaluate(in->plan);
     if (!predicted.fits())
       return input_fail(in->plan_source + ": plan does not fit in memory: " + describe_memory(predicted.memory));
+    std::string predicted_path;
+    double simulated_step_s = 0;
+    if (o->predict && rank == 0) {
+      SimOptions so;
+      so.full = true;
+      so.record = true;
+      auto sim = simulate(in->model, in->cluster, in->plan, in->plan_source, so);
+      if (!sim) fail_all(rank, sim.error().message());
+      auto sw = lower(in->model, in->cluster, in->plan);
+      predicted_path = o->predicted_trace.empty() ? temp_path("predicted") : o->predicted_trace;
+      if (Status s = write_chrome_trace(predicted_path, *sw, *sim, "predicted"); !s) fail_all(rank, s.error().message());
+      simulated_step_s = sim->prediction.step_time_s;
+      fmt::print("predicted (DES on {}): {:.2f} ms per step\n", in->cluster.name, simulated_step_s * 1e3);
+    }
     auto w = lower(in->model, in->cluster, in->plan);
     if (!w) return input_fail(w.error().with_context(in->plan_source).message());
     runtime::RunOptions ro;
@@ -130,7 +154,16 @@ Command add_run_command(CLI::App& app) {
     if (!trainer) return input_fail(trainer.error().message());
     runtime::Trainer& t = **trainer;
     if (o->resume) {
-      if (Status s = t.load_checkpoint(o->checkpoint_dir); !s) fail_all(rank, s.error().message());
+      // Every rank loads its own file; if any cannot, all stop cleanly (a missing or corrupt
+      // checkpoint is bad input, not a crash).
+      const Status s = t.load_checkpoint(o->checkpoint_dir);
+      double failed = s ? 0.0 : 1.0;
+      world.all_reduce(&failed, 1);
+      if (failed > 0) {
+        if (!s) fmt::print(stderr, "error: {}\n", s.error().message());
+        runtime::Comm::finalize();
+        return 2;
+      }
       if (rank == 0) fmt::print("resumed from {} at step {}\n", o->checkpoint_dir, t.steps_done());
     }
 
@@ -224,13 +257,29 @@ Command add_run_command(CLI::App& app) {
                                     {"ranks", world.size()},
                                     {"measured_step_s", history.back().seconds},
                                     {"median_step_s", median}};
-      if (!o->trace.empty()) {
-        measured.prediction.step_time_s = history.back().seconds;
-        if (Status s = write_chrome_trace(o->trace, *w, measured, "measured", extra); !s) {
+      const std::string measured_path = !o->trace.empty() ? o->trace : o->predict ? temp_path("measured") : "";
+      if (!measured_path.empty()) {
+        // The ops are the last step's; the step time is the median (robust to one noisy step).
+        measured.prediction.step_time_s = median;
+        if (Status s = write_chrome_trace(measured_path, *w, measured, "measured", extra); !s) {
           fmt::print(stderr, "error: {}\n", s.error().message());
           code = 1;
-        } else {
+        } else if (!o->trace.empty()) {
           fmt::print("trace of step {}: {}\n", history.back().step, o->trace);
+        }
+      }
+      nlohmann::json comparison;
+      if (o->predict && code == 0) {
+        auto pt = load_trace(predicted_path);
+        auto mt = load_trace(measured_path);
+        auto cmp = pt && mt ? compare_traces(*pt, *mt) : Result<CompareReport>(Error((!pt ? pt.error() : mt.error()).message()));
+        if (!cmp) {
+          fmt::print(stderr, "error: {}\n", cmp.error().message());
+          code = 1;
+        } else {
+          fmt::print("\npredicted against measured, op by op:\n");
+          print_compare_report(*cmp);
+          comparison = compare_report_to_json(*cmp);
         }
       }
       if (!o->summary.empty()) {
@@ -249,6 +298,7 @@ Command add_run_command(CLI::App& app) {
                                   {"peak_rss_mib", rss_max},
                                   {"predicted_step_s", predicted.step_time_s},
                                   {"metadata", extra}};
+        if (!comparison.is_null()) summary["comparison"] = comparison;
         std::ofstream out(o->summary);
         out << summary.dump(2) << '\n';
         if (!out) {

@@ -33,6 +33,12 @@ namespace foresight::app {
 // The human-readable breakdown shared by predict and simulate.
 void print_prediction(const ResolvedInputs& in, const Prediction& p);
 
+}  // namespace foresight::app
+namespace foresight { struct CompareReport; }
+namespace foresight::app {
+// The human-readable comparison shared by compare and run --predict.
+void print_compare_report(const CompareReport& r);
+
 // Unwraps a Result into `lhs` or returns input_error with `context` in front.
 #define FS_ASSIGN_OR_RETURN_CLI(lhs, expr, context)                          \
   auto FS_CONCAT_(fs_cli_, __LINE__) = (expr);                               \

@@ -76,8 +76,8 @@ LineFit fit(std::vector<Measurement>& pts, const std::string& kind) {
   return f;
 }
 
-std::vector<float> random_vector(std::size_t n, unsigned seed) {
-  std::vector<float> v(n);
+Buffer random_vector(std::size_t n, unsigned seed) {
+  Buffer v(n);
   unsigned s = seed;
   for (float& x : v) {
     s = s * 1664525u + 1013904223u;
@@ -106,7 +106,7 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
   {
     const int n = 1024;
     auto a = random_vector(static_cast<std::size_t>(n) * n, 1), b = random_vector(static_cast<std::size_t>(n) * n, 2);
-    std::vector<float> out(static_cast<std::size_t>(n) * n);
+    Buffer out(static_cast<std::size_t>(n) * n);
     double best = 1e300;
     for (int i = 0; i < 3; ++i) {
       const auto t0 = Clock::now();
@@ -124,13 +124,17 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
     for (auto [k, n] : {std::pair{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}}) {
       auto in = random_vector(static_cast<std::size_t>(rows) * k, 3), w = random_vector(static_cast<std::size_t>(k) * n, 4);
       auto dout = random_vector(static_cast<std::size_t>(rows) * n, 5);
-      std::vector<float> out(static_cast<std::size_t>(rows) * n), din(static_cast<std::size_t>(rows) * k),
-          dw(static_cast<std::size_t>(k) * n);
+      Buffer dw(static_cast<std::size_t>(k) * n);
       const double flops = 2.0 * rows * k * n;
-      pts.push_back({"gemm", fmt::format("fwd {}x{}x{}", rows, k, n), flops,
-                     time_call([&] { gemm_forward(out.data(), in.data(), w.data(), rows, k, n); })});
-      pts.push_back({"gemm", fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops,
-                     time_call([&] { gemm_backward(din.data(), dw.data(), dout.data(), in.data(), w.data(), rows, k, n); })});
+      // Outputs are allocated in each call, as the executor allocates them per micro-batch.
+      pts.push_back({"gemm", fmt::format("fwd {}x{}x{}", rows, k, n), flops, time_call([&] {
+                       Buffer out(static_cast<std::size_t>(rows) * n);
+                       gemm_forward(out.data(), in.data(), w.data(), rows, k, n);
+                     })});
+      pts.push_back({"gemm", fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, time_call([&] {
+                       Buffer din(static_cast<std::size_t>(rows) * k);
+                       gemm_backward(din.data(), dw.data(), dout.data(), in.data(), w.data(), rows, k, n);
+                     })});
     }
   c.gemm = fit(pts, "gemm");
   if (progress) progress(fmt::format("gemm: {} shapes, {:.1f} GFLOP/s sustained, {:.2f} us per call (rms fit error {:.1f}%)",
@@ -139,20 +143,25 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
   // Streaming kernels, with the byte counts the model uses (read + write of each tensor).
   for (std::size_t n : {8192u, 32768u, 131072u, 524288u, 2097152u}) {
     auto a = random_vector(n, 6), b = random_vector(n, 7), w = random_vector(256, 8);
-    std::vector<float> out(n), rstd(n / 256 + 1), act(n / 2);
     const int rows = static_cast<int>(n / 256);
-    pts.push_back({"stream", "residual " + size_label(4.0 * n), 12.0 * n,
-                   time_call([&] { kernels::residual_forward_cpu(out.data(), a.data(), b.data(), n); })});
-    pts.push_back({"stream", "rmsnorm " + size_label(4.0 * n), 8.0 * n,
-                   time_call([&] { rmsnorm_forward_fast(out.data(), rstd.data(), a.data(), w.data(), rows, 256, 1e-5f); })});
-    pts.push_back({"stream", "swiglu " + size_label(4.0 * n), 6.0 * n,  // reads gate|up (n), writes n/2
-                   time_call([&] { swiglu_forward_fast(act.data(), a.data(), rows, 128); })});
+    pts.push_back({"stream", "residual " + size_label(4.0 * n), 12.0 * n, time_call([&] {
+                     Buffer out(n);
+                     kernels::residual_forward_cpu(out.data(), a.data(), b.data(), n);
+                   })});
+    pts.push_back({"stream", "rmsnorm " + size_label(4.0 * n), 8.0 * n, time_call([&] {
+                     Buffer out(n), rstd(static_cast<std::size_t>(rows));
+                     rmsnorm_forward_fast(out.data(), rstd.data(), a.data(), w.data(), rows, 256, 1e-5f);
+                   })});
+    pts.push_back({"stream", "swiglu " + size_label(4.0 * n), 6.0 * n, time_call([&] {  // reads gate|up (n), writes n/2
+                     Buffer act(n / 2);
+                     swiglu_forward_fast(act.data(), a.data(), rows, 128);
+                   })});
   }
   // The optimizer streams every parameter with its moments (out of cache): the model counts
   // kAdamBytesPerParam bytes per parameter.
   for (std::size_t n : {262144u, 1048576u, 4194304u}) {
     auto p = random_vector(n, 10), g = random_vector(n, 11);
-    std::vector<float> m(n), v(n);
+    Buffer m(n), v(n);
     int step = 0;
     pts.push_back({"stream", "adamw " + size_label(4.0 * n) + " of parameters", kAdamBytesPerParam * n,
                    time_call([&] { adamw_fast(p.data(), m.data(), v.data(), g.data(), n, kernels::AdamWConfig{}, ++step, 1.0f); })});
@@ -166,10 +175,11 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
     for (auto [q, kv, d] : {std::tuple{4, 2, 16}, {8, 4, 32}}) {
       const kernels::AttentionShape s{1, seq, q, kv, d};
       auto qkv = random_vector(s.tokens() * s.qkv_width(), 9);
-      std::vector<float> out(s.tokens() * q * d), probs(s.score_elems());
       const double core = 2.0 * seq * seq * (2.0 * q * d);
-      pts.push_back({"attention", fmt::format("s={} heads={}/{} d={}", seq, q, kv, d), 0.5 * core,
-                     time_call([&] { attention_forward_fast(out.data(), probs.data(), qkv.data(), s); })});
+      pts.push_back({"attention", fmt::format("s={} heads={}/{} d={}", seq, q, kv, d), 0.5 * core, time_call([&] {
+                       Buffer out(s.tokens() * q * d), probs(s.score_elems());
+                       attention_forward_fast(out.data(), probs.data(), qkv.data(), s);
+                     })});
     }
   c.attention = fit(pts, "attention");
   if (progress) progress(fmt::format("attention: {:.1f} GFLOP/s of causal FLOPs (rms fit error {:.1f}%)", 1e-9 / c.attention.slope,
@@ -180,7 +190,7 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
     const int n = world.size();
     std::vector<Measurement> ar;
     for (std::size_t bytes = 1024; bytes <= (16u << 20); bytes *= 4) {
-      std::vector<float> buf(bytes / sizeof(float), 1.0f);
+      Buffer buf(bytes / sizeof(float), 1.0f);
       std::vector<double> samples;
       for (int rep = 0; rep < 12; ++rep) {
         world.barrier();

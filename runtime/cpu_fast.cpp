@@ -172,15 +172,14 @@ double crossentropy_fused(float* losses, float* dlogits, const float* logits, co
                           int vocab) {
   double total = 0;
   for (int r = 0; r < rows; ++r) {
-    const float* l = logits + static_cast<std::size_t>(r) * vocab;
-    float* d = dlogits + static_cast<std::size_t>(r) * vocab;
-    const float mx = *std::max_element(l, l + vocab);
-    double sum = 0;
-    for (int c = 0; c < vocab; ++c) sum += (d[c] = std::exp(l[c] - mx));
-    const float scale = static_cast<float>(dloss / sum);
-    for (int c = 0; c < vocab; ++c) d[c] *= scale;
-    d[targets[r]] -= dloss;
-    losses[r] = static_cast<float>(std::log(sum) - (l[targets[r]] - mx));
+    const auto l = CCol(logits + static_cast<std::size_t>(r) * vocab, vocab);
+    Col d(dlogits + static_cast<std::size_t>(r) * vocab, vocab);
+    const float mx = l.maxCoeff();
+    d = (l - mx).exp();
+    const float sum = d.sum();
+    d *= dloss / sum;
+    d(targets[r]) -= dloss;
+    losses[r] = std::log(sum) - (l(targets[r]) - mx);
     total += losses[r];
   }
   return total;

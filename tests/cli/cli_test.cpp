@@ -102,6 +102,18 @@ const BadCase kBadCases[] = {
     {"simulate --model tiny --gpus 8 --pp 2 --schedule dualpipe", "dualpipe is modelled by the analytic engine only"},
     {"search --model tiny --gpus 8 --tokens 12X", "--tokens: \"12X\" is not a token count"},
     {"sweep @BAD@no-such-sweep.json", "no-such-sweep.json: no such file"},
+    {"run --steps 1 --zero 3", "command line: /zero_stage: ZeRO-3 (0 and 1 run) (the runtime does not execute this yet)"},
+    {"run --steps 1 --schedule zero-bubble", "/schedule: zero-bubble"},
+    {"run --steps 1 --backend cuda", "--backend cuda: "},
+    {"run --steps 1 --resume", "--resume needs --checkpoint-dir"},
+    {"run --steps 1 --resume --checkpoint-dir @BAD@no-such-dir", "no-such-dir/rank-00000.ckpt: cannot open checkpoint"},
+    {"run --steps 1 --model llama3-405b", "plan does not fit in memory"},
+    {"run --steps 1 --tp 3", "--tp x --pp x --cp = 3 needs a multiple of 3 ranks, but 1 was launched"},
+    {"run --steps 1 --plan @BAD@malformed.json", "malformed.json:2:"},
+    {"compare @BAD@trace-plan-a.json @BAD@no-such-trace.json", "no-such-trace.json: cannot open trace"},
+    {"compare @BAD@trace-plan-a.json @BAD@trace-plan-b.json", "the traces are of different plans"},
+    {"compare @BAD@trace-empty.json @BAD@trace-plan-a.json", "trace-empty.json: empty file"},
+    {"calibrate --backend cuda", "--backend cuda: calibration of the CUDA backend is not implemented yet"},
 };
 INSTANTIATE_TEST_SUITE_P(Corpus, BadInput, ::testing::ValuesIn(kBadCases),
                          [](const auto& param_info) { return "case" + std::to_string(param_info.index); });

@@ -1,0 +1,60 @@
+#!/usr/bin/python3
+"""Predicted against measured step time of `foresight run` on this machine, after calibration.
+
+Calibrates the CPU backend (under mpirun -np 2, so the interconnect is fitted too), then runs each
+plan with `--predict`: the discrete-event simulator predicts the step on the calibrated profile,
+the runtime measures it, and the two traces are compared op by op. Prints the step-time error of
+every plan and the op kinds that contribute most.
+
+    bench/predict_vs_measured.py --binary build/app/foresight [--steps 8]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+LAYOUTS = [("serial", 1, []), ("dp=2", 2, ["--dp", "2"]), ("tp=2", 2, ["--tp", "2"]),
+           ("pp=2 1f1b", 2, ["--pp", "2", "--schedule", "1f1b"]), ("pp=2 gpipe", 2, ["--pp", "2", "--schedule", "gpipe"])]
+
+
+def mpirun(n):
+    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n)] if n > 1 else []
+
+
+def main():
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default=os.path.join(repo, "build", "app", "foresight"))
+    ap.add_argument("--models", nargs="+", default=["tiny", "small"])
+    ap.add_argument("--gb", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--profile", help="use this calibrated profile instead of calibrating now")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        profile = args.profile or os.path.join(d, "local.json")
+        if not args.profile:
+            subprocess.run(mpirun(2) + [args.binary, "calibrate", "--out", profile], check=True, stdout=subprocess.DEVNULL)
+        print(f"profile {profile}; {args.gb} sequences per step, median of {args.steps} steps after 2 warm-up")
+        print(f"{'model':<7} {'layout':<11} {'predicted ms':>12} {'measured ms':>12} {'error':>8}   largest kind errors")
+        errors = []
+        for model in args.models:
+            for name, ranks, extra in LAYOUTS:
+                summary = os.path.join(d, "s.json")
+                cmd = mpirun(ranks) + [args.binary, "run", "--model", model, "--cluster", profile, "--gb", str(args.gb),
+                                        "--steps", str(args.steps), "--predict", "--summary", summary] + extra
+                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+                with open(summary) as f:
+                    c = json.load(f)["comparison"]
+                kinds = sorted(c["kinds"], key=lambda k: -abs(k["predicted_s"] - k["measured_s"]))[:2]
+                worst = ", ".join(f"{k['kind']} {k['error_pct']:+.0f}%" for k in kinds)
+                errors.append(abs(c["step_time_error_pct"]))
+                print(f"{model:<7} {name:<11} {c['predicted_step_s'] * 1e3:>12.2f} {c['measured_step_s'] * 1e3:>12.2f} "
+                      f"{c['step_time_error_pct']:>+7.1f}%   {worst}")
+        print(f"mean |error| {sum(errors) / len(errors):.1f}%, worst {max(errors):.1f}% over {len(errors)} plans")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
