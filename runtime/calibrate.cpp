@@ -119,21 +119,29 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
     if (progress) progress(fmt::format("peak: 1024^3 GEMM at {:.1f} GFLOP/s (the CPU backend computes every precision in fp32)", peak / 1e9));
   }
 
-  // GEMMs at the shapes the runtime runs (tokens x in x out), forward and backward.
+  // GEMMs at the shapes the runtime runs (tokens x in x out), forward and backward. In a training
+  // step each GEMM meets its weights after the rest of the model went through the caches, so the
+  // calls cycle through copies of the operands spanning >= 8 MiB (beyond a core's L2) instead of
+  // hitting the same hot matrices; outputs are allocated per call, as the executor does.
   for (int rows : {32, 128, 512})
     for (auto [k, n] : {std::pair{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}}) {
-      auto in = random_vector(static_cast<std::size_t>(rows) * k, 3), w = random_vector(static_cast<std::size_t>(k) * n, 4);
-      auto dout = random_vector(static_cast<std::size_t>(rows) * n, 5);
-      Buffer dw(static_cast<std::size_t>(k) * n);
+      const std::size_t in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n,
+                        out_n = static_cast<std::size_t>(rows) * n;
+      const std::size_t copies = std::max<std::size_t>(2, (8u << 20) / (4 * (in_n + 2 * w_n + out_n)));
+      auto in = random_vector(in_n * copies, 3), w = random_vector(w_n * copies, 4), dout = random_vector(out_n * copies, 5);
+      Buffer dw(w_n * copies);
+      std::size_t i = 0;
       const double flops = 2.0 * rows * k * n;
-      // Outputs are allocated in each call, as the executor allocates them per micro-batch.
       pts.push_back({"gemm", fmt::format("fwd {}x{}x{}", rows, k, n), flops, time_call([&] {
-                       Buffer out(static_cast<std::size_t>(rows) * n);
-                       gemm_forward(out.data(), in.data(), w.data(), rows, k, n);
+                       const std::size_t at = i++ % copies;
+                       Buffer out(out_n);
+                       gemm_forward(out.data(), in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
                      })});
       pts.push_back({"gemm", fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, time_call([&] {
-                       Buffer din(static_cast<std::size_t>(rows) * k);
-                       gemm_backward(din.data(), dw.data(), dout.data(), in.data(), w.data(), rows, k, n);
+                       const std::size_t at = i++ % copies;
+                       Buffer din(in_n);
+                       gemm_backward(din.data(), dw.data() + at * w_n, dout.data() + at * out_n, in.data() + at * in_n,
+                                     w.data() + at * w_n, rows, k, n);
                      })});
     }
   c.gemm = fit(pts, "gemm");
