@@ -106,6 +106,9 @@ Command add_run_command(CLI::App& app) {
                                              : "this build has no CUDA (configure on a machine with the CUDA toolkit)"));
     if (o->resume && o->checkpoint_dir.empty()) return input_fail("--resume needs --checkpoint-dir");
     PlanOptions po = o->plan;
+    // The CPU backend computes in fp32: unless the user asked for a precision, the plan says so,
+    // and predictions of it (--predict) count 4-byte activations.
+    if (!po.precision && po.plan_file.empty()) po.precision = "fp32";
     const int model_parallel = po.tp.value_or(1) * po.pp.value_or(1) * po.cp.value_or(1);
     if (po.plan_file.empty() && !po.gpus && world.size() % model_parallel != 0)
       return input_fail(fmt::format("--tp x --pp x --cp = {} needs a multiple of {} ranks, but {} {} launched", model_parallel,

@@ -12,6 +12,7 @@
 //   streaming  t = overhead + bytes / memory_bandwidth             norms and residuals at model sizes
 //   attention  t = overhead + 0.5 * core FLOPs / (peak * attention_efficiency)   (the model's flash form)
 //   all-reduce t = 2(n-1) * latency + 2(n-1)/n * bytes / bandwidth  (ring, the nccl-tests busbw convention)
+// and the executor's per-op cost (the model's kernel overhead) from a step of a micro model.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -45,6 +46,7 @@ struct Calibration {
   DeviceSpec device;            // the base device with fitted peak, efficiencies, bandwidth, overhead
   LinkSpec fabric;              // fitted when there were 2+ ranks, else the base's
   bool fabric_measured = false;
+  double executor_overhead_s = 0;  // per op: becomes the device's kernel_overhead
   int ranks = 1;
   LineFit gemm, stream, attention, all_reduce;
   std::vector<Measurement> points;
