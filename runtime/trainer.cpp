@@ -553,28 +553,20 @@ void Trainer::Impl::execute(int v, StepStats& st) {
     case Act::kHeadBwd: head_backward(flow(mb, chunk)); break;
     case Act::kKernelFwd: kernel_forward(a.kernel, op.layer, mb, chunk, a.recompute); break;
     case Act::kKernelBwd: kernel_backward(a.kernel, op.layer, mb, chunk); break;
-    case Act::kSendAct: {
+    case Act::kSendAct:
+    case Act::kSendGrad: {  // activations forward, gradients backward; a gradient ends the micro-batch here
       Flow& f = flow(mb, chunk);
-      world->send(std::move(f.x), a.peer, a.tag);
-      f.x.clear();
+      world->send(std::move(a.act == Act::kSendAct ? f.x : f.dx), a.peer, a.tag);
+      if (a.act == Act::kSendAct) f.x.clear();
+      else f = Flow{};
       break;
     }
-    case Act::kRecvAct: {
-      Flow& f = flow(mb, chunk);
-      f.x.resize(static_cast<std::size_t>(T) * H);
-      world->recv(f.x.data(), f.x.size(), a.peer, a.tag);
-      break;
-    }
-    case Act::kSendGrad: {
-      Flow& f = flow(mb, chunk);
-      world->send(std::move(f.dx), a.peer, a.tag);
-      f = Flow{};
-      break;
-    }
+    case Act::kRecvAct:
     case Act::kRecvGrad: {
       Flow& f = flow(mb, chunk);
-      f.dx.resize(static_cast<std::size_t>(T) * H);
-      world->recv(f.dx.data(), f.dx.size(), a.peer, a.tag);
+      Vec& into = a.act == Act::kRecvAct ? f.x : f.dx;
+      into.resize(static_cast<std::size_t>(T) * H);
+      world->recv(into.data(), into.size(), a.peer, a.tag);
       break;
     }
     case Act::kTpFwd: {

@@ -50,11 +50,12 @@ std::unique_ptr<Serial> serial(const ModelSpec& m, Plan p, RunOptions o = {}) {
   return s;
 }
 
-// The plan the CLI builds from "--gpus 1 --gb 4 --recompute full" (bf16 is the CLI default).
+// The plan the CLI builds from "--gpus 1 --gb 4 --recompute full --precision fp32".
 Plan plan_from_defaults() {
   Plan p;
   p.global_batch = 4;
   p.recompute = Recompute::kFull;
+  p.precision = Precision::kFp32;
   return p;
 }
 
@@ -267,7 +268,7 @@ TEST(Runtime, PredictedAndMeasuredTracesAlignOpByOp) {
   const auto dir = std::filesystem::temp_directory_path();
   const std::string pred = (dir / "fs-align-pred.json").string(), meas = (dir / "fs-align-meas.json").string();
   const std::string bin = FORESIGHT_BINARY;
-  const std::string plan = " --model " + kTiny4 + " --cluster cpu-local --gpus 1 --gb 4 --recompute full";
+  const std::string plan = " --model " + kTiny4 + " --cluster cpu-local --gpus 1 --gb 4 --recompute full --precision fp32";
   ASSERT_EQ(std::system((bin + " simulate" + plan + " --full --trace " + pred + " > /dev/null").c_str()), 0);
   ASSERT_EQ(std::system((bin + " run" + plan + " --steps 2 --trace " + meas + " > /dev/null").c_str()), 0);
   ASSERT_EQ(std::system((bin + " compare " + pred + " " + meas + " --out " + (dir / "fs-align.json").string() +
