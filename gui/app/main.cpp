@@ -1,0 +1,79 @@
+// foresight-gui: the desktop GUI.
+//
+//   foresight-gui [TRACE.json]                         open the window (a trace opens in Timeline)
+//   foresight-gui --screenshot out.png --view details  render one view of the built-in example
+//                                                      off-screen to a PNG and exit
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QRegularExpression>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "gui/models/plan_inputs.h"
+#include "gui/views/main_window.h"
+#include "gui/views/screenshot.h"
+#include "gui/views/timeline_view.h"
+
+int main(int argc, char** argv) {
+  // --screenshot needs no display: use the off-screen platform unless the user chose one.
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--screenshot") == 0 && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+      qputenv("QT_QPA_PLATFORM", "offscreen");
+
+  QApplication app(argc, argv);
+  QApplication::setApplicationName(QStringLiteral("foresight-gui"));
+  QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+
+  QCommandLineParser cli;
+  cli.setApplicationDescription(QStringLiteral("Foresight: plan, predict and compare LLM training layouts."));
+  cli.addHelpOption();
+  cli.addVersionOption();
+  const QCommandLineOption screenshot(QStringLiteral("screenshot"),
+                                      QStringLiteral("render a view of the built-in example to a PNG and exit"),
+                                      QStringLiteral("FILE"));
+  const QCommandLineOption view(QStringLiteral("view"),
+                                QStringLiteral("view for --screenshot: setup, details, search, timeline, compare"),
+                                QStringLiteral("NAME"), QStringLiteral("setup"));
+  const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("window size for --screenshot"),
+                                QStringLiteral("WxH"), QStringLiteral("1200x800"));
+  cli.addOption(screenshot);
+  cli.addOption(view);
+  cli.addOption(size);
+  cli.addPositionalArgument(QStringLiteral("trace"), QStringLiteral("a Chrome trace to open in the Timeline view"),
+                            QStringLiteral("[trace.json]"));
+  cli.process(app);
+
+  if (cli.isSet(screenshot)) {
+    const auto v = foresight::gui::parse_view(cli.value(view));
+    if (!v) {
+      std::fprintf(stderr, "error: --view: \"%s\" is not one of setup, details, search, timeline, compare\n",
+                   qPrintable(cli.value(view)));
+      return 2;
+    }
+    const auto m = QRegularExpression(QStringLiteral("^(\\d+)x(\\d+)$")).match(cli.value(size));
+    const int w = m.hasMatch() ? m.captured(1).toInt() : 0, h = m.hasMatch() ? m.captured(2).toInt() : 0;
+    if (w < 200 || h < 150 || w > 8000 || h > 8000) {
+      std::fprintf(stderr, "error: --size: \"%s\" is not WIDTHxHEIGHT between 200x150 and 8000x8000\n",
+                   qPrintable(cli.value(size)));
+      return 2;
+    }
+    const foresight::Status s = foresight::gui::render_screenshot(*v, cli.value(screenshot), QSize(w, h));
+    if (!s) {
+      std::fprintf(stderr, "error: %s\n", s.error().message().c_str());
+      return 2;
+    }
+    return 0;
+  }
+
+  foresight::gui::MainWindow window;
+  window.resize(1280, 860);
+  window.set_inputs(foresight::gui::example_inputs());
+  if (!cli.positionalArguments().isEmpty()) {
+    window.timeline()->open_file(cli.positionalArguments().front());
+    window.show_view(foresight::gui::View::kTimeline);
+  }
+  window.show();
+  return QApplication::exec();
+}

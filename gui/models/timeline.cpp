@@ -1,0 +1,176 @@
+// Chrome trace -> lanes and bars.
+#include "gui/models/timeline.h"
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "sim/compare/compare.h"
+#include "sim/core/units.h"
+
+namespace foresight::gui {
+
+namespace {
+
+int int_field(const nlohmann::json& e, const char* key) {
+  if (!e.contains(key)) return 0;
+  const auto& v = e[key];
+  return v.is_number() ? v.get<int>() : 0;
+}
+
+double number_or(const nlohmann::json& args, const char* key, double fallback) {
+  if (!args.is_object() || !args.contains(key) || !args[key].is_number()) return fallback;
+  return args[key].get<double>();
+}
+
+std::string meta_name(const nlohmann::json& e) {
+  if (!e.contains("args") || !e["args"].is_object()) return {};
+  return e["args"].value("name", "");
+}
+
+}  // namespace
+
+Result<Timeline> load_timeline(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(path + ": cannot open trace");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().empty()) return Error(path + ": empty file (expected a Chrome trace from simulate --trace or run --trace)");
+  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (doc.is_discarded()) return Error(path + ": not valid JSON");
+  return timeline_from_json(doc, path);
+}
+
+Result<Timeline> timeline_from_json(const nlohmann::json& doc, const std::string& file) {
+  const nlohmann::json* events = nullptr;
+  if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array()) events = &doc["traceEvents"];
+  else if (doc.is_array()) events = &doc;  // the JSON Array Format of the Chrome trace spec
+  if (!events) return Error(file + ": /traceEvents: missing (not a Chrome trace)");
+  Timeline t;
+  t.file = file;
+  if (doc.is_object() && doc.contains("metadata") && doc["metadata"].is_object()) {
+    const auto& m = doc["metadata"];
+    t.kind = m.value("kind", "");
+    t.model = m.value("model", "");
+    t.cluster = m.value("cluster", "");
+    t.step_s = number_or(m, "step_time_s", 0.0);
+  }
+  std::map<int, std::string> processes;
+  std::map<std::pair<int, int>, std::string> threads;
+  std::map<std::pair<int, int>, std::vector<TimelineBar>> by_lane;
+  for (std::size_t i = 0; i < events->size(); ++i) {
+    const auto& e = (*events)[i];
+    if (!e.is_object()) continue;
+    const std::string ph = e.value("ph", "");
+    const int pid = int_field(e, "pid"), tid = int_field(e, "tid");
+    if (ph == "M") {
+      const std::string name = e.value("name", "");
+      if (name == "process_name") processes[pid] = meta_name(e);
+      else if (name == "thread_name") threads[{pid, tid}] = meta_name(e);
+      continue;
+    }
+    if (ph != "X") continue;
+    if (!e.contains("ts") || !e.contains("dur") || !e["ts"].is_number() || !e["dur"].is_number())
+      return Error(file + ": /traceEvents/" + std::to_string(i) + ": ts/dur missing or not numbers");
+    TimelineBar b;
+    b.start_s = e["ts"].get<double>() * 1e-6;  // Chrome traces count microseconds
+    b.dur_s = std::max(0.0, e["dur"].get<double>() * 1e-6);
+    b.name = e.value("name", "");
+    b.cat = e.value("cat", "");
+    static const nlohmann::json kNoArgs = nlohmann::json::object();
+    const auto& args = e.contains("args") && e["args"].is_object() ? e["args"] : kNoArgs;
+    if (args.contains("id") && args["id"].is_string()) b.id = args["id"].get<std::string>();
+    b.bytes = number_or(args, "bytes", -1);
+    b.flops = number_or(args, "flops", -1);
+    TraceOp op;
+    op.name = b.name;
+    op.cat = b.cat.empty() ? "compute" : b.cat;
+    b.kind = op_kind(op);
+    by_lane[{pid, tid}].push_back(std::move(b));
+  }
+  if (by_lane.empty()) return Error(file + ": no ops (the trace has no complete events)");
+  t.begin_s = 1e300;
+  t.end_s = -1e300;
+  for (auto& [key, bars] : by_lane) {
+    std::stable_sort(bars.begin(), bars.end(),
+                     [](const TimelineBar& a, const TimelineBar& b) { return a.start_s < b.start_s; });
+    TimelineLane lane;
+    lane.pid = key.first;
+    lane.tid = key.second;
+    const auto p = processes.find(key.first);
+    lane.process = p != processes.end() && !p->second.empty() ? p->second : "pid " + std::to_string(key.first);
+    const auto th = threads.find(key);
+    lane.thread = th != threads.end() && !th->second.empty() ? th->second : "tid " + std::to_string(key.second);
+    lane.first = t.bars.size();
+    lane.count = bars.size();
+    const int index = static_cast<int>(t.lanes.size());
+    for (auto& b : bars) {
+      b.lane = index;
+      lane.longest_s = std::max(lane.longest_s, b.dur_s);
+      t.begin_s = std::min(t.begin_s, b.start_s);
+      t.end_s = std::max(t.end_s, b.end_s());
+      t.bars.push_back(std::move(b));
+    }
+    t.lanes.push_back(std::move(lane));
+  }
+  if (t.step_s <= 0) t.step_s = t.end_s - t.begin_s;
+  return t;
+}
+
+std::pair<std::size_t, std::size_t> visible_bars(const Timeline& t, int lane, double t0, double t1) {
+  if (lane < 0 || lane >= static_cast<int>(t.lanes.size())) return {0, 0};
+  const TimelineLane& l = t.lanes[static_cast<std::size_t>(lane)];
+  const auto begin = t.bars.begin() + static_cast<std::ptrdiff_t>(l.first);
+  const auto end = begin + static_cast<std::ptrdiff_t>(l.count);
+  // A bar that starts before t0 - longest cannot reach t0; of the rest, drop the leading ones that
+  // end before t0.
+  auto first = std::lower_bound(begin, end, t0 - l.longest_s,
+                                [](const TimelineBar& b, double x) { return b.start_s < x; });
+  while (first != end && first->end_s() < t0) ++first;
+  auto last = std::upper_bound(first, end, t1, [](double x, const TimelineBar& b) { return x < b.start_s; });
+  return {static_cast<std::size_t>(first - t.bars.begin()), static_cast<std::size_t>(last - t.bars.begin())};
+}
+
+std::optional<std::size_t> bar_at(const Timeline& t, int lane, double t_s, double slack_s) {
+  const auto [first, last] = visible_bars(t, lane, t_s - slack_s, t_s + slack_s);
+  std::optional<std::size_t> best;
+  double best_distance = 0;
+  for (std::size_t i = first; i < last; ++i) {
+    const TimelineBar& b = t.bars[i];
+    const double d = t_s < b.start_s ? b.start_s - t_s : t_s > b.end_s() ? t_s - b.end_s() : 0.0;
+    if (d > slack_s) continue;
+    // Inside several (overlapping) bars: the shortest is the one drawn on top.
+    if (!best || d < best_distance || (d == best_distance && b.dur_s < t.bars[*best].dur_s)) {
+      best = i;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+std::string lane_label(const TimelineLane& l) {
+  // "rank 3 (node 0, stage 1)" -> "rank 3"
+  std::string p = l.process;
+  const auto paren = p.find(" (");
+  if (paren != std::string::npos) p.resize(paren);
+  return p + " " + l.thread;
+}
+
+std::string bar_tooltip(const Timeline& t, std::size_t bar) {
+  const TimelineBar& b = t.bars[bar];
+  const TimelineLane& l = t.lanes[static_cast<std::size_t>(b.lane)];
+  std::string s = b.id.empty() ? b.name : b.id;
+  s += fmt::format("\n{} ({}, {})", b.name, b.kind, b.cat.empty() ? "compute" : b.cat);
+  s += fmt::format("\n{} / {}", l.process, l.thread);
+  s += "\nstart " + pretty_quantity(b.start_s, Dimension::kSeconds) + ", duration " +
+       pretty_quantity(b.dur_s, Dimension::kSeconds);
+  if (b.bytes >= 0) s += "\nbytes " + pretty_quantity(b.bytes, Dimension::kBytes);
+  if (b.flops > 0) s += fmt::format("\n{:.3g} GFLOP", b.flops / 1e9);
+  return s;
+}
+
+}  // namespace foresight::gui

@@ -1,0 +1,71 @@
+// A Chrome trace (from `foresight simulate --trace` or `foresight run --trace`) as lanes and bars
+// for a Gantt chart: one lane per (process, thread) = (rank, stream), one bar per complete ("X")
+// event with its op id, kind, bytes and FLOPs.
+//
+//   Result<Timeline> t = load_timeline("step.json");
+//   for (std::size_t i = t->lanes[0].first; i < t->lanes[0].first + t->lanes[0].count; ++i)
+//     t->bars[i].start_s ...
+//   auto [b, e] = visible_bars(*t, 0, 0.010, 0.020);   // bars of lane 0 within 10..20 ms
+//
+// compare.h's load_trace keeps only what alignment needs (no stream, no bytes), so the GUI reads
+// the trace itself for drawing; both read the same format.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/core/status.h"
+
+namespace foresight::gui {
+
+struct TimelineBar {
+  int lane = 0;
+  double start_s = 0, dur_s = 0;
+  std::string name;   // kernel or collective name ("qkv", "attn.tp_all_reduce")
+  std::string id;     // the op id ("r0/L3/mb2/fwd/qkv"); may be empty in foreign traces
+  std::string cat;    // compute, collective, p2p, copy
+  std::string kind;   // compare.h's op_kind: gemm, attention, elementwise, ..., the collective's name
+  double bytes = -1;  // -1: not in the trace
+  double flops = -1;
+  double end_s() const { return start_s + dur_s; }
+};
+
+struct TimelineLane {
+  int pid = 0, tid = 0;
+  std::string process;  // "rank 0 (node 0, stage 0)", or "pid N"
+  std::string thread;   // "compute", "tp", ..., or "tid N"
+  std::size_t first = 0, count = 0;  // its bars: bars[first, first + count), by start time
+  double longest_s = 0;              // its longest bar (for range queries)
+};
+
+struct Timeline {
+  std::string file;
+  std::string kind;     // metadata.kind: predicted or measured ("" if absent)
+  std::string model, cluster;
+  double step_s = 0;    // metadata.step_time_s, else the makespan
+  double begin_s = 0, end_s = 0;  // first start, last end
+  std::vector<TimelineLane> lanes;  // by (pid, tid)
+  std::vector<TimelineBar> bars;    // grouped by lane, each lane by start time
+};
+
+// Errors name the file and what is wrong (unreadable, not JSON, no traceEvents, an X event without
+// numeric ts/dur).
+Result<Timeline> load_timeline(const std::string& path);
+Result<Timeline> timeline_from_json(const nlohmann::json& doc, const std::string& file);
+
+// Bars of `lane` that overlap [t0, t1]: indices [first, last) into Timeline::bars. Where bars of a
+// lane overlap each other (foreign traces), the range may also hold a few that do not reach t0.
+std::pair<std::size_t, std::size_t> visible_bars(const Timeline& t, int lane, double t0, double t1);
+// The bar of `lane` under time `t`, or the nearest one within `slack_s`.
+std::optional<std::size_t> bar_at(const Timeline& t, int lane, double t_s, double slack_s);
+// "rank 0 compute" -- short lane label for the Gantt's left column.
+std::string lane_label(const TimelineLane& l);
+// Multi-line tooltip: op id, name, kind, start, duration, bytes, FLOPs.
+std::string bar_tooltip(const Timeline& t, std::size_t bar);
+
+}  // namespace foresight::gui

@@ -1,0 +1,46 @@
+// Plan details: the analytic Prediction of the Setup's plan -- step time by category and memory
+// per device by category against the device's capacity (Qt Charts bar charts drawn from the
+// BreakdownModels), MFU, throughput and cost.
+#pragma once
+
+#include <QWidget>
+
+#include "gui/models/plan_inputs.h"
+
+class QChart;
+class QChartView;
+class QGridLayout;
+class QLabel;
+class QTableView;
+
+namespace foresight::gui {
+
+class BreakdownModel;
+
+class DetailsView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit DetailsView(QWidget* parent = nullptr);
+
+  void set_evaluation(const Evaluation& e);
+
+  const BreakdownModel* time_model() const { return time_; }
+  const BreakdownModel* memory_model() const { return memory_; }
+
+ private:
+  void rebuild_time_chart();
+  void rebuild_memory_chart(const Prediction& p);
+
+  BreakdownModel* time_;
+  BreakdownModel* memory_;
+  QLabel* title_;
+  QLabel* message_;
+  QGridLayout* figures_;
+  QList<QLabel*> figure_values_;
+  QChartView* time_chart_;
+  QChartView* memory_chart_;
+  QTableView* time_table_;
+  QTableView* memory_table_;
+};
+
+}  // namespace foresight::gui

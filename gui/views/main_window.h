@@ -1,0 +1,62 @@
+// The main window: one tab per view (Setup, Plan details, Search, Timeline, Compare) and the
+// wiring between them -- Setup's inputs are evaluated (analytic, microseconds) and shown in Setup
+// and Details; Search searches the Setup's job and hands a chosen plan back to Setup; Setup's
+// "Simulate" writes a trace on a worker thread and opens it in Timeline.
+#pragma once
+
+#include <QFutureWatcher>
+#include <QMainWindow>
+#include <QTemporaryDir>
+
+#include <optional>
+
+#include "gui/models/plan_inputs.h"
+#include "gui/models/traces.h"
+
+class QTabWidget;
+
+namespace foresight::gui {
+
+class CompareView;
+class DetailsView;
+class SearchView;
+class SetupView;
+class TimelineView;
+
+enum class View { kSetup, kDetails, kSearch, kTimeline, kCompare };
+std::optional<View> parse_view(const QString& name);  // setup, details, search, timeline, compare
+QString view_name(View v);
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+
+  void show_view(View v);
+  View current_view() const;
+  void set_inputs(const PlanInputs& in);
+  const Evaluation& evaluation() const { return evaluation_; }
+
+  SetupView* setup() const { return setup_; }
+  DetailsView* details() const { return details_; }
+  SearchView* search() const { return search_; }
+  TimelineView* timeline() const { return timeline_; }
+  CompareView* compare() const { return compare_; }
+
+ private:
+  void evaluate(const PlanInputs& in);
+  void simulate_current();
+
+  QTabWidget* tabs_;
+  SetupView* setup_;
+  DetailsView* details_;
+  SearchView* search_;
+  TimelineView* timeline_;
+  CompareView* compare_;
+  Evaluation evaluation_;
+  QTemporaryDir traces_dir_;  // traces simulated from the Setup live here until the window closes
+  int simulations_ = 0;
+  QFutureWatcher<Result<SimulatedTrace>> simulation_;
+};
+
+}  // namespace foresight::gui

@@ -1,0 +1,77 @@
+// The example job and off-screen rendering.
+#include "gui/views/screenshot.h"
+
+#include <QApplication>
+#include <QPixmap>
+#include <QTemporaryDir>
+
+#include "gui/models/comparison.h"
+#include "gui/models/format.h"
+#include "gui/models/search_runner.h"
+#include "gui/models/timeline.h"
+#include "gui/models/traces.h"
+#include "gui/views/compare_view.h"
+#include "gui/views/search_view.h"
+#include "gui/views/timeline_view.h"
+#include "gui/views/timeline_widget.h"
+
+namespace foresight::gui {
+
+Status load_example(MainWindow& w, View v) {
+  const PlanInputs in = example_inputs();
+  w.set_inputs(in);
+  switch (v) {
+    case View::kSetup:
+    case View::kDetails: break;
+    case View::kSearch: {
+      SearchOutcome out = run_search(w.search()->request());
+      if (!out.ok()) return Error("search: " + out.error);
+      w.search()->show_outcome(out);
+      w.search()->select_row(0);
+      break;
+    }
+    case View::kTimeline:
+    case View::kCompare: {
+      QTemporaryDir dir;
+      if (!dir.isValid()) return Error("cannot create a temporary directory: " + dir.errorString().toStdString());
+      FS_ASSIGN_OR_RETURN(ExampleTraces traces, write_example_traces(in, dir.path().toStdString()));
+      if (v == View::kTimeline) {
+        FS_ASSIGN_OR_RETURN(Timeline t, load_timeline(traces.predicted));
+        // Zoom into the steady state: 16 ms from the first QKV GEMM of rank 0 past 45% of the step,
+        // where both pipeline stages are busy and op names fit inside their bars.
+        const double from = t.begin_s + 0.45 * (t.end_s - t.begin_s);
+        std::size_t focus = 0;
+        for (std::size_t i = 0; i < t.bars.size(); ++i)
+          if (t.bars[i].lane == 0 && t.bars[i].name == "qkv" && t.bars[i].start_s >= from) {
+            focus = i;
+            break;
+          }
+        const double start = t.bars[focus].start_s;
+        w.timeline()->set_timeline(std::move(t));
+        w.timeline()->focus_bar(focus);
+        w.timeline()->gantt()->set_range(start - 2e-3, start + 14e-3);
+      } else {
+        FS_ASSIGN_OR_RETURN(Comparison c, load_comparison(traces.predicted, traces.measured));
+        w.compare()->set_comparison(std::move(c));
+      }
+      break;
+    }
+  }
+  w.show_view(v);
+  return Status::Ok();
+}
+
+Status render_screenshot(View v, const QString& png_path, QSize size) {
+  MainWindow w;
+  w.resize(size);
+  FS_RETURN_IF_ERROR(load_example(w, v));
+  w.show();
+  // Let layouts and charts settle (resize and layout-request events are posted).
+  for (int i = 0; i < 3; ++i) QApplication::processEvents();
+  const QPixmap shot = w.grab();
+  if (shot.isNull()) return Error("view " + view_name(v).toStdString() + ": rendered an empty image");
+  if (!shot.save(png_path, "PNG")) return Error(png_path.toStdString() + ": cannot write the PNG");
+  return Status::Ok();
+}
+
+}  // namespace foresight::gui

@@ -1,0 +1,23 @@
+// Off-screen rendering of one view, filled with the built-in example (example_inputs(): Llama 3 8B
+// on 16 H100s), to a PNG -- `foresight-gui --screenshot FILE --view NAME` and the render tests.
+// Everything the view needs is computed in-process: the search runs synchronously, the Timeline
+// and Compare traces are simulated into a temporary directory (write_example_traces).
+//
+//   Status s = render_screenshot(View::kDetails, "details.png", QSize(1200, 800));
+#pragma once
+
+#include <QSize>
+#include <QString>
+
+#include "gui/views/main_window.h"
+#include "sim/core/status.h"
+
+namespace foresight::gui {
+
+// Fills `w` with the example for view `v` and shows that view.
+Status load_example(MainWindow& w, View v);
+
+// Needs a QApplication (QT_QPA_PLATFORM=offscreen works without a display).
+Status render_screenshot(View v, const QString& png_path, QSize size);
+
+}  // namespace foresight::gui

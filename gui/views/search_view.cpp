@@ -1,0 +1,282 @@
+// Search view: controls, ranked table, Pareto scatter.
+#include "gui/views/search_view.h"
+
+#include <QtCharts/QChart>
+#include <QtCharts/QChartView>
+#include <QtCharts/QLogValueAxis>
+#include <QtCharts/QScatterSeries>
+#include <QtCharts/QValueAxis>
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QLineEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSortFilterProxyModel>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include <algorithm>
+
+#include "gui/models/format.h"
+#include "gui/models/ranked_plan_model.h"
+#include "gui/views/tables.h"
+
+namespace foresight::gui {
+
+SearchView::SearchView(QWidget* parent) : QWidget(parent) {
+  controller_ = new SearchController(this);
+  plans_ = new RankedPlanModel(this);
+  proxy_ = new QSortFilterProxyModel(this);
+  proxy_->setSourceModel(plans_);
+  proxy_->setSortRole(Qt::UserRole);
+  proxy_->setFilterKeyColumn(RankedPlanModel::kLayout);
+  proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+
+  context_label_ = new QLabel;
+  context_label_->setWordWrap(true);
+  objective_ = new QComboBox;
+  for (Objective o : {Objective::kTime, Objective::kCost, Objective::kEnergy})
+    objective_->addItem(qstr(to_string(o)), static_cast<int>(o));
+  top_k_ = new QSpinBox;
+  top_k_->setRange(1, 10000);
+  top_k_->setValue(50);
+  top_k_->setToolTip(tr("plans listed"));
+  resimulate_ = new QSpinBox;
+  resimulate_->setRange(0, 100);
+  resimulate_->setValue(5);
+  resimulate_->setToolTip(tr("re-rank the best N with the discrete-event simulator"));
+  run_ = new QPushButton(tr("Search"));
+  cancel_ = new QPushButton(tr("Cancel"));
+  cancel_->setEnabled(false);
+  use_ = new QPushButton(tr("Use selected plan"));
+  use_->setEnabled(false);
+  use_->setToolTip(tr("copy the selected plan into Setup and show its details (or double-click a row)"));
+  progress_ = new QProgressBar;
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
+  progress_->setTextVisible(true);
+  status_ = new QLabel;
+  status_->setWordWrap(true);
+  status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  filter_ = new QLineEdit;
+  filter_->setPlaceholderText(tr("filter layouts, e.g. pp2 or cp"));
+  filter_->setClearButtonEnabled(true);
+
+  table_ = new QTableView;
+  table_->setModel(proxy_);
+  table_->setSortingEnabled(true);
+  table_->sortByColumn(RankedPlanModel::kRank, Qt::AscendingOrder);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  make_compact(table_);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setStretchLastSection(true);
+
+  auto* chart = new QChart;
+  chart->setAnimationOptions(QChart::NoAnimation);
+  chart->setTitle(tr("Step time vs cost"));
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  scatter_ = new QChartView(chart);
+  scatter_->setRenderHint(QPainter::Antialiasing);
+  scatter_->setMinimumWidth(360);
+
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(tr("Objective")));
+  controls->addWidget(objective_);
+  controls->addWidget(new QLabel(tr("Top")));
+  controls->addWidget(top_k_);
+  controls->addWidget(new QLabel(tr("Re-simulate")));
+  controls->addWidget(resimulate_);
+  controls->addWidget(run_);
+  controls->addWidget(cancel_);
+  controls->addWidget(progress_, 1);
+  auto* table_bar = new QHBoxLayout;
+  table_bar->addWidget(filter_, 1);
+  table_bar->addWidget(use_);
+
+  auto* left = new QWidget;
+  auto* left_layout = new QVBoxLayout(left);
+  left_layout->setContentsMargins(0, 0, 0, 0);
+  left_layout->addLayout(table_bar);
+  left_layout->addWidget(table_, 1);
+  auto* split = new QSplitter(Qt::Horizontal);
+  split->addWidget(left);
+  split->addWidget(scatter_);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  split->setSizes({760, 420});
+
+  auto* top = new QVBoxLayout(this);
+  top->addWidget(context_label_);
+  top->addLayout(controls);
+  top->addWidget(status_);
+  top->addWidget(split, 1);
+
+  connect(run_, &QPushButton::clicked, this, &SearchView::start);
+  connect(cancel_, &QPushButton::clicked, this, &SearchView::cancel);
+  connect(use_, &QPushButton::clicked, this, &SearchView::choose_selected);
+  connect(table_, &QTableView::doubleClicked, this, &SearchView::choose_selected);
+  connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &SearchView::selection_changed);
+  connect(controller_, &SearchController::progress, this, [this](quint64 done, quint64 total) {
+    progress_->setRange(0, 1000);
+    progress_->setValue(total ? static_cast<int>(1000 * done / total) : 0);
+    progress_->setFormat(tr("%1 / %2 plans").arg(done).arg(total));
+  });
+  connect(controller_, &SearchController::finished, this, &SearchView::show_outcome);
+}
+
+void SearchView::set_context(const PlanInputs& in) {
+  context_ = in;
+  context_label_->setText(tr("Searching layouts of <b>%1</b> on <b>%2</b> accelerators of <b>%3</b>, global batch "
+                             "<b>%4</b> sequences (from Setup).")
+                              .arg(qstr(in.model))
+                              .arg(1LL * in.plan.tp * in.plan.pp * in.plan.dp * in.plan.cp)
+                              .arg(qstr(in.cluster))
+                              .arg(in.plan.global_batch));
+}
+
+SearchRequest SearchView::request() const {
+  SearchRequest r;
+  r.model = context_.model;
+  r.cluster = context_.cluster;
+  r.gpus = context_.plan.gpus();
+  r.global_batch = context_.plan.global_batch;
+  r.objective = static_cast<Objective>(objective_->currentData().toInt());
+  r.top_k = top_k_->value();
+  r.resimulate = resimulate_->value();
+  return r;
+}
+
+void SearchView::start() {
+  if (!controller_->start(request())) return;
+  run_->setEnabled(false);
+  cancel_->setEnabled(true);
+  progress_->setRange(0, 0);  // busy until the first progress report
+  status_->setStyleSheet(QString());
+  status_->setText(tr("Searching..."));
+}
+
+void SearchView::cancel() {
+  controller_->cancel();
+  status_->setText(tr("Cancelling..."));
+}
+
+void SearchView::show_outcome(const SearchOutcome& out) {
+  run_->setEnabled(true);
+  cancel_->setEnabled(false);
+  progress_->setRange(0, 1);
+  progress_->setValue(out.ok() ? 1 : 0);
+  progress_->setFormat(out.ok() ? tr("done") : tr("stopped"));
+  if (out.cancelled) {
+    status_->setStyleSheet(QString());
+    status_->setText(tr("Search cancelled; the previous results are kept."));
+    return;
+  }
+  if (!out.error.empty()) {
+    status_->setStyleSheet(QStringLiteral("color: #c62828;"));
+    status_->setText(qstr(out.error));
+    plans_->clear();
+    rebuild_scatter(out);
+    return;
+  }
+  const SearchResult& r = out.result;
+  QString rejected;
+  for (const auto& [reason, count] : r.rejected) rejected += tr("%1 %2; ").arg(count).arg(qstr(reason));
+  if (rejected.endsWith(QStringLiteral("; "))) rejected.chop(2);
+  status_->setStyleSheet(QString());
+  status_->setText(tr("%1 candidate plans, %2 fit and were timed in %3; rejected: %4. Pareto front: %5 plans.")
+                       .arg(r.candidates)
+                       .arg(r.evaluated)
+                       .arg(seconds_text(r.wall_s))
+                       .arg(rejected.isEmpty() ? tr("none") : rejected)
+                       .arg(r.pareto.size()));
+  plans_->set_plans(r.plans, r.pareto);
+  table_->sortByColumn(RankedPlanModel::kRank, Qt::AscendingOrder);
+  rebuild_scatter(out);
+}
+
+void SearchView::rebuild_scatter(const SearchOutcome& out) {
+  QChart* c = scatter_->chart();
+  c->removeAllSeries();
+  for (QAbstractAxis* a : c->axes()) {
+    c->removeAxis(a);
+    delete a;
+  }
+  selected_ = nullptr;
+  if (!out.ok()) return;
+  auto* ranked = new QScatterSeries;
+  ranked->setName(tr("ranked plans"));
+  ranked->setMarkerSize(8);
+  ranked->setColor(QColor(0x1f, 0x77, 0xb4));
+  auto* front = new QScatterSeries;
+  front->setName(tr("Pareto front"));
+  front->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+  front->setMarkerSize(9);
+  front->setColor(QColor(0xff, 0x7f, 0x0e));
+  selected_ = new QScatterSeries;
+  selected_->setName(tr("selected"));
+  selected_->setMarkerSize(16);
+  selected_->setColor(QColor(0, 0, 0, 0));
+  selected_->setBorderColor(QColor(0xc6, 0x28, 0x28));
+  double x0 = 1e300, x1 = 0, y0 = 1e300, y1 = 0;
+  auto add = [&](QScatterSeries* s, const RankedPlan& p) {
+    const double x = p.prediction.step_time_s, y = p.economics.cost_per_mtok_usd;
+    s->append(x, y);
+    x0 = std::min(x0, x);
+    x1 = std::max(x1, x);
+    y0 = std::min(y0, y);
+    y1 = std::max(y1, y);
+  };
+  for (const RankedPlan& p : out.result.plans) add(ranked, p);
+  for (const RankedPlan& p : out.result.pareto) add(front, p);
+  // The Pareto front (over time, $/Mtok and memory headroom) first, so the ranked plans draw on top.
+  for (QScatterSeries* s : {front, ranked, selected_}) c->addSeries(s);
+  auto* x = new QValueAxis;
+  auto* y = new QValueAxis;
+  const double dx = std::max(1e-9, (x1 - x0) * 0.08), dy = std::max(1e-9, (y1 - y0) * 0.08);
+  x->setRange(std::max(0.0, x0 - dx), x1 + dx);
+  y->setRange(std::max(0.0, y0 - dy), y1 + dy);
+  x->setTitleText(tr("step time (s, analytic or re-simulated)"));
+  y->setTitleText(tr("$ per million tokens"));
+  x->applyNiceNumbers();
+  y->applyNiceNumbers();
+  x->setLabelFormat(QStringLiteral("%.3g"));
+  y->setLabelFormat(QStringLiteral("%.3g"));
+  c->addAxis(x, Qt::AlignBottom);
+  c->addAxis(y, Qt::AlignLeft);
+  for (QAbstractSeries* s : c->series()) {
+    s->attachAxis(x);
+    s->attachAxis(y);
+  }
+  selection_changed();
+}
+
+void SearchView::select_row(int proxy_row) {
+  if (proxy_row < 0 || proxy_row >= proxy_->rowCount()) return;
+  table_->selectRow(proxy_row);
+}
+
+void SearchView::selection_changed() {
+  const QModelIndexList rows = table_->selectionModel()->selectedRows();
+  use_->setEnabled(!rows.isEmpty());
+  if (!selected_) return;
+  selected_->clear();
+  if (rows.isEmpty()) return;
+  const RankedPlan& p = plans_->plan(proxy_->mapToSource(rows.front()).row());
+  selected_->append(p.prediction.step_time_s, p.economics.cost_per_mtok_usd);
+}
+
+void SearchView::choose_selected() {
+  const QModelIndexList rows = table_->selectionModel()->selectedRows();
+  if (rows.isEmpty()) return;
+  Q_EMIT plan_chosen(plans_->plan(proxy_->mapToSource(rows.front()).row()).plan);
+}
+
+}  // namespace foresight::gui

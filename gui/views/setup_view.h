@@ -1,0 +1,53 @@
+// Setup: the job to predict -- model and cluster presets, parallel degrees, batch, schedule and
+// memory savers -- with the validation message of the current plan inline. The view only maps
+// widgets to a PlanInputs value and back; MainWindow evaluates it and hands the Evaluation back.
+#pragma once
+
+#include <QWidget>
+
+#include "gui/models/plan_inputs.h"
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QPushButton;
+class QSpinBox;
+
+namespace foresight::gui {
+
+class PresetListModel;
+
+class SetupView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit SetupView(QWidget* parent = nullptr);
+
+  PlanInputs inputs() const;
+  // Fills the widgets and emits inputs_changed once.
+  void set_inputs(const PlanInputs& in);
+  void show_evaluation(const Evaluation& e);
+  QString status_text() const;
+
+ Q_SIGNALS:
+  void inputs_changed(const foresight::gui::PlanInputs& in);
+  void simulate_requested();
+
+ private:
+  void changed();
+
+  PresetListModel* models_;
+  PresetListModel* clusters_;
+  QComboBox* model_;
+  QComboBox* cluster_;
+  QSpinBox *tp_, *pp_, *dp_, *cp_, *ep_, *virtual_stages_, *micro_batch_, *global_batch_, *seq_len_;
+  QCheckBox *sp_, *flash_, *overlap_grad_, *overlap_tp_, *offload_;
+  QComboBox *schedule_, *zero_, *recompute_, *precision_;
+  QLabel* gpus_;
+  QLabel* model_summary_;
+  QLabel* cluster_summary_;
+  QLabel* status_;
+  QPushButton* simulate_;
+  bool filling_ = false;
+};
+
+}  // namespace foresight::gui

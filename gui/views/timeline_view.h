@@ -1,0 +1,53 @@
+// Timeline: a Chrome trace (from `foresight simulate --trace`, `foresight run --trace` or the
+// Setup's "Simulate" button) as a Gantt per rank and stream, with the ops in a sortable table
+// below; selecting a row zooms the Gantt to that op. Files load on a worker thread.
+#pragma once
+
+#include <QFutureWatcher>
+#include <QWidget>
+
+#include "gui/models/timeline.h"
+#include "sim/core/status.h"
+
+class QLabel;
+class QLineEdit;
+class QSortFilterProxyModel;
+class QTableView;
+
+namespace foresight::gui {
+
+class TimelineModel;
+class TimelineWidget;
+
+class TimelineView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit TimelineView(QWidget* parent = nullptr);
+
+  // Loads a trace file in the background; loaded() or the error message follow.
+  void open_file(const QString& path);
+  void set_timeline(Timeline t);
+  void show_error(const QString& message);
+  // Selects op `bar` (an index into timeline().bars) in the table; the Gantt zooms to it.
+  void focus_bar(std::size_t bar);
+
+  const TimelineModel* model() const { return model_; }
+  TimelineWidget* gantt() const { return gantt_; }
+
+ public Q_SLOTS:
+  void open_dialog();
+
+ Q_SIGNALS:
+  void loaded();
+
+ private:
+  TimelineModel* model_;
+  QSortFilterProxyModel* proxy_;
+  TimelineWidget* gantt_;
+  QLabel* info_;
+  QLineEdit* filter_;
+  QTableView* table_;
+  QFutureWatcher<Result<Timeline>> watcher_;
+};
+
+}  // namespace foresight::gui

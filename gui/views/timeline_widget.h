@@ -1,0 +1,73 @@
+// A Gantt chart of a TimelineModel: one row per (rank, stream), one bar per op, coloured by op
+// kind. Wheel zooms around the pointer (Shift+wheel scrolls the rows), dragging pans, a double
+// click fits the whole step; hovering a bar shows its op id, duration and bytes. Two widgets can
+// share their time range (range_changed -> set_range), as the Compare view does.
+#pragma once
+
+#include <QWidget>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+class QHelpEvent;
+
+namespace foresight::gui {
+
+class TimelineModel;
+
+class TimelineWidget : public QWidget {
+  Q_OBJECT
+ public:
+  explicit TimelineWidget(QWidget* parent = nullptr);
+
+  void set_model(const TimelineModel* model);
+  double range_begin() const { return t0_; }
+  double range_end() const { return t1_; }
+  // The bar under a widget position (for tooltips and tests), if any.
+  std::optional<std::size_t> bar_at_position(QPoint pos) const;
+
+  QSize sizeHint() const override;
+  QSize minimumSizeHint() const override;
+
+ public Q_SLOTS:
+  void set_range(double t0_s, double t1_s);
+  void fit();
+  // Zooms to one bar (with context around it) and outlines it.
+  void show_bar(std::size_t bar);
+
+ Q_SIGNALS:
+  void range_changed(double t0_s, double t1_s);
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+  void wheelEvent(QWheelEvent* event) override;
+  void mousePressEvent(QMouseEvent* event) override;
+  void mouseMoveEvent(QMouseEvent* event) override;
+  void mouseReleaseEvent(QMouseEvent* event) override;
+  void mouseDoubleClickEvent(QMouseEvent* event) override;
+  bool event(QEvent* event) override;
+
+ private:
+  int row_height() const;
+  int plot_left() const;
+  int plot_width() const;
+  int lanes_top() const;
+  int lanes_bottom() const;
+  double time_at(double x) const;
+  double x_at(double t) const;
+  void scroll_rows(int dy);
+  void draw_axis(QPainter& p);
+  void draw_legend(QPainter& p);
+
+  const TimelineModel* model_ = nullptr;
+  double t0_ = 0, t1_ = 1;
+  int row_offset_ = 0;  // pixels scrolled down
+  std::optional<std::size_t> highlight_;
+  QPoint drag_start_;
+  double drag_t0_ = 0, drag_t1_ = 0;
+  int drag_row_offset_ = 0;
+  bool dragging_ = false;
+};
+
+}  // namespace foresight::gui

@@ -1,0 +1,225 @@
+// The GUI's item models under QAbstractItemModelTester, and what their rows must hold: presets
+// as listed by the library, breakdowns that add up to the Prediction's totals, sortable ranked
+// plans, and comparison tables that match compare_traces.
+#include <QSortFilterProxyModel>
+#include <QTemporaryDir>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "gui/models/breakdown_model.h"
+#include "gui/models/compare_models.h"
+#include "gui/models/comparison.h"
+#include "gui/models/plan_inputs.h"
+#include "gui/models/preset_list_model.h"
+#include "gui/models/ranked_plan_model.h"
+#include "gui/models/search_runner.h"
+#include "gui/models/timeline_model.h"
+#include "gui/models/traces.h"
+#include "tests/gui/model_check.h"
+
+namespace foresight::gui {
+namespace {
+
+using test::ModelCheck;
+
+// tiny on the local CPU "cluster": every layout of up to 4 ranks runs in milliseconds.
+PlanInputs tiny_inputs() {
+  PlanInputs in;
+  in.model = "tiny";
+  in.cluster = "cpu-local";
+  in.plan.tp = 2;
+  in.plan.pp = 2;
+  in.plan.dp = 1;
+  in.plan.micro_batch = 1;
+  in.plan.global_batch = 4;
+  return in;
+}
+
+SearchRequest tiny_search() {
+  SearchRequest r;
+  r.model = "tiny";
+  r.cluster = "cpu-local";
+  r.gpus = 4;
+  r.global_batch = 8;
+  r.top_k = 20;
+  r.resimulate = 2;
+  r.threads = 1;
+  return r;
+}
+
+TEST(PresetListModel, ListsTheLibraryPresets) {
+  for (PresetKind kind : {PresetKind::kModel, PresetKind::kCluster}) {
+    PresetListModel m(kind);
+    ModelCheck check(&m);
+    EXPECT_TRUE(check.ok()) << check.report();
+    const auto names = preset_names(kind);
+    ASSERT_EQ(m.rowCount(), static_cast<int>(names.size()));
+    for (int r = 0; r < m.rowCount(); ++r) {
+      EXPECT_EQ(m.data(m.index(r, 0)).toString().toStdString(), names[static_cast<std::size_t>(r)]);
+      EXPECT_FALSE(m.data(m.index(r, 0), Qt::ToolTipRole).toString().isEmpty()) << names[static_cast<std::size_t>(r)];
+    }
+  }
+  PresetListModel models(PresetKind::kModel);
+  ASSERT_GE(models.row_of("llama3-8b"), 0);
+  ASSERT_GE(models.row_of("tiny"), 0);
+  EXPECT_EQ(models.row_of("no-such-model"), -1);
+  // Llama 3 8B has 8.03e9 parameters (Meta's model card).
+  EXPECT_TRUE(models.data(models.index(models.row_of("llama3-8b"), 0), Qt::ToolTipRole)
+                  .toString()
+                  .startsWith(QStringLiteral("8.0B parameters")));
+}
+
+TEST(PlanInputs, ExampleIsValidAndErrorsNameTheField) {
+  const Evaluation ok = evaluate_plan(example_inputs());
+  ASSERT_TRUE(ok.ok()) << ok.error;
+  EXPECT_EQ(ok.prediction.devices, 16);
+  EXPECT_TRUE(ok.prediction.fits());
+
+  PlanInputs bad = example_inputs();
+  bad.plan.tp = 3;  // 32 heads are not divisible by 3
+  const Evaluation e = evaluate_plan(bad);
+  EXPECT_FALSE(e.ok());
+  EXPECT_FALSE(e.has_prediction);
+  EXPECT_NE(e.error.find("/tp"), std::string::npos) << e.error;
+
+  PlanInputs unknown = example_inputs();
+  unknown.model = "no-such-model";
+  EXPECT_EQ(evaluate_plan(unknown).error.rfind("model: ", 0), 0u) << evaluate_plan(unknown).error;
+
+  // Llama 3 70B without sharding on 8 GPUs: bf16 weights alone are 141 GB, 2 bytes x 70.6e9 > 80 GB.
+  PlanInputs big;
+  big.model = "llama3-70b";
+  big.cluster = "dgx-h100-ndr";
+  big.plan.dp = 8;
+  big.plan.global_batch = 64;
+  const Evaluation oom = evaluate_plan(big);
+  EXPECT_TRUE(oom.has_prediction);
+  EXPECT_FALSE(oom.ok());
+  EXPECT_FALSE(oom.prediction.fits());
+  EXPECT_NE(oom.error.find("does not fit"), std::string::npos) << oom.error;
+}
+
+TEST(BreakdownModel, RowsAddUpToThePrediction) {
+  const Evaluation e = evaluate_plan(example_inputs());
+  ASSERT_TRUE(e.ok()) << e.error;
+  BreakdownModel time(BreakdownModel::Kind::kTime), memory(BreakdownModel::Kind::kMemory);
+  ModelCheck check_time(&time);
+  time.set_prediction(e.prediction);
+  time.clear();
+  time.set_prediction(e.prediction);
+  EXPECT_TRUE(check_time.ok()) << check_time.report();
+  ModelCheck check_memory(&memory);
+  memory.set_prediction(e.prediction);
+  EXPECT_TRUE(check_memory.ok()) << check_memory.report();
+
+  // The categories partition the step and the device memory (recompute is inside compute).
+  double seconds = 0, bytes = 0, shares = 0;
+  for (int r = 0; r < time.rowCount(); ++r) {
+    seconds += time.amount(r);
+    shares += time.data(time.index(r, BreakdownModel::kShare), Qt::UserRole).toDouble();
+    EXPECT_GT(time.amount(r), 0);
+  }
+  for (int r = 0; r < memory.rowCount(); ++r) bytes += memory.amount(r);
+  EXPECT_NEAR(seconds, e.prediction.time.total, 1e-9 * e.prediction.time.total);
+  EXPECT_NEAR(shares, 1.0, 1e-9);
+  EXPECT_NEAR(bytes, e.prediction.memory.total, 1e-6 * e.prediction.memory.total);
+  EXPECT_EQ(memory.denominator(), e.prediction.memory.capacity);
+  EXPECT_EQ(time.category(0), "compute");
+}
+
+TEST(RankedPlanModel, SortsByRawNumbersThroughAProxy) {
+  const SearchOutcome out = run_search(tiny_search());
+  ASSERT_TRUE(out.ok()) << out.error;
+  RankedPlanModel m;
+  QSortFilterProxyModel proxy;
+  proxy.setSourceModel(&m);
+  proxy.setSortRole(Qt::UserRole);
+  ModelCheck check(&m);
+  ModelCheck check_proxy(&proxy);
+  m.set_plans(out.result.plans, out.result.pareto);
+  proxy.sort(RankedPlanModel::kStepTime, Qt::DescendingOrder);
+  proxy.sort(RankedPlanModel::kMemory, Qt::AscendingOrder);
+  proxy.setFilterKeyColumn(RankedPlanModel::kLayout);
+  proxy.setFilterFixedString(QStringLiteral("pp1"));
+  proxy.setFilterFixedString(QString());
+  m.clear();
+  m.set_plans(out.result.plans, out.result.pareto);
+  EXPECT_TRUE(check.ok()) << check.report();
+  EXPECT_TRUE(check_proxy.ok()) << check_proxy.report();
+
+  ASSERT_EQ(m.rowCount(), static_cast<int>(out.result.plans.size()));
+  proxy.sort(RankedPlanModel::kStepTime, Qt::AscendingOrder);
+  for (int r = 1; r < proxy.rowCount(); ++r)
+    EXPECT_LE(proxy.index(r - 1, RankedPlanModel::kStepTime).data(Qt::UserRole).toDouble(),
+              proxy.index(r, RankedPlanModel::kStepTime).data(Qt::UserRole).toDouble());
+  // Pareto marks: exactly the listed plans that are on the front.
+  for (int r = 0; r < m.rowCount(); ++r) {
+    const bool on_front = std::any_of(out.result.pareto.begin(), out.result.pareto.end(),
+                                      [&](const RankedPlan& p) { return p.plan == m.plan(r).plan; });
+    EXPECT_EQ(m.on_pareto_front(r), on_front) << r;
+  }
+}
+
+TEST(TimelineModel, OneRowPerOpOfTheTrace) {
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  const std::string path = dir.filePath(QStringLiteral("t.json")).toStdString();
+  auto sim = simulate_to_trace(tiny_inputs(), path);
+  ASSERT_TRUE(sim.ok()) << sim.error().message();
+  auto t = load_timeline(path);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  TimelineModel m;
+  QSortFilterProxyModel proxy;
+  proxy.setSourceModel(&m);
+  proxy.setSortRole(Qt::UserRole);
+  ModelCheck check(&m);
+  ModelCheck check_proxy(&proxy);
+  m.set_timeline(*t);
+  proxy.sort(TimelineModel::kDuration, Qt::DescendingOrder);
+  m.clear();
+  m.set_timeline(std::move(*t));
+  EXPECT_TRUE(check.ok()) << check.report();
+  EXPECT_TRUE(check_proxy.ok()) << check_proxy.report();
+  EXPECT_EQ(m.rowCount(), static_cast<int>(sim->ops));
+  EXPECT_EQ(m.timeline().kind, "predicted");
+  EXPECT_EQ(m.timeline().model, "tiny");
+  EXPECT_DOUBLE_EQ(m.timeline().step_s, sim->step_s);
+}
+
+TEST(CompareModels, TablesMatchTheReport) {
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  auto traces = write_example_traces(tiny_inputs(), dir.path().toStdString());
+  ASSERT_TRUE(traces.ok()) << traces.error().message();
+  auto c = load_comparison(traces->predicted, traces->measured);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  // The stand-in measurement runs every kernel slower, so the prediction is below it.
+  EXPECT_LT(c->report.step_time_error_pct, 0);
+  EXPECT_EQ(c->predicted.bars.size(), c->measured.bars.size());
+  EXPECT_EQ(static_cast<std::size_t>(c->report.matched_ops), c->predicted.bars.size());
+
+  CompareKindModel kinds;
+  WorstOpsModel worst;
+  ModelCheck check_kinds(&kinds);
+  ModelCheck check_worst(&worst);
+  kinds.set_report(c->report);
+  worst.set_report(c->report);
+  kinds.clear();
+  worst.clear();
+  kinds.set_report(c->report);
+  worst.set_report(c->report);
+  EXPECT_TRUE(check_kinds.ok()) << check_kinds.report();
+  EXPECT_TRUE(check_worst.ok()) << check_worst.report();
+  ASSERT_EQ(kinds.rowCount(), static_cast<int>(c->report.kinds.size()));
+  ASSERT_EQ(worst.rowCount(), static_cast<int>(c->report.worst.size()));
+  for (int r = 0; r < kinds.rowCount(); ++r) {
+    const KindComparison& k = c->report.kinds[static_cast<std::size_t>(r)];
+    EXPECT_EQ(kinds.index(r, CompareKindModel::kKind).data().toString().toStdString(), k.kind);
+    EXPECT_DOUBLE_EQ(kinds.index(r, CompareKindModel::kError).data(Qt::UserRole).toDouble(), k.error_pct);
+  }
+}
+
+}  // namespace
+}  // namespace foresight::gui

@@ -1,0 +1,118 @@
+// Reading Chrome traces into lanes and bars, range queries and hit tests, axis labels.
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "gui/models/format.h"
+#include "gui/models/timeline.h"
+
+namespace foresight::gui {
+namespace {
+
+// Two ranks; rank 0 has a compute and a tp stream; events deliberately out of order.
+nlohmann::json small_trace() {
+  return nlohmann::json::parse(R"json({
+    "metadata": {"kind": "measured", "model": "tiny", "cluster": "cpu-local", "step_time_s": 0.0001},
+    "traceEvents": [
+      {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "rank 0 (node 0, stage 0)"}},
+      {"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "compute"}},
+      {"ph": "M", "name": "thread_name", "pid": 0, "tid": 1, "args": {"name": "tp"}},
+      {"ph": "X", "name": "mlp_up", "cat": "compute", "pid": 0, "tid": 0, "ts": 30, "dur": 20,
+       "args": {"id": "r0/L0/mb0/fwd/mlp_up", "bytes": 4096, "flops": 2e9}},
+      {"ph": "X", "name": "qkv", "cat": "compute", "pid": 0, "tid": 0, "ts": 0, "dur": 10,
+       "args": {"id": "r0/L0/mb0/fwd/qkv", "bytes": 1024, "flops": 1e9}},
+      {"ph": "X", "name": "attn.tp_all_reduce", "cat": "collective", "pid": 0, "tid": 1, "ts": 10, "dur": 15,
+       "args": {"id": "r0/L0/mb0/fwd/attn.tp_all_reduce", "bytes": 2048, "flops": 0}},
+      {"ph": "X", "name": "send_activation", "cat": "p2p", "pid": 1, "tid": 2, "ts": 60, "dur": 5,
+       "args": {"id": "r1/mb0/fwd/send_activation", "bytes": 512}}
+    ]})json");
+}
+
+TEST(Timeline, LanesByRankAndStreamBarsByStart) {
+  auto t = timeline_from_json(small_trace(), "small.json");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  ASSERT_EQ(t->lanes.size(), 3u);
+  ASSERT_EQ(t->bars.size(), 4u);
+  EXPECT_EQ(t->kind, "measured");
+  EXPECT_EQ(t->model, "tiny");
+  EXPECT_DOUBLE_EQ(t->step_s, 1e-4);
+  EXPECT_DOUBLE_EQ(t->begin_s, 0);
+  EXPECT_DOUBLE_EQ(t->end_s, 65e-6);  // send_activation: 60 us + 5 us
+
+  const TimelineLane& compute = t->lanes[0];
+  EXPECT_EQ(compute.thread, "compute");
+  EXPECT_EQ(compute.process, "rank 0 (node 0, stage 0)");
+  EXPECT_EQ(lane_label(compute), "rank 0 compute");
+  ASSERT_EQ(compute.count, 2u);
+  EXPECT_EQ(t->bars[compute.first].name, "qkv");  // sorted by start although listed second
+  EXPECT_EQ(t->bars[compute.first + 1].name, "mlp_up");
+  EXPECT_DOUBLE_EQ(compute.longest_s, 20e-6);
+  // Kinds as compare.h names them.
+  EXPECT_EQ(t->bars[compute.first].kind, "gemm");
+  EXPECT_EQ(t->bars[t->lanes[1].first].kind, "tp_all_reduce");
+  EXPECT_EQ(t->bars[t->lanes[2].first].kind, "p2p");
+  // No metadata for pid 1: generic names; no flops in args: -1.
+  EXPECT_EQ(t->lanes[2].process, "pid 1");
+  EXPECT_EQ(t->lanes[2].thread, "tid 2");
+  EXPECT_EQ(t->bars[t->lanes[2].first].flops, -1);
+  EXPECT_EQ(t->bars[t->lanes[2].first].bytes, 512);
+}
+
+TEST(Timeline, VisibleBarsAndHitTests) {
+  auto t = timeline_from_json(small_trace(), "small.json");
+  ASSERT_TRUE(t.ok());
+  const std::size_t qkv = t->lanes[0].first, mlp = qkv + 1;
+  // Lane 0 holds qkv [0, 10] us and mlp_up [30, 50] us.
+  EXPECT_EQ(visible_bars(*t, 0, 0, 1e-6), std::make_pair(qkv, qkv + 1));
+  EXPECT_EQ(visible_bars(*t, 0, 11e-6, 29e-6).first, visible_bars(*t, 0, 11e-6, 29e-6).second);  // the gap
+  EXPECT_EQ(visible_bars(*t, 0, 5e-6, 35e-6), std::make_pair(qkv, mlp + 1));
+  EXPECT_EQ(visible_bars(*t, 0, 40e-6, 45e-6), std::make_pair(mlp, mlp + 1));  // inside a long bar
+  EXPECT_EQ(visible_bars(*t, 7, 0, 1), std::make_pair(std::size_t{0}, std::size_t{0}));
+  EXPECT_EQ(bar_at(*t, 0, 5e-6, 0), qkv);
+  EXPECT_EQ(bar_at(*t, 0, 40e-6, 0), mlp);
+  EXPECT_FALSE(bar_at(*t, 0, 20e-6, 1e-6).has_value());  // 10 us from either bar
+  EXPECT_EQ(bar_at(*t, 0, 28e-6, 3e-6), mlp);            // within the slack of mlp_up only
+  const std::string tip = bar_tooltip(*t, qkv);
+  EXPECT_NE(tip.find("r0/L0/mb0/fwd/qkv"), std::string::npos) << tip;
+  EXPECT_NE(tip.find("duration 10.0 us"), std::string::npos) << tip;
+  EXPECT_NE(tip.find("bytes 1.00 KiB"), std::string::npos) << tip;
+}
+
+TEST(Timeline, ErrorsNameTheFile) {
+  auto no_events = timeline_from_json(nlohmann::json::object(), "x.json");
+  ASSERT_FALSE(no_events.ok());
+  EXPECT_EQ(no_events.error().message(), "x.json: /traceEvents: missing (not a Chrome trace)");
+  auto no_ops = timeline_from_json(nlohmann::json::parse(R"json({"traceEvents": [{"ph": "M", "name": "process_name"}]})json"),
+                                   "y.json");
+  ASSERT_FALSE(no_ops.ok());
+  EXPECT_NE(no_ops.error().message().find("y.json: no ops"), std::string::npos);
+  auto bad_ts = timeline_from_json(nlohmann::json::parse(R"json({"traceEvents": [{"ph": "X", "ts": "soon", "dur": 1}]})json"),
+                                   "z.json");
+  ASSERT_FALSE(bad_ts.ok());
+  EXPECT_EQ(bad_ts.error().message(), "z.json: /traceEvents/0: ts/dur missing or not numbers");
+  auto missing = load_timeline("/nonexistent/trace.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message(), "/nonexistent/trace.json: cannot open trace");
+}
+
+TEST(Format, AxisLabelsHaveTheDigitsTheStepNeeds) {
+  EXPECT_EQ(tick_text(0, 0.5), "0");
+  EXPECT_EQ(tick_text(1.5, 0.5), "1.5 s");
+  EXPECT_EQ(tick_text(3, 1), "3 s");
+  EXPECT_EQ(tick_text(1.702, 0.002), "1702 ms");
+  EXPECT_EQ(tick_text(0.0105, 0.0005), "10.5 ms");
+  EXPECT_EQ(tick_text(25e-6, 5e-6), "25 us");
+  EXPECT_EQ(seconds_text(0), "0 s");
+  EXPECT_EQ(percent_text(0.4614), "46.1%");
+  Plan p;
+  p.tp = 2;
+  p.pp = 4;
+  p.dp = 8;
+  p.cp = 2;
+  p.sequence_parallel = true;
+  p.virtual_stages = 2;
+  EXPECT_EQ(layout_text(p), "tp2 pp4 dp8 cp2 sp v2");
+}
+
+}  // namespace
+}  // namespace foresight::gui

@@ -1,0 +1,170 @@
+// The widgets: every view renders the built-in example off-screen to a non-empty PNG, the main
+// window's wiring (Setup -> Details, Search -> Setup), and the Gantt's hit test, zoom and pan.
+#include <QImage>
+#include <QSet>
+#include <QSortFilterProxyModel>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QWheelEvent>
+
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "gui/models/breakdown_model.h"
+#include "gui/models/search_runner.h"
+#include "gui/models/timeline_model.h"
+#include "gui/views/details_view.h"
+#include "gui/views/main_window.h"
+#include "gui/views/screenshot.h"
+#include "gui/views/search_view.h"
+#include "gui/views/setup_view.h"
+#include "gui/views/timeline_widget.h"
+
+namespace foresight::gui {
+
+// Test names and failure messages say "details", not "4-byte object <01-00 00-00>".
+void PrintTo(View v, std::ostream* os) { *os << view_name(v).toStdString(); }
+
+namespace {
+
+class RenderTest : public ::testing::TestWithParam<View> {};
+
+TEST_P(RenderTest, ViewRendersToANonEmptyPng) {
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  const QString path = dir.filePath(view_name(GetParam()) + QStringLiteral(".png"));
+  const Status s = render_screenshot(GetParam(), path, QSize(1200, 800));
+  ASSERT_TRUE(s.ok()) << s.error().message();
+  const QImage img(path);
+  ASSERT_FALSE(img.isNull());
+  EXPECT_EQ(img.size(), QSize(1200, 800));
+  // Not blank: a rendered view with text, tables and charts has many distinct colours.
+  QSet<QRgb> colours;
+  for (int y = 0; y < img.height(); y += 4)
+    for (int x = 0; x < img.width(); x += 4) colours.insert(img.pixel(x, y));
+  EXPECT_GT(colours.size(), 32) << view_name(GetParam()).toStdString();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllViews, RenderTest,
+                         ::testing::Values(View::kSetup, View::kDetails, View::kSearch, View::kTimeline,
+                                           View::kCompare),
+                         [](const auto& param) { return view_name(param.param).toStdString(); });
+
+TEST(MainWindow, ViewNamesRoundTrip) {
+  for (View v : {View::kSetup, View::kDetails, View::kSearch, View::kTimeline, View::kCompare})
+    EXPECT_EQ(parse_view(view_name(v)), v);
+  EXPECT_FALSE(parse_view(QStringLiteral("topology")).has_value());
+}
+
+TEST(MainWindow, SetupFeedsDetailsAndSearchFeedsSetup) {
+  MainWindow w;
+  w.set_inputs(example_inputs());
+  ASSERT_TRUE(w.evaluation().ok()) << w.evaluation().error;
+  EXPECT_EQ(w.evaluation().inputs, example_inputs());  // the widgets map the inputs back unchanged
+  EXPECT_GT(w.details()->time_model()->rowCount(), 0);
+  EXPECT_TRUE(w.setup()->status_text().startsWith(QStringLiteral("Valid plan")));
+  EXPECT_EQ(w.search()->request().gpus, 16);
+  EXPECT_EQ(w.search()->request().global_batch, 64);
+
+  PlanInputs bad = example_inputs();
+  bad.plan.tp = 3;
+  w.set_inputs(bad);
+  EXPECT_FALSE(w.evaluation().ok());
+  EXPECT_TRUE(w.setup()->status_text().contains(QStringLiteral("/tp"))) << w.setup()->status_text().toStdString();
+  EXPECT_EQ(w.details()->time_model()->rowCount(), 0);
+
+  // A plan chosen in Search replaces the Setup's plan and shows its details.
+  w.set_inputs(example_inputs());
+  Plan chosen = example_inputs().plan;
+  chosen.tp = 1;
+  chosen.pp = 1;
+  chosen.dp = 16;
+  chosen.sequence_parallel = false;
+  chosen.zero_stage = 3;
+  Q_EMIT w.search()->plan_chosen(chosen);
+  EXPECT_EQ(w.evaluation().inputs.plan, chosen);
+  EXPECT_TRUE(w.evaluation().ok()) << w.evaluation().error;
+  EXPECT_EQ(w.current_view(), View::kDetails);
+}
+
+TEST(SearchView, ShowsOutcomeSortedByRank) {
+  SearchView v;
+  PlanInputs in;
+  in.model = "tiny";
+  in.cluster = "cpu-local";
+  in.plan.dp = 4;
+  in.plan.global_batch = 8;
+  v.set_context(in);
+  const SearchRequest req = v.request();
+  EXPECT_EQ(req.gpus, 4);
+  const SearchOutcome out = run_search(req);
+  ASSERT_TRUE(out.ok()) << out.error;
+  v.show_outcome(out);
+  ASSERT_EQ(v.proxy()->rowCount(), static_cast<int>(out.result.plans.size()));
+  EXPECT_EQ(v.proxy()->index(0, 0).data(Qt::UserRole).toInt(), 1);
+}
+
+// Three lanes: rank 0 compute with qkv [0, 10] us and mlp_up [30, 50] us, rank 0 tp, rank 1.
+TimelineModel* small_model(QObject* parent) {
+  auto t = timeline_from_json(nlohmann::json::parse(R"json({"traceEvents": [
+      {"ph": "X", "name": "qkv", "cat": "compute", "pid": 0, "tid": 0, "ts": 0, "dur": 10, "args": {"id": "a"}},
+      {"ph": "X", "name": "mlp_up", "cat": "compute", "pid": 0, "tid": 0, "ts": 30, "dur": 20, "args": {"id": "b"}},
+      {"ph": "X", "name": "attn.tp_all_reduce", "cat": "collective", "pid": 0, "tid": 1, "ts": 10, "dur": 15},
+      {"ph": "X", "name": "send_activation", "cat": "p2p", "pid": 1, "tid": 2, "ts": 60, "dur": 5}]})json"),
+                              "small.json");
+  auto* m = new TimelineModel(parent);
+  m->set_timeline(std::move(*t));
+  return m;
+}
+
+TEST(TimelineWidget, HitTestZoomAndPan) {
+  TimelineWidget w;
+  w.resize(800, 200);
+  TimelineModel* m = small_model(&w);
+  w.set_model(m);
+  // Fit: the whole trace (0..65 us) with 1% either side.
+  EXPECT_NEAR(w.range_begin(), -0.65e-6, 1e-12);
+  EXPECT_NEAR(w.range_end(), 65.65e-6, 1e-12);
+  // Geometry (timeline_widget.cpp): labels take 150 px, the plot 800 - 150 - 8 = 642 px; the axis
+  // takes the top 24 px, the legend the bottom 22; 3 lanes share 154 px, capped at 40 px each.
+  const double plot_left = 150, plot_width = 642;
+  auto x_of = [&](double t) {
+    return static_cast<int>(plot_left + (t - w.range_begin()) / (w.range_end() - w.range_begin()) * plot_width);
+  };
+  const int lane0 = 24 + 20, lane1 = 24 + 40 + 20;
+  EXPECT_EQ(w.bar_at_position(QPoint(x_of(5e-6), lane0)), std::optional<std::size_t>(0));
+  EXPECT_EQ(w.bar_at_position(QPoint(x_of(40e-6), lane0)), std::optional<std::size_t>(1));
+  EXPECT_EQ(w.bar_at_position(QPoint(x_of(17e-6), lane1)), std::optional<std::size_t>(2));
+  EXPECT_FALSE(w.bar_at_position(QPoint(x_of(20e-6), lane0)).has_value());  // between qkv and mlp_up
+  EXPECT_FALSE(w.bar_at_position(QPoint(40, lane0)).has_value());           // the label column
+
+  // One wheel notch zooms in by 1.25x around the pointer: the time under it stays put.
+  const QPoint at(x_of(40e-6), lane0);
+  const double span = w.range_end() - w.range_begin();
+  QWheelEvent wheel(QPointF(at), QPointF(w.mapToGlobal(at)), QPoint(), QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
+                    Qt::NoScrollPhase, false);
+  QApplication::sendEvent(&w, &wheel);
+  EXPECT_NEAR(w.range_end() - w.range_begin(), span / 1.25, 1e-15);
+  EXPECT_EQ(w.bar_at_position(at), std::optional<std::size_t>(1));
+  const double pivot = w.range_begin() + (at.x() - plot_left) / plot_width * (w.range_end() - w.range_begin());
+  EXPECT_NEAR(pivot, 40e-6, (w.range_end() - w.range_begin()) / plot_width);
+
+  // Dragging 100 px to the left moves the view 100 px later in time.
+  const double begin = w.range_begin(), per_px = (w.range_end() - w.range_begin()) / plot_width;
+  QTest::mousePress(&w, Qt::LeftButton, Qt::NoModifier, QPoint(400, lane0));
+  QTest::mouseMove(&w, QPoint(300, lane0));
+  QTest::mouseRelease(&w, Qt::LeftButton, Qt::NoModifier, QPoint(300, lane0));
+  EXPECT_NEAR(w.range_begin(), begin + 100 * per_px, 1e-15);
+
+  // show_bar zooms to one op; fit returns to the whole trace.
+  w.show_bar(1);
+  EXPECT_LT(w.range_begin(), 30e-6);
+  EXPECT_GT(w.range_end(), 50e-6);
+  EXPECT_LT(w.range_end() - w.range_begin(), 21 * 20e-6 + 1e-12);
+  w.fit();
+  EXPECT_NEAR(w.range_end(), 65.65e-6, 1e-12);
+}
+
+}  // namespace
+}  // namespace foresight::gui
