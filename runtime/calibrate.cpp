@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <tuple>
 #include <cmath>
 #include <vector>
 
@@ -125,7 +126,8 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
   // calls cycle through copies of the operands spanning >= 8 MiB (beyond a core's L2) instead of
   // hitting the same hot matrices; outputs are allocated per call, as the executor does.
   for (int rows : {32, 128, 512})
-    for (auto [k, n] : {std::pair{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}}) {
+    for (const auto& kn : {std::pair{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}}) {
+      const int k = kn.first, n = kn.second;  // named copies: lambdas cannot capture structured bindings in clang 14
       const std::size_t in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n,
                         out_n = static_cast<std::size_t>(rows) * n;
       const std::size_t copies = std::max<std::size_t>(2, (8u << 20) / (4 * (in_n + 2 * w_n + out_n)));
@@ -181,7 +183,8 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
 
   // Attention (the fused path).
   for (int seq : {16, 32, 64, 128})
-    for (auto [q, kv, d] : {std::tuple{4, 2, 16}, {8, 4, 32}}) {
+    for (const auto& shape : {std::tuple{4, 2, 16}, {8, 4, 32}}) {
+      const int q = std::get<0>(shape), kv = std::get<1>(shape), d = std::get<2>(shape);
       const kernels::AttentionShape s{1, seq, q, kv, d};
       auto qkv = random_vector(s.tokens() * s.qkv_width(), 9);
       const double core = 2.0 * seq * seq * (2.0 * q * d);

@@ -47,6 +47,9 @@ bool Comm::launched_by_mpi() {
 Comm Comm::world() {
   int initialized = 0;
   MPI_Initialized(&initialized);
+  // A process started without a launcher is a world of one: no MPI (singleton init would start
+  // Open MPI's runtime for nothing, and its allocations outlive the process).
+  if (!initialized && !launched_by_mpi()) return Comm{};
   if (!initialized) MPI_Init(nullptr, nullptr);
   Comm c;
   c.impl_->comm = MPI_COMM_WORLD;

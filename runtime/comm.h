@@ -20,7 +20,8 @@ namespace foresight::runtime {
 
 class Comm {
  public:
-  // Initialises MPI if needed (and registers its finalisation). Without MPI: rank 0 of 1.
+  // Under an MPI launcher: MPI_COMM_WORLD (initialising MPI if needed). Started alone, or in a
+  // build without MPI: a one-rank world that makes no MPI calls.
   static Comm world();
   // True when this process runs under an MPI launcher (mpirun, srun).
   static bool launched_by_mpi();
