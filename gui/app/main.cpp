@@ -17,10 +17,12 @@
 #include "gui/views/timeline_view.h"
 
 int main(int argc, char** argv) {
-  // --screenshot needs no display: use the off-screen platform unless the user chose one.
+  // --screenshot, --help and --version need no display: use the off-screen platform for them
+  // unless the user chose one.
   for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--screenshot") == 0 && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
-      qputenv("QT_QPA_PLATFORM", "offscreen");
+    for (const char* flag : {"--screenshot", "--help", "-h", "--help-all", "--version", "-v"})
+      if (std::strcmp(argv[i], flag) == 0 && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+        qputenv("QT_QPA_PLATFORM", "offscreen");
 
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("foresight-gui"));

@@ -69,7 +69,15 @@ TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
 void TimelineWidget::set_model(const TimelineModel* model) {
   if (model_) disconnect(model_, nullptr, this, nullptr);
   model_ = model;
-  if (model_) connect(model_, &QAbstractItemModel::modelReset, this, &TimelineWidget::fit);
+  if (model_) connect(model_, &QAbstractItemModel::modelReset, this, &TimelineWidget::model_reset);
+  model_reset();
+}
+
+void TimelineWidget::model_reset() {
+  kinds_.clear();
+  if (model_)
+    for (const TimelineBar& b : model_->timeline().bars)
+      if (std::find(kinds_.begin(), kinds_.end(), b.kind) == kinds_.end()) kinds_.push_back(b.kind);
   fit();
 }
 
@@ -236,12 +244,8 @@ void TimelineWidget::draw_legend(QPainter& p) {
   const QFontMetrics fm(font());
   const int y = lanes_bottom();
   p.fillRect(0, y, width(), kLegendHeight, pal.window());
-  // Kinds in order of first appearance.
-  std::vector<std::string> kinds;
-  for (const TimelineBar& b : model_->timeline().bars)
-    if (std::find(kinds.begin(), kinds.end(), b.kind) == kinds.end()) kinds.push_back(b.kind);
   int x = 4;
-  for (const std::string& k : kinds) {
+  for (const std::string& k : kinds_) {
     const QString text = qstr(k);
     const int w = 14 + fm.horizontalAdvance(text) + 12;
     if (x + w > width()) break;

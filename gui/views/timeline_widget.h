@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 class QHelpEvent;
 
@@ -60,7 +61,10 @@ class TimelineWidget : public QWidget {
   void draw_axis(QPainter& p);
   void draw_legend(QPainter& p);
 
+  void model_reset();
+
   const TimelineModel* model_ = nullptr;
+  std::vector<std::string> kinds_;  // op kinds in order of first appearance, for the legend
   double t0_ = 0, t1_ = 1;
   int row_offset_ = 0;  // pixels scrolled down
   std::optional<std::size_t> highlight_;

@@ -1,6 +1,7 @@
 // The widgets: every view renders the built-in example off-screen to a non-empty PNG, the main
 // window's wiring (Setup -> Details, Search -> Setup), and the Gantt's hit test, zoom and pan.
 #include <QImage>
+#include <QSignalSpy>
 #include <QSet>
 #include <QSortFilterProxyModel>
 #include <QTemporaryDir>
@@ -12,13 +13,18 @@
 #include <gtest/gtest.h>
 
 #include "gui/models/breakdown_model.h"
+#include "gui/models/compare_models.h"
+#include "gui/models/format.h"
+#include "gui/models/traces.h"
 #include "gui/models/search_runner.h"
 #include "gui/models/timeline_model.h"
+#include "gui/views/compare_view.h"
 #include "gui/views/details_view.h"
 #include "gui/views/main_window.h"
 #include "gui/views/screenshot.h"
 #include "gui/views/search_view.h"
 #include "gui/views/setup_view.h"
+#include "gui/views/timeline_view.h"
 #include "gui/views/timeline_widget.h"
 
 namespace foresight::gui {
@@ -86,6 +92,47 @@ TEST(MainWindow, SetupFeedsDetailsAndSearchFeedsSetup) {
   EXPECT_EQ(w.evaluation().inputs.plan, chosen);
   EXPECT_TRUE(w.evaluation().ok()) << w.evaluation().error;
   EXPECT_EQ(w.current_view(), View::kDetails);
+}
+
+// The background paths: Setup's "Simulate" (QtConcurrent -> trace -> Timeline), opening a trace
+// file, and comparing two files, each finishing with its signal.
+TEST(MainWindow, BackgroundJobsFinishInTheViews) {
+  MainWindow w;
+  PlanInputs in;
+  in.model = "tiny";
+  in.cluster = "cpu-local";
+  in.plan.tp = 2;
+  in.plan.pp = 2;
+  in.plan.global_batch = 4;
+  w.set_inputs(in);
+  ASSERT_TRUE(w.evaluation().ok()) << w.evaluation().error;
+  QSignalSpy loaded(w.timeline(), &TimelineView::loaded);
+  Q_EMIT w.setup()->simulate_requested();
+  ASSERT_TRUE(loaded.wait(10000));
+  EXPECT_EQ(w.current_view(), View::kTimeline);
+  EXPECT_GT(w.timeline()->model()->rowCount(), 0);
+  EXPECT_EQ(w.timeline()->model()->timeline().model, "tiny");
+
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  auto traces = write_example_traces(in, dir.path().toStdString());
+  ASSERT_TRUE(traces.ok()) << traces.error().message();
+  w.timeline()->open_file(qstr(traces->measured));
+  ASSERT_TRUE(loaded.wait(10000));
+  EXPECT_EQ(w.timeline()->model()->timeline().kind, "measured");
+
+  QSignalSpy compared(w.compare(), &CompareView::compared);
+  w.compare()->set_files(qstr(traces->predicted), qstr(traces->measured));
+  w.compare()->compare();
+  ASSERT_TRUE(compared.wait(10000));
+  EXPECT_GT(w.compare()->kinds()->rowCount(), 0);
+  EXPECT_EQ(w.compare()->predicted_timeline()->rowCount(), w.compare()->measured_timeline()->rowCount());
+  EXPECT_TRUE(w.compare()->summary_text().contains(QStringLiteral("error"))) << w.compare()->summary_text().toStdString();
+
+  // A failed comparison says why in the view (here: a trace compared with a missing file).
+  w.compare()->set_files(qstr(traces->predicted), dir.filePath(QStringLiteral("missing.json")));
+  w.compare()->compare();
+  QTRY_VERIFY_WITH_TIMEOUT(w.compare()->summary_text().contains(QStringLiteral("cannot open trace")), 10000);
 }
 
 TEST(SearchView, ShowsOutcomeSortedByRank) {
