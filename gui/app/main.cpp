@@ -1,6 +1,7 @@
 // foresight-gui: the desktop GUI.
 //
-//   foresight-gui [TRACE.json]                         open the window (a trace opens in Timeline)
+//   foresight-gui [TRACE.json] [--sweep SPEC.json]     open the window (a trace opens in Timeline,
+//                                                      a sweep spec in Sweep)
 //   foresight-gui --screenshot out.png --view details  render one view of the built-in example
 //                                                      off-screen to a PNG and exit
 #include <QApplication>
@@ -14,6 +15,7 @@
 #include "gui/models/plan_inputs.h"
 #include "gui/views/main_window.h"
 #include "gui/views/screenshot.h"
+#include "gui/views/sweep_view.h"
 #include "gui/views/timeline_view.h"
 
 int main(int argc, char** argv) {
@@ -36,11 +38,14 @@ int main(int argc, char** argv) {
                                       QStringLiteral("render a view of the built-in example to a PNG and exit"),
                                       QStringLiteral("FILE"));
   const QCommandLineOption view(QStringLiteral("view"),
-                                QStringLiteral("view for --screenshot: setup, details, search, timeline, compare"),
+                                QStringLiteral("view for --screenshot: setup, details, search, timeline, compare, sweep"),
                                 QStringLiteral("NAME"), QStringLiteral("setup"));
   const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("window size for --screenshot"),
                                 QStringLiteral("WxH"), QStringLiteral("1200x800"));
+  const QCommandLineOption sweep(QStringLiteral("sweep"), QStringLiteral("a sweep spec to open in the Sweep view"),
+                                 QStringLiteral("SPEC"));
   cli.addOption(screenshot);
+  cli.addOption(sweep);
   cli.addOption(view);
   cli.addOption(size);
   cli.addPositionalArgument(QStringLiteral("trace"), QStringLiteral("a Chrome trace to open in the Timeline view"),
@@ -50,7 +55,7 @@ int main(int argc, char** argv) {
   if (cli.isSet(screenshot)) {
     const auto v = foresight::gui::parse_view(cli.value(view));
     if (!v) {
-      std::fprintf(stderr, "error: --view: \"%s\" is not one of setup, details, search, timeline, compare\n",
+      std::fprintf(stderr, "error: --view: \"%s\" is not one of setup, details, search, timeline, compare, sweep\n",
                    qPrintable(cli.value(view)));
       return 2;
     }
@@ -75,6 +80,10 @@ int main(int argc, char** argv) {
   if (!cli.positionalArguments().isEmpty()) {
     window.timeline()->open_file(cli.positionalArguments().front());
     window.show_view(foresight::gui::View::kTimeline);
+  }
+  if (cli.isSet(sweep)) {
+    window.sweep()->open_file(cli.value(sweep));
+    window.show_view(foresight::gui::View::kSweep);
   }
   window.show();
   return QApplication::exec();

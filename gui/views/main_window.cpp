@@ -13,12 +13,13 @@
 #include "gui/views/details_view.h"
 #include "gui/views/search_view.h"
 #include "gui/views/setup_view.h"
+#include "gui/views/sweep_view.h"
 #include "gui/views/timeline_view.h"
 
 namespace foresight::gui {
 
 std::optional<View> parse_view(const QString& name) {
-  for (View v : {View::kSetup, View::kDetails, View::kSearch, View::kTimeline, View::kCompare})
+  for (View v : {View::kSetup, View::kDetails, View::kSearch, View::kTimeline, View::kCompare, View::kSweep})
     if (name == view_name(v)) return v;
   return std::nullopt;
 }
@@ -30,6 +31,7 @@ QString view_name(View v) {
     case View::kSearch: return QStringLiteral("search");
     case View::kTimeline: return QStringLiteral("timeline");
     case View::kCompare: return QStringLiteral("compare");
+    case View::kSweep: return QStringLiteral("sweep");
   }
   return QStringLiteral("setup");
 }
@@ -42,12 +44,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   search_ = new SearchView;
   timeline_ = new TimelineView;
   compare_ = new CompareView;
+  sweep_ = new SweepView;
   // Tab order = View's order.
   tabs_->addTab(setup_, tr("Setup"));
   tabs_->addTab(details_, tr("Plan details"));
   tabs_->addTab(search_, tr("Search"));
   tabs_->addTab(timeline_, tr("Timeline"));
   tabs_->addTab(compare_, tr("Compare"));
+  tabs_->addTab(sweep_, tr("Sweep"));
   setCentralWidget(tabs_);
 
   QMenu* file = menuBar()->addMenu(tr("&File"));
@@ -56,6 +60,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     timeline_->open_dialog();
   });
   file->addAction(tr("&Compare traces..."), this, [this] { show_view(View::kCompare); });
+  file->addAction(tr("Open &sweep spec..."), this, [this] {
+    show_view(View::kSweep);
+    sweep_->open_dialog();
+  });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
 

@@ -1,4 +1,4 @@
-// The main window: one tab per view (Setup, Plan details, Search, Timeline, Compare) and the
+// The main window: one tab per view (Setup, Plan details, Search, Timeline, Compare, Sweep) and the
 // wiring between them -- Setup's inputs are evaluated (analytic, microseconds) and shown in Setup
 // and Details; Search searches the Setup's job and hands a chosen plan back to Setup; Setup's
 // "Simulate" writes a trace on a worker thread and opens it in Timeline.
@@ -21,10 +21,12 @@ class CompareView;
 class DetailsView;
 class SearchView;
 class SetupView;
+class SweepView;
 class TimelineView;
 
-enum class View { kSetup, kDetails, kSearch, kTimeline, kCompare };
-std::optional<View> parse_view(const QString& name);  // setup, details, search, timeline, compare
+enum class View { kSetup, kDetails, kSearch, kTimeline, kCompare, kSweep };
+// setup, details, search, timeline, compare, sweep
+std::optional<View> parse_view(const QString& name);
 QString view_name(View v);
 
 class MainWindow : public QMainWindow {
@@ -42,6 +44,7 @@ class MainWindow : public QMainWindow {
   SearchView* search() const { return search_; }
   TimelineView* timeline() const { return timeline_; }
   CompareView* compare() const { return compare_; }
+  SweepView* sweep() const { return sweep_; }
 
  private:
   void evaluate(const PlanInputs& in);
@@ -53,6 +56,7 @@ class MainWindow : public QMainWindow {
   SearchView* search_;
   TimelineView* timeline_;
   CompareView* compare_;
+  SweepView* sweep_;
   Evaluation evaluation_;
   QTemporaryDir traces_dir_;  // traces simulated from the Setup live here until the window closes
   int simulations_ = 0;

@@ -8,10 +8,12 @@
 #include "gui/models/comparison.h"
 #include "gui/models/format.h"
 #include "gui/models/search_runner.h"
+#include "gui/models/sweep_runner.h"
 #include "gui/models/timeline.h"
 #include "gui/models/traces.h"
 #include "gui/views/compare_view.h"
 #include "gui/views/search_view.h"
+#include "gui/views/sweep_view.h"
 #include "gui/views/timeline_view.h"
 #include "gui/views/timeline_widget.h"
 
@@ -23,6 +25,12 @@ Status load_example(MainWindow& w, View v) {
   switch (v) {
     case View::kSetup:
     case View::kDetails: break;
+    case View::kSweep: {
+      FS_ASSIGN_OR_RETURN(SweepSpec spec, example_sweep());
+      w.sweep()->set_spec(spec);
+      w.sweep()->show_outcome(run_sweep_points(spec));
+      break;
+    }
     case View::kSearch: {
       SearchOutcome out = run_search(w.search()->request());
       if (!out.ok()) return Error("search: " + out.error);

@@ -1,7 +1,8 @@
 // Off-screen rendering of one view, filled with the built-in example (example_inputs(): Llama 3 8B
 // on 16 H100s), to a PNG -- `foresight-gui --screenshot FILE --view NAME` and the render tests.
-// Everything the view needs is computed in-process: the search runs synchronously, the Timeline
-// and Compare traces are simulated into a temporary directory (write_example_traces).
+// Everything the view needs is computed in-process: the search and the sweep (example_sweep())
+// run synchronously, the Timeline and Compare traces are simulated into a temporary directory
+// (write_example_traces).
 //
 //   Status s = render_screenshot(View::kDetails, "details.png", QSize(1200, 800));
 #pragma once

@@ -1,5 +1,6 @@
 // The widgets: every view renders the built-in example off-screen to a non-empty PNG, the main
 // window's wiring (Setup -> Details, Search -> Setup), and the Gantt's hit test, zoom and pan.
+#include <QFile>
 #include <QImage>
 #include <QSignalSpy>
 #include <QSet>
@@ -17,6 +18,7 @@
 #include "gui/models/format.h"
 #include "gui/models/traces.h"
 #include "gui/models/search_runner.h"
+#include "gui/models/sweep_model.h"
 #include "gui/models/timeline_model.h"
 #include "gui/views/compare_view.h"
 #include "gui/views/details_view.h"
@@ -24,6 +26,7 @@
 #include "gui/views/screenshot.h"
 #include "gui/views/search_view.h"
 #include "gui/views/setup_view.h"
+#include "gui/views/sweep_view.h"
 #include "gui/views/timeline_view.h"
 #include "gui/views/timeline_widget.h"
 
@@ -54,11 +57,11 @@ TEST_P(RenderTest, ViewRendersToANonEmptyPng) {
 
 INSTANTIATE_TEST_SUITE_P(AllViews, RenderTest,
                          ::testing::Values(View::kSetup, View::kDetails, View::kSearch, View::kTimeline,
-                                           View::kCompare),
+                                           View::kCompare, View::kSweep),
                          [](const auto& param) { return view_name(param.param).toStdString(); });
 
 TEST(MainWindow, ViewNamesRoundTrip) {
-  for (View v : {View::kSetup, View::kDetails, View::kSearch, View::kTimeline, View::kCompare})
+  for (View v : {View::kSetup, View::kDetails, View::kSearch, View::kTimeline, View::kCompare, View::kSweep})
     EXPECT_EQ(parse_view(view_name(v)), v);
   EXPECT_FALSE(parse_view(QStringLiteral("topology")).has_value());
 }
@@ -132,7 +135,39 @@ TEST(MainWindow, BackgroundJobsFinishInTheViews) {
   // A failed comparison says why in the view (here: a trace compared with a missing file).
   w.compare()->set_files(qstr(traces->predicted), dir.filePath(QStringLiteral("missing.json")));
   w.compare()->compare();
-  QTRY_VERIFY_WITH_TIMEOUT(w.compare()->summary_text().contains(QStringLiteral("cannot open trace")), 10000);
+  EXPECT_TRUE(QTest::qWaitFor(
+      [&] { return w.compare()->summary_text().contains(QStringLiteral("cannot open trace")); }, 10000))
+      << w.compare()->summary_text().toStdString();
+}
+
+TEST(SweepView, OpensAndRunsASpecFile) {
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  auto write = [&](const QString& name, const char* text) {
+    QFile f(dir.filePath(name));
+    EXPECT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write(text);
+    return f.fileName();
+  };
+  const QString good = write(QStringLiteral("good.json"), R"json(
+      {"base": {"model": "tiny", "cluster": "cpu-local", "gpus": 4, "plan": {"tp": 2, "global_batch": 8}},
+       "axes": {"/plan/micro_batch": [1, 2, 4], "/plan/pp": [1, 2]}})json");
+  // pp 3 does not divide 4 devices: load_sweep checks every point before any work.
+  const QString bad = write(QStringLiteral("bad.json"), R"json(
+      {"base": {"model": "tiny", "cluster": "cpu-local", "gpus": 4, "plan": {"tp": 2, "global_batch": 8}},
+       "axes": {"/plan/pp": [1, 3]}})json");
+  MainWindow w;
+  w.sweep()->open_file(bad);
+  ASSERT_TRUE(QTest::qWaitFor([&] { return w.sweep()->status_text().contains(QStringLiteral("not a multiple")); }, 10000))
+      << w.sweep()->status_text().toStdString();
+  EXPECT_FALSE(w.sweep()->has_spec());
+  w.sweep()->open_file(good);
+  ASSERT_TRUE(QTest::qWaitFor([&] { return w.sweep()->has_spec(); }, 10000)) << w.sweep()->status_text().toStdString();
+  QSignalSpy finished(w.sweep()->controller(), &SweepController::finished);
+  w.sweep()->start();
+  ASSERT_TRUE(finished.wait(10000));
+  ASSERT_EQ(w.sweep()->model()->rowCount(), 6);
+  for (int r = 0; r < 6; ++r) EXPECT_TRUE(w.sweep()->model()->point_ok(r)) << r;
 }
 
 TEST(SearchView, ShowsOutcomeSortedByRank) {

@@ -1,0 +1,88 @@
+// What-if sweeps off the GUI thread: the points of a sweep spec (sim/sweep/sweep.h) evaluated in
+// parallel, with progress and cancel, results kept in memory for the Sweep view (no output folder:
+// `foresight sweep` is the tool for resumable runs that write JSONL/CSV).
+//
+//   auto spec = load_sweep("scenarios/ethernet-vs-infiniband.json");
+//   SweepOutcome out = run_sweep_points(*spec);       // out.rows[i]: evaluate_point's JSON
+//   SweepController c;  c.start(*spec);               // the same on a worker thread
+#pragma once
+
+#include <QObject>
+#include <QThread>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/core/status.h"
+#include "sim/sweep/sweep.h"
+
+namespace foresight::gui {
+
+struct SweepOutcome {
+  std::string file;
+  std::vector<std::string> axes;   // JSON pointers, in the spec's order
+  std::vector<nlohmann::json> rows;  // one per point, by index: evaluate_point's result
+  std::string engine;              // analytic or des
+  bool cancelled = false;          // rows of points not evaluated are null
+  double wall_s = 0;
+  bool ok() const { return !cancelled; }
+};
+
+// The GUI's built-in example: Llama 3 8B on 16, 32 and 64 H100s with 100, 200 and 400 Gb/s NICs
+// (tp 2, pp 2, sequence parallel, ZeRO-1, 256 sequences per step).
+Result<SweepSpec> example_sweep();
+
+// Evaluates every point on `threads` threads (0: all cores). `progress(done, total)` is called from
+// the calling thread every few tens of milliseconds; `cancel` is polled before each point.
+SweepOutcome run_sweep_points(const SweepSpec& spec,
+                              const std::function<void(std::uint64_t, std::uint64_t)>& progress = {},
+                              const std::atomic<bool>* cancel = nullptr, unsigned threads = 0);
+
+// Lives on SweepController's thread; use the controller.
+class SweepWorker : public QObject {
+  Q_OBJECT
+ public:
+  explicit SweepWorker(std::shared_ptr<const std::atomic<bool>> cancel) : cancel_(std::move(cancel)) {}
+
+ public Q_SLOTS:
+  void run(std::shared_ptr<const foresight::SweepSpec> spec);
+
+ Q_SIGNALS:
+  void progress(quint64 done, quint64 total);
+  void finished(const foresight::gui::SweepOutcome& outcome);
+
+ private:
+  std::shared_ptr<const std::atomic<bool>> cancel_;
+};
+
+class SweepController : public QObject {
+  Q_OBJECT
+ public:
+  explicit SweepController(QObject* parent = nullptr);
+  ~SweepController() override;  // cancels and waits
+
+  bool start(const SweepSpec& spec);  // false while a sweep is running
+  void cancel();
+  bool running() const { return running_; }
+
+ Q_SIGNALS:
+  void progress(quint64 done, quint64 total);
+  void finished(const foresight::gui::SweepOutcome& outcome);
+  void run_requested(std::shared_ptr<const foresight::SweepSpec> spec);  // internal: to the worker thread
+
+ private:
+  QThread thread_;
+  std::shared_ptr<std::atomic<bool>> cancel_ = std::make_shared<std::atomic<bool>>(false);
+  bool running_ = false;
+};
+
+}  // namespace foresight::gui
+
+Q_DECLARE_METATYPE(foresight::gui::SweepOutcome)
+Q_DECLARE_METATYPE(std::shared_ptr<const foresight::SweepSpec>)

@@ -1,0 +1,60 @@
+// Sweep: a what-if study (a sweep spec such as scenarios/*.json) run on a worker thread with
+// progress and cancel; one row per point (axis values, step time, MFU, memory, cost, or why it
+// failed) in a sortable table, and the step time of every point as a bar chart.
+#pragma once
+
+#include <QFutureWatcher>
+#include <QWidget>
+
+#include "gui/models/sweep_runner.h"
+#include "sim/core/status.h"
+
+class QChartView;
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QSortFilterProxyModel;
+class QTableView;
+
+namespace foresight::gui {
+
+class SweepModel;
+
+class SweepView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit SweepView(QWidget* parent = nullptr);
+
+  void open_file(const QString& path);  // parses and checks the spec in the background
+  void set_spec(SweepSpec spec);
+  void start();
+  void cancel();
+  void show_outcome(const SweepOutcome& out);
+
+  const SweepModel* model() const { return model_; }
+  SweepController* controller() const { return controller_; }
+  bool has_spec() const { return have_spec_; }
+  QString status_text() const;
+
+ public Q_SLOTS:
+  void open_dialog();
+
+ private:
+  void rebuild_chart();
+
+  SweepController* controller_;
+  SweepModel* model_;
+  QSortFilterProxyModel* proxy_;
+  SweepSpec spec_;
+  bool have_spec_ = false;
+  QLabel* spec_label_;
+  QPushButton* run_;
+  QPushButton* cancel_;
+  QProgressBar* progress_;
+  QLabel* status_;
+  QTableView* table_;
+  QChartView* chart_;
+  QFutureWatcher<Result<SweepSpec>> loader_;
+};
+
+}  // namespace foresight::gui
