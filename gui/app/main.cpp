@@ -1,9 +1,10 @@
 // foresight-gui: the desktop GUI.
 //
-//   foresight-gui [TRACE.json] [--sweep SPEC.json]     open the window (a trace opens in Timeline,
-//                                                      a sweep spec in Sweep)
-//   foresight-gui --screenshot out.png --view details  render one view of the built-in example
-//                                                      off-screen to a PNG and exit
+//   foresight-gui [TRACE.json] [--sweep SPEC.json] [--predicted P.json --measured M.json]
+//       open the window; a trace opens in Timeline, a sweep spec in Sweep, two traces in Compare
+//   foresight-gui --screenshot out.png --view details
+//       render one view of the built-in example (or of the files given as above) off-screen to a
+//       PNG and exit
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QRegularExpression>
@@ -15,6 +16,7 @@
 #include "gui/models/plan_inputs.h"
 #include "gui/views/main_window.h"
 #include "gui/views/screenshot.h"
+#include "gui/views/compare_view.h"
 #include "gui/views/sweep_view.h"
 #include "gui/views/timeline_view.h"
 
@@ -44,13 +46,26 @@ int main(int argc, char** argv) {
                                 QStringLiteral("WxH"), QStringLiteral("1200x800"));
   const QCommandLineOption sweep(QStringLiteral("sweep"), QStringLiteral("a sweep spec to open in the Sweep view"),
                                  QStringLiteral("SPEC"));
+  const QCommandLineOption predicted(QStringLiteral("predicted"),
+                                     QStringLiteral("predicted trace for the Compare view (foresight simulate --trace)"),
+                                     QStringLiteral("FILE"));
+  const QCommandLineOption measured(QStringLiteral("measured"),
+                                    QStringLiteral("measured trace for the Compare view (foresight run --trace)"),
+                                    QStringLiteral("FILE"));
   cli.addOption(screenshot);
   cli.addOption(sweep);
+  cli.addOption(predicted);
+  cli.addOption(measured);
   cli.addOption(view);
   cli.addOption(size);
   cli.addPositionalArgument(QStringLiteral("trace"), QStringLiteral("a Chrome trace to open in the Timeline view"),
                             QStringLiteral("[trace.json]"));
   cli.process(app);
+  foresight::gui::ViewFiles files;
+  if (!cli.positionalArguments().isEmpty()) files.trace = cli.positionalArguments().front();
+  files.predicted = cli.value(predicted);
+  files.measured = cli.value(measured);
+  files.sweep = cli.value(sweep);
 
   if (cli.isSet(screenshot)) {
     const auto v = foresight::gui::parse_view(cli.value(view));
@@ -66,7 +81,7 @@ int main(int argc, char** argv) {
                    qPrintable(cli.value(size)));
       return 2;
     }
-    const foresight::Status s = foresight::gui::render_screenshot(*v, cli.value(screenshot), QSize(w, h));
+    const foresight::Status s = foresight::gui::render_screenshot(*v, cli.value(screenshot), QSize(w, h), files);
     if (!s) {
       std::fprintf(stderr, "error: %s\n", s.error().message().c_str());
       return 2;
@@ -77,12 +92,17 @@ int main(int argc, char** argv) {
   foresight::gui::MainWindow window;
   window.resize(1280, 860);
   window.set_inputs(foresight::gui::example_inputs());
-  if (!cli.positionalArguments().isEmpty()) {
-    window.timeline()->open_file(cli.positionalArguments().front());
+  if (!files.trace.isEmpty()) {
+    window.timeline()->open_file(files.trace);
     window.show_view(foresight::gui::View::kTimeline);
   }
-  if (cli.isSet(sweep)) {
-    window.sweep()->open_file(cli.value(sweep));
+  if (!files.predicted.isEmpty() || !files.measured.isEmpty()) {
+    window.compare()->set_files(files.predicted, files.measured);
+    window.compare()->compare();
+    window.show_view(foresight::gui::View::kCompare);
+  }
+  if (!files.sweep.isEmpty()) {
+    window.sweep()->open_file(files.sweep);
     window.show_view(foresight::gui::View::kSweep);
   }
   window.show();

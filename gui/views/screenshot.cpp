@@ -19,9 +19,29 @@
 
 namespace foresight::gui {
 
-Status load_example(MainWindow& w, View v) {
+Status load_example(MainWindow& w, View v, const ViewFiles& files) {
   const PlanInputs in = example_inputs();
   w.set_inputs(in);
+  if (v == View::kTimeline && !files.trace.isEmpty()) {
+    FS_ASSIGN_OR_RETURN(Timeline t, load_timeline(files.trace.toStdString()));
+    w.timeline()->set_timeline(std::move(t));
+    w.show_view(v);
+    return Status::Ok();
+  }
+  if (v == View::kCompare && (!files.predicted.isEmpty() || !files.measured.isEmpty())) {
+    if (files.predicted.isEmpty() || files.measured.isEmpty()) return Error("compare: needs a predicted and a measured trace");
+    FS_ASSIGN_OR_RETURN(Comparison c, load_comparison(files.predicted.toStdString(), files.measured.toStdString()));
+    w.compare()->set_comparison(std::move(c));
+    w.show_view(v);
+    return Status::Ok();
+  }
+  if (v == View::kSweep && !files.sweep.isEmpty()) {
+    FS_ASSIGN_OR_RETURN(SweepSpec spec, load_sweep(files.sweep.toStdString()));
+    w.sweep()->set_spec(spec);
+    w.sweep()->show_outcome(run_sweep_points(spec));
+    w.show_view(v);
+    return Status::Ok();
+  }
   switch (v) {
     case View::kSetup:
     case View::kDetails: break;
@@ -69,10 +89,10 @@ Status load_example(MainWindow& w, View v) {
   return Status::Ok();
 }
 
-Status render_screenshot(View v, const QString& png_path, QSize size) {
+Status render_screenshot(View v, const QString& png_path, QSize size, const ViewFiles& files) {
   MainWindow w;
   w.resize(size);
-  FS_RETURN_IF_ERROR(load_example(w, v));
+  FS_RETURN_IF_ERROR(load_example(w, v, files));
   w.show();
   // Let layouts and charts settle (resize and layout-request events are posted).
   for (int i = 0; i < 3; ++i) QApplication::processEvents();

@@ -1,5 +1,6 @@
 // Off-screen rendering of one view, filled with the built-in example (example_inputs(): Llama 3 8B
-// on 16 H100s), to a PNG -- `foresight-gui --screenshot FILE --view NAME` and the render tests.
+// on 16 H100s) or with the user's files, to a PNG -- `foresight-gui --screenshot FILE --view NAME`
+// and the render tests.
 // Everything the view needs is computed in-process: the search and the sweep (example_sweep())
 // run synchronously, the Timeline and Compare traces are simulated into a temporary directory
 // (write_example_traces).
@@ -15,10 +16,16 @@
 
 namespace foresight::gui {
 
-// Fills `w` with the example for view `v` and shows that view.
-Status load_example(MainWindow& w, View v);
+// Files to show instead of the example: a trace for Timeline, two traces for Compare, a sweep spec
+// for Sweep. Empty: the example.
+struct ViewFiles {
+  QString trace, predicted, measured, sweep;
+};
+
+// Fills `w` with the example (or `files`) for view `v`, synchronously, and shows that view.
+Status load_example(MainWindow& w, View v, const ViewFiles& files = {});
 
 // Needs a QApplication (QT_QPA_PLATFORM=offscreen works without a display).
-Status render_screenshot(View v, const QString& png_path, QSize size);
+Status render_screenshot(View v, const QString& png_path, QSize size, const ViewFiles& files = {});
 
 }  // namespace foresight::gui

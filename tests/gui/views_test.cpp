@@ -60,6 +60,36 @@ INSTANTIATE_TEST_SUITE_P(AllViews, RenderTest,
                                            View::kCompare, View::kSweep),
                          [](const auto& param) { return view_name(param.param).toStdString(); });
 
+// The screenshot mode with the user's files instead of the example.
+TEST(MainWindow, LoadsTheUsersFiles) {
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  PlanInputs in;
+  in.model = "tiny";
+  in.cluster = "cpu-local";
+  in.plan.dp = 2;
+  in.plan.global_batch = 4;
+  auto traces = write_example_traces(in, dir.path().toStdString());
+  ASSERT_TRUE(traces.ok()) << traces.error().message();
+  MainWindow w;
+  ViewFiles files;
+  files.trace = qstr(traces->measured);
+  ASSERT_TRUE(load_example(w, View::kTimeline, files).ok());
+  EXPECT_EQ(w.timeline()->model()->timeline().kind, "measured");
+  EXPECT_EQ(w.timeline()->model()->timeline().model, "tiny");
+  files.predicted = qstr(traces->predicted);
+  files.measured = qstr(traces->measured);
+  ASSERT_TRUE(load_example(w, View::kCompare, files).ok());
+  EXPECT_EQ(w.compare()->predicted_timeline()->timeline().model, "tiny");
+  EXPECT_EQ(w.current_view(), View::kCompare);
+  files.measured.clear();
+  const Status half = load_example(w, View::kCompare, files);
+  ASSERT_FALSE(half.ok());
+  EXPECT_EQ(half.error().message(), "compare: needs a predicted and a measured trace");
+  files.sweep = dir.filePath(QStringLiteral("missing-sweep.json"));
+  EXPECT_FALSE(load_example(w, View::kSweep, files).ok());
+}
+
 TEST(MainWindow, ViewNamesRoundTrip) {
   for (View v : {View::kSetup, View::kDetails, View::kSearch, View::kTimeline, View::kCompare, View::kSweep})
     EXPECT_EQ(parse_view(view_name(v)), v);
