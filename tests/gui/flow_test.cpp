@@ -14,6 +14,7 @@
 #include "gui/models/search_runner.h"
 #include "gui/models/timeline_model.h"
 #include "gui/models/traces.h"
+#include "sim/workload/workload.h"
 
 namespace foresight::gui {
 namespace {
@@ -74,6 +75,16 @@ TEST(Flow, PresetsSearchBestPlanTimeline) {
   TimelineModel timeline;
   timeline.set_timeline(std::move(*t));
   EXPECT_EQ(timeline.rowCount(), static_cast<int>(sim->ops));
+  // And that is every op of the lowered workload: by symmetry one rank per pipeline stage runs its
+  // stage's whole program.
+  auto resolved = resolve_plan(in);
+  ASSERT_TRUE(resolved.ok());
+  auto w = lower(resolved->model, resolved->cluster, resolved->plan);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  std::size_t ops = 0;
+  for (const StageProgram& s : w->stages) ops += boost::num_vertices(s.graph());
+  EXPECT_EQ(sim->ranks, static_cast<std::size_t>(best.plan.pp));
+  EXPECT_EQ(static_cast<std::size_t>(timeline.rowCount()), ops);
   std::set<int> ranks;
   for (const TimelineLane& l : timeline.timeline().lanes) ranks.insert(l.pid);
   EXPECT_EQ(ranks.size(), sim->ranks);
