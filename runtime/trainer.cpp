@@ -48,7 +48,8 @@ std::uint64_t fnv1a(const char* data, std::size_t n, std::uint64_t h = 146959810
 
 enum class Act : std::uint8_t {
   kEmbedFwd, kEmbedBwd, kHeadFwd, kHeadBwd, kKernelFwd, kKernelBwd, kRecvAct, kSendAct, kRecvGrad, kSendGrad,
-  kTpFwd, kTpBwd, kLayerGradReduce, kGradReduce, kOptimizer, kParamGather
+  kTpFwd, kTpBwd, kSpGatherFwd, kSpScatterFwd, kSpGatherBwd, kSpScatterBwd, kLayerGradReduce, kGradReduce, kOptimizer,
+  kParamGather
 };
 
 struct Action {
@@ -62,9 +63,11 @@ struct Action {
 
 // Activations of one layer for one micro-batch.
 struct LayerActs {
-  Vec x_in, n1, rstd1, mean1, qkv, scores, probs, attn, y, h, n2, rstd2, mean2, up, act, z;
+  // With sequence parallelism x_in, n1, y, h, n2 and z hold this rank's slice of the tokens and
+  // n1g, n2g the gathered norms the column-parallel GEMMs read.
+  Vec x_in, n1, n1g, rstd1, mean1, qkv, scores, probs, attn, y, h, n2, n2g, rstd2, mean2, up, act, z;
   void keep_only_input() {
-    for (Vec* v : {&n1, &rstd1, &mean1, &qkv, &scores, &probs, &attn, &y, &h, &n2, &rstd2, &mean2, &up, &act, &z})
+    for (Vec* v : {&n1, &n1g, &rstd1, &mean1, &qkv, &scores, &probs, &attn, &y, &h, &n2, &n2g, &rstd2, &mean2, &up, &act, &z})
       release(*v);
   }
 };
@@ -74,8 +77,8 @@ struct LayerActs {
 struct Flow {
   Vec x, dx;
   std::vector<int> tokens;  // rows x (seq + 1)
-  Vec head_n, head_rstd, head_mean, logits;
-  Vec dh, dact, dup, dn2, dattn, dqkv, dn1, dprobs, dscores, tmp, dlogits;
+  Vec head_n, head_ng, head_rstd, head_mean, logits;
+  Vec dh, dg, dact, dup, dn2, dattn, dqkv, dn1, dprobs, dscores, tmp, dlogits;  // dg: a gathered output gradient (SP)
 };
 
 }  // namespace
@@ -91,7 +94,6 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (m.tied_embeddings) return Error(file + ": model " + m.name + " ties its embeddings; the runtime keeps them separate so far");
   if (p.cp > 1) return bad("cp", "context parallelism");
   if (p.ep > 1) return bad("ep", "expert parallelism");
-  if (p.sequence_parallel && p.tp > 1) return bad("sequence_parallel", "sequence parallelism");
   if (p.zero_stage > 1) return bad("zero_stage", "ZeRO-" + std::to_string(p.zero_stage) + " (0 and 1 run)");
   if (p.offload_optimizer) return bad("offload_optimizer", "optimizer offload");
   if (p.schedule == Schedule::kZeroBubble || p.schedule == Schedule::kDualPipe)
@@ -99,6 +101,10 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (m.kv_heads % p.tp != 0)
     return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide the model's kv_heads (" +
                  std::to_string(m.kv_heads) + "); the runtime splits whole kv heads");
+  const int seq = p.seq_len > 0 ? p.seq_len : m.seq_len;
+  if (p.sequence_parallel && p.tp > 1 && (static_cast<long long>(p.micro_batch) * seq) % p.tp != 0)
+    return Error(file + ": /tp: sequence parallelism splits the " + std::to_string(p.micro_batch * seq) +
+                 " tokens of a micro-batch, which " + std::to_string(p.tp) + " does not divide");
   if (m.vocab % p.tp != 0)
     return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide the vocabulary (" + std::to_string(m.vocab) +
                  "); the LM head is split by vocabulary");
@@ -142,7 +148,21 @@ struct Trainer::Impl {
   double loss_sum = 0;
   bool fp16 = false;
 
+  bool sp = false;  // sequence parallelism: the residual stream holds tokens / tp rows
   int tokens() const { return mbs * seq; }
+  int rows() const { return sp ? tokens() / w->plan.tp : tokens(); }
+  // Sequence parallelism's collectives on the TP group: the slices gathered in rank order, and the
+  // partial sums reduced and scattered back to slices.
+  void gather_rows(const Vec& slice, Vec& full) {
+    full.resize(slice.size() * static_cast<std::size_t>(tp_comm.size()));
+    std::copy(slice.begin(), slice.end(), full.begin() + static_cast<std::ptrdiff_t>(slice.size() * tp_comm.rank()));
+    tp_comm.all_gather(full.data(), full.size());
+  }
+  void scatter_rows(Vec& t) {  // in place: full partial sums -> this rank's reduced slice
+    Vec slice(t.size() / static_cast<std::size_t>(tp_comm.size()));
+    tp_comm.reduce_scatter(t.data(), slice.data(), t.size());
+    t.swap(slice);
+  }
   LayerActs& layer_acts(int layer, int mb) {
     return acts[static_cast<std::size_t>(layer_index[layer]) * micro + mb];
   }
@@ -221,6 +241,16 @@ Status Trainer::Impl::decode() {
           // input gradient of the column-parallel GEMM (qkv: dn1, mlp_up: dn2).
           a.act = op.phase == Phase::kBackward ? Act::kTpBwd : Act::kTpFwd;
           a.target = name[0] == 'a' ? 0 : 1;
+        } else if (name == "attn.tp_all_gather" || name == "mlp.tp_all_gather" || name == "attn.tp_reduce_scatter" ||
+                   name == "mlp.tp_reduce_scatter") {
+          // Sequence parallelism. Forward: gather the norm's output before the column-parallel
+          // GEMM, reduce-scatter the row-parallel GEMM's output. Backward (conjugates): gather the
+          // output gradient before the row-parallel GEMM, reduce-scatter the input gradient after
+          // the column-parallel one.
+          const bool gather = name.find("all_gather") != std::string::npos;
+          const bool bwd = op.phase == Phase::kBackward;
+          a.act = gather ? (bwd ? Act::kSpGatherBwd : Act::kSpGatherFwd) : (bwd ? Act::kSpScatterBwd : Act::kSpScatterFwd);
+          a.target = name[0] == 'a' ? 0 : 1;
         } else if ((name == "grad_all_reduce" || name == "grad_reduce_scatter") && op.layer >= 0) {
           a.act = Act::kLayerGradReduce;
         } else if (name == "grad_reduce" && op.group == GroupKind::kDp) {
@@ -251,7 +281,7 @@ Status Trainer::Impl::decode() {
 
 void Trainer::Impl::norm_forward(const char* w_name, const char* b_name, int layer, const Vec& x, Vec& out, Vec& rstd,
                                  Vec& mean) {
-  const int T = tokens(), H = hidden;
+  const int T = rows(), H = hidden;
   out.resize(x.size());
   rstd.resize(static_cast<std::size_t>(T));
   if (w->model.norm == NormKind::kRmsNorm) {
@@ -265,7 +295,7 @@ void Trainer::Impl::norm_forward(const char* w_name, const char* b_name, int lay
 
 void Trainer::Impl::norm_backward(const char* w_name, const char* b_name, int layer, const Vec& dout, const Vec& x,
                                   const Vec& rstd, const Vec& mean, Vec& dx) {
-  const int T = tokens(), H = hidden;
+  const int T = rows(), H = hidden;
   dx.resize(x.size());
   if (w->model.norm == NormKind::kRmsNorm)
     rmsnorm_backward_fast(dx.data(), g(w_name, layer), dout.data(), x.data(), p(w_name, layer), rstd.data(), T, H);
@@ -288,7 +318,7 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       norm_forward("norm1.weight", "norm1.bias", layer, a.x_in, a.n1, a.rstd1, a.mean1);
       break;
     case KernelName::kQkv:
-      gemm_forward(a.qkv, a.n1, p("qkv", layer), T, H, qkv_w);
+      gemm_forward(a.qkv, sp ? a.n1g : a.n1, p("qkv", layer), T, H, qkv_w);
       kernels::rope_cpu(a.qkv.data(), attn_shape, 10000.0f, false);
       break;
     case KernelName::kAttention:
@@ -321,7 +351,7 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       norm_forward("norm2.weight", "norm2.bias", layer, a.h, a.n2, a.rstd2, a.mean2);
       break;
     case KernelName::kMlpUp:
-      gemm_forward(a.up, a.n2, p("mlp_up", layer), T, H, up->cols);
+      gemm_forward(a.up, sp ? a.n2g : a.n2, p("mlp_up", layer), T, H, up->cols);
       break;
     case KernelName::kActivation:
       a.act.resize(static_cast<std::size_t>(T) * ffn);
@@ -354,7 +384,7 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
       f.dh.swap(f.dx);
       break;
     case KernelName::kMlpDown:
-      gemm_backward(f.dact, g("mlp_down", layer), f.dh, a.act, p("mlp_down", layer), T, ffn, H);
+      gemm_backward(f.dact, g("mlp_down", layer), sp ? f.dg : f.dh, a.act, p("mlp_down", layer), T, ffn, H);
       break;
     case KernelName::kActivation:
       f.dup.resize(a.up.size());
@@ -362,7 +392,7 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
       else gelu_backward_fast(f.dup.data(), a.up.data(), f.dact.data(), f.dup.size());
       break;
     case KernelName::kMlpUp:
-      gemm_backward(f.dn2, g("mlp_up", layer), f.dup, a.n2, p("mlp_up", layer), T, H, up->cols);
+      gemm_backward(f.dn2, g("mlp_up", layer), f.dup, sp ? a.n2g : a.n2, p("mlp_up", layer), T, H, up->cols);
       break;
     case KernelName::kNorm2:
       norm_backward("norm2.weight", "norm2.bias", layer, f.dn2, a.h, a.rstd2, a.mean2, f.tmp);
@@ -372,7 +402,7 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
       f.dx = f.dh;
       break;
     case KernelName::kProj:
-      gemm_backward(f.dattn, g("proj", layer), f.dh, a.attn, p("proj", layer), T, attn_w, H);
+      gemm_backward(f.dattn, g("proj", layer), sp ? f.dg : f.dh, a.attn, p("proj", layer), T, attn_w, H);
       break;
     case KernelName::kAttention:
       f.dqkv.resize(static_cast<std::size_t>(T) * qkv_w);
@@ -394,7 +424,7 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
       break;
     case KernelName::kQkv:
       kernels::rope_cpu(f.dqkv.data(), attn_shape, 10000.0f, true);  // back through the rotation
-      gemm_backward(f.dn1, g("qkv", layer), f.dqkv, a.n1, p("qkv", layer), T, H, qkv_w);
+      gemm_backward(f.dn1, g("qkv", layer), f.dqkv, sp ? a.n1g : a.n1, p("qkv", layer), T, H, qkv_w);
       break;
     case KernelName::kNorm1:
       norm_backward("norm1.weight", "norm1.bias", layer, f.dn1, a.x_in, a.rstd1, a.mean1, f.tmp);
@@ -410,7 +440,8 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
 void Trainer::Impl::head_forward(Flow& f, int mb) {
   const int T = tokens(), H = hidden, V = vocab / w->plan.tp;  // this rank's vocabulary slice
   norm_forward("final_norm.weight", "final_norm.bias", -1, f.x, f.head_n, f.head_rstd, f.head_mean);
-  gemm_forward(f.logits, f.head_n, p("lm_head", -1), T, H, V);
+  if (sp) gather_rows(f.head_n, f.head_ng);  // the vocabulary-parallel head reads every token (Megatron)
+  gemm_forward(f.logits, sp ? f.head_ng : f.head_n, p("lm_head", -1), T, H, V);
   const int* tok = sample_tokens(f, mb);
   std::vector<int> targets(static_cast<std::size_t>(T));
   for (int r = 0; r < mbs; ++r)
@@ -459,16 +490,24 @@ void Trainer::Impl::head_forward(Flow& f, int mb) {
 
 void Trainer::Impl::head_backward(Flow& f) {
   const int T = tokens(), H = hidden, V = vocab / w->plan.tp;
-  gemm_backward(f.tmp, g("lm_head", -1), f.dlogits, f.head_n, p("lm_head", -1), T, H, V);
-  tp_comm.all_reduce(f.tmp.data(), f.tmp.size());  // partial over the vocabulary slices
+  gemm_backward(f.tmp, g("lm_head", -1), f.dlogits, sp ? f.head_ng : f.head_n, p("lm_head", -1), T, H, V);
+  // Partial over the vocabulary slices: summed (and with SP scattered back to token slices).
+  if (sp) scatter_rows(f.tmp);
+  else tp_comm.all_reduce(f.tmp.data(), f.tmp.size());
   norm_backward("final_norm.weight", "final_norm.bias", -1, f.tmp, f.x, f.head_rstd, f.head_mean, f.dx);
   release(f.dlogits);
   release(f.head_n);
+  release(f.head_ng);
 }
 
 void Trainer::Impl::reduce_region(int region) {
   const Region& r = layout.regions()[region];
   reduced[region] = 1;
+  // With SP each TP rank saw only its tokens: the replicated tensors' gradients (norms, embedding)
+  // are partial sums over the group (Megatron all-reduces them the same way).
+  if (sp)
+    for (const TensorSlot& t : layout.tensors())
+      if (t.region == region && t.shard == Shard::kReplicated) tp_comm.all_reduce(grads.data() + t.offset, t.size());
   if (dp_comm.size() == 1 || r.padded == 0) return;
   float* gr = grads.data() + r.offset;
   if (w->plan.zero_stage == 0) {
@@ -521,31 +560,29 @@ void Trainer::Impl::optimizer(StepStats& st) {
 void Trainer::Impl::execute(int v, StepStats& st) {
   const Op& op = w->stages[stage].graph()[v];
   const Action& a = actions[v];
-  const int mb = op.micro_batch, chunk = op.chunk, T = tokens(), H = hidden;
+  const int mb = op.micro_batch, chunk = op.chunk, R = rows(), H = hidden;
+  const int first_row = sp ? tp_rank * R : 0;  // this rank's token slice (SP)
   switch (a.act) {
     case Act::kEmbedFwd: {
       Flow& f = flow(mb, chunk);
       const int* tok = sample_tokens(f, mb);
       const float* emb = p("embedding", -1);
-      f.x.resize(static_cast<std::size_t>(T) * H);
-      for (int r = 0; r < mbs; ++r)
-        for (int i = 0; i < seq; ++i) {
-          const int id = tok[static_cast<std::size_t>(r) * (seq + 1) + i];
-          std::memcpy(f.x.data() + (static_cast<std::size_t>(r) * seq + i) * H, emb + static_cast<std::size_t>(id) * H,
-                      sizeof(float) * H);
-        }
+      f.x.resize(static_cast<std::size_t>(R) * H);
+      for (int row = 0; row < R; ++row) {
+        const int t = first_row + row, id = tok[static_cast<std::size_t>(t / seq) * (seq + 1) + t % seq];
+        std::memcpy(f.x.data() + static_cast<std::size_t>(row) * H, emb + static_cast<std::size_t>(id) * H, sizeof(float) * H);
+      }
       break;
     }
     case Act::kEmbedBwd: {
       Flow& f = flow(mb, chunk);
       float* demb = g("embedding", -1);
-      for (int r = 0; r < mbs; ++r)
-        for (int i = 0; i < seq; ++i) {
-          const int id = f.tokens[static_cast<std::size_t>(r) * (seq + 1) + i];
-          const float* d = f.dx.data() + (static_cast<std::size_t>(r) * seq + i) * H;
-          float* out = demb + static_cast<std::size_t>(id) * H;
-          for (int c = 0; c < H; ++c) out[c] += d[c];
-        }
+      for (int row = 0; row < R; ++row) {
+        const int t = first_row + row, id = f.tokens[static_cast<std::size_t>(t / seq) * (seq + 1) + t % seq];
+        const float* d = f.dx.data() + static_cast<std::size_t>(row) * H;
+        float* out = demb + static_cast<std::size_t>(id) * H;
+        for (int c = 0; c < H; ++c) out[c] += d[c];
+      }
       f = Flow{};
       break;
     }
@@ -565,7 +602,7 @@ void Trainer::Impl::execute(int v, StepStats& st) {
     case Act::kRecvGrad: {
       Flow& f = flow(mb, chunk);
       Vec& into = a.act == Act::kRecvAct ? f.x : f.dx;
-      into.resize(static_cast<std::size_t>(T) * H);
+      into.resize(static_cast<std::size_t>(R) * H);
       world->recv(into.data(), into.size(), a.peer, a.tag);
       break;
     }
@@ -579,6 +616,27 @@ void Trainer::Impl::execute(int v, StepStats& st) {
       Flow& f = flow(mb, chunk);
       Vec& t = a.target == 0 ? f.dn1 : f.dn2;
       tp_comm.all_reduce(t.data(), t.size());
+      break;
+    }
+    case Act::kSpGatherFwd: {
+      LayerActs& la = layer_acts(op.layer, mb);
+      if (a.target == 0) gather_rows(la.n1, la.n1g);
+      else gather_rows(la.n2, la.n2g);
+      break;
+    }
+    case Act::kSpScatterFwd: {
+      LayerActs& la = layer_acts(op.layer, mb);
+      scatter_rows(a.target == 0 ? la.y : la.z);
+      break;
+    }
+    case Act::kSpGatherBwd: {  // the output gradient of the row-parallel GEMM (proj or mlp_down)
+      Flow& f = flow(mb, chunk);
+      gather_rows(f.dh, f.dg);
+      break;
+    }
+    case Act::kSpScatterBwd: {
+      Flow& f = flow(mb, chunk);
+      scatter_rows(a.target == 0 ? f.dn1 : f.dn2);
       break;
     }
     case Act::kLayerGradReduce: reduce_region(layout.region_of_layer(op.layer)); break;
@@ -631,6 +689,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
   t.attn_shape = {t.mbs, t.seq, w.model.heads / plan.tp, w.model.kv_heads / plan.tp,
                   static_cast<int>(w.model.q_dim() / w.model.heads)};
   t.fp16 = plan.precision == Precision::kFp16;
+  t.sp = plan.sequence_parallel && plan.tp > 1;
   t.loss_scale = t.fp16 ? o.initial_loss_scale : 1.0;
 
   // Communicators: every rank takes part in each split (MPI_Comm_split is collective).

@@ -12,7 +12,8 @@
 // What it executes (anything else is refused by `check_runtime_plan` with the reason): dense
 // decoder-only models (RMSNorm or LayerNorm, GQA attention with rotary embeddings, GeLU or SwiGLU
 // MLP, no linear biases or dropout); TP (Megatron column/row split, all-reduce; the LM head and its
-// cross-entropy split by vocabulary, the embedding replicated in the TP group), PP with GPipe, 1F1B or interleaved 1F1B, DP with
+// cross-entropy split by vocabulary, the embedding replicated in the TP group; optional sequence
+// parallelism), PP with GPipe, 1F1B or interleaved 1F1B, DP with
 // all-reduce (ZeRO-0) or reduce-scatter + all-gather (ZeRO-1), gradient accumulation, full or
 // selective recompute, --overlap-grad-reduce. The CPU backend computes in fp32 whatever the plan's
 // precision; with fp16 it runs dynamic loss scaling the way a GPU would (a gradient beyond the fp16

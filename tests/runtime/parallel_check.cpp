@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
   p.flash_attention = num("flash", 1) != 0;
   p.overlap_grad_reduce = num("overlap_grad", 0) != 0;
   p.overlap_tp_comm = num("overlap_tp", 0) != 0;
+  p.sequence_parallel = num("sp", 0) != 0;
   if (a.count("schedule")) p.schedule = *parse_schedule(a["schedule"]);
   if (a.count("recompute")) p.recompute = *parse_recompute(a["recompute"]);
   if (a.count("precision")) p.precision = *parse_precision(a["precision"]);

@@ -252,6 +252,11 @@ TEST(Runtime, RefusesWhatItDoesNotExecuteWithTheField) {
   p.cp = 2;
   EXPECT_NE(check_runtime_plan(m, p, "plan.json").error().message().find("plan.json: /cp"), std::string::npos);
   p = plan(8);
+  p.tp = 2;
+  p.sequence_parallel = true;
+  p.seq_len = 15;  // 15 tokens per micro-batch cannot be split in two
+  EXPECT_NE(check_runtime_plan(m, p, "plan.json").error().message().find("sequence parallelism splits"), std::string::npos);
+  p = plan(8);
   p.zero_stage = 3;
   EXPECT_NE(check_runtime_plan(m, p, "plan.json").error().message().find("/zero_stage"), std::string::npos);
   p = plan(8);
@@ -318,7 +323,9 @@ INSTANTIATE_TEST_SUITE_P(
                     Layout{"pp=2 vp=2 schedule=interleaved-1f1b", 2}, Layout{"tp=2 pp=2 vp=2 schedule=interleaved-1f1b", 4},
                     Layout{"dp=2 zero=1", 2}, Layout{"pp=2 dp=2 zero=1 overlap_grad=1", 4},
                     Layout{"tp=2 recompute=full", 2}, Layout{"pp=2 recompute=selective flash=0", 2},
-                    Layout{"tp=2 dp=2 mb=2 gb=8 overlap_tp=1", 4}, Layout{"tp=2 precision=fp16", 2}));
+                    Layout{"tp=2 dp=2 mb=2 gb=8 overlap_tp=1", 4}, Layout{"tp=2 precision=fp16", 2},
+                    Layout{"tp=2 sp=1", 2}, Layout{"tp=2 sp=1 pp=2 recompute=full", 4},
+                    Layout{"tp=2 sp=1 dp=2 zero=1 overlap_grad=1", 4}));
 
 TEST(RuntimeMpi, ResumedRunContinuesBitIdentically) {
   const auto dir = std::filesystem::temp_directory_path() / "foresight-mpi-ckpt";
