@@ -1,4 +1,4 @@
-// foresight: predict, validate (and later simulate, search, sweep, run, compare) LLM training.
+// foresight: predict, simulate, search, sweep, validate, run, compare and calibrate LLM training.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
