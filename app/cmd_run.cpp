@@ -134,22 +134,22 @@ Command add_run_command(CLI::App& app) {
     const Prediction predicted = am.evaluate(in->plan);
     if (!predicted.fits())
       return input_fail(in->plan_source + ": plan does not fit in memory: " + describe_memory(predicted.memory));
+    auto w = lower(in->model, in->cluster, in->plan);
+    if (!w) return input_fail(w.error().with_context(in->plan_source).message());
+    // --predict: the simulator runs the very workload the runtime is about to execute.
     std::string predicted_path;
-    double simulated_step_s = 0;
     if (o->predict && rank == 0) {
+      if (Status shape = check_cluster_shape(in->cluster, in->cluster.name); !shape) fail_all(rank, shape.error().message());
       SimOptions so;
       so.full = true;
       so.record = true;
-      auto sim = simulate(in->model, in->cluster, in->plan, in->plan_source, so);
+      Simulator simulator(*w, so);
+      auto sim = simulator.run();
       if (!sim) fail_all(rank, sim.error().message());
-      auto sw = lower(in->model, in->cluster, in->plan);
       predicted_path = o->predicted_trace.empty() ? temp_path("predicted") : o->predicted_trace;
-      if (Status s = write_chrome_trace(predicted_path, *sw, *sim, "predicted"); !s) fail_all(rank, s.error().message());
-      simulated_step_s = sim->prediction.step_time_s;
-      fmt::print("predicted (DES on {}): {:.2f} ms per step\n", in->cluster.name, simulated_step_s * 1e3);
+      if (Status s = write_chrome_trace(predicted_path, *w, *sim, "predicted"); !s) fail_all(rank, s.error().message());
+      fmt::print("predicted (DES on {}): {:.2f} ms per step\n", in->cluster.name, sim->prediction.step_time_s * 1e3);
     }
-    auto w = lower(in->model, in->cluster, in->plan);
-    if (!w) return input_fail(w.error().with_context(in->plan_source).message());
     runtime::RunOptions ro;
     ro.seed = o->seed;
     ro.adam.lr = o->lr;
@@ -284,6 +284,11 @@ Command add_run_command(CLI::App& app) {
           print_compare_report(*cmp);
           comparison = compare_report_to_json(*cmp);
         }
+      }
+      if (o->predict) {  // traces the user did not ask to keep are scratch
+        std::error_code ec;
+        if (o->predicted_trace.empty()) std::filesystem::remove(predicted_path, ec);
+        if (o->trace.empty()) std::filesystem::remove(measured_path, ec);
       }
       if (!o->summary.empty()) {
         nlohmann::json steps = nlohmann::json::array();

@@ -3,21 +3,9 @@
 
 #include <cmath>
 
-namespace foresight::runtime {
+#include "runtime/hash.h"
 
-namespace {
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-std::uint64_t name_hash(const std::string& s) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
-  return h;
-}
-}  // namespace
+namespace foresight::runtime {
 
 ParamLayout ParamLayout::build(const ModelSpec& m, const Plan& plan, const std::vector<int>& layers, bool first_stage,
                                bool last_stage, int tp_rank) {
@@ -129,7 +117,7 @@ float ParamLayout::initial_value(const TensorSlot& t, std::uint64_t seed, int r,
     case Init::kZeros: return 0.0f;
     case Init::kUniform: break;
   }
-  const std::uint64_t key = splitmix64(seed ^ name_hash(t.name) ^ splitmix64(static_cast<std::uint64_t>(t.layer + 1)));
+  const std::uint64_t key = splitmix64(seed ^ fnv1a(t.name) ^ splitmix64(static_cast<std::uint64_t>(t.layer + 1)));
   const std::uint64_t bits = splitmix64(key ^ (static_cast<std::uint64_t>(r) << 32 | static_cast<std::uint32_t>(c)));
   const double u = static_cast<double>(bits >> 11) * 0x1.0p-53;  // [0, 1)
   return static_cast<float>((2.0 * u - 1.0) * std::sqrt(3.0) * t.scale);  // uniform with std `scale`

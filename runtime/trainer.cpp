@@ -2,6 +2,7 @@
 #include "runtime/trainer.h"
 
 #include "runtime/cpu_fast.h"
+#include "runtime/hash.h"
 
 #include <nlohmann/json.hpp>
 
@@ -33,18 +34,6 @@ void gemm_backward(Vec& din, float* dw, const Vec& dout, const Vec& in, const fl
   runtime::gemm_backward(din.data(), dw, dout.data(), in.data(), w, rows, k, n);
 }
 void release(Vec& v) { Vec().swap(v); }
-
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-std::uint64_t fnv1a(const char* data, std::size_t n, std::uint64_t h = 1469598103934665603ull) {
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ull;
-  return h;
-}
 
 enum class Act : std::uint8_t {
   kEmbedFwd, kEmbedBwd, kHeadFwd, kHeadBwd, kKernelFwd, kKernelBwd, kRecvAct, kSendAct, kRecvGrad, kSendGrad,
@@ -115,11 +104,11 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
 }
 
 void synthetic_tokens(std::uint64_t seed, int step, std::int64_t sample, int seq, int vocab, int* out) {
-  const std::uint64_t base = mix(seed ^ mix(static_cast<std::uint64_t>(step) << 40 ^ static_cast<std::uint64_t>(sample)));
+  const std::uint64_t base = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(step) << 40 ^ static_cast<std::uint64_t>(sample)));
   int x = static_cast<int>(base % static_cast<std::uint64_t>(vocab));
   for (int i = 0; i <= seq; ++i) {
     out[i] = x;
-    const std::uint64_t r = mix(base + static_cast<std::uint64_t>(i) + 1);
+    const std::uint64_t r = splitmix64(base + static_cast<std::uint64_t>(i) + 1);
     // The rule a model can learn: x -> (3x + 1) mod vocab; one token in ten is noise.
     x = (r % 10 == 0) ? static_cast<int>((r >> 8) % static_cast<std::uint64_t>(vocab)) : (3 * x + 1) % vocab;
   }
@@ -792,7 +781,7 @@ Status Trainer::save_checkpoint(const std::string& dir) const {
   blob.append(reinterpret_cast<const char*>(&hl), sizeof hl).append(h);
   for (const Vec* v : {&t.params, &t.adam_m, &t.adam_v})
     blob.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(float));
-  const std::uint64_t hash = fnv1a(blob.data(), blob.size());
+  const std::uint64_t hash = fnv1a(blob);
   blob.append(reinterpret_cast<const char*>(&hash), sizeof hash);
   const std::string path = checkpoint_path(dir, t.rank), tmp = path + ".tmp";
   {
@@ -818,7 +807,7 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     return Error(path + ": not a Foresight checkpoint (bad magic or truncated)");
   std::uint64_t stored = 0;
   std::memcpy(&stored, blob.data() + blob.size() - sizeof stored, sizeof stored);
-  if (fnv1a(blob.data(), blob.size() - sizeof stored) != stored)
+  if (fnv1a(std::string_view(blob).substr(0, blob.size() - sizeof stored)) != stored)
     return Error(path + ": content hash mismatch (the file is corrupted or truncated)");
   std::uint64_t hl = 0;
   std::memcpy(&hl, blob.data() + sizeof kMagic, sizeof hl);
