@@ -15,6 +15,7 @@
 
 #include "gui/models/breakdown_model.h"
 #include "gui/models/compare_models.h"
+#include "gui/models/ranked_plan_model.h"
 #include "gui/models/format.h"
 #include "gui/models/traces.h"
 #include "gui/models/search_runner.h"
@@ -212,6 +213,10 @@ TEST(SearchView, ShowsOutcomeSortedByRank) {
   EXPECT_EQ(req.gpus, 4);
   const SearchOutcome out = run_search(req);
   ASSERT_TRUE(out.ok()) << out.error;
+  // A user sorted by another column first: showing a new outcome must sort by rank again.
+  v.show_outcome(out);
+  v.proxy()->sort(RankedPlanModel::kStepTime, Qt::DescendingOrder);
+  ASSERT_NE(v.proxy()->index(0, 0).data(Qt::UserRole).toInt(), 1) << "the setup must start from another order";
   v.show_outcome(out);
   ASSERT_EQ(v.proxy()->rowCount(), static_cast<int>(out.result.plans.size()));
   EXPECT_EQ(v.proxy()->index(0, 0).data(Qt::UserRole).toInt(), 1);
