@@ -57,17 +57,14 @@ Evaluation evaluate_plan(const PlanInputs& in) {
   e.model = r->model;
   e.cluster = r->cluster;
   // predict() refuses a plan that does not fit; the Details view still wants to draw how much it
-  // overflows, so the valid plan is evaluated directly and predict() only supplies the message.
+  // overflows, so the plan is evaluated directly, and predict() -- every check the CLI makes,
+  // such as a precision the device lacks -- supplies the message.
   const AnalyticModel am(e.model, e.cluster);
   e.prediction = am.evaluate(r->plan);
   e.has_prediction = true;
   const int seq = r->plan.seq_len > 0 ? r->plan.seq_len : e.model.seq_len;
   e.economics = economics(e.prediction, e.cluster, r->plan, seq, CostOptions{});
-  if (!e.prediction.fits()) {
-    auto checked = predict(e.model, e.cluster, r->plan, "plan");
-    e.error = checked ? "plan: does not fit in memory: " + describe_memory(e.prediction.memory)
-                      : checked.error().message();
-  }
+  if (auto checked = predict(e.model, e.cluster, r->plan, "plan"); !checked) e.error = checked.error().message();
   return e;
 }
 
