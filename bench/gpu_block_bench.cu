@@ -233,7 +233,6 @@ struct Norm {
 };
 
 struct Block {
-  Options o;
   int tokens, c, c3, f;
   fk::AttentionShape shape;
   Norm ln1, ln2;
@@ -258,7 +257,6 @@ Norm make_norm(Arena& arena, int c, cudaStream_t stream) {
 
 Block make_block(Arena& arena, const Options& o, cudaStream_t stream) {
   Block b;
-  b.o = o;
   b.tokens = o.batch * o.seq;
   b.c = o.hidden;
   b.c3 = 3 * o.hidden;

@@ -16,8 +16,7 @@ namespace {
 template <typename G>
 __global__ void adamw_kernel(float* params, float* m, float* v, const G* grads, std::size_t n, AdamWConfig c,
                              float bc1, float bc2, float grad_scale) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+  FS_GRID_STRIDE(i, n) {
     const float g = to_float(grads[i]) * grad_scale;
     const float mi = c.beta1 * m[i] + (1.0f - c.beta1) * g;
     const float vi = c.beta2 * v[i] + (1.0f - c.beta2) * g * g;
@@ -33,8 +32,7 @@ __global__ void adamw_kernel(float* params, float* m, float* v, const G* grads, 
 template <typename G>
 __global__ void overflow_kernel(const G* grads, std::size_t n, float limit, int* flag) {
   bool found = false;
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+  FS_GRID_STRIDE(i, n)
     found |= !(fabsf(to_float(grads[i])) <= limit);
   if (found) *flag = 1;  // every writer stores the same value
 }

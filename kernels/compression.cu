@@ -23,10 +23,6 @@ using cuda_detail::kThreads;
 
 namespace {
 
-#define FS_GRID_STRIDE(i, n)                                                                     \
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-
 // --- int8 ---------------------------------------------------------------------------------------
 // One thread block per quantisation block (grid-stride over blocks). rintf rounds half to even, as
 // std::nearbyint in the default rounding mode; x / scale is IEEE division on both sides.
@@ -132,7 +128,6 @@ __global__ void scatter_kernel(std::int32_t* indices, float* values, float* resi
   }
 }
 
-#undef FS_GRID_STRIDE
 
 // Stream-ordered scratch, released stream-ordered on every path out of the call.
 class StreamScratch {

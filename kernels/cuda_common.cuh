@@ -62,6 +62,11 @@ __device__ __forceinline__ float block_max(float v) {
 }
 
 // --- launch sizes -----------------------------------------------------------------------------
+// for (i = this thread's first element; i < n; i += all threads): the loop of every 1-D kernel.
+#define FS_GRID_STRIDE(i, n)                                                                     \
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+
 constexpr int kThreads = 256;  // threads per block for 1-D and row kernels (8 warps)
 
 inline int ceil_div(long long a, long long b) { return static_cast<int>((a + b - 1) / b); }

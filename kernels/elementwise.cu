@@ -28,10 +28,6 @@ __device__ __forceinline__ float gelu_grad(float u) {
 // IEEE division and the accurate expf: this is not a hot spot and matches the reference closely.
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-#define FS_GRID_STRIDE(i, n)                                                                     \
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-
 template <typename T>
 __global__ void residual_kernel(T* out, const T* a, const T* b, std::size_t n) {
   FS_GRID_STRIDE(i, n) out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
@@ -124,7 +120,6 @@ __global__ void rope_kernel(float* qkv, int seq, int width, int rotated_heads, i
   }
 }
 
-#undef FS_GRID_STRIDE
 
 template <typename T>
 void residual_impl(T* out, const T* a, const T* b, std::size_t n, cudaStream_t stream) {
