@@ -40,15 +40,6 @@ Result<double> parse_tokens(const std::string& text) {
   }
 }
 
-std::string layout(const Plan& p) {
-  std::string s = fmt::format("tp{} pp{} dp{}", p.tp, p.pp, p.dp);
-  if (p.cp > 1) s += fmt::format(" cp{}", p.cp);
-  if (p.ep > 1) s += fmt::format(" ep{}", p.ep);
-  if (p.sequence_parallel) s += " sp";
-  if (p.virtual_stages > 1) s += fmt::format(" v{}", p.virtual_stages);
-  return s;
-}
-
 nlohmann::json ranked_json(const RankedPlan& r) {
   nlohmann::json j = {{"plan", plan_to_json(r.plan)},
                       {"prediction", prediction_to_json(r.prediction)},
@@ -167,7 +158,7 @@ Command add_search_command(CLI::App& app) {
     for (const auto& p : r->plans) {
       const Plan& pl = p.plan;
       fmt::print("{:>3}  {:<26} {:>3} {:>4} {:<9} {:<16} {:>9} {:>9} {:>10.0f} {:>5.1f}% {:>6.1f}/{:<4.0f}GiB {:>9.3f} {:>9.3f}\n",
-                 ++i, layout(pl) + (pl.offload_optimizer ? " off" : ""), pl.micro_batch, pl.zero_stage,
+                 ++i, layout_string(pl) + (pl.offload_optimizer ? " off" : ""), pl.micro_batch, pl.zero_stage,
                  to_string(pl.recompute), to_string(pl.schedule), pretty_quantity(p.prediction.step_time_s, Dimension::kSeconds),
                  p.simulated_step_s >= 0 ? pretty_quantity(p.simulated_step_s, Dimension::kSeconds) : "-",
                  p.prediction.tokens_per_s, 100 * p.prediction.mfu, p.prediction.memory.total / 1073741824.0,
@@ -177,7 +168,7 @@ Command add_search_command(CLI::App& app) {
     fmt::print("\nPareto front (step time vs $/Mtok vs memory headroom): {} plan{}\n", r->pareto.size(),
                r->pareto.size() == 1 ? "" : "s");
     for (const auto& p : r->pareto)
-      fmt::print("  {:<30} mb{} z{} {:<9} {:>9}  ${:.3f}/Mtok  {:.1f} GiB free\n", layout(p.plan), p.plan.micro_batch,
+      fmt::print("  {:<30} mb{} z{} {:<9} {:>9}  ${:.3f}/Mtok  {:.1f} GiB free\n", layout_string(p.plan), p.plan.micro_batch,
                  p.plan.zero_stage, to_string(p.plan.recompute), pretty_quantity(p.prediction.step_time_s, Dimension::kSeconds),
                  p.economics.cost_per_mtok_usd, p.memory_headroom / 1073741824.0);
     const RankedPlan& best = r->plans.front();

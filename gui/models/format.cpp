@@ -36,13 +36,6 @@ QString tick_text(double seconds, double step) {
   return QString::number(seconds / u->scale, 'f', decimals) + QLatin1Char(' ') + QLatin1String(u->name);
 }
 
-QString layout_text(const Plan& p) {
-  QString s = QStringLiteral("tp%1 pp%2 dp%3").arg(p.tp).arg(p.pp).arg(p.dp);
-  if (p.cp > 1) s += QStringLiteral(" cp%1").arg(p.cp);
-  if (p.ep > 1) s += QStringLiteral(" ep%1").arg(p.ep);
-  if (p.sequence_parallel) s += QStringLiteral(" sp");
-  if (p.virtual_stages > 1) s += QStringLiteral(" v%1").arg(p.virtual_stages);
-  return s;
-}
+QString layout_text(const Plan& p) { return qstr(layout_string(p)); }
 
 }  // namespace foresight::gui

@@ -9,6 +9,16 @@
 
 namespace foresight {
 
+std::string layout_string(const Plan& p) {
+  std::string s = "tp" + std::to_string(p.tp);
+  s.append(" pp").append(std::to_string(p.pp)).append(" dp").append(std::to_string(p.dp));
+  if (p.cp > 1) s.append(" cp").append(std::to_string(p.cp));
+  if (p.ep > 1) s.append(" ep").append(std::to_string(p.ep));
+  if (p.sequence_parallel) s.append(" sp");
+  if (p.virtual_stages > 1) s.append(" v").append(std::to_string(p.virtual_stages));
+  return s;
+}
+
 using nlohmann::json;
 
 std::pair<int, int> Plan::stage_layer_range(int layers, int stage) const {

@@ -53,6 +53,10 @@ struct Plan {
   bool operator==(const Plan&) const = default;
 };
 
+// The parallel layout in a few words, as tables show it: "tp8 pp4 dp16 cp2 ep8 sp v2" (degrees of 1
+// and switches that are off are left out, except tp, pp and dp).
+std::string layout_string(const Plan& p);
+
 // Reads a plan file; fields not given keep the defaults above. `global_batch` is required.
 Result<Plan> plan_from_json(const nlohmann::json& doc, const std::string& file);
 Result<Plan> load_plan_file(const std::string& path);
