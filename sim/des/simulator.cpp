@@ -113,7 +113,7 @@ struct Simulator::Impl {
 
   // ---- network ----
   const CollectivePlan* collective_plan(int rank, int stage, GroupKind g, CollectiveOp op, double bytes) {
-    const int key_rank = opt.full ? w.group_members(rank, g).front() : -1;
+    const int key_rank = opt.full ? group_leader(rank, g).first : -1;
     const PlanKey key{stage, key_rank, static_cast<int>(g), static_cast<int>(op), bytes};
     auto it = plans.find(key);
     if (it != plans.end()) return it->second.get();

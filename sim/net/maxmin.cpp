@@ -84,6 +84,22 @@ void MaxMinSystem::solve(std::vector<int>* changed) {
       }
     }
   }
+  if (comp_actions_.size() == 1) {
+    // One action alone on its resources (a collective inside a node, most often): its rate is its
+    // tightest resource share or its bound -- what progressive filling would find in one level.
+    Action& a = actions_[comp_actions_[0]];
+    for (const Usage& u : a.usages) weight_sum_[u.resource] = 0;
+    for (const Usage& u : a.usages) weight_sum_[u.resource] += u.weight;  // a link used twice
+    double level = a.bound;
+    for (const Usage& u : a.usages)
+      if (weight_sum_[u.resource] > 0)
+        level = std::min(level, std::max(0.0, resources_[u.resource].capacity) / weight_sum_[u.resource]);
+    if (!std::isfinite(level)) level = 0;
+    const double old = a.rate;
+    a.rate = level;
+    if (changed && level != old) changed->push_back(comp_actions_[0]);
+    return;
+  }
   for (int r : comp_resources_) remaining_[r] = resources_[r].capacity;
   old_rates_.clear();
   for (int id : comp_actions_) { old_rates_.push_back(actions_[id].rate); actions_[id].fixed = false; }

@@ -6,6 +6,23 @@
 namespace foresight {
 namespace {
 
+// One action alone (the solver's shortcut): its tightest link decides; a link it crosses twice
+// counts twice, r <= C / (w1 + w2); its bound caps it.
+TEST(MaxMin, ALoneActionTakesItsTightestShare) {
+  MaxMinSystem s;
+  const int fast = s.add_resource(100);
+  const int slow = s.add_resource(60);
+  const int a = s.add_action({{fast, 1.0}, {slow, 1.0}, {slow, 1.0}});
+  std::vector<int> changed;
+  s.solve(&changed);
+  EXPECT_DOUBLE_EQ(s.rate(a), 30);
+  EXPECT_EQ(changed, std::vector<int>{a});
+  s.remove_action(a);
+  const int b = s.add_action({{fast, 1.0}}, 40);
+  s.solve();
+  EXPECT_DOUBLE_EQ(s.rate(b), 40);
+}
+
 TEST(MaxMin, OneFlowGetsTheLink) {
   MaxMinSystem s;
   const int l = s.add_resource(25e9);
