@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
                                       QStringLiteral("render a view of the built-in example to a PNG and exit"),
                                       QStringLiteral("FILE"));
   const QCommandLineOption view(QStringLiteral("view"),
-                                QStringLiteral("view for --screenshot: setup, details, search, timeline, compare, sweep"),
+                                QStringLiteral("view for --screenshot: setup, details, search, timeline, compare, sweep, topology"),
                                 QStringLiteral("NAME"), QStringLiteral("setup"));
   const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("window size for --screenshot"),
                                 QStringLiteral("WxH"), QStringLiteral("1200x800"));
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   if (cli.isSet(screenshot)) {
     const auto v = foresight::gui::parse_view(cli.value(view));
     if (!v) {
-      std::fprintf(stderr, "error: --view: \"%s\" is not one of setup, details, search, timeline, compare, sweep\n",
+      std::fprintf(stderr, "error: --view: \"%s\" is not one of setup, details, search, timeline, compare, sweep, topology\n",
                    qPrintable(cli.value(view)));
       return 2;
     }

@@ -27,6 +27,8 @@ Result<SimulatedTrace> simulate_resolved(const ResolvedPlan& r, const std::strin
   t.ops = result.ops.size();
   t.ranks = result.simulated_ranks.size();
   t.step_s = result.prediction.step_time_s;
+  t.cluster = r.cluster;
+  t.busiest_links = std::move(result.busiest_links);
   return t;
 }
 

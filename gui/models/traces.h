@@ -8,9 +8,11 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "gui/models/plan_inputs.h"
 #include "sim/core/status.h"
+#include "sim/des/simulator.h"
 
 namespace foresight::gui {
 
@@ -19,6 +21,8 @@ struct SimulatedTrace {
   std::size_t ops = 0;     // ops recorded (= complete events in the trace)
   std::size_t ranks = 0;   // ranks simulated (one per pipeline stage unless `full`)
   double step_s = 0;
+  ClusterSpec cluster;                  // sized to the plan (the Topology view draws it)
+  std::vector<LinkUse> busiest_links;   // SimResult::busiest_links
 };
 
 // Resolves, lowers and simulates `in` (recording every op) and writes the trace to `path`.

@@ -15,11 +15,13 @@
 #include "gui/views/setup_view.h"
 #include "gui/views/sweep_view.h"
 #include "gui/views/timeline_view.h"
+#include "gui/views/topology_view.h"
 
 namespace foresight::gui {
 
 std::optional<View> parse_view(const QString& name) {
-  for (View v : {View::kSetup, View::kDetails, View::kSearch, View::kTimeline, View::kCompare, View::kSweep})
+  for (View v : {View::kSetup, View::kDetails, View::kSearch, View::kTimeline, View::kCompare, View::kSweep,
+                 View::kTopology})
     if (name == view_name(v)) return v;
   return std::nullopt;
 }
@@ -32,6 +34,7 @@ QString view_name(View v) {
     case View::kTimeline: return QStringLiteral("timeline");
     case View::kCompare: return QStringLiteral("compare");
     case View::kSweep: return QStringLiteral("sweep");
+    case View::kTopology: return QStringLiteral("topology");
   }
   return QStringLiteral("setup");
 }
@@ -45,6 +48,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   timeline_ = new TimelineView;
   compare_ = new CompareView;
   sweep_ = new SweepView;
+  topology_ = new TopologyView;
   // Tab order = View's order.
   tabs_->addTab(setup_, tr("Setup"));
   tabs_->addTab(details_, tr("Plan details"));
@@ -52,6 +56,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(timeline_, tr("Timeline"));
   tabs_->addTab(compare_, tr("Compare"));
   tabs_->addTab(sweep_, tr("Sweep"));
+  tabs_->addTab(topology_, tr("Topology"));
   setCentralWidget(tabs_);
 
   QMenu* file = menuBar()->addMenu(tr("&File"));
@@ -85,6 +90,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     }
     statusBar()->showMessage(
         tr("Simulated: step %1, %2 ops on %3 ranks").arg(seconds_text(r->step_s)).arg(r->ops).arg(r->ranks), 5000);
+    topology_->set_link_report({r->cluster, r->busiest_links, r->step_s});
     timeline_->open_file(qstr(r->path));
     show_view(View::kTimeline);
   });
@@ -102,6 +108,7 @@ void MainWindow::evaluate(const PlanInputs& in) {
   setup_->show_evaluation(evaluation_);
   details_->set_evaluation(evaluation_);
   search_->set_context(in);
+  topology_->set_evaluation(evaluation_);
 }
 
 void MainWindow::simulate_current() {

@@ -1,7 +1,9 @@
-// The main window: one tab per view (Setup, Plan details, Search, Timeline, Compare, Sweep) and the
+// The main window: one tab per view (Setup, Plan details, Search, Timeline, Compare, Sweep,
+// Topology) and the
 // wiring between them -- Setup's inputs are evaluated (analytic, microseconds) and shown in Setup
 // and Details; Search searches the Setup's job and hands a chosen plan back to Setup; Setup's
-// "Simulate" writes a trace on a worker thread and opens it in Timeline.
+// "Simulate" writes a trace on a worker thread and opens it in Timeline, its link utilisation in
+// Topology.
 #pragma once
 
 #include <QFutureWatcher>
@@ -23,9 +25,10 @@ class SearchView;
 class SetupView;
 class SweepView;
 class TimelineView;
+class TopologyView;
 
-enum class View { kSetup, kDetails, kSearch, kTimeline, kCompare, kSweep };
-// setup, details, search, timeline, compare, sweep
+enum class View { kSetup, kDetails, kSearch, kTimeline, kCompare, kSweep, kTopology };
+// setup, details, search, timeline, compare, sweep, topology
 std::optional<View> parse_view(const QString& name);
 QString view_name(View v);
 
@@ -45,6 +48,7 @@ class MainWindow : public QMainWindow {
   TimelineView* timeline() const { return timeline_; }
   CompareView* compare() const { return compare_; }
   SweepView* sweep() const { return sweep_; }
+  TopologyView* topology() const { return topology_; }
 
  private:
   void evaluate(const PlanInputs& in);
@@ -57,6 +61,7 @@ class MainWindow : public QMainWindow {
   TimelineView* timeline_;
   CompareView* compare_;
   SweepView* sweep_;
+  TopologyView* topology_;
   Evaluation evaluation_;
   QTemporaryDir traces_dir_;  // traces simulated from the Setup live here until the window closes
   int simulations_ = 0;

@@ -16,6 +16,7 @@
 #include "gui/views/sweep_view.h"
 #include "gui/views/timeline_view.h"
 #include "gui/views/timeline_widget.h"
+#include "gui/views/topology_view.h"
 
 namespace foresight::gui {
 
@@ -49,6 +50,12 @@ Status load_example(MainWindow& w, View v, const ViewFiles& files) {
       FS_ASSIGN_OR_RETURN(SweepSpec spec, example_sweep());
       w.sweep()->set_spec(spec);
       w.sweep()->show_outcome(run_sweep_points(spec));
+      break;
+    }
+    case View::kTopology: {
+      FS_ASSIGN_OR_RETURN(LinkReport links, simulate_link_use(in));
+      w.topology()->set_link_report(std::move(links));
+      w.topology()->draw_now();
       break;
     }
     case View::kSearch: {

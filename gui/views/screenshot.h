@@ -3,7 +3,7 @@
 // and the render tests.
 // Everything the view needs is computed in-process: the search and the sweep (example_sweep())
 // run synchronously, the Timeline and Compare traces are simulated into a temporary directory
-// (write_example_traces).
+// (write_example_traces), the Topology's link utilisation comes from a simulation of the plan.
 //
 //   Status s = render_screenshot(View::kDetails, "details.png", QSize(1200, 800));
 #pragma once

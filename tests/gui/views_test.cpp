@@ -58,7 +58,7 @@ TEST_P(RenderTest, ViewRendersToANonEmptyPng) {
 
 INSTANTIATE_TEST_SUITE_P(AllViews, RenderTest,
                          ::testing::Values(View::kSetup, View::kDetails, View::kSearch, View::kTimeline,
-                                           View::kCompare, View::kSweep),
+                                           View::kCompare, View::kSweep, View::kTopology),
                          [](const auto& param) { return view_name(param.param).toStdString(); });
 
 // The screenshot mode with the user's files instead of the example.
@@ -92,9 +92,10 @@ TEST(MainWindow, LoadsTheUsersFiles) {
 }
 
 TEST(MainWindow, ViewNamesRoundTrip) {
-  for (View v : {View::kSetup, View::kDetails, View::kSearch, View::kTimeline, View::kCompare, View::kSweep})
+  for (View v : {View::kSetup, View::kDetails, View::kSearch, View::kTimeline, View::kCompare, View::kSweep,
+                 View::kTopology})
     EXPECT_EQ(parse_view(view_name(v)), v);
-  EXPECT_FALSE(parse_view(QStringLiteral("topology")).has_value());
+  EXPECT_FALSE(parse_view(QStringLiteral("network")).has_value());
 }
 
 TEST(MainWindow, SetupFeedsDetailsAndSearchFeedsSetup) {
