@@ -114,15 +114,26 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
   const Range r = stage_layers(p, m.layers, stage);
   const int dense = dense_in(m, r), moe = (r.end - r.begin) - dense;
   const LayerShape s = plan_layer_shape(m, p);
+  // DualPipe keeps two copies of the parameters (DeepSeek-V3 report, Table 2): a rank also holds
+  // the layers of its mirror stage pp-1-stage, and both end ranks hold embedding and head.
+  const bool dualpipe = p.schedule == Schedule::kDualPipe;
+  int dense_held = dense, moe_held = moe;
+  if (dualpipe) {
+    const Range mirror = stage_layers(p, m.layers, p.pp - 1 - stage);
+    const int mirror_dense = dense_in(m, mirror);
+    dense_held += mirror_dense;
+    moe_held += (mirror.end - mirror.begin) - mirror_dense;
+  }
 
   // Parameters held, split into the part replicated over dp*cp and the experts (over dp*cp/ep).
-  const double dense_params = dense * layer_params_per_device(m, false, p.tp, 1) +
-                              moe * (layer_params_per_device(m, true, p.tp, p.ep) -
-                                     m.moe.experts * m.expert_params() / (p.tp * p.ep));
-  const double expert_params = moe * m.moe.experts * m.expert_params() / (p.tp * p.ep);
+  const double dense_params = dense_held * layer_params_per_device(m, false, p.tp, 1) +
+                              moe_held * (layer_params_per_device(m, true, p.tp, p.ep) -
+                                          m.moe.experts * m.expert_params() / (p.tp * p.ep));
+  const double expert_params = moe_held * m.moe.experts * m.expert_params() / (p.tp * p.ep);
   double embed = 0;
-  if (stage == 0) embed += static_cast<double>(m.vocab) * m.hidden / p.tp;
-  if (stage == p.pp - 1 && (!m.tied_embeddings || p.pp > 1)) embed += static_cast<double>(m.vocab) * m.hidden / p.tp;
+  if (stage == 0 || (dualpipe && stage == p.pp - 1)) embed += static_cast<double>(m.vocab) * m.hidden / p.tp;
+  if ((stage == p.pp - 1 || (dualpipe && stage == 0)) && (!m.tied_embeddings || p.pp > 1))
+    embed += static_cast<double>(m.vocab) * m.hidden / p.tp;
   const double replicated = dense_params + embed;
   const double shard = static_cast<double>(p.dp) * p.cp;
   const double expert_shard = std::max(1.0, shard / p.ep);
@@ -222,27 +233,40 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
     p2p = sendrecv_time(links.pp, bytes) + (p.tp > 1 ? allgather_time(links.tp, bytes * p.tp) : 0.0);
   }
 
-  // Per-stage time for one micro-batch (all its chunks), and the slowest stage.
+  // Per-stage time for one micro-batch (all its chunks), and the slowest stage. A DualPipe rank
+  // runs half the micro-batches through its own stage and half through its mirror's, so its load
+  // per micro-batch is the mean of the two (the end ranks share the LM head).
+  struct StageLoad {
+    double dense = 0, moe = 0, embed = 0, head = 0;  // layers, and embedding/head passes, per micro-batch
+  };
+  auto stage_load = [&](int i) {
+    const Range r = stage_layers(p, m.layers, i);
+    const int nd = dense_in(m, r);
+    return StageLoad{static_cast<double>(nd), static_cast<double>((r.end - r.begin) - nd), i == 0 ? 1.0 : 0.0,
+                     i == p.pp - 1 ? 1.0 : 0.0};
+  };
+  const bool dualpipe = p.schedule == Schedule::kDualPipe && p.pp > 1;
   double sum_x = 0, max_x = 0;
   int crit = 0;
-  int crit_dense = 0, crit_moe = 0;
+  StageLoad crit_load;
   for (int i = 0; i < p.pp; ++i) {
-    const Range r = stage_layers(p, m.layers, i);
-    const int nd = dense_in(m, r), nm = (r.end - r.begin) - nd;
-    double x = nd * dense.total() + nm * moe.total();
-    if (i == 0) x += embed_time;
-    if (i == p.pp - 1) x += head_time;
+    StageLoad l = stage_load(i);
+    if (dualpipe) {
+      const StageLoad mirror = stage_load(p.pp - 1 - i);
+      l = {(l.dense + mirror.dense) / 2, (l.moe + mirror.moe) / 2, (l.embed + mirror.embed) / 2, (l.head + mirror.head) / 2};
+    }
+    const double x = l.dense * dense.total() + l.moe * moe.total() + l.embed * embed_time + l.head * head_time;
     sum_x += x;
-    if (x > max_x) { max_x = x; crit = i; crit_dense = nd; crit_moe = nm; }
+    if (x > max_x) { max_x = x; crit = i; crit_load = l; }
   }
   const PipelineTime pipe = pipeline_time(p.schedule, sum_x, max_x, p.pp, mbs, p.virtual_stages);
   const double p2p_total = 2 * p2p * pipeline_p2p_count(p.schedule, p.pp, mbs, p.virtual_stages);
 
   TimeBreakdown& tb = out.time;
-  const double nd = crit_dense, nm = crit_moe;
+  const double nd = crit_load.dense, nm = crit_load.moe;
   tb.compute = mbs * (nd * (dense.fwd_compute + dense.bwd_compute + dense.recompute) +
                       nm * (moe.fwd_compute + moe.bwd_compute + moe.recompute) +
-                      (crit == 0 ? embed_time : 0.0) + (crit == p.pp - 1 ? head_time : 0.0));
+                      crit_load.embed * embed_time + crit_load.head * head_time);
   tb.recompute = mbs * (nd * dense.recompute + nm * moe.recompute);
   tb.tp_comm = mbs * (nd * (dense.fwd_tp + dense.bwd_tp) + nm * (moe.fwd_tp + moe.bwd_tp));
   tb.cp_comm = mbs * (nd * dense.cp + nm * moe.cp);
@@ -255,10 +279,17 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const Range cr = stage_layers(p, m.layers, crit);
   const int cd = dense_in(m, cr), cm = (cr.end - cr.begin) - cd;
   const double expert_params = cm * m.moe.experts * m.expert_params() / (p.tp * p.ep);
-  const double replicated = cd * layer_params_per_device(m, false, p.tp, 1) +
-                            cm * layer_params_per_device(m, true, p.tp, p.ep) - expert_params +
-                            ((crit == 0 || crit == p.pp - 1) ? static_cast<double>(m.vocab) * m.hidden / p.tp : 0.0);
+  const bool end_stage = crit == 0 || crit == p.pp - 1;
+  const double chunk_params = cd * layer_params_per_device(m, false, p.tp, 1) +
+                              cm * layer_params_per_device(m, true, p.tp, p.ep) - expert_params +
+                              (end_stage ? static_cast<double>(m.vocab) * m.hidden / p.tp : 0.0);
   const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
+  // DualPipe: the rank also holds its mirror stage (two copies of every parameter), and the two
+  // copies' gradients are summed before the step -- one chunk's gradients to the mirror rank and
+  // the sums back, as in the simulator's lowering.
+  const double replicated = (dualpipe ? 2.0 : 1.0) * chunk_params;
+  const double mirror_sync = dualpipe ? 2 * sendrecv_time(links.pp, chunk_params * gb) : 0.0;
+  tb.pp_comm += mirror_sync;
   auto dp_cost = [&](const GroupLink& link, double params) {
     if (link.size <= 1 || params <= 0) return 0.0;
     switch (p.zero_stage) {
@@ -293,7 +324,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
     tb.optimizer = owned * kAdamBytesPerParam / mem_rate;
   }
 
-  tb.total = pipe.total() + p2p_total + tb.dp_comm + tb.optimizer + tb.offload;
+  tb.total = pipe.total() + p2p_total + mirror_sync + tb.dp_comm + tb.optimizer + tb.offload;
   out.step_time_s = tb.total;
   out.memory = mem;
   out.fit = mem.total <= mem.capacity ? FitVerdict::kFits : FitVerdict::kOutOfMemory;

@@ -77,7 +77,7 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
   const auto vps = or_default(sp.virtual_stages, std::vector<int>{1, 2, 4});
   const auto zeros = or_default(sp.zero_stage, std::vector<int>{0, 1, 2, 3});
   const auto rcs = or_default(sp.recompute, std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull});
-  const auto scheds = or_default(sp.schedules, std::vector<Schedule>{Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble});
+  const auto scheds = or_default(sp.schedules, std::vector<Schedule>{Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble, Schedule::kDualPipe});
   const auto sps = or_default(sp.sequence_parallel, std::vector<bool>{false, true});
   const auto offs = or_default(sp.offload_optimizer, std::vector<bool>{false, true});
   const auto overlaps = or_default(sp.overlap_grad_reduce, std::vector<bool>{false, true});

@@ -187,8 +187,9 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
   if (p.virtual_stages > 1 && mbs % p.pp != 0)
     return fail("global_batch", "interleaved 1F1B needs the micro-batch count (" + s(mbs) +
                                     ") to be a multiple of pp (" + s(p.pp) + ")");
-  if (p.schedule == Schedule::kDualPipe && (p.pp % 2 != 0 || mbs < 2 * p.pp))
-    return fail("schedule", "dualpipe needs an even pp and at least 2*pp micro-batches");
+  if (p.schedule == Schedule::kDualPipe && (p.pp % 2 != 0 || mbs < 2 * p.pp || mbs % 2 != 0))
+    return fail("schedule", "dualpipe needs an even pp and an even number of micro-batches, at least 2*pp (here pp " +
+                                s(p.pp) + ", " + s(mbs) + " micro-batches)");
   return Status::Ok();
 }
 

@@ -99,11 +99,56 @@ struct Task {
   TaskType type;
   int mb;
   int chunk;
+  bool split = false;  // kB: input gradients only; the weight gradients follow as a kW task
 };
+
+// DeepSeek's DualPipe (DeepSeek-V3 report Sec. 3.2.1; the order of deepseek-ai/DualPipe's
+// DualPipe.step). Every rank holds two chunks: chunk 0 is its place in the pipeline that runs
+// from rank 0 to rank p-1 (layers of stage `stage`), chunk 1 its place in the reverse pipeline
+// (layers of stage p-1-stage). Micro-batches 0..m/2-1 enter at rank 0, m/2..m-1 at rank p-1.
+// In DeepSeek's code "phase 0" is the direction in which a rank sits in the first half; ranks
+// of the second half swap the two. A B with zero bubble splits off its weight gradients, which
+// run later at explicit W slots in FIFO order (not as gap fillers like ZB-H1).
+std::vector<Task> dualpipe_tasks(int stage, int p, int m) {
+  std::vector<Task> tasks;
+  const int half = p / 2, h = std::min(stage, p - 1 - stage), half_m = m / 2;
+  const int second = stage >= half ? 1 : 0;
+  int next_f[2] = {0, 0}, next_b[2] = {0, 0};
+  std::vector<Task> weights;  // FIFO of split-off weight gradients
+  std::size_t next_w = 0;
+  auto chunk = [&](int phase) { return phase ^ second; };
+  auto F = [&](int phase) {
+    const int c = chunk(phase);
+    tasks.push_back({TaskType::kF, c * half_m + next_f[c]++, c});
+  };
+  auto B = [&](int phase, bool zb) {
+    const int c = chunk(phase);
+    const Task t{TaskType::kB, c * half_m + next_b[c]++, c, zb};
+    tasks.push_back(t);
+    if (zb) weights.push_back({TaskType::kW, t.mb, c});
+  };
+  auto W = [&] { tasks.push_back(weights.at(next_w++)); };
+  for (int i = 0; i < 2 * (half - h - 1); ++i) F(0);          // 1: nF0
+  for (int i = 0; i < h + 1; ++i) { F(0); F(1); }             // 2: nF0F1
+  for (int i = 0; i < half - h - 1; ++i) { B(1, true); W(); F(1); }  // 3: nB1W1F1
+  for (int i = 0; i < half_m - p + h + 1; ++i) { F(0); B(1, false); F(1); B(0, false); }  // 4: nF0B1F1B0
+  for (int i = 0; i < half - h - 1; ++i) { B(1, false); F(1); B(0, false); }  // 5: nB1F1B0
+  bool zb = false;                                            // 6: nB1B0, the later half split
+  for (int i = 0; i < h + 1; ++i) {
+    if (i == (h + 1) / 2 && h % 2 == 1) zb = true;
+    B(1, zb);
+    if (i == (h + 1) / 2 && h % 2 == 0) zb = true;
+    B(0, zb);
+  }
+  for (int i = 0; i < half - h - 1; ++i) { W(); B(0, true); }  // 7: nWB0
+  while (next_w < weights.size()) W();                        // 8: nW
+  return tasks;
+}
 
 // The order in which a pipeline stage runs its forward/backward tasks.
 std::vector<Task> schedule_tasks(Schedule sched, int stage, int p, int m, int v) {
   std::vector<Task> tasks;
+  if (sched == Schedule::kDualPipe) return dualpipe_tasks(stage, p, m);
   if (sched == Schedule::kGpipe) {
     for (int i = 0; i < m; ++i) tasks.push_back({TaskType::kF, i, 0});
     for (int i = 0; i < m; ++i) tasks.push_back({TaskType::kB, i, 0});
@@ -135,7 +180,7 @@ std::vector<Task> schedule_tasks(Schedule sched, int stage, int p, int m, int v)
   const int warmup = std::min(m, p - stage - 1);
   const bool zb = sched == Schedule::kZeroBubble;
   auto backward = [&](int mb) {
-    tasks.push_back({TaskType::kB, mb, 0});
+    tasks.push_back({TaskType::kB, mb, 0, zb});
     if (zb) tasks.push_back({TaskType::kW, mb, 0});
   };
   for (int i = 0; i < warmup; ++i) tasks.push_back({TaskType::kF, i, 0});
@@ -248,7 +293,10 @@ class StageBuilder {
 std::vector<int> StageBuilder::chunk_layers(int chunk) const {
   std::vector<int> out;
   const int L = m_.layers, p = p_.pp, st = prog_.stage;
-  if (p_.virtual_stages > 1) {
+  if (p_.schedule == Schedule::kDualPipe) {
+    const auto [begin, end] = p_.stage_layer_range(L, chunk == 0 ? st : p - 1 - st);
+    for (int i = begin; i < end; ++i) out.push_back(i);
+  } else if (p_.virtual_stages > 1) {
     const int per = L / (p * p_.virtual_stages);
     for (int i = 0; i < per; ++i) out.push_back((chunk * p + st) * per + i);
   } else {
@@ -336,9 +384,12 @@ StageProgram StageBuilder::build() {
   const double tokens = s_.batch * s_.seq;
   const double head_flops = logits_flops(m_, s_);
   const bool interleaved = p_.schedule == Schedule::kInterleaved1F1B && v > 1;
-  const int chunks = interleaved ? v : 1;
+  const bool dualpipe = p_.schedule == Schedule::kDualPipe;
+  const int chunks = interleaved ? v : dualpipe ? 2 : 1;
   const bool zero3 = p_.zero_stage >= 3;
-  const bool split_w = p_.schedule == Schedule::kZeroBubble;
+  // Weight gradients split off the backward somewhere in the step: their reduction cannot
+  // follow each layer's last backward.
+  const bool split_w = p_.schedule == Schedule::kZeroBubble || dualpipe;
   for (int c = 0; c < chunks; ++c) {
     prog_.chunk_layers.push_back(chunk_layers(c));
     prog_.layers += static_cast<int>(prog_.chunk_layers.back().size());
@@ -349,18 +400,23 @@ StageProgram StageBuilder::build() {
   edges_.reserve(estimate + estimate / 4);
 
   int last = -1;
-  auto vstage = [&](int chunk) { return chunk * p + st; };
-  const int vlast = chunks * p - 1;
+  // A chunk's place in its pipeline: the first place embeds, the last computes the loss; sends go
+  // to the next place (forward) or the previous one (backward). Interleaved chunks form one
+  // pipeline of chunks*p places; DualPipe's chunk 1 runs the pipeline from rank p-1 to rank 0.
+  auto place = [&](int chunk) { return dualpipe ? (chunk == 0 ? st : p - 1 - st) : chunk * p + st; };
+  const int last_place = dualpipe ? p - 1 : chunks * p - 1;
+  auto rank_at = [&](int chunk, int pl) { return dualpipe ? (chunk == 0 ? pl : p - 1 - pl) : pl % p; };
+  std::map<std::pair<int, int>, int> backward_end;  // (micro-batch, chunk) -> its B's last op
   for (const Task& t : schedule_tasks(p_.schedule, st, p, m, chunks)) {
     const std::vector<int> layers = chunk_layers(t.chunk);
-    const int vs = vstage(t.chunk);
+    const int vs = place(t.chunk);
     if (t.type == TaskType::kF) {
       int prev = last;
       if (vs > 0) {
         Op r = base(Phase::kForward, -1, t.mb, t.chunk, "recv_activation");
         r.kind = OpKind::kRecv;
         r.stream = StreamId::kPp;
-        r.peer_stage = (vs - 1) % p;
+        r.peer_stage = rank_at(t.chunk, vs - 1);
         prev = add(r, {});
       } else {
         prev = compute(Phase::kForward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
@@ -374,7 +430,7 @@ StageProgram StageBuilder::build() {
         }
         prev = layer_forward(Phase::kForward, layer, t.mb, t.chunk, prev, false);
       }
-      if (vs == vlast) {
+      if (vs == last_place) {
         const double ce = 4.0 * tokens * static_cast<double>(m_.vocab) / p_.tp;
         prev = compute(Phase::kForward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm,
                        head_flops / gemm_rate + ce / mem_rate, head_flops, ce, prev);
@@ -382,14 +438,14 @@ StageProgram StageBuilder::build() {
         Op s = base(Phase::kForward, -1, t.mb, t.chunk, "send_activation");
         s.kind = OpKind::kSend;
         s.stream = StreamId::kPp;
-        s.peer_stage = (vs + 1) % p;
+        s.peer_stage = rank_at(t.chunk, vs + 1);
         s.bytes = tokens * m_.hidden * s_.bytes_per_element;
         prev = add(s, {prev});
       }
       last = prev;
     } else if (t.type == TaskType::kB) {
       int prev = last;
-      if (vs == vlast) {
+      if (vs == last_place) {
         const double ce = 8.0 * tokens * static_cast<double>(m_.vocab) / p_.tp;
         prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm,
                        2 * head_flops / gemm_rate + ce / mem_rate, 2 * head_flops, ce, prev);
@@ -397,7 +453,7 @@ StageProgram StageBuilder::build() {
         Op r = base(Phase::kBackward, -1, t.mb, t.chunk, "recv_gradient");
         r.kind = OpKind::kRecv;
         r.stream = StreamId::kPp;
-        r.peer_stage = (vs + 1) % p;
+        r.peer_stage = rank_at(t.chunk, vs + 1);
         const int rv = add(r, {});
         next_deps_.push_back(rv);  // the backward needs the gradient and this stage's own forward
       }
@@ -414,7 +470,7 @@ StageProgram StageBuilder::build() {
           next_deps_.push_back(next_gather);
           next_gather = std::next(it) != layers.rend() ? gather(*std::next(it)) : -1;
         }
-        prev = layer_backward(layer, t.mb, t.chunk, prev, split_w);
+        prev = layer_backward(layer, t.mb, t.chunk, prev, t.split);
         if (zero3)
           collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDpReduce, GroupKind::kDp,
                      CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev);
@@ -430,17 +486,19 @@ StageProgram StageBuilder::build() {
       if (vs == 0) {
         prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
                        2 * tokens * m_.hidden * s_.bytes_per_element / mem_rate, 0, 2 * tokens * m_.hidden * s_.bytes_per_element, prev);
+        backward_end[{t.mb, t.chunk}] = prev;
       } else {
+        backward_end[{t.mb, t.chunk}] = prev;  // its W needs the compute, not the send
         Op s = base(Phase::kBackward, -1, t.mb, t.chunk, "send_gradient");
         s.kind = OpKind::kSend;
         s.stream = StreamId::kPp;
-        s.peer_stage = (vs - 1) % p;
+        s.peer_stage = rank_at(t.chunk, vs - 1);
         s.bytes = tokens * m_.hidden * s_.bytes_per_element;
         prev = add(s, {prev});
       }
       last = prev;
-    } else {  // kW: weight gradients of a zero-bubble schedule, off the F/B chain
-      int prev = last;  // the B of this micro-batch (it was the task just before)
+    } else {  // kW: weight gradients split off a B, off the F/B chain
+      int prev = backward_end.at({t.mb, t.chunk});
       for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
         const LayerKernels& k = kernels(*it);
         for (int i = k.count - 1; i >= 0; --i) {
@@ -461,10 +519,40 @@ StageProgram StageBuilder::build() {
       dense_params += layer_params(layer) - layer_expert_params(layer);
       expert_params += layer_expert_params(layer);
     }
-  const double embed = (st == 0 || st == p - 1) ? static_cast<double>(m_.vocab) * m_.hidden / p_.tp : 0.0;
+  // The input embedding and the LM head: DualPipe's end ranks hold both (one per direction).
+  const double embed = (st == 0 || st == p - 1) ? (dualpipe ? 2.0 : 1.0) * m_.vocab * m_.hidden / p_.tp : 0.0;
   dense_params += embed;
   int prev = last;
   for (int w : weight_grad_ends_) next_deps_.push_back(w);
+  if (dualpipe) {
+    // Stage st's parameters live on rank st (chunk 0) and on its mirror p-1-st (chunk 1), and the
+    // end ranks both hold the embedding and the head: the two copies' gradients are summed before
+    // the step, as a two-rank all-reduce would (each rank sends one chunk's worth twice): this
+    // rank's chunk-1 gradients go to the mirror, which adds them to its chunk 0, and the sums come
+    // back into chunk 1.
+    auto chunk_grads = [&](int c) {
+      double params = embed / 2;
+      for (int layer : chunk_layers(c)) params += layer_params(layer);
+      return params * gb;
+    };
+    auto p2p = [&](OpKind kind, const char* name, int tag, double bytes, int dep) {
+      Op op = base(Phase::kStep, -1, -1, tag, name);
+      op.kind = kind;
+      op.stream = StreamId::kPp;
+      op.peer_stage = p - 1 - st;
+      op.bytes = bytes;
+      return add(op, {dep});
+    };
+    const int sent = p2p(OpKind::kSend, "mirror_grad_send", 1, chunk_grads(1), prev);
+    const int got = p2p(OpKind::kRecv, "mirror_grad_recv", 1, 0, -1);
+    const double add_bytes = 3 * chunk_grads(0);
+    next_deps_.push_back(sent);
+    const int summed = compute(Phase::kStep, -1, -1, 0, "mirror_grad_add", KernelClass::kElementwise,
+                               add_bytes / mem_rate, 0, add_bytes, got);
+    const int back = p2p(OpKind::kSend, "mirror_sum_send", 0, chunk_grads(0), summed);
+    prev = p2p(OpKind::kRecv, "mirror_sum_recv", 0, 0, -1);
+    next_deps_.push_back(back);
+  }
   if (!zero3) {
     const bool layers_done = p_.overlap_grad_reduce && !split_w;
     const double rest = layers_done ? embed : dense_params;
@@ -514,7 +602,9 @@ StageProgram StageBuilder::build() {
   // Weight-gradient ops run from their own queue (see Simulator: deferrable work).
   auto& compute_ops = prog_.streams[static_cast<int>(StreamId::kCompute)];
   std::vector<int> main_ops;
-  for (int op : compute_ops) (ops_[op].phase == Phase::kWeightGrad ? prog_.deferred : main_ops).push_back(op);
+  const bool deferrable_w = p_.schedule == Schedule::kZeroBubble;  // DualPipe's W run at their slots
+  for (int op : compute_ops)
+    (deferrable_w && ops_[op].phase == Phase::kWeightGrad ? prog_.deferred : main_ops).push_back(op);
   compute_ops = std::move(main_ops);
   auto g = std::make_unique<OpGraph>(edges_.begin(), edges_.end(), ops_.size());
   for (std::size_t i = 0; i < ops_.size(); ++i) (*g)[i] = ops_[i];
@@ -525,8 +615,6 @@ StageProgram StageBuilder::build() {
 }  // namespace
 
 Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
-  if (plan.schedule == Schedule::kDualPipe)
-    return Error("schedule dualpipe is modelled by the analytic engine only; the simulator does not run it yet");
   Workload w;
   w.model = model;
   w.cluster = cluster;
@@ -551,9 +639,11 @@ Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const
     for (auto v : boost::make_iterator_range(boost::vertices(sp.graph()))) {
       Op& op = sp.graph()[v];
       if (op.kind != OpKind::kSend) continue;
+      // Interleaved: the next place of the one pipeline of chunks may be the peer's next chunk.
+      // DualPipe: each chunk is its own pipeline (and the mirror exchange tags its rounds).
       const int vs = op.chunk * p + sp.stage;
       const int peer_vs = op.phase == Phase::kForward ? vs + 1 : vs - 1;
-      const int peer_chunk = peer_vs / p;
+      const int peer_chunk = plan.schedule == Schedule::kDualPipe ? op.chunk : peer_vs / p;
       auto it = recvs.find({op.peer_stage, op.micro_batch, peer_chunk, static_cast<int>(op.phase), true});
       if (it == recvs.end()) return Error("internal: unmatched pipeline send in stage " + std::to_string(sp.stage));
       op.match = it->second;
