@@ -1,10 +1,11 @@
 // foresight-gui: the desktop GUI.
 //
-//   foresight-gui [TRACE.json] [--sweep SPEC.json] [--predicted P.json --measured M.json]
-//       open the window; a trace opens in Timeline, a sweep spec in Sweep, two traces in Compare
-//   foresight-gui --screenshot out.png --view details
-//       render one view of the built-in example (or of the files given as above) off-screen to a
-//       PNG and exit
+//   foresight-gui [TRACE.json | SESSION.json] [--sweep SPEC.json] [--predicted P.json --measured M.json]
+//       open the window; a trace opens in Timeline, a sweep spec in Sweep, two traces in Compare,
+//       a session (File > Save session) restores the Setup, its files and its view
+//   foresight-gui --screenshot out.png --view details [SESSION.json]
+//       render one view of the built-in example (or of the files or session given as above)
+//       off-screen to a PNG and exit; with a session, --view defaults to the session's view
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QRegularExpression>
@@ -12,8 +13,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "gui/models/plan_inputs.h"
+#include "gui/models/session.h"
 #include "gui/views/main_window.h"
 #include "gui/views/screenshot.h"
 #include "gui/views/compare_view.h"
@@ -58,17 +61,36 @@ int main(int argc, char** argv) {
   cli.addOption(measured);
   cli.addOption(view);
   cli.addOption(size);
-  cli.addPositionalArgument(QStringLiteral("trace"), QStringLiteral("a Chrome trace to open in the Timeline view"),
-                            QStringLiteral("[trace.json]"));
+  cli.addPositionalArgument(QStringLiteral("file"),
+                            QStringLiteral("a Chrome trace to open in the Timeline view, or a saved session"),
+                            QStringLiteral("[trace.json | session.json]"));
   cli.process(app);
   foresight::gui::ViewFiles files;
-  if (!cli.positionalArguments().isEmpty()) files.trace = cli.positionalArguments().front();
-  files.predicted = cli.value(predicted);
-  files.measured = cli.value(measured);
-  files.sweep = cli.value(sweep);
+  std::optional<foresight::gui::Session> session;
+  if (!cli.positionalArguments().isEmpty()) {
+    const QString arg = cli.positionalArguments().front();
+    if (foresight::gui::is_session_file(arg.toStdString())) {
+      auto s = foresight::gui::load_session(arg.toStdString());
+      if (!s) {
+        std::fprintf(stderr, "error: %s\n", s.error().message().c_str());
+        return 2;
+      }
+      session = *s;
+      files.inputs = s->inputs;
+      files.trace = QString::fromStdString(s->trace);
+      files.predicted = QString::fromStdString(s->predicted);
+      files.measured = QString::fromStdString(s->measured);
+      files.sweep = QString::fromStdString(s->sweep);
+    } else {
+      files.trace = arg;
+    }
+  }
+  if (cli.isSet(predicted)) files.predicted = cli.value(predicted);
+  if (cli.isSet(measured)) files.measured = cli.value(measured);
+  if (cli.isSet(sweep)) files.sweep = cli.value(sweep);
 
   if (cli.isSet(screenshot)) {
-    const auto v = foresight::gui::parse_view(cli.value(view));
+    const auto v = session && !cli.isSet(view) ? std::optional(session->view) : foresight::gui::parse_view(cli.value(view));
     if (!v) {
       std::fprintf(stderr, "error: --view: \"%s\" is not one of setup, details, search, timeline, compare, sweep, topology\n",
                    qPrintable(cli.value(view)));
@@ -92,16 +114,19 @@ int main(int argc, char** argv) {
   foresight::gui::MainWindow window;
   window.resize(1280, 860);
   window.set_inputs(foresight::gui::example_inputs());
-  if (!files.trace.isEmpty()) {
+  if (session) {
+    window.apply_session(*session);
+  } else if (!files.trace.isEmpty()) {
     window.timeline()->open_file(files.trace);
     window.show_view(foresight::gui::View::kTimeline);
   }
-  if (!files.predicted.isEmpty() || !files.measured.isEmpty()) {
+  // Files named on the command line override the session's.
+  if (cli.isSet(predicted) || cli.isSet(measured)) {
     window.compare()->set_files(files.predicted, files.measured);
     window.compare()->compare();
     window.show_view(foresight::gui::View::kCompare);
   }
-  if (!files.sweep.isEmpty()) {
+  if (cli.isSet(sweep)) {
     window.sweep()->open_file(files.sweep);
     window.show_view(foresight::gui::View::kSweep);
   }

@@ -36,6 +36,8 @@ class CompareView : public QWidget {
   const TimelineModel* predicted_timeline() const { return predicted_; }
   const TimelineModel* measured_timeline() const { return measured_; }
   QString summary_text() const;
+  QString predicted_path() const { return predicted_path_; }
+  QString measured_path() const { return measured_path_; }
 
  Q_SIGNALS:
   void compared();

@@ -3,12 +3,15 @@
 
 #include <QApplication>
 #include <QFileDialog>
+#include <QFileInfo>
+#include <QMessageBox>
 #include <QMenuBar>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "gui/models/format.h"
+#include "gui/models/timeline_model.h"
 #include "gui/views/compare_view.h"
 #include "gui/views/details_view.h"
 #include "gui/views/search_view.h"
@@ -18,26 +21,6 @@
 #include "gui/views/topology_view.h"
 
 namespace foresight::gui {
-
-std::optional<View> parse_view(const QString& name) {
-  for (View v : {View::kSetup, View::kDetails, View::kSearch, View::kTimeline, View::kCompare, View::kSweep,
-                 View::kTopology})
-    if (name == view_name(v)) return v;
-  return std::nullopt;
-}
-
-QString view_name(View v) {
-  switch (v) {
-    case View::kSetup: return QStringLiteral("setup");
-    case View::kDetails: return QStringLiteral("details");
-    case View::kSearch: return QStringLiteral("search");
-    case View::kTimeline: return QStringLiteral("timeline");
-    case View::kCompare: return QStringLiteral("compare");
-    case View::kSweep: return QStringLiteral("sweep");
-    case View::kTopology: return QStringLiteral("topology");
-  }
-  return QStringLiteral("setup");
-}
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle(tr("Foresight"));
@@ -60,6 +43,24 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setCentralWidget(tabs_);
 
   QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(tr("Open s&ession..."), this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a session"), QString(),
+                                                      tr("Foresight sessions (*.json);;All files (*)"));
+    if (path.isEmpty()) return;
+    if (const Status s = open_session(path); !s)
+      QMessageBox::warning(this, tr("Open session"), qstr(s.error().message()));
+  });
+  file->addAction(tr("Save session &as..."), this, [this] {
+    QString path = QFileDialog::getSaveFileName(this, tr("Save the session"), QStringLiteral("session.json"),
+                                                tr("Foresight sessions (*.json)"));
+    if (path.isEmpty()) return;
+    if (QFileInfo(path).suffix().isEmpty()) path += QStringLiteral(".json");
+    if (const Status s = save_session(path); !s)
+      QMessageBox::warning(this, tr("Save session"), qstr(s.error().message()));
+    else
+      statusBar()->showMessage(tr("Session saved to %1").arg(path), 5000);
+  });
+  file->addSeparator();
   file->addAction(tr("&Open trace..."), QKeySequence::Open, this, [this] {
     show_view(View::kTimeline);
     timeline_->open_dialog();
@@ -101,6 +102,50 @@ void MainWindow::show_view(View v) { tabs_->setCurrentIndex(static_cast<int>(v))
 View MainWindow::current_view() const { return static_cast<View>(tabs_->currentIndex()); }
 
 void MainWindow::set_inputs(const PlanInputs& in) { setup_->set_inputs(in); }
+
+Session MainWindow::session() const {
+  Session s;
+  s.inputs = evaluation_.inputs;
+  s.view = current_view();
+  // Only files the user opened and that still exist.
+  const QString scratch = traces_dir_.isValid() ? QFileInfo(traces_dir_.path()).canonicalFilePath() : QString();
+  auto keep = [&](const QString& path) -> std::string {
+    const QFileInfo info(path);
+    if (path.isEmpty() || !info.isFile()) return {};
+    const QString canonical = info.canonicalFilePath();
+    if (!scratch.isEmpty() && canonical.startsWith(scratch + QLatin1Char('/'))) return {};
+    return canonical.toStdString();
+  };
+  s.trace = keep(qstr(timeline_->model()->timeline().file));
+  s.predicted = keep(compare_->predicted_path());
+  s.measured = keep(compare_->measured_path());
+  if (s.predicted.empty() || s.measured.empty()) {
+    s.predicted.clear();
+    s.measured.clear();
+  }
+  s.sweep = keep(sweep_->spec_file());
+  return s;
+}
+
+void MainWindow::apply_session(const Session& s) {
+  set_inputs(s.inputs);
+  if (!s.trace.empty()) timeline_->open_file(qstr(s.trace));
+  if (!s.predicted.empty() && !s.measured.empty()) {
+    compare_->set_files(qstr(s.predicted), qstr(s.measured));
+    compare_->compare();
+  }
+  if (!s.sweep.empty()) sweep_->open_file(qstr(s.sweep));
+  show_view(s.view);
+}
+
+Status MainWindow::open_session(const QString& path) {
+  FS_ASSIGN_OR_RETURN(Session s, load_session(path.toStdString()));
+  apply_session(s);
+  statusBar()->showMessage(tr("Session %1 opened").arg(path), 5000);
+  return Status::Ok();
+}
+
+Status MainWindow::save_session(const QString& path) { return gui::save_session(session(), path.toStdString()); }
 
 void MainWindow::evaluate(const PlanInputs& in) {
   // Closed-form: microseconds, so it runs here rather than on a worker thread.

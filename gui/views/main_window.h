@@ -13,7 +13,9 @@
 #include <optional>
 
 #include "gui/models/plan_inputs.h"
+#include "gui/models/session.h"
 #include "gui/models/traces.h"
+#include "gui/models/view_names.h"
 
 class QTabWidget;
 
@@ -27,11 +29,6 @@ class SweepView;
 class TimelineView;
 class TopologyView;
 
-enum class View { kSetup, kDetails, kSearch, kTimeline, kCompare, kSweep, kTopology };
-// setup, details, search, timeline, compare, sweep, topology
-std::optional<View> parse_view(const QString& name);
-QString view_name(View v);
-
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
@@ -41,6 +38,14 @@ class MainWindow : public QMainWindow {
   View current_view() const;
   void set_inputs(const PlanInputs& in);
   const Evaluation& evaluation() const { return evaluation_; }
+
+  // The session on screen: the Setup's inputs, the files the user opened (traces simulated into
+  // the window's temporary folder are left out: they vanish with the window) and the view.
+  Session session() const;
+  // Fills the views from `s` (files load in the background, as when opened by hand).
+  void apply_session(const Session& s);
+  Status open_session(const QString& path);
+  Status save_session(const QString& path);
 
   SetupView* setup() const { return setup_; }
   DetailsView* details() const { return details_; }

@@ -21,7 +21,7 @@
 namespace foresight::gui {
 
 Status load_example(MainWindow& w, View v, const ViewFiles& files) {
-  const PlanInputs in = example_inputs();
+  const PlanInputs in = files.inputs.value_or(example_inputs());
   w.set_inputs(in);
   if (v == View::kTimeline && !files.trace.isEmpty()) {
     FS_ASSIGN_OR_RETURN(Timeline t, load_timeline(files.trace.toStdString()));

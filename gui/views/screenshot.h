@@ -11,15 +11,18 @@
 #include <QSize>
 #include <QString>
 
+#include <optional>
+
 #include "gui/views/main_window.h"
 #include "sim/core/status.h"
 
 namespace foresight::gui {
 
-// Files to show instead of the example: a trace for Timeline, two traces for Compare, a sweep spec
-// for Sweep. Empty: the example.
+// What to show instead of the example: a trace for Timeline, two traces for Compare, a sweep spec
+// for Sweep, the Setup's inputs (from a session). Empty: the example.
 struct ViewFiles {
   QString trace, predicted, measured, sweep;
+  std::optional<PlanInputs> inputs;
 };
 
 // Fills `w` with the example (or `files`) for view `v`, synchronously, and shows that view.

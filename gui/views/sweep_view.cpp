@@ -131,6 +131,8 @@ void SweepView::set_spec(SweepSpec spec) {
   run_->setEnabled(!controller_->running());
 }
 
+QString SweepView::spec_file() const { return have_spec_ ? qstr(spec_.file) : QString(); }
+
 void SweepView::start() {
   if (!have_spec_ || !controller_->start(spec_)) return;
   run_->setEnabled(false);

@@ -34,6 +34,8 @@ class SweepView : public QWidget {
   const SweepModel* model() const { return model_; }
   SweepController* controller() const { return controller_; }
   bool has_spec() const { return have_spec_; }
+  // The spec's file ("" for none; the built-in example has no file).
+  QString spec_file() const;
   QString status_text() const;
 
  public Q_SLOTS:
