@@ -32,10 +32,22 @@ class EventQueue {
   bool empty() const { return size_ == 0; }
   std::size_t size() const { return size_; }
 
-  // The earliest event (smallest time, then smallest seq). Not const: it may redistribute.
+  // The earliest event (smallest time, then smallest seq). Not const: it may redistribute, after
+  // which nothing earlier than it may be pushed.
   const Event& top() {
     if (head_ == buckets_[0].size()) refill();
     return buckets_[0][head_];
+  }
+
+  // The time of the earliest event, without committing to it: events may still be pushed at any
+  // time >= the last popped one (top() and pop() advance that bound to the earliest event).
+  double next_time() const {
+    if (head_ < buckets_[0].size()) return buckets_[0][head_].time;
+    std::size_t i = 1;
+    while (buckets_[i].empty()) ++i;  // callers check empty() first
+    double t = buckets_[i].front().time;
+    for (const Event& e : buckets_[i]) t = std::min(t, e.time);
+    return t;
   }
 
   void push(const Event& e) {

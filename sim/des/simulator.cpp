@@ -30,6 +30,20 @@ struct Event {
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 
+// What the event loop reads of an op, packed (the graph's vertices carry names, shapes and edge
+// lists): 24 bytes instead of a Boost vertex, and successors in one array per stage.
+struct OpInfo {
+  double seconds;
+  std::int32_t succ_begin, succ_end;  // range in StageInfo::succ
+  OpKind kind;
+  StreamId stream;
+  Phase phase;
+};
+struct StageInfo {
+  std::vector<OpInfo> ops;
+  std::vector<std::int32_t> succ;
+};
+
 // Which simulated ranks finish an op when a network task completes.
 struct Waiter {
   std::int32_t rank_index;
@@ -79,6 +93,7 @@ struct Simulator::Impl {
     double wire = 0;                             // pipeline sends in flight, summed
   };
   std::vector<RankState> ranks;
+  std::vector<StageInfo> info;                   // per stage, see OpInfo
   std::vector<int> rank_index;                   // global rank -> index in `ranks`, -1 if not simulated
   EventQueue<Event> queue;
   std::uint64_t seq = 0, events = 0, actions = 0;
@@ -101,6 +116,9 @@ struct Simulator::Impl {
   std::unordered_map<PlanKey, std::unique_ptr<CollectivePlan>, PlanKeyHash> plans;  // cache
   std::unordered_map<std::uint64_t, int> arrivals;  // full mode: (group leader, stage op) -> count
   std::vector<int> changed;
+  // Network actions were added or removed at `now`: the rates are solved once, after every event
+  // at this instant (collectives that start together cost one solve, not one each).
+  bool rates_stale = false;
   std::vector<double> link_bytes;                // per resource, bytes carried
 
   Impl(const Workload& wl, SimOptions o) : w(wl), opt(o) {}
@@ -149,7 +167,17 @@ struct Simulator::Impl {
     if (!free_tasks.empty()) {
       const int id = free_tasks.back();
       free_tasks.pop_back();
-      tasks[id] = NetTask{};
+      NetTask& t = tasks[id];
+      std::vector<Waiter> done = std::move(t.done), signal = std::move(t.signal);
+      done.clear();  // keep their storage: no allocation per collective
+      signal.clear();
+      const std::uint32_t version = t.version;
+      t = NetTask{};
+      t.done = std::move(done);
+      t.signal = std::move(signal);
+      // Versions keep counting across reuse: a stale completion event of the id's previous task
+      // must never match the new one.
+      t.version = version + 1;
       return id;
     }
     tasks.emplace_back();
@@ -204,7 +232,7 @@ struct Simulator::Impl {
     t.action = system.add_action(ph.usages);
     action_task[t.action] = id;
     for (const Usage& u : ph.usages) link_bytes[u.resource] += u.weight * ph.bytes;
-    apply_rates();
+    rates_stale = true;
   }
 
   void transfer_done(int id, std::uint32_t version) {
@@ -218,7 +246,7 @@ struct Simulator::Impl {
     action_task.erase(t.action);
     system.remove_action(t.action);
     t.action = -1;
-    apply_rates();
+    rates_stale = true;
     next_phase(id);
   }
 
@@ -233,11 +261,18 @@ struct Simulator::Impl {
   }
 
   void finish_task(int id) {
-    NetTask t = std::move(tasks[id]);
     tasks[id].active = false;
+    // Indexes, not references: the ops released may start tasks and grow `tasks`. The id is
+    // freed only afterwards, so none of them reuses it meanwhile.
+    for (std::size_t i = 0; i < tasks[id].done.size(); ++i) {
+      const Waiter wt = tasks[id].done[i];
+      op_done(wt.rank_index, wt.op);
+    }
+    for (std::size_t i = 0; i < tasks[id].signal.size(); ++i) {
+      const Waiter wt = tasks[id].signal[i];
+      dependency_met(wt.rank_index, wt.op, StreamId::kPp);
+    }
     free_tasks.push_back(id);
-    for (const Waiter& wt : t.done) op_done(wt.rank_index, wt.op);
-    for (const Waiter& wt : t.signal) dependency_met(wt.rank_index, wt.op, StreamId::kPp);
   }
 
   // The first member and the size of `rank`'s group of kind g (as group_members, without
@@ -261,7 +296,7 @@ struct Simulator::Impl {
   void dependency_met(int ri, int op, StreamId from) {
     RankState& r = ranks[ri];
     r.waited_on[op] = static_cast<std::int8_t>(from);
-    if (--r.pending[op] == 0) try_issue(ri, prog(r).graph()[op].stream);
+    if (--r.pending[op] == 0) try_issue(ri, info[r.stage].ops[op].stream);
   }
 
   void try_issue(int ri, StreamId stream) {
@@ -291,7 +326,7 @@ struct Simulator::Impl {
 
   void start_op(int ri, int v) {
     RankState& r = ranks[ri];
-    const Op& op = prog(r).graph()[v];
+    const OpInfo& op = info[r.stage].ops[v];
     if (opt.record) r.start[v] = now;
     r.stream_start[static_cast<int>(op.stream)] = now;
     if (op.stream == StreamId::kCompute) {
@@ -312,32 +347,34 @@ struct Simulator::Impl {
         push(now + (op.kind == OpKind::kRecv ? 0.0 : op.seconds), EventType::kOpDone, ri, v);
         break;
       case OpKind::kSend: {
+        const Op& full_op = prog(r).graph()[v];
         const int peer = w.rank_of(r.rank % w.plan.tp, (r.rank / w.plan.tp) % w.plan.cp,
-                                   (r.rank / (w.plan.tp * w.plan.cp)) % w.plan.dp, op.peer_stage);
+                                   (r.rank / (w.plan.tp * w.plan.cp)) % w.plan.dp, full_op.peer_stage);
         const int id = new_task();
-        tasks[id].plan = transfer_plan(r.rank, peer, r.stage, op.peer_stage, op.bytes);
+        tasks[id].plan = transfer_plan(r.rank, peer, r.stage, full_op.peer_stage, full_op.bytes);
         tasks[id].done.push_back({ri, v});
         const int pi = rank_index[peer];
-        if (pi >= 0) tasks[id].signal.push_back({pi, op.match});
+        if (pi >= 0) tasks[id].signal.push_back({pi, full_op.match});
         start_task(id);
         break;
       }
       case OpKind::kCollective: {
+        const Op& full_op = prog(r).graph()[v];
         if (!opt.full) {
           const int id = new_task();
-          tasks[id].plan = collective_plan(r.rank, r.stage, op.group, op.collective, op.bytes);
+          tasks[id].plan = collective_plan(r.rank, r.stage, full_op.group, full_op.collective, full_op.bytes);
           tasks[id].done.push_back({ri, v});
           start_task(id);
           break;
         }
         // Full mode: the collective starts when the last member arrives.
-        const auto [leader, size] = group_leader(r.rank, op.group);
+        const auto [leader, size] = group_leader(r.rank, full_op.group);
         const std::uint64_t key = (static_cast<std::uint64_t>(leader) << 32) | static_cast<std::uint32_t>(v);
         if (++arrivals[key] < size) break;
         arrivals.erase(key);
-        const std::vector<int> members = w.group_members(r.rank, op.group);
+        const std::vector<int> members = w.group_members(r.rank, full_op.group);
         const int id = new_task();
-        tasks[id].plan = collective_plan(r.rank, r.stage, op.group, op.collective, op.bytes);
+        tasks[id].plan = collective_plan(r.rank, r.stage, full_op.group, full_op.collective, full_op.bytes);
         for (int m : members) tasks[id].done.push_back({rank_index[m], v});
         start_task(id);
         break;
@@ -348,8 +385,8 @@ struct Simulator::Impl {
   void op_done(int ri, int v) {
     RankState& r = ranks[ri];
     ++r.done_ops;
-    const OpGraph& g = prog(r).graph();
-    const Op& op = g[v];
+    const StageInfo& si = info[r.stage];
+    const OpInfo& op = si.ops[v];
     const int s = static_cast<int>(op.stream);
     if (opt.record) r.end[v] = now;
     r.last_end = now;
@@ -365,8 +402,9 @@ struct Simulator::Impl {
       r.acc.offload += dur;  // the step's tail: nothing else runs while the host updates
     }
     r.busy[s] = false;
-    for (auto e : boost::make_iterator_range(boost::out_edges(v, g))) dependency_met(ri, static_cast<int>(boost::target(e, g)), op.stream);
-    try_issue(ri, op.stream);
+    const StreamId stream = op.stream;  // `op` is not touched after the dependents start
+    for (std::int32_t i = op.succ_begin; i < op.succ_end; ++i) dependency_met(ri, si.succ[i], stream);
+    try_issue(ri, stream);
   }
 
   Result<SimResult> run();
@@ -395,6 +433,21 @@ Result<SimResult> Simulator::Impl::run() {
     topo = own_topo.get();
   }
   link_bytes.assign(system.resources(), 0.0);
+  info.resize(w.stages.size());
+  for (std::size_t st = 0; st < w.stages.size(); ++st) {
+    const OpGraph& g = w.stages[st].graph();
+    StageInfo& si = info[st];
+    si.ops.reserve(boost::num_vertices(g));
+    si.succ.reserve(boost::num_edges(g));
+    for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+      const Op& op = g[v];
+      OpInfo oi{op.seconds, static_cast<std::int32_t>(si.succ.size()), 0, op.kind, op.stream, op.phase};
+      for (auto e : boost::make_iterator_range(boost::out_edges(v, g)))
+        si.succ.push_back(static_cast<std::int32_t>(boost::target(e, g)));
+      oi.succ_end = static_cast<std::int32_t>(si.succ.size());
+      si.ops.push_back(oi);
+    }
+  }
   const int n = w.ranks();
   rank_index.assign(n, -1);
   std::vector<int> simulated;
@@ -425,7 +478,12 @@ Result<SimResult> Simulator::Impl::run() {
   for (int ri = 0; ri < static_cast<int>(ranks.size()); ++ri)
     for (int s = 0; s < kStreamCount; ++s) try_issue(ri, static_cast<StreamId>(s));
 
-  while (!queue.empty()) {
+  while (true) {
+    if (rates_stale && (queue.empty() || queue.next_time() > now)) {  // not top(): see EventQueue
+      rates_stale = false;
+      apply_rates();
+    }
+    if (queue.empty()) break;
     const Event e = queue.top();
     queue.pop();
     now = e.time;
