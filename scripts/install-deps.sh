@@ -11,7 +11,7 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
-  qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev xvfb
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev xvfb
   clang-14 libclang-rt-14-dev
 )
 

@@ -6,6 +6,8 @@
 //   foresight-gui --screenshot out.png --view details [SESSION.json]
 //       render one view of the built-in example (or of the files or session given as above)
 //       off-screen to a PNG and exit; with a session, --view defaults to the session's view
+//   foresight-gui --export plot.svg --view timeline [files or SESSION.json]
+//       the same, but only the view's plots (charts, Gantt, topology), as PNG or SVG
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QRegularExpression>
@@ -27,7 +29,7 @@ int main(int argc, char** argv) {
   // --screenshot, --help and --version need no display: use the off-screen platform for them
   // unless the user chose one.
   for (int i = 1; i < argc; ++i)
-    for (const char* flag : {"--screenshot", "--help", "-h", "--help-all", "--version", "-v"})
+    for (const char* flag : {"--screenshot", "--export", "--help", "-h", "--help-all", "--version", "-v"})
       if (std::strcmp(argv[i], flag) == 0 && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
         qputenv("QT_QPA_PLATFORM", "offscreen");
 
@@ -42,10 +44,13 @@ int main(int argc, char** argv) {
   const QCommandLineOption screenshot(QStringLiteral("screenshot"),
                                       QStringLiteral("render a view of the built-in example to a PNG and exit"),
                                       QStringLiteral("FILE"));
+  const QCommandLineOption export_plot(QStringLiteral("export"),
+                                       QStringLiteral("write the plots of a view to a .png or .svg file and exit"),
+                                       QStringLiteral("FILE"));
   const QCommandLineOption view(QStringLiteral("view"),
-                                QStringLiteral("view for --screenshot: setup, details, search, timeline, compare, sweep, topology"),
+                                QStringLiteral("view for --screenshot and --export: setup, details, search, timeline, compare, sweep, topology"),
                                 QStringLiteral("NAME"), QStringLiteral("setup"));
-  const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("window size for --screenshot"),
+  const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("window size for --screenshot and --export"),
                                 QStringLiteral("WxH"), QStringLiteral("1200x800"));
   const QCommandLineOption sweep(QStringLiteral("sweep"), QStringLiteral("a sweep spec to open in the Sweep view"),
                                  QStringLiteral("SPEC"));
@@ -56,6 +61,7 @@ int main(int argc, char** argv) {
                                     QStringLiteral("measured trace for the Compare view (foresight run --trace)"),
                                     QStringLiteral("FILE"));
   cli.addOption(screenshot);
+  cli.addOption(export_plot);
   cli.addOption(sweep);
   cli.addOption(predicted);
   cli.addOption(measured);
@@ -89,7 +95,7 @@ int main(int argc, char** argv) {
   if (cli.isSet(measured)) files.measured = cli.value(measured);
   if (cli.isSet(sweep)) files.sweep = cli.value(sweep);
 
-  if (cli.isSet(screenshot)) {
+  if (cli.isSet(screenshot) || cli.isSet(export_plot)) {
     const auto v = session && !cli.isSet(view) ? std::optional(session->view) : foresight::gui::parse_view(cli.value(view));
     if (!v) {
       std::fprintf(stderr, "error: --view: \"%s\" is not one of setup, details, search, timeline, compare, sweep, topology\n",
@@ -103,7 +109,9 @@ int main(int argc, char** argv) {
                    qPrintable(cli.value(size)));
       return 2;
     }
-    const foresight::Status s = foresight::gui::render_screenshot(*v, cli.value(screenshot), QSize(w, h), files);
+    foresight::Status s;
+    if (cli.isSet(screenshot)) s = foresight::gui::render_screenshot(*v, cli.value(screenshot), QSize(w, h), files);
+    if (s && cli.isSet(export_plot)) s = foresight::gui::render_plots(*v, cli.value(export_plot), QSize(w, h), files);
     if (!s) {
       std::fprintf(stderr, "error: %s\n", s.error().message().c_str());
       return 2;

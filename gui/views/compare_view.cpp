@@ -129,6 +129,8 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   });
 }
 
+std::vector<QWidget*> CompareView::plots() const { return {predicted_gantt_, measured_gantt_}; }
+
 void CompareView::set_files(const QString& predicted, const QString& measured) {
   predicted_path_ = predicted;
   measured_path_ = measured;

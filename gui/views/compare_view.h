@@ -6,6 +6,8 @@
 #include <QFutureWatcher>
 #include <QWidget>
 
+#include <vector>
+
 #include "gui/models/comparison.h"
 #include "sim/core/status.h"
 
@@ -36,6 +38,8 @@ class CompareView : public QWidget {
   const TimelineModel* predicted_timeline() const { return predicted_; }
   const TimelineModel* measured_timeline() const { return measured_; }
   QString summary_text() const;
+  // For File > Export: both Gantt charts, one above the other.
+  std::vector<QWidget*> plots() const;
   QString predicted_path() const { return predicted_path_; }
   QString measured_path() const { return measured_path_; }
 

@@ -120,6 +120,8 @@ DetailsView::DetailsView(QWidget* parent) : QWidget(parent) {
   top->addLayout(grid, 1);
 }
 
+std::vector<QWidget*> DetailsView::plots() const { return {time_chart_, memory_chart_}; }
+
 void DetailsView::set_evaluation(const Evaluation& e) {
   const PlanInputs& in = e.inputs;
   if (e.has_prediction) {

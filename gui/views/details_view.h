@@ -5,6 +5,8 @@
 
 #include <QWidget>
 
+#include <vector>
+
 #include "gui/models/plan_inputs.h"
 
 class QChart;
@@ -26,6 +28,8 @@ class DetailsView : public QWidget {
 
   const BreakdownModel* time_model() const { return time_; }
   const BreakdownModel* memory_model() const { return memory_; }
+  // For File > Export: the step-time and memory charts.
+  std::vector<QWidget*> plots() const;
 
  private:
   void rebuild_time_chart();

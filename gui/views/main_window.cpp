@@ -13,7 +13,9 @@
 #include "gui/models/format.h"
 #include "gui/models/timeline_model.h"
 #include "gui/views/compare_view.h"
+#include "gui/models/export_format.h"
 #include "gui/views/details_view.h"
+#include "gui/views/plot_export.h"
 #include "gui/views/search_view.h"
 #include "gui/views/setup_view.h"
 #include "gui/views/sweep_view.h"
@@ -69,6 +71,25 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   file->addAction(tr("Open &sweep spec..."), this, [this] {
     show_view(View::kSweep);
     sweep_->open_dialog();
+  });
+  file->addSeparator();
+  file->addAction(tr("&Export plot..."), this, [this] {
+    if (plots(current_view()).empty()) {
+      statusBar()->showMessage(tr("The %1 view has no plot to export").arg(view_name(current_view())), 5000);
+      return;
+    }
+    QString filters = tr("PNG image (*.png)");
+    if (svg_export_available()) filters += tr(";;SVG image (*.svg)");
+    QString selected;
+    QString path = QFileDialog::getSaveFileName(this, tr("Export plot"), view_name(current_view()) + QStringLiteral(".png"),
+                                                filters, &selected);
+    if (path.isEmpty()) return;
+    if (QFileInfo(path).suffix().isEmpty())
+      path += selected.contains(QStringLiteral("svg")) ? QStringLiteral(".svg") : QStringLiteral(".png");
+    if (const Status s = export_current(path); !s)
+      QMessageBox::warning(this, tr("Export plot"), qstr(s.error().message()));
+    else
+      statusBar()->showMessage(tr("Exported to %1").arg(path), 5000);
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
@@ -146,6 +167,25 @@ Status MainWindow::open_session(const QString& path) {
 }
 
 Status MainWindow::save_session(const QString& path) { return gui::save_session(session(), path.toStdString()); }
+
+std::vector<QWidget*> MainWindow::plots(View v) const {
+  switch (v) {
+    case View::kSetup: return {};
+    case View::kDetails: return details_->plots();
+    case View::kSearch: return search_->plots();
+    case View::kTimeline: return timeline_->plots();
+    case View::kCompare: return compare_->plots();
+    case View::kSweep: return sweep_->plots();
+    case View::kTopology: return topology_->plots();
+  }
+  return {};
+}
+
+Status MainWindow::export_current(const QString& path) const {
+  const Status s = export_plots(plots(current_view()), path);
+  if (!s) return s.error().with_context(view_name(current_view()).toStdString());
+  return s;
+}
 
 void MainWindow::evaluate(const PlanInputs& in) {
   // Closed-form: microseconds, so it runs here rather than on a worker thread.

@@ -11,6 +11,7 @@
 #include <QTemporaryDir>
 
 #include <optional>
+#include <vector>
 
 #include "gui/models/plan_inputs.h"
 #include "gui/models/session.h"
@@ -46,6 +47,11 @@ class MainWindow : public QMainWindow {
   void apply_session(const Session& s);
   Status open_session(const QString& path);
   Status save_session(const QString& path);
+
+  // The plots of a view (charts, Gantt charts, the topology picture); none for Setup.
+  std::vector<QWidget*> plots(View v) const;
+  // Writes the current view's plots to a .png or .svg file.
+  Status export_current(const QString& path) const;
 
   SetupView* setup() const { return setup_; }
   DetailsView* details() const { return details_; }

@@ -109,4 +109,13 @@ Status render_screenshot(View v, const QString& png_path, QSize size, const View
   return Status::Ok();
 }
 
+Status render_plots(View v, const QString& path, QSize size, const ViewFiles& files) {
+  MainWindow w;
+  w.resize(size);
+  FS_RETURN_IF_ERROR(load_example(w, v, files));
+  w.show();
+  for (int i = 0; i < 3; ++i) QApplication::processEvents();
+  return w.export_current(path);
+}
+
 }  // namespace foresight::gui

@@ -30,5 +30,7 @@ Status load_example(MainWindow& w, View v, const ViewFiles& files = {});
 
 // Needs a QApplication (QT_QPA_PLATFORM=offscreen works without a display).
 Status render_screenshot(View v, const QString& png_path, QSize size, const ViewFiles& files = {});
+// The same view, but only its plots, to a .png or .svg file (File > Export plot, off-screen).
+Status render_plots(View v, const QString& path, QSize size, const ViewFiles& files = {});
 
 }  // namespace foresight::gui

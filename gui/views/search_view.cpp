@@ -132,6 +132,8 @@ SearchView::SearchView(QWidget* parent) : QWidget(parent) {
   connect(controller_, &SearchController::finished, this, &SearchView::show_outcome);
 }
 
+std::vector<QWidget*> SearchView::plots() const { return {scatter_}; }
+
 void SearchView::set_context(const PlanInputs& in) {
   context_ = in;
   context_label_->setText(tr("Searching layouts of <b>%1</b> on <b>%2</b> accelerators of <b>%3</b>, global batch "

@@ -6,6 +6,8 @@
 
 #include <QWidget>
 
+#include <vector>
+
 #include "gui/models/plan_inputs.h"
 #include "gui/models/search_runner.h"
 
@@ -41,6 +43,8 @@ class SearchView : public QWidget {
   const RankedPlanModel* plans() const { return plans_; }
   QSortFilterProxyModel* proxy() const { return proxy_; }
   SearchController* controller() const { return controller_; }
+  // For File > Export: the time-cost scatter.
+  std::vector<QWidget*> plots() const;
 
  Q_SIGNALS:
   void plan_chosen(const foresight::Plan& plan);

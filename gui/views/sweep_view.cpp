@@ -131,6 +131,8 @@ void SweepView::set_spec(SweepSpec spec) {
   run_->setEnabled(!controller_->running());
 }
 
+std::vector<QWidget*> SweepView::plots() const { return {chart_}; }
+
 QString SweepView::spec_file() const { return have_spec_ ? qstr(spec_.file) : QString(); }
 
 void SweepView::start() {

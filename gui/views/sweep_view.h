@@ -6,6 +6,8 @@
 #include <QFutureWatcher>
 #include <QWidget>
 
+#include <vector>
+
 #include "gui/models/sweep_runner.h"
 #include "sim/core/status.h"
 
@@ -33,6 +35,8 @@ class SweepView : public QWidget {
 
   const SweepModel* model() const { return model_; }
   SweepController* controller() const { return controller_; }
+  // For File > Export: the step-time chart.
+  std::vector<QWidget*> plots() const;
   bool has_spec() const { return have_spec_; }
   // The spec's file ("" for none; the built-in example has no file).
   QString spec_file() const;

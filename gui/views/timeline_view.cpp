@@ -88,6 +88,8 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   });
 }
 
+std::vector<QWidget*> TimelineView::plots() const { return {gantt_}; }
+
 void TimelineView::open_dialog() {
   const QString path = QFileDialog::getOpenFileName(this, tr("Open a Chrome trace"), QString(),
                                                     tr("Chrome traces (*.json);;All files (*)"));

@@ -6,6 +6,8 @@
 #include <QFutureWatcher>
 #include <QWidget>
 
+#include <vector>
+
 #include "gui/models/timeline.h"
 #include "sim/core/status.h"
 
@@ -33,6 +35,8 @@ class TimelineView : public QWidget {
 
   const TimelineModel* model() const { return model_; }
   TimelineWidget* gantt() const { return gantt_; }
+  // For File > Export: the Gantt chart.
+  std::vector<QWidget*> plots() const;
 
  public Q_SLOTS:
   void open_dialog();

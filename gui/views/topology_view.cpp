@@ -119,6 +119,8 @@ void TopologyView::show_drawing(const Result<TopologyDrawing>& d) {
   Q_EMIT drawn();
 }
 
+std::vector<QWidget*> TopologyView::plots() const { return {picture_}; }
+
 QString TopologyView::status_text() const { return status_->text(); }
 
 }  // namespace foresight::gui

@@ -8,6 +8,8 @@
 #include <QFutureWatcher>
 #include <QWidget>
 
+#include <vector>
+
 #include "gui/models/plan_inputs.h"
 #include "gui/models/topology_graph.h"
 
@@ -34,6 +36,8 @@ class TopologyView : public QWidget {
   void draw_now();
 
   TopologyWidget* picture() const { return picture_; }
+  // For File > Export: the picture.
+  std::vector<QWidget*> plots() const;
   QString status_text() const;
 
  Q_SIGNALS:
