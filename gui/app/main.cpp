@@ -123,7 +123,10 @@ int main(int argc, char** argv) {
   window.resize(1280, 860);
   window.set_inputs(foresight::gui::example_inputs());
   if (session) {
-    window.apply_session(*session);
+    if (const foresight::Status s = window.open_session(cli.positionalArguments().front()); !s) {
+      std::fprintf(stderr, "error: %s\n", s.error().message().c_str());
+      return 2;
+    }
   } else if (!files.trace.isEmpty()) {
     window.timeline()->open_file(files.trace);
     window.show_view(foresight::gui::View::kTimeline);

@@ -44,36 +44,41 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(topology_, tr("Topology"));
   setCentralWidget(tabs_);
 
+  // Shortcuts: the session is the document (Ctrl+O, Ctrl+S, Ctrl+Shift+S), Ctrl+E exports the
+  // current view's plots, Ctrl+Q quits, Ctrl+1..7 select the views in tab order.
   QMenu* file = menuBar()->addMenu(tr("&File"));
-  file->addAction(tr("Open s&ession..."), this, [this] {
+  file->addAction(tr("&Open session..."), QKeySequence::Open, this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open a session"), QString(),
                                                       tr("Foresight sessions (*.json);;All files (*)"));
     if (path.isEmpty()) return;
     if (const Status s = open_session(path); !s)
       QMessageBox::warning(this, tr("Open session"), qstr(s.error().message()));
   });
-  file->addAction(tr("Save session &as..."), this, [this] {
-    QString path = QFileDialog::getSaveFileName(this, tr("Save the session"), QStringLiteral("session.json"),
+  auto save_as = [this] {
+    QString path = QFileDialog::getSaveFileName(this, tr("Save the session"),
+                                                session_path_.isEmpty() ? QStringLiteral("session.json") : session_path_,
                                                 tr("Foresight sessions (*.json)"));
     if (path.isEmpty()) return;
     if (QFileInfo(path).suffix().isEmpty()) path += QStringLiteral(".json");
-    if (const Status s = save_session(path); !s)
-      QMessageBox::warning(this, tr("Save session"), qstr(s.error().message()));
-    else
-      statusBar()->showMessage(tr("Session saved to %1").arg(path), 5000);
+    save_to(path);
+  };
+  file->addAction(tr("&Save session"), QKeySequence::Save, this, [this, save_as] {
+    if (session_path_.isEmpty()) save_as();
+    else save_to(session_path_);
   });
+  file->addAction(tr("Save session &as..."), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), this, save_as);
   file->addSeparator();
-  file->addAction(tr("&Open trace..."), QKeySequence::Open, this, [this] {
+  file->addAction(tr("Open &trace..."), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O), this, [this] {
     show_view(View::kTimeline);
     timeline_->open_dialog();
   });
   file->addAction(tr("&Compare traces..."), this, [this] { show_view(View::kCompare); });
-  file->addAction(tr("Open &sweep spec..."), this, [this] {
+  file->addAction(tr("Open s&weep spec..."), this, [this] {
     show_view(View::kSweep);
     sweep_->open_dialog();
   });
   file->addSeparator();
-  file->addAction(tr("&Export plot..."), this, [this] {
+  file->addAction(tr("&Export plot..."), QKeySequence(Qt::CTRL | Qt::Key_E), this, [this] {
     if (plots(current_view()).empty()) {
       statusBar()->showMessage(tr("The %1 view has no plot to export").arg(view_name(current_view())), 5000);
       return;
@@ -92,7 +97,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       statusBar()->showMessage(tr("Exported to %1").arg(path), 5000);
   });
   file->addSeparator();
-  file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
+  file->addAction(tr("&Quit"), QKeySequence(Qt::CTRL | Qt::Key_Q), qApp, &QApplication::quit);
+
+  QMenu* views = menuBar()->addMenu(tr("&View"));
+  for (View v : kAllViews) {
+    const int i = static_cast<int>(v);
+    views->addAction(tabs_->tabText(i), QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)), this,
+                     [this, v] { show_view(v); });
+  }
 
   connect(setup_, &SetupView::inputs_changed, this, &MainWindow::evaluate);
   connect(setup_, &SetupView::simulate_requested, this, &MainWindow::simulate_current);
@@ -162,11 +174,27 @@ void MainWindow::apply_session(const Session& s) {
 Status MainWindow::open_session(const QString& path) {
   FS_ASSIGN_OR_RETURN(Session s, load_session(path.toStdString()));
   apply_session(s);
+  session_path_ = path;
   statusBar()->showMessage(tr("Session %1 opened").arg(path), 5000);
   return Status::Ok();
 }
 
 Status MainWindow::save_session(const QString& path) { return gui::save_session(session(), path.toStdString()); }
+
+void MainWindow::save_to(const QString& path) {
+  if (const Status s = save_session(path); !s) {
+    QMessageBox::warning(this, tr("Save session"), qstr(s.error().message()));
+    return;
+  }
+  session_path_ = path;
+  statusBar()->showMessage(tr("Session saved to %1").arg(path), 5000);
+}
+
+QAction* MainWindow::action_for(const QKeySequence& keys) const {
+  for (QAction* a : findChildren<QAction*>())
+    if (a->shortcut() == keys) return a;
+  return nullptr;
+}
 
 std::vector<QWidget*> MainWindow::plots(View v) const {
   switch (v) {

@@ -18,6 +18,8 @@
 #include "gui/models/traces.h"
 #include "gui/models/view_names.h"
 
+class QAction;
+class QKeySequence;
 class QTabWidget;
 
 namespace foresight::gui {
@@ -48,6 +50,9 @@ class MainWindow : public QMainWindow {
   Status open_session(const QString& path);
   Status save_session(const QString& path);
 
+  // The menu action bound to a shortcut (tests; null if none).
+  QAction* action_for(const QKeySequence& keys) const;
+
   // The plots of a view (charts, Gantt charts, the topology picture); none for Setup.
   std::vector<QWidget*> plots(View v) const;
   // Writes the current view's plots to a .png or .svg file.
@@ -64,6 +69,7 @@ class MainWindow : public QMainWindow {
  private:
   void evaluate(const PlanInputs& in);
   void simulate_current();
+  void save_to(const QString& path);  // saves, remembers the path, says so (or why not) in the window
 
   QTabWidget* tabs_;
   SetupView* setup_;
@@ -74,6 +80,7 @@ class MainWindow : public QMainWindow {
   SweepView* sweep_;
   TopologyView* topology_;
   Evaluation evaluation_;
+  QString session_path_;  // where File > Save session writes; set by Open and Save as
   QTemporaryDir traces_dir_;  // traces simulated from the Setup live here until the window closes
   int simulations_ = 0;
   QFutureWatcher<Result<SimulatedTrace>> simulation_;

@@ -92,10 +92,32 @@ TEST(MainWindow, LoadsTheUsersFiles) {
 }
 
 TEST(MainWindow, ViewNamesRoundTrip) {
-  for (View v : {View::kSetup, View::kDetails, View::kSearch, View::kTimeline, View::kCompare, View::kSweep,
-                 View::kTopology})
-    EXPECT_EQ(parse_view(view_name(v)), v);
+  for (View v : kAllViews) EXPECT_EQ(parse_view(view_name(v)), v);
   EXPECT_FALSE(parse_view(QStringLiteral("network")).has_value());
+}
+
+// The standard shortcuts are bound, and pressing them acts: Ctrl+1..7 select the views in tab order.
+TEST(MainWindow, Shortcuts) {
+  MainWindow w;
+  w.set_inputs(example_inputs());
+  for (QKeySequence keys : {QKeySequence(QKeySequence::Open), QKeySequence(QKeySequence::Save),
+                            QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), QKeySequence(Qt::CTRL | Qt::Key_E),
+                            QKeySequence(Qt::CTRL | Qt::Key_Q), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O)})
+    EXPECT_NE(w.action_for(keys), nullptr) << keys.toString().toStdString();
+  EXPECT_EQ(w.action_for(QKeySequence(Qt::CTRL | Qt::Key_O))->text(), QStringLiteral("&Open session..."));
+  w.show();
+  w.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&w));
+  for (View v : kAllViews) {
+    const int i = static_cast<int>(v);
+    ASSERT_NE(w.action_for(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i))), nullptr) << i;
+    QTest::keyClick(&w, static_cast<Qt::Key>(Qt::Key_1 + i), Qt::ControlModifier);
+    EXPECT_EQ(w.current_view(), v) << "Ctrl+" << i + 1;
+  }
+  // Pressed where there is nothing to export, Ctrl+E says so instead of opening a dialog.
+  QTest::keyClick(&w, Qt::Key_1, Qt::ControlModifier);
+  QTest::keyClick(&w, Qt::Key_E, Qt::ControlModifier);
+  EXPECT_EQ(w.current_view(), View::kSetup);
 }
 
 TEST(MainWindow, SetupFeedsDetailsAndSearchFeedsSetup) {
