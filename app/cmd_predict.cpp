@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <memory>
 
 #include "app/commands.h"
@@ -26,8 +27,28 @@ std::string gib(double b) { return pretty_quantity(b, Dimension::kBytes); }
 void print_prediction(const ResolvedInputs& in, const Prediction& p) {
   const Plan& pl = in.plan;
   const DeviceSpec& d = in.cluster.node.accelerator();
-  fmt::print("{} on {} x {} ({}, {} node{})\n", in.model.name, p.devices, d.name, in.cluster.name,
+  std::string devices = fmt::format("{} x {}", p.devices, d.name);
+  if (!pl.stage_devices.empty()) {
+    // Stages on different accelerators: ranks per device type, and which stage runs where.
+    const int per_stage = pl.tp * pl.cp * pl.dp;
+    std::vector<std::pair<std::string, int>> counts;
+    for (const std::string& name : pl.stage_devices) {
+      auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == name; });
+      if (it == counts.end()) counts.emplace_back(name, per_stage); else it->second += per_stage;
+    }
+    devices.clear();
+    for (const auto& [name, n] : counts) devices += fmt::format("{}{} x {}", devices.empty() ? "" : " + ", n, name);
+  }
+  fmt::print("{} on {} ({}, {} node{})\n", in.model.name, devices, in.cluster.name,
              in.cluster.nodes, in.cluster.nodes == 1 ? "" : "s");
+  if (!pl.stage_devices.empty()) {
+    std::string stages;
+    for (int st = 0; st < pl.pp; ++st) {
+      const auto [first, last] = pl.stage_layer_range(in.model.layers, st);
+      stages += fmt::format("{}stage {}: {} ({} layers)", st ? ", " : "", st, pl.stage_devices[st], last - first);
+    }
+    fmt::print("  {}\n", stages);
+  }
   fmt::print("  {:.1f}B parameters ({:.1f}B active), sequence {}\n", in.model.total_params() / 1e9,
              in.model.active_params() / 1e9, pl.seq_len > 0 ? pl.seq_len : in.model.seq_len);
   fmt::print("plan ({}): tp {} pp {} dp {} cp {} ep {}{} | micro-batch {} x {} = global batch {} | "

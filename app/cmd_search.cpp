@@ -148,8 +148,11 @@ Command add_search_command(CLI::App& app) {
       }
       return 0;
     }
-    fmt::print("{} on {} x {} ({}), objective: {}\n", model->name, r->plans.front().prediction.devices,
-               cluster->node.accelerator().name, cluster->name, o->objective);
+    std::string accelerators;  // "h100-sxm5-80gb", or every type of a node that mixes them
+    for (const auto& g : cluster->node.devices)
+      if (g.device.kind != DeviceKind::kCpu) accelerators.append(accelerators.empty() ? "" : " + ").append(g.device.name);
+    fmt::print("{} on {} ({}), objective: {}; the best plan uses {} devices\n", model->name, accelerators, cluster->name,
+               o->objective, r->plans.front().prediction.devices);
     fmt::print("{} candidate plans, {} fit and were timed, in {:.2f} s; rejected:", r->candidates, r->evaluated, r->wall_s);
     for (const auto& [k, v] : r->rejected) fmt::print(" {} {};", v, k);
     fmt::print("\n\n{:>3}  {:<26} {:>3} {:>4} {:<9} {:<16} {:>9} {:>9} {:>10} {:>6} {:>14} {:>9} {:>9}\n", "#", "layout", "mb",

@@ -33,6 +33,9 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_option("--seq-len", o.seq_len, "training sequence length (default: the model's)")->group("Plan");
   cmd.add_option("--layer-split", o.layer_split, "layers per pipeline stage, e.g. --layer-split 9,10,10,9")
       ->delimiter(',')->group("Plan");
+  cmd.add_option("--stage-devices", o.stage_devices,
+                 "the accelerator of each pipeline stage on nodes that mix them, e.g. h100-sxm5-80gb,ascend-910b")
+      ->delimiter(',')->group("Plan");
 }
 
 Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
@@ -66,6 +69,7 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   set(plan.overlap_tp_comm, o.overlap_tp);
   set(plan.offload_optimizer, o.offload_optimizer);
   if (!o.layer_split.empty()) plan.layer_split = o.layer_split;
+  if (!o.stage_devices.empty()) plan.stage_devices = o.stage_devices;
   if (o.global_batch) {
     if (*o.global_batch < 1) return Error("--global-batch: must be >= 1, got " + std::to_string(*o.global_batch));
     plan.global_batch = *o.global_batch;
@@ -105,11 +109,31 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
     gpus = *o.gpus;
   } else if (o.dp || have_file) {
     gpus = plan.tp * plan.pp * (o.dp ? *o.dp : plan.dp) * plan.cp;
+  } else if (!plan.stage_devices.empty()) {
+    gpus = in.cluster.nodes * in.cluster.node.accelerator_slots();  // every accelerator, all groups
   } else {
     gpus = in.cluster.total_accelerators();
   }
   if (gpus < 1) return Error("--gpus: must be >= 1");
-  FS_RETURN_IF_ERROR(resize_cluster(in.cluster, gpus, "--gpus"));
+  if (plan.stage_devices.empty()) {
+    FS_RETURN_IF_ERROR(resize_cluster(in.cluster, gpus, "--gpus"));
+  } else if (o.gpus || o.dp || have_file) {
+    // Stages on different accelerator groups: as many nodes as the busiest group needs (the
+    // devices a plan leaves unused stay idle). Otherwise the cluster keeps its node count.
+    const int per_stage = gpus / std::max(1, plan.pp);
+    std::vector<long long> need(in.cluster.node.devices.size(), 0);
+    for (const std::string& name : plan.stage_devices) {
+      const int g = in.cluster.node.accelerator_group(name);
+      if (g >= 0) need[g] += per_stage;
+    }
+    int nodes = 1;
+    for (std::size_t g = 0; g < need.size(); ++g)
+      if (need[g] > 0) {
+        const int count = std::max(1, in.cluster.node.devices[g].count);
+        nodes = std::max<int>(nodes, static_cast<int>((need[g] + count - 1) / count));
+      }
+    in.cluster.nodes = nodes;
+  }
   if (o.dp) {
     plan.dp = *o.dp;
   } else if (!have_file) {
@@ -124,7 +148,7 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
     plan.global_batch = std::max<long long>(256, 4LL * plan.pp * plan.dp * plan.micro_batch);
     plan.global_batch -= plan.global_batch % (static_cast<long long>(plan.dp) * plan.micro_batch);
   }
-  FS_RETURN_IF_ERROR(validate_plan(plan, in.model, in.cluster.total_accelerators(), in.plan_source));
+  FS_RETURN_IF_ERROR(validate_plan_on(plan, in.model, in.cluster, in.plan_source));
   in.plan = plan;
   return in;
 }

@@ -24,6 +24,7 @@ struct PlanOptions {
   std::optional<std::string> schedule, recompute, precision;
   std::optional<bool> sp, flash, overlap_grad, overlap_tp, offload_optimizer;
   std::vector<int> layer_split;
+  std::vector<std::string> stage_devices;
 };
 
 // Adds --model, --cluster, --gpus, --plan and the per-field plan overrides to `cmd`.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "sim/analytic/layer_cost.h"
 #include "sim/analytic/schedule.h"
@@ -107,7 +108,97 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   return t;
 }
 
+// What a pipeline stage costs per micro-batch on one accelerator type, placed as the cluster
+// (or its view for that accelerator group) places its ranks.
+struct DeviceCosts {
+  const DeviceSpec* d = nullptr;
+  Links links;
+  LayerTime dense, moe;
+  double mem_rate = 0, head_time = 0, embed_time = 0, p2p = 0;
+};
+
+DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const Plan& p, const LayerShape& s) {
+  DeviceCosts c;
+  const DeviceSpec& d = cluster.node.accelerator();
+  c.d = &d;
+  // Rank order tp (fastest), cp, dp, pp -- Megatron's default.
+  c.links.tp = group_link(cluster, 1, p.tp);
+  c.links.cp = group_link(cluster, p.tp, p.cp);
+  c.links.dp = group_link(cluster, p.tp, p.dp * p.cp);
+  c.links.ep = group_link(cluster, p.tp, p.ep);
+  c.links.edp = group_link(cluster, p.tp * p.ep, std::max(1, p.dp * p.cp / p.ep));
+  c.links.pp = group_link(cluster, p.tp * p.cp * p.dp, p.pp > 1 ? 2 : 1);
+  c.dense = layer_time(m, d, p, s, c.links, false);
+  if (m.is_moe()) c.moe = layer_time(m, d, p, s, c.links, true);
+  // Embedding (first stage) and LM head + cross-entropy (last stage), per micro-batch.
+  const DType dt = compute_dtype(p.precision, d);
+  const double gemm_rate = d.peak(dt) * d.gemm_efficiency;
+  c.mem_rate = d.memory_bandwidth * d.memory_efficiency;
+  const double tokens = s.batch * s.seq;
+  const double ce_bytes = 3.0 * 4.0 * tokens * static_cast<double>(m.vocab) / p.tp;  // fp32 softmax + grad
+  c.head_time = 3.0 * logits_flops(m, s) / gemm_rate + ce_bytes / c.mem_rate;
+  c.embed_time = 3.0 * tokens * m.hidden * s.bytes_per_element / c.mem_rate;
+  // Pipeline p2p per micro-batch and direction: activations scattered over TP ranks.
+  if (p.pp > 1) {
+    const double bytes = tokens * m.hidden * s.bytes_per_element / p.tp;
+    c.p2p = sendrecv_time(c.links.pp, bytes) + (p.tp > 1 ? allgather_time(c.links.tp, bytes * p.tp) : 0.0);
+  }
+  return c;
+}
+
 }  // namespace
+
+const DeviceSpec& AnalyticModel::stage_device(const Plan& p, int stage) const {
+  if (p.stage_devices.empty()) return device_;
+  return cluster_.node.devices[stage_group(p, cluster_.node, stage)].device;
+}
+
+std::vector<int> AnalyticModel::balanced_layer_split(const Plan& p) const {
+  const ModelSpec& m = model_;
+  const LayerShape s = plan_layer_shape(m, p);
+  std::vector<double> speed(static_cast<std::size_t>(p.pp));
+  std::map<int, double> layer_s;  // accelerator group -> mean seconds per layer and micro-batch
+  for (int st = 0; st < p.pp; ++st) {
+    const int g = stage_group(p, cluster_.node, st);
+    auto it = layer_s.find(g);
+    if (it == layer_s.end()) {
+      const DeviceCosts c = device_costs(m, cluster_view(cluster_, g), p, s);
+      const double t = (m.dense_layers() * c.dense.total() + m.moe_layers() * c.moe.total()) / std::max(1, m.layers);
+      it = layer_s.emplace(g, t).first;
+    }
+    speed[st] = it->second > 0 ? 1.0 / it->second : 1.0;
+  }
+  double total_speed = 0;
+  for (double v : speed) total_speed += v;
+  // Each stage one layer first, the rest by largest remainder of the proportional share.
+  const int spare = m.layers - p.pp;
+  std::vector<int> split(static_cast<std::size_t>(p.pp), 1);
+  if (spare <= 0) return split;
+  std::vector<std::pair<double, int>> remainder;
+  int given = 0;
+  for (int st = 0; st < p.pp; ++st) {
+    const double share = m.layers * speed[st] / total_speed - 1.0;
+    const int whole = std::clamp(static_cast<int>(std::floor(share)), 0, spare);
+    split[st] += whole;
+    given += whole;
+    remainder.emplace_back(share - whole, st);
+  }
+  std::stable_sort(remainder.begin(), remainder.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t i = 0; given < spare; i = (i + 1) % remainder.size(), ++given) ++split[remainder[i].second];
+  while (given > spare) {  // rounding gave too many: take from the largest
+    auto it = std::max_element(split.begin(), split.end());
+    --*it;
+    --given;
+  }
+  return split;
+}
+
+double AnalyticModel::mean_peak(const Plan& p) const {
+  if (p.stage_devices.empty()) return mfu_peak(p.precision, device_);
+  double sum = 0;
+  for (int st = 0; st < p.pp; ++st) sum += mfu_peak(p.precision, stage_device(p, st));
+  return sum / p.pp;
+}
 
 MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
   const ModelSpec& m = model_;
@@ -180,8 +271,9 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
     // fp32 logits and their gradient for the micro-batch in flight.
     mem.buffers += 2.0 * 4.0 * tokens * static_cast<double>(m.vocab) / p.tp;
   }
-  mem.reserved = device_.memory_reserved_bytes;
-  mem.capacity = device_.memory_bytes;
+  const DeviceSpec& dev = stage_device(p, stage);
+  mem.reserved = dev.memory_reserved_bytes;
+  mem.capacity = dev.memory_bytes;
   mem.total = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.buffers + mem.reserved;
   return mem;
 }
@@ -189,13 +281,21 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
 MemoryBreakdown AnalyticModel::memory(const Plan& p) const {
   MemoryBreakdown first = stage_memory(p, 0);
   if (p.pp == 1) return first;
+  if (!p.stage_devices.empty()) {
+    // Devices of different sizes: the stage with the least headroom, whichever it is.
+    MemoryBreakdown worst = first;
+    for (int st = 1; st < p.pp; ++st) {
+      MemoryBreakdown m = stage_memory(p, st);
+      if (m.total - m.capacity > worst.total - worst.capacity) worst = m;
+    }
+    return worst;
+  }
   MemoryBreakdown last = stage_memory(p, p.pp - 1);
   return last.total > first.total ? last : first;
 }
 
 Prediction AnalyticModel::evaluate(const Plan& p) const {
   const ModelSpec& m = model_;
-  const DeviceSpec& d = device_;
   Prediction out;
   out.devices = p.gpus();
   const double mbs = static_cast<double>(p.micro_batches());
@@ -204,34 +304,26 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
 
   const LayerShape s = plan_layer_shape(m, p);
 
-  // Rank order tp (fastest), cp, dp, pp -- Megatron's default.
-  Links links;
-  links.tp = group_link(cluster_, 1, p.tp);
-  links.cp = group_link(cluster_, p.tp, p.cp);
-  links.dp = group_link(cluster_, p.tp, p.dp * p.cp);
-  links.ep = group_link(cluster_, p.tp, p.ep);
-  links.edp = group_link(cluster_, p.tp * p.ep, std::max(1, p.dp * p.cp / p.ep));
-  links.pp = group_link(cluster_, p.tp * p.cp * p.dp, p.pp > 1 ? 2 : 1);
-
-  const LayerTime dense = layer_time(m, d, p, s, links, false);
-  const LayerTime moe = m.is_moe() ? layer_time(m, d, p, s, links, true) : LayerTime{};
-
-  // Embedding (first stage) and LM head + cross-entropy (last stage), per micro-batch.
-  const DType dt = compute_dtype(p.precision, d);
-  const double gemm_rate = d.peak(dt) * d.gemm_efficiency;
-  const double mem_rate = d.memory_bandwidth * d.memory_efficiency;
-  const double tokens = s.batch * s.seq;
-  const double head_flops = logits_flops(m, s);
-  const double ce_bytes = 3.0 * 4.0 * tokens * static_cast<double>(m.vocab) / p.tp;  // fp32 softmax + grad
-  const double head_time = 3.0 * head_flops / gemm_rate + ce_bytes / mem_rate;
-  const double embed_time = 3.0 * tokens * m.hidden * s.bytes_per_element / mem_rate;
-
-  // Pipeline p2p per micro-batch and direction: activations scattered over TP ranks.
-  double p2p = 0;
-  if (p.pp > 1) {
-    const double bytes = tokens * m.hidden * s.bytes_per_element / p.tp;
-    p2p = sendrecv_time(links.pp, bytes) + (p.tp > 1 ? allgather_time(links.tp, bytes * p.tp) : 0.0);
+  // Per accelerator type the plan uses (one, unless its stages run on different accelerators;
+  // that common case allocates nothing).
+  const DeviceCosts first_costs = device_costs(m, cluster_, p, s);
+  std::vector<DeviceCosts> mixed_costs;
+  std::vector<int> stage_cost;
+  if (!p.stage_devices.empty()) {
+    std::vector<int> cost_of_group(cluster_.node.devices.size(), -1);
+    stage_cost.resize(static_cast<std::size_t>(p.pp));
+    for (int st = 0; st < p.pp; ++st) {
+      const int g = stage_group(p, cluster_.node, st);
+      if (cost_of_group[g] < 0) {
+        cost_of_group[g] = static_cast<int>(mixed_costs.size());
+        mixed_costs.push_back(device_costs(m, cluster_view(cluster_, g), p, s));
+      }
+      stage_cost[st] = cost_of_group[g];
+    }
   }
+  auto costs_of = [&](int stage) -> const DeviceCosts& {
+    return stage_cost.empty() ? first_costs : mixed_costs[stage_cost[stage]];
+  };
 
   // Per-stage time for one micro-batch (all its chunks), and the slowest stage. A DualPipe rank
   // runs half the micro-batches through its own stage and half through its mirror's, so its load
@@ -255,18 +347,24 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
       const StageLoad mirror = stage_load(p.pp - 1 - i);
       l = {(l.dense + mirror.dense) / 2, (l.moe + mirror.moe) / 2, (l.embed + mirror.embed) / 2, (l.head + mirror.head) / 2};
     }
-    const double x = l.dense * dense.total() + l.moe * moe.total() + l.embed * embed_time + l.head * head_time;
+    const DeviceCosts& c = costs_of(i);
+    const double x = l.dense * c.dense.total() + l.moe * c.moe.total() + l.embed * c.embed_time + l.head * c.head_time;
     sum_x += x;
     if (x > max_x) { max_x = x; crit = i; crit_load = l; }
   }
+  const DeviceCosts& cc = costs_of(crit);  // the slowest stage's accelerator
+  const LayerTime& dense = cc.dense;
+  const LayerTime& moe = cc.moe;
+  const Links& links = cc.links;
+  const double mem_rate = cc.mem_rate;
   const PipelineTime pipe = pipeline_time(p.schedule, sum_x, max_x, p.pp, mbs, p.virtual_stages);
-  const double p2p_total = 2 * p2p * pipeline_p2p_count(p.schedule, p.pp, mbs, p.virtual_stages);
+  const double p2p_total = 2 * cc.p2p * pipeline_p2p_count(p.schedule, p.pp, mbs, p.virtual_stages);
 
   TimeBreakdown& tb = out.time;
   const double nd = crit_load.dense, nm = crit_load.moe;
   tb.compute = mbs * (nd * (dense.fwd_compute + dense.bwd_compute + dense.recompute) +
                       nm * (moe.fwd_compute + moe.bwd_compute + moe.recompute) +
-                      crit_load.embed * embed_time + crit_load.head * head_time);
+                      crit_load.embed * cc.embed_time + crit_load.head * cc.head_time);
   tb.recompute = mbs * (nd * dense.recompute + nm * moe.recompute);
   tb.tp_comm = mbs * (nd * (dense.fwd_tp + dense.bwd_tp) + nm * (moe.fwd_tp + moe.bwd_tp));
   tb.cp_comm = mbs * (nd * dense.cp + nm * moe.cp);
@@ -340,7 +438,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const double hw_ratio_moe = moe.model_flops > 0 ? moe.hw_flops / moe.model_flops : 1.0;
   out.hardware_flops = sequences * (m.dense_layers() * dense_model * hw_ratio_dense +
                                     m.moe_layers() * moe_model * hw_ratio_moe + head_model);
-  const double peak = mfu_peak(p.precision, d);
+  const double peak = mean_peak(p);
   const double denom = out.step_time_s * out.devices * peak;
   out.mfu = denom > 0 ? out.model_flops / denom : 0.0;
   out.hfu = denom > 0 ? out.hardware_flops / denom : 0.0;
@@ -376,9 +474,9 @@ double host_link_rate(const NodeSpec& node) {
 
 Result<Prediction> predict(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
                            const std::string& plan_file) {
-  FS_RETURN_IF_ERROR(validate_plan(plan, model, cluster.total_accelerators(), plan_file));
+  FS_RETURN_IF_ERROR(validate_plan_on(plan, model, cluster, plan_file));
   const DeviceSpec& d = cluster.node.accelerator();
-  if (plan.precision == Precision::kFp8 && d.peak(DType::kFp8) <= 0)
+  if (plan.stage_devices.empty() && plan.precision == Precision::kFp8 && d.peak(DType::kFp8) <= 0)
     return Error(plan_file + ": /precision: fp8 is not supported by " + d.name);
   AnalyticModel am(model, cluster);
   Prediction p = am.evaluate(plan);

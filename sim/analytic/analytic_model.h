@@ -29,6 +29,15 @@ class AnalyticModel {
   // Memory only (cheap): used to prune plans before timing them.
   MemoryBreakdown memory(const Plan& plan) const;
 
+  // Layers per pipeline stage so that stages on faster accelerators get more: proportional to
+  // each stage's per-layer throughput (its accelerator's layer time under this plan), rounded by
+  // largest remainder, at least one layer each. Embedding and head are not counted.
+  std::vector<int> balanced_layer_split(const Plan& plan) const;
+  // The accelerator pipeline stage `stage` runs on (Plan::stage_devices, else the node's first).
+  const DeviceSpec& stage_device(const Plan& plan, int stage) const;
+  // Peak FLOP/s per device for MFU, averaged over the plan's ranks.
+  double mean_peak(const Plan& plan) const;
+
   const ModelSpec& model() const { return model_; }
   const ClusterSpec& cluster() const { return cluster_; }
 

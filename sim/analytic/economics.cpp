@@ -9,14 +9,25 @@ namespace foresight {
 Economics economics(const Prediction& p, const ClusterSpec& cluster, const Plan& plan, int seq_len,
                     const CostOptions& o) {
   Economics e;
-  const DeviceSpec& d = cluster.node.accelerator();
   const double step = p.step_time_s;
   if (step <= 0) return e;
+  // Power and price per device: the accelerator's, averaged over the stages' when they differ.
+  const DeviceSpec& first = cluster.node.accelerator();
+  double idle = first.power_idle_w, load = first.power_load_w, device_price = first.price_per_hour_usd;
+  if (!plan.stage_devices.empty() && plan.pp > 0) {
+    idle = load = device_price = 0;
+    for (int st = 0; st < plan.pp; ++st) {
+      const DeviceSpec& d = cluster.node.devices[stage_group(plan, cluster.node, st)].device;
+      idle += d.power_idle_w / plan.pp;
+      load += d.power_load_w / plan.pp;
+      device_price += d.price_per_hour_usd / plan.pp;
+    }
+  }
   const double busy = std::clamp((p.time.compute + p.time.optimizer) / step, 0.0, 1.0);
-  e.device_power_w = d.power_idle_w + (d.power_load_w - d.power_idle_w) * busy;
+  e.device_power_w = idle + (load - idle) * busy;
   const double devices = p.devices;
   e.energy_per_step_j = devices * e.device_power_w * step * o.pue;
-  const double price = o.price_per_device_hour.value_or(d.price_per_hour_usd);
+  const double price = o.price_per_device_hour.value_or(device_price);
   e.cost_per_step_usd = devices * price * step / 3600.0;
   const double tokens_per_step = static_cast<double>(plan.global_batch) * seq_len;
   e.cost_per_mtok_usd = e.cost_per_step_usd / tokens_per_step * 1e6;

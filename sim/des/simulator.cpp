@@ -138,6 +138,8 @@ struct Simulator::Impl {
     std::vector<std::vector<int>> groups;
     if (opt.full) groups.push_back(w.group_members(rank, g));
     else groups = w.stage_groups(stage, g);
+    for (auto& group : groups)
+      for (int& r : group) r = w.devices[r];  // ranks -> devices of the topology
     auto plan = std::make_unique<CollectivePlan>(plan_collective(*topo, op, groups, bytes, opt.algorithm, !opt.full));
     const CollectivePlan* ptr = plan.get();
     plans.emplace(key, std::move(plan));
@@ -150,11 +152,12 @@ struct Simulator::Impl {
     if (it != plans.end()) return it->second.get();
     std::vector<std::vector<int>> pairs;
     if (opt.full) {
-      pairs.push_back({src_rank, dst_rank});
+      pairs.push_back({w.devices[src_rank], w.devices[dst_rank]});
     } else {
       // Every rank of the stage sends to its counterpart at the same time.
       const int per_stage = w.plan.tp * w.plan.cp * w.plan.dp;
-      for (int i = 0; i < per_stage; ++i) pairs.push_back({stage * per_stage + i, peer_stage * per_stage + i});
+      for (int i = 0; i < per_stage; ++i)
+        pairs.push_back({w.devices[stage * per_stage + i], w.devices[peer_stage * per_stage + i]});
     }
     auto plan = std::make_unique<CollectivePlan>(
         plan_collective(*topo, CollectiveOp::kSendRecv, pairs, bytes, std::nullopt, !opt.full));
@@ -531,7 +534,7 @@ Result<SimResult> Simulator::Impl::run() {
   p.micro_batches = w.plan.micro_batches();
   p.model_flops = w.model_flops;
   p.hardware_flops = w.hardware_flops;
-  const double peak = mfu_peak(w.plan.precision, w.cluster.node.accelerator());
+  const double peak = am.mean_peak(w.plan);
   const double denom = step * p.devices * peak;
   p.mfu = denom > 0 ? p.model_flops / denom : 0;
   p.hfu = denom > 0 ? p.hardware_flops / denom : 0;
@@ -565,7 +568,7 @@ Result<SimResult> Simulator::run() { return impl_->run(); }
 
 Result<SimResult> simulate(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
                            const std::string& plan_file, const SimOptions& options) {
-  FS_RETURN_IF_ERROR(validate_plan(plan, model, cluster.total_accelerators(), plan_file));
+  FS_RETURN_IF_ERROR(validate_plan_on(plan, model, cluster, plan_file));
   FS_RETURN_IF_ERROR(check_cluster_shape(cluster, cluster.name));
   auto w = lower(model, cluster, plan);
   if (!w) return w.error().with_context(plan_file);

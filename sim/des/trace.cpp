@@ -38,12 +38,12 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
     if (!first) std::fputs(",\n", f.get());
     first = false;
   };
-  const int g = std::max(1, w.cluster.node.accelerators());
+  const int g = std::max(1, w.cluster.node.accelerator_slots());
   for (int rank : r.simulated_ranks) {
     sep();
     std::fprintf(f.get(),
                  "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d (node %d, stage %d)\"}}",
-                 rank, rank, rank / g, w.stage_of(rank));
+                 rank, rank, (rank < static_cast<int>(w.devices.size()) ? w.devices[rank] : rank) / g, w.stage_of(rank));
     for (int s = 0; s < kStreamCount; ++s) {
       sep();
       std::fprintf(f.get(), "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",

@@ -17,7 +17,7 @@ int Topology::add_link(int from, int to, double bandwidth, double latency, const
 
 Topology::Topology(const ClusterSpec& cluster, MaxMinSystem& system) : cluster_(cluster), system_(system) {
   const NodeSpec& node = cluster.node;
-  per_node_ = std::max(1, node.accelerators());
+  per_node_ = std::max(1, node.accelerator_slots());  // every accelerator group (rank_devices maps ranks)
   nodes_ = std::max(1, cluster.nodes);
   devices_ = per_node_ * nodes_;
   nics_ = node.nics;

@@ -82,19 +82,56 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
   const auto offs = or_default(sp.offload_optimizer, std::vector<bool>{false, true});
   const auto overlaps = or_default(sp.overlap_grad_reduce, std::vector<bool>{false, true});
 
+  // Which accelerators the stages use. On nodes with one accelerator type: all of them. On nodes
+  // that mix types (GPUs and NPUs): every stage on one type (each type in turn), and pipelines
+  // whose first stages run on one type and the rest on another (both orders), as many stages on
+  // each as its share of the devices, with layers split by each type's speed.
+  struct DeviceLayout {
+    std::vector<std::string> stage_devices;  // empty: the node's first accelerator type
+    int ranks = 0;
+  };
+  std::vector<int> groups;
+  for (std::size_t g = 0; g < cluster.node.devices.size(); ++g)
+    if (cluster.node.devices[g].device.kind != DeviceKind::kCpu) groups.push_back(static_cast<int>(g));
+  auto layouts_for = [&](int pp) {
+    std::vector<DeviceLayout> v{{{}, gpus}};
+    if (groups.size() < 2) return v;
+    auto capacity = [&](int g) { return cluster.node.devices[g].count * cluster.nodes; };
+    const auto& name = [&](int g) -> const std::string& { return cluster.node.devices[g].device.name; };
+    for (std::size_t i = 1; i < groups.size(); ++i)
+      v.push_back({std::vector<std::string>(static_cast<std::size_t>(pp), name(groups[i])), capacity(groups[i])});
+    for (int a : groups)
+      for (int b : groups) {
+        if (a == b || pp < 2) continue;
+        const int ranks = capacity(a) + capacity(b);
+        if (ranks % pp != 0) continue;
+        const int per_stage = ranks / pp;
+        if (capacity(a) % per_stage != 0) continue;
+        const int k = capacity(a) / per_stage;
+        if (k < 1 || k > pp - 1) continue;
+        DeviceLayout l{std::vector<std::string>(static_cast<std::size_t>(k), name(a)), ranks};
+        l.stage_devices.resize(static_cast<std::size_t>(pp), name(b));
+        v.push_back(std::move(l));
+      }
+    return v;
+  };
+
   std::vector<Plan> candidates;
   SearchResult out;
   for (int tp : tps)
     for (int pp : pps)
+      for (const DeviceLayout& layout : layouts_for(pp))
       for (int cp : cps) {
-        if (gpus % (tp * pp * cp) != 0) continue;
-        const int dp = gpus / (tp * pp * cp);
+        if (layout.ranks % (tp * pp * cp) != 0) continue;
+        const int dp = layout.ranks / (tp * pp * cp);
         for (int ep : eps)
           for (int mb : mbs)
             for (Schedule sched : scheds)
               for (int vp : vps) {
                 if ((sched == Schedule::kInterleaved1F1B) != (vp > 1)) continue;
                 if (sched != Schedule::k1F1B && pp == 1) continue;
+                // A chunk per stage device is not modelled (validate_plan_on says so).
+                if (!layout.stage_devices.empty() && (vp > 1 || sched == Schedule::kDualPipe)) continue;
                 for (int zero : zeros)
                   for (Recompute rc : rcs)
                     for (bool s : sps) {
@@ -112,6 +149,7 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
                         p.zero_stage = zero; p.recompute = rc; p.sequence_parallel = s; p.offload_optimizer = off;
                         p.precision = sp.precision; p.flash_attention = sp.flash_attention;
                         p.overlap_grad_reduce = overlap;
+                        p.stage_devices = layout.stage_devices;
                         candidates.push_back(p);
                       }
                     }
@@ -140,8 +178,12 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
       auto& rej = rejected.local();
       const std::size_t b = c * chunk, e = std::min(candidates.size(), b + chunk);
       for (std::size_t i = b; i < e; ++i) {
-        const Plan& p = candidates[i];
-        if (Status s = validate_plan(p, model, gpus, "plan"); !s) { ++rej[reason_of(s.error())]; continue; }
+        Plan& p = candidates[i];
+        if (Status s = validate_plan_on(p, model, cluster, "plan"); !s) { ++rej[reason_of(s.error())]; continue; }
+        // Stages on different accelerator types: layers by speed (needs the plan's degrees).
+        const bool mixed = std::adjacent_find(p.stage_devices.begin(), p.stage_devices.end(),
+                                              std::not_equal_to<>()) != p.stage_devices.end();
+        if (mixed && p.layer_split.empty()) p.layer_split = am.balanced_layer_split(p);
         const MemoryBreakdown mem = am.memory(p);
         if (mem.total > mem.capacity) { ++rej["out of memory"]; continue; }
         RankedPlan& r = results[i];

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "sim/spec/json_reader.h"
 #include "sim/spec/presets.h"
 
@@ -69,6 +71,26 @@ int NodeSpec::accelerators() const {
   for (const auto& g : devices)
     if (g.device.kind != DeviceKind::kCpu) return g.count;
   return devices.empty() ? 0 : devices.front().count;
+}
+
+int NodeSpec::accelerator_slots() const {
+  int n = 0;
+  for (const auto& g : devices)
+    if (g.device.kind != DeviceKind::kCpu) n += g.count;
+  return n > 0 ? n : accelerators();
+}
+
+int NodeSpec::accelerator_group(const std::string& device_name) const {
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    if (devices[i].device.kind != DeviceKind::kCpu && devices[i].device.name == device_name) return static_cast<int>(i);
+  return -1;
+}
+
+ClusterSpec cluster_view(const ClusterSpec& c, int group) {
+  ClusterSpec v = c;
+  if (group > 0 && group < static_cast<int>(v.node.devices.size()))
+    std::rotate(v.node.devices.begin(), v.node.devices.begin() + group, v.node.devices.begin() + group + 1);
+  return v;
 }
 
 double NodeSpec::nic_bandwidth_per_device() const {

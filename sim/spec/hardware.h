@@ -72,7 +72,11 @@ struct NodeSpec {
   LinkSpec nic;                      // one NIC port
 
   const DeviceSpec& accelerator() const;
-  int accelerators() const;          // accelerators per node
+  int accelerators() const;          // accelerators per node (of the first accelerator group)
+  // Every accelerator of the node, all groups (a mixed node: GPUs and NPUs); CPUs are hosts.
+  int accelerator_slots() const;
+  // Index in `devices` of the accelerator group with this device name; -1 if none.
+  int accelerator_group(const std::string& device_name) const;
   double nic_bandwidth_per_device() const;  // achieved inter-node bytes/s per accelerator
   bool operator==(const NodeSpec&) const = default;
 };
@@ -104,6 +108,11 @@ struct ClusterSpec {
   int total_accelerators() const { return nodes * node.accelerators(); }
   bool operator==(const ClusterSpec&) const = default;
 };
+
+// The cluster as one of its accelerator groups sees it: the same nodes and network, with group
+// `group` (an index in node.devices) first, so accelerator() and accelerators() describe it. The
+// analytic model prices a pipeline stage that runs on that group this way.
+ClusterSpec cluster_view(const ClusterSpec& c, int group);
 
 // Loading: `name_or_path` is a preset name ("h100-sxm5-80gb") or a path to a JSON file.
 Result<DeviceSpec> load_device(const std::string& name_or_path);

@@ -16,6 +16,23 @@ std::string layout_string(const Plan& p) {
   if (p.ep > 1) s.append(" ep").append(std::to_string(p.ep));
   if (p.sequence_parallel) s.append(" sp");
   if (p.virtual_stages > 1) s.append(" v").append(std::to_string(p.virtual_stages));
+  if (!p.stage_devices.empty()) {
+    // Runs of stages on one accelerator, with their layers when split unevenly:
+    // "[2 h100-sxm5-80gb 22+22 | 2 ascend-910b 10+10]".
+    s.append(" [");
+    for (int st = 0; st < static_cast<int>(p.stage_devices.size());) {
+      int end = st;
+      while (end < static_cast<int>(p.stage_devices.size()) && p.stage_devices[end] == p.stage_devices[st]) ++end;
+      if (st > 0) s.append(" | ");
+      s.append(std::to_string(end - st)).append(" ").append(p.stage_devices[st]);
+      if (static_cast<int>(p.layer_split.size()) == p.pp) {
+        s.append(" ");
+        for (int i = st; i < end; ++i) s.append(i > st ? "+" : "").append(std::to_string(p.layer_split[i]));
+      }
+      st = end;
+    }
+    s.append("]");
+  }
   return s;
 }
 
@@ -81,7 +98,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   r.reject_unknown_keys({"tp", "pp", "dp", "ep", "cp", "sequence_parallel", "virtual_stages",
                          "micro_batch", "global_batch", "schedule", "zero_stage", "recompute",
                          "precision", "flash_attention", "overlap_grad_reduce", "overlap_tp_comm",
-                         "offload_optimizer", "seq_len", "layer_split"});
+                         "offload_optimizer", "seq_len", "layer_split", "stage_devices"});
   Plan p;
   constexpr std::int64_t kMaxDegree = 1 << 20;
   p.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDegree));
@@ -118,6 +135,13 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
     }
     p.layer_split.push_back(v.node().get<int>());
   }
+  for (JsonReader v : r.array("stage_devices")) {
+    if (!v.node().is_string() || v.node().get<std::string>().empty()) {
+      v.fail("", "expected a device name");
+      break;
+    }
+    p.stage_devices.push_back(v.node().get<std::string>());
+  }
   if (!r.ok()) return r.error();
   return p;
 }
@@ -137,6 +161,7 @@ json plan_to_json(const Plan& p) {
             {"overlap_tp_comm", p.overlap_tp_comm}, {"offload_optimizer", p.offload_optimizer}};
   if (p.seq_len > 0) j["seq_len"] = p.seq_len;
   if (!p.layer_split.empty()) j["layer_split"] = p.layer_split;
+  if (!p.stage_devices.empty()) j["stage_devices"] = p.stage_devices;
   return j;
 }
 
@@ -191,6 +216,70 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
     return fail("schedule", "dualpipe needs an even pp and an even number of micro-batches, at least 2*pp (here pp " +
                                 s(p.pp) + ", " + s(mbs) + " micro-batches)");
   return Status::Ok();
+}
+
+Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c, const std::string& file) {
+  FS_RETURN_IF_ERROR(validate_plan(p, m, p.stage_devices.empty() ? c.total_accelerators() : 0, file));
+  auto fail = [&](const std::string& why) { return Status(Error(file + ": /stage_devices: " + why)); };
+  const NodeSpec& node = c.node;
+  if (p.stage_devices.empty()) return Status::Ok();
+  if (static_cast<int>(p.stage_devices.size()) != p.pp)
+    return fail("has " + std::to_string(p.stage_devices.size()) + " entries for pp = " + std::to_string(p.pp) + " stages");
+  if (p.virtual_stages > 1) return fail("cannot be combined with virtual_stages (a chunk per stage device is not modelled)");
+  if (p.schedule == Schedule::kDualPipe) return fail("cannot be combined with dualpipe (each rank holds two stages)");
+  std::vector<int> ranks(node.devices.size(), 0);
+  const int per_stage = p.tp * p.cp * p.dp;
+  for (int st = 0; st < p.pp; ++st) {
+    const std::string& name = p.stage_devices[st];
+    const int g = node.accelerator_group(name);
+    if (g < 0) {
+      std::string have;
+      for (const auto& dg : node.devices)
+        if (dg.device.kind != DeviceKind::kCpu) have.append(have.empty() ? "" : ", ").append(dg.device.name);
+      return fail("\"" + name + "\" (stage " + std::to_string(st) + ") is not an accelerator of node '" + node.name +
+                  "' (it has: " + have + ")");
+    }
+    if (p.precision == Precision::kFp8 && node.devices[g].device.peak(DType::kFp8) <= 0)
+      return fail("stage " + std::to_string(st) + ": fp8 is not supported by " + name);
+    ranks[g] += per_stage;
+  }
+  for (std::size_t g = 0; g < ranks.size(); ++g) {
+    const int have = node.devices[g].count * c.nodes;
+    if (ranks[g] > have)
+      return fail("the stages on " + node.devices[g].device.name + " need " + std::to_string(ranks[g]) +
+                  " devices (tp*cp*dp = " + std::to_string(per_stage) + " each), the cluster has " + std::to_string(have));
+  }
+  return Status::Ok();
+}
+
+int stage_group(const Plan& p, const NodeSpec& node, int stage) {
+  if (!p.stage_devices.empty()) {
+    const int g = node.accelerator_group(p.stage_devices[stage]);
+    if (g >= 0) return g;
+  }
+  for (std::size_t i = 0; i < node.devices.size(); ++i)
+    if (node.devices[i].device.kind != DeviceKind::kCpu) return static_cast<int>(i);
+  return 0;
+}
+
+std::vector<int> rank_devices(const Plan& p, const ClusterSpec& c) {
+  const NodeSpec& node = c.node;
+  const int slots = node.accelerator_slots();
+  std::vector<int> offset(node.devices.size(), 0), used(node.devices.size(), 0);
+  int o = 0;
+  for (std::size_t i = 0; i < node.devices.size(); ++i) {
+    offset[i] = o;
+    if (node.devices[i].device.kind != DeviceKind::kCpu) o += node.devices[i].count;
+  }
+  std::vector<int> out(static_cast<std::size_t>(p.gpus()));
+  const int per_stage = p.tp * p.cp * p.dp;
+  for (int r = 0; r < p.gpus(); ++r) {
+    const int g = stage_group(p, node, r / per_stage);
+    const int k = used[g]++;
+    const int count = std::max(1, node.devices[g].count);
+    out[r] = (k / count) * slots + offset[g] + k % count;
+  }
+  return out;
 }
 
 }  // namespace foresight

@@ -45,6 +45,9 @@ struct Plan {
   int seq_len = 0;                   // 0: the model's sequence length
   std::vector<int> layer_split;      // layers per pipeline stage (empty: as even as possible,
                                      // the extra layers on the first stages)
+  // The accelerator (device name) each pipeline stage runs on, on clusters whose nodes mix
+  // accelerator types (empty: every stage on the node's first accelerator group).
+  std::vector<std::string> stage_devices;
 
   int gpus() const { return tp * pp * dp * cp; }
   // Layers [first, last) of pipeline stage `stage` (without virtual stages).
@@ -65,5 +68,18 @@ nlohmann::json plan_to_json(const Plan& p);
 // Checks the plan against the model and the number of accelerators (0: do not check the count).
 // `file` prefixes the errors ("plan.json", or "command line").
 Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const std::string& file);
+
+// validate_plan against a cluster, and where the ranks go: without stage_devices the plan uses
+// every accelerator of the cluster's first group; with them, each stage's device must be one of
+// the node's accelerators with enough of them for its stages' ranks, and fp8 must be supported.
+Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c, const std::string& file);
+
+// The accelerator group (index in node.devices) pipeline stage `stage` runs on.
+int stage_group(const Plan& p, const NodeSpec& node, int stage);
+
+// Where each rank runs: the index of its device in the cluster's topology, where node n's
+// accelerators are numbered n*slots + (its group's offset in the node) + (index in the group).
+// A group's ranks (Megatron order) fill its devices node by node. Identity on single-group nodes.
+std::vector<int> rank_devices(const Plan& p, const ClusterSpec& c);
 
 }  // namespace foresight

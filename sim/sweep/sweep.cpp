@@ -113,7 +113,7 @@ Result<Resolved> resolve_point(const SweepSpec& s, const SweepPoint& p) {
   auto pl = plan_from_json(pj, where + " /plan");
   if (!pl) return pl.error();
   r.plan = std::move(pl).value();
-  FS_RETURN_IF_ERROR(validate_plan(r.plan, r.model, r.cluster.total_accelerators(), where + " /plan"));
+  FS_RETURN_IF_ERROR(validate_plan_on(r.plan, r.model, r.cluster, where + " /plan"));
   return r;
 }
 

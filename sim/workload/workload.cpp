@@ -194,9 +194,9 @@ std::vector<Task> schedule_tasks(Schedule sched, int stage, int p, int m, int v)
 
 class StageBuilder {
  public:
-  StageBuilder(const Workload& w, int stage, const LayerKernels& dense, const LayerKernels& moe,
-               const LayerShape& shape)
-      : w_cluster_(w.cluster), m_(w.model), p_(w.plan), d_(w.cluster.node.accelerator()), dense_(dense), moe_(moe), s_(shape) {
+  StageBuilder(const Workload& w, int stage, const DeviceSpec& device, const LayerKernels& dense,
+               const LayerKernels& moe, const LayerShape& shape)
+      : w_cluster_(w.cluster), m_(w.model), p_(w.plan), d_(device), dense_(dense), moe_(moe), s_(shape) {
     prog_.stage = stage;
   }
 
@@ -619,12 +619,26 @@ Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const
   w.model = model;
   w.cluster = cluster;
   w.plan = plan;
-  const DeviceSpec& d = cluster.node.accelerator();
+  w.devices = rank_devices(plan, cluster);
   const LayerShape s = plan_layer_shape(model, plan);
-  const LayerKernels dense = layer_kernels(model, d, plan, s, false);
-  const LayerKernels moe = model.is_moe() ? layer_kernels(model, d, plan, s, true) : dense;
+  // Kernel costs per accelerator type the stages run on (one unless Plan::stage_devices mixes).
+  struct Kernels {
+    LayerKernels dense, moe;
+  };
+  std::map<int, Kernels> by_group;
   w.stages.reserve(plan.pp);
-  for (int st = 0; st < plan.pp; ++st) w.stages.push_back(StageBuilder(w, st, dense, moe, s).build());
+  for (int st = 0; st < plan.pp; ++st) {
+    const int g = stage_group(plan, cluster.node, st);
+    const DeviceSpec& d = cluster.node.devices[g].device;
+    auto it = by_group.find(g);
+    if (it == by_group.end()) {
+      Kernels k;
+      k.dense = layer_kernels(model, d, plan, s, false);
+      k.moe = model.is_moe() ? layer_kernels(model, d, plan, s, true) : k.dense;
+      it = by_group.emplace(g, k).first;
+    }
+    w.stages.push_back(StageBuilder(w, st, d, it->second.dense, it->second.moe, s).build());
+  }
 
   // Match each send with the recv of the same micro-batch and chunk boundary in the peer stage.
   std::map<std::tuple<int, int, int, int, bool>, int> recvs;  // (stage, mb, chunk, phase) -> op

@@ -84,6 +84,7 @@ struct Workload {
   ClusterSpec cluster;
   Plan plan;
   std::vector<StageProgram> stages;  // one per pipeline stage (rank class)
+  std::vector<int> devices;          // rank -> device index in the cluster's topology (rank_devices)
   double model_flops = 0;            // per step, whole job (6N-style, no recompute)
   double hardware_flops = 0;         // per step, whole job, recompute included
 

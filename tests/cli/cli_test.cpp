@@ -102,6 +102,8 @@ const BadCase kBadCases[] = {
     {"simulate --model tiny --gpus 8 --pp 2 --gb 12 --schedule dualpipe",
      "/schedule: dualpipe needs an even pp and an even number of micro-batches, at least 2*pp (here pp 2, 3 micro-batches)"},
     {"search --model tiny --gpus 8 --tokens 12X", "--tokens: \"12X\" is not a token count"},
+    {"predict --model llama3-8b --cluster hetero-node --tp 4 --pp 2 --stage-devices h100-sxm5-80gb,tpu-v5",
+     "command line: /stage_devices: \"tpu-v5\" (stage 1) is not an accelerator of node 'hetero-cpu-gpu-npu'"},
     {"sweep @BAD@no-such-sweep.json", "no-such-sweep.json: no such file"},
     {"run --steps 1 --zero 3", "command line: /zero_stage: ZeRO-3 (0 and 1 run) (the runtime does not execute this yet)"},
     {"run --steps 1 --schedule zero-bubble", "/schedule: zero-bubble"},
