@@ -253,6 +253,7 @@ Result<LinkReport> simulate_link_use(const PlanInputs& in) {
   FS_ASSIGN_OR_RETURN(ResolvedPlan r, resolve_plan(in));
   FS_ASSIGN_OR_RETURN(SimResult sim, simulate(r.model, r.cluster, r.plan, "plan", SimOptions{}));
   LinkReport out;
+  out.inputs = in;
   out.cluster = std::move(r.cluster);
   out.busiest = std::move(sim.busiest_links);
   out.step_s = sim.prediction.step_time_s;

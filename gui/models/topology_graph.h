@@ -20,14 +20,13 @@
 #include <string>
 #include <vector>
 
+#include "gui/models/plan_inputs.h"
 #include "sim/core/status.h"
 #include "sim/des/simulator.h"
 #include "sim/net/topology.h"
 #include "sim/spec/hardware.h"
 
 namespace foresight::gui {
-
-struct PlanInputs;
 
 struct DrawnVertex {
   VertexKind kind = VertexKind::kDevice;
@@ -103,6 +102,7 @@ QColor utilisation_colour(double utilisation);
 
 // The network part of a simulation of `in`: its busiest links and step time (no trace written).
 struct LinkReport {
+  PlanInputs inputs;                   // what was simulated: utilisation belongs to this plan only
   ClusterSpec cluster;                 // sized to the plan
   std::vector<LinkUse> busiest;
   double step_s = 0;

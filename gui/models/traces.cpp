@@ -36,7 +36,9 @@ Result<SimulatedTrace> simulate_resolved(const ResolvedPlan& r, const std::strin
 
 Result<SimulatedTrace> simulate_to_trace(const PlanInputs& in, const std::string& path, bool full) {
   FS_ASSIGN_OR_RETURN(ResolvedPlan r, resolve_plan(in));
-  return simulate_resolved(r, path, full, "predicted", nlohmann::json::object());
+  FS_ASSIGN_OR_RETURN(SimulatedTrace t, simulate_resolved(r, path, full, "predicted", nlohmann::json::object()));
+  t.inputs = in;
+  return t;
 }
 
 Result<ExampleTraces> write_example_traces(const PlanInputs& in, const std::string& dir) {

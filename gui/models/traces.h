@@ -17,6 +17,7 @@
 namespace foresight::gui {
 
 struct SimulatedTrace {
+  PlanInputs inputs;       // what was simulated
   std::string path;
   std::size_t ops = 0;     // ops recorded (= complete events in the trace)
   std::size_t ranks = 0;   // ranks simulated (one per pipeline stage unless `full`)

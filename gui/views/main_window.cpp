@@ -124,7 +124,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     }
     statusBar()->showMessage(
         tr("Simulated: step %1, %2 ops on %3 ranks").arg(seconds_text(r->step_s)).arg(r->ops).arg(r->ranks), 5000);
-    topology_->set_link_report({r->cluster, r->busiest_links, r->step_s});
+    topology_->set_link_report({r->inputs, r->cluster, r->busiest_links, r->step_s});
     timeline_->open_file(qstr(r->path));
     show_view(View::kTimeline);
   });

@@ -31,7 +31,7 @@ TopologyView::TopologyView(QWidget* parent) : QWidget(parent) {
 
   connect(simulate_, &QPushButton::clicked, this, &TopologyView::simulate);
   connect(&simulation_, &QFutureWatcher<Result<LinkReport>>::finished, this, [this] {
-    simulate_->setEnabled(true);
+    simulate_->setEnabled(evaluation_.ok());
     Result<LinkReport> r = simulation_.result();
     if (!r) {
       status_->setStyleSheet(QStringLiteral("color: #c62828;"));
@@ -60,7 +60,7 @@ void TopologyView::set_evaluation(const Evaluation& e) {
 void TopologyView::set_link_report(LinkReport report) {
   links_ = std::move(report);
   have_links_ = true;
-  if (evaluation_.has_prediction && links_.cluster == evaluation_.cluster) request_drawing();
+  if (evaluation_.has_prediction && links_match()) request_drawing();
 }
 
 void TopologyView::simulate() {
@@ -73,7 +73,7 @@ void TopologyView::simulate() {
 
 void TopologyView::request_drawing() {
   const quint64 gen = ++generation_;
-  const bool linked = have_links_ && links_.cluster == evaluation_.cluster;
+  const bool linked = links_match();
   auto* watcher = new QFutureWatcher<Result<TopologyDrawing>>(this);
   connect(watcher, &QFutureWatcher<Result<TopologyDrawing>>::finished, this, [this, watcher, gen] {
     watcher->deleteLater();
@@ -91,7 +91,7 @@ void TopologyView::request_drawing() {
 void TopologyView::draw_now() {
   ++generation_;
   if (!evaluation_.has_prediction) return;
-  const bool linked = have_links_ && links_.cluster == evaluation_.cluster;
+  const bool linked = links_match();
   Result<TopologyDrawing> d = draw_topology(evaluation_.cluster, linked ? links_.busiest : std::vector<LinkUse>{});
   if (d && linked) d->step_s = links_.step_s;
   show_drawing(d);
@@ -120,6 +120,10 @@ void TopologyView::show_drawing(const Result<TopologyDrawing>& d) {
 }
 
 std::vector<QWidget*> TopologyView::plots() const { return {picture_}; }
+
+bool TopologyView::links_match() const {
+  return have_links_ && links_.inputs == evaluation_.inputs && links_.cluster == evaluation_.cluster;
+}
 
 QString TopologyView::status_text() const { return status_->text(); }
 

@@ -25,10 +25,10 @@ class TopologyView : public QWidget {
  public:
   explicit TopologyView(QWidget* parent = nullptr);
 
-  // The Setup's plan changed: draw its cluster (with the last utilisation if it was simulated on
-  // this very cluster).
+  // The Setup's plan changed: draw its cluster, with the last utilisation if that simulation was
+  // of this very plan.
   void set_evaluation(const Evaluation& e);
-  // Utilisation from a simulation of a plan on `report.cluster`.
+  // Utilisation from a simulation of `report.inputs` (kept; shown while that plan is the Setup's).
   void set_link_report(LinkReport report);
   // Simulates the current plan on a worker thread; simulated() follows.
   void simulate();
@@ -47,6 +47,7 @@ class TopologyView : public QWidget {
  private:
   void request_drawing();
   void show_drawing(const Result<TopologyDrawing>& d);
+  bool links_match() const;
 
   Evaluation evaluation_;
   LinkReport links_;

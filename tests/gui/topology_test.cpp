@@ -247,6 +247,18 @@ TEST(TopologyView, DrawsTheSetupsClusterAndItsSimulation) {
   const QPointF mid = (pic->vertex_position(l.a) + pic->vertex_position(l.b)) / 2;
   EXPECT_TRUE(pic->link_at_position(mid).has_value());
 
+  // Another plan on the same cluster: its links are grey until it is simulated; back to the
+  // simulated plan, its utilisation returns.
+  PlanInputs other = example_inputs();
+  other.plan.zero_stage = 2;
+  w.set_inputs(other);
+  ASSERT_TRUE(drawn.wait(10000));
+  EXPECT_EQ(w.topology()->picture()->drawing().nodes, 2);
+  EXPECT_EQ(w.topology()->picture()->drawing().reported_links, 0);
+  w.set_inputs(example_inputs());
+  ASSERT_TRUE(drawn.wait(10000));
+  EXPECT_GT(w.topology()->picture()->drawing().reported_links, 0);
+
   // An invalid plan clears the picture and says why.
   PlanInputs bad = example_inputs();
   bad.plan.tp = 3;
