@@ -11,34 +11,13 @@
 
 #include "app/commands.h"
 #include "sim/core/units.h"
+#include "app/plan_options.h"
 #include "sim/search/search.h"
 #include "sim/spec/presets.h"
 
 namespace foresight::app {
 
 namespace {
-
-// "15T", "2.5e12", "300B" -> tokens.
-Result<double> parse_tokens(const std::string& text) {
-  if (text.empty()) return Error("--tokens: empty");
-  double mult = 1;
-  std::string num = text;
-  switch (text.back()) {
-    case 'K': case 'k': mult = 1e3; num.pop_back(); break;
-    case 'M': mult = 1e6; num.pop_back(); break;
-    case 'B': case 'G': mult = 1e9; num.pop_back(); break;
-    case 'T': mult = 1e12; num.pop_back(); break;
-    default: break;
-  }
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(num, &used);
-    if (used != num.size() || !(v > 0) || !std::isfinite(v)) throw std::invalid_argument(text);
-    return v * mult;
-  } catch (const std::exception&) {
-    return Error("--tokens: \"" + text + "\" is not a token count such as 15T, 300B or 2e12");
-  }
-}
 
 nlohmann::json ranked_json(const RankedPlan& r) {
   nlohmann::json j = {{"plan", plan_to_json(r.plan)},

@@ -2,6 +2,9 @@
 #include "app/plan_options.h"
 
 #include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "sim/spec/presets.h"
 
@@ -151,6 +154,28 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   FS_RETURN_IF_ERROR(validate_plan_on(plan, in.model, in.cluster, in.plan_source));
   in.plan = plan;
   return in;
+}
+
+// "15T", "2.5e12", "300B" -> tokens.
+Result<double> parse_tokens(const std::string& text) {
+  if (text.empty()) return Error("--tokens: empty");
+  double mult = 1;
+  std::string num = text;
+  switch (text.back()) {
+    case 'K': case 'k': mult = 1e3; num.pop_back(); break;
+    case 'M': mult = 1e6; num.pop_back(); break;
+    case 'B': case 'G': mult = 1e9; num.pop_back(); break;
+    case 'T': mult = 1e12; num.pop_back(); break;
+    default: break;
+  }
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(num, &used);
+    if (used != num.size() || !(v > 0) || !std::isfinite(v)) throw std::invalid_argument(text);
+    return v * mult;
+  } catch (const std::exception&) {
+    return Error("--tokens: \"" + text + "\" is not a token count such as 15T, 300B or 2e12");
+  }
 }
 
 }  // namespace foresight::app

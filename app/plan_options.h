@@ -41,6 +41,9 @@ struct ResolvedInputs {
 // layout at all (the quick start's `foresight predict`).
 void apply_default_job(PlanOptions& o);
 
+// "15T", "2.5e12", "300B" -> tokens (errors name --tokens).
+Result<double> parse_tokens(const std::string& text);
+
 // Loads model and cluster, sizes the cluster, builds the plan (file, then overrides; dp derived
 // from the device count when not given) and validates it.
 Result<ResolvedInputs> resolve_inputs(const PlanOptions& o);
