@@ -84,12 +84,7 @@ Command add_reliability_command(CLI::App& app) {
         if (!lw) return input_error("--light-write: " + lw.error().message());
         ri.light_write_s = *lw;
       } else {
-        // In-memory snapshot: every device copies its own state (weights and, with ZeRO, its
-        // optimizer shard; else a full replica of its model-parallel part) to host memory at once.
-        const Plan& p = in->plan;
-        const double model_parallel = static_cast<double>(p.tp) * p.pp * p.cp;
-        const double shard = ri.checkpoint_bytes / model_parallel / (p.zero_stage >= 1 ? p.dp : 1);
-        ri.light_write_s = shard / host_link_rate(in->cluster.node);
+        ri.light_write_s = in_memory_snapshot_s(in->cluster, in->plan, ri.checkpoint_bytes);
       }
     }
     ri.soft_fraction = r->soft_fraction;

@@ -37,6 +37,12 @@ ReliabilityInputs reliability_inputs(const ModelSpec& m, const ClusterSpec& c, c
   return in;
 }
 
+double in_memory_snapshot_s(const ClusterSpec& c, const Plan& p, double checkpoint_bytes) {
+  const double model_parallel = static_cast<double>(p.tp) * p.pp * p.cp;
+  const double shard = checkpoint_bytes / model_parallel / (p.zero_stage >= 1 ? p.dp : 1);
+  return shard / host_link_rate(c.node);
+}
+
 namespace {
 
 struct Run {

@@ -76,6 +76,11 @@ double daly_efficiency(double tau, double delta, double restart, double mtbf);
 // plan's precision keeps them), storage bandwidth and step time from a plan.
 ReliabilityInputs reliability_inputs(const ModelSpec& m, const ClusterSpec& c, const Plan& p, double step_s);
 
+// The default light snapshot: every device copies its own state to host memory at once (its
+// share of the weights and, with ZeRO, of the optimizer state; else its model-parallel part's
+// full state) over its host link.
+double in_memory_snapshot_s(const ClusterSpec& c, const Plan& p, double checkpoint_bytes);
+
 // Errors: a rate, bandwidth or duration that is not positive where it must be.
 Result<ReliabilityResult> reliability(const ReliabilityInputs& in);
 

@@ -17,6 +17,7 @@
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/economics.h"
+#include "sim/analytic/reliability.h"
 #include "sim/des/simulator.h"
 #include "sim/search/search.h"
 #include "sim/spec/json_reader.h"
@@ -58,7 +59,32 @@ struct Resolved {
   Plan plan;
   bool search = false;
   SearchOptions search_options;
+  // /reliability: failures and checkpoints over a long run (the step time comes from the point).
+  bool reliability = false;
+  ReliabilityInputs reliability_inputs;
+  long long checkpoint_every = 0, light_every = 0;  // steps; 0: Daly's optimum / none
 };
+
+// Reads /reliability of a point: durations with units, steps as integers.
+Status read_reliability(const json& doc, const std::string& where, Resolved& r) {
+  JsonReader rr(doc, where, "/reliability");
+  rr.reject_unknown_keys({"run", "checkpoint_every_steps", "restart", "failures_per_device_hour", "light_every_steps",
+                          "light_write", "soft_fraction", "trials", "seed"});
+  ReliabilityInputs& in = r.reliability_inputs;
+  in.run_s = rr.quantity("run", Dimension::kSeconds, 90 * 86400.0);
+  in.restart_s = rr.quantity("restart", Dimension::kSeconds, 600);
+  in.failures_per_device_hour = rr.number("failures_per_device_hour", kLlama3FailuresPerDeviceHour, 1e-12, 1.0);
+  r.checkpoint_every = rr.integer("checkpoint_every_steps", 0, 0, std::int64_t{1} << 40);
+  r.light_every = rr.integer("light_every_steps", 0, 0, std::int64_t{1} << 40);
+  in.light_write_s = rr.quantity("light_write", Dimension::kSeconds, -1);  // -1: an in-memory snapshot
+  if (doc.contains("light_write") && rr.ok() && in.light_write_s < 0) rr.fail("light_write", "must be >= 0");
+  in.soft_fraction = rr.number("soft_fraction", 0, 0, 1);
+  in.trials = static_cast<int>(rr.integer("trials", 100, 1, 100000));
+  in.seed = static_cast<std::uint64_t>(rr.integer("seed", 1, 0, std::int64_t{1} << 40));
+  if (!rr.ok()) return rr.error();
+  r.reliability = true;
+  return Status::Ok();
+}
 
 std::string point_name(const SweepSpec& s, const SweepPoint& p) {
   std::string name = s.file + ": point " + std::to_string(p.index) + " (";
@@ -86,6 +112,7 @@ Result<Resolved> resolve_point(const SweepSpec& s, const SweepPoint& p) {
   const int gpus = g.get<int>();
   FS_RETURN_IF_ERROR(resize_cluster(r.cluster, gpus, where + ": /gpus"));
   FS_RETURN_IF_ERROR(check_cluster_shape(r.cluster, where));
+  if (p.doc.contains("reliability")) FS_RETURN_IF_ERROR(read_reliability(p.doc["reliability"], where, r));
   const json& plan = p.doc["plan"];
   if (plan.is_string() && plan.get<std::string>() == "search") {
     r.search = true;
@@ -129,7 +156,7 @@ Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
   if (!doc.contains("base") || !doc["base"].is_object()) return Error(file + ": /base: missing required object");
   const json& base = doc["base"];
   JsonReader br(base, file, "/base");
-  br.reject_unknown_keys({"model", "cluster", "gpus", "plan", "search"});
+  br.reject_unknown_keys({"model", "cluster", "gpus", "plan", "search", "reliability"});
   if (!br.ok()) return br.error();
   for (const char* k : {"model", "cluster", "gpus", "plan"})
     if (!base.contains(k)) return Error(file + ": /base/" + k + ": missing required field");
@@ -250,6 +277,32 @@ json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
   row["bubble_s"] = pred.time.bubble;
   row["cost_per_mtok_usd"] = e.cost_per_mtok_usd;
   row["energy_per_mtok_kwh"] = e.energy_per_mtok_kwh;
+  if (r->reliability) {
+    ReliabilityInputs in = reliability_inputs(r->model, r->cluster, plan, pred.step_time_s);
+    const ReliabilityInputs& given = r->reliability_inputs;
+    in.run_s = given.run_s;
+    in.restart_s = given.restart_s;
+    in.failures_per_device_hour = given.failures_per_device_hour;
+    in.interval_s = static_cast<double>(r->checkpoint_every) * pred.step_time_s;
+    in.light_interval_s = static_cast<double>(r->light_every) * pred.step_time_s;
+    in.light_write_s = given.light_write_s >= 0 ? given.light_write_s
+                                                : in_memory_snapshot_s(r->cluster, plan, in.checkpoint_bytes);
+    in.soft_fraction = given.soft_fraction;
+    in.trials = given.trials;
+    in.seed = given.seed;
+    auto rel = reliability(in);
+    if (!rel) {
+      row["ok"] = false;
+      row["error"] = rel.error().message();
+      return row;
+    }
+    row["mtbf_h"] = rel->mtbf_s / 3600;
+    row["checkpoint_write_s"] = rel->write_s;
+    row["checkpoint_interval_s"] = rel->interval_s;
+    row["effective_time"] = rel->efficiency_mc;
+    row["effective_time_model"] = rel->efficiency_model;
+    row["failures_per_run"] = rel->failures_mean;
+  }
   return row;
 }
 
@@ -278,7 +331,8 @@ Status write_sweep_csv(const SweepSpec& s, const std::string& out_dir) {
   out << "index";
   for (const auto& a : s.axes) out << "," << a.first;
   const char* metrics[] = {"step_time_s", "tokens_per_s", "mfu", "memory_gib", "compute_s", "exposed_comm_s",
-                           "bubble_s", "cost_per_mtok_usd", "energy_per_mtok_kwh"};
+                           "bubble_s", "cost_per_mtok_usd", "energy_per_mtok_kwh", "mtbf_h", "checkpoint_write_s",
+                           "checkpoint_interval_s", "effective_time", "effective_time_model", "failures_per_run"};
   for (const char* m : metrics) out << "," << m;
   out << ",tp,pp,dp,cp,ep,micro_batch,zero_stage,recompute,error\n";
   auto cell = [](const json& v) {
