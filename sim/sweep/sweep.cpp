@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -216,6 +217,16 @@ Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
     }
     s.points.push_back(std::move(p));
   }
+  {
+    // FNV-1a over the resolved spec (presets expanded: editing a preset changes it too).
+    json canonical = {{"base", s.base}, {"engine", s.engine}, {"axes", json::array()}};
+    for (const auto& [ptr, values] : s.axes) canonical["axes"].push_back({ptr, values});
+    std::uint64_t h = 1469598103934665603ull;
+    for (unsigned char c : canonical.dump()) { h ^= c; h *= 1099511628211ull; }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    s.id = hex;
+  }
   // Check every point before any work: units, layouts, pointers into the right types.
   for (const SweepPoint& p : s.points) {
     auto resolved = resolve_point(s, p);
@@ -230,7 +241,7 @@ Result<SweepSpec> load_sweep(const std::string& path) {
 }
 
 json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
-  json row = {{"index", p.index}, {"axes", p.axes}};
+  json row = {{"index", p.index}, {"spec", s.id}, {"axes", p.axes}};
   auto r = resolve_point(s, p);
   if (!r) {
     row["ok"] = false;
@@ -371,6 +382,10 @@ Result<SweepStatus> run_sweep(const SweepSpec& s, const SweepOptions& o, std::at
   st.jsonl = o.out_dir + "/results.jsonl";
   st.csv = o.out_dir + "/results.csv";
   const auto existing = read_rows(st.jsonl);
+  for (const auto& [index, row] : existing)
+    if (row.value("spec", std::string()) != s.id)
+      return Error(st.jsonl + ": holds results of a different sweep spec (row " + std::to_string(index) + "; this spec is " +
+                   s.id + "): give another --out or remove the folder");
   std::vector<const SweepPoint*> todo;
   for (const SweepPoint& p : s.points) {
     if (p.index % static_cast<std::size_t>(o.shards) != static_cast<std::size_t>(o.shard)) continue;

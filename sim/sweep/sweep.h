@@ -37,6 +37,9 @@ struct SweepSpec {
   std::vector<std::pair<std::string, nlohmann::json>> axes;  // pointer, values (array)
   std::string engine = "analytic";                           // or "des"
   std::vector<SweepPoint> points;
+  // A hash of the resolved base, axes and engine: every result row carries it, so a run never
+  // resumes from (or mixes in) the results of a different spec in the same folder.
+  std::string id;
 };
 
 // Parses the spec and expands every point; errors name the file, the pointer and the reason.

@@ -112,6 +112,28 @@ TEST(Sweep, ResumeSkipsFinishedPointsAndLosesNone) {
   EXPECT_EQ(slurp((d / "results.csv").string()), full);
 }
 
+// Results of another spec in the same folder are never resumed from or mixed in.
+TEST(Sweep, RefusesToResumeAnotherSpecsResults) {
+  auto s = sweep_from_json(spec_json(), "s.json");
+  ASSERT_TRUE(s.ok());
+  const fs::path d = fresh_dir("other_spec");
+  SweepOptions o;
+  o.out_dir = d.string();
+  ASSERT_TRUE(run_sweep(*s, o).ok());
+  nlohmann::json changed = spec_json();
+  changed["base"]["plan"]["zero_stage"] = 0;
+  auto t = sweep_from_json(changed, "t.json");
+  ASSERT_TRUE(t.ok());
+  EXPECT_NE(t->id, s->id);
+  auto r = run_sweep(*t, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("holds results of a different sweep spec"), std::string::npos) << r.error().message();
+  // The same spec resumes as before.
+  auto same = run_sweep(*s, o);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->skipped, 12u);
+}
+
 // The command line, killed with SIGKILL at an arbitrary moment and run again.
 TEST(Sweep, SurvivesSigkill) {
   const fs::path d = fresh_dir("kill"), clean = fresh_dir("clean");
