@@ -39,6 +39,12 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_option("--stage-devices", o.stage_devices,
                  "the accelerator of each pipeline stage on nodes that mix them, e.g. h100-sxm5-80gb,ascend-910b")
       ->delimiter(',')->group("Plan");
+  cmd.add_option("--grad-compression", o.grad_compression, "none, int8, topk, powersgd, four-stage")->group("Plan");
+  cmd.add_option("--compression-topk", o.compression_topk, "fraction of gradient elements top-k keeps (default 0.01)")
+      ->group("Plan");
+  cmd.add_option("--compression-rank", o.compression_rank, "PowerSGD rank (default 4)")->group("Plan");
+  cmd.add_option("--compression-penalty", o.compression_penalty,
+                 "extra steps to converge with compression, e.g. 0.03 (time to train)")->group("Plan");
 }
 
 Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
@@ -73,6 +79,23 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   set(plan.offload_optimizer, o.offload_optimizer);
   if (!o.layer_split.empty()) plan.layer_split = o.layer_split;
   if (!o.stage_devices.empty()) plan.stage_devices = o.stage_devices;
+  if (o.grad_compression) {
+    auto c = parse_grad_compression(*o.grad_compression);
+    if (!c) return c.error().with_context("--grad-compression");
+    plan.grad_compression = *c;
+  }
+  if (o.compression_topk) {
+    if (!(*o.compression_topk > 0 && *o.compression_topk <= 1)) return Error("--compression-topk: must be within (0, 1]");
+    plan.compression_topk = *o.compression_topk;
+  }
+  if (o.compression_rank) {
+    if (*o.compression_rank < 1) return Error("--compression-rank: must be >= 1");
+    plan.compression_rank = *o.compression_rank;
+  }
+  if (o.compression_penalty) {
+    if (!(*o.compression_penalty >= 0)) return Error("--compression-penalty: must be >= 0");
+    plan.compression_penalty = *o.compression_penalty;
+  }
   if (o.global_batch) {
     if (*o.global_batch < 1) return Error("--global-batch: must be >= 1, got " + std::to_string(*o.global_batch));
     plan.global_batch = *o.global_batch;

@@ -25,6 +25,9 @@ struct PlanOptions {
   std::optional<bool> sp, flash, overlap_grad, overlap_tp, offload_optimizer;
   std::vector<int> layer_split;
   std::vector<std::string> stage_devices;
+  std::optional<std::string> grad_compression;
+  std::optional<double> compression_topk, compression_penalty;
+  std::optional<int> compression_rank;
 };
 
 // Adds --model, --cluster, --gpus, --plan and the per-field plan overrides to `cmd`.

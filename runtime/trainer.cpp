@@ -85,6 +85,9 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (p.ep > 1) return bad("ep", "expert parallelism");
   if (p.zero_stage > 1) return bad("zero_stage", "ZeRO-" + std::to_string(p.zero_stage) + " (0 and 1 run)");
   if (p.offload_optimizer) return bad("offload_optimizer", "optimizer offload");
+  if (p.grad_compression != GradCompression::kNone)
+    return bad("grad_compression", to_string(p.grad_compression) + " gradient compression");
+  if (!p.stage_devices.empty()) return bad("stage_devices", "per-stage devices");
   if (p.schedule == Schedule::kZeroBubble || p.schedule == Schedule::kDualPipe)
     return bad("schedule", to_string(p.schedule) + " (gpipe, 1f1b and interleaved run)");
   if (m.kv_heads % p.tp != 0)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "sim/analytic/compression.h"
 #include "sim/analytic/layer_cost.h"
 #include "sim/analytic/schedule.h"
 #include "sim/workload/layer_ops.h"
@@ -390,6 +391,14 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   tb.pp_comm += mirror_sync;
   auto dp_cost = [&](const GroupLink& link, double params) {
     if (link.size <= 1 || params <= 0) return 0.0;
+    if (p.grad_compression != GradCompression::kNone && p.zero_stage <= 2) {
+      // Compressed gradients: a smaller all-reduce (or an all-gather of sparse sets, whose ranks
+      // then keep their shard under ZeRO-1/2) plus the compression kernels on the device.
+      const CompressionCost comp = compression_cost(p, m, params, gb, link.size);
+      const double grads = (comp.gather ? allgather_time(link, comp.wire_bytes) : allreduce_time(link, comp.wire_bytes)) +
+                           comp.kernel_seconds(*cc.d);
+      return grads + (p.zero_stage >= 1 ? allgather_time(link, params * wb) : 0.0);
+    }
     switch (p.zero_stage) {
       case 0: return allreduce_time(link, params * gb);
       case 1:

@@ -33,7 +33,8 @@ Economics economics(const Prediction& p, const ClusterSpec& cluster, const Plan&
   e.cost_per_mtok_usd = e.cost_per_step_usd / tokens_per_step * 1e6;
   e.energy_per_mtok_kwh = e.energy_per_step_j / tokens_per_step * 1e6 / 3.6e6;
   if (o.tokens && *o.tokens > 0) {
-    e.steps = std::ceil(*o.tokens / tokens_per_step);
+    // A compression scheme that slows convergence needs that many more steps for the same model.
+    e.steps = std::ceil(*o.tokens / tokens_per_step * (1.0 + plan.compression_penalty));
     e.time_to_train_s = e.steps * step;
     e.cost_to_train_usd = e.steps * e.cost_per_step_usd;
     e.energy_to_train_mwh = e.steps * e.energy_per_step_j / 3.6e9;

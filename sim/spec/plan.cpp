@@ -87,6 +87,22 @@ Result<Recompute> parse_recompute(const std::string& s) {
     if (to_string(v) == s) return v;
   return Error("\"" + s + "\" is not one of: none, selective, full");
 }
+std::string to_string(GradCompression c) {
+  switch (c) {
+    case GradCompression::kNone: return "none";
+    case GradCompression::kInt8: return "int8";
+    case GradCompression::kTopK: return "topk";
+    case GradCompression::kPowerSgd: return "powersgd";
+    case GradCompression::kFourStage: return "four-stage";
+  }
+  return "none";
+}
+Result<GradCompression> parse_grad_compression(const std::string& s) {
+  for (auto v : {GradCompression::kNone, GradCompression::kInt8, GradCompression::kTopK, GradCompression::kPowerSgd,
+                 GradCompression::kFourStage})
+    if (to_string(v) == s) return v;
+  return Error("\"" + s + "\" is not one of: none, int8, topk, powersgd, four-stage");
+}
 Result<Precision> parse_precision(const std::string& s) {
   for (auto v : {Precision::kFp32, Precision::kBf16, Precision::kFp16, Precision::kFp8})
     if (to_string(v) == s) return v;
@@ -98,7 +114,8 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   r.reject_unknown_keys({"tp", "pp", "dp", "ep", "cp", "sequence_parallel", "virtual_stages",
                          "micro_batch", "global_batch", "schedule", "zero_stage", "recompute",
                          "precision", "flash_attention", "overlap_grad_reduce", "overlap_tp_comm",
-                         "offload_optimizer", "seq_len", "layer_split", "stage_devices"});
+                         "offload_optimizer", "seq_len", "layer_split", "stage_devices", "grad_compression",
+                         "compression_topk", "compression_rank", "compression_penalty"});
   Plan p;
   constexpr std::int64_t kMaxDegree = 1 << 20;
   p.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDegree));
@@ -127,6 +144,10 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
   p.overlap_tp_comm = r.boolean("overlap_tp_comm", false);
   p.offload_optimizer = r.boolean("offload_optimizer", false);
+  p.grad_compression = read_enum("grad_compression", parse_grad_compression, GradCompression::kNone);
+  p.compression_topk = r.number("compression_topk", 0.01, 1e-9, 1.0);
+  p.compression_rank = static_cast<int>(r.integer("compression_rank", 4, 1, 1 << 16));
+  p.compression_penalty = r.number("compression_penalty", 0, 0, 100);
   p.seq_len = static_cast<int>(r.integer("seq_len", 0, 0, 1 << 24));
   for (JsonReader v : r.array("layer_split")) {
     if (!v.node().is_number_integer() || v.node().get<long long>() < 1 || v.node().get<long long>() > 100000) {
@@ -162,6 +183,12 @@ json plan_to_json(const Plan& p) {
   if (p.seq_len > 0) j["seq_len"] = p.seq_len;
   if (!p.layer_split.empty()) j["layer_split"] = p.layer_split;
   if (!p.stage_devices.empty()) j["stage_devices"] = p.stage_devices;
+  if (p.grad_compression != GradCompression::kNone) {
+    j["grad_compression"] = to_string(p.grad_compression);
+    j["compression_topk"] = p.compression_topk;
+    j["compression_rank"] = p.compression_rank;
+    j["compression_penalty"] = p.compression_penalty;
+  }
   return j;
 }
 
@@ -212,6 +239,8 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
   if (p.virtual_stages > 1 && mbs % p.pp != 0)
     return fail("global_batch", "interleaved 1F1B needs the micro-batch count (" + s(mbs) +
                                     ") to be a multiple of pp (" + s(p.pp) + ")");
+  if (p.grad_compression != GradCompression::kNone && p.zero_stage >= 3)
+    return fail("grad_compression", "needs zero_stage 0, 1 or 2 (ZeRO-3 reduce-scatters each layer's gradients as it goes)");
   if (p.schedule == Schedule::kDualPipe && (p.pp % 2 != 0 || mbs < 2 * p.pp || mbs % 2 != 0))
     return fail("schedule", "dualpipe needs an even pp and an even number of micro-batches, at least 2*pp (here pp " +
                                 s(p.pp) + ", " + s(mbs) + " micro-batches)");

@@ -20,6 +20,8 @@ namespace foresight {
 enum class Schedule { kGpipe, k1F1B, kInterleaved1F1B, kZeroBubble, kDualPipe };
 enum class Recompute { kNone, kSelective, kFull };
 enum class Precision { kFp32, kBf16, kFp16, kFp8 };
+// Gradient compression for the data-parallel reduction (sim/analytic/compression.h).
+enum class GradCompression { kNone, kInt8, kTopK, kPowerSgd, kFourStage };
 
 std::string to_string(Schedule s);
 std::string to_string(Recompute r);
@@ -27,6 +29,8 @@ std::string to_string(Precision p);
 Result<Schedule> parse_schedule(const std::string& s);
 Result<Recompute> parse_recompute(const std::string& s);
 Result<Precision> parse_precision(const std::string& s);
+std::string to_string(GradCompression c);
+Result<GradCompression> parse_grad_compression(const std::string& s);
 
 struct Plan {
   int tp = 1, pp = 1, dp = 1, ep = 1, cp = 1;
@@ -48,6 +52,13 @@ struct Plan {
   // The accelerator (device name) each pipeline stage runs on, on clusters whose nodes mix
   // accelerator types (empty: every stage on the node's first accelerator group).
   std::vector<std::string> stage_devices;
+  // Data-parallel gradient compression: int8 quantisation, top-k sparsification with error
+  // feedback (keeping `compression_topk` of the elements), PowerSGD of rank `compression_rank`, or
+  // the articles' four stages (top-k, int8 values, entropy-coded indices, local accumulation).
+  GradCompression grad_compression = GradCompression::kNone;
+  double compression_topk = 0.01;
+  int compression_rank = 4;
+  double compression_penalty = 0;    // extra steps to converge (0.03 = 3%), for time to train
 
   int gpus() const { return tp * pp * dp * cp; }
   // Layers [first, last) of pipeline stage `stage` (without virtual stages).

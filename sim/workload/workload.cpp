@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/compression.h"
 
 namespace foresight {
 
@@ -266,6 +267,14 @@ class StageBuilder {
                       kernels(layer).tp_bytes, dep);
   }
   int layer_forward(Phase ph, int layer, int mb, int chunk, int prev, bool attention_only);
+  // A data-parallel gradient reduction of `params` gradients over group `g` after op `dep`: an
+  // all-reduce (a reduce-scatter under ZeRO-1/2), or with gradient compression a compress kernel,
+  // the compressed collective (all-reduce, or all-gather of sparse sets) and a decompress kernel.
+  // Per-layer reductions (`defer`) leave their decompression to the step's end: on the in-order
+  // compute stream it would otherwise wait for the network in the middle of the backward pass.
+  int grad_reduce(Phase ph, int layer, int mb, int chunk, const char* name, GroupKind g, double params, int dep,
+                  bool defer);
+  void pending_decompressions();
   int layer_backward(int layer, int mb, int chunk, int prev, bool weight_split);
   double layer_params(int layer) const {
     return layer_params_per_device(m_, layer >= m_.dense_layers(), p_.tp, p_.ep);
@@ -285,6 +294,11 @@ class StageBuilder {
   std::vector<int> next_deps_;  // extra dependencies of the next op added
   std::vector<int> overlapped_; // TP collectives running beside the layer's GEMMs
   std::vector<int> weight_grad_ends_;  // last op of each deferrable W task
+  struct Decompress {
+    int after, layer;
+    double seconds, bytes;
+  };
+  std::vector<Decompress> decompress_;  // per-layer compressed reductions, decompressed at the end
   std::vector<Op> ops_;
   std::vector<std::pair<int, int>> edges_;
 
@@ -372,6 +386,34 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
   for (int c : overlapped_) next_deps_.push_back(c);
   overlapped_.clear();
   return prev;
+}
+
+int StageBuilder::grad_reduce(Phase ph, int layer, int mb, int chunk, const char* name, GroupKind g, double params,
+                              int dep, bool defer) {
+  const double gb = grad_bytes(p_.precision);
+  if (p_.grad_compression == GradCompression::kNone)
+    return collective(ph, layer, mb, chunk, name, StreamId::kDp, g,
+                      p_.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter, params * gb, dep);
+  const int ranks = g == GroupKind::kExpertDp ? std::max(1, p_.dp * p_.cp / p_.ep) : p_.dp * p_.cp;
+  const CompressionCost c = compression_cost(p_, m_, params, gb, ranks);
+  const double half_s = c.kernel_seconds(d_) / 2, half_bytes = c.kernel_bytes / 2;
+  const bool expert = g == GroupKind::kExpertDp;
+  const int compress = compute(ph, layer, mb, chunk, expert ? "expert_grad_compress" : "grad_compress",
+                               KernelClass::kElementwise, half_s, c.kernel_flops, half_bytes, dep);
+  const int wire = collective(ph, layer, mb, chunk, name, StreamId::kDp, g,
+                              c.gather ? CollectiveOp::kAllGather : CollectiveOp::kAllReduce, c.wire_bytes, compress);
+  if (defer) {
+    decompress_.push_back({wire, layer, half_s, half_bytes});
+    return wire;
+  }
+  return compute(ph, layer, mb, chunk, expert ? "expert_grad_decompress" : "grad_decompress", KernelClass::kElementwise,
+                 half_s, 0, half_bytes, wire);
+}
+
+void StageBuilder::pending_decompressions() {
+  for (const Decompress& d : decompress_)
+    compute(Phase::kStep, d.layer, -1, 0, "grad_decompress", KernelClass::kElementwise, d.seconds, 0, d.bytes, d.after);
+  decompress_.clear();
 }
 
 StageProgram StageBuilder::build() {
@@ -478,9 +520,8 @@ StageProgram StageBuilder::build() {
         // micro-batch's backward is done, while the layers below still compute.
         if (p_.overlap_grad_reduce && !zero3 && !split_w && t.mb == m - 1) {
           const double params = layer_params(layer) - layer_expert_params(layer);
-          collective(Phase::kBackward, layer, t.mb, t.chunk, p_.zero_stage == 0 ? "grad_all_reduce" : "grad_reduce_scatter",
-                     StreamId::kDp, GroupKind::kDp,
-                     p_.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter, params * gb, prev);
+          grad_reduce(Phase::kBackward, layer, t.mb, t.chunk, p_.zero_stage == 0 ? "grad_all_reduce" : "grad_reduce_scatter",
+                      GroupKind::kDp, params, prev, true);
         }
       }
       if (vs == 0) {
@@ -558,12 +599,11 @@ StageProgram StageBuilder::build() {
     const double rest = layers_done ? embed : dense_params;
     auto reduce = [&](double params, GroupKind g, const char* name) {
       if (params <= 0) return;
-      prev = p_.zero_stage == 0
-                 ? collective(Phase::kStep, -1, -1, 0, name, StreamId::kDp, g, CollectiveOp::kAllReduce, params * gb, prev)
-                 : collective(Phase::kStep, -1, -1, 0, name, StreamId::kDp, g, CollectiveOp::kReduceScatter, params * gb, prev);
+      prev = grad_reduce(Phase::kStep, -1, -1, 0, name, g, params, prev, false);
     };
     reduce(rest, GroupKind::kDp, "grad_reduce");
     reduce(expert_params, GroupKind::kExpertDp, "expert_grad_reduce");
+    pending_decompressions();
   }
   // The optimizer waits for every reduction issued on the dp streams.
   for (StreamId sid : {StreamId::kDp, StreamId::kDpReduce})
