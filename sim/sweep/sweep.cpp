@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/compression.h"
 #include "sim/analytic/economics.h"
 #include "sim/analytic/reliability.h"
 #include "sim/des/simulator.h"
@@ -286,6 +287,9 @@ json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
   row["compute_s"] = pred.time.compute;
   row["exposed_comm_s"] = pred.time.tp_comm + pred.time.cp_comm + pred.time.ep_comm + pred.time.pp_comm + pred.time.dp_comm;
   row["bubble_s"] = pred.time.bubble;
+  row["dp_comm_s"] = pred.time.dp_comm;
+  row["compression_ratio"] =
+      compression_cost(plan, r->model, 1.0, grad_bytes(plan.precision), plan.dp * plan.cp).ratio;  // per rank
   row["cost_per_mtok_usd"] = e.cost_per_mtok_usd;
   row["energy_per_mtok_kwh"] = e.energy_per_mtok_kwh;
   if (r->reliability) {
@@ -342,7 +346,8 @@ Status write_sweep_csv(const SweepSpec& s, const std::string& out_dir) {
   out << "index";
   for (const auto& a : s.axes) out << "," << a.first;
   const char* metrics[] = {"step_time_s", "tokens_per_s", "mfu", "memory_gib", "compute_s", "exposed_comm_s",
-                           "bubble_s", "cost_per_mtok_usd", "energy_per_mtok_kwh", "mtbf_h", "checkpoint_write_s",
+                           "bubble_s", "dp_comm_s", "compression_ratio", "cost_per_mtok_usd", "energy_per_mtok_kwh",
+                           "mtbf_h", "checkpoint_write_s",
                            "checkpoint_interval_s", "effective_time", "effective_time_model", "failures_per_run"};
   for (const char* m : metrics) out << "," << m;
   out << ",tp,pp,dp,cp,ep,micro_batch,zero_stage,recompute,error\n";
