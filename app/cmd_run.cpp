@@ -40,6 +40,7 @@ struct RunCli {
   int checkpoint_every = 0;
   std::uint64_t seed = 1234;
   float lr = 1e-3f;
+  runtime::AlgorithmOptions algorithms;
 };
 
 double peak_rss_mib() {
@@ -90,6 +91,12 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--predicted-trace", o->predicted_trace, "with --predict: where to keep the simulated trace");
   cmd->add_option("--seed", o->seed, "seed of the parameters and the synthetic data")->capture_default_str();
   cmd->add_option("--lr", o->lr, "AdamW learning rate")->capture_default_str();
+  cmd->add_option("--loss-scale-alpha", o->algorithms.loss_scale_alpha,
+                  "fp16: loss scale = dynamic scale x (1 - alpha x variance of the last 20 losses)")->group("Algorithms");
+  cmd->add_option("--grad-decay", o->algorithms.grad_decay,
+                  "beta: the optimizer steps on beta x previous + (1 - beta) x this step's gradients")->group("Algorithms");
+  cmd->add_option("--aradam-gamma", o->algorithms.aradam_gamma,
+                  "ARAdam: per-parameter learning rate lr x (1 + gamma x |parameter|)")->group("Algorithms");
   return [o]() -> int {
     runtime::Comm world = runtime::Comm::world();
     const int rank = world.rank();
@@ -153,6 +160,12 @@ Command add_run_command(CLI::App& app) {
     runtime::RunOptions ro;
     ro.seed = o->seed;
     ro.adam.lr = o->lr;
+    ro.algorithms = o->algorithms;
+    const runtime::AlgorithmOptions none;
+    if ((!o->checkpoint_dir.empty() || o->resume) &&
+        (o->algorithms.loss_scale_alpha != none.loss_scale_alpha || o->algorithms.grad_decay != none.grad_decay))
+      return input_fail("--checkpoint-dir: the loss window and decayed gradients are not saved in checkpoints yet; "
+                        "run --loss-scale-alpha and --grad-decay without checkpoints");
     auto trainer = runtime::Trainer::create(*w, world, ro);
     if (!trainer) return input_fail(trainer.error().message());
     runtime::Trainer& t = **trainer;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -135,8 +136,11 @@ struct Trainer::Impl {
   std::vector<Flow> flows;                // micro-batch x chunk
   std::vector<OpTiming> timings;
   int steps_done = 0;
-  double loss_scale = 1;
+  double loss_scale = 1;     // the dynamic fp16 scale (halved on overflow, doubled after a window)
+  double applied_scale = 1;  // what this step uses: loss_scale, or its variance-adjusted value
   int good_steps = 0;
+  std::deque<double> recent_losses;  // the variance-adaptive loss scale's window
+  Vec grad_avg;                      // decayed gradient accumulation (owned blocks, like adam_m)
   double loss_sum = 0;
   bool fp16 = false;
 
@@ -441,7 +445,7 @@ void Trainer::Impl::head_forward(Flow& f, int mb) {
   // The logits' gradient comes out of the same pass (the backward only multiplies it through):
   // d(mean loss over the global batch) / d(token loss), times the loss scale.
   const double global_tokens = static_cast<double>(w->plan.global_batch) * seq;
-  const float dloss = static_cast<float>(loss_scale / global_tokens);
+  const float dloss = static_cast<float>(applied_scale / global_tokens);
   f.dlogits.resize(f.logits.size());
   double s = 0;
   if (tp_comm.size() == 1) {
@@ -533,15 +537,29 @@ void Trainer::Impl::optimizer(StepStats& st) {
       good_steps = 0;
       return;
     }
-    grad_scale = static_cast<float>(1.0 / loss_scale);
+    grad_scale = static_cast<float>(1.0 / applied_scale);
   }
   const int t = steps_done + 1;
+  const AlgorithmOptions& alg = opt.algorithms;
   for (std::size_t i = 0; i < regions.size(); ++i) {
     const Region& r = regions[i];
     const std::size_t block = zero1 ? r.padded / shards : r.padded;
     const std::size_t off = r.offset + (zero1 ? block * dp_comm.rank() : 0);
-    adamw_fast(params.data() + off, adam_m.data() + owned_offset[i], adam_v.data() + owned_offset[i], grads.data() + off,
-               block, opt.adam, t, grad_scale);
+    float* g = grads.data() + off;
+    float scale = grad_scale;
+    if (alg.grad_decay > 0) {
+      // Unscale this step's gradients, fold them into the decayed average, step on the average.
+      for (std::size_t k = 0; k < block; ++k) g[k] *= grad_scale;
+      float* avg = grad_avg.data() + owned_offset[i];
+      scale = static_cast<float>(decay_accumulate(avg, g, block, alg.grad_decay, t));
+      g = avg;
+    }
+    if (alg.aradam_gamma > 0)
+      aradam_cpu(params.data() + off, adam_m.data() + owned_offset[i], adam_v.data() + owned_offset[i], g, block,
+                 opt.adam, t, scale, alg.aradam_gamma);
+    else
+      adamw_fast(params.data() + off, adam_m.data() + owned_offset[i], adam_v.data() + owned_offset[i], g, block,
+                 opt.adam, t, scale);
   }
   if (fp16 && ++good_steps >= opt.loss_scale_window) {
     loss_scale *= 2;
@@ -653,6 +671,13 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
     return Error("runtime: the plan needs " + std::to_string(w.plan.gpus()) + " ranks (tp x pp x dp = " +
                  std::to_string(w.plan.tp) + " x " + std::to_string(w.plan.pp) + " x " + std::to_string(w.plan.dp) +
                  ") but " + std::to_string(world.size()) + " were launched");
+  const AlgorithmOptions& alg = o.algorithms;
+  if (alg.loss_scale_alpha < 0) return Error("runtime: the loss scale's alpha must be >= 0");
+  if (alg.loss_scale_alpha > 0 && w.plan.precision != Precision::kFp16)
+    return Error("runtime: the variance-adaptive loss scale needs precision fp16 (the plan has " +
+                 to_string(w.plan.precision) + ")");
+  if (!(alg.grad_decay >= 0 && alg.grad_decay < 1)) return Error("runtime: the gradient decay beta must be in [0, 1)");
+  if (alg.aradam_gamma < 0) return Error("runtime: ARAdam's gamma must be >= 0");
 #ifdef __GLIBC__
   // The executor frees and reallocates the same activation sizes every micro-batch. glibc hands
   // blocks above 128 KiB back to the OS and page-faults them in again on the next use, which cost
@@ -706,6 +731,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
   }
   t.adam_m.assign(owned, 0.0f);
   t.adam_v.assign(owned, 0.0f);
+  if (o.algorithms.grad_decay > 0) t.grad_avg.assign(owned, 0.0f);
   t.reduced.assign(t.layout.regions().size(), 0);
   t.layer_index.assign(static_cast<std::size_t>(w.model.layers), -1);
   for (std::size_t i = 0; i < layers.size(); ++i) t.layer_index[layers[i]] = static_cast<int>(i);
@@ -724,6 +750,10 @@ Result<StepStats> Trainer::step(bool apply_update) {
   for (auto& f : t.flows) f = Flow{};
   t.loss_sum = 0;
   t.timings.clear();
+  const AlgorithmOptions& alg = t.opt.algorithms;
+  t.applied_scale = t.fp16 && alg.loss_scale_alpha > 0
+                        ? variance_adjusted_scale(t.loss_scale, alg.loss_scale_alpha, loss_variance(t.recent_losses))
+                        : t.loss_scale;
   const int n = static_cast<int>(t.actions.size());
   t.world->barrier();
   const auto t0 = std::chrono::steady_clock::now();
@@ -744,7 +774,12 @@ Result<StepStats> Trainer::step(bool apply_update) {
   t.world->all_reduce(&loss, 1);
   st.loss = loss / (static_cast<double>(t.w->plan.global_batch) * t.seq);
   st.loss_scale = t.loss_scale;
-  if (apply_update) ++t.steps_done;
+  st.applied_loss_scale = t.applied_scale;
+  if (apply_update) {
+    ++t.steps_done;
+    t.recent_losses.push_back(st.loss);
+    while (static_cast<int>(t.recent_losses.size()) > std::max(2, alg.loss_window)) t.recent_losses.pop_front();
+  }
   return st;
 }
 

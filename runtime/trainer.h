@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kernels/reference.h"
+#include "runtime/algorithms.h"
 #include "runtime/buffer.h"
 #include "runtime/comm.h"
 #include "runtime/params.h"
@@ -40,6 +41,7 @@ struct RunOptions {
   float initial_loss_scale = 65536.0f;        // fp16 only (2^16, apex's default)
   int loss_scale_window = 1000;               // good steps before the scale doubles (Megatron's default)
   bool record_ops = true;                     // per-op timings of each step
+  AlgorithmOptions algorithms;                // the articles' options (algorithms.h), off by default
 };
 
 struct StepStats {
@@ -47,7 +49,8 @@ struct StepStats {
   double loss = 0;          // mean cross-entropy over the global batch
   double seconds = 0;       // wall time of the step on this rank
   bool skipped = false;     // fp16 overflow: no update
-  double loss_scale = 1;
+  double loss_scale = 1;          // the dynamic fp16 scale after this step
+  double applied_loss_scale = 1;  // the scale this step's backward used (variance-adjusted or not)
 };
 
 struct OpTiming {

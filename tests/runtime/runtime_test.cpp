@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -139,6 +140,94 @@ TEST(Runtime, Fp16UpdateEqualsTheFp32UpdateUnscaled) {
   ASSERT_TRUE(a->t->step());
   ASSERT_TRUE(b->t->step());
   EXPECT_EQ(a->t->params(), b->t->params());
+}
+
+// The articles' algorithmic options (runtime/algorithms.h): each formula by hand, and each option
+// active in a real run (it changes the run) while the loss still falls.
+TEST(RuntimeAlgorithms, FormulasByHand) {
+  EXPECT_DOUBLE_EQ(loss_variance({}), 0);
+  EXPECT_DOUBLE_EQ(loss_variance({1.0, 3.0}), 1.0);
+  EXPECT_DOUBLE_EQ(variance_adjusted_scale(1024, 0.5, 1.0), 512);   // 1024 * (1 - 0.5)
+  EXPECT_DOUBLE_EQ(variance_adjusted_scale(1024, 10, 1.0), 16);     // clamped at base / 64
+  EXPECT_DOUBLE_EQ(variance_adjusted_scale(1024, 0.5, 0.0), 1024);
+  float g[2] = {1.0f, 2.0f};
+  const float fresh[2] = {3.0f, 4.0f};
+  const double correction = decay_accumulate(g, fresh, 2, 0.75, 2);
+  EXPECT_FLOAT_EQ(g[0], 0.75f * 1 + 0.25f * 3);
+  EXPECT_FLOAT_EQ(g[1], 0.75f * 2 + 0.25f * 4);
+  EXPECT_DOUBLE_EQ(correction, 1 / (1 - 0.75 * 0.75));
+  // ARAdam: gamma 0 is AdamW; otherwise the step scales by 1 + gamma |theta| per parameter.
+  const kernels::AdamWConfig c{1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f};
+  float p1[2] = {0.5f, -2.0f}, p2[2] = {0.5f, -2.0f}, m1[2] = {}, m2[2] = {}, v1[2] = {}, v2[2] = {};
+  const float grads[2] = {0.3f, -0.1f};
+  kernels::adamw_cpu(p1, m1, v1, grads, 2, c, 1, 1.0f);
+  aradam_cpu(p2, m2, v2, grads, 2, c, 1, 1.0f, 0.0);
+  EXPECT_EQ(p1[0], p2[0]);
+  EXPECT_EQ(p1[1], p2[1]);
+  float p3[2] = {0.5f, -2.0f}, m3[2] = {}, v3[2] = {};
+  aradam_cpu(p3, m3, v3, grads, 2, c, 1, 1.0f, 1.0);
+  EXPECT_NEAR((p3[0] - 0.5f) / (p1[0] - 0.5f), 1.5, 1e-4);    // 1 + |0.5|
+  EXPECT_NEAR((p3[1] + 2.0f) / (p1[1] + 2.0f), 3.0, 1e-4);    // 1 + |-2|
+}
+
+TEST(RuntimeAlgorithms, EachOptionRunsAndTheLossFalls) {
+  auto run = [](Precision prec, const AlgorithmOptions& a, std::vector<StepStats>* stats = nullptr) {
+    RunOptions o;
+    o.adam.lr = 3e-3f;
+    o.algorithms = a;
+    Plan p = plan(8);
+    p.precision = prec;
+    auto s = serial(testing::preset_model("tiny"), p, o);
+    std::vector<double> losses;
+    for (int i = 0; i < 30; ++i) {
+      auto st = s->t->step();
+      EXPECT_TRUE(st.ok());
+      losses.push_back(st->loss);
+      if (stats) stats->push_back(*st);
+    }
+    return losses;
+  };
+  const std::vector<double> plain = run(Precision::kFp32, {});
+  AlgorithmOptions decay;
+  decay.grad_decay = 0.5;
+  AlgorithmOptions aradam;
+  aradam.aradam_gamma = 0.5;
+  for (const AlgorithmOptions& a : {decay, aradam}) {
+    const std::vector<double> l = run(Precision::kFp32, a);
+    EXPECT_EQ(l.front(), plain.front());  // the first forward is the same
+    EXPECT_NE(l.back(), plain.back());    // the option changed the updates
+    EXPECT_LT(l.back(), l.front() - 0.5);
+  }
+  // fp16: the applied scale follows base * (1 - alpha * var(the losses so far, up to 20)).
+  AlgorithmOptions scaled;
+  scaled.loss_scale_alpha = 1.0;
+  std::vector<StepStats> st;
+  run(Precision::kFp16, scaled, &st);
+  std::deque<double> window;
+  for (const StepStats& s : st) {
+    EXPECT_DOUBLE_EQ(s.applied_loss_scale, variance_adjusted_scale(65536, 1.0, loss_variance(window)));
+    window.push_back(s.loss);
+    if (window.size() > 20) window.pop_front();
+  }
+  EXPECT_LT(st.back().applied_loss_scale, 65536);
+}
+
+TEST(RuntimeAlgorithms, BadOptionsAreClearErrors) {
+  auto c = load_cluster("cpu-local");
+  ASSERT_TRUE(resize_cluster(*c, 1, "gpus").ok());
+  auto w = lower(testing::preset_model("tiny"), *c, plan(8));
+  ASSERT_TRUE(w.ok());
+  Comm self;
+  RunOptions o;
+  o.algorithms.loss_scale_alpha = 0.5;  // the plan is fp32
+  auto t = Trainer::create(*w, self, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.error().message().find("needs precision fp16"), std::string::npos);
+  o = RunOptions{};
+  o.algorithms.grad_decay = 1.0;
+  t = Trainer::create(*w, self, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.error().message().find("beta must be in [0, 1)"), std::string::npos);
 }
 
 TEST(Runtime, CheckpointResumeIsBitIdenticalAndCorruptionIsCaught) {
