@@ -23,6 +23,7 @@ Command add_run_command(CLI::App& app);
 Command add_compare_command(CLI::App& app);
 Command add_calibrate_command(CLI::App& app);
 Command add_reliability_command(CLI::App& app);
+Command add_capacity_command(CLI::App& app);
 
 // Prints "error: message" to stderr and returns 2.
 int input_error(const std::string& message);

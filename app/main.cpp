@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   add("compare", foresight::app::add_compare_command(app));
   add("calibrate", foresight::app::add_calibrate_command(app));
   add("reliability", foresight::app::add_reliability_command(app));
+  add("capacity", foresight::app::add_capacity_command(app));
   add("presets", foresight::app::add_presets_command(app));
   try {
     app.parse(argc, argv);

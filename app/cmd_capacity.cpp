@@ -1,0 +1,58 @@
+// `foresight capacity`: the largest model of a family that fits the plan's devices, with the
+// optimizer on the device and offloaded to the host.
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+#include "app/commands.h"
+#include "app/plan_options.h"
+#include "sim/analytic/capacity.h"
+#include "sim/core/units.h"
+
+namespace foresight::app {
+
+Command add_capacity_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("capacity", "the largest model of --model's family that fits the plan, with and "
+                                             "without optimizer offload");
+  auto opts = std::make_shared<PlanOptions>();
+  auto json_out = std::make_shared<bool>(false);
+  add_plan_options(*cmd, *opts);
+  cmd->add_flag("--json", *json_out, "print the result as JSON");
+  return [opts, json_out]() -> int {
+    if (!opts->gpus && !opts->tp && !opts->pp && !opts->dp && opts->plan_file.empty()) opts->gpus = 1;  // one device
+    auto in = resolve_inputs(*opts);
+    if (!in) return input_error(in.error().message());
+    nlohmann::json rows = nlohmann::json::array();
+    if (!*json_out)
+      fmt::print("largest model of {}'s family on {} x {} ({}), {} | micro-batch {} | recompute {} | ZeRO {} | {}\n",
+                 in->model.name, in->plan.gpus(), in->cluster.node.accelerator().name, in->cluster.name,
+                 layout_string(in->plan), in->plan.micro_batch, to_string(in->plan.recompute), in->plan.zero_stage,
+                 to_string(in->plan.precision));
+    for (bool offload : {false, true}) {
+      Plan p = in->plan;
+      p.offload_optimizer = offload;
+      const char* label = offload ? "optimizer offloaded to the host" : "optimizer on the device";
+      auto r = largest_model(in->model, in->cluster, p);
+      if (!r) {
+        if (*json_out) rows.push_back({{"offload_optimizer", offload}, {"error", r.error().message()}});
+        else fmt::print("  {:<32} {}\n", label, r.error().message());
+        continue;
+      }
+      if (*json_out) {
+        rows.push_back({{"offload_optimizer", offload}, {"params", r->params}, {"model", model_to_json(r->model)},
+                        {"memory_bytes", r->memory.total}, {"capacity_bytes", r->memory.capacity}});
+      } else {
+        fmt::print("  {:<32} {:6.2f}B parameters (hidden {}, {} layers, {} heads)   {} of {} on stage {}\n", label,
+                   r->params / 1e9, r->model.hidden, r->model.layers, r->model.heads,
+                   pretty_quantity(r->memory.total, Dimension::kBytes),
+                   pretty_quantity(r->memory.capacity, Dimension::kBytes), r->memory.stage);
+      }
+    }
+    if (*json_out) fmt::print("{}\n", nlohmann::json{{"base", in->model.name}, {"cluster", in->cluster.name},
+                                                    {"plan", plan_to_json(in->plan)}, {"results", rows}}.dump(2));
+    return 0;
+  };
+}
+
+}  // namespace foresight::app

@@ -1,0 +1,54 @@
+// Largest model that fits: bisection over a scaled model family (see the header).
+#include "sim/analytic/capacity.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/analytic/analytic_model.h"
+
+namespace foresight {
+
+ModelSpec scale_model(const ModelSpec& base, double s) {
+  ModelSpec m = base;
+  const double head_dim = base.heads > 0 ? static_cast<double>(base.hidden) / base.heads : 128;
+  m.hidden = std::max<std::int64_t>(128, static_cast<std::int64_t>(std::llround(base.hidden * s / 128.0)) * 128);
+  m.layers = std::max(1, static_cast<int>(std::lround(base.layers * s)));
+  m.heads = std::max(1, static_cast<int>(std::lround(m.hidden / head_dim)));
+  const double kv_ratio = base.heads > 0 ? static_cast<double>(base.kv_heads) / base.heads : 1;
+  m.kv_heads = std::max(1, static_cast<int>(std::lround(m.heads * kv_ratio)));
+  while (m.heads % m.kv_heads != 0) --m.kv_heads;  // GQA groups must divide the heads
+  if (base.head_dim > 0) m.head_dim = base.head_dim;
+  m.ffn_hidden = std::max<std::int64_t>(
+      128, static_cast<std::int64_t>(std::llround(static_cast<double>(base.ffn_hidden) * m.hidden / base.hidden / 128.0)) * 128);
+  if (m.is_moe()) m.moe.dense_layers = std::min(m.moe.dense_layers, m.layers);
+  m.name = base.name + "-scaled";
+  return m;
+}
+
+Result<CapacityResult> largest_model(const ModelSpec& base, const ClusterSpec& c, const Plan& p) {
+  auto fits = [&](double s, CapacityResult* out) {
+    const ModelSpec m = scale_model(base, s);
+    if (!validate_plan_on(p, m, c, "plan").ok()) return false;
+    const MemoryBreakdown mem = AnalyticModel(m, c).memory(p);
+    if (mem.total > mem.capacity) return false;
+    if (out) *out = CapacityResult{m, m.total_params(), mem};
+    return true;
+  };
+  double lo = 1e-3, hi = 1.0;
+  if (!fits(lo, nullptr))
+    return Error("capacity: not even the smallest model of " + base.name + "'s family fits this plan on " + c.name);
+  while (fits(hi, nullptr)) {  // grow until it does not fit
+    lo = hi;
+    hi *= 2;
+    if (hi > 1e4) break;
+  }
+  for (int i = 0; i < 60 && hi / lo > 1.001; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    (fits(mid, nullptr) ? lo : hi) = mid;
+  }
+  CapacityResult r;
+  fits(lo, &r);
+  return r;
+}
+
+}  // namespace foresight
