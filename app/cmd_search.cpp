@@ -120,7 +120,7 @@ Command add_search_command(CLI::App& app) {
         const Plan& pl = p.plan;
         fmt::print("{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.4f},{:.3f},{:.3f},{:.6g},{:.6g}\n", ++i, pl.tp,
                    pl.pp, pl.dp, pl.cp, pl.ep, pl.sequence_parallel, pl.virtual_stages, pl.micro_batch, pl.zero_stage,
-                   to_string(pl.recompute), to_string(pl.schedule), pl.offload_optimizer, p.prediction.step_time_s,
+                   recompute_string(pl), to_string(pl.schedule), pl.offload_optimizer, p.prediction.step_time_s,
                    p.simulated_step_s, p.prediction.tokens_per_s, p.prediction.mfu,
                    p.prediction.memory.total / 1073741824.0, p.prediction.memory.capacity / 1073741824.0,
                    p.economics.cost_per_mtok_usd, p.economics.energy_per_mtok_kwh);
@@ -141,7 +141,7 @@ Command add_search_command(CLI::App& app) {
       const Plan& pl = p.plan;
       fmt::print("{:>3}  {:<26} {:>3} {:>4} {:<9} {:<16} {:>9} {:>9} {:>10.0f} {:>5.1f}% {:>6.1f}/{:<4.0f}GiB {:>9.3f} {:>9.3f}\n",
                  ++i, layout_string(pl) + (pl.offload_optimizer ? " off" : ""), pl.micro_batch, pl.zero_stage,
-                 to_string(pl.recompute), to_string(pl.schedule), pretty_quantity(p.prediction.step_time_s, Dimension::kSeconds),
+                 recompute_string(pl), to_string(pl.schedule), pretty_quantity(p.prediction.step_time_s, Dimension::kSeconds),
                  p.simulated_step_s >= 0 ? pretty_quantity(p.simulated_step_s, Dimension::kSeconds) : "-",
                  p.prediction.tokens_per_s, 100 * p.prediction.mfu, p.prediction.memory.total / 1073741824.0,
                  p.prediction.memory.capacity / 1073741824.0, p.economics.cost_per_mtok_usd,
@@ -151,7 +151,7 @@ Command add_search_command(CLI::App& app) {
                r->pareto.size() == 1 ? "" : "s");
     for (const auto& p : r->pareto)
       fmt::print("  {:<30} mb{} z{} {:<9} {:>9}  ${:.3f}/Mtok  {:.1f} GiB free\n", layout_string(p.plan), p.plan.micro_batch,
-                 p.plan.zero_stage, to_string(p.plan.recompute), pretty_quantity(p.prediction.step_time_s, Dimension::kSeconds),
+                 p.plan.zero_stage, recompute_string(p.plan), pretty_quantity(p.prediction.step_time_s, Dimension::kSeconds),
                  p.economics.cost_per_mtok_usd, p.memory_headroom / 1073741824.0);
     const RankedPlan& best = r->plans.front();
     if (best.economics.steps > 0)

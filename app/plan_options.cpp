@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "sim/analytic/capacity.h"
 #include "sim/spec/presets.h"
 
 namespace foresight::app {
@@ -39,6 +40,8 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_option("--stage-devices", o.stage_devices,
                  "the accelerator of each pipeline stage on nodes that mix them, e.g. h100-sxm5-80gb,ascend-910b")
       ->delimiter(',')->group("Plan");
+  cmd.add_option("--recompute-layers", o.recompute_layers,
+                 "recompute only the first N layers of each stage (or chunk); auto: the fewest that fit")->group("Plan");
   cmd.add_option("--grad-compression", o.grad_compression, "none, int8, topk, powersgd, four-stage")->group("Plan");
   cmd.add_option("--compression-topk", o.compression_topk, "fraction of gradient elements top-k keeps (default 0.01)")
       ->group("Plan");
@@ -173,6 +176,23 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
     // Default: at least 4 micro-batches per pipeline stage, and never below 256 sequences.
     plan.global_batch = std::max<long long>(256, 4LL * plan.pp * plan.dp * plan.micro_batch);
     plan.global_batch -= plan.global_batch % (static_cast<long long>(plan.dp) * plan.micro_batch);
+  }
+  if (o.recompute_layers) {
+    if (*o.recompute_layers == "auto") {
+      if (plan.recompute == Recompute::kNone) plan.recompute = Recompute::kFull;
+      const int k = fewest_recompute_layers(in.model, in.cluster, plan);
+      if (k < 0) return Error("--recompute-layers auto: the plan does not fit even when every layer recomputes");
+      plan.recompute_layers = k;
+    } else {
+      try {
+        std::size_t used = 0;
+        const int k = std::stoi(*o.recompute_layers, &used);
+        if (used != o.recompute_layers->size() || k < 0) throw std::invalid_argument("");
+        plan.recompute_layers = k;
+      } catch (const std::exception&) {
+        return Error("--recompute-layers: \"" + *o.recompute_layers + "\" is not a layer count or auto");
+      }
+    }
   }
   FS_RETURN_IF_ERROR(validate_plan_on(plan, in.model, in.cluster, in.plan_source));
   in.plan = plan;

@@ -28,6 +28,7 @@ struct PlanOptions {
   std::optional<std::string> grad_compression;
   std::optional<double> compression_topk, compression_penalty;
   std::optional<int> compression_rank;
+  std::optional<std::string> recompute_layers;  // a count or "auto"
 };
 
 // Adds --model, --cluster, --gpus, --plan and the per-field plan overrides to `cmd`.

@@ -48,6 +48,31 @@ struct Links {
   GroupLink tp, cp, dp, edp, ep, pp;
 };
 
+// f * a + (1 - f) * b, field by field: a stage whose layers partly recompute (f of them).
+LayerTime blend(const LayerTime& a, const LayerTime& b, double f) {
+  if (f >= 1) return a;
+  auto mix = [f](double x, double y) { return f * x + (1 - f) * y; };
+  LayerTime t;
+  t.fwd_compute = mix(a.fwd_compute, b.fwd_compute);
+  t.bwd_compute = mix(a.bwd_compute, b.bwd_compute);
+  t.recompute = mix(a.recompute, b.recompute);
+  t.fwd_tp = mix(a.fwd_tp, b.fwd_tp);
+  t.bwd_tp = mix(a.bwd_tp, b.bwd_tp);
+  t.cp = mix(a.cp, b.cp);
+  t.ep = mix(a.ep, b.ep);
+  t.hw_flops = mix(a.hw_flops, b.hw_flops);
+  t.model_flops = mix(a.model_flops, b.model_flops);
+  return t;
+}
+
+// The share of a stage's `layers` that recompute (Plan::recompute_layers counts per chunk).
+double recomputed_fraction(const Plan& p, int layers) {
+  if (p.recompute == Recompute::kNone || p.recompute_layers < 0 || layers <= 0) return 1;
+  const int chunks = p.schedule == Schedule::kInterleaved1F1B && p.virtual_stages > 1 ? p.virtual_stages : 1;
+  const int per_chunk = std::max(1, layers / chunks);
+  return std::min(per_chunk, p.recompute_layers) / static_cast<double>(per_chunk);
+}
+
 }  // namespace
 
 AnalyticModel::AnalyticModel(const ModelSpec& model, const ClusterSpec& cluster)
@@ -115,6 +140,7 @@ struct DeviceCosts {
   const DeviceSpec* d = nullptr;
   Links links;
   LayerTime dense, moe;
+  LayerTime dense_plain, moe_plain;  // without recompute (layers past Plan::recompute_layers)
   double mem_rate = 0, head_time = 0, embed_time = 0, p2p = 0;
 };
 
@@ -131,6 +157,15 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   c.links.pp = group_link(cluster, p.tp * p.cp * p.dp, p.pp > 1 ? 2 : 1);
   c.dense = layer_time(m, d, p, s, c.links, false);
   if (m.is_moe()) c.moe = layer_time(m, d, p, s, c.links, true);
+  c.dense_plain = c.dense;
+  c.moe_plain = c.moe;
+  if (p.recompute_layers >= 0 && p.recompute != Recompute::kNone) {
+    Plan plain = p;
+    plain.recompute = Recompute::kNone;
+    plain.recompute_layers = -1;
+    c.dense_plain = layer_time(m, d, plain, s, c.links, false);
+    if (m.is_moe()) c.moe_plain = layer_time(m, d, plain, s, c.links, true);
+  }
   // Embedding (first stage) and LM head + cross-entropy (last stage), per micro-batch.
   const DType dt = compute_dtype(p.precision, d);
   const double gemm_rate = d.peak(dt) * d.gemm_efficiency;
@@ -248,8 +283,14 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
   }
 
   // Activations: micro-batches in flight on this stage times the per-layer footprint.
-  const double act_dense = layer_activation_bytes(m, s, p.recompute, p.flash_attention, false);
-  const double act_moe = moe > 0 ? layer_activation_bytes(m, s, p.recompute, p.flash_attention, true) : 0.0;
+  // Layers past Plan::recompute_layers keep everything.
+  const double f = recomputed_fraction(p, r.end - r.begin);
+  auto act = [&](bool is_moe) {
+    const double with = layer_activation_bytes(m, s, p.recompute, p.flash_attention, is_moe);
+    return f >= 1 ? with : f * with + (1 - f) * layer_activation_bytes(m, s, Recompute::kNone, p.flash_attention, is_moe);
+  };
+  const double act_dense = act(false);
+  const double act_moe = moe > 0 ? act(true) : 0.0;
   const double per_mb = dense * act_dense + moe * act_moe;
   const double mbs = static_cast<double>(p.micro_batches());
   double in_flight = 1;
@@ -262,7 +303,7 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
     default: in_flight = std::min(mbs, static_cast<double>(p.pp - stage)); break;
   }
   mem.activations = per_mb * in_flight;
-  if (p.recompute == Recompute::kFull) {
+  if (p.recompute == Recompute::kFull && f > 0) {
     // The layer being recomputed holds its full activations during its backward.
     mem.activations += layer_activation_bytes(m, s, Recompute::kNone, p.flash_attention, moe > 0);
   }
@@ -349,13 +390,18 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
       l = {(l.dense + mirror.dense) / 2, (l.moe + mirror.moe) / 2, (l.embed + mirror.embed) / 2, (l.head + mirror.head) / 2};
     }
     const DeviceCosts& c = costs_of(i);
-    const double x = l.dense * c.dense.total() + l.moe * c.moe.total() + l.embed * c.embed_time + l.head * c.head_time;
+    const Range r = stage_layers(p, m.layers, i);
+    const double f = recomputed_fraction(p, r.end - r.begin);
+    const double x = l.dense * blend(c.dense, c.dense_plain, f).total() + l.moe * blend(c.moe, c.moe_plain, f).total() +
+                     l.embed * c.embed_time + l.head * c.head_time;
     sum_x += x;
     if (x > max_x) { max_x = x; crit = i; crit_load = l; }
   }
   const DeviceCosts& cc = costs_of(crit);  // the slowest stage's accelerator
-  const LayerTime& dense = cc.dense;
-  const LayerTime& moe = cc.moe;
+  const Range crit_range = stage_layers(p, m.layers, crit);
+  const double crit_f = recomputed_fraction(p, crit_range.end - crit_range.begin);
+  const LayerTime dense = blend(cc.dense, cc.dense_plain, crit_f);
+  const LayerTime moe = blend(cc.moe, cc.moe_plain, crit_f);
   const Links& links = cc.links;
   const double mem_rate = cc.mem_rate;
   const PipelineTime pipe = pipeline_time(p.schedule, sum_x, max_x, p.pp, mbs, p.virtual_stages);
@@ -443,8 +489,15 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const double dense_model = 3.0 * dense_layer_flops(m, full).total();
   const double moe_model = m.is_moe() ? 3.0 * moe_layer_flops(m, full).total() : 0.0;
   out.model_flops = sequences * (m.dense_layers() * dense_model + m.moe_layers() * moe_model + head_model);
-  const double hw_ratio_dense = dense.model_flops > 0 ? dense.hw_flops / dense.model_flops : 1.0;
-  const double hw_ratio_moe = moe.model_flops > 0 ? moe.hw_flops / moe.model_flops : 1.0;
+  // Recompute's extra FLOPs, over the whole model's layers (Plan::recompute_layers: some of them).
+  double model_f = 0;
+  for (int st = 0; st < p.pp; ++st) {
+    const Range r = stage_layers(p, m.layers, st);
+    model_f += recomputed_fraction(p, r.end - r.begin) * (r.end - r.begin) / std::max(1, m.layers);
+  }
+  const LayerTime model_dense = blend(cc.dense, cc.dense_plain, model_f), model_moe = blend(cc.moe, cc.moe_plain, model_f);
+  const double hw_ratio_dense = model_dense.model_flops > 0 ? model_dense.hw_flops / model_dense.model_flops : 1.0;
+  const double hw_ratio_moe = model_moe.model_flops > 0 ? model_moe.hw_flops / model_moe.model_flops : 1.0;
   out.hardware_flops = sequences * (m.dense_layers() * dense_model * hw_ratio_dense +
                                     m.moe_layers() * moe_model * hw_ratio_moe + head_model);
   const double peak = mean_peak(p);

@@ -25,6 +25,40 @@ ModelSpec scale_model(const ModelSpec& base, double s) {
   return m;
 }
 
+int most_layers_per_chunk(const Plan& p, int layers) {
+  const int chunks = p.schedule == Schedule::kInterleaved1F1B && p.virtual_stages > 1 ? p.virtual_stages : 1;
+  int most = 0;
+  for (int st = 0; st < p.pp; ++st) {
+    const auto [first, last] = p.stage_layer_range(layers, st);
+    most = std::max(most, (last - first + chunks - 1) / chunks);
+  }
+  return most;
+}
+
+int fewest_recompute_layers(const ModelSpec& m, const ClusterSpec& c, const Plan& p) {
+  return fewest_recompute_layers(AnalyticModel(m, c), p);
+}
+
+int fewest_recompute_layers(const AnalyticModel& am, const Plan& p) {
+  if (p.recompute == Recompute::kNone) return -1;
+  const ModelSpec& m = am.model();
+  auto fits = [&](int k) {
+    Plan q = p;
+    q.recompute_layers = k;
+    const MemoryBreakdown mem = am.memory(q);
+    return mem.total <= mem.capacity;
+  };
+  const int most = most_layers_per_chunk(p, m.layers);  // more recomputes nothing more
+  if (!fits(most)) return -1;
+  int lo = 0, hi = most;  // fits(hi); find the smallest that fits
+  if (fits(0)) return 0;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (fits(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
 Result<CapacityResult> largest_model(const ModelSpec& base, const ClusterSpec& c, const Plan& p) {
   auto fits = [&](double s, CapacityResult* out) {
     const ModelSpec m = scale_model(base, s);

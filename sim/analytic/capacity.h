@@ -9,6 +9,7 @@
 // bisection on s finds the largest that fits (to 0.1%).
 #pragma once
 
+#include "sim/analytic/analytic_model.h"
 #include "sim/analytic/prediction.h"
 #include "sim/core/status.h"
 #include "sim/spec/hardware.h"
@@ -25,6 +26,16 @@ struct CapacityResult {
 
 // The base scaled by `s` as above.
 ModelSpec scale_model(const ModelSpec& base, double s);
+
+// The fewest layers per stage (per chunk) that must recompute, under the plan's recompute policy,
+// for the plan to fit (Plan::recompute_layers): memory falls as layers recompute, and every
+// recomputed layer costs the same, so the fewest that fit is the fastest such plan (exact for
+// uniform layers). -1 when even recomputing every layer does not fit, or the plan recomputes
+// nothing.
+int fewest_recompute_layers(const ModelSpec& m, const ClusterSpec& c, const Plan& p);
+// The most layers one chunk of a pipeline stage holds (the largest useful recompute_layers).
+int most_layers_per_chunk(const Plan& p, int layers);
+int fewest_recompute_layers(const AnalyticModel& am, const Plan& p);
 
 // Errors: nothing of the family fits (not even a 1-layer, 128-wide model), or the plan is invalid
 // for every size tried.

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/capacity.h"
 #include "sim/des/simulator.h"
 #include "sim/net/topology.h"
 
@@ -184,6 +185,13 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
         const bool mixed = std::adjacent_find(p.stage_devices.begin(), p.stage_devices.end(),
                                               std::not_equal_to<>()) != p.stage_devices.end();
         if (mixed && p.layer_split.empty()) p.layer_split = am.balanced_layer_split(p);
+        // Full recompute where no recompute does not fit: only as many layers per stage as
+        // memory needs (the fewest that fit is the fastest; layers cost the same). Where no
+        // recompute fits, the candidate stays full (the space's none variant covers the other).
+        if (p.recompute == Recompute::kFull && p.recompute_layers < 0) {
+          const int k = fewest_recompute_layers(am, p);
+          if (k > 0 && k < most_layers_per_chunk(p, model.layers)) p.recompute_layers = k;
+        }
         const MemoryBreakdown mem = am.memory(p);
         if (mem.total > mem.capacity) { ++rej["out of memory"]; continue; }
         RankedPlan& r = results[i];

@@ -36,6 +36,12 @@ std::string layout_string(const Plan& p) {
   return s;
 }
 
+std::string recompute_string(const Plan& p) {
+  std::string s = to_string(p.recompute);
+  if (p.recompute != Recompute::kNone && p.recompute_layers >= 0) s.append(" x").append(std::to_string(p.recompute_layers));
+  return s;
+}
+
 using nlohmann::json;
 
 std::pair<int, int> Plan::stage_layer_range(int layers, int stage) const {
@@ -115,7 +121,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
                          "micro_batch", "global_batch", "schedule", "zero_stage", "recompute",
                          "precision", "flash_attention", "overlap_grad_reduce", "overlap_tp_comm",
                          "offload_optimizer", "seq_len", "layer_split", "stage_devices", "grad_compression",
-                         "compression_topk", "compression_rank", "compression_penalty"});
+                         "compression_topk", "compression_rank", "compression_penalty", "recompute_layers"});
   Plan p;
   constexpr std::int64_t kMaxDegree = 1 << 20;
   p.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDegree));
@@ -139,6 +145,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   p.schedule = read_enum("schedule", parse_schedule, Schedule::k1F1B);
   p.zero_stage = static_cast<int>(r.integer("zero_stage", 0, 0, 3));
   p.recompute = read_enum("recompute", parse_recompute, Recompute::kNone);
+  p.recompute_layers = static_cast<int>(r.integer("recompute_layers", -1, -1, 100000));
   p.precision = read_enum("precision", parse_precision, Precision::kBf16);
   p.flash_attention = r.boolean("flash_attention", true);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
@@ -183,6 +190,7 @@ json plan_to_json(const Plan& p) {
   if (p.seq_len > 0) j["seq_len"] = p.seq_len;
   if (!p.layer_split.empty()) j["layer_split"] = p.layer_split;
   if (!p.stage_devices.empty()) j["stage_devices"] = p.stage_devices;
+  if (p.recompute_layers >= 0) j["recompute_layers"] = p.recompute_layers;
   if (p.grad_compression != GradCompression::kNone) {
     j["grad_compression"] = to_string(p.grad_compression);
     j["compression_topk"] = p.compression_topk;
@@ -239,6 +247,8 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
   if (p.virtual_stages > 1 && mbs % p.pp != 0)
     return fail("global_batch", "interleaved 1F1B needs the micro-batch count (" + s(mbs) +
                                     ") to be a multiple of pp (" + s(p.pp) + ")");
+  if (p.recompute_layers >= 0 && p.recompute == Recompute::kNone)
+    return fail("recompute_layers", "is set but recompute is none (say which recompute the first layers use)");
   if (p.grad_compression != GradCompression::kNone && p.zero_stage >= 3)
     return fail("grad_compression", "needs zero_stage 0, 1 or 2 (ZeRO-3 reduce-scatters each layer's gradients as it goes)");
   if (p.schedule == Schedule::kDualPipe && (p.pp % 2 != 0 || mbs < 2 * p.pp || mbs % 2 != 0))

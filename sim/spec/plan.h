@@ -41,6 +41,10 @@ struct Plan {
   Schedule schedule = Schedule::k1F1B;
   int zero_stage = 0;                // 0..3 (ZeRO-3 = FSDP full shard)
   Recompute recompute = Recompute::kNone;
+  // Recompute only the first `recompute_layers` layers of each pipeline stage (of each chunk with
+  // virtual stages) and keep the others' activations -- Megatron's --recompute-num-layers with the
+  // block method. -1: every layer follows `recompute`.
+  int recompute_layers = -1;
   Precision precision = Precision::kBf16;
   bool flash_attention = true;       // fused attention: no s^2 activation traffic or memory
   bool overlap_grad_reduce = false;  // DP gradient reduction overlapped with backward (opt-in, as in Megatron)
@@ -61,6 +65,10 @@ struct Plan {
   double compression_penalty = 0;    // extra steps to converge (0.03 = 3%), for time to train
 
   int gpus() const { return tp * pp * dp * cp; }
+  // Whether the layer at `position` within its stage (or chunk) recomputes under this plan.
+  bool recomputes(int position) const {
+    return recompute != Recompute::kNone && (recompute_layers < 0 || position < recompute_layers);
+  }
   // Layers [first, last) of pipeline stage `stage` (without virtual stages).
   std::pair<int, int> stage_layer_range(int layers, int stage) const;
   std::int64_t micro_batches() const { return global_batch / (std::int64_t{dp} * micro_batch); }
@@ -70,6 +78,9 @@ struct Plan {
 // The parallel layout in a few words, as tables show it: "tp8 pp4 dp16 cp2 ep8 sp v2" (degrees of 1
 // and switches that are off are left out, except tp, pp and dp).
 std::string layout_string(const Plan& p);
+// The recompute policy as tables show it: "none", "selective", "full", or "full x4" when only the
+// first 4 layers of each stage recompute.
+std::string recompute_string(const Plan& p);
 
 // Reads a plan file; fields not given keep the defaults above. `global_batch` is required.
 Result<Plan> plan_from_json(const nlohmann::json& doc, const std::string& file);

@@ -356,8 +356,12 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
 
 int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool weight_split) {
   const LayerKernels& k = kernels(layer);
-  if (p_.recompute == Recompute::kFull) prev = layer_forward(Phase::kRecompute, layer, mb, chunk, prev, false);
-  else if (p_.recompute == Recompute::kSelective && !p_.flash_attention)
+  // The layer's place in its chunk decides whether it recomputes (Plan::recompute_layers).
+  const std::vector<int>& in_chunk = prog_.chunk_layers[static_cast<std::size_t>(chunk)];
+  const int position = static_cast<int>(std::find(in_chunk.begin(), in_chunk.end(), layer) - in_chunk.begin());
+  const bool recompute = p_.recomputes(position);
+  if (recompute && p_.recompute == Recompute::kFull) prev = layer_forward(Phase::kRecompute, layer, mb, chunk, prev, false);
+  else if (recompute && p_.recompute == Recompute::kSelective && !p_.flash_attention)
     prev = layer_forward(Phase::kRecompute, layer, mb, chunk, prev, true);
   int cp_comm = -1;
   for (int i = k.count - 1; i >= 0; --i) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/capacity.h"
 #include "sim/spec/presets.h"
 
 namespace foresight {
@@ -84,6 +85,38 @@ TEST(Search, MemoryPruningNeverDropsAPlanThatFits) {
   EXPECT_EQ(rejected_oom, oom);
   EXPECT_GT(fitting, 0u);
   EXPECT_GT(oom, 0u);
+}
+
+// Full recompute in the search recomputes only the layers memory needs: the fewest that fit.
+TEST(Search, FullRecomputeTakesOnlyTheLayersItNeeds) {
+  const ModelSpec m = model("llama3-70b");
+  const ClusterSpec c = *load_cluster("dgx-h100-ndr");
+  SearchOptions o;
+  o.gpus = 64;
+  o.global_batch = 128;
+  o.threads = 1;
+  o.space.tp = {8};
+  o.space.pp = {4};
+  o.space.cp = {1};
+  o.space.micro_batch = {1};
+  o.space.zero_stage = {1};
+  o.space.recompute = {Recompute::kFull};
+  o.space.schedules = {Schedule::k1F1B};
+  o.space.sequence_parallel = {false};  // without it, no recompute does not fit
+  o.space.offload_optimizer = {false};
+  o.space.overlap_grad_reduce = {false};
+  auto r = search(m, c, o);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_EQ(r->plans.size(), 1u);
+  const Plan& best = r->plans.front().plan;
+  EXPECT_GT(best.recompute_layers, 0);
+  EXPECT_LT(best.recompute_layers, m.layers / 4);
+  ClusterSpec sized = c;
+  ASSERT_TRUE(resize_cluster(sized, 64, "test").ok());
+  Plan all = best;
+  all.recompute_layers = -1;
+  EXPECT_EQ(best.recompute_layers, fewest_recompute_layers(m, sized, all));
+  EXPECT_LT(r->plans.front().prediction.step_time_s, AnalyticModel(m, sized).evaluate(all).step_time_s);
 }
 
 TEST(Search, ParetoFrontIsNotDominated) {
