@@ -33,15 +33,24 @@ SimResult run(const ModelSpec& m, const ClusterSpec& c, const Plan& p, SimOption
   return r.ok() ? *r : SimResult{};
 }
 
-// A model whose stages are uniform and whose embedding and head are negligible, on a fabric fast
-// enough that pipeline transfers cost nothing: the 1F1B bubble must be (p-1)/(m+p-1).
-TEST(Simulator, OneFOneBBubbleMatchesClosedForm) {
-  ModelSpec m = model("gpt3-175b");
-  m.layers = 8;
+// A model whose stages are uniform and whose embedding and head are negligible (`layers` layers of
+// `name`, an 8-token vocabulary) on a 4-GPU node whose fabric makes pipeline transfers free.
+// (Callers take .first and .second: clang 14 cannot capture structured bindings in lambdas.)
+std::pair<ModelSpec, ClusterSpec> uniform_pipeline(const std::string& name, int layers) {
+  ModelSpec m = model(name);
+  m.layers = layers;
   m.vocab = 8;
   ClusterSpec c = cluster("dgx-a100-hdr", 4);
   c.node.fabric.bandwidth = 1e18;
   c.node.fabric.latency_s = 0;
+  return {m, c};
+}
+
+// Uniform stages, free transfers: the 1F1B bubble must be (p-1)/(m+p-1).
+TEST(Simulator, OneFOneBBubbleMatchesClosedForm) {
+  const auto setup = uniform_pipeline("gpt3-175b", 8);
+  const ModelSpec& m = setup.first;
+  const ClusterSpec& c = setup.second;
   for (int mbs : {4, 8, 16}) {
     const SimResult r = run(m, c, plan(1, 4, 1, 1, mbs));
     const double p = 4;
@@ -51,12 +60,9 @@ TEST(Simulator, OneFOneBBubbleMatchesClosedForm) {
 }
 
 TEST(Simulator, InterleavingDividesTheBubble) {
-  ModelSpec m = model("llama3-8b");
-  m.layers = 16;
-  m.vocab = 8;
-  ClusterSpec c = cluster("dgx-a100-hdr", 4);
-  c.node.fabric.bandwidth = 1e18;
-  c.node.fabric.latency_s = 0;
+  const auto setup = uniform_pipeline("llama3-8b", 16);
+  const ModelSpec& m = setup.first;
+  const ClusterSpec& c = setup.second;
   Plan p1 = plan(1, 4, 1, 1, 16);
   Plan p2 = p1;
   p2.schedule = Schedule::kInterleaved1F1B;
@@ -233,12 +239,9 @@ TEST(Simulator, OptimizerOffloadUsesCopyEngineAndHost) {
 // (p-1)(F+B+W). With F = B = W = f and no overlap inside F&B (3f), that is (p/2-1) f against
 // 3(p-1) f: a ninth of 1F1B's at p = 4. Transfers are free here so only the order matters.
 TEST(Simulator, DualPipeBubbleMatchesTheReport) {
-  ModelSpec m = model("gpt3-175b");
-  m.layers = 8;
-  m.vocab = 8;
-  ClusterSpec c = cluster("dgx-a100-hdr", 4);
-  c.node.fabric.bandwidth = 1e18;
-  c.node.fabric.latency_s = 0;
+  const auto setup = uniform_pipeline("gpt3-175b", 8);
+  const ModelSpec& m = setup.first;
+  const ClusterSpec& c = setup.second;
   Plan p = plan(1, 4, 1, 1, 8);
   auto step = [&](const Plan& plan) {  // timing only: two copies of these layers exceed 80 GB
     auto w = lower(m, c, plan);
