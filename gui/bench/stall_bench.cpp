@@ -30,22 +30,23 @@ int main(int argc, char** argv) {
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
   QApplication app(argc, argv);
   QCommandLineParser cli;
-  cli.setApplicationDescription(QStringLiteral("Longest GUI event-loop stall while a plan search runs on the worker."));
+  cli.setApplicationDescription(
+      QStringLiteral("Longest GUI event-loop stall while a plan search runs on the worker."));
   cli.addHelpOption();
-  const QCommandLineOption model(QStringLiteral("model"), QStringLiteral("model preset"), QStringLiteral("NAME"),
-                                 QStringLiteral("llama3-70b"));
-  const QCommandLineOption cluster(QStringLiteral("cluster"), QStringLiteral("cluster preset"), QStringLiteral("NAME"),
-                                   QStringLiteral("dgx-h100-ndr"));
+  const QCommandLineOption model(QStringLiteral("model"), QStringLiteral("model preset"),
+                                 QStringLiteral("NAME"), QStringLiteral("llama3-70b"));
+  const QCommandLineOption cluster(QStringLiteral("cluster"), QStringLiteral("cluster preset"),
+                                   QStringLiteral("NAME"), QStringLiteral("dgx-h100-ndr"));
   const QCommandLineOption gpus(QStringLiteral("gpus"), QStringLiteral("devices"), QStringLiteral("N"),
                                 QStringLiteral("1024"));
-  const QCommandLineOption gb(QStringLiteral("gb"), QStringLiteral("global batch (sequences)"), QStringLiteral("N"),
-                              QStringLiteral("1024"));
+  const QCommandLineOption gb(QStringLiteral("gb"), QStringLiteral("global batch (sequences)"),
+                              QStringLiteral("N"), QStringLiteral("1024"));
   const QCommandLineOption repeat(QStringLiteral("repeat"), QStringLiteral("searches"), QStringLiteral("N"),
                                   QStringLiteral("3"));
-  const QCommandLineOption interval(QStringLiteral("interval-ms"), QStringLiteral("probe timer"), QStringLiteral("MS"),
-                                    QStringLiteral("5"));
-  const QCommandLineOption threads(QStringLiteral("threads"), QStringLiteral("search threads (default: the GUI's)"),
-                                   QStringLiteral("N"));
+  const QCommandLineOption interval(QStringLiteral("interval-ms"), QStringLiteral("probe timer"),
+                                    QStringLiteral("MS"), QStringLiteral("5"));
+  const QCommandLineOption threads(
+      QStringLiteral("threads"), QStringLiteral("search threads (default: the GUI's)"), QStringLiteral("N"));
   for (const auto& o : {model, cluster, gpus, gb, repeat, interval, threads}) cli.addOption(o);
   cli.process(app);
   const std::chrono::milliseconds tick(std::max(1, cli.value(interval).toInt()));
@@ -59,7 +60,8 @@ int main(int argc, char** argv) {
     idle.exec();
     probe.stop();
     std::printf("idle loop: %lld ticks in %.0f ms, max gap %.1f ms (timer %.0f ms)\n",
-                static_cast<long long>(probe.ticks()), probe.elapsed_ms(), probe.max_gap_ms(), probe.interval_ms());
+                static_cast<long long>(probe.ticks()), probe.elapsed_ms(), probe.max_gap_ms(),
+                probe.interval_ms());
   }
 
   foresight::gui::MainWindow window;
@@ -76,10 +78,11 @@ int main(int argc, char** argv) {
   foresight::gui::SearchView* view = window.search();
   foresight::gui::SearchRequest req = view->request();
   if (cli.isSet(threads)) req.threads = static_cast<unsigned>(std::max(1, cli.value(threads).toInt()));
-  std::printf("search: %s on %d x %s, global batch %lld, top %d, re-simulate %d, %s search threads of %u hardware\n",
-              req.model.c_str(), req.gpus, req.cluster.c_str(), static_cast<long long>(req.global_batch), req.top_k,
-              req.resimulate, req.threads ? std::to_string(req.threads).c_str() : "all",
-              std::thread::hardware_concurrency());
+  std::printf(
+      "search: %s on %d x %s, global batch %lld, top %d, re-simulate %d, %s search threads of %u hardware\n",
+      req.model.c_str(), req.gpus, req.cluster.c_str(), static_cast<long long>(req.global_batch), req.top_k,
+      req.resimulate, req.threads ? std::to_string(req.threads).c_str() : "all",
+      std::thread::hardware_concurrency());
 
   double worst = 0;
   const int runs = std::max(1, cli.value(repeat).toInt());
@@ -96,8 +99,10 @@ int main(int argc, char** argv) {
     probe.start();
     // The view's Run button; with --threads, its controller with the request above (the view
     // still shows the outcome).
-    if (cli.isSet(threads)) view->controller()->start(req);
-    else view->start();
+    if (cli.isSet(threads))
+      view->controller()->start(req);
+    else
+      view->start();
     loop.exec();
     probe.stop();
     QObject::disconnect(done);
@@ -112,11 +117,13 @@ int main(int argc, char** argv) {
     view->show_outcome(outcome);
     QApplication::processEvents();
     const double show_ms = show.nsecsElapsed() / 1e6;
-    std::printf("run %d: %llu candidates, %zu plans, %.0f ms; GUI loop %lld ticks, max gap %.1f ms "
-                "(showing the outcome: %.1f ms)\n",
-                run + 1, static_cast<unsigned long long>(outcome.result.candidates), outcome.result.plans.size(),
-                probe.elapsed_ms(), static_cast<long long>(probe.ticks()), probe.max_gap_ms(), show_ms);
+    std::printf(
+        "run %d: %llu candidates, %zu plans, %.0f ms; GUI loop %lld ticks, max gap %.1f ms "
+        "(showing the outcome: %.1f ms)\n",
+        run + 1, static_cast<unsigned long long>(outcome.result.candidates), outcome.result.plans.size(),
+        probe.elapsed_ms(), static_cast<long long>(probe.ticks()), probe.max_gap_ms(), show_ms);
   }
-  std::printf("max stall over %d runs: %.1f ms (timer %lld ms)\n", runs, worst, static_cast<long long>(tick.count()));
+  std::printf("max stall over %d runs: %.1f ms (timer %lld ms)\n", runs, worst,
+              static_cast<long long>(tick.count()));
   return 0;
 }

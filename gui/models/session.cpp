@@ -15,9 +15,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::pair<const char*, std::string Session::*> kFiles[] = {
-    {"trace", &Session::trace}, {"predicted", &Session::predicted}, {"measured", &Session::measured},
-    {"sweep", &Session::sweep}};
+constexpr std::pair<const char*, std::string Session::*> kFiles[] = {{"trace", &Session::trace},
+                                                                     {"predicted", &Session::predicted},
+                                                                     {"measured", &Session::measured},
+                                                                     {"sweep", &Session::sweep}};
 
 // The Setup offers presets only, so a session names presets.
 void read_preset(JsonReader& r, std::string_view key, PresetKind kind, std::string& out) {
@@ -49,8 +50,9 @@ Result<Session> session_from_json(const nlohmann::json& doc, const std::string& 
   r.reject_unknown_keys({"foresight_session", "model", "cluster", "plan", "files", "view"});
   Session s;
   if (r.ok() && r.required_integer("foresight_session", 1) != kSessionVersion && r.ok())
-    r.fail("foresight_session", "version " + doc.at("foresight_session").dump() + " is not supported (this build reads " +
-                                    std::to_string(kSessionVersion) + ")");
+    r.fail("foresight_session", "version " + doc.at("foresight_session").dump() +
+                                    " is not supported (this build reads " + std::to_string(kSessionVersion) +
+                                    ")");
   read_preset(r, "model", PresetKind::kModel, s.inputs.model);
   read_preset(r, "cluster", PresetKind::kCluster, s.inputs.cluster);
   if (r.ok() && !r.has("plan")) r.fail("plan", "missing required field");
@@ -66,8 +68,8 @@ Result<Session> session_from_json(const nlohmann::json& doc, const std::string& 
   }
   s.inputs.plan = *plan;
 
-  const std::string view = r.choice("view", {"setup", "details", "search", "timeline", "compare", "sweep", "topology"},
-                                    "setup");
+  const std::string view =
+      r.choice("view", {"setup", "details", "search", "timeline", "compare", "sweep", "topology"}, "setup");
   if (auto v = parse_view(QString::fromStdString(view))) s.view = *v;
 
   JsonReader files = r.object("files");

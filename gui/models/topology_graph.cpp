@@ -1,20 +1,21 @@
 // Choosing and placing the drawn part of the cluster graph; utilisation colours.
 #include "gui/models/topology_graph.h"
 
+#include <boost/range/iterator_range.hpp>
+
 #include <algorithm>
-#include <string_view>
 #include <map>
 #include <set>
+#include <string_view>
 #include <unordered_map>
-
-#include <boost/range/iterator_range.hpp>
 
 #include "gui/models/plan_inputs.h"
 
 namespace foresight::gui {
 
 int TopologyDrawing::count(VertexKind k) const {
-  return static_cast<int>(std::count_if(vertices.begin(), vertices.end(), [k](const DrawnVertex& v) { return v.kind == k; }));
+  return static_cast<int>(
+      std::count_if(vertices.begin(), vertices.end(), [k](const DrawnVertex& v) { return v.kind == k; }));
 }
 
 namespace {
@@ -23,16 +24,20 @@ namespace {
 std::string short_label(const TopoVertex& v, const ClusterSpec& c) {
   const auto slash = v.name.find('/');
   switch (v.kind) {
-    case VertexKind::kDevice: return v.name.substr(4);  // "rank12" -> "12"
-    case VertexKind::kNodeSwitch: return c.node.fabric.kind.empty() ? "switch" : c.node.fabric.kind;
-    case VertexKind::kNic: return slash == std::string::npos ? v.name : v.name.substr(slash + 1);
+    case VertexKind::kDevice:
+      return v.name.substr(4);  // "rank12" -> "12"
+    case VertexKind::kNodeSwitch:
+      return c.node.fabric.kind.empty() ? "switch" : c.node.fabric.kind;
+    case VertexKind::kNic:
+      return slash == std::string::npos ? v.name : v.name.substr(slash + 1);
     case VertexKind::kSwitch: {
       if (v.node >= 0) return "router";
       // "tier1/group0/rail2" -> "g0 r2"
       std::string out;
       for (std::size_t at = slash; at != std::string::npos; at = v.name.find('/', at + 1)) {
         const std::size_t end = v.name.find('/', at + 1);
-        const std::string part = v.name.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
+        const std::string part =
+            v.name.substr(at + 1, end == std::string::npos ? std::string::npos : end - at - 1);
         for (std::string_view prefix : {"group", "rail"}) {
           if (part.rfind(prefix, 0) != 0) continue;
           if (!out.empty()) out += ' ';
@@ -74,9 +79,15 @@ Result<TopologyDrawing> draw_topology(const ClusterSpec& cluster, const std::vec
     const TopoVertex& tv = g[v];
     by_name.emplace(tv.name, v);
     switch (tv.kind) {
-      case VertexKind::kDevice: ++d.total_devices; break;
-      case VertexKind::kNodeSwitch: ++d.total_node_switches; break;
-      case VertexKind::kNic: ++d.total_nics; break;
+      case VertexKind::kDevice:
+        ++d.total_devices;
+        break;
+      case VertexKind::kNodeSwitch:
+        ++d.total_node_switches;
+        break;
+      case VertexKind::kNic:
+        ++d.total_nics;
+        break;
       case VertexKind::kSwitch:
         ++d.total_switches;
         tiers = std::max(tiers, tv.tier + 1);
@@ -111,7 +122,8 @@ Result<TopologyDrawing> draw_topology(const ClusterSpec& cluster, const std::vec
   // Nodes: those the busiest links touch (busiest first), then the lowest-numbered.
   std::vector<int> nodes;
   auto take = [&](int n) {
-    if (n >= 0 && static_cast<int>(nodes.size()) < limits.max_nodes && std::find(nodes.begin(), nodes.end(), n) == nodes.end())
+    if (n >= 0 && static_cast<int>(nodes.size()) < limits.max_nodes &&
+        std::find(nodes.begin(), nodes.end(), n) == nodes.end())
       nodes.push_back(n);
   };
   for (const Reported& r : reported) {
@@ -144,8 +156,8 @@ Result<TopologyDrawing> draw_topology(const ClusterSpec& cluster, const std::vec
     for (auto e : boost::make_iterator_range(boost::edges(g))) {
       const int s = static_cast<int>(boost::source(e, g)), v = static_cast<int>(boost::target(e, g));
       // Tier switches only (node -1); a torus router belongs to its node and was added with it.
-      if (drawn[s] >= 0 && drawn[v] < 0 && g[v].kind == VertexKind::kSwitch && g[v].node < 0 && g[v].tier == t &&
-          level(s) == t - 1)
+      if (drawn[s] >= 0 && drawn[v] < 0 && g[v].kind == VertexKind::kSwitch && g[v].node < 0 &&
+          g[v].tier == t && level(s) == t - 1)
         up.push_back(v);
     }
     std::sort(up.begin(), up.end());
@@ -163,8 +175,10 @@ Result<TopologyDrawing> draw_topology(const ClusterSpec& cluster, const std::vec
     if (s < 0 || t < 0) continue;
     const std::pair<int, int> key{std::min(s, t), std::max(s, t)};
     auto [it, fresh] = link_of.emplace(key, static_cast<int>(d.links.size()));
-    if (fresh) d.links.push_back({key.first, key.second, g[e].kind, g[e].bandwidth});
-    else d.links[it->second].bandwidth = std::max(d.links[it->second].bandwidth, g[e].bandwidth);
+    if (fresh)
+      d.links.push_back({key.first, key.second, g[e].kind, g[e].bandwidth});
+    else
+      d.links[it->second].bandwidth = std::max(d.links[it->second].bandwidth, g[e].bandwidth);
   }
   for (const Reported& r : reported) {
     const int s = drawn[r.from], t = drawn[r.to];
@@ -199,18 +213,22 @@ Result<TopologyDrawing> draw_topology(const ClusterSpec& cluster, const std::vec
   std::map<int, std::vector<DrawnVertex*>> devices, nics;
   std::map<int, std::vector<DrawnVertex*>> switches_by_tier;
   for (DrawnVertex& v : d.vertices) {
-    if (v.kind == VertexKind::kDevice) devices[v.node].push_back(&v);
-    else if (v.kind == VertexKind::kNic) nics[v.node].push_back(&v);
+    if (v.kind == VertexKind::kDevice)
+      devices[v.node].push_back(&v);
+    else if (v.kind == VertexKind::kNic)
+      nics[v.node].push_back(&v);
     else if (v.kind == VertexKind::kNodeSwitch) {
       v.row = d.node_switch_row;
       v.x = (slot_of[v.node]->x0 + slot_of[v.node]->x1) / 2;
-    } else switches_by_tier[v.tier].push_back(&v);
+    } else
+      switches_by_tier[v.tier].push_back(&v);
   }
   auto place = [&](std::map<int, std::vector<DrawnVertex*>>& per_node, int row) {
     for (auto& [node, vs] : per_node)
       for (std::size_t i = 0; i < vs.size(); ++i) {
         vs[i]->row = row;
-        vs[i]->x = spread(static_cast<int>(i), static_cast<int>(vs.size()), slot_of[node]->x0, slot_of[node]->x1);
+        vs[i]->x =
+            spread(static_cast<int>(i), static_cast<int>(vs.size()), slot_of[node]->x0, slot_of[node]->x1);
       }
   };
   place(devices, d.device_row);
@@ -233,10 +251,11 @@ std::string describe(const TopologyDrawing& d) {
     tiers += (t ? ", " : "") + d.tier_names[t] + " " + std::to_string(d.switches_per_tier[t]);
   std::string s = d.cluster + ", " + std::to_string(d.nodes) + " node" + (d.nodes == 1 ? "" : "s") + " x " +
                   std::to_string(d.devices_per_node) + " " + d.accelerator + ": " +
-                  std::to_string(d.total_node_switches) + " node switch" + (d.total_node_switches == 1 ? "" : "es") +
-                  ", " + std::to_string(d.total_nics) + " NICs, ";
+                  std::to_string(d.total_node_switches) + " node switch" +
+                  (d.total_node_switches == 1 ? "" : "es") + ", " + std::to_string(d.total_nics) + " NICs, ";
   s += d.torus ? std::to_string(d.total_switches) + " torus routers"
-               : std::to_string(d.total_switches) + " network switches" + (tiers.empty() ? "" : " (" + tiers + ")");
+               : std::to_string(d.total_switches) + " network switches" +
+                     (tiers.empty() ? "" : " (" + tiers + ")");
   s += ", " + std::to_string(d.total_links) + " directed links; " + std::to_string(d.drawn_nodes()) + " of " +
        std::to_string(d.nodes) + " nodes drawn";
   return s;

@@ -30,20 +30,20 @@ namespace foresight::gui {
 
 struct DrawnVertex {
   VertexKind kind = VertexKind::kDevice;
-  int node = -1;       // devices, node switches, NICs, torus routers
-  int tier = -1;       // network switches
-  std::string name;    // the simulator's name: "rank3", "node0/switch", "tier1/group0/rail2"
-  std::string label;   // short, for the picture: "3", "nic0", "nvlink4", "g0 r2"
+  int node = -1;      // devices, node switches, NICs, torus routers
+  int tier = -1;      // network switches
+  std::string name;   // the simulator's name: "rank3", "node0/switch", "tier1/group0/rail2"
+  std::string label;  // short, for the picture: "3", "nic0", "nvlink4", "g0 r2"
   int row = 0;
   double x = 0.5;
 };
 
 struct DrawnLink {
-  int a = 0, b = 0;          // indices into TopologyDrawing::vertices; `a` is the lower end
-  std::string kind;          // nvlink4, pcie5, infiniband, ...
-  double bandwidth = 0;      // bytes/s per direction (after the link's efficiency)
-  double utilisation = -1;   // the busier direction in the last simulation; < 0: not reported
-  double bytes = 0;          // both directions, in the step
+  int a = 0, b = 0;         // indices into TopologyDrawing::vertices; `a` is the lower end
+  std::string kind;         // nvlink4, pcie5, infiniband, ...
+  double bandwidth = 0;     // bytes/s per direction (after the link's efficiency)
+  double utilisation = -1;  // the busier direction in the last simulation; < 0: not reported
+  double bytes = 0;         // both directions, in the step
   bool reported() const { return utilisation >= 0; }
 };
 
@@ -51,28 +51,28 @@ struct DrawnLink {
 struct NodeSlot {
   int node = 0;
   double x0 = 0, x1 = 1;
-  int hidden_devices = 0;    // accelerators of this node not drawn (more than max_devices)
+  int hidden_devices = 0;  // accelerators of this node not drawn (more than max_devices)
 };
 
 struct DrawLimits {
   int max_nodes = 6;
-  int max_devices = 16;      // per node; NICs likewise
+  int max_devices = 16;  // per node; NICs likewise
 };
 
 struct TopologyDrawing {
   std::string cluster;
   int nodes = 0, devices_per_node = 0, nics_per_node = 0;
-  std::string accelerator;                 // "H100-SXM5-80GB"
+  std::string accelerator;  // "H100-SXM5-80GB"
   // The whole graph as the simulator builds it; links are directed, as the simulator counts them.
   int total_devices = 0, total_node_switches = 0, total_nics = 0, total_switches = 0, total_links = 0;
-  std::vector<std::string> tier_names;     // lowest first ("leaf", "spine"), as in the ClusterSpec
-  std::vector<int> switches_per_tier;      // lowest first
+  std::vector<std::string> tier_names;  // lowest first ("leaf", "spine"), as in the ClusterSpec
+  std::vector<int> switches_per_tier;   // lowest first
   bool torus = false;
 
   // What is drawn.
-  std::vector<NodeSlot> node_slots;        // ascending node number
+  std::vector<NodeSlot> node_slots;  // ascending node number
   int hidden_nodes = 0;
-  double more_x = -1;                      // where "N more nodes" goes; < 0: nothing hidden
+  double more_x = -1;  // where "N more nodes" goes; < 0: nothing hidden
   std::vector<int> hidden_switches_per_tier;
   std::vector<DrawnVertex> vertices;
   std::vector<DrawnLink> links;
@@ -81,7 +81,7 @@ struct TopologyDrawing {
 
   // Utilisation: links the simulation reported, and how many of them are drawn.
   int reported_links = 0, drawn_reported_links = 0;
-  double step_s = 0;                       // the simulated step the utilisation refers to
+  double step_s = 0;  // the simulated step the utilisation refers to
 
   int drawn_nodes() const { return static_cast<int>(node_slots.size()); }
   int count(VertexKind k) const;
@@ -102,8 +102,8 @@ QColor utilisation_colour(double utilisation);
 
 // The network part of a simulation of `in`: its busiest links and step time (no trace written).
 struct LinkReport {
-  PlanInputs inputs;                   // what was simulated: utilisation belongs to this plan only
-  ClusterSpec cluster;                 // sized to the plan
+  PlanInputs inputs;    // what was simulated: utilisation belongs to this plan only
+  ClusterSpec cluster;  // sized to the plan
   std::vector<LinkUse> busiest;
   double step_s = 0;
 };

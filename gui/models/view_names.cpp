@@ -11,13 +11,20 @@ std::optional<View> parse_view(const QString& name) {
 
 QString view_name(View v) {
   switch (v) {
-    case View::kSetup: return QStringLiteral("setup");
-    case View::kDetails: return QStringLiteral("details");
-    case View::kSearch: return QStringLiteral("search");
-    case View::kTimeline: return QStringLiteral("timeline");
-    case View::kCompare: return QStringLiteral("compare");
-    case View::kSweep: return QStringLiteral("sweep");
-    case View::kTopology: return QStringLiteral("topology");
+    case View::kSetup:
+      return QStringLiteral("setup");
+    case View::kDetails:
+      return QStringLiteral("details");
+    case View::kSearch:
+      return QStringLiteral("search");
+    case View::kTimeline:
+      return QStringLiteral("timeline");
+    case View::kCompare:
+      return QStringLiteral("compare");
+    case View::kSweep:
+      return QStringLiteral("sweep");
+    case View::kTopology:
+      return QStringLiteral("topology");
   }
   return QStringLiteral("setup");
 }

@@ -19,7 +19,8 @@ TopologyView::TopologyView(QWidget* parent) : QWidget(parent) {
   status_ = new QLabel;
   status_->setWordWrap(true);
   simulate_ = new QPushButton(tr("Simulate network use"));
-  simulate_->setToolTip(tr("run the discrete-event simulator on the Setup's plan and colour the links by utilisation"));
+  simulate_->setToolTip(
+      tr("run the discrete-event simulator on the Setup's plan and colour the links by utilisation"));
   picture_ = new TopologyWidget;
   auto* bar = new QHBoxLayout;
   bar->addWidget(summary_, 1);
@@ -79,20 +80,21 @@ void TopologyView::request_drawing() {
     watcher->deleteLater();
     if (gen == generation_) show_drawing(watcher->result());
   });
-  watcher->setFuture(QtConcurrent::run(
-      [cluster = evaluation_.cluster, busiest = linked ? links_.busiest : std::vector<LinkUse>{},
-       step = linked ? links_.step_s : 0.0]() -> Result<TopologyDrawing> {
-        FS_ASSIGN_OR_RETURN(TopologyDrawing d, draw_topology(cluster, busiest));
-        d.step_s = step;
-        return d;
-      }));
+  watcher->setFuture(QtConcurrent::run([cluster = evaluation_.cluster,
+                                        busiest = linked ? links_.busiest : std::vector<LinkUse>{},
+                                        step = linked ? links_.step_s : 0.0]() -> Result<TopologyDrawing> {
+    FS_ASSIGN_OR_RETURN(TopologyDrawing d, draw_topology(cluster, busiest));
+    d.step_s = step;
+    return d;
+  }));
 }
 
 void TopologyView::draw_now() {
   ++generation_;
   if (!evaluation_.has_prediction) return;
   const bool linked = links_match();
-  Result<TopologyDrawing> d = draw_topology(evaluation_.cluster, linked ? links_.busiest : std::vector<LinkUse>{});
+  Result<TopologyDrawing> d =
+      draw_topology(evaluation_.cluster, linked ? links_.busiest : std::vector<LinkUse>{});
   if (d && linked) d->step_s = links_.step_s;
   show_drawing(d);
 }
@@ -108,13 +110,15 @@ void TopologyView::show_drawing(const Result<TopologyDrawing>& d) {
   summary_->setText(qstr(describe(*d)));
   status_->setStyleSheet(QString());
   if (d->reported_links > 0)
-    status_->setText(tr("Coloured: the %1 busiest links of a simulated step of %2 (%3 of them drawn); the simulator "
-                        "reports only its busiest links, the others stay grey.")
-                         .arg(d->reported_links)
-                         .arg(seconds_text(d->step_s))
-                         .arg(d->drawn_reported_links));
+    status_->setText(
+        tr("Coloured: the %1 busiest links of a simulated step of %2 (%3 of them drawn); the simulator "
+           "reports only its busiest links, the others stay grey.")
+            .arg(d->reported_links)
+            .arg(seconds_text(d->step_s))
+            .arg(d->drawn_reported_links));
   else
-    status_->setText(tr("Not simulated yet: links are grey until \"Simulate network use\" (or the Setup's Simulate) runs."));
+    status_->setText(tr(
+        "Not simulated yet: links are grey until \"Simulate network use\" (or the Setup's Simulate) runs."));
   picture_->set_drawing(*d);
   Q_EMIT drawn();
 }

@@ -14,7 +14,7 @@
 namespace foresight::gui {
 
 namespace {
-constexpr double kLabelWidth = 96;   // row labels on the left
+constexpr double kLabelWidth = 96;  // row labels on the left
 constexpr double kLegendHeight = 30;
 constexpr double kMargin = 8;
 
@@ -63,15 +63,18 @@ double TopologyWidget::row_y(int row) const { return plot().top() + (row + 0.5) 
 
 QSizeF TopologyWidget::vertex_size(const DrawnVertex& v) const {
   const double h = std::min(26.0, row_height() * 0.5);
-  const double slot_w = drawing_.node_slots.empty() ? plot().width()
-                                                    : plot().width() * (drawing_.node_slots[0].x1 - drawing_.node_slots[0].x0);
+  const double slot_w = drawing_.node_slots.empty()
+                            ? plot().width()
+                            : plot().width() * (drawing_.node_slots[0].x1 - drawing_.node_slots[0].x0);
   switch (v.kind) {
     case VertexKind::kDevice:
       return {std::clamp(slot_w / std::max(1, std::min(drawing_.devices_per_node, 16)) - 4, 6.0, 34.0), h};
     case VertexKind::kNic:
       return {std::clamp(slot_w / std::max(1, std::min(drawing_.nics_per_node, 16)) - 4, 6.0, 40.0), h * 0.8};
-    case VertexKind::kNodeSwitch: return {slot_w * 0.6, h};
-    case VertexKind::kSwitch: return {std::clamp(plot().width() / 12, 30.0, 64.0), h};
+    case VertexKind::kNodeSwitch:
+      return {slot_w * 0.6, h};
+    case VertexKind::kSwitch:
+      return {std::clamp(plot().width() / 12, 30.0, 64.0), h};
   }
   return {20, h};
 }
@@ -131,17 +134,18 @@ void TopologyWidget::paintEvent(QPaintEvent*) {
                tr("%1 (%2)").arg(qstr(d.tier_names[t])).arg(d.switches_per_tier[t]));
     if (d.hidden_switches_per_tier[t] > 0) {
       p.setPen(pal.color(QPalette::PlaceholderText));
-      p.drawText(QRectF(area.left(), row_y(row) - rh / 2, area.width(), rh), Qt::AlignVCenter | Qt::AlignRight,
-                 tr("+%1 more").arg(d.hidden_switches_per_tier[t]));
+      p.drawText(QRectF(area.left(), row_y(row) - rh / 2, area.width(), rh),
+                 Qt::AlignVCenter | Qt::AlignRight, tr("+%1 more").arg(d.hidden_switches_per_tier[t]));
       p.setPen(pal.color(QPalette::Text));
     }
   }
   if (d.nic_row >= 0)
-    p.drawText(QRectF(4, row_y(d.nic_row) - rh / 2, kLabelWidth - 8, rh), Qt::AlignVCenter | Qt::AlignLeft, tr("NICs"));
+    p.drawText(QRectF(4, row_y(d.nic_row) - rh / 2, kLabelWidth - 8, rh), Qt::AlignVCenter | Qt::AlignLeft,
+               tr("NICs"));
   p.drawText(QRectF(4, row_y(d.device_row) - rh / 2, kLabelWidth - 8, rh), Qt::AlignVCenter | Qt::AlignLeft,
              fm.elidedText(qstr(d.accelerator), Qt::ElideRight, kLabelWidth - 8));
-  p.drawText(QRectF(4, row_y(d.node_switch_row) - rh / 2, kLabelWidth - 8, rh), Qt::AlignVCenter | Qt::AlignLeft,
-             tr("node fabric"));
+  p.drawText(QRectF(4, row_y(d.node_switch_row) - rh / 2, kLabelWidth - 8, rh),
+             Qt::AlignVCenter | Qt::AlignLeft, tr("node fabric"));
 
   // Node frames.
   const double frame_top = row_y(d.nic_row >= 0 ? d.nic_row : d.device_row) - rh * 0.45;
@@ -200,10 +204,18 @@ void TopologyWidget::paintEvent(QPaintEvent*) {
     const QRectF r(vertex_position(static_cast<int>(i)) - QPointF(s.width() / 2, s.height() / 2), s);
     QColor fill;
     switch (v.kind) {
-      case VertexKind::kDevice: fill = QColor(0x4c, 0x72, 0xb0); break;
-      case VertexKind::kNic: fill = QColor(0x8c, 0x8c, 0x8c); break;
-      case VertexKind::kNodeSwitch: fill = QColor(0x55, 0xa8, 0x68); break;
-      case VertexKind::kSwitch: fill = QColor(0x81, 0x72, 0xb3); break;
+      case VertexKind::kDevice:
+        fill = QColor(0x4c, 0x72, 0xb0);
+        break;
+      case VertexKind::kNic:
+        fill = QColor(0x8c, 0x8c, 0x8c);
+        break;
+      case VertexKind::kNodeSwitch:
+        fill = QColor(0x55, 0xa8, 0x68);
+        break;
+      case VertexKind::kSwitch:
+        fill = QColor(0x81, 0x72, 0xb3);
+        break;
     }
     p.setPen(QPen(fill.darker(140), 1));
     p.setBrush(fill);
@@ -225,10 +237,10 @@ void TopologyWidget::paintEvent(QPaintEvent*) {
   p.setBrush(grad);
   p.drawRect(QRectF(legend.left(), legend.top() + 4, bar_w, 10));
   p.setPen(pal.color(QPalette::Text));
-  p.drawText(QRectF(legend.left(), legend.top() + 12, bar_w, legend.height() - 12), Qt::AlignLeft | Qt::AlignVCenter,
-             QStringLiteral("0%"));
-  p.drawText(QRectF(legend.left(), legend.top() + 12, bar_w, legend.height() - 12), Qt::AlignRight | Qt::AlignVCenter,
-             QStringLiteral("100%"));
+  p.drawText(QRectF(legend.left(), legend.top() + 12, bar_w, legend.height() - 12),
+             Qt::AlignLeft | Qt::AlignVCenter, QStringLiteral("0%"));
+  p.drawText(QRectF(legend.left(), legend.top() + 12, bar_w, legend.height() - 12),
+             Qt::AlignRight | Qt::AlignVCenter, QStringLiteral("100%"));
   const QString note =
       d.reported_links > 0
           ? tr("link utilisation in the last simulated step (%1); grey: not among its %2 busiest links")
@@ -236,7 +248,8 @@ void TopologyWidget::paintEvent(QPaintEvent*) {
                 .arg(d.reported_links)
           : tr("grey: no simulation yet -- press \"Simulate network use\"");
   p.drawText(QRectF(legend.left() + bar_w + 12, legend.top(), legend.width() - bar_w - 12, legend.height()),
-             Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(note, Qt::ElideRight, legend.width() - bar_w - 12));
+             Qt::AlignLeft | Qt::AlignVCenter,
+             fm.elidedText(note, Qt::ElideRight, legend.width() - bar_w - 12));
 }
 
 bool TopologyWidget::event(QEvent* event) {
@@ -252,12 +265,15 @@ bool TopologyWidget::event(QEvent* event) {
                .arg(qstr(drawing_.vertices[dl.a].name), qstr(drawing_.vertices[dl.b].name), qstr(dl.kind),
                     bandwidth_text(dl.bandwidth));
     if (dl.reported())
-      text += tr("\nutilisation %1 (busier direction), %2 in the step").arg(percent_text(dl.utilisation), bytes_text(dl.bytes));
+      text += tr("\nutilisation %1 (busier direction), %2 in the step")
+                  .arg(percent_text(dl.utilisation), bytes_text(dl.bytes));
     else
       text += tr("\nnot among the busiest links reported");
   }
-  if (text.isEmpty()) QToolTip::hideText();
-  else QToolTip::showText(help->globalPos(), text, this);
+  if (text.isEmpty())
+    QToolTip::hideText();
+  else
+    QToolTip::showText(help->globalPos(), text, this);
   return true;
 }
 

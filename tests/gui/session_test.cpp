@@ -69,7 +69,8 @@ TEST(Session, RelativePathsAreRelativeToTheSessionsFolder) {
   QTemporaryDir dir;
   ASSERT_TRUE(dir.isValid());
   const std::string trace = write_text(dir, QStringLiteral("step.json"), "{}");
-  const std::string path = write_text(dir, QStringLiteral("s.json"), R"({"foresight_session": 1, "model": "tiny",
+  const std::string path =
+      write_text(dir, QStringLiteral("s.json"), R"({"foresight_session": 1, "model": "tiny",
       "cluster": "cpu-local", "plan": {"global_batch": 4}, "files": {"trace": "step.json"}})");
   auto s = load_session(path);
   ASSERT_TRUE(s.ok()) << s.error().message();
@@ -93,10 +94,14 @@ TEST(Session, BadFilesNameTheFieldAndTheReason) {
       {"plan field", "{" + head + R"("plan": {"tp": "two", "global_batch": 64}})",
        "/plan/tp: expected an integer, got string \"two\""},
       {"no plan", "{" + head.substr(0, head.size() - 2) + "}", "/plan: missing required field"},
-      {"plan not an object", "{" + head + R"("plan": [1]})", "/plan: expected an object (a plan as in plan.json)"},
-      {"unknown model", R"({"foresight_session": 1, "model": "gpt-9", "cluster": "dgx-h100-ndr", )" + plan + "}",
-       "/model: \"gpt-9\" is not a built-in model preset (the Setup lists presets; `foresight presets` prints them)"},
-      {"no cluster", R"({"foresight_session": 1, "model": "tiny", )" + plan + "}", "/cluster: missing required field"},
+      {"plan not an object", "{" + head + R"("plan": [1]})",
+       "/plan: expected an object (a plan as in plan.json)"},
+      {"unknown model",
+       R"({"foresight_session": 1, "model": "gpt-9", "cluster": "dgx-h100-ndr", )" + plan + "}",
+       "/model: \"gpt-9\" is not a built-in model preset (the Setup lists presets; `foresight presets` "
+       "prints them)"},
+      {"no cluster", R"({"foresight_session": 1, "model": "tiny", )" + plan + "}",
+       "/cluster: missing required field"},
       {"bad view", "{" + head + plan + R"(, "view": "gantt"})",
        "/view: \"gantt\" is not one of: setup, details, search, timeline, compare, sweep, topology"},
       {"missing trace", "{" + head + plan + R"(, "files": {"trace": "gone.json"}})",
@@ -153,7 +158,8 @@ TEST(Session, WindowSavesAndReopens) {
   EXPECT_EQ(w.evaluation().inputs, tiny_inputs());
   EXPECT_EQ(w.current_view(), View::kTopology);
   ASSERT_TRUE(loaded.wait(10000));
-  EXPECT_EQ(w.timeline()->model()->timeline().file, QFileInfo(qstr(traces->measured)).canonicalFilePath().toStdString());
+  EXPECT_EQ(w.timeline()->model()->timeline().file,
+            QFileInfo(qstr(traces->measured)).canonicalFilePath().toStdString());
 
   // A bad session changes nothing and says why.
   const std::string bad = write_text(dir, QStringLiteral("bad.json"), R"({"foresight_session": 1})");

@@ -153,7 +153,8 @@ TEST(TopologyDrawing, TorusRoutersStayWithTheirNodes) {
   EXPECT_EQ(d->drawn_nodes(), 6);
   int router_links = 0;
   for (const DrawnLink& l : d->links)
-    if (d->vertices[l.a].kind == VertexKind::kSwitch && d->vertices[l.b].kind == VertexKind::kSwitch) ++router_links;
+    if (d->vertices[l.a].kind == VertexKind::kSwitch && d->vertices[l.b].kind == VertexKind::kSwitch)
+      ++router_links;
   EXPECT_EQ(router_links, 7);
   EXPECT_NE(find_link(*d, "node3/torus-router", "node0/torus-router"), nullptr);  // wrap-around
   EXPECT_EQ(d->hidden_switches_per_tier, (std::vector<int>{58}));
@@ -179,9 +180,10 @@ TEST(TopologyDrawing, UtilisationFromLinkNames) {
   // A link that is not in this cluster's graph (simulated on a bigger one) says so.
   auto bad = draw_topology(sized("dgx-h100-ndr", 16), {{"rank99->node12/switch", "nvlink4", 1, 0.1}});
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().message(),
-            "link \"rank99->node12/switch\": not a link of cluster dgx-h100-ndr (2 nodes); was it simulated on "
-            "another cluster?");
+  EXPECT_EQ(
+      bad.error().message(),
+      "link \"rank99->node12/switch\": not a link of cluster dgx-h100-ndr (2 nodes); was it simulated on "
+      "another cluster?");
 }
 
 // The example plan simulated: every link the simulator reports is drawn (2 nodes: all of them),
@@ -196,7 +198,9 @@ TEST(TopologyDrawing, ColouredFromASimulation) {
   EXPECT_EQ(d->reported_links, static_cast<int>(report->busiest.size()));
   EXPECT_EQ(d->drawn_reported_links, d->reported_links);
   // Unordered pair of vertex names -> the larger utilisation of its two directions.
-  auto pair_of = [](const std::string& x, const std::string& y) { return x < y ? std::pair(x, y) : std::pair(y, x); };
+  auto pair_of = [](const std::string& x, const std::string& y) {
+    return x < y ? std::pair(x, y) : std::pair(y, x);
+  };
   std::map<std::pair<std::string, std::string>, double> expected;
   for (const LinkUse& u : report->busiest) {
     const auto arrow = u.name.find("->");
@@ -217,9 +221,9 @@ TEST(TopologyDrawing, ColouredFromASimulation) {
 }
 
 TEST(TopologyDrawing, ColourScale) {
-  EXPECT_EQ(utilisation_colour(0).hue(), 120);    // green
-  EXPECT_EQ(utilisation_colour(0.5).hue(), 60);   // yellow
-  EXPECT_EQ(utilisation_colour(1).hue(), 0);      // red
+  EXPECT_EQ(utilisation_colour(0).hue(), 120);   // green
+  EXPECT_EQ(utilisation_colour(0.5).hue(), 60);  // yellow
+  EXPECT_EQ(utilisation_colour(1).hue(), 0);     // red
   EXPECT_EQ(utilisation_colour(3), utilisation_colour(1));
   EXPECT_EQ(utilisation_colour(-1).saturation(), 0);  // grey: not reported
   EXPECT_LT(utilisation_colour(0.8).hue(), utilisation_colour(0.2).hue());
@@ -239,7 +243,8 @@ TEST(TopologyView, DrawsTheSetupsClusterAndItsSimulation) {
   ASSERT_TRUE(simulated.wait(20000));
   ASSERT_TRUE(drawn.wait(10000));
   EXPECT_GT(w.topology()->picture()->drawing().reported_links, 0);
-  EXPECT_TRUE(w.topology()->status_text().startsWith(QStringLiteral("Coloured"))) << w.topology()->status_text().toStdString();
+  EXPECT_TRUE(w.topology()->status_text().startsWith(QStringLiteral("Coloured")))
+      << w.topology()->status_text().toStdString();
   // Hit testing: the middle of a drawn link finds it.
   const TopologyWidget* pic = w.topology()->picture();
   const_cast<TopologyWidget*>(pic)->resize(900, 520);
