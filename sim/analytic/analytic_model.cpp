@@ -380,6 +380,13 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
                      i == p.pp - 1 ? 1.0 : 0.0};
   };
   const bool dualpipe = p.schedule == Schedule::kDualPipe && p.pp > 1;
+  // The share of a stage's layers that recompute (1 unless Plan::recompute_layers limits it).
+  const bool partial = p.recompute_layers >= 0 && p.recompute != Recompute::kNone;
+  auto stage_f = [&](int i) {
+    if (!partial) return 1.0;
+    const Range r = stage_layers(p, m.layers, i);
+    return recomputed_fraction(p, r.end - r.begin);
+  };
   double sum_x = 0, max_x = 0;
   int crit = 0;
   StageLoad crit_load;
@@ -390,16 +397,14 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
       l = {(l.dense + mirror.dense) / 2, (l.moe + mirror.moe) / 2, (l.embed + mirror.embed) / 2, (l.head + mirror.head) / 2};
     }
     const DeviceCosts& c = costs_of(i);
-    const Range r = stage_layers(p, m.layers, i);
-    const double f = recomputed_fraction(p, r.end - r.begin);
+    const double f = stage_f(i);
     const double x = l.dense * blend(c.dense, c.dense_plain, f).total() + l.moe * blend(c.moe, c.moe_plain, f).total() +
                      l.embed * c.embed_time + l.head * c.head_time;
     sum_x += x;
     if (x > max_x) { max_x = x; crit = i; crit_load = l; }
   }
   const DeviceCosts& cc = costs_of(crit);  // the slowest stage's accelerator
-  const Range crit_range = stage_layers(p, m.layers, crit);
-  const double crit_f = recomputed_fraction(p, crit_range.end - crit_range.begin);
+  const double crit_f = stage_f(crit);
   const LayerTime dense = blend(cc.dense, cc.dense_plain, crit_f);
   const LayerTime moe = blend(cc.moe, cc.moe_plain, crit_f);
   const Links& links = cc.links;
@@ -490,8 +495,8 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const double moe_model = m.is_moe() ? 3.0 * moe_layer_flops(m, full).total() : 0.0;
   out.model_flops = sequences * (m.dense_layers() * dense_model + m.moe_layers() * moe_model + head_model);
   // Recompute's extra FLOPs, over the whole model's layers (Plan::recompute_layers: some of them).
-  double model_f = 0;
-  for (int st = 0; st < p.pp; ++st) {
+  double model_f = partial ? 0.0 : 1.0;
+  for (int st = 0; partial && st < p.pp; ++st) {
     const Range r = stage_layers(p, m.layers, st);
     model_f += recomputed_fraction(p, r.end - r.begin) * (r.end - r.begin) / std::max(1, m.layers);
   }
