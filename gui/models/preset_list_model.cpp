@@ -3,6 +3,8 @@
 
 #include <fmt/core.h>
 
+#include <filesystem>
+
 #include "gui/models/format.h"
 #include "sim/spec/hardware.h"
 #include "sim/spec/model.h"
@@ -11,22 +13,28 @@ namespace foresight::gui {
 
 namespace {
 
+std::string model_summary(const ModelSpec& m) {
+  std::string s = fmt::format("{:.1f}B parameters", m.total_params() / 1e9);
+  if (m.is_moe()) s += fmt::format(" ({:.1f}B active, {} experts)", m.active_params() / 1e9, m.moe.experts);
+  return s + fmt::format(", {} layers, hidden {}, sequence {}", m.layers, m.hidden, m.seq_len);
+}
+
+std::string cluster_summary(const ClusterSpec& c) {
+  std::string s = fmt::format("{} nodes x {} {}", c.nodes, c.node.accelerators(), c.node.accelerator().name);
+  return c.description.empty() ? s : s + " -- " + c.description;
+}
+
 std::string summary_of(PresetKind kind, const std::string& name) {
   switch (kind) {
     case PresetKind::kModel: {
       auto text = preset_text(kind, name);
       if (!text) return {};
       auto m = model_from_text(*text, "preset " + name);
-      if (!m) return m.error().message();
-      std::string s = fmt::format("{:.1f}B parameters", m->total_params() / 1e9);
-      if (m->is_moe()) s += fmt::format(" ({:.1f}B active, {} experts)", m->active_params() / 1e9, m->moe.experts);
-      return s + fmt::format(", {} layers, hidden {}, sequence {}", m->layers, m->hidden, m->seq_len);
+      return m ? model_summary(*m) : m.error().message();
     }
     case PresetKind::kCluster: {
       auto c = load_cluster(name);
-      if (!c) return c.error().message();
-      std::string s = fmt::format("{} nodes x {} {}", c->nodes, c->node.accelerators(), c->node.accelerator().name);
-      return c->description.empty() ? s : s + " -- " + c->description;
+      return c ? cluster_summary(*c) : c.error().message();
     }
     case PresetKind::kNode: {
       auto n = load_node(name);
@@ -61,10 +69,35 @@ QVariant PresetListModel::data(const QModelIndex& index, int role) const {
   switch (role) {
     case Qt::DisplayRole:
     case Qt::EditRole:
+      if (e.file) return qstr(std::filesystem::path(e.name).filename().string() + " (file)");
+      return qstr(e.name);
     case Qt::UserRole: return qstr(e.name);
     case Qt::ToolTipRole: return qstr(e.summary);
     default: return {};
   }
+}
+
+Result<int> PresetListModel::add_file(const std::string& path) {
+  if (const int row = row_of(path); row >= 0) return row;
+  std::string summary;
+  switch (kind_) {
+    case PresetKind::kModel: {
+      FS_ASSIGN_OR_RETURN(ModelSpec m, load_model_file(path));
+      summary = model_summary(m);
+      break;
+    }
+    case PresetKind::kCluster: {
+      FS_ASSIGN_OR_RETURN(ClusterSpec c, load_cluster(path));
+      summary = cluster_summary(c);
+      break;
+    }
+    default: return Error(path + ": only model and cluster files can be opened here");
+  }
+  const int row = static_cast<int>(entries_.size());
+  beginInsertRows(QModelIndex(), row, row);
+  entries_.push_back({path, "file " + path + ": " + summary, true});
+  endInsertRows();
+  return row;
 }
 
 int PresetListModel::row_of(const std::string& name) const {

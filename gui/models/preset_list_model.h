@@ -1,5 +1,7 @@
 // The built-in presets of one kind (models, clusters) as a list model for combo boxes: the name,
-// and a one-line summary as tooltip ("8.0B parameters, 32 layers, sequence 8192").
+// and a one-line summary as tooltip ("8.0B parameters, 32 layers, sequence 8192"). Files the user
+// opens (a model JSON or a Hugging Face config.json, a cluster JSON) join the list after them,
+// named by their path and shown as "config.json (file)".
 //
 //   PresetListModel models(PresetKind::kModel);
 //   combo->setModel(&models);
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/status.h"
 #include "sim/spec/presets.h"
 
 namespace foresight::gui {
@@ -26,12 +29,16 @@ class PresetListModel : public QAbstractListModel {
 
   PresetKind kind() const { return kind_; }
   int row_of(const std::string& name) const;
+  // Loads `path` as this kind's spec and lists it (once); its row, or the loader's error, which
+  // names the file, the field and the reason.
+  Result<int> add_file(const std::string& path);
   const std::string& name(int row) const { return entries_[static_cast<std::size_t>(row)].name; }
 
  private:
   struct Entry {
     std::string name;
     std::string summary;
+    bool file = false;
   };
   PresetKind kind_;
   std::vector<Entry> entries_;

@@ -21,13 +21,21 @@ constexpr std::pair<const char*, std::string Session::*> kFiles[] = {{"trace", &
                                                                      {"sweep", &Session::sweep}};
 
 // The Setup offers presets only, so a session names presets.
-void read_preset(JsonReader& r, std::string_view key, PresetKind kind, std::string& out) {
+// A built-in preset's name, or a spec file (relative paths from the session's folder).
+void read_preset(JsonReader& r, std::string_view key, PresetKind kind, std::string& out, const fs::path& base) {
   out = r.required_string(key);
   if (!r.ok()) return;
   const auto names = preset_names(kind);
-  if (std::find(names.begin(), names.end(), out) == names.end())
-    r.fail(key, "\"" + out + "\" is not a built-in " + std::string(to_string(kind)) +
-                    " preset (the Setup lists presets; `foresight presets` prints them)");
+  if (std::find(names.begin(), names.end(), out) != names.end()) return;
+  fs::path p(out);
+  if (p.is_relative() && !base.empty()) p = base / p;
+  std::error_code ec;
+  if (fs::is_regular_file(p, ec)) {
+    out = p.string();
+    return;
+  }
+  r.fail(key, "\"" + out + "\" is neither a built-in " + std::string(to_string(kind)) +
+                  " preset (`foresight presets` prints them) nor a file");
 }
 
 }  // namespace
@@ -53,8 +61,8 @@ Result<Session> session_from_json(const nlohmann::json& doc, const std::string& 
     r.fail("foresight_session", "version " + doc.at("foresight_session").dump() +
                                     " is not supported (this build reads " + std::to_string(kSessionVersion) +
                                     ")");
-  read_preset(r, "model", PresetKind::kModel, s.inputs.model);
-  read_preset(r, "cluster", PresetKind::kCluster, s.inputs.cluster);
+  read_preset(r, "model", PresetKind::kModel, s.inputs.model, fs::path(file).parent_path());
+  read_preset(r, "cluster", PresetKind::kCluster, s.inputs.cluster, fs::path(file).parent_path());
   if (r.ok() && !r.has("plan")) r.fail("plan", "missing required field");
   if (r.ok() && !doc["plan"].is_object()) r.fail("plan", "expected an object (a plan as in plan.json)");
   if (!r.ok()) return r.error();

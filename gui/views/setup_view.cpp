@@ -3,6 +3,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFileDialog>
 #include <QFormLayout>
 #include <QGridLayout>
 #include <QGroupBox>
@@ -86,9 +87,19 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
     l->setWordWrap(true);
     l->setStyleSheet(QStringLiteral("color: palette(dark);"));
   }
-  job_form->addRow(tr("Model"), model_);
+  model_file_ = new QPushButton(tr("File..."));
+  model_file_->setToolTip(tr("open a model JSON or a Hugging Face config.json"));
+  cluster_file_ = new QPushButton(tr("File..."));
+  cluster_file_->setToolTip(tr("open a cluster JSON"));
+  auto with_button = [](QComboBox* box, QPushButton* b) {
+    auto* row = new QHBoxLayout;
+    row->addWidget(box, 1);
+    row->addWidget(b);
+    return row;
+  };
+  job_form->addRow(tr("Model"), with_button(model_, model_file_));
   job_form->addRow(QString(), model_summary_);
-  job_form->addRow(tr("Cluster"), cluster_);
+  job_form->addRow(tr("Cluster"), with_button(cluster_, cluster_file_));
   job_form->addRow(QString(), cluster_summary_);
   gpus_ = new QLabel;
   job_form->addRow(tr("Accelerators"), gpus_);
@@ -136,7 +147,10 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
   grid->setColumnStretch(0, 3);
   grid->setColumnStretch(1, 2);
   grid->setColumnStretch(2, 3);
+  plan_file_ = new QPushButton(tr("Load plan file..."));
+  plan_file_->setToolTip(tr("fill the plan's fields from a plan JSON (as predict --plan takes)"));
   auto* buttons = new QHBoxLayout;
+  buttons->addWidget(plan_file_);
   buttons->addStretch();
   buttons->addWidget(simulate_);
   auto* top = new QVBoxLayout(this);
@@ -152,6 +166,49 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
   for (QCheckBox* c : {sp_, flash_, overlap_grad_, overlap_tp_, offload_})
     connect(c, &QCheckBox::toggled, this, &SetupView::changed);
   connect(simulate_, &QPushButton::clicked, this, &SetupView::simulate_requested);
+  auto ask = [this](const QString& title, const QString& filter, Status (SetupView::*open)(const std::string&)) {
+    const QString path = QFileDialog::getOpenFileName(this, title, QString(), filter);
+    if (!path.isEmpty()) (void)(this->*open)(path.toStdString());
+  };
+  connect(model_file_, &QPushButton::clicked, this, [ask, this] {
+    ask(tr("Open a model"), tr("Model JSON or config.json (*.json)"), &SetupView::open_model_file);
+  });
+  connect(cluster_file_, &QPushButton::clicked, this, [ask, this] {
+    ask(tr("Open a cluster"), tr("Cluster JSON (*.json)"), &SetupView::open_cluster_file);
+  });
+  connect(plan_file_, &QPushButton::clicked, this, [ask, this] {
+    ask(tr("Load a plan"), tr("Plan JSON (*.json)"), &SetupView::open_plan_file);
+  });
+}
+
+void SetupView::show_error(const std::string& message) {
+  status_->setStyleSheet(QStringLiteral("color: #c62828;"));
+  status_->setText(qstr(message));
+}
+
+Status SetupView::open_spec_file(PresetListModel* list, QComboBox* box, const std::string& path) {
+  auto row = list->add_file(path);
+  if (!row) {
+    show_error(row.error().message());
+    return row.error();
+  }
+  box->setCurrentIndex(*row);  // emits the change
+  return Status::Ok();
+}
+
+Status SetupView::open_model_file(const std::string& path) { return open_spec_file(models_, model_, path); }
+Status SetupView::open_cluster_file(const std::string& path) { return open_spec_file(clusters_, cluster_, path); }
+
+Status SetupView::open_plan_file(const std::string& path) {
+  auto plan = load_plan_file(path);
+  if (!plan) {
+    show_error(plan.error().message());
+    return plan.error();
+  }
+  PlanInputs in = inputs();
+  in.plan = *plan;
+  set_inputs(in);
+  return Status::Ok();
 }
 
 PlanInputs SetupView::inputs() const {
@@ -183,6 +240,9 @@ PlanInputs SetupView::inputs() const {
 
 void SetupView::set_inputs(const PlanInputs& in) {
   filling_ = true;
+  // A name that is no preset is a file (a session's, or one opened before): list it first.
+  if (models_->row_of(in.model) < 0 && !in.model.empty()) (void)models_->add_file(in.model);
+  if (clusters_->row_of(in.cluster) < 0 && !in.cluster.empty()) (void)clusters_->add_file(in.cluster);
   if (int r = models_->row_of(in.model); r >= 0) model_->setCurrentIndex(r);
   if (int r = clusters_->row_of(in.cluster); r >= 0) cluster_->setCurrentIndex(r);
   const Plan& p = in.plan;

@@ -27,6 +27,12 @@ class SetupView : public QWidget {
   void set_inputs(const PlanInputs& in);
   void show_evaluation(const Evaluation& e);
   QString status_text() const;
+  // Files instead of presets (the buttons ask for a path, then call these): a model JSON or a
+  // Hugging Face config.json, a cluster JSON, a plan JSON (its fields fill the form). An error
+  // names the file, the field and the reason, shows in the status line and changes nothing.
+  Status open_model_file(const std::string& path);
+  Status open_cluster_file(const std::string& path);
+  Status open_plan_file(const std::string& path);
 
  Q_SIGNALS:
   void inputs_changed(const foresight::gui::PlanInputs& in);
@@ -34,6 +40,8 @@ class SetupView : public QWidget {
 
  private:
   void changed();
+  Status open_spec_file(PresetListModel* list, QComboBox* box, const std::string& path);
+  void show_error(const std::string& message);
 
   PresetListModel* models_;
   PresetListModel* clusters_;
@@ -47,6 +55,7 @@ class SetupView : public QWidget {
   QLabel* cluster_summary_;
   QLabel* status_;
   QPushButton* simulate_;
+  QPushButton *model_file_, *cluster_file_, *plan_file_;
   bool filling_ = false;
 };
 

@@ -98,8 +98,7 @@ TEST(Session, BadFilesNameTheFieldAndTheReason) {
        "/plan: expected an object (a plan as in plan.json)"},
       {"unknown model",
        R"({"foresight_session": 1, "model": "gpt-9", "cluster": "dgx-h100-ndr", )" + plan + "}",
-       "/model: \"gpt-9\" is not a built-in model preset (the Setup lists presets; `foresight presets` "
-       "prints them)"},
+       "/model: \"gpt-9\" is neither a built-in model preset (`foresight presets` prints them) nor a file"},
       {"no cluster", R"({"foresight_session": 1, "model": "tiny", )" + plan + "}",
        "/cluster: missing required field"},
       {"bad view", "{" + head + plan + R"(, "view": "gantt"})",
@@ -167,6 +166,50 @@ TEST(Session, WindowSavesAndReopens) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().message(), bad + ": /model: missing required field");
   EXPECT_EQ(w.evaluation().inputs, tiny_inputs());
+}
+
+// Setup takes files as well as presets: a Hugging Face config.json, a cluster JSON and a plan
+// JSON; a bad file names itself and changes nothing; a session keeps the files it names.
+TEST(SetupFiles, ModelClusterAndPlanFromFiles) {
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  const std::string d = dir.path().toStdString();
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(d + "/" + name) << text;
+    return d + "/" + name;
+  };
+  const std::string model = write("config.json", R"({"model_type": "llama", "hidden_size": 1024,
+      "intermediate_size": 4096, "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 4,
+      "vocab_size": 32000, "max_position_embeddings": 2048})");
+  const std::string plan = write("plan.json", R"({"tp": 2, "pp": 2, "dp": 2, "global_batch": 32, "zero_stage": 1})");
+  const std::string bad = write("bad.json", R"({"tp": "two", "global_batch": 32})");
+  SetupView v;
+  ASSERT_TRUE(v.open_model_file(model).ok());
+  EXPECT_EQ(v.inputs().model, model);
+  ASSERT_TRUE(v.open_plan_file(plan).ok());
+  EXPECT_EQ(v.inputs().plan.tp, 2);
+  EXPECT_EQ(v.inputs().plan.pp, 2);
+  EXPECT_EQ(v.inputs().plan.global_batch, 32);
+  const Evaluation e = evaluate_plan(v.inputs());
+  EXPECT_TRUE(e.ok()) << e.error;
+  EXPECT_EQ(e.model.layers, 8);
+  Status s = v.open_plan_file(bad);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("bad.json: /tp: expected an integer"), std::string::npos) << s.error().message();
+  EXPECT_NE(v.status_text().toStdString().find("bad.json"), std::string::npos);
+  EXPECT_EQ(v.inputs().plan.tp, 2);  // unchanged
+  EXPECT_FALSE(v.open_cluster_file(d + "/missing.json").ok());
+  // A session naming the model file reopens with it.
+  Session saved;
+  saved.inputs = v.inputs();
+  const std::string path = d + "/s.session.json";
+  ASSERT_TRUE(save_session(saved, path).ok());
+  auto back = load_session(path);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->inputs.model, model);
+  SetupView again;
+  again.set_inputs(back->inputs);
+  EXPECT_EQ(again.inputs().model, model);
 }
 
 }  // namespace
