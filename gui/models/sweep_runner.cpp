@@ -1,7 +1,11 @@
 // Sweep points on worker threads, with progress and cancel.
 #include "gui/models/sweep_runner.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 
 namespace foresight::gui {
@@ -97,6 +101,144 @@ bool SweepController::start(const SweepSpec& spec) {
 
 void SweepController::cancel() {
   if (running_) cancel_->store(true);
+}
+
+namespace {
+
+// One CSV record as `foresight sweep` writes it (fields with commas or quotes are quoted, quotes
+// doubled).
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') { out.back() += '"'; ++i; }
+      else if (c == '"') quoted = false;
+      else out.back() += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+// A CSV cell as JSON: a number when it reads as one, else the text.
+nlohmann::json cell_value(const std::string& text) {
+  if (text.empty()) return nullptr;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end && *end == '\0') return v;
+  return text;
+}
+
+// results.csv -> the rows results.jsonl would hold (axis values, metrics, the error).
+Result<SweepOutcome> load_sweep_csv(const std::string& csv) {
+  std::ifstream in(csv);
+  if (!in) return Error(csv + ": cannot open");
+  std::string line;
+  if (!std::getline(in, line)) return Error(csv + ": empty");
+  const std::vector<std::string> header = csv_fields(line);
+  if (header.empty() || header[0] != "index") return Error(csv + ":1: not a sweep results CSV (no index column)");
+  SweepOutcome out;
+  out.file = csv;
+  for (const std::string& h : header)
+    if (!h.empty() && h[0] == '/') out.axes.push_back(h);
+  int number = 1;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    const std::vector<std::string> f = csv_fields(line);
+    if (f.size() != header.size()) return Error(csv + ":" + std::to_string(number) + ": " + std::to_string(f.size()) +
+                                                " fields, the header has " + std::to_string(header.size()));
+    nlohmann::json row = {{"axes", nlohmann::json::object()}};
+    for (std::size_t k = 0; k < f.size(); ++k) {
+      const std::string& h = header[k];
+      if (h == "index") row["index"] = std::stoull(f[k]);
+      else if (!h.empty() && h[0] == '/') row["axes"][h] = cell_value(f[k]);
+      else if (h == "error") { if (!f[k].empty()) row["error"] = f[k]; }
+      else if (!f[k].empty()) row[h] = cell_value(f[k]);
+    }
+    row["ok"] = !row.contains("error");
+    const std::size_t i = row["index"].get<std::size_t>();
+    if (out.rows.size() <= i) out.rows.resize(i + 1);
+    out.rows[i] = std::move(row);
+  }
+  if (out.rows.empty()) return Error(csv + ": no result rows");
+  return out;
+}
+
+}  // namespace
+
+Result<SweepOutcome> load_sweep_results(const std::string& jsonl) {
+  if (jsonl.size() > 4 && jsonl.compare(jsonl.size() - 4, 4, ".csv") == 0) {
+    try {
+      return load_sweep_csv(jsonl);
+    } catch (const std::exception&) {
+      return Error(jsonl + ": a bad index column");
+    }
+  }
+  std::ifstream in(jsonl);
+  if (!in) return Error(jsonl + ": cannot open");
+  std::vector<std::pair<std::size_t, nlohmann::json>> rows;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    auto row = nlohmann::json::parse(line, nullptr, false);
+    if (row.is_discarded() || !row.is_object() || !row.contains("index") || !row["index"].is_number_unsigned()) {
+      if (in.peek() == EOF) break;  // a kill mid-write leaves a partial last line
+      return Error(jsonl + ":" + std::to_string(number) + ": not a sweep result row");
+    }
+    rows.emplace_back(row["index"].get<std::size_t>(), std::move(row));
+  }
+  if (rows.empty()) return Error(jsonl + ": no result rows");
+  SweepOutcome out;
+  out.file = jsonl;
+  std::size_t most = 0;
+  for (const auto& [i, row] : rows) most = std::max(most, i);
+  out.rows.assign(most + 1, nlohmann::json());
+  for (auto& [i, row] : rows) {
+    if (out.axes.empty() && row.contains("axes") && row["axes"].is_object())
+      for (const auto& [key, value] : row["axes"].items()) out.axes.push_back(key);
+    out.rows[i] = std::move(row);
+  }
+  return out;
+}
+
+SweepChart sweep_chart(const SweepOutcome& out, const std::string& metric, int axis) {
+  SweepChart c;
+  if (axis < 0 || axis >= static_cast<int>(out.axes.size())) return c;
+  const std::string& x = out.axes[static_cast<std::size_t>(axis)];
+  auto label = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  auto index_of = [](std::vector<std::string>& list, const std::string& v) {
+    auto it = std::find(list.begin(), list.end(), v);
+    if (it != list.end()) return static_cast<std::size_t>(it - list.begin());
+    list.push_back(v);
+    return list.size() - 1;
+  };
+  struct Cell { std::size_t series, category; double value; };
+  std::vector<Cell> cells;
+  for (const auto& row : out.rows) {
+    if (!row.is_object() || !row.contains("axes")) continue;
+    const auto& axes = row["axes"];
+    if (!axes.contains(x)) continue;
+    std::string rest;
+    for (const std::string& a : out.axes)
+      if (a != x && axes.contains(a)) rest += (rest.empty() ? "" : ", ") + label(axes[a]);
+    const double v = row.value("ok", false) && row.contains(metric) && row[metric].is_number()
+                         ? row[metric].get<double>()
+                         : std::nan("");
+    cells.push_back({index_of(c.series, rest), index_of(c.categories, label(axes[x])), v});
+  }
+  c.values.assign(c.series.size(), std::vector<double>(c.categories.size(), std::nan("")));
+  for (const Cell& cell : cells) c.values[cell.series][cell.category] = cell.value;
+  return c;
 }
 
 }  // namespace foresight::gui

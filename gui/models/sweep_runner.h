@@ -34,6 +34,21 @@ struct SweepOutcome {
   bool ok() const { return !cancelled; }
 };
 
+// Reads a sweep's results file (`foresight sweep`'s results.jsonl, or its results.csv): rows by
+// index, the axes from the rows' axis values (the CSV's "/..." columns). A partial last JSONL line
+// (a killed run) is skipped; any other bad line is an error naming the file and the line.
+Result<SweepOutcome> load_sweep_results(const std::string& jsonl);
+
+// What a chart of one metric against one axis shows: the axis' values as categories (in the
+// points' order), one series per combination of the other axes' values, NaN where a point has no
+// value. `metric` is a row key such as "step_time_s".
+struct SweepChart {
+  std::vector<std::string> categories;
+  std::vector<std::string> series;            // "" when the sweep has one axis
+  std::vector<std::vector<double>> values;    // [series][category]
+};
+SweepChart sweep_chart(const SweepOutcome& out, const std::string& metric, int axis);
+
 // The GUI's built-in example: Llama 3 8B on 16, 32 and 64 H100s with 100, 200 and 400 Gb/s NICs
 // (tp 2, pp 2, sequence parallel, ZeRO-1, 256 sequences per step).
 Result<SweepSpec> example_sweep();

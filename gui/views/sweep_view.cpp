@@ -8,12 +8,14 @@
 #include <QtCharts/QChartView>
 #include <QtCharts/QValueAxis>
 
+#include <QComboBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QProgressBar>
+#include <QSignalBlocker>
 #include <QPushButton>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
@@ -32,6 +34,14 @@ namespace foresight::gui {
 namespace {
 // More bars than this do not read as a chart; the table still has every point.
 constexpr int kMaxBars = 48;
+constexpr int kMaxSeries = 8;
+// The metrics a chart can show: row key and title.
+constexpr std::pair<const char*, const char*> kMetrics[] = {
+    {"step_time_s", "step time (s)"},     {"tokens_per_s", "tokens/s"},
+    {"mfu", "MFU"},                       {"memory_gib", "memory per device (GiB)"},
+    {"exposed_comm_s", "exposed communication (s)"}, {"bubble_s", "pipeline bubble (s)"},
+    {"dp_comm_s", "data-parallel communication (s)"}, {"cost_per_mtok_usd", "$ per million tokens"},
+    {"energy_per_mtok_kwh", "kWh per million tokens"}, {"effective_time", "effective training time"}};
 }  // namespace
 
 SweepView::SweepView(QWidget* parent) : QWidget(parent) {
@@ -43,6 +53,11 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
 
   auto* open = new QPushButton(tr("Open sweep spec..."));
   open->setToolTip(tr("a sweep spec such as scenarios/*.json (see `foresight sweep --help`)"));
+  auto* open_results_button = new QPushButton(tr("Open results..."));
+  open_results_button->setToolTip(tr("a results.jsonl or results.csv written by `foresight sweep`"));
+  metric_ = new QComboBox;
+  for (const auto& [key, title] : kMetrics) metric_->addItem(tr(title), QString::fromLatin1(key));
+  axis_ = new QComboBox;
   spec_label_ = new QLabel(tr("No sweep loaded."));
   spec_label_->setWordWrap(true);
   run_ = new QPushButton(tr("Run"));
@@ -70,12 +85,24 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
 
   auto* bar = new QHBoxLayout;
   bar->addWidget(open);
+  bar->addWidget(open_results_button);
   bar->addWidget(run_);
   bar->addWidget(cancel_);
   bar->addWidget(progress_, 1);
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(table_);
-  split->addWidget(chart_);
+  auto* chart_box = new QWidget;
+  auto* chart_controls = new QHBoxLayout;
+  chart_controls->addWidget(new QLabel(tr("Plot")));
+  chart_controls->addWidget(metric_);
+  chart_controls->addWidget(new QLabel(tr("against")));
+  chart_controls->addWidget(axis_);
+  chart_controls->addStretch();
+  auto* chart_layout = new QVBoxLayout(chart_box);
+  chart_layout->setContentsMargins(0, 0, 0, 0);
+  chart_layout->addLayout(chart_controls);
+  chart_layout->addWidget(chart_, 1);
+  split->addWidget(chart_box);
   split->setSizes({330, 370});
   auto* top = new QVBoxLayout(this);
   top->addWidget(spec_label_);
@@ -84,6 +111,13 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   top->addWidget(split, 1);
 
   connect(open, &QPushButton::clicked, this, &SweepView::open_dialog);
+  connect(open_results_button, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open sweep results"), QString(),
+                                                      tr("Sweep results (*.jsonl *.csv);;All files (*)"));
+    if (!path.isEmpty()) (void)open_results(path.toStdString());
+  });
+  connect(metric_, &QComboBox::currentIndexChanged, this, &SweepView::rebuild_chart);
+  connect(axis_, &QComboBox::currentIndexChanged, this, &SweepView::rebuild_chart);
   connect(run_, &QPushButton::clicked, this, &SweepView::start);
   connect(cancel_, &QPushButton::clicked, this, &SweepView::cancel);
   connect(controller_, &SweepController::progress, this, [this](quint64 done, quint64 total) {
@@ -169,8 +203,40 @@ void SweepView::show_outcome(const SweepOutcome& out) {
                        .arg(failed)
                        .arg(out.cancelled ? tr(", %1 not evaluated (cancelled)").arg(missing) : QString()));
   model_->set_outcome(out);
+  fill_axis_choices();
   rebuild_chart();
 }
+
+Status SweepView::open_results(const std::string& jsonl) {
+  auto out = load_sweep_results(jsonl);
+  if (!out) {
+    status_->setStyleSheet(QStringLiteral("color: #c62828;"));
+    status_->setText(qstr(out.error().message()).toHtmlEscaped());
+    return out.error();
+  }
+  spec_label_->setText(tr("Results: %1").arg(qstr(jsonl)));
+  show_outcome(*out);
+  return Status::Ok();
+}
+
+void SweepView::fill_axis_choices() {
+  const QSignalBlocker block(axis_);
+  const int keep = axis_->currentIndex();
+  axis_->clear();
+  for (const std::string& a : model_->outcome().axes) axis_->addItem(axis_title(a));
+  if (axis_->count() > 0) axis_->setCurrentIndex(std::clamp(keep, 0, axis_->count() - 1));
+}
+
+void SweepView::set_chart(const std::string& metric, int axis) {
+  const QSignalBlocker block_metric(metric_), block_axis(axis_);
+  const int m = metric_->findData(qstr(metric));
+  if (m >= 0) metric_->setCurrentIndex(m);
+  if (axis >= 0 && axis < axis_->count()) axis_->setCurrentIndex(axis);
+  rebuild_chart();
+}
+
+std::string SweepView::chart_metric() const { return metric_->currentData().toString().toStdString(); }
+int SweepView::chart_axis() const { return axis_->currentIndex(); }
 
 QString SweepView::status_text() const { return status_->text(); }
 
@@ -181,42 +247,47 @@ void SweepView::rebuild_chart() {
     c->removeAxis(a);
     delete a;
   }
-  auto* set = new QBarSet(tr("step time"));
-  set->setColor(QColor(0x1f, 0x77, 0xb4));
-  QStringList categories;
-  double longest = 0;
-  for (int r = 0; r < model_->rowCount() && categories.size() < kMaxBars; ++r) {
-    const double s = model_->step_time(r);
-    if (std::isnan(s)) continue;
-    *set << s;
-    longest = std::max(longest, s);
-    categories << model_->point_label(r);
-  }
-  QStringList titles;
-  for (const std::string& p : model_->outcome().axes) titles << axis_title(p);
-  c->setTitle(categories.isEmpty() ? QString()
-                                   : tr("Step time per point (%1)%2")
-                                         .arg(titles.join(QStringLiteral(", ")))
-                                         .arg(categories.size() == kMaxBars ? tr(", first %1").arg(kMaxBars) : QString()));
-  if (categories.isEmpty()) {
-    delete set;
+  const std::string metric = chart_metric();
+  const SweepChart data = sweep_chart(model_->outcome(), metric, std::max(0, chart_axis()));
+  if (data.categories.empty()) {
+    c->setTitle(QString());
     return;
   }
+  // One bar set per combination of the other axes (the first few), categories = the axis' values.
   auto* series = new QBarSeries;
-  series->append(set);
+  double top = 0;
+  const std::size_t sets = std::min<std::size_t>(data.series.size(), kMaxSeries);
+  const std::size_t cats = std::min<std::size_t>(data.categories.size(), kMaxBars);
+  for (std::size_t i = 0; i < sets; ++i) {
+    auto* set = new QBarSet(data.series[i].empty() ? metric_->currentText() : qstr(data.series[i]));
+    for (std::size_t j = 0; j < cats; ++j) {
+      const double v = data.values[i][j];
+      *set << (std::isnan(v) ? 0.0 : v);  // a failed point shows no bar
+      if (!std::isnan(v)) top = std::max(top, v);
+    }
+    series->append(set);
+  }
   c->addSeries(series);
+  QStringList categories;
+  for (std::size_t j = 0; j < cats; ++j) categories << qstr(data.categories[j]);
   auto* x = new QBarCategoryAxis;
   x->append(categories);
   if (categories.size() > 12) x->setLabelsAngle(-60);
+  x->setTitleText(axis_->currentText());
   c->addAxis(x, Qt::AlignBottom);
   series->attachAxis(x);
   auto* y = new QValueAxis;
-  y->setRange(0, longest * 1.1);
+  y->setRange(0, top > 0 ? top * 1.1 : 1.0);
   y->applyNiceNumbers();
-  y->setTitleText(tr("seconds per step"));
+  y->setTitleText(metric_->currentText());
   y->setLabelFormat(QStringLiteral("%.3g"));
   c->addAxis(y, Qt::AlignLeft);
   series->attachAxis(y);
+  if (sets > 1) c->legend()->show(); else c->legend()->hide();
+  c->setTitle(tr("%1 against %2%3")
+                  .arg(metric_->currentText(), axis_->currentText())
+                  .arg(data.series.size() > sets ? tr(" (first %1 of %2 series)").arg(sets).arg(data.series.size())
+                                                 : QString()));
 }
 
 }  // namespace foresight::gui

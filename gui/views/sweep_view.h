@@ -14,6 +14,7 @@
 class QChartView;
 class QLabel;
 class QProgressBar;
+class QComboBox;
 class QPushButton;
 class QSortFilterProxyModel;
 class QTableView;
@@ -32,6 +33,12 @@ class SweepView : public QWidget {
   void start();
   void cancel();
   void show_outcome(const SweepOutcome& out);
+  // A results.jsonl of `foresight sweep` (no spec needed): shown like a run's outcome.
+  Status open_results(const std::string& jsonl);
+  // The chart: this metric (a row key, e.g. "mfu") against this axis (an index into the axes).
+  void set_chart(const std::string& metric, int axis);
+  std::string chart_metric() const;
+  int chart_axis() const;
 
   const SweepModel* model() const { return model_; }
   SweepController* controller() const { return controller_; }
@@ -47,6 +54,7 @@ class SweepView : public QWidget {
 
  private:
   void rebuild_chart();
+  void fill_axis_choices();
 
   SweepController* controller_;
   SweepModel* model_;
@@ -60,6 +68,8 @@ class SweepView : public QWidget {
   QLabel* status_;
   QTableView* table_;
   QChartView* chart_;
+  QComboBox* metric_;
+  QComboBox* axis_;
   QFutureWatcher<Result<SweepSpec>> loader_;
 };
 

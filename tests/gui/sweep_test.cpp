@@ -2,14 +2,19 @@
 // network bandwidth must do, cancel, and the controller's thread.
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
+#include <QTemporaryDir>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 
 #include "gui/models/sweep_model.h"
 #include "gui/models/sweep_runner.h"
+#include "gui/views/sweep_view.h"
+#include "sim/sweep/sweep.h"
 #include "tests/gui/model_check.h"
 
 namespace foresight::gui {
@@ -94,6 +99,62 @@ TEST(Sweep, AxisTitles) {
   EXPECT_EQ(axis_title("/cluster/node/nic/bandwidth"), QStringLiteral("nic/bandwidth"));
   EXPECT_EQ(axis_title("/gpus"), QStringLiteral("gpus"));
   EXPECT_EQ(axis_title("/plan/tp"), QStringLiteral("plan/tp"));
+}
+
+// A results.jsonl from `foresight sweep` opens without its spec, and any metric plots against any
+// axis: one series per combination of the other axes.
+TEST(Sweep, ResultsFileAndAnyMetricAgainstAnyAxis) {
+  auto spec = example_sweep();  // gpus (16, 32, 64) x NIC bandwidth (3 values)
+  ASSERT_TRUE(spec.ok());
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  SweepOptions o;
+  o.out_dir = dir.path().toStdString();
+  o.threads = 1;
+  ASSERT_TRUE(run_sweep(*spec, o).ok());
+  const std::string jsonl = o.out_dir + "/results.jsonl";
+  auto out = load_sweep_results(jsonl);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  EXPECT_EQ(out->rows.size(), spec->points.size());
+  EXPECT_EQ(out->axes.size(), 2u);
+  const int gpus_axis = out->axes[0] == "/gpus" ? 0 : 1;
+  const SweepChart c = sweep_chart(*out, "mfu", gpus_axis);
+  EXPECT_EQ(c.categories, (std::vector<std::string>{"16", "32", "64"}));
+  EXPECT_EQ(c.series.size(), 3u);  // one per NIC bandwidth
+  for (const auto& values : c.values)
+    for (double v : values) EXPECT_TRUE(v > 0 && v < 1) << v;
+  // The same numbers as the rows.
+  for (const auto& row : out->rows) {
+    const std::string g = row["axes"]["/gpus"].dump();
+    const std::size_t cat = static_cast<std::size_t>(std::find(c.categories.begin(), c.categories.end(), g) - c.categories.begin());
+    bool found = false;
+    for (const auto& values : c.values) found = found || values[cat] == row["mfu"].get<double>();
+    EXPECT_TRUE(found);
+  }
+  // The CSV holds the same points and figures.
+  auto from_csv = load_sweep_results(o.out_dir + "/results.csv");
+  ASSERT_TRUE(from_csv.ok()) << from_csv.error().message();
+  ASSERT_EQ(from_csv->rows.size(), out->rows.size());
+  const SweepChart cc = sweep_chart(*from_csv, "mfu", from_csv->axes[0] == "/gpus" ? 0 : 1);
+  ASSERT_EQ(cc.values.size(), c.values.size());
+  for (std::size_t i = 0; i < c.values.size(); ++i)
+    for (std::size_t j = 0; j < c.values[i].size(); ++j) EXPECT_NEAR(cc.values[i][j], c.values[i][j], 1e-12);
+  // The view shows it and re-plots on request.
+  SweepView v;
+  ASSERT_TRUE(v.open_results(jsonl).ok());
+  EXPECT_EQ(v.model()->rowCount(), 9);
+  v.set_chart("cost_per_mtok_usd", 1 - gpus_axis);
+  EXPECT_EQ(v.chart_metric(), "cost_per_mtok_usd");
+  EXPECT_EQ(v.chart_axis(), 1 - gpus_axis);
+  // A broken file names itself and its line; a partial last line (a killed run) is skipped.
+  std::ofstream(o.out_dir + "/bad.jsonl") << "{\"index\": 0}\nnot json\n{\"index\": 1}\n";
+  auto bad = load_sweep_results(o.out_dir + "/bad.jsonl");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("bad.jsonl:2: not a sweep result row"), std::string::npos);
+  std::ofstream(o.out_dir + "/cut.jsonl") << "{\"index\": 0, \"axes\": {\"/gpus\": 16}}\n{\"index\": 1, \"ax";
+  auto cut = load_sweep_results(o.out_dir + "/cut.jsonl");
+  ASSERT_TRUE(cut.ok()) << cut.error().message();
+  EXPECT_EQ(cut->rows.size(), 1u);
 }
 
 }  // namespace
