@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -171,6 +172,42 @@ std::string bar_tooltip(const Timeline& t, std::size_t bar) {
   if (b.bytes >= 0) s += "\nbytes " + pretty_quantity(b.bytes, Dimension::kBytes);
   if (b.flops > 0) s += fmt::format("\n{:.3g} GFLOP", b.flops / 1e9);
   return s;
+}
+
+Timeline collapse_by_stage(const Timeline& t) {
+  // "rank 5 (node 0, stage 1)" -> stage 1; -1 when the process names no stage.
+  auto stage_of = [](const std::string& process) {
+    const auto at = process.find("stage ");
+    return at == std::string::npos ? -1 : std::atoi(process.c_str() + at + 6);
+  };
+  std::map<int, int> first_pid, ranks;  // stage -> lowest pid, and how many ranks it has
+  std::map<int, bool> seen_pid;
+  for (const TimelineLane& l : t.lanes) {
+    const int st = stage_of(l.process);
+    if (st < 0 || seen_pid[l.pid]) continue;
+    seen_pid[l.pid] = true;
+    ++ranks[st];
+    auto it = first_pid.find(st);
+    if (it == first_pid.end() || l.pid < it->second) first_pid[st] = l.pid;
+  }
+  Timeline out = t;
+  out.lanes.clear();
+  out.bars.clear();
+  for (const TimelineLane& l : t.lanes) {
+    const int st = stage_of(l.process);
+    if (st >= 0 && first_pid[st] != l.pid) continue;
+    TimelineLane nl = l;
+    if (st >= 0 && ranks[st] > 1) nl.process.append(" +").append(std::to_string(ranks[st] - 1)).append(" like it");
+    nl.first = out.bars.size();
+    const int lane = static_cast<int>(out.lanes.size());
+    for (std::size_t i = l.first; i < l.first + l.count; ++i) {
+      TimelineBar b = t.bars[i];
+      b.lane = lane;
+      out.bars.push_back(std::move(b));
+    }
+    out.lanes.push_back(std::move(nl));
+  }
+  return out;
 }
 
 }  // namespace foresight::gui

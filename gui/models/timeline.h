@@ -63,6 +63,11 @@ Result<Timeline> timeline_from_json(const nlohmann::json& doc, const std::string
 std::pair<std::size_t, std::size_t> visible_bars(const Timeline& t, int lane, double t0, double t1);
 // The bar of `lane` under time `t`, or the nearest one within `slack_s`.
 std::optional<std::size_t> bar_at(const Timeline& t, int lane, double t_s, double slack_s);
+// Ranks collapsed by symmetry: ranks of the same pipeline stage run the same program, so only
+// the lowest rank of each stage keeps its lanes (its process label gains "+N like it"). Lanes
+// whose process names no stage ("pid 3") are kept. A trace with one rank per stage is unchanged.
+Timeline collapse_by_stage(const Timeline& t);
+
 // "rank 0 compute" -- short lane label for the Gantt's left column.
 std::string lane_label(const TimelineLane& l);
 // Multi-line tooltip: op id, name, kind, start, duration, bytes, FLOPs.

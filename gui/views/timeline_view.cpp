@@ -1,6 +1,7 @@
 // Timeline view: file loading, Gantt and op table.
 #include "gui/views/timeline_view.h"
 
+#include <QCheckBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -32,6 +33,8 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
 
   auto* open = new QPushButton(tr("Open trace..."));
   auto* fit = new QPushButton(tr("Fit"));
+  collapse_ = new QCheckBox(tr("One rank per stage"));
+  collapse_->setToolTip(tr("ranks of a pipeline stage run the same program: show the lowest rank of each"));
   fit->setToolTip(tr("show the whole step (or double-click the chart)"));
   info_ = new QLabel(tr("No trace loaded."));
   info_->setWordWrap(true);
@@ -58,6 +61,7 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   auto* bar = new QHBoxLayout;
   bar->addWidget(open);
   bar->addWidget(fit);
+  bar->addWidget(collapse_);
   bar->addWidget(info_, 1);
   auto* lower = new QWidget;
   auto* lower_layout = new QVBoxLayout(lower);
@@ -76,6 +80,7 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
 
   connect(open, &QPushButton::clicked, this, &TimelineView::open_dialog);
   connect(fit, &QPushButton::clicked, gantt_, &TimelineWidget::fit);
+  connect(collapse_, &QCheckBox::toggled, this, &TimelineView::set_collapsed);
   connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
@@ -114,8 +119,17 @@ void TimelineView::set_timeline(Timeline t) {
   what += tr(". Wheel: zoom, drag: pan, Shift+wheel: scroll rows, double-click: fit.");
   info_->setStyleSheet(QString());
   info_->setText(what);
-  model_->set_timeline(std::move(t));
+  full_ = std::move(t);
+  model_->set_timeline(collapse_->isChecked() ? collapse_by_stage(full_) : full_);
   Q_EMIT loaded();
+}
+
+void TimelineView::set_collapsed(bool on) {
+  if (collapse_->isChecked() != on) {
+    collapse_->setChecked(on);  // toggled() comes back here
+    return;
+  }
+  model_->set_timeline(on ? collapse_by_stage(full_) : full_);
 }
 
 void TimelineView::focus_bar(std::size_t bar) {

@@ -11,6 +11,7 @@
 #include "gui/models/timeline.h"
 #include "sim/core/status.h"
 
+class QCheckBox;
 class QLabel;
 class QLineEdit;
 class QSortFilterProxyModel;
@@ -32,6 +33,8 @@ class TimelineView : public QWidget {
   void show_error(const QString& message);
   // Selects op `bar` (an index into timeline().bars) in the table; the Gantt zooms to it.
   void focus_bar(std::size_t bar);
+  // Shows one rank per pipeline stage (collapse_by_stage) or every rank.
+  void set_collapsed(bool on);
 
   const TimelineModel* model() const { return model_; }
   TimelineWidget* gantt() const { return gantt_; }
@@ -50,6 +53,8 @@ class TimelineView : public QWidget {
   TimelineWidget* gantt_;
   QLabel* info_;
   QLineEdit* filter_;
+  QCheckBox* collapse_;
+  Timeline full_;  // the trace as loaded (the model may hold it collapsed)
   QTableView* table_;
   QFutureWatcher<Result<Timeline>> watcher_;
 };

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "gui/models/format.h"
 #include "gui/models/timeline.h"
 
@@ -56,6 +58,40 @@ TEST(Timeline, LanesByRankAndStreamBarsByStart) {
   EXPECT_EQ(t->lanes[2].thread, "tid 2");
   EXPECT_EQ(t->bars[t->lanes[2].first].flops, -1);
   EXPECT_EQ(t->bars[t->lanes[2].first].bytes, 512);
+}
+
+// Ranks collapsed by symmetry: four ranks, two per stage -> the lowest of each stage, labelled
+// with how many it stands for; every kept bar points at its new lane.
+TEST(Timeline, CollapseByStageKeepsOneRankPerStage) {
+  nlohmann::json doc = {{"traceEvents", nlohmann::json::array()}};
+  for (int r = 0; r < 4; ++r) {
+    const int stage = r / 2;
+    std::string process = "rank ";  // appends: GCC 12 warns falsely on "x" + std::string chains
+    process.append(std::to_string(r)).append(" (node 0, stage ").append(std::to_string(stage)).append(")");
+    doc["traceEvents"].push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"args", {{"name", process}}}});
+    doc["traceEvents"].push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", 0}, {"args", {{"name", "compute"}}}});
+    for (int k = 0; k < 3; ++k)
+      doc["traceEvents"].push_back({{"ph", "X"}, {"name", "qkv"}, {"cat", "compute"}, {"pid", r}, {"tid", 0},
+                                    {"ts", 10 * k + r}, {"dur", 5}, {"args", {{"id", std::string("r").append(std::to_string(r))}}}});
+  }
+  auto t = timeline_from_json(doc, "four.json");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  ASSERT_EQ(t->lanes.size(), 4u);
+  const Timeline c = collapse_by_stage(*t);
+  ASSERT_EQ(c.lanes.size(), 2u);
+  EXPECT_EQ(c.lanes[0].process, "rank 0 (node 0, stage 0) +1 like it");
+  EXPECT_EQ(c.lanes[1].process, "rank 2 (node 0, stage 1) +1 like it");
+  ASSERT_EQ(c.bars.size(), 6u);
+  for (std::size_t l = 0; l < c.lanes.size(); ++l)
+    for (std::size_t i = c.lanes[l].first; i < c.lanes[l].first + c.lanes[l].count; ++i)
+      EXPECT_EQ(c.bars[i].lane, static_cast<int>(l));
+  EXPECT_EQ(c.bars[c.lanes[1].first].id, "r2");
+  // One rank per stage already (a symmetric simulation's trace), or no stages named: unchanged.
+  const Timeline once = collapse_by_stage(c);
+  EXPECT_EQ(once.lanes.size(), 2u);
+  auto small = timeline_from_json(small_trace(), "small.json");
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(collapse_by_stage(*small).lanes.size(), small->lanes.size());
 }
 
 TEST(Timeline, VisibleBarsAndHitTests) {
