@@ -213,10 +213,31 @@ void SearchView::rebuild_scatter(const SearchOutcome& out) {
   }
   selected_ = nullptr;
   if (!out.ok()) return;
-  auto* ranked = new QScatterSeries;
-  ranked->setName(tr("ranked plans"));
-  ranked->setMarkerSize(8);
-  ranked->setColor(QColor(0x1f, 0x77, 0xb4));
+  // Ranked plans coloured by memory headroom on their fullest device (share of its capacity free).
+  struct Band {
+    double below;
+    QString name;
+    QColor color;
+  };
+  const Band bands[] = {{0.10, tr("ranked, < 10% memory free"), QColor(0xc6, 0x28, 0x28)},
+                        {0.30, tr("ranked, 10-30% free"), QColor(0xef, 0x9a, 0x1a)},
+                        {0.50, tr("ranked, 30-50% free"), QColor(0x43, 0xa0, 0x47)},
+                        {2.00, tr("ranked, > 50% free"), QColor(0x1f, 0x77, 0xb4)}};
+  std::vector<QScatterSeries*> by_headroom;
+  for (const Band& b : bands) {
+    auto* series = new QScatterSeries;
+    series->setName(b.name);
+    series->setMarkerSize(8);
+    series->setColor(b.color);
+    by_headroom.push_back(series);
+  }
+  auto band_of = [&](const RankedPlan& p) {
+    const double capacity = p.prediction.memory.capacity;
+    const double free = capacity > 0 ? p.memory_headroom / capacity : 1.0;
+    std::size_t i = 0;
+    while (i + 1 < std::size(bands) && free >= bands[i].below) ++i;
+    return by_headroom[i];
+  };
   auto* front = new QScatterSeries;
   front->setName(tr("Pareto front"));
   front->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
@@ -236,10 +257,15 @@ void SearchView::rebuild_scatter(const SearchOutcome& out) {
     y0 = std::min(y0, y);
     y1 = std::max(y1, y);
   };
-  for (const RankedPlan& p : out.result.plans) add(ranked, p);
+  for (const RankedPlan& p : out.result.plans) add(band_of(p), p);
   for (const RankedPlan& p : out.result.pareto) add(front, p);
   // The Pareto front (over time, $/Mtok and memory headroom) first, so the ranked plans draw on top.
-  for (QScatterSeries* s : {front, ranked, selected_}) c->addSeries(s);
+  c->addSeries(front);
+  for (QScatterSeries* s : by_headroom) {
+    if (s->count() > 0) c->addSeries(s);
+    else delete s;
+  }
+  c->addSeries(selected_);
   auto* x = new QValueAxis;
   auto* y = new QValueAxis;
   const double dx = std::max(1e-9, (x1 - x0) * 0.08), dy = std::max(1e-9, (y1 - y0) * 0.08);
@@ -258,6 +284,13 @@ void SearchView::rebuild_scatter(const SearchOutcome& out) {
     s->attachAxis(y);
   }
   selection_changed();
+}
+
+std::vector<std::pair<QString, int>> SearchView::scatter_series() const {
+  std::vector<std::pair<QString, int>> out;
+  for (QAbstractSeries* s : scatter_->chart()->series())
+    if (auto* xy = qobject_cast<QXYSeries*>(s)) out.emplace_back(xy->name(), static_cast<int>(xy->count()));
+  return out;
 }
 
 void SearchView::select_row(int proxy_row) {

@@ -6,6 +6,7 @@
 
 #include <QWidget>
 
+#include <utility>
 #include <vector>
 
 #include "gui/models/plan_inputs.h"
@@ -45,6 +46,9 @@ class SearchView : public QWidget {
   SearchController* controller() const { return controller_; }
   // For File > Export: the time-cost scatter.
   std::vector<QWidget*> plots() const;
+  // The scatter's series and their point counts ("ranked, 10-30% free" -> 12; the Pareto front,
+  // the selection): ranked plans are split by memory headroom.
+  std::vector<std::pair<QString, int>> scatter_series() const;
 
  Q_SIGNALS:
   void plan_chosen(const foresight::Plan& plan);

@@ -244,6 +244,21 @@ TEST(SearchView, ShowsOutcomeSortedByRank) {
   v.show_outcome(out);
   ASSERT_EQ(v.proxy()->rowCount(), static_cast<int>(out.result.plans.size()));
   EXPECT_EQ(v.proxy()->index(0, 0).data(Qt::UserRole).toInt(), 1);
+  // The scatter colours ranked plans by memory headroom: its bands hold every ranked plan once,
+  // each in the band of its own free share.
+  int ranked = 0;
+  for (const auto& [name, count] : v.scatter_series()) {
+    if (!name.startsWith(QStringLiteral("ranked"))) continue;
+    ranked += count;
+  }
+  EXPECT_EQ(ranked, static_cast<int>(out.result.plans.size()));
+  const RankedPlan& first = out.result.plans.front();
+  const double free = first.memory_headroom / first.prediction.memory.capacity;
+  const QString band = free < 0.10 ? QStringLiteral("< 10%") : free < 0.30 ? QStringLiteral("10-30%")
+                       : free < 0.50 ? QStringLiteral("30-50%") : QStringLiteral("> 50%");
+  bool has_band = false;
+  for (const auto& [name, count] : v.scatter_series()) has_band = has_band || (name.contains(band) && count > 0);
+  EXPECT_TRUE(has_band) << band.toStdString();
 }
 
 // Three lanes: rank 0 compute with qkv [0, 10] us and mlp_up [30, 50] us, rank 0 tp, rank 1.
