@@ -219,10 +219,10 @@ void SearchView::rebuild_scatter(const SearchOutcome& out) {
     QString name;
     QColor color;
   };
-  const Band bands[] = {{0.10, tr("ranked, < 10% memory free"), QColor(0xc6, 0x28, 0x28)},
-                        {0.30, tr("ranked, 10-30% free"), QColor(0xef, 0x9a, 0x1a)},
-                        {0.50, tr("ranked, 30-50% free"), QColor(0x43, 0xa0, 0x47)},
-                        {2.00, tr("ranked, > 50% free"), QColor(0x1f, 0x77, 0xb4)}};
+  const Band bands[] = {{0.10, tr("< 10% free"), QColor(0xc6, 0x28, 0x28)},
+                        {0.30, tr("10-30% free"), QColor(0xef, 0x9a, 0x1a)},
+                        {0.50, tr("30-50% free"), QColor(0x43, 0xa0, 0x47)},
+                        {2.00, tr("> 50% free"), QColor(0x1f, 0x77, 0xb4)}};
   std::vector<QScatterSeries*> by_headroom;
   for (const Band& b : bands) {
     auto* series = new QScatterSeries;
@@ -242,7 +242,7 @@ void SearchView::rebuild_scatter(const SearchOutcome& out) {
   front->setName(tr("Pareto front"));
   front->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
   front->setMarkerSize(9);
-  front->setColor(QColor(0xff, 0x7f, 0x0e));
+  front->setColor(QColor(0x6a, 0x1b, 0x9a));
   selected_ = new QScatterSeries;
   selected_->setName(tr("selected"));
   selected_->setMarkerSize(16);

@@ -46,8 +46,8 @@ class SearchView : public QWidget {
   SearchController* controller() const { return controller_; }
   // For File > Export: the time-cost scatter.
   std::vector<QWidget*> plots() const;
-  // The scatter's series and their point counts ("ranked, 10-30% free" -> 12; the Pareto front,
-  // the selection): ranked plans are split by memory headroom.
+  // The scatter's series and their point counts ("10-30% free" -> 12, "Pareto front", "selected"):
+  // ranked plans are split by memory headroom.
   std::vector<std::pair<QString, int>> scatter_series() const;
 
  Q_SIGNALS:

@@ -248,7 +248,7 @@ TEST(SearchView, ShowsOutcomeSortedByRank) {
   // each in the band of its own free share.
   int ranked = 0;
   for (const auto& [name, count] : v.scatter_series()) {
-    if (!name.startsWith(QStringLiteral("ranked"))) continue;
+    if (!name.endsWith(QStringLiteral("free"))) continue;
     ranked += count;
   }
   EXPECT_EQ(ranked, static_cast<int>(out.result.plans.size()));
