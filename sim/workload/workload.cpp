@@ -356,9 +356,9 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
 
 int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool weight_split) {
   const LayerKernels& k = kernels(layer);
-  // The layer's place in its chunk decides whether it recomputes (Plan::recompute_layers).
-  const std::vector<int>& in_chunk = prog_.chunk_layers[static_cast<std::size_t>(chunk)];
-  const int position = static_cast<int>(std::find(in_chunk.begin(), in_chunk.end(), layer) - in_chunk.begin());
+  // The layer's place in its chunk decides whether it recomputes (Plan::recompute_layers); a
+  // chunk's layers are consecutive.
+  const int position = layer - prog_.chunk_layers[static_cast<std::size_t>(chunk)].front();
   const bool recompute = p_.recomputes(position);
   if (recompute && p_.recompute == Recompute::kFull) prev = layer_forward(Phase::kRecompute, layer, mb, chunk, prev, false);
   else if (recompute && p_.recompute == Recompute::kSelective && !p_.flash_attention)
