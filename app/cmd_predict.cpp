@@ -52,11 +52,12 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p) {
   fmt::print("  {:.1f}B parameters ({:.1f}B active), sequence {}\n", in.model.total_params() / 1e9,
              in.model.active_params() / 1e9, pl.seq_len > 0 ? pl.seq_len : in.model.seq_len);
   fmt::print("plan ({}): tp {} pp {} dp {} cp {} ep {}{} | micro-batch {} x {} = global batch {} | "
-             "{}{} | recompute {} | ZeRO {} | {}{}\n\n",
+             "{}{} | recompute {} | ZeRO {} | {}{}{}\n\n",
              in.plan_source, pl.tp, pl.pp, pl.dp, pl.cp, pl.ep, pl.sequence_parallel ? " +sp" : "",
              pl.micro_batch, p.micro_batches, pl.global_batch, to_string(pl.schedule),
              pl.virtual_stages > 1 ? fmt::format(" (v={})", pl.virtual_stages) : "", recompute_string(pl),
-             pl.zero_stage, to_string(pl.precision), pl.flash_attention ? " | flash attention" : "");
+             pl.zero_stage, to_string(pl.precision), pl.flash_attention ? " | flash attention" : "",
+             offload_string(pl).empty() ? "" : " | offload " + offload_string(pl));
   fmt::print("step time {:>10}   {:.0f} tokens/s   MFU {:.1f}%   HFU {:.1f}%   {:.0f} TFLOP/s per device\n",
              secs(p.step_time_s), p.tokens_per_s, 100 * p.mfu, 100 * p.hfu, p.tflops_per_device);
   const TimeBreakdown& t = p.time;
@@ -78,6 +79,10 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p) {
       {"activations", m.activations}, {"buffers", m.buffers}, {"reserved", m.reserved}};
   for (const auto& [name, v] : mem_rows)
     if (v > 0) fmt::print("  {:<24}{:>10}\n", name, gib(v));
+  if (m.host > 0)
+    fmt::print("host memory per device (offloaded state): {} of its share {} ({:.0f}%){}\n", gib(m.host),
+               gib(m.host_capacity), m.host_capacity > 0 ? 100 * m.host / m.host_capacity : 0.0,
+               m.host_capacity > 0 && m.host > m.host_capacity ? "  -- DOES NOT FIT" : "");
 }
 
 void apply_default_job(PlanOptions& o) {

@@ -45,7 +45,7 @@ Command add_search_command(CLI::App& app) {
     double pue = 1.2;
     std::optional<double> price;
     unsigned threads = 0;
-    bool json = false, csv = false;
+    bool json = false, csv = false, try_offload = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model,-m", o->model, "model preset, model JSON or Hugging Face config.json")->capture_default_str();
@@ -62,6 +62,8 @@ Command add_search_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "write the best plan to this plan file");
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_flag("--csv", o->csv, "print the ranked plans as CSV");
+  cmd->add_flag("--try-offload", o->try_offload,
+                "also try parameter and activation offload to host memory (for models that do not fit otherwise)");
   return [o]() -> int {
     auto src = resolve_spec(PresetKind::kModel, o->model);
     if (!src) return input_error(src.error().with_context("--model").message());
@@ -78,6 +80,10 @@ Command add_search_command(CLI::App& app) {
     so.cost.pue = o->pue;
     so.cost.price_per_device_hour = o->price;
     so.threads = o->threads;
+    if (o->try_offload) {
+      so.space.offload_params = {false, true};
+      so.space.offload_activations = {false, true};
+    }
     if (o->pue < 1.0) return input_error("--pue: must be >= 1.0");
     if (!o->tokens.empty()) {
       auto t = parse_tokens(o->tokens);
@@ -120,7 +126,7 @@ Command add_search_command(CLI::App& app) {
         const Plan& pl = p.plan;
         fmt::print("{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.4f},{:.3f},{:.3f},{:.6g},{:.6g}\n", ++i, pl.tp,
                    pl.pp, pl.dp, pl.cp, pl.ep, pl.sequence_parallel, pl.virtual_stages, pl.micro_batch, pl.zero_stage,
-                   recompute_string(pl), to_string(pl.schedule), pl.offload_optimizer, p.prediction.step_time_s,
+                   recompute_string(pl), to_string(pl.schedule), offload_string(pl), p.prediction.step_time_s,
                    p.simulated_step_s, p.prediction.tokens_per_s, p.prediction.mfu,
                    p.prediction.memory.total / 1073741824.0, p.prediction.memory.capacity / 1073741824.0,
                    p.economics.cost_per_mtok_usd, p.economics.energy_per_mtok_kwh);
@@ -140,7 +146,7 @@ Command add_search_command(CLI::App& app) {
     for (const auto& p : r->plans) {
       const Plan& pl = p.plan;
       fmt::print("{:>3}  {:<26} {:>3} {:>4} {:<9} {:<16} {:>9} {:>9} {:>10.0f} {:>5.1f}% {:>6.1f}/{:<4.0f}GiB {:>9.3f} {:>9.3f}\n",
-                 ++i, layout_string(pl) + (pl.offload_optimizer ? " off" : ""), pl.micro_batch, pl.zero_stage,
+                 ++i, layout_string(pl) + (offload_string(pl).empty() ? "" : " off:" + offload_string(pl)), pl.micro_batch, pl.zero_stage,
                  recompute_string(pl), to_string(pl.schedule), pretty_quantity(p.prediction.step_time_s, Dimension::kSeconds),
                  p.simulated_step_s >= 0 ? pretty_quantity(p.simulated_step_s, Dimension::kSeconds) : "-",
                  p.prediction.tokens_per_s, 100 * p.prediction.mfu, p.prediction.memory.total / 1073741824.0,

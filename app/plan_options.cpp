@@ -34,6 +34,12 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_option("--overlap-grad-reduce", o.overlap_grad, "overlap DP gradient reduction with backward")->group("Plan");
   cmd.add_option("--overlap-tp-comm", o.overlap_tp, "overlap TP collectives with GEMMs")->group("Plan");
   cmd.add_option("--offload-optimizer", o.offload_optimizer, "optimizer state and step on the host")->group("Plan");
+  cmd.add_option("--offload-params", o.offload_params,
+                 "parameters and gradients in host memory, streamed per layer (ZeRO-Infinity; needs --offload-optimizer)")
+      ->group("Plan");
+  cmd.add_option("--offload-activations", o.offload_activations,
+                 "saved activations to host memory after each layer's forward, back before its backward")->group("Plan");
+  cmd.add_option("--offload-embeddings", o.offload_embeddings, "the input embedding table in host memory")->group("Plan");
   cmd.add_option("--seq-len", o.seq_len, "training sequence length (default: the model's)")->group("Plan");
   cmd.add_option("--layer-split", o.layer_split, "layers per pipeline stage, e.g. --layer-split 9,10,10,9")
       ->delimiter(',')->group("Plan");
@@ -80,6 +86,9 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   set(plan.overlap_grad_reduce, o.overlap_grad);
   set(plan.overlap_tp_comm, o.overlap_tp);
   set(plan.offload_optimizer, o.offload_optimizer);
+  set(plan.offload_params, o.offload_params);
+  set(plan.offload_activations, o.offload_activations);
+  set(plan.offload_embeddings, o.offload_embeddings);
   if (!o.layer_split.empty()) plan.layer_split = o.layer_split;
   if (!o.stage_devices.empty()) plan.stage_devices = o.stage_devices;
   if (o.grad_compression) {

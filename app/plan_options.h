@@ -22,7 +22,8 @@ struct PlanOptions {
   std::optional<int> tp, pp, dp, ep, cp, virtual_stages, micro_batch, zero, seq_len;
   std::optional<long long> global_batch;
   std::optional<std::string> schedule, recompute, precision;
-  std::optional<bool> sp, flash, overlap_grad, overlap_tp, offload_optimizer;
+  std::optional<bool> sp, flash, overlap_grad, overlap_tp, offload_optimizer, offload_params, offload_activations,
+      offload_embeddings;
   std::vector<int> layer_split;
   std::vector<std::string> stage_devices;
   std::optional<std::string> grad_compression;

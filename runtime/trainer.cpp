@@ -86,6 +86,9 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (p.ep > 1) return bad("ep", "expert parallelism");
   if (p.zero_stage > 1) return bad("zero_stage", "ZeRO-" + std::to_string(p.zero_stage) + " (0 and 1 run)");
   if (p.offload_optimizer) return bad("offload_optimizer", "optimizer offload");
+  if (p.offload_params) return bad("offload_params", "parameter offload");
+  if (p.offload_activations) return bad("offload_activations", "activation offload");
+  if (p.offload_embeddings) return bad("offload_embeddings", "embedding offload");
   if (p.grad_compression != GradCompression::kNone)
     return bad("grad_compression", to_string(p.grad_compression) + " gradient compression");
   if (!p.stage_devices.empty()) return bad("stage_devices", "per-stage devices");

@@ -39,9 +39,10 @@ struct LayerTime {
   double fwd_compute = 0, bwd_compute = 0, recompute = 0;
   double fwd_tp = 0, bwd_tp = 0;   // exposed TP comm (bwd includes recompute's)
   double cp = 0, ep = 0;           // exposed, fwd + bwd
+  double offload = 0;              // exposed host copies (Plan::offload_params/_activations), fwd + bwd
   double hw_flops = 0;             // executed FLOPs incl. recompute, fwd + bwd
   double model_flops = 0;          // fwd + bwd without recompute
-  double total() const { return fwd_compute + bwd_compute + recompute + fwd_tp + bwd_tp + cp + ep; }
+  double total() const { return fwd_compute + bwd_compute + recompute + fwd_tp + bwd_tp + cp + ep + offload; }
 };
 
 struct Links {
@@ -60,6 +61,7 @@ LayerTime blend(const LayerTime& a, const LayerTime& b, double f) {
   t.bwd_tp = mix(a.bwd_tp, b.bwd_tp);
   t.cp = mix(a.cp, b.cp);
   t.ep = mix(a.ep, b.ep);
+  t.offload = mix(a.offload, b.offload);
   t.hw_flops = mix(a.hw_flops, b.hw_flops);
   t.model_flops = mix(a.model_flops, b.model_flops);
   return t;
@@ -80,8 +82,24 @@ AnalyticModel::AnalyticModel(const ModelSpec& model, const ClusterSpec& cluster)
 
 namespace {
 
+// Exposed seconds of one layer's host copies for one micro-batch. Host-to-device and
+// device-to-host run on separate copy engines (PCIe is full duplex), each beside the layer's
+// compute: forward sends the activations out and fetches the weights; backward fetches the
+// activations and the weights (once, for recompute and backward) and sends the gradients out.
+double layer_offload_seconds(const ModelSpec& m, const Plan& p, const LayerShape& s, bool moe, double rate,
+                             double fwd_s, double bwd_s) {
+  if (!(p.offload_activations || p.offload_params) || rate <= 0) return 0;
+  const double act = p.offload_activations ? layer_activation_bytes(m, s, p.recompute, p.flash_attention, moe) : 0.0;
+  const double shard = p.zero_stage >= 3 ? static_cast<double>(p.dp) * p.cp : 1.0;  // ZeRO-3: the host keeps a shard
+  const double params = p.offload_params ? layer_params_per_device(m, moe, p.tp, p.ep) / shard : 0.0;
+  const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
+  const double fwd = std::max(act, params * wb) / rate;
+  const double bwd = std::max(act + params * wb, params * gb) / rate;
+  return std::max(0.0, fwd - fwd_s) + std::max(0.0, bwd - bwd_s);
+}
+
 LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
-                     const Links& links, bool moe) {
+                     const Links& links, bool moe, double host_rate) {
   LayerTime t;
   const LayerKernels k = layer_kernels(m, d, p, s, moe);
   const LayerFlops f = moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s);
@@ -131,6 +149,7 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
                                  : (p.recompute == Recompute::kSelective && !p.flash_attention) ? f.attn_core : 0.0;
   t.model_flops = 3.0 * f.total();
   t.hw_flops = t.model_flops + recompute_flops;
+  t.offload = layer_offload_seconds(m, p, s, moe, host_rate, t.fwd_compute, t.bwd_compute + t.recompute);
   return t;
 }
 
@@ -155,16 +174,17 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   c.links.ep = group_link(cluster, p.tp, p.ep);
   c.links.edp = group_link(cluster, p.tp * p.ep, std::max(1, p.dp * p.cp / p.ep));
   c.links.pp = group_link(cluster, p.tp * p.cp * p.dp, p.pp > 1 ? 2 : 1);
-  c.dense = layer_time(m, d, p, s, c.links, false);
-  if (m.is_moe()) c.moe = layer_time(m, d, p, s, c.links, true);
+  const double host_rate = host_link_rate(cluster.node);
+  c.dense = layer_time(m, d, p, s, c.links, false, host_rate);
+  if (m.is_moe()) c.moe = layer_time(m, d, p, s, c.links, true, host_rate);
   c.dense_plain = c.dense;
   c.moe_plain = c.moe;
   if (p.recompute_layers >= 0 && p.recompute != Recompute::kNone) {
     Plan plain = p;
     plain.recompute = Recompute::kNone;
     plain.recompute_layers = -1;
-    c.dense_plain = layer_time(m, d, plain, s, c.links, false);
-    if (m.is_moe()) c.moe_plain = layer_time(m, d, plain, s, c.links, true);
+    c.dense_plain = layer_time(m, d, plain, s, c.links, false, host_rate);
+    if (m.is_moe()) c.moe_plain = layer_time(m, d, plain, s, c.links, true, host_rate);
   }
   // Embedding (first stage) and LM head + cross-entropy (last stage), per micro-batch.
   const DType dt = compute_dtype(p.precision, d);
@@ -258,7 +278,11 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
                                           m.moe.experts * m.expert_params() / (p.tp * p.ep));
   const double expert_params = moe_held * m.moe.experts * m.expert_params() / (p.tp * p.ep);
   double embed = 0;
-  if (stage == 0 || (dualpipe && stage == p.pp - 1)) embed += static_cast<double>(m.vocab) * m.hidden / p.tp;
+  // Plan::offload_embeddings keeps the input table (and its gradients and optimizer state) on the
+  // host.
+  const double input_table = static_cast<double>(m.vocab) * m.hidden / p.tp;
+  const double host_table = p.offload_embeddings && stage == 0 ? input_table : 0.0;
+  if ((stage == 0 && !p.offload_embeddings) || (dualpipe && stage == p.pp - 1)) embed += input_table;
   if ((stage == p.pp - 1 || (dualpipe && stage == 0)) && (!m.tied_embeddings || p.pp > 1))
     embed += static_cast<double>(m.vocab) * m.hidden / p.tp;
   const double replicated = dense_params + embed;
@@ -277,10 +301,22 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
   mem.gradients = sharded(gb, zero_g);
   const double opt_bytes = p.precision == Precision::kFp32 ? 8.0 : kOptimizerStateBytes;
   mem.optimizer = p.offload_optimizer ? 0.0 : sharded(opt_bytes, zero_o);
-  if (p.zero_stage >= 3) {
-    // Two layers gathered at a time (the current one and the prefetched next).
-    mem.weights += 2.0 * wb * layer_params_per_device(m, moe > 0, p.tp, p.ep);
+  // ZeRO-Offload keeps fp32 master weights, moments and gradients on the host (16 bytes per
+  // parameter, Ren et al. 2021).
+  if (p.offload_optimizer) mem.host += sharded(opt_bytes + 4.0, zero_o);
+  const double window = 2.0 * layer_params_per_device(m, moe > 0, p.tp, p.ep);  // the current and the next layer
+  if (p.offload_params) {
+    // Only embedding and head stay; the layers' weights and gradients stream through a two-layer
+    // window. The host holds them (a 1/dp shard each under ZeRO-3).
+    const double layers = replicated - embed;
+    const double on_device = embed / (zero_w > 0 ? shard : 1.0);
+    mem.host += (wb + gb) * (layers / (zero_w > 0 ? shard : 1.0) + expert_params / (zero_w > 0 ? expert_shard : 1.0));
+    mem.weights = wb * (on_device + window);
+    mem.gradients = gb * (embed / (zero_g > 0 ? shard : 1.0) + window);
+  } else if (p.zero_stage >= 3) {
+    mem.weights += wb * window;  // two layers gathered at a time (the current one and the prefetched next)
   }
+  mem.host += host_table * (wb + gb + opt_bytes);
 
   // Activations: micro-batches in flight on this stage times the per-layer footprint.
   // Layers past Plan::recompute_layers keep everything.
@@ -303,6 +339,12 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
     default: in_flight = std::min(mbs, static_cast<double>(p.pp - stage)); break;
   }
   mem.activations = per_mb * in_flight;
+  if (p.offload_activations && r.end > r.begin) {
+    // Two layers' activations on the device (the one computing, the one in flight to or from the
+    // host); every micro-batch's live activations on the host.
+    mem.host += mem.activations;
+    mem.activations = 2.0 * std::max(act_dense * (dense > 0), act_moe);
+  }
   if (p.recompute == Recompute::kFull && f > 0) {
     // The layer being recomputed holds its full activations during its backward.
     mem.activations += layer_activation_bytes(m, s, Recompute::kNone, p.flash_attention, moe > 0);
@@ -316,6 +358,7 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
   const DeviceSpec& dev = stage_device(p, stage);
   mem.reserved = dev.memory_reserved_bytes;
   mem.capacity = dev.memory_bytes;
+  if (mem.host > 0) mem.host_capacity = cluster_.node.host_memory_bytes / std::max(1, cluster_.node.accelerator_slots());
   mem.total = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.buffers + mem.reserved;
   return mem;
 }
@@ -333,7 +376,15 @@ MemoryBreakdown AnalyticModel::memory(const Plan& p) const {
     return worst;
   }
   MemoryBreakdown last = stage_memory(p, p.pp - 1);
-  return last.total > first.total ? last : first;
+  MemoryBreakdown worst = last.total > first.total ? last : first;
+  if (p.offload_optimizer || p.offload_params || p.offload_activations || p.offload_embeddings) {
+    // Offloaded state can fill a stage's share of host memory first: report a stage that does.
+    for (int st = 0; st < p.pp && worst.fits(); ++st) {
+      MemoryBreakdown m = st == 0 ? first : st == p.pp - 1 ? last : stage_memory(p, st);
+      if (!m.fits()) worst = m;
+    }
+  }
+  return worst;
 }
 
 Prediction AnalyticModel::evaluate(const Plan& p) const {
@@ -475,17 +526,32 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const double owned = p.zero_stage >= 1 ? replicated / (static_cast<double>(p.dp) * p.cp) +
                                                expert_params / std::max(1.0, 1.0 * p.dp * p.cp / p.ep)
                                          : replicated + expert_params;
+  // The input table of Plan::offload_embeddings is updated on the host (rank 0's stage), beside
+  // the device's own step.
+  const double host_table = p.offload_embeddings && crit == 0 ? static_cast<double>(m.vocab) * m.hidden / p.tp : 0.0;
+  const double owned_here = owned - (p.zero_stage >= 1 ? host_table / (static_cast<double>(p.dp) * p.cp) : host_table);
+  double offload_step = 0;
   if (p.offload_optimizer) {
-    tb.offload = owned * (gb + wb) / host_link_rate(cluster_.node) +
-                 owned * kAdamBytesPerParam / host_optimizer_rate(cluster_.node);
+    // ZeRO-Offload: gradients down, Adam on the host, weights back. With Plan::offload_params the
+    // layers' gradients went down during the backward and their weights live on the host: only
+    // the embedding and head still cross.
+    const double streamed = p.offload_params && replicated + expert_params > 0
+                                ? 1.0 - (end_stage ? (dualpipe ? 2.0 : 1.0) * m.vocab * m.hidden / p.tp : 0.0) /
+                                            (replicated + expert_params)
+                                : 0.0;
+    offload_step = owned_here * (1 - streamed) * (gb + wb) / host_link_rate(cluster_.node) +
+                   owned_here * kAdamBytesPerParam / host_optimizer_rate(cluster_.node);
   } else {
-    tb.optimizer = owned * kAdamBytesPerParam / mem_rate;
+    tb.optimizer = owned_here * kAdamBytesPerParam / mem_rate;
   }
+  if (host_table > 0)
+    offload_step += std::max(0.0, host_table * kAdamBytesPerParam / host_optimizer_rate(cluster_.node) - tb.optimizer);
+  tb.offload = mbs * (nd * dense.offload + nm * moe.offload) + offload_step;
 
-  tb.total = pipe.total() + p2p_total + mirror_sync + tb.dp_comm + tb.optimizer + tb.offload;
+  tb.total = pipe.total() + p2p_total + mirror_sync + tb.dp_comm + tb.optimizer + offload_step;
   out.step_time_s = tb.total;
   out.memory = mem;
-  out.fit = mem.total <= mem.capacity ? FitVerdict::kFits : FitVerdict::kOutOfMemory;
+  out.fit = mem.fits() ? FitVerdict::kFits : FitVerdict::kOutOfMemory;
 
   // FLOPs of the whole job per step.
   const double sequences = static_cast<double>(p.global_batch);

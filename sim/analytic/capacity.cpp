@@ -46,7 +46,7 @@ int fewest_recompute_layers(const AnalyticModel& am, const Plan& p) {
     Plan q = p;
     q.recompute_layers = k;
     const MemoryBreakdown mem = am.memory(q);
-    return mem.total <= mem.capacity;
+    return mem.fits();
   };
   const int most = most_layers_per_chunk(p, m.layers);  // more recomputes nothing more
   if (!fits(most)) return -1;
@@ -64,7 +64,7 @@ Result<CapacityResult> largest_model(const ModelSpec& base, const ClusterSpec& c
     const ModelSpec m = scale_model(base, s);
     if (!validate_plan_on(p, m, c, "plan").ok()) return false;
     const MemoryBreakdown mem = AnalyticModel(m, c).memory(p);
-    if (mem.total > mem.capacity) return false;
+    if (!mem.fits()) return false;
     if (out) *out = CapacityResult{m, m.total_params(), mem};
     return true;
   };

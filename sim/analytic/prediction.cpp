@@ -14,7 +14,10 @@ std::string describe_memory(const MemoryBreakdown& m) {
   return "needs " + b(m.total) + " of " + b(m.capacity) + " on pipeline stage " +
          std::to_string(m.stage) + " (weights " + b(m.weights) + ", gradients " + b(m.gradients) +
          ", optimizer " + b(m.optimizer) + ", activations " + b(m.activations) + ", buffers " +
-         b(m.buffers) + ", reserved " + b(m.reserved) + ")";
+         b(m.buffers) + ", reserved " + b(m.reserved) + ")" +
+         (m.host_capacity > 0 && m.host > m.host_capacity
+              ? "; offloaded state needs " + b(m.host) + " of host memory, the device's share is " + b(m.host_capacity)
+              : std::string());
 }
 
 json prediction_to_json(const Prediction& p) {
@@ -30,7 +33,8 @@ json prediction_to_json(const Prediction& p) {
       {"memory_bytes",
        {{"weights", m.weights}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
         {"activations", m.activations}, {"buffers", m.buffers}, {"reserved", m.reserved},
-        {"total", m.total}, {"capacity", m.capacity}, {"stage", m.stage}}},
+        {"total", m.total}, {"capacity", m.capacity}, {"stage", m.stage},
+        {"host", m.host}, {"host_capacity", m.host_capacity}}},
       {"fits", p.fits()},
       {"model_flops_per_step", p.model_flops},
       {"hardware_flops_per_step", p.hardware_flops},

@@ -33,6 +33,11 @@ struct MemoryBreakdown {
   double total = 0;
   double capacity = 0;
   int stage = 0;            // the pipeline stage it belongs to
+  // Host memory the device's offloaded state takes (optimizer, parameters, activations, embedding
+  // table), and the device's share of its node's host memory (0: not checked).
+  double host = 0;
+  double host_capacity = 0;
+  bool fits() const { return total <= capacity && (host_capacity <= 0 || host <= host_capacity); }
 };
 
 enum class FitVerdict { kFits, kOutOfMemory };

@@ -91,6 +91,7 @@ struct Simulator::Impl {
     double compute_cursor = 0;
     double last_end = 0;
     double wire = 0;                             // pipeline sends in flight, summed
+    double offload_tail = 0;                     // host copies and host work of the step's end
   };
   std::vector<RankState> ranks;
   std::vector<StageInfo> info;                   // per stage, see OpInfo
@@ -340,6 +341,9 @@ struct Simulator::Impl {
         case StreamId::kEp: r.acc.ep_comm += gap; break;
         case StreamId::kDp:
         case StreamId::kDpReduce: r.acc.dp_comm += gap; break;
+        case StreamId::kCopy:
+        case StreamId::kCopyIn:
+        case StreamId::kHost: r.acc.offload += gap; break;  // host copies not hidden by compute
         default: r.acc.bubble += gap; break;  // pipeline waits and fill/drain
       }
     }
@@ -401,8 +405,10 @@ struct Simulator::Impl {
       r.compute_cursor = now;
     } else if (op.kind == OpKind::kSend) {
       r.wire += dur;
-    } else if (op.stream == StreamId::kCopy || op.stream == StreamId::kHost) {
+    } else if (op.phase == Phase::kStep &&
+               (op.stream == StreamId::kCopy || op.stream == StreamId::kCopyIn || op.stream == StreamId::kHost)) {
       r.acc.offload += dur;  // the step's tail: nothing else runs while the host updates
+      r.offload_tail += dur;
     }
     r.busy[s] = false;
     const StreamId stream = op.stream;  // `op` is not touched after the dependents start
@@ -417,7 +423,7 @@ struct Simulator::Impl {
 TimeBreakdown Simulator::Impl::breakdown(const RankState& r) const {
   TimeBreakdown t = r.acc;
   // After the last compute op: offload work (counted above), the rest is DP (parameter all-gather).
-  t.dp_comm += std::max(0.0, r.last_end - r.compute_cursor - t.offload);
+  t.dp_comm += std::max(0.0, r.last_end - r.compute_cursor - r.offload_tail);
   // Pipeline waits include the activations' time on the wire; count that part as pp_comm, at most
   // the waits themselves.
   t.pp_comm = std::min(t.bubble, r.wire);
@@ -529,7 +535,7 @@ Result<SimResult> Simulator::Impl::run() {
   p.time.total = step;
   AnalyticModel am(w.model, w.cluster);
   p.memory = am.memory(w.plan);
-  p.fit = p.memory.total <= p.memory.capacity ? FitVerdict::kFits : FitVerdict::kOutOfMemory;
+  p.fit = p.memory.fits() ? FitVerdict::kFits : FitVerdict::kOutOfMemory;
   p.devices = w.plan.gpus();
   p.micro_batches = w.plan.micro_batches();
   p.model_flops = w.model_flops;

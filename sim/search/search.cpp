@@ -82,6 +82,8 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
   const auto sps = or_default(sp.sequence_parallel, std::vector<bool>{false, true});
   const auto offs = or_default(sp.offload_optimizer, std::vector<bool>{false, true});
   const auto overlaps = or_default(sp.overlap_grad_reduce, std::vector<bool>{false, true});
+  const auto off_params = or_default(sp.offload_params, std::vector<bool>{false});
+  const auto off_acts = or_default(sp.offload_activations, std::vector<bool>{false});
 
   // Which accelerators the stages use. On nodes with one accelerator type: all of them. On nodes
   // that mix types (GPUs and NPUs): every stage on one type (each type in turn), and pipelines
@@ -141,13 +143,20 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
                       if (rc == Recompute::kSelective && sp.flash_attention) continue;
                       if (s && tp == 1) continue;
                       for (bool off : offs)
+                        for (bool off_p : off_params)
+                        for (bool off_a : off_acts)
                         for (bool overlap : overlaps) {
                         // ZeRO-3 overlaps by construction (FSDP prefetch): one variant is enough.
                         if (zero == 3 && overlap != overlaps.front()) continue;
+                        // Parameter offload needs the optimizer on the host; neither it nor
+                        // activation offload is modelled with split weight gradients.
+                        if (off_p && !off) continue;
+                        if ((off_p || off_a) && (sched == Schedule::kZeroBubble || sched == Schedule::kDualPipe)) continue;
                         Plan p;
                         p.tp = tp; p.pp = pp; p.dp = dp; p.cp = cp; p.ep = ep;
                         p.micro_batch = mb; p.global_batch = gb; p.schedule = sched; p.virtual_stages = vp;
                         p.zero_stage = zero; p.recompute = rc; p.sequence_parallel = s; p.offload_optimizer = off;
+                        p.offload_params = off_p; p.offload_activations = off_a;
                         p.precision = sp.precision; p.flash_attention = sp.flash_attention;
                         p.overlap_grad_reduce = overlap;
                         p.stage_devices = layout.stage_devices;
@@ -193,7 +202,7 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
           if (k > 0 && k < most_layers_per_chunk(p, model.layers)) p.recompute_layers = k;
         }
         const MemoryBreakdown mem = am.memory(p);
-        if (mem.total > mem.capacity) { ++rej["out of memory"]; continue; }
+        if (!mem.fits()) { ++rej[mem.total > mem.capacity ? "out of memory" : "out of host memory"]; continue; }
         RankedPlan& r = results[i];
         r.plan = p;
         r.prediction = am.evaluate(p);

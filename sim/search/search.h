@@ -29,6 +29,8 @@ struct SearchSpace {
   std::vector<Recompute> recompute;
   std::vector<Schedule> schedules;
   std::vector<bool> sequence_parallel, offload_optimizer, overlap_grad_reduce;
+  // Parameter and activation offload (default: off; parameter offload only with the optimizer's).
+  std::vector<bool> offload_params, offload_activations;
   Precision precision = Precision::kBf16;
   bool flash_attention = true;
 };

@@ -115,13 +115,22 @@ Result<Precision> parse_precision(const std::string& s) {
   return Error("\"" + s + "\" is not one of: fp32, bf16, fp16, fp8");
 }
 
+std::string offload_string(const Plan& p) {
+  std::string out;
+  for (auto [on, name] : {std::pair{p.offload_optimizer, "optimizer"}, {p.offload_params, "params"},
+                          {p.offload_activations, "activations"}, {p.offload_embeddings, "embeddings"}})
+    if (on) out.append(out.empty() ? "" : "+").append(name);
+  return out;
+}
+
 Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   JsonReader r(doc, file);
   r.reject_unknown_keys({"tp", "pp", "dp", "ep", "cp", "sequence_parallel", "virtual_stages",
                          "micro_batch", "global_batch", "schedule", "zero_stage", "recompute",
                          "precision", "flash_attention", "overlap_grad_reduce", "overlap_tp_comm",
                          "offload_optimizer", "seq_len", "layer_split", "stage_devices", "grad_compression",
-                         "compression_topk", "compression_rank", "compression_penalty", "recompute_layers"});
+                         "compression_topk", "compression_rank", "compression_penalty", "recompute_layers",
+                         "offload_params", "offload_activations", "offload_embeddings"});
   Plan p;
   constexpr std::int64_t kMaxDegree = 1 << 20;
   p.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDegree));
@@ -151,6 +160,9 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
   p.overlap_tp_comm = r.boolean("overlap_tp_comm", false);
   p.offload_optimizer = r.boolean("offload_optimizer", false);
+  p.offload_params = r.boolean("offload_params", false);
+  p.offload_activations = r.boolean("offload_activations", false);
+  p.offload_embeddings = r.boolean("offload_embeddings", false);
   p.grad_compression = read_enum("grad_compression", parse_grad_compression, GradCompression::kNone);
   p.compression_topk = r.number("compression_topk", 0.01, 1e-9, 1.0);
   p.compression_rank = static_cast<int>(r.integer("compression_rank", 4, 1, 1 << 16));
@@ -191,6 +203,9 @@ json plan_to_json(const Plan& p) {
   if (!p.layer_split.empty()) j["layer_split"] = p.layer_split;
   if (!p.stage_devices.empty()) j["stage_devices"] = p.stage_devices;
   if (p.recompute_layers >= 0) j["recompute_layers"] = p.recompute_layers;
+  if (p.offload_params) j["offload_params"] = true;
+  if (p.offload_activations) j["offload_activations"] = true;
+  if (p.offload_embeddings) j["offload_embeddings"] = true;
   if (p.grad_compression != GradCompression::kNone) {
     j["grad_compression"] = to_string(p.grad_compression);
     j["compression_topk"] = p.compression_topk;
@@ -251,6 +266,17 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
     return fail("recompute_layers", "is set but recompute is none (say which recompute the first layers use)");
   if (p.grad_compression != GradCompression::kNone && p.zero_stage >= 3)
     return fail("grad_compression", "needs zero_stage 0, 1 or 2 (ZeRO-3 reduce-scatters each layer's gradients as it goes)");
+  if (p.offload_params && !p.offload_optimizer)
+    return fail("offload_params", "needs offload_optimizer (parameters offloaded to the host are updated there)");
+  if ((p.offload_params || p.offload_activations) &&
+      (p.schedule == Schedule::kZeroBubble || p.schedule == Schedule::kDualPipe))
+    return fail(p.offload_params ? "offload_params" : "offload_activations",
+                "is not modelled with " + to_string(p.schedule) + " (its split-off weight gradients would need the layer again)");
+  if (p.offload_embeddings && m.tied_embeddings && p.pp == 1)
+    return fail("offload_embeddings", "the model ties its embedding table to the LM head, which needs it on the device "
+                                      "(offload works with untied embeddings, or with pp > 1)");
+  if (p.offload_embeddings && p.schedule == Schedule::kDualPipe)
+    return fail("offload_embeddings", "cannot be combined with dualpipe (both end ranks embed)");
   if (p.schedule == Schedule::kDualPipe && (p.pp % 2 != 0 || mbs < 2 * p.pp || mbs % 2 != 0))
     return fail("schedule", "dualpipe needs an even pp and an even number of micro-batches, at least 2*pp (here pp " +
                                 s(p.pp) + ", " + s(mbs) + " micro-batches)");

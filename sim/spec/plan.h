@@ -50,6 +50,16 @@ struct Plan {
   bool overlap_grad_reduce = false;  // DP gradient reduction overlapped with backward (opt-in, as in Megatron)
   bool overlap_tp_comm = false;      // TP collectives overlapped with GEMMs
   bool offload_optimizer = false;    // optimizer state and step on the host (ZeRO-Offload)
+  // ZeRO-Infinity-style parameter offload: weights and gradients live in host memory; each layer's
+  // weights cross the host link before its forward and again before its backward, its gradients
+  // go back after the backward (every micro-batch). Needs offload_optimizer.
+  bool offload_params = false;
+  // Activation offload: each layer's saved activations go to host memory after its forward and
+  // come back, one layer ahead, before its backward, while the device computes.
+  bool offload_activations = false;
+  // The input embedding table in host memory: the host gathers the micro-batch's rows, sends them
+  // and takes their gradients back; the table's update runs on the host.
+  bool offload_embeddings = false;
   int seq_len = 0;                   // 0: the model's sequence length
   std::vector<int> layer_split;      // layers per pipeline stage (empty: as even as possible,
                                      // the extra layers on the first stages)
@@ -81,6 +91,9 @@ std::string layout_string(const Plan& p);
 // The recompute policy as tables show it: "none", "selective", "full", or "full x4" when only the
 // first 4 layers of each stage recompute.
 std::string recompute_string(const Plan& p);
+// What the plan keeps in host memory: "optimizer+params+activations+embeddings" (those set), or
+// "" when nothing is offloaded.
+std::string offload_string(const Plan& p);
 
 // Reads a plan file; fields not given keep the defaults above. `global_batch` is required.
 Result<Plan> plan_from_json(const nlohmann::json& doc, const std::string& file);

@@ -23,7 +23,7 @@ std::string_view to_string(Phase p) {
 }
 
 std::string_view to_string(StreamId s) {
-  static constexpr std::string_view kNames[] = {"compute", "tp", "pp", "dp", "ep", "cp", "copy", "host", "dp_reduce"};
+  static constexpr std::string_view kNames[] = {"compute", "tp", "pp", "dp", "ep", "cp", "copy", "host", "dp_reduce", "copy_in"};
   return kNames[static_cast<int>(s)];
 }
 
@@ -206,13 +206,17 @@ class StageBuilder {
  private:
   // Ops and edges are collected first and the Boost graph is built once at the end (one
   // allocation instead of growing vertex storage op by op).
-  int add(Op op, std::initializer_list<int> deps) {
+  // `take_next`: the op also takes the pending next_deps_ (ops off the main chain, such as host
+  // copies, leave them to the next op of the chain).
+  int add(Op op, std::initializer_list<int> deps, bool take_next = true) {
     const int v = static_cast<int>(ops_.size());
     ops_.push_back(op);
     for (int d : deps)
       if (d >= 0) edges_.emplace_back(d, v);
-    for (int d : next_deps_) edges_.emplace_back(d, v);
-    next_deps_.clear();
+    if (take_next) {
+      for (int d : next_deps_) edges_.emplace_back(d, v);
+      next_deps_.clear();
+    }
     prog_.streams[static_cast<int>(op.stream)].push_back(v);
     return v;
   }
@@ -248,6 +252,26 @@ class StageBuilder {
     op.collective = c;
     op.bytes = bytes;
     return add(op, {dep});
+  }
+  // A host <-> device copy (kCopy: to the host, kCopyIn: to the device) or host work (kHost) of
+  // `bytes` at the node's host link (host memory) rate, off the compute chain.
+  int host_op(Phase ph, int layer, int mb, int chunk, const char* name, StreamId stream, double bytes, int dep) {
+    Op op = base(ph, layer, mb, chunk, name);
+    op.kind = stream == StreamId::kHost ? OpKind::kCompute : OpKind::kCopy;
+    op.stream = stream;
+    op.device = stream == StreamId::kHost ? DeviceKind::kCpu : d_.kind;
+    op.bytes = bytes;
+    op.seconds = bytes / (stream == StreamId::kHost ? host_optimizer_rate(w_cluster_.node) : host_link_rate(w_cluster_.node));
+    return add(op, {dep}, false);
+  }
+  // The bytes one layer's offload moves (Plan::offload_params / offload_activations): its weights
+  // (a 1/dp shard under ZeRO-3), gradients and saved activations.
+  double offloaded_params(int layer) const {
+    return p_.offload_params ? layer_params(layer) / (p_.zero_stage >= 3 ? 1.0 * p_.dp * p_.cp : 1.0) : 0.0;
+  }
+  double offloaded_activations(int layer) const {
+    if (!p_.offload_activations) return 0;
+    return layer_activation_bytes(m_, s_, p_.recompute, p_.flash_attention, layer >= m_.dense_layers());
   }
   const LayerKernels& kernels(int layer) const { return layer < m_.dense_layers() ? dense_ : moe_; }
   std::vector<int> chunk_layers(int chunk) const;
@@ -301,6 +325,9 @@ class StageBuilder {
   std::vector<Decompress> decompress_;  // per-layer compressed reductions, decompressed at the end
   std::vector<Op> ops_;
   std::vector<std::pair<int, int>> edges_;
+  std::vector<int> act_out_;    // activation copies to the host, in order (the device keeps two layers)
+  std::vector<int> grad_out_;   // offloaded gradients' copies to the host, in order (two layers' buffers)
+  std::map<std::tuple<int, int, int>, int> act_copy_;  // (micro-batch, chunk, layer) -> its copy to the host
 
 };
 
@@ -465,16 +492,37 @@ StageProgram StageBuilder::build() {
         r.peer_stage = rank_at(t.chunk, vs - 1);
         prev = add(r, {});
       } else {
+        if (p_.offload_embeddings) {
+          // The host gathers the micro-batch's rows of the table and sends them ahead of time.
+          const double rows = tokens * m_.hidden * s_.bytes_per_element;
+          const int gathered = host_op(Phase::kForward, -1, t.mb, t.chunk, "embedding_gather", StreamId::kHost, 2 * rows, -1);
+          next_deps_.push_back(host_op(Phase::kForward, -1, t.mb, t.chunk, "embedding_rows_to_device",
+                                       StreamId::kCopyIn, rows, gathered));
+        }
         prev = compute(Phase::kForward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
                        tokens * m_.hidden * s_.bytes_per_element / mem_rate, 0, tokens * m_.hidden * s_.bytes_per_element, last);
       }
+      std::vector<int> ends;  // each layer's last op, for the offload windows
       for (int layer : layers) {
+        // Offloaded weights arrive once the layer two back is done (a two-layer window), and a
+        // layer starts once the activations of the layer two back have left for the host.
+        const int freed = ends.size() >= 2 ? ends[ends.size() - 2] : -1;  // the first two: during the previous task
+        if (p_.offload_params)
+          next_deps_.push_back(host_op(Phase::kForward, layer, t.mb, t.chunk, "param_to_device", StreamId::kCopyIn,
+                                       offloaded_params(layer) * wb, freed));
+        if (p_.offload_activations && act_out_.size() >= 2) next_deps_.push_back(act_out_[act_out_.size() - 2]);
         if (zero3) {
           const int ag = collective(Phase::kForward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp,
                                     GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1);
           next_deps_.push_back(ag);  // the layer's first kernel waits for its parameters
         }
         prev = layer_forward(Phase::kForward, layer, t.mb, t.chunk, prev, false);
+        ends.push_back(prev);
+        if (p_.offload_activations) {
+          act_out_.push_back(host_op(Phase::kForward, layer, t.mb, t.chunk, "act_to_host", StreamId::kCopy,
+                                     offloaded_activations(layer), prev));
+          act_copy_[{t.mb, t.chunk, layer}] = act_out_.back();
+        }
       }
       if (vs == last_place) {
         const double ce = 4.0 * tokens * static_cast<double>(m_.vocab) / p_.tp;
@@ -510,13 +558,31 @@ StageProgram StageBuilder::build() {
                           GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1);
       };
       int next_gather = zero3 && !layers.empty() ? gather(layers.back()) : -1;
+      std::vector<int> ends;
       for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
         const int layer = *it;
+        // Offload: the layer's weights and activations come back to the device once the layer two
+        // back is done (the current and the prefetched layer share the device).
+        const int freed = ends.size() >= 2 ? ends[ends.size() - 2] : -1;  // the first two: during the previous task
+        if (p_.offload_params)
+          next_deps_.push_back(host_op(Phase::kBackward, layer, t.mb, t.chunk, "param_to_device", StreamId::kCopyIn,
+                                       offloaded_params(layer) * wb, freed));
+        if (p_.offload_activations) {
+          const int fetched = host_op(Phase::kBackward, layer, t.mb, t.chunk, "act_to_device", StreamId::kCopyIn,
+                                      offloaded_activations(layer), freed);
+          edges_.emplace_back(act_copy_.at({t.mb, t.chunk, layer}), fetched);  // it must have left first
+          next_deps_.push_back(fetched);
+        }
+        if (p_.offload_params && grad_out_.size() >= 2) next_deps_.push_back(grad_out_[grad_out_.size() - 2]);
         if (zero3) {
           next_deps_.push_back(next_gather);
           next_gather = std::next(it) != layers.rend() ? gather(*std::next(it)) : -1;
         }
         prev = layer_backward(layer, t.mb, t.chunk, prev, t.split);
+        ends.push_back(prev);
+        if (p_.offload_params)
+          grad_out_.push_back(host_op(Phase::kBackward, layer, t.mb, t.chunk, "grad_to_host", StreamId::kCopy,
+                                      offloaded_params(layer) * gb, prev));
         if (zero3)
           collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDpReduce, GroupKind::kDp,
                      CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev);
@@ -531,6 +597,8 @@ StageProgram StageBuilder::build() {
       if (vs == 0) {
         prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
                        2 * tokens * m_.hidden * s_.bytes_per_element / mem_rate, 0, 2 * tokens * m_.hidden * s_.bytes_per_element, prev);
+        if (p_.offload_embeddings)
+          host_op(Phase::kBackward, -1, t.mb, t.chunk, "embedding_grad_to_host", StreamId::kCopy, tokens * m_.hidden * gb, prev);
         backward_end[{t.mb, t.chunk}] = prev;
       } else {
         backward_end[{t.mb, t.chunk}] = prev;  // its W needs the compute, not the send
@@ -612,9 +680,22 @@ StageProgram StageBuilder::build() {
   // The optimizer waits for every reduction issued on the dp streams.
   for (StreamId sid : {StreamId::kDp, StreamId::kDpReduce})
     for (int v2 : prog_.streams[static_cast<int>(sid)]) next_deps_.push_back(v2);
+  // ... and for the gradients offloaded to the host (the copy stream runs in order: its last op).
+  const auto& copies = prog_.streams[static_cast<int>(StreamId::kCopy)];
+  const int last_copy = copies.empty() ? -1 : copies.back();
+  if (last_copy >= 0) next_deps_.push_back(last_copy);
   const double shard = static_cast<double>(p_.dp) * p_.cp;
-  const double owned = p_.zero_stage >= 1 ? (dense_params / shard + expert_params / std::max(1.0, shard / p_.ep))
-                                          : dense_params + expert_params;
+  // Plan::offload_embeddings: the input table is updated on the host, beside the device's step.
+  const double host_table = p_.offload_embeddings && st == 0 ? 1.0 * m_.vocab * m_.hidden / p_.tp : 0.0;
+  const double owned = p_.zero_stage >= 1 ? ((dense_params - host_table) / shard + expert_params / std::max(1.0, shard / p_.ep))
+                                          : dense_params - host_table + expert_params;
+  if (host_table > 0)
+    host_op(Phase::kStep, -1, -1, 0, "host_embedding_optimizer", StreamId::kHost, host_table * kAdamBytesPerParam, last_copy);
+  // With Plan::offload_params the layers' gradients went to the host during the backward and
+  // their weights live there: only the rest (embedding, head) crosses at the step.
+  const double crossing = p_.offload_params && dense_params + expert_params > 0
+                              ? (embed - host_table) / (dense_params + expert_params - host_table)
+                              : 1.0;
   if (p_.offload_optimizer) {
     // ZeRO-Offload: gradients to the host over the copy engine, Adam on the host CPUs, updated
     // weights back.
@@ -628,10 +709,10 @@ StageProgram StageBuilder::build() {
       op.seconds = bytes / rate;
       return add(op, {prev});
     };
-    prev = step_op("grad_to_host", OpKind::kCopy, StreamId::kCopy, owned * gb, host_link_rate(node));
+    prev = step_op("grad_to_host", OpKind::kCopy, StreamId::kCopy, owned * crossing * gb, host_link_rate(node));
     prev = step_op("host_optimizer", OpKind::kCompute, StreamId::kHost, owned * kAdamBytesPerParam,
                    host_optimizer_rate(node));
-    prev = step_op("params_to_device", OpKind::kCopy, StreamId::kCopy, owned * wb, host_link_rate(node));
+    prev = step_op("params_to_device", OpKind::kCopy, StreamId::kCopyIn, owned * crossing * wb, host_link_rate(node));
   } else {
     prev = compute(Phase::kStep, -1, -1, 0, "optimizer", KernelClass::kElementwise,
                    owned * kAdamBytesPerParam / mem_rate, 0, owned * kAdamBytesPerParam, prev);

@@ -30,9 +30,10 @@ namespace foresight {
 
 enum class OpKind : std::uint8_t { kCompute, kCollective, kSend, kRecv, kCopy };
 enum class Phase : std::uint8_t { kForward, kBackward, kWeightGrad, kRecompute, kStep };
-// kCopy: the accelerator's copy engine (host <-> device); kHost: work on the host CPUs;
+// kCopy: the accelerator's copy engine device -> host (and the optimizer offload's copies);
+// kCopyIn: the host -> device engine (PCIe is full duplex); kHost: work on the host CPUs;
 // kDpReduce: gradient reduce-scatters of ZeRO-3/FSDP (its post-backward stream).
-enum class StreamId : std::uint8_t { kCompute = 0, kTp, kPp, kDp, kEp, kCp, kCopy, kHost, kDpReduce, kCount };
+enum class StreamId : std::uint8_t { kCompute = 0, kTp, kPp, kDp, kEp, kCp, kCopy, kHost, kDpReduce, kCopyIn, kCount };
 constexpr int kStreamCount = static_cast<int>(StreamId::kCount);
 // Which communicator a collective uses (the rank's own group of that kind).
 enum class GroupKind : std::uint8_t { kNone, kTp, kCp, kDp, kEp, kExpertDp };
