@@ -1,5 +1,6 @@
-// `foresight capacity`: the largest model of a family that fits the plan's devices, with the
-// optimizer on the device and offloaded to the host.
+// `foresight capacity`: the largest model of a family that fits the plan's devices: everything on
+// the device, the optimizer offloaded to the host (ZeRO-Offload), and the optimizer, parameters
+// and activations offloaded (ZeRO-Infinity style; host memory checked too).
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -13,8 +14,9 @@
 namespace foresight::app {
 
 Command add_capacity_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("capacity", "the largest model of --model's family that fits the plan, with and "
-                                             "without optimizer offload");
+  auto* cmd = app.add_subcommand("capacity", "the largest model of --model's family that fits the plan: on the device, "
+                                             "with the optimizer offloaded, and with optimizer, parameters and "
+                                             "activations offloaded");
   auto opts = std::make_shared<PlanOptions>();
   auto json_out = std::make_shared<bool>(false);
   add_plan_options(*cmd, *opts);
@@ -29,24 +31,31 @@ Command add_capacity_command(CLI::App& app) {
                  in->model.name, in->plan.gpus(), in->cluster.node.accelerator().name, in->cluster.name,
                  layout_string(in->plan), in->plan.micro_batch, to_string(in->plan.recompute), in->plan.zero_stage,
                  to_string(in->plan.precision));
-    for (bool offload : {false, true}) {
+    for (int level = 0; level < 3; ++level) {
       Plan p = in->plan;
-      p.offload_optimizer = offload;
-      const char* label = offload ? "optimizer offloaded to the host" : "optimizer on the device";
+      p.offload_optimizer = level >= 1;
+      p.offload_params = p.offload_activations = level >= 2;
+      const char* label = level == 0 ? "on the device" : level == 1 ? "optimizer offloaded" : "optimizer+params+activations off";
+      const std::string offload = offload_string(p).empty() ? "none" : offload_string(p);
       auto r = largest_model(in->model, in->cluster, p);
       if (!r) {
-        if (*json_out) rows.push_back({{"offload_optimizer", offload}, {"error", r.error().message()}});
-        else fmt::print("  {:<32} {}\n", label, r.error().message());
+        if (*json_out) rows.push_back({{"offload", offload}, {"offload_optimizer", p.offload_optimizer}, {"error", r.error().message()}});
+        else fmt::print("  {:<34} {}\n", label, r.error().message());
         continue;
       }
       if (*json_out) {
-        rows.push_back({{"offload_optimizer", offload}, {"params", r->params}, {"model", model_to_json(r->model)},
-                        {"memory_bytes", r->memory.total}, {"capacity_bytes", r->memory.capacity}});
+        rows.push_back({{"offload", offload}, {"offload_optimizer", p.offload_optimizer}, {"params", r->params},
+                        {"model", model_to_json(r->model)}, {"memory_bytes", r->memory.total},
+                        {"capacity_bytes", r->memory.capacity}, {"host_bytes", r->memory.host},
+                        {"host_capacity_bytes", r->memory.host_capacity}});
       } else {
-        fmt::print("  {:<32} {:6.2f}B parameters (hidden {}, {} layers, {} heads)   {} of {} on stage {}\n", label,
+        fmt::print("  {:<34} {:6.2f}B parameters (hidden {}, {} layers, {} heads)   {} of {} on stage {}{}\n", label,
                    r->params / 1e9, r->model.hidden, r->model.layers, r->model.heads,
                    pretty_quantity(r->memory.total, Dimension::kBytes),
-                   pretty_quantity(r->memory.capacity, Dimension::kBytes), r->memory.stage);
+                   pretty_quantity(r->memory.capacity, Dimension::kBytes), r->memory.stage,
+                   r->memory.host > 0 ? fmt::format(", host {} of {}", pretty_quantity(r->memory.host, Dimension::kBytes),
+                                                    pretty_quantity(r->memory.host_capacity, Dimension::kBytes))
+                                      : std::string());
       }
     }
     if (*json_out) fmt::print("{}\n", nlohmann::json{{"base", in->model.name}, {"cluster", in->cluster.name},

@@ -57,7 +57,8 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p) {
              pl.micro_batch, p.micro_batches, pl.global_batch, to_string(pl.schedule),
              pl.virtual_stages > 1 ? fmt::format(" (v={})", pl.virtual_stages) : "", recompute_string(pl),
              pl.zero_stage, to_string(pl.precision), pl.flash_attention ? " | flash attention" : "",
-             offload_string(pl).empty() ? "" : " | offload " + offload_string(pl));
+             std::string(pl.kernel_fusion ? "" : " | unfused kernels") + (pl.cuda_graphs ? " | CUDA graphs" : "") +
+                 (offload_string(pl).empty() ? "" : " | offload " + offload_string(pl)));
   fmt::print("step time {:>10}   {:.0f} tokens/s   MFU {:.1f}%   HFU {:.1f}%   {:.0f} TFLOP/s per device\n",
              secs(p.step_time_s), p.tokens_per_s, 100 * p.mfu, 100 * p.hfu, p.tflops_per_device);
   const TimeBreakdown& t = p.time;

@@ -34,6 +34,11 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_option("--overlap-grad-reduce", o.overlap_grad, "overlap DP gradient reduction with backward")->group("Plan");
   cmd.add_option("--overlap-tp-comm", o.overlap_tp, "overlap TP collectives with GEMMs")->group("Plan");
   cmd.add_option("--offload-optimizer", o.offload_optimizer, "optimizer state and step on the host")->group("Plan");
+  cmd.add_option("--kernel-fusion", o.kernel_fusion,
+                 "fused elementwise chains (true, as Megatron) or one kernel per operator (false, PyTorch eager)")
+      ->group("Plan");
+  cmd.add_option("--cuda-graphs", o.cuda_graphs, "replay each layer's kernels as a CUDA graph (less launch cost)")
+      ->group("Plan");
   cmd.add_option("--offload-params", o.offload_params,
                  "parameters and gradients in host memory, streamed per layer (ZeRO-Infinity; needs --offload-optimizer)")
       ->group("Plan");
@@ -87,6 +92,8 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   set(plan.overlap_tp_comm, o.overlap_tp);
   set(plan.offload_optimizer, o.offload_optimizer);
   set(plan.offload_params, o.offload_params);
+  set(plan.kernel_fusion, o.kernel_fusion);
+  set(plan.cuda_graphs, o.cuda_graphs);
   set(plan.offload_activations, o.offload_activations);
   set(plan.offload_embeddings, o.offload_embeddings);
   if (!o.layer_split.empty()) plan.layer_split = o.layer_split;

@@ -23,7 +23,7 @@ struct PlanOptions {
   std::optional<long long> global_batch;
   std::optional<std::string> schedule, recompute, precision;
   std::optional<bool> sp, flash, overlap_grad, overlap_tp, offload_optimizer, offload_params, offload_activations,
-      offload_embeddings;
+      offload_embeddings, kernel_fusion, cuda_graphs;
   std::vector<int> layer_split;
   std::vector<std::string> stage_devices;
   std::optional<std::string> grad_compression;

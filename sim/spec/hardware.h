@@ -36,6 +36,9 @@ struct DeviceSpec {
   double attention_efficiency = 0.5;  // fused (flash) attention, fraction of peak
   double memory_efficiency = 0.8;     // streaming kernels, fraction of memory bandwidth
   double kernel_overhead_s = 5e-6;    // launch + tail per kernel
+  // Per kernel inside a CUDA graph (Plan::cuda_graphs): the host's launch work is gone, the
+  // device still schedules each node. Assumption (1 us) until calibrate measures it.
+  double graph_kernel_overhead_s = 1e-6;
   double memory_reserved_bytes = 0;   // runtime context, allocator fragmentation, workspaces
   double power_load_w = 0, power_idle_w = 0;
   double price_per_hour_usd = 0;

@@ -130,7 +130,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
                          "precision", "flash_attention", "overlap_grad_reduce", "overlap_tp_comm",
                          "offload_optimizer", "seq_len", "layer_split", "stage_devices", "grad_compression",
                          "compression_topk", "compression_rank", "compression_penalty", "recompute_layers",
-                         "offload_params", "offload_activations", "offload_embeddings"});
+                         "offload_params", "offload_activations", "offload_embeddings", "kernel_fusion", "cuda_graphs"});
   Plan p;
   constexpr std::int64_t kMaxDegree = 1 << 20;
   p.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDegree));
@@ -159,6 +159,8 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   p.flash_attention = r.boolean("flash_attention", true);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
   p.overlap_tp_comm = r.boolean("overlap_tp_comm", false);
+  p.kernel_fusion = r.boolean("kernel_fusion", true);
+  p.cuda_graphs = r.boolean("cuda_graphs", false);
   p.offload_optimizer = r.boolean("offload_optimizer", false);
   p.offload_params = r.boolean("offload_params", false);
   p.offload_activations = r.boolean("offload_activations", false);
@@ -203,6 +205,8 @@ json plan_to_json(const Plan& p) {
   if (!p.layer_split.empty()) j["layer_split"] = p.layer_split;
   if (!p.stage_devices.empty()) j["stage_devices"] = p.stage_devices;
   if (p.recompute_layers >= 0) j["recompute_layers"] = p.recompute_layers;
+  if (!p.kernel_fusion) j["kernel_fusion"] = false;
+  if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.offload_params) j["offload_params"] = true;
   if (p.offload_activations) j["offload_activations"] = true;
   if (p.offload_embeddings) j["offload_embeddings"] = true;

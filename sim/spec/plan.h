@@ -49,6 +49,13 @@ struct Plan {
   bool flash_attention = true;       // fused attention: no s^2 activation traffic or memory
   bool overlap_grad_reduce = false;  // DP gradient reduction overlapped with backward (opt-in, as in Megatron)
   bool overlap_tp_comm = false;      // TP collectives overlapped with GEMMs
+  // Fused elementwise chains (norm, bias/dropout + residual, activation, scale-mask-softmax as
+  // one kernel each, as Megatron runs them). false: PyTorch eager, one kernel per operator, each
+  // writing its result to memory and the next reading it back.
+  bool kernel_fusion = true;
+  // Each layer's kernels replayed as a CUDA graph: the per-kernel launch cost falls to the
+  // device's graph_kernel_overhead.
+  bool cuda_graphs = false;
   bool offload_optimizer = false;    // optimizer state and step on the host (ZeRO-Offload)
   // ZeRO-Infinity-style parameter offload: weights and gradients live in host memory; each layer's
   // weights cross the host link before its forward and again before its backward, its gradients

@@ -56,7 +56,9 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   // Attention kernels run in 16-bit even in fp8 plans.
   const double attn_peak = d.peak(DType::kBf16) > 0 ? d.peak(DType::kBf16) : d.peak(dt);
   const double mem_rate = d.memory_bandwidth * d.memory_efficiency;
-  const double launch = d.kernel_overhead_s;
+  // Per kernel: a launch from the host, or a node of a CUDA graph (Plan::cuda_graphs).
+  const double launch = p.cuda_graphs ? d.graph_kernel_overhead_s : d.kernel_overhead_s;
+  const bool fused = p.kernel_fusion;
   const double e = s.bytes_per_element;
   const double tokens = s.batch * s.seq;
   const double th = tokens * m.hidden / (s.sp ? s.tp : 1.0);  // h-wide tensors: split only with SP
@@ -65,10 +67,12 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   const auto H = static_cast<std::int64_t>(m.hidden);
   const LayerFlops f = moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s);
 
+  // `kernels`: how many kernels the op runs forward (an unfused chain runs several; backward twice
+  // as many).
   auto add = [&](KernelName name, KernelClass cls, double flops, double bytes, double fwd, double bwd,
-                 double bwd_w, std::int64_t gm = 0, std::int64_t gn = 0, std::int64_t gk = 0) {
+                 double bwd_w, std::int64_t gm = 0, std::int64_t gn = 0, std::int64_t gk = 0, int kernels = 1) {
     KernelCost& k = L.fwd[L.count++];
-    k = KernelCost{name, cls, flops, bytes, fwd + launch, bwd + 2 * launch, bwd_w + launch, gm, gn, gk};
+    k = KernelCost{name, cls, flops, bytes, fwd + kernels * launch, bwd + 2 * kernels * launch, bwd_w + launch, gm, gn, gk};
   };
   // A GEMM: backward = data gradient + weight gradient, each as much work as the forward.
   auto gemm = [&](KernelName name, double flops, std::int64_t gn, std::int64_t gk) {
@@ -77,11 +81,27 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
         T, gn, gk);
   };
   // An elementwise kernel: backward reads the saved input and the incoming gradient, writes one.
-  auto elementwise = [&](KernelName name, double bytes) {
+  auto elementwise = [&](KernelName name, double bytes, int kernels = 1) {
     const double t = bytes / mem_rate;
-    add(name, KernelClass::kElementwise, 0, bytes, t, 2 * t, 0);
+    add(name, KernelClass::kElementwise, 0, bytes, t, 2 * t, 0, 0, 0, 0, kernels);
   };
   const double drop = m.dropout ? 1.0 : 0.0;
+  // Unfused (PyTorch eager) chains, tensor passes over memory and kernels:
+  //  - RMSNorm as Llama's reference code writes it, x * rsqrt(mean(x^2) + eps) * w: pow (read,
+  //    write), mean (read), rsqrt, multiply (read, write), scale (read, write): 7 passes, 5 kernels
+  //    against 2 passes fused. PyTorch's LayerNorm is one kernel either way.
+  //  - dropout + residual add: dropout (read, write, write a mask) then add (read 2, write): 5
+  //    passes and a mask, 2 kernels, against 3 and a mask (without dropout: the add alone).
+  //  - SwiGLU: silu(gate) (read, write) then multiply (read 2, write): 5 passes, 2 kernels
+  //    against 3. GeLU is one kernel either way (the bias rides in the GEMM).
+  auto norm = [&](KernelName name) {
+    const bool rms = m.norm == NormKind::kRmsNorm && !fused;
+    elementwise(name, (rms ? 7 : 2) * th * e, rms ? 5 : 1);
+  };
+  auto residual = [&](KernelName name) {
+    const bool split = m.dropout && !fused;
+    elementwise(name, (split ? 5 : 3) * th * e + drop * th, split ? 2 : 1);
+  };
   const double out_proj = 2.0 * tokens * m.v_dim() * m.hidden / tp;
 
   // Megatron sequence parallelism: norms and residuals on 1/t of the tokens, an all-gather before
@@ -90,7 +110,7 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   const bool sp = s.sp && p.tp > 1;
   auto tp_fwd = [&](TpCollective kind) { L.tp_after[L.tp_count] = L.count - 1; L.tp_kind[L.tp_count++] = kind; };
   auto tp_bwd = [&](int after, TpCollective kind) { L.tp_bwd_after[L.tp_bwd_count] = after; L.tp_bwd_kind[L.tp_bwd_count++] = kind; };
-  elementwise(KernelName::kNorm1, 2 * th * e);
+  norm(KernelName::kNorm1);
   const int norm1 = L.count - 1;
   if (sp) { tp_fwd(TpCollective::kAllGather); tp_bwd(norm1, TpCollective::kReduceScatter); }
   gemm(KernelName::kQkv, f.attn_linear - out_proj, static_cast<std::int64_t>((f.attn_linear - out_proj) / (2.0 * tokens * m.hidden)), H);
@@ -104,15 +124,17 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
     const double scores = s.batch * m.heads * s.seq * s.kv_seq / tp;
     add(KernelName::kScores, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
     // Fused scale-mask-softmax reads and writes the scores; dropout adds a mask and a copy.
-    elementwise(KernelName::kSoftmax, scores * (2 * e + (m.dropout ? 2 * e + 1 : 0.0)));
+    // Unfused: scale, mask and softmax each read and write them (3 kernels, and dropout a 4th).
+    elementwise(KernelName::kSoftmax, scores * ((fused ? 2 : 6) * e + (m.dropout ? 2 * e + 1 : 0.0)),
+                fused ? 1 : (m.dropout ? 4 : 3));
     add(KernelName::kAttnV, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
   }
   L.attention_last = L.count - 1;
   gemm(KernelName::kProj, out_proj, H / static_cast<std::int64_t>(tp), m.v_dim() / static_cast<std::int64_t>(tp));
   tp_fwd(sp ? TpCollective::kReduceScatter : TpCollective::kAllReduce);
   tp_bwd(sp ? L.count - 1 : norm1, sp ? TpCollective::kAllGather : TpCollective::kAllReduce);
-  elementwise(KernelName::kResidual1, 3 * th * e + drop * th);
-  elementwise(KernelName::kNorm2, 2 * th * e);
+  residual(KernelName::kResidual1);
+  norm(KernelName::kNorm2);
   const int norm2 = L.count - 1;
   if (sp) { tp_fwd(TpCollective::kAllGather); tp_bwd(norm2, TpCollective::kReduceScatter); }
   double ffn = static_cast<double>(m.ffn_hidden);
@@ -128,7 +150,9 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   const double up_mats = m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
   const double up = 2.0 * tokens * m.hidden * ffn * up_mats / tp;
   gemm(KernelName::kMlpUp, up, static_cast<std::int64_t>(ffn * up_mats / tp), H);
-  elementwise(KernelName::kActivation, (m.mlp == MlpKind::kSwiglu ? 3.0 : 2.0) * tokens * ffn / tp * e);
+  const bool split_glu = m.mlp == MlpKind::kSwiglu && !fused;
+  elementwise(KernelName::kActivation, (m.mlp == MlpKind::kSwiglu ? (split_glu ? 5.0 : 3.0) : 2.0) * tokens * ffn / tp * e,
+              split_glu ? 2 : 1);
   gemm(KernelName::kMlpDown, f.mlp - up, H, static_cast<std::int64_t>(ffn / tp));
   if (moe) {
     if (p.ep > 1) L.moe_combine_after = L.count - 1;
@@ -136,7 +160,7 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   }
   tp_fwd(sp ? TpCollective::kReduceScatter : TpCollective::kAllReduce);
   tp_bwd(sp ? L.count - 1 : norm2, sp ? TpCollective::kAllGather : TpCollective::kAllReduce);
-  elementwise(KernelName::kResidual2, 3 * th * e + drop * th);
+  residual(KernelName::kResidual2);
   if (p.tp <= 1) L.tp_count = L.tp_bwd_count = 0;
   L.tp_bytes = tokens * m.hidden * e;
   return L;

@@ -1,0 +1,117 @@
+// Kernel fusion and CUDA graphs: the unfused chains' extra memory passes and launches by hand,
+// the graph's cheaper launches, their effect on a small model where launches matter and a large
+// one where they do not, and the simulator running the same kernels.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/analytic/analytic_model.h"
+#include "sim/des/simulator.h"
+#include "sim/workload/layer_ops.h"
+#include "tests/test_util.h"
+
+namespace foresight {
+namespace {
+
+const KernelCost& find(const LayerKernels& k, KernelName name) {
+  for (int i = 0; i < k.count; ++i)
+    if (k.fwd[i].name == name) return k.fwd[i];
+  ADD_FAILURE() << "no kernel " << kernel_name(name);
+  return k.fwd[0];
+}
+
+TEST(Fusion, UnfusedChainsByHand) {
+  const ModelSpec m = testing::preset_model("llama3-8b");  // RMSNorm, SwiGLU, no dropout
+  const DeviceSpec d = testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator();
+  Plan p = testing::make_plan(1, 1, 8, 1, 8);
+  const LayerShape s = plan_layer_shape(m, p);
+  const LayerKernels fused = layer_kernels(m, d, p, s, false);
+  p.kernel_fusion = false;
+  const LayerKernels eager = layer_kernels(m, d, p, s, false);
+  const double th = s.seq * m.hidden * 2.0;  // one pass over an h-wide bf16 activation
+  const double rate = d.memory_bandwidth * d.memory_efficiency, launch = d.kernel_overhead_s;
+  // RMSNorm: 7 passes in 5 kernels against 2 in one.
+  EXPECT_DOUBLE_EQ(find(fused, KernelName::kNorm1).bytes, 2 * th);
+  EXPECT_DOUBLE_EQ(find(eager, KernelName::kNorm1).bytes, 7 * th);
+  EXPECT_NEAR(find(eager, KernelName::kNorm1).fwd_s, 7 * th / rate + 5 * launch, 1e-12);
+  EXPECT_NEAR(find(eager, KernelName::kNorm1).bwd_s, 2 * 7 * th / rate + 10 * launch, 1e-12);
+  // SwiGLU: 5 passes over the ffn-wide tensor in 2 kernels, against 3 in one.
+  const double tf = s.seq * m.ffn_hidden * 2.0;
+  EXPECT_DOUBLE_EQ(find(eager, KernelName::kActivation).bytes, 5 * tf);
+  EXPECT_DOUBLE_EQ(find(fused, KernelName::kActivation).bytes, 3 * tf);
+  // No dropout: the residual add is one kernel either way; GEMMs do not change.
+  EXPECT_DOUBLE_EQ(find(eager, KernelName::kResidual1).fwd_s, find(fused, KernelName::kResidual1).fwd_s);
+  EXPECT_DOUBLE_EQ(find(eager, KernelName::kMlpUp).fwd_s, find(fused, KernelName::kMlpUp).fwd_s);
+  EXPECT_GT(eager.fwd_seconds(), fused.fwd_seconds());
+}
+
+TEST(Fusion, CudaGraphsCutEachKernelsLaunch) {
+  const ModelSpec m = testing::preset_model("llama3-8b");
+  const DeviceSpec d = testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator();
+  Plan p = testing::make_plan(1, 1, 8, 1, 8);
+  const LayerShape s = plan_layer_shape(m, p);
+  const LayerKernels plain = layer_kernels(m, d, p, s, false);
+  p.cuda_graphs = true;
+  const LayerKernels graphed = layer_kernels(m, d, p, s, false);
+  const double saved = d.kernel_overhead_s - d.graph_kernel_overhead_s;
+  EXPECT_GT(saved, 0);
+  EXPECT_NEAR(plain.fwd_seconds() - graphed.fwd_seconds(), plain.count * saved, 1e-12);
+  EXPECT_NEAR(plain.bwd_seconds() - graphed.bwd_seconds(), 2 * plain.count * saved, 1e-12);
+}
+
+// Launches and memory passes weigh on a small model with short kernels and hardly on a large one;
+// the simulator, running the same kernel list, sees the same change.
+TEST(Fusion, MattersForSmallKernelsInBothExecutors) {
+  const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 8);
+  auto gain = [](const ModelSpec& m, const ClusterSpec& on, Plan p) {
+    p.kernel_fusion = false;
+    const double eager = AnalyticModel(m, on).evaluate(p).step_time_s;
+    p.kernel_fusion = true;
+    p.cuda_graphs = true;
+    const double tuned = AnalyticModel(m, on).evaluate(p).step_time_s;
+    return eager / tuned;
+  };
+  ModelSpec small = testing::preset_model("llama3-8b");
+  small.layers = 8;
+  small.hidden = 1024;
+  small.heads = small.kv_heads = 8;
+  small.ffn_hidden = 2816;
+  small.seq_len = 1024;
+  Plan p = testing::make_plan(1, 1, 8, 1, 64);
+  const double small_gain = gain(small, c, p);
+  // GPT-3 175B with sequence parallelism: long GEMMs, norms split over the TP ranks.
+  Plan big = testing::make_plan(8, 8, 1, 1, 64);
+  big.sequence_parallel = true;
+  big.recompute = Recompute::kFull;
+  const double large_gain = gain(testing::preset_model("gpt3-175b"), testing::preset_cluster("dgx-h100-ndr", 64), big);
+  EXPECT_GT(small_gain, 1.15);
+  EXPECT_LT(large_gain, 1.08);
+  EXPECT_GT(large_gain, 1.0);
+  Plan q = p;
+  q.kernel_fusion = false;
+  const Prediction a = AnalyticModel(small, c).evaluate(q);
+  auto d = simulate(small, c, q, "plan", {});
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_NEAR(d->prediction.step_time_s, a.step_time_s, 0.03 * a.step_time_s);
+}
+
+TEST(Fusion, PlanJsonAndDeviceField) {
+  Plan p = testing::make_plan(1, 1, 8, 1, 8);
+  p.kernel_fusion = false;
+  p.cuda_graphs = true;
+  auto back = plan_from_json(plan_to_json(p), "x.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(*back, p);
+  const DeviceSpec d = testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator();
+  nlohmann::json j = device_to_json(d);
+  j["efficiency"]["graph_kernel_overhead"] = "2us";
+  auto d2 = device_from_json(j, "dev.json");
+  ASSERT_TRUE(d2.ok()) << d2.error().message();
+  EXPECT_DOUBLE_EQ(d2->graph_kernel_overhead_s, 2e-6);
+  j["efficiency"]["graph_kernel_overhead"] = "2 parsecs";
+  auto bad = device_from_json(j, "dev.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("graph_kernel_overhead"), std::string::npos) << bad.error().message();
+}
+
+}  // namespace
+}  // namespace foresight
