@@ -67,7 +67,8 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p) {
       {"tensor-parallel comm", t.tp_comm}, {"context-parallel comm", t.cp_comm},
       {"expert-parallel comm", t.ep_comm}, {"pipeline send/recv", t.pp_comm},
       {"pipeline bubble", t.bubble},  {"data-parallel comm", t.dp_comm},
-      {"optimizer", t.optimizer},     {"offload", t.offload}};
+      {"optimizer", t.optimizer},     {"offload", t.offload},
+      {"input (data loading) stall", t.data}};
   for (const auto& [name, v] : rows) {
     if (v <= 0) continue;
     fmt::print("  {:<24}{:>10}  {:5.1f}%\n", name, secs(v), 100 * v / t.total);

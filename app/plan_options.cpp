@@ -7,6 +7,7 @@
 #include <string>
 
 #include "sim/analytic/capacity.h"
+#include "sim/core/units.h"
 #include "sim/spec/presets.h"
 
 namespace foresight::app {
@@ -45,6 +46,16 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_option("--offload-activations", o.offload_activations,
                  "saved activations to host memory after each layer's forward, back before its backward")->group("Plan");
   cmd.add_option("--offload-embeddings", o.offload_embeddings, "the input embedding table in host memory")->group("Plan");
+  cmd.add_option("--data-sample-bytes", o.data_sample_bytes,
+                 "bytes of one sample on storage, uncompressed, e.g. 150KB (default: the sequence's token ids)")
+      ->group("Data loading");
+  cmd.add_option("--data-compression", o.data_compression, "none or lz4")->group("Data loading");
+  cmd.add_option("--data-prefetch", o.data_prefetch, "batches loaded ahead (0: loading in the training loop; default 2)")
+      ->group("Data loading");
+  cmd.add_option("--data-loader-cores", o.data_loader_cores, "CPU cores per node for loading (default 8)")
+      ->group("Data loading");
+  cmd.add_option("--data-cached-fraction", o.data_cached_fraction,
+                 "share of reads served by a node-local cache (incremental loading), 0..1")->group("Data loading");
   cmd.add_option("--seq-len", o.seq_len, "training sequence length (default: the model's)")->group("Plan");
   cmd.add_option("--layer-split", o.layer_split, "layers per pipeline stage, e.g. --layer-split 9,10,10,9")
       ->delimiter(',')->group("Plan");
@@ -114,6 +125,37 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   if (o.compression_penalty) {
     if (!(*o.compression_penalty >= 0)) return Error("--compression-penalty: must be >= 0");
     plan.compression_penalty = *o.compression_penalty;
+  }
+  if (o.data_sample_bytes) {
+    auto q = parse_quantity(*o.data_sample_bytes, Dimension::kBytes);
+    if (!q) return q.error().with_context("--data-sample-bytes");
+    if (*q <= 0) return Error("--data-sample-bytes: must be > 0");
+    plan.data.sample_bytes = *q;
+  }
+  if (o.data_compression) {
+    if (*o.data_compression == "lz4") {
+      plan.data.compression = "lz4";
+      plan.data.compression_ratio = 2.084;  // the LZ4 README's Silesia figures (see DataLoading)
+      plan.data.decompress_rate = 1.82e9;
+    } else if (*o.data_compression == "none") {
+      plan.data.compression = "none";
+      plan.data.compression_ratio = 1;
+      plan.data.decompress_rate = 0;
+    } else {
+      return Error("--data-compression: \"" + *o.data_compression + "\" is not one of: none, lz4");
+    }
+  }
+  if (o.data_prefetch) {
+    if (*o.data_prefetch < 0) return Error("--data-prefetch: must be >= 0");
+    plan.data.prefetch = *o.data_prefetch;
+  }
+  if (o.data_loader_cores) {
+    if (*o.data_loader_cores < 1) return Error("--data-loader-cores: must be >= 1");
+    plan.data.loader_cores = *o.data_loader_cores;
+  }
+  if (o.data_cached_fraction) {
+    if (!(*o.data_cached_fraction >= 0 && *o.data_cached_fraction <= 1)) return Error("--data-cached-fraction: must be within [0, 1]");
+    plan.data.cached_fraction = *o.data_cached_fraction;
   }
   if (o.global_batch) {
     if (*o.global_batch < 1) return Error("--global-batch: must be >= 1, got " + std::to_string(*o.global_batch));

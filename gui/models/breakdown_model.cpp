@@ -16,7 +16,8 @@ void BreakdownModel::set_prediction(const Prediction& p) {
     // Recompute is part of compute (TimeBreakdown::recompute), so it is not a row of its own.
     all = {{"compute", t.compute},        {"tensor-parallel comm", t.tp_comm}, {"context-parallel comm", t.cp_comm},
            {"expert-parallel comm", t.ep_comm}, {"pipeline send/recv", t.pp_comm}, {"pipeline bubble", t.bubble},
-           {"data-parallel comm", t.dp_comm}, {"optimizer", t.optimizer},     {"offload", t.offload}};
+           {"data-parallel comm", t.dp_comm}, {"optimizer", t.optimizer},     {"offload", t.offload},
+           {"input stall", t.data}};
     denominator_ = t.total > 0 ? t.total : p.step_time_s;
   } else {
     const MemoryBreakdown& m = p.memory;

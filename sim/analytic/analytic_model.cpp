@@ -6,6 +6,7 @@
 #include <map>
 
 #include "sim/analytic/compression.h"
+#include "sim/analytic/data_loading.h"
 #include "sim/analytic/layer_cost.h"
 #include "sim/analytic/schedule.h"
 #include "sim/workload/layer_ops.h"
@@ -549,6 +550,9 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   tb.offload = mbs * (nd * dense.offload + nm * moe.offload) + offload_step;
 
   tb.total = pipe.total() + p2p_total + mirror_sync + tb.dp_comm + tb.optimizer + offload_step;
+  // Input: what the data loader cannot hide behind the rest of the step.
+  tb.data = input_stall(data_load_cost(m, cluster_, p), p, tb.total);
+  tb.total += tb.data;
   out.step_time_s = tb.total;
   out.memory = mem;
   out.fit = mem.fits() ? FitVerdict::kFits : FitVerdict::kOutOfMemory;

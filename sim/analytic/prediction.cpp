@@ -29,7 +29,7 @@ json prediction_to_json(const Prediction& p) {
        {{"compute", t.compute}, {"recompute", t.recompute}, {"tp_comm", t.tp_comm},
         {"cp_comm", t.cp_comm}, {"ep_comm", t.ep_comm}, {"pp_comm", t.pp_comm},
         {"bubble", t.bubble}, {"dp_comm", t.dp_comm}, {"optimizer", t.optimizer},
-        {"offload", t.offload}}},
+        {"offload", t.offload}, {"data", t.data}}},
       {"memory_bytes",
        {{"weights", m.weights}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
         {"activations", m.activations}, {"buffers", m.buffers}, {"reserved", m.reserved},

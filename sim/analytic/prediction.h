@@ -19,6 +19,7 @@ struct TimeBreakdown {
   double dp_comm = 0;       // exposed data-parallel gradient / parameter collectives
   double optimizer = 0;     // optimizer step
   double offload = 0;       // host transfers and host optimizer work not hidden
+  double data = 0;          // waiting for input: data loading the loader could not hide
   double total = 0;
 };
 

@@ -344,6 +344,7 @@ struct Simulator::Impl {
         case StreamId::kCopy:
         case StreamId::kCopyIn:
         case StreamId::kHost: r.acc.offload += gap; break;  // host copies not hidden by compute
+        case StreamId::kLoader: r.acc.data += gap; break;   // input not ready
         default: r.acc.bubble += gap; break;  // pipeline waits and fill/drain
       }
     }

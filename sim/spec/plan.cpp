@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "sim/core/units.h"
 #include "sim/spec/json_reader.h"
 
 namespace foresight {
@@ -130,7 +131,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
                          "precision", "flash_attention", "overlap_grad_reduce", "overlap_tp_comm",
                          "offload_optimizer", "seq_len", "layer_split", "stage_devices", "grad_compression",
                          "compression_topk", "compression_rank", "compression_penalty", "recompute_layers",
-                         "offload_params", "offload_activations", "offload_embeddings", "kernel_fusion", "cuda_graphs"});
+                         "offload_params", "offload_activations", "offload_embeddings", "kernel_fusion", "cuda_graphs", "data"});
   Plan p;
   constexpr std::int64_t kMaxDegree = 1 << 20;
   p.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDegree));
@@ -170,6 +171,29 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   p.compression_rank = static_cast<int>(r.integer("compression_rank", 4, 1, 1 << 16));
   p.compression_penalty = r.number("compression_penalty", 0, 0, 100);
   p.seq_len = static_cast<int>(r.integer("seq_len", 0, 0, 1 << 24));
+  {
+    JsonReader d = r.object("data");
+    d.reject_unknown_keys({"sample_bytes", "token_bytes", "compression", "compression_ratio", "decompress_rate",
+                           "preprocess_rate", "loader_cores", "prefetch", "cached_fraction"});
+    DataLoading& dl = p.data;
+    dl.sample_bytes = d.quantity("sample_bytes", Dimension::kBytes, 0.0);
+    dl.token_bytes = static_cast<int>(d.integer("token_bytes", 0, 0, 8));
+    dl.compression = d.string("compression", "none");
+    if (dl.compression == "lz4") {
+      dl.compression_ratio = 2.084;
+      dl.decompress_rate = 1.82e9;
+    } else if (dl.compression != "none") {
+      d.fail("compression", "\"" + dl.compression + "\" is not one of: none, lz4 (or give compression_ratio and decompress_rate)");
+    }
+    dl.compression_ratio = d.number("compression_ratio", dl.compression_ratio, 1.0, 1e6);
+    dl.decompress_rate = d.quantity("decompress_rate", Dimension::kBandwidth, dl.decompress_rate);
+    dl.preprocess_rate = d.quantity("preprocess_rate", Dimension::kBandwidth, 0.0);
+    dl.loader_cores = static_cast<int>(d.integer("loader_cores", 8, 1, 1 << 16));
+    dl.prefetch = static_cast<int>(d.integer("prefetch", 2, 0, 1 << 16));
+    dl.cached_fraction = d.number("cached_fraction", 0.0, 0.0, 1.0);
+    if (d.ok() && dl.compression_ratio > 1 && dl.decompress_rate <= 0)
+      d.fail("decompress_rate", "is needed when compression_ratio > 1 (bytes/s per loader core, e.g. \"1.8GB/s\")");
+  }
   for (JsonReader v : r.array("layer_split")) {
     if (!v.node().is_number_integer() || v.node().get<long long>() < 1 || v.node().get<long long>() > 100000) {
       v.fail("", "expected a positive number of layers");
@@ -208,6 +232,15 @@ json plan_to_json(const Plan& p) {
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.offload_params) j["offload_params"] = true;
+  if (!(p.data == DataLoading{})) {
+    const DataLoading& d = p.data;
+    j["data"] = {{"token_bytes", d.token_bytes}, {"compression", d.compression},
+                 {"compression_ratio", d.compression_ratio}, {"loader_cores", d.loader_cores}, {"prefetch", d.prefetch},
+                 {"cached_fraction", d.cached_fraction}};
+    if (d.sample_bytes > 0) j["data"]["sample_bytes"] = format_quantity(d.sample_bytes, Dimension::kBytes);
+    if (d.decompress_rate > 0) j["data"]["decompress_rate"] = format_quantity(d.decompress_rate, Dimension::kBandwidth);
+    if (d.preprocess_rate > 0) j["data"]["preprocess_rate"] = format_quantity(d.preprocess_rate, Dimension::kBandwidth);
+  }
   if (p.offload_activations) j["offload_activations"] = true;
   if (p.offload_embeddings) j["offload_embeddings"] = true;
   if (p.grad_compression != GradCompression::kNone) {

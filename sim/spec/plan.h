@@ -32,6 +32,23 @@ Result<Precision> parse_precision(const std::string& s);
 std::string to_string(GradCompression c);
 Result<GradCompression> parse_grad_compression(const std::string& s);
 
+// The input pipeline (sim/analytic/data_loading.h): what a sample takes on storage and how the
+// loaders on each node read, decompress and prefetch it.
+struct DataLoading {
+  double sample_bytes = 0;       // bytes of one sequence uncompressed; 0: its token ids
+  int token_bytes = 0;           // bytes per token id; 0: 2 below 65,536 vocabulary entries, else 4
+  // "none" or "lz4" (ratio 2.084 and 1.82 GB/s decompression per core unless given: the LZ4
+  // README's Silesia-corpus figures, one core of a Core i5-3340M).
+  std::string compression = "none";
+  double compression_ratio = 1;  // raw / stored bytes
+  double decompress_rate = 0;    // decompressed bytes/s per loader core
+  double preprocess_rate = 0;    // bytes/s per core of other CPU work (tokenising, augmenting); 0: none
+  int loader_cores = 8;          // per node
+  int prefetch = 2;              // batches the loader keeps ready ahead of training; 0: loads in the loop
+  double cached_fraction = 0;    // share of reads a node-local cache serves (incremental loading)
+  bool operator==(const DataLoading&) const = default;
+};
+
 struct Plan {
   int tp = 1, pp = 1, dp = 1, ep = 1, cp = 1;
   bool sequence_parallel = false;
@@ -80,6 +97,7 @@ struct Plan {
   double compression_topk = 0.01;
   int compression_rank = 4;
   double compression_penalty = 0;    // extra steps to converge (0.03 = 3%), for time to train
+  DataLoading data;
 
   int gpus() const { return tp * pp * dp * cp; }
   // Whether the layer at `position` within its stage (or chunk) recomputes under this plan.

@@ -8,6 +8,7 @@
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/compression.h"
+#include "sim/analytic/data_loading.h"
 
 namespace foresight {
 
@@ -23,7 +24,7 @@ std::string_view to_string(Phase p) {
 }
 
 std::string_view to_string(StreamId s) {
-  static constexpr std::string_view kNames[] = {"compute", "tp", "pp", "dp", "ep", "cp", "copy", "host", "dp_reduce", "copy_in"};
+  static constexpr std::string_view kNames[] = {"compute", "tp", "pp", "dp", "ep", "cp", "copy", "host", "dp_reduce", "copy_in", "loader"};
   return kNames[static_cast<int>(s)];
 }
 
@@ -197,7 +198,8 @@ class StageBuilder {
  public:
   StageBuilder(const Workload& w, int stage, const DeviceSpec& device, const LayerKernels& dense,
                const LayerKernels& moe, const LayerShape& shape)
-      : w_cluster_(w.cluster), m_(w.model), p_(w.plan), d_(device), dense_(dense), moe_(moe), s_(shape) {
+      : w_cluster_(w.cluster), m_(w.model), p_(w.plan), d_(device), dense_(dense), moe_(moe), s_(shape),
+        load_s_(w.load_per_micro_batch_s), load_in_loop_(w.load_in_loop) {
     prog_.stage = stage;
   }
 
@@ -325,6 +327,8 @@ class StageBuilder {
   std::vector<Decompress> decompress_;  // per-layer compressed reductions, decompressed at the end
   std::vector<Op> ops_;
   std::vector<std::pair<int, int>> edges_;
+  double load_s_ = 0;           // Workload::load_per_micro_batch_s
+  bool load_in_loop_ = false;
   std::vector<int> act_out_;    // activation copies to the host, in order (the device keeps two layers)
   std::vector<int> grad_out_;   // offloaded gradients' copies to the host, in order (two layers' buffers)
   std::map<std::tuple<int, int, int>, int> act_copy_;  // (micro-batch, chunk, layer) -> its copy to the host
@@ -492,6 +496,16 @@ StageProgram StageBuilder::build() {
         r.peer_stage = rank_at(t.chunk, vs - 1);
         prev = add(r, {});
       } else {
+        if (load_s_ > 0) {
+          // The data loader delivers this micro-batch: in the loop, after the previous task; beside
+          // training, back to back from the step's start (the loader-bound steady state).
+          Op op = base(Phase::kForward, -1, t.mb, t.chunk, "load_batch");
+          op.kind = OpKind::kCompute;
+          op.stream = StreamId::kLoader;
+          op.device = DeviceKind::kCpu;
+          op.seconds = load_s_;
+          next_deps_.push_back(add(op, {load_in_loop_ ? last : -1}, false));
+        }
         if (p_.offload_embeddings) {
           // The host gathers the micro-batch's rows of the table and sends them ahead of time.
           const double rows = tokens * m_.hidden * s_.bytes_per_element;
@@ -751,6 +765,14 @@ Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const
     LayerKernels dense, moe;
   };
   std::map<int, Kernels> by_group;
+  // Data loading: in the loop it always delays the first stage; beside training (prefetch) only
+  // when the loader is slower than the rest of the step, which the analytic model estimates.
+  AnalyticModel am(model, cluster);
+  const Prediction ref = am.evaluate(plan);
+  const DataLoadCost load = data_load_cost(model, cluster, plan);
+  w.load_in_loop = plan.data.prefetch < 1;
+  const double mbs = static_cast<double>(std::max<std::int64_t>(1, plan.micro_batches()));
+  if (w.load_in_loop || load.seconds > ref.step_time_s - ref.time.data) w.load_per_micro_batch_s = load.seconds / mbs;
   w.stages.reserve(plan.pp);
   for (int st = 0; st < plan.pp; ++st) {
     const int g = stage_group(plan, cluster.node, st);
@@ -788,8 +810,6 @@ Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const
       op.match = it->second;
     }
   // Whole-job FLOPs, as the analytic model counts them.
-  AnalyticModel am(model, cluster);
-  const Prediction ref = am.evaluate(plan);
   w.model_flops = ref.model_flops;
   w.hardware_flops = ref.hardware_flops;
   return w;

@@ -32,8 +32,9 @@ enum class OpKind : std::uint8_t { kCompute, kCollective, kSend, kRecv, kCopy };
 enum class Phase : std::uint8_t { kForward, kBackward, kWeightGrad, kRecompute, kStep };
 // kCopy: the accelerator's copy engine device -> host (and the optimizer offload's copies);
 // kCopyIn: the host -> device engine (PCIe is full duplex); kHost: work on the host CPUs;
-// kDpReduce: gradient reduce-scatters of ZeRO-3/FSDP (its post-backward stream).
-enum class StreamId : std::uint8_t { kCompute = 0, kTp, kPp, kDp, kEp, kCp, kCopy, kHost, kDpReduce, kCopyIn, kCount };
+// kDpReduce: gradient reduce-scatters of ZeRO-3/FSDP (its post-backward stream); kLoader: the
+// data loader delivering micro-batches to the first stage.
+enum class StreamId : std::uint8_t { kCompute = 0, kTp, kPp, kDp, kEp, kCp, kCopy, kHost, kDpReduce, kCopyIn, kLoader, kCount };
 constexpr int kStreamCount = static_cast<int>(StreamId::kCount);
 // Which communicator a collective uses (the rank's own group of that kind).
 enum class GroupKind : std::uint8_t { kNone, kTp, kCp, kDp, kEp, kExpertDp };
@@ -88,6 +89,10 @@ struct Workload {
   std::vector<int> devices;          // rank -> device index in the cluster's topology (rank_devices)
   double model_flops = 0;            // per step, whole job (6N-style, no recompute)
   double hardware_flops = 0;         // per step, whole job, recompute included
+  // Data loading the first stage waits for, per micro-batch (0: the loader keeps ahead), and
+  // whether it runs in the training loop (no prefetch) or beside it (sim/analytic/data_loading.h).
+  double load_per_micro_batch_s = 0;
+  bool load_in_loop = false;
 
   int ranks() const { return plan.gpus(); }
   // Megatron's rank order: tp fastest, then cp, then dp, then pp.
