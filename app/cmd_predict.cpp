@@ -73,6 +73,8 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p) {
     if (v <= 0) continue;
     fmt::print("  {:<24}{:>10}  {:5.1f}%\n", name, secs(v), 100 * v / t.total);
   }
+  if (p.data_load_s > 0.01 * t.total)
+    fmt::print("  (the data loader needs {} per step; {} of it is not hidden)\n", secs(p.data_load_s), secs(t.data));
   const MemoryBreakdown& m = p.memory;
   fmt::print("\nmemory per device (pipeline stage {}): {} of {} ({:.0f}%){}\n", m.stage, gib(m.total),
              gib(m.capacity), 100 * m.total / m.capacity, p.fits() ? "" : "  -- DOES NOT FIT");

@@ -68,6 +68,13 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
   overlap_grad_ = new QCheckBox(tr("overlap gradient reduction"));
   overlap_tp_ = new QCheckBox(tr("overlap TP communication"));
   offload_ = new QCheckBox(tr("offload optimizer to host"));
+  offload_params_ = new QCheckBox(tr("offload parameters to host (needs the optimizer's)"));
+  offload_activations_ = new QCheckBox(tr("offload activations to host"));
+  offload_embeddings_ = new QCheckBox(tr("embedding table on host"));
+  fusion_ = new QCheckBox(tr("fused elementwise kernels"));
+  fusion_->setToolTip(tr("off: one kernel per operator, as PyTorch eager runs them"));
+  fusion_->setChecked(Plan{}.kernel_fusion);
+  graphs_ = new QCheckBox(tr("CUDA graphs"));
   schedule_ = new QComboBox;
   fill_enum(schedule_, {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble,
                         Schedule::kDualPipe});
@@ -130,6 +137,11 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
   mem_form->addRow(QString(), overlap_grad_);
   mem_form->addRow(QString(), overlap_tp_);
   mem_form->addRow(QString(), offload_);
+  mem_form->addRow(QString(), offload_params_);
+  mem_form->addRow(QString(), offload_activations_);
+  mem_form->addRow(QString(), offload_embeddings_);
+  mem_form->addRow(QString(), fusion_);
+  mem_form->addRow(QString(), graphs_);
 
   status_ = new QLabel;
   status_->setWordWrap(true);
@@ -163,7 +175,8 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
     connect(c, &QComboBox::currentIndexChanged, this, &SetupView::changed);
   for (QSpinBox* s : {tp_, pp_, dp_, cp_, ep_, virtual_stages_, micro_batch_, global_batch_, seq_len_})
     connect(s, &QSpinBox::valueChanged, this, &SetupView::changed);
-  for (QCheckBox* c : {sp_, flash_, overlap_grad_, overlap_tp_, offload_})
+  for (QCheckBox* c : {sp_, flash_, overlap_grad_, overlap_tp_, offload_, offload_params_, offload_activations_,
+                       offload_embeddings_, fusion_, graphs_})
     connect(c, &QCheckBox::toggled, this, &SetupView::changed);
   connect(simulate_, &QPushButton::clicked, this, &SetupView::simulate_requested);
   auto ask = [this](const QString& title, const QString& filter, Status (SetupView::*open)(const std::string&)) {
@@ -217,6 +230,7 @@ PlanInputs SetupView::inputs() const {
   in.model = m >= 0 ? models_->name(m) : std::string();
   in.cluster = c >= 0 ? clusters_->name(c) : std::string();
   Plan& p = in.plan;
+  p = base_plan_;
   p.tp = tp_->value();
   p.pp = pp_->value();
   p.dp = dp_->value();
@@ -235,6 +249,11 @@ PlanInputs SetupView::inputs() const {
   p.overlap_grad_reduce = overlap_grad_->isChecked();
   p.overlap_tp_comm = overlap_tp_->isChecked();
   p.offload_optimizer = offload_->isChecked();
+  p.offload_params = offload_params_->isChecked();
+  p.offload_activations = offload_activations_->isChecked();
+  p.offload_embeddings = offload_embeddings_->isChecked();
+  p.kernel_fusion = fusion_->isChecked();
+  p.cuda_graphs = graphs_->isChecked();
   return in;
 }
 
@@ -246,6 +265,7 @@ void SetupView::set_inputs(const PlanInputs& in) {
   if (int r = models_->row_of(in.model); r >= 0) model_->setCurrentIndex(r);
   if (int r = clusters_->row_of(in.cluster); r >= 0) cluster_->setCurrentIndex(r);
   const Plan& p = in.plan;
+  base_plan_ = p;
   tp_->setValue(p.tp);
   pp_->setValue(p.pp);
   dp_->setValue(p.dp);
@@ -264,6 +284,11 @@ void SetupView::set_inputs(const PlanInputs& in) {
   overlap_grad_->setChecked(p.overlap_grad_reduce);
   overlap_tp_->setChecked(p.overlap_tp_comm);
   offload_->setChecked(p.offload_optimizer);
+  offload_params_->setChecked(p.offload_params);
+  offload_activations_->setChecked(p.offload_activations);
+  offload_embeddings_->setChecked(p.offload_embeddings);
+  fusion_->setChecked(p.kernel_fusion);
+  graphs_->setChecked(p.cuda_graphs);
   filling_ = false;
   changed();
 }

@@ -49,6 +49,7 @@ class SetupView : public QWidget {
   QComboBox* cluster_;
   QSpinBox *tp_, *pp_, *dp_, *cp_, *ep_, *virtual_stages_, *micro_batch_, *global_batch_, *seq_len_;
   QCheckBox *sp_, *flash_, *overlap_grad_, *overlap_tp_, *offload_;
+  QCheckBox *offload_params_, *offload_activations_, *offload_embeddings_, *fusion_, *graphs_;
   QComboBox *schedule_, *zero_, *recompute_, *precision_;
   QLabel* gpus_;
   QLabel* model_summary_;
@@ -57,6 +58,9 @@ class SetupView : public QWidget {
   QPushButton* simulate_;
   QPushButton *model_file_, *cluster_file_, *plan_file_;
   bool filling_ = false;
+  // The plan last set (a plan file, a session): fields without a widget here (stage devices,
+  // layer split, gradient compression, data loading) come from it.
+  Plan base_plan_;
 };
 
 }  // namespace foresight::gui

@@ -551,7 +551,9 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
 
   tb.total = pipe.total() + p2p_total + mirror_sync + tb.dp_comm + tb.optimizer + offload_step;
   // Input: what the data loader cannot hide behind the rest of the step.
-  tb.data = input_stall(data_load_cost(m, cluster_, p), p, tb.total);
+  const DataLoadCost load = data_load_cost(m, cluster_, p);
+  out.data_load_s = load.seconds;
+  tb.data = input_stall(load, p, tb.total);
   tb.total += tb.data;
   out.step_time_s = tb.total;
   out.memory = mem;

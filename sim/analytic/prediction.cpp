@@ -41,6 +41,7 @@ json prediction_to_json(const Prediction& p) {
       {"mfu", p.mfu},
       {"hfu", p.hfu},
       {"tokens_per_s", p.tokens_per_s},
+      {"data_load_s", p.data_load_s},
       {"tflops_per_device", p.tflops_per_device},
       {"micro_batches", p.micro_batches},
       {"devices", p.devices},

@@ -53,6 +53,7 @@ struct Prediction {
   double mfu = 0;               // model FLOPs / (time * devices * peak)
   double hfu = 0;               // hardware FLOPs / (time * devices * peak)
   double tokens_per_s = 0;
+  double data_load_s = 0;       // the data loader's time per step, hidden or not (data_loading.h)
   double tflops_per_device = 0; // hardware FLOP/s per device, in TFLOP/s
   long long micro_batches = 0;
   int devices = 0;

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/data_loading.h"
 #include "sim/des/event_queue.h"
 #include "sim/net/maxmin.h"
 #include "sim/net/topology.h"
@@ -547,6 +548,7 @@ Result<SimResult> Simulator::Impl::run() {
   p.hfu = denom > 0 ? p.hardware_flops / denom : 0;
   const int seq = w.plan.seq_len > 0 ? w.plan.seq_len : w.model.seq_len;
   p.tokens_per_s = step > 0 ? static_cast<double>(w.plan.global_batch) * seq / step : 0;
+  p.data_load_s = data_load_cost(w.model, w.cluster, w.plan).seconds;
   p.tflops_per_device = step > 0 ? p.hardware_flops / step / p.devices / 1e12 : 0;
 
   if (opt.record) {

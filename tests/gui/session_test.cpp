@@ -181,7 +181,9 @@ TEST(SetupFiles, ModelClusterAndPlanFromFiles) {
   const std::string model = write("config.json", R"({"model_type": "llama", "hidden_size": 1024,
       "intermediate_size": 4096, "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 4,
       "vocab_size": 32000, "max_position_embeddings": 2048})");
-  const std::string plan = write("plan.json", R"({"tp": 2, "pp": 2, "dp": 2, "global_batch": 32, "zero_stage": 1})");
+  const std::string plan = write("plan.json", R"({"tp": 2, "pp": 2, "dp": 2, "global_batch": 32, "zero_stage": 1,
+      "grad_compression": "int8", "offload_optimizer": true, "offload_params": true, "kernel_fusion": false,
+      "data": {"compression": "lz4", "prefetch": 0}})");
   const std::string bad = write("bad.json", R"({"tp": "two", "global_batch": 32})");
   SetupView v;
   ASSERT_TRUE(v.open_model_file(model).ok());
@@ -190,6 +192,12 @@ TEST(SetupFiles, ModelClusterAndPlanFromFiles) {
   EXPECT_EQ(v.inputs().plan.tp, 2);
   EXPECT_EQ(v.inputs().plan.pp, 2);
   EXPECT_EQ(v.inputs().plan.global_batch, 32);
+  // Fields with a widget come back from it, the others from the plan file.
+  EXPECT_TRUE(v.inputs().plan.offload_params);
+  EXPECT_FALSE(v.inputs().plan.kernel_fusion);
+  EXPECT_EQ(v.inputs().plan.grad_compression, GradCompression::kInt8);
+  EXPECT_EQ(v.inputs().plan.data.compression, "lz4");
+  EXPECT_EQ(v.inputs().plan.data.prefetch, 0);
   const Evaluation e = evaluate_plan(v.inputs());
   EXPECT_TRUE(e.ok()) << e.error;
   EXPECT_EQ(e.model.layers, 8);
