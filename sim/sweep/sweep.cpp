@@ -292,6 +292,10 @@ json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
       compression_cost(plan, r->model, 1.0, grad_bytes(plan.precision), plan.dp * plan.cp).ratio;  // per rank
   row["cost_per_mtok_usd"] = e.cost_per_mtok_usd;
   row["energy_per_mtok_kwh"] = e.energy_per_mtok_kwh;
+  row["offload_s"] = pred.time.offload;
+  row["data_stall_s"] = pred.time.data;
+  row["data_load_s"] = pred.data_load_s;
+  row["host_memory_gib"] = pred.memory.host / 1073741824.0;
   if (r->reliability) {
     ReliabilityInputs in = reliability_inputs(r->model, r->cluster, plan, pred.step_time_s);
     const ReliabilityInputs& given = r->reliability_inputs;
@@ -347,7 +351,7 @@ Status write_sweep_csv(const SweepSpec& s, const std::string& out_dir) {
   for (const auto& a : s.axes) out << "," << a.first;
   const char* metrics[] = {"step_time_s", "tokens_per_s", "mfu", "memory_gib", "compute_s", "exposed_comm_s",
                            "bubble_s", "dp_comm_s", "compression_ratio", "cost_per_mtok_usd", "energy_per_mtok_kwh",
-                           "mtbf_h", "checkpoint_write_s",
+                           "offload_s", "data_stall_s", "data_load_s", "host_memory_gib", "mtbf_h", "checkpoint_write_s",
                            "checkpoint_interval_s", "effective_time", "effective_time_model", "failures_per_run"};
   for (const char* m : metrics) out << "," << m;
   out << ",tp,pp,dp,cp,ep,micro_batch,zero_stage,recompute,error\n";
