@@ -46,6 +46,11 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_option("--offload-activations", o.offload_activations,
                  "saved activations to host memory after each layer's forward, back before its backward")->group("Plan");
   cmd.add_option("--offload-embeddings", o.offload_embeddings, "the input embedding table in host memory")->group("Plan");
+  cmd.add_option("--rank-order", o.rank_order,
+                 "parallel dimensions from fastest- to slowest-varying along the devices (default tp-cp-dp-pp)")
+      ->group("Plan");
+  cmd.add_option("--node-order", o.node_order, "linear (topology order) or shuffled (as a scheduler might hand out nodes)")
+      ->group("Plan");
   cmd.add_option("--data-sample-bytes", o.data_sample_bytes,
                  "bytes of one sample on storage, uncompressed, e.g. 150KB (default: the sequence's token ids)")
       ->group("Data loading");
@@ -125,6 +130,15 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   if (o.compression_penalty) {
     if (!(*o.compression_penalty >= 0)) return Error("--compression-penalty: must be >= 0");
     plan.compression_penalty = *o.compression_penalty;
+  }
+  if (o.rank_order) {
+    if (auto s = check_rank_order(*o.rank_order); !s.ok()) return s.error().with_context("--rank-order");
+    plan.rank_order = *o.rank_order;
+  }
+  if (o.node_order) {
+    if (*o.node_order != "linear" && *o.node_order != "shuffled")
+      return Error("--node-order: \"" + *o.node_order + "\" is not one of: linear, shuffled");
+    plan.node_order = *o.node_order;
   }
   if (o.data_sample_bytes) {
     auto q = parse_quantity(*o.data_sample_bytes, Dimension::kBytes);

@@ -168,13 +168,18 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   DeviceCosts c;
   const DeviceSpec& d = cluster.node.accelerator();
   c.d = &d;
-  // Rank order tp (fastest), cp, dp, pp -- Megatron's default.
-  c.links.tp = group_link(cluster, 1, p.tp);
-  c.links.cp = group_link(cluster, p.tp, p.cp);
-  c.links.dp = group_link(cluster, p.tp, p.dp * p.cp);
-  c.links.ep = group_link(cluster, p.tp, p.ep);
-  c.links.edp = group_link(cluster, p.tp * p.ep, std::max(1, p.dp * p.cp / p.ep));
-  c.links.pp = group_link(cluster, p.tp * p.cp * p.dp, p.pp > 1 ? 2 : 1);
+  // Groups strided as Plan::rank_order places them (Megatron's tp-cp-dp-pp by default): the
+  // gradient group spans dp x cp, one strided group when cp comes just before dp, else as wide as
+  // its wider part. Expert groups are consecutive data-parallel ranks.
+  const std::array<int, 4> st = p.rank_strides();  // tp, cp, dp, pp
+  const bool scattered = p.node_order == "shuffled";
+  const int dp_stride = p.cp == 1 ? st[2] : st[2] == st[1] * p.cp ? st[1] : std::max(st[1], st[2]);
+  c.links.tp = group_link(cluster, st[0], p.tp, scattered);
+  c.links.cp = group_link(cluster, st[1], p.cp, scattered);
+  c.links.dp = group_link(cluster, dp_stride, p.dp * p.cp, scattered);
+  c.links.ep = group_link(cluster, st[2], p.ep, scattered);
+  c.links.edp = group_link(cluster, st[2] * p.ep, std::max(1, p.dp * p.cp / p.ep), scattered);
+  c.links.pp = group_link(cluster, st[3], p.pp > 1 ? 2 : 1, scattered);
   const double host_rate = host_link_rate(cluster.node);
   c.dense = layer_time(m, d, p, s, c.links, false, host_rate);
   if (m.is_moe()) c.moe = layer_time(m, d, p, s, c.links, true, host_rate);

@@ -6,7 +6,17 @@
 
 namespace foresight {
 
-GroupLink group_link(const ClusterSpec& c, int stride, int size) {
+double torus_mean_hops(const std::vector<int>& dims) {
+  double hops = 0;
+  for (int k : dims) {
+    double sum = 0;
+    for (int i = 0; i < k; ++i) sum += std::min(i, k - i);
+    hops += k > 0 ? sum / k : 0.0;
+  }
+  return hops;
+}
+
+GroupLink group_link(const ClusterSpec& c, int stride, int size, bool scattered) {
   GroupLink l;
   l.size = size;
   const NodeSpec& node = c.node;
@@ -19,7 +29,7 @@ GroupLink group_link(const ClusterSpec& c, int stride, int size) {
   // Ranks of the group inside one node, and how many nodes apart the group's ends are.
   const int per_node = stride >= g ? 1 : std::max(1, std::min(size, g / std::max(1, stride)));
   const long long span_ranks = static_cast<long long>(size - 1) * stride + 1;
-  const long long span_nodes = (span_ranks + g - 1) / g;
+  const long long span_nodes = scattered && span_ranks > g ? std::max<long long>(c.nodes, 2) : (span_ranks + g - 1) / g;
   if (span_nodes <= 1) {
     l.bus_bandwidth = intra;
     l.latency_s = node.fabric.latency_s;
@@ -34,9 +44,12 @@ GroupLink group_link(const ClusterSpec& c, int stride, int size) {
   double latency = node.nic.latency_s + node.fabric.latency_s;
   for (const NetworkTier& t : c.tiers) {
     if (t.topology == "torus") {
-      // A ring laid along the torus uses one link per hop in each direction.
-      inter = std::min(inter, t.link_bandwidth * node.nic.efficiency);
-      latency += t.latency_s;
+      // A ring laid along the torus sends over one link per hop, which the node's accelerators
+      // share (every group of the same shape runs at once, as for the tree tiers' NICs); scattered
+      // nodes make each hop cross the mean distance, loading that many links.
+      const double hops = scattered ? std::max(1.0, torus_mean_hops(t.dims)) : 1.0;
+      inter = std::min(inter, t.link_bandwidth * node.nic.efficiency / g * per_node / hops);
+      latency += t.latency_s * hops;
       break;
     }
     const double per_node_bw = t.bandwidth_per_node > 0 ? t.bandwidth_per_node * node.nic.efficiency

@@ -27,7 +27,12 @@ struct GroupLink {
 // ranks numbered node by node. All groups of the same shape are assumed to communicate at the same
 // time (as DP groups do), so they share the node's NICs. Tiers the group crosses divide the
 // bandwidth by their oversubscription.
-GroupLink group_link(const ClusterSpec& c, int stride, int size);
+// `scattered`: the job's nodes are in no particular order (Plan::node_order "shuffled"): a group
+// that leaves its node crosses every tier, and on a torus each ring hop travels the mean distance
+// between two nodes, sharing its links with the other rings' hops.
+GroupLink group_link(const ClusterSpec& c, int stride, int size, bool scattered = false);
+// Mean shortest distance, in links, between two random nodes of a torus with these dimensions.
+double torus_mean_hops(const std::vector<int>& dims);
 
 double allreduce_time(const GroupLink& l, double bytes);
 double allgather_time(const GroupLink& l, double bytes);      // bytes: the gathered total

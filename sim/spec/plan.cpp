@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <random>
 
 #include "sim/core/units.h"
 #include "sim/spec/json_reader.h"
@@ -17,6 +18,8 @@ std::string layout_string(const Plan& p) {
   if (p.ep > 1) s.append(" ep").append(std::to_string(p.ep));
   if (p.sequence_parallel) s.append(" sp");
   if (p.virtual_stages > 1) s.append(" v").append(std::to_string(p.virtual_stages));
+  if (p.rank_order != Plan{}.rank_order) s.append(" order ").append(p.rank_order);
+  if (p.node_order != Plan{}.node_order) s.append(" nodes ").append(p.node_order);
   if (!p.stage_devices.empty()) {
     // Runs of stages on one accelerator, with their layers when split unevenly:
     // "[2 h100-sxm5-80gb 22+22 | 2 ascend-910b 10+10]".
@@ -116,6 +119,45 @@ Result<Precision> parse_precision(const std::string& s) {
   return Error("\"" + s + "\" is not one of: fp32, bf16, fp16, fp8");
 }
 
+Status check_rank_order(const std::string& order) {
+  static constexpr std::array<std::string_view, 4> kDims = {"tp", "cp", "dp", "pp"};
+  std::array<int, 4> seen{};
+  std::size_t start = 0;
+  int parts = 0;
+  while (start <= order.size()) {
+    const std::size_t end = std::min(order.find('-', start), order.size());
+    const std::string_view part(order.data() + start, end - start);
+    const auto it = std::find(kDims.begin(), kDims.end(), part);
+    if (it == kDims.end())
+      return Error("\"" + order + "\": \"" + std::string(part) + "\" is not one of tp, cp, dp, pp (e.g. \"tp-cp-dp-pp\")");
+    ++seen[static_cast<std::size_t>(it - kDims.begin())];
+    ++parts;
+    start = end + 1;
+  }
+  if (parts != 4 || std::count(seen.begin(), seen.end(), 1) != 4)
+    return Error("\"" + order + "\" must name each of tp, cp, dp, pp once (e.g. \"tp-cp-dp-pp\")");
+  return Status::Ok();
+}
+
+std::array<int, 4> Plan::rank_strides() const {
+  const std::array<std::pair<std::string_view, int>, 4> dims = {{{"tp", tp}, {"cp", cp}, {"dp", dp}, {"pp", pp}}};
+  std::array<int, 4> strides{1, tp, tp * cp, tp * cp * dp};
+  if (rank_order == "tp-cp-dp-pp") return strides;
+  int stride = 1;
+  std::size_t start = 0;
+  while (start < rank_order.size()) {
+    const std::size_t end = std::min(rank_order.find('-', start), rank_order.size());
+    const std::string_view part(rank_order.data() + start, end - start);
+    for (std::size_t i = 0; i < dims.size(); ++i)
+      if (dims[i].first == part) {
+        strides[i] = stride;
+        stride *= dims[i].second;
+      }
+    start = end + 1;
+  }
+  return strides;
+}
+
 std::string offload_string(const Plan& p) {
   std::string out;
   for (auto [on, name] : {std::pair{p.offload_optimizer, "optimizer"}, {p.offload_params, "params"},
@@ -131,7 +173,8 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
                          "precision", "flash_attention", "overlap_grad_reduce", "overlap_tp_comm",
                          "offload_optimizer", "seq_len", "layer_split", "stage_devices", "grad_compression",
                          "compression_topk", "compression_rank", "compression_penalty", "recompute_layers",
-                         "offload_params", "offload_activations", "offload_embeddings", "kernel_fusion", "cuda_graphs", "data"});
+                         "offload_params", "offload_activations", "offload_embeddings", "kernel_fusion", "cuda_graphs", "data",
+                         "rank_order", "node_order"});
   Plan p;
   constexpr std::int64_t kMaxDegree = 1 << 20;
   p.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDegree));
@@ -171,6 +214,11 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   p.compression_rank = static_cast<int>(r.integer("compression_rank", 4, 1, 1 << 16));
   p.compression_penalty = r.number("compression_penalty", 0, 0, 100);
   p.seq_len = static_cast<int>(r.integer("seq_len", 0, 0, 1 << 24));
+  p.rank_order = r.string("rank_order", p.rank_order);
+  if (auto s = check_rank_order(p.rank_order); !s.ok()) r.fail("rank_order", s.error().message());
+  p.node_order = r.string("node_order", p.node_order);
+  if (p.node_order != "linear" && p.node_order != "shuffled")
+    r.fail("node_order", "\"" + p.node_order + "\" is not one of: linear, shuffled");
   {
     JsonReader d = r.object("data");
     d.reject_unknown_keys({"sample_bytes", "token_bytes", "compression", "compression_ratio", "decompress_rate",
@@ -232,6 +280,8 @@ json plan_to_json(const Plan& p) {
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.offload_params) j["offload_params"] = true;
+  if (p.rank_order != Plan{}.rank_order) j["rank_order"] = p.rank_order;
+  if (p.node_order != Plan{}.node_order) j["node_order"] = p.node_order;
   if (!(p.data == DataLoading{})) {
     const DataLoading& d = p.data;
     j["data"] = {{"token_bytes", d.token_bytes}, {"compression", d.compression},
@@ -325,6 +375,8 @@ Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c,
   auto fail = [&](const std::string& why) { return Status(Error(file + ": /stage_devices: " + why)); };
   const NodeSpec& node = c.node;
   if (p.stage_devices.empty()) return Status::Ok();
+  if (p.rank_order != Plan{}.rank_order || p.node_order != Plan{}.node_order)
+    return fail("cannot be combined with a rank_order or node_order of its own (stages fill their accelerator groups in order)");
   if (static_cast<int>(p.stage_devices.size()) != p.pp)
     return fail("has " + std::to_string(p.stage_devices.size()) + " entries for pp = " + std::to_string(p.pp) + " stages");
   if (p.virtual_stages > 1) return fail("cannot be combined with virtual_stages (a chunk per stage device is not modelled)");
@@ -364,9 +416,37 @@ int stage_group(const Plan& p, const NodeSpec& node, int stage) {
   return 0;
 }
 
+std::vector<int> node_permutation(const Plan& p, int nodes) {
+  std::vector<int> perm(static_cast<std::size_t>(std::max(0, nodes)));
+  for (int i = 0; i < nodes; ++i) perm[i] = i;
+  if (p.node_order != "shuffled") return perm;
+  // Fisher-Yates with a fixed seed: the same order on every machine and run.
+  std::mt19937 rng(20261130u);
+  for (int i = nodes - 1; i > 0; --i) std::swap(perm[i], perm[rng() % static_cast<unsigned>(i + 1)]);
+  return perm;
+}
+
 std::vector<int> rank_devices(const Plan& p, const ClusterSpec& c) {
   const NodeSpec& node = c.node;
   const int slots = node.accelerator_slots();
+  if (p.stage_devices.empty() && (p.rank_order != Plan{}.rank_order || p.node_order != Plan{}.node_order)) {
+    // One accelerator group: the rank's place along the devices under rank_order, on its node in
+    // node_order.
+    const int first = stage_group(p, node, 0);
+    int offset = 0;
+    for (int i = 0; i < first; ++i)
+      if (node.devices[i].device.kind != DeviceKind::kCpu) offset += node.devices[i].count;
+    const int per_node = std::max(1, node.devices[first].count);
+    const std::array<int, 4> stride = p.rank_strides();
+    const std::vector<int> perm = node_permutation(p, (p.gpus() + per_node - 1) / per_node);
+    std::vector<int> out(static_cast<std::size_t>(p.gpus()));
+    for (int r = 0; r < p.gpus(); ++r) {
+      const int t = r % p.tp, cp = (r / p.tp) % p.cp, d = (r / (p.tp * p.cp)) % p.dp, pp = r / (p.tp * p.cp * p.dp);
+      const int pos = t * stride[0] + cp * stride[1] + d * stride[2] + pp * stride[3];
+      out[r] = perm[pos / per_node] * slots + offset + pos % per_node;
+    }
+    return out;
+  }
   std::vector<int> offset(node.devices.size(), 0), used(node.devices.size(), 0);
   int o = 0;
   for (std::size_t i = 0; i < node.devices.size(); ++i) {

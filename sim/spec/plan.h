@@ -6,6 +6,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -87,6 +88,13 @@ struct Plan {
   int seq_len = 0;                   // 0: the model's sequence length
   std::vector<int> layer_split;      // layers per pipeline stage (empty: as even as possible,
                                      // the extra layers on the first stages)
+  // Rank placement (topology-aware or not). `rank_order`: the parallel dimensions from fastest- to
+  // slowest-varying along the devices, Megatron-Core's `order` ("tp-cp-dp-pp": tensor-parallel
+  // groups inside a node, data-parallel rings across nodes along rails). `node_order`: "linear"
+  // (nodes in the order of the cluster's topology: neighbours on a torus line, leaves filled in
+  // turn) or "shuffled" (a fixed pseudo-random order, as a scheduler hands out free nodes).
+  std::string rank_order = "tp-cp-dp-pp";
+  std::string node_order = "linear";
   // The accelerator (device name) each pipeline stage runs on, on clusters whose nodes mix
   // accelerator types (empty: every stage on the node's first accelerator group).
   std::vector<std::string> stage_devices;
@@ -100,6 +108,9 @@ struct Plan {
   DataLoading data;
 
   int gpus() const { return tp * pp * dp * cp; }
+  // Ranks between consecutive members of each dimension's groups under rank_order (tp, cp, dp,
+  // pp), e.g. {1, tp, tp*cp, tp*cp*dp} for Megatron's order.
+  std::array<int, 4> rank_strides() const;
   // Whether the layer at `position` within its stage (or chunk) recomputes under this plan.
   bool recomputes(int position) const {
     return recompute != Recompute::kNone && (recompute_layers < 0 || position < recompute_layers);
@@ -116,6 +127,8 @@ std::string layout_string(const Plan& p);
 // The recompute policy as tables show it: "none", "selective", "full", or "full x4" when only the
 // first 4 layers of each stage recompute.
 std::string recompute_string(const Plan& p);
+// Checks a Plan::rank_order: a permutation of tp, cp, dp and pp joined by '-'.
+Status check_rank_order(const std::string& order);
 // What the plan keeps in host memory: "optimizer+params+activations+embeddings" (those set), or
 // "" when nothing is offloaded.
 std::string offload_string(const Plan& p);
@@ -140,6 +153,10 @@ int stage_group(const Plan& p, const NodeSpec& node, int stage);
 // Where each rank runs: the index of its device in the cluster's topology, where node n's
 // accelerators are numbered n*slots + (its group's offset in the node) + (index in the group).
 // A group's ranks (Megatron order) fill its devices node by node. Identity on single-group nodes.
+// Plan::rank_order and node_order permute the placement (single-group nodes).
 std::vector<int> rank_devices(const Plan& p, const ClusterSpec& c);
+// Node i of the job runs on node perm[i] of the cluster: the identity, or under node_order
+// "shuffled" a fixed pseudo-random permutation.
+std::vector<int> node_permutation(const Plan& p, int nodes);
 
 }  // namespace foresight
