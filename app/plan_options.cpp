@@ -51,6 +51,9 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
       ->group("Plan");
   cmd.add_option("--node-order", o.node_order, "linear (topology order) or shuffled (as a scheduler might hand out nodes)")
       ->group("Plan");
+  cmd.add_option("--attention-device", o.attention_device,
+                 "run each layer's attention core on this other accelerator of the node (or auto: where faster)")
+      ->group("Plan");
   cmd.add_option("--data-sample-bytes", o.data_sample_bytes,
                  "bytes of one sample on storage, uncompressed, e.g. 150KB (default: the sequence's token ids)")
       ->group("Data loading");
@@ -140,6 +143,7 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
       return Error("--node-order: \"" + *o.node_order + "\" is not one of: linear, shuffled");
     plan.node_order = *o.node_order;
   }
+  if (o.attention_device) plan.attention_device = *o.attention_device;
   if (o.data_sample_bytes) {
     auto q = parse_quantity(*o.data_sample_bytes, Dimension::kBytes);
     if (!q) return q.error().with_context("--data-sample-bytes");

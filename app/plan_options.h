@@ -33,7 +33,7 @@ struct PlanOptions {
   std::optional<std::string> data_sample_bytes, data_compression;
   std::optional<int> data_prefetch, data_loader_cores;
   std::optional<double> data_cached_fraction;
-  std::optional<std::string> rank_order, node_order;
+  std::optional<std::string> rank_order, node_order, attention_device;
 };
 
 // Adds --model, --cluster, --gpus, --plan and the per-field plan overrides to `cmd`.

@@ -100,9 +100,9 @@ double layer_offload_seconds(const ModelSpec& m, const Plan& p, const LayerShape
 }
 
 LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
-                     const Links& links, bool moe, double host_rate) {
+                     const Links& links, bool moe, double host_rate, const Partner& partner) {
   LayerTime t;
-  const LayerKernels k = layer_kernels(m, d, p, s, moe);
+  const LayerKernels k = layer_kernels(m, d, p, s, moe, partner);
   const LayerFlops f = moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s);
   t.fwd_compute = k.fwd_seconds();
   t.bwd_compute = k.bwd_seconds();
@@ -181,16 +181,17 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   c.links.edp = group_link(cluster, st[2] * p.ep, std::max(1, p.dp * p.cp / p.ep), scattered);
   c.links.pp = group_link(cluster, st[3], p.pp > 1 ? 2 : 1, scattered);
   const double host_rate = host_link_rate(cluster.node);
-  c.dense = layer_time(m, d, p, s, c.links, false, host_rate);
-  if (m.is_moe()) c.moe = layer_time(m, d, p, s, c.links, true, host_rate);
+  const Partner partner = attention_partner(p, cluster.node);
+  c.dense = layer_time(m, d, p, s, c.links, false, host_rate, partner);
+  if (m.is_moe()) c.moe = layer_time(m, d, p, s, c.links, true, host_rate, partner);
   c.dense_plain = c.dense;
   c.moe_plain = c.moe;
   if (p.recompute_layers >= 0 && p.recompute != Recompute::kNone) {
     Plan plain = p;
     plain.recompute = Recompute::kNone;
     plain.recompute_layers = -1;
-    c.dense_plain = layer_time(m, d, plain, s, c.links, false, host_rate);
-    if (m.is_moe()) c.moe_plain = layer_time(m, d, plain, s, c.links, true, host_rate);
+    c.dense_plain = layer_time(m, d, plain, s, c.links, false, host_rate, partner);
+    if (m.is_moe()) c.moe_plain = layer_time(m, d, plain, s, c.links, true, host_rate, partner);
   }
   // Embedding (first stage) and LM head + cross-entropy (last stage), per micro-batch.
   const DType dt = compute_dtype(p.precision, d);

@@ -346,6 +346,7 @@ struct Simulator::Impl {
         case StreamId::kCopyIn:
         case StreamId::kHost: r.acc.offload += gap; break;  // host copies not hidden by compute
         case StreamId::kLoader: r.acc.data += gap; break;   // input not ready
+        case StreamId::kPartner: r.acc.compute += gap; break;  // the layer's attention on its partner
         default: r.acc.bubble += gap; break;  // pipeline waits and fill/drain
       }
     }

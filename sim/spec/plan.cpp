@@ -174,7 +174,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
                          "offload_optimizer", "seq_len", "layer_split", "stage_devices", "grad_compression",
                          "compression_topk", "compression_rank", "compression_penalty", "recompute_layers",
                          "offload_params", "offload_activations", "offload_embeddings", "kernel_fusion", "cuda_graphs", "data",
-                         "rank_order", "node_order"});
+                         "rank_order", "node_order", "attention_device"});
   Plan p;
   constexpr std::int64_t kMaxDegree = 1 << 20;
   p.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDegree));
@@ -217,6 +217,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   p.rank_order = r.string("rank_order", p.rank_order);
   if (auto s = check_rank_order(p.rank_order); !s.ok()) r.fail("rank_order", s.error().message());
   p.node_order = r.string("node_order", p.node_order);
+  p.attention_device = r.string("attention_device", "");
   if (p.node_order != "linear" && p.node_order != "shuffled")
     r.fail("node_order", "\"" + p.node_order + "\" is not one of: linear, shuffled");
   {
@@ -282,6 +283,7 @@ json plan_to_json(const Plan& p) {
   if (p.offload_params) j["offload_params"] = true;
   if (p.rank_order != Plan{}.rank_order) j["rank_order"] = p.rank_order;
   if (p.node_order != Plan{}.node_order) j["node_order"] = p.node_order;
+  if (!p.attention_device.empty()) j["attention_device"] = p.attention_device;
   if (!(p.data == DataLoading{})) {
     const DataLoading& d = p.data;
     j["data"] = {{"token_bytes", d.token_bytes}, {"compression", d.compression},
@@ -374,6 +376,31 @@ Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c,
   FS_RETURN_IF_ERROR(validate_plan(p, m, p.stage_devices.empty() ? c.total_accelerators() : 0, file));
   auto fail = [&](const std::string& why) { return Status(Error(file + ": /stage_devices: " + why)); };
   const NodeSpec& node = c.node;
+  if (!p.attention_device.empty()) {
+    auto bad = [&](const std::string& why) { return Status(Error(file + ": /attention_device: " + why)); };
+    if (!p.stage_devices.empty()) return bad("cannot be combined with stage_devices (not modelled)");
+    if (p.cp > 1) return bad("cannot be combined with context parallelism (its ring exchange is not modelled off the device)");
+    const int main = stage_group(p, node, 0);
+    if (p.attention_device != "auto") {
+      const int g = node.accelerator_group(p.attention_device);
+      if (g < 0 || g == main)
+        return bad("\"" + p.attention_device + "\" is not another accelerator of node '" + node.name +
+                   "' (the stages run on " + node.devices[main].device.name + ")");
+      if (node.devices[g].count < node.devices[main].count)
+        return bad("node '" + node.name + "' has " + std::to_string(node.devices[g].count) + " " + p.attention_device +
+                   " for " + std::to_string(node.devices[main].count) + " " + node.devices[main].device.name +
+                   " (one partner each is needed)");
+    } else {
+      int partners = 0;
+      for (std::size_t i = 0; i < node.devices.size(); ++i)
+        if (static_cast<int>(i) != main && node.devices[i].device.kind != DeviceKind::kCpu) {
+          partners = node.devices[i].count;
+          break;
+        }
+      if (partners < node.devices[main].count)
+        return bad("auto needs another accelerator per " + node.devices[main].device.name + " on node '" + node.name + "'");
+    }
+  }
   if (p.stage_devices.empty()) return Status::Ok();
   if (p.rank_order != Plan{}.rank_order || p.node_order != Plan{}.node_order)
     return fail("cannot be combined with a rank_order or node_order of its own (stages fill their accelerator groups in order)");

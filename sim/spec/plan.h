@@ -94,6 +94,10 @@ struct Plan {
   // (nodes in the order of the cluster's topology: neighbours on a torus line, leaves filled in
   // turn) or "shuffled" (a fixed pseudo-random order, as a scheduler hands out free nodes).
   std::string rank_order = "tp-cp-dp-pp";
+  // Op placement: the device (name of another accelerator group of the node) that runs each
+  // layer's attention core beside the stage's accelerator, Q/K/V and outputs crossing PCIe; "auto"
+  // places it there only where that is faster, transfers included. "": on the stage's device.
+  std::string attention_device;
   std::string node_order = "linear";
   // The accelerator (device name) each pipeline stage runs on, on clusters whose nodes mix
   // accelerator types (empty: every stage on the node's first accelerator group).

@@ -2,6 +2,7 @@
 #include "sim/workload/layer_ops.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace foresight {
 
@@ -28,19 +29,39 @@ double mfu_peak(Precision p, const DeviceSpec& d) {
 }
 
 double LayerKernels::fwd_seconds() const {
-  double t = 0;
+  double t = partner_in_s + partner_out_s;
   for (int i = 0; i < count; ++i) t += fwd[i].fwd_s;
   return t;
 }
 double LayerKernels::bwd_seconds() const {
-  double t = 0;
+  double t = partner_grad_in_s + partner_grad_out_s;
   for (int i = 0; i < count; ++i) t += fwd[i].bwd_s;
   return t;
 }
 double LayerKernels::selective_recompute_seconds() const {
-  double t = 0;
+  double t = partner_in_s + partner_out_s;  // the partner re-runs it: Q, K, V go there again
   for (int i = attention_first; i <= attention_last && i < count; ++i) t += fwd[i].fwd_s;
   return t;
+}
+
+Partner attention_partner(const Plan& p, const NodeSpec& node) {
+  Partner out;
+  if (p.attention_device.empty()) return out;
+  const int main = stage_group(p, node, 0);
+  int g = -1;
+  if (p.attention_device == "auto") {
+    for (std::size_t i = 0; i < node.devices.size() && g < 0; ++i)
+      if (static_cast<int>(i) != main && node.devices[i].device.kind != DeviceKind::kCpu) g = static_cast<int>(i);
+    out.automatic = true;
+  } else {
+    g = node.accelerator_group(p.attention_device);
+  }
+  if (g < 0 || g == main) return out;
+  out.device = &node.devices[g].device;
+  // Between two accelerators of different kinds: through the host's PCIe (peer to peer, or
+  // staged in host memory), at the host link's rate each way.
+  out.link_rate = node.host_link.bandwidth * node.host_link.efficiency;
+  return out;
 }
 double LayerKernels::fwd_flops() const {
   double f = 0;
@@ -49,12 +70,11 @@ double LayerKernels::fwd_flops() const {
 }
 
 LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
-                           bool moe) {
+                           bool moe, const Partner& partner) {
   LayerKernels L;
   const DType dt = compute_dtype(p.precision, d);
   const double gemm_rate = d.peak(dt) * d.gemm_efficiency;
-  // Attention kernels run in 16-bit even in fp8 plans.
-  const double attn_peak = d.peak(DType::kBf16) > 0 ? d.peak(DType::kBf16) : d.peak(dt);
+  // Attention kernels run in 16-bit even in fp8 plans (see `attention` below).
   const double mem_rate = d.memory_bandwidth * d.memory_efficiency;
   // Per kernel: a launch from the host, or a node of a CUDA graph (Plan::cuda_graphs).
   const double launch = p.cuda_graphs ? d.graph_kernel_overhead_s : d.kernel_overhead_s;
@@ -114,21 +134,59 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   const int norm1 = L.count - 1;
   if (sp) { tp_fwd(TpCollective::kAllGather); tp_bwd(norm1, TpCollective::kReduceScatter); }
   gemm(KernelName::kQkv, f.attn_linear - out_proj, static_cast<std::int64_t>((f.attn_linear - out_proj) / (2.0 * tokens * m.hidden)), H);
-  L.attention_first = L.count;
-  if (p.flash_attention) {
-    // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
-    const double t = 0.5 * f.attn_core / (attn_peak * d.attention_efficiency);
-    add(KernelName::kAttention, KernelClass::kAttention, f.attn_core, 0, t, 2.5 * t, 0);
-  } else {
-    const double t = 0.5 * f.attn_core / (attn_peak * d.gemm_efficiency);  // Q·K^T and P·V, half each
-    const double scores = s.batch * m.heads * s.seq * s.kv_seq / tp;
-    add(KernelName::kScores, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
-    // Fused scale-mask-softmax reads and writes the scores; dropout adds a mask and a copy.
-    // Unfused: scale, mask and softmax each read and write them (3 kernels, and dropout a 4th).
-    elementwise(KernelName::kSoftmax, scores * ((fused ? 2 : 6) * e + (m.dropout ? 2 * e + 1 : 0.0)),
-                fused ? 1 : (m.dropout ? 4 : 3));
-    add(KernelName::kAttnV, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
+  // The attention core on device `dev` (this one, or the partner of Plan::attention_device).
+  auto attention = [&](const DeviceSpec& dev) {
+    const double peak = dev.peak(DType::kBf16) > 0 ? dev.peak(DType::kBf16) : dev.peak(dt);
+    const double dev_launch = p.cuda_graphs ? dev.graph_kernel_overhead_s : dev.kernel_overhead_s;
+    const double dev_mem = dev.memory_bandwidth * dev.memory_efficiency;
+    std::array<KernelCost, 3> k{};
+    int n = 0;
+    auto put = [&](KernelName name, KernelClass cls, double flops, double bytes, double t, double bwd, double bwd_w,
+                   int kernels = 1) {
+      k[n++] = KernelCost{name, cls, flops, bytes, t + kernels * dev_launch, bwd + 2 * kernels * dev_launch,
+                          bwd_w + dev_launch, 0, 0, 0, &dev != &d};
+    };
+    if (p.flash_attention) {
+      // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
+      const double t = 0.5 * f.attn_core / (peak * dev.attention_efficiency);
+      put(KernelName::kAttention, KernelClass::kAttention, f.attn_core, 0, t, 2.5 * t, 0);
+    } else {
+      const double t = 0.5 * f.attn_core / (peak * dev.gemm_efficiency);  // Q·K^T and P·V, half each
+      const double scores = s.batch * m.heads * s.seq * s.kv_seq / tp;
+      put(KernelName::kScores, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
+      // Fused scale-mask-softmax reads and writes the scores; dropout adds a mask and a copy.
+      // Unfused: scale, mask and softmax each read and write them (3 kernels, and dropout a 4th).
+      const double bytes = scores * ((fused ? 2 : 6) * e + (m.dropout ? 2 * e + 1 : 0.0));
+      put(KernelName::kSoftmax, KernelClass::kElementwise, 0, bytes, bytes / dev_mem, 2 * bytes / dev_mem, 0,
+          fused ? 1 : (m.dropout ? 4 : 3));
+      put(KernelName::kAttnV, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
+    }
+    return std::pair{k, n};
+  };
+  auto total = [](const std::pair<std::array<KernelCost, 3>, int>& a) {
+    double t = 0;
+    for (int i = 0; i < a.second; ++i) t += a.first[i].fwd_s + a.first[i].bwd_s;
+    return t;
+  };
+  auto chosen = attention(d);
+  if (partner.device && partner.link_rate > 0) {
+    // Q, K and V go to the partner and the output comes back; backward sends the output's
+    // gradient and takes back those of Q, K and V.
+    const double qkv = tokens * (m.q_dim() + 2.0 * m.kv_dim()) / tp * e, out = tokens * m.v_dim() / tp * e;
+    const double in_s = qkv / partner.link_rate, out_s = out / partner.link_rate;
+    auto there = attention(*partner.device);
+    if (!partner.automatic || total(there) + 2 * (in_s + out_s) < total(chosen)) {
+      chosen = there;
+      L.attention_on_partner = true;
+      L.partner_kind = partner.device->kind;
+      L.partner_in_s = in_s;
+      L.partner_out_s = out_s;
+      L.partner_grad_in_s = out_s;
+      L.partner_grad_out_s = in_s;
+    }
   }
+  L.attention_first = L.count;
+  for (int i = 0; i < chosen.second; ++i) L.fwd[L.count++] = chosen.first[i];
   L.attention_last = L.count - 1;
   gemm(KernelName::kProj, out_proj, H / static_cast<std::int64_t>(tp), m.v_dim() / static_cast<std::int64_t>(tp));
   tp_fwd(sp ? TpCollective::kReduceScatter : TpCollective::kAllReduce);

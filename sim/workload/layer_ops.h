@@ -37,6 +37,15 @@ struct KernelCost {
   double bwd_s = 0;       // modelled backward time (data + weight gradients)
   double bwd_weight_s = 0;  // the weight-gradient part of bwd_s (zero-bubble schedules split it off)
   std::int64_t m = 0, n = 0, k = 0;  // GEMM shape (tokens x out x in), 0 for non-GEMMs
+  bool on_partner = false;  // runs on the partner device (Plan::attention_device)
+};
+
+// The device a layer's attention core may run on instead (Plan::attention_device), and the rate
+// of the path between the two (bytes/s each way).
+struct Partner {
+  const DeviceSpec* device = nullptr;
+  double link_rate = 0;
+  bool automatic = false;  // "auto": only where it is faster, transfers included
 };
 
 struct LayerKernels {
@@ -59,6 +68,11 @@ struct LayerKernels {
   int moe_dispatch_after = -1;  // EP all-to-all positions (MoE layers with ep > 1)
   int moe_combine_after = -1;
   double ep_bytes = 0;          // bytes each rank sends in one all-to-all
+  // Attention on the partner device: the transfers around it (Q, K, V there and the output back;
+  // backward: the output gradient there, Q/K/V gradients back), seconds each.
+  bool attention_on_partner = false;
+  DeviceKind partner_kind = DeviceKind::kNpu;
+  double partner_in_s = 0, partner_out_s = 0, partner_grad_in_s = 0, partner_grad_out_s = 0;
 
   double fwd_seconds() const;
   double bwd_seconds() const;
@@ -67,7 +81,9 @@ struct LayerKernels {
 };
 
 LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
-                           bool moe_layer);
+                           bool moe_layer, const Partner& partner = {});
+// The partner device of Plan::attention_device on this node (none when unset or not found).
+Partner attention_partner(const Plan& p, const NodeSpec& node);
 
 // The compute datatype a plan's GEMMs run in on a device, and the peak used for MFU.
 DType compute_dtype(Precision p, const DeviceSpec& d);

@@ -24,7 +24,7 @@ std::string_view to_string(Phase p) {
 }
 
 std::string_view to_string(StreamId s) {
-  static constexpr std::string_view kNames[] = {"compute", "tp", "pp", "dp", "ep", "cp", "copy", "host", "dp_reduce", "copy_in", "loader"};
+  static constexpr std::string_view kNames[] = {"compute", "tp", "pp", "dp", "ep", "cp", "copy", "host", "dp_reduce", "copy_in", "loader", "partner"};
   return kNames[static_cast<int>(s)];
 }
 
@@ -243,6 +243,18 @@ class StageBuilder {
     op.flops = flops;
     op.bytes = bytes;
     if (k) { op.m = k->m; op.n = k->n; op.k = k->k; }
+    if (k && k->on_partner) {
+      op.stream = StreamId::kPartner;
+      op.device = kernels(layer).partner_kind;
+    }
+    return add(op, {dep});
+  }
+  // A transfer between the stage's device and its attention partner, in the layer's chain.
+  int partner_copy(Phase ph, int layer, int mb, int chunk, const char* name, double seconds, int dep) {
+    Op op = base(ph, layer, mb, chunk, name);
+    op.kind = OpKind::kCopy;
+    op.stream = StreamId::kPartner;
+    op.seconds = seconds;
     return add(op, {dep});
   }
   int collective(Phase ph, int layer, int mb, int chunk, const char* name, StreamId stream, GroupKind g,
@@ -365,7 +377,11 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
       cp_comm = collective(ph, layer, mb, chunk, "cp_kv_all_gather", StreamId::kCp, GroupKind::kCp,
                            CollectiveOp::kAllGather, kv * p_.cp, prev);
     }
+    if (i == k.attention_first && k.attention_on_partner)
+      prev = partner_copy(ph, layer, mb, chunk, "qkv_to_partner", k.partner_in_s, prev);
     prev = compute(ph, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, kc.fwd_s, kc.flops, kc.bytes, prev, &kc);
+    if (i == k.attention_last && k.attention_on_partner)
+      prev = partner_copy(ph, layer, mb, chunk, "attn_out_from_partner", k.partner_out_s, prev);
     if (attention && i == k.attention_last && cp_comm >= 0) edges_.emplace_back(cp_comm, prev);
     if (attention_only) continue;
     for (int j = 0; j < k.tp_count; ++j) {
@@ -413,7 +429,11 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
     const double seconds = weight_split ? kc.bwd_s - kc.bwd_weight_s : kc.bwd_s;
     const double flops = kc.cls == KernelClass::kGemm ? (weight_split ? 1.0 : 2.0) * kc.flops
                          : kc.cls == KernelClass::kAttention ? 2.0 * kc.flops : 0.0;
+    if (i == k.attention_last && k.attention_on_partner)
+      prev = partner_copy(Phase::kBackward, layer, mb, chunk, "attn_grad_to_partner", k.partner_grad_in_s, prev);
     prev = compute(Phase::kBackward, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, seconds, flops, 2 * kc.bytes, prev, &kc);
+    if (i == k.attention_first && k.attention_on_partner)
+      prev = partner_copy(Phase::kBackward, layer, mb, chunk, "qkv_grad_from_partner", k.partner_grad_out_s, prev);
     if (attention && i == k.attention_first && cp_comm >= 0) edges_.emplace_back(cp_comm, prev);
     if (i == k.moe_dispatch_after)
       prev = collective(Phase::kBackward, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
@@ -780,8 +800,9 @@ Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const
     auto it = by_group.find(g);
     if (it == by_group.end()) {
       Kernels k;
-      k.dense = layer_kernels(model, d, plan, s, false);
-      k.moe = model.is_moe() ? layer_kernels(model, d, plan, s, true) : k.dense;
+      const Partner partner = attention_partner(plan, cluster.node);
+      k.dense = layer_kernels(model, d, plan, s, false, partner);
+      k.moe = model.is_moe() ? layer_kernels(model, d, plan, s, true, partner) : k.dense;
       it = by_group.emplace(g, k).first;
     }
     w.stages.push_back(StageBuilder(w, st, d, it->second.dense, it->second.moe, s).build());

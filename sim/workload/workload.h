@@ -33,8 +33,10 @@ enum class Phase : std::uint8_t { kForward, kBackward, kWeightGrad, kRecompute, 
 // kCopy: the accelerator's copy engine device -> host (and the optimizer offload's copies);
 // kCopyIn: the host -> device engine (PCIe is full duplex); kHost: work on the host CPUs;
 // kDpReduce: gradient reduce-scatters of ZeRO-3/FSDP (its post-backward stream); kLoader: the
-// data loader delivering micro-batches to the first stage.
-enum class StreamId : std::uint8_t { kCompute = 0, kTp, kPp, kDp, kEp, kCp, kCopy, kHost, kDpReduce, kCopyIn, kLoader, kCount };
+// data loader delivering micro-batches to the first stage; kPartner: the partner device of
+// Plan::attention_device (its kernels and the transfers to and from it, in order).
+enum class StreamId : std::uint8_t { kCompute = 0, kTp, kPp, kDp, kEp, kCp, kCopy, kHost, kDpReduce, kCopyIn, kLoader,
+                                     kPartner, kCount };
 constexpr int kStreamCount = static_cast<int>(StreamId::kCount);
 // Which communicator a collective uses (the rank's own group of that kind).
 enum class GroupKind : std::uint8_t { kNone, kTp, kCp, kDp, kEp, kExpertDp };
