@@ -150,19 +150,8 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
     if (*q <= 0) return Error("--data-sample-bytes: must be > 0");
     plan.data.sample_bytes = *q;
   }
-  if (o.data_compression) {
-    if (*o.data_compression == "lz4") {
-      plan.data.compression = "lz4";
-      plan.data.compression_ratio = 2.084;  // the LZ4 README's Silesia figures (see DataLoading)
-      plan.data.decompress_rate = 1.82e9;
-    } else if (*o.data_compression == "none") {
-      plan.data.compression = "none";
-      plan.data.compression_ratio = 1;
-      plan.data.decompress_rate = 0;
-    } else {
-      return Error("--data-compression: \"" + *o.data_compression + "\" is not one of: none, lz4");
-    }
-  }
+  if (o.data_compression && !plan.data.set_compression(*o.data_compression))
+    return Error("--data-compression: \"" + *o.data_compression + "\" is not one of: none, lz4");
   if (o.data_prefetch) {
     if (*o.data_prefetch < 0) return Error("--data-prefetch: must be >= 0");
     plan.data.prefetch = *o.data_prefetch;

@@ -158,6 +158,14 @@ std::array<int, 4> Plan::rank_strides() const {
   return strides;
 }
 
+bool DataLoading::set_compression(const std::string& name) {
+  if (name != "none" && name != "lz4") return false;
+  compression = name;
+  compression_ratio = name == "lz4" ? kLz4Ratio : 1.0;
+  decompress_rate = name == "lz4" ? kLz4DecompressRate : 0.0;
+  return true;
+}
+
 std::string offload_string(const Plan& p) {
   std::string out;
   for (auto [on, name] : {std::pair{p.offload_optimizer, "optimizer"}, {p.offload_params, "params"},
@@ -227,13 +235,9 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
     DataLoading& dl = p.data;
     dl.sample_bytes = d.quantity("sample_bytes", Dimension::kBytes, 0.0);
     dl.token_bytes = static_cast<int>(d.integer("token_bytes", 0, 0, 8));
-    dl.compression = d.string("compression", "none");
-    if (dl.compression == "lz4") {
-      dl.compression_ratio = 2.084;
-      dl.decompress_rate = 1.82e9;
-    } else if (dl.compression != "none") {
-      d.fail("compression", "\"" + dl.compression + "\" is not one of: none, lz4 (or give compression_ratio and decompress_rate)");
-    }
+    const std::string compression = d.string("compression", "none");
+    if (!dl.set_compression(compression))
+      d.fail("compression", "\"" + compression + "\" is not one of: none, lz4 (or give compression_ratio and decompress_rate)");
     dl.compression_ratio = d.number("compression_ratio", dl.compression_ratio, 1.0, 1e6);
     dl.decompress_rate = d.quantity("decompress_rate", Dimension::kBandwidth, dl.decompress_rate);
     dl.preprocess_rate = d.quantity("preprocess_rate", Dimension::kBandwidth, 0.0);

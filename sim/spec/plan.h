@@ -33,14 +33,20 @@ Result<Precision> parse_precision(const std::string& s);
 std::string to_string(GradCompression c);
 Result<GradCompression> parse_grad_compression(const std::string& s);
 
+// LZ4's figures on the Silesia corpus (lz4/lz4 README, r101 table: ratio 2.084, decompression
+// 1,820 MB/s on one core of a Core i5-3340M): the defaults of DataLoading's "lz4".
+inline constexpr double kLz4Ratio = 2.084;
+inline constexpr double kLz4DecompressRate = 1.82e9;
+
 // The input pipeline (sim/analytic/data_loading.h): what a sample takes on storage and how the
 // loaders on each node read, decompress and prefetch it.
 struct DataLoading {
   double sample_bytes = 0;       // bytes of one sequence uncompressed; 0: its token ids
   int token_bytes = 0;           // bytes per token id; 0: 2 below 65,536 vocabulary entries, else 4
-  // "none" or "lz4" (ratio 2.084 and 1.82 GB/s decompression per core unless given: the LZ4
-  // README's Silesia-corpus figures, one core of a Core i5-3340M).
+  // "none" or "lz4" (kLz4Ratio and kLz4DecompressRate unless given).
   std::string compression = "none";
+  // Sets `compression` by name with its defaults; false for an unknown name.
+  bool set_compression(const std::string& name);
   double compression_ratio = 1;  // raw / stored bytes
   double decompress_rate = 0;    // decompressed bytes/s per loader core
   double preprocess_rate = 0;    // bytes/s per core of other CPU work (tokenising, augmenting); 0: none
