@@ -2,7 +2,6 @@
 #include "sim/workload/layer_ops.h"
 
 #include <algorithm>
-#include <utility>
 
 namespace foresight {
 
@@ -134,17 +133,16 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   const int norm1 = L.count - 1;
   if (sp) { tp_fwd(TpCollective::kAllGather); tp_bwd(norm1, TpCollective::kReduceScatter); }
   gemm(KernelName::kQkv, f.attn_linear - out_proj, static_cast<std::int64_t>((f.attn_linear - out_proj) / (2.0 * tokens * m.hidden)), H);
-  // The attention core on device `dev` (this one, or the partner of Plan::attention_device).
+  // The attention core on device `dev` (this one, or the partner of Plan::attention_device),
+  // appended to the list.
   auto attention = [&](const DeviceSpec& dev) {
     const double peak = dev.peak(DType::kBf16) > 0 ? dev.peak(DType::kBf16) : dev.peak(dt);
     const double dev_launch = p.cuda_graphs ? dev.graph_kernel_overhead_s : dev.kernel_overhead_s;
-    const double dev_mem = dev.memory_bandwidth * dev.memory_efficiency;
-    std::array<KernelCost, 3> k{};
-    int n = 0;
+    const bool elsewhere = &dev != &d;
     auto put = [&](KernelName name, KernelClass cls, double flops, double bytes, double t, double bwd, double bwd_w,
                    int kernels = 1) {
-      k[n++] = KernelCost{name, cls, flops, bytes, t + kernels * dev_launch, bwd + 2 * kernels * dev_launch,
-                          bwd_w + dev_launch, 0, 0, 0, &dev != &d};
+      L.fwd[L.count++] = KernelCost{name, cls, flops, bytes, t + kernels * dev_launch, bwd + 2 * kernels * dev_launch,
+                                    bwd_w + dev_launch, 0, 0, 0, elsewhere};
     };
     if (p.flash_attention) {
       // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
@@ -157,36 +155,39 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
       // Fused scale-mask-softmax reads and writes the scores; dropout adds a mask and a copy.
       // Unfused: scale, mask and softmax each read and write them (3 kernels, and dropout a 4th).
       const double bytes = scores * ((fused ? 2 : 6) * e + (m.dropout ? 2 * e + 1 : 0.0));
+      const double dev_mem = dev.memory_bandwidth * dev.memory_efficiency;
       put(KernelName::kSoftmax, KernelClass::kElementwise, 0, bytes, bytes / dev_mem, 2 * bytes / dev_mem, 0,
           fused ? 1 : (m.dropout ? 4 : 3));
       put(KernelName::kAttnV, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
     }
-    return std::pair{k, n};
   };
-  auto total = [](const std::pair<std::array<KernelCost, 3>, int>& a) {
+  auto seconds = [&](int from, int to) {
     double t = 0;
-    for (int i = 0; i < a.second; ++i) t += a.first[i].fwd_s + a.first[i].bwd_s;
+    for (int i = from; i < to; ++i) t += L.fwd[i].fwd_s + L.fwd[i].bwd_s;
     return t;
   };
-  auto chosen = attention(d);
+  L.attention_first = L.count;
+  attention(d);
   if (partner.device && partner.link_rate > 0) {
     // Q, K and V go to the partner and the output comes back; backward sends the output's
     // gradient and takes back those of Q, K and V.
     const double qkv = tokens * (m.q_dim() + 2.0 * m.kv_dim()) / tp * e, out = tokens * m.v_dim() / tp * e;
     const double in_s = qkv / partner.link_rate, out_s = out / partner.link_rate;
-    auto there = attention(*partner.device);
-    if (!partner.automatic || total(there) + 2 * (in_s + out_s) < total(chosen)) {
-      chosen = there;
+    const int own_end = L.count;
+    attention(*partner.device);
+    if (!partner.automatic || seconds(own_end, L.count) + 2 * (in_s + out_s) < seconds(L.attention_first, own_end)) {
+      std::copy(L.fwd.begin() + own_end, L.fwd.begin() + L.count, L.fwd.begin() + L.attention_first);
+      L.count = L.attention_first + (L.count - own_end);
       L.attention_on_partner = true;
       L.partner_kind = partner.device->kind;
       L.partner_in_s = in_s;
       L.partner_out_s = out_s;
       L.partner_grad_in_s = out_s;
       L.partner_grad_out_s = in_s;
+    } else {
+      L.count = own_end;
     }
   }
-  L.attention_first = L.count;
-  for (int i = 0; i < chosen.second; ++i) L.fwd[L.count++] = chosen.first[i];
   L.attention_last = L.count - 1;
   gemm(KernelName::kProj, out_proj, H / static_cast<std::int64_t>(tp), m.v_dim() / static_cast<std::int64_t>(tp));
   tp_fwd(sp ? TpCollective::kReduceScatter : TpCollective::kAllReduce);
