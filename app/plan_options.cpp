@@ -70,6 +70,9 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_option("--stage-devices", o.stage_devices,
                  "the accelerator of each pipeline stage on nodes that mix them, e.g. h100-sxm5-80gb,ascend-910b")
       ->delimiter(',')->group("Plan");
+  cmd.add_option("--stage-tp", o.stage_tp,
+                 "tensor-parallel degree of each pipeline stage, e.g. --stage-tp 1,4,4,1 (each keeps tp*dp ranks)")
+      ->delimiter(',')->group("Plan");
   cmd.add_option("--recompute-layers", o.recompute_layers,
                  "recompute only the first N layers of each stage (or chunk); auto: the fewest that fit")->group("Plan");
   cmd.add_option("--grad-compression", o.grad_compression, "none, int8, topk, powersgd, four-stage")->group("Plan");
@@ -117,6 +120,7 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   set(plan.offload_embeddings, o.offload_embeddings);
   if (!o.layer_split.empty()) plan.layer_split = o.layer_split;
   if (!o.stage_devices.empty()) plan.stage_devices = o.stage_devices;
+  if (!o.stage_tp.empty()) plan.stage_tp = o.stage_tp;
   if (o.grad_compression) {
     auto c = parse_grad_compression(*o.grad_compression);
     if (!c) return c.error().with_context("--grad-compression");

@@ -26,6 +26,7 @@ struct PlanOptions {
       offload_embeddings, kernel_fusion, cuda_graphs;
   std::vector<int> layer_split;
   std::vector<std::string> stage_devices;
+  std::vector<int> stage_tp;
   std::optional<std::string> grad_compression;
   std::optional<double> compression_topk, compression_penalty;
   std::optional<int> compression_rank;

@@ -88,6 +88,7 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (p.offload_optimizer) return bad("offload_optimizer", "optimizer offload");
   if (p.offload_params) return bad("offload_params", "parameter offload");
   if (p.cuda_graphs) return bad("cuda_graphs", "CUDA graphs");
+  if (!p.stage_tp.empty()) return bad("stage_tp", "per-stage tensor-parallel degrees");
   if (!p.kernel_fusion) return bad("kernel_fusion", "unfused (one kernel per operator) execution");
   if (p.offload_activations) return bad("offload_activations", "activation offload");
   if (p.offload_embeddings) return bad("offload_embeddings", "embedding offload");

@@ -371,6 +371,15 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
 }
 
 MemoryBreakdown AnalyticModel::memory(const Plan& p) const {
+  if (!p.stage_tp.empty()) {
+    // Stages of different degrees: the stage with the least headroom.
+    MemoryBreakdown worst = stage_memory(stage_view(p, 0), 0);
+    for (int st = 1; st < p.pp; ++st) {
+      const MemoryBreakdown m = stage_memory(stage_view(p, st), st);
+      if (m.total - m.capacity > worst.total - worst.capacity) worst = m;
+    }
+    return worst;
+  }
   MemoryBreakdown first = stage_memory(p, 0);
   if (p.pp == 1) return first;
   if (!p.stage_devices.empty()) {
@@ -409,7 +418,20 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const DeviceCosts first_costs = device_costs(m, cluster_, p, s);
   std::vector<DeviceCosts> mixed_costs;
   std::vector<int> stage_cost;
-  if (!p.stage_devices.empty()) {
+  // Plan::stage_tp: each stage as it runs (its tp, dp and micro-batch size), costed once per
+  // distinct degree.
+  std::vector<Plan> stage_plans;
+  if (!p.stage_tp.empty()) {
+    std::map<int, int> cost_of_tp;
+    stage_cost.resize(static_cast<std::size_t>(p.pp));
+    for (int st = 0; st < p.pp; ++st) {
+      stage_plans.push_back(stage_view(p, st));
+      const Plan& q = stage_plans.back();
+      auto [it, fresh] = cost_of_tp.emplace(q.tp, static_cast<int>(mixed_costs.size()));
+      if (fresh) mixed_costs.push_back(device_costs(m, cluster_, q, plan_layer_shape(m, q)));
+      stage_cost[st] = it->second;
+    }
+  } else if (!p.stage_devices.empty()) {
     std::vector<int> cost_of_group(cluster_.node.devices.size(), -1);
     stage_cost.resize(static_cast<std::size_t>(p.pp));
     for (int st = 0; st < p.pp; ++st) {
@@ -462,6 +484,8 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
     if (x > max_x) { max_x = x; crit = i; crit_load = l; }
   }
   const DeviceCosts& cc = costs_of(crit);  // the slowest stage's accelerator
+  // From here on, the slowest stage's own degrees (Plan::stage_tp), the plan's otherwise.
+  const Plan& pc = stage_plans.empty() ? p : stage_plans[crit];
   const double crit_f = stage_f(crit);
   const LayerTime dense = blend(cc.dense, cc.dense_plain, crit_f);
   const LayerTime moe = blend(cc.moe, cc.moe_plain, crit_f);
@@ -486,11 +510,11 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const MemoryBreakdown mem = memory(p);
   const Range cr = stage_layers(p, m.layers, crit);
   const int cd = dense_in(m, cr), cm = (cr.end - cr.begin) - cd;
-  const double expert_params = cm * m.moe.experts * m.expert_params() / (p.tp * p.ep);
+  const double expert_params = cm * m.moe.experts * m.expert_params() / (pc.tp * p.ep);
   const bool end_stage = crit == 0 || crit == p.pp - 1;
-  const double chunk_params = cd * layer_params_per_device(m, false, p.tp, 1) +
-                              cm * layer_params_per_device(m, true, p.tp, p.ep) - expert_params +
-                              (end_stage ? static_cast<double>(m.vocab) * m.hidden / p.tp : 0.0);
+  const double chunk_params = cd * layer_params_per_device(m, false, pc.tp, 1) +
+                              cm * layer_params_per_device(m, true, pc.tp, p.ep) - expert_params +
+                              (end_stage ? static_cast<double>(m.vocab) * m.hidden / pc.tp : 0.0);
   const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
   // DualPipe: the rank also holds its mirror stage (two copies of every parameter), and the two
   // copies' gradients are summed before the step -- one chunk's gradients to the mirror rank and
@@ -530,20 +554,20 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   }
 
   // Optimizer: one Adam pass over the parameters this device owns.
-  const double owned = p.zero_stage >= 1 ? replicated / (static_cast<double>(p.dp) * p.cp) +
-                                               expert_params / std::max(1.0, 1.0 * p.dp * p.cp / p.ep)
+  const double owned = p.zero_stage >= 1 ? replicated / (static_cast<double>(pc.dp) * p.cp) +
+                                               expert_params / std::max(1.0, 1.0 * pc.dp * p.cp / p.ep)
                                          : replicated + expert_params;
   // The input table of Plan::offload_embeddings is updated on the host (rank 0's stage), beside
   // the device's own step.
-  const double host_table = p.offload_embeddings && crit == 0 ? static_cast<double>(m.vocab) * m.hidden / p.tp : 0.0;
-  const double owned_here = owned - (p.zero_stage >= 1 ? host_table / (static_cast<double>(p.dp) * p.cp) : host_table);
+  const double host_table = p.offload_embeddings && crit == 0 ? static_cast<double>(m.vocab) * m.hidden / pc.tp : 0.0;
+  const double owned_here = owned - (p.zero_stage >= 1 ? host_table / (static_cast<double>(pc.dp) * p.cp) : host_table);
   double offload_step = 0;
   if (p.offload_optimizer) {
     // ZeRO-Offload: gradients down, Adam on the host, weights back. With Plan::offload_params the
     // layers' gradients went down during the backward and their weights live on the host: only
     // the embedding and head still cross.
     const double streamed = p.offload_params && replicated + expert_params > 0
-                                ? 1.0 - (end_stage ? (dualpipe ? 2.0 : 1.0) * m.vocab * m.hidden / p.tp : 0.0) /
+                                ? 1.0 - (end_stage ? (dualpipe ? 2.0 : 1.0) * m.vocab * m.hidden / pc.tp : 0.0) /
                                             (replicated + expert_params)
                                 : 0.0;
     offload_step = owned_here * (1 - streamed) * (gb + wb) / host_link_rate(cluster_.node) +

@@ -18,6 +18,10 @@ std::string layout_string(const Plan& p) {
   if (p.ep > 1) s.append(" ep").append(std::to_string(p.ep));
   if (p.sequence_parallel) s.append(" sp");
   if (p.virtual_stages > 1) s.append(" v").append(std::to_string(p.virtual_stages));
+  if (!p.stage_tp.empty()) {
+    s.append(" tp per stage ");
+    for (std::size_t i = 0; i < p.stage_tp.size(); ++i) s.append(i ? "," : "").append(std::to_string(p.stage_tp[i]));
+  }
   if (p.rank_order != Plan{}.rank_order) s.append(" order ").append(p.rank_order);
   if (p.node_order != Plan{}.node_order) s.append(" nodes ").append(p.node_order);
   if (!p.stage_devices.empty()) {
@@ -166,6 +170,18 @@ bool DataLoading::set_compression(const std::string& name) {
   return true;
 }
 
+Plan stage_view(const Plan& p, int stage) {
+  if (p.stage_tp.empty()) return p;
+  Plan q = p;
+  const std::int64_t mbs = p.micro_batches();
+  q.tp = p.stage_tp[stage];
+  q.dp = p.tp * p.dp / q.tp;
+  q.micro_batch = static_cast<int>(p.global_batch / (std::int64_t{q.dp} * std::max<std::int64_t>(1, mbs)));
+  q.sequence_parallel = p.sequence_parallel && q.tp > 1;
+  q.stage_tp.clear();
+  return q;
+}
+
 std::string offload_string(const Plan& p) {
   std::string out;
   for (auto [on, name] : {std::pair{p.offload_optimizer, "optimizer"}, {p.offload_params, "params"},
@@ -182,7 +198,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
                          "offload_optimizer", "seq_len", "layer_split", "stage_devices", "grad_compression",
                          "compression_topk", "compression_rank", "compression_penalty", "recompute_layers",
                          "offload_params", "offload_activations", "offload_embeddings", "kernel_fusion", "cuda_graphs", "data",
-                         "rank_order", "node_order", "attention_device"});
+                         "rank_order", "node_order", "attention_device", "stage_tp"});
   Plan p;
   constexpr std::int64_t kMaxDegree = 1 << 20;
   p.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDegree));
@@ -254,6 +270,13 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
     }
     p.layer_split.push_back(v.node().get<int>());
   }
+  for (JsonReader v : r.array("stage_tp")) {
+    if (!v.node().is_number_integer() || v.node().get<long long>() < 1 || v.node().get<long long>() > kMaxDegree) {
+      v.fail("", "expected a tensor-parallel degree (a positive integer)");
+      break;
+    }
+    p.stage_tp.push_back(v.node().get<int>());
+  }
   for (JsonReader v : r.array("stage_devices")) {
     if (!v.node().is_string() || v.node().get<std::string>().empty()) {
       v.fail("", "expected a device name");
@@ -281,6 +304,7 @@ json plan_to_json(const Plan& p) {
   if (p.seq_len > 0) j["seq_len"] = p.seq_len;
   if (!p.layer_split.empty()) j["layer_split"] = p.layer_split;
   if (!p.stage_devices.empty()) j["stage_devices"] = p.stage_devices;
+  if (!p.stage_tp.empty()) j["stage_tp"] = p.stage_tp;
   if (p.recompute_layers >= 0) j["recompute_layers"] = p.recompute_layers;
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
@@ -359,6 +383,27 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
     return fail("recompute_layers", "is set but recompute is none (say which recompute the first layers use)");
   if (p.grad_compression != GradCompression::kNone && p.zero_stage >= 3)
     return fail("grad_compression", "needs zero_stage 0, 1 or 2 (ZeRO-3 reduce-scatters each layer's gradients as it goes)");
+  if (!p.stage_tp.empty()) {
+    if (static_cast<int>(p.stage_tp.size()) != p.pp)
+      return fail("stage_tp", "has " + s(p.stage_tp.size()) + " entries for pp = " + s(p.pp) + " stages");
+    if (p.virtual_stages > 1 || p.schedule == Schedule::kDualPipe)
+      return fail("stage_tp", "cannot be combined with virtual stages or dualpipe (a rank would hold stages of different tp)");
+    if (p.ep > 1 || p.cp > 1) return fail("stage_tp", "cannot be combined with ep or cp (not modelled)");
+    const long long ranks = 1LL * p.tp * p.dp;
+    for (int st = 0; st < p.pp; ++st) {
+      const int t = p.stage_tp[st];
+      const std::string where = "stage " + s(st) + ": tp " + s(t);
+      if (m.heads % t != 0) return fail("stage_tp", where + " does not divide model heads (" + s(m.heads) + ")");
+      if (!m.mla.enabled() && m.kv_heads % t != 0 && t % m.kv_heads != 0)
+        return fail("stage_tp", where + " and model kv_heads (" + s(m.kv_heads) + ") must divide one another");
+      if (m.ffn_hidden % t != 0) return fail("stage_tp", where + " does not divide model ffn_hidden (" + s(m.ffn_hidden) + ")");
+      if (ranks % t != 0) return fail("stage_tp", where + " does not divide the stage's tp*dp = " + s(ranks) + " ranks");
+      const long long dp_i = ranks / t;
+      if (p.global_batch % (dp_i * mbs) != 0)
+        return fail("stage_tp", where + ": its " + s(dp_i) + " replicas cannot split the " + s(mbs) +
+                                    " micro-batches of " + s(p.global_batch / mbs) + " sequences evenly");
+    }
+  }
   if (p.offload_params && !p.offload_optimizer)
     return fail("offload_params", "needs offload_optimizer (parameters offloaded to the host are updated there)");
   if ((p.offload_params || p.offload_activations) &&
@@ -406,6 +451,7 @@ Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c,
     }
   }
   if (p.stage_devices.empty()) return Status::Ok();
+  if (!p.stage_tp.empty()) return fail("cannot be combined with stage_tp (not modelled)");
   if (p.rank_order != Plan{}.rank_order || p.node_order != Plan{}.node_order)
     return fail("cannot be combined with a rank_order or node_order of its own (stages fill their accelerator groups in order)");
   if (static_cast<int>(p.stage_devices.size()) != p.pp)

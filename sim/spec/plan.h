@@ -105,6 +105,12 @@ struct Plan {
   // places it there only where that is faster, transfers included. "": on the stage's device.
   std::string attention_device;
   std::string node_order = "linear";
+  // Per-layer-group strategies: the tensor-parallel degree of each pipeline stage (empty: `tp`
+  // everywhere). Every stage keeps tp*dp ranks: a stage with tp_i runs dp_i = tp*dp/tp_i
+  // replicas, each on micro-batches of global_batch/(dp_i * micro-batch count) sequences, so the
+  // pipeline's micro-batch count stays that of the nominal tp and dp ("the first layers
+  // data-parallel, the middle ones 2D, the last pipeline-only" is stage_tp 1, 4, ..., 1).
+  std::vector<int> stage_tp;
   // The accelerator (device name) each pipeline stage runs on, on clusters whose nodes mix
   // accelerator types (empty: every stage on the node's first accelerator group).
   std::vector<std::string> stage_devices;
@@ -142,6 +148,10 @@ Status check_rank_order(const std::string& order);
 // What the plan keeps in host memory: "optimizer+params+activations+embeddings" (those set), or
 // "" when nothing is offloaded.
 std::string offload_string(const Plan& p);
+
+// The plan as pipeline stage `stage` runs it: with Plan::stage_tp, that stage's tp, dp and
+// micro-batch size (and no stage_tp); otherwise the plan itself.
+Plan stage_view(const Plan& p, int stage);
 
 // Reads a plan file; fields not given keep the defaults above. `global_batch` is required.
 Result<Plan> plan_from_json(const nlohmann::json& doc, const std::string& file);

@@ -774,6 +774,9 @@ StageProgram StageBuilder::build() {
 }  // namespace
 
 Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
+  if (!plan.stage_tp.empty())
+    return Error("plan: /stage_tp: per-stage tensor-parallel degrees are modelled by the analytic model "
+                 "(`foresight predict`) only; the simulator does not run them yet");
   Workload w;
   w.model = model;
   w.cluster = cluster;
