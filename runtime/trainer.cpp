@@ -89,6 +89,10 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (p.offload_params) return bad("offload_params", "parameter offload");
   if (p.cuda_graphs) return bad("cuda_graphs", "CUDA graphs");
   if (!p.stage_tp.empty()) return bad("stage_tp", "per-stage tensor-parallel degrees");
+  if (!(p.data == DataLoading{})) return bad("data", "a data-loading model (it trains on synthetic batches made in the loop)");
+  if (!p.attention_device.empty()) return bad("attention_device", "attention on another device");
+  if (p.rank_order != Plan{}.rank_order || p.node_order != Plan{}.node_order)
+    return bad("rank_order", "a rank order or node order of its own");
   if (!p.kernel_fusion) return bad("kernel_fusion", "unfused (one kernel per operator) execution");
   if (p.offload_activations) return bad("offload_activations", "activation offload");
   if (p.offload_embeddings) return bad("offload_embeddings", "embedding offload");
