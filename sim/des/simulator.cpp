@@ -157,7 +157,7 @@ struct Simulator::Impl {
       pairs.push_back({w.devices[src_rank], w.devices[dst_rank]});
     } else {
       // Every rank of the stage sends to its counterpart at the same time.
-      const int per_stage = w.plan.tp * w.plan.cp * w.plan.dp;
+      const int per_stage = w.stage_ranks();
       for (int i = 0; i < per_stage; ++i)
         pairs.push_back({w.devices[stage * per_stage + i], w.devices[peer_stage * per_stage + i]});
     }
@@ -283,9 +283,10 @@ struct Simulator::Impl {
   // The first member and the size of `rank`'s group of kind g (as group_members, without
   // building the list).
   std::pair<int, int> group_leader(int rank, GroupKind g) const {
-    const Plan& p = w.plan;
+    const int pp = w.stage_of(rank), local = rank % w.stage_ranks();
+    const Plan& p = w.stage_plan(pp);
     const int t = p.tp, c = p.cp, d = p.dp;
-    const int tp = rank % t, cp = (rank / t) % c, dp = (rank / (t * c)) % d, pp = rank / (t * c * d);
+    const int tp = local % t, cp = (local / t) % c, dp = local / (t * c);
     switch (g) {
       case GroupKind::kTp: return {w.rank_of(0, cp, dp, pp), t};
       case GroupKind::kCp: return {w.rank_of(tp, 0, dp, pp), c};
@@ -358,8 +359,7 @@ struct Simulator::Impl {
         break;
       case OpKind::kSend: {
         const Op& full_op = prog(r).graph()[v];
-        const int peer = w.rank_of(r.rank % w.plan.tp, (r.rank / w.plan.tp) % w.plan.cp,
-                                   (r.rank / (w.plan.tp * w.plan.cp)) % w.plan.dp, full_op.peer_stage);
+        const int peer = w.counterpart(r.rank, full_op.peer_stage);
         const int id = new_task();
         tasks[id].plan = transfer_plan(r.rank, peer, r.stage, full_op.peer_stage, full_op.bytes);
         tasks[id].done.push_back({ri, v});

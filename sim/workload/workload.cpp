@@ -34,8 +34,10 @@ std::string_view to_string(GroupKind g) {
 }
 
 std::vector<int> Workload::group_members(int rank, GroupKind g) const {
-  const int t = plan.tp, c = plan.cp, d = plan.dp;
-  const int tp = rank % t, cp = (rank / t) % c, dp = (rank / (t * c)) % d, pp = rank / (t * c * d);
+  const int pp = stage_of(rank), local = rank % stage_ranks();
+  const Plan& s = stage_plan(pp);
+  const int t = s.tp, c = s.cp, d = s.dp;
+  const int tp = local % t, cp = (local / t) % c, dp = local / (t * c);
   std::vector<int> out;
   switch (g) {
     case GroupKind::kTp:
@@ -67,7 +69,7 @@ std::vector<int> Workload::group_members(int rank, GroupKind g) const {
 std::vector<std::vector<int>> Workload::stage_groups(int stage, GroupKind g) const {
   std::vector<std::vector<int>> out;
   std::vector<char> seen(static_cast<std::size_t>(plan.gpus()), 0);
-  const int per_stage = plan.tp * plan.cp * plan.dp;
+  const int per_stage = stage_ranks();
   for (int r = stage * per_stage; r < (stage + 1) * per_stage; ++r) {
     if (seen[r]) continue;
     auto members = group_members(r, g);
@@ -198,7 +200,7 @@ class StageBuilder {
  public:
   StageBuilder(const Workload& w, int stage, const DeviceSpec& device, const LayerKernels& dense,
                const LayerKernels& moe, const LayerShape& shape)
-      : w_cluster_(w.cluster), m_(w.model), p_(w.plan), d_(device), dense_(dense), moe_(moe), s_(shape),
+      : w_cluster_(w.cluster), m_(w.model), p_(w.stage_plan(stage)), d_(device), dense_(dense), moe_(moe), s_(shape),
         load_s_(w.load_per_micro_batch_s), load_in_loop_(w.load_in_loop) {
     prog_.stage = stage;
   }
@@ -257,15 +259,17 @@ class StageBuilder {
     op.seconds = seconds;
     return add(op, {dep});
   }
+  // `take_next` false for collectives off the compute chain (ZeRO-3 gathers and reduce-scatters,
+  // per-layer gradient reductions): the pending next_deps_ stay for the chain's next op.
   int collective(Phase ph, int layer, int mb, int chunk, const char* name, StreamId stream, GroupKind g,
-                 CollectiveOp c, double bytes, int dep) {
+                 CollectiveOp c, double bytes, int dep, bool take_next = true) {
     Op op = base(ph, layer, mb, chunk, name);
     op.kind = OpKind::kCollective;
     op.stream = stream;
     op.group = g;
     op.collective = c;
     op.bytes = bytes;
-    return add(op, {dep});
+    return add(op, {dep}, take_next);
   }
   // A host <-> device copy (kCopy: to the host, kCopyIn: to the device) or host work (kHost) of
   // `bytes` at the node's host link (host memory) rate, off the compute chain.
@@ -448,7 +452,7 @@ int StageBuilder::grad_reduce(Phase ph, int layer, int mb, int chunk, const char
   const double gb = grad_bytes(p_.precision);
   if (p_.grad_compression == GradCompression::kNone)
     return collective(ph, layer, mb, chunk, name, StreamId::kDp, g,
-                      p_.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter, params * gb, dep);
+                      p_.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter, params * gb, dep, !defer);
   const int ranks = g == GroupKind::kExpertDp ? std::max(1, p_.dp * p_.cp / p_.ep) : p_.dp * p_.cp;
   const CompressionCost c = compression_cost(p_, m_, params, gb, ranks);
   const double half_s = c.kernel_seconds(d_) / 2, half_bytes = c.kernel_bytes / 2;
@@ -547,7 +551,7 @@ StageProgram StageBuilder::build() {
         if (p_.offload_activations && act_out_.size() >= 2) next_deps_.push_back(act_out_[act_out_.size() - 2]);
         if (zero3) {
           const int ag = collective(Phase::kForward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp,
-                                    GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1);
+                                    GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1, false);
           next_deps_.push_back(ag);  // the layer's first kernel waits for its parameters
         }
         prev = layer_forward(Phase::kForward, layer, t.mb, t.chunk, prev, false);
@@ -589,7 +593,7 @@ StageProgram StageBuilder::build() {
       // and its gradients reduce-scattered on a separate stream as soon as it is done.
       auto gather = [&](int layer) {
         return collective(Phase::kBackward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp,
-                          GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1);
+                          GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1, false);
       };
       int next_gather = zero3 && !layers.empty() ? gather(layers.back()) : -1;
       std::vector<int> ends;
@@ -619,7 +623,7 @@ StageProgram StageBuilder::build() {
                                       offloaded_params(layer) * gb, prev));
         if (zero3)
           collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDpReduce, GroupKind::kDp,
-                     CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev);
+                     CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev, false);
         // Megatron's --overlap-grad-reduce: a layer's gradients are reduced as soon as its last
         // micro-batch's backward is done, while the layers below still compute.
         if (p_.overlap_grad_reduce && !zero3 && !split_w && t.mb == m - 1) {
@@ -774,20 +778,20 @@ StageProgram StageBuilder::build() {
 }  // namespace
 
 Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
-  if (!plan.stage_tp.empty())
-    return Error("plan: /stage_tp: per-stage tensor-parallel degrees are modelled by the analytic model "
-                 "(`foresight predict`) only; the simulator does not run them yet");
   Workload w;
   w.model = model;
   w.cluster = cluster;
   w.plan = plan;
   w.devices = rank_devices(plan, cluster);
-  const LayerShape s = plan_layer_shape(model, plan);
-  // Kernel costs per accelerator type the stages run on (one unless Plan::stage_devices mixes).
+  if (!plan.stage_tp.empty())
+    for (int st = 0; st < plan.pp; ++st) w.stage_plans.push_back(stage_view(plan, st));
+  // Kernel costs per accelerator type the stages run on (one unless Plan::stage_devices mixes)
+  // and tensor-parallel degree (one unless Plan::stage_tp varies it).
   struct Kernels {
     LayerKernels dense, moe;
+    LayerShape shape;
   };
-  std::map<int, Kernels> by_group;
+  std::map<std::pair<int, int>, Kernels> by_group;
   // Data loading: in the loop it always delays the first stage; beside training (prefetch) only
   // when the loader is slower than the rest of the step, which the analytic model estimates.
   AnalyticModel am(model, cluster);
@@ -800,15 +804,17 @@ Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const
   for (int st = 0; st < plan.pp; ++st) {
     const int g = stage_group(plan, cluster.node, st);
     const DeviceSpec& d = cluster.node.devices[g].device;
-    auto it = by_group.find(g);
+    const Plan& q = w.stage_plan(st);
+    auto it = by_group.find({g, q.tp});
     if (it == by_group.end()) {
       Kernels k;
-      const Partner partner = attention_partner(plan, cluster.node);
-      k.dense = layer_kernels(model, d, plan, s, false, partner);
-      k.moe = model.is_moe() ? layer_kernels(model, d, plan, s, true, partner) : k.dense;
-      it = by_group.emplace(g, k).first;
+      k.shape = plan_layer_shape(model, q);
+      const Partner partner = attention_partner(q, cluster.node);
+      k.dense = layer_kernels(model, d, q, k.shape, false, partner);
+      k.moe = model.is_moe() ? layer_kernels(model, d, q, k.shape, true, partner) : k.dense;
+      it = by_group.emplace(std::pair{g, q.tp}, k).first;
     }
-    w.stages.push_back(StageBuilder(w, st, d, it->second.dense, it->second.moe, s).build());
+    w.stages.push_back(StageBuilder(w, st, d, it->second.dense, it->second.moe, it->second.shape).build());
   }
 
   // Match each send with the recv of the same micro-batch and chunk boundary in the peer stage.

@@ -88,6 +88,9 @@ struct Workload {
   ClusterSpec cluster;
   Plan plan;
   std::vector<StageProgram> stages;  // one per pipeline stage (rank class)
+  // Each stage's own view of the plan (Plan::stage_tp: its tp, dp and micro-batch size); empty
+  // when every stage runs the plan itself.
+  std::vector<Plan> stage_plans;
   std::vector<int> devices;          // rank -> device index in the cluster's topology (rank_devices)
   double model_flops = 0;            // per step, whole job (6N-style, no recompute)
   double hardware_flops = 0;         // per step, whole job, recompute included
@@ -97,11 +100,17 @@ struct Workload {
   bool load_in_loop = false;
 
   int ranks() const { return plan.gpus(); }
-  // Megatron's rank order: tp fastest, then cp, then dp, then pp.
-  int stage_of(int rank) const { return rank / (plan.tp * plan.cp * plan.dp); }
+  // Ranks per pipeline stage (the same for every stage, whatever its own tp and dp).
+  int stage_ranks() const { return plan.tp * plan.cp * plan.dp; }
+  const Plan& stage_plan(int stage) const { return stage_plans.empty() ? plan : stage_plans[stage]; }
+  // Megatron's rank order: tp fastest, then cp, then dp, then pp (tp, cp, dp of the stage's plan).
+  int stage_of(int rank) const { return rank / stage_ranks(); }
   int rank_of(int tp, int cp, int dp, int pp) const {
-    return tp + plan.tp * (cp + plan.cp * (dp + plan.dp * pp));
+    const Plan& s = stage_plan(pp);
+    return pp * stage_ranks() + tp + s.tp * (cp + s.cp * dp);
   }
+  // The same place in another stage (pipeline sends go there).
+  int counterpart(int rank, int stage) const { return stage * stage_ranks() + rank % stage_ranks(); }
   // Members (ranks, in group order) of `rank`'s group of kind `g`.
   std::vector<int> group_members(int rank, GroupKind g) const;
   // All groups of kind `g` in pipeline stage `stage` (the siblings of a symmetric simulation).

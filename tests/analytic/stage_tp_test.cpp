@@ -8,6 +8,7 @@
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/layer_cost.h"
 #include "sim/des/simulator.h"
+#include "sim/workload/workload.h"
 #include "tests/test_util.h"
 
 namespace foresight {
@@ -68,9 +69,34 @@ TEST(StageTp, GroupsOfLayers) {
   // Stage 0 at tp 1 holds its 10 layers and the embedding whole, sharded over 128 replicas.
   const MemoryBreakdown mem = am.memory(p);
   EXPECT_TRUE(mem.fits()) << describe_memory(mem);
-  auto s = simulate(m, c, p, "plan", {});
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message().find("/stage_tp"), std::string::npos) << s.error().message();
+  // The simulator runs each stage at its own degree: its groups, kernels and micro-batches.
+  auto d = simulate(m, c, p, "plan", {});
+  ASSERT_TRUE(d.ok()) << d.error().message();
+  EXPECT_NEAR(d->prediction.step_time_s, grouped.step_time_s, 0.05 * grouped.step_time_s);
+  p.layer_split = {24, 24, 24, 24};
+  p.stage_tp = {1, 4, 4, 1};
+  const Prediction even = am.evaluate(p);
+  auto de = simulate(m, c, p, "plan", {});
+  ASSERT_TRUE(de.ok()) << de.error().message();
+  EXPECT_NEAR(de->prediction.step_time_s, even.step_time_s, 0.05 * even.step_time_s);
+}
+
+TEST(StageTp, SimulatorGroupsFollowEachStage) {
+  const ModelSpec m = testing::preset_model("gpt3-175b");
+  const ClusterSpec c = testing::preset_cluster("dgx-a100-hdr", 512);
+  Plan p = base();
+  p.zero_stage = 3;
+  p.stage_tp = {1, 8, 8, 4};
+  auto w = lower(m, c, p);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  EXPECT_EQ(w->stage_ranks(), 128);
+  EXPECT_EQ(w->group_members(5, GroupKind::kTp), std::vector<int>{5});           // stage 0: tp 1
+  EXPECT_EQ(w->group_members(5, GroupKind::kDp).size(), 128u);                   // 128 replicas
+  EXPECT_EQ(w->group_members(128 + 9, GroupKind::kTp).size(), 8u);               // stage 1: tp 8
+  EXPECT_EQ(w->group_members(128 + 9, GroupKind::kTp).front(), 128 + 8);
+  EXPECT_EQ(w->group_members(3 * 128 + 6, GroupKind::kTp), (std::vector<int>{388, 389, 390, 391}));  // stage 3: tp 4
+  EXPECT_EQ(w->group_members(3 * 128 + 6, GroupKind::kDp).size(), 32u);
+  EXPECT_EQ(w->counterpart(5, 1), 133);
 }
 
 TEST(StageTp, PlanChecks) {
