@@ -314,10 +314,12 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
   const double window = 2.0 * layer_params_per_device(m, moe > 0, p.tp, p.ep);  // the current and the next layer
   if (p.offload_params) {
     // Only embedding and head stay; the layers' weights and gradients stream through a two-layer
-    // window. The host holds them (a 1/dp shard each under ZeRO-3).
+    // window. The host adds the layers' low-precision weights (a 1/dp shard each under ZeRO-3):
+    // their gradients land in the optimizer's fp32 gradient buffer counted above (ZeRO-Infinity:
+    // 18 bytes per parameter on the host).
     const double layers = replicated - embed;
     const double on_device = embed / (zero_w > 0 ? shard : 1.0);
-    mem.host += (wb + gb) * (layers / (zero_w > 0 ? shard : 1.0) + expert_params / (zero_w > 0 ? expert_shard : 1.0));
+    mem.host += wb * (layers / (zero_w > 0 ? shard : 1.0) + expert_params / (zero_w > 0 ? expert_shard : 1.0));
     mem.weights = wb * (on_device + window);
     mem.gradients = gb * (embed / (zero_g > 0 ? shard : 1.0) + window);
   } else if (p.zero_stage >= 3) {
