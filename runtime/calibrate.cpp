@@ -167,6 +167,15 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
                      Buffer act(n / 2);
                      swiglu_forward_fast(act.data(), a.data(), rows, 128);
                    })});
+    // Backward kernels: the model charges an elementwise backward twice its forward's bytes.
+    pts.push_back({"stream", "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, time_call([&] {
+                     Buffer dx(n), dw(256), rstd(static_cast<std::size_t>(rows), 1.0f);
+                     rmsnorm_backward_fast(dx.data(), dw.data(), b.data(), a.data(), w.data(), rstd.data(), rows, 256);
+                   })});
+    pts.push_back({"stream", "swiglu bwd " + size_label(4.0 * n), 12.0 * n, time_call([&] {
+                     Buffer dgu(n);
+                     swiglu_backward_fast(dgu.data(), a.data(), b.data(), rows, 128);
+                   })});
   }
   // The optimizer streams every parameter with its moments (out of cache): the model counts
   // kAdamBytesPerParam bytes per parameter.
@@ -289,7 +298,7 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
        fmt::format("fitted: fused attention forward+backward, 8 shapes, against 3.5 x half the full-square FLOPs (the model's flash forward plus its 2.5x backward); rms error {:.1f}%",
                    100 * c.attention.rms_rel_error)},
       {"memory_bandwidth",
-       fmt::format("fitted: residual, rmsnorm and swiglu at 32 KiB-8 MiB and AdamW at 1-16 MiB of "
+       fmt::format("fitted: residual, rmsnorm and swiglu (forward; rmsnorm and swiglu backward) at 32 KiB-8 MiB and AdamW at 1-16 MiB of "
                    "parameters (cache and DRAM; one line through both), t = a + bytes/B; rms error {:.1f}%", 100 * c.stream.rms_rel_error)},
       {"efficiency.kernel_overhead", "measured: the executor's cost per op, a training step of a micro model (2 layers, "
                                      "hidden 8) divided by its op count"},
