@@ -13,6 +13,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -37,7 +38,8 @@ void gemm_backward(Vec& din, float* dw, const Vec& dout, const Vec& in, const fl
 void release(Vec& v) { Vec().swap(v); }
 
 enum class Act : std::uint8_t {
-  kEmbedFwd, kEmbedBwd, kHeadFwd, kHeadBwd, kKernelFwd, kKernelBwd, kRecvAct, kSendAct, kRecvGrad, kSendGrad,
+  kEmbedFwd, kEmbedBwd, kFinalNormFwd, kFinalNormBwd, kHeadGather, kHeadFwd, kCeGather, kCeGrad, kHeadBwd,
+  kHeadReduce, kKernelFwd, kKernelBwd, kRecvAct, kSendAct, kRecvGrad, kSendGrad,
   kTpFwd, kTpBwd, kSpGatherFwd, kSpScatterFwd, kSpGatherBwd, kSpScatterBwd, kLayerGradReduce, kGradReduce, kOptimizer,
   kParamGather
 };
@@ -68,6 +70,7 @@ struct Flow {
   Vec x, dx;
   std::vector<int> tokens;  // rows x (seq + 1)
   Vec head_n, head_ng, head_rstd, head_mean, logits;
+  Vec ce_stats;  // TP: every rank's row maxima, sums of exponentials and target logits (3 x rows each)
   Vec dh, dg, dact, dup, dn2, dattn, dqkv, dn1, dprobs, dscores, tmp, dlogits;  // dg: a gathered output gradient (SP)
 };
 
@@ -197,7 +200,21 @@ struct Trainer::Impl {
   void kernel_forward(KernelName k, int layer, int mb, int chunk, bool recompute);
   void kernel_backward(KernelName k, int layer, int mb, int chunk);
   void head_forward(Flow& f, int mb);
+  void cross_entropy_grad(Flow& f, int mb);
   void head_backward(Flow& f);
+  // The micro-batch's next-token targets, rows x seq.
+  std::vector<int> head_targets(Flow& f, int mb) {
+    const int* tok = sample_tokens(f, mb);
+    std::vector<int> targets(static_cast<std::size_t>(tokens()));
+    for (int r = 0; r < mbs; ++r)
+      for (int i = 0; i < seq; ++i)
+        targets[static_cast<std::size_t>(r) * seq + i] = tok[static_cast<std::size_t>(r) * (seq + 1) + i + 1];
+    return targets;
+  }
+  // d(mean loss over the global batch) / d(token loss), times the loss scale.
+  float loss_grad() const {
+    return static_cast<float>(applied_scale / (static_cast<double>(w->plan.global_batch) * seq));
+  }
   void reduce_region(int region);
   void optimizer(StepStats& st);
   void execute(int v, StepStats& st);
@@ -232,6 +249,10 @@ Status Trainer::Impl::decode() {
           a.act = op.phase == Phase::kForward ? Act::kEmbedFwd : Act::kEmbedBwd;
         } else if (name == "lm_head_loss") {
           a.act = op.phase == Phase::kForward ? Act::kHeadFwd : Act::kHeadBwd;
+        } else if (name == "final_norm") {
+          a.act = op.phase == Phase::kForward ? Act::kFinalNormFwd : Act::kFinalNormBwd;
+        } else if (name == "cross_entropy_grad" && op.phase == Phase::kForward) {
+          a.act = Act::kCeGrad;
         } else {
           const int k = kernel_of(op.name);
           if (k < 0 || op.phase == Phase::kWeightGrad) return unsupported();
@@ -257,6 +278,12 @@ Status Trainer::Impl::decode() {
           const bool bwd = op.phase == Phase::kBackward;
           a.act = gather ? (bwd ? Act::kSpGatherBwd : Act::kSpGatherFwd) : (bwd ? Act::kSpScatterBwd : Act::kSpScatterFwd);
           a.target = name[0] == 'a' ? 0 : 1;
+        } else if (name == "lm_head.tp_all_gather" && op.phase == Phase::kForward) {
+          a.act = Act::kHeadGather;
+        } else if (name == "ce.tp_all_gather" && op.phase == Phase::kForward) {
+          a.act = Act::kCeGather;
+        } else if ((name == "lm_head.tp_all_reduce" || name == "lm_head.tp_reduce_scatter") && op.phase == Phase::kBackward) {
+          a.act = Act::kHeadReduce;
         } else if ((name == "grad_all_reduce" || name == "grad_reduce_scatter") && op.layer >= 0) {
           a.act = Act::kLayerGradReduce;
         } else if (name == "grad_reduce" && op.group == GroupKind::kDp) {
@@ -445,65 +472,73 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
 
 void Trainer::Impl::head_forward(Flow& f, int mb) {
   const int T = tokens(), H = hidden, V = vocab / w->plan.tp;  // this rank's vocabulary slice
-  norm_forward("final_norm.weight", "final_norm.bias", -1, f.x, f.head_n, f.head_rstd, f.head_mean);
-  if (sp) gather_rows(f.head_n, f.head_ng);  // the vocabulary-parallel head reads every token (Megatron)
   gemm_forward(f.logits, sp ? f.head_ng : f.head_n, p("lm_head", -1), T, H, V);
-  const int* tok = sample_tokens(f, mb);
-  std::vector<int> targets(static_cast<std::size_t>(T));
-  for (int r = 0; r < mbs; ++r)
-    for (int i = 0; i < seq; ++i) targets[static_cast<std::size_t>(r) * seq + i] = tok[static_cast<std::size_t>(r) * (seq + 1) + i + 1];
-  // The logits' gradient comes out of the same pass (the backward only multiplies it through):
-  // d(mean loss over the global batch) / d(token loss), times the loss scale.
-  const double global_tokens = static_cast<double>(w->plan.global_batch) * seq;
-  const float dloss = static_cast<float>(applied_scale / global_tokens);
+  const std::vector<int> targets = head_targets(f, mb);
   f.dlogits.resize(f.logits.size());
-  double s = 0;
   if (tp_comm.size() == 1) {
+    // The logits' gradient comes out of the same pass (the backward only multiplies it through).
     Vec losses(static_cast<std::size_t>(T));
-    s = crossentropy_fused(losses.data(), f.dlogits.data(), f.logits.data(), targets.data(), dloss, T, V);
+    const double s = crossentropy_fused(losses.data(), f.dlogits.data(), f.logits.data(), targets.data(), loss_grad(), T, V);
+    loss_sum += s;
   } else {
-    // Vocabulary-parallel cross-entropy (Megatron): the row maxima, the sums of exponentials
-    // and the target logits are reduced over the TP group; each rank keeps its logits' slice.
+    // Vocabulary-parallel cross-entropy, first pass: this slice's row maximum m, sum of
+    // exp(logit - m) (kept in the gradient buffer) and the target's logit where this slice has
+    // it (else -inf), into this rank's block of the statistics the ranks then gather.
     const int first = tp_rank * V;
-    Vec mx(static_cast<std::size_t>(T)), sums(2 * static_cast<std::size_t>(T), 0.0f);
-    for (int r = 0; r < T; ++r) {
-      const float* l = f.logits.data() + static_cast<std::size_t>(r) * V;
-      mx[r] = *std::max_element(l, l + V);
-    }
-    tp_comm.all_reduce_max(mx.data(), mx.size());
+    f.ce_stats.assign(3 * static_cast<std::size_t>(T) * tp_comm.size(), 0.0f);
+    float* st = f.ce_stats.data() + 3 * static_cast<std::size_t>(T) * tp_rank;
     for (int r = 0; r < T; ++r) {
       const float* l = f.logits.data() + static_cast<std::size_t>(r) * V;
       float* d = f.dlogits.data() + static_cast<std::size_t>(r) * V;
+      const float mx = *std::max_element(l, l + V);
       float sum = 0;
-      for (int c = 0; c < V; ++c) sum += (d[c] = std::exp(l[c] - mx[r]));
-      sums[2 * r] = sum;
+      for (int c = 0; c < V; ++c) sum += (d[c] = std::exp(l[c] - mx));
       const int t = targets[r] - first;
-      if (t >= 0 && t < V) sums[2 * r + 1] = l[t] - mx[r];
-    }
-    tp_comm.all_reduce(sums.data(), sums.size());
-    for (int r = 0; r < T; ++r) {
-      float* d = f.dlogits.data() + static_cast<std::size_t>(r) * V;
-      const float scale = dloss / sums[2 * r];
-      for (int c = 0; c < V; ++c) d[c] *= scale;
-      const int t = targets[r] - first;
-      if (t >= 0 && t < V) d[t] -= dloss;
-      s += std::log(static_cast<double>(sums[2 * r])) - sums[2 * r + 1];
+      st[r] = mx;
+      st[T + r] = sum;
+      st[2 * T + r] = t >= 0 && t < V ? l[t] : -std::numeric_limits<float>::infinity();
     }
   }
   release(f.logits);
-  if (tp_rank == 0) loss_sum += s;  // every TP rank has the full loss: count it once
+}
+
+void Trainer::Impl::cross_entropy_grad(Flow& f, int mb) {
+  // Second pass: the global maximum M and sum S = sum over slices of s_i exp(m_i - M); this
+  // slice's gradient is exp(logit - m) * exp(m - M) / S (times the loss gradient), less one at
+  // the target. Every TP rank has the full loss: it is counted once.
+  const int T = tokens(), V = vocab / w->plan.tp, n = tp_comm.size();
+  const std::vector<int> targets = head_targets(f, mb);
+  const float dloss = loss_grad();
+  const int first = tp_rank * V;
+  const float* mine = f.ce_stats.data() + 3 * static_cast<std::size_t>(T) * tp_rank;
+  double s = 0;
+  for (int r = 0; r < T; ++r) {
+    float M = -std::numeric_limits<float>::infinity(), target = M;
+    for (int k = 0; k < n; ++k) {
+      const float* st = f.ce_stats.data() + 3 * static_cast<std::size_t>(T) * k;
+      M = std::max(M, st[r]);
+      target = std::max(target, st[2 * T + r]);
+    }
+    double S = 0;
+    for (int k = 0; k < n; ++k) {
+      const float* st = f.ce_stats.data() + 3 * static_cast<std::size_t>(T) * k;
+      S += static_cast<double>(st[T + r]) * std::exp(static_cast<double>(st[r]) - M);
+    }
+    float* d = f.dlogits.data() + static_cast<std::size_t>(r) * V;
+    const float scale = static_cast<float>(std::exp(static_cast<double>(mine[r]) - M) / S) * dloss;
+    for (int c = 0; c < V; ++c) d[c] *= scale;
+    const int t = targets[r] - first;
+    if (t >= 0 && t < V) d[t] -= dloss;
+    s += std::log(S) + M - target;
+  }
+  f.ce_stats.clear();
+  if (tp_rank == 0) loss_sum += s;
 }
 
 void Trainer::Impl::head_backward(Flow& f) {
   const int T = tokens(), H = hidden, V = vocab / w->plan.tp;
   gemm_backward(f.tmp, g("lm_head", -1), f.dlogits, sp ? f.head_ng : f.head_n, p("lm_head", -1), T, H, V);
-  // Partial over the vocabulary slices: summed (and with SP scattered back to token slices).
-  if (sp) scatter_rows(f.tmp);
-  else tp_comm.all_reduce(f.tmp.data(), f.tmp.size());
-  norm_backward("final_norm.weight", "final_norm.bias", -1, f.tmp, f.x, f.head_rstd, f.head_mean, f.dx);
   release(f.dlogits);
-  release(f.head_n);
-  release(f.head_ng);
 }
 
 void Trainer::Impl::reduce_region(int region) {
@@ -606,8 +641,37 @@ void Trainer::Impl::execute(int v, StepStats& st) {
       f = Flow{};
       break;
     }
+    case Act::kFinalNormFwd: {
+      Flow& f = flow(mb, chunk);
+      norm_forward("final_norm.weight", "final_norm.bias", -1, f.x, f.head_n, f.head_rstd, f.head_mean);
+      break;
+    }
+    case Act::kHeadGather: {  // SP: the vocabulary-parallel head reads every token (Megatron)
+      Flow& f = flow(mb, chunk);
+      gather_rows(f.head_n, f.head_ng);
+      break;
+    }
     case Act::kHeadFwd: head_forward(flow(mb, chunk), mb); break;
+    case Act::kCeGather: {
+      Flow& f = flow(mb, chunk);
+      tp_comm.all_gather(f.ce_stats.data(), f.ce_stats.size());
+      break;
+    }
+    case Act::kCeGrad: cross_entropy_grad(flow(mb, chunk), mb); break;
     case Act::kHeadBwd: head_backward(flow(mb, chunk)); break;
+    case Act::kHeadReduce: {  // the input gradient is partial over the vocabulary slices
+      Flow& f = flow(mb, chunk);
+      if (sp) scatter_rows(f.tmp);
+      else tp_comm.all_reduce(f.tmp.data(), f.tmp.size());
+      break;
+    }
+    case Act::kFinalNormBwd: {
+      Flow& f = flow(mb, chunk);
+      norm_backward("final_norm.weight", "final_norm.bias", -1, f.tmp, f.x, f.head_rstd, f.head_mean, f.dx);
+      release(f.head_n);
+      release(f.head_ng);
+      break;
+    }
     case Act::kKernelFwd: kernel_forward(a.kernel, op.layer, mb, chunk, a.recompute); break;
     case Act::kKernelBwd: kernel_backward(a.kernel, op.layer, mb, chunk); break;
     case Act::kSendAct:

@@ -194,12 +194,14 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
     if (m.is_moe()) c.moe_plain = layer_time(m, d, plain, s, c.links, true, host_rate, partner);
   }
   // Embedding (first stage) and LM head + cross-entropy (last stage), per micro-batch.
-  const DType dt = compute_dtype(p.precision, d);
-  const double gemm_rate = d.peak(dt) * d.gemm_efficiency;
   c.mem_rate = d.memory_bandwidth * d.memory_efficiency;
   const double tokens = s.batch * s.seq;
-  const double ce_bytes = 3.0 * 4.0 * tokens * static_cast<double>(m.vocab) / p.tp;  // fp32 softmax + grad
-  c.head_time = 3.0 * logits_flops(m, s) / gemm_rate + ce_bytes / c.mem_rate;
+  const HeadCosts h = head_costs(m, d, p, s);
+  c.head_time = h.norm_fwd_s + h.norm_bwd_s + h.fwd_s + h.bwd_s + h.grad_s;
+  if (h.tp)
+    c.head_time += allgather_time(c.links.tp, h.stats_bytes) +
+                   (h.sp ? allgather_time(c.links.tp, h.hidden_bytes) + reduce_scatter_time(c.links.tp, h.hidden_bytes)
+                         : allreduce_time(c.links.tp, h.hidden_bytes));
   c.embed_time = 3.0 * tokens * m.hidden * s.bytes_per_element / c.mem_rate;
   // Pipeline p2p per micro-batch and direction: activations scattered over TP ranks.
   if (p.pp > 1) {

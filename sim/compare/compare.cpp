@@ -64,7 +64,7 @@ std::string op_kind(const TraceOp& op) {
   static const std::set<std::string> gemm = {"qkv", "proj", "mlp_up", "mlp_down", "router", "scores", "attn_v"};
   if (gemm.count(op.name)) return "gemm";
   if (op.name == "attention" || op.name == "softmax") return "attention";
-  if (op.name == "lm_head_loss") return "lm_head";
+  if (op.name == "lm_head_loss" || op.name == "final_norm" || op.name == "cross_entropy_grad") return "lm_head";
   if (op.name == "optimizer" || op.name == "host_optimizer") return "optimizer";
   return "elementwise";
 }

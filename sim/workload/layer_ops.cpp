@@ -225,4 +225,33 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   return L;
 }
 
+HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s) {
+  HeadCosts h;
+  const double gemm_rate = d.peak(compute_dtype(p.precision, d)) * d.gemm_efficiency;
+  const double mem_rate = d.memory_bandwidth * d.memory_efficiency;
+  const double launch = p.cuda_graphs ? d.graph_kernel_overhead_s : d.kernel_overhead_s;
+  const double tokens = s.batch * s.seq;
+  const double logits = tokens * static_cast<double>(m.vocab) / p.tp;  // this rank's slice
+  h.tp = p.tp > 1;
+  h.sp = h.tp && s.sp;
+  // The final norm, as a layer's (fused): read and write b*s*h, backward twice that.
+  h.norm_bytes = 2.0 * tokens * m.hidden / (h.sp ? p.tp : 1) * s.bytes_per_element;
+  h.norm_fwd_s = h.norm_bytes / mem_rate + launch;
+  h.norm_bwd_s = 2 * h.norm_bytes / mem_rate + 2 * launch;
+  // fp32 cross-entropy: the forward reads the logits, the backward writes their gradient and
+  // reads what it needs (12 bytes per logit in all).
+  h.fwd_flops = logits_flops(m, s);
+  h.fwd_bytes = 4.0 * logits;
+  h.bwd_bytes = 8.0 * logits;
+  h.fwd_s = h.fwd_flops / gemm_rate + h.fwd_bytes / mem_rate + launch;
+  h.bwd_s = 2 * h.fwd_flops / gemm_rate + h.bwd_bytes / mem_rate + 2 * launch;
+  if (h.tp) {
+    h.grad_bytes = 8.0 * logits;  // read and write the gradient once more
+    h.grad_s = h.grad_bytes / mem_rate + launch;
+    h.stats_bytes = 3.0 * 4.0 * tokens * p.tp;
+    h.hidden_bytes = tokens * m.hidden * s.bytes_per_element;
+  }
+  return h;
+}
+
 }  // namespace foresight

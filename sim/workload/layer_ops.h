@@ -48,6 +48,24 @@ struct Partner {
   bool automatic = false;  // "auto": only where it is faster, transfers included
 };
 
+// The last stage's head per micro-batch: final norm, LM head GEMM and cross-entropy. Under TP the
+// vocabulary is split (Megatron's vocabulary-parallel cross-entropy): each rank computes its
+// slice's row maximum, sum of exponentials and target logit, the ranks all-gather these three
+// statistics per token (one collective, where Megatron all-reduces three times), and a second pass
+// scales the logits' gradient by the global sum. The head's input gradient is then summed over the
+// group (an all-reduce, or with SP a reduce-scatter), and with SP the normed hidden states are
+// all-gathered before the GEMM. Both engines and the runtime use this list.
+struct HeadCosts {
+  double norm_fwd_s = 0, norm_bwd_s = 0, norm_bytes = 0;  // final norm (on 1/tp of the tokens with SP)
+  double fwd_s = 0, bwd_s = 0;                              // GEMM + cross-entropy, forward and backward
+  double fwd_flops = 0, fwd_bytes = 0, bwd_bytes = 0;
+  double grad_s = 0, grad_bytes = 0;  // tp > 1: the second pass over the logits' gradient
+  double stats_bytes = 0;             // tp > 1: the gathered per-token statistics (all ranks)
+  double hidden_bytes = 0;            // tp > 1: b*s*h, the SP gather and the input-gradient reduction
+  bool tp = false, sp = false;
+};
+HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s);
+
 struct LayerKernels {
   static constexpr int kMax = 16;
   std::array<KernelCost, kMax> fwd{};

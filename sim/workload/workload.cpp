@@ -479,11 +479,9 @@ StageProgram StageBuilder::build() {
   const int st = prog_.stage, p = p_.pp, v = std::max(1, p_.virtual_stages);
   const int m = static_cast<int>(p_.micro_batches());
   const double wb = weight_bytes(p_.precision), gb = grad_bytes(p_.precision);
-  const DType dt = compute_dtype(p_.precision, d_);
-  const double gemm_rate = d_.peak(dt) * d_.gemm_efficiency;
   const double mem_rate = d_.memory_bandwidth * d_.memory_efficiency;
   const double tokens = s_.batch * s_.seq;
-  const double head_flops = logits_flops(m_, s_);
+  const HeadCosts head = head_costs(m_, d_, p_, s_);
   const bool interleaved = p_.schedule == Schedule::kInterleaved1F1B && v > 1;
   const bool dualpipe = p_.schedule == Schedule::kDualPipe;
   const int chunks = interleaved ? v : dualpipe ? 2 : 1;
@@ -563,9 +561,19 @@ StageProgram StageBuilder::build() {
         }
       }
       if (vs == last_place) {
-        const double ce = 4.0 * tokens * static_cast<double>(m_.vocab) / p_.tp;
-        prev = compute(Phase::kForward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm,
-                       head_flops / gemm_rate + ce / mem_rate, head_flops, ce, prev);
+        prev = compute(Phase::kForward, -1, t.mb, t.chunk, "final_norm", KernelClass::kElementwise, head.norm_fwd_s, 0,
+                       head.norm_bytes, prev);
+        if (head.sp)
+          prev = collective(Phase::kForward, -1, t.mb, t.chunk, "lm_head.tp_all_gather", StreamId::kTp, GroupKind::kTp,
+                            CollectiveOp::kAllGather, head.hidden_bytes, prev);
+        prev = compute(Phase::kForward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm, head.fwd_s, head.fwd_flops,
+                       head.fwd_bytes, prev);
+        if (head.tp) {
+          prev = collective(Phase::kForward, -1, t.mb, t.chunk, "ce.tp_all_gather", StreamId::kTp, GroupKind::kTp,
+                            CollectiveOp::kAllGather, head.stats_bytes, prev);
+          prev = compute(Phase::kForward, -1, t.mb, t.chunk, "cross_entropy_grad", KernelClass::kElementwise, head.grad_s,
+                         0, head.grad_bytes, prev);
+        }
       } else {
         Op s = base(Phase::kForward, -1, t.mb, t.chunk, "send_activation");
         s.kind = OpKind::kSend;
@@ -578,9 +586,14 @@ StageProgram StageBuilder::build() {
     } else if (t.type == TaskType::kB) {
       int prev = last;
       if (vs == last_place) {
-        const double ce = 8.0 * tokens * static_cast<double>(m_.vocab) / p_.tp;
-        prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm,
-                       2 * head_flops / gemm_rate + ce / mem_rate, 2 * head_flops, ce, prev);
+        prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm, head.bwd_s,
+                       2 * head.fwd_flops, head.bwd_bytes, prev);
+        if (head.tp)
+          prev = collective(Phase::kBackward, -1, t.mb, t.chunk, head.sp ? "lm_head.tp_reduce_scatter" : "lm_head.tp_all_reduce",
+                            StreamId::kTp, GroupKind::kTp,
+                            head.sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, head.hidden_bytes, prev);
+        prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "final_norm", KernelClass::kElementwise, head.norm_bwd_s, 0,
+                       2 * head.norm_bytes, prev);
       } else {
         Op r = base(Phase::kBackward, -1, t.mb, t.chunk, "recv_gradient");
         r.kind = OpKind::kRecv;
