@@ -43,6 +43,23 @@ TEST(Workload, EveryLayerAndMicroBatchHasItsKernels) {
   EXPECT_EQ(count(w.stages[0], "optimizer", Phase::kStep), 1);
 }
 
+TEST(Workload, TheHeadRunsVocabularyParallelUnderTp) {
+  // Without TP: final norm and the fused head, no collective.
+  const Workload serial = lowered(1, 1, 1, 4);
+  EXPECT_EQ(count(serial.stages[0], "final_norm", Phase::kForward), 4);
+  EXPECT_EQ(count(serial.stages[0], "final_norm", Phase::kBackward), 4);
+  EXPECT_EQ(count(serial.stages[0], "ce.tp_all_gather", Phase::kForward), 0);
+  EXPECT_EQ(count(serial.stages[0], "cross_entropy_grad", Phase::kForward), 0);
+  // TP: the statistics are gathered and the gradient scaled in a second pass; the head's input
+  // gradient is all-reduced. On the last stage only.
+  const Workload tp = lowered(2, 2, 1, 4);
+  EXPECT_EQ(count(tp.stages[1], "ce.tp_all_gather", Phase::kForward), 4);
+  EXPECT_EQ(count(tp.stages[1], "cross_entropy_grad", Phase::kForward), 4);
+  EXPECT_EQ(count(tp.stages[1], "lm_head.tp_all_reduce", Phase::kBackward), 4);
+  EXPECT_EQ(count(tp.stages[0], "ce.tp_all_gather", Phase::kForward), 0);
+  EXPECT_EQ(count(tp.stages[0], "final_norm", Phase::kForward), 0);
+}
+
 TEST(Workload, OpIdsAreStable) {
   const Workload w = lowered(1, 1, 2, 4);
   bool found = false;
