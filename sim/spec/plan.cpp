@@ -123,8 +123,11 @@ Result<Precision> parse_precision(const std::string& s) {
   return Error("\"" + s + "\" is not one of: fp32, bf16, fp16, fp8");
 }
 
-Status check_rank_order(const std::string& order) {
+namespace {
+// The dimensions of a rank order, fastest first, as indices into {tp, cp, dp, pp}.
+Result<std::array<int, 4>> parse_rank_order(const std::string& order) {
   static constexpr std::array<std::string_view, 4> kDims = {"tp", "cp", "dp", "pp"};
+  std::array<int, 4> dims{};
   std::array<int, 4> seen{};
   std::size_t start = 0;
   int parts = 0;
@@ -134,30 +137,33 @@ Status check_rank_order(const std::string& order) {
     const auto it = std::find(kDims.begin(), kDims.end(), part);
     if (it == kDims.end())
       return Error("\"" + order + "\": \"" + std::string(part) + "\" is not one of tp, cp, dp, pp (e.g. \"tp-cp-dp-pp\")");
-    ++seen[static_cast<std::size_t>(it - kDims.begin())];
+    const int d = static_cast<int>(it - kDims.begin());
+    ++seen[static_cast<std::size_t>(d)];
+    if (parts < 4) dims[static_cast<std::size_t>(parts)] = d;
     ++parts;
     start = end + 1;
   }
   if (parts != 4 || std::count(seen.begin(), seen.end(), 1) != 4)
     return Error("\"" + order + "\" must name each of tp, cp, dp, pp once (e.g. \"tp-cp-dp-pp\")");
-  return Status::Ok();
+  return dims;
+}
+}  // namespace
+
+Status check_rank_order(const std::string& order) {
+  const auto dims = parse_rank_order(order);
+  return dims.ok() ? Status::Ok() : Status(dims.error());
 }
 
 std::array<int, 4> Plan::rank_strides() const {
-  const std::array<std::pair<std::string_view, int>, 4> dims = {{{"tp", tp}, {"cp", cp}, {"dp", dp}, {"pp", pp}}};
   std::array<int, 4> strides{1, tp, tp * cp, tp * cp * dp};
-  if (rank_order == "tp-cp-dp-pp") return strides;
+  if (rank_order == "tp-cp-dp-pp") return strides;  // the default, without parsing
+  const auto dims = parse_rank_order(rank_order);
+  if (!dims.ok()) return strides;  // validate_plan reports it
+  const std::array<int, 4> size = {tp, cp, dp, pp};
   int stride = 1;
-  std::size_t start = 0;
-  while (start < rank_order.size()) {
-    const std::size_t end = std::min(rank_order.find('-', start), rank_order.size());
-    const std::string_view part(rank_order.data() + start, end - start);
-    for (std::size_t i = 0; i < dims.size(); ++i)
-      if (dims[i].first == part) {
-        strides[i] = stride;
-        stride *= dims[i].second;
-      }
-    start = end + 1;
+  for (int d : *dims) {
+    strides[static_cast<std::size_t>(d)] = stride;
+    stride *= size[static_cast<std::size_t>(d)];
   }
   return strides;
 }

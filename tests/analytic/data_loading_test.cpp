@@ -74,7 +74,9 @@ TEST(DataLoading, StallInBothExecutors) {
       } else {
         EXPECT_NEAR(d->prediction.step_time_s, a.step_time_s, 0.02 * a.step_time_s) << mb << " MB, prefetch " << prefetch;
       }
-      if (expect > 0.1 * a.step_time_s) EXPECT_GT(d->prediction.time.data, 0.5 * expect);
+      if (expect > 0.1 * a.step_time_s) {
+        EXPECT_GT(d->prediction.time.data, 0.5 * expect);
+      }
     }
   }
 }
