@@ -161,7 +161,7 @@ struct DeviceCosts {
   Links links;
   LayerTime dense, moe;
   LayerTime dense_plain, moe_plain;  // without recompute (layers past Plan::recompute_layers)
-  double mem_rate = 0, head_time = 0, embed_time = 0, p2p = 0;
+  double head_time = 0, embed_time = 0, p2p = 0;
 };
 
 DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const Plan& p, const LayerShape& s) {
@@ -194,7 +194,6 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
     if (m.is_moe()) c.moe_plain = layer_time(m, d, plain, s, c.links, true, host_rate, partner);
   }
   // Embedding (first stage) and LM head + cross-entropy (last stage), per micro-batch.
-  c.mem_rate = d.memory_bandwidth * d.memory_efficiency;
   const double tokens = s.batch * s.seq;
   const HeadCosts h = head_costs(m, d, p, s);
   c.head_time = h.norm_fwd_s + h.norm_bwd_s + h.fwd_s + h.bwd_s + h.grad_s;
@@ -202,7 +201,8 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
     c.head_time += allgather_time(c.links.tp, h.stats_bytes) +
                    (h.sp ? allgather_time(c.links.tp, h.hidden_bytes) + reduce_scatter_time(c.links.tp, h.hidden_bytes)
                          : allreduce_time(c.links.tp, h.hidden_bytes));
-  c.embed_time = 3.0 * tokens * m.hidden * s.bytes_per_element / c.mem_rate;
+  c.embed_time = d.stream_seconds(tokens * m.hidden * s.bytes_per_element) +
+                 d.stream_seconds(2 * tokens * m.hidden * s.bytes_per_element);  // forward, backward
   // Pipeline p2p per micro-batch and direction: activations scattered over TP ranks.
   if (p.pp > 1) {
     const double bytes = tokens * m.hidden * s.bytes_per_element / p.tp;
@@ -494,7 +494,6 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const LayerTime dense = blend(cc.dense, cc.dense_plain, crit_f);
   const LayerTime moe = blend(cc.moe, cc.moe_plain, crit_f);
   const Links& links = cc.links;
-  const double mem_rate = cc.mem_rate;
   const PipelineTime pipe = pipeline_time(p.schedule, sum_x, max_x, p.pp, mbs, p.virtual_stages);
   const double p2p_total = 2 * cc.p2p * pipeline_p2p_count(p.schedule, p.pp, mbs, p.virtual_stages);
 
@@ -577,7 +576,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
     offload_step = owned_here * (1 - streamed) * (gb + wb) / host_link_rate(cluster_.node) +
                    owned_here * kAdamBytesPerParam / host_optimizer_rate(cluster_.node);
   } else {
-    tb.optimizer = owned_here * kAdamBytesPerParam / mem_rate;
+    tb.optimizer = cc.d->stream_seconds(owned_here * kAdamBytesPerParam);
   }
   if (host_table > 0)
     offload_step += std::max(0.0, host_table * kAdamBytesPerParam / host_optimizer_rate(cluster_.node) - tb.optimizer);

@@ -7,9 +7,8 @@
 namespace foresight {
 
 double CompressionCost::kernel_seconds(const DeviceSpec& d) const {
-  const double mem = d.memory_bandwidth * d.memory_efficiency;
   const double flops = d.peak(DType::kFp32) > 0 ? d.peak(DType::kFp32) * d.gemm_efficiency : 0;
-  return (mem > 0 ? kernel_bytes / mem : 0) + (flops > 0 ? kernel_flops / flops : 0);
+  return (d.stream_rate() > 0 ? d.stream_seconds(kernel_bytes) : 0) + (flops > 0 ? kernel_flops / flops : 0);
 }
 
 CompressionCost compression_cost(const Plan& p, const ModelSpec& m, double params, double grad_bytes, int ranks) {

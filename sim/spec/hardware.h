@@ -45,6 +45,9 @@ struct DeviceSpec {
   std::string reference_cluster;      // the usual system this device ships in (a cluster preset)
 
   double peak(DType d) const { return peak_flops[static_cast<int>(d)]; }
+  // Achieved bytes/s of streaming (memory-bound) kernels, and the seconds of one that moves `bytes`.
+  double stream_rate() const { return memory_bandwidth * memory_efficiency; }
+  double stream_seconds(double bytes) const { return bytes > 0 ? bytes / stream_rate() : 0.0; }
   bool operator==(const DeviceSpec&) const = default;
 };
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "sim/analytic/analytic_model.h"
+
 namespace foresight {
 
 std::string_view kernel_name(KernelName k) {
@@ -58,8 +60,8 @@ Partner attention_partner(const Plan& p, const NodeSpec& node) {
   if (g < 0 || g == main) return out;
   out.device = &node.devices[g].device;
   // Between two accelerators of different kinds: through the host's PCIe (peer to peer, or
-  // staged in host memory), at the host link's rate each way.
-  out.link_rate = node.host_link.bandwidth * node.host_link.efficiency;
+  // staged in host memory), at the host link's rate each way (host memory's without a link).
+  out.link_rate = host_link_rate(node);
   return out;
 }
 double LayerKernels::fwd_flops() const {
@@ -74,7 +76,6 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   const DType dt = compute_dtype(p.precision, d);
   const double gemm_rate = d.peak(dt) * d.gemm_efficiency;
   // Attention kernels run in 16-bit even in fp8 plans (see `attention` below).
-  const double mem_rate = d.memory_bandwidth * d.memory_efficiency;
   // Per kernel: a launch from the host, or a node of a CUDA graph (Plan::cuda_graphs).
   const double launch = p.cuda_graphs ? d.graph_kernel_overhead_s : d.kernel_overhead_s;
   const bool fused = p.kernel_fusion;
@@ -101,8 +102,7 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   };
   // An elementwise kernel: backward reads the saved input and the incoming gradient, writes one.
   auto elementwise = [&](KernelName name, double bytes, int kernels = 1) {
-    const double t = bytes / mem_rate;
-    add(name, KernelClass::kElementwise, 0, bytes, t, 2 * t, 0, 0, 0, 0, kernels);
+    add(name, KernelClass::kElementwise, 0, bytes, d.stream_seconds(bytes), d.stream_seconds(2 * bytes), 0, 0, 0, 0, kernels);
   };
   const double drop = m.dropout ? 1.0 : 0.0;
   // Unfused (PyTorch eager) chains, tensor passes over memory and kernels:
@@ -155,8 +155,7 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
       // Fused scale-mask-softmax reads and writes the scores; dropout adds a mask and a copy.
       // Unfused: scale, mask and softmax each read and write them (3 kernels, and dropout a 4th).
       const double bytes = scores * ((fused ? 2 : 6) * e + (m.dropout ? 2 * e + 1 : 0.0));
-      const double dev_mem = dev.memory_bandwidth * dev.memory_efficiency;
-      put(KernelName::kSoftmax, KernelClass::kElementwise, 0, bytes, bytes / dev_mem, 2 * bytes / dev_mem, 0,
+      put(KernelName::kSoftmax, KernelClass::kElementwise, 0, bytes, dev.stream_seconds(bytes), dev.stream_seconds(2 * bytes), 0,
           fused ? 1 : (m.dropout ? 4 : 3));
       put(KernelName::kAttnV, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
     }
@@ -228,7 +227,6 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
 HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s) {
   HeadCosts h;
   const double gemm_rate = d.peak(compute_dtype(p.precision, d)) * d.gemm_efficiency;
-  const double mem_rate = d.memory_bandwidth * d.memory_efficiency;
   const double launch = p.cuda_graphs ? d.graph_kernel_overhead_s : d.kernel_overhead_s;
   const double tokens = s.batch * s.seq;
   const double logits = tokens * static_cast<double>(m.vocab) / p.tp;  // this rank's slice
@@ -236,18 +234,18 @@ HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   h.sp = h.tp && s.sp;
   // The final norm, as a layer's (fused): read and write b*s*h, backward twice that.
   h.norm_bytes = 2.0 * tokens * m.hidden / (h.sp ? p.tp : 1) * s.bytes_per_element;
-  h.norm_fwd_s = h.norm_bytes / mem_rate + launch;
-  h.norm_bwd_s = 2 * h.norm_bytes / mem_rate + 2 * launch;
+  h.norm_fwd_s = d.stream_seconds(h.norm_bytes) + launch;
+  h.norm_bwd_s = d.stream_seconds(2 * h.norm_bytes) + 2 * launch;
   // fp32 cross-entropy: the forward reads the logits, the backward writes their gradient and
   // reads what it needs (12 bytes per logit in all).
   h.fwd_flops = logits_flops(m, s);
   h.fwd_bytes = 4.0 * logits;
   h.bwd_bytes = 8.0 * logits;
-  h.fwd_s = h.fwd_flops / gemm_rate + h.fwd_bytes / mem_rate + launch;
-  h.bwd_s = 2 * h.fwd_flops / gemm_rate + h.bwd_bytes / mem_rate + 2 * launch;
+  h.fwd_s = h.fwd_flops / gemm_rate + d.stream_seconds(h.fwd_bytes) + launch;
+  h.bwd_s = 2 * h.fwd_flops / gemm_rate + d.stream_seconds(h.bwd_bytes) + 2 * launch;
   if (h.tp) {
     h.grad_bytes = 8.0 * logits;  // read and write the gradient once more
-    h.grad_s = h.grad_bytes / mem_rate + launch;
+    h.grad_s = d.stream_seconds(h.grad_bytes) + launch;
     h.stats_bytes = 3.0 * 4.0 * tokens * p.tp;
     h.hidden_bytes = tokens * m.hidden * s.bytes_per_element;
   }

@@ -479,7 +479,6 @@ StageProgram StageBuilder::build() {
   const int st = prog_.stage, p = p_.pp, v = std::max(1, p_.virtual_stages);
   const int m = static_cast<int>(p_.micro_batches());
   const double wb = weight_bytes(p_.precision), gb = grad_bytes(p_.precision);
-  const double mem_rate = d_.memory_bandwidth * d_.memory_efficiency;
   const double tokens = s_.batch * s_.seq;
   const HeadCosts head = head_costs(m_, d_, p_, s_);
   const bool interleaved = p_.schedule == Schedule::kInterleaved1F1B && v > 1;
@@ -536,7 +535,7 @@ StageProgram StageBuilder::build() {
                                        StreamId::kCopyIn, rows, gathered));
         }
         prev = compute(Phase::kForward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
-                       tokens * m_.hidden * s_.bytes_per_element / mem_rate, 0, tokens * m_.hidden * s_.bytes_per_element, last);
+                       d_.stream_seconds(tokens * m_.hidden * s_.bytes_per_element), 0, tokens * m_.hidden * s_.bytes_per_element, last);
       }
       std::vector<int> ends;  // each layer's last op, for the offload windows
       for (int layer : layers) {
@@ -647,7 +646,7 @@ StageProgram StageBuilder::build() {
       }
       if (vs == 0) {
         prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
-                       2 * tokens * m_.hidden * s_.bytes_per_element / mem_rate, 0, 2 * tokens * m_.hidden * s_.bytes_per_element, prev);
+                       d_.stream_seconds(2 * tokens * m_.hidden * s_.bytes_per_element), 0, 2 * tokens * m_.hidden * s_.bytes_per_element, prev);
         if (p_.offload_embeddings)
           host_op(Phase::kBackward, -1, t.mb, t.chunk, "embedding_grad_to_host", StreamId::kCopy, tokens * m_.hidden * gb, prev);
         backward_end[{t.mb, t.chunk}] = prev;
@@ -712,7 +711,7 @@ StageProgram StageBuilder::build() {
     const double add_bytes = 3 * chunk_grads(0);
     next_deps_.push_back(sent);
     const int summed = compute(Phase::kStep, -1, -1, 0, "mirror_grad_add", KernelClass::kElementwise,
-                               add_bytes / mem_rate, 0, add_bytes, got);
+                               d_.stream_seconds(add_bytes), 0, add_bytes, got);
     const int back = p2p(OpKind::kSend, "mirror_sum_send", 0, chunk_grads(0), summed);
     prev = p2p(OpKind::kRecv, "mirror_sum_recv", 0, 0, -1);
     next_deps_.push_back(back);
@@ -766,7 +765,7 @@ StageProgram StageBuilder::build() {
     prev = step_op("params_to_device", OpKind::kCopy, StreamId::kCopyIn, owned * crossing * wb, host_link_rate(node));
   } else {
     prev = compute(Phase::kStep, -1, -1, 0, "optimizer", KernelClass::kElementwise,
-                   owned * kAdamBytesPerParam / mem_rate, 0, owned * kAdamBytesPerParam, prev);
+                   d_.stream_seconds(owned * kAdamBytesPerParam), 0, owned * kAdamBytesPerParam, prev);
   }
   if (p_.zero_stage == 1 || p_.zero_stage == 2) {
     prev = collective(Phase::kStep, -1, -1, 0, "param_all_gather", StreamId::kDp, GroupKind::kDp,
