@@ -7,6 +7,7 @@
 #include "sim/analytic/analytic_model.h"
 #include "sim/des/simulator.h"
 #include "sim/workload/layer_ops.h"
+#include "tests/engines.h"
 #include "tests/test_util.h"
 
 namespace foresight {
@@ -88,10 +89,7 @@ TEST(Fusion, MattersForSmallKernelsInBothExecutors) {
   EXPECT_GT(large_gain, 1.0);
   Plan q = p;
   q.kernel_fusion = false;
-  const Prediction a = AnalyticModel(small, c).evaluate(q);
-  auto d = simulate(small, c, q, "plan", {});
-  ASSERT_TRUE(d.ok()) << d.error().message();
-  EXPECT_NEAR(d->prediction.step_time_s, a.step_time_s, 0.03 * a.step_time_s);
+  testing::expect_engines_agree(small, c, q, 0.03);
 }
 
 TEST(Fusion, PlanJsonAndDeviceField) {

@@ -10,6 +10,7 @@
 #include "sim/des/simulator.h"
 #include "sim/workload/layer_ops.h"
 #include "sim/workload/workload.h"
+#include "tests/engines.h"
 #include "tests/test_util.h"
 
 namespace foresight {
@@ -75,9 +76,7 @@ TEST(OpPlacement, BothExecutorsRunIt) {
   p.attention_device = "ascend-910b";
   const Prediction a = AnalyticModel(m, c).evaluate(p);
   EXPECT_GT(a.step_time_s, base.step_time_s);
-  auto d = simulate(m, c, p, "plan", {});
-  ASSERT_TRUE(d.ok()) << d.error().message();
-  EXPECT_NEAR(d->prediction.step_time_s, a.step_time_s, 0.03 * a.step_time_s);
+  testing::expect_engines_agree(m, c, p, 0.03);
   auto w = lower(m, c, p);
   ASSERT_TRUE(w.ok());
   const OpGraph& g = w->stages[0].graph();

@@ -9,6 +9,7 @@
 #include "sim/analytic/layer_cost.h"
 #include "sim/des/simulator.h"
 #include "sim/workload/workload.h"
+#include "tests/engines.h"
 #include "tests/test_util.h"
 
 namespace foresight {
@@ -70,15 +71,10 @@ TEST(StageTp, GroupsOfLayers) {
   const MemoryBreakdown mem = am.memory(p);
   EXPECT_TRUE(mem.fits()) << describe_memory(mem);
   // The simulator runs each stage at its own degree: its groups, kernels and micro-batches.
-  auto d = simulate(m, c, p, "plan", {});
-  ASSERT_TRUE(d.ok()) << d.error().message();
-  EXPECT_NEAR(d->prediction.step_time_s, grouped.step_time_s, 0.05 * grouped.step_time_s);
+  testing::expect_engines_agree(m, c, p, 0.05, "grouped");
   p.layer_split = {24, 24, 24, 24};
   p.stage_tp = {1, 4, 4, 1};
-  const Prediction even = am.evaluate(p);
-  auto de = simulate(m, c, p, "plan", {});
-  ASSERT_TRUE(de.ok()) << de.error().message();
-  EXPECT_NEAR(de->prediction.step_time_s, even.step_time_s, 0.05 * even.step_time_s);
+  testing::expect_engines_agree(m, c, p, 0.05, "even");
 }
 
 TEST(StageTp, SimulatorGroupsFollowEachStage) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/engines.h"
 #include "tests/test_util.h"
 #include <nlohmann/json.hpp>
 
@@ -28,9 +29,7 @@ ClusterSpec cluster(const std::string& name, int gpus) { return testing::preset_
 Plan plan(int tp, int pp, int dp, int mb, long long gb) { return testing::make_plan(tp, pp, dp, mb, gb); }
 
 SimResult run(const ModelSpec& m, const ClusterSpec& c, const Plan& p, SimOptions o = {}) {
-  auto r = simulate(m, c, p, "plan", o);
-  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message());
-  return r.ok() ? *r : SimResult{};
+  return testing::simulated(m, c, p, o);
 }
 
 // A model whose stages are uniform and whose embedding and head are negligible (`layers` layers of
@@ -321,12 +320,9 @@ TEST(Simulator, Zero3PipelineKeepsItsBubble) {
   p.zero_stage = 3;
   p.sequence_parallel = true;
   p.recompute = Recompute::kFull;
-  const Prediction a = AnalyticModel(m, c).evaluate(p);
-  auto d = simulate(m, c, p, "plan", {});
-  ASSERT_TRUE(d.ok()) << d.error().message();
-  EXPECT_NEAR(d->prediction.step_time_s, a.step_time_s, 0.05 * a.step_time_s);
+  const SimResult d = testing::expect_engines_agree(m, c, p, 0.05);
   // 4 micro-batches through 4 stages: at least (p-1)/(m+p-1) of the step waits.
-  EXPECT_GT(d->prediction.step_time_s, 7.0 / 4.0 * (d->prediction.time.compute + d->prediction.time.tp_comm) * 0.95);
+  EXPECT_GT(d.prediction.step_time_s, 7.0 / 4.0 * (d.prediction.time.compute + d.prediction.time.tp_comm) * 0.95);
 }
 
 }  // namespace
