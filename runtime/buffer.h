@@ -9,6 +9,10 @@
 #include <new>
 #include <vector>
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 namespace foresight::runtime {
 
 template <class T>
@@ -25,5 +29,17 @@ struct Aligned64 {
 };
 
 using Buffer = std::vector<float, Aligned64<float>>;
+
+// The executor frees and reallocates the same activation sizes every micro-batch. glibc hands
+// blocks above 128 KiB back to the OS and page-faults them in again on the next use, which cost
+// 40% of a step of the small model; keeping them in the heap makes malloc a caching allocator
+// (PyTorch keeps its own for the same reason). The trainer and the calibration's microbenchmarks
+// both run this way.
+inline void keep_freed_memory_in_heap() {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+}
 
 }  // namespace foresight::runtime

@@ -9,7 +9,8 @@
 // Each fitted constant is physical and comes from a least-squares line through the measurements
 // (Eigen, weighted by 1/t so that small and large sizes count alike):
 //   GEMM       t = overhead + FLOPs / (peak * gemm_efficiency)    peak: the rate of a 1024^3 GEMM
-//   streaming  t = overhead + bytes / memory_bandwidth             norms and residuals at model sizes
+//   streaming  t = overhead + bytes / memory_bandwidth   norms, residuals, activations (forward and
+//                                                        backward) at model sizes; AdamW
 //   attention  t = overhead + 0.5 * core FLOPs / (peak * attention_efficiency)   (the model's flash form)
 //   all-reduce t = 2(n-1) * latency + 2(n-1)/n * bytes / bandwidth  (ring, the nccl-tests busbw convention)
 // and the executor's per-op cost (the model's kernel overhead) from a step of a micro model.

@@ -177,6 +177,20 @@ void attention_backward_fast(float* dqkv, float* scratch, const float* dout, con
     }
 }
 
+void softmax_row_stats(float* row_max, float* row_sum, float* exps, const float* logits, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    const auto l = CCol(logits + static_cast<std::size_t>(r) * cols, cols);
+    Col e(exps + static_cast<std::size_t>(r) * cols, cols);
+    row_max[r] = l.maxCoeff();
+    e = (l - row_max[r]).exp();
+    row_sum[r] = e.sum();
+  }
+}
+
+void scale_rows(float* x, const float* scale, int rows, int cols) {
+  MapA(x, rows, cols).colwise() *= CCol(scale, rows);
+}
+
 double crossentropy_fused(float* losses, float* dlogits, const float* logits, const int* targets, float dloss, int rows,
                           int vocab) {
   double total = 0;

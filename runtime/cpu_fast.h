@@ -35,6 +35,11 @@ void attention_backward_fast(float* dqkv, float* scratch, const float* dout, con
                              const kernels::AttentionShape& s);
 // Losses of each row (= kernels::crossentropy_forward_cpu) and, in the same pass, the logits'
 // gradient (= kernels::crossentropy_backward_cpu with `dloss`). Returns the sum of the losses.
+// Each row's maximum m and sum of exp(logit - m), the exponentials written to `exps` (the
+// vocabulary-parallel cross-entropy's first pass, on this rank's slice).
+void softmax_row_stats(float* row_max, float* row_sum, float* exps, const float* logits, int rows, int cols);
+// x[r, :] *= scale[r].
+void scale_rows(float* x, const float* scale, int rows, int cols);
 double crossentropy_fused(float* losses, float* dlogits, const float* logits, const int* targets, float dloss, int rows,
                           int vocab);
 

@@ -17,10 +17,6 @@
 #include <map>
 #include <sstream>
 
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
-
 namespace foresight::runtime {
 
 namespace {
@@ -487,16 +483,10 @@ void Trainer::Impl::head_forward(Flow& f, int mb) {
     const int first = tp_rank * V;
     f.ce_stats.assign(3 * static_cast<std::size_t>(T) * tp_comm.size(), 0.0f);
     float* st = f.ce_stats.data() + 3 * static_cast<std::size_t>(T) * tp_rank;
+    softmax_row_stats(st, st + T, f.dlogits.data(), f.logits.data(), T, V);
     for (int r = 0; r < T; ++r) {
-      const float* l = f.logits.data() + static_cast<std::size_t>(r) * V;
-      float* d = f.dlogits.data() + static_cast<std::size_t>(r) * V;
-      const float mx = *std::max_element(l, l + V);
-      float sum = 0;
-      for (int c = 0; c < V; ++c) sum += (d[c] = std::exp(l[c] - mx));
       const int t = targets[r] - first;
-      st[r] = mx;
-      st[T + r] = sum;
-      st[2 * T + r] = t >= 0 && t < V ? l[t] : -std::numeric_limits<float>::infinity();
+      st[2 * T + r] = t >= 0 && t < V ? f.logits[static_cast<std::size_t>(r) * V + t] : -std::numeric_limits<float>::infinity();
     }
   }
   release(f.logits);
@@ -512,6 +502,7 @@ void Trainer::Impl::cross_entropy_grad(Flow& f, int mb) {
   const int first = tp_rank * V;
   const float* mine = f.ce_stats.data() + 3 * static_cast<std::size_t>(T) * tp_rank;
   double s = 0;
+  Vec scale(static_cast<std::size_t>(T));
   for (int r = 0; r < T; ++r) {
     float M = -std::numeric_limits<float>::infinity(), target = M;
     for (int k = 0; k < n; ++k) {
@@ -524,12 +515,13 @@ void Trainer::Impl::cross_entropy_grad(Flow& f, int mb) {
       const float* st = f.ce_stats.data() + 3 * static_cast<std::size_t>(T) * k;
       S += static_cast<double>(st[T + r]) * std::exp(static_cast<double>(st[r]) - M);
     }
-    float* d = f.dlogits.data() + static_cast<std::size_t>(r) * V;
-    const float scale = static_cast<float>(std::exp(static_cast<double>(mine[r]) - M) / S) * dloss;
-    for (int c = 0; c < V; ++c) d[c] *= scale;
-    const int t = targets[r] - first;
-    if (t >= 0 && t < V) d[t] -= dloss;
+    scale[static_cast<std::size_t>(r)] = static_cast<float>(std::exp(static_cast<double>(mine[r]) - M) / S) * dloss;
     s += std::log(S) + M - target;
+  }
+  scale_rows(f.dlogits.data(), scale.data(), T, V);
+  for (int r = 0; r < T; ++r) {
+    const int t = targets[r] - first;
+    if (t >= 0 && t < V) f.dlogits[static_cast<std::size_t>(r) * V + t] -= dloss;
   }
   f.ce_stats.clear();
   if (tp_rank == 0) loss_sum += s;
@@ -752,14 +744,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
                  to_string(w.plan.precision) + ")");
   if (!(alg.grad_decay >= 0 && alg.grad_decay < 1)) return Error("runtime: the gradient decay beta must be in [0, 1)");
   if (alg.aradam_gamma < 0) return Error("runtime: ARAdam's gamma must be >= 0");
-#ifdef __GLIBC__
-  // The executor frees and reallocates the same activation sizes every micro-batch. glibc hands
-  // blocks above 128 KiB back to the OS and page-faults them in again on the next use, which cost
-  // 40% of a step of the small model; keeping them in the heap makes malloc a caching allocator
-  // (PyTorch keeps its own for the same reason).
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
+  keep_freed_memory_in_heap();
   auto im = std::make_unique<Impl>();
   Impl& t = *im;
   t.w = &w;
