@@ -43,6 +43,22 @@ struct RunCli {
   runtime::AlgorithmOptions algorithms;
 };
 
+// The bytes of the data-parallel gradient collectives in rank `rank`'s stage graph (0 without a
+// DP group): what the simulator moves, to set beside the runtime's StepStats::dp_grad_bytes.
+double graph_dp_grad_bytes(const Workload& w, int rank) {
+  if (w.plan.dp <= 1) return 0;
+  const OpGraph& g = w.stages[static_cast<std::size_t>(w.stage_of(rank))].graph();
+  double bytes = 0;
+  for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+    const Op& op = g[v];
+    const std::string_view name = op.name;
+    if (op.kind == OpKind::kCollective && op.group == GroupKind::kDp &&
+        (name == "grad_reduce" || name == "grad_all_reduce" || name == "grad_reduce_scatter"))
+      bytes += op.bytes;
+  }
+  return bytes;
+}
+
 double peak_rss_mib() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -265,6 +281,12 @@ Command add_run_command(CLI::App& app) {
                  median * 1e3, sorted.size(), warm, tokens / median, flops_rate / 1e9, flops_rate / 1e9 / world.size(),
                  predicted.step_time_s * 1e3, in->cluster.name);
       fmt::print("peak resident memory: {:.1f} MiB (largest rank)\n", rss_max);
+      const double graph_bytes = graph_dp_grad_bytes(*w, 0);
+      if (in->plan.dp > 1)
+        fmt::print("data-parallel gradient collectives (rank 0, {}): {:.3f} MB per step; the op graph's: {:.3f} MB\n",
+                   in->plan.grad_compression == GradCompression::kNone ? std::string("uncompressed")
+                                                                      : to_string(in->plan.grad_compression) + " compressed",
+                   history.back().dp_grad_bytes / 1e6, graph_bytes / 1e6);
       char host[256] = {0};
       gethostname(host, sizeof host - 1);
       const nlohmann::json extra = {{"backend", "cpu"},
@@ -307,7 +329,7 @@ Command add_run_command(CLI::App& app) {
         nlohmann::json steps = nlohmann::json::array();
         for (const auto& st : history)
           steps.push_back({{"step", st.step}, {"loss", st.loss}, {"seconds", st.seconds}, {"skipped", st.skipped},
-                           {"loss_scale", st.loss_scale}});
+                           {"loss_scale", st.loss_scale}, {"dp_grad_bytes", st.dp_grad_bytes}});
         nlohmann::json summary = {{"model", in->model.name},
                                   {"cluster", in->cluster.name},
                                   {"plan", plan_to_json(in->plan)},
@@ -318,6 +340,7 @@ Command add_run_command(CLI::App& app) {
                                   {"model_flops_per_step", w->model_flops},
                                   {"peak_rss_mib", rss_max},
                                   {"predicted_step_s", predicted.step_time_s},
+                                  {"graph_dp_grad_bytes", graph_bytes},
                                   {"metadata", extra}};
         if (!comparison.is_null()) summary["comparison"] = comparison;
         std::ofstream out(o->summary);

@@ -1,6 +1,7 @@
 // MPI implementation of Comm (and the one-rank world of a build without MPI).
 #include "runtime/comm.h"
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -11,6 +12,13 @@
 #endif
 
 namespace foresight::runtime {
+
+namespace {
+// One rank: the exchanges are copies of this rank's own block.
+void copy_own(const std::uint8_t* from, std::uint8_t* to, const std::vector<std::size_t>& counts) {
+  if (!counts.empty() && counts[0] > 0) std::memcpy(to, from, counts[0]);
+}
+}  // namespace
 
 #if FORESIGHT_HAVE_MPI
 struct Comm::Impl {
@@ -106,6 +114,42 @@ void Comm::barrier() const {
   if (size_ > 1) MPI_Barrier(impl_->comm);
 }
 
+namespace {
+std::vector<int> mpi_counts(const std::vector<std::size_t>& v, const char* what) {
+  std::vector<int> out(v.size());
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    total += v[i];
+    if (total > static_cast<std::size_t>(INT_MAX))
+      throw std::length_error(std::string(what) + ": " + std::to_string(total) + " bytes exceed MPI's int counts");
+    out[i] = static_cast<int>(v[i]);
+  }
+  return out;
+}
+std::vector<int> mpi_displs(const std::vector<int>& counts) {
+  std::vector<int> d(counts.size(), 0);
+  for (std::size_t i = 1; i < counts.size(); ++i) d[i] = d[i - 1] + counts[i - 1];
+  return d;
+}
+}  // namespace
+
+void Comm::all_to_all_bytes(const std::uint8_t* send, const std::vector<std::size_t>& send_counts, std::uint8_t* recv,
+                            const std::vector<std::size_t>& recv_counts) const {
+  if (send_counts.size() != static_cast<std::size_t>(size_) || recv_counts.size() != static_cast<std::size_t>(size_))
+    throw std::invalid_argument("all_to_all_bytes: one count per rank expected");
+  if (size_ == 1) return copy_own(send, recv, send_counts);
+  const std::vector<int> sc = mpi_counts(send_counts, "all_to_all_bytes"), rc = mpi_counts(recv_counts, "all_to_all_bytes");
+  const std::vector<int> sd = mpi_displs(sc), rd = mpi_displs(rc);
+  MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(), rd.data(), MPI_BYTE, impl_->comm);
+}
+
+void Comm::all_gather_bytes(const std::uint8_t* mine, std::uint8_t* all, const std::vector<std::size_t>& counts) const {
+  if (counts.size() != static_cast<std::size_t>(size_)) throw std::invalid_argument("all_gather_bytes: one count per rank expected");
+  if (size_ == 1) return copy_own(mine, all, counts);
+  const std::vector<int> c = mpi_counts(counts, "all_gather_bytes"), d = mpi_displs(c);
+  MPI_Allgatherv(mine, c[static_cast<std::size_t>(rank_)], MPI_BYTE, all, c.data(), d.data(), MPI_BYTE, impl_->comm);
+}
+
 std::vector<std::string> Comm::gather_bytes(const std::string& mine) const {
   if (size_ == 1) return {mine};
   int len = static_cast<int>(mine.size());
@@ -160,6 +204,13 @@ void Comm::reduce_scatter(const float* in, float* out_block, std::size_t n) cons
 }
 void Comm::all_gather(float*, std::size_t) const {}
 void Comm::barrier() const {}
+void Comm::all_to_all_bytes(const std::uint8_t* send, const std::vector<std::size_t>& send_counts, std::uint8_t* recv,
+                            const std::vector<std::size_t>&) const {
+  copy_own(send, recv, send_counts);
+}
+void Comm::all_gather_bytes(const std::uint8_t* mine, std::uint8_t* all, const std::vector<std::size_t>& counts) const {
+  copy_own(mine, all, counts);
+}
 std::vector<std::string> Comm::gather_bytes(const std::string& mine) const { return {mine}; }
 void Comm::send(Buffer, int, int) {
   throw std::logic_error("pipeline send in a one-rank world (this build has no MPI)");

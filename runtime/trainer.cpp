@@ -2,6 +2,7 @@
 #include "runtime/trainer.h"
 
 #include "runtime/cpu_fast.h"
+#include "runtime/grad_compression.h"
 #include "runtime/hash.h"
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
 namespace foresight::runtime {
 
@@ -37,7 +39,7 @@ enum class Act : std::uint8_t {
   kEmbedFwd, kEmbedBwd, kFinalNormFwd, kFinalNormBwd, kHeadGather, kHeadFwd, kCeGather, kCeGrad, kHeadBwd,
   kHeadReduce, kKernelFwd, kKernelBwd, kRecvAct, kSendAct, kRecvGrad, kSendGrad,
   kTpFwd, kTpBwd, kSpGatherFwd, kSpScatterFwd, kSpGatherBwd, kSpScatterBwd, kLayerGradReduce, kGradReduce, kOptimizer,
-  kParamGather
+  kParamGather, kGradCompress, kGradDecompress
 };
 
 struct Action {
@@ -95,8 +97,12 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (!p.kernel_fusion) return bad("kernel_fusion", "unfused (one kernel per operator) execution");
   if (p.offload_activations) return bad("offload_activations", "activation offload");
   if (p.offload_embeddings) return bad("offload_embeddings", "embedding offload");
-  if (p.grad_compression != GradCompression::kNone)
-    return bad("grad_compression", to_string(p.grad_compression) + " gradient compression");
+  if (p.grad_compression == GradCompression::kPowerSgd || p.grad_compression == GradCompression::kFourStage)
+    return bad("grad_compression", to_string(p.grad_compression) + " gradient compression (int8 and topk run)");
+  if (p.grad_compression != GradCompression::kNone && p.precision == Precision::kFp16)
+    return bad("grad_compression", to_string(p.grad_compression) +
+                                       " gradient compression with fp16 loss scaling (an overflowed gradient would enter "
+                                       "the int8 scales and the top-k residual)");
   if (!p.stage_devices.empty()) return bad("stage_devices", "per-stage devices");
   if (p.schedule == Schedule::kZeroBubble || p.schedule == Schedule::kDualPipe)
     return bad("schedule", to_string(p.schedule) + " (gpipe, 1f1b and interleaved run)");
@@ -139,6 +145,14 @@ struct Trainer::Impl {
   Vec params, grads, adam_m, adam_v;
   std::vector<std::size_t> owned_offset;  // ZeRO-1: per region, offset of its owned block in adam_m/v
   std::vector<char> reduced;              // per region: gradients reduced this step
+  // Gradient compression (plan.grad_compression int8 or topk; empty otherwise): per region its
+  // compressor and this step's progress, and the top-k error-feedback residual (training state,
+  // indexed like grads).
+  std::vector<RegionCompressor> compressors;
+  std::vector<char> compressed, decompressed;
+  std::vector<char> own_decompress;       // per region: the graph decompresses it in an op of its own (per layer)
+  Vec residual;
+  double dp_bytes = 0;                    // this step's DP gradient collectives, sized as the graph sizes them
   std::vector<Action> actions;
   std::vector<int> layer_index;           // model layer -> local index (-1 elsewhere)
   std::vector<LayerActs> acts;            // local layer x micro-batch
@@ -211,7 +225,10 @@ struct Trainer::Impl {
   float loss_grad() const {
     return static_cast<float>(applied_scale / (static_cast<double>(w->plan.global_batch) * seq));
   }
+  void sum_replicated_over_tp(int region);
+  void compress_region(int region);
   void reduce_region(int region);
+  void decompress_region(int region);
   void optimizer(StepStats& st);
   void execute(int v, StepStats& st);
 };
@@ -238,7 +255,11 @@ Status Trainer::Impl::decode() {
     };
     switch (op.kind) {
       case OpKind::kCompute: {
-        if (op.phase == Phase::kStep) {
+        if (name == "grad_compress" || name == "grad_decompress") {
+          if (compressors.empty()) return unsupported();
+          a.act = name == "grad_compress" ? Act::kGradCompress : Act::kGradDecompress;
+          if (a.act == Act::kGradDecompress && op.layer >= 0) own_decompress[layout.region_of_layer(op.layer)] = 1;
+        } else if (op.phase == Phase::kStep) {
           if (name != "optimizer") return unsupported();
           a.act = Act::kOptimizer;
         } else if (name == "embedding") {
@@ -280,10 +301,16 @@ Status Trainer::Impl::decode() {
           a.act = Act::kCeGather;
         } else if ((name == "lm_head.tp_all_reduce" || name == "lm_head.tp_reduce_scatter") && op.phase == Phase::kBackward) {
           a.act = Act::kHeadReduce;
-        } else if ((name == "grad_all_reduce" || name == "grad_reduce_scatter") && op.layer >= 0) {
-          a.act = Act::kLayerGradReduce;
-        } else if (name == "grad_reduce" && op.group == GroupKind::kDp) {
-          a.act = Act::kGradReduce;
+        } else if (((name == "grad_all_reduce" || name == "grad_reduce_scatter") && op.layer >= 0) ||
+                   (name == "grad_reduce" && op.group == GroupKind::kDp)) {
+          a.act = op.layer >= 0 ? Act::kLayerGradReduce : Act::kGradReduce;
+          // A compressed reduction runs as the graph's collective kind says (grad_compression.h).
+          const CollectiveOp want = plan.grad_compression == GradCompression::kTopK ? CollectiveOp::kAllGather
+                                                                                    : CollectiveOp::kAllReduce;
+          if (!compressors.empty() && op.collective != want)
+            return Error("runtime: op " + w->op_id(rank, stage, v) + " is a " + std::string(to_string(op.collective)) +
+                         "; the runtime executes " + to_string(plan.grad_compression) + " compression as a " +
+                         std::string(to_string(want)));
         } else if (name == "param_all_gather" && op.phase == Phase::kStep) {
           a.act = Act::kParamGather;
         } else {
@@ -533,15 +560,44 @@ void Trainer::Impl::head_backward(Flow& f) {
   release(f.dlogits);
 }
 
-void Trainer::Impl::reduce_region(int region) {
-  const Region& r = layout.regions()[region];
-  reduced[region] = 1;
-  // With SP each TP rank saw only its tokens: the replicated tensors' gradients (norms, embedding)
-  // are partial sums over the group (Megatron all-reduces them the same way).
+// With SP each TP rank saw only its tokens: the replicated tensors' gradients (norms, embedding)
+// are partial sums over the group (Megatron all-reduces them the same way).
+void Trainer::Impl::sum_replicated_over_tp(int region) {
   if (sp)
     for (const TensorSlot& t : layout.tensors())
       if (t.region == region && t.shard == Shard::kReplicated) tp_comm.all_reduce(grads.data() + t.offset, t.size());
+}
+
+// grad_compress: the TP sums first, so the compressor sees the same gradient as the dense path.
+void Trainer::Impl::compress_region(int region) {
+  const Region& r = layout.regions()[region];
+  compressed[region] = 1;
+  sum_replicated_over_tp(region);
+  if (r.padded == 0) return;
+  compressors[region].compress(grads.data() + r.offset, residual.empty() ? nullptr : residual.data() + r.offset);
+}
+
+void Trainer::Impl::decompress_region(int region) {
+  const Region& r = layout.regions()[region];
+  decompressed[region] = 1;
+  if (r.padded == 0) return;
+  if (!reduced[region]) throw std::logic_error("region " + std::to_string(region) + " decompressed before its collective");
+  compressors[region].decompress(grads.data() + r.offset);
+}
+
+void Trainer::Impl::reduce_region(int region) {
+  const Region& r = layout.regions()[region];
+  reduced[region] = 1;
+  if (!compressors.empty()) {
+    if (r.padded == 0) return;
+    if (!compressed[region]) throw std::logic_error("region " + std::to_string(region) + " reduced before grad_compress");
+    compressors[region].exchange(dp_comm);
+    if (dp_comm.size() > 1) dp_bytes += static_cast<double>(compressors[region].wire_bytes());
+    return;
+  }
+  sum_replicated_over_tp(region);
   if (dp_comm.size() == 1 || r.padded == 0) return;
+  dp_bytes += static_cast<double>(r.padded * sizeof(float));  // all-reduce and reduce-scatter: the full buffer
   float* gr = grads.data() + r.offset;
   if (w->plan.zero_stage == 0) {
     dp_comm.all_reduce(gr, r.padded);
@@ -556,6 +612,9 @@ void Trainer::Impl::reduce_region(int region) {
 void Trainer::Impl::optimizer(StepStats& st) {
   const bool zero1 = w->plan.zero_stage >= 1 && dp_comm.size() > 1;
   const auto& regions = layout.regions();
+  for (std::size_t i = 0; i < compressors.size(); ++i)
+    if (regions[i].padded > 0 && !decompressed[i])
+      throw std::logic_error("region " + std::to_string(i) + "'s gradients reached the optimizer compressed");
   const std::size_t shards = static_cast<std::size_t>(dp_comm.size());
   // Loss scaling (fp16): an overflow anywhere skips the step on every rank.
   float grad_scale = 1.0f;
@@ -720,6 +779,22 @@ void Trainer::Impl::execute(int v, StepStats& st) {
       for (std::size_t r = 0; r < reduced.size(); ++r)
         if (!reduced[r]) reduce_region(static_cast<int>(r));
       break;
+    case Act::kGradCompress:  // one layer's region (overlapped reduction), else every region not yet compressed
+      if (op.layer >= 0) {
+        compress_region(layout.region_of_layer(op.layer));
+      } else {
+        for (std::size_t r = 0; r < compressed.size(); ++r)
+          if (!compressed[r]) compress_region(static_cast<int>(r));
+      }
+      break;
+    case Act::kGradDecompress:  // per layer at the step's end, or the regions the step-end reduction took
+      if (op.layer >= 0) {
+        decompress_region(layout.region_of_layer(op.layer));
+      } else {
+        for (std::size_t r = 0; r < decompressed.size(); ++r)
+          if (reduced[r] && !decompressed[r] && !own_decompress[r]) decompress_region(static_cast<int>(r));
+      }
+      break;
     case Act::kOptimizer: optimizer(st); break;
     case Act::kParamGather:
       if (dp_comm.size() > 1)
@@ -792,6 +867,24 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
   t.adam_v.assign(owned, 0.0f);
   if (o.algorithms.grad_decay > 0) t.grad_avg.assign(owned, 0.0f);
   t.reduced.assign(t.layout.regions().size(), 0);
+  if (plan.grad_compression != GradCompression::kNone) {
+    const auto& regions = t.layout.regions();
+    try {
+      for (std::size_t i = 0; i < regions.size(); ++i) {
+        std::vector<Segment> segments;
+        for (const TensorSlot& ts : t.layout.tensors())
+          if (ts.region == static_cast<int>(i)) segments.push_back({ts.offset - regions[i].offset, ts.size()});
+        t.compressors.emplace_back(plan.grad_compression, plan.compression_topk, segments, t.dp_comm.size(),
+                                   regions[i].padded);
+      }
+    } catch (const std::exception& e) {
+      return Error(std::string("runtime: /grad_compression: ") + e.what());
+    }
+    t.compressed.assign(regions.size(), 0);
+    t.decompressed.assign(regions.size(), 0);
+    t.own_decompress.assign(regions.size(), 0);
+    if (plan.grad_compression == GradCompression::kTopK) t.residual.assign(t.layout.total(), 0.0f);
+  }
   t.layer_index.assign(static_cast<std::size_t>(w.model.layers), -1);
   for (std::size_t i = 0; i < layers.size(); ++i) t.layer_index[layers[i]] = static_cast<int>(i);
   t.acts.resize(layers.size() * static_cast<std::size_t>(t.micro));
@@ -806,6 +899,11 @@ Result<StepStats> Trainer::step(bool apply_update) {
   st.step = t.steps_done + 1;
   std::fill(t.grads.begin(), t.grads.end(), 0.0f);
   std::fill(t.reduced.begin(), t.reduced.end(), 0);
+  std::fill(t.compressed.begin(), t.compressed.end(), 0);
+  std::fill(t.decompressed.begin(), t.decompressed.end(), 0);
+  t.dp_bytes = 0;
+  // A step without update leaves the training state as it found it: the error feedback too.
+  const Vec residual_before = apply_update ? Vec() : t.residual;
   for (auto& f : t.flows) f = Flow{};
   t.loss_sum = 0;
   t.timings.clear();
@@ -829,6 +927,8 @@ Result<StepStats> Trainer::step(bool apply_update) {
   }
   t.world->wait_sends();
   st.seconds = since(std::chrono::steady_clock::now());
+  st.dp_grad_bytes = t.dp_bytes;
+  if (!apply_update) t.residual = residual_before;
   double loss = t.loss_sum;
   t.world->all_reduce(&loss, 1);
   st.loss = loss / (static_cast<double>(t.w->plan.global_batch) * t.seq);
@@ -850,6 +950,7 @@ const ParamLayout& Trainer::layout() const { return impl_->layout; }
 const Buffer& Trainer::params() const { return impl_->params; }
 Buffer& Trainer::params() { return impl_->params; }
 const Buffer& Trainer::grads() const { return impl_->grads; }
+const Buffer& Trainer::error_feedback() const { return impl_->residual; }
 const std::vector<OpTiming>& Trainer::timings() const { return impl_->timings; }
 const Workload& Trainer::workload() const { return *impl_->w; }
 
@@ -871,12 +972,13 @@ Status Trainer::save_checkpoint(const std::string& dir) const {
                                  {"rank", t.rank},               {"ranks", t.w->ranks()},
                                  {"step", t.steps_done},         {"loss_scale", t.loss_scale},
                                  {"good_steps", t.good_steps},   {"params", t.params.size()},
-                                 {"moments", t.adam_m.size()},   {"seed", t.opt.seed}};
+                                 {"moments", t.adam_m.size()},   {"seed", t.opt.seed},
+                                 {"residual", t.residual.size()}};
   std::string blob(kMagic, sizeof kMagic);
   const std::string h = header.dump();
   const std::uint64_t hl = h.size();
   blob.append(reinterpret_cast<const char*>(&hl), sizeof hl).append(h);
-  for (const Vec* v : {&t.params, &t.adam_m, &t.adam_v})
+  for (const Vec* v : {&t.params, &t.adam_m, &t.adam_v, &t.residual})
     blob.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(float));
   const std::uint64_t hash = fnv1a(blob);
   blob.append(reinterpret_cast<const char*>(&hash), sizeof hash);
@@ -919,10 +1021,16 @@ Status Trainer::load_checkpoint(const std::string& dir) {
     return Error(path + ": /rank: checkpoint rank/ranks do not match this launch");
   if (header.value("params", std::size_t{0}) != t.params.size() || header.value("moments", std::size_t{0}) != t.adam_m.size())
     return Error(path + ": /params: tensor sizes do not match this model and plan");
-  const std::size_t need = kFixed + hl + (t.params.size() + 2 * t.adam_m.size()) * sizeof(float) + sizeof(std::uint64_t);
+  // The top-k error-feedback residual (empty without it; checkpoints from before it had none).
+  if (header.value("residual", std::size_t{0}) != t.residual.size())
+    return Error(path + ": /residual: the checkpoint's error-feedback residual has " +
+                 std::to_string(header.value("residual", std::size_t{0})) + " elements, this run's " +
+                 std::to_string(t.residual.size()));
+  const std::size_t need = kFixed + hl + (t.params.size() + 2 * t.adam_m.size() + t.residual.size()) * sizeof(float) +
+                           sizeof(std::uint64_t);
   if (blob.size() != need) return Error(path + ": size " + std::to_string(blob.size()) + " bytes, expected " + std::to_string(need));
   const char* cur = blob.data() + kFixed + hl;
-  for (Vec* v : {&t.params, &t.adam_m, &t.adam_v}) {
+  for (Vec* v : {&t.params, &t.adam_m, &t.adam_v, &t.residual}) {
     std::memcpy(v->data(), cur, v->size() * sizeof(float));
     cur += v->size() * sizeof(float);
   }

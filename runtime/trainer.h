@@ -14,8 +14,9 @@
 // MLP, no linear biases or dropout); TP (Megatron column/row split, all-reduce; the LM head and its
 // cross-entropy split by vocabulary, the embedding replicated in the TP group; optional sequence
 // parallelism), PP with GPipe, 1F1B or interleaved 1F1B, DP with
-// all-reduce (ZeRO-0) or reduce-scatter + all-gather (ZeRO-1), gradient accumulation, full or
-// selective recompute, --overlap-grad-reduce. The CPU backend computes in fp32 whatever the plan's
+// all-reduce (ZeRO-0) or reduce-scatter + all-gather (ZeRO-1), gradient compression on the DP
+// group (int8, top-k with error feedback: runtime/grad_compression.h), gradient accumulation, full
+// or selective recompute, --overlap-grad-reduce. The CPU backend computes in fp32 whatever the plan's
 // precision; with fp16 it runs dynamic loss scaling the way a GPU would (a gradient beyond the fp16
 // range skips the step and halves the scale).
 #pragma once
@@ -51,6 +52,9 @@ struct StepStats {
   bool skipped = false;     // fp16 overflow: no update
   double loss_scale = 1;          // the dynamic fp16 scale after this step
   double applied_loss_scale = 1;  // the scale this step's backward used (variance-adjusted or not)
+  // This rank's data-parallel gradient collectives (dp > 1), sized as the op graph sizes a
+  // collective: an all-reduce or reduce-scatter its buffer, an all-gather the gathered total.
+  double dp_grad_bytes = 0;
 };
 
 struct OpTiming {
@@ -73,7 +77,7 @@ class Trainer {
   ~Trainer();
 
   // One optimizer step. With `apply_update` false it stops after the gradient reduction (tests
-  // compare gradients then) and the step counter does not advance.
+  // compare gradients then); the step counter and the error-feedback residual do not advance.
   Result<StepStats> step(bool apply_update = true);
 
   int rank() const;
@@ -84,11 +88,13 @@ class Trainer {
   const Buffer& params() const;
   Buffer& params();  // tests perturb parameters (finite differences)
   const Buffer& grads() const;
+  const Buffer& error_feedback() const;  // the top-k residual, indexed like grads (empty without top-k)
   const std::vector<OpTiming>& timings() const;  // of the last step
   const Workload& workload() const;
 
   // Saves / restores the full training state of this rank (parameters, AdamW moments, step,
-  // loss scale) as DIR/rank-NNNNN.ckpt with a content hash checked on load.
+  // loss scale, the top-k error-feedback residual) as DIR/rank-NNNNN.ckpt with a content hash
+  // checked on load.
   Status save_checkpoint(const std::string& dir) const;
   Status load_checkpoint(const std::string& dir);
 

@@ -22,7 +22,7 @@ CompressionCost compression_cost(const Plan& p, const ModelSpec& m, double param
       c.wire_bytes = dense;
       return c;
     case GradCompression::kInt8:
-      per_rank = params * 1.0;
+      per_rank = params * (1.0 + 4.0 / kInt8BlockElements);  // int8 elements and fp32 block scales
       c.wire_bytes = per_rank;
       c.kernel_bytes = params * (2 * grad_bytes + 2);
       break;

@@ -7,7 +7,11 @@
 //              c.kernel_seconds(dev);
 //
 // Per scheme (P parameters, g bytes per gradient element, n ranks, f the kept fraction):
-//   int8        all-reduce of P bytes (one byte per element, a per-tensor scale), ratio g.
+//   int8        all-reduce of P (1 + 4 / 256) bytes: one byte per element and an fp32 scale per
+//               block of kInt8BlockElements, ratio g / (1 + 4 / 256). The runtime executes it as
+//               a compressed all-reduce (runtime/grad_compression.h): an all-to-all of int8
+//               chunks, each rank summing its chunk in fp32 and requantising it, then an
+//               all-gather of the int8 sums -- the ring all-reduce's 2(n-1)/n of the buffer.
 //   top-k       each rank sends f P (value g + 4-byte index); sparse sets do not add up in place,
 //               so ranks all-gather them: n f P (g + 4) gathered. Error feedback keeps the rest.
 //   PowerSGD    rank r: a weight matrix m x k sends (m + k) r values instead of m k; with the
@@ -26,6 +30,11 @@
 #include "sim/spec/plan.h"
 
 namespace foresight {
+
+// int8's quantisation block: one fp32 scale per 256 elements costs 4/256 = 1.6% on the wire, and a
+// block this small keeps one large gradient from rounding the small ones beside it to zero
+// (the runtime and kernels::quantize_int8 take it as their `block`).
+inline constexpr int kInt8BlockElements = 256;
 
 struct CompressionCost {
   bool gather = false;      // sparse sets: an all-gather (else a dense all-reduce)

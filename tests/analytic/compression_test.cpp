@@ -30,11 +30,11 @@ TEST(Compression, RatiosByHand) {
   ModelSpec m;
   m.hidden = 4096;
   const double P = 1e9, g = 4;  // fp32 gradients
-  // int8: one byte per element.
+  // int8: one byte per element and a 4-byte scale per block of 256 elements.
   const CompressionCost i8 = compression_cost(with(GradCompression::kInt8), m, P, g, 64);
-  EXPECT_DOUBLE_EQ(i8.ratio, 4);
+  EXPECT_DOUBLE_EQ(i8.ratio, 4 / (1 + 4.0 / 256));
   EXPECT_FALSE(i8.gather);
-  EXPECT_DOUBLE_EQ(i8.wire_bytes, P);
+  EXPECT_DOUBLE_EQ(i8.wire_bytes, P * (1 + 4.0 / 256));
   // top-k 1%: a value and a 4-byte index per kept element, all-gathered from 64 ranks.
   const CompressionCost tk = compression_cost(with(GradCompression::kTopK, 0.01), m, P, g, 64);
   EXPECT_DOUBLE_EQ(tk.ratio, 4 / (0.01 * 8));

@@ -4,9 +4,17 @@
 //   1. the reduced gradients of the first step (before the optimizer; ZeRO-0 only, since ZeRO-1
 //      keeps only this rank's block of them), and the loss;
 //   2. the parameters after `steps` optimizer steps (ZeRO-0 and ZeRO-1).
+// With gradient compression (compression=int8|topk, topk=F) the run is no longer the serial one;
+// it checks instead
+//   1. int8, ZeRO-0: the reduced gradients against the serial (uncompressed) ones within int8's
+//      rounding;
+//   2. after `steps` steps, that the replicas agree bit for bit: the DP ranks of a (stage, TP
+//      rank) hold the same parameters, and the tensors replicated in the TP group (norms, the
+//      embedding) are the same on every TP rank of a stage.
 // Exit 0 when everything agrees within the tolerance, 1 with the first mismatches printed.
 //
 //   mpirun -np 4 runtime_parallel_check model=tiny4.json tp=2 pp=2 schedule=1f1b gb=8
+//   mpirun -np 4 runtime_parallel_check model=tiny4.json tp=2 dp=2 compression=topk topk=0.1
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +22,7 @@
 #include <string>
 
 #include "runtime/comm.h"
+#include "runtime/hash.h"
 #include "runtime/trainer.h"
 #include "sim/spec/presets.h"
 
@@ -26,10 +35,11 @@ namespace {
 // reduction) differ by a few ulps per addition; 1e-4 of the tensor's largest magnitude, plus an
 // absolute 1e-7 for tensors that are nearly zero, is 2-3 orders above that and far below any
 // real error (a missing or doubled contribution moves elements by O(their size)).
-bool close(float a, float b, float scale) { return std::fabs(a - b) <= 1e-4f * scale + 1e-7f; }
+bool close(float a, float b, float scale, float rel) { return std::fabs(a - b) <= rel * scale + 1e-7f; }
 
 struct Compare {
   int rank = 0, bad = 0;
+  float rel = 1e-4f;
   void tensors(const char* what, const Trainer& par, const Buffer& pv, const Trainer& ser, const Buffer& sv) {
     for (const TensorSlot& t : par.layout().tensors()) {
       const TensorSlot* s = ser.layout().find(t.name, t.layer);
@@ -41,7 +51,7 @@ struct Compare {
           const auto [gr, gc] = par.layout().global_coords(t, r, c);
           const float a = pv[t.offset + static_cast<std::size_t>(r) * t.cols + c];
           const float b = sv[s->offset + static_cast<std::size_t>(gr) * s->cols + gc];
-          if (!close(a, b, scale) && bad++ < 8)
+          if (!close(a, b, scale, rel) && bad++ < 8)
             std::fprintf(stderr, "rank %d: %s L%d %s[%d,%d] (full [%d,%d]) = %.9g, serial %.9g (scale %.3g)\n", rank,
                          what, t.layer, t.name.c_str(), r, c, gr, gc, a, b, scale);
         }
@@ -82,6 +92,13 @@ int main(int argc, char** argv) {
   if (a.count("schedule")) p.schedule = *parse_schedule(a["schedule"]);
   if (a.count("recompute")) p.recompute = *parse_recompute(a["recompute"]);
   if (a.count("precision")) p.precision = *parse_precision(a["precision"]);
+  if (a.count("compression")) {
+    auto c = parse_grad_compression(a["compression"]);
+    if (!c) { std::fprintf(stderr, "%s\n", c.error().message().c_str()); Comm::abort_job(2); }
+    p.grad_compression = *c;
+    p.compression_topk = a.count("topk") ? std::atof(a["topk"].c_str()) : 0.1;
+  }
+  const bool compressed = p.grad_compression != GradCompression::kNone;
   const int steps = num("steps", 2);
   ClusterSpec c = *cluster;
   if (Status s = resize_cluster(c, p.gpus(), "gpus"); !s) { std::fprintf(stderr, "%s\n", s.error().message().c_str()); Comm::abort_job(2); }
@@ -91,6 +108,7 @@ int main(int argc, char** argv) {
   serial_plan.virtual_stages = 1;
   serial_plan.zero_stage = 0;
   serial_plan.schedule = Schedule::k1F1B;
+  serial_plan.grad_compression = GradCompression::kNone;
   ClusterSpec c1 = *cluster;
   (void)resize_cluster(c1, 1, "gpus");
   auto w = lower(*model, c, p);
@@ -112,11 +130,43 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank %d: loss %.9g, serial %.9g\n", world.rank(), g_par->loss, g_ser->loss);
     ++cmp.bad;
   }
-  if (p.zero_stage == 0) cmp.tensors("grad", **par, (*par)->grads(), **ser, (*ser)->grads());
+  // int8 of dp ranks' gradients: each rank's rounding and the sum's, at most half a step
+  // (absmax / 127) of their block each; the ranks' gradients are of the sum's size, so about
+  // (dp + 1) / 2 / 127 of the tensor's largest element -- 1.2% at dp = 2; 3% allows blocks whose
+  // largest element exceeds the sum's. A mean instead of a sum, or a missing rank, errs by 50%.
+  if (p.grad_compression == GradCompression::kInt8) cmp.rel = 0.03f;
+  if (p.zero_stage == 0 && p.grad_compression != GradCompression::kTopK)
+    cmp.tensors("grad", **par, (*par)->grads(), **ser, (*ser)->grads());
   for (int s = 0; s < steps; ++s) {
-    if (!(*par)->step() || !(*ser)->step()) { std::fprintf(stderr, "step failed\n"); Comm::abort_job(1); }
+    if (!(*par)->step() || (!compressed && !(*ser)->step())) { std::fprintf(stderr, "step failed\n"); Comm::abort_job(1); }
   }
-  cmp.tensors("param", **par, (*par)->params(), **ser, (*ser)->params());
+  if (!compressed) cmp.tensors("param", **par, (*par)->params(), **ser, (*ser)->params());
+  if (compressed) {
+    // The replicas: a hash of all parameters per (stage, TP rank) and of the TP-replicated ones
+    // per stage, compared at rank 0.
+    const Trainer& t = **par;
+    std::string replicated;
+    for (const TensorSlot& ts : t.layout().tensors())
+      if (ts.shard == Shard::kReplicated)
+        replicated.append(reinterpret_cast<const char*>(t.params().data() + ts.offset), ts.size() * sizeof(float));
+    const std::string all(reinterpret_cast<const char*>(t.params().data()), t.params().size() * sizeof(float));
+    const std::string mine = std::to_string(t.stage()) + " " + std::to_string(t.tp_rank()) + " " +
+                             std::to_string(fnv1a(all)) + " " + std::to_string(fnv1a(replicated));
+    const auto lines = world.gather_bytes(mine);
+    std::map<std::pair<int, int>, std::string> full_of;
+    std::map<int, std::string> replicated_of;
+    for (std::size_t r = 0; r < lines.size(); ++r) {
+      int st = 0, tp = 0;
+      char full[32] = {0}, repl[32] = {0};
+      std::sscanf(lines[r].c_str(), "%d %d %31s %31s", &st, &tp, full, repl);
+      auto [f, new_f] = full_of.emplace(std::make_pair(st, tp), full);
+      auto [q, new_q] = replicated_of.emplace(st, repl);
+      if (!new_f && f->second != full && cmp.bad++ < 8)
+        std::fprintf(stderr, "rank %zu: parameters differ from another DP replica of stage %d, TP rank %d\n", r, st, tp);
+      if (!new_q && q->second != repl && cmp.bad++ < 8)
+        std::fprintf(stderr, "rank %zu: TP-replicated tensors differ from another TP rank of stage %d\n", r, st);
+    }
+  }
   double bad = cmp.bad;
   world.all_reduce(&bad, 1);
   if (world.rank() == 0)

@@ -1,7 +1,8 @@
 // Runtime tests. In-process (one rank): the backward against finite differences of the loss, the
-// loss falling, fp16 loss scaling, checkpoint round trips. Under mpirun (localhost, up to 4 ranks
-// oversubscribed): every layout and schedule against the serial run, a resumed run continuing
-// bit-identically, a dying rank ending the job.
+// loss falling, fp16 loss scaling, checkpoint round trips, gradient compression's error feedback
+// and int8 blocks. Under mpirun (localhost, up to 4 ranks oversubscribed): every layout and
+// schedule against the serial run, compressed data parallelism (loss, bytes, replicas), resumed
+// runs continuing bit-identically, a dying rank ending the job.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,7 @@
 
 #include "runtime/comm.h"
 #include "runtime/cpu_fast.h"
+#include "runtime/grad_compression.h"
 #include "runtime/trainer.h"
 #include "sim/spec/presets.h"
 #include "tests/test_util.h"
@@ -356,6 +358,174 @@ TEST(Runtime, RefusesWhatItDoesNotExecuteWithTheField) {
   EXPECT_NE(check_runtime_plan(m, p, "plan.json").error().message().find("kv_heads"), std::string::npos);
 }
 
+// --- gradient compression -----------------------------------------------------------------------
+
+// Values in [-1, 1) from a fixed LCG (Numerical Recipes' constants): the same on every platform.
+struct Lcg {
+  unsigned state = 12345;
+  float operator()() {
+    state = state * 1664525u + 1013904223u;
+    return 2.0f * (static_cast<float>(state >> 8) / (1 << 24)) - 1.0f;
+  }
+};
+
+TEST(RuntimeCompression, TopKErrorFeedbackTransmitsEveryGradientEventually) {
+  // Two tensors of 100 and 37 elements and 3 of padding; f = 0.1 keeps ceil(10) = 10 and
+  // ceil(3.7) = 4 entries a step. acc = g + residual splits exactly into what is sent and the new
+  // residual, so after T steps sum(sent) + residual = sum(g) up to the rounding of the T additions
+  // g + residual: at most T x 2^-24 x max|acc| per element, under 1e-5 here (|acc| < 10).
+  const std::vector<Segment> segments{{0, 100}, {100, 37}};
+  const std::size_t padded = 140;
+  RegionCompressor c(GradCompression::kTopK, 0.1, segments, 1, padded);
+  EXPECT_EQ(c.kept(), 14u);
+  EXPECT_EQ(c.wire_bytes(), 14u * 8);  // a 4-byte index and a 4-byte value each, one rank
+  Comm self;
+  Lcg rnd;
+  std::vector<float> residual(padded, 0.0f), g(padded, 0.0f), sent(padded), acc(padded);
+  std::vector<double> sum_g(padded, 0.0), sum_sent(padded, 0.0);
+  const int steps = 8;
+  for (int step = 0; step < steps; ++step) {
+    for (std::size_t i = 0; i < 137; ++i) g[i] = rnd();
+    for (std::size_t i = 0; i < padded; ++i) {
+      sum_g[i] += g[i];
+      acc[i] = g[i] + residual[i];
+    }
+    c.compress(g.data(), residual.data());
+    c.exchange(self);
+    c.decompress(sent.data());
+    for (std::size_t s = 0; s < segments.size(); ++s) {
+      const Segment& seg = segments[s];
+      const std::size_t k = s == 0 ? 10 : 4;
+      std::size_t n_sent = 0;
+      float smallest_sent = 1e30f, largest_kept = 0;
+      for (std::size_t i = seg.begin; i < seg.begin + seg.size; ++i) {
+        ASSERT_EQ(sent[i] + residual[i], acc[i]) << "step " << step << " element " << i;  // one of them is 0
+        if (sent[i] != 0) {
+          ++n_sent;
+          smallest_sent = std::min(smallest_sent, std::fabs(sent[i]));
+        } else {
+          largest_kept = std::max(largest_kept, std::fabs(residual[i]));
+        }
+      }
+      EXPECT_EQ(n_sent, k) << "step " << step << " tensor " << s;
+      EXPECT_GE(smallest_sent, largest_kept) << "step " << step << " tensor " << s << ": not the largest |acc|";
+    }
+    for (std::size_t i = 0; i < padded; ++i) sum_sent[i] += sent[i];
+  }
+  double held_back = 0;
+  for (std::size_t i = 0; i < padded; ++i) {
+    EXPECT_NEAR(sum_sent[i] + residual[i], sum_g[i], 1e-5) << i;
+    held_back += std::fabs(residual[i]);
+  }
+  EXPECT_GT(held_back, 1.0);  // most of the gradient is still waiting: the identity is not trivial
+}
+
+TEST(RuntimeCompression, Int8BlocksStayInsideTheirTensor) {
+  // Gradients of ~1e-6 beside gradients of ~1: a block spanning both would round the small ones
+  // to 0 (1e-6 / (1 / 127) << 0.5). Inside its own blocks, one rank's compressed all-reduce (two
+  // roundings, the second of already-rounded values) errs by at most half a step, absmax / 254,
+  // plus the second scale's last bit.
+  const std::vector<Segment> segments{{0, 300}, {300, 200}};
+  const std::size_t padded = 500;
+  RegionCompressor c(GradCompression::kInt8, 0, segments, 1, padded);
+  EXPECT_EQ(c.wire_bytes(), 500u + 4 * 3);  // 500 int8s; scales: 2 blocks of the first tensor, 1 of the second
+  Comm self;
+  Lcg rnd;
+  std::vector<float> g(padded), out(padded);
+  for (std::size_t i = 0; i < 300; ++i) g[i] = rnd();
+  for (std::size_t i = 300; i < padded; ++i) g[i] = 1e-6f * rnd();
+  c.compress(g.data(), nullptr);
+  c.exchange(self);
+  c.decompress(out.data());
+  const std::size_t blocks[][2] = {{0, 256}, {256, 300}, {300, 500}};
+  for (const auto& b : blocks) {
+    float amax = 0;
+    for (std::size_t i = b[0]; i < b[1]; ++i) amax = std::max(amax, std::fabs(g[i]));
+    for (std::size_t i = b[0]; i < b[1]; ++i) ASSERT_NEAR(out[i], g[i], 0.5001f * amax / 127) << i;
+  }
+}
+
+TEST(RuntimeCompression, RefusesWhatItDoesNotExecuteWithTheField) {
+  const ModelSpec m = tiny4();
+  for (GradCompression c : {GradCompression::kPowerSgd, GradCompression::kFourStage}) {
+    Plan p = plan(8);
+    p.grad_compression = c;
+    const Status s = check_runtime_plan(m, p, "plan.json");
+    ASSERT_FALSE(s) << to_string(c);
+    EXPECT_NE(s.error().message().find("plan.json: /grad_compression: " + to_string(c)), std::string::npos)
+        << s.error().message();
+  }
+  Plan p = plan(8);
+  p.grad_compression = GradCompression::kTopK;
+  p.precision = Precision::kFp16;
+  Status s = check_runtime_plan(m, p, "plan.json");
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message().find("plan.json: /grad_compression: topk gradient compression with fp16"), std::string::npos)
+      << s.error().message();
+  p = plan(8);
+  p.grad_compression = GradCompression::kInt8;
+  p.zero_stage = 2;
+  s = check_runtime_plan(m, p, "plan.json");
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().message().find("plan.json: /zero_stage"), std::string::npos) << s.error().message();
+  for (GradCompression c : {GradCompression::kInt8, GradCompression::kTopK})
+    for (int zero : {0, 1}) {
+      p = plan(8);
+      p.grad_compression = c;
+      p.zero_stage = zero;
+      EXPECT_TRUE(check_runtime_plan(m, p, "plan.json")) << to_string(c) << " ZeRO-" << zero;
+    }
+}
+
+TEST(RuntimeCompression, TopKCheckpointResumeIsBitIdentical) {
+  // One rank: the graph still compresses, so the update is the sparse one and the residual is
+  // training state that a resumed run must get back.
+  const auto dir = std::filesystem::temp_directory_path() / "foresight-ckpt-topk-test";
+  std::filesystem::remove_all(dir);
+  Plan p = plan(2);
+  p.grad_compression = GradCompression::kTopK;
+  p.compression_topk = 0.1;
+  auto straight = serial(tiny4(), p);
+  std::vector<double> losses;
+  for (int i = 0; i < 5; ++i) losses.push_back(straight->t->step()->loss);
+
+  auto first = serial(tiny4(), p);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(first->t->step());
+  const Buffer residual = first->t->error_feedback();
+  ASSERT_EQ(residual.size(), first->t->params().size());
+  EXPECT_TRUE(std::any_of(residual.begin(), residual.end(), [](float x) { return x != 0; }));
+  ASSERT_TRUE(first->t->step(false));  // a dry step leaves the error feedback as it was
+  EXPECT_EQ(first->t->error_feedback(), residual);
+  ASSERT_TRUE(first->t->save_checkpoint(dir.string()));
+
+  auto resumed = serial(tiny4(), p);
+  ASSERT_TRUE(resumed->t->load_checkpoint(dir.string()));
+  EXPECT_EQ(resumed->t->error_feedback(), residual);
+  EXPECT_EQ(resumed->t->step()->loss, losses[3]);  // bit-identical doubles
+  EXPECT_EQ(resumed->t->step()->loss, losses[4]);
+  EXPECT_EQ(resumed->t->params(), straight->t->params());
+  EXPECT_EQ(resumed->t->error_feedback(), straight->t->error_feedback());
+
+  // The content hash covers the residual: it is the last tensor, just before the 8-byte hash.
+  const auto file = dir / "rank-00000.ckpt";
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const std::streamoff at = static_cast<std::streamoff>(f.tellg()) - 8 - 4 * 10;
+    f.seekg(at);
+    char ch = 0;
+    f.read(&ch, 1);
+    f.seekp(at);
+    ch ^= 0x10;
+    f.write(&ch, 1);
+  }
+  auto again = serial(tiny4(), p);
+  const Status bad = again->t->load_checkpoint(dir.string());
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("content hash mismatch"), std::string::npos) << bad.error().message();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Runtime, PredictedAndMeasuredTracesAlignOpByOp) {
   // One graph, two executors: the simulator's trace and the runtime's trace of the same plan
   // carry the same op ids, every one of them.
@@ -430,6 +600,125 @@ TEST(RuntimeMpi, ResumedRunContinuesBitIdentically) {
   ASSERT_EQ(sb.size(), 2u);
   EXPECT_EQ(sb[0]["loss"].get<double>(), sa[2]["loss"].get<double>());  // bit-identical doubles
   EXPECT_EQ(sb[1]["loss"].get<double>(), sa[3]["loss"].get<double>());
+  std::filesystem::remove_all(dir);
+}
+
+// Compressed data parallelism: the replicas stay bit-identical (DP ranks, and the TP-replicated
+// tensors across TP ranks), and int8's reduced gradients match the serial ones within its rounding.
+class CompressedReplicas : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(CompressedReplicas, StayBitIdentical) {
+  const Layout& l = GetParam();
+  const std::string cmd = mpirun(l.ranks) + FORESIGHT_PARALLEL_CHECK + " model=" + kTiny4 + " " + l.args;
+  EXPECT_EQ(run_shell(cmd + " > /dev/null"), 0) << cmd;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, CompressedReplicas,
+    ::testing::Values(Layout{"dp=2 compression=int8 steps=3", 2}, Layout{"dp=2 compression=topk steps=3", 2},
+                      Layout{"dp=2 zero=1 compression=int8 steps=3", 2},
+                      Layout{"tp=2 dp=2 compression=topk steps=3", 4},
+                      Layout{"tp=2 dp=2 sp=1 zero=1 overlap_grad=1 compression=int8 steps=3", 4},
+                      Layout{"pp=2 dp=2 overlap_grad=1 compression=topk steps=3", 4}));
+
+// `foresight run` with dp = 2 and a compression scheme for `steps` steps: its summary.
+nlohmann::json compressed_run(const std::string& compression, int steps, const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / "foresight-mpi-compression";
+  std::filesystem::create_directories(dir);
+  const std::string summary = (dir / (name + ".json")).string();
+  const std::string cmd = mpirun(2) + FORESIGHT_BINARY + " run --model " + kTiny4 + " --dp 2 --gb 8 --lr 3e-3 --steps " +
+                          std::to_string(steps) + " " + compression + " --summary " + summary + " > /dev/null";
+  EXPECT_EQ(run_shell(cmd), 0) << cmd;
+  std::ifstream f(summary);
+  return f ? nlohmann::json::parse(f) : nlohmann::json::object();
+}
+
+double loss_at(const nlohmann::json& s, int step) { return s["steps"][step - 1]["loss"].get<double>(); }
+
+TEST(RuntimeMpi, Int8DataParallelTracksTheUncompressedRun) {
+  const auto dense = compressed_run("", 30, "dense");
+  const auto int8 = compressed_run("--grad-compression int8", 30, "int8");
+  ASSERT_EQ(dense["steps"].size(), 30u);
+  ASSERT_EQ(int8["steps"].size(), 30u);
+  // Step 1 computes on the same parameters: the same loss to the last bit.
+  EXPECT_EQ(loss_at(int8, 1), loss_at(dense, 1));
+  // int8 rounds each gradient by at most 1/254 of its block's largest. Measured (tiny4, this
+  // build): the losses differ by 7e-4 at step 5 and 1.4e-3 at step 30, while the run itself falls
+  // 2 nats; the bounds leave about 7x and 14x of that, far below what a lost update costs.
+  EXPECT_NEAR(loss_at(int8, 5), loss_at(dense, 5), 0.005);
+  EXPECT_NEAR(loss_at(int8, 30), loss_at(dense, 30), 0.02);
+  EXPECT_LT(loss_at(int8, 30), loss_at(int8, 1) - 1.0);
+  // Bytes of the gradient collectives: the dense all-reduce moves 4 bytes per element, int8 one
+  // byte and a 4-byte scale per (at most) 256 elements of a tensor -- a ratio just under 4.
+  const double dense_bytes = dense["steps"][0]["dp_grad_bytes"].get<double>();
+  const double int8_bytes = int8["steps"][0]["dp_grad_bytes"].get<double>();
+  EXPECT_GT(dense_bytes, 0);
+  EXPECT_GT(dense_bytes / int8_bytes, 3.8);
+  EXPECT_LT(dense_bytes / int8_bytes, 4.0);
+}
+
+TEST(RuntimeMpi, TopKDataParallelLossFalls) {
+  const auto dense = compressed_run("", 1, "dense1");
+  const auto topk = compressed_run("--grad-compression topk --compression-topk 0.1", 30, "topk");
+  ASSERT_EQ(topk["steps"].size(), 30u);
+  EXPECT_EQ(loss_at(topk, 1), loss_at(dense, 1));
+  EXPECT_LT(loss_at(topk, 30), loss_at(topk, 1) - 0.5);
+  // Each of 2 ranks sends 10% of the elements (rounded up per tensor) as 4-byte index + 4-byte
+  // value, all-gathered: 2 x 0.1 x 8 = 1.6 bytes per element against the dense 4, a ratio of 0.4.
+  const double ratio = topk["steps"][0]["dp_grad_bytes"].get<double>() / dense["steps"][0]["dp_grad_bytes"].get<double>();
+  EXPECT_GT(ratio, 0.4);
+  EXPECT_LT(ratio, 0.42);
+}
+
+TEST(RuntimeMpi, CompressedTracesAlignOpByOp) {
+  // int8 with per-layer (overlapped) reductions: grad_compress, the collective and the deferred
+  // grad_decompress of every layer, and the step-end ones, all carry the simulator's op ids.
+  const auto dir = std::filesystem::temp_directory_path() / "foresight-mpi-compressed-trace";
+  std::filesystem::create_directories(dir);
+  const std::string pred = (dir / "pred.json").string(), meas = (dir / "meas.json").string(), cmp = (dir / "cmp.json").string();
+  const std::string args = " --model " + kTiny4 + " --cluster cpu-local --gpus 2 --dp 2 --gb 4 --precision fp32" +
+                           " --grad-compression int8 --overlap-grad-reduce true";
+  const std::string bin = FORESIGHT_BINARY;
+  ASSERT_EQ(run_shell(bin + " simulate" + args + " --full --trace " + pred + " > /dev/null"), 0);
+  ASSERT_EQ(run_shell(mpirun(2) + bin + " run" + args + " --steps 2 --trace " + meas + " > /dev/null"), 0);
+  ASSERT_EQ(run_shell(bin + " compare " + pred + " " + meas + " --out " + cmp + " > /dev/null"), 0);
+  const auto report = nlohmann::json::parse(std::ifstream(cmp));
+  auto m = load_model_file(kTiny4);
+  auto c = load_cluster("cpu-local");
+  ASSERT_TRUE(resize_cluster(*c, 2, "gpus"));
+  Plan p = plan(4);
+  p.dp = 2;
+  p.grad_compression = GradCompression::kInt8;
+  p.overlap_grad_reduce = true;
+  auto w = lower(*m, *c, p);
+  ASSERT_TRUE(w) << w.error().message();
+  int compress = 0, decompress = 0;
+  const OpGraph& g = w->stages[0].graph();
+  for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+    compress += std::string_view(g[v].name) == "grad_compress";
+    decompress += std::string_view(g[v].name) == "grad_decompress";
+  }
+  EXPECT_EQ(compress, 5);    // four layers and the embedding/head region
+  EXPECT_EQ(decompress, 5);
+  EXPECT_EQ(report["matched_ops"].get<std::size_t>(), 2 * w->op_count());  // both ranks run stage 0's graph
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RuntimeMpi, TopKResumedRunContinuesBitIdentically) {
+  const auto dir = std::filesystem::temp_directory_path() / "foresight-mpi-ckpt-topk";
+  std::filesystem::remove_all(dir);
+  const std::string base = mpirun(2) + FORESIGHT_BINARY + " run --model " + kTiny4 +
+                           " --dp 2 --gb 4 --grad-compression topk --compression-topk 0.1 ";
+  const std::string a = (dir / "a.json").string(), b = (dir / "b.json").string();
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(run_shell(base + "--steps 5 --summary " + a + " > /dev/null"), 0);
+  ASSERT_EQ(run_shell(base + "--steps 3 --checkpoint-dir " + (dir / "ck").string() + " > /dev/null"), 0);
+  ASSERT_EQ(run_shell(base + "--steps 5 --resume --checkpoint-dir " + (dir / "ck").string() + " --summary " + b + " > /dev/null"), 0);
+  auto steps = [](const std::string& f) { return nlohmann::json::parse(std::ifstream(f))["steps"]; };
+  const auto sa = steps(a), sb = steps(b);
+  ASSERT_EQ(sb.size(), 2u);
+  EXPECT_EQ(sb[0]["loss"].get<double>(), sa[3]["loss"].get<double>());  // bit-identical doubles
+  EXPECT_EQ(sb[1]["loss"].get<double>(), sa[4]["loss"].get<double>());
   std::filesystem::remove_all(dir);
 }
 
