@@ -125,7 +125,11 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
   // GEMMs at the shapes the runtime runs (tokens x in x out), forward and backward. In a training
   // step each GEMM meets its weights after the rest of the model went through the caches, so the
   // calls cycle through copies of the operands spanning >= 8 MiB (beyond a core's L2) instead of
-  // hitting the same hot matrices; outputs are allocated per call, as the executor does.
+  // hitting the same hot matrices; outputs are allocated per call, as the executor does. A limit:
+  // the caches' state inside a step depends on the model. The small model's MLP GEMM ran at 131
+  // GFLOP/s cycling over 8 MiB, 115-125 over 32-512 MiB and 115-124 inside `foresight run`, but
+  // cycling over 64 MiB made the tiny model's GEMMs (its weights stay in cache) 45% slower than
+  // measured.
   for (int rows : {32, 128, 512})
     for (const auto& kn : {std::pair{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}}) {
       const int k = kn.first, n = kn.second;  // named copies: lambdas cannot capture structured bindings in clang 14
@@ -294,6 +298,10 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
   c.device.memory_bandwidth = 1.0 / c.stream.slope;
   c.device.memory_efficiency = 1.0;
   c.device.kernel_overhead_s = c.executor_overhead_s;
+  // The lines' intercepts: what a call costs beyond its work (the attention line's is per forward
+  // and backward pair).
+  c.device.gemm_setup_s = c.gemm.intercept_s;
+  c.device.attention_setup_s = 0.5 * c.attention.intercept_s;
   return c;
 }
 
@@ -313,6 +321,8 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
        fmt::format("fitted: residual, rmsnorm and swiglu (forward; rmsnorm and swiglu backward) at 32 KiB-8 MiB, inputs "
                    "cycled over >= 8 MiB, and AdamW at 1-16 MiB of parameters (cache and DRAM; one line through both), "
                    "t = a + bytes/B; rms error {:.1f}%", 100 * c.stream.rms_rel_error)},
+      {"efficiency.gemm_setup", "fitted: the GEMM line's intercept"},
+      {"efficiency.attention_setup", "fitted: half the attention line's intercept (a forward and backward pair)"},
       {"efficiency.kernel_overhead", "measured: the executor's cost per op, a training step of a micro model (2 layers, "
                                      "hidden 8) divided by its op count"},
       {"rest", "from the base profile " + base.node.accelerator().name}};

@@ -117,12 +117,15 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.memory_bytes = r.required_quantity("memory", Dimension::kBytes);
   d.memory_bandwidth = r.required_quantity("memory_bandwidth", Dimension::kBandwidth);
   JsonReader eff = r.object("efficiency");
-  eff.reject_unknown_keys({"gemm", "attention", "memory", "kernel_overhead", "graph_kernel_overhead"});
+  eff.reject_unknown_keys({"gemm", "attention", "memory", "kernel_overhead", "graph_kernel_overhead", "gemm_setup",
+                           "attention_setup"});
   d.gemm_efficiency = eff.number("gemm", d.gemm_efficiency, 0.01, 1.0);
   d.attention_efficiency = eff.number("attention", d.attention_efficiency, 0.01, 1.0);
   d.memory_efficiency = eff.number("memory", d.memory_efficiency, 0.01, 1.0);
   d.kernel_overhead_s = eff.quantity("kernel_overhead", Dimension::kSeconds, d.kernel_overhead_s);
   d.graph_kernel_overhead_s = eff.quantity("graph_kernel_overhead", Dimension::kSeconds, d.graph_kernel_overhead_s);
+  d.gemm_setup_s = eff.quantity("gemm_setup", Dimension::kSeconds, 0.0);
+  d.attention_setup_s = eff.quantity("attention_setup", Dimension::kSeconds, 0.0);
   d.memory_reserved_bytes = r.quantity("memory_reserved", Dimension::kBytes, 0.0);
   JsonReader power = r.object("power");
   power.reject_unknown_keys({"load", "idle"});
@@ -151,7 +154,9 @@ json device_to_json(const DeviceSpec& d) {
               {"attention", d.attention_efficiency},
               {"memory", d.memory_efficiency},
               {"kernel_overhead", format_quantity(d.kernel_overhead_s, Dimension::kSeconds)},
-              {"graph_kernel_overhead", format_quantity(d.graph_kernel_overhead_s, Dimension::kSeconds)}}},
+              {"graph_kernel_overhead", format_quantity(d.graph_kernel_overhead_s, Dimension::kSeconds)},
+              {"gemm_setup", format_quantity(d.gemm_setup_s, Dimension::kSeconds)},
+              {"attention_setup", format_quantity(d.attention_setup_s, Dimension::kSeconds)}}},
             {"memory_reserved", format_quantity(d.memory_reserved_bytes, Dimension::kBytes)},
             {"power",
              {{"load", format_quantity(d.power_load_w, Dimension::kPower)},

@@ -39,6 +39,11 @@ struct DeviceSpec {
   // Per kernel inside a CUDA graph (Plan::cuda_graphs): the host's launch work is gone, the
   // device still schedules each node. Assumption (1 us) until calibrate measures it.
   double graph_kernel_overhead_s = 1e-6;
+  // Fixed time per GEMM and per attention call (forward or backward) beyond the launch: library
+  // set-up, per-head loops. `foresight calibrate` fits them as the intercepts of its lines (the
+  // CPU backend's Eigen calls); the GPU profiles leave them 0 (the launch overhead covers it).
+  double gemm_setup_s = 0;
+  double attention_setup_s = 0;
   double memory_reserved_bytes = 0;   // runtime context, allocator fragmentation, workspaces
   double power_load_w = 0, power_idle_w = 0;
   double price_per_hour_usd = 0;

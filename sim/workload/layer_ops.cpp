@@ -96,7 +96,7 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   };
   // A GEMM: backward = data gradient + weight gradient, each as much work as the forward.
   auto gemm = [&](KernelName name, double flops, std::int64_t gn, std::int64_t gk) {
-    const double t = flops / gemm_rate;
+    const double t = flops / gemm_rate + d.gemm_setup_s;
     add(name, KernelClass::kGemm, flops, e * (tokens * gk + static_cast<double>(gk) * gn + tokens * gn), t, 2 * t, t,
         T, gn, gk);
   };
@@ -147,9 +147,10 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
     if (p.flash_attention) {
       // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
       const double t = 0.5 * f.attn_core / (peak * dev.attention_efficiency);
-      put(KernelName::kAttention, KernelClass::kAttention, f.attn_core, 0, t, 2.5 * t, 0);
+      put(KernelName::kAttention, KernelClass::kAttention, f.attn_core, 0, t + dev.attention_setup_s,
+          2.5 * t + dev.attention_setup_s, 0);
     } else {
-      const double t = 0.5 * f.attn_core / (peak * dev.gemm_efficiency);  // Q·K^T and P·V, half each
+      const double t = 0.5 * f.attn_core / (peak * dev.gemm_efficiency) + dev.gemm_setup_s;  // Q·K^T and P·V, half each
       const double scores = s.batch * m.heads * s.seq * s.kv_seq / tp;
       put(KernelName::kScores, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
       // Fused scale-mask-softmax reads and writes the scores; dropout adds a mask and a copy.
@@ -241,8 +242,8 @@ HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   h.fwd_flops = logits_flops(m, s);
   h.fwd_bytes = 4.0 * logits;
   h.bwd_bytes = 8.0 * logits;
-  h.fwd_s = h.fwd_flops / gemm_rate + d.stream_seconds(h.fwd_bytes) + launch;
-  h.bwd_s = 2 * h.fwd_flops / gemm_rate + d.stream_seconds(h.bwd_bytes) + 2 * launch;
+  h.fwd_s = h.fwd_flops / gemm_rate + d.gemm_setup_s + d.stream_seconds(h.fwd_bytes) + launch;
+  h.bwd_s = 2 * (h.fwd_flops / gemm_rate + d.gemm_setup_s) + d.stream_seconds(h.bwd_bytes) + 2 * launch;
   if (h.tp) {
     h.grad_bytes = 8.0 * logits;  // read and write the gradient once more
     h.grad_s = d.stream_seconds(h.grad_bytes) + launch;
