@@ -6,7 +6,11 @@ plan with `--predict`: the discrete-event simulator predicts the step on the cal
 the runtime measures it, and the two traces are compared op by op. Prints the step-time error of
 every plan and the op kinds that contribute most.
 
-    bench/predict_vs_measured.py --binary build/app/foresight [--steps 8]
+    bench/predict_vs_measured.py --binary build/app/foresight [--steps 8] [--repeats 3]
+
+Each plan runs `--repeats` times (interleaved with the other plans' runs, so that a slow spell of
+a shared machine lands on several plans rather than on all runs of one); the error is that of the
+median run, and the measured range shows the machine's run-to-run spread.
 """
 import argparse
 import json
@@ -30,28 +34,36 @@ def main():
     ap.add_argument("--models", nargs="+", default=["tiny", "small"])
     ap.add_argument("--gb", type=int, default=8)
     ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3, help="runs per plan (the median is compared)")
     ap.add_argument("--profile", help="use this calibrated profile instead of calibrating now")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         profile = args.profile or os.path.join(d, "local.json")
         if not args.profile:
             subprocess.run(mpirun(2) + [args.binary, "calibrate", "--out", profile], check=True, stdout=subprocess.DEVNULL)
-        print(f"profile {profile}; {args.gb} sequences per step, median of {args.steps} steps after 2 warm-up")
-        print(f"{'model':<7} {'layout':<11} {'predicted ms':>12} {'measured ms':>12} {'error':>8}   largest kind errors")
-        errors = []
-        for model in args.models:
-            for name, ranks, extra in LAYOUTS:
+        print(f"profile {profile}; {args.gb} sequences per step, median of {args.steps} steps after 2 warm-up, "
+              f"median of {args.repeats} runs")
+        plans = [(model, name, ranks, extra) for model in args.models for name, ranks, extra in LAYOUTS]
+        runs = {i: [] for i in range(len(plans))}
+        for _ in range(args.repeats):
+            for i, (model, name, ranks, extra) in enumerate(plans):
                 summary = os.path.join(d, "s.json")
                 cmd = mpirun(ranks) + [args.binary, "run", "--model", model, "--cluster", profile, "--gb", str(args.gb),
                                         "--steps", str(args.steps), "--predict", "--summary", summary] + extra
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 with open(summary) as f:
-                    c = json.load(f)["comparison"]
-                kinds = sorted(c["kinds"], key=lambda k: -abs(k["predicted_s"] - k["measured_s"]))[:2]
-                worst = ", ".join(f"{k['kind']} {k['error_pct']:+.0f}%" for k in kinds)
-                errors.append(abs(c["step_time_error_pct"]))
-                print(f"{model:<7} {name:<11} {c['predicted_step_s'] * 1e3:>12.2f} {c['measured_step_s'] * 1e3:>12.2f} "
-                      f"{c['step_time_error_pct']:>+7.1f}%   {worst}")
+                    runs[i].append(json.load(f)["comparison"])
+        print(f"{'model':<7} {'layout':<11} {'predicted ms':>12} {'measured ms':>12} {'range ms':>15} {'error':>8}   largest kind errors")
+        errors = []
+        for i, (model, name, _, _) in enumerate(plans):
+            rs = sorted(runs[i], key=lambda c: c["measured_step_s"])
+            c = rs[len(rs) // 2]
+            kinds = sorted(c["kinds"], key=lambda k: -abs(k["predicted_s"] - k["measured_s"]))[:2]
+            worst = ", ".join(f"{k['kind']} {k['error_pct']:+.0f}%" for k in kinds)
+            errors.append(abs(c["step_time_error_pct"]))
+            span = f"{rs[0]['measured_step_s'] * 1e3:.2f}-{rs[-1]['measured_step_s'] * 1e3:.2f}"
+            print(f"{model:<7} {name:<11} {c['predicted_step_s'] * 1e3:>12.2f} {c['measured_step_s'] * 1e3:>12.2f} {span:>15} "
+                  f"{c['step_time_error_pct']:>+7.1f}%   {worst}")
         print(f"mean |error| {sum(errors) / len(errors):.1f}%, worst {max(errors):.1f}% over {len(errors)} plans")
     return 0
 
