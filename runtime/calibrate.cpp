@@ -122,77 +122,83 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
     if (progress) progress(fmt::format("peak: 1024^3 GEMM at {:.1f} GFLOP/s (the CPU backend computes every precision in fp32)", peak / 1e9));
   }
 
-  // GEMMs at the shapes the runtime runs (tokens x in x out), forward and backward. In a training
-  // step each GEMM meets its weights after the rest of the model went through the caches, so the
-  // calls cycle through copies of the operands spanning >= 8 MiB (beyond a core's L2) instead of
-  // hitting the same hot matrices; outputs are allocated per call, as the executor does. A limit:
-  // the caches' state inside a step depends on the model. The small model's MLP GEMM ran at 131
-  // GFLOP/s cycling over 8 MiB, 115-125 over 32-512 MiB and 115-124 inside `foresight run`, but
-  // cycling over 64 MiB made the tiny model's GEMMs (its weights stay in cache) 45% slower than
-  // measured.
-  for (int rows : {32, 128, 512})
-    for (const auto& kn : {std::pair{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}}) {
-      const int k = kn.first, n = kn.second;  // named copies: lambdas cannot capture structured bindings in clang 14
-      const std::size_t in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n,
-                        out_n = static_cast<std::size_t>(rows) * n;
-      const std::size_t copies = std::max<std::size_t>(2, (8u << 20) / (4 * (in_n + 2 * w_n + out_n)));
-      auto in = random_vector(in_n * copies, 3), w = random_vector(w_n * copies, 4), dout = random_vector(out_n * copies, 5);
-      Buffer dw(w_n * copies);
+  // GEMMs at the shapes the runtime runs (tokens x in x out), forward and backward, and streaming
+  // kernels with the byte counts the model uses (read + write of each tensor; an elementwise
+  // backward moves twice its forward's bytes). In a training step a kernel meets operands that
+  // other kernels used since, so the calls cycle through copies of the operands instead of hitting
+  // the same hot matrices, and outputs are allocated per call, as the executor does. How far the
+  // copies span decides what the caches hold, so each kernel is measured twice: over 8 MiB (the
+  // profile's cache rates, for steps whose model state fits in that much) and over 64 MiB (its
+  // memory rates). The small model's MLP GEMM ran at 131 GFLOP/s over 8 MiB, 115-125 over 32-512
+  // MiB and 115-124 inside `foresight run` (its state: 80 MB); the tiny model's (1.6 MB) at the
+  // 8 MiB rate.
+  auto measure = [&](std::size_t footprint, const std::string& gemm_kind, const std::string& stream_kind) {
+    for (int rows : {32, 128, 512})
+      for (const auto& kn : {std::pair{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}}) {
+        const int k = kn.first, n = kn.second;  // named copies: lambdas cannot capture structured bindings in clang 14
+        const std::size_t in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n,
+                          out_n = static_cast<std::size_t>(rows) * n;
+        const std::size_t copies = std::max<std::size_t>(2, footprint / (4 * (in_n + 2 * w_n + out_n)));
+        auto in = random_vector(in_n * copies, 3), w = random_vector(w_n * copies, 4), dout = random_vector(out_n * copies, 5);
+        Buffer dw(w_n * copies);
+        std::size_t i = 0;
+        const double flops = 2.0 * rows * k * n;
+        pts.push_back({gemm_kind, fmt::format("fwd {}x{}x{}", rows, k, n), flops, time_call([&] {
+                         const std::size_t at = i++ % copies;
+                         Buffer out(out_n);
+                         gemm_forward(out.data(), in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
+                       })});
+        pts.push_back({gemm_kind, fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, time_call([&] {
+                         const std::size_t at = i++ % copies;
+                         Buffer din(in_n);
+                         gemm_backward(din.data(), dw.data() + at * w_n, dout.data() + at * out_n, in.data() + at * in_n,
+                                       w.data() + at * w_n, rows, k, n);
+                       })});
+      }
+    for (std::size_t n : {8192u, 32768u, 131072u, 524288u, 2097152u}) {
+      const std::size_t copies = std::max<std::size_t>(2, footprint / (2 * 4 * n));
+      auto a = random_vector(n * copies, 6), b = random_vector(n * copies, 7), w = random_vector(256, 8);
+      const int rows = static_cast<int>(n / 256);
       std::size_t i = 0;
-      const double flops = 2.0 * rows * k * n;
-      pts.push_back({"gemm", fmt::format("fwd {}x{}x{}", rows, k, n), flops, time_call([&] {
-                       const std::size_t at = i++ % copies;
-                       Buffer out(out_n);
-                       gemm_forward(out.data(), in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
+      auto next = [&] { return (i++ % copies) * n; };  // the next copy's offset
+      pts.push_back({stream_kind, "residual " + size_label(4.0 * n), 12.0 * n, time_call([&] {
+                       const std::size_t at = next();
+                       Buffer out(n);
+                       kernels::residual_forward_cpu(out.data(), a.data() + at, b.data() + at, n);
                      })});
-      pts.push_back({"gemm", fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, time_call([&] {
-                       const std::size_t at = i++ % copies;
-                       Buffer din(in_n);
-                       gemm_backward(din.data(), dw.data() + at * w_n, dout.data() + at * out_n, in.data() + at * in_n,
-                                     w.data() + at * w_n, rows, k, n);
+      pts.push_back({stream_kind, "rmsnorm " + size_label(4.0 * n), 8.0 * n, time_call([&] {
+                       const std::size_t at = next();
+                       Buffer out(n), rstd(static_cast<std::size_t>(rows));
+                       rmsnorm_forward_fast(out.data(), rstd.data(), a.data() + at, w.data(), rows, 256, 1e-5f);
+                     })});
+      pts.push_back({stream_kind, "swiglu " + size_label(4.0 * n), 6.0 * n, time_call([&] {  // reads gate|up (n), writes n/2
+                       const std::size_t at = next();
+                       Buffer act(n / 2);
+                       swiglu_forward_fast(act.data(), a.data() + at, rows, 128);
+                     })});
+      pts.push_back({stream_kind, "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, time_call([&] {
+                       const std::size_t at = next();
+                       Buffer dx(n), dw(256), rstd(static_cast<std::size_t>(rows), 1.0f);
+                       rmsnorm_backward_fast(dx.data(), dw.data(), b.data() + at, a.data() + at, w.data(), rstd.data(), rows, 256);
+                     })});
+      pts.push_back({stream_kind, "swiglu bwd " + size_label(4.0 * n), 12.0 * n, time_call([&] {
+                       const std::size_t at = next();
+                       Buffer dgu(n);
+                       swiglu_backward_fast(dgu.data(), a.data() + at, b.data() + at, rows, 128);
                      })});
     }
+  };
+  measure(kCacheFootprint, "gemm-cache", "stream-cache");
+  measure(kMemoryFootprint, "gemm", "stream");
+  c.gemm_cache = fit(pts, "gemm-cache");
   c.gemm = fit(pts, "gemm");
-  if (progress) progress(fmt::format("gemm: {} shapes, {:.1f} GFLOP/s sustained, {:.2f} us per call (rms fit error {:.1f}%)",
-                                     36, 1e-9 / c.gemm.slope, c.gemm.intercept_s * 1e6, 100 * c.gemm.rms_rel_error));
+  if (progress)
+    progress(fmt::format("gemm: 36 shapes, {:.1f} GFLOP/s sustained over {} of operands (rms fit error {:.1f}%), {:.1f} "
+                         "over {} ({:.1f}%), {:.2f} us per call",
+                         1e-9 / c.gemm_cache.slope, size_label(kCacheFootprint), 100 * c.gemm_cache.rms_rel_error,
+                         1e-9 / c.gemm.slope, size_label(kMemoryFootprint), 100 * c.gemm.rms_rel_error,
+                         c.gemm_cache.intercept_s * 1e6));
 
-  // Streaming kernels, with the byte counts the model uses (read + write of each tensor). As for
-  // the GEMMs, the calls cycle through copies of the inputs spanning >= 8 MiB: in a training step
-  // a kernel's input was written several kernels earlier and has left the core's L2 (hot inputs
-  // ran 2-3x faster than the same kernels inside `foresight run`).
-  for (std::size_t n : {8192u, 32768u, 131072u, 524288u, 2097152u}) {
-    const std::size_t copies = std::max<std::size_t>(2, (8u << 20) / (2 * 4 * n));
-    auto a = random_vector(n * copies, 6), b = random_vector(n * copies, 7), w = random_vector(256, 8);
-    const int rows = static_cast<int>(n / 256);
-    std::size_t i = 0;
-    auto next = [&] { return (i++ % copies) * n; };  // the next copy's offset
-    pts.push_back({"stream", "residual " + size_label(4.0 * n), 12.0 * n, time_call([&] {
-                     const std::size_t at = next();
-                     Buffer out(n);
-                     kernels::residual_forward_cpu(out.data(), a.data() + at, b.data() + at, n);
-                   })});
-    pts.push_back({"stream", "rmsnorm " + size_label(4.0 * n), 8.0 * n, time_call([&] {
-                     const std::size_t at = next();
-                     Buffer out(n), rstd(static_cast<std::size_t>(rows));
-                     rmsnorm_forward_fast(out.data(), rstd.data(), a.data() + at, w.data(), rows, 256, 1e-5f);
-                   })});
-    pts.push_back({"stream", "swiglu " + size_label(4.0 * n), 6.0 * n, time_call([&] {  // reads gate|up (n), writes n/2
-                     const std::size_t at = next();
-                     Buffer act(n / 2);
-                     swiglu_forward_fast(act.data(), a.data() + at, rows, 128);
-                   })});
-    // Backward kernels: the model charges an elementwise backward twice its forward's bytes.
-    pts.push_back({"stream", "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, time_call([&] {
-                     const std::size_t at = next();
-                     Buffer dx(n), dw(256), rstd(static_cast<std::size_t>(rows), 1.0f);
-                     rmsnorm_backward_fast(dx.data(), dw.data(), b.data() + at, a.data() + at, w.data(), rstd.data(), rows, 256);
-                   })});
-    pts.push_back({"stream", "swiglu bwd " + size_label(4.0 * n), 12.0 * n, time_call([&] {
-                     const std::size_t at = next();
-                     Buffer dgu(n);
-                     swiglu_backward_fast(dgu.data(), a.data() + at, b.data() + at, rows, 128);
-                   })});
-  }
   // The optimizer streams every parameter with its moments (out of cache): the model counts
   // kAdamBytesPerParam bytes per parameter.
   for (std::size_t n : {262144u, 1048576u, 4194304u}) {
@@ -202,9 +208,12 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
     pts.push_back({"stream", "adamw " + size_label(4.0 * n) + " of parameters", kAdamBytesPerParam * n,
                    time_call([&] { adamw_fast(p.data(), m.data(), v.data(), g.data(), n, kernels::AdamWConfig{}, ++step, 1.0f); })});
   }
+  c.stream_cache = fit(pts, "stream-cache");
   c.stream = fit(pts, "stream");
-  if (progress) progress(fmt::format("streaming: {:.1f} GB/s, {:.2f} us per call (rms fit error {:.1f}%)", 1e-9 / c.stream.slope,
-                                     c.stream.intercept_s * 1e6, 100 * c.stream.rms_rel_error));
+  if (progress)
+    progress(fmt::format("streaming: {:.1f} GB/s over {} (rms fit error {:.1f}%), {:.1f} GB/s over {} and AdamW ({:.1f}%)",
+                         1e-9 / c.stream_cache.slope, size_label(kCacheFootprint), 100 * c.stream_cache.rms_rel_error,
+                         1e-9 / c.stream.slope, size_label(kMemoryFootprint), 100 * c.stream.rms_rel_error));
 
   // Attention (the fused path).
   for (int seq : {16, 32, 64, 128})
@@ -296,11 +305,14 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
   c.device.gemm_efficiency = std::min(1.0, 1.0 / (c.gemm.slope * peak));
   c.device.attention_efficiency = std::min(1.0, 1.0 / (c.attention.slope * c.device.peak(DType::kBf16)));
   c.device.memory_bandwidth = 1.0 / c.stream.slope;
+  c.device.cache_bytes = static_cast<double>(kCacheFootprint);
+  c.device.cache_gemm_efficiency = std::min(1.0, 1.0 / (c.gemm_cache.slope * peak));
+  c.device.cache_memory_bandwidth = 1.0 / c.stream_cache.slope;
   c.device.memory_efficiency = 1.0;
   c.device.kernel_overhead_s = c.executor_overhead_s;
   // The lines' intercepts: what a call costs beyond its work (the attention line's is per forward
   // and backward pair).
-  c.device.gemm_setup_s = c.gemm.intercept_s;
+  c.device.gemm_setup_s = c.gemm_cache.intercept_s;  // the cleaner fit of the two
   c.device.attention_setup_s = 0.5 * c.attention.intercept_s;
   return c;
 }
@@ -312,16 +324,21 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
   device["sources"] = {
       {"peak", "measured: a 1024^3 fp32 GEMM with the runtime's Eigen path, best of 3 (" + provenance + ")"},
       {"efficiency.gemm",
-       fmt::format("fitted: 36 GEMMs (forward and backward, 32-512 tokens, widths 64-2048), t = a + FLOPs/(peak*eff), "
-                   "rms error {:.1f}%, worst {:.1f}%", 100 * c.gemm.rms_rel_error, 100 * c.gemm.max_rel_error)},
+       fmt::format("fitted: 36 GEMMs (forward and backward, 32-512 tokens, widths 64-2048) with operands cycled over "
+                   "{}, t = a + FLOPs/(peak*eff), rms error {:.1f}%, worst {:.1f}%",
+                   size_label(kMemoryFootprint), 100 * c.gemm.rms_rel_error, 100 * c.gemm.max_rel_error)},
       {"efficiency.attention",
        fmt::format("fitted: fused attention forward+backward, 8 shapes, against 3.5 x half the full-square FLOPs (the model's flash forward plus its 2.5x backward); rms error {:.1f}%",
                    100 * c.attention.rms_rel_error)},
       {"memory_bandwidth",
        fmt::format("fitted: residual, rmsnorm and swiglu (forward; rmsnorm and swiglu backward) at 32 KiB-8 MiB, inputs "
-                   "cycled over >= 8 MiB, and AdamW at 1-16 MiB of parameters (cache and DRAM; one line through both), "
-                   "t = a + bytes/B; rms error {:.1f}%", 100 * c.stream.rms_rel_error)},
-      {"efficiency.gemm_setup", "fitted: the GEMM line's intercept"},
+                   "cycled over {}, and AdamW at 1-16 MiB of parameters, t = a + bytes/B; rms error {:.1f}%",
+                   size_label(kMemoryFootprint), 100 * c.stream.rms_rel_error)},
+      {"efficiency.gemm_setup", "fitted: the intercept of the GEMM line over " + size_label(kCacheFootprint) + " of operands"},
+      {"cache", fmt::format("fitted: the same GEMMs and streaming kernels with operands cycled over {} (the size): "
+                            "GEMM rms error {:.1f}%, streaming {:.1f}%; a plan whose model state per device fits "
+                            "takes these rates", size_label(kCacheFootprint), 100 * c.gemm_cache.rms_rel_error,
+                            100 * c.stream_cache.rms_rel_error)},
       {"efficiency.attention_setup", "fitted: half the attention line's intercept (a forward and backward pair)"},
       {"efficiency.kernel_overhead", "measured: the executor's cost per op, a training step of a micro model (2 layers, "
                                      "hidden 8) divided by its op count"},

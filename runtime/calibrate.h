@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <functional>
 #include <string>
 #include <vector>
@@ -27,6 +28,11 @@
 #include "sim/spec/hardware.h"
 
 namespace foresight::runtime {
+
+// How far the calibration's copies of a kernel's operands span: the cache rates, and the memory
+// rates (see calibrate_cpu).
+inline constexpr std::size_t kCacheFootprint = 8u << 20;
+inline constexpr std::size_t kMemoryFootprint = 64u << 20;
 
 struct Measurement {
   std::string kind;   // gemm, stream, attention, all_reduce
@@ -49,7 +55,8 @@ struct Calibration {
   bool fabric_measured = false;
   double executor_overhead_s = 0;  // per op: becomes the device's kernel_overhead
   int ranks = 1;
-  LineFit gemm, stream, attention, all_reduce;
+  LineFit gemm, stream, attention, all_reduce;  // gemm, stream: operands beyond the caches
+  LineFit gemm_cache, stream_cache;              // operands cycled over kCacheFootprint
   std::vector<Measurement> points;
 };
 

@@ -79,7 +79,30 @@ double recomputed_fraction(const Plan& p, int layers) {
 }  // namespace
 
 AnalyticModel::AnalyticModel(const ModelSpec& model, const ClusterSpec& cluster)
-    : model_(model), cluster_(cluster), device_(cluster.node.accelerator()) {}
+    : model_(model), cluster_(cluster), device_(cluster.node.accelerator()), cache_level_(has_cache_level(cluster)) {}
+
+bool has_cache_level(const ClusterSpec& cluster) {
+  for (const DeviceGroup& g : cluster.node.devices)
+    if (g.device.cache_bytes > 0) return true;
+  return false;
+}
+
+ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
+  if (!has_cache_level(cluster)) return cluster;
+  const MemoryBreakdown mem = AnalyticModel(model, cluster).memory(plan);
+  const double state = mem.weights + mem.gradients + mem.optimizer;
+  ClusterSpec out = cluster;
+  for (DeviceGroup& g : out.node.devices) {
+    DeviceSpec& d = g.device;
+    if (d.cache_bytes <= 0) continue;
+    if (state <= d.cache_bytes) {
+      d.gemm_efficiency = d.cache_gemm_efficiency;
+      d.memory_bandwidth = d.cache_memory_bandwidth;
+    }
+    d.cache_bytes = 0;
+  }
+  return out;
+}
 
 namespace {
 
@@ -408,6 +431,7 @@ MemoryBreakdown AnalyticModel::memory(const Plan& p) const {
 }
 
 Prediction AnalyticModel::evaluate(const Plan& p) const {
+  if (cache_level_) return AnalyticModel(model_, cluster_for_plan(model_, cluster_, p)).evaluate(p);
   const ModelSpec& m = model_;
   Prediction out;
   out.devices = p.gpus();

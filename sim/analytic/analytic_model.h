@@ -48,7 +48,15 @@ class AnalyticModel {
   ModelSpec model_;
   ClusterSpec cluster_;
   DeviceSpec device_;
+  bool cache_level_ = false;  // evaluate() resolves the cache level per plan (cluster_for_plan)
 };
+
+// The cluster as `plan` sees it: a device with a cache level (DeviceSpec::cache_bytes) takes its
+// cache rates when the plan's model state per device fits the cache, else keeps its memory rates;
+// either way the result has no cache level left. Clusters without one come back unchanged. Both
+// engines price kernels on this view.
+ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan);
+bool has_cache_level(const ClusterSpec& cluster);
 
 // Validates the plan (errors name `plan_file` and the field) and evaluates it. A plan that does
 // not fit in memory is an error that says by how much and in which category.

@@ -102,7 +102,7 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   JsonReader r(doc, file, pointer);
   r.reject_unknown_keys({"name", "vendor", "kind", "peak", "memory", "memory_bandwidth",
                          "efficiency", "memory_reserved", "power", "price_per_hour_usd",
-                         "reference_cluster"});
+                         "reference_cluster", "cache"});
   DeviceSpec d;
   d.name = r.required_string("name");
   d.vendor = r.string("vendor", "");
@@ -127,6 +127,14 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.gemm_setup_s = eff.quantity("gemm_setup", Dimension::kSeconds, 0.0);
   d.attention_setup_s = eff.quantity("attention_setup", Dimension::kSeconds, 0.0);
   d.memory_reserved_bytes = r.quantity("memory_reserved", Dimension::kBytes, 0.0);
+  if (r.has("cache")) {
+    JsonReader cache = r.object("cache");
+    cache.reject_unknown_keys({"size", "gemm_efficiency", "memory_bandwidth"});
+    d.cache_bytes = cache.required_quantity("size", Dimension::kBytes);
+    d.cache_gemm_efficiency = cache.number("gemm_efficiency", d.gemm_efficiency, 0.01, 1.0);
+    d.cache_memory_bandwidth = cache.required_quantity("memory_bandwidth", Dimension::kBandwidth);
+    if (r.ok() && d.cache_bytes <= 0) cache.fail("size", "must be positive");
+  }
   JsonReader power = r.object("power");
   power.reject_unknown_keys({"load", "idle"});
   d.power_load_w = power.quantity("load", Dimension::kPower, 0.0);
@@ -163,6 +171,10 @@ json device_to_json(const DeviceSpec& d) {
               {"idle", format_quantity(d.power_idle_w, Dimension::kPower)}}},
             {"price_per_hour_usd", d.price_per_hour_usd}};
   if (!d.reference_cluster.empty()) j["reference_cluster"] = d.reference_cluster;
+  if (d.cache_bytes > 0)
+    j["cache"] = {{"size", format_quantity(d.cache_bytes, Dimension::kBytes)},
+                  {"gemm_efficiency", d.cache_gemm_efficiency},
+                  {"memory_bandwidth", format_quantity(d.cache_memory_bandwidth, Dimension::kBandwidth)}};
   return j;
 }
 

@@ -789,7 +789,9 @@ StageProgram StageBuilder::build() {
 
 }  // namespace
 
-Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
+Result<Workload> lower(const ModelSpec& model, const ClusterSpec& profile, const Plan& plan) {
+  // Kernels are priced on the device rates this plan sees (a cache level resolved).
+  const ClusterSpec cluster = cluster_for_plan(model, profile, plan);
   Workload w;
   w.model = model;
   w.cluster = cluster;

@@ -1,0 +1,65 @@
+// A device with a cache level (calibrated CPU profiles): a plan whose model state per device fits
+// the cache runs at the cache rates, a larger one at the memory rates, in both executors alike.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/analytic/analytic_model.h"
+#include "sim/spec/hardware.h"
+#include "tests/engines.h"
+#include "tests/test_util.h"
+
+namespace foresight {
+namespace {
+
+ClusterSpec cpu_with_cache(double cache_bytes) {
+  ClusterSpec c = testing::preset_cluster("cpu-local", 2);
+  DeviceSpec& d = c.node.devices[0].device;
+  d.cache_bytes = cache_bytes;
+  d.cache_gemm_efficiency = std::min(1.0, 1.25 * d.gemm_efficiency);
+  d.cache_memory_bandwidth = 2 * d.memory_bandwidth;
+  return c;
+}
+
+TEST(CacheLevel, TheModelStateDecidesTheRates) {
+  const ModelSpec tiny = testing::preset_model("tiny");
+  const Plan p = testing::make_plan(1, 1, 2, 1, 8);
+  const ClusterSpec small_cache = cpu_with_cache(1e3), large_cache = cpu_with_cache(1e9);
+  const DeviceSpec& base = small_cache.node.devices[0].device;
+  // The tiny model's state does not fit 1 kB: memory rates; it fits 1 GB: cache rates.
+  const DeviceSpec cold = cluster_for_plan(tiny, small_cache, p).node.devices[0].device;
+  const DeviceSpec warm = cluster_for_plan(tiny, large_cache, p).node.devices[0].device;
+  EXPECT_EQ(cold.gemm_efficiency, base.gemm_efficiency);
+  EXPECT_EQ(cold.memory_bandwidth, base.memory_bandwidth);
+  EXPECT_EQ(warm.gemm_efficiency, base.cache_gemm_efficiency);
+  EXPECT_EQ(warm.memory_bandwidth, base.cache_memory_bandwidth);
+  EXPECT_EQ(cold.cache_bytes, 0);  // resolved: no cache level left
+  EXPECT_EQ(warm.cache_bytes, 0);
+  EXPECT_FALSE(has_cache_level(cluster_for_plan(tiny, large_cache, p)));
+  // The analytic model resolves per plan: faster with the cache, and the simulator agrees.
+  const Prediction a_cold = AnalyticModel(tiny, small_cache).evaluate(p);
+  const Prediction a_warm = AnalyticModel(tiny, large_cache).evaluate(p);
+  EXPECT_LT(a_warm.time.compute, 0.9 * a_cold.time.compute);
+  testing::expect_engines_agree(tiny, small_cache, p, 0.05, "memory rates");
+  testing::expect_engines_agree(tiny, large_cache, p, 0.05, "cache rates");
+}
+
+TEST(CacheLevel, ProfileJsonRoundTripsAndChecksTheSize) {
+  DeviceSpec d = cpu_with_cache(8 << 20).node.devices[0].device;
+  const nlohmann::json j = device_to_json(d);
+  ASSERT_TRUE(j.contains("cache"));
+  auto back = device_from_json(j, "dev.json", "");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_NEAR(back->cache_bytes, d.cache_bytes, 1e-6 * d.cache_bytes);
+  EXPECT_NEAR(back->cache_memory_bandwidth, d.cache_memory_bandwidth, 1e-6 * d.cache_memory_bandwidth);
+  EXPECT_DOUBLE_EQ(back->cache_gemm_efficiency, d.cache_gemm_efficiency);
+  nlohmann::json bad = j;
+  bad["cache"]["size"] = "0B";
+  auto refused = device_from_json(bad, "dev.json", "");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("dev.json: /cache/size"), std::string::npos) << refused.error().message();
+  // Without a cache object, none (every preset).
+  EXPECT_FALSE(has_cache_level(testing::preset_cluster("dgx-h100-ndr", 8)));
+}
+
+}  // namespace
+}  // namespace foresight
