@@ -242,7 +242,7 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
   if (world.size() > 1) {
     const int n = world.size();
     std::vector<Measurement> ar;
-    for (std::size_t bytes = 1024; bytes <= (16u << 20); bytes *= 4) {
+    for (std::size_t bytes = 1024; bytes <= (16u << 20); bytes *= 2) {
       Buffer buf(bytes / sizeof(float), 1.0f);
       std::vector<double> samples;
       for (int rep = 0; rep < 12; ++rep) {
