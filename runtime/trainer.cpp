@@ -979,7 +979,7 @@ Status Trainer::save_checkpoint(const std::string& dir) const {
   const std::uint64_t hl = h.size();
   blob.append(reinterpret_cast<const char*>(&hl), sizeof hl).append(h);
   for (const Vec* v : {&t.params, &t.adam_m, &t.adam_v, &t.residual})
-    blob.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(float));
+    if (!v->empty()) blob.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(float));
   const std::uint64_t hash = fnv1a(blob);
   blob.append(reinterpret_cast<const char*>(&hash), sizeof hash);
   const std::string path = checkpoint_path(dir, t.rank), tmp = path + ".tmp";
@@ -1031,6 +1031,7 @@ Status Trainer::load_checkpoint(const std::string& dir) {
   if (blob.size() != need) return Error(path + ": size " + std::to_string(blob.size()) + " bytes, expected " + std::to_string(need));
   const char* cur = blob.data() + kFixed + hl;
   for (Vec* v : {&t.params, &t.adam_m, &t.adam_v, &t.residual}) {
+    if (v->empty()) continue;  // no residual without top-k (memcpy must not see its null data)
     std::memcpy(v->data(), cur, v->size() * sizeof(float));
     cur += v->size() * sizeof(float);
   }

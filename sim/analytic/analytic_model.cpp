@@ -90,7 +90,7 @@ bool has_cache_level(const ClusterSpec& cluster) {
 ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
   if (!has_cache_level(cluster)) return cluster;
   const MemoryBreakdown mem = AnalyticModel(model, cluster).memory(plan);
-  const double state = mem.weights + mem.gradients + mem.optimizer;
+  const double state = mem.total - mem.reserved;  // what the step touches: model state, activations, buffers
   ClusterSpec out = cluster;
   for (DeviceGroup& g : out.node.devices) {
     DeviceSpec& d = g.device;
@@ -445,6 +445,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   // that common case allocates nothing).
   const DeviceCosts first_costs = device_costs(m, cluster_, p, s);
   std::vector<DeviceCosts> mixed_costs;
+  std::vector<ClusterSpec> views;  // Plan::stage_devices: each accelerator group's view of the cluster
   std::vector<int> stage_cost;
   // Plan::stage_tp: each stage as it runs (its tp, dp and micro-batch size), costed once per
   // distinct degree.
@@ -462,11 +463,13 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   } else if (!p.stage_devices.empty()) {
     std::vector<int> cost_of_group(cluster_.node.devices.size(), -1);
     stage_cost.resize(static_cast<std::size_t>(p.pp));
+    views.reserve(cluster_.node.devices.size());  // no reallocation: DeviceCosts::d points into them
     for (int st = 0; st < p.pp; ++st) {
       const int g = stage_group(p, cluster_.node, st);
       if (cost_of_group[g] < 0) {
         cost_of_group[g] = static_cast<int>(mixed_costs.size());
-        mixed_costs.push_back(device_costs(m, cluster_view(cluster_, g), p, s));
+        views.push_back(cluster_view(cluster_, g));
+        mixed_costs.push_back(device_costs(m, views.back(), p, s));
       }
       stage_cost[st] = cost_of_group[g];
     }
