@@ -128,10 +128,10 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
   // other kernels used since, so the calls cycle through copies of the operands instead of hitting
   // the same hot matrices, and outputs are allocated per call, as the executor does. How far the
   // copies span decides what the caches hold, so each kernel is measured twice: over 8 MiB (the
-  // profile's cache rates, for steps whose model state fits in that much) and over 64 MiB (its
+  // profile's cache rates, for steps whose data fits in that much) and over 64 MiB (its
   // memory rates). The small model's MLP GEMM ran at 131 GFLOP/s over 8 MiB, 115-125 over 32-512
-  // MiB and 115-124 inside `foresight run` (its state: 80 MB); the tiny model's (1.6 MB) at the
-  // 8 MiB rate.
+  // MiB and 115-124 inside `foresight run` (its data: 97 MB); the tiny model's (3 MB) at the 8 MiB
+  // rate.
   auto measure = [&](std::size_t footprint, const std::string& gemm_kind, const std::string& stream_kind) {
     for (int rows : {32, 128, 512})
       for (const auto& kn : {std::pair{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}}) {
@@ -336,7 +336,7 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                    size_label(kMemoryFootprint), 100 * c.stream.rms_rel_error)},
       {"efficiency.gemm_setup", "fitted: the intercept of the GEMM line over " + size_label(kCacheFootprint) + " of operands"},
       {"cache", fmt::format("fitted: the same GEMMs and streaming kernels with operands cycled over {} (the size): "
-                            "GEMM rms error {:.1f}%, streaming {:.1f}%; a plan whose model state per device fits "
+                            "GEMM rms error {:.1f}%, streaming {:.1f}%; a plan whose data per device fits "
                             "takes these rates", size_label(kCacheFootprint), 100 * c.gemm_cache.rms_rel_error,
                             100 * c.stream_cache.rms_rel_error)},
       {"efficiency.attention_setup", "fitted: half the attention line's intercept (a forward and backward pair)"},

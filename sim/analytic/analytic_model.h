@@ -52,7 +52,8 @@ class AnalyticModel {
 };
 
 // The cluster as `plan` sees it: a device with a cache level (DeviceSpec::cache_bytes) takes its
-// cache rates when the plan's model state per device fits the cache, else keeps its memory rates;
+// cache rates when the step's data per device (model state, activations and buffers: the memory
+// breakdown without the runtime's reserve) fits the cache, else keeps its memory rates;
 // either way the result has no cache level left. Clusters without one come back unchanged. Both
 // engines price kernels on this view.
 ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan);

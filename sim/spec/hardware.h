@@ -44,9 +44,9 @@ struct DeviceSpec {
   // CPU backend's Eigen calls); the GPU profiles leave them 0 (the launch overhead covers it).
   double gemm_setup_s = 0;
   double attention_setup_s = 0;
-  // A cache that holds a whole training step (0 = none): when a plan's model state per device
-  // (weights, gradients, optimizer state) is at most `cache_bytes`, GEMMs and streaming kernels
-  // find their operands in it and run at the `cache_` rates instead (see cluster_for_plan).
+  // A cache that holds a whole training step (0 = none): when a plan's data per device (model
+  // state, activations and buffers) is at most `cache_bytes`, GEMMs and streaming kernels find
+  // their operands in it and run at the `cache_` rates instead (see cluster_for_plan).
   // `foresight calibrate` measures both on a CPU; the GPU profiles model HBM only.
   double cache_bytes = 0;
   double cache_gemm_efficiency = 0;

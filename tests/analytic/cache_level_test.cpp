@@ -1,5 +1,6 @@
-// A device with a cache level (calibrated CPU profiles): a plan whose model state per device fits
-// the cache runs at the cache rates, a larger one at the memory rates, in both executors alike.
+// A device with a cache level (calibrated CPU profiles): a plan whose data per device (model state,
+// activations, buffers) fits the cache runs at the cache rates, a larger one at the memory rates,
+// in both executors alike.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
