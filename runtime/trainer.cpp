@@ -67,6 +67,7 @@ struct LayerActs {
 struct Flow {
   Vec x, dx;
   std::vector<int> tokens;  // rows x (seq + 1)
+  std::vector<int> targets;  // rows x seq: the next tokens, for the head (set by its forward)
   Vec head_n, head_ng, head_rstd, head_mean, logits;
   Vec ce_stats;  // TP: every rank's row maxima, sums of exponentials and target logits (3 x rows each)
   Vec dh, dg, dact, dup, dn2, dattn, dqkv, dn1, dprobs, dscores, tmp, dlogits;  // dg: a gathered output gradient (SP)
@@ -210,16 +211,16 @@ struct Trainer::Impl {
   void kernel_forward(KernelName k, int layer, int mb, int chunk, bool recompute);
   void kernel_backward(KernelName k, int layer, int mb, int chunk);
   void head_forward(Flow& f, int mb);
-  void cross_entropy_grad(Flow& f, int mb);
+  void cross_entropy_grad(Flow& f);
   void head_backward(Flow& f);
-  // The micro-batch's next-token targets, rows x seq.
-  std::vector<int> head_targets(Flow& f, int mb) {
+  // The micro-batch's next-token targets, rows x seq, kept in the flow for the head's later passes.
+  const std::vector<int>& head_targets(Flow& f, int mb) {
     const int* tok = sample_tokens(f, mb);
-    std::vector<int> targets(static_cast<std::size_t>(tokens()));
+    f.targets.resize(static_cast<std::size_t>(tokens()));
     for (int r = 0; r < mbs; ++r)
       for (int i = 0; i < seq; ++i)
-        targets[static_cast<std::size_t>(r) * seq + i] = tok[static_cast<std::size_t>(r) * (seq + 1) + i + 1];
-    return targets;
+        f.targets[static_cast<std::size_t>(r) * seq + i] = tok[static_cast<std::size_t>(r) * (seq + 1) + i + 1];
+    return f.targets;
   }
   // d(mean loss over the global batch) / d(token loss), times the loss scale.
   float loss_grad() const {
@@ -496,7 +497,7 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
 void Trainer::Impl::head_forward(Flow& f, int mb) {
   const int T = tokens(), H = hidden, V = vocab / w->plan.tp;  // this rank's vocabulary slice
   gemm_forward(f.logits, sp ? f.head_ng : f.head_n, p("lm_head", -1), T, H, V);
-  const std::vector<int> targets = head_targets(f, mb);
+  const std::vector<int>& targets = head_targets(f, mb);
   f.dlogits.resize(f.logits.size());
   if (tp_comm.size() == 1) {
     // The logits' gradient comes out of the same pass (the backward only multiplies it through).
@@ -519,12 +520,12 @@ void Trainer::Impl::head_forward(Flow& f, int mb) {
   release(f.logits);
 }
 
-void Trainer::Impl::cross_entropy_grad(Flow& f, int mb) {
+void Trainer::Impl::cross_entropy_grad(Flow& f) {
   // Second pass: the global maximum M and sum S = sum over slices of s_i exp(m_i - M); this
   // slice's gradient is exp(logit - m) * exp(m - M) / S (times the loss gradient), less one at
   // the target. Every TP rank has the full loss: it is counted once.
   const int T = tokens(), V = vocab / w->plan.tp, n = tp_comm.size();
-  const std::vector<int> targets = head_targets(f, mb);
+  const std::vector<int>& targets = f.targets;  // set by head_forward
   const float dloss = loss_grad();
   const int first = tp_rank * V;
   const float* mine = f.ce_stats.data() + 3 * static_cast<std::size_t>(T) * tp_rank;
@@ -708,7 +709,7 @@ void Trainer::Impl::execute(int v, StepStats& st) {
       tp_comm.all_gather(f.ce_stats.data(), f.ce_stats.size());
       break;
     }
-    case Act::kCeGrad: cross_entropy_grad(flow(mb, chunk), mb); break;
+    case Act::kCeGrad: cross_entropy_grad(flow(mb, chunk)); break;
     case Act::kHeadBwd: head_backward(flow(mb, chunk)); break;
     case Act::kHeadReduce: {  // the input gradient is partial over the vocabulary slices
       Flow& f = flow(mb, chunk);
