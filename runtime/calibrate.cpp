@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <tuple>
 #include <cmath>
 #include <vector>
@@ -78,6 +79,35 @@ LineFit fit(std::vector<Measurement>& pts, const std::string& kind) {
   return f;
 }
 
+// Relative-residual least squares of t = a_small [w < below] + a [w >= below] + b w.
+LineFit fit_split(const std::vector<Measurement*>& sel, double below) {
+  const auto rows = static_cast<Eigen::Index>(sel.size());
+  Eigen::MatrixXd A(rows, 3);
+  Eigen::VectorXd y = Eigen::VectorXd::Ones(rows);
+  for (Eigen::Index i = 0; i < rows; ++i) {
+    const Measurement& m = *sel[static_cast<std::size_t>(i)];
+    const bool small = m.work < below;
+    A(i, 0) = small ? 1.0 / m.seconds : 0.0;
+    A(i, 1) = small ? 0.0 : 1.0 / m.seconds;
+    A(i, 2) = m.work / m.seconds;
+  }
+  const Eigen::Vector3d x = A.colPivHouseholderQr().solve(y);
+  LineFit f;
+  f.small_below = below;
+  f.small_intercept_s = x(0);
+  f.intercept_s = x(1);
+  f.slope = x(2);
+  double ss = 0;
+  for (const Measurement* m : sel) {
+    const double fitted = (m->work < below ? f.small_intercept_s : f.intercept_s) + f.slope * m->work;
+    const double rel = (fitted - m->seconds) / m->seconds;
+    ss += rel * rel;
+    f.max_rel_error = std::max(f.max_rel_error, std::fabs(rel));
+  }
+  f.rms_rel_error = std::sqrt(ss / static_cast<double>(sel.size()));
+  return f;
+}
+
 Buffer random_vector(std::size_t n, unsigned seed) {
   Buffer v(n);
   unsigned s = seed;
@@ -95,6 +125,27 @@ std::string size_label(double bytes) {
 }
 
 }  // namespace
+
+LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind) {
+  LineFit one = fit(pts, kind);
+  std::vector<Measurement*> sel;
+  for (auto& p : pts)
+    if (p.kind == kind) sel.push_back(&p);
+  std::sort(sel.begin(), sel.end(), [](const Measurement* a, const Measurement* b) { return a->work < b->work; });
+  std::optional<LineFit> best;
+  // The small protocol covers the first sizes only: the larger half at least is the line whose
+  // slope gives the bandwidth (a slow spell at the largest sizes is not a protocol).
+  for (std::size_t k = 2; 2 * k <= sel.size(); ++k) {
+    if (sel[k]->work <= sel[k - 1]->work) continue;
+    const LineFit f = fit_split(sel, sel[k]->work);
+    if (f.small_intercept_s < 0 || f.slope <= 0 || f.small_intercept_s >= f.intercept_s) continue;
+    if (!best || f.rms_rel_error < best->rms_rel_error) best = f;
+  }
+  if (!best || best->rms_rel_error > one.rms_rel_error * (2.0 / 3.0)) return one;
+  for (Measurement* m : sel)
+    m->fitted_s = (m->work < best->small_below ? best->small_intercept_s : best->intercept_s) + best->slope * m->work;
+  return *best;
+}
 
 Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
                                   const std::function<void(const std::string&)>& progress) {
@@ -259,14 +310,21 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
     }
     // t = 2(n-1) * alpha + 2(n-1)/n * S / B: regress t on S with intercept 2(n-1) alpha.
     for (auto& m : ar) pts.push_back(m);
-    c.all_reduce = fit(pts, "all_reduce");
+    c.all_reduce = fit_protocols(pts, "all_reduce");
     c.fabric.latency_s = c.all_reduce.intercept_s / (2.0 * (n - 1));
     c.fabric.bandwidth = 2.0 * (n - 1) / n / c.all_reduce.slope;
     c.fabric.efficiency = 1.0;
+    c.fabric.small_message_bytes = c.all_reduce.small_below;
+    c.fabric.small_message_latency_s = c.all_reduce.small_intercept_s / (2.0 * (n - 1));
     c.fabric_measured = true;
     if (progress)
-      progress(fmt::format("all-reduce over {} ranks: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step (rms fit error {:.1f}%)",
-                           n, c.fabric.bandwidth / 1e9, c.fabric.latency_s * 1e6, 100 * c.all_reduce.rms_rel_error));
+      progress(fmt::format("all-reduce over {} ranks: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{} (rms fit error {:.1f}%)",
+                           n, c.fabric.bandwidth / 1e9, c.fabric.latency_s * 1e6,
+                           c.all_reduce.small_below > 0
+                               ? fmt::format(", {:.2f} us below {}", c.fabric.small_message_latency_s * 1e6,
+                                             size_label(c.all_reduce.small_below))
+                               : std::string(),
+                           100 * c.all_reduce.rms_rel_error));
   }
 
   // The executor's own cost per op (dispatch, buffers, timing): a training step of a model so
@@ -350,9 +408,16 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
     node["fabric"]["bandwidth"] = fmt::format("{:.6g}GB/s", c.fabric.bandwidth / 1e9);
     node["fabric"]["latency"] = fmt::format("{:.6g}us", c.fabric.latency_s * 1e6);
     node["fabric"]["efficiency"] = 1.0;
+    if (c.fabric.small_message_bytes > 0)
+      node["fabric"]["small_messages"] = {{"below", size_label(c.fabric.small_message_bytes)},
+                                          {"latency", fmt::format("{:.6g}us", c.fabric.small_message_latency_s * 1e6)}};
     node["sources"] = {{"fabric", fmt::format("fitted: MPI all-reduce over {} ranks, 1 KiB-16 MiB, ring model "
-                                              "t = 2(n-1)*latency + 2(n-1)/n*S/B; rms error {:.1f}%",
-                                              c.ranks, 100 * c.all_reduce.rms_rel_error)}};
+                                              "t = 2(n-1)*latency + 2(n-1)/n*S/B{}; rms error {:.1f}%",
+                                              c.ranks,
+                                              c.fabric.small_message_bytes > 0
+                                                  ? ", the latency its own below the first size of the slower protocol"
+                                                  : "",
+                                              100 * c.all_reduce.rms_rel_error)}};
   }
   nlohmann::json cluster = cluster_to_json(base);
   cluster["name"] = name;

@@ -12,7 +12,8 @@
 //   streaming  t = overhead + bytes / memory_bandwidth   norms, residuals, activations (forward and
 //                                                        backward) at model sizes; AdamW
 //   attention  t = overhead + 0.5 * core FLOPs / (peak * attention_efficiency)   (the model's flash form)
-//   all-reduce t = 2(n-1) * latency + 2(n-1)/n * bytes / bandwidth  (ring, the nccl-tests busbw convention)
+//   all-reduce t = 2(n-1) * latency + 2(n-1)/n * bytes / bandwidth  (ring, the nccl-tests busbw convention),
+//              with a second latency below a size where the MPI library changes protocol
 // and the executor's per-op cost (the model's kernel overhead) from a step of a micro model.
 #pragma once
 
@@ -47,7 +48,18 @@ struct LineFit {
   double slope = 0;        // seconds per unit of work
   double rms_rel_error = 0;  // root-mean-square relative residual of the fit
   double max_rel_error = 0;
+  // Two protocols (LinkSpec::small_message_bytes): points with work below `small_below` have
+  // their own intercept, `small_intercept_s`; the slope is shared. 0: one line.
+  double small_below = 0;
+  double small_intercept_s = 0;
 };
+
+// The all-reduce line, split in two where a message protocol changes (MPI's eager limit, NCCL's
+// low-latency protocol): every split between consecutive sizes is tried (at least two sizes
+// below it, at least half of them above), each fitted as two intercepts and one slope. The best
+// split is kept if it cuts the single line's rms relative error by a third or more and its
+// small-message intercept is the smaller one. Fills the points' fitted_s.
+LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind);
 
 struct Calibration {
   DeviceSpec device;            // the base device with fitted peak, efficiencies, bandwidth, overhead

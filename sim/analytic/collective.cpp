@@ -33,6 +33,8 @@ GroupLink group_link(const ClusterSpec& c, int stride, int size, bool scattered)
   if (span_nodes <= 1) {
     l.bus_bandwidth = intra;
     l.latency_s = node.fabric.latency_s;
+    l.small_message_bytes = node.fabric.small_message_bytes;
+    l.small_message_latency_s = node.fabric.small_message_latency_s;
     l.in_switch_reduction = node.in_switch_reduction && node.in_switch_efficiency > 0;
     l.in_switch_bandwidth = node.fabric.bandwidth * node.in_switch_efficiency;
     return l;
@@ -75,17 +77,17 @@ double latency_steps(int n) {
 double allreduce_time(const GroupLink& l, double bytes) {
   const int n = l.size;
   if (n <= 1 || bytes <= 0) return 0.0;
-  const double ring = 2.0 * (n - 1) / n * bytes / l.bus_bandwidth + latency_steps(n) * l.latency_s;
+  const double ring = 2.0 * (n - 1) / n * bytes / l.bus_bandwidth + latency_steps(n) * l.alpha(bytes);
   if (!l.in_switch_reduction) return ring;
   // NVLS: busbw = 2(n-1)/n * line rate * measured efficiency, two latencies (up and down).
-  const double nvls = bytes / l.in_switch_bandwidth + 2 * l.latency_s;
+  const double nvls = bytes / l.in_switch_bandwidth + 2 * l.alpha(bytes);
   return std::min(ring, nvls);
 }
 
 double allgather_time(const GroupLink& l, double bytes) {
   const int n = l.size;
   if (n <= 1 || bytes <= 0) return 0.0;
-  return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + 0.5 * latency_steps(n) * l.latency_s;
+  return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + 0.5 * latency_steps(n) * l.alpha(bytes);
 }
 
 double reduce_scatter_time(const GroupLink& l, double bytes) { return allgather_time(l, bytes); }
@@ -94,12 +96,12 @@ double alltoall_time(const GroupLink& l, double bytes) {
   const int n = l.size;
   if (n <= 1 || bytes <= 0) return 0.0;
     // Direct all-to-all: the n-1 messages are in flight together, one latency deep.
-  return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + l.latency_s;
+  return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + l.alpha(bytes);
 }
 
 double sendrecv_time(const GroupLink& l, double bytes) {
   if (bytes <= 0) return 0.0;
-  return bytes / l.bus_bandwidth + l.latency_s;
+  return bytes / l.bus_bandwidth + l.alpha(bytes);
 }
 
 }  // namespace foresight

@@ -18,6 +18,11 @@ struct GroupLink {
   int size = 1;              // ranks in the group
   double bus_bandwidth = 0;  // bytes/s per rank in the busbw convention
   double latency_s = 0;      // alpha per algorithm step
+  // Inside one node, collectives below this size take the fabric's small-message protocol and its
+  // latency (LinkSpec::small_message_bytes); 0 where there is none or the group crosses nodes.
+  double small_message_bytes = 0;
+  double small_message_latency_s = 0;
+  double alpha(double bytes) const { return bytes < small_message_bytes ? small_message_latency_s : latency_s; }
   bool crosses_nodes = false;
   bool in_switch_reduction = false;  // NVLS-style all-reduce available (single node only)
   double in_switch_bandwidth = 0;    // line rate x NVLS efficiency, per rank

@@ -282,6 +282,18 @@ double isolated_time(const MaxMinSystem& system, const CollectivePlan& plan) {
 namespace {
 CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
                               double bytes, std::optional<Algorithm> force);
+
+// Below the fabric's small-message size (LinkSpec::small_message_bytes), the phases that stay
+// inside a node pay the small-message protocol's latency per step in place of the fabric's; the
+// analytic model's GroupLink::alpha does the same for groups inside a node.
+CollectivePlan small_message_protocol(const Topology& topo, CollectivePlan plan, double bytes) {
+  const LinkSpec& f = topo.cluster().node.fabric;
+  if (bytes >= f.small_message_bytes || f.latency_s <= 0) return plan;
+  const double ratio = f.small_message_latency_s / f.latency_s;
+  for (FlowPhase& ph : plan.phases)
+    if (!ph.crosses_nodes) ph.latency_s *= ratio;
+  return plan;
+}
 }  // namespace
 
 CollectivePlan plan_collective(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
@@ -313,16 +325,16 @@ CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op, const std::
   if (n < 2 || bytes <= 0) return CollectivePlan{Algorithm::kRing, {}, 0};
   auto consider = [&](Algorithm a, auto make) {
     if (force && *force != a) return;
-    if (auto p = make()) candidates.push_back(std::move(*p));
+    if (auto p = make()) candidates.push_back(small_message_protocol(topo, std::move(*p), bytes));
   };
   switch (op) {
     case CollectiveOp::kSendRecv: {
       PhaseBuilder b(topo, bytes);
       for (const auto& g : groups) b.flow(g[0], g[1]);
-      return {Algorithm::kPointToPoint, {b.finish(1)}, 0};
+      return small_message_protocol(topo, {Algorithm::kPointToPoint, {b.finish(1)}, 0}, bytes);
     }
     case CollectiveOp::kAllToAll:
-      return direct(topo, groups, bytes);
+      return small_message_protocol(topo, direct(topo, groups, bytes), bytes);
     case CollectiveOp::kAllReduce:
       // NCCL chooses among ring, tree and NVLS; the others only when asked for.
       consider(Algorithm::kRing, [&] { return std::optional(ring(topo, op, groups, bytes)); });
@@ -337,7 +349,7 @@ CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op, const std::
       consider(Algorithm::kRing, [&] { return std::optional(ring(topo, op, groups, bytes)); });
       break;
   }
-  if (candidates.empty()) return ring(topo, op, groups, bytes);
+  if (candidates.empty()) return small_message_protocol(topo, ring(topo, op, groups, bytes), bytes);
   // Least estimated time wins; on a tie the earlier candidate (ring, NCCL's default) stays. As in
   // NCCL's tuner, a tree is credited with its lower latency but not with moving fewer bytes: its
   // bandwidth term is the ring's divided by 0.92 (NCCL tuning.cc applies that factor to tree

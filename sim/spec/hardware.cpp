@@ -17,19 +17,30 @@ namespace {
 constexpr std::string_view kDTypeNames[kDTypeCount] = {"fp32", "tf32", "bf16", "fp16", "fp8", "int8"};
 
 void read_link(JsonReader r, LinkSpec& link, bool need_bandwidth) {
-  r.reject_unknown_keys({"kind", "bandwidth", "latency", "efficiency"});
+  r.reject_unknown_keys({"kind", "bandwidth", "latency", "efficiency", "small_messages"});
   link.kind = r.string("kind", link.kind);
   link.bandwidth = need_bandwidth ? r.required_quantity("bandwidth", Dimension::kBandwidth)
                                   : r.quantity("bandwidth", Dimension::kBandwidth, link.bandwidth);
   link.latency_s = r.quantity("latency", Dimension::kSeconds, link.latency_s);
   link.efficiency = r.number("efficiency", link.efficiency, 0.01, 1.0);
+  // {"below": "8 KiB", "latency": "0.3us"}: the small-message protocol (LinkSpec::small_message_bytes).
+  JsonReader small = r.object("small_messages");
+  small.reject_unknown_keys({"below", "latency"});
+  if (!small.node().empty()) {
+    link.small_message_bytes = small.required_quantity("below", Dimension::kBytes);
+    link.small_message_latency_s = small.required_quantity("latency", Dimension::kSeconds);
+  }
 }
 
 json link_to_json(const LinkSpec& l) {
-  return {{"kind", l.kind},
-          {"bandwidth", format_quantity(l.bandwidth, Dimension::kBandwidth)},
-          {"latency", format_quantity(l.latency_s, Dimension::kSeconds)},
-          {"efficiency", l.efficiency}};
+  json j = {{"kind", l.kind},
+            {"bandwidth", format_quantity(l.bandwidth, Dimension::kBandwidth)},
+            {"latency", format_quantity(l.latency_s, Dimension::kSeconds)},
+            {"efficiency", l.efficiency}};
+  if (l.small_message_bytes > 0)
+    j["small_messages"] = {{"below", format_quantity(l.small_message_bytes, Dimension::kBytes)},
+                           {"latency", format_quantity(l.small_message_latency_s, Dimension::kSeconds)}};
+  return j;
 }
 
 // A field that is either a preset name (string) or an inline object.

@@ -75,6 +75,12 @@ struct LinkSpec {
   double bandwidth = 0;         // bytes/s per direction, per device (fabric) or per port (NIC)
   double latency_s = 0;         // one-way latency of a message (alpha)
   double efficiency = 1.0;      // achieved bus bandwidth / line rate for large collectives
+  // Collectives smaller than `small_message_bytes` (their size in the nccl-tests convention) run
+  // another protocol with its own latency per step: MPI's eager sends below the eager limit
+  // (rendezvous above it), NCCL's low-latency protocol. 0: one protocol at every size.
+  double small_message_bytes = 0;
+  double small_message_latency_s = 0;
+  double latency_for(double bytes) const { return bytes < small_message_bytes ? small_message_latency_s : latency_s; }
   bool operator==(const LinkSpec&) const = default;
 };
 

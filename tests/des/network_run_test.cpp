@@ -8,6 +8,7 @@
 
 #include <filesystem>
 
+#include "sim/analytic/collective.h"
 #include "sim/spec/json_reader.h"
 #include "sim/validate/collective_case.h"
 
@@ -69,6 +70,36 @@ TEST(NetworkRun, OversubscribedUpperTierIsFourTimesSlower) {
   auto c1 = run_collectives(over, {{CollectiveOp::kSendRecv, {{0, 8}}, S, std::nullopt}});
   auto c0 = run_collectives(flat, {{CollectiveOp::kSendRecv, {{0, 8}}, S, std::nullopt}});
   EXPECT_NEAR(c1->at(0), c0->at(0), 1e-12);
+}
+
+// Below the fabric's small-message size the other protocol's latency applies, in both engines; at
+// and above it, the fabric's own.
+TEST(NetworkRun, SmallMessagesTakeTheirProtocolsLatency) {
+  ClusterSpec c = cluster("dgx-a100-hdr", 8);
+  c.node.fabric.small_message_bytes = 8192;
+  c.node.fabric.small_message_latency_s = 0.25 * c.node.fabric.latency_s;
+  ClusterSpec one = c;
+  one.node.fabric.small_message_bytes = 0;
+  const GroupLink l = group_link(c, 1, 2);
+  const GroupLink l1 = group_link(one, 1, 2);
+  const double bw = 4096 / l.bus_bandwidth;  // the ring's 2(n-1)/n S/B for n = 2, S = 4 KiB
+  EXPECT_NEAR(allreduce_time(l, 4096), bw + 2 * c.node.fabric.small_message_latency_s, 1e-15);
+  EXPECT_NEAR(allreduce_time(l1, 4096), bw + 2 * c.node.fabric.latency_s, 1e-15);
+  EXPECT_DOUBLE_EQ(allreduce_time(l, 8192), allreduce_time(l1, 8192));
+  for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kSendRecv})
+    for (double bytes : {4096.0, 8192.0}) {
+      const auto ring = op == CollectiveOp::kSendRecv ? std::nullopt : std::optional(Algorithm::kRing);
+      auto sim = run_collectives(c, {{op, {iota(0, 2)}, bytes, ring}});
+      ASSERT_TRUE(sim.ok());
+      const double closed = op == CollectiveOp::kAllReduce   ? allreduce_time(l, bytes)
+                            : op == CollectiveOp::kAllGather ? allgather_time(l, bytes)
+                                                             : sendrecv_time(l, bytes);
+      EXPECT_NEAR(sim->at(0), closed, 1e-3 * closed) << to_string(op) << " " << bytes;
+    }
+  // Groups across nodes keep the network's latencies.
+  ClusterSpec two = cluster("dgx-a100-hdr", 16);
+  two.node.fabric = c.node.fabric;
+  EXPECT_EQ(group_link(two, 8, 2).small_message_bytes, 0.0);
 }
 
 TEST(NetworkRun, NvlsBeatsTheRingOnH100) {

@@ -80,6 +80,39 @@ TEST(Hardware, ErrorsInsideNestedObjectsNameThePointer) {
   EXPECT_NE(c.error().message().find("unknown unit 'Gbits'"), std::string::npos);
 }
 
+TEST(Hardware, SmallMessageProtocolRoundTripsAndNamesItsFields) {
+  const char* text = R"({"name": "c", "nodes": 1,
+     "node": {"devices": [{"device": "a100-sxm4-80gb", "count": 8}],
+              "fabric": {"bandwidth": "300GB/s", "latency": "2us",
+                         "small_messages": {"below": "8 KiB", "latency": "0.5us"}}}})";
+  auto doc = parse_json_text(text, "c.json");
+  ASSERT_TRUE(doc.ok());
+  auto c = cluster_from_json(*doc, "c.json");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_DOUBLE_EQ(c->node.fabric.small_message_bytes, 8192);
+  EXPECT_NEAR(c->node.fabric.small_message_latency_s, 0.5e-6, 1e-15);
+  EXPECT_NEAR(c->node.fabric.latency_for(4096), 0.5e-6, 1e-15);
+  EXPECT_NEAR(c->node.fabric.latency_for(8192), 2e-6, 1e-15);
+  auto again = cluster_from_json(cluster_to_json(*c), "again.json");
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_EQ(again->node.fabric, c->node.fabric);
+
+  std::string bad = text;
+  bad.replace(bad.find("\"0.5us\""), 7, "\"0.5 parsecs\"");
+  auto d2 = parse_json_text(bad, "c.json");
+  ASSERT_TRUE(d2.ok());
+  auto c2 = cluster_from_json(*d2, "c.json");
+  ASSERT_FALSE(c2.ok());
+  EXPECT_NE(c2.error().message().find("/node/fabric/small_messages/latency"), std::string::npos) << c2.error().message();
+  std::string missing = text;
+  missing.replace(missing.find("\"below\": \"8 KiB\", "), 18, "");
+  auto d3 = parse_json_text(missing, "c.json");
+  ASSERT_TRUE(d3.ok());
+  auto c3 = cluster_from_json(*d3, "c.json");
+  ASSERT_FALSE(c3.ok());
+  EXPECT_NE(c3.error().message().find("/node/fabric/small_messages/below"), std::string::npos) << c3.error().message();
+}
+
 TEST(Hardware, ResizeKeepsWholeNodes) {
   auto c = load_cluster("dgx-h100-ndr");
   ASSERT_TRUE(c.ok());
