@@ -15,6 +15,7 @@
 #include "runtime/cpu_fast.h"
 #include "runtime/trainer.h"
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/collective.h"
 
 namespace foresight::runtime {
 
@@ -52,7 +53,7 @@ double time_call(F&& f, double budget_s = 0.05) {
 LineFit fit(std::vector<Measurement>& pts, const std::string& kind) {
   std::vector<Measurement*> sel;
   for (auto& p : pts)
-    if (p.kind == kind) sel.push_back(&p);
+    if (p.kind == kind && p.in_fit) sel.push_back(&p);
   LineFit f;
   if (sel.size() < 2) return f;
   Eigen::MatrixXd A(sel.size(), 2);
@@ -130,7 +131,7 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind) {
   LineFit one = fit(pts, kind);
   std::vector<Measurement*> sel;
   for (auto& p : pts)
-    if (p.kind == kind) sel.push_back(&p);
+    if (p.kind == kind && p.in_fit) sel.push_back(&p);
   std::sort(sel.begin(), sel.end(), [](const Measurement* a, const Measurement* b) { return a->work < b->work; });
   std::optional<LineFit> best;
   // The small protocol covers the first sizes only: the larger half at least is the line whose
@@ -289,27 +290,67 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
   if (progress) progress(fmt::format("attention: {:.1f} GFLOP/s of causal FLOPs (rms fit error {:.1f}%)", 1e-9 / c.attention.slope,
                                      100 * c.attention.rms_rel_error));
 
-  // All-reduce over every rank (the ring formula's terms as regressors).
+  // Collectives over every rank, 1 KiB to kMaxCollective in steps of 2 (nccl-tests' sizes: the
+  // full buffer; all-gather's output, reduce-scatter's input). The fabric's latency and bandwidth
+  // come from the all-reduce line up to kFitCollective; every collective is then checked against
+  // the model's formulas (sim/analytic/collective.h) on the fitted fabric.
   if (world.size() > 1) {
     const int n = world.size();
-    std::vector<Measurement> ar;
-    for (std::size_t bytes = 1024; bytes <= (16u << 20); bytes *= 2) {
-      Buffer buf(bytes / sizeof(float), 1.0f);
+    // Each rank's median over up to 12 repetitions (at least 3, about 0.3 s per size), averaged
+    // over the ranks.
+    auto timed = [&](const char* kind, std::size_t bytes, auto&& op) {
       std::vector<double> samples;
-      for (int rep = 0; rep < 12; ++rep) {
+      double spent = 0;
+      while (samples.size() < 3 || (samples.size() < 12 && spent < 0.3)) {
         world.barrier();
         const auto t0 = Clock::now();
-        world.all_reduce(buf.data(), buf.size());
+        op();
         samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        spent += samples.back();
+        double all = spent;  // every rank decides alike
+        world.all_reduce(&all, 1);
+        spent = all / n;
       }
-      // Each rank's median, averaged over the ranks.
-      std::nth_element(samples.begin(), samples.begin() + 6, samples.end());
-      double sum = samples[6];
+      const std::size_t mid = samples.size() / 2;
+      std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(mid), samples.end());
+      double sum = samples[mid];
       world.all_reduce(&sum, 1);
-      ar.push_back({"all_reduce", size_label(static_cast<double>(bytes)), static_cast<double>(bytes), sum / n});
+      Measurement m{kind, size_label(static_cast<double>(bytes)), static_cast<double>(bytes), sum / n};
+      m.in_fit = std::string_view(kind) == "all_reduce" && bytes <= kFitCollective;
+      pts.push_back(m);
+    };
+    // Sizes double until kMaxCollective, or until the next size (about twice the last one's
+    // time) would take the collectives past kCollectiveBudget_s; the fitted sizes always run.
+    const auto start = Clock::now();
+    double last_size_s = 0;
+    std::size_t largest = 0;
+    for (std::size_t bytes = 1024; bytes <= kMaxCollective; bytes *= 2) {
+      double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      world.all_reduce(&elapsed, 1);  // every rank decides alike
+      elapsed /= n;
+      if (bytes > kFitCollective && elapsed + 2 * last_size_s > kCollectiveBudget_s) break;
+      const auto size_start = Clock::now();
+      largest = bytes;
+      const std::size_t elems = bytes / sizeof(float);
+      Buffer buf(elems, 1.0f), block(elems / static_cast<std::size_t>(n));
+      timed("all_reduce", bytes, [&] { world.all_reduce(buf.data(), elems); });
+      timed("all_gather", bytes, [&] { world.all_gather(buf.data(), elems - elems % static_cast<std::size_t>(n)); });
+      timed("reduce_scatter", bytes,
+            [&] { world.reduce_scatter(buf.data(), block.data(), elems - elems % static_cast<std::size_t>(n)); });
+      // Ping-pong between ranks 0 and 1; half the round trip is one send.
+      timed("send_recv", bytes, [&] {
+        if (world.rank() == 0) {
+          world.send_blocking(buf.data(), elems, 1, 7);
+          world.recv(buf.data(), elems, 1, 8);
+        } else if (world.rank() == 1) {
+          world.recv(buf.data(), elems, 0, 7);
+          world.send_blocking(buf.data(), elems, 0, 8);
+        }
+      });
+      pts.back().seconds /= 2;  // the send/recv just measured
+      last_size_s = std::chrono::duration<double>(Clock::now() - size_start).count();
     }
     // t = 2(n-1) * alpha + 2(n-1)/n * S / B: regress t on S with intercept 2(n-1) alpha.
-    for (auto& m : ar) pts.push_back(m);
     c.all_reduce = fit_protocols(pts, "all_reduce");
     c.fabric.latency_s = c.all_reduce.intercept_s / (2.0 * (n - 1));
     c.fabric.bandwidth = 2.0 * (n - 1) / n / c.all_reduce.slope;
@@ -317,14 +358,34 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
     c.fabric.small_message_bytes = c.all_reduce.small_below;
     c.fabric.small_message_latency_s = c.all_reduce.small_intercept_s / (2.0 * (n - 1));
     c.fabric_measured = true;
+    GroupLink link;
+    link.size = n;
+    link.bus_bandwidth = c.fabric.bandwidth;
+    link.latency_s = c.fabric.latency_s;
+    link.small_message_bytes = c.fabric.small_message_bytes;
+    link.small_message_latency_s = c.fabric.small_message_latency_s;
+    GroupLink pair = link;
+    pair.size = 2;
+    for (Measurement& m : pts) {
+      if (m.kind == "all_reduce") m.fitted_s = allreduce_time(link, m.work);
+      else if (m.kind == "all_gather") m.fitted_s = allgather_time(link, m.work);
+      else if (m.kind == "reduce_scatter") m.fitted_s = reduce_scatter_time(link, m.work);
+      else if (m.kind == "send_recv") m.fitted_s = sendrecv_time(pair, m.work);
+      else continue;
+      m.bus_factor = m.kind == "all_reduce" ? 2.0 * (n - 1) / n : m.kind == "send_recv" ? 1.0 : 1.0 * (n - 1) / n;
+    }
     if (progress)
-      progress(fmt::format("all-reduce over {} ranks: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{} (rms fit error {:.1f}%)",
+      progress(fmt::format("all-reduce over {} ranks: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{} (rms fit error {:.1f}% "
+                           "over 1 KiB-{})",
                            n, c.fabric.bandwidth / 1e9, c.fabric.latency_s * 1e6,
                            c.all_reduce.small_below > 0
                                ? fmt::format(", {:.2f} us below {}", c.fabric.small_message_latency_s * 1e6,
                                              size_label(c.all_reduce.small_below))
                                : std::string(),
-                           100 * c.all_reduce.rms_rel_error));
+                           100 * c.all_reduce.rms_rel_error, size_label(kFitCollective)));
+    if (progress && largest < kMaxCollective)
+      progress(fmt::format("collectives measured up to {} (the next sizes would pass the {:.0f} s budget)", size_label(largest),
+                           kCollectiveBudget_s));
   }
 
   // The executor's own cost per op (dispatch, buffers, timing): a training step of a model so

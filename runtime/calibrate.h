@@ -35,12 +35,21 @@ namespace foresight::runtime {
 inline constexpr std::size_t kCacheFootprint = 8u << 20;
 inline constexpr std::size_t kMemoryFootprint = 64u << 20;
 
+// Collectives are measured from 1 KiB to kMaxCollective (within kCollectiveBudget_s); the fabric is fitted on the all-reduce
+// sizes up to kFitCollective (the messages of the models a CPU trains) and the larger sizes are
+// reported against the model.
+inline constexpr std::size_t kMaxCollective = 1u << 30;
+inline constexpr std::size_t kFitCollective = 16u << 20;
+inline constexpr double kCollectiveBudget_s = 20;  // larger sizes stop once it would be spent
+
 struct Measurement {
-  std::string kind;   // gemm, stream, attention, all_reduce
+  std::string kind;   // gemm, stream, attention, all_reduce, all_gather, reduce_scatter, send_recv
   std::string shape;  // "128x256x2048", "4 MiB", ...
   double work = 0;    // FLOPs or bytes the fit uses
   double seconds = 0; // median
-  double fitted_s = 0;
+  double fitted_s = 0;  // the fitted line's, or for collectives the model's on the fitted fabric
+  bool in_fit = true;   // whether the fit of its kind uses it
+  double bus_factor = 0;  // collectives: busbw / algbw in the nccl-tests convention
 };
 
 struct LineFit {

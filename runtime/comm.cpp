@@ -174,6 +174,9 @@ void Comm::send(Buffer data, int peer, int tag) {
   MPI_Isend(p->buffer.data(), static_cast<int>(p->buffer.size()), MPI_FLOAT, peer, tag, impl_->comm, &p->request);
   impl_->sends.push_back(std::move(p));
 }
+void Comm::send_blocking(const float* data, std::size_t n, int peer, int tag) const {
+  MPI_Send(data, static_cast<int>(n), MPI_FLOAT, peer, tag, impl_->comm);
+}
 void Comm::recv(float* data, std::size_t n, int peer, int tag) const {
   MPI_Recv(data, static_cast<int>(n), MPI_FLOAT, peer, tag, impl_->comm, MPI_STATUS_IGNORE);
 }
@@ -214,6 +217,9 @@ void Comm::all_gather_bytes(const std::uint8_t* mine, std::uint8_t* all, const s
 std::vector<std::string> Comm::gather_bytes(const std::string& mine) const { return {mine}; }
 void Comm::send(Buffer, int, int) {
   throw std::logic_error("pipeline send in a one-rank world (this build has no MPI)");
+}
+void Comm::send_blocking(const float*, std::size_t, int, int) const {
+  throw std::logic_error("send in a one-rank world (this build has no MPI)");
 }
 void Comm::recv(float*, std::size_t, int, int) const {
   throw std::logic_error("pipeline receive in a one-rank world (this build has no MPI)");

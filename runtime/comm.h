@@ -64,6 +64,7 @@ class Comm {
 
   void send(Buffer data, int peer, int tag);
   void recv(float* data, std::size_t n, int peer, int tag) const;
+  void send_blocking(const float* data, std::size_t n, int peer, int tag) const;  // MPI_Send
   void wait_sends();
   static int max_tag();
 
