@@ -184,8 +184,9 @@ struct DeviceCosts {
   Links links;
   LayerTime dense, moe;
   LayerTime dense_plain, moe_plain;  // without recompute (layers past Plan::recompute_layers)
-  // Recompute::kOptimal: each candidate module set's layer time, indexed by its mask.
-  std::array<LayerTime, 32> dense_mask{}, moe_mask{};
+  // Recompute::kOptimal: each candidate module set's layer time, indexed by its mask (empty
+  // otherwise: evaluate builds one of these per plan).
+  std::vector<LayerTime> dense_mask, moe_mask;
   double head_time = 0, embed_time = 0, p2p = 0;
 };
 
@@ -217,6 +218,8 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
     if (m.is_moe()) c.moe_plain = layer_time(m, d, p, s, c.links, true, host_rate, partner, 0);
   }
   if (p.recompute == Recompute::kOptimal) {
+    c.dense_mask.resize(recompute_module::kFull + 1);
+    c.moe_mask.resize(recompute_module::kFull + 1);
     for (RecomputeMask k : candidate_recompute_masks(p.flash_attention)) {
       c.dense_mask[k] = k == 0 ? c.dense : layer_time(m, d, p, s, c.links, false, host_rate, partner, k);
       if (m.is_moe())
@@ -385,17 +388,20 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
   const double act_moe = moe > 0 ? act(true) : 0.0;
   double per_mb = dense * act_dense + moe * act_moe;
   // One layer's full activations while it (or its group) recomputes in the backward.
-  const double whole_layer = layer_activation_bytes(m, s, RecomputeMask{0}, p.flash_attention, moe > 0);
-  double transient = p.recompute == Recompute::kFull && f > 0 ? whole_layer : 0.0;
+  auto whole_layer = [&] { return layer_activation_bytes(m, s, RecomputeMask{0}, p.flash_attention, moe > 0); };
+  double transient = p.recompute == Recompute::kFull && f > 0 ? whole_layer() : 0.0;
   if (layer_masks != nullptr) {
     // Per-layer module sets (Recompute::kOptimal): each layer keeps what its set leaves.
     per_mb = 0;
-    transient = 0;
+    bool any_full = false, any_moe = false;
     for (int layer : stage_layer_list(p, m.layers, stage)) {
       const RecomputeMask k = (*layer_masks)[static_cast<std::size_t>(layer)];
       per_mb += layer_activation_bytes(m, s, k, p.flash_attention, layer >= m.dense_layers());
-      if (k & recompute_module::kFull) transient = whole_layer;
+      any_full = any_full || (k & recompute_module::kFull) != 0;
+      any_moe = any_moe || layer >= m.dense_layers();
     }
+    // As recompute_assignment counts it: the largest layer of the stage's list.
+    transient = any_full ? layer_activation_bytes(m, s, RecomputeMask{0}, p.flash_attention, any_moe) : 0.0;
   } else if (p.uniform_recompute()) {
     // Uniform method: only the input of each group of recompute_layers layers is kept, and a
     // group's layers all hold their full activations while it recomputes.
@@ -406,7 +412,7 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
     per_mb = r.end > r.begin
                  ? groups * layer_activation_bytes(m, s, recompute_module::kFull, p.flash_attention, false)
                  : 0.0;
-    transient = r.end > r.begin ? std::min(p.recompute_layers, per_chunk) * whole_layer : 0.0;
+    transient = r.end > r.begin ? std::min(p.recompute_layers, per_chunk) * whole_layer() : 0.0;
   }
   const double in_flight = activations_in_flight(p, stage);
   mem.activations = per_mb * in_flight;

@@ -60,6 +60,7 @@ bool LayerKernels::reruns(RecomputeMask mask, int i) const {
 }
 
 double LayerKernels::recompute_seconds(RecomputeMask mask) const {
+  if (mask == 0) return 0;
   if (mask & recompute_module::kFull) return fwd_seconds();
   double t = 0;
   for (int i = 0; i < count; ++i)
@@ -70,6 +71,8 @@ double LayerKernels::recompute_seconds(RecomputeMask mask) const {
 }
 
 double LayerKernels::recompute_flops(RecomputeMask mask) const {
+  if (mask == 0) return 0;
+  if (mask & recompute_module::kFull) return fwd_flops();
   double f = 0;
   for (int i = 0; i < count; ++i)
     if (reruns(mask, i)) f += fwd[i].flops;
