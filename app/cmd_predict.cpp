@@ -3,11 +3,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 
 #include "app/commands.h"
 #include "app/plan_options.h"
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/recompute.h"
 #include "sim/core/units.h"
 
 namespace foresight::app {
@@ -59,6 +61,20 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p) {
              pl.zero_stage, to_string(pl.precision), pl.flash_attention ? " | flash attention" : "",
              std::string(pl.kernel_fusion ? "" : " | unfused kernels") + (pl.cuda_graphs ? " | CUDA graphs" : "") +
                  (offload_string(pl).empty() ? "" : " | offload " + offload_string(pl)));
+  if (pl.recompute == Recompute::kOptimal) {
+    // What each stage's layers chose: "stage 0: 12 x layernorm+mlp, 8 x none".
+    const RecomputeAssignment a = recompute_assignment(in.model, in.cluster, pl);
+    for (int st = 0; st < pl.pp; ++st) {
+      std::map<RecomputeMask, int> sets;
+      for (int layer : stage_layer_list(pl, in.model.layers, st))
+        ++sets[a.layer_masks[static_cast<std::size_t>(layer)]];
+      std::string line;
+      for (const auto& [mask, n] : sets)
+        line += fmt::format("{}{} x {}", line.empty() ? "" : ", ", n, recompute_mask_string(mask));
+      fmt::print("  recompute, stage {}: {}\n", st, line);
+    }
+    fmt::print("\n");
+  }
   fmt::print("step time {:>10}   {:.0f} tokens/s   MFU {:.1f}%   HFU {:.1f}%   {:.0f} TFLOP/s per device\n",
              secs(p.step_time_s), p.tokens_per_s, 100 * p.mfu, 100 * p.hfu, p.tflops_per_device);
   const TimeBreakdown& t = p.time;

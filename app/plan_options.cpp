@@ -28,7 +28,15 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_option("--micro-batch,--mb", o.micro_batch, "sequences per micro-batch")->group("Plan");
   cmd.add_option("--global-batch,--gb", o.global_batch, "sequences per optimizer step")->group("Plan");
   cmd.add_option("--schedule", o.schedule, "gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe")->group("Plan");
-  cmd.add_option("--recompute", o.recompute, "none, selective, full")->group("Plan");
+  cmd.add_option("--recompute", o.recompute,
+                 "none, selective, full, optimal (per layer: the recompute modules that fit memory at the "
+                 "least time)")
+      ->group("Plan");
+  cmd.add_option(
+         "--recompute-method", o.recompute_method,
+         "block (with --recompute-layers N: the first N layers of each stage) or uniform (full recompute, "
+         "keeping only the input of each group of N layers)")
+      ->group("Plan");
   cmd.add_option("--zero", o.zero, "ZeRO stage 0-3 (3 = FSDP full shard)")->group("Plan");
   cmd.add_option("--precision", o.precision, "fp32, bf16, fp16, fp8")->group("Plan");
   cmd.add_option("--flash-attention", o.flash, "fused attention kernels (true/false)")->group("Plan");
@@ -74,7 +82,10 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
                  "tensor-parallel degree of each pipeline stage, e.g. --stage-tp 1,4,4,1 (each keeps tp*dp ranks)")
       ->delimiter(',')->group("Plan");
   cmd.add_option("--recompute-layers", o.recompute_layers,
-                 "recompute only the first N layers of each stage (or chunk); auto: the fewest that fit")->group("Plan");
+                 "block method: recompute only the first N layers of each stage (or chunk), auto: the fewest "
+                 "that fit; "
+                 "uniform method: the group size N")
+      ->group("Plan");
   cmd.add_option("--grad-compression", o.grad_compression, "none, int8, topk, powersgd, four-stage")->group("Plan");
   cmd.add_option("--compression-topk", o.compression_topk, "fraction of gradient elements top-k keeps (default 0.01)")
       ->group("Plan");
@@ -182,6 +193,11 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
     if (!r) return r.error().with_context("--recompute");
     plan.recompute = *r;
   }
+  if (o.recompute_method) {
+    auto r = parse_recompute_method(*o.recompute_method);
+    if (!r) return r.error().with_context("--recompute-method");
+    plan.recompute_method = *r;
+  }
   if (o.precision) {
     auto p = parse_precision(*o.precision);
     if (!p) return p.error().with_context("--precision");
@@ -248,6 +264,8 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   }
   if (o.recompute_layers) {
     if (*o.recompute_layers == "auto") {
+      if (plan.recompute_method != RecomputeMethod::kBlock)
+        return Error("--recompute-layers auto: needs the block method (uniform takes a group size)");
       if (plan.recompute == Recompute::kNone) plan.recompute = Recompute::kFull;
       const int k = fewest_recompute_layers(in.model, in.cluster, plan);
       if (k < 0) return Error("--recompute-layers auto: the plan does not fit even when every layer recomputes");

@@ -31,6 +31,7 @@ struct PlanOptions {
   std::optional<double> compression_topk, compression_penalty;
   std::optional<int> compression_rank;
   std::optional<std::string> recompute_layers;  // a count or "auto"
+  std::optional<std::string> recompute_method;
   std::optional<std::string> data_sample_bytes, data_compression;
   std::optional<int> data_prefetch, data_loader_cores;
   std::optional<double> data_cached_fraction;

@@ -156,6 +156,11 @@ struct Trainer::Impl {
   double dp_bytes = 0;                    // this step's DP gradient collectives, sized as the graph sizes them
   std::vector<Action> actions;
   std::vector<int> layer_index;           // model layer -> local index (-1 elsewhere)
+  // Per model layer on this stage: the recompute modules it drops after its forward (the
+  // workload's per-layer sets, or the plan's policy by the layer's place in its chunk), and under
+  // the uniform method whether the next layer is in its group (the group keeps only its input).
+  std::vector<RecomputeMask> layer_recompute;
+  std::vector<char> group_continues;
   std::vector<LayerActs> acts;            // local layer x micro-batch
   std::vector<Flow> flows;                // micro-batch x chunk
   std::vector<OpTiming> timings;
@@ -363,6 +368,7 @@ void Trainer::Impl::norm_backward(const char* w_name, const char* b_name, int la
 
 void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, bool recompute) {
   LayerActs& a = layer_acts(layer, mb);
+  const RecomputeMask mask = layer_recompute[static_cast<std::size_t>(layer)];
   Flow& f = flow(mb, chunk);
   const int T = tokens(), H = hidden;
   const int qkv_w = attn_shape.qkv_width(), attn_w = attn_shape.q_heads * attn_shape.head_dim;
@@ -376,6 +382,9 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       break;
     case KernelName::kQkv:
       gemm_forward(a.qkv, sp ? a.n1g : a.n1, p("qkv", layer), T, H, qkv_w);
+      // layernorm: the norm's output goes (with SP its gathered copy stays: the partial recompute
+      // re-runs no collective).
+      if (!recompute && (mask & recompute_module::kLayernorm)) release(a.n1);
       kernels::rope_cpu(a.qkv.data(), attn_shape, 10000.0f, false);
       break;
     case KernelName::kAttention:
@@ -394,8 +403,11 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
     case KernelName::kAttnV:
       a.attn.resize(static_cast<std::size_t>(T) * attn_w);
       kernels::attention_values_cpu(a.attn.data(), a.probs.data(), a.qkv.data(), attn_shape);
-      // Selective recompute: the s^2 tensors are dropped and rebuilt in the backward.
-      if (!recompute && w->plan.recompute == Recompute::kSelective) { release(a.scores); release(a.probs); }
+      // core_attn (selective recompute): the s^2 tensors are dropped and rebuilt in the backward.
+      if (!recompute && (mask & recompute_module::kCoreAttn)) {
+        release(a.scores);
+        release(a.probs);
+      }
       break;
     case KernelName::kProj:
       gemm_forward(a.y, a.attn, p("proj", layer), T, attn_w, H);
@@ -409,6 +421,7 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       break;
     case KernelName::kMlpUp:
       gemm_forward(a.up, sp ? a.n2g : a.n2, p("mlp_up", layer), T, H, up->cols);
+      if (!recompute && (mask & recompute_module::kLayernorm)) release(a.n2);
       break;
     case KernelName::kActivation:
       a.act.resize(static_cast<std::size_t>(T) * ffn);
@@ -417,12 +430,26 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       break;
     case KernelName::kMlpDown:
       gemm_forward(a.z, a.act, p("mlp_down", layer), T, ffn, H);
+      // act: the activation's output goes; mlp: its input too (mlp_up and activation re-run).
+      if (!recompute && (mask & (recompute_module::kAct | recompute_module::kMlp))) release(a.act);
+      if (!recompute && (mask & recompute_module::kMlp)) release(a.up);
       break;
     case KernelName::kResidual2:
-      if (recompute) break;  // the layer's output already went on
+      if (recompute) {
+        // The layer's output already went on. A uniform group re-runs its layers in turn: the
+        // output is the next layer's input, which the group did not keep.
+        if (group_continues[static_cast<std::size_t>(layer)]) {
+          LayerActs& next = layer_acts(layer + 1, mb);
+          next.x_in.resize(a.h.size());
+          kernels::residual_forward_cpu(next.x_in.data(), a.h.data(), a.z.data(), next.x_in.size());
+        }
+        break;
+      }
       f.x.resize(a.h.size());
       kernels::residual_forward_cpu(f.x.data(), a.h.data(), a.z.data(), f.x.size());
-      if (w->plan.recompute == Recompute::kFull) a.keep_only_input();
+      if (mask & recompute_module::kFull) a.keep_only_input();
+      // Uniform method: a group keeps only its first layer's input.
+      if (layer > 0 && group_continues[static_cast<std::size_t>(layer - 1)]) release(a.x_in);
       break;
     default:
       break;  // MoE kernels: refused by check_runtime_plan
@@ -853,6 +880,18 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
   std::vector<int> layers;
   for (const auto& c : prog.chunk_layers) layers.insert(layers.end(), c.begin(), c.end());
   std::sort(layers.begin(), layers.end());
+  t.layer_recompute.assign(static_cast<std::size_t>(w.model.layers), 0);
+  t.group_continues.assign(static_cast<std::size_t>(w.model.layers), 0);
+  for (const auto& c : prog.chunk_layers)
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      const auto layer = static_cast<std::size_t>(c[i]);
+      const int position = static_cast<int>(i);
+      t.layer_recompute[layer] = !w.layer_recompute.empty()  ? w.layer_recompute[layer]
+                                 : plan.recomputes(position) ? recompute_mask(plan.recompute)
+                                                             : RecomputeMask{0};
+      if (plan.uniform_recompute())
+        t.group_continues[layer] = (position + 1) % plan.recompute_layers != 0 && i + 1 < c.size();
+    }
   const int last_vstage = t.chunks * plan.pp - 1;
   const bool first = t.stage == 0, last = (t.chunks - 1) * plan.pp + t.stage == last_vstage;
   t.layout = ParamLayout::build(w.model, plan, layers, first, last, t.tp_rank);

@@ -79,7 +79,7 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
   fill_enum(schedule_, {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble,
                         Schedule::kDualPipe});
   recompute_ = new QComboBox;
-  fill_enum(recompute_, {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
+  fill_enum(recompute_, {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOptimal});
   precision_ = new QComboBox;
   fill_enum(precision_, {Precision::kFp32, Precision::kBf16, Precision::kFp16, Precision::kFp8});
   zero_ = new QComboBox;

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "sim/analytic/compression.h"
 #include "sim/analytic/data_loading.h"
 #include "sim/analytic/layer_cost.h"
+#include "sim/analytic/recompute.h"
 #include "sim/analytic/schedule.h"
 #include "sim/workload/layer_ops.h"
 
@@ -70,7 +72,7 @@ LayerTime blend(const LayerTime& a, const LayerTime& b, double f) {
 
 // The share of a stage's `layers` that recompute (Plan::recompute_layers counts per chunk).
 double recomputed_fraction(const Plan& p, int layers) {
-  if (p.recompute == Recompute::kNone || p.recompute_layers < 0 || layers <= 0) return 1;
+  if (!p.partial_recompute() || layers <= 0) return 1;
   const int chunks = p.schedule == Schedule::kInterleaved1F1B && p.virtual_stages > 1 ? p.virtual_stages : 1;
   const int per_chunk = std::max(1, layers / chunks);
   return std::min(per_chunk, p.recompute_layers) / static_cast<double>(per_chunk);
@@ -122,18 +124,18 @@ double layer_offload_seconds(const ModelSpec& m, const Plan& p, const LayerShape
   return std::max(0.0, fwd - fwd_s) + std::max(0.0, bwd - bwd_s);
 }
 
+// `mask`: the modules this layer recomputes (layer_cost.h); the kernels they re-run are
+// LayerKernels::reruns's, and full recompute repeats the forward's collectives too.
 LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
-                     const Links& links, bool moe, double host_rate, const Partner& partner) {
+                     const Links& links, bool moe, double host_rate, const Partner& partner,
+                     RecomputeMask mask) {
   LayerTime t;
   const LayerKernels k = layer_kernels(m, d, p, s, moe, partner);
   const LayerFlops f = moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s);
+  const bool full = (mask & recompute_module::kFull) != 0;
   t.fwd_compute = k.fwd_seconds();
   t.bwd_compute = k.bwd_seconds();
-  if (p.recompute == Recompute::kFull) {
-    t.recompute = t.fwd_compute;
-  } else if (p.recompute == Recompute::kSelective && !p.flash_attention) {
-    t.recompute = k.selective_recompute_seconds();  // Q·K^T, softmax, dropout, P·V again
-  }
+  t.recompute = k.recompute_seconds(mask);
   double attn_fwd = 0, attn_bwd = 0;
   for (int i = k.attention_first; i <= k.attention_last; ++i) {
     attn_fwd += k.fwd[i].fwd_s;
@@ -150,7 +152,7 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
       }
     }
     t.fwd_tp = one_pass;
-    t.bwd_tp = one_pass + (p.recompute == Recompute::kFull ? one_pass : 0.0);
+    t.bwd_tp = one_pass + (full ? one_pass : 0.0);
     if (p.overlap_tp_comm) {
       double gemm = 0;
       for (int i = 0; i < k.count; ++i)
@@ -167,12 +169,10 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   }
   // Expert parallel: dispatch and combine all-to-alls, forward, backward and in full recompute.
   if (moe && p.ep > 1) {
-    t.ep = (p.recompute == Recompute::kFull ? 6 : 4) * alltoall_time(links.ep, k.ep_bytes);
+    t.ep = (full ? 6 : 4) * alltoall_time(links.ep, k.ep_bytes);
   }
-  const double recompute_flops = p.recompute == Recompute::kFull ? f.total()
-                                 : (p.recompute == Recompute::kSelective && !p.flash_attention) ? f.attn_core : 0.0;
   t.model_flops = 3.0 * f.total();
-  t.hw_flops = t.model_flops + recompute_flops;
+  t.hw_flops = t.model_flops + k.recompute_flops(mask);
   t.offload = layer_offload_seconds(m, p, s, moe, host_rate, t.fwd_compute, t.bwd_compute + t.recompute);
   return t;
 }
@@ -184,6 +184,9 @@ struct DeviceCosts {
   Links links;
   LayerTime dense, moe;
   LayerTime dense_plain, moe_plain;  // without recompute (layers past Plan::recompute_layers)
+  // Recompute::kOptimal: each candidate module set's layer time, indexed by its mask (empty
+  // otherwise: evaluate builds one of these per plan).
+  std::vector<LayerTime> dense_mask, moe_mask;
   double head_time = 0, embed_time = 0, p2p = 0;
 };
 
@@ -205,16 +208,23 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   c.links.pp = group_link(cluster, st[3], p.pp > 1 ? 2 : 1, scattered);
   const double host_rate = host_link_rate(cluster.node);
   const Partner partner = attention_partner(p, cluster.node);
-  c.dense = layer_time(m, d, p, s, c.links, false, host_rate, partner);
-  if (m.is_moe()) c.moe = layer_time(m, d, p, s, c.links, true, host_rate, partner);
+  const RecomputeMask mask = recompute_mask(p.recompute);
+  c.dense = layer_time(m, d, p, s, c.links, false, host_rate, partner, mask);
+  if (m.is_moe()) c.moe = layer_time(m, d, p, s, c.links, true, host_rate, partner, mask);
   c.dense_plain = c.dense;
   c.moe_plain = c.moe;
-  if (p.recompute_layers >= 0 && p.recompute != Recompute::kNone) {
-    Plan plain = p;
-    plain.recompute = Recompute::kNone;
-    plain.recompute_layers = -1;
-    c.dense_plain = layer_time(m, d, plain, s, c.links, false, host_rate, partner);
-    if (m.is_moe()) c.moe_plain = layer_time(m, d, plain, s, c.links, true, host_rate, partner);
+  if (p.partial_recompute()) {
+    c.dense_plain = layer_time(m, d, p, s, c.links, false, host_rate, partner, 0);
+    if (m.is_moe()) c.moe_plain = layer_time(m, d, p, s, c.links, true, host_rate, partner, 0);
+  }
+  if (p.recompute == Recompute::kOptimal) {
+    c.dense_mask.resize(recompute_module::kFull + 1);
+    c.moe_mask.resize(recompute_module::kFull + 1);
+    for (RecomputeMask k : candidate_recompute_masks(p.flash_attention)) {
+      c.dense_mask[k] = k == 0 ? c.dense : layer_time(m, d, p, s, c.links, false, host_rate, partner, k);
+      if (m.is_moe())
+        c.moe_mask[k] = k == 0 ? c.moe : layer_time(m, d, p, s, c.links, true, host_rate, partner, k);
+    }
   }
   // Embedding (first stage) and LM head + cross-entropy (last stage), per micro-batch.
   const double tokens = s.batch * s.seq;
@@ -288,7 +298,22 @@ double AnalyticModel::mean_peak(const Plan& p) const {
   return sum / p.pp;
 }
 
-MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
+double activations_in_flight(const Plan& p, int stage) {
+  const double mbs = static_cast<double>(p.micro_batches());
+  switch (p.schedule) {
+    case Schedule::kGpipe:
+      return mbs;
+    case Schedule::kDualPipe:
+      return std::min(mbs, p.pp + 1.0);
+    case Schedule::kInterleaved1F1B:
+      return std::min(mbs, (p.pp - stage) * (1.0 + (p.pp - 1.0) / (p.pp * p.virtual_stages)));
+    default:
+      return std::min(mbs, static_cast<double>(p.pp - stage));
+  }
+}
+
+MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
+                                            const std::vector<RecomputeMask>* layer_masks) const {
   const ModelSpec& m = model_;
   const Range r = stage_layers(p, m.layers, stage);
   const int dense = dense_in(m, r), moe = (r.end - r.begin) - dense;
@@ -361,17 +386,35 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
   };
   const double act_dense = act(false);
   const double act_moe = moe > 0 ? act(true) : 0.0;
-  const double per_mb = dense * act_dense + moe * act_moe;
-  const double mbs = static_cast<double>(p.micro_batches());
-  double in_flight = 1;
-  switch (p.schedule) {
-    case Schedule::kGpipe: in_flight = mbs; break;
-    case Schedule::kDualPipe: in_flight = std::min(mbs, p.pp + 1.0); break;
-    case Schedule::kInterleaved1F1B:
-      in_flight = std::min(mbs, (p.pp - stage) * (1.0 + (p.pp - 1.0) / (p.pp * p.virtual_stages)));
-      break;
-    default: in_flight = std::min(mbs, static_cast<double>(p.pp - stage)); break;
+  double per_mb = dense * act_dense + moe * act_moe;
+  // One layer's full activations while it (or its group) recomputes in the backward.
+  auto whole_layer = [&] { return layer_activation_bytes(m, s, RecomputeMask{0}, p.flash_attention, moe > 0); };
+  double transient = p.recompute == Recompute::kFull && f > 0 ? whole_layer() : 0.0;
+  if (layer_masks != nullptr) {
+    // Per-layer module sets (Recompute::kOptimal): each layer keeps what its set leaves.
+    per_mb = 0;
+    bool any_full = false, any_moe = false;
+    for (int layer : stage_layer_list(p, m.layers, stage)) {
+      const RecomputeMask k = (*layer_masks)[static_cast<std::size_t>(layer)];
+      per_mb += layer_activation_bytes(m, s, k, p.flash_attention, layer >= m.dense_layers());
+      any_full = any_full || (k & recompute_module::kFull) != 0;
+      any_moe = any_moe || layer >= m.dense_layers();
+    }
+    // As recompute_assignment counts it: the largest layer of the stage's list.
+    transient = any_full ? layer_activation_bytes(m, s, RecomputeMask{0}, p.flash_attention, any_moe) : 0.0;
+  } else if (p.uniform_recompute()) {
+    // Uniform method: only the input of each group of recompute_layers layers is kept, and a
+    // group's layers all hold their full activations while it recomputes.
+    const int chunks =
+        p.schedule == Schedule::kInterleaved1F1B && p.virtual_stages > 1 ? p.virtual_stages : 1;
+    const int per_chunk = std::max(1, (r.end - r.begin) / chunks);
+    const int groups = chunks * ((per_chunk + p.recompute_layers - 1) / p.recompute_layers);
+    per_mb = r.end > r.begin
+                 ? groups * layer_activation_bytes(m, s, recompute_module::kFull, p.flash_attention, false)
+                 : 0.0;
+    transient = r.end > r.begin ? std::min(p.recompute_layers, per_chunk) * whole_layer() : 0.0;
   }
+  const double in_flight = activations_in_flight(p, stage);
   mem.activations = per_mb * in_flight;
   if (p.offload_activations && r.end > r.begin) {
     // Two layers' activations on the device (the one computing, the one in flight to or from the
@@ -379,10 +422,7 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
     mem.host += mem.activations;
     mem.activations = 2.0 * std::max(act_dense * (dense > 0), act_moe);
   }
-  if (p.recompute == Recompute::kFull && f > 0) {
-    // The layer being recomputed holds its full activations during its backward.
-    mem.activations += layer_activation_bytes(m, s, Recompute::kNone, p.flash_attention, moe > 0);
-  }
+  mem.activations += transient;
   const double tokens = s.batch * s.seq;
   if (stage == 0) mem.activations += in_flight * tokens * m.hidden * wb / (s.sp ? p.tp : 1);  // embedding output
   if (stage == p.pp - 1) {
@@ -398,36 +438,141 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage) const {
 }
 
 MemoryBreakdown AnalyticModel::memory(const Plan& p) const {
+  if (p.recompute != Recompute::kOptimal) return memory_with(p, nullptr);
+  const RecomputeAssignment a = recompute_assignment(p);
+  return memory_with(p, &a.layer_masks);
+}
+
+MemoryBreakdown AnalyticModel::memory_with(const Plan& p, const std::vector<RecomputeMask>* masks) const {
   if (!p.stage_tp.empty()) {
     // Stages of different degrees: the stage with the least headroom.
-    MemoryBreakdown worst = stage_memory(stage_view(p, 0), 0);
+    MemoryBreakdown worst = stage_memory(stage_view(p, 0), 0, masks);
     for (int st = 1; st < p.pp; ++st) {
-      const MemoryBreakdown m = stage_memory(stage_view(p, st), st);
+      const MemoryBreakdown m = stage_memory(stage_view(p, st), st, masks);
       if (m.total - m.capacity > worst.total - worst.capacity) worst = m;
     }
     return worst;
   }
-  MemoryBreakdown first = stage_memory(p, 0);
+  MemoryBreakdown first = stage_memory(p, 0, masks);
   if (p.pp == 1) return first;
-  if (!p.stage_devices.empty()) {
-    // Devices of different sizes: the stage with the least headroom, whichever it is.
+  if (!p.stage_devices.empty() || masks != nullptr) {
+    // Devices of different sizes, or stages whose layers each chose their recompute: the stage
+    // with the least headroom, whichever it is.
     MemoryBreakdown worst = first;
     for (int st = 1; st < p.pp; ++st) {
-      MemoryBreakdown m = stage_memory(p, st);
+      MemoryBreakdown m = stage_memory(p, st, masks);
       if (m.total - m.capacity > worst.total - worst.capacity) worst = m;
     }
     return worst;
   }
-  MemoryBreakdown last = stage_memory(p, p.pp - 1);
+  MemoryBreakdown last = stage_memory(p, p.pp - 1, masks);
   MemoryBreakdown worst = last.total > first.total ? last : first;
   if (p.offload_optimizer || p.offload_params || p.offload_activations || p.offload_embeddings) {
     // Offloaded state can fill a stage's share of host memory first: report a stage that does.
     for (int st = 0; st < p.pp && worst.fits(); ++st) {
-      MemoryBreakdown m = st == 0 ? first : st == p.pp - 1 ? last : stage_memory(p, st);
+      MemoryBreakdown m = st == 0 ? first : st == p.pp - 1 ? last : stage_memory(p, st, masks);
       if (!m.fits()) worst = m;
     }
   }
   return worst;
+}
+
+RecomputeAssignment AnalyticModel::recompute_assignment(const Plan& p) const {
+  const ModelSpec& m = model_;
+  RecomputeAssignment out;
+  out.layer_masks.assign(static_cast<std::size_t>(m.layers), 0);
+  if (p.recompute != Recompute::kOptimal) {
+    // The fixed policies: by each layer's place in its chunk (Plan::recomputes).
+    const RecomputeMask mask = recompute_mask(p.recompute);
+    const int chunks = std::max(1, p.virtual_stages);
+    for (int st = 0; st < p.pp; ++st) {
+      const std::vector<int> layers = stage_layer_list(p, m.layers, st);
+      const int per_chunk = std::max<int>(1, static_cast<int>(layers.size()) / chunks);
+      for (std::size_t i = 0; i < layers.size(); ++i)
+        if (p.recomputes(static_cast<int>(i) % per_chunk))
+          out.layer_masks[static_cast<std::size_t>(layers[i])] = mask;
+    }
+    return out;
+  }
+  // Each (accelerator group, tp) the stages run on: the options of a dense and a MoE layer.
+  struct Options {
+    std::vector<RecomputeOption> dense, moe;
+  };
+  std::map<std::pair<int, int>, Options> options;
+  for (int st = 0; st < p.pp; ++st) {
+    const Plan q = p.stage_tp.empty() ? p : stage_view(p, st);
+    const LayerShape s = plan_layer_shape(m, q);
+    const int g = stage_group(p, cluster_.node, st);
+    auto it = options.find({g, q.tp});
+    if (it == options.end()) {
+      const ClusterSpec view = p.stage_devices.empty() ? cluster_ : cluster_view(cluster_, g);
+      const DeviceCosts c = device_costs(m, view, q, s);
+      Options o;
+      // Seconds: what the layer's time grows by (re-run kernels, full recompute's collectives).
+      for (RecomputeMask k : candidate_recompute_masks(q.flash_attention)) {
+        o.dense.push_back({k, layer_activation_bytes(m, s, k, q.flash_attention, false),
+                           c.dense_mask[k].total() - c.dense_mask[0].total()});
+        if (m.is_moe())
+          o.moe.push_back({k, layer_activation_bytes(m, s, k, q.flash_attention, true),
+                           c.moe_mask[k].total() - c.moe_mask[0].total()});
+      }
+      o.dense = undominated(o.dense);
+      o.moe = undominated(o.moe);
+      it = options.emplace(std::pair{g, q.tp}, std::move(o)).first;
+    }
+    const std::vector<int> layers = stage_layer_list(q, m.layers, st);
+    // The room the layers' kept activations have: capacity less everything else on the stage.
+    const std::vector<RecomputeMask> none(static_cast<std::size_t>(m.layers), 0);
+    const MemoryBreakdown mem0 = stage_memory(q, st, &none);
+    const double in_flight = std::max(1e-9, activations_in_flight(q, st));
+    std::vector<std::vector<RecomputeOption>> items;
+    double kept0 = 0;
+    bool stage_moe = false;
+    for (int layer : layers) {
+      const bool moe = layer >= m.dense_layers();
+      stage_moe = stage_moe || moe;
+      items.push_back(moe ? it->second.moe : it->second.dense);
+      kept0 += layer_activation_bytes(m, s, RecomputeMask{0}, q.flash_attention, moe);
+    }
+    const double room = mem0.capacity - (mem0.total - in_flight * kept0);
+    if (kept0 * in_flight <= room) continue;  // no recompute needed
+    // Full recompute anywhere adds one layer's activations during its backward (stage_memory):
+    // solve without full, and with full in a room that smaller, and keep the faster.
+    const double whole_layer = layer_activation_bytes(m, s, RecomputeMask{0}, q.flash_attention, stage_moe);
+    std::vector<std::vector<RecomputeOption>> partial_items = items;
+    for (auto& opts : partial_items)
+      std::erase_if(opts, [](const RecomputeOption& o) { return (o.mask & recompute_module::kFull) != 0; });
+    auto seconds = [](const std::vector<std::vector<RecomputeOption>>& its, const std::vector<int>& pick) {
+      double t = 0;
+      for (std::size_t i = 0; i < pick.size(); ++i) t += its[i][static_cast<std::size_t>(pick[i])].seconds;
+      return t;
+    };
+    const auto a = choose_recompute(partial_items, room / in_flight);
+    // A choice with full recompute costs at least one layer's full recompute, and one without it
+    // fits the first, larger room: when the first answer is already that cheap, it stands.
+    double full_s = std::numeric_limits<double>::infinity();
+    for (const auto& opts : items)
+      for (const RecomputeOption& o : opts)
+        if (o.mask & recompute_module::kFull) full_s = std::min(full_s, o.seconds);
+    const auto b = a && seconds(partial_items, *a) <= full_s
+                       ? std::nullopt
+                       : choose_recompute(items, (room - whole_layer) / in_flight);
+    const std::vector<std::vector<RecomputeOption>>* chosen_items = nullptr;
+    const std::vector<int>* chosen = nullptr;
+    if (a) {
+      chosen_items = &partial_items;
+      chosen = &*a;
+    }
+    if (b && (!a || seconds(items, *b) < seconds(partial_items, *a))) {
+      chosen_items = &items;
+      chosen = &*b;
+    }
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      out.layer_masks[static_cast<std::size_t>(layers[i])] =
+          chosen ? (*chosen_items)[i][static_cast<std::size_t>((*chosen)[i])].mask : recompute_module::kFull;
+    if (!chosen) out.fits = false;
+  }
+  return out;
 }
 
 Prediction AnalyticModel::evaluate(const Plan& p) const {
@@ -492,11 +637,47 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   };
   const bool dualpipe = p.schedule == Schedule::kDualPipe && p.pp > 1;
   // The share of a stage's layers that recompute (1 unless Plan::recompute_layers limits it).
-  const bool partial = p.recompute_layers >= 0 && p.recompute != Recompute::kNone;
+  const bool partial = p.partial_recompute();
   auto stage_f = [&](int i) {
     if (!partial) return 1.0;
     const Range r = stage_layers(p, m.layers, i);
     return recomputed_fraction(p, r.end - r.begin);
+  };
+  // Recompute::kOptimal: each layer's module set, and per stage the mean time of its dense and
+  // of its MoE layers under their sets.
+  const bool optimal = p.recompute == Recompute::kOptimal;
+  RecomputeAssignment assignment;
+  std::vector<std::array<LayerTime, 2>> optimal_time;  // per stage: dense, MoE
+  auto mean_time = [&](int stage, bool moe, auto&& add) {
+    const DeviceCosts& c = costs_of(stage);
+    int n = 0;
+    for (int layer : stage_layer_list(stage_plans.empty() ? p : stage_plans[stage], m.layers, stage)) {
+      if ((layer >= m.dense_layers()) != moe) continue;
+      add((moe ? c.moe_mask : c.dense_mask)[assignment.layer_masks[static_cast<std::size_t>(layer)]]);
+      ++n;
+    }
+    return n;
+  };
+  if (optimal) {
+    assignment = recompute_assignment(p);
+    for (int i = 0; i < p.pp; ++i) {
+      std::array<LayerTime, 2> t{costs_of(i).dense, costs_of(i).moe};
+      for (int kind = 0; kind < 2; ++kind) {
+        std::vector<const LayerTime*> parts;
+        mean_time(i, kind == 1, [&](const LayerTime& x) { parts.push_back(&x); });
+        if (parts.empty()) continue;
+        LayerTime mean = *parts[0];
+        for (std::size_t j = 1; j < parts.size(); ++j) mean = blend(mean, *parts[j], j / (j + 1.0));
+        t[kind] = mean;
+      }
+      optimal_time.push_back(t);
+    }
+  }
+  auto stage_dense = [&](int i) {
+    return optimal ? optimal_time[i][0] : blend(costs_of(i).dense, costs_of(i).dense_plain, stage_f(i));
+  };
+  auto stage_moe = [&](int i) {
+    return optimal ? optimal_time[i][1] : blend(costs_of(i).moe, costs_of(i).moe_plain, stage_f(i));
   };
   double sum_x = 0, max_x = 0;
   int crit = 0;
@@ -508,8 +689,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
       l = {(l.dense + mirror.dense) / 2, (l.moe + mirror.moe) / 2, (l.embed + mirror.embed) / 2, (l.head + mirror.head) / 2};
     }
     const DeviceCosts& c = costs_of(i);
-    const double f = stage_f(i);
-    const double x = l.dense * blend(c.dense, c.dense_plain, f).total() + l.moe * blend(c.moe, c.moe_plain, f).total() +
+    const double x = l.dense * stage_dense(i).total() + l.moe * stage_moe(i).total() +
                      l.embed * c.embed_time + l.head * c.head_time;
     sum_x += x;
     if (x > max_x) { max_x = x; crit = i; crit_load = l; }
@@ -517,9 +697,8 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const DeviceCosts& cc = costs_of(crit);  // the slowest stage's accelerator
   // From here on, the slowest stage's own degrees (Plan::stage_tp), the plan's otherwise.
   const Plan& pc = stage_plans.empty() ? p : stage_plans[crit];
-  const double crit_f = stage_f(crit);
-  const LayerTime dense = blend(cc.dense, cc.dense_plain, crit_f);
-  const LayerTime moe = blend(cc.moe, cc.moe_plain, crit_f);
+  const LayerTime dense = stage_dense(crit);
+  const LayerTime moe = stage_moe(crit);
   const Links& links = cc.links;
   const PipelineTime pipe = pipeline_time(p.schedule, sum_x, max_x, p.pp, mbs, p.virtual_stages);
   const double p2p_total = 2 * cc.p2p * pipeline_p2p_count(p.schedule, p.pp, mbs, p.virtual_stages);
@@ -537,7 +716,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   tb.bubble = pipe.bubble;
 
   // Data parallel: gradients (and with ZeRO, parameters) over dp*cp; experts over dp*cp/ep.
-  const MemoryBreakdown mem = memory(p);
+  const MemoryBreakdown mem = memory_with(p, optimal ? &assignment.layer_masks : nullptr);
   const Range cr = stage_layers(p, m.layers, crit);
   const int cd = dense_in(m, cr), cm = (cr.end - cr.begin) - cd;
   const double expert_params = cm * m.moe.experts * m.expert_params() / (pc.tp * p.ep);
@@ -633,8 +812,20 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
     model_f += recomputed_fraction(p, r.end - r.begin) * (r.end - r.begin) / std::max(1, m.layers);
   }
   const LayerTime model_dense = blend(cc.dense, cc.dense_plain, model_f), model_moe = blend(cc.moe, cc.moe_plain, model_f);
-  const double hw_ratio_dense = model_dense.model_flops > 0 ? model_dense.hw_flops / model_dense.model_flops : 1.0;
-  const double hw_ratio_moe = model_moe.model_flops > 0 ? model_moe.hw_flops / model_moe.model_flops : 1.0;
+  double hw_ratio_dense = model_dense.model_flops > 0 ? model_dense.hw_flops / model_dense.model_flops : 1.0;
+  double hw_ratio_moe = model_moe.model_flops > 0 ? model_moe.hw_flops / model_moe.model_flops : 1.0;
+  if (optimal) {
+    // Every stage's layers under their own module sets.
+    for (int kind = 0; kind < 2; ++kind) {
+      double hw = 0, model = 0;
+      for (int i = 0; i < p.pp; ++i)
+        mean_time(i, kind == 1, [&](const LayerTime& x) {
+          hw += x.hw_flops;
+          model += x.model_flops;
+        });
+      (kind == 0 ? hw_ratio_dense : hw_ratio_moe) = model > 0 ? hw / model : 1.0;
+    }
+  }
   out.hardware_flops = sequences * (m.dense_layers() * dense_model * hw_ratio_dense +
                                     m.moe_layers() * moe_model * hw_ratio_moe + head_model);
   const double peak = mean_peak(p);

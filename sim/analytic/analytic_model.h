@@ -15,6 +15,7 @@
 #include "sim/analytic/collective.h"
 #include "sim/analytic/layer_cost.h"
 #include "sim/analytic/prediction.h"
+#include "sim/analytic/recompute.h"
 #include "sim/core/status.h"
 #include "sim/spec/hardware.h"
 #include "sim/spec/model.h"
@@ -26,8 +27,16 @@ class AnalyticModel {
  public:
   AnalyticModel(const ModelSpec& model, const ClusterSpec& cluster);
   Prediction evaluate(const Plan& plan) const;
-  // Memory only (cheap): used to prune plans before timing them.
+  // Memory only (cheap): used to prune plans before timing them. (Recompute::kOptimal plans
+  // solve recompute_assignment first: a few milliseconds.)
   MemoryBreakdown memory(const Plan& plan) const;
+  // Pipeline stage `stage`'s memory; `layer_masks` (by layer index, as recompute_assignment
+  // gives them) overrides what each layer keeps.
+  MemoryBreakdown stage_memory(const Plan& plan, int stage,
+                               const std::vector<RecomputeMask>* layer_masks = nullptr) const;
+  // What each layer recomputes under the plan (recompute.h): for Recompute::kOptimal, per stage
+  // the module sets that fit the stage's device at the least recompute time.
+  RecomputeAssignment recompute_assignment(const Plan& plan) const;
 
   // Layers per pipeline stage so that stages on faster accelerators get more: proportional to
   // each stage's per-layer throughput (its accelerator's layer time under this plan), rounded by
@@ -42,8 +51,7 @@ class AnalyticModel {
   const ClusterSpec& cluster() const { return cluster_; }
 
  private:
-  struct StageMemory;
-  MemoryBreakdown stage_memory(const Plan& plan, int stage) const;
+  MemoryBreakdown memory_with(const Plan& plan, const std::vector<RecomputeMask>* layer_masks) const;
 
   ModelSpec model_;
   ClusterSpec cluster_;
@@ -74,6 +82,8 @@ inline constexpr double kAdamBytesPerParam = 4 * 4 + 3 * 4 + 2 + 4;
 double host_optimizer_rate(const NodeSpec& node);
 double host_link_rate(const NodeSpec& node);
 
+// Micro-batches whose activations pipeline stage `stage` holds at once under the plan's schedule.
+double activations_in_flight(const Plan& p, int stage);
 // What one device sees of a layer under a plan: micro-batch, sequence split by CP, TP degree, SP.
 LayerShape plan_layer_shape(const ModelSpec& m, const Plan& p);
 

@@ -40,11 +40,12 @@ int fewest_recompute_layers(const ModelSpec& m, const ClusterSpec& c, const Plan
 }
 
 int fewest_recompute_layers(const AnalyticModel& am, const Plan& p) {
-  if (p.recompute == Recompute::kNone) return -1;
+  if (p.recompute != Recompute::kSelective && p.recompute != Recompute::kFull) return -1;
   const ModelSpec& m = am.model();
   auto fits = [&](int k) {
     Plan q = p;
     q.recompute_layers = k;
+    q.recompute_method = RecomputeMethod::kBlock;
     const MemoryBreakdown mem = am.memory(q);
     return mem.fits();
   };

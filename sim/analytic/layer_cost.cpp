@@ -1,6 +1,8 @@
 // Closed forms for one layer: FLOPs, elementwise traffic, activation memory, parameters.
 #include "sim/analytic/layer_cost.h"
 
+#include <utility>
+
 namespace foresight {
 
 namespace {
@@ -67,8 +69,34 @@ double layer_elementwise_bytes(const ModelSpec& m, const LayerShape& s, bool moe
   return bytes;
 }
 
-double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute r,
+RecomputeMask recompute_mask(Recompute r) {
+  switch (r) {
+    case Recompute::kSelective:
+      return recompute_module::kCoreAttn;
+    case Recompute::kFull:
+      return recompute_module::kFull;
+    default:
+      return 0;
+  }
+}
+
+std::string recompute_mask_string(RecomputeMask mask) {
+  if (mask & recompute_module::kFull) return "full";
+  if (mask == 0) return "none";
+  static constexpr std::pair<RecomputeMask, const char*> kNames[] = {
+      {recompute_module::kCoreAttn, "core_attn"},
+      {recompute_module::kLayernorm, "layernorm"},
+      {recompute_module::kAct, "act"},
+      {recompute_module::kMlp, "mlp"}};
+  std::string out;
+  for (const auto& [bit, name] : kNames)
+    if (mask & bit) out.append(out.empty() ? "" : "+").append(name);
+  return out;
+}
+
+double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, RecomputeMask mask,
                               bool flash_attention, bool moe_layer) {
+  namespace rm = recompute_module;
   const double e = s.bytes_per_element;
   const double sb = s.seq * s.batch;
   const double h = static_cast<double>(m.hidden);
@@ -76,16 +104,19 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute
   // Tensors replicated across TP ranks without SP; split with SP.
   const double rep = s.sp ? t : 1.0;
   const double drop = m.dropout ? 1.0 : 0.0;
-  if (r == Recompute::kFull) return e * sb * h / rep;  // only the layer input is kept
+  if (mask & rm::kFull) return e * sb * h / rep;  // only the layer input is kept
+  const bool keep_norm_out = !(mask & rm::kLayernorm);
+  const bool keep_act_in = !(mask & rm::kMlp);
+  const bool keep_act_out = !(mask & (rm::kMlp | rm::kAct));
 
   // Attention block (Korthikanti et al. Sec. 4.1 generalised to GQA/MLA widths).
   double attn = 0;
-  attn += e * sb * h / rep;                                   // norm output = QKV input
+  if (keep_norm_out) attn += e * sb * h / rep;                // norm output = QKV input
   attn += e * sb * (m.q_dim() + m.kv_dim()) / t;              // Q and K for Q·K^T
   attn += e * sb * (m.mla.enabled() ? m.v_dim() : m.kv_dim()) / t;  // V
   attn += e * sb * m.v_dim() / t;                             // output projection input
   attn += drop * sb * h / rep;                                // attention dropout mask
-  const bool keep_scores = !flash_attention && r == Recompute::kNone;
+  const bool keep_scores = !flash_attention && !(mask & rm::kCoreAttn);
   if (keep_scores) {
     // Softmax output (2 bytes), dropout mask (1) and dropout output (2): 5*a*s^2*b.
     attn += (e + (m.dropout ? 1 + e : 0.0)) * m.heads * s.seq * s.kv_seq * s.batch / t;
@@ -95,9 +126,9 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute
   // MLP block.
   double ffn = static_cast<double>(m.ffn_hidden);
   if (moe_layer) ffn = static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts);
-  double mlp = e * sb * h / rep;                              // first linear input
-  mlp += e * sb * ffn / t * (m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0);  // activation input(s)
-  mlp += e * sb * ffn / t;                                    // second linear input
+  double mlp = keep_norm_out ? e * sb * h / rep : 0.0;  // first linear input (the norm's output)
+  if (keep_act_in) mlp += e * sb * ffn / t * (m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0);  // activation input(s)
+  if (keep_act_out) mlp += e * sb * ffn / t;                                           // second linear input
   mlp += drop * sb * h / rep;                                 // dropout mask
   if (moe_layer) mlp += e * sb * h * m.moe.top_k / t + 4.0 * sb * m.moe.experts;  // dispatched tokens, router probs
   const double norms = 2 * e * sb * h / rep;                  // inputs of the two norms

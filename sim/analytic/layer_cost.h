@@ -6,6 +6,9 @@
 //   double act = layer_activation_bytes(model, shape, Recompute::kSelective, true);
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "sim/spec/model.h"
 #include "sim/spec/plan.h"
 
@@ -42,11 +45,35 @@ double logits_flops(const ModelSpec& m, const LayerShape& s);
 double layer_elementwise_bytes(const ModelSpec& m, const LayerShape& s, bool moe_layer,
                                bool flash_attention);
 
+// What one layer drops after its forward and rebuilds in its backward, as a set of modules
+// (Megatron-Core's --recompute-modules names):
+//   core_attn  the s^2 score tensors (softmax output, dropout mask and output; unfused attention
+//              only -- flash attention never stores them), re-running scores, softmax, attn_v
+//   layernorm  the two norms' outputs (their inputs stay), re-running norm1 and norm2
+//   act        the activation function's output (the second linear's input), re-running activation
+//   mlp        the MLP's internals (activation inputs and the second linear's input), re-running
+//              mlp_up and activation (mlp_down's output is not needed by the backward); implies act
+//   full       everything but the layer input, re-running the whole forward with its collectives
+// Plan::recompute none = {}, selective = {core_attn}, full = {full}.
+using RecomputeMask = std::uint8_t;
+namespace recompute_module {
+inline constexpr RecomputeMask kCoreAttn = 1, kLayernorm = 2, kAct = 4, kMlp = 8, kFull = 16;
+}  // namespace recompute_module
+// none -> {}, selective -> {core_attn}, full -> {full}; optimal has no single set ({}).
+RecomputeMask recompute_mask(Recompute r);
+// "none", "core_attn+layernorm", "full".
+std::string recompute_mask_string(RecomputeMask mask);
+
 // Activation bytes one layer keeps for backward, per micro-batch on one device. Without
 // parallelism and with dropout this is Korthikanti et al. (2022) Eq. 1: s*b*h*(34 + 5*a*s/h);
-// TP, SP, CP, GQA, SwiGLU and MoE generalise the same per-tensor accounting.
-double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute r,
+// TP, SP, CP, GQA, SwiGLU and MoE generalise the same per-tensor accounting. The modules in
+// `mask` are dropped (recomputed in the backward).
+double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, RecomputeMask mask,
                               bool flash_attention, bool moe_layer);
+inline double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute r,
+                                     bool flash_attention, bool moe_layer) {
+  return layer_activation_bytes(m, s, recompute_mask(r), flash_attention, moe_layer);
+}
 
 // Parameters of one layer held by one device (TP shard; experts also divided by `ep`).
 double layer_params_per_device(const ModelSpec& m, bool moe_layer, double tp, double ep);

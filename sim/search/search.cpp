@@ -77,7 +77,8 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
   const auto mbs = or_default(sp.micro_batch, std::vector<int>{1, 2, 4, 8, 16});
   const auto vps = or_default(sp.virtual_stages, std::vector<int>{1, 2, 4});
   const auto zeros = or_default(sp.zero_stage, std::vector<int>{0, 1, 2, 3});
-  const auto rcs = or_default(sp.recompute, std::vector<Recompute>{Recompute::kNone, Recompute::kSelective, Recompute::kFull});
+  const auto rcs = or_default(sp.recompute, std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
+                                                                   Recompute::kFull, Recompute::kOptimal});
   const auto scheds = or_default(sp.schedules, std::vector<Schedule>{Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble, Schedule::kDualPipe});
   const auto sps = or_default(sp.sequence_parallel, std::vector<bool>{false, true});
   const auto offs = or_default(sp.offload_optimizer, std::vector<bool>{false, true});
@@ -152,6 +153,8 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
                         // activation offload is modelled with split weight gradients.
                         if (off_p && !off) continue;
                         if ((off_p || off_a) && (sched == Schedule::kZeroBubble || sched == Schedule::kDualPipe)) continue;
+                        // Per-layer recompute is not modelled with activation offload or DualPipe.
+                        if (rc == Recompute::kOptimal && (off_a || sched == Schedule::kDualPipe)) continue;
                         Plan p;
                         p.tp = tp; p.pp = pp; p.dp = dp; p.cp = cp; p.ep = ep;
                         p.micro_batch = mb; p.global_batch = gb; p.schedule = sched; p.virtual_stages = vp;
@@ -201,11 +204,24 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
           const int k = fewest_recompute_layers(am, p);
           if (k > 0 && k < most_layers_per_chunk(p, model.layers)) p.recompute_layers = k;
         }
-        const MemoryBreakdown mem = am.memory(p);
+        // Per-layer recompute where no recompute fits chooses none: the space's none variant.
+        const bool optimal = p.recompute == Recompute::kOptimal;
+        if (optimal) {
+          Plan none = p;
+          none.recompute = Recompute::kNone;
+          if (am.memory(none).fits()) {
+            ++rej["recompute optimal: none fits (same plan)"];
+            continue;
+          }
+        }
+        // The optimal assignment is solved once, by evaluate (its memory is the same).
+        Prediction pred;
+        if (optimal) pred = am.evaluate(p);
+        const MemoryBreakdown mem = optimal ? pred.memory : am.memory(p);
         if (!mem.fits()) { ++rej[mem.total > mem.capacity ? "out of memory" : "out of host memory"]; continue; }
         RankedPlan& r = results[i];
         r.plan = p;
-        r.prediction = am.evaluate(p);
+        r.prediction = optimal ? pred : am.evaluate(p);
         r.economics = economics(r.prediction, cluster, p, seq, o.cost);
         r.memory_headroom = mem.capacity - mem.total;
         r.score = score_of(r, o.objective);

@@ -46,7 +46,10 @@ std::string layout_string(const Plan& p) {
 
 std::string recompute_string(const Plan& p) {
   std::string s = to_string(p.recompute);
-  if (p.recompute != Recompute::kNone && p.recompute_layers >= 0) s.append(" x").append(std::to_string(p.recompute_layers));
+  if (p.uniform_recompute())
+    s.append(" /").append(std::to_string(p.recompute_layers));
+  else if (p.partial_recompute())
+    s.append(" x").append(std::to_string(p.recompute_layers));
   return s;
 }
 
@@ -78,8 +81,16 @@ std::string to_string(Recompute r) {
     case Recompute::kNone: return "none";
     case Recompute::kSelective: return "selective";
     case Recompute::kFull: return "full";
+    case Recompute::kOptimal:
+      return "optimal";
   }
   return "none";
+}
+std::string to_string(RecomputeMethod m) { return m == RecomputeMethod::kUniform ? "uniform" : "block"; }
+Result<RecomputeMethod> parse_recompute_method(const std::string& s) {
+  for (auto v : {RecomputeMethod::kBlock, RecomputeMethod::kUniform})
+    if (to_string(v) == s) return v;
+  return Error("\"" + s + "\" is not one of: block, uniform");
 }
 std::string to_string(Precision p) {
   switch (p) {
@@ -97,9 +108,9 @@ Result<Schedule> parse_schedule(const std::string& s) {
   return Error("\"" + s + "\" is not one of: gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe");
 }
 Result<Recompute> parse_recompute(const std::string& s) {
-  for (auto v : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+  for (auto v : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOptimal})
     if (to_string(v) == s) return v;
-  return Error("\"" + s + "\" is not one of: none, selective, full");
+  return Error("\"" + s + "\" is not one of: none, selective, full, optimal");
 }
 std::string to_string(GradCompression c) {
   switch (c) {
@@ -198,13 +209,42 @@ std::string offload_string(const Plan& p) {
 
 Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   JsonReader r(doc, file);
-  r.reject_unknown_keys({"tp", "pp", "dp", "ep", "cp", "sequence_parallel", "virtual_stages",
-                         "micro_batch", "global_batch", "schedule", "zero_stage", "recompute",
-                         "precision", "flash_attention", "overlap_grad_reduce", "overlap_tp_comm",
-                         "offload_optimizer", "seq_len", "layer_split", "stage_devices", "grad_compression",
-                         "compression_topk", "compression_rank", "compression_penalty", "recompute_layers",
-                         "offload_params", "offload_activations", "offload_embeddings", "kernel_fusion", "cuda_graphs", "data",
-                         "rank_order", "node_order", "attention_device", "stage_tp"});
+  r.reject_unknown_keys({"tp",
+                         "pp",
+                         "dp",
+                         "ep",
+                         "cp",
+                         "sequence_parallel",
+                         "virtual_stages",
+                         "micro_batch",
+                         "global_batch",
+                         "schedule",
+                         "zero_stage",
+                         "recompute",
+                         "precision",
+                         "flash_attention",
+                         "overlap_grad_reduce",
+                         "overlap_tp_comm",
+                         "offload_optimizer",
+                         "seq_len",
+                         "layer_split",
+                         "stage_devices",
+                         "grad_compression",
+                         "compression_topk",
+                         "compression_rank",
+                         "compression_penalty",
+                         "recompute_layers",
+                         "recompute_method",
+                         "offload_params",
+                         "offload_activations",
+                         "offload_embeddings",
+                         "kernel_fusion",
+                         "cuda_graphs",
+                         "data",
+                         "rank_order",
+                         "node_order",
+                         "attention_device",
+                         "stage_tp"});
   Plan p;
   constexpr std::int64_t kMaxDegree = 1 << 20;
   p.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDegree));
@@ -229,6 +269,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   p.zero_stage = static_cast<int>(r.integer("zero_stage", 0, 0, 3));
   p.recompute = read_enum("recompute", parse_recompute, Recompute::kNone);
   p.recompute_layers = static_cast<int>(r.integer("recompute_layers", -1, -1, 100000));
+  p.recompute_method = read_enum("recompute_method", parse_recompute_method, RecomputeMethod::kBlock);
   p.precision = read_enum("precision", parse_precision, Precision::kBf16);
   p.flash_attention = r.boolean("flash_attention", true);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
@@ -312,6 +353,7 @@ json plan_to_json(const Plan& p) {
   if (!p.stage_devices.empty()) j["stage_devices"] = p.stage_devices;
   if (!p.stage_tp.empty()) j["stage_tp"] = p.stage_tp;
   if (p.recompute_layers >= 0) j["recompute_layers"] = p.recompute_layers;
+  if (p.recompute_method != RecomputeMethod::kBlock) j["recompute_method"] = to_string(p.recompute_method);
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.offload_params) j["offload_params"] = true;
@@ -387,6 +429,20 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
                                     ") to be a multiple of pp (" + s(p.pp) + ")");
   if (p.recompute_layers >= 0 && p.recompute == Recompute::kNone)
     return fail("recompute_layers", "is set but recompute is none (say which recompute the first layers use)");
+  if (p.recompute_layers >= 0 && p.recompute == Recompute::kOptimal)
+    return fail("recompute_layers",
+                "cannot be combined with recompute optimal (it chooses every layer's recompute)");
+  if (p.recompute_method == RecomputeMethod::kUniform) {
+    if (p.recompute != Recompute::kFull)
+      return fail("recompute_method", "uniform needs recompute full (it checkpoints groups of whole layers)");
+    if (p.recompute_layers < 1)
+      return fail("recompute_layers", "uniform recompute needs the group size (recompute_layers >= 1)");
+  }
+  if ((p.recompute == Recompute::kOptimal || p.recompute_method == RecomputeMethod::kUniform) &&
+      (p.schedule == Schedule::kDualPipe || p.offload_activations))
+    return fail("recompute", to_string(p.recompute) +
+                                 (p.recompute_method == RecomputeMethod::kUniform ? " (uniform)" : "") +
+                                 " cannot be combined with dualpipe or offload_activations (not modelled)");
   if (p.grad_compression != GradCompression::kNone && p.zero_stage >= 3)
     return fail("grad_compression", "needs zero_stage 0, 1 or 2 (ZeRO-3 reduce-scatters each layer's gradients as it goes)");
   if (!p.stage_tp.empty()) {

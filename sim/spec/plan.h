@@ -19,7 +19,13 @@
 namespace foresight {
 
 enum class Schedule { kGpipe, k1F1B, kInterleaved1F1B, kZeroBubble, kDualPipe };
-enum class Recompute { kNone, kSelective, kFull };
+// kOptimal: each layer's recompute modules chosen per pipeline stage to fit memory at the least
+// recompute time (sim/analytic/recompute.h).
+enum class Recompute { kNone, kSelective, kFull, kOptimal };
+// How Plan::recompute_layers applies to full recompute (Megatron's --recompute-method): block
+// recomputes the first N layers of each stage (chunk) and keeps the others; uniform recomputes
+// every layer, keeping only the input of each group of N consecutive layers.
+enum class RecomputeMethod { kBlock, kUniform };
 enum class Precision { kFp32, kBf16, kFp16, kFp8 };
 // Gradient compression for the data-parallel reduction (sim/analytic/compression.h).
 enum class GradCompression { kNone, kInt8, kTopK, kPowerSgd, kFourStage };
@@ -27,6 +33,8 @@ enum class GradCompression { kNone, kInt8, kTopK, kPowerSgd, kFourStage };
 std::string to_string(Schedule s);
 std::string to_string(Recompute r);
 std::string to_string(Precision p);
+std::string to_string(RecomputeMethod m);
+Result<RecomputeMethod> parse_recompute_method(const std::string& s);
 Result<Schedule> parse_schedule(const std::string& s);
 Result<Recompute> parse_recompute(const std::string& s);
 Result<Precision> parse_precision(const std::string& s);
@@ -67,8 +75,10 @@ struct Plan {
   Recompute recompute = Recompute::kNone;
   // Recompute only the first `recompute_layers` layers of each pipeline stage (of each chunk with
   // virtual stages) and keep the others' activations -- Megatron's --recompute-num-layers with the
-  // block method. -1: every layer follows `recompute`.
+  // block method. -1: every layer follows `recompute`. With the uniform method (full recompute):
+  // the size of each group of layers whose input alone is kept.
   int recompute_layers = -1;
+  RecomputeMethod recompute_method = RecomputeMethod::kBlock;
   Precision precision = Precision::kBf16;
   bool flash_attention = true;       // fused attention: no s^2 activation traffic or memory
   bool overlap_grad_reduce = false;  // DP gradient reduction overlapped with backward (opt-in, as in Megatron)
@@ -128,8 +138,21 @@ struct Plan {
   // pp), e.g. {1, tp, tp*cp, tp*cp*dp} for Megatron's order.
   std::array<int, 4> rank_strides() const;
   // Whether the layer at `position` within its stage (or chunk) recomputes under this plan.
+  // (Recompute::kOptimal decides per layer: recompute_assignment in sim/analytic/recompute.h.)
   bool recomputes(int position) const {
-    return recompute != Recompute::kNone && (recompute_layers < 0 || position < recompute_layers);
+    return recompute != Recompute::kNone &&
+           (recompute_layers < 0 || recompute_method == RecomputeMethod::kUniform ||
+            position < recompute_layers);
+  }
+  // Whether only the first recompute_layers layers of each stage (chunk) recompute (block method).
+  bool partial_recompute() const {
+    return recompute_layers >= 0 && recompute_method == RecomputeMethod::kBlock &&
+           (recompute == Recompute::kSelective || recompute == Recompute::kFull);
+  }
+  // Full recompute in groups of recompute_layers layers (uniform method).
+  bool uniform_recompute() const {
+    return recompute == Recompute::kFull && recompute_method == RecomputeMethod::kUniform &&
+           recompute_layers >= 1;
   }
   // Layers [first, last) of pipeline stage `stage` (without virtual stages).
   std::pair<int, int> stage_layer_range(int layers, int stage) const;
@@ -140,8 +163,9 @@ struct Plan {
 // The parallel layout in a few words, as tables show it: "tp8 pp4 dp16 cp2 ep8 sp v2" (degrees of 1
 // and switches that are off are left out, except tp, pp and dp).
 std::string layout_string(const Plan& p);
-// The recompute policy as tables show it: "none", "selective", "full", or "full x4" when only the
-// first 4 layers of each stage recompute.
+// The recompute policy as tables show it: "none", "selective", "full", "optimal", "full x4" when
+// only the first 4 layers of each stage recompute, "full /5" when every layer recomputes in groups
+// of 5 (uniform method).
 std::string recompute_string(const Plan& p);
 // Checks a Plan::rank_order: a permutation of tp, cp, dp and pp joined by '-'.
 Status check_rank_order(const std::string& order);

@@ -285,6 +285,8 @@ json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
   row["mfu"] = pred.mfu;
   row["memory_gib"] = pred.memory.total / 1073741824.0;
   row["compute_s"] = pred.time.compute;
+  row["recompute_s"] = pred.time.recompute;
+  row["activations_gib"] = pred.memory.activations / 1073741824.0;
   row["exposed_comm_s"] = pred.time.tp_comm + pred.time.cp_comm + pred.time.ep_comm + pred.time.pp_comm + pred.time.dp_comm;
   row["bubble_s"] = pred.time.bubble;
   row["dp_comm_s"] = pred.time.dp_comm;
@@ -349,10 +351,29 @@ Status write_sweep_csv(const SweepSpec& s, const std::string& out_dir) {
   if (!out) return Error(tmp + ": cannot write");
   out << "index";
   for (const auto& a : s.axes) out << "," << a.first;
-  const char* metrics[] = {"step_time_s", "tokens_per_s", "mfu", "memory_gib", "compute_s", "exposed_comm_s",
-                           "bubble_s", "dp_comm_s", "compression_ratio", "cost_per_mtok_usd", "energy_per_mtok_kwh",
-                           "offload_s", "data_stall_s", "data_load_s", "host_memory_gib", "mtbf_h", "checkpoint_write_s",
-                           "checkpoint_interval_s", "effective_time", "effective_time_model", "failures_per_run"};
+  const char* metrics[] = {"step_time_s",
+                           "tokens_per_s",
+                           "mfu",
+                           "memory_gib",
+                           "compute_s",
+                           "exposed_comm_s",
+                           "bubble_s",
+                           "dp_comm_s",
+                           "compression_ratio",
+                           "cost_per_mtok_usd",
+                           "energy_per_mtok_kwh",
+                           "offload_s",
+                           "data_stall_s",
+                           "data_load_s",
+                           "host_memory_gib",
+                           "mtbf_h",
+                           "checkpoint_write_s",
+                           "checkpoint_interval_s",
+                           "effective_time",
+                           "effective_time_model",
+                           "failures_per_run",
+                           "recompute_s",
+                           "activations_gib"};
   for (const char* m : metrics) out << "," << m;
   out << ",tp,pp,dp,cp,ep,micro_batch,zero_stage,recompute,error\n";
   auto cell = [](const json& v) {
@@ -369,8 +390,14 @@ Status write_sweep_csv(const SweepSpec& s, const std::string& out_dir) {
     for (const auto& a : s.axes) out << "," << (row["axes"].contains(a.first) ? cell(row["axes"][a.first]) : "");
     for (const char* m : metrics) out << "," << (row.contains(m) ? cell(row[m]) : "");
     const json plan = row.value("plan", json::object());
-    for (const char* k : {"tp", "pp", "dp", "cp", "ep", "micro_batch", "zero_stage", "recompute"})
+    for (const char* k : {"tp", "pp", "dp", "cp", "ep", "micro_batch", "zero_stage"})
       out << "," << (plan.contains(k) ? cell(plan[k]) : "");
+    // The recompute policy as tables show it (recompute_string): "full x10", "full /5".
+    std::string rc = plan.contains("recompute") ? plan["recompute"].get<std::string>() : "";
+    if (plan.contains("recompute_layers"))
+      rc += (plan.value("recompute_method", "block") == "uniform" ? " /" : " x") +
+            plan["recompute_layers"].dump();
+    out << "," << cell(rc);
     out << "," << (row.contains("error") ? cell(row["error"]) : "") << "\n";
   }
   out.close();

@@ -39,10 +39,44 @@ double LayerKernels::bwd_seconds() const {
   for (int i = 0; i < count; ++i) t += fwd[i].bwd_s;
   return t;
 }
-double LayerKernels::selective_recompute_seconds() const {
-  double t = partner_in_s + partner_out_s;  // the partner re-runs it: Q, K, V go there again
-  for (int i = attention_first; i <= attention_last && i < count; ++i) t += fwd[i].fwd_s;
+bool LayerKernels::reruns(RecomputeMask mask, int i) const {
+  namespace rm = recompute_module;
+  if (mask & rm::kFull) return true;
+  switch (fwd[i].name) {
+    case KernelName::kNorm1:
+    case KernelName::kNorm2:
+      return (mask & rm::kLayernorm) != 0;
+    case KernelName::kActivation:
+      return (mask & (rm::kAct | rm::kMlp)) != 0;
+    case KernelName::kMlpUp:
+      return (mask & rm::kMlp) != 0;
+    case KernelName::kScores:
+    case KernelName::kSoftmax:
+    case KernelName::kAttnV:
+      return (mask & rm::kCoreAttn) != 0;  // unfused attention only
+    default:
+      return false;
+  }
+}
+
+double LayerKernels::recompute_seconds(RecomputeMask mask) const {
+  if (mask == 0) return 0;
+  if (mask & recompute_module::kFull) return fwd_seconds();
+  double t = 0;
+  for (int i = 0; i < count; ++i)
+    if (reruns(mask, i)) t += fwd[i].fwd_s;
+  const bool core = attention_first < count && reruns(mask, attention_first);
+  if (core) t += partner_in_s + partner_out_s;  // the partner re-runs it: Q, K, V go there again
   return t;
+}
+
+double LayerKernels::recompute_flops(RecomputeMask mask) const {
+  if (mask == 0) return 0;
+  if (mask & recompute_module::kFull) return fwd_flops();
+  double f = 0;
+  for (int i = 0; i < count; ++i)
+    if (reruns(mask, i)) f += fwd[i].flops;
+  return f;
 }
 
 Partner attention_partner(const Plan& p, const NodeSpec& node) {

@@ -94,8 +94,14 @@ struct LayerKernels {
 
   double fwd_seconds() const;
   double bwd_seconds() const;
-  double selective_recompute_seconds() const;  // the attention core's forward (unfused attention)
   double fwd_flops() const;
+  // Whether kernel `i` runs again in the backward when the layer recomputes the modules of `mask`
+  // (layer_cost.h): both engines re-run exactly these, so they price recompute the same.
+  bool reruns(RecomputeMask mask, int i) const;
+  // The forward seconds and FLOPs of the kernels `mask` re-runs (with the transfers to the partner
+  // device when the attention core runs there). Full recompute: the whole forward.
+  double recompute_seconds(RecomputeMask mask) const;
+  double recompute_flops(RecomputeMask mask) const;
 };
 
 LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,

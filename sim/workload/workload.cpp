@@ -200,8 +200,16 @@ class StageBuilder {
  public:
   StageBuilder(const Workload& w, int stage, const DeviceSpec& device, const LayerKernels& dense,
                const LayerKernels& moe, const LayerShape& shape)
-      : w_cluster_(w.cluster), m_(w.model), p_(w.stage_plan(stage)), d_(device), dense_(dense), moe_(moe), s_(shape),
-        load_s_(w.load_per_micro_batch_s), load_in_loop_(w.load_in_loop) {
+      : w_cluster_(w.cluster),
+        m_(w.model),
+        p_(w.stage_plan(stage)),
+        d_(device),
+        dense_(dense),
+        moe_(moe),
+        s_(shape),
+        layer_recompute_(w.layer_recompute),
+        load_s_(w.load_per_micro_batch_s),
+        load_in_loop_(w.load_in_loop) {
     prog_.stage = stage;
   }
 
@@ -308,7 +316,9 @@ class StageBuilder {
     return collective(ph, layer, mb, chunk, kNames[block][static_cast<int>(kind)], StreamId::kTp, GroupKind::kTp, c,
                       kernels(layer).tp_bytes, dep);
   }
-  int layer_forward(Phase ph, int layer, int mb, int chunk, int prev, bool attention_only);
+  // The layer's forward kernels, or (`only` without kFull) those the recompute modules re-run.
+  int layer_forward(Phase ph, int layer, int mb, int chunk, int prev,
+                    RecomputeMask only = recompute_module::kFull);
   // A data-parallel gradient reduction of `params` gradients over group `g` after op `dep`: an
   // all-reduce (a reduce-scatter under ZeRO-1/2), or with gradient compression a compress kernel,
   // the compressed collective (all-reduce, or all-gather of sparse sets) and a decompress kernel.
@@ -332,6 +342,7 @@ class StageBuilder {
   const LayerKernels& dense_;
   const LayerKernels& moe_;
   LayerShape s_;
+  const std::vector<RecomputeMask>& layer_recompute_;  // Workload::layer_recompute
   StageProgram prog_;
   std::vector<int> next_deps_;  // extra dependencies of the next op added
   std::vector<int> overlapped_; // TP collectives running beside the layer's GEMMs
@@ -367,15 +378,15 @@ std::vector<int> StageBuilder::chunk_layers(int chunk) const {
   return out;
 }
 
-int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev, bool attention_only) {
+int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev, RecomputeMask only) {
   const LayerKernels& k = kernels(layer);
-  const int first = attention_only ? k.attention_first : 0;
-  const int last = attention_only ? k.attention_last : k.count - 1;
+  const bool partial = !(only & recompute_module::kFull);
   int cp_comm = -1;
-  for (int i = first; i <= last; ++i) {
+  for (int i = 0; i < k.count; ++i) {
+    if (partial && !k.reruns(only, i)) continue;
     const KernelCost& kc = k.fwd[i];
     const bool attention = i >= k.attention_first && i <= k.attention_last;
-    if (attention && i == k.attention_first && p_.cp > 1 && !attention_only) {
+    if (attention && i == k.attention_first && p_.cp > 1 && !partial) {
       // Context parallelism: K/V of the other ranks arrive over the ring while attention runs.
       const double kv = s_.batch * s_.seq * 2.0 * m_.kv_dim() * s_.bytes_per_element / s_.tp;
       cp_comm = collective(ph, layer, mb, chunk, "cp_kv_all_gather", StreamId::kCp, GroupKind::kCp,
@@ -387,7 +398,7 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
     if (i == k.attention_last && k.attention_on_partner)
       prev = partner_copy(ph, layer, mb, chunk, "attn_out_from_partner", k.partner_out_s, prev);
     if (attention && i == k.attention_last && cp_comm >= 0) edges_.emplace_back(cp_comm, prev);
-    if (attention_only) continue;
+    if (partial) continue;
     for (int j = 0; j < k.tp_count; ++j) {
       if (k.tp_after[j] != i) continue;
       const int c = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, prev);
@@ -409,11 +420,22 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
   const LayerKernels& k = kernels(layer);
   // The layer's place in its chunk decides whether it recomputes (Plan::recompute_layers); a
   // chunk's layers are consecutive.
-  const int position = layer - prog_.chunk_layers[static_cast<std::size_t>(chunk)].front();
-  const bool recompute = p_.recomputes(position);
-  if (recompute && p_.recompute == Recompute::kFull) prev = layer_forward(Phase::kRecompute, layer, mb, chunk, prev, false);
-  else if (recompute && p_.recompute == Recompute::kSelective && !p_.flash_attention)
-    prev = layer_forward(Phase::kRecompute, layer, mb, chunk, prev, true);
+  const std::vector<int>& in_chunk = prog_.chunk_layers[static_cast<std::size_t>(chunk)];
+  const int position = layer - in_chunk.front();
+  if (p_.uniform_recompute()) {
+    // Uniform method: the backward reaches a group at its last layer, and first re-runs the whole
+    // group's forward from the group's kept input.
+    const int n = static_cast<int>(in_chunk.size()), g = p_.recompute_layers;
+    const int begin = position / g * g, end = std::min(n, begin + g);
+    if (position == end - 1)
+      for (int i = begin; i < end; ++i)
+        prev = layer_forward(Phase::kRecompute, in_chunk[static_cast<std::size_t>(i)], mb, chunk, prev);
+  } else {
+    const RecomputeMask mask = !layer_recompute_.empty() ? layer_recompute_[static_cast<std::size_t>(layer)]
+                               : p_.recomputes(position) ? recompute_mask(p_.recompute)
+                                                         : RecomputeMask{0};
+    if (mask != 0) prev = layer_forward(Phase::kRecompute, layer, mb, chunk, prev, mask);
+  }
   int cp_comm = -1;
   for (int i = k.count - 1; i >= 0; --i) {
     const KernelCost& kc = k.fwd[i];
@@ -551,7 +573,7 @@ StageProgram StageBuilder::build() {
                                     GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1, false);
           next_deps_.push_back(ag);  // the layer's first kernel waits for its parameters
         }
-        prev = layer_forward(Phase::kForward, layer, t.mb, t.chunk, prev, false);
+        prev = layer_forward(Phase::kForward, layer, t.mb, t.chunk, prev);
         ends.push_back(prev);
         if (p_.offload_activations) {
           act_out_.push_back(host_op(Phase::kForward, layer, t.mb, t.chunk, "act_to_host", StreamId::kCopy,
@@ -790,6 +812,14 @@ StageProgram StageBuilder::build() {
 }  // namespace
 
 Result<Workload> lower(const ModelSpec& model, const ClusterSpec& profile, const Plan& plan) {
+  return lower(model, profile, plan, {});
+}
+
+Result<Workload> lower(const ModelSpec& model, const ClusterSpec& profile, const Plan& plan,
+                       const std::vector<RecomputeMask>& layer_recompute) {
+  if (!layer_recompute.empty() &&
+      (plan.recompute != Recompute::kOptimal || static_cast<int>(layer_recompute.size()) != model.layers))
+    return Error("lower: per-layer recompute sets need recompute optimal and one set per layer");
   // Kernels are priced on the device rates this plan sees (a cache level resolved).
   const ClusterSpec cluster = cluster_for_plan(model, profile, plan);
   Workload w;
@@ -810,6 +840,8 @@ Result<Workload> lower(const ModelSpec& model, const ClusterSpec& profile, const
   // when the loader is slower than the rest of the step, which the analytic model estimates.
   AnalyticModel am(model, cluster);
   const Prediction ref = am.evaluate(plan);
+  if (plan.recompute == Recompute::kOptimal)
+    w.layer_recompute = layer_recompute.empty() ? am.recompute_assignment(plan).layer_masks : layer_recompute;
   const DataLoadCost load = data_load_cost(model, cluster, plan);
   w.load_in_loop = plan.data.prefetch < 1;
   const double mbs = static_cast<double>(std::max<std::int64_t>(1, plan.micro_batches()));

@@ -92,6 +92,9 @@ struct Workload {
   // when every stage runs the plan itself.
   std::vector<Plan> stage_plans;
   std::vector<int> devices;          // rank -> device index in the cluster's topology (rank_devices)
+  // Recompute::kOptimal: the modules each layer recomputes (recompute_assignment), by layer index;
+  // empty for the fixed policies.
+  std::vector<RecomputeMask> layer_recompute;
   double model_flops = 0;            // per step, whole job (6N-style, no recompute)
   double hardware_flops = 0;         // per step, whole job, recompute included
   // Data loading the first stage waits for, per micro-batch (0: the loader keeps ahead), and
@@ -122,5 +125,9 @@ struct Workload {
 
 // Lowers a validated plan. Errors: schedules the simulator does not model yet.
 Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan);
+// The same with given per-layer recompute module sets (by layer index) for a Recompute::kOptimal
+// plan, instead of recompute_assignment's: what a test or a caller with its own choice runs.
+Result<Workload> lower(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
+                       const std::vector<RecomputeMask>& layer_recompute);
 
 }  // namespace foresight

@@ -91,6 +91,8 @@ int main(int argc, char** argv) {
   p.sequence_parallel = num("sp", 0) != 0;
   if (a.count("schedule")) p.schedule = *parse_schedule(a["schedule"]);
   if (a.count("recompute")) p.recompute = *parse_recompute(a["recompute"]);
+  if (a.count("recompute_method")) p.recompute_method = *parse_recompute_method(a["recompute_method"]);
+  p.recompute_layers = num("recompute_layers", -1);
   if (a.count("precision")) p.precision = *parse_precision(a["precision"]);
   if (a.count("compression")) {
     auto c = parse_grad_compression(a["compression"]);

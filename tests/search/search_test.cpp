@@ -67,7 +67,7 @@ TEST(Search, MemoryPruningNeverDropsAPlanThatFits) {
       for (int cp : o.space.cp)
         for (int mb : o.space.micro_batch)
           for (int zero : {0, 1, 2, 3})
-            for (Recompute rc : {Recompute::kNone, Recompute::kFull})
+            for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kOptimal})
               for (bool sp : {false, true})
                 for (bool off : {false, true}) {
                   if (sp && tp == 1) continue;
@@ -76,6 +76,12 @@ TEST(Search, MemoryPruningNeverDropsAPlanThatFits) {
                   p.global_batch = 64; p.zero_stage = zero; p.recompute = rc; p.sequence_parallel = sp;
                   p.offload_optimizer = off; p.overlap_grad_reduce = true;
                   if (!validate_plan(p, m, 16, "p").ok()) continue;
+                  if (rc == Recompute::kOptimal) {
+                    // Per-layer recompute is tried only where no recompute does not fit.
+                    Plan none = p;
+                    none.recompute = Recompute::kNone;
+                    if (am.memory(none).fits()) continue;
+                  }
                   const MemoryBreakdown mem = am.memory(p);
                   (mem.total <= mem.capacity ? fitting : oom) += 1;
                 }

@@ -1,0 +1,393 @@
+// Activation recompute per layer: the modules' bytes from the per-tensor accounting, the knapsack
+// against brute force, the optimal choice against the fixed policies, the uniform method's closed
+// forms, both engines on the same choice, and the plan file's fields.
+#include "sim/analytic/recompute.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <boost/range/iterator_range.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/analytic/analytic_model.h"
+#include "sim/analytic/capacity.h"
+#include "sim/des/simulator.h"
+#include "sim/workload/workload.h"
+#include "tests/engines.h"
+#include "tests/test_util.h"
+
+namespace foresight {
+namespace {
+
+namespace rm = recompute_module;
+
+ModelSpec gpt3() {
+  ModelSpec m;
+  m.name = "gpt";
+  m.layers = 96;
+  m.hidden = 12288;
+  m.heads = 96;
+  m.kv_heads = 96;
+  m.head_dim = 128;
+  m.ffn_hidden = 4 * 12288;
+  m.mlp = MlpKind::kGelu;
+  m.norm = NormKind::kLayerNorm;
+  m.vocab = 51200;
+  m.seq_len = 2048;
+  m.dropout = true;
+  return m;
+}
+
+// Korthikanti et al. 2022, Sec. 4.1 (16-bit activations, 1-byte dropout masks, GPT MLP of 4h):
+// attention keeps 11sbh + 5as^2b (QKV input 2, Q and K 4, V 2, projection input 2, dropout mask
+// 1), the MLP 19sbh (first linear input 2, GeLU input 8, second linear input 8, dropout mask 1),
+// the two norms' inputs 4sbh. The modules drop: core_attn 5as^2b, layernorm the two norm outputs
+// (2 + 2 sbh), act the second linear's input (8sbh), mlp the GeLU's input and output (16sbh).
+TEST(RecomputeModules, BytesFollowKorthikantisTensors) {
+  const ModelSpec m = gpt3();
+  const double s = 2048, b = 1, h = 12288, a = 96;
+  const double sbh = s * b * h, scores = 5 * a * s * s * b;
+  LayerShape x;
+  x.batch = b;
+  x.seq = s;
+  x.kv_seq = s;
+  auto kept = [&](RecomputeMask k) {
+    return layer_activation_bytes(m, x, k, /*flash=*/false, /*moe=*/false);
+  };
+  const double none = kept(0);
+  EXPECT_DOUBLE_EQ(none, 34 * sbh + scores);
+  EXPECT_DOUBLE_EQ(none - kept(rm::kCoreAttn), scores);
+  EXPECT_DOUBLE_EQ(none - kept(rm::kLayernorm), 4 * sbh);
+  EXPECT_DOUBLE_EQ(none - kept(rm::kAct), 8 * sbh);
+  EXPECT_DOUBLE_EQ(none - kept(rm::kMlp), 16 * sbh);
+  EXPECT_DOUBLE_EQ(kept(rm::kMlp | rm::kAct), kept(rm::kMlp));
+  EXPECT_DOUBLE_EQ(kept(rm::kCoreAttn | rm::kLayernorm | rm::kMlp), 14 * sbh);
+  EXPECT_DOUBLE_EQ(kept(rm::kFull), 2 * sbh);
+  // The plan's fixed policies are these sets.
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, x, Recompute::kSelective, false, false), kept(rm::kCoreAttn));
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, x, Recompute::kFull, false, false), kept(rm::kFull));
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, x, Recompute::kNone, false, false), none);
+  // Flash attention stores no scores: core_attn has nothing to drop.
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, x, rm::kCoreAttn, true, false),
+                   layer_activation_bytes(m, x, RecomputeMask{0}, true, false));
+  EXPECT_EQ(recompute_mask_string(rm::kCoreAttn | rm::kLayernorm | rm::kMlp), "core_attn+layernorm+mlp");
+}
+
+// Each module re-runs the forward kernels that rebuild what it dropped, and no other.
+TEST(RecomputeModules, KernelsReRun) {
+  const ModelSpec m = gpt3();
+  const ClusterSpec c = testing::preset_cluster("dgx-a100-hdr", 8);
+  Plan p = testing::make_plan(8, 1, 1, 1, 8);
+  p.flash_attention = false;
+  const LayerKernels k = layer_kernels(m, c.node.accelerator(), p, plan_layer_shape(m, p), false);
+  auto seconds = [&](std::initializer_list<KernelName> names) {
+    double t = 0;
+    for (int i = 0; i < k.count; ++i)
+      for (KernelName n : names)
+        if (k.fwd[i].name == n) t += k.fwd[i].fwd_s;
+    return t;
+  };
+  EXPECT_DOUBLE_EQ(k.recompute_seconds(rm::kLayernorm), seconds({KernelName::kNorm1, KernelName::kNorm2}));
+  EXPECT_DOUBLE_EQ(k.recompute_seconds(rm::kAct), seconds({KernelName::kActivation}));
+  EXPECT_DOUBLE_EQ(k.recompute_seconds(rm::kMlp), seconds({KernelName::kMlpUp, KernelName::kActivation}));
+  EXPECT_DOUBLE_EQ(k.recompute_seconds(rm::kCoreAttn),
+                   seconds({KernelName::kScores, KernelName::kSoftmax, KernelName::kAttnV}));
+  EXPECT_DOUBLE_EQ(k.recompute_seconds(rm::kFull), k.fwd_seconds());
+  EXPECT_DOUBLE_EQ(k.recompute_flops(rm::kFull), k.fwd_flops());
+  EXPECT_DOUBLE_EQ(k.recompute_seconds(0), 0.0);
+}
+
+// A deterministic pseudo-random sequence (Knuth's MMIX LCG) for the knapsack instances.
+struct Lcg {
+  std::uint64_t s;
+  double next() {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(s >> 11) / 9007199254740992.0;
+  }
+};
+
+// The best of every combination: the least seconds whose bytes sum within `budget`.
+double brute_force(const std::vector<std::vector<RecomputeOption>>& items, double budget) {
+  double best = INFINITY;
+  std::vector<std::size_t> idx(items.size(), 0);
+  while (true) {
+    double bytes = 0, secs = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      bytes += items[i][idx[i]].bytes;
+      secs += items[i][idx[i]].seconds;
+    }
+    if (bytes <= budget) best = std::min(best, secs);
+    std::size_t i = 0;
+    while (i < items.size() && ++idx[i] == items[i].size()) idx[i++] = 0;
+    if (i == items.size()) break;
+  }
+  return best;
+}
+
+TEST(RecomputeKnapsack, MatchesBruteForce) {
+  Lcg rng{42};
+  for (int trial = 0; trial < 200; ++trial) {
+    // 5 layers, 4 options each. Integer sizes with bins == budget: no rounding, exact optimum.
+    std::vector<std::vector<RecomputeOption>> items(5);
+    for (auto& opts : items)
+      for (int j = 0; j < 4; ++j)
+        opts.push_back({static_cast<RecomputeMask>(j), std::floor(1 + 40 * rng.next()), 10 * rng.next()});
+    const int budget = 20 + static_cast<int>(120 * rng.next());
+    const double exact = brute_force(items, budget);
+    const auto pick = choose_recompute(items, budget, budget);
+    if (!std::isfinite(exact)) {
+      EXPECT_FALSE(pick.has_value()) << trial;
+      continue;
+    }
+    ASSERT_TRUE(pick.has_value()) << trial;
+    double bytes = 0, secs = 0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      bytes += items[i][(*pick)[i]].bytes;
+      secs += items[i][(*pick)[i]].seconds;
+    }
+    EXPECT_LE(bytes, budget) << trial;
+    EXPECT_NEAR(secs, exact, 1e-12) << trial;
+  }
+}
+
+// Real-valued sizes: the rounded-up programme always fits, is never better than the true optimum,
+// and never worse than the optimum in the budget less the rounding (n layers x budget / bins).
+TEST(RecomputeKnapsack, RoundingFitsAndLosesAtMostTheGranularity) {
+  Lcg rng{7};
+  const int bins = 256, n = 6;
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<std::vector<RecomputeOption>> items(n);
+    for (auto& opts : items)
+      for (int j = 0; j < 3; ++j)
+        opts.push_back({static_cast<RecomputeMask>(j), 1e9 * (0.1 + rng.next()), rng.next()});
+    const double budget = 1e9 * (1 + 4 * rng.next());
+    const auto pick = choose_recompute(items, budget, bins);
+    const double lower = brute_force(items, budget),
+                 upper = brute_force(items, budget * (1 - 1.0 * n / bins));
+    if (!pick) {
+      EXPECT_FALSE(std::isfinite(upper)) << trial;
+      continue;
+    }
+    double bytes = 0, secs = 0;
+    for (int i = 0; i < n; ++i) {
+      bytes += items[i][(*pick)[i]].bytes;
+      secs += items[i][(*pick)[i]].seconds;
+    }
+    EXPECT_LE(bytes, budget) << trial;
+    EXPECT_GE(secs, lower - 1e-12) << trial;
+    EXPECT_LE(secs, upper + 1e-12) << trial;
+  }
+}
+
+TEST(RecomputeKnapsack, DominatedOptionsGo) {
+  const std::vector<RecomputeOption> o = {{0, 10, 0}, {1, 10, 1}, {2, 6, 2},
+                                          {4, 6, 3},  {8, 2, 5},  {16, 2, 5}};
+  const std::vector<RecomputeOption> kept = undominated(o);
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept[0].mask, 0);
+  EXPECT_EQ(kept[1].mask, 2);
+  EXPECT_EQ(kept[2].mask, 8);  // equal options: the first stays
+}
+
+// Llama 3 70B on 64 H100s (the README's 000 Sec. 3.1 case; with flash attention, micro-batches of
+// 4 so that no recompute does not fit either): the optimal per-layer choice fits and is never
+// slower than none, selective, full, block auto or uniform groups where those fit.
+Plan seventy_b(bool flash) {
+  Plan p = testing::make_plan(8, 4, 2, flash ? 4 : 1, 128);
+  p.zero_stage = 1;
+  p.sequence_parallel = true;
+  p.flash_attention = flash;
+  return p;
+}
+
+TEST(RecomputeOptimal, FitsAndBeatsTheFixedPolicies) {
+  const ModelSpec m = testing::preset_model("llama3-70b");
+  const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 64);
+  const AnalyticModel am(m, c);
+  for (bool flash : {false, true}) {
+    Plan opt = seventy_b(flash);
+    opt.recompute = Recompute::kOptimal;
+    ASSERT_TRUE(validate_plan_on(opt, m, c, "plan").ok());
+    const Prediction best = am.evaluate(opt);
+    EXPECT_TRUE(best.memory.fits()) << flash;
+    EXPECT_GT(best.hardware_flops, best.model_flops) << flash;  // some layers recompute
+    std::vector<Plan> others;
+    for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      Plan q = seventy_b(flash);
+      q.recompute = r;
+      others.push_back(q);
+    }
+    Plan block = seventy_b(flash);
+    block.recompute = Recompute::kFull;
+    block.recompute_layers = fewest_recompute_layers(am, block);
+    ASSERT_GT(block.recompute_layers, 0);
+    others.push_back(block);
+    for (int k : {2, 5, 10}) {
+      Plan u = seventy_b(flash);
+      u.recompute = Recompute::kFull;
+      u.recompute_method = RecomputeMethod::kUniform;
+      u.recompute_layers = k;
+      others.push_back(u);
+    }
+    int fitting = 0;
+    for (const Plan& q : others) {
+      const Prediction r = am.evaluate(q);
+      if (!r.memory.fits()) continue;
+      ++fitting;
+      EXPECT_LE(best.step_time_s, r.step_time_s * (1 + 1e-12)) << recompute_string(q) << " flash " << flash;
+    }
+    EXPECT_GE(fitting, 3) << flash;
+    Plan none = seventy_b(flash);
+    EXPECT_FALSE(am.memory(none).fits());
+  }
+}
+
+TEST(RecomputeOptimal, ChoosesNoneWhenItFitsAndFullWhenNothingElseDoes) {
+  const ModelSpec m = testing::preset_model("llama3-8b");
+  const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 8);
+  Plan p = testing::make_plan(8, 1, 1, 1, 8);
+  p.recompute = Recompute::kOptimal;
+  const AnalyticModel am(m, c);
+  const RecomputeAssignment a = am.recompute_assignment(p);
+  EXPECT_TRUE(a.fits);
+  for (RecomputeMask k : a.layer_masks) EXPECT_EQ(k, 0);
+  Plan none = p;
+  none.recompute = Recompute::kNone;
+  EXPECT_DOUBLE_EQ(am.evaluate(p).step_time_s, am.evaluate(none).step_time_s);
+  EXPECT_DOUBLE_EQ(am.memory(p).total, am.memory(none).total);
+  // A 70B on 8 devices does not fit even with full recompute: optimal says so the same way.
+  const ModelSpec big = testing::preset_model("llama3-70b");
+  Plan q = testing::make_plan(8, 1, 1, 1, 8);
+  q.recompute = Recompute::kOptimal;
+  const AnalyticModel am70(big, c);
+  const RecomputeAssignment b = am70.recompute_assignment(q);
+  EXPECT_FALSE(b.fits);
+  Plan full = q;
+  full.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(am70.memory(q).total, am70.memory(full).total);
+  EXPECT_FALSE(am70.memory(q).fits());
+}
+
+// Uniform groups of k layers (Megatron's uniform method): every layer recomputes (the time of
+// full recompute), each group keeps its input only, and a group's k layers hold their full
+// activations while it recomputes. On a middle stage of n layers with i micro-batches in flight:
+//   activations = i * ceil(n/k) * input + k * whole_layer      (full recompute: k = 1)
+TEST(RecomputeUniform, ClosedForms) {
+  const ModelSpec m = testing::preset_model("llama3-70b");
+  const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 64);
+  const AnalyticModel am(m, c);
+  Plan full = seventy_b(true);
+  full.recompute = Recompute::kFull;
+  const LayerShape s = plan_layer_shape(m, full);
+  const double input = layer_activation_bytes(m, s, rm::kFull, true, false);
+  const double whole = layer_activation_bytes(m, s, RecomputeMask{0}, true, false);
+  const int n = m.layers / full.pp;  // 20
+  const int stage = 1;
+  const double in_flight = activations_in_flight(full, stage);
+  EXPECT_DOUBLE_EQ(in_flight, 3);
+  EXPECT_NEAR(am.stage_memory(full, stage).activations, in_flight * n * input + whole, 1e-6 * whole);
+  for (int k : {1, 3, 5, 10, 20}) {
+    Plan u = full;
+    u.recompute_method = RecomputeMethod::kUniform;
+    u.recompute_layers = k;
+    const int groups = (n + k - 1) / k;
+    EXPECT_NEAR(am.stage_memory(u, stage).activations, in_flight * groups * input + k * whole, 1e-6 * whole)
+        << k;
+    EXPECT_DOUBLE_EQ(am.evaluate(u).step_time_s, am.evaluate(full).step_time_s) << k;
+    EXPECT_DOUBLE_EQ(am.evaluate(u).time.recompute, am.evaluate(full).time.recompute) << k;
+  }
+}
+
+// Both engines on the same choice: the simulator re-runs each layer's chosen kernels (counted
+// here) and agrees with the analytic model's step.
+TEST(RecomputeOptimal, EnginesAgree) {
+  const ModelSpec m = testing::preset_model("llama3-70b");
+  const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 64);
+  const AnalyticModel am(m, c);
+  Plan opt = seventy_b(false);
+  opt.recompute = Recompute::kOptimal;
+  const RecomputeAssignment a = am.recompute_assignment(opt);
+  std::map<RecomputeMask, int> kinds;
+  for (RecomputeMask k : a.layer_masks) ++kinds[k];
+  EXPECT_GE(kinds.size(), 1u);
+  auto w = lower(m, c, opt);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  ASSERT_EQ(w->layer_recompute, a.layer_masks);
+  // Stage 1's recomputed norms, activations and up-projections, against the assignment.
+  const OpGraph& g = w->stages[1].graph();
+  std::map<std::string, int> ops;
+  for (auto v : boost::make_iterator_range(boost::vertices(g)))
+    if (g[v].phase == Phase::kRecompute) ++ops[g[v].name];
+  std::map<std::string, int> want;
+  const LayerKernels k = layer_kernels(m, c.node.accelerator(), opt, plan_layer_shape(m, opt), false);
+  for (int i = 0; i < k.count; ++i) want[std::string(kernel_name(k.fwd[i].name))] = 0;
+  for (int layer : stage_layer_list(opt, m.layers, 1))
+    for (int i = 0; i < k.count; ++i)
+      if (k.reruns(a.layer_masks[layer], i))
+        want[std::string(kernel_name(k.fwd[i].name))] += static_cast<int>(opt.micro_batches());
+  for (const auto& [name, count] : want) EXPECT_EQ(ops[name], count) << name;
+  testing::expect_engines_agree(m, c, opt, 0.03, "optimal");
+  Plan u = seventy_b(true);
+  u.recompute = Recompute::kFull;
+  u.recompute_method = RecomputeMethod::kUniform;
+  u.recompute_layers = 5;
+  testing::expect_engines_agree(m, c, u, 0.03, "uniform 5");
+}
+
+TEST(RecomputePlan, FieldsRoundTripAndBadValuesNameTheField) {
+  const ModelSpec m = testing::preset_model("llama3-8b");
+  Plan u = testing::make_plan(1, 4, 2, 1, 64);
+  u.recompute = Recompute::kFull;
+  u.recompute_method = RecomputeMethod::kUniform;
+  u.recompute_layers = 4;
+  auto back = plan_from_json(plan_to_json(u), "p.json");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, u);
+  EXPECT_EQ(recompute_string(u), "full /4");
+  Plan o = u;
+  o.recompute = Recompute::kOptimal;
+  o.recompute_method = RecomputeMethod::kBlock;
+  o.recompute_layers = -1;
+  back = plan_from_json(plan_to_json(o), "p.json");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->recompute, Recompute::kOptimal);
+  EXPECT_TRUE(validate_plan(o, m, 0, "p.json").ok());
+
+  auto bad = plan_from_json(nlohmann::json{{"global_batch", 8}, {"recompute", "optimum"}}, "p.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(
+      bad.error().message().find("/recompute: \"optimum\" is not one of: none, selective, full, optimal"),
+      std::string::npos)
+      << bad.error().message();
+  bad = plan_from_json(nlohmann::json{{"global_batch", 8}, {"recompute_method", "every"}}, "p.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("/recompute_method: \"every\" is not one of: block, uniform"),
+            std::string::npos)
+      << bad.error().message();
+  Plan sel = u;
+  sel.recompute = Recompute::kSelective;
+  Status s = validate_plan(sel, m, 0, "p.json");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(
+      s.error().message(),
+      "p.json: /recompute_method: uniform needs recompute full (it checkpoints groups of whole layers)");
+  Plan no_group = u;
+  no_group.recompute_layers = -1;
+  s = validate_plan(no_group, m, 0, "p.json");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("/recompute_layers:"), std::string::npos);
+  Plan both = o;
+  both.recompute_layers = 3;
+  s = validate_plan(both, m, 0, "p.json");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("/recompute_layers: cannot be combined with recompute optimal"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace foresight
