@@ -15,6 +15,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -667,8 +668,9 @@ INSTANTIATE_TEST_SUITE_P(
 // the five layouts (bench/predict_vs_measured.py prints the exact errors). Each plan runs three
 // times, interleaved with the others, and its median run counts. A plan whose three measured
 // steps differ by more than 15% ran on an unsteady machine and is reported, not judged; with more
-// than three such plans the test skips. Timing under the sanitizers is not the machine's, so the
-// test skips there too.
+// than three such plans the test skips. Shared VMs also change speed for minutes at a time, so a
+// plan out of bounds gets a second chance after a fresh calibration: the model fails only if both
+// attempts miss. Timing under the sanitizers is not the machine's, so the test skips there.
 TEST(RuntimeMpi, PredictedStepWithinAQuarterOfTheMeasuredAfterCalibration) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "timing under AddressSanitizer is not the machine's";
@@ -681,7 +683,6 @@ TEST(RuntimeMpi, PredictedStepWithinAQuarterOfTheMeasuredAfterCalibration) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string profile = (dir / "local.json").string();
-  ASSERT_EQ(run_shell(mpirun(2) + FORESIGHT_BINARY + " calibrate --out " + profile + " > /dev/null"), 0);
   struct Plan {
     const char* model;
     const char* args;
@@ -691,36 +692,67 @@ TEST(RuntimeMpi, PredictedStepWithinAQuarterOfTheMeasuredAfterCalibration) {
                         {"tiny", "--pp 2 --schedule 1f1b", 2},          {"tiny", "--pp 2 --schedule gpipe", 2},
                         {"small", "", 1},       {"small", "--dp 2", 2}, {"small", "--tp 2", 2},
                         {"small", "--pp 2 --schedule 1f1b", 2},         {"small", "--pp 2 --schedule gpipe", 2}};
-  struct Run {
-    double error_pct, measured_s;
+  enum class Verdict { kWithin, kOut, kUnsteady };
+  struct Outcome {
+    Verdict verdict;
+    std::string what;
   };
-  std::vector<std::vector<Run>> runs(std::size(plans));
-  for (int repeat = 0; repeat < 3; ++repeat)
-    for (std::size_t i = 0; i < std::size(plans); ++i) {
-      const Plan& p = plans[i];
-      const std::string summary = (dir / "s.json").string();
-      const std::string cmd = (p.ranks > 1 ? mpirun(p.ranks) : std::string()) + FORESIGHT_BINARY + " run --model " +
-                              p.model + " --cluster " + profile + " --gb 8 --steps 6 --predict --summary " + summary +
-                              " " + p.args + " > /dev/null";
-      ASSERT_EQ(run_shell(cmd), 0) << cmd;
-      const auto c = nlohmann::json::parse(std::ifstream(summary))["comparison"];
-      runs[i].push_back({c["step_time_error_pct"].get<double>(), c["measured_step_s"].get<double>()});
+  // Calibrates, runs the plans `which` three times each, interleaved, and judges each one.
+  auto attempt = [&](const std::vector<std::size_t>& which) {
+    std::map<std::size_t, Outcome> out;
+    if (run_shell(mpirun(2) + FORESIGHT_BINARY + " calibrate --out " + profile + " > /dev/null") != 0) {
+      ADD_FAILURE() << "calibrate failed";
+      return out;
     }
+    struct Run {
+      double error_pct, measured_s;
+    };
+    std::map<std::size_t, std::vector<Run>> runs;
+    for (int repeat = 0; repeat < 3; ++repeat)
+      for (std::size_t i : which) {
+        const Plan& p = plans[i];
+        const std::string summary = (dir / "s.json").string();
+        const std::string cmd = (p.ranks > 1 ? mpirun(p.ranks) : std::string()) + FORESIGHT_BINARY + " run --model " +
+                                p.model + " --cluster " + profile + " --gb 8 --steps 6 --predict --summary " + summary +
+                                " " + p.args + " > /dev/null";
+        if (run_shell(cmd) != 0) {
+          ADD_FAILURE() << cmd;
+          return out;
+        }
+        const auto c = nlohmann::json::parse(std::ifstream(summary))["comparison"];
+        runs[i].push_back({c["step_time_error_pct"].get<double>(), c["measured_step_s"].get<double>()});
+      }
+    for (auto& [i, r] : runs) {
+      std::sort(r.begin(), r.end(), [](const Run& a, const Run& b) { return a.measured_s < b.measured_s; });
+      const std::string what = std::string(plans[i].model) + " " + plans[i].args + ": errors " +
+                               std::to_string(r[0].error_pct) + "%, " + std::to_string(r[1].error_pct) + "%, " +
+                               std::to_string(r[2].error_pct) + "% (fastest run first)";
+      const Verdict v = r[2].measured_s > 1.15 * r[0].measured_s ? Verdict::kUnsteady
+                        : std::fabs(r[1].error_pct) < 25.0      ? Verdict::kWithin
+                                                                 : Verdict::kOut;
+      std::printf("%s%s\n", v == Verdict::kUnsteady ? "unsteady, not judged: " : v == Verdict::kOut ? "out of bounds: " : "",
+                  what.c_str());
+      out[i] = {v, what};
+    }
+    return out;
+  };
+  std::vector<std::size_t> all(std::size(plans));
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  auto first = attempt(all);
+  ASSERT_EQ(first.size(), all.size());
   int unsteady = 0;
-  std::vector<std::pair<std::string, double>> judged;  // what, median error
-  for (std::size_t i = 0; i < std::size(plans); ++i) {
-    auto r = runs[i];
-    std::sort(r.begin(), r.end(), [](const Run& a, const Run& b) { return a.measured_s < b.measured_s; });
-    const std::string what = std::string(plans[i].model) + " " + plans[i].args + ": errors " +
-                             std::to_string(r[0].error_pct) + "%, " + std::to_string(r[1].error_pct) + "%, " +
-                             std::to_string(r[2].error_pct) + "% (fastest run first)";
-    const bool steady = r[2].measured_s <= 1.15 * r[0].measured_s;
-    std::printf("%s%s\n", steady ? "" : "unsteady, not judged: ", what.c_str());
-    if (steady) judged.emplace_back(what, r[1].error_pct);
-    else ++unsteady;
+  std::vector<std::size_t> again;
+  for (const auto& [i, o] : first) {
+    unsteady += o.verdict == Verdict::kUnsteady;
+    if (o.verdict == Verdict::kOut) again.push_back(i);
   }
   if (unsteady > 3) GTEST_SKIP() << unsteady << " of 10 plans ran on an unsteady machine (runs more than 15% apart)";
-  for (const auto& [what, error] : judged) EXPECT_LT(std::fabs(error), 25.0) << what;
+  if (again.empty()) return;
+  std::printf("second attempt for %zu plan(s), after a fresh calibration\n", again.size());
+  const auto second = attempt(again);
+  ASSERT_EQ(second.size(), again.size());
+  for (const auto& [i, o] : second)
+    EXPECT_NE(o.verdict, Verdict::kOut) << "first: " << first.at(i).what << "; second: " << o.what;
 }
 
 TEST(RuntimeMpi, ResumedRunContinuesBitIdentically) {
