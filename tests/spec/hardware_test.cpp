@@ -97,20 +97,18 @@ TEST(Hardware, SmallMessageProtocolRoundTripsAndNamesItsFields) {
   ASSERT_TRUE(again.ok()) << again.error().message();
   EXPECT_EQ(again->node.fabric, c->node.fabric);
 
-  std::string bad = text;
-  bad.replace(bad.find("\"0.5us\""), 7, "\"0.5 parsecs\"");
-  auto d2 = parse_json_text(bad, "c.json");
-  ASSERT_TRUE(d2.ok());
-  auto c2 = cluster_from_json(*d2, "c.json");
-  ASSERT_FALSE(c2.ok());
-  EXPECT_NE(c2.error().message().find("/node/fabric/small_messages/latency"), std::string::npos) << c2.error().message();
-  std::string missing = text;
-  missing.replace(missing.find("\"below\": \"8 KiB\", "), 18, "");
-  auto d3 = parse_json_text(missing, "c.json");
-  ASSERT_TRUE(d3.ok());
-  auto c3 = cluster_from_json(*d3, "c.json");
-  ASSERT_FALSE(c3.ok());
-  EXPECT_NE(c3.error().message().find("/node/fabric/small_messages/below"), std::string::npos) << c3.error().message();
+  // The text with `from` replaced by `to` fails, naming `pointer`.
+  auto fails_at = [&](const std::string& from, const std::string& to, const std::string& pointer) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    auto doc = parse_json_text(t, "c.json");
+    ASSERT_TRUE(doc.ok());
+    auto bad = cluster_from_json(*doc, "c.json");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message().find(pointer), std::string::npos) << bad.error().message();
+  };
+  fails_at("\"0.5us\"", "\"0.5 parsecs\"", "/node/fabric/small_messages/latency");
+  fails_at("\"below\": \"8 KiB\", ", "", "/node/fabric/small_messages/below");
 }
 
 TEST(Hardware, ResizeKeepsWholeNodes) {
