@@ -142,7 +142,9 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind) {
     if (f.small_intercept_s < 0 || f.slope <= 0 || f.small_intercept_s >= f.intercept_s) continue;
     if (!best || f.rms_rel_error < best->rms_rel_error) best = f;
   }
-  if (!best || best->rms_rel_error > one.rms_rel_error * (2.0 / 3.0)) return one;
+  // A line already within 1% rms needs no second protocol (and rounding must not invent one).
+  if (!best || best->rms_rel_error > one.rms_rel_error * (2.0 / 3.0) || one.rms_rel_error - best->rms_rel_error < 0.01)
+    return one;
   for (Measurement* m : sel)
     m->fitted_s = (m->work < best->small_below ? best->small_intercept_s : best->intercept_s) + best->slope * m->work;
   return *best;

@@ -66,8 +66,8 @@ struct LineFit {
 // The all-reduce line, split in two where a message protocol changes (MPI's eager limit, NCCL's
 // low-latency protocol): every split between consecutive sizes is tried (at least two sizes
 // below it, at least half of them above), each fitted as two intercepts and one slope. The best
-// split is kept if it cuts the single line's rms relative error by a third or more and its
-// small-message intercept is the smaller one. Fills the points' fitted_s.
+// split is kept if it cuts the single line's rms relative error by a third or more (and by at
+// least one point) and its small-message intercept is the smaller one. Fills the points' fitted_s.
 LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind);
 
 struct Calibration {
