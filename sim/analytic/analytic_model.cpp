@@ -499,6 +499,7 @@ RecomputeAssignment AnalyticModel::recompute_assignment(const Plan& p) const {
     std::vector<RecomputeOption> dense, moe;
   };
   std::map<std::pair<int, int>, Options> options;
+  const std::vector<RecomputeMask> none(static_cast<std::size_t>(m.layers), 0);
   for (int st = 0; st < p.pp; ++st) {
     const Plan q = p.stage_tp.empty() ? p : stage_view(p, st);
     const LayerShape s = plan_layer_shape(m, q);
@@ -522,7 +523,6 @@ RecomputeAssignment AnalyticModel::recompute_assignment(const Plan& p) const {
     }
     const std::vector<int> layers = stage_layer_list(q, m.layers, st);
     // The room the layers' kept activations have: capacity less everything else on the stage.
-    const std::vector<RecomputeMask> none(static_cast<std::size_t>(m.layers), 0);
     const MemoryBreakdown mem0 = stage_memory(q, st, &none);
     const double in_flight = std::max(1e-9, activations_in_flight(q, st));
     std::vector<std::vector<RecomputeOption>> items;
@@ -648,27 +648,20 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const bool optimal = p.recompute == Recompute::kOptimal;
   RecomputeAssignment assignment;
   std::vector<std::array<LayerTime, 2>> optimal_time;  // per stage: dense, MoE
-  auto mean_time = [&](int stage, bool moe, auto&& add) {
-    const DeviceCosts& c = costs_of(stage);
-    int n = 0;
-    for (int layer : stage_layer_list(stage_plans.empty() ? p : stage_plans[stage], m.layers, stage)) {
-      if ((layer >= m.dense_layers()) != moe) continue;
-      add((moe ? c.moe_mask : c.dense_mask)[assignment.layer_masks[static_cast<std::size_t>(layer)]]);
-      ++n;
-    }
-    return n;
-  };
+  std::array<double, 2> optimal_hw{0, 0}, optimal_model{0, 0};  // FLOPs over every stage's layers: dense, MoE
   if (optimal) {
     assignment = recompute_assignment(p);
     for (int i = 0; i < p.pp; ++i) {
-      std::array<LayerTime, 2> t{costs_of(i).dense, costs_of(i).moe};
-      for (int kind = 0; kind < 2; ++kind) {
-        std::vector<const LayerTime*> parts;
-        mean_time(i, kind == 1, [&](const LayerTime& x) { parts.push_back(&x); });
-        if (parts.empty()) continue;
-        LayerTime mean = *parts[0];
-        for (std::size_t j = 1; j < parts.size(); ++j) mean = blend(mean, *parts[j], j / (j + 1.0));
-        t[kind] = mean;
+      const DeviceCosts& c = costs_of(i);
+      std::array<LayerTime, 2> t{c.dense, c.moe};
+      std::array<int, 2> n{0, 0};
+      for (int layer : stage_layer_list(stage_plans.empty() ? p : stage_plans[i], m.layers, i)) {
+        const int kind = layer >= m.dense_layers() ? 1 : 0;
+        const LayerTime& x = (kind == 1 ? c.moe_mask : c.dense_mask)[assignment.layer_masks[static_cast<std::size_t>(layer)]];
+        t[kind] = n[kind] == 0 ? x : blend(t[kind], x, n[kind] / (n[kind] + 1.0));  // running mean
+        ++n[kind];
+        optimal_hw[kind] += x.hw_flops;
+        optimal_model[kind] += x.model_flops;
       }
       optimal_time.push_back(t);
     }
@@ -816,15 +809,8 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   double hw_ratio_moe = model_moe.model_flops > 0 ? model_moe.hw_flops / model_moe.model_flops : 1.0;
   if (optimal) {
     // Every stage's layers under their own module sets.
-    for (int kind = 0; kind < 2; ++kind) {
-      double hw = 0, model = 0;
-      for (int i = 0; i < p.pp; ++i)
-        mean_time(i, kind == 1, [&](const LayerTime& x) {
-          hw += x.hw_flops;
-          model += x.model_flops;
-        });
-      (kind == 0 ? hw_ratio_dense : hw_ratio_moe) = model > 0 ? hw / model : 1.0;
-    }
+    for (int kind = 0; kind < 2; ++kind)
+      (kind == 0 ? hw_ratio_dense : hw_ratio_moe) = optimal_model[kind] > 0 ? optimal_hw[kind] / optimal_model[kind] : 1.0;
   }
   out.hardware_flops = sequences * (m.dense_layers() * dense_model * hw_ratio_dense +
                                     m.moe_layers() * moe_model * hw_ratio_moe + head_model);
