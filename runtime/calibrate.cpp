@@ -48,12 +48,29 @@ double time_call(F&& f, double budget_s = 0.05) {
   return samples[samples.size() / 2];
 }
 
-// Least squares of t = a + b * w over the points of one kind, relative residuals (rows scaled by
-// 1/t). A negative intercept (noise on a line through ~0) is refitted as a = 0.
-LineFit fit(std::vector<Measurement>& pts, const std::string& kind) {
+// The points of one kind that its fit uses.
+std::vector<Measurement*> fitted_points(std::vector<Measurement>& pts, const std::string& kind) {
   std::vector<Measurement*> sel;
   for (auto& p : pts)
     if (p.kind == kind && p.in_fit) sel.push_back(&p);
+  return sel;
+}
+
+// Fills the fit's rms and largest relative error over `sel`.
+void score(LineFit& f, const std::vector<Measurement*>& sel) {
+  double ss = 0;
+  for (const Measurement* m : sel) {
+    const double rel = (f.at(m->work) - m->seconds) / m->seconds;
+    ss += rel * rel;
+    f.max_rel_error = std::max(f.max_rel_error, std::fabs(rel));
+  }
+  f.rms_rel_error = std::sqrt(ss / static_cast<double>(sel.size()));
+}
+
+// Least squares of t = a + b * w over the points of one kind, relative residuals (rows scaled by
+// 1/t). A negative intercept (noise on a line through ~0) is refitted as a = 0.
+LineFit fit(std::vector<Measurement>& pts, const std::string& kind) {
+  const std::vector<Measurement*> sel = fitted_points(pts, kind);
   LineFit f;
   if (sel.size() < 2) return f;
   Eigen::MatrixXd A(sel.size(), 2);
@@ -69,14 +86,8 @@ LineFit fit(std::vector<Measurement>& pts, const std::string& kind) {
   }
   f.intercept_s = x(0);
   f.slope = x(1);
-  double ss = 0;
-  for (auto* p : sel) {
-    p->fitted_s = f.intercept_s + f.slope * p->work;
-    const double rel = (p->fitted_s - p->seconds) / p->seconds;
-    ss += rel * rel;
-    f.max_rel_error = std::max(f.max_rel_error, std::fabs(rel));
-  }
-  f.rms_rel_error = std::sqrt(ss / static_cast<double>(sel.size()));
+  score(f, sel);
+  for (auto* p : sel) p->fitted_s = f.at(p->work);
   return f;
 }
 
@@ -98,14 +109,7 @@ LineFit fit_split(const std::vector<Measurement*>& sel, double below) {
   f.small_intercept_s = x(0);
   f.intercept_s = x(1);
   f.slope = x(2);
-  double ss = 0;
-  for (const Measurement* m : sel) {
-    const double fitted = (m->work < below ? f.small_intercept_s : f.intercept_s) + f.slope * m->work;
-    const double rel = (fitted - m->seconds) / m->seconds;
-    ss += rel * rel;
-    f.max_rel_error = std::max(f.max_rel_error, std::fabs(rel));
-  }
-  f.rms_rel_error = std::sqrt(ss / static_cast<double>(sel.size()));
+  score(f, sel);
   return f;
 }
 
@@ -129,9 +133,7 @@ std::string size_label(double bytes) {
 
 LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind) {
   LineFit one = fit(pts, kind);
-  std::vector<Measurement*> sel;
-  for (auto& p : pts)
-    if (p.kind == kind && p.in_fit) sel.push_back(&p);
+  std::vector<Measurement*> sel = fitted_points(pts, kind);
   std::sort(sel.begin(), sel.end(), [](const Measurement* a, const Measurement* b) { return a->work < b->work; });
   std::optional<LineFit> best;
   // The small protocol covers the first sizes only: the larger half at least is the line whose
@@ -145,8 +147,7 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind) {
   // A line already within 1% rms needs no second protocol (and rounding must not invent one).
   if (!best || best->rms_rel_error > one.rms_rel_error * (2.0 / 3.0) || one.rms_rel_error - best->rms_rel_error < 0.01)
     return one;
-  for (Measurement* m : sel)
-    m->fitted_s = (m->work < best->small_below ? best->small_intercept_s : best->intercept_s) + best->slope * m->work;
+  for (Measurement* m : sel) m->fitted_s = best->at(m->work);
   return *best;
 }
 

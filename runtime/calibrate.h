@@ -61,6 +61,8 @@ struct LineFit {
   // their own intercept, `small_intercept_s`; the slope is shared. 0: one line.
   double small_below = 0;
   double small_intercept_s = 0;
+  // The line's time for `work`.
+  double at(double work) const { return (work < small_below ? small_intercept_s : intercept_s) + slope * work; }
 };
 
 // The all-reduce line, split in two where a message protocol changes (MPI's eager limit, NCCL's
