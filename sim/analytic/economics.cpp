@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sim/workload/layer_ops.h"
+
 namespace foresight {
 
 Economics economics(const Prediction& p, const ClusterSpec& cluster, const Plan& plan, int seq_len,
@@ -26,8 +28,19 @@ Economics economics(const Prediction& p, const ClusterSpec& cluster, const Plan&
   const double busy = std::clamp((p.time.compute + p.time.optimizer) / step, 0.0, 1.0);
   e.device_power_w = idle + (load - idle) * busy;
   const double devices = p.devices;
+  double price = o.price_per_device_hour.value_or(device_price);
+  // Plan::attention_device holds one partner accelerator per rank for the whole step, used or not
+  // ("auto" may leave it idle): the bill pays for it at its preset's price (an override prices
+  // the stages' devices only). Its power is counted as if it computed as long as its rank does:
+  // an upper bound, since the two take turns.
+  const Partner partner = attention_partner(plan, cluster.node);
+  if (partner.device) {
+    const DeviceSpec& d = *partner.device;
+    e.device_power_w += d.power_idle_w + (d.power_load_w - d.power_idle_w) * busy;
+    price += d.price_per_hour_usd;
+    e.partner_devices = p.devices;
+  }
   e.energy_per_step_j = devices * e.device_power_w * step * o.pue;
-  const double price = o.price_per_device_hour.value_or(device_price);
   e.cost_per_step_usd = devices * price * step / 3600.0;
   const double tokens_per_step = static_cast<double>(plan.global_batch) * seq_len;
   e.cost_per_mtok_usd = e.cost_per_step_usd / tokens_per_step * 1e6;

@@ -5,7 +5,8 @@
 //
 // Power of a device during the step: idle + (load - idle) x the fraction of the step it computes
 // (a device waiting on the network or in a pipeline bubble draws little above idle), times the
-// facility's PUE. Price: per device-hour, from the device preset unless overridden.
+// facility's PUE. Price: per device-hour, from the device preset unless overridden. A plan with an
+// attention partner (Plan::attention_device) pays for one partner beside each rank.
 #pragma once
 
 #include <optional>
@@ -26,7 +27,8 @@ struct CostOptions {
 };
 
 struct Economics {
-  double device_power_w = 0;       // average per device during the step
+  double device_power_w = 0;       // average per rank during the step (its attention partner included)
+  int partner_devices = 0;         // attention partners paid for beside the ranks (Plan::attention_device)
   double energy_per_step_j = 0;    // whole job, PUE included
   double cost_per_step_usd = 0;
   double cost_per_mtok_usd = 0;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/economics.h"
 #include "sim/des/simulator.h"
 #include "sim/workload/layer_ops.h"
 #include "sim/workload/workload.h"
@@ -120,6 +121,32 @@ TEST(OpPlacement, PlanChecks) {
   auto back = plan_from_json(plan_to_json(q), "x.json");
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->attention_device, "ascend-910b");
+}
+
+// The partners are held for the whole step, so the bill pays for them, used or not ("auto" may
+// leave them idle), at their own price; an override prices the stages' devices only.
+TEST(OpPlacement, TheBillPaysForThePartners) {
+  const ModelSpec m = testing::preset_model("llama3-8b");
+  ClusterSpec c = hetero(4);
+  c.node.devices[0].device.price_per_hour_usd = 2.0;
+  c.node.devices[1].device.price_per_hour_usd = 0.5;
+  Plan p = plan(4);
+  const Prediction alone = AnalyticModel(m, c).evaluate(p);
+  const Economics own = economics(alone, c, p, p.seq_len, CostOptions{});
+  EXPECT_EQ(own.partner_devices, 0);
+  EXPECT_NEAR(own.cost_per_step_usd, 4 * 2.0 * alone.step_time_s / 3600, 1e-15);
+  for (const char* where : {"ascend-910b", "auto"}) {
+    p.attention_device = where;
+    const Prediction pred = AnalyticModel(m, c).evaluate(p);
+    const Economics e = economics(pred, c, p, p.seq_len, CostOptions{});
+    EXPECT_EQ(e.partner_devices, 4) << where;
+    EXPECT_NEAR(e.cost_per_step_usd, 4 * (2.0 + 0.5) * pred.step_time_s / 3600, 1e-15) << where;
+    // Power per rank: the partner's idle draw at least.
+    EXPECT_GT(e.device_power_w, own.device_power_w + c.node.devices[1].device.power_idle_w - 1e-9) << where;
+    CostOptions o;
+    o.price_per_device_hour = 1.0;
+    EXPECT_NEAR(economics(pred, c, p, p.seq_len, o).cost_per_step_usd, 4 * (1.0 + 0.5) * pred.step_time_s / 3600, 1e-15);
+  }
 }
 
 }  // namespace
