@@ -6,7 +6,10 @@ plan with `--predict`: the discrete-event simulator predicts the step on the cal
 the runtime measures it, and the two traces are compared op by op. Prints the step-time error of
 every plan and the op kinds that contribute most.
 
-    bench/predict_vs_measured.py --binary build/app/foresight [--steps 8] [--repeats 3]
+    bench/predict_vs_measured.py --binary build/app/foresight [--steps N] [--repeats 3]
+
+The tiny model's steps take milliseconds, so it runs 30 steps per run and the others 8 (as the
+integration test does), unless --steps sets one count for all.
 
 Each plan runs `--repeats` times (interleaved with the other plans' runs, so that a slow spell of
 a shared machine lands on several plans rather than on all runs of one); the error is that of the
@@ -21,6 +24,8 @@ import tempfile
 
 LAYOUTS = [("serial", 1, []), ("dp=2", 2, ["--dp", "2"]), ("tp=2", 2, ["--tp", "2"]),
            ("pp=2 1f1b", 2, ["--pp", "2", "--schedule", "1f1b"]), ("pp=2 gpipe", 2, ["--pp", "2", "--schedule", "gpipe"])]
+# Steps per run by model: the tiny model's 2 ms steps need more of them for a steady median.
+DEFAULT_STEPS = {"tiny": 30}
 
 
 def mpirun(n):
@@ -33,7 +38,7 @@ def main():
     ap.add_argument("--binary", default=os.path.join(repo, "build", "app", "foresight"))
     ap.add_argument("--models", nargs="+", default=["tiny", "small"])
     ap.add_argument("--gb", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--steps", type=int, help="steps per run (default: 30 for tiny, 8 for the others)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per plan (the median is compared)")
     ap.add_argument("--profile", help="use this calibrated profile instead of calibrating now")
     args = ap.parse_args()
@@ -41,7 +46,9 @@ def main():
         profile = args.profile or os.path.join(d, "local.json")
         if not args.profile:
             subprocess.run(mpirun(2) + [args.binary, "calibrate", "--out", profile], check=True, stdout=subprocess.DEVNULL)
-        print(f"profile {profile}; {args.gb} sequences per step, median of {args.steps} steps after 2 warm-up, "
+        steps = {m: args.steps or DEFAULT_STEPS.get(m, 8) for m in args.models}
+        counts = ", ".join(f"{m} {n}" for m, n in steps.items())
+        print(f"profile {profile}; {args.gb} sequences per step, median of the steps after 2 warm-up ({counts}), "
               f"median of {args.repeats} runs")
         plans = [(model, name, ranks, extra) for model in args.models for name, ranks, extra in LAYOUTS]
         runs = {i: [] for i in range(len(plans))}
@@ -49,7 +56,7 @@ def main():
             for i, (model, name, ranks, extra) in enumerate(plans):
                 summary = os.path.join(d, "s.json")
                 cmd = mpirun(ranks) + [args.binary, "run", "--model", model, "--cluster", profile, "--gb", str(args.gb),
-                                        "--steps", str(args.steps), "--predict", "--summary", summary] + extra
+                                        "--steps", str(steps[model]), "--predict", "--summary", summary] + extra
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 with open(summary) as f:
                     runs[i].append(json.load(f)["comparison"])
