@@ -886,9 +886,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
     for (std::size_t i = 0; i < c.size(); ++i) {
       const auto layer = static_cast<std::size_t>(c[i]);
       const int position = static_cast<int>(i);
-      t.layer_recompute[layer] = !w.layer_recompute.empty()  ? w.layer_recompute[layer]
-                                 : plan.recomputes(position) ? recompute_mask(plan.recompute)
-                                                             : RecomputeMask{0};
+      t.layer_recompute[layer] = w.recompute_of(c[i], position);
       if (plan.uniform_recompute())
         t.group_continues[layer] = (position + 1) % plan.recompute_layers != 0 && i + 1 < c.size();
     }

@@ -20,6 +20,26 @@ inline ModelSpec preset_model(const std::string& name) {
   return m.ok() ? *m : ModelSpec{};
 }
 
+// GPT-3 175B's layer shape as Korthikanti et al. (2022) count it (Brown et al. 2020: multi-head
+// attention, a GeLU MLP of 4h, LayerNorm, dropout), without the preset's biases and tied
+// embeddings, so that the published closed forms hold term by term.
+inline ModelSpec gpt3_shape() {
+  ModelSpec m;
+  m.name = "gpt";
+  m.layers = 96;
+  m.hidden = 12288;
+  m.heads = 96;
+  m.kv_heads = 96;
+  m.head_dim = 128;
+  m.ffn_hidden = 4 * 12288;
+  m.mlp = MlpKind::kGelu;
+  m.norm = NormKind::kLayerNorm;
+  m.vocab = 51200;
+  m.seq_len = 2048;
+  m.dropout = true;
+  return m;
+}
+
 inline ClusterSpec preset_cluster(const std::string& name, int gpus) {
   auto c = load_cluster(name);
   EXPECT_TRUE(c.ok()) << name;

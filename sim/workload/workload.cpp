@@ -207,7 +207,7 @@ class StageBuilder {
         dense_(dense),
         moe_(moe),
         s_(shape),
-        layer_recompute_(w.layer_recompute),
+        w_(w),
         load_s_(w.load_per_micro_batch_s),
         load_in_loop_(w.load_in_loop) {
     prog_.stage = stage;
@@ -342,7 +342,7 @@ class StageBuilder {
   const LayerKernels& dense_;
   const LayerKernels& moe_;
   LayerShape s_;
-  const std::vector<RecomputeMask>& layer_recompute_;  // Workload::layer_recompute
+  const Workload& w_;
   StageProgram prog_;
   std::vector<int> next_deps_;  // extra dependencies of the next op added
   std::vector<int> overlapped_; // TP collectives running beside the layer's GEMMs
@@ -431,9 +431,7 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
       for (int i = begin; i < end; ++i)
         prev = layer_forward(Phase::kRecompute, in_chunk[static_cast<std::size_t>(i)], mb, chunk, prev);
   } else {
-    const RecomputeMask mask = !layer_recompute_.empty() ? layer_recompute_[static_cast<std::size_t>(layer)]
-                               : p_.recomputes(position) ? recompute_mask(p_.recompute)
-                                                         : RecomputeMask{0};
+    const RecomputeMask mask = w_.recompute_of(layer, position);
     if (mask != 0) prev = layer_forward(Phase::kRecompute, layer, mb, chunk, prev, mask);
   }
   int cp_comm = -1;

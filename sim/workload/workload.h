@@ -103,6 +103,12 @@ struct Workload {
   bool load_in_loop = false;
 
   int ranks() const { return plan.gpus(); }
+  // The modules layer `layer`, at `position` in its stage (or chunk), recomputes: the optimal
+  // assignment's choice, else the plan's policy for that position.
+  RecomputeMask recompute_of(int layer, int position) const {
+    if (!layer_recompute.empty()) return layer_recompute[static_cast<std::size_t>(layer)];
+    return plan.recomputes(position) ? recompute_mask(plan.recompute) : RecomputeMask{0};
+  }
   // Ranks per pipeline stage (the same for every stage, whatever its own tp and dp).
   int stage_ranks() const { return plan.tp * plan.cp * plan.dp; }
   const Plan& stage_plan(int stage) const { return stage_plans.empty() ? plan : stage_plans[stage]; }

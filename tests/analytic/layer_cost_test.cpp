@@ -3,24 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/test_util.h"
+
 namespace foresight {
 namespace {
-
-// GPT-3 175B shape (Brown et al.): MHA, GeLU with 4h, dropout, LayerNorm.
-ModelSpec gpt() {
-  ModelSpec m;
-  m.name = "gpt";
-  m.layers = 96;
-  m.hidden = 12288;
-  m.heads = 96;
-  m.kv_heads = 96;
-  m.head_dim = 128;
-  m.ffn_hidden = 4 * 12288;
-  m.vocab = 51200;
-  m.seq_len = 2048;
-  m.dropout = true;
-  return m;
-}
 
 LayerShape shape(double b, double s, double t = 1, bool sp = false) {
   LayerShape x;
@@ -33,7 +19,7 @@ LayerShape shape(double b, double s, double t = 1, bool sp = false) {
 }
 
 TEST(LayerCost, GptForwardFlopsEqualClosedForm) {
-  const ModelSpec m = gpt();
+  const ModelSpec m = testing::gpt3_shape();
   for (double b : {1.0, 4.0}) {
     for (double s : {512.0, 2048.0}) {
       const double h = static_cast<double>(m.hidden);
@@ -48,7 +34,7 @@ TEST(LayerCost, GptForwardFlopsEqualClosedForm) {
 TEST(LayerCost, ModelFlopsAreAboutSixNPerToken) {
   // Forward + backward = 3x forward. Per token this is 6 * (non-embedding params) plus the LM head
   // and attention; for GPT-3 at s=2048 attention adds s/(6h) = 2.8%, so within 4% of 6N.
-  const ModelSpec m = gpt();
+  const ModelSpec m = testing::gpt3_shape();
   const double s = 2048;
   const double per_token = 3 * (m.layers * dense_layer_flops(m, shape(1, s)).total() +
                                 logits_flops(m, shape(1, s))) / s;
@@ -60,7 +46,7 @@ TEST(LayerCost, ModelFlopsAreAboutSixNPerToken) {
 // Korthikanti et al. 2022 (arXiv:2205.05198), Sec. 4: bytes of activations per layer with 16-bit
 // activations and 1-byte dropout masks.
 TEST(LayerCost, ActivationsEqualKorthikanti) {
-  const ModelSpec m = gpt();
+  const ModelSpec m = testing::gpt3_shape();
   const double s = 2048, b = 1, h = 12288, a = 96, t = 8;
   const double sbh = s * b * h;
   auto act = [&](double tp, bool sp, Recompute r) {
@@ -74,7 +60,7 @@ TEST(LayerCost, ActivationsEqualKorthikanti) {
 }
 
 TEST(LayerCost, FlashAttentionDropsTheQuadraticTerm) {
-  const ModelSpec m = gpt();
+  const ModelSpec m = testing::gpt3_shape();
   const double with_scores = layer_activation_bytes(m, shape(1, 2048), Recompute::kNone, false, false);
   const double flash = layer_activation_bytes(m, shape(1, 2048), Recompute::kNone, true, false);
   const double s = 2048, h = 12288, a = 96;
@@ -84,7 +70,7 @@ TEST(LayerCost, FlashAttentionDropsTheQuadraticTerm) {
 }
 
 TEST(LayerCost, GqaAndSwigluShrinkKvAndGrowMlp) {
-  ModelSpec m = gpt();
+  ModelSpec m = testing::gpt3_shape();
   m.kv_heads = 8;
   m.mlp = MlpKind::kSwiglu;
   m.ffn_hidden = 32768;
@@ -97,7 +83,7 @@ TEST(LayerCost, GqaAndSwigluShrinkKvAndGrowMlp) {
 }
 
 TEST(LayerCost, MoeLayerCountsVisitedExperts) {
-  ModelSpec m = gpt();
+  ModelSpec m = testing::gpt3_shape();
   m.hidden = 4096; m.heads = 32; m.kv_heads = 8; m.head_dim = 128;
   m.mlp = MlpKind::kSwiglu; m.ffn_hidden = 14336;
   m.moe.experts = 8; m.moe.top_k = 2; m.moe.expert_ffn_hidden = 14336;

@@ -26,30 +26,13 @@ namespace {
 
 namespace rm = recompute_module;
 
-ModelSpec gpt3() {
-  ModelSpec m;
-  m.name = "gpt";
-  m.layers = 96;
-  m.hidden = 12288;
-  m.heads = 96;
-  m.kv_heads = 96;
-  m.head_dim = 128;
-  m.ffn_hidden = 4 * 12288;
-  m.mlp = MlpKind::kGelu;
-  m.norm = NormKind::kLayerNorm;
-  m.vocab = 51200;
-  m.seq_len = 2048;
-  m.dropout = true;
-  return m;
-}
-
 // Korthikanti et al. 2022, Sec. 4.1 (16-bit activations, 1-byte dropout masks, GPT MLP of 4h):
 // attention keeps 11sbh + 5as^2b (QKV input 2, Q and K 4, V 2, projection input 2, dropout mask
 // 1), the MLP 19sbh (first linear input 2, GeLU input 8, second linear input 8, dropout mask 1),
 // the two norms' inputs 4sbh. The modules drop: core_attn 5as^2b, layernorm the two norm outputs
 // (2 + 2 sbh), act the second linear's input (8sbh), mlp the GeLU's input and output (16sbh).
 TEST(RecomputeModules, BytesFollowKorthikantisTensors) {
-  const ModelSpec m = gpt3();
+  const ModelSpec m = testing::gpt3_shape();
   const double s = 2048, b = 1, h = 12288, a = 96;
   const double sbh = s * b * h, scores = 5 * a * s * s * b;
   LayerShape x;
@@ -80,7 +63,7 @@ TEST(RecomputeModules, BytesFollowKorthikantisTensors) {
 
 // Each module re-runs the forward kernels that rebuild what it dropped, and no other.
 TEST(RecomputeModules, KernelsReRun) {
-  const ModelSpec m = gpt3();
+  const ModelSpec m = testing::gpt3_shape();
   const ClusterSpec c = testing::preset_cluster("dgx-a100-hdr", 8);
   Plan p = testing::make_plan(8, 1, 1, 1, 8);
   p.flash_attention = false;
