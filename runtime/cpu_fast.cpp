@@ -1,6 +1,8 @@
 // Eigen attention and fused cross-entropy for the CPU backend.
 #include "runtime/cpu_fast.h"
 
+#include "runtime/buffer.h"
+
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -91,6 +93,61 @@ void swiglu_backward_fast(float* dgate_up, const float* gate_up, const float* do
     dg = d * u * du * (1.0f + g * (1.0f - du));
     du *= d * g;
   }
+}
+
+void rmsnorm_forward_eager(float* out, float* rstd, const float* x, const float* weight, int rows, int cols, float eps) {
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  CMapA X(x, rows, cols);
+  Buffer sq(n), ms(static_cast<std::size_t>(rows)), y(n);
+  MapA(sq.data(), rows, cols) = X.square();                                                  // pow
+  Col(ms.data(), rows) = MapA(sq.data(), rows, cols).rowwise().sum() / static_cast<float>(cols);  // mean
+  Col(rstd, rows) = (Col(ms.data(), rows) + eps).rsqrt();                                    // rsqrt
+  MapA(y.data(), rows, cols) = X.colwise() * CCol(rstd, rows);                                // multiply
+  MapA(out, rows, cols) = MapA(y.data(), rows, cols).rowwise() * CVec(weight, cols);        // scale
+}
+
+void rmsnorm_backward_eager(float* dx, float* dweight, const float* dout, const float* x, const float* weight,
+                            const float* rstd, int rows, int cols) {
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  CMapA X(x, rows, cols), dOut(dout, rows, cols);
+  const CCol r(rstd, rows);
+  Buffer y(n), dy(n), rowsum(static_cast<std::size_t>(rows)), dsq(n), dx2(n);
+  MapA(y.data(), rows, cols) = X.colwise() * r;
+  // The weight's gradient: column sums of dout * y, row by row (contiguous streams).
+  Vec1 dw(dweight, cols);
+  for (int i = 0; i < rows; ++i) {
+    const std::size_t at = static_cast<std::size_t>(i) * cols;
+    dw += CVec(dout + at, cols) * CVec(y.data() + at, cols);
+  }
+  MapA(dy.data(), rows, cols) = dOut.rowwise() * CVec(weight, cols);
+  MapA(dx, rows, cols) = MapA(dy.data(), rows, cols).colwise() * r;
+  Col(rowsum.data(), rows) = (MapA(dy.data(), rows, cols) * X).rowwise().sum();
+  // d(rstd) = row sum; d(mean) = -rstd^3 / 2 times it; d(x^2) = d(mean) / cols, expanded.
+  const Eigen::Array<float, Eigen::Dynamic, 1> dmean = -0.5f * r.cube() * Col(rowsum.data(), rows);
+  MapA(dsq.data(), rows, cols) = (dmean / static_cast<float>(cols)).replicate(1, cols);
+  MapA(dx2.data(), rows, cols) = 2.0f * X * MapA(dsq.data(), rows, cols);
+  MapA(dx, rows, cols) += MapA(dx2.data(), rows, cols);
+}
+
+void swiglu_forward_eager(float* out, const float* gate_up, int rows, int cols) {
+  CMapA G(gate_up, rows, 2 * cols);
+  Buffer s(static_cast<std::size_t>(rows) * cols);
+  MapA(s.data(), rows, cols) = G.leftCols(cols) * (1.0f + (-G.leftCols(cols)).exp()).inverse();  // silu
+  MapA(out, rows, cols) = MapA(s.data(), rows, cols) * G.rightCols(cols);                          // multiply
+}
+
+void swiglu_backward_eager(float* dgate_up, const float* gate_up, const float* dout, int rows, int cols) {
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  CMapA G(gate_up, rows, 2 * cols), dOut(dout, rows, cols);
+  MapA dG(dgate_up, rows, 2 * cols);
+  const auto g = G.leftCols(cols);
+  Buffer ds(n), s(n);
+  MapA(ds.data(), rows, cols) = dOut * G.rightCols(cols);
+  MapA(s.data(), rows, cols) = g * (1.0f + (-g).exp()).inverse();
+  dG.rightCols(cols) = dOut * MapA(s.data(), rows, cols);
+  // silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g))).
+  const auto sig = (1.0f + (-g).exp()).inverse();
+  dG.leftCols(cols) = MapA(ds.data(), rows, cols) * sig * (1.0f + g * (1.0f - sig));
 }
 
 void gelu_forward_fast(float* out, const float* x, std::size_t n) {

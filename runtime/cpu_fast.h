@@ -21,6 +21,23 @@ void rmsnorm_backward_fast(float* dx, float* dweight, const float* dout, const f
 // (Eigen's SIMD exp and tanh).
 void swiglu_forward_fast(float* out, const float* gate_up, int rows, int cols);
 void swiglu_backward_fast(float* dgate_up, const float* gate_up, const float* dout, int rows, int cols);
+// Eager (unfused) RMSNorm and SwiGLU, for plans with kernel_fusion off: one pass over memory per
+// operator, each writing its own intermediate tensor, as PyTorch eager code runs them (the
+// passes sim/workload/layer_ops.cpp counts for unfused chains). Same contracts as the _fast ones.
+//  - RMSNorm forward, x * rsqrt(mean(x^2) + eps) * w: pow (read x, write x^2), mean (read, one
+//    value per row), rsqrt (per row), multiply (read x, write y), scale (read y, write out): 7
+//    passes of the tensor where the fused kernel makes 2. Backward, as autograd replays the chain
+//    (y recomputed from x and rstd rather than kept): y (2 passes), the weight's gradient (2),
+//    dy = dout * w (2), dx = dy * rstd (2), the row sums of dy * x (2), d(x^2) expanded (1),
+//    2 x d(x^2) (2), the sum of the two input gradients (3): 16 passes.
+//  - SwiGLU forward, silu(gate) * up: silu (read, write s), multiply (read s and up, write): 5
+//    passes of the output's size where the fused kernel makes 3. Backward: d(s) = dout * up (3),
+//    s again (2), d(up) = dout * s (3), d(gate) = d(s) * silu'(gate) (3): 11.
+void rmsnorm_forward_eager(float* out, float* rstd, const float* x, const float* weight, int rows, int cols, float eps);
+void rmsnorm_backward_eager(float* dx, float* dweight, const float* dout, const float* x, const float* weight,
+                            const float* rstd, int rows, int cols);
+void swiglu_forward_eager(float* out, const float* gate_up, int rows, int cols);
+void swiglu_backward_eager(float* dgate_up, const float* gate_up, const float* dout, int rows, int cols);
 void gelu_forward_fast(float* out, const float* x, std::size_t n);
 void gelu_backward_fast(float* dx, const float* x, const float* dout, std::size_t n);
 

@@ -95,7 +95,8 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (!p.attention_device.empty()) return bad("attention_device", "attention on another device");
   if (p.rank_order != Plan{}.rank_order || p.node_order != Plan{}.node_order)
     return bad("rank_order", "a rank order or node order of its own");
-  if (!p.kernel_fusion) return bad("kernel_fusion", "unfused (one kernel per operator) execution");
+  if (!p.kernel_fusion && !p.flash_attention)
+    return bad("kernel_fusion", "the unfused scale, mask and softmax chain (unfused plans run with flash attention)");
   if (p.offload_activations) return bad("offload_activations", "activation offload");
   if (p.offload_embeddings) return bad("offload_embeddings", "embedding offload");
   if (p.grad_compression == GradCompression::kPowerSgd || p.grad_compression == GradCompression::kFourStage)
@@ -347,7 +348,8 @@ void Trainer::Impl::norm_forward(const char* w_name, const char* b_name, int lay
   out.resize(x.size());
   rstd.resize(static_cast<std::size_t>(T));
   if (w->model.norm == NormKind::kRmsNorm) {
-    rmsnorm_forward_fast(out.data(), rstd.data(), x.data(), p(w_name, layer), T, H, 1e-5f);
+    (w->plan.kernel_fusion ? rmsnorm_forward_fast : rmsnorm_forward_eager)(out.data(), rstd.data(), x.data(),
+                                                                           p(w_name, layer), T, H, 1e-5f);
   } else {
     mean.resize(static_cast<std::size_t>(T));
     kernels::layernorm_forward_cpu(out.data(), mean.data(), rstd.data(), x.data(), p(w_name, layer), p(b_name, layer),
@@ -360,7 +362,8 @@ void Trainer::Impl::norm_backward(const char* w_name, const char* b_name, int la
   const int T = rows(), H = hidden;
   dx.resize(x.size());
   if (w->model.norm == NormKind::kRmsNorm)
-    rmsnorm_backward_fast(dx.data(), g(w_name, layer), dout.data(), x.data(), p(w_name, layer), rstd.data(), T, H);
+    (w->plan.kernel_fusion ? rmsnorm_backward_fast : rmsnorm_backward_eager)(dx.data(), g(w_name, layer), dout.data(),
+                                                                             x.data(), p(w_name, layer), rstd.data(), T, H);
   else
     kernels::layernorm_backward_cpu(dx.data(), g(w_name, layer), g(b_name, layer), dout.data(), x.data(),
                                     p(w_name, layer), mean.data(), rstd.data(), T, H);
@@ -425,7 +428,7 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       break;
     case KernelName::kActivation:
       a.act.resize(static_cast<std::size_t>(T) * ffn);
-      if (swiglu) swiglu_forward_fast(a.act.data(), a.up.data(), T, ffn);
+      if (swiglu) (w->plan.kernel_fusion ? swiglu_forward_fast : swiglu_forward_eager)(a.act.data(), a.up.data(), T, ffn);
       else gelu_forward_fast(a.act.data(), a.up.data(), a.act.size());
       break;
     case KernelName::kMlpDown:
@@ -472,7 +475,8 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
       break;
     case KernelName::kActivation:
       f.dup.resize(a.up.size());
-      if (w->model.mlp == MlpKind::kSwiglu) swiglu_backward_fast(f.dup.data(), a.up.data(), f.dact.data(), T, ffn);
+      if (w->model.mlp == MlpKind::kSwiglu)
+        (w->plan.kernel_fusion ? swiglu_backward_fast : swiglu_backward_eager)(f.dup.data(), a.up.data(), f.dact.data(), T, ffn);
       else gelu_backward_fast(f.dup.data(), a.up.data(), f.dact.data(), f.dup.size());
       break;
     case KernelName::kMlpUp:

@@ -16,7 +16,8 @@
 // parallelism), PP with GPipe, 1F1B or interleaved 1F1B, DP with
 // all-reduce (ZeRO-0) or reduce-scatter + all-gather (ZeRO-1), gradient compression on the DP
 // group (int8, top-k with error feedback: runtime/grad_compression.h), gradient accumulation, full
-// or selective recompute (block or uniform method) and per-layer recompute modules,
+// or selective recompute (block or uniform method) and per-layer recompute modules, kernel
+// fusion off (eager RMSNorm and SwiGLU passes, with flash attention: cpu_fast.h),
 // --overlap-grad-reduce. The CPU backend computes in fp32 whatever the plan's
 // precision; with fp16 it runs dynamic loss scaling the way a GPU would (a gradient beyond the fp16
 // range skips the step and halves the scale).

@@ -383,13 +383,25 @@ TEST(Runtime, FastPathsMatchTheReferenceKernels) {
     rmsnorm_backward_fast(dx2.data(), dw2.data(), dy.data(), x.data(), w.data(), r1.data(), rows, cols);
     for (std::size_t i = 0; i < dx1.size(); ++i) ASSERT_NEAR(dx1[i], dx2[i], 1e-5f * (1 + std::fabs(dx1[i]))) << i;
     for (int i = 0; i < cols; ++i) ASSERT_NEAR(dw1[i], dw2[i], 1e-5f * (1 + std::fabs(dw1[i]))) << i;
+    // Eager (unfused) passes: same values, other rounding.
+    std::vector<float> o3(x.size()), r3(rows), dx3(x.size()), dw3(cols, 1);
+    rmsnorm_forward_eager(o3.data(), r3.data(), x.data(), w.data(), rows, cols, 1e-5f);
+    for (std::size_t i = 0; i < o1.size(); ++i) ASSERT_NEAR(o1[i], o3[i], 1e-5f * (1 + std::fabs(o1[i]))) << "eager " << i;
+    for (int i = 0; i < rows; ++i) ASSERT_NEAR(r1[i], r3[i], 1e-5f * r1[i]) << "eager " << i;
+    rmsnorm_backward_eager(dx3.data(), dw3.data(), dy.data(), x.data(), w.data(), r1.data(), rows, cols);
+    for (std::size_t i = 0; i < dx1.size(); ++i) ASSERT_NEAR(dx1[i], dx3[i], 1e-5f * (1 + std::fabs(dx1[i]))) << "eager " << i;
+    for (int i = 0; i < cols; ++i) ASSERT_NEAR(dw1[i], dw3[i], 1e-5f * (1 + std::fabs(dw1[i]))) << "eager " << i;
     std::vector<float> a1(x.size()), a2(x.size()), g1(gu.size()), g2(gu.size());
     kernels::swiglu_forward_cpu(a1.data(), gu.data(), rows, cols);
     swiglu_forward_fast(a2.data(), gu.data(), rows, cols);
     for (std::size_t i = 0; i < a1.size(); ++i) ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << i;
+    swiglu_forward_eager(a2.data(), gu.data(), rows, cols);
+    for (std::size_t i = 0; i < a1.size(); ++i) ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << "eager " << i;
     kernels::swiglu_backward_cpu(g1.data(), gu.data(), dy.data(), rows, cols);
     swiglu_backward_fast(g2.data(), gu.data(), dy.data(), rows, cols);
     for (std::size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(g1[i], g2[i], 1e-5f * (1 + std::fabs(g1[i]))) << i;
+    swiglu_backward_eager(g2.data(), gu.data(), dy.data(), rows, cols);
+    for (std::size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(g1[i], g2[i], 1e-5f * (1 + std::fabs(g1[i]))) << "eager " << i;
     kernels::bias_gelu_forward_cpu(a1.data(), x.data(), nullptr, rows, cols);
     gelu_forward_fast(a2.data(), x.data(), x.size());
     for (std::size_t i = 0; i < a1.size(); ++i) ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << i;
@@ -409,6 +421,38 @@ TEST(Runtime, FastPathsMatchTheReferenceKernels) {
   for (int r = 0; r < rows; ++r) { EXPECT_NEAR(l_a[r], l_b[r], 1e-5); sum += l_a[r]; }
   EXPECT_NEAR(total, sum, 1e-4);
   for (std::size_t i = 0; i < g_a.size(); ++i) ASSERT_NEAR(g_a[i], g_b[i], 1e-6) << i;
+}
+
+// kernel_fusion off: RMSNorm and SwiGLU run as eager chains of passes (cpu_fast.h); the step's
+// loss and gradients are the fused run's up to rounding, and the unfused softmax chain is refused.
+TEST(Runtime, UnfusedKernelsKeepTheGradients) {
+  const ModelSpec m = testing::preset_model("tiny");
+  ASSERT_EQ(m.norm, NormKind::kRmsNorm);
+  ASSERT_EQ(m.mlp, MlpKind::kSwiglu);
+  Plan fused = plan(4);
+  auto ref = serial(m, fused);
+  auto ref_step = ref->t->step(false);
+  ASSERT_TRUE(ref_step);
+  Plan eager = fused;
+  eager.kernel_fusion = false;
+  ASSERT_TRUE(check_runtime_plan(m, eager, "plan.json").ok());
+  auto run = serial(m, eager);
+  auto st = run->t->step(false);
+  ASSERT_TRUE(st);
+  EXPECT_NEAR(st->loss, ref_step->loss, 1e-5 * std::fabs(ref_step->loss));
+  const Buffer &g0 = ref->t->grads(), &g = run->t->grads();
+  for (const TensorSlot& ts : run->t->layout().tensors()) {
+    float largest = 0, diff = 0;
+    for (std::size_t i = ts.offset; i < ts.offset + ts.size(); ++i) {
+      largest = std::max(largest, std::fabs(g0[i]));
+      diff = std::max(diff, std::fabs(g[i] - g0[i]));
+    }
+    EXPECT_LE(diff, 1e-4f * largest + 1e-12f) << ts.name << " layer " << ts.layer;
+  }
+  eager.flash_attention = false;
+  const Status refused = check_runtime_plan(m, eager, "plan.json");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("plan.json: /kernel_fusion"), std::string::npos) << refused.error().message();
 }
 
 TEST(Runtime, RefusesWhatItDoesNotExecuteWithTheField) {
