@@ -141,13 +141,13 @@ void swiglu_backward_eager(float* dgate_up, const float* gate_up, const float* d
   CMapA G(gate_up, rows, 2 * cols), dOut(dout, rows, cols);
   MapA dG(dgate_up, rows, 2 * cols);
   const auto g = G.leftCols(cols);
-  Buffer ds(n), s(n);
-  MapA(ds.data(), rows, cols) = dOut * G.rightCols(cols);
-  MapA(s.data(), rows, cols) = g * (1.0f + (-g).exp()).inverse();
-  dG.rightCols(cols) = dOut * MapA(s.data(), rows, cols);
-  // silu'(g) = sigmoid(g) (1 + g (1 - sigmoid(g))).
-  const auto sig = (1.0f + (-g).exp()).inverse();
-  dG.leftCols(cols) = MapA(ds.data(), rows, cols) * sig * (1.0f + g * (1.0f - sig));
+  Buffer sig(n), s(n), ds(n);
+  MapA Sig(sig.data(), rows, cols), S(s.data(), rows, cols), dS(ds.data(), rows, cols);
+  Sig = (1.0f + (-g).exp()).inverse();                // sigmoid: the one exponential per element
+  S = g * Sig;                                        // silu(gate), recomputed
+  dG.rightCols(cols) = dOut * S;                      // d(up)
+  dS = dOut * G.rightCols(cols);                      // d(silu)
+  dG.leftCols(cols) = dS * Sig * (1.0f + g * (1.0f - Sig));  // silu's backward
 }
 
 void gelu_forward_fast(float* out, const float* x, std::size_t n) {

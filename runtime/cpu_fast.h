@@ -31,8 +31,9 @@ void swiglu_backward_fast(float* dgate_up, const float* gate_up, const float* do
 //    dy = dout * w (2), dx = dy * rstd (2), the row sums of dy * x (2), d(x^2) expanded (1),
 //    2 x d(x^2) (2), the sum of the two input gradients (3): 16 passes.
 //  - SwiGLU forward, silu(gate) * up: silu (read, write s), multiply (read s and up, write): 5
-//    passes of the output's size where the fused kernel makes 3. Backward: d(s) = dout * up (3),
-//    s again (2), d(up) = dout * s (3), d(gate) = d(s) * silu'(gate) (3): 11.
+//    passes of the output's size where the fused kernel makes 3. Backward (s recomputed, not
+//    kept): sigmoid(gate) (2), s (3), d(up) = dout * s (3), d(s) = dout * up (3), silu's backward
+//    (4): 15, with one exponential per element as the fused kernel.
 void rmsnorm_forward_eager(float* out, float* rstd, const float* x, const float* weight, int rows, int cols, float eps);
 void rmsnorm_backward_eager(float* dx, float* dweight, const float* dout, const float* x, const float* weight,
                             const float* rstd, int rows, int cols);

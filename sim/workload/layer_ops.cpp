@@ -104,6 +104,11 @@ double LayerKernels::fwd_flops() const {
   return f;
 }
 
+NormPasses norm_passes(const ModelSpec& m, const Plan& p) {
+  const bool eager_rms = m.norm == NormKind::kRmsNorm && !p.kernel_fusion;
+  return {eager_rms ? 7.0 : 2.0, eager_rms ? 5 : 1};
+}
+
 LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
                            bool moe, const Partner& partner) {
   LayerKernels L;
@@ -148,8 +153,8 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   //  - SwiGLU: silu(gate) (read, write) then multiply (read 2, write): 5 passes, 2 kernels
   //    against 3. GeLU is one kernel either way (the bias rides in the GEMM).
   auto norm = [&](KernelName name) {
-    const bool rms = m.norm == NormKind::kRmsNorm && !fused;
-    elementwise(name, (rms ? 7 : 2) * th * e, rms ? 5 : 1);
+    const NormPasses n = norm_passes(m, p);
+    elementwise(name, n.passes * th * e, n.kernels);
   };
   auto residual = [&](KernelName name) {
     const bool split = m.dropout && !fused;
@@ -267,10 +272,12 @@ HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   const double logits = tokens * static_cast<double>(m.vocab) / p.tp;  // this rank's slice
   h.tp = p.tp > 1;
   h.sp = h.tp && s.sp;
-  // The final norm, as a layer's (fused): read and write b*s*h, backward twice that.
-  h.norm_bytes = 2.0 * tokens * m.hidden / (h.sp ? p.tp : 1) * s.bytes_per_element;
-  h.norm_fwd_s = d.stream_seconds(h.norm_bytes) + launch;
-  h.norm_bwd_s = d.stream_seconds(2 * h.norm_bytes) + 2 * launch;
+  // The final norm, as a layer's: fused, read and write b*s*h (eager RMSNorm: 7 passes in 5
+  // kernels); backward twice that.
+  const NormPasses n = norm_passes(m, p);
+  h.norm_bytes = n.passes * tokens * m.hidden / (h.sp ? p.tp : 1) * s.bytes_per_element;
+  h.norm_fwd_s = d.stream_seconds(h.norm_bytes) + n.kernels * launch;
+  h.norm_bwd_s = d.stream_seconds(2 * h.norm_bytes) + 2 * n.kernels * launch;
   // fp32 cross-entropy: the forward reads the logits, the backward writes their gradient and
   // reads what it needs (12 bytes per logit in all).
   h.fwd_flops = logits_flops(m, s);

@@ -48,6 +48,15 @@ struct Partner {
   bool automatic = false;  // "auto": only where it is faster, transfers included
 };
 
+// A norm's passes over its tensor and its kernels, forward (backward: twice both): 2 and 1 fused,
+// and for LayerNorm either way (PyTorch's is one kernel); Llama's eager RMSNorm, 7 and 5 (the
+// chain is spelled out in layer_kernels). Every norm of the model, the final one too.
+struct NormPasses {
+  double passes;
+  int kernels;
+};
+NormPasses norm_passes(const ModelSpec& m, const Plan& p);
+
 // The last stage's head per micro-batch: final norm, LM head GEMM and cross-entropy. Under TP the
 // vocabulary is split (Megatron's vocabulary-parallel cross-entropy): each rank computes its
 // slice's row maximum, sum of exponentials and target logit, the ranks all-gather these three

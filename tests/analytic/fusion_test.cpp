@@ -43,6 +43,14 @@ TEST(Fusion, UnfusedChainsByHand) {
   EXPECT_DOUBLE_EQ(find(eager, KernelName::kResidual1).fwd_s, find(fused, KernelName::kResidual1).fwd_s);
   EXPECT_DOUBLE_EQ(find(eager, KernelName::kMlpUp).fwd_s, find(fused, KernelName::kMlpUp).fwd_s);
   EXPECT_GT(eager.fwd_seconds(), fused.fwd_seconds());
+  // The final norm is an RMSNorm too: the same chain.
+  const HeadCosts eager_head = head_costs(m, d, p, s);
+  p.kernel_fusion = true;
+  const HeadCosts fused_head = head_costs(m, d, p, s);
+  EXPECT_DOUBLE_EQ(fused_head.norm_bytes, 2 * th);
+  EXPECT_DOUBLE_EQ(eager_head.norm_bytes, 7 * th);
+  EXPECT_NEAR(eager_head.norm_fwd_s, 7 * th / rate + 5 * launch, 1e-12);
+  EXPECT_NEAR(eager_head.norm_bwd_s, 2 * 7 * th / rate + 10 * launch, 1e-12);
 }
 
 TEST(Fusion, CudaGraphsCutEachKernelsLaunch) {
