@@ -16,6 +16,7 @@
 // Weight-gradient reductions use float atomics, so their last bits may vary from run to run.
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -26,6 +27,19 @@
 #include "kernels/reference.h"
 
 namespace foresight::kernels {
+
+// --- linear layers (kernels/matmul.cu) -------------------------------------------------------------
+// cuBLAS GEMMs (cublasGemmEx, fp32 accumulation; fp32 operands stay fp32 unless the handle's math
+// mode allows TF32) on the handle's stream: set it with
+// cublasSetStream to the stream the other kernels run on. The bf16 overloads take bf16 operands
+// and round the output (and din) to bf16 once; their weight gradient accumulates in fp32.
+void matmul_forward(float* out, const float* in, const float* w, int rows, int k, int n, cublasHandle_t handle);
+void matmul_forward(__nv_bfloat16* out, const __nv_bfloat16* in, const __nv_bfloat16* w, int rows, int k, int n,
+                    cublasHandle_t handle);
+void matmul_backward(float* din, float* dw, const float* dout, const float* in, const float* w, int rows, int k, int n,
+                     cublasHandle_t handle);
+void matmul_backward(__nv_bfloat16* din, float* dw, const __nv_bfloat16* dout, const __nv_bfloat16* in,
+                     const __nv_bfloat16* w, int rows, int k, int n, cublasHandle_t handle);
 
 // --- normalisation (kernels/norm.cu) ------------------------------------------------------------
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, int rows, int cols,

@@ -15,6 +15,34 @@ constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 }  // namespace
 
+void matmul_forward_cpu(float* out, const float* in, const float* w, int rows, int k, int n) {
+  for (int r = 0; r < rows; ++r) {
+    float* o = out + static_cast<std::size_t>(r) * n;
+    std::fill(o, o + n, 0.0f);
+    for (int i = 0; i < k; ++i) {
+      const float a = in[static_cast<std::size_t>(r) * k + i];
+      const float* wr = w + static_cast<std::size_t>(i) * n;
+      for (int c = 0; c < n; ++c) o[c] += a * wr[c];
+    }
+  }
+}
+
+void matmul_backward_cpu(float* din, float* dw, const float* dout, const float* in, const float* w, int rows, int k,
+                         int n) {
+  for (int r = 0; r < rows; ++r) {
+    const float* d = dout + static_cast<std::size_t>(r) * n;
+    for (int i = 0; i < k; ++i) {
+      const float* wr = w + static_cast<std::size_t>(i) * n;
+      float acc = 0;
+      for (int c = 0; c < n; ++c) acc += d[c] * wr[c];
+      din[static_cast<std::size_t>(r) * k + i] = acc;
+      const float a = in[static_cast<std::size_t>(r) * k + i];
+      float* dwr = dw + static_cast<std::size_t>(i) * n;
+      for (int c = 0; c < n; ++c) dwr[c] += a * d[c];
+    }
+  }
+}
+
 void rmsnorm_forward_cpu(float* out, float* rstd, const float* x, const float* weight, int rows, int cols, float eps) {
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + static_cast<std::size_t>(r) * cols;

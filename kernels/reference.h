@@ -25,6 +25,14 @@ struct AttentionShape {
   std::size_t score_elems() const { return static_cast<std::size_t>(batch) * q_heads * seq * seq; }
 };
 
+// --- linear layers --------------------------------------------------------------------------
+// out[rows x n] = in[rows x k] * w[k x n] (the weight stored input-major, as the runtime keeps
+// it). The CPU runtime runs the same contract on Eigen (runtime/cpu_fast.h).
+void matmul_forward_cpu(float* out, const float* in, const float* w, int rows, int k, int n);
+// din = dout * w^T (overwritten); dw += in^T * dout (accumulated).
+void matmul_backward_cpu(float* din, float* dw, const float* dout, const float* in, const float* w, int rows, int k,
+                         int n);
+
 // --- normalisation --------------------------------------------------------------------------
 // out = x / rms(x) * weight; rstd[r] = 1 / sqrt(mean(x^2) + eps) is saved for the backward.
 void rmsnorm_forward_cpu(float* out, float* rstd, const float* x, const float* weight, int rows, int cols, float eps);

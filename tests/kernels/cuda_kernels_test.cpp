@@ -7,6 +7,7 @@
 // rounding to bf16.
 #include "kernels/cuda_kernels.h"
 
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -164,6 +165,63 @@ std::string shape_name(RowsCols s) {
   std::ostringstream name;
   name << s.rows << "x" << s.cols;
   return name.str();
+}
+
+// --- linear layers -----------------------------------------------------------------------------------
+// A cuBLAS handle on the test's stream.
+class Blas {
+ public:
+  explicit Blas(cudaStream_t stream) {
+    FS_CUBLAS_CHECK(cublasCreate(&h_));
+    FS_CUBLAS_CHECK(cublasSetStream(h_, stream));
+  }
+  ~Blas() { static_cast<void>(cublasDestroy(h_)); }
+  Blas(const Blas&) = delete;
+  Blas& operator=(const Blas&) = delete;
+  cublasHandle_t get() const { return h_; }
+
+ private:
+  cublasHandle_t h_ = nullptr;
+};
+
+// Sums of `terms` O(1) products added in another order (cuBLAS blocks and splits them): the
+// absolute error grows with the count, as for the column sums above. bf16 outputs add their one
+// rounding.
+template <typename T>
+Tolerance product_sum_tol(int terms) {
+  return std::is_same_v<T, float> ? Tolerance{2e-6 * terms, 1e-4} : Tolerance{2e-6 * terms + 1e-4, 1.0 / 128};
+}
+
+// A single row, sizes that are no multiple of 8 (cuBLAS's unaligned paths), and a GPT-2 XL QKV
+// slice (1600 inputs).
+TYPED_TEST(CudaMixedPrecision, Matmul) {
+  using T = TypeParam;
+  const Blas blas(this->stream_);
+  struct Shape {
+    int rows, k, n;
+  };
+  for (const Shape sh : {Shape{1, 5, 3}, Shape{37, 19, 23}, Shape{128, 1600, 192}}) {
+    SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.k) + "x" + std::to_string(sh.n));
+    const int rows = sh.rows, k = sh.k, n = sh.n;
+    std::mt19937 rng(static_cast<unsigned>(rows * 7919 + k * 31 + n));
+    auto in = random_vector(static_cast<std::size_t>(rows) * k, rng), w = random_vector(static_cast<std::size_t>(k) * n, rng);
+    auto dout = random_vector(static_cast<std::size_t>(rows) * n, rng), dw0 = random_vector(static_cast<std::size_t>(k) * n, rng);
+    auto in_d = to_device<T>(in), w_d = to_device<T>(w), dout_d = to_device<T>(dout);  // rounds the host copies too
+
+    std::vector<float> out(static_cast<std::size_t>(rows) * n);
+    matmul_forward_cpu(out.data(), in.data(), w.data(), rows, k, n);
+    DeviceBuffer<T> out_d(out.size());
+    matmul_forward(out_d.get(), in_d.get(), w_d.get(), rows, k, n, blas.get());
+    EXPECT_TRUE(all_close(to_host_float(out_d), out, product_sum_tol<T>(k))) << "out";
+
+    std::vector<float> din(in.size()), dw(dw0);
+    matmul_backward_cpu(din.data(), dw.data(), dout.data(), in.data(), w.data(), rows, k, n);
+    DeviceBuffer<T> din_d(din.size());
+    DeviceBuffer<float> dw_d(dw0);
+    matmul_backward(din_d.get(), dw_d.get(), dout_d.get(), in_d.get(), w_d.get(), rows, k, n, blas.get());
+    EXPECT_TRUE(all_close(to_host_float(din_d), din, product_sum_tol<T>(n))) << "din";
+    EXPECT_TRUE(all_close(dw_d.download(), dw, product_sum_tol<float>(rows))) << "dw (accumulated, fp32)";
+  }
 }
 
 // --- normalisation -----------------------------------------------------------------------------------

@@ -368,6 +368,21 @@ TEST(Runtime, FastPathsMatchTheReferenceKernels) {
   attention_backward_fast(d_b.data(), s1.data(), dout.data(), p_a.data(), qkv.data(), s);
   for (std::size_t i = 0; i < d_a.size(); ++i) ASSERT_NEAR(d_a[i], d_b[i], 1e-5) << i;
 
+  {  // GEMMs: Eigen against the reference contract the cuBLAS GEMMs are tested on
+    const int rows = 9, k = 13, n = 11;
+    std::vector<float> in(rows * k), w(k * n), dy(rows * n);
+    for (float& v : in) v = rnd();
+    for (float& v : w) v = rnd();
+    for (float& v : dy) v = rnd();
+    std::vector<float> o1(rows * n), o2(rows * n), di1(in.size()), di2(in.size()), dw1(w.size(), 0.5f), dw2(w.size(), 0.5f);
+    kernels::matmul_forward_cpu(o1.data(), in.data(), w.data(), rows, k, n);
+    gemm_forward(o2.data(), in.data(), w.data(), rows, k, n);
+    for (std::size_t i = 0; i < o1.size(); ++i) ASSERT_NEAR(o1[i], o2[i], 1e-5f) << i;
+    kernels::matmul_backward_cpu(di1.data(), dw1.data(), dy.data(), in.data(), w.data(), rows, k, n);
+    gemm_backward(di2.data(), dw2.data(), dy.data(), in.data(), w.data(), rows, k, n);
+    for (std::size_t i = 0; i < di1.size(); ++i) ASSERT_NEAR(di1[i], di2[i], 1e-5f) << i;
+    for (std::size_t i = 0; i < dw1.size(); ++i) ASSERT_NEAR(dw1[i], dw2[i], 1e-5f) << i;
+  }
   {  // norms and activations
     const int rows = 6, cols = 40;
     std::vector<float> x(rows * cols), w(cols), dy(rows * cols), gu(rows * 2 * cols);
