@@ -9,7 +9,8 @@ every plan and the op kinds that contribute most.
     bench/predict_vs_measured.py --binary build/app/foresight [--steps N] [--repeats 3]
 
 The tiny model's steps take milliseconds, so it runs 30 steps per run and the others 8 (as the
-integration test does), unless --steps sets one count for all.
+integration test does), unless --steps sets one count for all. --unfused adds each model's serial and dp=2 plans with
+kernel fusion off (the runtime's eager RMSNorm and SwiGLU), to check the model's unfused chains.
 
 Each plan runs `--repeats` times (interleaved with the other plans' runs, so that a slow spell of
 a shared machine lands on several plans rather than on all runs of one); the error is that of the
@@ -41,7 +42,11 @@ def main():
     ap.add_argument("--steps", type=int, help="steps per run (default: 30 for tiny, 8 for the others)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per plan (the median is compared)")
     ap.add_argument("--profile", help="use this calibrated profile instead of calibrating now")
+    ap.add_argument("--unfused", action="store_true",
+                    help="also run each model's serial and dp=2 plans with --kernel-fusion false (eager RMSNorm and SwiGLU)")
     args = ap.parse_args()
+    layouts = LAYOUTS + ([(name + " unfused", ranks, extra + ["--kernel-fusion", "false"])
+                          for name, ranks, extra in LAYOUTS[:2]] if args.unfused else [])
     with tempfile.TemporaryDirectory() as d:
         profile = args.profile or os.path.join(d, "local.json")
         if not args.profile:
@@ -50,7 +55,7 @@ def main():
         counts = ", ".join(f"{m} {n}" for m, n in steps.items())
         print(f"profile {profile}; {args.gb} sequences per step, median of the steps after 2 warm-up ({counts}), "
               f"median of {args.repeats} runs")
-        plans = [(model, name, ranks, extra) for model in args.models for name, ranks, extra in LAYOUTS]
+        plans = [(model, name, ranks, extra) for model in args.models for name, ranks, extra in layouts]
         runs = {i: [] for i in range(len(plans))}
         for _ in range(args.repeats):
             for i, (model, name, ranks, extra) in enumerate(plans):
@@ -60,7 +65,7 @@ def main():
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 with open(summary) as f:
                     runs[i].append(json.load(f)["comparison"])
-        print(f"{'model':<7} {'layout':<11} {'predicted ms':>12} {'measured ms':>12} {'range ms':>15} {'error':>8}   largest kind errors")
+        print(f"{'model':<7} {'layout':<18} {'predicted ms':>12} {'measured ms':>12} {'range ms':>15} {'error':>8}   largest kind errors")
         errors = []
         for i, (model, name, _, _) in enumerate(plans):
             rs = sorted(runs[i], key=lambda c: c["measured_step_s"])
@@ -69,7 +74,7 @@ def main():
             worst = ", ".join(f"{k['kind']} {k['error_pct']:+.0f}%" for k in kinds)
             errors.append(abs(c["step_time_error_pct"]))
             span = f"{rs[0]['measured_step_s'] * 1e3:.2f}-{rs[-1]['measured_step_s'] * 1e3:.2f}"
-            print(f"{model:<7} {name:<11} {c['predicted_step_s'] * 1e3:>12.2f} {c['measured_step_s'] * 1e3:>12.2f} {span:>15} "
+            print(f"{model:<7} {name:<18} {c['predicted_step_s'] * 1e3:>12.2f} {c['measured_step_s'] * 1e3:>12.2f} {span:>15} "
                   f"{c['step_time_error_pct']:>+7.1f}%   {worst}")
         print(f"mean |error| {sum(errors) / len(errors):.1f}%, worst {max(errors):.1f}% over {len(errors)} plans")
     return 0
