@@ -28,6 +28,15 @@
 
 namespace foresight::kernels {
 
+// --- embedding (kernels/elementwise.cu) ------------------------------------------------------------
+// ids: device ints. The backward adds with float atomics (repeated ids in any order).
+void embedding_forward(float* out, const float* table, const int* ids, int rows, int hidden, cudaStream_t stream);
+void embedding_forward(__nv_bfloat16* out, const __nv_bfloat16* table, const int* ids, int rows, int hidden,
+                       cudaStream_t stream);
+void embedding_backward(float* dtable, const float* dout, const int* ids, int rows, int hidden, cudaStream_t stream);
+void embedding_backward(float* dtable, const __nv_bfloat16* dout, const int* ids, int rows, int hidden,
+                        cudaStream_t stream);
+
 // --- linear layers (kernels/matmul.cu) -------------------------------------------------------------
 // cuBLAS GEMMs (cublasGemmEx, fp32 accumulation; fp32 operands stay fp32 unless the handle's math
 // mode allows TF32) on the handle's stream: set it with

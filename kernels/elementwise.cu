@@ -1,6 +1,6 @@
-// Elementwise kernels on the GPU (references: kernels/reference.cpp): residual add, bias + GeLU,
-// SwiGLU, rotary embedding, and the helpers of cuda_kernels.h (conversion, bias add and its
-// gradient). Grid-stride loops; fp32 arithmetic whatever the storage type.
+// Elementwise kernels on the GPU (references: kernels/reference.cpp): embedding gather and
+// scatter, residual add, bias + GeLU, SwiGLU, rotary embedding, and the helpers of
+// cuda_kernels.h (conversion, bias add and its gradient). Grid-stride loops; fp32 arithmetic whatever the storage type.
 #include <stdexcept>
 
 #include "kernels/cuda_common.cuh"
@@ -31,6 +31,23 @@ __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-
 template <typename T>
 __global__ void residual_kernel(T* out, const T* a, const T* b, std::size_t n) {
   FS_GRID_STRIDE(i, n) out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
+}
+
+// One row of `hidden` per id: gathered forward, scattered (added) backward.
+template <typename T>
+__global__ void embedding_forward_kernel(T* out, const T* table, const int* ids, int hidden, std::size_t n) {
+  FS_GRID_STRIDE(i, n) {
+    const std::size_t r = i / static_cast<std::size_t>(hidden), c = i % static_cast<std::size_t>(hidden);
+    out[i] = table[static_cast<std::size_t>(ids[r]) * hidden + c];
+  }
+}
+
+template <typename T>
+__global__ void embedding_backward_kernel(float* dtable, const T* dout, const int* ids, int hidden, std::size_t n) {
+  FS_GRID_STRIDE(i, n) {
+    const std::size_t r = i / static_cast<std::size_t>(hidden), c = i % static_cast<std::size_t>(hidden);
+    atomicAdd(dtable + static_cast<std::size_t>(ids[r]) * hidden + c, to_float(dout[i]));
+  }
 }
 
 template <typename Out, typename In>
@@ -176,7 +193,38 @@ void bias_forward_impl(T* out, const T* x, const T* bias, int rows, int cols, cu
   FS_CUDA_CHECK_LAUNCH();
 }
 
+template <typename T>
+void embedding_forward_impl(T* out, const T* table, const int* ids, int rows, int hidden, cudaStream_t stream) {
+  const std::size_t n = static_cast<std::size_t>(rows) * hidden;
+  if (n == 0) return;
+  embedding_forward_kernel<T><<<grid_1d(n), kThreads, 0, stream>>>(out, table, ids, hidden, n);
+  FS_CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+void embedding_backward_impl(float* dtable, const T* dout, const int* ids, int rows, int hidden, cudaStream_t stream) {
+  const std::size_t n = static_cast<std::size_t>(rows) * hidden;
+  if (n == 0) return;
+  embedding_backward_kernel<T><<<grid_1d(n), kThreads, 0, stream>>>(dtable, dout, ids, hidden, n);
+  FS_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
+
+void embedding_forward(float* out, const float* table, const int* ids, int rows, int hidden, cudaStream_t stream) {
+  embedding_forward_impl(out, table, ids, rows, hidden, stream);
+}
+void embedding_forward(__nv_bfloat16* out, const __nv_bfloat16* table, const int* ids, int rows, int hidden,
+                       cudaStream_t stream) {
+  embedding_forward_impl(out, table, ids, rows, hidden, stream);
+}
+void embedding_backward(float* dtable, const float* dout, const int* ids, int rows, int hidden, cudaStream_t stream) {
+  embedding_backward_impl(dtable, dout, ids, rows, hidden, stream);
+}
+void embedding_backward(float* dtable, const __nv_bfloat16* dout, const int* ids, int rows, int hidden,
+                        cudaStream_t stream) {
+  embedding_backward_impl(dtable, dout, ids, rows, hidden, stream);
+}
 
 void residual_forward(float* out, const float* a, const float* b, std::size_t n, cudaStream_t stream) {
   residual_impl(out, a, b, n, stream);

@@ -15,6 +15,19 @@ constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 }  // namespace
 
+void embedding_forward_cpu(float* out, const float* table, const int* ids, int rows, int hidden) {
+  for (int r = 0; r < rows; ++r)
+    std::copy_n(table + static_cast<std::size_t>(ids[r]) * hidden, hidden, out + static_cast<std::size_t>(r) * hidden);
+}
+
+void embedding_backward_cpu(float* dtable, const float* dout, const int* ids, int rows, int hidden) {
+  for (int r = 0; r < rows; ++r) {
+    const float* d = dout + static_cast<std::size_t>(r) * hidden;
+    float* row = dtable + static_cast<std::size_t>(ids[r]) * hidden;
+    for (int c = 0; c < hidden; ++c) row[c] += d[c];
+  }
+}
+
 void matmul_forward_cpu(float* out, const float* in, const float* w, int rows, int k, int n) {
   for (int r = 0; r < rows; ++r) {
     float* o = out + static_cast<std::size_t>(r) * n;

@@ -25,6 +25,12 @@ struct AttentionShape {
   std::size_t score_elems() const { return static_cast<std::size_t>(batch) * q_heads * seq * seq; }
 };
 
+// --- embedding --------------------------------------------------------------------------------
+// out[r, :] = table[ids[r], :] (rows x hidden); backward dtable[ids[r], :] += dout[r, :]
+// (accumulated; repeated ids add up).
+void embedding_forward_cpu(float* out, const float* table, const int* ids, int rows, int hidden);
+void embedding_backward_cpu(float* dtable, const float* dout, const int* ids, int rows, int hidden);
+
 // --- linear layers --------------------------------------------------------------------------
 // out[rows x n] = in[rows x k] * w[k x n] (the weight stored input-major, as the runtime keeps
 // it). The CPU runtime runs the same contract on Eigen (runtime/cpu_fast.h).

@@ -219,6 +219,16 @@ struct Trainer::Impl {
   void head_forward(Flow& f, int mb);
   void cross_entropy_grad(Flow& f);
   void head_backward(Flow& f);
+  // The input token of each of this rank's `rows` rows from `first_row` on (tokens: the
+  // micro-batch's sequences of seq + 1).
+  std::vector<int> input_ids(const int* tok, int first_row, int rows) const {
+    std::vector<int> ids(static_cast<std::size_t>(rows));
+    for (int row = 0; row < rows; ++row) {
+      const int t = first_row + row;
+      ids[static_cast<std::size_t>(row)] = tok[static_cast<std::size_t>(t / seq) * (seq + 1) + t % seq];
+    }
+    return ids;
+  }
   // The micro-batch's next-token targets, rows x seq, kept in the flow for the head's later passes.
   const std::vector<int>& head_targets(Flow& f, int mb) {
     const int* tok = sample_tokens(f, mb);
@@ -703,24 +713,15 @@ void Trainer::Impl::execute(int v, StepStats& st) {
   switch (a.act) {
     case Act::kEmbedFwd: {
       Flow& f = flow(mb, chunk);
-      const int* tok = sample_tokens(f, mb);
-      const float* emb = p("embedding", -1);
+      const std::vector<int> ids = input_ids(sample_tokens(f, mb), first_row, R);
       f.x.resize(static_cast<std::size_t>(R) * H);
-      for (int row = 0; row < R; ++row) {
-        const int t = first_row + row, id = tok[static_cast<std::size_t>(t / seq) * (seq + 1) + t % seq];
-        std::memcpy(f.x.data() + static_cast<std::size_t>(row) * H, emb + static_cast<std::size_t>(id) * H, sizeof(float) * H);
-      }
+      kernels::embedding_forward_cpu(f.x.data(), p("embedding", -1), ids.data(), R, H);
       break;
     }
     case Act::kEmbedBwd: {
       Flow& f = flow(mb, chunk);
-      float* demb = g("embedding", -1);
-      for (int row = 0; row < R; ++row) {
-        const int t = first_row + row, id = f.tokens[static_cast<std::size_t>(t / seq) * (seq + 1) + t % seq];
-        const float* d = f.dx.data() + static_cast<std::size_t>(row) * H;
-        float* out = demb + static_cast<std::size_t>(id) * H;
-        for (int c = 0; c < H; ++c) out[c] += d[c];
-      }
+      const std::vector<int> ids = input_ids(f.tokens.data(), first_row, R);
+      kernels::embedding_backward_cpu(g("embedding", -1), f.dx.data(), ids.data(), R, H);
       f = Flow{};
       break;
     }

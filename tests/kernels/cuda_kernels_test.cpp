@@ -167,6 +167,32 @@ std::string shape_name(RowsCols s) {
   return name.str();
 }
 
+// --- embedding ---------------------------------------------------------------------------------------
+// Ids repeat (a small vocabulary), so the backward's atomics add several rows into one.
+TYPED_TEST(CudaMixedPrecision, Embedding) {
+  using T = TypeParam;
+  const int vocab = 11, hidden = 70, rows = 200;
+  std::mt19937 rng(7);
+  auto table = random_vector(static_cast<std::size_t>(vocab) * hidden, rng);
+  auto dout = random_vector(static_cast<std::size_t>(rows) * hidden, rng), dtable0 = random_vector(table.size(), rng);
+  std::vector<int> ids(rows);
+  for (int& id : ids) id = static_cast<int>(rng() % vocab);
+  auto table_d = to_device<T>(table), dout_d = to_device<T>(dout);
+  DeviceBuffer<int> ids_d(ids);
+
+  std::vector<float> out(dout.size());
+  embedding_forward_cpu(out.data(), table.data(), ids.data(), rows, hidden);
+  DeviceBuffer<T> out_d(out.size());
+  embedding_forward(out_d.get(), table_d.get(), ids_d.get(), rows, hidden, this->stream_);
+  EXPECT_TRUE(all_close(to_host_float(out_d), out, kExact)) << "a gather copies";
+
+  std::vector<float> dtable(dtable0);
+  embedding_backward_cpu(dtable.data(), dout.data(), ids.data(), rows, hidden);
+  DeviceBuffer<float> dtable_d(dtable0);
+  embedding_backward(dtable_d.get(), dout_d.get(), ids_d.get(), rows, hidden, this->stream_);
+  EXPECT_TRUE(all_close(dtable_d.download(), dtable, column_sum_tol(rows))) << "dtable (accumulated)";
+}
+
 // --- linear layers -----------------------------------------------------------------------------------
 // A cuBLAS handle on the test's stream.
 class Blas {
