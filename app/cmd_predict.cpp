@@ -9,6 +9,7 @@
 #include "app/commands.h"
 #include "app/plan_options.h"
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/economics.h"
 #include "sim/analytic/recompute.h"
 #include "sim/core/units.h"
 
@@ -26,7 +27,68 @@ std::string gib(double b) { return pretty_quantity(b, Dimension::kBytes); }
 
 }  // namespace
 
-void print_prediction(const ResolvedInputs& in, const Prediction& p) {
+void add_cost_options(CLI::App& cmd, CostFlags& f) {
+  cmd.add_option("--price", f.price, "USD per device-hour for the cost lines (default: the device preset's)");
+  cmd.add_option("--pue", f.pue, "facility power usage effectiveness for the energy lines")->capture_default_str();
+  cmd.add_option("--tokens", f.tokens, "a training run's token budget: time, cost and energy to train (e.g. 15T)");
+}
+
+Result<CostOptions> cost_options(const CostFlags& f) {
+  CostOptions o;
+  if (f.pue < 1.0) return Error("--pue: " + fmt::format("{}", f.pue) + " is below 1 (a facility cannot use less power than its IT load)");
+  if (f.price && *f.price < 0) return Error("--price: a price cannot be negative");
+  o.pue = f.pue;
+  o.price_per_device_hour = f.price;
+  if (!f.tokens.empty()) {
+    FS_ASSIGN_OR_RETURN(const double t, parse_tokens(f.tokens));
+    o.tokens = t;
+  }
+  return o;
+}
+
+namespace {
+
+nlohmann::json economics_json(const Economics& e) {
+  nlohmann::json j = {{"cost_per_step_usd", e.cost_per_step_usd},
+                      {"cost_per_mtok_usd", e.cost_per_mtok_usd},
+                      {"energy_per_mtok_kwh", e.energy_per_mtok_kwh},
+                      {"device_power_w", e.device_power_w},
+                      {"energy_per_step_j", e.energy_per_step_j}};
+  if (e.partner_devices > 0) j["partner_devices"] = e.partner_devices;
+  if (e.steps > 0) {
+    j["steps"] = e.steps;
+    j["time_to_train_s"] = e.time_to_train_s;
+    j["cost_to_train_usd"] = e.cost_to_train_usd;
+    j["energy_to_train_mwh"] = e.energy_to_train_mwh;
+  }
+  return j;
+}
+
+std::string token_count(double t) {
+  if (t >= 1e12) return fmt::format("{:.4g}T", t / 1e12);
+  if (t >= 1e9) return fmt::format("{:.4g}B", t / 1e9);
+  if (t >= 1e6) return fmt::format("{:.4g}M", t / 1e6);
+  return fmt::format("{:.0f}", t);
+}
+
+std::string usd(double v) {
+  if (v >= 1e6) return fmt::format("${:.2f} M", v / 1e6);
+  if (v >= 1e3) return fmt::format("${:.1f} k", v / 1e3);
+  return fmt::format("${:.4g}", v);
+}
+
+}  // namespace
+
+nlohmann::json prediction_with_cost_json(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost) {
+  nlohmann::json j = prediction_to_json(p);
+  j["economics"] = economics_json(economics(p, in.cluster, in.plan, in.plan.seq_len > 0 ? in.plan.seq_len : in.model.seq_len, cost));
+  j["model"] = in.model.name;
+  j["cluster"] = in.cluster.name;
+  j["plan"] = plan_to_json(in.plan);
+  return j;
+}
+
+void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost) {
   const Plan& pl = in.plan;
   const DeviceSpec& d = in.cluster.node.accelerator();
   std::string devices = fmt::format("{} x {}", p.devices, d.name);
@@ -103,6 +165,14 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p) {
     fmt::print("host memory per device (offloaded state): {} of its share {} ({:.0f}%){}\n", gib(m.host),
                gib(m.host_capacity), m.host_capacity > 0 ? 100 * m.host / m.host_capacity : 0.0,
                m.host_capacity > 0 && m.host > m.host_capacity ? "  -- DOES NOT FIT" : "");
+  const Economics e = economics(p, in.cluster, pl, pl.seq_len > 0 ? pl.seq_len : in.model.seq_len, cost);
+  fmt::print("\ncost: {} per step, {} per million tokens; {:.3g} kWh per million tokens ({:.0f} W per device{}, PUE {})\n",
+             usd(e.cost_per_step_usd), usd(e.cost_per_mtok_usd), e.energy_per_mtok_kwh, e.device_power_w,
+             e.partner_devices > 0 ? fmt::format(" with its attention partner; {} partners billed", e.partner_devices) : "",
+             cost.pue);
+  if (e.steps > 0)
+    fmt::print("to train on {} tokens: {:.0f} steps, {:.1f} days, {}, {:.1f} MWh\n", token_count(*cost.tokens), e.steps,
+               e.time_to_train_s / 86400, usd(e.cost_to_train_usd), e.energy_to_train_mwh);
 }
 
 void apply_default_job(PlanOptions& o) {
@@ -122,23 +192,22 @@ Command add_predict_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("predict", "predict one training step with the analytic model");
   auto opts = std::make_shared<PlanOptions>();
   auto json_out = std::make_shared<bool>(false);
+  auto cost_flags = std::make_shared<CostFlags>();
   add_plan_options(*cmd, *opts);
+  add_cost_options(*cmd, *cost_flags);
   cmd->add_flag("--json", *json_out, "print the Prediction as JSON");
-  return [opts, json_out]() -> int {
+  return [opts, json_out, cost_flags]() -> int {
     apply_default_job(*opts);
+    auto cost = cost_options(*cost_flags);
+    if (!cost) return input_error(cost.error().message());
     auto in = resolve_inputs(*opts);
     if (!in) return input_error(in.error().message());
     auto pred = predict(in->model, in->cluster, in->plan, in->plan_source);
     if (!pred) return input_error(pred.error().message());
-    if (*json_out) {
-      nlohmann::json j = prediction_to_json(*pred);
-      j["model"] = in->model.name;
-      j["cluster"] = in->cluster.name;
-      j["plan"] = plan_to_json(in->plan);
-      fmt::print("{}\n", j.dump(2));
-    } else {
-      print_prediction(*in, *pred);
-    }
+    if (*json_out)
+      fmt::print("{}\n", prediction_with_cost_json(*in, *pred, *cost).dump(2));
+    else
+      print_prediction(*in, *pred, *cost);
     return 0;
   };
 }

@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "app/plan_options.h"
+#include "sim/analytic/economics.h"
 #include "sim/des/simulator.h"
 #include "sim/des/trace.h"
 
@@ -20,7 +21,9 @@ Command add_simulate_command(CLI::App& app) {
   auto trace = std::make_shared<std::string>();
   auto algorithm = std::make_shared<std::string>();
   auto network = std::make_shared<std::string>("flow");
+  auto cost_flags = std::make_shared<CostFlags>();
   add_plan_options(*cmd, *opts);
+  add_cost_options(*cmd, *cost_flags);
   cmd->add_flag("--json", *json_out, "print the Prediction as JSON");
   cmd->add_flag("--full", *full, "simulate every rank instead of one per pipeline stage");
   cmd->add_option("--trace", *trace, "write a Chrome trace (opens in Perfetto) to this file");
@@ -29,6 +32,8 @@ Command add_simulate_command(CLI::App& app) {
   cmd->add_option("--algorithm", *algorithm, "force a collective algorithm: ring, tree, hierarchical, halving_doubling, in_switch");
   return [=]() -> int {
     apply_default_job(*opts);
+    auto cost = cost_options(*cost_flags);
+    if (!cost) return input_error(cost.error().message());
     auto in = resolve_inputs(*opts);
     if (!in) return input_error(in.error().message());
     SimOptions so;
@@ -55,7 +60,7 @@ Command add_simulate_command(CLI::App& app) {
       if (!s) return input_error(s.error().message());
     }
     if (*json_out) {
-      nlohmann::json j = prediction_to_json(r->prediction);
+      nlohmann::json j = prediction_with_cost_json(*in, r->prediction, *cost);
       j["engine"] = "des";
       j["symmetric"] = !r->full;
       j["simulated_ranks"] = r->simulated_ranks.size();
@@ -66,12 +71,9 @@ Command add_simulate_command(CLI::App& app) {
       for (const auto& l : r->busiest_links)
         links.push_back({{"link", l.name}, {"kind", l.kind}, {"bytes", l.bytes}, {"utilisation", l.utilisation}});
       j["busiest_links"] = links;
-      j["model"] = in->model.name;
-      j["cluster"] = in->cluster.name;
-      j["plan"] = plan_to_json(in->plan);
       fmt::print("{}\n", j.dump(2));
     } else {
-      print_prediction(*in, r->prediction);
+      print_prediction(*in, r->prediction, *cost);
       fmt::print("\nsimulated {} rank{} ({}), {} ops, {} events, {} network actions in {:.2f} s\n",
                  r->simulated_ranks.size(), r->simulated_ranks.size() == 1 ? "" : "s",
                  r->full ? "every rank" : "one per pipeline stage; siblings by symmetry", w.op_count(), r->events,

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "sim/core/status.h"
@@ -30,10 +32,23 @@ int input_error(const std::string& message);
 
 struct ResolvedInputs;
 }  // namespace foresight::app
-namespace foresight { struct Prediction; }
+namespace foresight { struct Prediction; struct CostOptions; }
 namespace foresight::app {
-// The human-readable breakdown shared by predict and simulate.
-void print_prediction(const ResolvedInputs& in, const Prediction& p);
+// The human-readable breakdown shared by predict and simulate, ending with what the step costs
+// (and, with CostOptions::tokens, the whole run).
+void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost);
+
+// --price, --pue and --tokens of predict and simulate (search has its own).
+struct CostFlags {
+  std::optional<double> price;
+  double pue = 1.2;
+  std::string tokens;
+};
+void add_cost_options(CLI::App& cmd, CostFlags& flags);
+// The flags checked: --pue below 1 or an unreadable --tokens is an error naming the option.
+Result<CostOptions> cost_options(const CostFlags& flags);
+// The Prediction as JSON with its "economics" object and the model, cluster and plan.
+nlohmann::json prediction_with_cost_json(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost);
 
 }  // namespace foresight::app
 namespace foresight { struct CompareReport; }

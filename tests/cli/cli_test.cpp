@@ -1,9 +1,11 @@
 // The command-line tool on good and bad input: a clear message and a non-zero exit, never a crash.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <ostream>
 #include <string>
@@ -41,6 +43,23 @@ TEST(Cli, PredictJsonHasThePrediction) {
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("\"step_time_s\""), std::string::npos);
   EXPECT_NE(r.output.find("\"mfu\""), std::string::npos);
+}
+
+// What a step costs, and with --tokens the whole run: steps = tokens / tokens per step, the cost
+// of each step at the given price per device-hour.
+TEST(Cli, PredictCostsTheStepAndTheRun) {
+  const CliRun r = run("predict --model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 2 --zero 1 --gb 64 --price 2 --tokens 1T --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  const auto& e = j.at("economics");
+  const double step = j.at("step_time_s").get<double>();
+  EXPECT_NEAR(e.at("cost_per_step_usd").get<double>(), 8 * 2.0 * step / 3600, 1e-9);
+  EXPECT_NEAR(e.at("steps").get<double>(), std::ceil(1e12 / (64.0 * 8192)), 0.5);
+  EXPECT_NEAR(e.at("cost_to_train_usd").get<double>(), e.at("steps").get<double>() * e.at("cost_per_step_usd").get<double>(), 1e-6);
+  const CliRun table = run("simulate --model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 2 --zero 1 --gb 64 --tokens 1T");
+  ASSERT_EQ(table.status, 0) << table.output;
+  EXPECT_NE(table.output.find("per million tokens"), std::string::npos) << table.output;
+  EXPECT_NE(table.output.find("to train on 1T tokens"), std::string::npos) << table.output;
 }
 
 TEST(Cli, HuggingFaceConfigAsModel) {
@@ -102,6 +121,9 @@ const BadCase kBadCases[] = {
     {"simulate --model tiny --gpus 8 --pp 2 --gb 12 --schedule dualpipe",
      "/schedule: dualpipe needs an even pp and an even number of micro-batches, at least 2*pp (here pp 2, 3 micro-batches)"},
     {"search --model tiny --gpus 8 --tokens 12X", "--tokens: \"12X\" is not a token count"},
+    {"predict --model tiny --gpus 8 --tokens 12X", "--tokens: \"12X\" is not a token count"},
+    {"simulate --model tiny --gpus 8 --pue 0.9", "--pue: 0.9 is below 1"},
+    {"predict --model tiny --gpus 8 --price -2", "--price: a price cannot be negative"},
     {"predict --model llama3-8b --cluster hetero-node --tp 4 --pp 2 --stage-devices h100-sxm5-80gb,tpu-v5",
      "command line: /stage_devices: \"tpu-v5\" (stage 1) is not an accelerator of node 'hetero-cpu-gpu-npu'"},
     {"sweep @BAD@no-such-sweep.json", "no-such-sweep.json: no such file"},
