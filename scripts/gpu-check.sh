@@ -193,6 +193,12 @@ if [ -n "$BENCH" ]; then
     J=$OUT_DIR/gpu_block_bench.json
     field() { grep -E "\"$1\":" "$J" | head -1 | sed -E 's/.*: *([^,]*),?$/\1/'; }
     say "gpu_block_bench: step $(field step_ms) ms, $(field achieved_tflops) TFLOP/s, MFU $(field mfu) (breakdown: $(grep breakdown_ms "$J" | sed -E 's/.*\{(.*)\}.*/\1/'))"
+    # The model's phases beside the measured ones (needs the foresight app of the CMake build).
+    APP=$(find "$BUILD" -path '*/app/foresight' -type f -perm -u+x 2>/dev/null | head -1)
+    if [ -n "$APP" ] && command -v python3 >/dev/null; then
+      timeout "$(budget 30 0)" python3 "$ROOT/bench/gpu_block_vs_model.py" --bench "$J" --binary "$APP" \
+        2>&1 | sed 's/^/[gpu-check]   /' | tee -a "$SUMMARY"
+    fi
   else
     fail "gpu_block_bench (exit $?; see gpu_block_bench.log)"
   fi
