@@ -12,7 +12,6 @@
 #include <new>
 #include <queue>
 #include <tuple>
-#include <unordered_map>
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/data_loading.h"
@@ -49,6 +48,7 @@ static_assert(kStreamCount <= 16, "the stream of the last dependency met takes 4
 struct OpInfo {
   double seconds;
   std::int32_t succ_begin, succ_end;  // range in StageInfo::succ
+  std::int32_t plan_class;            // collectives and sends: same stage, kind and bytes, same plan
   OpKind kind;
   StreamId stream;
   Phase phase;
@@ -139,21 +139,18 @@ struct Simulator::Impl {
   double now = 0;
   std::vector<NetTask> tasks;
   std::vector<int> free_tasks;
-  std::unordered_map<int, int> action_task;      // maxmin action -> task
-  struct PlanKey {
-    int stage, rank, group, op;
-    double bytes;
-    bool operator==(const PlanKey&) const = default;
+  std::vector<int> action_task;                  // maxmin action -> task, -1 if none (ids are dense)
+  // Plans of collectives and transfers, built on first use: slot plan_class * plan_width (+ in full
+  // mode the place in its stage of the group's first member, or of the sender), an index instead
+  // of a hash lookup per network op.
+  std::vector<std::unique_ptr<CollectivePlan>> plans;
+  int plan_width = 1;
+  // Full mode: members that reached a collective, by their group's first member (rank index) --
+  // (op, count), a few at a time per group.
+  struct Arrival {
+    std::int32_t op, count;
   };
-  struct PlanKeyHash {
-    std::size_t operator()(const PlanKey& k) const {
-      std::size_t h = std::hash<double>()(k.bytes);
-      for (int v : {k.stage, k.rank, k.group, k.op}) h = h * 1000003u ^ std::hash<int>()(v);
-      return h;
-    }
-  };
-  std::unordered_map<PlanKey, std::unique_ptr<CollectivePlan>, PlanKeyHash> plans;  // cache
-  std::unordered_map<std::uint64_t, int> arrivals;  // full mode: (group leader, stage op) -> count
+  std::vector<std::vector<Arrival>> arrivals;
   std::vector<int> changed;
   // Network actions were added or removed at `now`: the rates are solved once, after every event
   // at this instant (collectives that start together cost one solve, not one each).
@@ -169,26 +166,27 @@ struct Simulator::Impl {
   const StageProgram& prog(const RankState& r) const { return w.stages[r.stage]; }
 
   // ---- network ----
-  const CollectivePlan* collective_plan(int rank, int stage, GroupKind g, CollectiveOp op, double bytes) {
-    const int key_rank = opt.full ? group_leader(rank, g).first : -1;
-    const PlanKey key{stage, key_rank, static_cast<int>(g), static_cast<int>(op), bytes};
-    auto it = plans.find(key);
-    if (it != plans.end()) return it->second.get();
+  std::unique_ptr<CollectivePlan>& plan_slot(const OpInfo& oi, int key_rank) {
+    return plans[static_cast<std::size_t>(oi.plan_class) * plan_width + (opt.full ? key_rank % w.stage_ranks() : 0)];
+  }
+
+  const CollectivePlan* collective_plan(int rank, int stage, const OpInfo& oi, GroupKind g, CollectiveOp op,
+                                        double bytes) {
+    std::unique_ptr<CollectivePlan>& slot = plan_slot(oi, opt.full ? group_leader(rank, g).first : 0);
+    if (slot) return slot.get();
     std::vector<std::vector<int>> groups;
     if (opt.full) groups.push_back(w.group_members(rank, g));
     else groups = w.stage_groups(stage, g);
     for (auto& group : groups)
       for (int& r : group) r = w.devices[r];  // ranks -> devices of the topology
-    auto plan = std::make_unique<CollectivePlan>(plan_collective(*topo, op, groups, bytes, opt.algorithm, !opt.full));
-    const CollectivePlan* ptr = plan.get();
-    plans.emplace(key, std::move(plan));
-    return ptr;
+    slot = std::make_unique<CollectivePlan>(plan_collective(*topo, op, groups, bytes, opt.algorithm, !opt.full));
+    return slot.get();
   }
 
-  const CollectivePlan* transfer_plan(int src_rank, int dst_rank, int stage, int peer_stage, double bytes) {
-    const PlanKey key{stage, opt.full ? src_rank : -1, -2, peer_stage, bytes};
-    auto it = plans.find(key);
-    if (it != plans.end()) return it->second.get();
+  const CollectivePlan* transfer_plan(int src_rank, int dst_rank, int stage, const OpInfo& oi, int peer_stage,
+                                      double bytes) {
+    std::unique_ptr<CollectivePlan>& slot = plan_slot(oi, src_rank);
+    if (slot) return slot.get();
     std::vector<std::vector<int>> pairs;
     if (opt.full) {
       pairs.push_back({w.devices[src_rank], w.devices[dst_rank]});
@@ -198,11 +196,9 @@ struct Simulator::Impl {
       for (int i = 0; i < per_stage; ++i)
         pairs.push_back({w.devices[stage * per_stage + i], w.devices[peer_stage * per_stage + i]});
     }
-    auto plan = std::make_unique<CollectivePlan>(
+    slot = std::make_unique<CollectivePlan>(
         plan_collective(*topo, CollectiveOp::kSendRecv, pairs, bytes, std::nullopt, !opt.full));
-    const CollectivePlan* ptr = plan.get();
-    plans.emplace(key, std::move(plan));
-    return ptr;
+    return slot.get();
   }
 
   int new_task() {
@@ -250,14 +246,14 @@ struct Simulator::Impl {
     changed.clear();
     system.solve(&changed);
     for (int action : changed) {
-      auto it = action_task.find(action);
-      if (it == action_task.end()) continue;
-      NetTask& t = tasks[it->second];
+      const int id = action_task[action];
+      if (id < 0) continue;
+      NetTask& t = tasks[id];
       t.remaining = std::max(0.0, t.remaining - t.rate * (now - t.updated));
       t.updated = now;
       t.rate = system.rate(action);
       ++t.version;
-      if (t.rate > 0) push(now + t.remaining / t.rate, EventType::kTransferDone, it->second, 0, t.version);
+      if (t.rate > 0) push(now + t.remaining / t.rate, EventType::kTransferDone, id, 0, t.version);
     }
   }
 
@@ -272,6 +268,7 @@ struct Simulator::Impl {
     t.rate = 0;
     t.updated = now;
     t.action = system.add_action(ph.usages);
+    if (t.action >= static_cast<int>(action_task.size())) action_task.resize(t.action + 1, -1);
     action_task[t.action] = id;
     for (const Usage& u : ph.usages) link_bytes[u.resource] += u.weight * ph.bytes;
     rates_stale = true;
@@ -285,7 +282,7 @@ struct Simulator::Impl {
       return;
     }
     if (t.action < 0) return;
-    action_task.erase(t.action);
+    action_task[t.action] = -1;
     system.remove_action(t.action);
     t.action = -1;
     rates_stale = true;
@@ -399,7 +396,7 @@ struct Simulator::Impl {
         const Op& full_op = prog(r).graph()[v];
         const int peer = w.counterpart(r.rank, full_op.peer_stage);
         const int id = new_task();
-        tasks[id].plan = transfer_plan(r.rank, peer, r.stage, full_op.peer_stage, full_op.bytes);
+        tasks[id].plan = transfer_plan(r.rank, peer, r.stage, op, full_op.peer_stage, full_op.bytes);
         tasks[id].done.push_back({ri, v});
         const int pi = rank_index[peer];
         if (pi >= 0) tasks[id].signal.push_back({pi, full_op.match});
@@ -410,19 +407,22 @@ struct Simulator::Impl {
         const Op& full_op = prog(r).graph()[v];
         if (!opt.full) {
           const int id = new_task();
-          tasks[id].plan = collective_plan(r.rank, r.stage, full_op.group, full_op.collective, full_op.bytes);
+          tasks[id].plan = collective_plan(r.rank, r.stage, op, full_op.group, full_op.collective, full_op.bytes);
           tasks[id].done.push_back({ri, v});
           start_task(id);
           break;
         }
         // Full mode: the collective starts when the last member arrives.
         const auto [leader, size] = group_leader(r.rank, full_op.group);
-        const std::uint64_t key = (static_cast<std::uint64_t>(leader) << 32) | static_cast<std::uint32_t>(v);
-        if (++arrivals[key] < size) break;
-        arrivals.erase(key);
+        std::vector<Arrival>& at = arrivals[rank_index[leader]];
+        auto it = std::find_if(at.begin(), at.end(), [v](const Arrival& a) { return a.op == v; });
+        if (it == at.end()) it = at.insert(at.end(), Arrival{v, 0});
+        if (++it->count < size) break;
+        *it = at.back();
+        at.pop_back();
         const std::vector<int> members = w.group_members(r.rank, full_op.group);
         const int id = new_task();
-        tasks[id].plan = collective_plan(r.rank, r.stage, full_op.group, full_op.collective, full_op.bytes);
+        tasks[id].plan = collective_plan(r.rank, r.stage, op, full_op.group, full_op.collective, full_op.bytes);
         for (int m : members) tasks[id].done.push_back({rank_index[m], v});
         start_task(id);
         break;
@@ -484,6 +484,8 @@ Result<SimResult> Simulator::Impl::run() {
   }
   link_bytes.assign(system.resources(), 0.0);
   info.resize(w.stages.size());
+  // (stage, group kind or -1 for sends, collective or peer stage, bytes) -> OpInfo::plan_class
+  std::map<std::tuple<int, int, int, double>, std::int32_t> plan_classes;
   for (std::size_t st = 0; st < w.stages.size(); ++st) {
     const OpGraph& g = w.stages[st].graph();
     StageInfo& si = info[st];
@@ -495,7 +497,14 @@ Result<SimResult> Simulator::Impl::run() {
     si.initial.reserve(boost::num_vertices(g));
     for (auto v : boost::make_iterator_range(boost::vertices(g))) {
       const Op& op = g[v];
-      OpInfo oi{op.seconds, static_cast<std::int32_t>(si.succ.size()), 0, op.kind, op.stream, op.phase};
+      OpInfo oi{op.seconds, static_cast<std::int32_t>(si.succ.size()), 0, -1, op.kind, op.stream, op.phase};
+      if (op.kind == OpKind::kCollective || op.kind == OpKind::kSend) {
+        const auto key = op.kind == OpKind::kSend
+                             ? std::tuple(static_cast<int>(st), -1, op.peer_stage, op.bytes)
+                             : std::tuple(static_cast<int>(st), static_cast<int>(op.group),
+                                          static_cast<int>(op.collective), op.bytes);
+        oi.plan_class = plan_classes.emplace(key, static_cast<std::int32_t>(plan_classes.size())).first->second;
+      }
       for (auto e : boost::make_iterator_range(boost::out_edges(v, g)))
         si.succ.push_back(static_cast<std::int32_t>(boost::target(e, g)));
       oi.succ_end = static_cast<std::int32_t>(si.succ.size());
@@ -513,6 +522,9 @@ Result<SimResult> Simulator::Impl::run() {
   } else {
     for (int s = 0; s < w.plan.pp; ++s) simulated.push_back(w.rank_of(0, 0, 0, s));
   }
+  plan_width = opt.full ? w.stage_ranks() : 1;
+  plans.resize(plan_classes.size() * plan_width);
+  if (opt.full) arrivals.resize(simulated.size());
   std::size_t words = 0;
   for (int r : simulated) words += info[w.stage_of(r)].initial.size();
   op_state = std::make_unique<OpStateBlock>(words);
