@@ -1,5 +1,5 @@
 // The simulator's event queue: a monotone radix heap over the bit patterns of event times, popped
-// in exact (time, sequence number) order.
+// in time order, events at equal times in insertion order.
 //
 // A discrete-event simulation never schedules into the past, so the keys are monotone: every
 // pushed time is >= the time last popped. For non-negative doubles the IEEE-754 bit pattern, read
@@ -8,9 +8,12 @@
 // keys whose highest bit differing from the last popped key is bit i-1, bucket 0 the keys equal
 // to it. Push is O(1); an element moves to a lower bucket at most 64 times over its life.
 //
-// Ties: bucket 0 is kept in sequence order (refills are sorted by seq; later pushes at the same
-// time carry larger sequence numbers and are appended), so events at equal times come out in
-// insertion order and runs are deterministic -- the same order a (time, seq) binary heap gives.
+// Ties: every bucket holds its events in insertion order. A push appends. A refill empties the
+// first non-empty bucket i, when buckets 0 to i-1 are empty, into those buckets in its own order,
+// so each of them again holds a subsequence of it. Events at equal times thus come out in
+// insertion order and runs are deterministic -- the order a binary heap on (time, insertion
+// number) gives, without storing, comparing or sorting such numbers (the refills used to sort
+// bucket 0 by them: perf, 2026-11-30).
 //
 // It replaced a 4-ary heap whose sift-down, with thousands of ranks at equal times, spent most of
 // the event loop comparing sequence numbers (perf, 2026-11-29).
@@ -26,13 +29,13 @@
 
 namespace foresight {
 
-template <typename Event>  // Event has `double time` (>= 0, finite) and `std::uint64_t seq`
+template <typename Event>  // Event has `double time` (>= 0, finite)
 class EventQueue {
  public:
   bool empty() const { return size_ == 0; }
   std::size_t size() const { return size_; }
 
-  // The earliest event (smallest time, then smallest seq). Not const: it may redistribute, after
+  // The earliest event (smallest time, then first pushed). Not const: it may redistribute, after
   // which nothing earlier than it may be pushed.
   const Event& top() {
     if (head_ == buckets_[0].size()) refill();
@@ -74,7 +77,7 @@ class EventQueue {
   }
 
   // Bucket 0 is used up: the smallest key of the first non-empty bucket becomes `last_` and that
-  // bucket's events move down; those equal to it land in bucket 0, then sorted by seq.
+  // bucket's events move down, in order; those equal to it land in bucket 0.
   void refill() {
     buckets_[0].clear();
     head_ = 0;
@@ -86,9 +89,6 @@ class EventQueue {
     last_ = low;
     for (const Event& e : from) buckets_[bucket(key(e.time))].push_back(e);
     from.clear();
-    std::vector<Event>& b0 = buckets_[0];
-    if (b0.size() > 1)
-      std::sort(b0.begin(), b0.end(), [](const Event& a, const Event& b) { return a.seq < b.seq; });
   }
 
   std::array<std::vector<Event>, 65> buckets_;

@@ -25,14 +25,14 @@ namespace {
 
 enum class EventType : std::uint8_t { kOpDone, kPhaseStart, kTransferDone };
 
+// Events at equal times run in the order they were pushed (EventQueue keeps it): the run is
+// deterministic.
 struct Event {
   double time;
-  std::uint64_t seq;  // ties break in insertion order: the run is deterministic
   EventType type;
   std::int32_t a;     // rank index (kOpDone) or network task (others)
   std::int32_t b;     // op (kOpDone)
   std::uint32_t version;
-  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 
 // Per op of a simulated rank, one word: its unmet dependencies (low bits) and the stream of the
@@ -135,7 +135,7 @@ struct Simulator::Impl {
   std::vector<StageInfo> info;                   // per stage, see OpInfo
   std::vector<int> rank_index;                   // global rank -> index in `ranks`, -1 if not simulated
   EventQueue<Event> queue;
-  std::uint64_t seq = 0, events = 0, actions = 0;
+  std::uint64_t events = 0, actions = 0;
   double now = 0;
   std::vector<NetTask> tasks;
   std::vector<int> free_tasks;
@@ -160,7 +160,7 @@ struct Simulator::Impl {
   Impl(const Workload& wl, SimOptions o) : w(wl), opt(o) {}
 
   void push(double t, EventType type, int a, int b, std::uint32_t version = 0) {
-    queue.push(Event{t, seq++, type, a, b, version});
+    queue.push(Event{t, type, a, b, version});
   }
 
   const StageProgram& prog(const RankState& r) const { return w.stages[r.stage]; }
