@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -26,14 +27,15 @@ namespace {
 enum class EventType : std::uint8_t { kOpDone, kPhaseStart, kTransferDone };
 
 // Events at equal times run in the order they were pushed (EventQueue keeps it): the run is
-// deterministic.
+// deterministic. 16 bytes, the type in the top bits of `tagged`: the queue moves each event a few
+// times, and 24 bytes moved half as much again.
 struct Event {
   double time;
-  EventType type;
-  std::int32_t a;     // rank index (kOpDone) or network task (others)
-  std::int32_t b;     // op (kOpDone)
-  std::uint32_t version;
+  std::uint32_t tagged;  // type << kTypeShift | rank index (kOpDone) or network task (others)
+  std::uint32_t b;       // op (kOpDone) or version (kTransferDone)
 };
+constexpr int kTypeShift = 30;
+constexpr std::uint32_t kIndexMask = (std::uint32_t{1} << kTypeShift) - 1;
 
 // Per op of a simulated rank, one word: its unmet dependencies (low bits) and the stream of the
 // last one met (top 4 bits). One word, not two arrays: with 1,024 ranks advancing in turn their
@@ -42,6 +44,8 @@ using OpState = std::uint32_t;
 constexpr int kStreamShift = 28;
 constexpr OpState kPendingMask = (OpState{1} << kStreamShift) - 1;
 static_assert(kStreamCount <= 16, "the stream of the last dependency met takes 4 bits");
+
+constexpr int kGroupKinds = static_cast<int>(GroupKind::kExpertDp) + 1;  // the last GroupKind
 
 // What the event loop reads of an op, packed (the graph's vertices carry names, shapes and edge
 // lists): 24 bytes instead of a Boost vertex, and successors in one array per stage.
@@ -122,6 +126,8 @@ struct Simulator::Impl {
     std::vector<double> start, end;              // per op, only when recording a trace
     std::size_t done_ops = 0;
     std::array<double, kStreamCount> stream_start{};  // start of each stream's current op
+    // Full mode: group_leader() of each GroupKind (its divisions once, not per collective).
+    std::array<std::pair<int, int>, kGroupKinds> groups{};
     // The step's breakdown, accumulated as the compute stream runs: busy time by phase, and each
     // idle gap charged to what the next op waited on.
     TimeBreakdown acc;
@@ -143,7 +149,11 @@ struct Simulator::Impl {
   // Plans of collectives and transfers, built on first use: slot plan_class * plan_width (+ in full
   // mode the place in its stage of the group's first member, or of the sender), an index instead
   // of a hash lookup per network op.
-  std::vector<std::unique_ptr<CollectivePlan>> plans;
+  struct PlanSlot {
+    std::unique_ptr<CollectivePlan> plan;
+    std::vector<std::int32_t> members;  // full-mode collectives: the group's rank indexes, in order
+  };
+  std::vector<PlanSlot> plans;
   int plan_width = 1;
   // Full mode: members that reached a collective, by their group's first member (rank index) --
   // (op, count), a few at a time per group.
@@ -159,33 +169,38 @@ struct Simulator::Impl {
 
   Impl(const Workload& wl, SimOptions o) : w(wl), opt(o) {}
 
-  void push(double t, EventType type, int a, int b, std::uint32_t version = 0) {
-    queue.push(Event{t, type, a, b, version});
+  void push(double t, EventType type, int a, std::uint32_t b = 0) {
+    assert(static_cast<std::uint32_t>(a) <= kIndexMask);
+    queue.push(Event{t, static_cast<std::uint32_t>(type) << kTypeShift | static_cast<std::uint32_t>(a), b});
   }
 
   const StageProgram& prog(const RankState& r) const { return w.stages[r.stage]; }
 
   // ---- network ----
-  std::unique_ptr<CollectivePlan>& plan_slot(const OpInfo& oi, int key_rank) {
+  PlanSlot& plan_slot(const OpInfo& oi, int key_rank) {
     return plans[static_cast<std::size_t>(oi.plan_class) * plan_width + (opt.full ? key_rank % w.stage_ranks() : 0)];
   }
 
-  const CollectivePlan* collective_plan(int rank, int stage, const OpInfo& oi, GroupKind g, CollectiveOp op,
-                                        double bytes) {
-    std::unique_ptr<CollectivePlan>& slot = plan_slot(oi, opt.full ? group_leader(rank, g).first : 0);
-    if (slot) return slot.get();
+  const PlanSlot& collective_plan(const RankState& r, const OpInfo& oi, const Op& op) {
+    PlanSlot& slot = plan_slot(oi, opt.full ? r.groups[static_cast<int>(op.group)].first : 0);
+    if (slot.plan) return slot;
     std::vector<std::vector<int>> groups;
-    if (opt.full) groups.push_back(w.group_members(rank, g));
-    else groups = w.stage_groups(stage, g);
+    if (opt.full) {
+      groups.push_back(w.group_members(r.rank, op.group));
+      for (int m : groups[0]) slot.members.push_back(rank_index[m]);
+    } else {
+      groups = w.stage_groups(r.stage, op.group);
+    }
     for (auto& group : groups)
-      for (int& r : group) r = w.devices[r];  // ranks -> devices of the topology
-    slot = std::make_unique<CollectivePlan>(plan_collective(*topo, op, groups, bytes, opt.algorithm, !opt.full));
-    return slot.get();
+      for (int& m : group) m = w.devices[m];  // ranks -> devices of the topology
+    slot.plan = std::make_unique<CollectivePlan>(
+        plan_collective(*topo, op.collective, groups, op.bytes, opt.algorithm, !opt.full));
+    return slot;
   }
 
   const CollectivePlan* transfer_plan(int src_rank, int dst_rank, int stage, const OpInfo& oi, int peer_stage,
                                       double bytes) {
-    std::unique_ptr<CollectivePlan>& slot = plan_slot(oi, src_rank);
+    std::unique_ptr<CollectivePlan>& slot = plan_slot(oi, src_rank).plan;
     if (slot) return slot.get();
     std::vector<std::vector<int>> pairs;
     if (opt.full) {
@@ -235,10 +250,10 @@ struct Simulator::Impl {
       // Alpha-beta: the plan's isolated time, no sharing with other traffic.
       t.phase = t.plan->phases.size();
       ++t.version;
-      push(now + isolated_time(system, *t.plan), EventType::kTransferDone, id, 0, t.version);
+      push(now + isolated_time(system, *t.plan), EventType::kTransferDone, id, t.version);
       return;
     }
-    push(now + t.plan->phases[0].latency_s, EventType::kPhaseStart, id, 0);
+    push(now + t.plan->phases[0].latency_s, EventType::kPhaseStart, id);
   }
 
   // Brings every changed action's remaining bytes to `now` and reschedules its completion.
@@ -253,7 +268,7 @@ struct Simulator::Impl {
       t.updated = now;
       t.rate = system.rate(action);
       ++t.version;
-      if (t.rate > 0) push(now + t.remaining / t.rate, EventType::kTransferDone, id, 0, t.version);
+      if (t.rate > 0) push(now + t.remaining / t.rate, EventType::kTransferDone, id, t.version);
     }
   }
 
@@ -293,7 +308,7 @@ struct Simulator::Impl {
     NetTask& t = tasks[id];
     ++t.phase;
     if (t.phase < t.plan->phases.size()) {
-      push(now + t.plan->phases[t.phase].latency_s, EventType::kPhaseStart, id, 0);
+      push(now + t.plan->phases[t.phase].latency_s, EventType::kPhaseStart, id);
     } else {
       finish_task(id);
     }
@@ -390,7 +405,8 @@ struct Simulator::Impl {
       case OpKind::kCompute:
       case OpKind::kCopy:  // the copy engine's time over the host link
       case OpKind::kRecv:  // a recv's data has arrived by the time it is issued
-        push(now + (op.kind == OpKind::kRecv ? 0.0 : op.seconds), EventType::kOpDone, ri, v);
+        push(now + (op.kind == OpKind::kRecv ? 0.0 : op.seconds), EventType::kOpDone, ri,
+             static_cast<std::uint32_t>(v));
         break;
       case OpKind::kSend: {
         const Op& full_op = prog(r).graph()[v];
@@ -407,23 +423,23 @@ struct Simulator::Impl {
         const Op& full_op = prog(r).graph()[v];
         if (!opt.full) {
           const int id = new_task();
-          tasks[id].plan = collective_plan(r.rank, r.stage, op, full_op.group, full_op.collective, full_op.bytes);
+          tasks[id].plan = collective_plan(r, op, full_op).plan.get();
           tasks[id].done.push_back({ri, v});
           start_task(id);
           break;
         }
         // Full mode: the collective starts when the last member arrives.
-        const auto [leader, size] = group_leader(r.rank, full_op.group);
+        const auto [leader, size] = r.groups[static_cast<int>(full_op.group)];
         std::vector<Arrival>& at = arrivals[rank_index[leader]];
         auto it = std::find_if(at.begin(), at.end(), [v](const Arrival& a) { return a.op == v; });
         if (it == at.end()) it = at.insert(at.end(), Arrival{v, 0});
         if (++it->count < size) break;
         *it = at.back();
         at.pop_back();
-        const std::vector<int> members = w.group_members(r.rank, full_op.group);
         const int id = new_task();
-        tasks[id].plan = collective_plan(r.rank, r.stage, op, full_op.group, full_op.collective, full_op.bytes);
-        for (int m : members) tasks[id].done.push_back({rank_index[m], v});
+        const PlanSlot& slot = collective_plan(r, op, full_op);
+        tasks[id].plan = slot.plan.get();
+        for (std::int32_t m : slot.members) tasks[id].done.push_back({m, v});
         start_task(id);
         break;
       }
@@ -534,6 +550,8 @@ Result<SimResult> Simulator::Impl::run() {
     RankState st;
     st.rank = r;
     st.stage = w.stage_of(r);
+    if (opt.full)
+      for (int g = 0; g < kGroupKinds; ++g) st.groups[g] = group_leader(r, static_cast<GroupKind>(g));
     const std::vector<OpState>& initial = info[st.stage].initial;
     st.state = next_state;
     next_state = std::copy(initial.begin(), initial.end(), next_state);
@@ -557,10 +575,11 @@ Result<SimResult> Simulator::Impl::run() {
     queue.pop();
     now = e.time;
     ++events;
-    switch (e.type) {
-      case EventType::kOpDone: op_done(e.a, e.b); break;
-      case EventType::kPhaseStart: phase_start(e.a); break;
-      case EventType::kTransferDone: transfer_done(e.a, e.version); break;
+    const int a = static_cast<int>(e.tagged & kIndexMask);
+    switch (static_cast<EventType>(e.tagged >> kTypeShift)) {
+      case EventType::kOpDone: op_done(a, static_cast<int>(e.b)); break;
+      case EventType::kPhaseStart: phase_start(a); break;
+      case EventType::kTransferDone: transfer_done(a, e.b); break;
     }
   }
 
