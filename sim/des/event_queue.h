@@ -32,6 +32,8 @@ namespace foresight {
 template <typename Event>  // Event has `double time` (>= 0, finite)
 class EventQueue {
  public:
+  EventQueue() { low_.fill(kNoKey); }
+
   bool empty() const { return size_ == 0; }
   std::size_t size() const { return size_; }
 
@@ -46,17 +48,13 @@ class EventQueue {
   // time >= the last popped one (top() and pop() advance that bound to the earliest event).
   double next_time() const {
     if (head_ < buckets_[0].size()) return buckets_[0][head_].time;
-    std::size_t i = 1;
-    while (buckets_[i].empty()) ++i;  // callers check empty() first
-    double t = buckets_[i].front().time;
-    for (const Event& e : buckets_[i]) t = std::min(t, e.time);
-    return t;
+    return std::bit_cast<double>(low_[first_used()]);  // callers check empty() first
   }
 
   void push(const Event& e) {
     const std::uint64_t k = key(e.time);
     assert(k >= last_ && "events are never scheduled before the last popped time");
-    buckets_[bucket(k)].push_back(e);
+    place(e, k);
     ++size_;
   }
 
@@ -75,23 +73,36 @@ class EventQueue {
   std::size_t bucket(std::uint64_t k) const {
     return k == last_ ? 0 : static_cast<std::size_t>(64 - std::countl_zero(k ^ last_));
   }
+  void place(const Event& e, std::uint64_t k) {
+    const std::size_t b = bucket(k);
+    buckets_[b].push_back(e);
+    if (b == 0) return;
+    low_[b] = std::min(low_[b], k);
+    used_ |= std::uint64_t{1} << (b - 1);
+  }
+  std::size_t first_used() const { return static_cast<std::size_t>(std::countr_zero(used_)) + 1; }
 
   // Bucket 0 is used up: the smallest key of the first non-empty bucket becomes `last_` and that
   // bucket's events move down, in order; those equal to it land in bucket 0.
   void refill() {
     buckets_[0].clear();
     head_ = 0;
-    std::size_t i = 1;
-    while (buckets_[i].empty()) ++i;  // callers check empty() first
+    const std::size_t i = first_used();  // callers check empty() first
     std::vector<Event>& from = buckets_[i];
-    std::uint64_t low = key(from.front().time);
-    for (const Event& e : from) low = std::min(low, key(e.time));
-    last_ = low;
-    for (const Event& e : from) buckets_[bucket(key(e.time))].push_back(e);
+    last_ = low_[i];
+    low_[i] = kNoKey;
+    used_ &= ~(std::uint64_t{1} << (i - 1));
+    for (const Event& e : from) place(e, key(e.time));
     from.clear();
   }
 
+  static constexpr std::uint64_t kNoKey = ~std::uint64_t{0};
   std::array<std::vector<Event>, 65> buckets_;
+  // Buckets 1 to 64: the smallest key of each (kNoKey if empty), and which are not empty (bit
+  // i-1 for bucket i). A refill then moves a bucket in one pass, without first scanning it for
+  // its minimum, and next_time() scans nothing (perf, 2026-11-30: a third of the queue's time).
+  std::array<std::uint64_t, 65> low_;
+  std::uint64_t used_ = 0;
   std::size_t head_ = 0;  // next event of bucket 0
   std::size_t size_ = 0;
   std::uint64_t last_ = 0;
