@@ -13,7 +13,7 @@ int MaxMinSystem::add_resource(double capacity) {
   return static_cast<int>(resources_.size()) - 1;
 }
 
-int MaxMinSystem::add_action(std::vector<Usage> usages, double bound) {
+int MaxMinSystem::add_action(const std::vector<Usage>& usages, double bound) {
   int id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -23,7 +23,7 @@ int MaxMinSystem::add_action(std::vector<Usage> usages, double bound) {
     actions_.emplace_back();
   }
   Action& a = actions_[id];
-  a.usages = std::move(usages);
+  a.usages.assign(usages.begin(), usages.end());
   a.rate = 0;
   a.bound = bound;
   a.active = true;

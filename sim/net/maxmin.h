@@ -33,8 +33,9 @@ class MaxMinSystem {
   double capacity(int resource) const { return resources_[resource].capacity; }
   int resources() const { return static_cast<int>(resources_.size()); }
 
-  // Adds an active action; `bound` caps its rate. Returns its id (ids of removed actions are reused).
-  int add_action(std::vector<Usage> usages, double bound = std::numeric_limits<double>::infinity());
+  // Adds an active action; `bound` caps its rate. Returns its id (ids of removed actions are reused,
+  // with their usage lists' storage: no allocation per action in a long simulation).
+  int add_action(const std::vector<Usage>& usages, double bound = std::numeric_limits<double>::infinity());
   void remove_action(int id);
   double rate(int id) const { return actions_[id].rate; }
   const std::vector<Usage>& usages(int id) const { return actions_[id].usages; }
