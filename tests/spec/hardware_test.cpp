@@ -101,9 +101,9 @@ TEST(Hardware, SmallMessageProtocolRoundTripsAndNamesItsFields) {
   auto fails_at = [&](const std::string& from, const std::string& to, const std::string& pointer) {
     std::string t = text;
     t.replace(t.find(from), from.size(), to);
-    auto doc = parse_json_text(t, "c.json");
-    ASSERT_TRUE(doc.ok());
-    auto bad = cluster_from_json(*doc, "c.json");
+    auto edited = parse_json_text(t, "c.json");
+    ASSERT_TRUE(edited.ok());
+    auto bad = cluster_from_json(*edited, "c.json");
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.error().message().find(pointer), std::string::npos) << bad.error().message();
   };
