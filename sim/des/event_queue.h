@@ -4,16 +4,19 @@
 // A discrete-event simulation never schedules into the past, so the keys are monotone: every
 // pushed time is >= the time last popped. For non-negative doubles the IEEE-754 bit pattern, read
 // as an unsigned integer, orders like the value, so a radix heap applies (Ahuja, Mehlhorn, Orlin
-// and Tarjan, "Faster algorithms for the shortest path problem", JACM 1990): bucket i > 0 holds
-// keys whose highest bit differing from the last popped key is bit i-1, bucket 0 the keys equal
-// to it. Push is O(1); an element moves to a lower bucket at most 64 times over its life.
+// and Tarjan, "Faster algorithms for the shortest path problem", JACM 1990), here with digits of
+// kDigitBits bits: a key other than the last popped one goes to the bucket of (the highest digit
+// in which they differ, the key's value of that digit); bucket 0 holds the keys equal to it.
+// Bucket numbers order like the keys they hold. Push is O(1); an element moves to a lower bucket
+// at most 64 / kDigitBits times over its life. Binary digits (64 levels of one bucket) moved each
+// event 4.2 times on average in the GPT-3 1,024-rank step (perf, 2026-11-30): a sixth of the run.
 //
 // Ties: every bucket holds its events in insertion order. A push appends. A refill empties the
 // first non-empty bucket i, when buckets 0 to i-1 are empty, into those buckets in its own order,
-// so each of them again holds a subsequence of it. Events at equal times thus come out in
-// insertion order and runs are deterministic -- the order a binary heap on (time, insertion
-// number) gives, without storing, comparing or sorting such numbers (the refills used to sort
-// bucket 0 by them: perf, 2026-11-30).
+// so each of them again holds a subsequence of it; equal keys always share a bucket. Events at
+// equal times thus come out in insertion order and runs are deterministic -- the order a binary
+// heap on (time, insertion number) gives, without storing, comparing or sorting such numbers (the
+// refills used to sort bucket 0 by them: perf, 2026-11-30).
 //
 // It replaced a 4-ary heap whose sift-down, with thousands of ranks at equal times, spent most of
 // the event loop comparing sequence numbers (perf, 2026-11-29).
@@ -69,18 +72,33 @@ class EventQueue {
   }
 
  private:
+  // 4-bit digits: 16 levels of 16 buckets. 8-bit digits (8 levels of 256 buckets, 48 KiB of
+  // bucket headers) were 4% slower on the GPT-3 step (des_bench, 2026-11-30).
+  static constexpr int kDigitBits = 4;
+  static constexpr std::size_t kRadix = std::size_t{1} << kDigitBits;
+  static constexpr std::size_t kBuckets = 64 / kDigitBits * kRadix;
+  static constexpr std::size_t kWords = kBuckets / 64;  // of the non-empty mask
+  static_assert(64 % kDigitBits == 0 && kWords >= 1 && kWords <= 64);
+
   static std::uint64_t key(double t) { return std::bit_cast<std::uint64_t>(t + 0.0); }  // -0 -> +0
-  std::size_t bucket(std::uint64_t k) const {
-    return k == last_ ? 0 : static_cast<std::size_t>(64 - std::countl_zero(k ^ last_));
-  }
   void place(const Event& e, std::uint64_t k) {
-    const std::size_t b = bucket(k);
+    if (k == last_) {
+      buckets_[0].push_back(e);
+      return;
+    }
+    // The key's digit at the highest differing level exceeds the last key's, so at level 0 it is
+    // at least 1: bucket 0 stays the bucket of equal keys.
+    const int level = (63 - std::countl_zero(k ^ last_)) / kDigitBits;
+    const std::size_t b = static_cast<std::size_t>(level) * kRadix + ((k >> (level * kDigitBits)) & (kRadix - 1));
     buckets_[b].push_back(e);
-    if (b == 0) return;
     low_[b] = std::min(low_[b], k);
-    used_ |= std::uint64_t{1} << (b - 1);
+    used_[b / 64] |= std::uint64_t{1} << (b % 64);
+    words_ |= std::uint64_t{1} << (b / 64);
   }
-  std::size_t first_used() const { return static_cast<std::size_t>(std::countr_zero(used_)) + 1; }
+  std::size_t first_used() const {
+    const std::size_t w = static_cast<std::size_t>(std::countr_zero(words_));
+    return w * 64 + static_cast<std::size_t>(std::countr_zero(used_[w]));
+  }
 
   // Bucket 0 is used up: the smallest key of the first non-empty bucket becomes `last_` and that
   // bucket's events move down, in order; those equal to it land in bucket 0.
@@ -91,18 +109,21 @@ class EventQueue {
     std::vector<Event>& from = buckets_[i];
     last_ = low_[i];
     low_[i] = kNoKey;
-    used_ &= ~(std::uint64_t{1} << (i - 1));
+    used_[i / 64] &= ~(std::uint64_t{1} << (i % 64));
+    if (used_[i / 64] == 0) words_ &= ~(std::uint64_t{1} << (i / 64));
     for (const Event& e : from) place(e, key(e.time));
     from.clear();
   }
 
   static constexpr std::uint64_t kNoKey = ~std::uint64_t{0};
-  std::array<std::vector<Event>, 65> buckets_;
-  // Buckets 1 to 64: the smallest key of each (kNoKey if empty), and which are not empty (bit
-  // i-1 for bucket i). A refill then moves a bucket in one pass, without first scanning it for
-  // its minimum, and next_time() scans nothing (perf, 2026-11-30: a third of the queue's time).
-  std::array<std::uint64_t, 65> low_;
-  std::uint64_t used_ = 0;
+  std::array<std::vector<Event>, kBuckets> buckets_;
+  // The smallest key of each bucket but 0 (kNoKey if empty), which are not empty (bit b % 64 of
+  // word b / 64 for bucket b) and which words of that mask are not zero. A refill then moves a
+  // bucket in one pass, without first scanning it for its minimum, and next_time() scans nothing
+  // (perf, 2026-11-30: a third of the queue's time).
+  std::array<std::uint64_t, kBuckets> low_;
+  std::array<std::uint64_t, kWords> used_{};
+  std::uint64_t words_ = 0;
   std::size_t head_ = 0;  // next event of bucket 0
   std::size_t size_ = 0;
   std::uint64_t last_ = 0;

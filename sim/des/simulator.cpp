@@ -44,6 +44,7 @@ using OpState = std::uint32_t;
 constexpr int kStreamShift = 28;
 constexpr OpState kPendingMask = (OpState{1} << kStreamShift) - 1;
 static_assert(kStreamCount <= 16, "the stream of the last dependency met takes 4 bits");
+constexpr int kSuccShift = 4;  // op counts are below 2^28 (kPendingMask), so op << 4 fits
 
 constexpr int kGroupKinds = static_cast<int>(GroupKind::kExpertDp) + 1;  // the last GroupKind
 
@@ -59,7 +60,9 @@ struct OpInfo {
 };
 struct StageInfo {
   std::vector<OpInfo> ops;
-  std::vector<std::int32_t> succ;
+  // Each successor's op << kSuccShift | its stream: meeting a dependency then reads no OpInfo to
+  // find the stream to issue on (a cache miss per dependency with 1,024 ranks in turn).
+  std::vector<std::uint32_t> succ;
   std::vector<OpState> initial;  // each rank's state of each op before the step
 };
 
@@ -324,7 +327,8 @@ struct Simulator::Impl {
     }
     for (std::size_t i = 0; i < tasks[id].signal.size(); ++i) {
       const Waiter wt = tasks[id].signal[i];
-      dependency_met(wt.rank_index, wt.op, StreamId::kPp);
+      const RankState& r = ranks[wt.rank_index];
+      dependency_met(wt.rank_index, wt.op, info[r.stage].ops[wt.op].stream, StreamId::kPp);
     }
     free_tasks.push_back(id);
   }
@@ -348,11 +352,10 @@ struct Simulator::Impl {
   }
 
   // ---- ranks and streams ----
-  void dependency_met(int ri, int op, StreamId from) {
-    RankState& r = ranks[ri];
-    OpState& s = r.state[op];
+  void dependency_met(int ri, int op, StreamId stream, StreamId from) {
+    OpState& s = ranks[ri].state[op];
     s = ((s & kPendingMask) - 1) | static_cast<OpState>(from) << kStreamShift;
-    if ((s & kPendingMask) == 0) try_issue(ri, info[r.stage].ops[op].stream);
+    if ((s & kPendingMask) == 0) try_issue(ri, stream);
   }
 
   void try_issue(int ri, StreamId stream) {
@@ -469,7 +472,9 @@ struct Simulator::Impl {
     }
     r.busy[s] = false;
     const StreamId stream = op.stream;  // `op` is not touched after the dependents start
-    for (std::int32_t i = op.succ_begin; i < op.succ_end; ++i) dependency_met(ri, si.succ[i], stream);
+    for (std::int32_t i = op.succ_begin; i < op.succ_end; ++i)
+      dependency_met(ri, static_cast<int>(si.succ[i] >> kSuccShift),
+                     static_cast<StreamId>(si.succ[i] & ((1u << kSuccShift) - 1)), stream);
     try_issue(ri, stream);
   }
 
@@ -521,8 +526,10 @@ Result<SimResult> Simulator::Impl::run() {
                                           static_cast<int>(op.collective), op.bytes);
         oi.plan_class = plan_classes.emplace(key, static_cast<std::int32_t>(plan_classes.size())).first->second;
       }
-      for (auto e : boost::make_iterator_range(boost::out_edges(v, g)))
-        si.succ.push_back(static_cast<std::int32_t>(boost::target(e, g)));
+      for (auto e : boost::make_iterator_range(boost::out_edges(v, g))) {
+        const auto to = boost::target(e, g);
+        si.succ.push_back(static_cast<std::uint32_t>(to) << kSuccShift | static_cast<std::uint32_t>(g[to].stream));
+      }
       oi.succ_end = static_cast<std::int32_t>(si.succ.size());
       si.ops.push_back(oi);
       // A recv also waits for the matching send; no dependency met yet: the compute stream.

@@ -10,6 +10,7 @@ int MaxMinSystem::add_resource(double capacity) {
   resources_.push_back(Resource{capacity, {}, false, 0});
   remaining_.push_back(0);
   weight_sum_.push_back(0);
+  share_.push_back(0);
   return static_cast<int>(resources_.size()) - 1;
 }
 
@@ -112,10 +113,14 @@ void MaxMinSystem::solve(std::vector<int>* changed) {
       if (a.fixed) continue;
       for (const Usage& u : a.usages) weight_sum_[u.resource] += u.weight;
     }
-    // The tightest resource, or the tightest action bound, decides the next level.
+    // The tightest resource, or the tightest action bound, decides the next level. Each share is
+    // kept for the saturation test below, which divided again per usage (the same quotient).
     double level = std::numeric_limits<double>::infinity();
-    for (int r : comp_resources_)
-      if (weight_sum_[r] > 0) level = std::min(level, std::max(0.0, remaining_[r]) / weight_sum_[r]);
+    for (int r : comp_resources_) {
+      share_[r] = weight_sum_[r] > 0 ? std::max(0.0, remaining_[r]) / weight_sum_[r]
+                                     : std::numeric_limits<double>::infinity();
+      level = std::min(level, share_[r]);
+    }
     for (int id : comp_actions_)
       if (!actions_[id].fixed) level = std::min(level, actions_[id].bound);
     if (!std::isfinite(level)) level = 0;  // nothing constrains: cannot happen with usages
@@ -127,8 +132,7 @@ void MaxMinSystem::solve(std::vector<int>* changed) {
       if (a.fixed) continue;
       bool saturated = a.bound <= level + eps;
       for (const Usage& u : a.usages) {
-        const int r = u.resource;
-        if (weight_sum_[r] > 0 && std::max(0.0, remaining_[r]) / weight_sum_[r] <= level + eps) { saturated = true; break; }
+        if (share_[u.resource] <= level + eps) { saturated = true; break; }
       }
       if (!saturated) continue;
       stack_.push_back(id);

@@ -69,7 +69,7 @@ class MaxMinSystem {
   int stamp_ = 0;
   // Scratch space reused across solves.
   std::vector<int> comp_actions_, comp_resources_, stack_;
-  std::vector<double> remaining_, weight_sum_, old_rates_;
+  std::vector<double> remaining_, weight_sum_, share_, old_rates_;  // share_: remaining / weight sum
 };
 
 }  // namespace foresight
