@@ -93,7 +93,8 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (!p.stage_tp.empty()) return bad("stage_tp", "per-stage tensor-parallel degrees");
   if (!(p.data == DataLoading{})) return bad("data", "a data-loading model (it trains on synthetic batches made in the loop)");
   if (!p.attention_device.empty()) return bad("attention_device", "attention on another device");
-  if (p.rank_order != Plan{}.rank_order || p.node_order != Plan{}.node_order)
+  static const Plan defaults;
+  if (p.rank_order != defaults.rank_order || p.node_order != defaults.node_order)
     return bad("rank_order", "a rank order or node order of its own");
   if (!p.kernel_fusion && !p.flash_attention)
     return bad("kernel_fusion", "the unfused scale, mask and softmax chain (unfused plans run with flash attention)");
