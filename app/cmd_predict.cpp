@@ -77,11 +77,16 @@ std::string usd(double v) {
   return fmt::format("${:.4g}", v);
 }
 
+// What the step (and the run, with CostOptions::tokens) costs, at the plan's sequence length.
+Economics step_economics(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost) {
+  return economics(p, in.cluster, in.plan, in.plan.seq_len > 0 ? in.plan.seq_len : in.model.seq_len, cost);
+}
+
 }  // namespace
 
 nlohmann::json prediction_with_cost_json(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost) {
   nlohmann::json j = prediction_to_json(p);
-  j["economics"] = economics_json(economics(p, in.cluster, in.plan, in.plan.seq_len > 0 ? in.plan.seq_len : in.model.seq_len, cost));
+  j["economics"] = economics_json(step_economics(in, p, cost));
   j["model"] = in.model.name;
   j["cluster"] = in.cluster.name;
   j["plan"] = plan_to_json(in.plan);
@@ -165,7 +170,7 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostO
     fmt::print("host memory per device (offloaded state): {} of its share {} ({:.0f}%){}\n", gib(m.host),
                gib(m.host_capacity), m.host_capacity > 0 ? 100 * m.host / m.host_capacity : 0.0,
                m.host_capacity > 0 && m.host > m.host_capacity ? "  -- DOES NOT FIT" : "");
-  const Economics e = economics(p, in.cluster, pl, pl.seq_len > 0 ? pl.seq_len : in.model.seq_len, cost);
+  const Economics e = step_economics(in, p, cost);
   fmt::print("\ncost: {} per step, {} per million tokens; {:.3g} kWh per million tokens ({:.0f} W per device{}, PUE {})\n",
              usd(e.cost_per_step_usd), usd(e.cost_per_mtok_usd), e.energy_per_mtok_kwh, e.device_power_w,
              e.partner_devices > 0 ? fmt::format(" with its attention partner; {} partners billed", e.partner_devices) : "",
