@@ -123,10 +123,15 @@ Command add_run_command(CLI::App& app) {
       runtime::Comm::finalize();
       return code;
     };
-    if (o->backend == "cuda")
-      return input_fail(std::string("--backend cuda: ") +
-                        (FORESIGHT_HAVE_CUDA ? "the CUDA backend of the runtime is not implemented yet; use --backend cpu"
-                                             : "this build has no CUDA (configure on a machine with the CUDA toolkit)"));
+    // One GPU per rank: the launcher's local rank picks it on a multi-GPU node.
+    int local_rank = rank;
+    for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+      if (const char* v = std::getenv(var)) {
+        local_rank = std::atoi(v);
+        break;
+      }
+    auto backend = runtime::make_backend(o->backend, local_rank);
+    if (!backend) return input_fail("--backend " + o->backend + ": " + backend.error().message());
     if (o->resume && o->checkpoint_dir.empty()) return input_fail("--resume needs --checkpoint-dir");
     PlanOptions po = o->plan;
     // The CPU backend computes in fp32: unless the user asked for a precision, the plan says so,
@@ -182,7 +187,7 @@ Command add_run_command(CLI::App& app) {
         (o->algorithms.loss_scale_alpha != none.loss_scale_alpha || o->algorithms.grad_decay != none.grad_decay))
       return input_fail("--checkpoint-dir: the loss window and decayed gradients are not saved in checkpoints yet; "
                         "run --loss-scale-alpha and --grad-decay without checkpoints");
-    auto trainer = runtime::Trainer::create(*w, world, ro);
+    auto trainer = runtime::Trainer::create(*w, world, ro, std::move(*backend));
     if (!trainer) return input_fail(trainer.error().message());
     runtime::Trainer& t = **trainer;
     if (o->resume) {
@@ -205,13 +210,17 @@ Command add_run_command(CLI::App& app) {
                  in->model.name, in->model.total_params() / 1e6, world.size(), in->plan.tp, in->plan.pp, in->plan.dp,
                  in->plan.micro_batches(), in->plan.micro_batch, in->plan.seq_len > 0 ? in->plan.seq_len : in->model.seq_len,
                  to_string(in->plan.schedule), in->plan.zero_stage, to_string(in->plan.recompute));
-      fmt::print("backend cpu (Eigen {}.{}.{} GEMMs, fp32{}); MPI {}\n", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
-                 EIGEN_MINOR_VERSION,
-                 in->plan.precision == Precision::kFp32 ? ""
-                 : in->plan.precision == Precision::kFp16
-                     ? "; fp16 dynamic loss scaling with fp16's range"
-                     : "; the plan's " + to_string(in->plan.precision) + " applies on GPUs",
-                 FORESIGHT_HAVE_MPI ? "yes" : "no (one rank)");
+      const bool cpu = t.backend().name() == "cpu";
+      const std::string precision_note =
+          in->plan.precision == Precision::kFp32   ? ""
+          : in->plan.precision == Precision::kFp16 ? "; fp16 dynamic loss scaling with fp16's range"
+          : cpu ? "; the plan's " + to_string(in->plan.precision) + " applies on GPUs"
+                : "; the plan's " + to_string(in->plan.precision) + " runs as fp32 tensors with TF32 GEMMs";
+      fmt::print("backend {}{}; MPI {}\n",
+                 cpu ? fmt::format("cpu (Eigen {}.{}.{} GEMMs, fp32)", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
+                                   EIGEN_MINOR_VERSION)
+                     : t.backend().describe(),
+                 precision_note, FORESIGHT_HAVE_MPI ? "yes" : "no (one rank)");
     }
     std::vector<runtime::StepStats> history;
     const int first = t.steps_done() + 1;
@@ -289,8 +298,10 @@ Command add_run_command(CLI::App& app) {
                    history.back().dp_grad_bytes / 1e6, graph_bytes / 1e6);
       char host[256] = {0};
       gethostname(host, sizeof host - 1);
-      const nlohmann::json extra = {{"backend", "cpu"},
-                                    {"compute_precision", "fp32"},
+      const bool tf32 = t.backend().name() != "cpu" && in->plan.precision != Precision::kFp32;
+      const nlohmann::json extra = {{"backend", t.backend().name()},
+                                    {"device", t.backend().describe()},
+                                    {"compute_precision", tf32 ? "fp32, TF32 GEMMs" : "fp32"},
                                     {"host", host},
                                     {"ranks", world.size()},
                                     {"measured_step_s", history.back().seconds},

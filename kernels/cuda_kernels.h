@@ -127,6 +127,14 @@ void crossentropy_forward(float* losses, const float* logits, const int* targets
 // dlogits may alias logits.
 void crossentropy_backward(float* dlogits, const float* logits, const int* targets, float dloss, int rows,
                            int vocab, cudaStream_t stream);
+// The vocabulary-parallel cross-entropy's pieces on this rank's slice of the vocabulary.
+void softmax_row_stats(float* row_max, float* row_sum, float* exps, const float* logits, int rows, int cols,
+                       cudaStream_t stream);
+void target_logits(float* out, const float* logits, const int* targets, int first, int rows, int cols,
+                   cudaStream_t stream);
+void add_at_targets(float* x, const int* targets, int first, int rows, int cols, float value, cudaStream_t stream);
+// scale: device, one factor per row.
+void scale_rows(float* x, const float* scale, int rows, int cols, cudaStream_t stream);
 
 // --- optimizer and mixed precision (kernels/adamw.cu) ----------------------------------------------
 // fp32 master weights and moments; gradients fp32 or bf16.

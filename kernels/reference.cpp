@@ -383,6 +383,40 @@ void crossentropy_backward_cpu(float* dlogits, const float* logits, const int* t
   }
 }
 
+void target_logits_cpu(float* out, const float* logits, const int* targets, int first, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    const int t = targets[r] - first;
+    out[r] = t >= 0 && t < cols ? logits[static_cast<std::size_t>(r) * cols + t] : -std::numeric_limits<float>::infinity();
+  }
+}
+
+void softmax_row_stats_cpu(float* row_max, float* row_sum, float* exps, const float* logits, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    const float* l = logits + static_cast<std::size_t>(r) * cols;
+    float* e = exps + static_cast<std::size_t>(r) * cols;
+    const float mx = *std::max_element(l, l + cols);
+    double sum = 0;
+    for (int c = 0; c < cols; ++c) {
+      e[c] = std::exp(l[c] - mx);
+      sum += e[c];
+    }
+    row_max[r] = mx;
+    row_sum[r] = static_cast<float>(sum);
+  }
+}
+
+void scale_rows_cpu(float* x, const float* scale, int rows, int cols) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) x[static_cast<std::size_t>(r) * cols + c] *= scale[r];
+}
+
+void add_at_targets_cpu(float* x, const int* targets, int first, int rows, int cols, float value) {
+  for (int r = 0; r < rows; ++r) {
+    const int t = targets[r] - first;
+    if (t >= 0 && t < cols) x[static_cast<std::size_t>(r) * cols + t] += value;
+  }
+}
+
 void adamw_cpu(float* params, float* m, float* v, const float* grads, std::size_t n, const AdamWConfig& c, int step,
                float grad_scale) {
   const float bc1 = 1.0f - std::pow(c.beta1, static_cast<float>(step));

@@ -95,6 +95,16 @@ void crossentropy_forward_cpu(float* losses, const float* logits, const int* tar
 void crossentropy_backward_cpu(float* dlogits, const float* logits, const int* targets, float dloss, int rows,
                                int vocab);
 
+// The vocabulary-parallel cross-entropy's gathers on a slice [first, first + cols) of the
+// vocabulary: out[r] = logits[r, targets[r] - first] where this slice holds the target, else
+// -infinity; and x[r, targets[r] - first] += value where it holds it.
+void target_logits_cpu(float* out, const float* logits, const int* targets, int first, int rows, int cols);
+// Each row's maximum m and sum of exp(logit - m), the exponentials written to `exps`; and
+// x[r, :] *= scale[r].
+void softmax_row_stats_cpu(float* row_max, float* row_sum, float* exps, const float* logits, int rows, int cols);
+void scale_rows_cpu(float* x, const float* scale, int rows, int cols);
+void add_at_targets_cpu(float* x, const int* targets, int first, int rows, int cols, float value);
+
 // --- optimizer and mixed precision ----------------------------------------------------------------
 struct AdamWConfig {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;

@@ -1,6 +1,7 @@
 // The op interpreter: each vertex of the rank's stage program becomes an action on real tensors.
 #include "runtime/trainer.h"
 
+#include "runtime/algorithms.h"
 #include "runtime/cpu_fast.h"
 #include "runtime/grad_compression.h"
 #include "runtime/hash.h"
@@ -23,17 +24,9 @@ namespace foresight::runtime {
 
 namespace {
 
-using Vec = Buffer;
+using Vec = DeviceBuffer;
 
-void gemm_forward(Vec& out, const Vec& in, const float* w, int rows, int k, int n) {
-  out.resize(static_cast<std::size_t>(rows) * n);
-  runtime::gemm_forward(out.data(), in.data(), w, rows, k, n);
-}
-void gemm_backward(Vec& din, float* dw, const Vec& dout, const Vec& in, const float* w, int rows, int k, int n) {
-  din.resize(static_cast<std::size_t>(rows) * k);
-  runtime::gemm_backward(din.data(), dw, dout.data(), in.data(), w, rows, k, n);
-}
-void release(Vec& v) { Vec().swap(v); }
+void release(Vec& v) { v.release(); }
 
 enum class Act : std::uint8_t {
   kEmbedFwd, kEmbedBwd, kFinalNormFwd, kFinalNormBwd, kHeadGather, kHeadFwd, kCeGather, kCeGrad, kHeadBwd,
@@ -60,6 +53,11 @@ struct LayerActs {
     for (Vec* v : {&n1, &n1g, &rstd1, &mean1, &qkv, &scores, &probs, &attn, &y, &h, &n2, &n2g, &rstd2, &mean2, &up, &act, &z})
       release(*v);
   }
+  void bind(Backend* b) {
+    x_in.bind(b);
+    for (Vec* v : {&n1, &n1g, &rstd1, &mean1, &qkv, &scores, &probs, &attn, &y, &h, &n2, &n2g, &rstd2, &mean2, &up, &act, &z})
+      v->bind(b);
+  }
 };
 
 // The state of one micro-batch on one chunk: its hidden state moving forward, its gradient moving
@@ -71,6 +69,19 @@ struct Flow {
   Vec head_n, head_ng, head_rstd, head_mean, logits;
   Vec ce_stats;  // TP: every rank's row maxima, sums of exponentials and target logits (3 x rows each)
   Vec dh, dg, dact, dup, dn2, dattn, dqkv, dn1, dprobs, dscores, tmp, dlogits;  // dg: a gathered output gradient (SP)
+  std::vector<Vec*> tensors() {
+    return {&x, &dx, &head_n, &head_ng, &head_rstd, &head_mean, &logits, &ce_stats, &dh, &dg, &dact, &dup, &dn2,
+            &dattn, &dqkv, &dn1, &dprobs, &dscores, &tmp, &dlogits};
+  }
+  void bind(Backend* b) {
+    for (Vec* v : tensors()) v->bind(b);
+  }
+  // Back to the state of a micro-batch that has not started (the buffers freed).
+  void reset() {
+    for (Vec* v : tensors()) v->release();
+    std::vector<int>().swap(tokens);
+    std::vector<int>().swap(targets);
+  }
 };
 
 }  // namespace
@@ -139,7 +150,9 @@ void synthetic_tokens(std::uint64_t seed, int step, std::int64_t sample, int seq
 struct Trainer::Impl {
   const Workload* w = nullptr;
   Comm* world = nullptr;
-  Comm tp_comm, dp_comm;
+  Comm tp_comm, dp_comm;                 // the MPI groups (host values; bootstraps of the backend's)
+  std::unique_ptr<Backend> be;           // declared before every tensor: it outlives them
+  std::unique_ptr<GroupComm> tp, dp, pipe;  // the backend's groups: TP, DP, the world's transfers
   RunOptions opt;
   int rank = 0, stage = 0, tp_rank = 0, dp_rank = 0;
   int chunks = 1, micro = 1, mbs = 1, seq = 1, hidden = 1, vocab = 1;
@@ -174,6 +187,9 @@ struct Trainer::Impl {
   Vec grad_avg;                      // decayed gradient accumulation (owned blocks, like adam_m)
   double loss_sum = 0;
   bool fp16 = false;
+  Buffer stats_host, scale_host;     // the vocabulary-parallel cross-entropy's host side
+  struct Marked { int op, start, end; };
+  std::vector<Marked> marks;         // this step's ops and their backend clock marks
 
   bool sp = false;  // sequence parallelism: the residual stream holds tokens / tp rows
   int tokens() const { return mbs * seq; }
@@ -182,13 +198,22 @@ struct Trainer::Impl {
   // partial sums reduced and scattered back to slices.
   void gather_rows(const Vec& slice, Vec& full) {
     full.resize(slice.size() * static_cast<std::size_t>(tp_comm.size()));
-    std::copy(slice.begin(), slice.end(), full.begin() + static_cast<std::ptrdiff_t>(slice.size() * tp_comm.rank()));
-    tp_comm.all_gather(full.data(), full.size());
+    be->copy(full.data() + slice.size() * tp_comm.rank(), slice.data(), slice.size());
+    tp->all_gather(full.data(), full.size());
   }
   void scatter_rows(Vec& t) {  // in place: full partial sums -> this rank's reduced slice
-    Vec slice(t.size() / static_cast<std::size_t>(tp_comm.size()));
-    tp_comm.reduce_scatter(t.data(), slice.data(), t.size());
+    Vec slice(be.get());
+    slice.resize(t.size() / static_cast<std::size_t>(tp_comm.size()));
+    tp->reduce_scatter(t.data(), slice.data(), t.size());
     t.swap(slice);
+  }
+  void gemm_forward(Vec& out, const Vec& in, const float* w, int rows, int k, int n) {
+    out.resize(static_cast<std::size_t>(rows) * n);
+    be->gemm_forward(out.data(), in.data(), w, rows, k, n);
+  }
+  void gemm_backward(Vec& din, float* dw, const Vec& dout, const Vec& in, const float* w, int rows, int k, int n) {
+    din.resize(static_cast<std::size_t>(rows) * k);
+    be->gemm_backward(din.data(), dw, dout.data(), in.data(), w, rows, k, n);
   }
   LayerActs& layer_acts(int layer, int mb) {
     return acts[static_cast<std::size_t>(layer_index[layer]) * micro + mb];
@@ -359,12 +384,11 @@ void Trainer::Impl::norm_forward(const char* w_name, const char* b_name, int lay
   out.resize(x.size());
   rstd.resize(static_cast<std::size_t>(T));
   if (w->model.norm == NormKind::kRmsNorm) {
-    (w->plan.kernel_fusion ? rmsnorm_forward_fast : rmsnorm_forward_eager)(out.data(), rstd.data(), x.data(),
-                                                                           p(w_name, layer), T, H, 1e-5f);
+    be->rmsnorm_forward(out.data(), rstd.data(), x.data(), p(w_name, layer), T, H, 1e-5f, w->plan.kernel_fusion);
   } else {
     mean.resize(static_cast<std::size_t>(T));
-    kernels::layernorm_forward_cpu(out.data(), mean.data(), rstd.data(), x.data(), p(w_name, layer), p(b_name, layer),
-                                   T, H, 1e-5f);
+    be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), p(w_name, layer), p(b_name, layer), T, H,
+                          1e-5f);
   }
 }
 
@@ -373,11 +397,11 @@ void Trainer::Impl::norm_backward(const char* w_name, const char* b_name, int la
   const int T = rows(), H = hidden;
   dx.resize(x.size());
   if (w->model.norm == NormKind::kRmsNorm)
-    (w->plan.kernel_fusion ? rmsnorm_backward_fast : rmsnorm_backward_eager)(dx.data(), g(w_name, layer), dout.data(),
-                                                                             x.data(), p(w_name, layer), rstd.data(), T, H);
+    be->rmsnorm_backward(dx.data(), g(w_name, layer), dout.data(), x.data(), p(w_name, layer), rstd.data(), T, H,
+                         w->plan.kernel_fusion);
   else
-    kernels::layernorm_backward_cpu(dx.data(), g(w_name, layer), g(b_name, layer), dout.data(), x.data(),
-                                    p(w_name, layer), mean.data(), rstd.data(), T, H);
+    be->layernorm_backward(dx.data(), g(w_name, layer), g(b_name, layer), dout.data(), x.data(), p(w_name, layer),
+                           mean.data(), rstd.data(), T, H);
 }
 
 void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, bool recompute) {
@@ -391,7 +415,7 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
   const bool swiglu = w->model.mlp == MlpKind::kSwiglu;
   switch (k) {
     case KernelName::kNorm1:
-      if (!recompute) a.x_in = f.x;
+      if (!recompute) a.x_in.copy_from(f.x);
       norm_forward("norm1.weight", "norm1.bias", layer, a.x_in, a.n1, a.rstd1, a.mean1);
       break;
     case KernelName::kQkv:
@@ -399,24 +423,24 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       // layernorm: the norm's output goes (with SP its gathered copy stays: the partial recompute
       // re-runs no collective).
       if (!recompute && (mask & recompute_module::kLayernorm)) release(a.n1);
-      kernels::rope_cpu(a.qkv.data(), attn_shape, 10000.0f, false);
+      be->rope(a.qkv.data(), attn_shape, 10000.0f, false);
       break;
     case KernelName::kAttention:
       a.probs.resize(attn_shape.score_elems());
       a.attn.resize(static_cast<std::size_t>(T) * attn_w);
-      attention_forward_fast(a.attn.data(), a.probs.data(), a.qkv.data(), attn_shape);
+      be->attention_forward(a.attn.data(), a.probs.data(), a.qkv.data(), attn_shape);
       break;
     case KernelName::kScores:
       a.scores.resize(attn_shape.score_elems());
-      kernels::attention_scores_cpu(a.scores.data(), a.qkv.data(), attn_shape);
+      be->attention_scores(a.scores.data(), a.qkv.data(), attn_shape);
       break;
     case KernelName::kSoftmax:
       a.probs.resize(attn_shape.score_elems());
-      kernels::causal_softmax_forward_cpu(a.probs.data(), a.scores.data(), attn_shape);
+      be->causal_softmax_forward(a.probs.data(), a.scores.data(), attn_shape);
       break;
     case KernelName::kAttnV:
       a.attn.resize(static_cast<std::size_t>(T) * attn_w);
-      kernels::attention_values_cpu(a.attn.data(), a.probs.data(), a.qkv.data(), attn_shape);
+      be->attention_values(a.attn.data(), a.probs.data(), a.qkv.data(), attn_shape);
       // core_attn (selective recompute): the s^2 tensors are dropped and rebuilt in the backward.
       if (!recompute && (mask & recompute_module::kCoreAttn)) {
         release(a.scores);
@@ -428,7 +452,7 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       break;
     case KernelName::kResidual1:
       a.h.resize(a.x_in.size());
-      kernels::residual_forward_cpu(a.h.data(), a.x_in.data(), a.y.data(), a.h.size());
+      be->add(a.h.data(), a.x_in.data(), a.y.data(), a.h.size());
       break;
     case KernelName::kNorm2:
       norm_forward("norm2.weight", "norm2.bias", layer, a.h, a.n2, a.rstd2, a.mean2);
@@ -439,8 +463,8 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       break;
     case KernelName::kActivation:
       a.act.resize(static_cast<std::size_t>(T) * ffn);
-      if (swiglu) (w->plan.kernel_fusion ? swiglu_forward_fast : swiglu_forward_eager)(a.act.data(), a.up.data(), T, ffn);
-      else gelu_forward_fast(a.act.data(), a.up.data(), a.act.size());
+      if (swiglu) be->swiglu_forward(a.act.data(), a.up.data(), T, ffn, w->plan.kernel_fusion);
+      else be->gelu_forward(a.act.data(), a.up.data(), T, ffn);
       break;
     case KernelName::kMlpDown:
       gemm_forward(a.z, a.act, p("mlp_down", layer), T, ffn, H);
@@ -455,12 +479,12 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
         if (group_continues[static_cast<std::size_t>(layer)]) {
           LayerActs& next = layer_acts(layer + 1, mb);
           next.x_in.resize(a.h.size());
-          kernels::residual_forward_cpu(next.x_in.data(), a.h.data(), a.z.data(), next.x_in.size());
+          be->add(next.x_in.data(), a.h.data(), a.z.data(), next.x_in.size());
         }
         break;
       }
       f.x.resize(a.h.size());
-      kernels::residual_forward_cpu(f.x.data(), a.h.data(), a.z.data(), f.x.size());
+      be->add(f.x.data(), a.h.data(), a.z.data(), f.x.size());
       if (mask & recompute_module::kFull) a.keep_only_input();
       // Uniform method: a group keeps only its first layer's input.
       if (layer > 0 && group_continues[static_cast<std::size_t>(layer - 1)]) release(a.x_in);
@@ -487,47 +511,47 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
     case KernelName::kActivation:
       f.dup.resize(a.up.size());
       if (w->model.mlp == MlpKind::kSwiglu)
-        (w->plan.kernel_fusion ? swiglu_backward_fast : swiglu_backward_eager)(f.dup.data(), a.up.data(), f.dact.data(), T, ffn);
-      else gelu_backward_fast(f.dup.data(), a.up.data(), f.dact.data(), f.dup.size());
+        be->swiglu_backward(f.dup.data(), a.up.data(), f.dact.data(), T, ffn, w->plan.kernel_fusion);
+      else be->gelu_backward(f.dup.data(), a.up.data(), f.dact.data(), T, ffn);
       break;
     case KernelName::kMlpUp:
       gemm_backward(f.dn2, g("mlp_up", layer), f.dup, sp ? a.n2g : a.n2, p("mlp_up", layer), T, H, up->cols);
       break;
     case KernelName::kNorm2:
       norm_backward("norm2.weight", "norm2.bias", layer, f.dn2, a.h, a.rstd2, a.mean2, f.tmp);
-      for (std::size_t i = 0; i < f.dh.size(); ++i) f.dh[i] += f.tmp[i];
+      be->add(f.dh.data(), f.dh.data(), f.tmp.data(), f.dh.size());
       break;
     case KernelName::kResidual1:  // dh is the projection's output gradient too (read-only from here)
-      f.dx = f.dh;
+      f.dx.copy_from(f.dh);
       break;
     case KernelName::kProj:
       gemm_backward(f.dattn, g("proj", layer), sp ? f.dg : f.dh, a.attn, p("proj", layer), T, attn_w, H);
       break;
     case KernelName::kAttention:
       f.dqkv.resize(static_cast<std::size_t>(T) * qkv_w);
-      f.dscores.resize(static_cast<std::size_t>(attn_shape.seq) * attn_shape.seq);
-      attention_backward_fast(f.dqkv.data(), f.dscores.data(), f.dattn.data(), a.probs.data(), a.qkv.data(), attn_shape);
+      f.dscores.resize(be->attention_scratch(attn_shape));
+      be->attention_backward(f.dqkv.data(), f.dscores.data(), f.dattn.data(), a.probs.data(), a.qkv.data(), attn_shape);
       break;
     case KernelName::kAttnV:
       f.dqkv.resize(static_cast<std::size_t>(T) * qkv_w);
       f.dprobs.resize(attn_shape.score_elems());
-      kernels::attention_values_backward_cpu(f.dprobs.data(), f.dqkv.data(), f.dattn.data(), a.probs.data(),
-                                             a.qkv.data(), attn_shape);
+      be->attention_values_backward(f.dprobs.data(), f.dqkv.data(), f.dattn.data(), a.probs.data(), a.qkv.data(),
+                                    attn_shape);
       break;
     case KernelName::kSoftmax:
       f.dscores.resize(attn_shape.score_elems());
-      kernels::causal_softmax_backward_cpu(f.dscores.data(), f.dprobs.data(), a.probs.data(), attn_shape);
+      be->causal_softmax_backward(f.dscores.data(), f.dprobs.data(), a.probs.data(), attn_shape);
       break;
     case KernelName::kScores:
-      kernels::attention_scores_backward_cpu(f.dqkv.data(), f.dscores.data(), a.qkv.data(), attn_shape);
+      be->attention_scores_backward(f.dqkv.data(), f.dscores.data(), a.qkv.data(), attn_shape);
       break;
     case KernelName::kQkv:
-      kernels::rope_cpu(f.dqkv.data(), attn_shape, 10000.0f, true);  // back through the rotation
+      be->rope(f.dqkv.data(), attn_shape, 10000.0f, true);  // back through the rotation
       gemm_backward(f.dn1, g("qkv", layer), f.dqkv, sp ? a.n1g : a.n1, p("qkv", layer), T, H, qkv_w);
       break;
     case KernelName::kNorm1:
       norm_backward("norm1.weight", "norm1.bias", layer, f.dn1, a.x_in, a.rstd1, a.mean1, f.tmp);
-      for (std::size_t i = 0; i < f.dx.size(); ++i) f.dx[i] += f.tmp[i];
+      be->add(f.dx.data(), f.dx.data(), f.tmp.data(), f.dx.size());
       a.keep_only_input();
       release(a.x_in);
       break;
@@ -543,21 +567,16 @@ void Trainer::Impl::head_forward(Flow& f, int mb) {
   f.dlogits.resize(f.logits.size());
   if (tp_comm.size() == 1) {
     // The logits' gradient comes out of the same pass (the backward only multiplies it through).
-    Vec losses(static_cast<std::size_t>(T));
-    const double s = crossentropy_fused(losses.data(), f.dlogits.data(), f.logits.data(), targets.data(), loss_grad(), T, V);
-    loss_sum += s;
+    loss_sum += be->crossentropy(f.dlogits.data(), f.logits.data(), targets.data(), loss_grad(), T, V);
   } else {
     // Vocabulary-parallel cross-entropy, first pass: this slice's row maximum m, sum of
     // exp(logit - m) (kept in the gradient buffer) and the target's logit where this slice has
     // it (else -inf), into this rank's block of the statistics the ranks then gather.
     const int first = tp_rank * V;
-    f.ce_stats.assign(3 * static_cast<std::size_t>(T) * tp_comm.size(), 0.0f);
+    f.ce_stats.assign_zero(3 * static_cast<std::size_t>(T) * tp_comm.size());
     float* st = f.ce_stats.data() + 3 * static_cast<std::size_t>(T) * tp_rank;
-    softmax_row_stats(st, st + T, f.dlogits.data(), f.logits.data(), T, V);
-    for (int r = 0; r < T; ++r) {
-      const int t = targets[r] - first;
-      st[2 * T + r] = t >= 0 && t < V ? f.logits[static_cast<std::size_t>(r) * V + t] : -std::numeric_limits<float>::infinity();
-    }
+    be->softmax_row_stats(st, st + T, f.dlogits.data(), f.logits.data(), T, V);
+    be->target_logits(st + 2 * T, f.logits.data(), targets.data(), first, T, V);
   }
   release(f.logits);
 }
@@ -570,30 +589,31 @@ void Trainer::Impl::cross_entropy_grad(Flow& f) {
   const std::vector<int>& targets = f.targets;  // set by head_forward
   const float dloss = loss_grad();
   const int first = tp_rank * V;
-  const float* mine = f.ce_stats.data() + 3 * static_cast<std::size_t>(T) * tp_rank;
+  // The statistics are T x 3 x ranks floats: the host computes each row's factor.
+  stats_host.resize(f.ce_stats.size());
+  be->download(stats_host.data(), f.ce_stats.data(), f.ce_stats.size());
+  const float* mine = stats_host.data() + 3 * static_cast<std::size_t>(T) * tp_rank;
   double s = 0;
-  Vec scale(static_cast<std::size_t>(T));
+  Buffer& scale = scale_host;
+  scale.resize(static_cast<std::size_t>(T));
   for (int r = 0; r < T; ++r) {
     float M = -std::numeric_limits<float>::infinity(), target = M;
     for (int k = 0; k < n; ++k) {
-      const float* st = f.ce_stats.data() + 3 * static_cast<std::size_t>(T) * k;
+      const float* st = stats_host.data() + 3 * static_cast<std::size_t>(T) * k;
       M = std::max(M, st[r]);
       target = std::max(target, st[2 * T + r]);
     }
     double S = 0;
     for (int k = 0; k < n; ++k) {
-      const float* st = f.ce_stats.data() + 3 * static_cast<std::size_t>(T) * k;
+      const float* st = stats_host.data() + 3 * static_cast<std::size_t>(T) * k;
       S += static_cast<double>(st[T + r]) * std::exp(static_cast<double>(st[r]) - M);
     }
     scale[static_cast<std::size_t>(r)] = static_cast<float>(std::exp(static_cast<double>(mine[r]) - M) / S) * dloss;
     s += std::log(S) + M - target;
   }
-  scale_rows(f.dlogits.data(), scale.data(), T, V);
-  for (int r = 0; r < T; ++r) {
-    const int t = targets[r] - first;
-    if (t >= 0 && t < V) f.dlogits[static_cast<std::size_t>(r) * V + t] -= dloss;
-  }
-  f.ce_stats.clear();
+  be->scale_rows(f.dlogits.data(), scale.data(), T, V);
+  be->add_at_targets(f.dlogits.data(), targets.data(), first, T, V, -dloss);
+  f.ce_stats.resize(0);
   if (tp_rank == 0) loss_sum += s;
 }
 
@@ -608,7 +628,7 @@ void Trainer::Impl::head_backward(Flow& f) {
 void Trainer::Impl::sum_replicated_over_tp(int region) {
   if (sp)
     for (const TensorSlot& t : layout.tensors())
-      if (t.region == region && t.shard == Shard::kReplicated) tp_comm.all_reduce(grads.data() + t.offset, t.size());
+      if (t.region == region && t.shard == Shard::kReplicated) tp->all_reduce(grads.data() + t.offset, t.size());
 }
 
 // grad_compress: the TP sums first, so the compressor sees the same gradient as the dense path.
@@ -643,12 +663,13 @@ void Trainer::Impl::reduce_region(int region) {
   dp_bytes += static_cast<double>(r.padded * sizeof(float));  // all-reduce and reduce-scatter: the full buffer
   float* gr = grads.data() + r.offset;
   if (w->plan.zero_stage == 0) {
-    dp_comm.all_reduce(gr, r.padded);
+    dp->all_reduce(gr, r.padded);
   } else {
     const std::size_t block = r.padded / dp_comm.size();
-    Vec mine(block);
-    dp_comm.reduce_scatter(gr, mine.data(), r.padded);
-    std::copy(mine.begin(), mine.end(), gr + block * dp_comm.rank());
+    Vec mine(be.get());
+    mine.resize(block);
+    dp->reduce_scatter(gr, mine.data(), r.padded);
+    be->copy(gr + block * dp_comm.rank(), mine.data(), block);
   }
 }
 
@@ -667,7 +688,7 @@ void Trainer::Impl::optimizer(StepStats& st) {
       const Region& r = regions[i];
       const std::size_t block = zero1 ? r.padded / shards : r.padded;
       const std::size_t off = r.offset + (zero1 ? block * dp_comm.rank() : 0);
-      if (kernels::has_overflow_cpu(grads.data() + off, block, 65504.0f)) overflow = 1;
+      if (be->has_overflow(grads.data() + off, block, 65504.0f)) overflow = 1;
     }
     world->all_reduce(&overflow, 1);
     if (overflow > 0) {
@@ -697,8 +718,8 @@ void Trainer::Impl::optimizer(StepStats& st) {
       aradam_cpu(params.data() + off, adam_m.data() + owned_offset[i], adam_v.data() + owned_offset[i], g, block,
                  opt.adam, t, scale, alg.aradam_gamma);
     else
-      adamw_fast(params.data() + off, adam_m.data() + owned_offset[i], adam_v.data() + owned_offset[i], g, block,
-                 opt.adam, t, scale);
+      be->adamw(params.data() + off, adam_m.data() + owned_offset[i], adam_v.data() + owned_offset[i], g, block,
+                opt.adam, t, scale);
   }
   if (fp16 && ++good_steps >= opt.loss_scale_window) {
     loss_scale *= 2;
@@ -716,14 +737,14 @@ void Trainer::Impl::execute(int v, StepStats& st) {
       Flow& f = flow(mb, chunk);
       const std::vector<int> ids = input_ids(sample_tokens(f, mb), first_row, R);
       f.x.resize(static_cast<std::size_t>(R) * H);
-      kernels::embedding_forward_cpu(f.x.data(), p("embedding", -1), ids.data(), R, H);
+      be->embedding_forward(f.x.data(), p("embedding", -1), ids.data(), R, H);
       break;
     }
     case Act::kEmbedBwd: {
       Flow& f = flow(mb, chunk);
       const std::vector<int> ids = input_ids(f.tokens.data(), first_row, R);
-      kernels::embedding_backward_cpu(g("embedding", -1), f.dx.data(), ids.data(), R, H);
-      f = Flow{};
+      be->embedding_backward(g("embedding", -1), f.dx.data(), ids.data(), R, H);
+      f.reset();
       break;
     }
     case Act::kFinalNormFwd: {
@@ -739,7 +760,7 @@ void Trainer::Impl::execute(int v, StepStats& st) {
     case Act::kHeadFwd: head_forward(flow(mb, chunk), mb); break;
     case Act::kCeGather: {
       Flow& f = flow(mb, chunk);
-      tp_comm.all_gather(f.ce_stats.data(), f.ce_stats.size());
+      tp->all_gather(f.ce_stats.data(), f.ce_stats.size());
       break;
     }
     case Act::kCeGrad: cross_entropy_grad(flow(mb, chunk)); break;
@@ -747,7 +768,7 @@ void Trainer::Impl::execute(int v, StepStats& st) {
     case Act::kHeadReduce: {  // the input gradient is partial over the vocabulary slices
       Flow& f = flow(mb, chunk);
       if (sp) scatter_rows(f.tmp);
-      else tp_comm.all_reduce(f.tmp.data(), f.tmp.size());
+      else tp->all_reduce(f.tmp.data(), f.tmp.size());
       break;
     }
     case Act::kFinalNormBwd: {
@@ -762,9 +783,8 @@ void Trainer::Impl::execute(int v, StepStats& st) {
     case Act::kSendAct:
     case Act::kSendGrad: {  // activations forward, gradients backward; a gradient ends the micro-batch here
       Flow& f = flow(mb, chunk);
-      world->send(std::move(a.act == Act::kSendAct ? f.x : f.dx), a.peer, a.tag);
-      if (a.act == Act::kSendAct) f.x.clear();
-      else f = Flow{};
+      pipe->send(std::move(a.act == Act::kSendAct ? f.x : f.dx), a.peer, a.tag);
+      if (a.act == Act::kSendGrad) f.reset();
       break;
     }
     case Act::kRecvAct:
@@ -772,19 +792,19 @@ void Trainer::Impl::execute(int v, StepStats& st) {
       Flow& f = flow(mb, chunk);
       Vec& into = a.act == Act::kRecvAct ? f.x : f.dx;
       into.resize(static_cast<std::size_t>(R) * H);
-      world->recv(into.data(), into.size(), a.peer, a.tag);
+      pipe->recv(into.data(), into.size(), a.peer, a.tag);
       break;
     }
     case Act::kTpFwd: {
       LayerActs& la = layer_acts(op.layer, mb);
       Vec& t = a.target == 0 ? la.y : la.z;
-      tp_comm.all_reduce(t.data(), t.size());
+      tp->all_reduce(t.data(), t.size());
       break;
     }
     case Act::kTpBwd: {
       Flow& f = flow(mb, chunk);
       Vec& t = a.target == 0 ? f.dn1 : f.dn2;
-      tp_comm.all_reduce(t.data(), t.size());
+      tp->all_reduce(t.data(), t.size());
       break;
     }
     case Act::kSpGatherFwd: {
@@ -832,7 +852,7 @@ void Trainer::Impl::execute(int v, StepStats& st) {
     case Act::kOptimizer: optimizer(st); break;
     case Act::kParamGather:
       if (dp_comm.size() > 1)
-        for (const Region& r : layout.regions()) dp_comm.all_gather(params.data() + r.offset, r.padded);
+        for (const Region& r : layout.regions()) dp->all_gather(params.data() + r.offset, r.padded);
       break;
   }
 }
@@ -840,8 +860,22 @@ void Trainer::Impl::execute(int v, StepStats& st) {
 Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Trainer::~Trainer() = default;
 
-Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world, const RunOptions& o) {
+Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world, const RunOptions& o,
+                                                 std::unique_ptr<Backend> backend) {
   FS_RETURN_IF_ERROR(check_runtime_plan(w.model, w.plan, "plan"));
+  if (!backend) backend = make_cpu_backend();
+  if (Status s = backend->check_plan(w.plan); !s) return s.error();
+  if (!backend->host_addressable()) {
+    // The host-side gradient transforms need tensors the host can reach.
+    if (w.plan.grad_compression != GradCompression::kNone)
+      return Error("plan: /grad_compression: " + to_string(w.plan.grad_compression) +
+                   " gradient compression runs on the CPU backend only so far (the " + backend->name() +
+                   " backend does not compress)");
+    if (o.algorithms.grad_decay > 0 || o.algorithms.aradam_gamma > 0)
+      return Error("runtime: decayed gradient accumulation and ARAdam run on the CPU backend only so far");
+  }
+  // A GPU's mixed-precision default for fp32 GEMMs (the tensors stay fp32 on every backend).
+  backend->allow_tf32(w.plan.precision != Precision::kFp32);
   if (world.size() != w.plan.gpus())
     return Error("runtime: the plan needs " + std::to_string(w.plan.gpus()) + " ranks (tp x pp x dp = " +
                  std::to_string(w.plan.tp) + " x " + std::to_string(w.plan.pp) + " x " + std::to_string(w.plan.dp) +
@@ -856,6 +890,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
   keep_freed_memory_in_heap();
   auto im = std::make_unique<Impl>();
   Impl& t = *im;
+  t.be = std::move(backend);
+  Backend* be = t.be.get();
+  for (Vec* v : {&t.params, &t.grads, &t.adam_m, &t.adam_v, &t.residual, &t.grad_avg}) v->bind(be);
   t.w = &w;
   t.world = &world;
   t.opt = o;
@@ -882,6 +919,17 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
   const auto dp_group = w.group_members(t.rank, GroupKind::kDp);
   t.tp_comm = world.split(tp_group.front(), t.tp_rank);
   t.dp_comm = world.split(dp_group.front() + w.ranks(), t.dp_rank);
+  {
+    auto tp = be->make_comm(t.tp_comm);
+    if (!tp) return tp.error();
+    auto dp = be->make_comm(t.dp_comm);
+    if (!dp) return dp.error();
+    auto pipe = be->make_comm(world);
+    if (!pipe) return pipe.error();
+    t.tp = std::move(*tp);
+    t.dp = std::move(*dp);
+    t.pipe = std::move(*pipe);
+  }
 
   std::vector<int> layers;
   for (const auto& c : prog.chunk_layers) layers.insert(layers.end(), c.begin(), c.end());
@@ -899,17 +947,25 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
   const int last_vstage = t.chunks * plan.pp - 1;
   const bool first = t.stage == 0, last = (t.chunks - 1) * plan.pp + t.stage == last_vstage;
   t.layout = ParamLayout::build(w.model, plan, layers, first, last, t.tp_rank);
-  t.params.resize(t.layout.total());
-  t.layout.initialise(t.params.data(), o.seed);
-  t.grads.assign(t.layout.total(), 0.0f);
+  {
+    Buffer init(t.layout.total());
+    t.layout.initialise(init.data(), o.seed);
+    if (be->host_memory()) {
+      t.params.host().swap(init);
+    } else {
+      t.params.resize(init.size());
+      be->upload(t.params.data(), init.data(), init.size());
+    }
+  }
+  t.grads.assign_zero(t.layout.total());
   std::size_t owned = 0;
   for (const Region& r : t.layout.regions()) {
     t.owned_offset.push_back(owned);
     owned += plan.zero_stage >= 1 ? r.padded / plan.dp : r.padded;
   }
-  t.adam_m.assign(owned, 0.0f);
-  t.adam_v.assign(owned, 0.0f);
-  if (o.algorithms.grad_decay > 0) t.grad_avg.assign(owned, 0.0f);
+  t.adam_m.assign_zero(owned);
+  t.adam_v.assign_zero(owned);
+  if (o.algorithms.grad_decay > 0) t.grad_avg.assign_zero(owned);
   t.reduced.assign(t.layout.regions().size(), 0);
   if (plan.grad_compression != GradCompression::kNone) {
     const auto& regions = t.layout.regions();
@@ -927,12 +983,14 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
     t.compressed.assign(regions.size(), 0);
     t.decompressed.assign(regions.size(), 0);
     t.own_decompress.assign(regions.size(), 0);
-    if (plan.grad_compression == GradCompression::kTopK) t.residual.assign(t.layout.total(), 0.0f);
+    if (plan.grad_compression == GradCompression::kTopK) t.residual.assign_zero(t.layout.total());
   }
   t.layer_index.assign(static_cast<std::size_t>(w.model.layers), -1);
   for (std::size_t i = 0; i < layers.size(); ++i) t.layer_index[layers[i]] = static_cast<int>(i);
   t.acts.resize(layers.size() * static_cast<std::size_t>(t.micro));
+  for (LayerActs& a : t.acts) a.bind(be);
   t.flows.resize(static_cast<std::size_t>(t.micro) * t.chunks);
+  for (Flow& f : t.flows) f.bind(be);
   FS_RETURN_IF_ERROR(t.decode());
   return std::unique_ptr<Trainer>(new Trainer(std::move(im)));
 }
@@ -941,14 +999,15 @@ Result<StepStats> Trainer::step(bool apply_update) {
   Impl& t = *impl_;
   StepStats st;
   st.step = t.steps_done + 1;
-  std::fill(t.grads.begin(), t.grads.end(), 0.0f);
+  t.grads.zero();
   std::fill(t.reduced.begin(), t.reduced.end(), 0);
   std::fill(t.compressed.begin(), t.compressed.end(), 0);
   std::fill(t.decompressed.begin(), t.decompressed.end(), 0);
   t.dp_bytes = 0;
   // A step without update leaves the training state as it found it: the error feedback too.
-  const Vec residual_before = apply_update ? Vec() : t.residual;
-  for (auto& f : t.flows) f = Flow{};
+  Vec residual_before(t.be.get());
+  if (!apply_update) residual_before.copy_from(t.residual);
+  for (auto& f : t.flows) f.reset();
   t.loss_sum = 0;
   t.timings.clear();
   const AlgorithmOptions& alg = t.opt.algorithms;
@@ -956,23 +1015,33 @@ Result<StepStats> Trainer::step(bool apply_update) {
                         ? variance_adjusted_scale(t.loss_scale, alg.loss_scale_alpha, loss_variance(t.recent_losses))
                         : t.loss_scale;
   const int n = static_cast<int>(t.actions.size());
+  Backend& be = *t.be;
+  t.marks.clear();
+  be.synchronize();
   t.world->barrier();
   const auto t0 = std::chrono::steady_clock::now();
-  auto since = [&](std::chrono::steady_clock::time_point p) { return std::chrono::duration<double>(p - t0).count(); };
-  for (int v = 0; v < n; ++v) {
-    if (!apply_update && (t.actions[v].act == Act::kOptimizer || t.actions[v].act == Act::kParamGather)) continue;
-    const auto s = std::chrono::steady_clock::now();
-    try {
-      t.execute(v, st);
-    } catch (const std::exception& e) {
-      return Error("runtime: op " + t.w->op_id(t.rank, t.stage, v) + ": " + e.what());
+  be.reset_marks();
+  be.mark();  // the step's start on the backend's clock
+  try {
+    for (int v = 0; v < n; ++v) {
+      if (!apply_update && (t.actions[v].act == Act::kOptimizer || t.actions[v].act == Act::kParamGather)) continue;
+      const int s = t.opt.record_ops ? be.mark() : 0;
+      try {
+        t.execute(v, st);
+      } catch (const std::exception& e) {
+        return Error("runtime: op " + t.w->op_id(t.rank, t.stage, v) + ": " + e.what());
+      }
+      if (t.opt.record_ops) t.marks.push_back({v, s, be.mark()});
     }
-    if (t.opt.record_ops) t.timings.push_back({v, since(s), since(std::chrono::steady_clock::now())});
+    t.pipe->wait_sends();
+    be.synchronize();
+  } catch (const std::exception& e) {  // a backend failing outside an op (its queued work, a transfer)
+    return Error("runtime: step " + std::to_string(st.step) + ": " + e.what());
   }
-  t.world->wait_sends();
-  st.seconds = since(std::chrono::steady_clock::now());
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const Impl::Marked& m : t.marks) t.timings.push_back({m.op, be.seconds(m.start), be.seconds(m.end)});
   st.dp_grad_bytes = t.dp_bytes;
-  if (!apply_update) t.residual = residual_before;
+  if (!apply_update) t.residual.swap(residual_before);
   double loss = t.loss_sum;
   t.world->all_reduce(&loss, 1);
   st.loss = loss / (static_cast<double>(t.w->plan.global_batch) * t.seq);
@@ -991,10 +1060,19 @@ int Trainer::stage() const { return impl_->stage; }
 int Trainer::tp_rank() const { return impl_->tp_rank; }
 int Trainer::steps_done() const { return impl_->steps_done; }
 const ParamLayout& Trainer::layout() const { return impl_->layout; }
-const Buffer& Trainer::params() const { return impl_->params; }
-Buffer& Trainer::params() { return impl_->params; }
-const Buffer& Trainer::grads() const { return impl_->grads; }
-const Buffer& Trainer::error_feedback() const { return impl_->residual; }
+namespace {
+Buffer host_copy(Backend& be, const DeviceBuffer& v) {
+  Buffer out(v.size());
+  if (!v.empty()) be.download(out.data(), v.data(), v.size());
+  return out;
+}
+}  // namespace
+
+Buffer Trainer::params() const { return host_copy(*impl_->be, impl_->params); }
+void Trainer::set_param(std::size_t i, float value) { impl_->be->upload(impl_->params.data() + i, &value, 1); }
+Buffer Trainer::grads() const { return host_copy(*impl_->be, impl_->grads); }
+Buffer Trainer::error_feedback() const { return host_copy(*impl_->be, impl_->residual); }
+const Backend& Trainer::backend() const { return *impl_->be; }
 const std::vector<OpTiming>& Trainer::timings() const { return impl_->timings; }
 const Workload& Trainer::workload() const { return *impl_->w; }
 
@@ -1022,8 +1100,15 @@ Status Trainer::save_checkpoint(const std::string& dir) const {
   const std::string h = header.dump();
   const std::uint64_t hl = h.size();
   blob.append(reinterpret_cast<const char*>(&hl), sizeof hl).append(h);
-  for (const Vec* v : {&t.params, &t.adam_m, &t.adam_v, &t.residual})
-    if (!v->empty()) blob.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(float));
+  for (const Vec* v : {&t.params, &t.adam_m, &t.adam_v, &t.residual}) {
+    if (v->empty()) continue;
+    if (t.be->host_memory()) {
+      blob.append(reinterpret_cast<const char*>(v->data()), v->size() * sizeof(float));
+    } else {
+      const Buffer copy = host_copy(*t.be, *v);
+      blob.append(reinterpret_cast<const char*>(copy.data()), copy.size() * sizeof(float));
+    }
+  }
   const std::uint64_t hash = fnv1a(blob);
   blob.append(reinterpret_cast<const char*>(&hash), sizeof hash);
   const std::string path = checkpoint_path(dir, t.rank), tmp = path + ".tmp";
@@ -1076,7 +1161,13 @@ Status Trainer::load_checkpoint(const std::string& dir) {
   const char* cur = blob.data() + kFixed + hl;
   for (Vec* v : {&t.params, &t.adam_m, &t.adam_v, &t.residual}) {
     if (v->empty()) continue;  // no residual without top-k (memcpy must not see its null data)
-    std::memcpy(v->data(), cur, v->size() * sizeof(float));
+    if (t.be->host_memory()) {
+      std::memcpy(v->data(), cur, v->size() * sizeof(float));
+    } else {
+      Buffer h(v->size());
+      std::memcpy(h.data(), cur, h.size() * sizeof(float));
+      t.be->upload(v->data(), h.data(), h.size());
+    }
     cur += v->size() * sizeof(float);
   }
   t.steps_done = header.value("step", 0);

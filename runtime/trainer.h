@@ -1,12 +1,14 @@
 // The runtime's executor: one rank runs its pipeline stage's lowered op graph (sim/workload), op by
-// op in graph order, with real tensors -- the CPU backend computes each kernel with Eigen GEMMs and
-// the reference kernels (kernels/reference.h), and each collective or pipeline transfer with MPI
-// on the plan's groups. The ids and order are the simulator's, so a measured trace lines up with a
-// predicted one op by op.
+// op in graph order, with real tensors. The trainer decides everything host-side (the schedule,
+// which tensors live, the loss scale); its backend (runtime/backend.h) holds the tensors, runs the
+// kernels and the collectives: the CPU backend with Eigen GEMMs and the reference kernels over
+// MPI, the CUDA backend with cuBLAS and kernels/*.cu over NCCL. The ids and order are the
+// simulator's, so a measured trace lines up with a predicted one op by op.
 //
 //   Comm world = Comm::world();
 //   auto w = lower(model, cluster, plan);
-//   auto t = Trainer::create(*w, world, options);
+//   auto t = Trainer::create(*w, world, options);             // the CPU backend
+//   auto g = Trainer::create(*w, world, options, *make_backend("cuda", local_rank));
 //   for (int s = 0; s < 10; ++s) { auto st = (*t)->step(); ... st->loss ... }
 //
 // What it executes (anything else is refused by `check_runtime_plan` with the reason): dense
@@ -30,6 +32,7 @@
 
 #include "kernels/reference.h"
 #include "runtime/algorithms.h"
+#include "runtime/backend.h"
 #include "runtime/buffer.h"
 #include "runtime/comm.h"
 #include "runtime/params.h"
@@ -75,7 +78,9 @@ void synthetic_tokens(std::uint64_t seed, int step, std::int64_t sample, int seq
 class Trainer {
  public:
   // `w` and `world` must outlive the trainer; `world.size()` must equal the plan's rank count.
-  static Result<std::unique_ptr<Trainer>> create(const Workload& w, Comm& world, const RunOptions& o);
+  // Without a backend the trainer runs on the CPU backend.
+  static Result<std::unique_ptr<Trainer>> create(const Workload& w, Comm& world, const RunOptions& o,
+                                                 std::unique_ptr<Backend> backend = nullptr);
   ~Trainer();
 
   // One optimizer step. With `apply_update` false it stops after the gradient reduction (tests
@@ -87,10 +92,12 @@ class Trainer {
   int tp_rank() const;
   int steps_done() const;
   const ParamLayout& layout() const;
-  const Buffer& params() const;
-  Buffer& params();  // tests perturb parameters (finite differences)
-  const Buffer& grads() const;
-  const Buffer& error_feedback() const;  // the top-k residual, indexed like grads (empty without top-k)
+  // Host copies of the training state (copied out of the backend's memory at the call).
+  Buffer params() const;
+  void set_param(std::size_t index, float value);  // tests perturb parameters (finite differences)
+  Buffer grads() const;
+  Buffer error_feedback() const;  // the top-k residual, indexed like grads (empty without top-k)
+  const Backend& backend() const;
   const std::vector<OpTiming>& timings() const;  // of the last step
   const Workload& workload() const;
 

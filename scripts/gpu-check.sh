@@ -3,7 +3,7 @@
 # tests, the block benchmark, and -- where the tree has them -- the `foresight` app and the
 # runtime's GPU tests), runs the tests and the benchmark, and collects everything under
 # "${OUT:-gpu-check-out}" (eight files at most, no subfolders):
-#   summary.txt        what ran, test counts, step time and MFU
+#   summary.txt        what ran, test counts, step time and MFU, the CUDA trainer's step times
 #   nvidia-smi.txt     nvidia-smi -q
 #   build.log          configure and build output
 #   tests.log          the GPU tests' console output
@@ -202,6 +202,35 @@ if [ -n "$BENCH" ]; then
   else
     fail "gpu_block_bench (exit $?; see gpu_block_bench.log)"
   fi
+fi
+
+# --- the trainer on the CUDA backend (needs the foresight app of the CMake build) ------------------------
+# Step times and model TFLOP/s of `foresight run --backend cuda`: the small preset in full fp32 and
+# with TF32 GEMMs, and a GPT-2-small-shaped model (bench/models) with TF32 GEMMs. Console output
+# goes to tests.log; the figures to the summary.
+APP=$(find "$BUILD" -path '*/app/foresight' -type f -perm -u+x 2>/dev/null | head -1)
+if [ -n "$APP" ]; then
+  run_trainer() {
+    local label=$1 rc log
+    shift
+    log=$(mktemp)
+    echo "== foresight run $*" >>"$TESTS_LOG"
+    timeout "$(budget 90 20)" "$APP" run --backend cuda "$@" >"$log" 2>&1
+    rc=$?
+    cat "$log" >>"$TESTS_LOG"
+    if [ $rc -eq 0 ]; then
+      say "trainer $label: $(grep -E '^backend' "$log" | head -1)"
+      say "trainer $label: $(grep -E '^median step' "$log" | head -1)"
+    else
+      fail "foresight run --backend cuda $* (exit $rc$([ $rc -eq 124 ] && echo ', timed out'); see tests.log)"
+      tail -3 "$log" | tee -a "$SUMMARY"
+    fi
+    rm -f "$log"
+  }
+  run_trainer "small fp32" --model small --steps 20 --precision fp32 --cluster h200-ndr
+  run_trainer "small tf32" --model small --steps 20 --precision bf16 --cluster h200-ndr
+  run_trainer "gpt2-124m-shaped tf32" --model "$ROOT/bench/models/gpt2-124m-shaped.json" --gb 8 --mb 4 --steps 8 \
+    --precision bf16 --cluster h200-ndr
 fi
 
 say "finished in ${SECONDS}s: $([ $STATUS -eq 0 ] && echo PASS || echo FAIL)"

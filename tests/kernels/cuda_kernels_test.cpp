@@ -603,6 +603,43 @@ TEST_F(CudaKernels, Crossentropy) {
   EXPECT_TRUE(all_close(logits_d.download(), dlogits, grad_tol)) << "dlogits in place";
 }
 
+// The vocabulary-parallel cross-entropy's pieces on a slice [first, first + cols) of the vocabulary:
+// targets inside and outside the slice, at both of its edges.
+TEST_F(CudaKernels, VocabularyParallelCrossentropyPieces) {
+  const int rows = 37, cols = 12289, first = 12289;  // the second of four slices of a 49156 vocabulary
+  std::mt19937 rng(29);
+  const auto logits = random_vector(static_cast<std::size_t>(rows) * cols, rng, -4.0f, 4.0f);
+  std::vector<int> targets(rows);
+  for (int r = 0; r < rows; ++r) targets[r] = static_cast<int>(rng() % (4 * cols));
+  targets[0] = first;
+  targets[1] = first + cols - 1;
+  targets[2] = first - 1;
+  targets[3] = first + cols;
+  std::vector<float> mx(rows), sum(rows), exps(logits.size()), tl(rows), scale(rows);
+  for (int r = 0; r < rows; ++r) scale[r] = 0.25f + 0.01f * static_cast<float>(r);
+  softmax_row_stats_cpu(mx.data(), sum.data(), exps.data(), logits.data(), rows, cols);
+  target_logits_cpu(tl.data(), logits.data(), targets.data(), first, rows, cols);
+  std::vector<float> x = exps;
+  scale_rows_cpu(x.data(), scale.data(), rows, cols);
+  add_at_targets_cpu(x.data(), targets.data(), first, rows, cols, -0.5f);
+
+  DeviceBuffer<float> logits_d(logits), mx_d(rows), sum_d(rows), exps_d(logits.size()), tl_d(rows), scale_d(scale);
+  DeviceBuffer<int> targets_d(targets);
+  softmax_row_stats(mx_d.get(), sum_d.get(), exps_d.get(), logits_d.get(), rows, cols, stream_);
+  target_logits(tl_d.get(), logits_d.get(), targets_d.get(), first, rows, cols, stream_);
+  EXPECT_TRUE(all_close(mx_d.download(), mx, kFp32)) << "row maxima";
+  EXPECT_TRUE(all_close(sum_d.download(), sum, Tolerance{1e-6, 1e-5})) << "row sums (fp32 against double)";
+  EXPECT_TRUE(all_close(exps_d.download(), exps, kFp32)) << "exponentials";
+  const auto tl_gpu = tl_d.download();
+  for (int r = 0; r < rows; ++r) {
+    if (std::isinf(tl[r])) EXPECT_TRUE(std::isinf(tl_gpu[r]) && tl_gpu[r] < 0) << "row " << r << " (target outside)";
+    else EXPECT_EQ(tl_gpu[r], tl[r]) << "row " << r;
+  }
+  scale_rows(exps_d.get(), scale_d.get(), rows, cols, stream_);
+  add_at_targets(exps_d.get(), targets_d.get(), first, rows, cols, -0.5f, stream_);
+  EXPECT_TRUE(all_close(exps_d.download(), x, kFp32)) << "scaled rows, targets shifted";
+}
+
 // --- optimizer and mixed precision -------------------------------------------------------------------
 TYPED_TEST(CudaMixedPrecision, AdamwGradients) {
   using T = TypeParam;

@@ -15,6 +15,7 @@
 //
 //   mpirun -np 4 runtime_parallel_check model=tiny4.json tp=2 pp=2 schedule=1f1b gb=8
 //   mpirun -np 4 runtime_parallel_check model=tiny4.json tp=2 dp=2 compression=topk topk=0.1
+//   mpirun -np 4 runtime_parallel_check model=tiny4.json tp=2 pp=2 sp=1 memory=separate
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -120,7 +121,8 @@ int main(int argc, char** argv) {
   o.adam.weight_decay = 0.1f;  // exercise decoupled weight decay too
   o.record_ops = false;
   Comm self;  // the serial reference: a one-rank world inside this process
-  auto par = Trainer::create(*w, world, o);
+  // memory=separate: the parallel run keeps its tensors as a device backend does (backend.h).
+  auto par = Trainer::create(*w, world, o, make_cpu_backend(a.count("memory") && a["memory"] == "separate"));
   auto ser = Trainer::create(*w1, self, o);
   if (!par || !ser) { std::fprintf(stderr, "%s\n", (!par ? par.error() : ser.error()).message().c_str()); Comm::abort_job(2); }
 

@@ -44,7 +44,7 @@ ModelSpec tiny4() {
   return m ? *m : ModelSpec{};
 }
 
-std::unique_ptr<Serial> serial(const ModelSpec& m, Plan p, RunOptions o = {}) {
+std::unique_ptr<Serial> serial(const ModelSpec& m, Plan p, RunOptions o = {}, std::unique_ptr<Backend> be = nullptr) {
   auto c = load_cluster("cpu-local");
   EXPECT_TRUE(c);
   EXPECT_TRUE(resize_cluster(*c, 1, "gpus"));
@@ -52,7 +52,7 @@ std::unique_ptr<Serial> serial(const ModelSpec& m, Plan p, RunOptions o = {}) {
   auto w = lower(m, *c, p);
   EXPECT_TRUE(w) << w.error().message();
   s->w = std::move(w).value();
-  auto t = Trainer::create(s->w, s->self, o);
+  auto t = Trainer::create(s->w, s->self, o, std::move(be));
   EXPECT_TRUE(t) << t.error().message();
   s->t = std::move(t).value();
   return s;
@@ -89,11 +89,11 @@ TEST(Runtime, BackwardMatchesFiniteDifferencesOfTheLoss) {
       for (std::size_t i = t.offset; i < t.offset + t.size(); ++i)
         if (std::fabs(g[i]) > std::fabs(g[best])) best = i;
       const float e = 1e-3f, p0 = s->t->params()[best];
-      s->t->params()[best] = p0 + e;
+      s->t->set_param(best, p0 + e);
       const double up = s->t->step(false)->loss;
-      s->t->params()[best] = p0 - e;
+      s->t->set_param(best, p0 - e);
       const double down = s->t->step(false)->loss;
-      s->t->params()[best] = p0;
+      s->t->set_param(best, p0);
       const double fd = (up - down) / (2.0 * e);
       EXPECT_NEAR(g[best], fd, 0.05 * std::fabs(fd) + 2e-4)
           << t.name << " layer " << t.layer << (flash ? " (fused attention)" : " (unfused attention)");
@@ -350,6 +350,83 @@ TEST(Runtime, CheckpointResumeIsBitIdenticalAndCorruptionIsCaught) {
   std::filesystem::remove_all(dir);
 }
 
+// A backend whose tensors live in memory it manages itself (as a GPU's do) runs the trainer's
+// device-memory paths: parameters uploaded, tensors copied and resized by the backend, the loss's
+// pieces and checkpoints downloaded. Same kernels, same aligned blocks: the runs must agree bit
+// for bit with the host-memory backend, for each kind of layer and option.
+TEST(RuntimeBackend, SeparateMemoryRunsBitIdentically) {
+  struct Case {
+    const char* what;
+    Plan plan;
+  };
+  std::vector<Case> cases;
+  cases.push_back({"default", plan(4)});
+  Plan full = plan_from_defaults();
+  cases.push_back({"full recompute", full});
+  Plan unfused = plan(4);
+  unfused.flash_attention = false;
+  unfused.recompute = Recompute::kSelective;
+  cases.push_back({"unfused attention, selective recompute", unfused});
+  Plan fp16 = plan(4);
+  fp16.precision = Precision::kFp16;
+  cases.push_back({"fp16 loss scaling", fp16});
+  Plan eager = plan(4);
+  eager.kernel_fusion = false;
+  cases.push_back({"eager norm and SwiGLU", eager});
+  for (const Case& c : cases) {
+    auto host = serial(tiny4(), c.plan);
+    auto sep = serial(tiny4(), c.plan, {}, make_cpu_backend(true));
+    ASSERT_TRUE(host && sep && host->t && sep->t) << c.what;
+    EXPECT_FALSE(sep->t->backend().host_memory());
+    for (int s = 0; s < 3; ++s) {
+      auto a = host->t->step(), b = sep->t->step();
+      ASSERT_TRUE(a && b) << c.what;
+      EXPECT_EQ(a->loss, b->loss) << c.what << " step " << s + 1;
+      EXPECT_EQ(a->loss_scale, b->loss_scale) << c.what;
+      EXPECT_EQ(sep->t->timings().size(), host->t->timings().size()) << c.what;
+    }
+    EXPECT_EQ(host->t->grads(), sep->t->grads()) << c.what;
+    EXPECT_EQ(host->t->params(), sep->t->params()) << c.what;
+  }
+  // A checkpoint written from separate memory resumes in host memory, and the other way round.
+  const auto dir = std::filesystem::temp_directory_path() / "foresight-separate-ckpt";
+  std::filesystem::remove_all(dir);
+  auto sep = serial(tiny4(), plan(4), {}, make_cpu_backend(true));
+  ASSERT_TRUE(sep->t->step());
+  ASSERT_TRUE(sep->t->save_checkpoint(dir.string()));
+  auto host = serial(tiny4(), plan(4));
+  ASSERT_TRUE(host->t->load_checkpoint(dir.string()));
+  EXPECT_EQ(host->t->params(), sep->t->params());
+  auto back = serial(tiny4(), plan(4), {}, make_cpu_backend(true));
+  ASSERT_TRUE(back->t->load_checkpoint(dir.string()));
+  EXPECT_EQ(back->t->params(), sep->t->params());
+  auto a = back->t->step(), b = sep->t->step();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->loss, b->loss);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RuntimeBackend, ChoosingABackendByName) {
+  auto cpu = make_backend("cpu", 0);
+  ASSERT_TRUE(cpu);
+  EXPECT_EQ((*cpu)->name(), "cpu");
+  auto bad = make_backend("tpu", 0);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("unknown backend 'tpu'"), std::string::npos) << bad.error().message();
+  // auto: CUDA only where this build has it and a device is visible; the CPU otherwise.
+  auto any = make_backend("auto", 0);
+  ASSERT_TRUE(any);
+  auto cuda = make_backend("cuda", 0);
+  if (!cuda) {
+    EXPECT_EQ((*any)->name(), "cpu");
+    EXPECT_TRUE(cuda.error().message().find("no CUDA backend") != std::string::npos ||
+                cuda.error().message().find("no CUDA device") != std::string::npos)
+        << cuda.error().message();
+  } else {
+    EXPECT_EQ((*any)->name(), "cuda");
+  }
+}
+
 TEST(Runtime, FastPathsMatchTheReferenceKernels) {
   // fp32 with different summation orders (GEMM blocking vs loops): 1e-5 of the magnitude.
   const kernels::AttentionShape s{2, 7, 4, 2, 8};
@@ -368,6 +445,23 @@ TEST(Runtime, FastPathsMatchTheReferenceKernels) {
   attention_backward_fast(d_b.data(), s1.data(), dout.data(), p_a.data(), qkv.data(), s);
   for (std::size_t i = 0; i < d_a.size(); ++i) ASSERT_NEAR(d_a[i], d_b[i], 1e-5) << i;
 
+  {  // the vocabulary-parallel cross-entropy's statistics: Eigen against the CUDA kernels' oracle
+    const int rows = 5, cols = 37;
+    std::vector<float> logits(rows * cols), scale(rows);
+    for (float& v : logits) v = 8 * rnd();
+    for (float& v : scale) v = 1 + rnd();
+    std::vector<float> m_a(rows), m_b(rows), s_a(rows), s_b(rows), e_a(logits.size()), e_b(logits.size());
+    kernels::softmax_row_stats_cpu(m_a.data(), s_a.data(), e_a.data(), logits.data(), rows, cols);
+    softmax_row_stats(m_b.data(), s_b.data(), e_b.data(), logits.data(), rows, cols);
+    for (int r = 0; r < rows; ++r) {
+      EXPECT_EQ(m_a[r], m_b[r]) << r;
+      EXPECT_NEAR(s_a[r], s_b[r], 1e-5 * s_a[r]) << r;
+    }
+    for (std::size_t i = 0; i < e_a.size(); ++i) ASSERT_NEAR(e_a[i], e_b[i], 1e-6) << i;
+    kernels::scale_rows_cpu(e_a.data(), scale.data(), rows, cols);
+    scale_rows(e_b.data(), scale.data(), rows, cols);
+    for (std::size_t i = 0; i < e_a.size(); ++i) ASSERT_NEAR(e_a[i], e_b[i], 1e-6) << i;
+  }
   {  // GEMMs: Eigen against the reference contract the cuBLAS GEMMs are tested on
     const int rows = 9, k = 13, n = 11;
     std::vector<float> in(rows * k), w(k * n), dy(rows * n);
@@ -720,7 +814,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"tp=2 sp=1", 2}, Layout{"tp=2 sp=1 pp=2 recompute=full", 4},
                       Layout{"tp=2 sp=1 dp=2 zero=1 overlap_grad=1", 4},
                       Layout{"tp=2 sp=1 recompute=full recompute_method=uniform recompute_layers=3", 2},
-                      Layout{"pp=2 recompute=full recompute_layers=1", 2}));
+                      Layout{"pp=2 recompute=full recompute_layers=1", 2},
+                      // The trainer's device-memory paths (a backend whose tensors are not Buffers).
+                      Layout{"tp=2 sp=1 pp=2 recompute=full memory=separate", 4},
+                      Layout{"pp=2 dp=2 zero=1 overlap_grad=1 memory=separate", 4}));
 
 // Issue 6's acceptance, loosened so that a noisy machine cannot fail it: after `calibrate`, the
 // simulator's step time is within 25% of the measured one for the tiny and small models under

@@ -1,0 +1,26 @@
+// The CUDA backend of the runtime (runtime/backend.h), one GPU per rank: tensors in device memory
+// from CUDA's stream-ordered pool (kept between micro-batches, as PyTorch's caching allocator
+// keeps them), cuBLAS GEMMs and the kernels of kernels/cuda_kernels.h on one compute stream,
+// NCCL for the TP and DP groups (bootstrapped through their MPI twins; a one-rank group makes no
+// NCCL calls), CUDA events for per-op times. Built when CUDA and NCCL are found.
+//
+// What it runs so far: everything the CPU backend runs except pipeline transfers (pp > 1), the
+// unfused (eager) norm and SwiGLU chains, gradient compression and the CPU-only optimizer variants;
+// Trainer::create refuses those with the reason. Tensors are fp32; GEMMs use TF32 tensor cores
+// after allow_tf32(true) (the trainer asks for it for plans in bf16, fp16 or tf32), full fp32 otherwise.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/backend.h"
+
+namespace foresight::runtime {
+
+// CUDA devices visible to this process (0 when none, or when the driver cannot be reached).
+int cuda_device_count();
+// Why no device is visible, for an error message (CUDA_VISIBLE_DEVICES, the driver's answer).
+std::string cuda_visibility();
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device);
+
+}  // namespace foresight::runtime
