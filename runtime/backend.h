@@ -117,7 +117,7 @@ class Backend {
 
   // --- memory (used by DeviceBuffer when !host_memory()) ---------------------------------------
   virtual float* allocate(std::size_t n) = 0;  // uninitialised
-  virtual void deallocate(float* p) = 0;
+  virtual void deallocate(float* p) = 0;  // never throws (DeviceBuffer calls it from its destructor)
   virtual void fill_zero(float* p, std::size_t n) = 0;
   virtual void copy(float* dst, const float* src, std::size_t n) = 0;
   virtual void upload(float* dst, const float* host_src, std::size_t n) = 0;

@@ -158,7 +158,9 @@ class CudaBackend final : public Backend {
     FS_CUDA_CHECK(cudaMallocAsync(&p, n * sizeof(float), stream_));
     return static_cast<float*>(p);
   }
-  void deallocate(float* p) override { FS_CUDA_CHECK(cudaFreeAsync(p, stream_)); }
+  // Called from DeviceBuffer's destructor: never throws (after a device error the process is
+  // reporting that error, and a second one from the teardown would end it without the message).
+  void deallocate(float* p) override { static_cast<void>(cudaFreeAsync(p, stream_)); }
   void fill_zero(float* p, std::size_t n) override {
     if (n > 0) FS_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), stream_));
   }
