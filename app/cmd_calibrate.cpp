@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -24,8 +25,9 @@ Command add_calibrate_command(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   auto name = std::make_shared<std::string>();
   auto backend = std::make_shared<std::string>("cpu");
-  cmd->add_option("--cluster,-c", *base, "the profile to start from (its capacities, prices and network layout are kept)")
-      ->capture_default_str();
+  auto base_option = cmd->add_option("--cluster,-c", *base,
+                                     "the profile to start from (its capacities, prices and network layout are kept)")
+                         ->capture_default_str();
   cmd->add_option("--out,-o", *out, "where to write the profile (default: hwprofiles/local-HOST.json)");
   cmd->add_option("--name", *name, "profile name (default: local-HOST)");
   cmd->add_option("--backend", *backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
@@ -33,8 +35,21 @@ Command add_calibrate_command(CLI::App& app) {
     runtime::Comm world = runtime::Comm::world();
     const int rank = world.rank();
     auto finish = [&](int code) { runtime::Comm::finalize(); return code; };
-    if (*backend == "cuda") {
-      if (rank == 0) input_error("--backend cuda: calibration of the CUDA backend is not implemented yet (the CPU backend is)");
+    if (*backend == "cuda" && base_option->count() == 0) {
+      if (rank == 0)
+        input_error("--backend cuda: name the GPU's profile to start from with --cluster (e.g. --cluster h200-ndr); "
+                    "cpu-local describes this machine's CPU");
+      return finish(2);
+    }
+    int local_rank = rank;
+    for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+      if (const char* v = std::getenv(var)) {
+        local_rank = std::atoi(v);
+        break;
+      }
+    auto be = runtime::make_backend(*backend, local_rank);
+    if (!be) {
+      if (rank == 0) input_error("--backend " + *backend + ": " + be.error().message());
       return finish(2);
     }
     auto cluster = load_cluster(*base);
@@ -49,14 +64,16 @@ Command add_calibrate_command(CLI::App& app) {
     const std::time_t now = std::time(nullptr);
     char date[32];
     std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-    const std::string provenance = fmt::format("{} on {}, `foresight calibrate` {}, backend cpu, {} rank{}", date, host,
-                                               FORESIGHT_VERSION, world.size(), world.size() == 1 ? "" : "s");
-    if (rank == 0) fmt::print("calibrating the CPU backend on {} ({} rank{}) from profile {}\n", host, world.size(),
-                              world.size() == 1 ? "" : "s", cluster->name);
+    const std::string provenance = fmt::format("{} on {}, `foresight calibrate` {}, backend {}, {} rank{}", date, host,
+                                               FORESIGHT_VERSION, (*be)->describe(), world.size(),
+                                               world.size() == 1 ? "" : "s");
+    if (rank == 0)
+      fmt::print("calibrating the {} backend on {} ({} rank{}) from profile {}\n", (*be)->describe(), host, world.size(),
+                 world.size() == 1 ? "" : "s", cluster->name);
     auto progress = [&](const std::string& line) {
       if (rank == 0) { fmt::print("  {}\n", line); std::fflush(stdout); }
     };
-    auto cal = runtime::calibrate_cpu(*cluster, world, progress);
+    auto cal = runtime::calibrate(*cluster, world, **be, progress);
     if (!cal) {
       if (rank == 0) fmt::print(stderr, "error: {}\n", cal.error().message());
       return finish(1);

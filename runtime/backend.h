@@ -125,6 +125,9 @@ class Backend {
   // Waits for everything queued (a no-op on a synchronous backend).
   virtual void synchronize() = 0;
 
+  // A fresh backend of the same kind on the same device (a trainer takes ownership of its own).
+  virtual Result<std::unique_ptr<Backend>> another() const = 0;
+
   // A communicator of `group` for this backend's memory (every member calls it together).
   virtual Result<std::unique_ptr<GroupComm>> make_comm(Comm& group) = 0;
 

@@ -1,4 +1,4 @@
-// Microbenchmarks of the CPU backend's kernels and MPI collectives, and the least-squares fits.
+// Microbenchmarks of a backend's kernels and collectives, and the least-squares fits.
 #include "runtime/calibrate.h"
 
 #include <Eigen/Dense>
@@ -24,15 +24,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Median seconds per call of `f`: calls are timed in batches long enough (>= 0.2 ms) for the
-// clock, after a warm-up, for at least `budget_s` or 15 batches.
+// clock, after a warm-up, for at least `budget_s` or 15 batches. Each batch ends when the backend
+// has finished its work (an asynchronous backend's calls return once queued).
 template <class F>
-double time_call(F&& f, double budget_s = 0.05) {
+double time_call(Backend& be, F&& f, double budget_s = 0.05) {
   f();
   f();
+  be.synchronize();
   int batch = 1;
   for (;;) {
     const auto t0 = Clock::now();
     for (int i = 0; i < batch; ++i) f();
+    be.synchronize();
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (s >= 2e-4 || batch >= (1 << 20)) break;
     batch *= 4;
@@ -42,6 +45,7 @@ double time_call(F&& f, double budget_s = 0.05) {
   while (samples.size() < 15 || (std::chrono::duration<double>(Clock::now() - start).count() < budget_s && samples.size() < 200)) {
     const auto t0 = Clock::now();
     for (int i = 0; i < batch; ++i) f();
+    be.synchronize();
     samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / batch);
   }
   std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
@@ -123,6 +127,72 @@ Buffer random_vector(std::size_t n, unsigned seed) {
   return v;
 }
 
+// A tensor of `n` values in [-0.5, 0.5) in the backend's memory. A host backend's is the random
+// vector itself; a device's repeats a block of 1 Mi random values (gigabytes of operands would take
+// longer to make on the host than to measure).
+DeviceBuffer random_tensor(Backend& be, std::size_t n, unsigned seed) {
+  DeviceBuffer t(&be);
+  if (be.host_memory()) {
+    t.host() = random_vector(n, seed);
+    return t;
+  }
+  t.resize(n);
+  const Buffer block = random_vector(std::min<std::size_t>(n, 1u << 20), seed);
+  for (std::size_t at = 0; at < n; at += block.size())
+    be.upload(t.data() + at, block.data(), std::min(block.size(), n - at));
+  return t;
+}
+
+DeviceBuffer zeros(Backend& be, std::size_t n, float value = 0.0f) {
+  DeviceBuffer t(&be);
+  if (value == 0.0f || !be.host_memory()) {
+    t.resize(n);
+    if (value != 0.0f) {
+      const Buffer v(std::min<std::size_t>(n, 1u << 20), value);
+      for (std::size_t at = 0; at < n; at += v.size()) be.upload(t.data() + at, v.data(), std::min(v.size(), n - at));
+    }
+  } else {
+    t.host().assign(n, value);
+  }
+  return t;
+}
+
+// The sizes the microbenchmarks run at: a CPU's are the tiny and small models' (their operands
+// meet the caches the profile describes); a GPU's are transformer layers' at training sizes.
+struct Sizes {
+  int peak_n = 1024;  // the sustained-peak GEMM is peak_n^3
+  std::vector<int> rows;
+  std::vector<std::pair<int, int>> kn;
+  std::vector<std::size_t> stream, adam;
+  std::vector<int> seqs;
+  std::vector<std::tuple<int, int, int>> heads;  // q heads, kv heads, head_dim
+  std::size_t cache_footprint = kCacheFootprint, memory_footprint = kMemoryFootprint;
+};
+
+Sizes sizes_for(const Backend& be) {
+  Sizes z;
+  if (be.host_memory() || be.name() == "cpu") {
+    z.rows = {32, 128, 512};
+    z.kn = {{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}};
+    z.stream = {8192u, 32768u, 131072u, 524288u, 2097152u};
+    z.adam = {262144u, 1048576u, 4194304u};
+    z.seqs = {16, 32, 64, 128};
+    z.heads = {{4, 2, 16}, {8, 4, 32}};
+    return z;
+  }
+  // A GPU: operands cycled over 16 MiB stay in its L2 (40-60 MB on A100-H200); over 1 GiB they do not.
+  z.peak_n = 4096;
+  z.rows = {512, 2048, 8192};
+  z.kn = {{768, 3072}, {3072, 768}, {1024, 1024}, {2048, 8192}, {4096, 4096}, {8192, 2048}};
+  z.stream = {1u << 18, 1u << 20, 1u << 22, 1u << 24, 1u << 26};
+  z.adam = {1u << 22, 1u << 24, 1u << 26};
+  z.seqs = {256, 512, 1024, 2048};
+  z.heads = {{12, 12, 64}, {16, 4, 128}};
+  z.cache_footprint = 16u << 20;
+  z.memory_footprint = 1u << 30;
+  return z;
+}
+
 std::string size_label(double bytes) {
   if (bytes >= 1 << 20) return fmt::format("{:g} MiB", bytes / (1 << 20));
   if (bytes >= 1 << 10) return fmt::format("{:g} KiB", bytes / (1 << 10));
@@ -153,28 +223,45 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind) {
 
 Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
                                   const std::function<void(const std::string&)>& progress) {
+  auto be = make_cpu_backend();
+  return calibrate(base, world, *be, progress);
+}
+
+Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
+                              const std::function<void(const std::string&)>& progress) {
   keep_freed_memory_in_heap();  // allocate as the trainer does
   Calibration c;
   c.device = base.node.accelerator();
   c.fabric = base.node.fabric;
   c.ranks = world.size();
+  c.backend = be.name();
+  const Sizes z = sizes_for(be);
+  c.cache_footprint = z.cache_footprint;
+  c.memory_footprint = z.memory_footprint;
   auto& pts = c.points;
+  // The trainer's fp32 plans run full-fp32 GEMMs (no TF32): so does the calibration.
+  be.allow_tf32(false);
 
-  // Sustained peak: a 1024^3 GEMM, the best of three.
+  // Sustained peak: a peak_n^3 GEMM, the best of three.
   {
-    const int n = 1024;
-    auto a = random_vector(static_cast<std::size_t>(n) * n, 1), b = random_vector(static_cast<std::size_t>(n) * n, 2);
-    Buffer out(static_cast<std::size_t>(n) * n);
+    const int n = z.peak_n;
+    auto a = random_tensor(be, static_cast<std::size_t>(n) * n, 1), b = random_tensor(be, static_cast<std::size_t>(n) * n, 2);
+    DeviceBuffer out = zeros(be, static_cast<std::size_t>(n) * n);
+    be.gemm_forward(out.data(), a.data(), b.data(), n, n, n);  // warm-up (a GPU's first call loads its kernels)
+    be.synchronize();
     double best = 1e300;
     for (int i = 0; i < 3; ++i) {
       const auto t0 = Clock::now();
-      gemm_forward(out.data(), a.data(), b.data(), n, n, n);
+      be.gemm_forward(out.data(), a.data(), b.data(), n, n, n);
+      be.synchronize();
       best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
     }
     const double peak = 2.0 * n * n * n / best;
     for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16})
       if (c.device.peak(d) > 0 || d == DType::kFp32) c.device.peak_flops[static_cast<int>(d)] = peak;
-    if (progress) progress(fmt::format("peak: 1024^3 GEMM at {:.1f} GFLOP/s (the CPU backend computes every precision in fp32)", peak / 1e9));
+    if (progress)
+      progress(fmt::format("peak: {}^3 GEMM at {:.1f} GFLOP/s (the {} backend computes every precision in fp32)", n,
+                           peak / 1e9, be.name()));
   }
 
   // GEMMs at the shapes the runtime runs (tokens x in x out), forward and backward, and streaming
@@ -188,105 +275,109 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
   // MiB and 115-124 inside `foresight run` (its data: 97 MB); the tiny model's (3 MB) at the 8 MiB
   // rate.
   auto measure = [&](std::size_t footprint, const std::string& gemm_kind, const std::string& stream_kind) {
-    for (int rows : {32, 128, 512})
-      for (const auto& kn : {std::pair{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}}) {
+    for (int rows : z.rows)
+      for (const auto& kn : z.kn) {
         const int k = kn.first, n = kn.second;  // named copies: lambdas cannot capture structured bindings in clang 14
         const std::size_t in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n,
                           out_n = static_cast<std::size_t>(rows) * n;
         const std::size_t copies = std::max<std::size_t>(2, footprint / (4 * (in_n + 2 * w_n + out_n)));
-        auto in = random_vector(in_n * copies, 3), w = random_vector(w_n * copies, 4), dout = random_vector(out_n * copies, 5);
-        Buffer dw(w_n * copies);
+        auto in = random_tensor(be, in_n * copies, 3), w = random_tensor(be, w_n * copies, 4),
+             dout = random_tensor(be, out_n * copies, 5);
+        DeviceBuffer dw = zeros(be, w_n * copies);
         std::size_t i = 0;
         const double flops = 2.0 * rows * k * n;
-        pts.push_back({gemm_kind, fmt::format("fwd {}x{}x{}", rows, k, n), flops, time_call([&] {
+        pts.push_back({gemm_kind, fmt::format("fwd {}x{}x{}", rows, k, n), flops, time_call(be, [&] {
                          const std::size_t at = i++ % copies;
-                         Buffer out(out_n);
-                         gemm_forward(out.data(), in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
+                         DeviceBuffer out = zeros(be, out_n);
+                         be.gemm_forward(out.data(), in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
                        })});
-        pts.push_back({gemm_kind, fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, time_call([&] {
+        pts.push_back({gemm_kind, fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, time_call(be, [&] {
                          const std::size_t at = i++ % copies;
-                         Buffer din(in_n);
-                         gemm_backward(din.data(), dw.data() + at * w_n, dout.data() + at * out_n, in.data() + at * in_n,
-                                       w.data() + at * w_n, rows, k, n);
+                         DeviceBuffer din = zeros(be, in_n);
+                         be.gemm_backward(din.data(), dw.data() + at * w_n, dout.data() + at * out_n,
+                                          in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
                        })});
       }
-    for (std::size_t n : {8192u, 32768u, 131072u, 524288u, 2097152u}) {
+    for (std::size_t n : z.stream) {
       const std::size_t copies = std::max<std::size_t>(2, footprint / (2 * 4 * n));
-      auto a = random_vector(n * copies, 6), b = random_vector(n * copies, 7), w = random_vector(256, 8);
+      auto a = random_tensor(be, n * copies, 6), b = random_tensor(be, n * copies, 7), w = random_tensor(be, 256, 8);
       const int rows = static_cast<int>(n / 256);
       std::size_t i = 0;
       auto next = [&] { return (i++ % copies) * n; };  // the next copy's offset
-      pts.push_back({stream_kind, "residual " + size_label(4.0 * n), 12.0 * n, time_call([&] {
+      pts.push_back({stream_kind, "residual " + size_label(4.0 * n), 12.0 * n, time_call(be, [&] {
                        const std::size_t at = next();
-                       Buffer out(n);
-                       kernels::residual_forward_cpu(out.data(), a.data() + at, b.data() + at, n);
+                       DeviceBuffer out = zeros(be, n);
+                       be.add(out.data(), a.data() + at, b.data() + at, n);
                      })});
-      pts.push_back({stream_kind, "rmsnorm " + size_label(4.0 * n), 8.0 * n, time_call([&] {
+      pts.push_back({stream_kind, "rmsnorm " + size_label(4.0 * n), 8.0 * n, time_call(be, [&] {
                        const std::size_t at = next();
-                       Buffer out(n), rstd(static_cast<std::size_t>(rows));
-                       rmsnorm_forward_fast(out.data(), rstd.data(), a.data() + at, w.data(), rows, 256, 1e-5f);
+                       DeviceBuffer out = zeros(be, n), rstd = zeros(be, static_cast<std::size_t>(rows));
+                       be.rmsnorm_forward(out.data(), rstd.data(), a.data() + at, w.data(), rows, 256, 1e-5f, true);
                      })});
-      pts.push_back({stream_kind, "swiglu " + size_label(4.0 * n), 6.0 * n, time_call([&] {  // reads gate|up (n), writes n/2
+      pts.push_back({stream_kind, "swiglu " + size_label(4.0 * n), 6.0 * n, time_call(be, [&] {  // reads gate|up (n), writes n/2
                        const std::size_t at = next();
-                       Buffer act(n / 2);
-                       swiglu_forward_fast(act.data(), a.data() + at, rows, 128);
+                       DeviceBuffer act = zeros(be, n / 2);
+                       be.swiglu_forward(act.data(), a.data() + at, rows, 128, true);
                      })});
-      pts.push_back({stream_kind, "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, time_call([&] {
+      pts.push_back({stream_kind, "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, time_call(be, [&] {
                        const std::size_t at = next();
-                       Buffer dx(n), dw(256), rstd(static_cast<std::size_t>(rows), 1.0f);
-                       rmsnorm_backward_fast(dx.data(), dw.data(), b.data() + at, a.data() + at, w.data(), rstd.data(), rows, 256);
+                       DeviceBuffer dx = zeros(be, n), dw = zeros(be, 256), rstd = zeros(be, static_cast<std::size_t>(rows), 1.0f);
+                       be.rmsnorm_backward(dx.data(), dw.data(), b.data() + at, a.data() + at, w.data(), rstd.data(), rows,
+                                           256, true);
                      })});
-      pts.push_back({stream_kind, "swiglu bwd " + size_label(4.0 * n), 12.0 * n, time_call([&] {
+      pts.push_back({stream_kind, "swiglu bwd " + size_label(4.0 * n), 12.0 * n, time_call(be, [&] {
                        const std::size_t at = next();
-                       Buffer dgu(n);
-                       swiglu_backward_fast(dgu.data(), a.data() + at, b.data() + at, rows, 128);
+                       DeviceBuffer dgu = zeros(be, n);
+                       be.swiglu_backward(dgu.data(), a.data() + at, b.data() + at, rows, 128, true);
                      })});
     }
   };
-  measure(kCacheFootprint, "gemm-cache", "stream-cache");
-  measure(kMemoryFootprint, "gemm", "stream");
+  measure(z.cache_footprint, "gemm-cache", "stream-cache");
+  measure(z.memory_footprint, "gemm", "stream");
   c.gemm_cache = fit(pts, "gemm-cache");
   c.gemm = fit(pts, "gemm");
   if (progress)
-    progress(fmt::format("gemm: 36 shapes, {:.1f} GFLOP/s sustained over {} of operands (rms fit error {:.1f}%), {:.1f} "
+    progress(fmt::format("gemm: {} shapes, {:.1f} GFLOP/s sustained over {} of operands (rms fit error {:.1f}%), {:.1f} "
                          "over {} ({:.1f}%), {:.2f} us per call",
-                         1e-9 / c.gemm_cache.slope, size_label(kCacheFootprint), 100 * c.gemm_cache.rms_rel_error,
-                         1e-9 / c.gemm.slope, size_label(kMemoryFootprint), 100 * c.gemm.rms_rel_error,
+                         2 * z.rows.size() * z.kn.size(), 1e-9 / c.gemm_cache.slope, size_label(z.cache_footprint),
+                         100 * c.gemm_cache.rms_rel_error, 1e-9 / c.gemm.slope, size_label(z.memory_footprint),
+                         100 * c.gemm.rms_rel_error,
                          c.gemm_cache.intercept_s * 1e6));
 
   // The optimizer streams every parameter with its moments (out of cache): the model counts
   // kAdamBytesPerParam bytes per parameter.
-  for (std::size_t n : {262144u, 1048576u, 4194304u}) {
-    auto p = random_vector(n, 10), g = random_vector(n, 11);
-    Buffer m(n), v(n);
+  for (std::size_t n : z.adam) {
+    auto p = random_tensor(be, n, 10), g = random_tensor(be, n, 11);
+    DeviceBuffer m = zeros(be, n), v = zeros(be, n);
     int step = 0;
-    pts.push_back({"stream", "adamw " + size_label(4.0 * n) + " of parameters", kAdamBytesPerParam * n,
-                   time_call([&] { adamw_fast(p.data(), m.data(), v.data(), g.data(), n, kernels::AdamWConfig{}, ++step, 1.0f); })});
+    pts.push_back({"stream", "adamw " + size_label(4.0 * n) + " of parameters", kAdamBytesPerParam * n, time_call(be, [&] {
+                     be.adamw(p.data(), m.data(), v.data(), g.data(), n, kernels::AdamWConfig{}, ++step, 1.0f);
+                   })});
   }
   c.stream_cache = fit(pts, "stream-cache");
   c.stream = fit(pts, "stream");
   if (progress)
     progress(fmt::format("streaming: {:.1f} GB/s over {} (rms fit error {:.1f}%), {:.1f} GB/s over {} and AdamW ({:.1f}%)",
-                         1e-9 / c.stream_cache.slope, size_label(kCacheFootprint), 100 * c.stream_cache.rms_rel_error,
-                         1e-9 / c.stream.slope, size_label(kMemoryFootprint), 100 * c.stream.rms_rel_error));
+                         1e-9 / c.stream_cache.slope, size_label(z.cache_footprint), 100 * c.stream_cache.rms_rel_error,
+                         1e-9 / c.stream.slope, size_label(z.memory_footprint), 100 * c.stream.rms_rel_error));
 
   // Attention (the fused path).
-  for (int seq : {16, 32, 64, 128})
-    for (const auto& shape : {std::tuple{4, 2, 16}, {8, 4, 32}}) {
+  for (int seq : z.seqs)
+    for (const auto& shape : z.heads) {
       const int q = std::get<0>(shape), kv = std::get<1>(shape), d = std::get<2>(shape);
       const kernels::AttentionShape s{1, seq, q, kv, d};
-      auto qkv = random_vector(s.tokens() * s.qkv_width(), 9);
+      auto qkv = random_tensor(be, s.tokens() * s.qkv_width(), 9);
       const double core = 2.0 * seq * seq * (2.0 * q * d);
-      auto dout = random_vector(s.tokens() * q * d, 12);
+      auto dout = random_tensor(be, s.tokens() * q * d, 12);
       // Forward and backward together: the model times the backward as 2.5 forwards (flash
       // attention recomputes the scores); this backend keeps the probabilities instead, so only
       // the pair's total is comparable: work = (1 + 2.5) x half the full-square FLOPs.
       pts.push_back({"attention", fmt::format("fwd+bwd s={} heads={}/{} d={}", seq, q, kv, d), 3.5 * 0.5 * core,
-                     time_call([&] {
-                       Buffer out(s.tokens() * q * d), probs(s.score_elems()), dqkv(qkv.size()),
-                           scratch(static_cast<std::size_t>(seq) * seq);
-                       attention_forward_fast(out.data(), probs.data(), qkv.data(), s);
-                       attention_backward_fast(dqkv.data(), scratch.data(), dout.data(), probs.data(), qkv.data(), s);
+                     time_call(be, [&] {
+                       DeviceBuffer out = zeros(be, s.tokens() * q * d), probs = zeros(be, s.score_elems()),
+                                    dqkv = zeros(be, qkv.size()), scratch = zeros(be, be.attention_scratch(s));
+                       be.attention_forward(out.data(), probs.data(), qkv.data(), s);
+                       be.attention_backward(dqkv.data(), scratch.data(), dout.data(), probs.data(), qkv.data(), s);
                      })});
     }
   c.attention = fit(pts, "attention");
@@ -299,15 +390,21 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
   // the model's formulas (sim/analytic/collective.h) on the fitted fabric.
   if (world.size() > 1) {
     const int n = world.size();
+    FS_ASSIGN_OR_RETURN(std::unique_ptr<GroupComm> group, be.make_comm(world));
+    // Ping-pong needs host-addressable buffers (MPI); a device backend's transfers are measured by
+    // the collectives alone.
+    const bool ping_pong = be.host_addressable();
     // Each rank's median over up to 12 repetitions (at least 3, about 0.3 s per size), averaged
     // over the ranks.
     auto timed = [&](const char* kind, std::size_t bytes, auto&& op) {
       std::vector<double> samples;
       double spent = 0;
       while (samples.size() < 3 || (samples.size() < 12 && spent < 0.3)) {
+        be.synchronize();
         world.barrier();
         const auto t0 = Clock::now();
         op();
+        be.synchronize();
         samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         spent += samples.back();
         double all = spent;  // every rank decides alike
@@ -335,11 +432,15 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
       const auto size_start = Clock::now();
       largest = bytes;
       const std::size_t elems = bytes / sizeof(float);
-      Buffer buf(elems, 1.0f), block(elems / static_cast<std::size_t>(n));
-      timed("all_reduce", bytes, [&] { world.all_reduce(buf.data(), elems); });
-      timed("all_gather", bytes, [&] { world.all_gather(buf.data(), elems - elems % static_cast<std::size_t>(n)); });
+      DeviceBuffer buf = zeros(be, elems, 1.0f), block = zeros(be, elems / static_cast<std::size_t>(n));
+      timed("all_reduce", bytes, [&] { group->all_reduce(buf.data(), elems); });
+      timed("all_gather", bytes, [&] { group->all_gather(buf.data(), elems - elems % static_cast<std::size_t>(n)); });
       timed("reduce_scatter", bytes,
-            [&] { world.reduce_scatter(buf.data(), block.data(), elems - elems % static_cast<std::size_t>(n)); });
+            [&] { group->reduce_scatter(buf.data(), block.data(), elems - elems % static_cast<std::size_t>(n)); });
+      if (!ping_pong) {
+        last_size_s = std::chrono::duration<double>(Clock::now() - size_start).count();
+        continue;
+      }
       // Ping-pong between ranks 0 and 1; half the round trip is one send.
       timed("send_recv", bytes, [&] {
         if (world.rank() == 0) {
@@ -415,8 +516,9 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
     Comm self;
     RunOptions ro;
     ro.record_ops = false;
-    FS_ASSIGN_OR_RETURN(auto t, Trainer::create(w, self, ro));
-    const double per_step = time_call([&] { (void)t->step(); }, 0.2);
+    FS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> own, be.another());
+    FS_ASSIGN_OR_RETURN(auto t, Trainer::create(w, self, ro, std::move(own)));
+    const double per_step = time_call(be, [&] { (void)t->step(); }, 0.2);
     c.executor_overhead_s = per_step / static_cast<double>(w.op_count());
     if (progress)
       progress(fmt::format("executor: {:.2f} us per op ({} ops of a micro model in {:.1f} us)", c.executor_overhead_s * 1e6,
@@ -427,7 +529,7 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
   c.device.gemm_efficiency = std::min(1.0, 1.0 / (c.gemm.slope * peak));
   c.device.attention_efficiency = std::min(1.0, 1.0 / (c.attention.slope * c.device.peak(DType::kBf16)));
   c.device.memory_bandwidth = 1.0 / c.stream.slope;
-  c.device.cache_bytes = static_cast<double>(kCacheFootprint);
+  c.device.cache_bytes = static_cast<double>(c.cache_footprint);
   c.device.cache_gemm_efficiency = std::min(1.0, 1.0 / (c.gemm_cache.slope * peak));
   c.device.cache_memory_bandwidth = 1.0 / c.stream_cache.slope;
   c.device.memory_efficiency = 1.0;
@@ -444,22 +546,27 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
   nlohmann::json device = device_to_json(c.device);
   device["name"] = name + "-core";
   device["sources"] = {
-      {"peak", "measured: a 1024^3 fp32 GEMM with the runtime's Eigen path, best of 3 (" + provenance + ")"},
+      {"peak", fmt::format("measured: a {0}^3 fp32 GEMM on the runtime's {1} backend ({2}), best of 3 ({3})",
+                           c.backend == "cpu" ? 1024 : 4096, c.backend,
+                           c.backend == "cpu" ? "Eigen" : "cuBLAS, no TF32", provenance)},
       {"efficiency.gemm",
-       fmt::format("fitted: 36 GEMMs (forward and backward, 32-512 tokens, widths 64-2048) with operands cycled over "
-                   "{}, t = a + FLOPs/(peak*eff), rms error {:.1f}%, worst {:.1f}%",
-                   size_label(kMemoryFootprint), 100 * c.gemm.rms_rel_error, 100 * c.gemm.max_rel_error)},
+       fmt::format("fitted: {} GEMMs (forward and backward at the transformer shapes of calibrate.cpp's sizes_for) with "
+                   "operands cycled over {}, t = a + FLOPs/(peak*eff), rms error {:.1f}%, worst {:.1f}%",
+                   std::count_if(c.points.begin(), c.points.end(), [](const Measurement& m) { return m.kind == "gemm"; }),
+                   size_label(static_cast<double>(c.memory_footprint)), 100 * c.gemm.rms_rel_error,
+                   100 * c.gemm.max_rel_error)},
       {"efficiency.attention",
        fmt::format("fitted: fused attention forward+backward, 8 shapes, against 3.5 x half the full-square FLOPs (the model's flash forward plus its 2.5x backward); rms error {:.1f}%",
                    100 * c.attention.rms_rel_error)},
       {"memory_bandwidth",
-       fmt::format("fitted: residual, rmsnorm and swiglu (forward; rmsnorm and swiglu backward) at 32 KiB-8 MiB, inputs "
-                   "cycled over {}, and AdamW at 1-16 MiB of parameters, t = a + bytes/B; rms error {:.1f}%",
-                   size_label(kMemoryFootprint), 100 * c.stream.rms_rel_error)},
-      {"efficiency.gemm_setup", "fitted: the intercept of the GEMM line over " + size_label(kCacheFootprint) + " of operands"},
+       fmt::format("fitted: residual, rmsnorm and swiglu (forward; rmsnorm and swiglu backward), inputs cycled over {}, "
+                   "and AdamW, t = a + bytes/B; rms error {:.1f}%",
+                   size_label(static_cast<double>(c.memory_footprint)), 100 * c.stream.rms_rel_error)},
+      {"efficiency.gemm_setup",
+       "fitted: the intercept of the GEMM line over " + size_label(static_cast<double>(c.cache_footprint)) + " of operands"},
       {"cache", fmt::format("fitted: the same GEMMs and streaming kernels with operands cycled over {} (the size): "
                             "GEMM rms error {:.1f}%, streaming {:.1f}%; a plan whose data per device fits "
-                            "takes these rates", size_label(kCacheFootprint), 100 * c.gemm_cache.rms_rel_error,
+                            "takes these rates", size_label(static_cast<double>(c.cache_footprint)), 100 * c.gemm_cache.rms_rel_error,
                             100 * c.stream_cache.rms_rel_error)},
       {"efficiency.attention_setup", "fitted: half the attention line's intercept (a forward and backward pair)"},
       {"efficiency.kernel_overhead", "measured: the executor's cost per op, a training step of a micro model (2 layers, "
@@ -475,9 +582,9 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
     if (c.fabric.small_message_bytes > 0)
       node["fabric"]["small_messages"] = {{"below", size_label(c.fabric.small_message_bytes)},
                                           {"latency", fmt::format("{:.6g}us", c.fabric.small_message_latency_s * 1e6)}};
-    node["sources"] = {{"fabric", fmt::format("fitted: MPI all-reduce over {} ranks, 1 KiB-16 MiB, ring model "
+    node["sources"] = {{"fabric", fmt::format("fitted: {} all-reduce over {} ranks, 1 KiB-16 MiB, ring model "
                                               "t = 2(n-1)*latency + 2(n-1)/n*S/B{}; rms error {:.1f}%",
-                                              c.ranks,
+                                              c.backend == "cpu" ? "MPI" : "NCCL", c.ranks,
                                               c.fabric.small_message_bytes > 0
                                                   ? ", the latency its own below the first size of the slower protocol"
                                                   : "",

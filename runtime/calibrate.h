@@ -4,6 +4,7 @@
 //
 //   Comm world = Comm::world();                      // under mpirun for the collectives
 //   auto cal = calibrate_cpu(base_cluster, world, progress);
+//   auto gpu = calibrate(h200_cluster, world, **make_backend("cuda", local_rank), progress);
 //   nlohmann::json profile = calibrated_cluster_json(*cal, "local", provenance);
 //
 // Each fitted constant is physical and comes from a least-squares line through the measurements
@@ -24,14 +25,15 @@
 #include <string>
 #include <vector>
 
+#include "runtime/backend.h"
 #include "runtime/comm.h"
 #include "sim/core/status.h"
 #include "sim/spec/hardware.h"
 
 namespace foresight::runtime {
 
-// How far the calibration's copies of a kernel's operands span: the cache rates, and the memory
-// rates (see calibrate_cpu).
+// How far the CPU calibration's copies of a kernel's operands span: the cache rates, and the memory
+// rates (see calibrate; a GPU's are 16 MiB and 1 GiB).
 inline constexpr std::size_t kCacheFootprint = 8u << 20;
 inline constexpr std::size_t kMemoryFootprint = 64u << 20;
 
@@ -73,6 +75,8 @@ struct LineFit {
 LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind);
 
 struct Calibration {
+  std::string backend = "cpu";  // the backend measured
+  std::size_t cache_footprint = kCacheFootprint, memory_footprint = kMemoryFootprint;
   DeviceSpec device;            // the base device with fitted peak, efficiencies, bandwidth, overhead
   LinkSpec fabric;              // fitted when there were 2+ ranks, else the base's
   bool fabric_measured = false;
@@ -83,8 +87,12 @@ struct Calibration {
   std::vector<Measurement> points;
 };
 
-// Measures on this rank (rank 0 reports; every rank takes part in the collectives). `progress`
-// gets a line per measured group.
+// Measures `be` on this rank (rank 0 reports; every rank takes part in the collectives).
+// `progress` gets a line per measured group. The sizes follow the backend: a CPU's are the tiny
+// and small models', a GPU's a transformer layer's at training sizes.
+Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
+                              const std::function<void(const std::string&)>& progress);
+// calibrate() on the CPU backend.
 Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
                                   const std::function<void(const std::string&)>& progress);
 

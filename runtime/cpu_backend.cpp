@@ -121,6 +121,7 @@ class CpuBackend final : public Backend {
   void download(float* host_dst, const float* src, std::size_t n) override { copy(host_dst, src, n); }
   void synchronize() override {}
 
+  Result<std::unique_ptr<Backend>> another() const override { return make_cpu_backend(separate_); }
   Result<std::unique_ptr<GroupComm>> make_comm(Comm& group) override {
     return std::unique_ptr<GroupComm>(new CpuComm(group, separate_));
   }

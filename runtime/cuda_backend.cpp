@@ -179,6 +179,7 @@ class CudaBackend final : public Backend {
   }
   void synchronize() override { FS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+  Result<std::unique_ptr<Backend>> another() const override { return make_cuda_backend(device_); }
   Result<std::unique_ptr<GroupComm>> make_comm(Comm& group) override {
     std::unique_ptr<NcclComm> nccl;
     if (group.size() > 1) {

@@ -231,6 +231,33 @@ if [ -n "$APP" ]; then
   run_trainer "small tf32" --model small --steps 20 --precision bf16 --cluster h200-ndr
   run_trainer "gpt2-124m-shaped tf32" --model "$ROOT/bench/models/gpt2-124m-shaped.json" --gb 8 --mb 4 --steps 8 \
     --precision bf16 --cluster h200-ndr
+  # Issue 6 on the GPU: calibrate the CUDA backend (from the H200 profile), then predict single-GPU
+  # runs with the calibrated profile and compare op by op (the step-time error lines go to the summary).
+  CAL=$ROOT/$BUILD/gpu-calibrated.json
+  log=$(mktemp)
+  if timeout "$(budget 150 40)" "$APP" calibrate --backend cuda --cluster h200-ndr --out "$CAL" --name gpu-calibrated \
+    >"$log" 2>&1; then
+    cat "$log" >>"$TESTS_LOG"
+    grep -E '^  (peak|gemm|streaming|attention|executor):' "$log" | sed 's/^  /calibrate: /' | while read -r l; do say "$l"; done
+    for m in small "$ROOT/bench/models/gpt2-124m-shaped.json"; do
+      out=$(mktemp)
+      extra=()
+      [ "$m" = small ] || extra=(--gb 8 --mb 4)
+      if timeout "$(budget 90 5)" "$APP" run --backend cuda --model "$m" --steps 10 --precision fp32 --cluster "$CAL" \
+        --predict "${extra[@]}" >"$out" 2>&1; then
+        say "predict vs measured, $(basename "$m" .json): $(grep -E '^step time: predicted' "$out" | head -1)"
+        grep -A8 -E '^op kind' "$out" | sed 's/^/    /' >>"$SUMMARY"
+      else
+        fail "run --predict of $(basename "$m") on the calibrated profile (see tests.log)"
+      fi
+      cat "$out" >>"$TESTS_LOG"
+      rm -f "$out"
+    done
+  else
+    cat "$log" >>"$TESTS_LOG"
+    fail "calibrate --backend cuda (see tests.log)"
+  fi
+  rm -f "$log"
 fi
 
 say "finished in ${SECONDS}s: $([ $STATUS -eq 0 ] && echo PASS || echo FAIL)"

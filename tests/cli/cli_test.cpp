@@ -138,7 +138,7 @@ const BadCase kBadCases[] = {
     {"compare @BAD@trace-plan-a.json @BAD@no-such-trace.json", "no-such-trace.json: cannot open trace"},
     {"compare @BAD@trace-plan-a.json @BAD@trace-plan-b.json", "the traces are of different plans"},
     {"compare @BAD@trace-empty.json @BAD@trace-plan-a.json", "trace-empty.json: empty file"},
-    {"calibrate --backend cuda", "--backend cuda: calibration of the CUDA backend is not implemented yet"},
+    {"calibrate --backend cuda", "--backend cuda: name the GPU's profile to start from with --cluster"},
 };
 INSTANTIATE_TEST_SUITE_P(Corpus, BadInput, ::testing::ValuesIn(kBadCases),
                          [](const auto& param_info) { return "case" + std::to_string(param_info.index); });
