@@ -37,40 +37,60 @@ namespace {
 
 using kernels::AttentionShape;
 
-// A group's collectives on the backend's stream. A one-rank group needs no communicator: its
+// A group's collectives on the backend's stream, over NCCL. The communicator is made at the
+// group's first collective (every member reaches it together, as collectives require), so a group
+// that only carries pipeline transfers, or has one rank, never makes one: a one-rank group's
 // collectives are identities (a reduce-scatter copies its one block).
+//
+// Pipeline transfers are staged through host memory over the MPI group: the send copies the
+// tensor out and hands it to a non-blocking MPI send, the receive takes it from MPI and copies it
+// in. That keeps the CPU backend's ordering guarantees (a non-blocking send can never wait on its
+// peer), which NCCL's send and receive on one stream do not give when two stages send to each
+// other at once (the 1F1B steady state), at the price of two PCIe copies per transfer.
 class CudaComm final : public GroupComm {
  public:
-  CudaComm(int rank, int size, std::unique_ptr<NcclComm> nccl, cudaStream_t stream)
-      : rank_(rank), size_(size), nccl_(std::move(nccl)), stream_(stream) {}
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
+  CudaComm(Comm& group, Backend& be, cudaStream_t stream) : group_(group), be_(be), stream_(stream) {}
+  int rank() const override { return group_.rank(); }
+  int size() const override { return group_.size(); }
   void all_reduce(float* data, std::size_t n) override {
-    if (nccl_) nccl_->all_reduce(data, n, stream_);
+    if (NcclComm* c = nccl()) c->all_reduce(data, n, stream_);
   }
   void reduce_scatter(const float* in, float* out_block, std::size_t n) override {
-    if (nccl_)
-      nccl_->reduce_scatter(in, out_block, n, stream_);
+    if (NcclComm* c = nccl())
+      c->reduce_scatter(in, out_block, n, stream_);
     else if (in != out_block)
       FS_CUDA_CHECK(cudaMemcpyAsync(out_block, in, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
   }
   void all_gather(float* data, std::size_t n) override {
-    if (nccl_) nccl_->all_gather(data, n, stream_);
+    if (NcclComm* c = nccl()) c->all_gather(data, n, stream_);
   }
-  // Pipeline transfers need send/receive pairs that cannot block each other on one stream (the
-  // 1F1B steady state sends both ways at once); Trainer::create refuses pp > 1 on this backend.
-  void send(DeviceBuffer&&, int, int) override {
-    throw std::logic_error("pipeline transfers are not implemented on the CUDA backend");
+  void send(DeviceBuffer&& data, int peer, int tag) override {
+    Buffer staged(data.size());
+    be_.download(staged.data(), data.data(), data.size());  // waits for the tensor's producer
+    group_.send(std::move(staged), peer, tag);
+    data.release();
   }
-  void recv(float*, std::size_t, int, int) override {
-    throw std::logic_error("pipeline transfers are not implemented on the CUDA backend");
+  void recv(float* data, std::size_t n, int peer, int tag) override {
+    Buffer staged(n);
+    group_.recv(staged.data(), n, peer, tag);
+    be_.upload(data, staged.data(), n);
   }
-  void wait_sends() override {}
+  void wait_sends() override { group_.wait_sends(); }
 
  private:
-  int rank_ = 0, size_ = 1;
-  std::unique_ptr<NcclComm> nccl_;
+  NcclComm* nccl() {
+    if (group_.size() == 1) return nullptr;
+    if (!nccl_) {
+      auto c = NcclComm::create(group_);
+      if (!c) throw std::runtime_error(c.error().message());
+      nccl_ = std::make_unique<NcclComm>(std::move(*c));
+    }
+    return nccl_.get();
+  }
+  Comm& group_;
+  Backend& be_;
   cudaStream_t stream_ = nullptr;
+  std::unique_ptr<NcclComm> nccl_;
 };
 
 // Device scratch that grows to the largest request and is reused (ids, targets, losses, scales).
@@ -138,10 +158,6 @@ class CudaBackend final : public Backend {
   }
   bool host_memory() const override { return false; }
   Status check_plan(const Plan& plan) const override {
-    if (plan.pp > 1)
-      return Error(
-          "plan: /pp: " + std::to_string(plan.pp) +
-          " pipeline stages: the cuda backend does not run pipeline transfers yet (the CPU backend does)");
     if (!plan.kernel_fusion)
       return Error(
           "plan: /kernel_fusion: the cuda backend runs fused kernels only so far (the CPU backend runs the "
@@ -181,13 +197,7 @@ class CudaBackend final : public Backend {
 
   Result<std::unique_ptr<Backend>> another() const override { return make_cuda_backend(device_); }
   Result<std::unique_ptr<GroupComm>> make_comm(Comm& group) override {
-    std::unique_ptr<NcclComm> nccl;
-    if (group.size() > 1) {
-      auto c = NcclComm::create(group);
-      if (!c) return c.error();
-      nccl = std::make_unique<NcclComm>(std::move(*c));
-    }
-    return std::unique_ptr<GroupComm>(new CudaComm(group.rank(), group.size(), std::move(nccl), stream_));
+    return std::unique_ptr<GroupComm>(new CudaComm(group, *this, stream_));
   }
 
   void reset_marks() override { used_ = 0; }

@@ -1,12 +1,13 @@
 // The CUDA backend of the runtime (runtime/backend.h), one GPU per rank: tensors in device memory
 // from CUDA's stream-ordered pool (kept between micro-batches, as PyTorch's caching allocator
 // keeps them), cuBLAS GEMMs and the kernels of kernels/cuda_kernels.h on one compute stream,
-// NCCL for the TP and DP groups (bootstrapped through their MPI twins; a one-rank group makes no
-// NCCL calls), CUDA events for per-op times. Built when CUDA and NCCL are found.
+// NCCL for the TP and DP groups' collectives (bootstrapped through their MPI twins at the first
+// collective; a one-rank group makes no NCCL calls), pipeline transfers staged through host memory
+// over MPI, CUDA events for per-op times. Built when CUDA and NCCL are found.
 //
-// What it runs so far: everything the CPU backend runs except pipeline transfers (pp > 1), the
-// unfused (eager) norm and SwiGLU chains, gradient compression and the CPU-only optimizer variants;
-// Trainer::create refuses those with the reason. Tensors are fp32; GEMMs use TF32 tensor cores
+// What it runs so far: everything the CPU backend runs except the unfused (eager) norm and SwiGLU
+// chains, gradient compression and the CPU-only optimizer variants; Trainer::create refuses those
+// with the reason. Compute and communication share one stream (no overlap yet). Tensors are fp32; GEMMs use TF32 tensor cores
 // after allow_tf32(true) (the trainer asks for it for plans in bf16, fp16 or tf32), full fp32 otherwise.
 #pragma once
 

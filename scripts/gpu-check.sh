@@ -89,7 +89,7 @@ if timeout "$(budget 150 300)" cmake -S . -B "$BUILD" "${GENERATOR[@]}" -DCMAKE_
     fail "build of foresight_kernel_gpu_tests / gpu_block_bench (see build.log)"
   fi
   OPTIONAL=()
-  for t in foresight foresight_runtime_gpu_tests; do
+  for t in foresight foresight_runtime_gpu_tests runtime_parallel_check; do
     grep -qE "(^|[ /])$t(:|\$| )" <<<"$TARGETS" && OPTIONAL+=("$t")
   done
   if [ ${#OPTIONAL[@]} -gt 0 ]; then
@@ -202,6 +202,22 @@ if [ -n "$BENCH" ]; then
   else
     fail "gpu_block_bench (exit $?; see gpu_block_bench.log)"
   fi
+fi
+
+# --- pipeline stages on the GPU: two ranks share the device (no NCCL between them: the pipeline's
+# transfers go through host memory over MPI), checked against the serial CPU run element by element.
+PCHECK=$(find "$BUILD" -name runtime_parallel_check -type f -perm -u+x 2>/dev/null | head -1)
+if [ -n "$PCHECK" ] && command -v mpirun >/dev/null; then
+  for layout in "pp=2" "pp=2 schedule=gpipe" "pp=2 vp=2 schedule=interleaved-1f1b" "pp=2 recompute=full"; do
+    echo "== mpirun -np 2 runtime_parallel_check $layout backend=cuda" >>"$TESTS_LOG"
+    # shellcheck disable=SC2086 # the layout is several key=value words
+    if OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout "$(budget 60 60)" mpirun --oversubscribe -np 2 \
+      "$PCHECK" model="$ROOT/tests/data/runtime/tiny4.json" $layout precision=fp32 backend=cuda >>"$TESTS_LOG" 2>&1; then
+      say "cuda pipeline check ($layout): OK"
+    else
+      fail "cuda pipeline check ($layout) (see tests.log)"
+    fi
+  done
 fi
 
 # --- the trainer on the CUDA backend (needs the foresight app of the CMake build) ------------------------

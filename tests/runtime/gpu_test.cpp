@@ -234,13 +234,13 @@ TEST(CudaTrainer, CheckpointsMoveBetweenBackends) {
 TEST(CudaTrainer, RefusesWhatItDoesNotRunWithTheField) {
   std::string why;
   if (!have_device(&why)) GTEST_SKIP() << "no CUDA device: " << why;
-  Plan pp;
-  pp.global_batch = 4;
-  pp.pp = 2;
   Plan eager;
   eager.global_batch = 4;
   eager.kernel_fusion = false;
-  for (const auto& [plan, field] : {std::pair{pp, "/pp"}, std::pair{eager, "/kernel_fusion"}}) {
+  Plan topk;
+  topk.global_batch = 4;
+  topk.grad_compression = GradCompression::kTopK;
+  for (const auto& [plan, field] : {std::pair{eager, "/kernel_fusion"}, std::pair{topk, "/grad_compression"}}) {
     auto be = make_backend("cuda", 0);
     ASSERT_TRUE(be);
     auto c = load_cluster("cpu-local");

@@ -16,6 +16,7 @@
 //   mpirun -np 4 runtime_parallel_check model=tiny4.json tp=2 pp=2 schedule=1f1b gb=8
 //   mpirun -np 4 runtime_parallel_check model=tiny4.json tp=2 dp=2 compression=topk topk=0.1
 //   mpirun -np 4 runtime_parallel_check model=tiny4.json tp=2 pp=2 sp=1 memory=separate
+//   mpirun -np 2 runtime_parallel_check model=tiny4.json pp=2 precision=fp32 backend=cuda
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -121,8 +122,16 @@ int main(int argc, char** argv) {
   o.adam.weight_decay = 0.1f;  // exercise decoupled weight decay too
   o.record_ops = false;
   Comm self;  // the serial reference: a one-rank world inside this process
-  // memory=separate: the parallel run keeps its tensors as a device backend does (backend.h).
-  auto par = Trainer::create(*w, world, o, make_cpu_backend(a.count("memory") && a["memory"] == "separate"));
+  // memory=separate: the parallel run keeps its tensors as a device backend does (backend.h);
+  // backend=cuda: it runs on the GPU of its local rank (the serial reference stays on the CPU).
+  std::unique_ptr<Backend> be = make_cpu_backend(a.count("memory") && a["memory"] == "separate");
+  if (a.count("backend")) {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    auto chosen = make_backend(a["backend"], local ? std::atoi(local) : world.rank());
+    if (!chosen) { std::fprintf(stderr, "backend=%s: %s\n", a["backend"].c_str(), chosen.error().message().c_str()); Comm::abort_job(2); }
+    be = std::move(*chosen);
+  }
+  auto par = Trainer::create(*w, world, o, std::move(be));
   auto ser = Trainer::create(*w1, self, o);
   if (!par || !ser) { std::fprintf(stderr, "%s\n", (!par ? par.error() : ser.error()).message().c_str()); Comm::abort_job(2); }
 
