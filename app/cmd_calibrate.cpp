@@ -41,13 +41,7 @@ Command add_calibrate_command(CLI::App& app) {
                     "cpu-local describes this machine's CPU");
       return finish(2);
     }
-    int local_rank = rank;
-    for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
-      if (const char* v = std::getenv(var)) {
-        local_rank = std::atoi(v);
-        break;
-      }
-    auto be = runtime::make_backend(*backend, local_rank);
+    auto be = runtime::make_backend(*backend, runtime::Comm::local_rank(rank));
     if (!be) {
       if (rank == 0) input_error("--backend " + *backend + ": " + be.error().message());
       return finish(2);

@@ -124,13 +124,7 @@ Command add_run_command(CLI::App& app) {
       return code;
     };
     // One GPU per rank: the launcher's local rank picks it on a multi-GPU node.
-    int local_rank = rank;
-    for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
-      if (const char* v = std::getenv(var)) {
-        local_rank = std::atoi(v);
-        break;
-      }
-    auto backend = runtime::make_backend(o->backend, local_rank);
+    auto backend = runtime::make_backend(o->backend, runtime::Comm::local_rank(rank));
     if (!backend) return input_fail("--backend " + o->backend + ": " + backend.error().message());
     if (o->resume && o->checkpoint_dir.empty()) return input_fail("--resume needs --checkpoint-dir");
     PlanOptions po = o->plan;

@@ -229,4 +229,10 @@ int Comm::max_tag() { return 32767; }
 
 #endif
 
+int Comm::local_rank(int fallback) {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return fallback;
+}
+
 }  // namespace foresight::runtime

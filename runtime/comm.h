@@ -26,6 +26,9 @@ class Comm {
   static Comm world();
   // True when this process runs under an MPI launcher (mpirun, srun).
   static bool launched_by_mpi();
+  // This process's rank among those of its node, as the launcher says (Open MPI, MPICH, Slurm):
+  // a GPU per rank is picked by it. Without a launcher's word, `fallback`.
+  static int local_rank(int fallback);
   // Ends the job on every rank (MPI_Abort), after the caller printed why.
   [[noreturn]] static void abort_job(int code);
   // MPI_Finalize (no-op without MPI).

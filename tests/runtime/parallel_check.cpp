@@ -126,8 +126,7 @@ int main(int argc, char** argv) {
   // backend=cuda: it runs on the GPU of its local rank (the serial reference stays on the CPU).
   std::unique_ptr<Backend> be = make_cpu_backend(a.count("memory") && a["memory"] == "separate");
   if (a.count("backend")) {
-    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    auto chosen = make_backend(a["backend"], local ? std::atoi(local) : world.rank());
+    auto chosen = make_backend(a["backend"], Comm::local_rank(world.rank()));
     if (!chosen) { std::fprintf(stderr, "backend=%s: %s\n", a["backend"].c_str(), chosen.error().message().c_str()); Comm::abort_job(2); }
     be = std::move(*chosen);
   }
