@@ -245,12 +245,12 @@ Command add_run_command(CLI::App& app) {
     std::ostringstream mine;
     mine.precision(17);
     for (double x : slowest) mine << x << ' ';
-    mine << '|' << peak_rss_mib() << '|';
+    mine << '|' << peak_rss_mib() << ' ' << t.backend().peak_device_bytes() / (1024.0 * 1024.0) << '|';
     for (const auto& ot : t.timings()) mine << ot.op << ' ' << ot.start_s << ' ' << ot.end_s << ' ';
     const auto blobs = world.gather_bytes(mine.str());
     int code = 0;
     if (rank == 0) {
-      double rss_max = 0;
+      double rss_max = 0, device_max = 0;
       SimResult measured;
       measured.full = true;
       for (std::size_t r = 0; r < blobs.size(); ++r) {
@@ -264,7 +264,11 @@ Command add_run_command(CLI::App& app) {
           x = std::max(x, v);
         }
         std::getline(in_s, part, '|');
-        rss_max = std::max(rss_max, std::stod(part));
+        std::istringstream mem(part);
+        double rss = 0, dev = 0;
+        mem >> rss >> dev;
+        rss_max = std::max(rss_max, rss);
+        device_max = std::max(device_max, dev);
         std::getline(in_s, part);
         std::istringstream os(part);
         runtime::OpTiming ot;
@@ -284,6 +288,12 @@ Command add_run_command(CLI::App& app) {
                  median * 1e3, sorted.size(), warm, tokens / median, flops_rate / 1e9, flops_rate / 1e9 / world.size(),
                  predicted.step_time_s * 1e3, in->cluster.name);
       fmt::print("peak resident memory: {:.1f} MiB (largest rank)\n", rss_max);
+      if (device_max > 0)
+        fmt::print("peak device memory: {:.1f} MiB (largest rank; the model's {:.1f} MiB on {} less its {:.1f} MiB "
+                   "reserve: {:.1f} MiB)\n",
+                   device_max, predicted.memory.total / (1024.0 * 1024.0), in->cluster.name,
+                   predicted.memory.reserved / (1024.0 * 1024.0),
+                   (predicted.memory.total - predicted.memory.reserved) / (1024.0 * 1024.0));
       const double graph_bytes = graph_dp_grad_bytes(*w, 0);
       if (in->plan.dp > 1)
         fmt::print("data-parallel gradient collectives (rank 0, {}): {:.3f} MB per step; the op graph's: {:.3f} MB\n",
@@ -344,6 +354,7 @@ Command add_run_command(CLI::App& app) {
                                   {"tokens_per_s", tokens / median},
                                   {"model_flops_per_step", w->model_flops},
                                   {"peak_rss_mib", rss_max},
+                                  {"peak_device_mib", device_max},
                                   {"predicted_step_s", predicted.step_time_s},
                                   {"graph_dp_grad_bytes", graph_bytes},
                                   {"metadata", extra}};

@@ -124,6 +124,9 @@ class Backend {
   virtual void download(float* host_dst, const float* src, std::size_t n) = 0;
   // Waits for everything queued (a no-op on a synchronous backend).
   virtual void synchronize() = 0;
+  // The most device memory its tensors have held at once, in bytes (0 for a host backend, whose
+  // tensors the process's resident memory counts).
+  virtual double peak_device_bytes() const { return 0; }
 
   // A fresh backend of the same kind on the same device (a trainer takes ownership of its own).
   virtual Result<std::unique_ptr<Backend>> another() const = 0;

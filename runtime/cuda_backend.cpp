@@ -194,6 +194,16 @@ class CudaBackend final : public Backend {
     FS_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   void synchronize() override { FS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  // The default pool's high-water mark: every tensor, scratch and cuBLAS workspace allocated
+  // stream-ordered (cuBLAS's own handle memory and the CUDA context are outside it).
+  double peak_device_bytes() const override {
+    cudaMemPool_t pool = nullptr;
+    std::uint64_t high = 0;
+    if (cudaDeviceGetDefaultMemPool(&pool, device_) != cudaSuccess ||
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high) != cudaSuccess)
+      return 0;
+    return static_cast<double>(high);
+  }
 
   Result<std::unique_ptr<Backend>> another() const override { return make_cuda_backend(device_); }
   Result<std::unique_ptr<GroupComm>> make_comm(Comm& group) override {
