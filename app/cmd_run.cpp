@@ -209,7 +209,7 @@ Command add_run_command(CLI::App& app) {
           in->plan.precision == Precision::kFp32   ? ""
           : in->plan.precision == Precision::kFp16 ? "; fp16 dynamic loss scaling with fp16's range"
           : cpu ? "; the plan's " + to_string(in->plan.precision) + " applies on GPUs"
-                : "; the plan's " + to_string(in->plan.precision) + " runs as fp32 tensors with TF32 GEMMs";
+                : "; the plan's " + to_string(in->plan.precision) + " applies to the GEMMs, the tensors are fp32";
       fmt::print("backend {}{}; MPI {}\n",
                  cpu ? fmt::format("cpu (Eigen {}.{}.{} GEMMs, fp32)", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
                                    EIGEN_MINOR_VERSION)
@@ -302,10 +302,14 @@ Command add_run_command(CLI::App& app) {
                    history.back().dp_grad_bytes / 1e6, graph_bytes / 1e6);
       char host[256] = {0};
       gethostname(host, sizeof host - 1);
-      const bool tf32 = t.backend().name() != "cpu" && in->plan.precision != Precision::kFp32;
+      const bool gpu = t.backend().name() != "cpu";
+      const std::string compute_precision =
+          !gpu || in->plan.precision == Precision::kFp32 ? "fp32"
+          : in->plan.precision == Precision::kBf16       ? "fp32 tensors, bf16 GEMM operands"
+                                                         : "fp32 tensors, TF32 GEMMs";
       const nlohmann::json extra = {{"backend", t.backend().name()},
                                     {"device", t.backend().describe()},
-                                    {"compute_precision", tf32 ? "fp32, TF32 GEMMs" : "fp32"},
+                                    {"compute_precision", compute_precision},
                                     {"host", host},
                                     {"ranks", world.size()},
                                     {"measured_step_s", history.back().seconds},

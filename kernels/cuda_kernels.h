@@ -49,6 +49,12 @@ void matmul_backward(float* din, float* dw, const float* dout, const float* in, 
                      cublasHandle_t handle);
 void matmul_backward(__nv_bfloat16* din, float* dw, const __nv_bfloat16* dout, const __nv_bfloat16* in,
                      const __nv_bfloat16* w, int rows, int k, int n, cublasHandle_t handle);
+// bf16 operands, fp32 outputs (the runtime's bf16 GEMMs between fp32 tensors: autocast for matmuls,
+// without rounding the output): out and din are written in fp32, dw accumulates in fp32.
+void matmul_forward(float* out, const __nv_bfloat16* in, const __nv_bfloat16* w, int rows, int k, int n,
+                    cublasHandle_t handle);
+void matmul_backward(float* din, float* dw, const __nv_bfloat16* dout, const __nv_bfloat16* in,
+                     const __nv_bfloat16* w, int rows, int k, int n, cublasHandle_t handle);
 
 // --- normalisation (kernels/norm.cu) ------------------------------------------------------------
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, int rows, int cols,

@@ -20,10 +20,10 @@ void forward(void* out, cudaDataType out_type, const void* in, const void* w, cu
 
 // din[rows x k] = dout * w^T: din^T (k x rows, ld k) = w (the transpose of w's view) * dout^T.
 // dw[k x n] += in^T * dout: dw^T (n x k, ld n) += dout^T (n x rows) * in (the transpose of in's view).
-void backward(void* din, const void* dout, const void* in, const void* w, cudaDataType type, float* dw, int rows,
-              int k, int n, cublasHandle_t h) {
+void backward(void* din, cudaDataType din_type, const void* dout, const void* in, const void* w, cudaDataType type,
+              float* dw, int rows, int k, int n, cublasHandle_t h) {
   FS_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, k, rows, n, &kOne, w, type, n, dout, type, n, &kZero, din,
-                               type, k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                               din_type, k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   FS_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, n, k, rows, &kOne, dout, type, n, in, type, k, &kOne, dw,
                                CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
@@ -41,12 +41,22 @@ void matmul_forward(__nv_bfloat16* out, const __nv_bfloat16* in, const __nv_bflo
 
 void matmul_backward(float* din, float* dw, const float* dout, const float* in, const float* w, int rows, int k, int n,
                      cublasHandle_t h) {
-  backward(din, dout, in, w, CUDA_R_32F, dw, rows, k, n, h);
+  backward(din, CUDA_R_32F, dout, in, w, CUDA_R_32F, dw, rows, k, n, h);
 }
 
 void matmul_backward(__nv_bfloat16* din, float* dw, const __nv_bfloat16* dout, const __nv_bfloat16* in,
                      const __nv_bfloat16* w, int rows, int k, int n, cublasHandle_t h) {
-  backward(din, dout, in, w, CUDA_R_16BF, dw, rows, k, n, h);
+  backward(din, CUDA_R_16BF, dout, in, w, CUDA_R_16BF, dw, rows, k, n, h);
+}
+
+void matmul_forward(float* out, const __nv_bfloat16* in, const __nv_bfloat16* w, int rows, int k, int n,
+                    cublasHandle_t h) {
+  forward(out, CUDA_R_32F, in, w, CUDA_R_16BF, rows, k, n, h);
+}
+
+void matmul_backward(float* din, float* dw, const __nv_bfloat16* dout, const __nv_bfloat16* in,
+                     const __nv_bfloat16* w, int rows, int k, int n, cublasHandle_t h) {
+  backward(din, CUDA_R_32F, dout, in, w, CUDA_R_16BF, dw, rows, k, n, h);
 }
 
 }  // namespace foresight::kernels

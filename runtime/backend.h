@@ -111,9 +111,11 @@ class Backend {
   virtual bool host_addressable() const { return host_memory(); }
   // Empty when the backend runs everything `plan` asks of it; otherwise the reason, naming the field.
   virtual Status check_plan(const Plan&) const { return Status::Ok(); }
-  // Lets fp32 GEMMs round their inputs to TF32 on tensor cores (a GPU's default for mixed-precision
-  // plans); a no-op where there is no such mode.
-  virtual void allow_tf32(bool) {}
+  // The precision of GEMM operands between the fp32 tensors: a GPU backend rounds them for its
+  // tensor cores as a mixed-precision plan asks (bf16: bf16 operands; fp16: TF32 operands, the fp16
+  // range kept by the loss scale; fp32: none), accumulating and writing in fp32. A no-op where
+  // there is no such mode (the CPU computes in fp32).
+  virtual void set_gemm_precision(Precision) {}
 
   // --- memory (used by DeviceBuffer when !host_memory()) ---------------------------------------
   virtual float* allocate(std::size_t n) = 0;  // uninitialised

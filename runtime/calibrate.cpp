@@ -240,7 +240,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.memory_footprint = z.memory_footprint;
   auto& pts = c.points;
   // The trainer's fp32 plans run full-fp32 GEMMs (no TF32): so does the calibration.
-  be.allow_tf32(false);
+  be.set_gemm_precision(Precision::kFp32);
 
   // Sustained peak: a peak_n^3 GEMM, the best of three.
   {

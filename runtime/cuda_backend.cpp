@@ -117,7 +117,8 @@ class CudaBackend final : public Backend {
     static_cast<void>(cudaSetDevice(device_));
     if (stream_) static_cast<void>(cudaStreamSynchronize(stream_));
     for (void* p : {static_cast<void*>(ids_.p), static_cast<void*>(losses_.p), static_cast<void*>(rows_.p),
-                    static_cast<void*>(flag_.p)})
+                    static_cast<void*>(flag_.p), static_cast<void*>(bf_a_.p), static_cast<void*>(bf_b_.p),
+                    static_cast<void*>(bf_c_.p)})
       if (p) static_cast<void>(cudaFree(p));
     for (cudaEvent_t e : events_) static_cast<void>(cudaEventDestroy(e));
     if (cublas_) static_cast<void>(cublasDestroy(cublas_));
@@ -154,19 +155,22 @@ class CudaBackend final : public Backend {
     char mem[32];
     std::snprintf(mem, sizeof mem, "%.0f", memory_gib_);
     return "cuda (" + name_ + ", " + mem + " GiB, device " + std::to_string(device_) + "; cuBLAS GEMMs " +
-           (tf32_ ? "TF32" : "fp32") + ", fp32 tensors)";
+           gemm_label() + ", fp32 tensors)";
   }
   bool host_memory() const override { return false; }
   Status check_plan(const Plan& plan) const override {
+    if (plan.precision == Precision::kFp8)
+      return Error("plan: /precision: fp8 GEMMs are not implemented on the cuda backend (bf16, fp16 and fp32 run)");
     if (!plan.kernel_fusion)
       return Error(
           "plan: /kernel_fusion: the cuda backend runs fused kernels only so far (the CPU backend runs the "
           "eager chains)");
     return Status::Ok();
   }
-  void allow_tf32(bool on) override {
-    tf32_ = on;
-    FS_CUBLAS_CHECK(cublasSetMathMode(cublas_, on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  void set_gemm_precision(Precision p) override {
+    gemm_precision_ = p;
+    FS_CUBLAS_CHECK(
+        cublasSetMathMode(cublas_, p == Precision::kFp16 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   }
 
   float* allocate(std::size_t n) override {
@@ -227,11 +231,23 @@ class CudaBackend final : public Backend {
   }
 
   void gemm_forward(float* out, const float* in, const float* w, int rows, int k, int n) override {
-    kernels::matmul_forward(out, in, w, rows, k, n, cublas_);
+    if (gemm_precision_ != Precision::kBf16) {
+      kernels::matmul_forward(out, in, w, rows, k, n, cublas_);
+      return;
+    }
+    const auto in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n;
+    kernels::matmul_forward(out, to_bf16(bf_a_, in, in_n), to_bf16(bf_b_, w, w_n), rows, k, n, cublas_);
   }
   void gemm_backward(float* din, float* dw, const float* dout, const float* in, const float* w, int rows,
                      int k, int n) override {
-    kernels::matmul_backward(din, dw, dout, in, w, rows, k, n, cublas_);
+    if (gemm_precision_ != Precision::kBf16) {
+      kernels::matmul_backward(din, dw, dout, in, w, rows, k, n, cublas_);
+      return;
+    }
+    const auto in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n,
+               out_n = static_cast<std::size_t>(rows) * n;
+    kernels::matmul_backward(din, dw, to_bf16(bf_c_, dout, out_n), to_bf16(bf_a_, in, in_n), to_bf16(bf_b_, w, w_n),
+                             rows, k, n, cublas_);
   }
   void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int rows, int cols, float eps,
                        bool fused) override {
@@ -351,6 +367,20 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // bf16 GEMMs between fp32 tensors round each operand into a bf16 scratch first (one more pass
+  // over it: what autocast does), then run on bf16 tensor cores with fp32 accumulation and output.
+  const __nv_bfloat16* to_bf16(Scratch<__nv_bfloat16>& s, const float* x, std::size_t n) {
+    __nv_bfloat16* p = s.get(n, stream_);
+    kernels::convert(p, x, n, stream_);
+    return p;
+  }
+  std::string gemm_label() const {
+    switch (gemm_precision_) {
+      case Precision::kBf16: return "bf16 operands";
+      case Precision::kFp16: return "TF32";
+      default: return "fp32";
+    }
+  }
   static void require_fused(bool fused) {
     if (!fused) throw std::logic_error("the CUDA backend runs fused norm and SwiGLU kernels only");
   }
@@ -368,13 +398,14 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   std::string name_;
   double memory_gib_ = 0;
-  bool tf32_ = false;
+  Precision gemm_precision_ = Precision::kFp32;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::vector<cudaEvent_t> events_;
   std::size_t used_ = 0;
   Scratch<int> ids_, flag_;
   Scratch<float> losses_, rows_;
+  Scratch<__nv_bfloat16> bf_a_, bf_b_, bf_c_;
   std::vector<float> host_losses_;
 };
 

@@ -874,8 +874,8 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
     if (o.algorithms.grad_decay > 0 || o.algorithms.aradam_gamma > 0)
       return Error("runtime: decayed gradient accumulation and ARAdam run on the CPU backend only so far");
   }
-  // A GPU's mixed-precision default for fp32 GEMMs (the tensors stay fp32 on every backend).
-  backend->allow_tf32(w.plan.precision != Precision::kFp32);
+  // The plan's precision for the GEMMs (the tensors stay fp32 on every backend).
+  backend->set_gemm_precision(w.plan.precision);
   if (world.size() != w.plan.gpus())
     return Error("runtime: the plan needs " + std::to_string(w.plan.gpus()) + " ranks (tp x pp x dp = " +
                  std::to_string(w.plan.tp) + " x " + std::to_string(w.plan.pp) + " x " + std::to_string(w.plan.dp) +

@@ -222,7 +222,7 @@ fi
 
 # --- the trainer on the CUDA backend (needs the foresight app of the CMake build) ------------------------
 # Step times and model TFLOP/s of `foresight run --backend cuda`: the small preset in full fp32 and
-# with TF32 GEMMs, and a GPT-2-small-shaped model (bench/models) with TF32 GEMMs. Console output
+# with bf16 GEMMs, and a GPT-2-small-shaped model (bench/models) with bf16 GEMMs. Console output
 # goes to tests.log; the figures to the summary.
 APP=$(find "$BUILD" -path '*/app/foresight' -type f -perm -u+x 2>/dev/null | head -1)
 if [ -n "$APP" ]; then
@@ -244,8 +244,8 @@ if [ -n "$APP" ]; then
     rm -f "$log"
   }
   run_trainer "small fp32" --model small --steps 20 --precision fp32 --cluster h200-ndr
-  run_trainer "small tf32" --model small --steps 20 --precision bf16 --cluster h200-ndr
-  run_trainer "gpt2-124m-shaped tf32" --model "$ROOT/bench/models/gpt2-124m-shaped.json" --gb 8 --mb 4 --steps 8 \
+  run_trainer "small bf16 GEMMs" --model small --steps 20 --precision bf16 --cluster h200-ndr
+  run_trainer "gpt2-124m-shaped bf16 GEMMs" --model "$ROOT/bench/models/gpt2-124m-shaped.json" --gb 8 --mb 4 --steps 8 \
     --precision bf16 --cluster h200-ndr
   # Issue 6 on the GPU: calibrate the CUDA backend (from the H200 profile), then predict single-GPU
   # runs with the calibrated profile and compare op by op (the step-time error lines go to the summary).

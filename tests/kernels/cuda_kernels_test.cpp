@@ -250,6 +250,26 @@ TYPED_TEST(CudaMixedPrecision, Matmul) {
   }
 }
 
+// bf16 operands with fp32 outputs: against the reference on the rounded operands, whose products
+// are exact in fp32 (8-bit mantissas), so only the summation order differs.
+TEST_F(CudaKernels, MatmulBf16OperandsFp32Outputs) {
+  const Blas blas(stream_);
+  const int rows = 67, k = 300, n = 45;
+  std::mt19937 rng(31);
+  auto in = random_vector(static_cast<std::size_t>(rows) * k, rng), w = random_vector(static_cast<std::size_t>(k) * n, rng);
+  auto dout = random_vector(static_cast<std::size_t>(rows) * n, rng), dw0 = random_vector(static_cast<std::size_t>(k) * n, rng);
+  auto in_d = to_device<__nv_bfloat16>(in), w_d = to_device<__nv_bfloat16>(w), dout_d = to_device<__nv_bfloat16>(dout);
+  std::vector<float> out(static_cast<std::size_t>(rows) * n), din(in.size()), dw(dw0);
+  matmul_forward_cpu(out.data(), in.data(), w.data(), rows, k, n);
+  matmul_backward_cpu(din.data(), dw.data(), dout.data(), in.data(), w.data(), rows, k, n);
+  DeviceBuffer<float> out_d(out.size()), din_d(din.size()), dw_d(dw0);
+  matmul_forward(out_d.get(), in_d.get(), w_d.get(), rows, k, n, blas.get());
+  matmul_backward(din_d.get(), dw_d.get(), dout_d.get(), in_d.get(), w_d.get(), rows, k, n, blas.get());
+  EXPECT_TRUE(all_close(out_d.download(), out, product_sum_tol<float>(k))) << "out";
+  EXPECT_TRUE(all_close(din_d.download(), din, product_sum_tol<float>(n))) << "din";
+  EXPECT_TRUE(all_close(dw_d.download(), dw, product_sum_tol<float>(rows))) << "dw (accumulated)";
+}
+
 // --- normalisation -----------------------------------------------------------------------------------
 TYPED_TEST(CudaMixedPrecision, Rmsnorm) {
   using T = TypeParam;
