@@ -13,10 +13,14 @@
 # budget). Exits non-zero when a build, a test or the benchmark fails, or when the tests skip for
 # want of a device.
 #
+# On the session's GPU machine (the `device` tool): run scripts/gpu-deps.sh here first, then call
+# `scripts/gpu-check.sh` there with carry [".gpu-deps"] and OUT set by the tool.
+#
 # Environment: OUT (output folder), BUILD_DIR (default build-gpu), CUDA_ARCH (default 90: H100 and
 # H200; "native" also works), GPU_CHECK_BUDGET_S (default 470).
-# If the project's CMake configure fails (its required packages -- nlohmann_json, CLI11, fmt,
-# Eigen3, GTest, Google Benchmark -- are missing on a bare CUDA image), the kernels, their GPU tests
+# Carry .gpu-deps (made by scripts/gpu-deps.sh on a Debian machine) for the whole project to build on
+# a bare CUDA image. If the project's CMake configure fails anyway (its required packages --
+# nlohmann_json, CLI11, fmt, Eigen3, GTest, Google Benchmark -- missing), the kernels, their GPU tests
 # and the benchmark are built directly with nvcc instead; the tests then need GoogleTest: an
 # installed libgtest, or its sources in GTEST_SRC, .gpu-deps/googletest or /usr/src/googletest.
 set -uo pipefail
@@ -70,13 +74,37 @@ KERNEL_TESTS=""
 BENCH=""
 RUNTIME_TESTS=""
 
+# --- build dependencies carried as Debian packages (scripts/gpu-deps.sh) ---------------------------------
+# A bare CUDA machine has no nlohmann_json, CLI11, fmt, Eigen, Boost, TBB, GoogleTest or Google
+# Benchmark; .gpu-deps/debs, fetched on a Debian machine and carried along, is unpacked into
+# .gpu-deps/root (never into /) and CMake and the loader look there first.
+PREFIX_ARGS=()
+if ls "$ROOT"/.gpu-deps/debs/*.deb >/dev/null 2>&1; then
+  DEPS_ROOT=$ROOT/.gpu-deps/root
+  mkdir -p "$DEPS_ROOT"
+  for f in "$ROOT"/.gpu-deps/debs/*.deb; do
+    # dpkg-deb where the image has it; else the archive's data member by hand (ar + tar).
+    if command -v dpkg-deb >/dev/null; then
+      dpkg-deb -x "$f" "$DEPS_ROOT" 2>>"$BUILD_LOG" || fail "unpacking $(basename "$f")"
+    else
+      member=$(ar t "$f" | grep '^data\.tar')
+      case $member in *.xz) z=-J ;; *.zst) z=--zstd ;; *.gz) z=-z ;; *) z= ;; esac
+      # shellcheck disable=SC2086 # no flag for an uncompressed member
+      ar p "$f" "$member" | tar -x $z -C "$DEPS_ROOT" -f - 2>>"$BUILD_LOG" || fail "unpacking $(basename "$f")"
+    fi
+  done
+  PREFIX_ARGS=(-DCMAKE_PREFIX_PATH="$DEPS_ROOT/usr")
+  export LD_LIBRARY_PATH="$DEPS_ROOT/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  say "build dependencies: $(ls "$ROOT"/.gpu-deps/debs/*.deb | wc -l) carried packages unpacked into $DEPS_ROOT"
+fi
+
 # --- build: the project's CMake --------------------------------------------------------------------------
 GENERATOR=()
 command -v ninja >/dev/null && GENERATOR=(-G Ninja)
 echo "== configure" >>"$BUILD_LOG"
 if timeout "$(budget 150 300)" cmake -S . -B "$BUILD" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DFORESIGHT_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DFORESIGHT_WITH_QT=OFF \
-  -DFORESIGHT_BUILD_TESTS=ON -DFORESIGHT_BUILD_BENCH=ON >>"$BUILD_LOG" 2>&1; then
+  -DFORESIGHT_BUILD_TESTS=ON -DFORESIGHT_BUILD_BENCH=ON "${PREFIX_ARGS[@]}" >>"$BUILD_LOG" 2>&1; then
   say "configure: ok (CMake)"
   TARGETS=$(cmake --build "$BUILD" --target help 2>/dev/null)
   echo "== build foresight_kernel_gpu_tests gpu_block_bench" >>"$BUILD_LOG"
