@@ -25,12 +25,17 @@ Command add_calibrate_command(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   auto name = std::make_shared<std::string>();
   auto backend = std::make_shared<std::string>("cpu");
+  auto options = std::make_shared<runtime::CalibrateOptions>();
   auto base_option = cmd->add_option("--cluster,-c", *base,
                                      "the profile to start from (its capacities, prices and network layout are kept)")
                          ->capture_default_str();
   cmd->add_option("--out,-o", *out, "where to write the profile (default: hwprofiles/local-HOST.json)");
   cmd->add_option("--name", *name, "profile name (default: local-HOST)");
   cmd->add_option("--backend", *backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cmd->add_option("--passes", options->passes,
+                  "rounds of kernel measurements, each point keeping its fastest (a shared machine's slow spells)")
+      ->check(CLI::Range(1, 20))
+      ->capture_default_str();
   return [=]() -> int {
     runtime::Comm world = runtime::Comm::world();
     const int rank = world.rank();
@@ -67,7 +72,7 @@ Command add_calibrate_command(CLI::App& app) {
     auto progress = [&](const std::string& line) {
       if (rank == 0) { fmt::print("  {}\n", line); std::fflush(stdout); }
     };
-    auto cal = runtime::calibrate(*cluster, world, **be, progress);
+    auto cal = runtime::calibrate(*cluster, world, **be, progress, *options);
     if (!cal) {
       if (rank == 0) fmt::print(stderr, "error: {}\n", cal.error().message());
       return finish(1);

@@ -14,7 +14,9 @@ kernel fusion off (the runtime's eager RMSNorm and SwiGLU), to check the model's
 
 Each plan runs `--repeats` times (interleaved with the other plans' runs, so that a slow spell of
 a shared machine lands on several plans rather than on all runs of one); the error is that of the
-median run, and the measured range shows the machine's run-to-run spread.
+median run, and the measured range shows the machine's run-to-run spread. With --calibrate-each-round
+every round of runs starts with a fresh calibration and its runs are predicted on it: a shared VM
+changes speed for minutes at a time, and a profile describes the machine as it was when measured.
 """
 import argparse
 import json
@@ -42,22 +44,34 @@ def main():
     ap.add_argument("--steps", type=int, help="steps per run (default: 30 for tiny, 8 for the others)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per plan (the median is compared)")
     ap.add_argument("--profile", help="use this calibrated profile instead of calibrating now")
+    ap.add_argument("--passes", type=int, default=1, help="calibrate --passes (rounds of kernel measurements, fastest kept)")
+    ap.add_argument("--calibrate-each-round", action="store_true",
+                    help="calibrate again before each round of runs (each run is predicted on its round's profile)")
     ap.add_argument("--unfused", action="store_true",
                     help="also run each model's serial and dp=2 plans with --kernel-fusion false (eager RMSNorm and SwiGLU)")
     args = ap.parse_args()
     layouts = LAYOUTS + ([(name + " unfused", ranks, extra + ["--kernel-fusion", "false"])
                           for name, ranks, extra in LAYOUTS[:2]] if args.unfused else [])
+    if args.profile and args.calibrate_each_round:
+        ap.error("--profile and --calibrate-each-round exclude each other")
     with tempfile.TemporaryDirectory() as d:
         profile = args.profile or os.path.join(d, "local.json")
+
+        def calibrate():
+            subprocess.run(mpirun(2) + [args.binary, "calibrate", "--out", profile, "--passes", str(args.passes)], check=True,
+                           stdout=subprocess.DEVNULL)
+
         if not args.profile:
-            subprocess.run(mpirun(2) + [args.binary, "calibrate", "--out", profile], check=True, stdout=subprocess.DEVNULL)
+            calibrate()
         steps = {m: args.steps or DEFAULT_STEPS.get(m, 8) for m in args.models}
         counts = ", ".join(f"{m} {n}" for m, n in steps.items())
         print(f"profile {profile}; {args.gb} sequences per step, median of the steps after 2 warm-up ({counts}), "
               f"median of {args.repeats} runs")
         plans = [(model, name, ranks, extra) for model in args.models for name, ranks, extra in layouts]
         runs = {i: [] for i in range(len(plans))}
-        for _ in range(args.repeats):
+        for round_ in range(args.repeats):
+            if args.calibrate_each_round and round_ > 0:
+                calibrate()
             for i, (model, name, ranks, extra) in enumerate(plans):
                 summary = os.path.join(d, "s.json")
                 cmd = mpirun(ranks) + [args.binary, "run", "--model", model, "--cluster", profile, "--gb", str(args.gb),
@@ -65,6 +79,8 @@ def main():
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 with open(summary) as f:
                     runs[i].append(json.load(f)["comparison"])
+        if args.calibrate_each_round:
+            print(f"calibrated afresh before each of the {args.repeats} rounds")
         print(f"{'model':<7} {'layout':<18} {'predicted ms':>12} {'measured ms':>12} {'range ms':>15} {'error':>8}   largest kind errors")
         errors = []
         for i, (model, name, _, _) in enumerate(plans):

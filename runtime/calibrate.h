@@ -87,14 +87,23 @@ struct Calibration {
   std::vector<Measurement> points;
 };
 
+struct CalibrateOptions {
+  // Rounds of kernel measurements; each point keeps its fastest, so that a short slow spell of a
+  // shared machine does not set a rate (spells of tens of seconds still can: on this project's VM
+  // a calibration landing in one predicted every plan 40% long). The collectives are measured once.
+  int passes = 1;
+};
+
 // Measures `be` on this rank (rank 0 reports; every rank takes part in the collectives).
 // `progress` gets a line per measured group. The sizes follow the backend: a CPU's are the tiny
 // and small models', a GPU's a transformer layer's at training sizes.
 Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
-                              const std::function<void(const std::string&)>& progress);
+                              const std::function<void(const std::string&)>& progress,
+                              const CalibrateOptions& options = {});
 // calibrate() on the CPU backend.
 Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
-                                  const std::function<void(const std::string&)>& progress);
+                                  const std::function<void(const std::string&)>& progress,
+                                  const CalibrateOptions& options = {});
 
 // A cluster profile (device and node inline) with the fitted numbers and their provenance.
 nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& base, const std::string& name,

@@ -279,7 +279,7 @@ if [ -n "$APP" ]; then
   # runs with the calibrated profile and compare op by op (the step-time error lines go to the summary).
   CAL=$ROOT/$BUILD/gpu-calibrated.json
   log=$(mktemp)
-  if timeout "$(budget 150 40)" "$APP" calibrate --backend cuda --cluster h200-ndr --out "$CAL" --name gpu-calibrated \
+  if timeout "$(budget 150 40)" "$APP" calibrate --backend cuda --cluster h200-ndr --passes 1 --out "$CAL" --name gpu-calibrated \
     >"$log" 2>&1; then
     cat "$log" >>"$TESTS_LOG"
     grep -E '^  (peak|gemm|streaming|attention|executor):' "$log" | sed 's/^  /calibrate: /' | while read -r l; do say "$l"; done
