@@ -24,8 +24,6 @@
 #include "sim/des/simulator.h"
 #include "sim/des/trace.h"
 
-#include <Eigen/Core>
-
 namespace foresight::app {
 
 namespace {
@@ -210,11 +208,8 @@ Command add_run_command(CLI::App& app) {
           : in->plan.precision == Precision::kFp16 ? "; fp16 dynamic loss scaling with fp16's range"
           : cpu ? "; the plan's " + to_string(in->plan.precision) + " applies on GPUs"
                 : "; the plan's " + to_string(in->plan.precision) + " applies to the GEMMs, the tensors are fp32";
-      fmt::print("backend {}{}; MPI {}\n",
-                 cpu ? fmt::format("cpu (Eigen {}.{}.{} GEMMs, fp32)", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
-                                   EIGEN_MINOR_VERSION)
-                     : t.backend().describe(),
-                 precision_note, FORESIGHT_HAVE_MPI ? "yes" : "no (one rank)");
+      fmt::print("backend {}{}; MPI {}\n", t.backend().describe(), precision_note,
+                 FORESIGHT_HAVE_MPI ? "yes" : "no (one rank)");
     }
     std::vector<runtime::StepStats> history;
     const int first = t.steps_done() + 1;
@@ -302,14 +297,9 @@ Command add_run_command(CLI::App& app) {
                    history.back().dp_grad_bytes / 1e6, graph_bytes / 1e6);
       char host[256] = {0};
       gethostname(host, sizeof host - 1);
-      const bool gpu = t.backend().name() != "cpu";
-      const std::string compute_precision =
-          !gpu || in->plan.precision == Precision::kFp32 ? "fp32"
-          : in->plan.precision == Precision::kBf16       ? "fp32 tensors, bf16 GEMM operands"
-                                                         : "fp32 tensors, TF32 GEMMs";
       const nlohmann::json extra = {{"backend", t.backend().name()},
                                     {"device", t.backend().describe()},
-                                    {"compute_precision", compute_precision},
+                                    {"compute_precision", t.backend().compute_precision()},
                                     {"host", host},
                                     {"ranks", world.size()},
                                     {"measured_step_s", history.back().seconds},

@@ -32,11 +32,11 @@ namespace foresight::runtime {
 class Backend;
 
 // A resizable fp32 tensor in a backend's memory, with std::vector's semantics: resize keeps the
-// prefix and zero-fills what it adds, release frees. On a host backend the storage is a Buffer,
-// so the CPU path allocates and computes exactly as it did before backends existed.
+// prefix and zero-fills what it adds, release frees. On a host backend (or unbound) the storage is
+// a Buffer, so the CPU path allocates and computes exactly as it did before backends existed.
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(Backend* backend = nullptr) : be_(backend) {}
+  explicit DeviceBuffer(Backend* backend = nullptr) { bind(backend); }
   ~DeviceBuffer() { release(); }
   DeviceBuffer(DeviceBuffer&& o) noexcept { swap(o); }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
@@ -49,11 +49,10 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
-  void bind(Backend* backend) { be_ = backend; }
-  Backend* backend() const { return be_; }
-  float* data() { return host_memory() ? host_.data() : dev_; }
-  const float* data() const { return host_memory() ? host_.data() : dev_; }
-  std::size_t size() const { return host_memory() ? host_.size() : n_; }
+  void bind(Backend* backend);
+  float* data() { return on_host_ ? host_.data() : dev_; }
+  const float* data() const { return on_host_ ? host_.data() : dev_; }
+  std::size_t size() const { return on_host_ ? host_.size() : n_; }
   bool empty() const { return size() == 0; }
   void resize(std::size_t n);
   void assign_zero(std::size_t n);        // n elements, all zero
@@ -62,6 +61,7 @@ class DeviceBuffer {
   void release();
   void swap(DeviceBuffer& o) noexcept {
     std::swap(be_, o.be_);
+    std::swap(on_host_, o.on_host_);
     host_.swap(o.host_);
     std::swap(dev_, o.dev_);
     std::swap(n_, o.n_);
@@ -72,8 +72,8 @@ class DeviceBuffer {
   const Buffer& host() const { return host_; }
 
  private:
-  bool host_memory() const;
   Backend* be_ = nullptr;
+  bool on_host_ = true;  // be_ is null or keeps its tensors in host memory (fixed by bind)
   Buffer host_;
   float* dev_ = nullptr;
   std::size_t n_ = 0, cap_ = 0;
@@ -84,8 +84,6 @@ class DeviceBuffer {
 class GroupComm {
  public:
   virtual ~GroupComm() = default;
-  virtual int rank() const = 0;
-  virtual int size() const = 0;
   virtual void all_reduce(float* data, std::size_t n) = 0;
   // `n` divisible by size(): this rank's block of the sum lands in `out_block`.
   virtual void reduce_scatter(const float* in, float* out_block, std::size_t n) = 0;
@@ -104,6 +102,8 @@ class Backend {
   virtual std::string name() const = 0;  // "cpu", "cuda"
   // A short description for the run's banner (library versions, device, precision).
   virtual std::string describe() const = 0;
+  // Its arithmetic, for a run's metadata: "fp32", or what its GEMMs round to among fp32 tensors.
+  virtual std::string compute_precision() const { return "fp32"; }
   // True when tensors live in host memory (DeviceBuffer keeps a Buffer).
   virtual bool host_memory() const = 0;
   // True when the host may read and write the tensors through their pointers (the trainer's
@@ -119,7 +119,7 @@ class Backend {
 
   // --- memory (used by DeviceBuffer when !host_memory()) ---------------------------------------
   virtual float* allocate(std::size_t n) = 0;  // uninitialised
-  virtual void deallocate(float* p) = 0;  // never throws (DeviceBuffer calls it from its destructor)
+  virtual void deallocate(float* p) = 0;       // never throws (DeviceBuffer calls it from its destructor)
   virtual void fill_zero(float* p, std::size_t n) = 0;
   virtual void copy(float* dst, const float* src, std::size_t n) = 0;
   virtual void upload(float* dst, const float* host_src, std::size_t n) = 0;
@@ -216,7 +216,5 @@ std::unique_ptr<Backend> make_cpu_backend(bool separate_memory = false);
 // visible, else the CPU). `local_rank` picks the GPU of a multi-GPU node. Errors name the reason
 // (a build without CUDA, no GPU).
 Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int local_rank);
-// Whether this build has the CUDA backend.
-bool cuda_backend_built();
 
 }  // namespace foresight::runtime

@@ -127,9 +127,16 @@ Buffer random_vector(std::size_t n, unsigned seed) {
   return v;
 }
 
-// A tensor of `n` values in [-0.5, 0.5) in the backend's memory. A host backend's is the random
-// vector itself; a device's repeats a block of 1 Mi random values (gigabytes of operands would take
-// longer to make on the host than to measure).
+// Fills a device tensor by repeating `block` (gigabytes of operands would take longer to make on
+// the host than to measure).
+void tile(Backend& be, DeviceBuffer& t, const Buffer& block) {
+  for (std::size_t at = 0; at < t.size(); at += block.size())
+    be.upload(t.data() + at, block.data(), std::min(block.size(), t.size() - at));
+}
+constexpr std::size_t kTileFloats = 1u << 20;
+
+// A tensor of `n` values in [-0.5, 0.5) in the backend's memory: a host backend's is the random
+// vector itself, a device's repeats a block of 1 Mi random values.
 DeviceBuffer random_tensor(Backend& be, std::size_t n, unsigned seed) {
   DeviceBuffer t(&be);
   if (be.host_memory()) {
@@ -137,23 +144,19 @@ DeviceBuffer random_tensor(Backend& be, std::size_t n, unsigned seed) {
     return t;
   }
   t.resize(n);
-  const Buffer block = random_vector(std::min<std::size_t>(n, 1u << 20), seed);
-  for (std::size_t at = 0; at < n; at += block.size())
-    be.upload(t.data() + at, block.data(), std::min(block.size(), n - at));
+  tile(be, t, random_vector(std::min(n, kTileFloats), seed));
   return t;
 }
 
-DeviceBuffer zeros(Backend& be, std::size_t n, float value = 0.0f) {
+// A tensor of `n` copies of `value` (a host backend's allocated as the executor allocates).
+DeviceBuffer filled(Backend& be, std::size_t n, float value = 0.0f) {
   DeviceBuffer t(&be);
-  if (value == 0.0f || !be.host_memory()) {
-    t.resize(n);
-    if (value != 0.0f) {
-      const Buffer v(std::min<std::size_t>(n, 1u << 20), value);
-      for (std::size_t at = 0; at < n; at += v.size()) be.upload(t.data() + at, v.data(), std::min(v.size(), n - at));
-    }
-  } else {
+  if (be.host_memory()) {
     t.host().assign(n, value);
+    return t;
   }
+  t.resize(n);  // zero-filled
+  if (value != 0.0f) tile(be, t, Buffer(std::min(n, kTileFloats), value));
   return t;
 }
 
@@ -171,7 +174,7 @@ struct Sizes {
 
 Sizes sizes_for(const Backend& be) {
   Sizes z;
-  if (be.host_memory() || be.name() == "cpu") {
+  if (be.name() == "cpu") {  // host or separately managed memory alike
     z.rows = {32, 128, 512};
     z.kn = {{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}};
     z.stream = {8192u, 32768u, 131072u, 524288u, 2097152u};
@@ -256,7 +259,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     {
       const int n = z.peak_n;
       auto a = random_tensor(be, static_cast<std::size_t>(n) * n, 1), b = random_tensor(be, static_cast<std::size_t>(n) * n, 2);
-      DeviceBuffer out = zeros(be, static_cast<std::size_t>(n) * n);
+      DeviceBuffer out = filled(be, static_cast<std::size_t>(n) * n);
       be.gemm_forward(out.data(), a.data(), b.data(), n, n, n);  // warm-up (a GPU's first call loads its kernels)
       be.synchronize();
       double best = 1e300;
@@ -288,17 +291,17 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
           const std::size_t copies = std::max<std::size_t>(2, footprint / (4 * (in_n + 2 * w_n + out_n)));
           auto in = random_tensor(be, in_n * copies, 3), w = random_tensor(be, w_n * copies, 4),
                dout = random_tensor(be, out_n * copies, 5);
-          DeviceBuffer dw = zeros(be, w_n * copies);
+          DeviceBuffer dw = filled(be, w_n * copies);
           std::size_t i = 0;
           const double flops = 2.0 * rows * k * n;
           pts.push_back({gemm_kind, fmt::format("fwd {}x{}x{}", rows, k, n), flops, time_call(be, [&] {
                            const std::size_t at = i++ % copies;
-                           DeviceBuffer out = zeros(be, out_n);
+                           DeviceBuffer out = filled(be, out_n);
                            be.gemm_forward(out.data(), in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
                          })});
           pts.push_back({gemm_kind, fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, time_call(be, [&] {
                            const std::size_t at = i++ % copies;
-                           DeviceBuffer din = zeros(be, in_n);
+                           DeviceBuffer din = filled(be, in_n);
                            be.gemm_backward(din.data(), dw.data() + at * w_n, dout.data() + at * out_n,
                                             in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
                          })});
@@ -311,28 +314,28 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         auto next = [&] { return (i++ % copies) * n; };  // the next copy's offset
         pts.push_back({stream_kind, "residual " + size_label(4.0 * n), 12.0 * n, time_call(be, [&] {
                          const std::size_t at = next();
-                         DeviceBuffer out = zeros(be, n);
+                         DeviceBuffer out = filled(be, n);
                          be.add(out.data(), a.data() + at, b.data() + at, n);
                        })});
         pts.push_back({stream_kind, "rmsnorm " + size_label(4.0 * n), 8.0 * n, time_call(be, [&] {
                          const std::size_t at = next();
-                         DeviceBuffer out = zeros(be, n), rstd = zeros(be, static_cast<std::size_t>(rows));
+                         DeviceBuffer out = filled(be, n), rstd = filled(be, static_cast<std::size_t>(rows));
                          be.rmsnorm_forward(out.data(), rstd.data(), a.data() + at, w.data(), rows, 256, 1e-5f, true);
                        })});
         pts.push_back({stream_kind, "swiglu " + size_label(4.0 * n), 6.0 * n, time_call(be, [&] {  // reads gate|up (n), writes n/2
                          const std::size_t at = next();
-                         DeviceBuffer act = zeros(be, n / 2);
+                         DeviceBuffer act = filled(be, n / 2);
                          be.swiglu_forward(act.data(), a.data() + at, rows, 128, true);
                        })});
         pts.push_back({stream_kind, "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, time_call(be, [&] {
                          const std::size_t at = next();
-                         DeviceBuffer dx = zeros(be, n), dw = zeros(be, 256), rstd = zeros(be, static_cast<std::size_t>(rows), 1.0f);
+                         DeviceBuffer dx = filled(be, n), dw = filled(be, 256), rstd = filled(be, static_cast<std::size_t>(rows), 1.0f);
                          be.rmsnorm_backward(dx.data(), dw.data(), b.data() + at, a.data() + at, w.data(), rstd.data(), rows,
                                              256, true);
                        })});
         pts.push_back({stream_kind, "swiglu bwd " + size_label(4.0 * n), 12.0 * n, time_call(be, [&] {
                          const std::size_t at = next();
-                         DeviceBuffer dgu = zeros(be, n);
+                         DeviceBuffer dgu = filled(be, n);
                          be.swiglu_backward(dgu.data(), a.data() + at, b.data() + at, rows, 128, true);
                        })});
       }
@@ -344,7 +347,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // kAdamBytesPerParam bytes per parameter.
     for (std::size_t n : z.adam) {
       auto p = random_tensor(be, n, 10), g = random_tensor(be, n, 11);
-      DeviceBuffer m = zeros(be, n), v = zeros(be, n);
+      DeviceBuffer m = filled(be, n), v = filled(be, n);
       int step = 0;
       pts.push_back({"stream", "adamw " + size_label(4.0 * n) + " of parameters", kAdamBytesPerParam * n, time_call(be, [&] {
                        be.adamw(p.data(), m.data(), v.data(), g.data(), n, kernels::AdamWConfig{}, ++step, 1.0f);
@@ -364,8 +367,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         // the pair's total is comparable: work = (1 + 2.5) x half the full-square FLOPs.
         pts.push_back({"attention", fmt::format("fwd+bwd s={} heads={}/{} d={}", seq, q, kv, d), 3.5 * 0.5 * core,
                        time_call(be, [&] {
-                         DeviceBuffer out = zeros(be, s.tokens() * q * d), probs = zeros(be, s.score_elems()),
-                                      dqkv = zeros(be, qkv.size()), scratch = zeros(be, be.attention_scratch(s));
+                         DeviceBuffer out = filled(be, s.tokens() * q * d), probs = filled(be, s.score_elems()),
+                                      dqkv = filled(be, qkv.size()), scratch = filled(be, be.attention_scratch(s));
                          be.attention_forward(out.data(), probs.data(), qkv.data(), s);
                          be.attention_backward(dqkv.data(), scratch.data(), dout.data(), probs.data(), qkv.data(), s);
                        })});
@@ -452,7 +455,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       const auto size_start = Clock::now();
       largest = bytes;
       const std::size_t elems = bytes / sizeof(float);
-      DeviceBuffer buf = zeros(be, elems, 1.0f), block = zeros(be, elems / static_cast<std::size_t>(n));
+      DeviceBuffer buf = filled(be, elems, 1.0f), block = filled(be, elems / static_cast<std::size_t>(n));
       timed("all_reduce", bytes, [&] { group->all_reduce(buf.data(), elems); });
       timed("all_gather", bytes, [&] { group->all_gather(buf.data(), elems - elems % static_cast<std::size_t>(n)); });
       timed("reduce_scatter", bytes,

@@ -1,6 +1,9 @@
 // The CPU backend: host memory, Eigen GEMMs and the vectorised kernels of cpu_fast.h (the
 // references of kernels/reference.h where no fast path exists), MPI groups. Synchronous: every
 // call has finished when it returns.
+#include <fmt/core.h>
+
+#include <Eigen/Core>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -12,63 +15,6 @@
 
 namespace foresight::runtime {
 
-// --- DeviceBuffer -------------------------------------------------------------------------------
-
-bool DeviceBuffer::host_memory() const { return be_ == nullptr || be_->host_memory(); }
-
-void DeviceBuffer::resize(std::size_t n) {
-  if (host_memory()) {
-    host_.resize(n);
-    return;
-  }
-  if (n <= cap_) {
-    if (n > n_) be_->fill_zero(dev_ + n_, n - n_);
-    n_ = n;
-    return;
-  }
-  float* p = be_->allocate(n);
-  if (n_ > 0) be_->copy(p, dev_, n_);
-  be_->fill_zero(p + n_, n - n_);
-  if (dev_ != nullptr) be_->deallocate(dev_);
-  dev_ = p;
-  n_ = cap_ = n;
-}
-
-void DeviceBuffer::assign_zero(std::size_t n) {
-  if (host_memory()) {
-    host_.assign(n, 0.0f);
-    return;
-  }
-  resize(n);
-  zero();
-}
-
-void DeviceBuffer::zero() {
-  if (host_memory())
-    std::fill(host_.begin(), host_.end(), 0.0f);
-  else if (n_ > 0)
-    be_->fill_zero(dev_, n_);
-}
-
-void DeviceBuffer::copy_from(const DeviceBuffer& o) {
-  if (host_memory()) {
-    host_ = o.host_;
-    return;
-  }
-  resize(o.n_);
-  if (n_ > 0) be_->copy(dev_, o.dev_, n_);
-}
-
-void DeviceBuffer::release() {
-  if (host_memory()) {
-    Buffer().swap(host_);
-    return;
-  }
-  if (dev_ != nullptr) be_->deallocate(dev_);
-  dev_ = nullptr;
-  n_ = cap_ = 0;
-}
-
 namespace {
 
 using kernels::AttentionShape;
@@ -77,8 +23,6 @@ using kernels::AttentionShape;
 class CpuComm final : public GroupComm {
  public:
   CpuComm(Comm& c, bool separate) : c_(c), separate_(separate) {}
-  int rank() const override { return c_.rank(); }
-  int size() const override { return c_.size(); }
   void all_reduce(float* data, std::size_t n) override { c_.all_reduce(data, n); }
   void reduce_scatter(const float* in, float* out_block, std::size_t n) override {
     c_.reduce_scatter(in, out_block, n);
@@ -104,8 +48,8 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(bool separate) : separate_(separate) {}
   std::string name() const override { return "cpu"; }
   std::string describe() const override {
-    return separate_ ? "cpu (Eigen GEMMs, fp32; tensors in separately managed memory)"
-                     : "cpu (Eigen GEMMs, fp32)";
+    return fmt::format("cpu (Eigen {}.{}.{} GEMMs, fp32{})", EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION,
+                       EIGEN_MINOR_VERSION, separate_ ? "; tensors in separately managed memory" : "");
   }
   bool host_memory() const override { return !separate_; }
   bool host_addressable() const override { return true; }

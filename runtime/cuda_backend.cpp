@@ -50,8 +50,6 @@ using kernels::AttentionShape;
 class CudaComm final : public GroupComm {
  public:
   CudaComm(Comm& group, Backend& be, cudaStream_t stream) : group_(group), be_(be), stream_(stream) {}
-  int rank() const override { return group_.rank(); }
-  int size() const override { return group_.size(); }
   void all_reduce(float* data, std::size_t n) override {
     if (NcclComm* c = nccl()) c->all_reduce(data, n, stream_);
   }
@@ -158,9 +156,20 @@ class CudaBackend final : public Backend {
            gemm_label() + ", fp32 tensors)";
   }
   bool host_memory() const override { return false; }
+  std::string compute_precision() const override {
+    switch (gemm_precision_) {
+      case Precision::kBf16:
+        return "fp32 tensors, bf16 GEMM operands";
+      case Precision::kFp16:
+        return "fp32 tensors, TF32 GEMMs";
+      default:
+        return "fp32";
+    }
+  }
   Status check_plan(const Plan& plan) const override {
     if (plan.precision == Precision::kFp8)
-      return Error("plan: /precision: fp8 GEMMs are not implemented on the cuda backend (bf16, fp16 and fp32 run)");
+      return Error(
+          "plan: /precision: fp8 GEMMs are not implemented on the cuda backend (bf16, fp16 and fp32 run)");
     if (!plan.kernel_fusion)
       return Error(
           "plan: /kernel_fusion: the cuda backend runs fused kernels only so far (the CPU backend runs the "
@@ -246,8 +255,8 @@ class CudaBackend final : public Backend {
     }
     const auto in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n,
                out_n = static_cast<std::size_t>(rows) * n;
-    kernels::matmul_backward(din, dw, to_bf16(bf_c_, dout, out_n), to_bf16(bf_a_, in, in_n), to_bf16(bf_b_, w, w_n),
-                             rows, k, n, cublas_);
+    kernels::matmul_backward(din, dw, to_bf16(bf_c_, dout, out_n), to_bf16(bf_a_, in, in_n),
+                             to_bf16(bf_b_, w, w_n), rows, k, n, cublas_);
   }
   void rmsnorm_forward(float* out, float* rstd, const float* x, const float* w, int rows, int cols, float eps,
                        bool fused) override {
@@ -376,9 +385,12 @@ class CudaBackend final : public Backend {
   }
   std::string gemm_label() const {
     switch (gemm_precision_) {
-      case Precision::kBf16: return "bf16 operands";
-      case Precision::kFp16: return "TF32";
-      default: return "fp32";
+      case Precision::kBf16:
+        return "bf16 operands";
+      case Precision::kFp16:
+        return "TF32";
+      default:
+        return "fp32";
     }
   }
   static void require_fused(bool fused) {

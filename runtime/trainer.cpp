@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -26,7 +27,6 @@ namespace {
 
 using Vec = DeviceBuffer;
 
-void release(Vec& v) { v.release(); }
 
 enum class Act : std::uint8_t {
   kEmbedFwd, kEmbedBwd, kFinalNormFwd, kFinalNormBwd, kHeadGather, kHeadFwd, kCeGather, kCeGrad, kHeadBwd,
@@ -49,14 +49,15 @@ struct LayerActs {
   // With sequence parallelism x_in, n1, y, h, n2 and z hold this rank's slice of the tokens and
   // n1g, n2g the gathered norms the column-parallel GEMMs read.
   Vec x_in, n1, n1g, rstd1, mean1, qkv, scores, probs, attn, y, h, n2, n2g, rstd2, mean2, up, act, z;
+  std::array<Vec*, 18> tensors() {
+    return {&x_in, &n1, &n1g, &rstd1, &mean1, &qkv, &scores, &probs, &attn, &y, &h, &n2, &n2g, &rstd2, &mean2, &up, &act, &z};
+  }
   void keep_only_input() {
-    for (Vec* v : {&n1, &n1g, &rstd1, &mean1, &qkv, &scores, &probs, &attn, &y, &h, &n2, &n2g, &rstd2, &mean2, &up, &act, &z})
-      release(*v);
+    for (Vec* v : tensors())
+      if (v != &x_in) v->release();
   }
   void bind(Backend* b) {
-    x_in.bind(b);
-    for (Vec* v : {&n1, &n1g, &rstd1, &mean1, &qkv, &scores, &probs, &attn, &y, &h, &n2, &n2g, &rstd2, &mean2, &up, &act, &z})
-      v->bind(b);
+    for (Vec* v : tensors()) v->bind(b);
   }
 };
 
@@ -69,7 +70,7 @@ struct Flow {
   Vec head_n, head_ng, head_rstd, head_mean, logits;
   Vec ce_stats;  // TP: every rank's row maxima, sums of exponentials and target logits (3 x rows each)
   Vec dh, dg, dact, dup, dn2, dattn, dqkv, dn1, dprobs, dscores, tmp, dlogits;  // dg: a gathered output gradient (SP)
-  std::vector<Vec*> tensors() {
+  std::array<Vec*, 20> tensors() {
     return {&x, &dx, &head_n, &head_ng, &head_rstd, &head_mean, &logits, &ce_stats, &dh, &dg, &dact, &dup, &dn2,
             &dattn, &dqkv, &dn1, &dprobs, &dscores, &tmp, &dlogits};
   }
@@ -422,7 +423,7 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       gemm_forward(a.qkv, sp ? a.n1g : a.n1, p("qkv", layer), T, H, qkv_w);
       // layernorm: the norm's output goes (with SP its gathered copy stays: the partial recompute
       // re-runs no collective).
-      if (!recompute && (mask & recompute_module::kLayernorm)) release(a.n1);
+      if (!recompute && (mask & recompute_module::kLayernorm)) a.n1.release();
       be->rope(a.qkv.data(), attn_shape, 10000.0f, false);
       break;
     case KernelName::kAttention:
@@ -443,8 +444,8 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       be->attention_values(a.attn.data(), a.probs.data(), a.qkv.data(), attn_shape);
       // core_attn (selective recompute): the s^2 tensors are dropped and rebuilt in the backward.
       if (!recompute && (mask & recompute_module::kCoreAttn)) {
-        release(a.scores);
-        release(a.probs);
+        a.scores.release();
+        a.probs.release();
       }
       break;
     case KernelName::kProj:
@@ -459,7 +460,7 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       break;
     case KernelName::kMlpUp:
       gemm_forward(a.up, sp ? a.n2g : a.n2, p("mlp_up", layer), T, H, up->cols);
-      if (!recompute && (mask & recompute_module::kLayernorm)) release(a.n2);
+      if (!recompute && (mask & recompute_module::kLayernorm)) a.n2.release();
       break;
     case KernelName::kActivation:
       a.act.resize(static_cast<std::size_t>(T) * ffn);
@@ -469,8 +470,8 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
     case KernelName::kMlpDown:
       gemm_forward(a.z, a.act, p("mlp_down", layer), T, ffn, H);
       // act: the activation's output goes; mlp: its input too (mlp_up and activation re-run).
-      if (!recompute && (mask & (recompute_module::kAct | recompute_module::kMlp))) release(a.act);
-      if (!recompute && (mask & recompute_module::kMlp)) release(a.up);
+      if (!recompute && (mask & (recompute_module::kAct | recompute_module::kMlp))) a.act.release();
+      if (!recompute && (mask & recompute_module::kMlp)) a.up.release();
       break;
     case KernelName::kResidual2:
       if (recompute) {
@@ -487,7 +488,7 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       be->add(f.x.data(), a.h.data(), a.z.data(), f.x.size());
       if (mask & recompute_module::kFull) a.keep_only_input();
       // Uniform method: a group keeps only its first layer's input.
-      if (layer > 0 && group_continues[static_cast<std::size_t>(layer - 1)]) release(a.x_in);
+      if (layer > 0 && group_continues[static_cast<std::size_t>(layer - 1)]) a.x_in.release();
       break;
     default:
       break;  // MoE kernels: refused by check_runtime_plan
@@ -553,7 +554,7 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
       norm_backward("norm1.weight", "norm1.bias", layer, f.dn1, a.x_in, a.rstd1, a.mean1, f.tmp);
       be->add(f.dx.data(), f.dx.data(), f.tmp.data(), f.dx.size());
       a.keep_only_input();
-      release(a.x_in);
+      a.x_in.release();
       break;
     default:
       break;
@@ -578,7 +579,7 @@ void Trainer::Impl::head_forward(Flow& f, int mb) {
     be->softmax_row_stats(st, st + T, f.dlogits.data(), f.logits.data(), T, V);
     be->target_logits(st + 2 * T, f.logits.data(), targets.data(), first, T, V);
   }
-  release(f.logits);
+  f.logits.release();
 }
 
 void Trainer::Impl::cross_entropy_grad(Flow& f) {
@@ -589,23 +590,28 @@ void Trainer::Impl::cross_entropy_grad(Flow& f) {
   const std::vector<int>& targets = f.targets;  // set by head_forward
   const float dloss = loss_grad();
   const int first = tp_rank * V;
-  // The statistics are T x 3 x ranks floats: the host computes each row's factor.
-  stats_host.resize(f.ce_stats.size());
-  be->download(stats_host.data(), f.ce_stats.data(), f.ce_stats.size());
-  const float* mine = stats_host.data() + 3 * static_cast<std::size_t>(T) * tp_rank;
+  // The statistics (3 x T per rank) are read on the host, which computes each row's factor: a
+  // device backend's are copied out first.
+  const float* stats = f.ce_stats.data();
+  if (!be->host_memory()) {
+    stats_host.resize(f.ce_stats.size());
+    be->download(stats_host.data(), f.ce_stats.data(), f.ce_stats.size());
+    stats = stats_host.data();
+  }
+  const float* mine = stats + 3 * static_cast<std::size_t>(T) * tp_rank;
   double s = 0;
   Buffer& scale = scale_host;
   scale.resize(static_cast<std::size_t>(T));
   for (int r = 0; r < T; ++r) {
     float M = -std::numeric_limits<float>::infinity(), target = M;
     for (int k = 0; k < n; ++k) {
-      const float* st = stats_host.data() + 3 * static_cast<std::size_t>(T) * k;
+      const float* st = stats + 3 * static_cast<std::size_t>(T) * k;
       M = std::max(M, st[r]);
       target = std::max(target, st[2 * T + r]);
     }
     double S = 0;
     for (int k = 0; k < n; ++k) {
-      const float* st = stats_host.data() + 3 * static_cast<std::size_t>(T) * k;
+      const float* st = stats + 3 * static_cast<std::size_t>(T) * k;
       S += static_cast<double>(st[T + r]) * std::exp(static_cast<double>(st[r]) - M);
     }
     scale[static_cast<std::size_t>(r)] = static_cast<float>(std::exp(static_cast<double>(mine[r]) - M) / S) * dloss;
@@ -620,7 +626,7 @@ void Trainer::Impl::cross_entropy_grad(Flow& f) {
 void Trainer::Impl::head_backward(Flow& f) {
   const int T = tokens(), H = hidden, V = vocab / w->plan.tp;
   gemm_backward(f.tmp, g("lm_head", -1), f.dlogits, sp ? f.head_ng : f.head_n, p("lm_head", -1), T, H, V);
-  release(f.dlogits);
+  f.dlogits.release();
 }
 
 // With SP each TP rank saw only its tokens: the replicated tensors' gradients (norms, embedding)
@@ -774,8 +780,8 @@ void Trainer::Impl::execute(int v, StepStats& st) {
     case Act::kFinalNormBwd: {
       Flow& f = flow(mb, chunk);
       norm_backward("final_norm.weight", "final_norm.bias", -1, f.tmp, f.x, f.head_rstd, f.head_mean, f.dx);
-      release(f.head_n);
-      release(f.head_ng);
+      f.head_n.release();
+      f.head_ng.release();
       break;
     }
     case Act::kKernelFwd: kernel_forward(a.kernel, op.layer, mb, chunk, a.recompute); break;

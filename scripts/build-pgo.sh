@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # An optional profile-guided build of the simulator and the planner (GCC -fprofile-generate /
 # -fprofile-use): builds an instrumented `foresight` in BUILD_DIR (default build-pgo), trains it on
-# a set of simulations, searches and sweeps, then rebuilds `foresight` and the benchmarks with the
-# profile. The training set leaves out the GPT-3 1,024-GPU case that bench/des_bench times, so
-# that benchmark measures the profile on a workload it was not trained on. Not part of CI or of
-# the quick start; the default build stays profile-free. About 5 minutes on 2 cores.
+# eight simulations and a search, then rebuilds `foresight` and the benchmarks with the profile.
+# The training set leaves out the GPT-3 1,024-GPU case that bench/des_bench times, so that
+# benchmark measures the profile on a workload it was not trained on. Not part of CI or of the
+# quick start; the default build stays profile-free. About 9 minutes on 2 cores (2026-11-30).
 #
 #   scripts/build-pgo.sh && build-pgo/bench/des_bench --benchmark_filter=Gpt3
 set -euo pipefail
