@@ -41,7 +41,7 @@ class EventQueue {
  public:
   EventQueue() {
     low_.fill(kNoKey);
-    slots_.assign(kMinSlots, Slot{kNoKey, 0});
+    slots_.assign(kMinSlots, Handle{kNoKey, 0});
   }
 
   bool empty() const { return size_ == 0; }
@@ -99,12 +99,9 @@ class EventQueue {
   static constexpr std::uint64_t kNoKey = ~std::uint64_t{0};  // a NaN's pattern: never a time
   static constexpr std::size_t kMinSlots = 64;
 
-  // A pending time other than the current one, and its group.
+  // A pending time other than the current one, and its group: the radix heap's entries and the
+  // hash table's slots alike (an empty slot has key kNoKey).
   struct Handle {
-    std::uint64_t key;
-    std::uint32_t group;
-  };
-  struct Slot {  // of the hash table of pending times
     std::uint64_t key;
     std::uint32_t group;
   };
@@ -126,7 +123,7 @@ class EventQueue {
       g = static_cast<std::uint32_t>(groups_.size());
       groups_.emplace_back();
     }
-    slots_[i] = Slot{k, g};
+    slots_[i] = Handle{k, g};
     if (++pending_ * 2 > slots_.size()) grow();
     place(Handle{k, g});
     return g;
@@ -137,9 +134,9 @@ class EventQueue {
     return static_cast<std::size_t>((k * 0x9E3779B97F4A7C15ull) >> (64 - std::countr_zero(slots_.size())));
   }
   void grow() {
-    std::vector<Slot> old(slots_.size() * 2, Slot{kNoKey, 0});
+    std::vector<Handle> old(slots_.size() * 2, Handle{kNoKey, 0});
     old.swap(slots_);
-    for (const Slot& s : old) {
+    for (const Handle& s : old) {
       if (s.key == kNoKey) continue;
       std::size_t i = home(s.key);
       while (slots_[i].key != kNoKey) i = (i + 1) & (slots_.size() - 1);
@@ -208,7 +205,7 @@ class EventQueue {
   std::size_t head_ = 0;
   std::vector<std::vector<Event>> groups_;  // events of each pending time, in insertion order
   std::vector<std::uint32_t> free_groups_;
-  std::vector<Slot> slots_;  // pending time -> group; size a power of two, at most half full
+  std::vector<Handle> slots_;  // pending time -> group; size a power of two, at most half full
   std::size_t pending_ = 0;
   std::uint64_t recent_key_ = kNoKey;  // the last pending time pushed to, and its group
   std::uint32_t recent_group_ = 0;
