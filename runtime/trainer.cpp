@@ -247,14 +247,15 @@ struct Trainer::Impl {
   void cross_entropy_grad(Flow& f);
   void head_backward(Flow& f);
   // The input token of each of this rank's `rows` rows from `first_row` on (tokens: the
-  // micro-batch's sequences of seq + 1).
-  std::vector<int> input_ids(const int* tok, int first_row, int rows) const {
-    std::vector<int> ids(static_cast<std::size_t>(rows));
+  // micro-batch's sequences of seq + 1), in a buffer reused by every micro-batch.
+  std::vector<int> ids_scratch;
+  const std::vector<int>& input_ids(const int* tok, int first_row, int rows) {
+    ids_scratch.resize(static_cast<std::size_t>(rows));
     for (int row = 0; row < rows; ++row) {
       const int t = first_row + row;
-      ids[static_cast<std::size_t>(row)] = tok[static_cast<std::size_t>(t / seq) * (seq + 1) + t % seq];
+      ids_scratch[static_cast<std::size_t>(row)] = tok[static_cast<std::size_t>(t / seq) * (seq + 1) + t % seq];
     }
-    return ids;
+    return ids_scratch;
   }
   // The micro-batch's next-token targets, rows x seq, kept in the flow for the head's later passes.
   const std::vector<int>& head_targets(Flow& f, int mb) {
@@ -741,14 +742,14 @@ void Trainer::Impl::execute(int v, StepStats& st) {
   switch (a.act) {
     case Act::kEmbedFwd: {
       Flow& f = flow(mb, chunk);
-      const std::vector<int> ids = input_ids(sample_tokens(f, mb), first_row, R);
+      const std::vector<int>& ids = input_ids(sample_tokens(f, mb), first_row, R);
       f.x.resize(static_cast<std::size_t>(R) * H);
       be->embedding_forward(f.x.data(), p("embedding", -1), ids.data(), R, H);
       break;
     }
     case Act::kEmbedBwd: {
       Flow& f = flow(mb, chunk);
-      const std::vector<int> ids = input_ids(f.tokens.data(), first_row, R);
+      const std::vector<int>& ids = input_ids(f.tokens.data(), first_row, R);
       be->embedding_backward(g("embedding", -1), f.dx.data(), ids.data(), R, H);
       f.reset();
       break;
