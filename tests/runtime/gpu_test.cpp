@@ -117,16 +117,30 @@ Result<std::unique_ptr<Run>> start(const ModelSpec& m, const Plan& p, std::uniqu
 // Each tensor within `rel` of its largest element, plus 1e-7 for tensors that are nearly zero.
 // fp32 GEMMs in another summation order (cuBLAS's blocking, atomics in the weight gradients) stay
 // within 1e-4; TF32 GEMMs round their inputs to 10-bit mantissas (2^-11 relative each), 5e-3.
-int mismatches(const Trainer& t, const Buffer& a, const Buffer& b, const std::string& what, float rel) {
+// Parameters after AdamW steps also get `flip`: AdamW moves each element by about +-lr whatever its
+// gradient's size, so a gradient within rounding of zero can move it the other way, by up to
+// 2 lr a step. A few such elements per tensor (at most 1%, or 2) differ by up to `flip`; any
+// element beyond it is a mismatch. (Emulating TF32 and bf16 rounding on the CPU backend: gradients
+// all within `rel`, parameters after 3 steps up to 182 of 156 k elements moved the other way.)
+int mismatches(const Trainer& t, const Buffer& a, const Buffer& b, const std::string& what, float rel,
+               float flip = 0) {
   int bad = 0;
   for (const TensorSlot& s : t.layout().tensors()) {
     float scale = 0;
     for (std::size_t i = 0; i < s.size(); ++i) scale = std::max(scale, std::fabs(b[s.offset + i]));
+    std::size_t flips = 0;
     for (std::size_t i = 0; i < s.size(); ++i) {
-      const float x = a[s.offset + i], y = b[s.offset + i];
-      if (!(std::fabs(x - y) <= rel * scale + 1e-7f) && bad++ < 5)
-        ADD_FAILURE() << what << " " << s.name << " L" << s.layer << "[" << i << "]: cuda " << x << ", cpu " << y;
+      const float x = a[s.offset + i], y = b[s.offset + i], d = std::fabs(x - y);
+      if (d <= rel * scale + 1e-7f) continue;
+      if (d <= flip + 1e-6f) {
+        ++flips;
+        continue;
+      }
+      if (bad++ < 5) ADD_FAILURE() << what << " " << s.name << " L" << s.layer << "[" << i << "]: cuda " << x << ", cpu " << y;
     }
+    if (flips > std::max<std::size_t>(2, s.size() / 100) && bad++ < 5)
+      ADD_FAILURE() << what << " " << s.name << " L" << s.layer << ": " << flips << " of " << s.size()
+                    << " elements beyond the tolerance (each within " << flip << ")";
   }
   return bad;
 }
@@ -197,7 +211,7 @@ TEST(CudaTrainer, MatchesTheCpuBackend) {
       EXPECT_NEAR(a->loss, b->loss, (bf16 ? 2e-2 : tf32 ? 2e-3 : 1e-4) * b->loss) << "step " << s + 1;
       EXPECT_EQ(a->skipped, b->skipped);
     }
-    EXPECT_EQ(mismatches(g, g.params(), h.params(), "param", rel), 0);
+    EXPECT_EQ(mismatches(g, g.params(), h.params(), "param", rel, 2.0f * RunOptions{}.adam.lr * 3), 0);
     // Per-op times come from CUDA events: one interval per op, each inside the step.
     const auto& ops = g.timings();
     EXPECT_EQ(ops.size(), h.timings().size());
