@@ -11,21 +11,32 @@ namespace {
 
 constexpr float kOne = 1.0f, kZero = 0.0f;
 
+// fp32 operands on a handle whose math mode allows TF32 (cublasSetMathMode) get the TF32 compute
+// type explicitly, so the choice does not rest on how cublasGemmEx reads the math mode; 16-bit
+// operands always accumulate in fp32.
+cublasComputeType_t compute_type(cudaDataType operands, cublasHandle_t h) {
+  cublasMath_t mode = CUBLAS_DEFAULT_MATH;
+  FS_CUBLAS_CHECK(cublasGetMathMode(h, &mode));
+  const bool tf32 = (static_cast<int>(mode) & 0xf) == static_cast<int>(CUBLAS_TF32_TENSOR_OP_MATH);
+  return operands == CUDA_R_32F && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
 // out[rows x n] = in[rows x k] * w[k x n]: out^T (n x rows) = w^T (n x k, ld n) * in^T (k x rows, ld k).
 void forward(void* out, cudaDataType out_type, const void* in, const void* w, cudaDataType in_type, int rows, int k,
              int n, cublasHandle_t h) {
   FS_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, rows, k, &kOne, w, in_type, n, in, in_type, k, &kZero,
-                               out, out_type, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                               out, out_type, n, compute_type(in_type, h), CUBLAS_GEMM_DEFAULT));
 }
 
 // din[rows x k] = dout * w^T: din^T (k x rows, ld k) = w (the transpose of w's view) * dout^T.
 // dw[k x n] += in^T * dout: dw^T (n x k, ld n) += dout^T (n x rows) * in (the transpose of in's view).
 void backward(void* din, cudaDataType din_type, const void* dout, const void* in, const void* w, cudaDataType type,
               float* dw, int rows, int k, int n, cublasHandle_t h) {
+  const cublasComputeType_t compute = compute_type(type, h);
   FS_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, k, rows, n, &kOne, w, type, n, dout, type, n, &kZero, din,
-                               din_type, k, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                               din_type, k, compute, CUBLAS_GEMM_DEFAULT));
   FS_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_T, n, k, rows, &kOne, dout, type, n, in, type, k, &kOne, dw,
-                               CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                               CUDA_R_32F, n, compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace

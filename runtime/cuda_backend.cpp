@@ -99,6 +99,8 @@ struct Scratch {
   T* get(std::size_t n, cudaStream_t s) {
     if (n > cap) {
       if (p) FS_CUDA_CHECK(cudaFreeAsync(p, s));
+      p = nullptr;  // freed: if the allocation below fails, nothing is freed twice
+      cap = 0;
       FS_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&p), n * sizeof(T), s));
       cap = n;
     }
