@@ -141,14 +141,14 @@ else
   NVFLAGS=(-std=c++17 -O3 "$ARCH_FLAG" -I"$ROOT" "-Xcompiler=-Wall,-Wextra")
   echo "== nvcc build in $D" >>"$BUILD_LOG"
   pids=()
-  for f in kernels/norm kernels/elementwise kernels/attention kernels/loss kernels/adamw kernels/compression \
-    bench/gpu_block_bench; do
+  for f in kernels/matmul kernels/norm kernels/elementwise kernels/attention kernels/loss kernels/adamw \
+    kernels/compression bench/gpu_block_bench; do
     timeout "$(budget 300 150)" "$NVCC" "${NVFLAGS[@]}" -c "$f.cu" -o "$D/$(basename "$f").o" >>"$BUILD_LOG" 2>&1 &
     pids+=($!)
   done
   ok=1
   for p in "${pids[@]}"; do wait "$p" || ok=0; done
-  KOBJ=("$D"/norm.o "$D"/elementwise.o "$D"/attention.o "$D"/loss.o "$D"/adamw.o "$D"/compression.o)
+  KOBJ=("$D"/matmul.o "$D"/norm.o "$D"/elementwise.o "$D"/attention.o "$D"/loss.o "$D"/adamw.o "$D"/compression.o)
   if [ $ok = 1 ] && "$NVCC" "$ARCH_FLAG" "${KOBJ[@]}" "$D/gpu_block_bench.o" -lcublas -o "$D/gpu_block_bench" \
     >>"$BUILD_LOG" 2>&1; then
     BENCH=$D/gpu_block_bench
