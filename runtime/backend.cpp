@@ -4,6 +4,13 @@
 #include <algorithm>
 
 #if FORESIGHT_RUNTIME_CUDA
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
 #include "runtime/cuda_backend.h"
 #endif
 
@@ -69,16 +76,72 @@ void DeviceBuffer::release() {
   n_ = cap_ = 0;
 }
 
+#if FORESIGHT_RUNTIME_CUDA
+namespace {
+
+// The CUDA backend's plugin (runtime/cuda_backend.h), loaded once: from $FORESIGHT_CUDA_BACKEND
+// when set, else beside the executable, else where the build put it. Null, with the loader's
+// reasons in `why`, when none loads (CUDA's libraries missing, say).
+const CudaBackendPlugin* cuda_plugin(std::string* why) {
+  static const CudaBackendPlugin* plugin = nullptr;
+  static std::string failures;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    constexpr const char* kFile = "libforesight_cuda_backend.so";
+    std::vector<std::string> paths;
+    if (const char* env = std::getenv("FORESIGHT_CUDA_BACKEND"); env != nullptr && *env != '\0') {
+      paths.emplace_back(env);
+    } else {
+      std::string exe(4096, '\0');
+      const ssize_t n = readlink("/proc/self/exe", exe.data(), exe.size() - 1);
+      if (n > 0) {
+        exe.resize(static_cast<std::size_t>(n));
+        paths.push_back(exe.substr(0, exe.rfind('/') + 1) + kFile);
+      }
+      paths.emplace_back(FORESIGHT_CUDA_BACKEND_FILE);
+    }
+    for (const std::string& path : paths) {
+      void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (lib == nullptr) {
+        const char* e = dlerror();
+        failures += (failures.empty() ? "" : "; ") + std::string(e != nullptr ? e : path + ": not loadable");
+        continue;
+      }
+      using Entry = const CudaBackendPlugin* (*)();
+      auto entry = reinterpret_cast<Entry>(dlsym(lib, "foresight_cuda_backend_plugin"));
+      if (entry == nullptr) {
+        failures += (failures.empty() ? "" : "; ") + path + ": no foresight_cuda_backend_plugin";
+        dlclose(lib);
+        continue;
+      }
+      plugin = entry();  // the library stays loaded for the process's life
+      return;
+    }
+  });
+  if (plugin == nullptr && why != nullptr) *why = failures;
+  return plugin;
+}
+
+}  // namespace
+#endif
+
 Result<std::unique_ptr<Backend>> make_backend(const std::string& name, int local_rank) {
   if (name == "cpu") return make_cpu_backend();
   if (name != "cuda" && name != "auto") return Error("unknown backend '" + name + "' (auto, cpu or cuda)");
 #if FORESIGHT_RUNTIME_CUDA
-  const int gpus = cuda_device_count();
+  std::string why;
+  const CudaBackendPlugin* cuda = cuda_plugin(&why);
+  if (cuda == nullptr) {
+    if (name == "auto") return make_cpu_backend();
+    return Error("the CUDA backend could not be loaded (" + why +
+                 "); set FORESIGHT_CUDA_BACKEND to the path of libforesight_cuda_backend.so");
+  }
+  const int gpus = cuda->device_count();
   if (gpus == 0) {
     if (name == "auto") return make_cpu_backend();
-    return Error("no CUDA device is visible to this process (" + cuda_visibility() + ")");
+    return Error("no CUDA device is visible to this process (" + cuda->visibility() + ")");
   }
-  return make_cuda_backend(local_rank % gpus);
+  return cuda->make(local_rank % gpus);
 #else
   (void)local_rank;
   if (name == "auto") return make_cpu_backend();

@@ -432,3 +432,11 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
 }
 
 }  // namespace foresight::runtime
+
+extern "C" __attribute__((visibility("default"))) const foresight::runtime::CudaBackendPlugin*
+foresight_cuda_backend_plugin() {
+  static const foresight::runtime::CudaBackendPlugin plugin{
+      foresight::runtime::cuda_device_count, foresight::runtime::cuda_visibility,
+      foresight::runtime::make_cuda_backend};
+  return &plugin;
+}

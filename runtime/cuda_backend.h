@@ -19,6 +19,18 @@
 
 namespace foresight::runtime {
 
+// The backend is built as a plugin, libforesight_cuda_backend.so, which make_backend("cuda" or
+// "auto") loads on first use (runtime/backend.cpp): a CUDA build's `foresight` then starts without
+// loading CUDA's libraries (cuBLAS alone took 0.1 s and 220 MB of resident memory at every start,
+// `foresight --version` included, 2026-11-30) and runs its CPU work on a machine without them.
+// The plugin resolves the runtime's own symbols (Comm, DeviceBuffer) in the executable that loads
+// it, which exports them (-rdynamic).
+struct CudaBackendPlugin {
+  int (*device_count)();
+  std::string (*visibility)();
+  Result<std::unique_ptr<Backend>> (*make)(int device);
+};
+
 // CUDA devices visible to this process (0 when none, or when the driver cannot be reached).
 int cuda_device_count();
 // Why no device is visible, for an error message (CUDA_VISIBLE_DEVICES, the driver's answer).
@@ -26,3 +38,6 @@ std::string cuda_visibility();
 Result<std::unique_ptr<Backend>> make_cuda_backend(int device);
 
 }  // namespace foresight::runtime
+
+// The plugin's one exported entry point (C linkage: looked up by name with dlsym).
+extern "C" const foresight::runtime::CudaBackendPlugin* foresight_cuda_backend_plugin();

@@ -427,6 +427,29 @@ TEST(RuntimeBackend, ChoosingABackendByName) {
   }
 }
 
+#if FORESIGHT_RUNTIME_CUDA
+// The CUDA backend is a plugin loaded on first use: where it cannot be loaded, --backend cuda is a
+// clear error naming the file and the way to point at it, and --backend auto runs on the CPU.
+TEST(RuntimeBackend, AMissingCudaPluginIsAClearErrorAndAutoFallsBack) {
+  const std::string out = (std::filesystem::temp_directory_path() / "foresight-plugin.txt").string();
+  const std::string env = "FORESIGHT_CUDA_BACKEND=/nonexistent/libforesight_cuda_backend.so ";
+  const std::string run = env + FORESIGHT_BINARY + " run --model tiny --steps 1 --backend ";
+  auto read_file = [](const std::string& path) {
+    std::ifstream f(path);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  EXPECT_NE(std::system((run + "cuda > " + out + " 2>&1").c_str()), 0);
+  std::string text = read_file(out);
+  EXPECT_NE(text.find("the CUDA backend could not be loaded (/nonexistent/libforesight_cuda_backend.so"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("FORESIGHT_CUDA_BACKEND"), std::string::npos) << text;
+  ASSERT_EQ(std::system((run + "auto > " + out + " 2>&1").c_str()), 0);
+  text = read_file(out);
+  EXPECT_NE(text.find("backend cpu"), std::string::npos) << text;
+  std::filesystem::remove(out);
+}
+#endif
+
 TEST(Runtime, FastPathsMatchTheReferenceKernels) {
   // fp32 with different summation orders (GEMM blocking vs loops): 1e-5 of the magnitude.
   const kernels::AttentionShape s{2, 7, 4, 2, 8};
