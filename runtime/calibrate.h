@@ -52,6 +52,8 @@ struct Measurement {
   double fitted_s = 0;  // the fitted line's, or for collectives the model's on the fitted fabric
   bool in_fit = true;   // whether the fit of its kind uses it
   double bus_factor = 0;  // collectives: busbw / algbw in the nccl-tests convention
+  double weight_bytes = 0;  // GEMMs: the weight's bytes (k x n)
+  bool backward = false;    // GEMMs: a backward (two calls: data and weight gradients)
 };
 
 struct LineFit {
@@ -63,6 +65,9 @@ struct LineFit {
   // their own intercept, `small_intercept_s`; the slope is shared. 0: one line.
   double small_below = 0;
   double small_intercept_s = 0;
+  // GEMMs (fit_gemm): seconds per weight byte of the forward's and the backward's weight passes;
+  // the intercept is then per call.
+  double weight_fwd_s_per_byte = 0, weight_bwd_s_per_byte = 0;
   // The line's time for `work`.
   double at(double work) const { return (work < small_below ? small_intercept_s : intercept_s) + slope * work; }
 };
@@ -73,6 +78,9 @@ struct LineFit {
 // split is kept if it cuts the single line's rms relative error by a third or more (and by at
 // least one point) and its small-message intercept is the smaller one. Fills the points' fitted_s.
 LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind);
+// GEMMs: t = calls x intercept + FLOPs x slope + weight bytes x (weight_fwd or weight_bwd), one call
+// forward and two backward; negative terms are dropped. Fills the points' fitted_s.
+LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind);
 
 struct Calibration {
   std::string backend = "cpu";  // the backend measured

@@ -100,6 +100,8 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
     if (state <= d.cache_bytes) {
       d.gemm_efficiency = d.cache_gemm_efficiency;
       d.memory_bandwidth = d.cache_memory_bandwidth;
+      d.gemm_weight_fwd_bandwidth = d.cache_gemm_weight_fwd_bandwidth;
+      d.gemm_weight_bwd_bandwidth = d.cache_gemm_weight_bwd_bandwidth;
     }
     d.cache_bytes = 0;
   }

@@ -129,7 +129,7 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.memory_bandwidth = r.required_quantity("memory_bandwidth", Dimension::kBandwidth);
   JsonReader eff = r.object("efficiency");
   eff.reject_unknown_keys({"gemm", "attention", "memory", "kernel_overhead", "graph_kernel_overhead", "gemm_setup",
-                           "attention_setup"});
+                           "attention_setup", "gemm_weight_fwd", "gemm_weight_bwd"});
   d.gemm_efficiency = eff.number("gemm", d.gemm_efficiency, 0.01, 1.0);
   d.attention_efficiency = eff.number("attention", d.attention_efficiency, 0.01, 1.0);
   d.memory_efficiency = eff.number("memory", d.memory_efficiency, 0.01, 1.0);
@@ -137,13 +137,17 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.graph_kernel_overhead_s = eff.quantity("graph_kernel_overhead", Dimension::kSeconds, d.graph_kernel_overhead_s);
   d.gemm_setup_s = eff.quantity("gemm_setup", Dimension::kSeconds, 0.0);
   d.attention_setup_s = eff.quantity("attention_setup", Dimension::kSeconds, 0.0);
+  d.gemm_weight_fwd_bandwidth = eff.quantity("gemm_weight_fwd", Dimension::kBandwidth, 0.0);
+  d.gemm_weight_bwd_bandwidth = eff.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
   d.memory_reserved_bytes = r.quantity("memory_reserved", Dimension::kBytes, 0.0);
   if (r.has("cache")) {
     JsonReader cache = r.object("cache");
-    cache.reject_unknown_keys({"size", "gemm_efficiency", "memory_bandwidth"});
+    cache.reject_unknown_keys({"size", "gemm_efficiency", "memory_bandwidth", "gemm_weight_fwd", "gemm_weight_bwd"});
     d.cache_bytes = cache.required_quantity("size", Dimension::kBytes);
     d.cache_gemm_efficiency = cache.number("gemm_efficiency", d.gemm_efficiency, 0.01, 1.0);
     d.cache_memory_bandwidth = cache.required_quantity("memory_bandwidth", Dimension::kBandwidth);
+    d.cache_gemm_weight_fwd_bandwidth = cache.quantity("gemm_weight_fwd", Dimension::kBandwidth, 0.0);
+    d.cache_gemm_weight_bwd_bandwidth = cache.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
     if (r.ok() && d.cache_bytes <= 0) cache.fail("size", "must be positive");
   }
   JsonReader power = r.object("power");
@@ -182,10 +186,18 @@ json device_to_json(const DeviceSpec& d) {
               {"idle", format_quantity(d.power_idle_w, Dimension::kPower)}}},
             {"price_per_hour_usd", d.price_per_hour_usd}};
   if (!d.reference_cluster.empty()) j["reference_cluster"] = d.reference_cluster;
+  if (d.gemm_weight_fwd_bandwidth > 0)
+    j["efficiency"]["gemm_weight_fwd"] = format_quantity(d.gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
+  if (d.gemm_weight_bwd_bandwidth > 0)
+    j["efficiency"]["gemm_weight_bwd"] = format_quantity(d.gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
   if (d.cache_bytes > 0)
     j["cache"] = {{"size", format_quantity(d.cache_bytes, Dimension::kBytes)},
                   {"gemm_efficiency", d.cache_gemm_efficiency},
                   {"memory_bandwidth", format_quantity(d.cache_memory_bandwidth, Dimension::kBandwidth)}};
+  if (d.cache_bytes > 0 && d.cache_gemm_weight_fwd_bandwidth > 0)
+    j["cache"]["gemm_weight_fwd"] = format_quantity(d.cache_gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
+  if (d.cache_bytes > 0 && d.cache_gemm_weight_bwd_bandwidth > 0)
+    j["cache"]["gemm_weight_bwd"] = format_quantity(d.cache_gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
   return j;
 }
 

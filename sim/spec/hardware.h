@@ -44,6 +44,13 @@ struct DeviceSpec {
   // CPU backend's Eigen calls); the GPU profiles leave them 0 (the launch overhead covers it).
   double gemm_setup_s = 0;
   double attention_setup_s = 0;
+  // A GEMM's passes over its weight matrix beyond the math, as the rate at which they move its
+  // bytes (0 = none): a CPU BLAS packs the weight panel before multiplying, and the backward also
+  // reads and writes the weight's gradient (dW += X^T dY). `foresight calibrate` fits both on a CPU
+  // (forward about one pass at the streaming rate, backward about five); cuBLAS packs nothing and
+  // the GPU profiles leave them 0.
+  double gemm_weight_fwd_bandwidth = 0;  // bytes of weight per second, forward
+  double gemm_weight_bwd_bandwidth = 0;  // the same, backward (data and weight gradients together)
   // A cache that holds a whole training step (0 = none): when a plan's data per device (model
   // state, activations and buffers) is at most `cache_bytes`, GEMMs and streaming kernels find
   // their operands in it and run at the `cache_` rates instead (see cluster_for_plan).
@@ -51,6 +58,7 @@ struct DeviceSpec {
   double cache_bytes = 0;
   double cache_gemm_efficiency = 0;
   double cache_memory_bandwidth = 0;  // bytes/s, as memory_bandwidth (memory_efficiency applies)
+  double cache_gemm_weight_fwd_bandwidth = 0, cache_gemm_weight_bwd_bandwidth = 0;  // as above, in the cache
   double memory_reserved_bytes = 0;   // runtime context, allocator fragmentation, workspaces
   double power_load_w = 0, power_idle_w = 0;
   double price_per_hour_usd = 0;
@@ -60,6 +68,9 @@ struct DeviceSpec {
   // Achieved bytes/s of streaming (memory-bound) kernels, and the seconds of one that moves `bytes`.
   double stream_rate() const { return memory_bandwidth * memory_efficiency; }
   double stream_seconds(double bytes) const { return bytes > 0 ? bytes / stream_rate() : 0.0; }
+  // A GEMM's weight passes (gemm_weight_*_bandwidth) for a weight of `bytes`.
+  double weight_pass_fwd_s(double bytes) const { return gemm_weight_fwd_bandwidth > 0 ? bytes / gemm_weight_fwd_bandwidth : 0.0; }
+  double weight_pass_bwd_s(double bytes) const { return gemm_weight_bwd_bandwidth > 0 ? bytes / gemm_weight_bwd_bandwidth : 0.0; }
   bool operator==(const DeviceSpec&) const = default;
 };
 

@@ -20,6 +20,39 @@ const KernelCost& find(const LayerKernels& k, KernelName name) {
   return k.fwd[0];
 }
 
+// A device whose BLAS makes passes over the weight (calibrated CPU profiles): each GEMM's forward
+// gains weight bytes / gemm_weight_fwd, its backward weight bytes / gemm_weight_bwd (half of it in
+// the weight-gradient part); the profile keeps both rates, in the cache level too.
+TEST(Fusion, GemmWeightPassesByHand) {
+  const ModelSpec m = testing::preset_model("small");
+  DeviceSpec d = testing::preset_cluster("cpu-local", 1).node.accelerator();
+  const Plan p = testing::make_plan(1, 1, 1, 1, 8);
+  const LayerShape s = plan_layer_shape(m, p);
+  const LayerKernels plain = layer_kernels(m, d, p, s, false);
+  d.gemm_weight_fwd_bandwidth = 25e9;
+  d.gemm_weight_bwd_bandwidth = 5e9;
+  const LayerKernels packed = layer_kernels(m, d, p, s, false);
+  const KernelCost &a = find(plain, KernelName::kMlpUp), &b = find(packed, KernelName::kMlpUp);
+  const double w = s.bytes_per_element * static_cast<double>(b.k) * static_cast<double>(b.n);
+  ASSERT_GT(w, 0);
+  EXPECT_NEAR(b.fwd_s - a.fwd_s, w / 25e9, 1e-12);
+  EXPECT_NEAR(b.bwd_s - a.bwd_s, w / 5e9, 1e-12);
+  EXPECT_NEAR(b.bwd_weight_s - a.bwd_weight_s, 0.5 * w / 5e9, 1e-12);
+  d.cache_bytes = 8 << 20;
+  d.cache_memory_bandwidth = 30e9;
+  d.cache_gemm_efficiency = 0.9;
+  d.cache_gemm_weight_fwd_bandwidth = 27e9;
+  d.cache_gemm_weight_bwd_bandwidth = 15e9;
+  auto back = device_from_json(device_to_json(d), "dev.json", "");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_NEAR(back->gemm_weight_fwd_bandwidth, 25e9, 1e3);
+  EXPECT_NEAR(back->gemm_weight_bwd_bandwidth, 5e9, 1e3);
+  EXPECT_NEAR(back->cache_gemm_weight_fwd_bandwidth, 27e9, 1e3);
+  EXPECT_NEAR(back->cache_gemm_weight_bwd_bandwidth, 15e9, 1e3);
+  // Without them (every GPU preset), no weight passes.
+  EXPECT_EQ(testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator().gemm_weight_fwd_bandwidth, 0);
+}
+
 TEST(Fusion, UnfusedChainsByHand) {
   const ModelSpec m = testing::preset_model("llama3-8b");  // RMSNorm, SwiGLU, no dropout
   const DeviceSpec d = testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator();

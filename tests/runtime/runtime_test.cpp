@@ -1109,6 +1109,38 @@ std::vector<Measurement> all_reduce_points(double alpha_small, double alpha, dou
   return pts;
 }
 
+// GEMM times with weight passes (as Eigen's: the forward packs the weight, the backward also reads
+// and writes its gradient): the fit recovers the four terms exactly; without weight passes it
+// drops the two terms instead of inventing them.
+TEST(Calibration, GemmFitFindsTheWeightPasses) {
+  auto points = [](double fwd_s_per_byte, double bwd_s_per_byte) {
+    std::vector<Measurement> pts;
+    for (int rows : {32, 128, 512})
+      for (auto [k, n] : std::vector<std::pair<int, int>>{{64, 128}, {256, 512}, {256, 2048}, {1024, 256}}) {
+        const double flops = 2.0 * rows * k * n, w = 4.0 * k * n;
+        pts.push_back({"gemm", "", flops, 1e-6 + flops / 120e9 + w * fwd_s_per_byte});
+        pts.back().weight_bytes = w;
+        pts.push_back({"gemm", "", 2 * flops, 2e-6 + 2 * flops / 120e9 + w * bwd_s_per_byte});
+        pts.back().weight_bytes = w;
+        pts.back().backward = true;
+      }
+    return pts;
+  };
+  auto pts = points(0.04e-9, 0.2e-9);
+  const LineFit f = fit_gemm(pts, "gemm");
+  EXPECT_NEAR(f.intercept_s, 1e-6, 1e-12);
+  EXPECT_NEAR(1 / f.slope, 120e9, 1e3);
+  EXPECT_NEAR(f.weight_fwd_s_per_byte, 0.04e-9, 1e-15);
+  EXPECT_NEAR(f.weight_bwd_s_per_byte, 0.2e-9, 1e-15);
+  EXPECT_LT(f.rms_rel_error, 1e-9);
+  for (const auto& p : pts) EXPECT_NEAR(p.fitted_s, p.seconds, 1e-9 * p.seconds);
+  auto plain = points(0, 0);
+  const LineFit g = fit_gemm(plain, "gemm");
+  EXPECT_NEAR(g.weight_fwd_s_per_byte, 0, 1e-16);
+  EXPECT_NEAR(g.weight_bwd_s_per_byte, 0, 1e-16);
+  EXPECT_NEAR(1 / g.slope, 120e9, 1e3);
+}
+
 TEST(Calibration, AllReduceSplitsWhereTheProtocolChanges) {
   auto pts = all_reduce_points(0.3e-6, 2.5e-6, 8192);
   const LineFit f = fit_protocols(pts, "all_reduce");
