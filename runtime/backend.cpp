@@ -87,6 +87,7 @@ const CudaBackendPlugin* cuda_plugin(std::string* why) {
   static std::string failures;
   static std::once_flag once;
   std::call_once(once, [] {
+    auto failed = [](const std::string& reason) { failures += (failures.empty() ? "" : "; ") + reason; };
     constexpr const char* kFile = "libforesight_cuda_backend.so";
     std::vector<std::string> paths;
     if (const char* env = std::getenv("FORESIGHT_CUDA_BACKEND"); env != nullptr && *env != '\0') {
@@ -104,13 +105,13 @@ const CudaBackendPlugin* cuda_plugin(std::string* why) {
       void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (lib == nullptr) {
         const char* e = dlerror();
-        failures += (failures.empty() ? "" : "; ") + std::string(e != nullptr ? e : path + ": not loadable");
+        failed(e != nullptr ? std::string(e) : path + ": not loadable");
         continue;
       }
       using Entry = const CudaBackendPlugin* (*)();
       auto entry = reinterpret_cast<Entry>(dlsym(lib, "foresight_cuda_backend_plugin"));
       if (entry == nullptr) {
-        failures += (failures.empty() ? "" : "; ") + path + ": no foresight_cuda_backend_plugin";
+        failed(path + ": no foresight_cuda_backend_plugin");
         dlclose(lib);
         continue;
       }

@@ -61,15 +61,20 @@ std::vector<Measurement*> fitted_points(std::vector<Measurement>& pts, const std
   return sel;
 }
 
-// Fills the fit's rms and largest relative error over `sel`.
-void score(LineFit& f, const std::vector<Measurement*>& sel) {
+// Fills the fit's rms and largest relative error over `sel`, the fit's time of a point being
+// `time(point)` (by default the line's at its work).
+template <typename Time>
+void score(LineFit& f, const std::vector<Measurement*>& sel, Time time) {
   double ss = 0;
   for (const Measurement* m : sel) {
-    const double rel = (f.at(m->work) - m->seconds) / m->seconds;
+    const double rel = (time(*m) - m->seconds) / m->seconds;
     ss += rel * rel;
     f.max_rel_error = std::max(f.max_rel_error, std::fabs(rel));
   }
   f.rms_rel_error = std::sqrt(ss / static_cast<double>(sel.size()));
+}
+void score(LineFit& f, const std::vector<Measurement*>& sel) {
+  score(f, sel, [&f](const Measurement& m) { return f.at(m.work); });
 }
 
 // Least squares of t = a + b * w over the points of one kind, relative residuals (rows scaled by
@@ -241,15 +246,10 @@ LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind) {
   f.slope = x(1);
   f.weight_fwd_s_per_byte = x(2);
   f.weight_bwd_s_per_byte = x(3);
-  double ss = 0;
-  for (Measurement* m : sel) {
+  for (Measurement* m : sel)
     m->fitted_s = (m->backward ? 2.0 : 1.0) * f.intercept_s + f.slope * m->work +
                   m->weight_bytes * (m->backward ? f.weight_bwd_s_per_byte : f.weight_fwd_s_per_byte);
-    const double rel = (m->fitted_s - m->seconds) / m->seconds;
-    ss += rel * rel;
-    f.max_rel_error = std::max(f.max_rel_error, std::fabs(rel));
-  }
-  f.rms_rel_error = std::sqrt(ss / static_cast<double>(sel.size()));
+  score(f, sel, [](const Measurement& m) { return m.fitted_s; });
   return f;
 }
 
@@ -343,19 +343,20 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
           DeviceBuffer dw = filled(be, w_n * copies);
           std::size_t i = 0;
           const double flops = 2.0 * rows * k * n;
+          const double weight_bytes = 4.0 * static_cast<double>(w_n);
           pts.push_back({gemm_kind, fmt::format("fwd {}x{}x{}", rows, k, n), flops, time_call(be, [&] {
                            const std::size_t at = i++ % copies;
                            DeviceBuffer out = filled(be, out_n);
                            be.gemm_forward(out.data(), in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
                          })});
-          pts.back().weight_bytes = 4.0 * static_cast<double>(w_n);
+          pts.back().weight_bytes = weight_bytes;
           pts.push_back({gemm_kind, fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, time_call(be, [&] {
                            const std::size_t at = i++ % copies;
                            DeviceBuffer din = filled(be, in_n);
                            be.gemm_backward(din.data(), dw.data() + at * w_n, dout.data() + at * out_n,
                                             in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
                          })});
-          pts.back().weight_bytes = 4.0 * static_cast<double>(w_n);
+          pts.back().weight_bytes = weight_bytes;
           pts.back().backward = true;
         }
       for (std::size_t n : z.stream) {

@@ -155,19 +155,10 @@ class CudaBackend final : public Backend {
     char mem[32];
     std::snprintf(mem, sizeof mem, "%.0f", memory_gib_);
     return "cuda (" + name_ + ", " + mem + " GiB, device " + std::to_string(device_) + "; cuBLAS GEMMs " +
-           gemm_label() + ", fp32 tensors)";
+           labels().gemm + ", fp32 tensors)";
   }
   bool host_memory() const override { return false; }
-  std::string compute_precision() const override {
-    switch (gemm_precision_) {
-      case Precision::kBf16:
-        return "fp32 tensors, bf16 GEMM operands";
-      case Precision::kFp16:
-        return "fp32 tensors, TF32 GEMMs";
-      default:
-        return "fp32";
-    }
-  }
+  std::string compute_precision() const override { return labels().compute; }
   Status check_plan(const Plan& plan) const override {
     if (plan.precision == Precision::kFp8)
       return Error(
@@ -385,14 +376,16 @@ class CudaBackend final : public Backend {
     kernels::convert(p, x, n, stream_);
     return p;
   }
-  std::string gemm_label() const {
+  // What the GEMM precision reads as: in the banner's GEMM label, and as the run's arithmetic.
+  struct Labels {
+    const char* gemm;
+    const char* compute;
+  };
+  Labels labels() const {
     switch (gemm_precision_) {
-      case Precision::kBf16:
-        return "bf16 operands";
-      case Precision::kFp16:
-        return "TF32";
-      default:
-        return "fp32";
+      case Precision::kBf16: return {"bf16 operands", "fp32 tensors, bf16 GEMM operands"};
+      case Precision::kFp16: return {"TF32", "fp32 tensors, TF32 GEMMs"};
+      default: return {"fp32", "fp32"};
     }
   }
   static void require_fused(bool fused) {

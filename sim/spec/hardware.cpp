@@ -190,14 +190,15 @@ json device_to_json(const DeviceSpec& d) {
     j["efficiency"]["gemm_weight_fwd"] = format_quantity(d.gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
   if (d.gemm_weight_bwd_bandwidth > 0)
     j["efficiency"]["gemm_weight_bwd"] = format_quantity(d.gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
-  if (d.cache_bytes > 0)
-    j["cache"] = {{"size", format_quantity(d.cache_bytes, Dimension::kBytes)},
-                  {"gemm_efficiency", d.cache_gemm_efficiency},
-                  {"memory_bandwidth", format_quantity(d.cache_memory_bandwidth, Dimension::kBandwidth)}};
-  if (d.cache_bytes > 0 && d.cache_gemm_weight_fwd_bandwidth > 0)
-    j["cache"]["gemm_weight_fwd"] = format_quantity(d.cache_gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
-  if (d.cache_bytes > 0 && d.cache_gemm_weight_bwd_bandwidth > 0)
-    j["cache"]["gemm_weight_bwd"] = format_quantity(d.cache_gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
+  if (d.cache_bytes > 0) {
+    json& cache = j["cache"] = {{"size", format_quantity(d.cache_bytes, Dimension::kBytes)},
+                                {"gemm_efficiency", d.cache_gemm_efficiency},
+                                {"memory_bandwidth", format_quantity(d.cache_memory_bandwidth, Dimension::kBandwidth)}};
+    if (d.cache_gemm_weight_fwd_bandwidth > 0)
+      cache["gemm_weight_fwd"] = format_quantity(d.cache_gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
+    if (d.cache_gemm_weight_bwd_bandwidth > 0)
+      cache["gemm_weight_bwd"] = format_quantity(d.cache_gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
+  }
   return j;
 }
 

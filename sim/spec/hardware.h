@@ -68,9 +68,11 @@ struct DeviceSpec {
   // Achieved bytes/s of streaming (memory-bound) kernels, and the seconds of one that moves `bytes`.
   double stream_rate() const { return memory_bandwidth * memory_efficiency; }
   double stream_seconds(double bytes) const { return bytes > 0 ? bytes / stream_rate() : 0.0; }
-  // A GEMM's weight passes (gemm_weight_*_bandwidth) for a weight of `bytes`.
-  double weight_pass_fwd_s(double bytes) const { return gemm_weight_fwd_bandwidth > 0 ? bytes / gemm_weight_fwd_bandwidth : 0.0; }
-  double weight_pass_bwd_s(double bytes) const { return gemm_weight_bwd_bandwidth > 0 ? bytes / gemm_weight_bwd_bandwidth : 0.0; }
+  // A GEMM's weight passes (gemm_weight_*_bandwidth) for a weight of `bytes`, forward or backward.
+  double weight_pass_s(double bytes, bool backward) const {
+    const double rate = backward ? gemm_weight_bwd_bandwidth : gemm_weight_fwd_bandwidth;
+    return rate > 0 ? bytes / rate : 0.0;
+  }
   bool operator==(const DeviceSpec&) const = default;
 };
 

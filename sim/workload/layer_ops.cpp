@@ -136,8 +136,8 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   // A GEMM: backward = data gradient + weight gradient, each as much work as the forward.
   auto gemm = [&](KernelName name, double flops, std::int64_t gn, std::int64_t gk) {
     const double t = flops / gemm_rate + d.gemm_setup_s;
-    const double wf = d.weight_pass_fwd_s(e * static_cast<double>(gk) * gn),
-                 wb = d.weight_pass_bwd_s(e * static_cast<double>(gk) * gn);
+    const double weight = e * static_cast<double>(gk) * gn;
+    const double wf = d.weight_pass_s(weight, false), wb = d.weight_pass_s(weight, true);
     // The backward's weight passes: half to its weight-gradient part (the gradient's read and write).
     add(name, KernelClass::kGemm, flops, e * (tokens * gk + static_cast<double>(gk) * gn + tokens * gn), t + wf,
         2 * t + wb, t + 0.5 * wb, T, gn, gk);
@@ -287,9 +287,9 @@ HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   h.fwd_bytes = 4.0 * logits;
   h.bwd_bytes = 8.0 * logits;
   const double head_weight = s.bytes_per_element * m.hidden * static_cast<double>(m.vocab) / p.tp;
-  h.fwd_s = h.fwd_flops / gemm_rate + d.gemm_setup_s + d.weight_pass_fwd_s(head_weight) + d.stream_seconds(h.fwd_bytes) +
+  h.fwd_s = h.fwd_flops / gemm_rate + d.gemm_setup_s + d.weight_pass_s(head_weight, false) + d.stream_seconds(h.fwd_bytes) +
             launch;
-  h.bwd_s = 2 * (h.fwd_flops / gemm_rate + d.gemm_setup_s) + d.weight_pass_bwd_s(head_weight) +
+  h.bwd_s = 2 * (h.fwd_flops / gemm_rate + d.gemm_setup_s) + d.weight_pass_s(head_weight, true) +
             d.stream_seconds(h.bwd_bytes) + 2 * launch;
   if (h.tp) {
     h.grad_bytes = 8.0 * logits;  // read and write the gradient once more

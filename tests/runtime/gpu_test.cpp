@@ -132,7 +132,7 @@ int mismatches(const Trainer& t, const Buffer& a, const Buffer& b, const std::st
     for (std::size_t i = 0; i < s.size(); ++i) {
       const float x = a[s.offset + i], y = b[s.offset + i], d = std::fabs(x - y);
       if (d <= rel * scale + 1e-7f) continue;
-      if (d <= flip + 1e-6f) {
+      if (flip > 0 && d <= flip + 1e-6f) {
         ++flips;
         continue;
       }
