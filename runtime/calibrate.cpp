@@ -652,6 +652,14 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                    size_label(static_cast<double>(c.memory_footprint)), 100 * c.stream.rms_rel_error)},
       {"efficiency.gemm_setup",
        "fitted: the intercept of the GEMM line over " + size_label(static_cast<double>(c.cache_footprint)) + " of operands"},
+      {"efficiency.gemm_weight_fwd",
+       "fitted: the forward points' weight-bytes term of the GEMM fit over " +
+           size_label(static_cast<double>(c.memory_footprint)) +
+           " (the BLAS's pass over the weight; the cache level's from the fit over " +
+           size_label(static_cast<double>(c.cache_footprint)) + ")"},
+      {"efficiency.gemm_weight_bwd",
+       "fitted: the backward points' weight-bytes term of the same fits (data and weight gradients: the weight "
+       "packed, its gradient read and written)"},
       {"cache", fmt::format("fitted: the same GEMMs and streaming kernels with operands cycled over {} (the size): "
                             "GEMM rms error {:.1f}%, streaming {:.1f}%; a plan whose data per device fits "
                             "takes these rates", size_label(static_cast<double>(c.cache_footprint)), 100 * c.gemm_cache.rms_rel_error,
