@@ -105,9 +105,9 @@ Command add_calibrate_command(CLI::App& app) {
       }
       const DeviceSpec& d = cal->device;
       fmt::print("\nprofile {} written to {}: peak {:.1f} GFLOP/s, GEMM efficiency {:.2f}, attention efficiency {:.2f}, "
-                 "streaming {:.1f} GB/s, kernel overhead {:.2f} us{}\n",
+                 "streaming {:.1f} GB/s (the optimizer x{:.2f}), kernel overhead {:.2f} us{}\n",
                  profile_name, path, d.peak(DType::kFp32) / 1e9, d.gemm_efficiency, d.attention_efficiency,
-                 d.memory_bandwidth / 1e9, d.kernel_overhead_s * 1e6,
+                 d.memory_bandwidth / 1e9, d.optimizer_efficiency, d.kernel_overhead_s * 1e6,
                  cal->fabric_measured ? fmt::format(", interconnect {:.2f} GB/s and {:.2f} us", cal->fabric.bandwidth / 1e9,
                                                     cal->fabric.latency_s * 1e6)
                                       : " (one rank: interconnect kept from the base profile; run under mpirun to fit it)");

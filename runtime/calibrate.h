@@ -84,13 +84,14 @@ LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind);
 
 struct Calibration {
   std::string backend = "cpu";  // the backend measured
-  std::size_t cache_footprint = kCacheFootprint, memory_footprint = kMemoryFootprint;
+  std::size_t cache_footprint = kCacheFootprint, memory_footprint = kMemoryFootprint, optimizer_footprint = 0;
   DeviceSpec device;            // the base device with fitted peak, efficiencies, bandwidth, overhead
   LinkSpec fabric;              // fitted when there were 2+ ranks, else the base's
   bool fabric_measured = false;
   double executor_overhead_s = 0;  // per op: becomes the device's kernel_overhead
   int ranks = 1;
   LineFit gemm, stream, attention, all_reduce;  // gemm, stream: operands beyond the caches
+  LineFit optimizer;                             // AdamW, its state cycled over optimizer_footprint
   LineFit gemm_cache, stream_cache;              // operands cycled over kCacheFootprint
   std::vector<Measurement> points;
 };

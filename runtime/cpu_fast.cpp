@@ -165,14 +165,22 @@ void gelu_backward_fast(float* dx, const float* x, const float* dout, std::size_
 
 void adamw_fast(float* params, float* m, float* v, const float* grads, std::size_t n, const kernels::AdamWConfig& c,
                 int step, float grad_scale) {
-  const auto N = static_cast<Eigen::Index>(n);
-  Col P(params, N), M(m, N), V(v, N);
-  const auto G = CCol(grads, N) * grad_scale;
   const float bc1 = 1.0f - std::pow(c.beta1, static_cast<float>(step));
   const float bc2 = 1.0f - std::pow(c.beta2, static_cast<float>(step));
-  M = c.beta1 * M + (1.0f - c.beta1) * G;
-  V = c.beta2 * V + (1.0f - c.beta2) * G.square();
-  P -= c.lr * ((M / bc1) / ((V / bc2).sqrt() + c.eps) + c.weight_decay * P);
+  // In blocks that stay in L1 (4 arrays x 8 KiB): the three updates below are three passes over a
+  // block, so over memory the step is one pass, reading parameters, gradients and moments once and
+  // writing parameters and moments once (28 bytes per parameter, as fused AdamW kernels do). As
+  // three whole-tensor expressions it was three passes (40 bytes): on this project's VM, small
+  // model's 5 M parameters with their state out of cache, 2.15 ns per parameter against 1.75.
+  constexpr std::size_t kBlock = 2048;
+  for (std::size_t at = 0; at < n; at += kBlock) {
+    const auto N = static_cast<Eigen::Index>(std::min(kBlock, n - at));
+    Col P(params + at, N), M(m + at, N), V(v + at, N);
+    const auto G = CCol(grads + at, N) * grad_scale;
+    M = c.beta1 * M + (1.0f - c.beta1) * G;
+    V = c.beta2 * V + (1.0f - c.beta2) * G.square();
+    P -= c.lr * ((M / bc1) / ((V / bc2).sqrt() + c.eps) + c.weight_decay * P);
+  }
 }
 
 void attention_forward_fast(float* out, float* probs, const float* qkv, const kernels::AttentionShape& s) {

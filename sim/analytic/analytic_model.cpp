@@ -102,6 +102,7 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
       d.memory_bandwidth = d.cache_memory_bandwidth;
       d.gemm_weight_fwd_bandwidth = d.cache_gemm_weight_fwd_bandwidth;
       d.gemm_weight_bwd_bandwidth = d.cache_gemm_weight_bwd_bandwidth;
+      d.optimizer_efficiency = 1.0;  // the optimizer's state is in the cache too, at its streaming rate
     }
     d.cache_bytes = 0;
   }
@@ -777,7 +778,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
     offload_step = owned_here * (1 - streamed) * (gb + wb) / host_link_rate(cluster_.node) +
                    owned_here * kAdamBytesPerParam / host_optimizer_rate(cluster_.node);
   } else {
-    tb.optimizer = cc.d->stream_seconds(owned_here * kAdamBytesPerParam);
+    tb.optimizer = cc.d->optimizer_seconds(owned_here * kAdamBytesPerParam);
   }
   if (host_table > 0)
     offload_step += std::max(0.0, host_table * kAdamBytesPerParam / host_optimizer_rate(cluster_.node) - tb.optimizer);

@@ -129,10 +129,11 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.memory_bandwidth = r.required_quantity("memory_bandwidth", Dimension::kBandwidth);
   JsonReader eff = r.object("efficiency");
   eff.reject_unknown_keys({"gemm", "attention", "memory", "kernel_overhead", "graph_kernel_overhead", "gemm_setup",
-                           "attention_setup", "gemm_weight_fwd", "gemm_weight_bwd"});
+                           "attention_setup", "gemm_weight_fwd", "gemm_weight_bwd", "optimizer"});
   d.gemm_efficiency = eff.number("gemm", d.gemm_efficiency, 0.01, 1.0);
   d.attention_efficiency = eff.number("attention", d.attention_efficiency, 0.01, 1.0);
   d.memory_efficiency = eff.number("memory", d.memory_efficiency, 0.01, 1.0);
+  d.optimizer_efficiency = eff.number("optimizer", 1.0, 0.01, 4.0);  // a ratio to the streaming rate
   d.kernel_overhead_s = eff.quantity("kernel_overhead", Dimension::kSeconds, d.kernel_overhead_s);
   d.graph_kernel_overhead_s = eff.quantity("graph_kernel_overhead", Dimension::kSeconds, d.graph_kernel_overhead_s);
   d.gemm_setup_s = eff.quantity("gemm_setup", Dimension::kSeconds, 0.0);
@@ -186,6 +187,7 @@ json device_to_json(const DeviceSpec& d) {
               {"idle", format_quantity(d.power_idle_w, Dimension::kPower)}}},
             {"price_per_hour_usd", d.price_per_hour_usd}};
   if (!d.reference_cluster.empty()) j["reference_cluster"] = d.reference_cluster;
+  if (d.optimizer_efficiency != 1.0) j["efficiency"]["optimizer"] = d.optimizer_efficiency;
   if (d.gemm_weight_fwd_bandwidth > 0)
     j["efficiency"]["gemm_weight_fwd"] = format_quantity(d.gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
   if (d.gemm_weight_bwd_bandwidth > 0)

@@ -35,6 +35,12 @@ struct DeviceSpec {
   double gemm_efficiency = 0.7;       // sustained fraction of peak for large training GEMMs
   double attention_efficiency = 0.5;  // fused (flash) attention, fraction of peak
   double memory_efficiency = 0.8;     // streaming kernels, fraction of memory bandwidth
+  // The optimizer's rate as a multiple of stream_rate(). The elementwise kernels meet tensors that
+  // the step just wrote; the optimizer streams the parameters and moments, untouched since the last
+  // step: where a cache holds part of a step (a CPU's last level), it reads them from memory
+  // instead. `foresight calibrate` fits it from AdamW with its state evicted; the GPU profiles
+  // leave it 1 (their step's data is far beyond the L2: every kernel streams from HBM).
+  double optimizer_efficiency = 1.0;
   double kernel_overhead_s = 5e-6;    // launch + tail per kernel
   // Per kernel inside a CUDA graph (Plan::cuda_graphs): the host's launch work is gone, the
   // device still schedules each node. Assumption (1 us) until calibrate measures it.
@@ -68,6 +74,8 @@ struct DeviceSpec {
   // Achieved bytes/s of streaming (memory-bound) kernels, and the seconds of one that moves `bytes`.
   double stream_rate() const { return memory_bandwidth * memory_efficiency; }
   double stream_seconds(double bytes) const { return bytes > 0 ? bytes / stream_rate() : 0.0; }
+  // The optimizer's step over `bytes` of parameters, gradients and moments.
+  double optimizer_seconds(double bytes) const { return stream_seconds(bytes) / optimizer_efficiency; }
   // A GEMM's weight passes (gemm_weight_*_bandwidth) for a weight of `bytes`, forward or backward.
   double weight_pass_s(double bytes, bool backward) const {
     const double rate = backward ? gemm_weight_bwd_bandwidth : gemm_weight_fwd_bandwidth;

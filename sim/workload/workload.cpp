@@ -785,7 +785,7 @@ StageProgram StageBuilder::build() {
     prev = step_op("params_to_device", OpKind::kCopy, StreamId::kCopyIn, owned * crossing * wb, host_link_rate(node));
   } else {
     prev = compute(Phase::kStep, -1, -1, 0, "optimizer", KernelClass::kElementwise,
-                   d_.stream_seconds(owned * kAdamBytesPerParam), 0, owned * kAdamBytesPerParam, prev);
+                   d_.optimizer_seconds(owned * kAdamBytesPerParam), 0, owned * kAdamBytesPerParam, prev);
   }
   if (p_.zero_stage == 1 || p_.zero_stage == 2) {
     prev = collective(Phase::kStep, -1, -1, 0, "param_all_gather", StreamId::kDp, GroupKind::kDp,

@@ -62,5 +62,35 @@ TEST(CacheLevel, ProfileJsonRoundTripsAndChecksTheSize) {
   EXPECT_FALSE(has_cache_level(testing::preset_cluster("dgx-h100-ndr", 8)));
 }
 
+// The optimizer's state out of the cache runs at optimizer_efficiency x the streaming rate (a
+// calibrated CPU's AdamW); a plan whose data fits the cache finds that state there too.
+TEST(CacheLevel, TheOptimizerRunsAtItsOwnRate) {
+  const ModelSpec tiny = testing::preset_model("tiny");
+  const Plan p = testing::make_plan(1, 1, 2, 1, 8);
+  ClusterSpec slow = cpu_with_cache(1e3), base = slow;
+  slow.node.devices[0].device.optimizer_efficiency = 0.5;
+  const Prediction a = AnalyticModel(tiny, base).evaluate(p), b = AnalyticModel(tiny, slow).evaluate(p);
+  ASSERT_GT(a.time.optimizer, 0);
+  EXPECT_NEAR(b.time.optimizer, 2 * a.time.optimizer, 1e-9 * a.time.optimizer);
+  EXPECT_NEAR(b.time.total - a.time.total, a.time.optimizer, 1e-9 * a.time.total);
+  testing::expect_engines_agree(tiny, slow, p, 0.05, "optimizer at half the streaming rate");
+  ClusterSpec warm = cpu_with_cache(1e9);
+  warm.node.devices[0].device.optimizer_efficiency = 0.5;
+  EXPECT_EQ(cluster_for_plan(tiny, warm, p).node.devices[0].device.optimizer_efficiency, 1.0);
+  // In the profile: efficiency.optimizer, written only where it is not 1 (every preset's is 1).
+  const DeviceSpec& d = slow.node.devices[0].device;
+  nlohmann::json j = device_to_json(d);
+  EXPECT_EQ(j["efficiency"]["optimizer"], 0.5);
+  auto back = device_from_json(j, "dev.json", "");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->optimizer_efficiency, 0.5);
+  EXPECT_FALSE(device_to_json(base.node.devices[0].device)["efficiency"].contains("optimizer"));
+  j["efficiency"]["optimizer"] = 0;
+  auto refused = device_from_json(j, "dev.json", "");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("dev.json: /efficiency/optimizer"), std::string::npos)
+      << refused.error().message();
+}
+
 }  // namespace
 }  // namespace foresight

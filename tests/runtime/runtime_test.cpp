@@ -542,6 +542,24 @@ TEST(Runtime, FastPathsMatchTheReferenceKernels) {
     for (std::size_t i = 0; i < dx1.size(); ++i) ASSERT_NEAR(dx1[i], dx2[i], 1e-5f * (1 + std::fabs(dx1[i]))) << i;
   }
 
+  {  // AdamW in blocks: the reference's values over a length that ends inside a block, two steps
+    const std::size_t n = 5000;
+    std::vector<float> g(n), p1(n), m1(n), v1(n);
+    for (float& x : g) x = rnd();
+    for (float& x : p1) x = rnd();
+    std::vector<float> p2 = p1, m2 = m1, v2 = v1;
+    const kernels::AdamWConfig c{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
+    for (int step = 1; step <= 2; ++step) {
+      kernels::adamw_cpu(p1.data(), m1.data(), v1.data(), g.data(), n, c, step, 0.5f);
+      adamw_fast(p2.data(), m2.data(), v2.data(), g.data(), n, c, step, 0.5f);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(p1[i], p2[i], 1e-6f) << i;
+      ASSERT_NEAR(m1[i], m2[i], 1e-6f) << i;
+      ASSERT_NEAR(v1[i], v2[i], 1e-6f) << i;
+    }
+  }
+
   const int rows = 5, vocab = 33;
   std::vector<float> logits(rows * vocab), l_a(rows), l_b(rows), g_a(logits.size()), g_b(logits.size());
   for (float& v : logits) v = 8 * rnd();
@@ -883,6 +901,10 @@ TEST(RuntimeMpi, PredictedStepWithinAQuarterOfTheMeasuredAfterCalibration) {
     if (run_shell(mpirun(2) + FORESIGHT_BINARY + " calibrate --out " + profile + " > /dev/null") != 0) {
       ADD_FAILURE() << "calibrate failed";
       return out;
+    }
+    {  // the fitted optimizer rate is in the profile, with its source
+      const auto dev = nlohmann::json::parse(std::ifstream(profile))["node"]["devices"][0]["device"];
+      EXPECT_TRUE(dev["sources"].contains("efficiency.optimizer")) << dev.dump();
     }
     struct Run {
       double error_pct, measured_s;
