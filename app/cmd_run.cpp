@@ -94,7 +94,7 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--steps", o->steps, "optimizer steps to run (in all, counting resumed ones)")->capture_default_str()
       ->check(CLI::Range(1, 1000000));
   cmd->add_option("--warmup", o->warmup, "steps left out of the median step time (default: min(2, steps - 1))");
-  cmd->add_option("--trace", o->trace, "write the last step's measured Chrome trace (opens in Perfetto)");
+  cmd->add_option("--trace", o->trace, "write the measured Chrome trace of the median step (opens in Perfetto)");
   cmd->add_option("--summary", o->summary, "write a JSON summary (losses, step times, memory, prediction)");
   cmd->add_option("--backend", o->backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
@@ -212,12 +212,22 @@ Command add_run_command(CLI::App& app) {
                  FORESIGHT_HAVE_MPI ? "yes" : "no (one rank)");
     }
     std::vector<runtime::StepStats> history;
+    // Each step's op timings, for the trace of the median step (below), while they take at most
+    // kMaxKeptTimings entries (24 bytes each); past that, the last step's.
+    constexpr std::size_t kMaxKeptTimings = std::size_t{1} << 21;
+    const bool want_ops = o->predict || !o->trace.empty();
+    std::vector<std::vector<runtime::OpTiming>> step_ops;
+    std::size_t kept_timings = 0;
     const int first = t.steps_done() + 1;
     for (int s = first; s <= o->steps; ++s) {
       maybe_inject_fault(rank, s);
       auto st = t.step();
       if (!st) fail_all(rank, st.error().message());
       history.push_back(*st);
+      if (want_ops && kept_timings + t.timings().size() <= kMaxKeptTimings) {
+        step_ops.push_back(t.timings());
+        kept_timings += t.timings().size();
+      }
       if (rank == 0)
         fmt::print("step {:>5}  loss {:.4f}  {:8.2f} ms{}\n", st->step, st->loss, st->seconds * 1e3,
                    st->skipped ? fmt::format("  (fp16 overflow: step skipped, loss scale now {:g})", st->loss_scale) : "");
@@ -237,11 +247,24 @@ Command add_run_command(CLI::App& app) {
                                     : std::min(2, static_cast<int>(history.size()) - 1);
     std::vector<double> slowest;  // per measured step; the maximum over ranks is taken at rank 0
     for (std::size_t i = static_cast<std::size_t>(warm); i < history.size(); ++i) slowest.push_back(history[i].seconds);
+    // The traces are of the median step (as the slowest rank saw it), so that their ops add up to
+    // the step time they are compared with; every rank finds the same step from the same maxima.
+    std::size_t traced = history.size() - 1;
+    {
+      std::vector<float> worst(slowest.begin(), slowest.end());
+      world.all_reduce_max(worst.data(), worst.size());
+      std::vector<std::size_t> order(worst.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return worst[a] < worst[b]; });
+      const std::size_t median_step = static_cast<std::size_t>(warm) + order[order.size() / 2];
+      if (median_step < step_ops.size()) traced = median_step;
+    }
+    const std::vector<runtime::OpTiming>& traced_ops = traced < step_ops.size() ? step_ops[traced] : t.timings();
     std::ostringstream mine;
     mine.precision(17);
     for (double x : slowest) mine << x << ' ';
     mine << '|' << peak_rss_mib() << ' ' << t.backend().peak_device_bytes() / (1024.0 * 1024.0) << '|';
-    for (const auto& ot : t.timings()) mine << ot.op << ' ' << ot.start_s << ' ' << ot.end_s << ' ';
+    for (const auto& ot : traced_ops) mine << ot.op << ' ' << ot.start_s << ' ' << ot.end_s << ' ';
     const auto blobs = world.gather_bytes(mine.str());
     int code = 0;
     if (rank == 0) {
@@ -302,17 +325,19 @@ Command add_run_command(CLI::App& app) {
                                     {"compute_precision", t.backend().compute_precision()},
                                     {"host", host},
                                     {"ranks", world.size()},
-                                    {"measured_step_s", history.back().seconds},
+                                    {"measured_step_s", history[traced].seconds},
+                                    {"traced_step", history[traced].step},
                                     {"median_step_s", median}};
       const std::string measured_path = !o->trace.empty() ? o->trace : o->predict ? temp_path("measured") : "";
       if (!measured_path.empty()) {
-        // The ops are the last step's; the step time is the median (robust to one noisy step).
+        // The ops are the median step's (or the last one's: see kMaxKeptTimings); the step time
+        // is the median (robust to one noisy step).
         measured.prediction.step_time_s = median;
         if (Status s = write_chrome_trace(measured_path, *w, measured, "measured", extra); !s) {
           fmt::print(stderr, "error: {}\n", s.error().message());
           code = 1;
         } else if (!o->trace.empty()) {
-          fmt::print("trace of step {}: {}\n", history.back().step, o->trace);
+          fmt::print("trace of step {}: {}\n", history[traced].step, o->trace);
         }
       }
       nlohmann::json comparison;

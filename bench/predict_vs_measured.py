@@ -14,7 +14,8 @@ kernel fusion off (the runtime's eager RMSNorm and SwiGLU), to check the model's
 
 Each plan runs `--repeats` times (interleaved with the other plans' runs, so that a slow spell of
 a shared machine lands on several plans rather than on all runs of one); the error is that of the
-median run, and the measured range shows the machine's run-to-run spread. With --calibrate-each-round
+median run, and the measured range shows the machine's run-to-run spread; "each run" lists every run's error in
+round order. With --calibrate-each-round
 every round of runs starts with a fresh calibration and its runs are predicted on it: a shared VM
 changes speed for minutes at a time, and a profile describes the machine as it was when measured.
 """
@@ -81,7 +82,7 @@ def main():
                     runs[i].append(json.load(f)["comparison"])
         if args.calibrate_each_round:
             print(f"calibrated afresh before each of the {args.repeats} rounds")
-        print(f"{'model':<7} {'layout':<18} {'predicted ms':>12} {'measured ms':>12} {'range ms':>15} {'error':>8}   largest kind errors")
+        print(f"{'model':<7} {'layout':<18} {'predicted ms':>12} {'measured ms':>12} {'range ms':>15} {'error':>8}   {'each run':<22} largest kind errors")
         errors = []
         for i, (model, name, _, _) in enumerate(plans):
             rs = sorted(runs[i], key=lambda c: c["measured_step_s"])
@@ -90,8 +91,9 @@ def main():
             worst = ", ".join(f"{k['kind']} {k['error_pct']:+.0f}%" for k in kinds)
             errors.append(abs(c["step_time_error_pct"]))
             span = f"{rs[0]['measured_step_s'] * 1e3:.2f}-{rs[-1]['measured_step_s'] * 1e3:.2f}"
+            each = " ".join(f"{r['step_time_error_pct']:+.1f}" for r in runs[i])  # in round order
             print(f"{model:<7} {name:<18} {c['predicted_step_s'] * 1e3:>12.2f} {c['measured_step_s'] * 1e3:>12.2f} {span:>15} "
-                  f"{c['step_time_error_pct']:>+7.1f}%   {worst}")
+                  f"{c['step_time_error_pct']:>+7.1f}%   {each:<22} {worst}")
         print(f"mean |error| {sum(errors) / len(errors):.1f}%, worst {max(errors):.1f}% over {len(errors)} plans")
     return 0
 

@@ -816,6 +816,27 @@ TEST(Runtime, PredictedAndMeasuredTracesAlignOpByOp) {
   EXPECT_GT(report["measured_step_s"].get<double>(), 0);
 }
 
+TEST(Runtime, TheMeasuredTraceIsTheMedianSteps) {
+  // The measured trace (and so `--predict`'s op-by-op comparison) is of the step whose time is the
+  // median one, so that its ops add up to the step time they are compared with.
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string meas = (dir / "fs-median-meas.json").string(), sum = (dir / "fs-median-sum.json").string();
+  const std::string plan = " --model " + kTiny4 + " --cluster cpu-local --gpus 1 --gb 4 --precision fp32";
+  ASSERT_EQ(std::system((std::string(FORESIGHT_BINARY) + " run" + plan + " --steps 7 --warmup 2 --trace " + meas +
+                         " --summary " + sum + " > /dev/null").c_str()),
+            0);
+  const auto summary = nlohmann::json::parse(std::ifstream(sum));
+  const int traced = summary["metadata"]["traced_step"].get<int>();
+  const double median = summary["median_step_s"].get<double>();
+  double traced_s = -1;
+  for (const auto& st : summary["steps"])
+    if (st["step"].get<int>() == traced) traced_s = st["seconds"].get<double>();
+  EXPECT_GE(traced, 3) << "a warm-up step was traced";
+  EXPECT_NEAR(traced_s, median, 1e-6 * median) << "traced step " << traced;
+  EXPECT_NEAR(summary["metadata"]["measured_step_s"].get<double>(), traced_s, 1e-12);
+  EXPECT_GT(std::filesystem::file_size(meas), 0u);
+}
+
 #ifdef FORESIGHT_MPIEXEC
 // Under AddressSanitizer, LeakSanitizer reports Open MPI's own allocations (MCA components it
 // never frees) at every rank's exit; the ranks run with leak detection off. Our code's leaks are
