@@ -42,10 +42,14 @@ inline constexpr std::size_t kMemoryFootprint = 64u << 20;
 // reported against the model.
 inline constexpr std::size_t kMaxCollective = 1u << 30;
 inline constexpr std::size_t kFitCollective = 16u << 20;
+// The all-reduce is also measured with its buffer evicted from the caches (a host backend's), from
+// this size to kFitCollective: LinkSpec::cold_bandwidth. (From 1 MiB the line fits worse, 16% rms: a
+// cold all-reduce also pays about 0.2 ms more per call, which matters only for the small ones.)
+inline constexpr std::size_t kColdCollectiveFrom = 4u << 20;
 inline constexpr double kCollectiveBudget_s = 20;  // larger sizes stop once it would be spent
 
 struct Measurement {
-  std::string kind;   // gemm, stream, attention, all_reduce, all_gather, reduce_scatter, send_recv
+  std::string kind;   // gemm(-cache), stream(-cache), optimizer, attention, all_reduce(_cold), all_gather, reduce_scatter, send_recv
   std::string shape;  // "128x256x2048", "4 MiB", ...
   double work = 0;    // FLOPs or bytes the fit uses
   double seconds = 0; // median
@@ -92,6 +96,7 @@ struct Calibration {
   int ranks = 1;
   LineFit gemm, stream, attention, all_reduce;  // gemm, stream: operands beyond the caches
   LineFit optimizer;                             // AdamW, its state cycled over optimizer_footprint
+  double all_reduce_cold_rms = 0;                // the cold all-reduce's fit (fabric.cold_bandwidth)
   LineFit gemm_cache, stream_cache;              // operands cycled over kCacheFootprint
   std::vector<Measurement> points;
 };

@@ -727,6 +727,15 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const double replicated = (dualpipe ? 2.0 : 1.0) * chunk_params;
   const double mirror_sync = dualpipe ? 2 * sendrecv_time(links.pp, chunk_params * gb) : 0.0;
   tb.pp_comm += mirror_sync;
+  // The gradient reduction after the whole backward reads gradients the caches no longer hold
+  // (LinkSpec::cold_bandwidth, inside a node), as the simulator's Op::cold; reduced in buckets during
+  // the backward they were just written.
+  auto cold = [&](GroupLink l) {
+    const LinkSpec& f = cluster_.node.fabric;
+    if (!p.overlap_grad_reduce && !l.crosses_nodes && f.cold_bandwidth > 0)
+      l.bus_bandwidth = std::min(l.bus_bandwidth, f.cold_bandwidth * f.efficiency);
+    return l;
+  };
   auto dp_cost = [&](const GroupLink& link, double params) {
     if (link.size <= 1 || params <= 0) return 0.0;
     if (p.grad_compression != GradCompression::kNone && p.zero_stage <= 2) {
@@ -738,9 +747,9 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
       return grads + (p.zero_stage >= 1 ? allgather_time(link, params * wb) : 0.0);
     }
     switch (p.zero_stage) {
-      case 0: return allreduce_time(link, params * gb);
+      case 0: return allreduce_time(cold(link), params * gb);
       case 1:
-      case 2: return reduce_scatter_time(link, params * gb) + allgather_time(link, params * wb);
+      case 2: return reduce_scatter_time(cold(link), params * gb) + allgather_time(link, params * wb);
       default:  // ZeRO-3 / FSDP: gather for forward and backward, reduce-scatter, every micro-batch
         return mbs * (2 * allgather_time(link, params * wb) + reduce_scatter_time(link, params * gb));
     }

@@ -81,7 +81,7 @@ Result<std::vector<double>> run_collectives(const ClusterSpec& cluster, const st
       s.remaining = ph.bytes;
       s.rate = 0;
       s.updated = now;
-      s.action = system.add_action(ph.usages);
+      s.action = system.add_action(ph.usages, ph.bound);
       if (static_cast<int>(action_run.size()) <= s.action) action_run.resize(s.action + 1, -1);
       action_run[s.action] = e.run;
       reschedule();

@@ -204,6 +204,7 @@ struct Simulator::Impl {
       for (int& m : group) m = w.devices[m];  // ranks -> devices of the topology
     slot.plan = std::make_unique<CollectivePlan>(
         plan_collective(*topo, op.collective, groups, op.bytes, opt.algorithm, !opt.full));
+    if (op.cold) cold_data(*topo, *slot.plan);
     return slot;
   }
 
@@ -291,7 +292,7 @@ struct Simulator::Impl {
     t.remaining = ph.bytes;
     t.rate = 0;
     t.updated = now;
-    t.action = system.add_action(ph.usages);
+    t.action = system.add_action(ph.usages, ph.bound);
     if (t.action >= static_cast<int>(action_task.size())) action_task.resize(t.action + 1, -1);
     action_task[t.action] = id;
     for (const Usage& u : ph.usages) link_bytes[u.resource] += u.weight * ph.bytes;
@@ -510,7 +511,7 @@ Result<SimResult> Simulator::Impl::run() {
   }
   link_bytes.assign(system.resources(), 0.0);
   info.resize(w.stages.size());
-  // (stage, group kind or -1 for sends, collective or peer stage, bytes) -> OpInfo::plan_class
+  // (stage, group kind or -1 for sends, collective (x2, +1 for cold data) or peer stage, bytes) -> OpInfo::plan_class
   std::map<std::tuple<int, int, int, double>, std::int32_t> plan_classes;
   for (std::size_t st = 0; st < w.stages.size(); ++st) {
     const OpGraph& g = w.stages[st].graph();
@@ -528,7 +529,7 @@ Result<SimResult> Simulator::Impl::run() {
         const auto key = op.kind == OpKind::kSend
                              ? std::tuple(static_cast<int>(st), -1, op.peer_stage, op.bytes)
                              : std::tuple(static_cast<int>(st), static_cast<int>(op.group),
-                                          static_cast<int>(op.collective), op.bytes);
+                                          2 * static_cast<int>(op.collective) + (op.cold ? 1 : 0), op.bytes);
         oi.plan_class = plan_classes.emplace(key, static_cast<std::int32_t>(plan_classes.size())).first->second;
       }
       for (auto e : boost::make_iterator_range(boost::out_edges(v, g))) {

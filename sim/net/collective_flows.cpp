@@ -269,11 +269,19 @@ std::optional<CollectivePlan> in_switch(const Topology& t, const std::vector<std
 
 }  // namespace
 
+void cold_data(const Topology& topo, CollectivePlan& plan) {
+  const LinkSpec& f = topo.cluster().node.fabric;
+  if (f.cold_bandwidth <= 0) return;
+  for (FlowPhase& ph : plan.phases)
+    if (!ph.crosses_nodes) ph.bound = std::min(ph.bound, f.cold_bandwidth * f.efficiency);
+}
+
 double isolated_time(const MaxMinSystem& system, const CollectivePlan& plan) {
   double total = 0;
   for (const FlowPhase& ph : plan.phases) {
     double rate = std::numeric_limits<double>::infinity();
     for (const Usage& u : ph.usages) rate = std::min(rate, system.capacity(u.resource) / u.weight);
+    rate = std::min(rate, ph.bound);
     total += ph.latency_s + (std::isfinite(rate) && ph.bytes > 0 ? ph.bytes / rate : 0.0);
   }
   return total;

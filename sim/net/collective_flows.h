@@ -19,6 +19,7 @@
 // stays as small as one group's footprint however many siblings it stands for.
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,8 @@ struct FlowPhase {
   double bytes = 0;           // bytes each flow carries
   double latency_s = 0;       // alpha steps of the phase
   bool crosses_nodes = false;
+  // Most bytes/s each flow may move whatever the links allow (see cold_data).
+  double bound = std::numeric_limits<double>::infinity();
 };
 
 struct CollectivePlan {
@@ -51,6 +54,10 @@ struct CollectivePlan {
 CollectivePlan plan_collective(const Topology& topo, CollectiveOp op,
                                const std::vector<std::vector<int>>& groups, double bytes,
                                std::optional<Algorithm> force = std::nullopt, bool symmetric = false);
+
+// The plan for data the caches no longer hold (Op::cold): the phases inside a node move each flow
+// at most at the fabric's cold_bandwidth (LinkSpec::cold_bandwidth x efficiency), where it has one.
+void cold_data(const Topology& topo, CollectivePlan& plan);
 
 // Time of a plan when it is alone on the network: each phase's latency plus its bytes over the
 // rate its most loaded link allows (capacity / usage weight).

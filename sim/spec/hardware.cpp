@@ -17,12 +17,13 @@ namespace {
 constexpr std::string_view kDTypeNames[kDTypeCount] = {"fp32", "tf32", "bf16", "fp16", "fp8", "int8"};
 
 void read_link(JsonReader r, LinkSpec& link, bool need_bandwidth) {
-  r.reject_unknown_keys({"kind", "bandwidth", "latency", "efficiency", "small_messages"});
+  r.reject_unknown_keys({"kind", "bandwidth", "latency", "efficiency", "small_messages", "cold_bandwidth"});
   link.kind = r.string("kind", link.kind);
   link.bandwidth = need_bandwidth ? r.required_quantity("bandwidth", Dimension::kBandwidth)
                                   : r.quantity("bandwidth", Dimension::kBandwidth, link.bandwidth);
   link.latency_s = r.quantity("latency", Dimension::kSeconds, link.latency_s);
   link.efficiency = r.number("efficiency", link.efficiency, 0.01, 1.0);
+  link.cold_bandwidth = r.quantity("cold_bandwidth", Dimension::kBandwidth, link.cold_bandwidth);
   // {"below": "8 KiB", "latency": "0.3us"}: the small-message protocol (LinkSpec::small_message_bytes).
   JsonReader small = r.object("small_messages");
   small.reject_unknown_keys({"below", "latency"});
@@ -40,6 +41,7 @@ json link_to_json(const LinkSpec& l) {
   if (l.small_message_bytes > 0)
     j["small_messages"] = {{"below", format_quantity(l.small_message_bytes, Dimension::kBytes)},
                            {"latency", format_quantity(l.small_message_latency_s, Dimension::kSeconds)}};
+  if (l.cold_bandwidth > 0) j["cold_bandwidth"] = format_quantity(l.cold_bandwidth, Dimension::kBandwidth);
   return j;
 }
 

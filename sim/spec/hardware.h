@@ -102,6 +102,12 @@ struct LinkSpec {
   double small_message_bytes = 0;
   double small_message_latency_s = 0;
   double latency_for(double bytes) const { return bytes < small_message_bytes ? small_message_latency_s : latency_s; }
+  // A fabric that moves data through the CPUs' caches (shared memory between processes) is slower
+  // for data the caches no longer hold: this is its bandwidth, as `bandwidth`, for the gradient
+  // reduction after the backward (gradients written over the whole backward, evicted by the rest
+  // of its data). 0: the same (a GPU fabric reads HBM either way). `foresight calibrate` measures
+  // the all-reduce with its buffer evicted on a CPU.
+  double cold_bandwidth = 0;
   bool operator==(const LinkSpec&) const = default;
 };
 

@@ -470,9 +470,16 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
 int StageBuilder::grad_reduce(Phase ph, int layer, int mb, int chunk, const char* name, GroupKind g, double params,
                               int dep, bool defer) {
   const double gb = grad_bytes(p_.precision);
-  if (p_.grad_compression == GradCompression::kNone)
-    return collective(ph, layer, mb, chunk, name, StreamId::kDp, g,
-                      p_.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter, params * gb, dep, !defer);
+  if (p_.grad_compression == GradCompression::kNone) {
+    const int v = collective(ph, layer, mb, chunk, name, StreamId::kDp, g,
+                             p_.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter, params * gb, dep,
+                             !defer);
+    // After the whole backward its gradients were written long ago (a bucket reduced during the
+    // backward, or a compressed buffer, was just written; with overlap_grad_reduce what is left for
+    // the step is the embedding's, the backward's last).
+    ops_[v].cold = ph == Phase::kStep && !p_.overlap_grad_reduce;
+    return v;
+  }
   const int ranks = g == GroupKind::kExpertDp ? std::max(1, p_.dp * p_.cp / p_.ep) : p_.dp * p_.cp;
   const CompressionCost c = compression_cost(p_, m_, params, gb, ranks);
   const double half_s = c.kernel_seconds(d_) / 2, half_bytes = c.kernel_bytes / 2;

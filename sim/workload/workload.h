@@ -54,6 +54,9 @@ struct Op {
   KernelClass cls = KernelClass::kElementwise;
   DType dtype = DType::kBf16;           // compute datatype (compute ops)
   DeviceKind device = DeviceKind::kGpu; // device class the op runs on
+  // Communication whose data the caches no longer hold: the gradient reduction after the backward
+  // (LinkSpec::cold_bandwidth applies inside a node).
+  bool cold = false;
   const char* name = "";        // kernel or op name: "qkv", "mlp.tp_all_reduce", "grad_reduce", ...
   std::int16_t layer = -1;      // model layer, -1 for none
   std::int16_t chunk = 0;       // virtual pipeline chunk

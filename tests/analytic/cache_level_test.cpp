@@ -92,5 +92,39 @@ TEST(CacheLevel, TheOptimizerRunsAtItsOwnRate) {
       << refused.error().message();
 }
 
+// A fabric with a cold bandwidth (a calibrated CPU's shared memory): the gradient reduction after
+// the whole backward runs at it, in both executors; reductions during the backward (overlapped
+// buckets) and the tensor-parallel collectives do not.
+TEST(CacheLevel, TheGradientReductionAfterTheBackwardIsCold) {
+  const ModelSpec small = testing::preset_model("small");
+  const ClusterSpec hot = testing::preset_cluster("cpu-local", 2);
+  ClusterSpec cold = hot;
+  cold.node.fabric.cold_bandwidth = hot.node.fabric.bandwidth / 4;
+  Plan dp = testing::make_plan(1, 1, 2, 1, 8);
+  dp.precision = Precision::kFp32;
+  const Prediction a_hot = AnalyticModel(small, hot).evaluate(dp), a_cold = AnalyticModel(small, cold).evaluate(dp);
+  ASSERT_GT(a_hot.time.dp_comm, 0);
+  EXPECT_GT(a_cold.time.dp_comm, 3 * a_hot.time.dp_comm);  // the bandwidth term x4, the latency alike
+  const SimResult d_hot = testing::simulated(small, hot, dp), d_cold = testing::expect_engines_agree(small, cold, dp, 0.05);
+  const double analytic_extra = a_cold.step_time_s - a_hot.step_time_s;
+  EXPECT_NEAR(d_cold.prediction.step_time_s - d_hot.prediction.step_time_s, analytic_extra, 0.05 * analytic_extra);
+  // Overlapped with the backward, or tensor-parallel: no change.
+  Plan overlapped = dp;
+  overlapped.overlap_grad_reduce = true;
+  EXPECT_EQ(AnalyticModel(small, cold).evaluate(overlapped).step_time_s,
+            AnalyticModel(small, hot).evaluate(overlapped).step_time_s);
+  EXPECT_EQ(testing::simulated(small, cold, overlapped).prediction.step_time_s,
+            testing::simulated(small, hot, overlapped).prediction.step_time_s);
+  Plan tp = testing::make_plan(2, 1, 1, 1, 8);
+  tp.precision = Precision::kFp32;
+  EXPECT_EQ(testing::simulated(small, cold, tp).prediction.step_time_s,
+            testing::simulated(small, hot, tp).prediction.step_time_s);
+  // In the profile: fabric.cold_bandwidth, written only where there is one.
+  auto back = node_from_json(node_to_json(cold.node), "node.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_NEAR(back->fabric.cold_bandwidth, cold.node.fabric.cold_bandwidth, 1e-6 * cold.node.fabric.cold_bandwidth);
+  EXPECT_FALSE(node_to_json(hot.node)["fabric"].contains("cold_bandwidth"));
+}
+
 }  // namespace
 }  // namespace foresight
