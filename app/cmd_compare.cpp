@@ -1,8 +1,10 @@
 // `foresight compare PREDICTED MEASURED`: aligns a simulated and a measured trace op by op.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
+#include <string>
 
 #include "app/commands.h"
 #include "sim/compare/compare.h"
@@ -14,9 +16,12 @@ void print_compare_report(const CompareReport& r) {
              r.predicted_step_s * 1e3, r.measured_step_s * 1e3, r.step_time_error_pct, r.matched_ops, r.ranks.size(),
              r.ranks.size() == 1 ? "" : "s");
   fmt::print("\n{:<22} {:>6} {:>14} {:>14} {:>9}\n", "op kind (per rank)", "ops", "predicted ms", "measured ms", "error");
-  for (const auto& k : r.kinds)
-    fmt::print("{:<22} {:>6} {:>14.3f} {:>14.3f} {:>+8.1f}%\n", k.kind, k.ops, k.predicted_s * 1e3, k.measured_s * 1e3,
-               k.error_pct);
+  for (const auto& k : r.kinds)  // a percentage of under a microsecond on both sides says nothing: "-"
+    fmt::print("{:<22} {:>6} {:>14.3f} {:>14.3f} {:>9}\n", k.kind, k.ops, k.predicted_s * 1e3, k.measured_s * 1e3,
+               std::max(k.predicted_s, k.measured_s) < 1e-6 ? std::string("-") : fmt::format("{:+.1f}%", k.error_pct));
+  if (std::any_of(r.kinds.begin(), r.kinds.end(), [](const KindComparison& k) { return k.kind == "p2p"; }))
+    fmt::print("(p2p: a measured receive includes its wait for the sender; a simulated one is issued once its data has "
+               "arrived, and the wait is in idle)\n");
   fmt::print("\nlargest differences:\n");
   for (const auto& w : r.worst)
     fmt::print("  {:<40} {:<12} predicted {:9.3f} ms  measured {:9.3f} ms\n", w.id, w.kind, w.predicted_s * 1e3,
