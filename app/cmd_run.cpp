@@ -224,7 +224,8 @@ Command add_run_command(CLI::App& app) {
       auto st = t.step();
       if (!st) fail_all(rank, st.error().message());
       history.push_back(*st);
-      if (want_ops && kept_timings + t.timings().size() <= kMaxKeptTimings) {
+      // step_ops[i] is history[i]'s: once one step is left out, no later one is kept.
+      if (want_ops && step_ops.size() + 1 == history.size() && kept_timings + t.timings().size() <= kMaxKeptTimings) {
         step_ops.push_back(t.timings());
         kept_timings += t.timings().size();
       }
