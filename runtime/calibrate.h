@@ -58,6 +58,7 @@ struct Measurement {
   double bus_factor = 0;  // collectives: busbw / algbw in the nccl-tests convention
   double weight_bytes = 0;  // GEMMs: the weight's bytes (k x n)
   bool backward = false;    // GEMMs: a backward (two calls: data and weight gradients)
+  double score_elems = 0;   // attention: causal score elements (heads x seq^2 / 2)
 };
 
 struct LineFit {
@@ -72,6 +73,8 @@ struct LineFit {
   // GEMMs (fit_gemm): seconds per weight byte of the forward's and the backward's weight passes;
   // the intercept is then per call.
   double weight_fwd_s_per_byte = 0, weight_bwd_s_per_byte = 0;
+  // Attention (fit_attention): seconds per causal score element; the intercept is per call.
+  double score_s = 0;
   // The line's time for `work`.
   double at(double work) const { return (work < small_below ? small_intercept_s : intercept_s) + slope * work; }
 };
@@ -85,6 +88,8 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind);
 // GEMMs: t = calls x intercept + FLOPs x slope + weight bytes x (weight_fwd or weight_bwd), one call
 // forward and two backward; negative terms are dropped. Fills the points' fitted_s.
 LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind);
+// Attention pairs: t = intercept + score elements x score_s + FLOPs x slope; negative terms dropped.
+LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind);
 
 struct Calibration {
   std::string backend = "cpu";  // the backend measured

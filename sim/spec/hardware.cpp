@@ -131,7 +131,7 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.memory_bandwidth = r.required_quantity("memory_bandwidth", Dimension::kBandwidth);
   JsonReader eff = r.object("efficiency");
   eff.reject_unknown_keys({"gemm", "attention", "memory", "kernel_overhead", "graph_kernel_overhead", "gemm_setup",
-                           "attention_setup", "gemm_weight_fwd", "gemm_weight_bwd", "optimizer"});
+                           "attention_setup", "gemm_weight_fwd", "gemm_weight_bwd", "optimizer", "attention_score"});
   d.gemm_efficiency = eff.number("gemm", d.gemm_efficiency, 0.01, 1.0);
   d.attention_efficiency = eff.number("attention", d.attention_efficiency, 0.01, 1.0);
   d.memory_efficiency = eff.number("memory", d.memory_efficiency, 0.01, 1.0);
@@ -140,6 +140,7 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.graph_kernel_overhead_s = eff.quantity("graph_kernel_overhead", Dimension::kSeconds, d.graph_kernel_overhead_s);
   d.gemm_setup_s = eff.quantity("gemm_setup", Dimension::kSeconds, 0.0);
   d.attention_setup_s = eff.quantity("attention_setup", Dimension::kSeconds, 0.0);
+  d.attention_score_s = eff.quantity("attention_score", Dimension::kSeconds, 0.0);
   d.gemm_weight_fwd_bandwidth = eff.quantity("gemm_weight_fwd", Dimension::kBandwidth, 0.0);
   d.gemm_weight_bwd_bandwidth = eff.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
   d.memory_reserved_bytes = r.quantity("memory_reserved", Dimension::kBytes, 0.0);
@@ -190,6 +191,8 @@ json device_to_json(const DeviceSpec& d) {
             {"price_per_hour_usd", d.price_per_hour_usd}};
   if (!d.reference_cluster.empty()) j["reference_cluster"] = d.reference_cluster;
   if (d.optimizer_efficiency != 1.0) j["efficiency"]["optimizer"] = d.optimizer_efficiency;
+  if (d.attention_score_s > 0)
+    j["efficiency"]["attention_score"] = format_quantity(d.attention_score_s, Dimension::kSeconds);
   if (d.gemm_weight_fwd_bandwidth > 0)
     j["efficiency"]["gemm_weight_fwd"] = format_quantity(d.gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
   if (d.gemm_weight_bwd_bandwidth > 0)

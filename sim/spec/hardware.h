@@ -50,6 +50,11 @@ struct DeviceSpec {
   // CPU backend's Eigen calls); the GPU profiles leave them 0 (the launch overhead covers it).
   double gemm_setup_s = 0;
   double attention_setup_s = 0;
+  // Attention's work on its scores that does not scale with the head width (scale, softmax, the
+  // probabilities' gradient), in seconds per causal score element (one head, one query-key pair;
+  // forward and backward together, half each). `foresight calibrate` fits it on a CPU; the GPU
+  // profiles leave it 0 (their efficiency covers flash attention's softmax).
+  double attention_score_s = 0;
   // A GEMM's passes over its weight matrix beyond the math, as the rate at which they move its
   // bytes (0 = none): a CPU BLAS packs the weight panel before multiplying, and the backward also
   // reads and writes the weight's gradient (dW += X^T dY). `foresight calibrate` fits both on a CPU

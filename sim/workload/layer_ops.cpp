@@ -189,8 +189,11 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
     if (p.flash_attention) {
       // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
       const double t = 0.5 * f.attn_core / (peak * dev.attention_efficiency);
-      put(KernelName::kAttention, KernelClass::kAttention, f.attn_core, 0, t + dev.attention_setup_s,
-          2.5 * t + dev.attention_setup_s, 0);
+      // The work on the scores that does not scale with the head width (DeviceSpec::attention_score_s,
+      // half forward, half backward), over the causal half.
+      const double score = 0.25 * s.batch * m.heads * s.seq * s.kv_seq / tp * dev.attention_score_s;
+      put(KernelName::kAttention, KernelClass::kAttention, f.attn_core, 0, t + dev.attention_setup_s + score,
+          2.5 * t + dev.attention_setup_s + score, 0);
     } else {
       const double t = 0.5 * f.attn_core / (peak * dev.gemm_efficiency) + dev.gemm_setup_s;  // Q·K^T and P·V, half each
       const double scores = s.batch * m.heads * s.seq * s.kv_seq / tp;

@@ -53,6 +53,27 @@ TEST(Fusion, GemmWeightPassesByHand) {
   EXPECT_EQ(testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator().gemm_weight_fwd_bandwidth, 0);
 }
 
+// The attention's score term (a calibrated CPU's): per causal score element, half forward, half
+// backward; a JSON round trip keeps it; no preset has one.
+TEST(Fusion, AttentionScoreTermByHand) {
+  const ModelSpec m = testing::preset_model("small");
+  DeviceSpec d = testing::preset_cluster("cpu-local", 1).node.accelerator();
+  const Plan p = testing::make_plan(1, 1, 1, 1, 8);
+  const LayerShape s = plan_layer_shape(m, p);
+  const LayerKernels plain = layer_kernels(m, d, p, s, false);
+  d.attention_score_s = 0.4e-9;
+  const LayerKernels scored = layer_kernels(m, d, p, s, false);
+  const KernelCost &a = find(plain, KernelName::kAttention), &b = find(scored, KernelName::kAttention);
+  const double causal = 0.5 * s.batch * m.heads * s.seq * s.kv_seq;
+  ASSERT_GT(causal, 0);
+  EXPECT_NEAR(b.fwd_s - a.fwd_s, 0.5 * causal * 0.4e-9, 1e-15);
+  EXPECT_NEAR(b.bwd_s - a.bwd_s, 0.5 * causal * 0.4e-9, 1e-15);
+  auto back = device_from_json(device_to_json(d), "dev.json", "");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_NEAR(back->attention_score_s, 0.4e-9, 1e-18);
+  EXPECT_EQ(testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator().attention_score_s, 0);
+}
+
 TEST(Fusion, UnfusedChainsByHand) {
   const ModelSpec m = testing::preset_model("llama3-8b");  // RMSNorm, SwiGLU, no dropout
   const DeviceSpec d = testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator();

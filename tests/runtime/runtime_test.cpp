@@ -1184,6 +1184,32 @@ TEST(Calibration, GemmFitFindsTheWeightPasses) {
   EXPECT_NEAR(1 / g.slope, 120e9, 1e3);
 }
 
+// Attention pairs with a score term (work per score element that does not scale with the head
+// width): the fit recovers the three terms; without one it drops the term instead of inventing it.
+TEST(Calibration, AttentionFitFindsTheScoreTerm) {
+  auto points = [](double score_s) {
+    std::vector<Measurement> pts;
+    for (int seq : {16, 32, 64, 128})
+      for (auto [q, d] : std::vector<std::pair<int, int>>{{4, 16}, {8, 32}}) {
+        const double flops = 3.5 * 0.5 * 2.0 * seq * seq * 2.0 * q * d, scores = 0.5 * q * seq * seq;
+        pts.push_back({"attention", "", flops, 3e-6 + scores * score_s + flops / 30e9});
+        pts.back().score_elems = scores;
+      }
+    return pts;
+  };
+  auto pts = points(2e-9);
+  const LineFit f = fit_attention(pts, "attention");
+  EXPECT_NEAR(f.intercept_s, 3e-6, 1e-12);
+  EXPECT_NEAR(f.score_s, 2e-9, 1e-15);
+  EXPECT_NEAR(1 / f.slope, 30e9, 1e3);
+  EXPECT_LT(f.rms_rel_error, 1e-9);
+  for (const auto& p : pts) EXPECT_NEAR(p.fitted_s, p.seconds, 1e-9 * p.seconds);
+  auto plain = points(0);
+  const LineFit g = fit_attention(plain, "attention");
+  EXPECT_NEAR(g.score_s, 0, 1e-16);
+  EXPECT_NEAR(1 / g.slope, 30e9, 1e3);
+}
+
 TEST(Calibration, AllReduceSplitsWhereTheProtocolChanges) {
   auto pts = all_reduce_points(0.3e-6, 2.5e-6, 8192);
   const LineFit f = fit_protocols(pts, "all_reduce");
