@@ -20,18 +20,26 @@ const KernelCost& find(const LayerKernels& k, KernelName name) {
   return k.fwd[0];
 }
 
+// The small model's serial layer on the cpu-local preset's device, whose fields a test changes.
+struct SmallLayer {
+  ModelSpec m = testing::preset_model("small");
+  DeviceSpec d = testing::preset_cluster("cpu-local", 1).node.accelerator();
+  Plan p = testing::make_plan(1, 1, 1, 1, 8);
+  LayerShape s = plan_layer_shape(m, p);
+  LayerKernels kernels() const { return layer_kernels(m, d, p, s, false); }
+};
+
 // A device whose BLAS makes passes over the weight (calibrated CPU profiles): each GEMM's forward
 // gains weight bytes / gemm_weight_fwd, its backward weight bytes / gemm_weight_bwd (half of it in
 // the weight-gradient part); the profile keeps both rates, in the cache level too.
 TEST(Fusion, GemmWeightPassesByHand) {
-  const ModelSpec m = testing::preset_model("small");
-  DeviceSpec d = testing::preset_cluster("cpu-local", 1).node.accelerator();
-  const Plan p = testing::make_plan(1, 1, 1, 1, 8);
-  const LayerShape s = plan_layer_shape(m, p);
-  const LayerKernels plain = layer_kernels(m, d, p, s, false);
+  SmallLayer l;
+  DeviceSpec& d = l.d;
+  const LayerShape& s = l.s;
+  const LayerKernels plain = l.kernels();
   d.gemm_weight_fwd_bandwidth = 25e9;
   d.gemm_weight_bwd_bandwidth = 5e9;
-  const LayerKernels packed = layer_kernels(m, d, p, s, false);
+  const LayerKernels packed = l.kernels();
   const KernelCost &a = find(plain, KernelName::kMlpUp), &b = find(packed, KernelName::kMlpUp);
   const double w = s.bytes_per_element * static_cast<double>(b.k) * static_cast<double>(b.n);
   ASSERT_GT(w, 0);
@@ -56,19 +64,16 @@ TEST(Fusion, GemmWeightPassesByHand) {
 // The attention's score term (a calibrated CPU's): per causal score element, half forward, half
 // backward; a JSON round trip keeps it; no preset has one.
 TEST(Fusion, AttentionScoreTermByHand) {
-  const ModelSpec m = testing::preset_model("small");
-  DeviceSpec d = testing::preset_cluster("cpu-local", 1).node.accelerator();
-  const Plan p = testing::make_plan(1, 1, 1, 1, 8);
-  const LayerShape s = plan_layer_shape(m, p);
-  const LayerKernels plain = layer_kernels(m, d, p, s, false);
-  d.attention_score_s = 0.4e-9;
-  const LayerKernels scored = layer_kernels(m, d, p, s, false);
+  SmallLayer l;
+  const LayerKernels plain = l.kernels();
+  l.d.attention_score_s = 0.4e-9;
+  const LayerKernels scored = l.kernels();
   const KernelCost &a = find(plain, KernelName::kAttention), &b = find(scored, KernelName::kAttention);
-  const double causal = 0.5 * s.batch * m.heads * s.seq * s.kv_seq;
+  const double causal = 0.5 * l.s.batch * l.m.heads * l.s.seq * l.s.kv_seq;
   ASSERT_GT(causal, 0);
   EXPECT_NEAR(b.fwd_s - a.fwd_s, 0.5 * causal * 0.4e-9, 1e-15);
   EXPECT_NEAR(b.bwd_s - a.bwd_s, 0.5 * causal * 0.4e-9, 1e-15);
-  auto back = device_from_json(device_to_json(d), "dev.json", "");
+  auto back = device_from_json(device_to_json(l.d), "dev.json", "");
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_NEAR(back->attention_score_s, 0.4e-9, 1e-18);
   EXPECT_EQ(testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator().attention_score_s, 0);
