@@ -246,25 +246,21 @@ Command add_run_command(CLI::App& app) {
     // Median step time after warm-up, as the slowest rank saw it.
     const int warm = o->warmup >= 0 ? std::min<int>(o->warmup, static_cast<int>(history.size()) - 1)
                                     : std::min(2, static_cast<int>(history.size()) - 1);
-    std::vector<double> slowest;  // per measured step; the maximum over ranks is taken at rank 0
+    std::vector<double> slowest;  // per measured step, the maximum over ranks (every rank has it)
     for (std::size_t i = static_cast<std::size_t>(warm); i < history.size(); ++i) slowest.push_back(history[i].seconds);
-    // The traces are of the median step (as the slowest rank saw it), so that their ops add up to
-    // the step time they are compared with; every rank finds the same step from the same maxima.
-    std::size_t traced = history.size() - 1;
-    {
-      std::vector<float> worst(slowest.begin(), slowest.end());
-      world.all_reduce_max(worst.data(), worst.size());
-      std::vector<std::size_t> order(worst.size());
-      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return worst[a] < worst[b]; });
-      const std::size_t median_step = static_cast<std::size_t>(warm) + order[order.size() / 2];
-      if (median_step < step_ops.size()) traced = median_step;
-    }
+    world.all_reduce_max(slowest.data(), slowest.size());
+    // The traces are of the median step, so that their ops add up to the step time they are
+    // compared with; every rank finds the same step from the same maxima.
+    std::vector<std::size_t> order(slowest.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return slowest[a] < slowest[b]; });
+    const double median = slowest[order[order.size() / 2]];
+    const std::size_t median_step = static_cast<std::size_t>(warm) + order[order.size() / 2];
+    const std::size_t traced = median_step < step_ops.size() ? median_step : history.size() - 1;
     const std::vector<runtime::OpTiming>& traced_ops = traced < step_ops.size() ? step_ops[traced] : t.timings();
     std::ostringstream mine;
     mine.precision(17);
-    for (double x : slowest) mine << x << ' ';
-    mine << '|' << peak_rss_mib() << ' ' << t.backend().peak_device_bytes() / (1024.0 * 1024.0) << '|';
+    mine << peak_rss_mib() << ' ' << t.backend().peak_device_bytes() / (1024.0 * 1024.0) << '|';
     for (const auto& ot : traced_ops) mine << ot.op << ' ' << ot.start_s << ' ' << ot.end_s << ' ';
     const auto blobs = world.gather_bytes(mine.str());
     int code = 0;
@@ -275,13 +271,6 @@ Command add_run_command(CLI::App& app) {
       for (std::size_t r = 0; r < blobs.size(); ++r) {
         std::istringstream in_s(blobs[r]);
         std::string part;
-        std::getline(in_s, part, '|');
-        std::istringstream ts(part);
-        for (double& x : slowest) {
-          double v = 0;
-          ts >> v;
-          x = std::max(x, v);
-        }
         std::getline(in_s, part, '|');
         std::istringstream mem(part);
         double rss = 0, dev = 0;
@@ -296,15 +285,12 @@ Command add_run_command(CLI::App& app) {
           measured.ops.push_back({static_cast<int>(r), stage, ot.op, ot.start_s, ot.end_s});
         measured.simulated_ranks.push_back(static_cast<int>(r));
       }
-      std::vector<double> sorted = slowest;
-      std::sort(sorted.begin(), sorted.end());
-      const double median = sorted[sorted.size() / 2];
       const double tokens = static_cast<double>(in->plan.global_batch) *
                             (in->plan.seq_len > 0 ? in->plan.seq_len : in->model.seq_len);
       const double flops_rate = w->model_flops / median;
       fmt::print("median step {:.2f} ms over {} steps after {} warm-up (slowest rank): {:.0f} tokens/s, {:.2f} GFLOP/s model FLOPs "
                  "({:.2f} GFLOP/s per rank); predicted {:.2f} ms on the {} profile\n",
-                 median * 1e3, sorted.size(), warm, tokens / median, flops_rate / 1e9, flops_rate / 1e9 / world.size(),
+                 median * 1e3, slowest.size(), warm, tokens / median, flops_rate / 1e9, flops_rate / 1e9 / world.size(),
                  predicted.step_time_s * 1e3, in->cluster.name);
       fmt::print("peak resident memory: {:.1f} MiB (largest rank)\n", rss_max);
       if (device_max > 0)

@@ -77,6 +77,17 @@ void score(LineFit& f, const std::vector<Measurement*>& sel) {
   score(f, sel, [&f](const Measurement& m) { return f.at(m.work); });
 }
 
+// The slope b of t = a + b * w with the intercept `a` given, relative residuals.
+double slope_through(const std::vector<Measurement*>& sel, double a) {
+  double num = 0, den = 0;
+  for (const Measurement* m : sel) {
+    const double w = m->work / m->seconds;
+    num += w * (1.0 - a / m->seconds);
+    den += w * w;
+  }
+  return den > 0 ? num / den : 0.0;
+}
+
 // Least squares of t = a + b * w over the points of one kind, relative residuals (rows scaled by
 // 1/t). A negative intercept (noise on a line through ~0) is refitted as a = 0.
 LineFit fit(std::vector<Measurement>& pts, const std::string& kind) {
@@ -92,7 +103,7 @@ LineFit fit(std::vector<Measurement>& pts, const std::string& kind) {
   Eigen::Vector2d x = A.colPivHouseholderQr().solve(y);
   if (x(0) < 0) {
     x(0) = 0;
-    x(1) = A.col(1).dot(y) / A.col(1).squaredNorm();
+    x(1) = slope_through(sel, 0.0);
   }
   f.intercept_s = x(0);
   f.slope = x(1);
@@ -214,10 +225,6 @@ std::string size_label(double bytes) {
   if (bytes >= 1 << 10) return fmt::format("{:g} KiB", bytes / (1 << 10));
   return fmt::format("{:g} B", bytes);
 }
-
-}  // namespace
-
-namespace {
 
 // Relative-residual least squares of t = sum_j x_j term(m, j) over `sel` (K terms). A negative
 // coefficient (noise) other than term `keep`'s is dropped and the rest refitted.
@@ -561,7 +568,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       double sum = samples[mid];
       world.all_reduce(&sum, 1);
       Measurement m{kind, size_label(static_cast<double>(bytes)), static_cast<double>(bytes), sum / n};
-      m.in_fit = std::string_view(kind) == "all_reduce" && bytes <= kFitCollective;
+      m.in_fit = (std::string_view(kind) == "all_reduce" || std::string_view(kind) == "all_reduce_cold") &&
+                 bytes <= kFitCollective;
       pts.push_back(m);
     };
     // Sizes double until kMaxCollective, or until the next size (about twice the last one's
@@ -609,33 +617,21 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     c.fabric.small_message_bytes = c.all_reduce.small_below;
     c.fabric.small_message_latency_s = c.all_reduce.small_intercept_s / (2.0 * (n - 1));
     c.fabric_measured = true;
-    // The cold all-reduce: the same latency, its own bandwidth (relative least squares of the
-    // bandwidth term alone).
-    {
+    // The cold all-reduce: the hot line's latency, its own bandwidth. Only a slower rate is a
+    // finding: a "cold" buffer that moved faster was not cold.
+    if (const std::vector<Measurement*> cold = fitted_points(pts, "all_reduce_cold"); !cold.empty()) {
       const double factor = 2.0 * (n - 1) / n;
-      double num = 0, den = 0;
-      for (const Measurement& m : pts)
-        if (m.kind == "all_reduce_cold") {
-          const double t = m.seconds, x = factor * m.work;
-          num += x * (t - c.all_reduce.intercept_s) / (t * t);
-          den += x * x / (t * t);
+      LineFit& f = c.all_reduce_cold;
+      f.intercept_s = c.all_reduce.intercept_s;
+      f.slope = slope_through(cold, f.intercept_s);
+      if (f.slope > 0) {
+        if (factor / f.slope < c.fabric.bandwidth) c.fabric.cold_bandwidth = factor / f.slope;
+        else f.slope = c.all_reduce.slope;
+        for (Measurement* m : cold) {
+          m->fitted_s = f.at(m->work);
+          m->bus_factor = factor;
         }
-      if (num > 0 && den > 0) {
-        const double cold = den / num;  // bytes/s
-        // Only a slower rate is a finding: a "cold" buffer that moved faster was not cold.
-        c.fabric.cold_bandwidth = cold < c.fabric.bandwidth ? cold : 0.0;
-        double sq = 0;
-        int count = 0;
-        for (Measurement& m : pts)
-          if (m.kind == "all_reduce_cold") {
-            m.fitted_s = c.all_reduce.intercept_s + factor * m.work / (c.fabric.cold_bandwidth > 0 ? c.fabric.cold_bandwidth
-                                                                                                  : c.fabric.bandwidth);
-            m.bus_factor = factor;
-            const double r = (m.fitted_s - m.seconds) / m.seconds;
-            sq += r * r;
-            ++count;
-          }
-        c.all_reduce_cold_rms = count > 0 ? std::sqrt(sq / count) : 0.0;
+        score(f, cold);
       }
     }
     GroupLink link;
@@ -667,7 +663,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       progress(fmt::format("all-reduce with its buffer evicted from the caches: bus bandwidth {:.2f} GB/s ({}-{}, rms fit "
                            "error {:.1f}%), for the gradient reduction after the backward",
                            c.fabric.cold_bandwidth / 1e9, size_label(kColdCollectiveFrom), size_label(kFitCollective),
-                           100 * c.all_reduce_cold_rms));
+                           100 * c.all_reduce_cold.rms_rel_error));
     if (progress && largest < kMaxCollective)
       progress(fmt::format("collectives measured up to {} (the next sizes would pass the {:.0f} s budget)", size_label(largest),
                            kCollectiveBudget_s));
@@ -721,7 +717,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.device.cache_gemm_weight_bwd_bandwidth = rate(c.gemm_cache.weight_bwd_s_per_byte);
   c.device.memory_efficiency = 1.0;
   // AdamW's rate over the streaming rate (1 where its line has no slope: too few points to say).
-  c.device.optimizer_efficiency = c.optimizer.slope > 0 ? std::clamp(c.stream.slope / c.optimizer.slope, 0.01, 4.0) : 1.0;
+  c.device.optimizer_efficiency = c.optimizer.slope > 0 ? std::clamp(c.stream.slope / c.optimizer.slope, DeviceSpec::kOptimizerEfficiencyMin,
+                                                                         DeviceSpec::kOptimizerEfficiencyMax) : 1.0;
   c.device.kernel_overhead_s = c.executor_overhead_s;
   // The lines' intercepts: what a call costs beyond its work (the attention line's is per forward
   // and backward pair).
@@ -802,7 +799,7 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
           fmt::format("fitted: MPI all-reduce over {} ranks, {}-{}, each rank first writing {} of other data (untimed), "
                       "the same latency; rms error {:.1f}%",
                       c.ranks, size_label(kColdCollectiveFrom), size_label(kFitCollective),
-                      size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.all_reduce_cold_rms);
+                      size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.all_reduce_cold.rms_rel_error);
   }
   nlohmann::json cluster = cluster_to_json(base);
   cluster["name"] = name;

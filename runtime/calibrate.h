@@ -101,7 +101,7 @@ struct Calibration {
   int ranks = 1;
   LineFit gemm, stream, attention, all_reduce;  // gemm, stream: operands beyond the caches
   LineFit optimizer;                             // AdamW, its state cycled over optimizer_footprint
-  double all_reduce_cold_rms = 0;                // the cold all-reduce's fit (fabric.cold_bandwidth)
+  LineFit all_reduce_cold;                       // its buffer evicted first (fabric.cold_bandwidth)
   LineFit gemm_cache, stream_cache;              // operands cycled over kCacheFootprint
   std::vector<Measurement> points;
 };

@@ -99,6 +99,9 @@ void Comm::all_reduce(double* data, std::size_t n) const {
 void Comm::all_reduce_max(float* data, std::size_t n) const {
   if (size_ > 1) MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_MAX, impl_->comm);
 }
+void Comm::all_reduce_max(double* data, std::size_t n) const {
+  if (size_ > 1) MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_DOUBLE, MPI_MAX, impl_->comm);
+}
 void Comm::reduce_scatter(const float* in, float* out_block, std::size_t n) const {
   if (size_ == 1) {
     std::memcpy(out_block, in, n * sizeof(float));
@@ -202,6 +205,7 @@ Comm Comm::split(int, int) const { return Comm{}; }
 void Comm::all_reduce(float*, std::size_t) const {}
 void Comm::all_reduce(double*, std::size_t) const {}
 void Comm::all_reduce_max(float*, std::size_t) const {}
+void Comm::all_reduce_max(double*, std::size_t) const {}
 void Comm::reduce_scatter(const float* in, float* out_block, std::size_t n) const {
   std::memcpy(out_block, in, n * sizeof(float));
 }

@@ -49,6 +49,7 @@ class Comm {
   void all_reduce(float* data, std::size_t n) const;
   void all_reduce(double* data, std::size_t n) const;
   void all_reduce_max(float* data, std::size_t n) const;
+  void all_reduce_max(double* data, std::size_t n) const;
   // `n` divisible by size(): this rank's block (rank-th of n / size) receives the reduced sum.
   void reduce_scatter(const float* in, float* out_block, std::size_t n) const;
   // Every rank contributes block `rank()` of `data` (n / size elements) in place.

@@ -727,13 +727,9 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const double replicated = (dualpipe ? 2.0 : 1.0) * chunk_params;
   const double mirror_sync = dualpipe ? 2 * sendrecv_time(links.pp, chunk_params * gb) : 0.0;
   tb.pp_comm += mirror_sync;
-  // The gradient reduction after the whole backward reads gradients the caches no longer hold
-  // (LinkSpec::cold_bandwidth, inside a node), as the simulator's Op::cold; reduced in buckets during
-  // the backward they were just written.
+  // The gradient reduction at the step, inside a node, over gradients the caches no longer hold.
   auto cold = [&](GroupLink l) {
-    const LinkSpec& f = cluster_.node.fabric;
-    if (!p.overlap_grad_reduce && !l.crosses_nodes && f.cold_bandwidth > 0)
-      l.bus_bandwidth = std::min(l.bus_bandwidth, f.cold_bandwidth * f.efficiency);
+    if (cold_step_reduction(p) && !l.crosses_nodes) l.bus_bandwidth = std::min(l.bus_bandwidth, cluster_.node.fabric.cold_rate());
     return l;
   };
   auto dp_cost = [&](const GroupLink& link, double params) {

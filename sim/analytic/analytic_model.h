@@ -76,6 +76,12 @@ Result<Prediction> predict(const ModelSpec& model, const ClusterSpec& cluster, c
 // low-precision weight; plus reading the gradient once more for the global norm.
 inline constexpr double kAdamBytesPerParam = 4 * 4 + 3 * 4 + 2 + 4;
 
+// Whether the plan's gradient reduction at the step reads gradients the caches no longer hold
+// (LinkSpec::cold_bandwidth): written over the whole backward, unless buckets were reduced during
+// it (overlap_grad_reduce; what is left for the step is the embedding's, the backward's last). The
+// simulator marks those ops Op::cold; the analytic model reduces over the cold link.
+inline bool cold_step_reduction(const Plan& p) { return !p.overlap_grad_reduce; }
+
 // Offload rates: host memory bandwidth available per accelerator for the host optimizer (the
 // node's CPUs shared by its accelerators; the host link if the node lists no CPU), and the
 // accelerator<->host copy rate.

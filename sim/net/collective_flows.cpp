@@ -270,10 +270,9 @@ std::optional<CollectivePlan> in_switch(const Topology& t, const std::vector<std
 }  // namespace
 
 void cold_data(const Topology& topo, CollectivePlan& plan) {
-  const LinkSpec& f = topo.cluster().node.fabric;
-  if (f.cold_bandwidth <= 0) return;
+  const double rate = topo.cluster().node.fabric.cold_rate();
   for (FlowPhase& ph : plan.phases)
-    if (!ph.crosses_nodes) ph.bound = std::min(ph.bound, f.cold_bandwidth * f.efficiency);
+    if (!ph.crosses_nodes) ph.bound = std::min(ph.bound, rate);
 }
 
 double isolated_time(const MaxMinSystem& system, const CollectivePlan& plan) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <array>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ struct DeviceSpec {
   // instead. `foresight calibrate` fits it from AdamW with its state evicted; the GPU profiles
   // leave it 1 (their step's data is far beyond the L2: every kernel streams from HBM).
   double optimizer_efficiency = 1.0;
+  static constexpr double kOptimizerEfficiencyMin = 0.01, kOptimizerEfficiencyMax = 4.0;  // what a profile may say
   double kernel_overhead_s = 5e-6;    // launch + tail per kernel
   // Per kernel inside a CUDA graph (Plan::cuda_graphs): the host's launch work is gone, the
   // device still schedules each node. Assumption (1 us) until calibrate measures it.
@@ -113,6 +115,10 @@ struct LinkSpec {
   // of its data). 0: the same (a GPU fabric reads HBM either way). `foresight calibrate` measures
   // the all-reduce with its buffer evicted on a CPU.
   double cold_bandwidth = 0;
+  // The most bytes/s a flow of such data moves (cold_bandwidth x efficiency; infinite: no limit).
+  double cold_rate() const {
+    return cold_bandwidth > 0 ? cold_bandwidth * efficiency : std::numeric_limits<double>::infinity();
+  }
   bool operator==(const LinkSpec&) const = default;
 };
 

@@ -186,17 +186,17 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
       L.fwd[L.count++] = KernelCost{name, cls, flops, bytes, t + kernels * dev_launch, bwd + 2 * kernels * dev_launch,
                                     bwd_w + dev_launch, 0, 0, 0, elsewhere};
     };
+    const double scores = s.batch * m.heads * s.seq * s.kv_seq / tp;  // score elements, the full square
     if (p.flash_attention) {
       // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
       const double t = 0.5 * f.attn_core / (peak * dev.attention_efficiency);
       // The work on the scores that does not scale with the head width (DeviceSpec::attention_score_s,
       // half forward, half backward), over the causal half.
-      const double score = 0.25 * s.batch * m.heads * s.seq * s.kv_seq / tp * dev.attention_score_s;
+      const double score = 0.25 * scores * dev.attention_score_s;
       put(KernelName::kAttention, KernelClass::kAttention, f.attn_core, 0, t + dev.attention_setup_s + score,
           2.5 * t + dev.attention_setup_s + score, 0);
     } else {
       const double t = 0.5 * f.attn_core / (peak * dev.gemm_efficiency) + dev.gemm_setup_s;  // Q·K^T and P·V, half each
-      const double scores = s.batch * m.heads * s.seq * s.kv_seq / tp;
       put(KernelName::kScores, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
       // Fused scale-mask-softmax reads and writes the scores; dropout adds a mask and a copy.
       // Unfused: scale, mask and softmax each read and write them (3 kernels, and dropout a 4th).

@@ -474,10 +474,8 @@ int StageBuilder::grad_reduce(Phase ph, int layer, int mb, int chunk, const char
     const int v = collective(ph, layer, mb, chunk, name, StreamId::kDp, g,
                              p_.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter, params * gb, dep,
                              !defer);
-    // After the whole backward its gradients were written long ago (a bucket reduced during the
-    // backward, or a compressed buffer, was just written; with overlap_grad_reduce what is left for
-    // the step is the embedding's, the backward's last).
-    ops_[v].cold = ph == Phase::kStep && !p_.overlap_grad_reduce;
+    // (A bucket reduced during the backward, or a compressed buffer, was just written.)
+    ops_[v].cold = ph == Phase::kStep && cold_step_reduction(p_);
     return v;
   }
   const int ranks = g == GroupKind::kExpertDp ? std::max(1, p_.dp * p_.cp / p_.ep) : p_.dp * p_.cp;
