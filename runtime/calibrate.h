@@ -90,6 +90,10 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind);
 LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind);
 // Attention pairs: t = intercept + score elements x score_s + FLOPs x slope; negative terms dropped.
 LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind);
+// The device's GEMM peak: the peak GEMM's measured rate, or the fastest rate of a GEMM point
+// ("gemm", "gemm-cache") or of the two fitted lines where one is faster (a peak measured in a slow
+// moment would otherwise cap every GEMM, the efficiencies being rates over the peak capped at 1).
+double gemm_peak(double measured_flops, const std::vector<Measurement>& pts, const LineFit& gemm, const LineFit& gemm_cache);
 
 struct Calibration {
   std::string backend = "cpu";  // the backend measured
@@ -98,6 +102,7 @@ struct Calibration {
   LinkSpec fabric;              // fitted when there were 2+ ranks, else the base's
   bool fabric_measured = false;
   double executor_overhead_s = 0;  // per op: becomes the device's kernel_overhead
+  double peak_gemm_flops = 0;      // the peak GEMM's best rate (the device's peak may be a faster GEMM's)
   int ranks = 1;
   LineFit gemm, stream, attention, all_reduce;  // gemm, stream: operands beyond the caches
   LineFit optimizer;                             // AdamW, its state cycled over optimizer_footprint

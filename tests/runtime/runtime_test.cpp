@@ -1210,6 +1210,21 @@ TEST(Calibration, AttentionFitFindsTheScoreTerm) {
   EXPECT_NEAR(1 / g.slope, 30e9, 1e3);
 }
 
+TEST(Calibration, ThePeakIsNoSlowerThanTheSweepsGemms) {
+  // The VM once ran the peak GEMM at 71 GFLOP/s and the sweep's at 130-140: a profile with the
+  // measured peak capped every GEMM at 71 and predicted a plan 43% long.
+  std::vector<Measurement> pts;
+  for (double flops : {1e6, 1e7, 1e8}) pts.push_back({"gemm", "", flops, 2e-6 + flops / 130e9});
+  pts.push_back({"stream", "", 1e9, 1e-3});  // not a GEMM: 1 TB/s must not become FLOP/s
+  const LineFit gemm = fit_gemm(pts, "gemm");
+  LineFit cache;
+  cache.slope = 1 / 140e9;
+  EXPECT_NEAR(gemm_peak(71e9, pts, gemm, cache), 140e9, 1e3);
+  cache.slope = 0;  // no cache fit: the line's rate
+  EXPECT_NEAR(gemm_peak(71e9, pts, gemm, cache), 130e9, 1e3);
+  EXPECT_DOUBLE_EQ(gemm_peak(150e9, pts, gemm, cache), 150e9);  // a measured peak above them stands
+}
+
 TEST(Calibration, AllReduceSplitsWhereTheProtocolChanges) {
   auto pts = all_reduce_points(0.3e-6, 2.5e-6, 8192);
   const LineFit f = fit_protocols(pts, "all_reduce");
