@@ -337,14 +337,11 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
                               moe_held * (layer_params_per_device(m, true, p.tp, p.ep) -
                                           m.moe.experts * m.expert_params() / (p.tp * p.ep));
   const double expert_params = moe_held * m.moe.experts * m.expert_params() / (p.tp * p.ep);
-  double embed = 0;
   // Plan::offload_embeddings keeps the input table (and its gradients and optimizer state) on the
   // host.
   const double input_table = static_cast<double>(m.vocab) * m.hidden / p.tp;
   const double host_table = p.offload_embeddings && stage == 0 ? input_table : 0.0;
-  if ((stage == 0 && !p.offload_embeddings) || (dualpipe && stage == p.pp - 1)) embed += input_table;
-  if ((stage == p.pp - 1 || (dualpipe && stage == 0)) && (!m.tied_embeddings || p.pp > 1))
-    embed += static_cast<double>(m.vocab) * m.hidden / p.tp;
+  const double embed = m.end_params_on_stage(stage, p.pp, dualpipe, p.tp) - host_table;
   const double replicated = dense_params + embed;
   const double shard = static_cast<double>(p.dp) * p.cp;
   const double expert_shard = std::max(1.0, shard / p.ep);
@@ -716,10 +713,12 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const Range cr = stage_layers(p, m.layers, crit);
   const int cd = dense_in(m, cr), cm = (cr.end - cr.begin) - cd;
   const double expert_params = cm * m.moe.experts * m.expert_params() / (pc.tp * p.ep);
-  const bool end_stage = crit == 0 || crit == p.pp - 1;
+  // The embedding, head and final norm this stage holds; under DualPipe half of them are each
+  // chunk's.
+  const double tables = m.end_params_on_stage(crit, p.pp, dualpipe, pc.tp);
   const double chunk_params = cd * layer_params_per_device(m, false, pc.tp, 1) +
                               cm * layer_params_per_device(m, true, pc.tp, p.ep) - expert_params +
-                              (end_stage ? static_cast<double>(m.vocab) * m.hidden / pc.tp : 0.0);
+                              (dualpipe ? tables / 2 : tables);
   const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
   // DualPipe: the rank also holds its mirror stage (two copies of every parameter), and the two
   // copies' gradients are summed before the step -- one chunk's gradients to the mirror rank and
@@ -777,8 +776,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
     // layers' gradients went down during the backward and their weights live on the host: only
     // the embedding and head still cross.
     const double streamed = p.offload_params && replicated + expert_params > 0
-                                ? 1.0 - (end_stage ? (dualpipe ? 2.0 : 1.0) * m.vocab * m.hidden / pc.tp : 0.0) /
-                                            (replicated + expert_params)
+                                ? 1.0 - tables / (replicated + expert_params)
                                 : 0.0;
     offload_step = owned_here * (1 - streamed) * (gb + wb) / host_link_rate(cluster_.node) +
                    owned_here * kAdamBytesPerParam / host_optimizer_rate(cluster_.node);

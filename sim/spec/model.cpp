@@ -92,6 +92,14 @@ double ModelSpec::embedding_params() const {
   return (tied_embeddings ? e : 2 * e) + norm_params(*this);
 }
 
+double ModelSpec::end_params_on_stage(int stage, int pp, bool dualpipe, int tp) const {
+  const bool first = stage == 0, last = stage == pp - 1;
+  const bool both = dualpipe && pp > 1;
+  const int tables = both ? (first || last ? 2 : 0) : (first ? 1 : 0) + (last ? 1 : 0) - (tied_embeddings && pp == 1 ? 1 : 0);
+  const bool head = last || (both && first);
+  return tables * static_cast<double>(vocab) * hidden / tp + (head ? norm_params(*this) : 0.0);
+}
+
 double ModelSpec::total_params() const {
   return layers * attention_params() + dense_layers() * dense_mlp_params() +
          moe_layers() * moe_mlp_params() + embedding_params();

@@ -67,6 +67,12 @@ struct ModelSpec {
   double expert_params() const;       // one routed expert
   double moe_mlp_params() const;      // one MoE MLP: all routed + shared experts + router + norm
   double embedding_params() const;    // input embedding + output head (unless tied) + final norm
+  // The parameters outside the layers that pipeline stage `stage` of `pp` holds on one of `tp`
+  // ranks: the first stage the input embedding, the last the output head (one table for both when
+  // tied and pp = 1; with pp > 1 the last stage keeps its own copy of a tied table, as Megatron
+  // does) and the final norm; under DualPipe both end ranks hold both ends (one per direction).
+  // The tables are split over tp (vocabulary-parallel), the norm is not.
+  double end_params_on_stage(int stage, int pp, bool dualpipe, int tp) const;
   double total_params() const;
   double active_params() const;       // parameters a token touches (MoE: top_k experts)
 

@@ -107,20 +107,24 @@ struct SoftwareStack {
   bool sequence_parallel;    // Megatron sequence parallelism available
   bool dropout;              // dropout layers present in the trained model
   bool distributed_optimizer;  // ZeRO-1 style optimizer sharding available
+  bool tied_embeddings;        // the output head is the input embedding's table
 };
 constexpr SoftwareStack kSoftwareStacks[] = {
     // Megatron-LM, 2021: before FlashAttention (Dao et al., May 2022) and before sequence
-    // parallelism (Korthikanti et al., May 2022); GPT models with dropout 0.1.
-    {"Narayanan et al., SC'21", "Megatron-LM 2021", false, false, true, false},
+    // parallelism (Korthikanti et al., May 2022); GPT models with dropout 0.1, whose output layer
+    // multiplies by the word embeddings' weight (untying came later, as an opt-in flag).
+    {"Narayanan et al., SC'21", "Megatron-LM 2021", false, false, true, false, true},
     // Megatron-LM, 2022: the paper that introduced selective recompute of the s^2 attention
     // activations -- the memory FlashAttention avoids -- so unfused attention; dropout 0.1. The
-    // distributed optimizer (--use-distributed-optimizer) came to Megatron-LM later.
-    {"Korthikanti et al.", "Megatron-LM 2022", false, true, true, false},
+    // distributed optimizer (--use-distributed-optimizer) came to Megatron-LM later. Tied as above.
+    {"Korthikanti et al.", "Megatron-LM 2022", false, true, true, false, true},
     // Megatron-DeepSpeed for BLOOM (trained Mar-Jul 2022): fused scale-mask-softmax, no flash
-    // attention; BLOOM's config sets hidden and attention dropout to 0.0.
-    {"bigscience-workshop", "Megatron-DeepSpeed 2022", false, false, false, true},
-    // llm-foundry benchmarks (2023): MPT uses flash/triton attention and no dropout.
-    {"mosaicml/llm-foundry", "llm-foundry 2023", true, false, false, true},
+    // attention; BLOOM's config sets hidden and attention dropout to 0.0 and ties its LM head to
+    // the word embeddings.
+    {"bigscience-workshop", "Megatron-DeepSpeed 2022", false, false, false, true, true},
+    // llm-foundry benchmarks (2023): MPT uses flash/triton attention and no dropout; its
+    // SharedEmbedding serves as the output layer (weight tying).
+    {"mosaicml/llm-foundry", "llm-foundry 2023", true, false, false, true, true},
 };
 
 const SoftwareStack* software_for(const std::string& source) {
@@ -173,8 +177,9 @@ CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
   if (stack) {
     base.flash_attention = stack->flash_attention;
     model.dropout = stack->dropout;
+    model.tied_embeddings = stack->tied_embeddings;
     out.assumed = {{"software", stack->name}, {"flash_attention", stack->flash_attention},
-                   {"dropout", stack->dropout}};
+                   {"dropout", stack->dropout}, {"tied_embeddings", stack->tied_embeddings}};
   } else {
     choices.push_back({"flash_attention", {{true, [](Plan& p) { p.flash_attention = true; }},
                                            {false, [](Plan& p) { p.flash_attention = false; }}}});

@@ -707,8 +707,9 @@ StageProgram StageBuilder::build() {
       dense_params += layer_params(layer) - layer_expert_params(layer);
       expert_params += layer_expert_params(layer);
     }
-  // The input embedding and the LM head: DualPipe's end ranks hold both (one per direction).
-  const double embed = (st == 0 || st == p - 1) ? (dualpipe ? 2.0 : 1.0) * m_.vocab * m_.hidden / p_.tp : 0.0;
+  // The input embedding, the LM head and the final norm (DualPipe's end ranks hold both ends, one
+  // per direction).
+  const double embed = m_.end_params_on_stage(st, p, dualpipe, p_.tp);
   dense_params += embed;
   int prev = last;
   for (int w : weight_grad_ends_) next_deps_.push_back(w);

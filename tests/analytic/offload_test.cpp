@@ -51,7 +51,7 @@ TEST(Offload, ParametersStreamThroughATwoLayerWindow) {
   p.offload_params = true;
   const MemoryBreakdown off = am.memory(p);
   const double layer = layer_params_per_device(m, false, 1, 1);
-  const double tables = 2.0 * m.vocab * m.hidden;  // input embedding and (untied) LM head stay
+  const double tables = 2.0 * m.vocab * m.hidden + m.hidden;  // input embedding, (untied) LM head and final RMSNorm stay
   EXPECT_NEAR(off.weights, 2 * (tables + 2 * layer), 1e-9 * off.weights);
   EXPECT_NEAR(off.gradients, 4 * (tables + 2 * layer), 1e-9 * off.gradients);
   EXPECT_NEAR(kept.weights, 2 * (tables + m.layers * layer), 1e-9 * kept.weights);

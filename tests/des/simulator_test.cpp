@@ -258,9 +258,10 @@ TEST(Simulator, DualPipeBubbleMatchesTheReport) {
   EXPECT_NEAR(d.prediction.time.compute, a.prediction.time.compute, 1e-3 * a.prediction.time.compute);
   EXPECT_NEAR(idle(d) / idle(a), 1.0 / 9, 0.04) << idle(d) << " vs " << idle(a);
   // Two copies of the parameters: twice the optimizer work per rank, plus summing the mirror
-  // copy's gradients into one's own (read two, write one).
+  // copy's gradients into one's own (read two, write one). Up to the final norm (hidden
+  // parameters of billions), which an end rank holds once either way.
   const double expected = 2.0 + 3 * grad_bytes(p.precision) / kAdamBytesPerParam;
-  EXPECT_NEAR(d.prediction.time.optimizer / a.prediction.time.optimizer, expected, 1e-6);
+  EXPECT_NEAR(d.prediction.time.optimizer / a.prediction.time.optimizer, expected, 1e-4);
 }
 
 // Every rank runs each micro-batch of each direction forward and backward once, the split-off
@@ -303,10 +304,11 @@ TEST(Simulator, DualPipeRunsEveryMicroBatchBothWays) {
     const Prediction a = AnalyticModel(m, c).evaluate(p);
     EXPECT_NEAR(sym.prediction.step_time_s / a.step_time_s, 1.0, 0.10) << pp << " " << mbs;
     // Two copies of the parameters (the analytic memory model): the fullest rank, an end rank
-    // either way, holds twice 1F1B's (its own stage and its mirror, embedding and head).
+    // either way, holds twice 1F1B's (its own stage and its mirror, embedding and head), up to
+    // the final norm, which it holds once either way (hidden parameters of billions).
     Plan one = p;
     one.schedule = Schedule::k1F1B;
-    EXPECT_NEAR(AnalyticModel(m, c).memory(p).weights / AnalyticModel(m, c).memory(one).weights, 2.0, 1e-9);
+    EXPECT_NEAR(AnalyticModel(m, c).memory(p).weights / AnalyticModel(m, c).memory(one).weights, 2.0, 1e-4);
   }
 }
 

@@ -40,6 +40,26 @@ TEST(ModelSpec, ParameterCountsMatchPublishedSizes) {
   }
 }
 
+// The parameters outside the layers, stage by stage: with one stage both tables (one if tied),
+// else the input on the first and the head on the last; the tables split over tp, the final norm not.
+TEST(ModelSpec, EndParametersFollowTheStages) {
+  ModelSpec m = preset("llama3-8b");  // untied, vocab 128256, hidden 4096, RMSNorm
+  const double table = 128256.0 * 4096, norm = 4096;
+  EXPECT_DOUBLE_EQ(m.end_params_on_stage(0, 1, false, 1), 2 * table + norm);
+  EXPECT_DOUBLE_EQ(m.end_params_on_stage(0, 1, false, 2), table + norm);
+  EXPECT_DOUBLE_EQ(m.end_params_on_stage(0, 4, false, 1), table);
+  EXPECT_DOUBLE_EQ(m.end_params_on_stage(1, 4, false, 1), 0);
+  EXPECT_DOUBLE_EQ(m.end_params_on_stage(3, 4, false, 1), table + norm);
+  EXPECT_DOUBLE_EQ(m.end_params_on_stage(0, 4, true, 1), 2 * table + norm);  // DualPipe: both ends
+  EXPECT_DOUBLE_EQ(m.end_params_on_stage(3, 4, true, 1), 2 * table + norm);
+  // The whole model: the layers plus the end parameters of one stage is the published total.
+  EXPECT_DOUBLE_EQ(m.layers * (m.attention_params() + m.dense_mlp_params()) + m.end_params_on_stage(0, 1, false, 1),
+                   m.total_params());
+  m.tied_embeddings = true;
+  EXPECT_DOUBLE_EQ(m.end_params_on_stage(0, 1, false, 1), table + norm);
+  EXPECT_DOUBLE_EQ(m.end_params_on_stage(3, 4, false, 1), table + norm);  // the last stage's own copy
+}
+
 TEST(ModelSpec, JsonRoundTrip) {
   for (const auto& name : preset_names(PresetKind::kModel)) {
     const ModelSpec m = preset(name);

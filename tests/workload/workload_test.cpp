@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/analytic/analytic_model.h"
 #include "sim/spec/presets.h"
 
 namespace foresight {
@@ -58,6 +59,28 @@ TEST(Workload, TheHeadRunsVocabularyParallelUnderTp) {
   EXPECT_EQ(count(tp.stages[1], "lm_head.tp_all_reduce", Phase::kBackward), 4);
   EXPECT_EQ(count(tp.stages[0], "ce.tp_all_gather", Phase::kForward), 0);
   EXPECT_EQ(count(tp.stages[0], "final_norm", Phase::kForward), 0);
+}
+
+// The step reduces and updates every parameter a rank holds: with one stage, both the input
+// embedding and the LM head of an untied model (the tiny model's). Once only the embedding was
+// counted, and the data-parallel all-reduce and the optimizer missed the head's parameters.
+TEST(Workload, TheStepReducesEveryParameterOfTheStage) {
+  auto src = resolve_spec(PresetKind::kModel, "tiny");
+  const ModelSpec m = *model_from_text(src->text, src->file);
+  ASSERT_FALSE(m.tied_embeddings);
+  for (const auto& [pp, dp] : std::vector<std::pair<int, int>>{{1, 2}, {2, 2}}) {
+    const Workload w = lowered(1, pp, dp, 8);
+    double reduced = 0, optimizer_bytes = 0;
+    for (const auto& s : w.stages)
+      for (auto v : boost::make_iterator_range(boost::vertices(s.graph()))) {
+        const Op& op = s.graph()[v];
+        if (op.kind == OpKind::kCollective && op.group == GroupKind::kDp && std::string(op.name) == "grad_reduce")
+          reduced += op.bytes;
+        if (std::string(op.name) == "optimizer") optimizer_bytes += op.bytes;
+      }
+    EXPECT_DOUBLE_EQ(reduced, m.total_params() * grad_bytes(w.plan.precision)) << "pp " << pp;
+    EXPECT_DOUBLE_EQ(optimizer_bytes, m.total_params() * kAdamBytesPerParam) << "pp " << pp;
+  }
 }
 
 TEST(Workload, OpIdsAreStable) {
