@@ -177,6 +177,28 @@ DeviceBuffer filled(Backend& be, std::size_t n, float value = 0.0f) {
   return t;
 }
 
+// The outputs of forward kernels as the trainer makes them: each is a new activation, kept for the
+// backward, so its buffer is allocated (zero-filled) per call from memory that a step's other data
+// has since pushed out of the caches. The pool cycles through `copies` buffers, each freed and
+// allocated again when its turn comes (the allocator hands back the block just freed, last touched
+// `copies` calls before).
+class OutputPool {
+ public:
+  OutputPool(Backend& be, std::size_t copies, std::size_t n) : n_(n) {
+    for (std::size_t i = 0; i < copies; ++i) bufs_.push_back(filled(be, n));
+  }
+  float* next() {
+    DeviceBuffer& b = bufs_[at_++ % bufs_.size()];
+    b.release();
+    b.resize(n_);
+    return b.data();
+  }
+
+ private:
+  std::vector<DeviceBuffer> bufs_;
+  std::size_t n_, at_ = 0;
+};
+
 // The sizes the microbenchmarks run at: a CPU's are the tiny and small models' (their operands
 // meet the caches the profile describes); a GPU's are transformer layers' at training sizes.
 struct Sizes {
@@ -192,7 +214,7 @@ struct Sizes {
   // of a host whose last-level cache is shared) AdamW ran at 0.9-1.1 ns per parameter on hot state,
   // 1.1-1.5 cycled over 64 MiB and 1.50-1.57 cycled over 256 MiB or 1 GiB, or after streaming 128
   // MiB of other data: the last is what `foresight run` measures.
-  std::size_t optimizer_footprint = 4 * kMemoryFootprint;
+  std::size_t optimizer_footprint = 256u << 20;
 };
 
 Sizes sizes_for(const Backend& be) {
@@ -389,29 +411,32 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // kernels with the byte counts the model uses (read + write of each tensor; an elementwise
     // backward moves twice its forward's bytes). In a training step a kernel meets operands that
     // other kernels used since, so the calls cycle through copies of the operands instead of hitting
-    // the same hot matrices, and outputs are allocated per call, as the executor does. How far the
-    // copies span decides what the caches hold, so each kernel is measured twice: over 8 MiB (the
-    // profile's cache rates, for steps whose data fits in that much) and over 64 MiB (its
-    // memory rates). The small model's MLP GEMM ran at 131 GFLOP/s over 8 MiB, 115-125 over 32-512
-    // MiB and 115-124 inside `foresight run` (its data: 97 MB); the tiny model's (3 MB) at the 8 MiB
-    // rate.
+    // the same hot matrices, and outputs are allocated per call, as the executor does (a forward's
+    // from an OutputPool: new activations). How far the copies span decides what the caches hold,
+    // so each kernel is measured twice: over 8 MiB (the profile's cache rates, for steps whose data
+    // fits in that much) and over 256 MiB (its memory rates). The span must pass the last-level
+    // cache the machine gives this core, whatever it reports: on this project's VM the small
+    // model's forward MLP GEMM (128x256x2048) with input, weight and output cycled (the output
+    // allocated per call) ran at 117-121 GFLOP/s over 31 MiB, 96-97 over 100 MiB and over 400 MiB
+    // (2026-11-30, a standalone Eigen loop), and at 87-94 inside `foresight run` (its data: about
+    // 100 MB); over the earlier 64 MiB span, with a hot output, the calibration measured 113.
     auto measure = [&](std::size_t footprint, const std::string& gemm_kind, const std::string& stream_kind) {
       for (int rows : z.rows)
         for (const auto& kn : z.kn) {
           const int k = kn.first, n = kn.second;  // named copies: lambdas cannot capture structured bindings in clang 14
           const std::size_t in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n,
                             out_n = static_cast<std::size_t>(rows) * n;
-          const std::size_t copies = std::max<std::size_t>(2, footprint / (4 * (in_n + 2 * w_n + out_n)));
+          const std::size_t copies = std::max<std::size_t>(2, footprint / (4 * (in_n + 2 * w_n + 2 * out_n)));
           auto in = random_tensor(be, in_n * copies, 3), w = random_tensor(be, w_n * copies, 4),
                dout = random_tensor(be, out_n * copies, 5);
           DeviceBuffer dw = filled(be, w_n * copies);
+          OutputPool outs(be, copies, out_n);
           std::size_t i = 0;
           const double flops = 2.0 * rows * k * n;
           const double weight_bytes = 4.0 * static_cast<double>(w_n);
           pts.push_back({gemm_kind, fmt::format("fwd {}x{}x{}", rows, k, n), flops, time_call(be, [&] {
                            const std::size_t at = i++ % copies;
-                           DeviceBuffer out = filled(be, out_n);
-                           be.gemm_forward(out.data(), in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
+                           be.gemm_forward(outs.next(), in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
                          })});
           pts.back().weight_bytes = weight_bytes;
           pts.push_back({gemm_kind, fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, time_call(be, [&] {
@@ -424,25 +449,24 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
           pts.back().backward = true;
         }
       for (std::size_t n : z.stream) {
-        const std::size_t copies = std::max<std::size_t>(2, footprint / (2 * 4 * n));
+        const std::size_t copies = std::max<std::size_t>(2, footprint / (3 * 4 * n));
         auto a = random_tensor(be, n * copies, 6), b = random_tensor(be, n * copies, 7), w = random_tensor(be, 256, 8);
+        OutputPool outs(be, copies, n), halves(be, copies, n / 2);  // the forwards' outputs
         const int rows = static_cast<int>(n / 256);
         std::size_t i = 0;
         auto next = [&] { return (i++ % copies) * n; };  // the next copy's offset
         pts.push_back({stream_kind, "residual " + size_label(4.0 * n), 12.0 * n, time_call(be, [&] {
                          const std::size_t at = next();
-                         DeviceBuffer out = filled(be, n);
-                         be.add(out.data(), a.data() + at, b.data() + at, n);
+                         be.add(outs.next(), a.data() + at, b.data() + at, n);
                        })});
         pts.push_back({stream_kind, "rmsnorm " + size_label(4.0 * n), 8.0 * n, time_call(be, [&] {
                          const std::size_t at = next();
-                         DeviceBuffer out = filled(be, n), rstd = filled(be, static_cast<std::size_t>(rows));
-                         be.rmsnorm_forward(out.data(), rstd.data(), a.data() + at, w.data(), rows, 256, 1e-5f, true);
+                         DeviceBuffer rstd = filled(be, static_cast<std::size_t>(rows));
+                         be.rmsnorm_forward(outs.next(), rstd.data(), a.data() + at, w.data(), rows, 256, 1e-5f, true);
                        })});
         pts.push_back({stream_kind, "swiglu " + size_label(4.0 * n), 6.0 * n, time_call(be, [&] {  // reads gate|up (n), writes n/2
                          const std::size_t at = next();
-                         DeviceBuffer act = filled(be, n / 2);
-                         be.swiglu_forward(act.data(), a.data() + at, rows, 128, true);
+                         be.swiglu_forward(halves.next(), a.data() + at, rows, 128, true);
                        })});
         pts.push_back({stream_kind, "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, time_call(be, [&] {
                          const std::size_t at = next();
@@ -479,18 +503,39 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       for (const auto& shape : z.heads) {
         const int q = std::get<0>(shape), kv = std::get<1>(shape), d = std::get<2>(shape);
         const kernels::AttentionShape s{1, seq, q, kv, d};
-        auto qkv = random_tensor(be, s.tokens() * s.qkv_width(), 9);
+        const std::size_t qkv_n = s.tokens() * s.qkv_width(), out_n = s.tokens() * q * d, probs_n = s.score_elems();
         const double core = 2.0 * seq * seq * (2.0 * q * d);
-        auto dout = random_tensor(be, s.tokens() * q * d, 12);
+        // As in a step: the forward reads the q, k, v just written and writes its output and
+        // probabilities as new activations; the backward reads the output gradient just written,
+        // and the saved q, k, v and probabilities after a step's other data has passed. The calls
+        // cycle through copies of the saved tensors over the memory span; each pairs the forward
+        // of one copy with the backward of the copy half a cycle behind (its forward ran untimed
+        // first).
+        const std::size_t copies = std::max<std::size_t>(2, z.memory_footprint / (4 * (qkv_n + out_n + probs_n)));
+        auto qkv_hot = random_tensor(be, qkv_n, 9), dout = random_tensor(be, out_n, 12),
+             saved_qkv = random_tensor(be, qkv_n * copies, 13);
+        std::vector<DeviceBuffer> outs, probs;
+        for (std::size_t copy = 0; copy < copies; ++copy) {
+          outs.push_back(filled(be, out_n));
+          probs.push_back(filled(be, probs_n));
+          be.attention_forward(outs.back().data(), probs.back().data(), saved_qkv.data() + copy * qkv_n, s);
+        }
+        std::size_t i = 0;
         // Forward and backward together: the model times the backward as 2.5 forwards (flash
         // attention recomputes the scores); this backend keeps the probabilities instead, so only
         // the pair's total is comparable: work = (1 + 2.5) x half the full-square FLOPs.
         pts.push_back({"attention", fmt::format("fwd+bwd s={} heads={}/{} d={}", seq, q, kv, d), 3.5 * 0.5 * core,
                        time_call(be, [&] {
-                         DeviceBuffer out = filled(be, s.tokens() * q * d), probs = filled(be, s.score_elems()),
-                                      dqkv = filled(be, qkv.size()), scratch = filled(be, be.attention_scratch(s));
-                         be.attention_forward(out.data(), probs.data(), qkv.data(), s);
-                         be.attention_backward(dqkv.data(), scratch.data(), dout.data(), probs.data(), qkv.data(), s);
+                         const std::size_t f = i++ % copies, b = (f + copies / 2) % copies;
+                         for (DeviceBuffer* t : {&outs[f], &probs[f]}) {
+                           const std::size_t n = t->size();
+                           t->release();
+                           t->resize(n);
+                         }
+                         be.attention_forward(outs[f].data(), probs[f].data(), qkv_hot.data(), s);
+                         DeviceBuffer dqkv = filled(be, qkv_n), scratch = filled(be, be.attention_scratch(s));
+                         be.attention_backward(dqkv.data(), scratch.data(), dout.data(), probs[b].data(),
+                                               saved_qkv.data() + b * qkv_n, s);
                        })});
         pts.back().score_elems = 0.5 * q * static_cast<double>(seq) * seq;  // causal: the lower half
       }

@@ -35,7 +35,7 @@ namespace foresight::runtime {
 // How far the CPU calibration's copies of a kernel's operands span: the cache rates, and the memory
 // rates (see calibrate; a GPU's are 16 MiB and 1 GiB).
 inline constexpr std::size_t kCacheFootprint = 8u << 20;
-inline constexpr std::size_t kMemoryFootprint = 64u << 20;
+inline constexpr std::size_t kMemoryFootprint = 256u << 20;
 
 // Collectives are measured from 1 KiB to kMaxCollective (within kCollectiveBudget_s); the fabric is fitted on the all-reduce
 // sizes up to kFitCollective (the messages of the models a CPU trains) and the larger sizes are

@@ -98,6 +98,8 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
     DeviceSpec& d = g.device;
     if (d.cache_bytes <= 0) continue;
     if (state <= d.cache_bytes) {
+      // The gradients reduced after the backward are still in the cache: no cold fabric rate.
+      out.node.fabric.cold_bandwidth = 0;
       d.gemm_efficiency = d.cache_gemm_efficiency;
       d.memory_bandwidth = d.cache_memory_bandwidth;
       d.gemm_weight_fwd_bandwidth = d.cache_gemm_weight_fwd_bandwidth;

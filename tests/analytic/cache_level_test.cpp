@@ -124,6 +124,20 @@ TEST(CacheLevel, TheGradientReductionAfterTheBackwardIsCold) {
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_NEAR(back->fabric.cold_bandwidth, cold.node.fabric.cold_bandwidth, 1e-6 * cold.node.fabric.cold_bandwidth);
   EXPECT_FALSE(node_to_json(hot.node)["fabric"].contains("cold_bandwidth"));
+  // A plan whose data fits the cache level finds its gradients there: the hot rate.
+  const ModelSpec tiny = testing::preset_model("tiny");
+  const Plan tiny_dp = testing::make_plan(1, 1, 2, 1, 8);
+  for (double cache : {1e3, 1e9}) {
+    ClusterSpec c = cpu_with_cache(cache);
+    c.node.fabric.cold_bandwidth = c.node.fabric.bandwidth / 4;
+    EXPECT_EQ(cluster_for_plan(tiny, c, tiny_dp).node.fabric.cold_bandwidth, cache > 1e6 ? 0 : c.node.fabric.cold_bandwidth)
+        << cache;
+    const ClusterSpec no_cold = cpu_with_cache(cache);
+    const double with = testing::simulated(tiny, c, tiny_dp).prediction.step_time_s,
+                 without = testing::simulated(tiny, no_cold, tiny_dp).prediction.step_time_s;
+    if (cache > 1e6) EXPECT_EQ(with, without);
+    else EXPECT_GT(with, without);
+  }
 }
 
 }  // namespace
