@@ -222,7 +222,7 @@ Sizes sizes_for(const Backend& be) {
   if (be.name() == "cpu") {  // host or separately managed memory alike
     z.rows = {32, 128, 512};
     z.kn = {{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}};
-    z.stream = {8192u, 32768u, 131072u, 524288u, 2097152u};
+    z.stream = {2048u, 8192u, 32768u, 131072u, 524288u, 2097152u};  // from the tiny model's 8 KiB tensors
     z.adam = {262144u, 1048576u, 4194304u};
     z.seqs = {16, 32, 64, 128};
     z.heads = {{4, 2, 16}, {8, 4, 32}};
@@ -498,47 +498,51 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                      })});
     }
 
-    // Attention (the fused path).
-    for (int seq : z.seqs)
-      for (const auto& shape : z.heads) {
-        const int q = std::get<0>(shape), kv = std::get<1>(shape), d = std::get<2>(shape);
-        const kernels::AttentionShape s{1, seq, q, kv, d};
-        const std::size_t qkv_n = s.tokens() * s.qkv_width(), out_n = s.tokens() * q * d, probs_n = s.score_elems();
-        const double core = 2.0 * seq * seq * (2.0 * q * d);
-        // As in a step: the forward reads the q, k, v just written and writes its output and
-        // probabilities as new activations; the backward reads the output gradient just written,
-        // and the saved q, k, v and probabilities after a step's other data has passed. The calls
-        // cycle through copies of the saved tensors over the memory span; each pairs the forward
-        // of one copy with the backward of the copy half a cycle behind (its forward ran untimed
-        // first).
-        const std::size_t copies = std::max<std::size_t>(2, z.memory_footprint / (4 * (qkv_n + out_n + probs_n)));
-        auto qkv_hot = random_tensor(be, qkv_n, 9), dout = random_tensor(be, out_n, 12),
-             saved_qkv = random_tensor(be, qkv_n * copies, 13);
-        std::vector<DeviceBuffer> outs, probs;
-        for (std::size_t copy = 0; copy < copies; ++copy) {
-          outs.push_back(filled(be, out_n));
-          probs.push_back(filled(be, probs_n));
-          be.attention_forward(outs.back().data(), probs.back().data(), saved_qkv.data() + copy * qkv_n, s);
+    // Attention (the fused path), over both spans as the other kernels.
+    auto measure_attention = [&](std::size_t footprint, const std::string& kind) {
+      for (int seq : z.seqs)
+        for (const auto& shape : z.heads) {
+          const int q = std::get<0>(shape), kv = std::get<1>(shape), d = std::get<2>(shape);
+          const kernels::AttentionShape s{1, seq, q, kv, d};
+          const std::size_t qkv_n = s.tokens() * s.qkv_width(), out_n = s.tokens() * q * d, probs_n = s.score_elems();
+          const double core = 2.0 * seq * seq * (2.0 * q * d);
+          // As in a step: the forward reads the q, k, v just written and writes its output and
+          // probabilities as new activations; the backward reads the output gradient just written,
+          // and the saved q, k, v and probabilities after a step's other data has passed. The calls
+          // cycle through copies of the saved tensors over the span; each pairs the forward
+          // of one copy with the backward of the copy half a cycle behind (its forward ran untimed
+          // first).
+          const std::size_t copies = std::max<std::size_t>(2, footprint / (4 * (qkv_n + out_n + probs_n)));
+          auto qkv_hot = random_tensor(be, qkv_n, 9), dout = random_tensor(be, out_n, 12),
+               saved_qkv = random_tensor(be, qkv_n * copies, 13);
+          std::vector<DeviceBuffer> outs, probs;
+          for (std::size_t copy = 0; copy < copies; ++copy) {
+            outs.push_back(filled(be, out_n));
+            probs.push_back(filled(be, probs_n));
+            be.attention_forward(outs.back().data(), probs.back().data(), saved_qkv.data() + copy * qkv_n, s);
+          }
+          std::size_t i = 0;
+          // Forward and backward together: the model times the backward as 2.5 forwards (flash
+          // attention recomputes the scores); this backend keeps the probabilities instead, so only
+          // the pair's total is comparable: work = (1 + 2.5) x half the full-square FLOPs.
+          pts.push_back({kind, fmt::format("fwd+bwd s={} heads={}/{} d={}", seq, q, kv, d), 3.5 * 0.5 * core,
+                         time_call(be, [&] {
+                           const std::size_t f = i++ % copies, b = (f + copies / 2) % copies;
+                           for (DeviceBuffer* t : {&outs[f], &probs[f]}) {
+                             const std::size_t n = t->size();
+                             t->release();
+                             t->resize(n);
+                           }
+                           be.attention_forward(outs[f].data(), probs[f].data(), qkv_hot.data(), s);
+                           DeviceBuffer dqkv = filled(be, qkv_n), scratch = filled(be, be.attention_scratch(s));
+                           be.attention_backward(dqkv.data(), scratch.data(), dout.data(), probs[b].data(),
+                                                 saved_qkv.data() + b * qkv_n, s);
+                         })});
+          pts.back().score_elems = 0.5 * q * static_cast<double>(seq) * seq;  // causal: the lower half
         }
-        std::size_t i = 0;
-        // Forward and backward together: the model times the backward as 2.5 forwards (flash
-        // attention recomputes the scores); this backend keeps the probabilities instead, so only
-        // the pair's total is comparable: work = (1 + 2.5) x half the full-square FLOPs.
-        pts.push_back({"attention", fmt::format("fwd+bwd s={} heads={}/{} d={}", seq, q, kv, d), 3.5 * 0.5 * core,
-                       time_call(be, [&] {
-                         const std::size_t f = i++ % copies, b = (f + copies / 2) % copies;
-                         for (DeviceBuffer* t : {&outs[f], &probs[f]}) {
-                           const std::size_t n = t->size();
-                           t->release();
-                           t->resize(n);
-                         }
-                         be.attention_forward(outs[f].data(), probs[f].data(), qkv_hot.data(), s);
-                         DeviceBuffer dqkv = filled(be, qkv_n), scratch = filled(be, be.attention_scratch(s));
-                         be.attention_backward(dqkv.data(), scratch.data(), dout.data(), probs[b].data(),
-                                               saved_qkv.data() + b * qkv_n, s);
-                       })});
-        pts.back().score_elems = 0.5 * q * static_cast<double>(seq) * seq;  // causal: the lower half
-      }
+    };
+    measure_attention(z.cache_footprint, "attention-cache");
+    measure_attention(z.memory_footprint, "attention");
     if (pass > 0) {
       if (earlier.size() != pts.size()) return Error("calibration: the passes measured different points");
       for (std::size_t i = 0; i < pts.size(); ++i) pts[i].seconds = std::min(pts[i].seconds, earlier[i].seconds);
@@ -583,10 +587,13 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                          1e-9 / c.stream.slope, size_label(z.memory_footprint), 100 * c.stream.rms_rel_error,
                          1e-9 / c.optimizer.slope, size_label(z.optimizer_footprint), 100 * c.optimizer.rms_rel_error));
   c.attention = fit_attention(pts, "attention");
+  c.attention_cache = fit_attention(pts, "attention-cache");
   if (progress)
-    progress(fmt::format("attention: {:.1f} GFLOP/s of causal FLOPs and {:.2f} ns per causal score element (rms fit error "
-                         "{:.1f}%)",
-                         1e-9 / c.attention.slope, 1e9 * c.attention.score_s, 100 * c.attention.rms_rel_error));
+    progress(fmt::format("attention: {:.1f} GFLOP/s of causal FLOPs and {:.2f} ns per causal score element over {} (rms "
+                         "fit error {:.1f}%), {:.1f} and {:.2f} over {} ({:.1f}%)",
+                         1e-9 / c.attention_cache.slope, 1e9 * c.attention_cache.score_s, size_label(z.cache_footprint),
+                         100 * c.attention_cache.rms_rel_error, 1e-9 / c.attention.slope, 1e9 * c.attention.score_s,
+                         size_label(z.memory_footprint), 100 * c.attention.rms_rel_error));
 
   // Collectives over every rank, 1 KiB to kMaxCollective in steps of 2 (nccl-tests' sizes: the
   // full buffer; all-gather's output, reduce-scatter's input). The fabric's latency and bandwidth
@@ -771,6 +778,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.device.cache_bytes = static_cast<double>(c.cache_footprint);
   c.device.cache_gemm_efficiency = std::min(1.0, 1.0 / (c.gemm_cache.slope * peak));
   c.device.cache_memory_bandwidth = 1.0 / c.stream_cache.slope;
+  c.device.cache_attention_efficiency = std::min(1.0, 1.0 / (c.attention_cache.slope * c.device.peak(DType::kBf16)));
+  c.device.cache_attention_score_s = c.attention_cache.score_s;
   auto rate = [](double s_per_byte) { return s_per_byte > 0 ? 1.0 / s_per_byte : 0.0; };
   c.device.gemm_weight_fwd_bandwidth = rate(c.gemm.weight_fwd_s_per_byte);
   c.device.gemm_weight_bwd_bandwidth = rate(c.gemm.weight_bwd_s_per_byte);
@@ -833,10 +842,11 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
       {"efficiency.gemm_weight_bwd",
        "fitted: the backward points' weight-bytes term of the same fits (data and weight gradients: the weight "
        "packed, its gradient read and written)"},
-      {"cache", fmt::format("fitted: the same GEMMs and streaming kernels with operands cycled over {} (the size): "
-                            "GEMM rms error {:.1f}%, streaming {:.1f}%; a plan whose data per device fits "
-                            "takes these rates", size_label(static_cast<double>(c.cache_footprint)), 100 * c.gemm_cache.rms_rel_error,
-                            100 * c.stream_cache.rms_rel_error)},
+      {"cache", fmt::format("fitted: the same GEMMs, streaming kernels and attention with operands cycled over {} (the "
+                            "size): GEMM rms error {:.1f}%, streaming {:.1f}%, attention {:.1f}%; a plan whose data per "
+                            "device fits takes these rates",
+                            size_label(static_cast<double>(c.cache_footprint)), 100 * c.gemm_cache.rms_rel_error,
+                            100 * c.stream_cache.rms_rel_error, 100 * c.attention_cache.rms_rel_error)},
       {"efficiency.attention_setup", "fitted: half the attention line's intercept (a forward and backward pair)"},
       {"efficiency.kernel_overhead", "measured: the executor's cost per op, a training step of a micro model (2 layers, "
                                      "hidden 8) divided by its op count"},
