@@ -215,6 +215,10 @@ struct Sizes {
   // 1.1-1.5 cycled over 64 MiB and 1.50-1.57 cycled over 256 MiB or 1 GiB, or after streaming 128
   // MiB of other data: the last is what `foresight run` measures.
   std::size_t optimizer_footprint = 256u << 20;
+  // Attention's saved tensors (q, k, v, probabilities) are cycled over this much: activations come
+  // back in the backward of their own micro-batch, after about one micro-batch's activations (a
+  // few MiB for the models a CPU trains, hundreds on a GPU), not after the whole step's data.
+  std::size_t activation_footprint = kCacheFootprint;
 };
 
 Sizes sizes_for(const Backend& be) {
@@ -239,6 +243,7 @@ Sizes sizes_for(const Backend& be) {
   z.cache_footprint = 16u << 20;
   z.memory_footprint = 1u << 30;
   z.optimizer_footprint = 1u << 30;
+  z.activation_footprint = 1u << 30;
   return z;
 }
 
@@ -410,9 +415,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // GEMMs at the shapes the runtime runs (tokens x in x out), forward and backward, and streaming
     // kernels with the byte counts the model uses (read + write of each tensor; an elementwise
     // backward moves twice its forward's bytes). In a training step a kernel meets operands that
-    // other kernels used since, so the calls cycle through copies of the operands instead of hitting
-    // the same hot matrices, and outputs are allocated per call, as the executor does (a forward's
-    // from an OutputPool: new activations). How far the copies span decides what the caches hold,
+    // other kernels used since (weights, their gradients, saved activations), so the calls cycle
+    // through copies of those instead of hitting the same hot matrices; a tensor the kernel just
+    // before wrote (a forward's input, a backward's output gradient) stays hot, and outputs are
+    // allocated per call, as the executor does (a forward's from an OutputPool: new activations). How far the copies span decides what the caches hold,
     // so each kernel is measured twice: over 8 MiB (the profile's cache rates, for steps whose data
     // fits in that much) and over 256 MiB (its memory rates). The span must pass the last-level
     // cache the machine gives this core, whatever it reports: on this project's VM the small
@@ -426,9 +432,12 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
           const int k = kn.first, n = kn.second;  // named copies: lambdas cannot capture structured bindings in clang 14
           const std::size_t in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n,
                             out_n = static_cast<std::size_t>(rows) * n;
-          const std::size_t copies = std::max<std::size_t>(2, footprint / (4 * (in_n + 2 * w_n + 2 * out_n)));
+          const std::size_t copies = std::max<std::size_t>(2, footprint / (4 * (in_n + 2 * w_n + out_n)));
+          // Cycled: the weights and their gradients, the saved inputs the backward reads, the
+          // forward's outputs. Hot: the forward's input and the backward's output gradient, each
+          // written by the kernel just before.
           auto in = random_tensor(be, in_n * copies, 3), w = random_tensor(be, w_n * copies, 4),
-               dout = random_tensor(be, out_n * copies, 5);
+               in_hot = random_tensor(be, in_n, 3), dout_hot = random_tensor(be, out_n, 5);
           DeviceBuffer dw = filled(be, w_n * copies);
           OutputPool outs(be, copies, out_n);
           std::size_t i = 0;
@@ -436,48 +445,48 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
           const double weight_bytes = 4.0 * static_cast<double>(w_n);
           pts.push_back({gemm_kind, fmt::format("fwd {}x{}x{}", rows, k, n), flops, time_call(be, [&] {
                            const std::size_t at = i++ % copies;
-                           be.gemm_forward(outs.next(), in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
+                           be.gemm_forward(outs.next(), in_hot.data(), w.data() + at * w_n, rows, k, n);
                          })});
           pts.back().weight_bytes = weight_bytes;
           pts.push_back({gemm_kind, fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, time_call(be, [&] {
                            const std::size_t at = i++ % copies;
                            DeviceBuffer din = filled(be, in_n);
-                           be.gemm_backward(din.data(), dw.data() + at * w_n, dout.data() + at * out_n,
-                                            in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
+                           be.gemm_backward(din.data(), dw.data() + at * w_n, dout_hot.data(), in.data() + at * in_n,
+                                            w.data() + at * w_n, rows, k, n);
                          })});
           pts.back().weight_bytes = weight_bytes;
           pts.back().backward = true;
         }
       for (std::size_t n : z.stream) {
-        const std::size_t copies = std::max<std::size_t>(2, footprint / (3 * 4 * n));
-        auto a = random_tensor(be, n * copies, 6), b = random_tensor(be, n * copies, 7), w = random_tensor(be, 256, 8);
+        // As for the GEMMs: the forwards read tensors just written and write new activations; the
+        // backwards read the gradient just written (hot) and a saved activation (cycled).
+        const std::size_t copies = std::max<std::size_t>(2, footprint / (2 * 4 * n));
+        auto saved = random_tensor(be, n * copies, 6), a = random_tensor(be, n, 6), b = random_tensor(be, n, 7),
+             w = random_tensor(be, 256, 8);
         OutputPool outs(be, copies, n), halves(be, copies, n / 2);  // the forwards' outputs
         const int rows = static_cast<int>(n / 256);
         std::size_t i = 0;
         auto next = [&] { return (i++ % copies) * n; };  // the next copy's offset
         pts.push_back({stream_kind, "residual " + size_label(4.0 * n), 12.0 * n, time_call(be, [&] {
-                         const std::size_t at = next();
-                         be.add(outs.next(), a.data() + at, b.data() + at, n);
+                         be.add(outs.next(), a.data(), b.data(), n);
                        })});
         pts.push_back({stream_kind, "rmsnorm " + size_label(4.0 * n), 8.0 * n, time_call(be, [&] {
-                         const std::size_t at = next();
                          DeviceBuffer rstd = filled(be, static_cast<std::size_t>(rows));
-                         be.rmsnorm_forward(outs.next(), rstd.data(), a.data() + at, w.data(), rows, 256, 1e-5f, true);
+                         be.rmsnorm_forward(outs.next(), rstd.data(), a.data(), w.data(), rows, 256, 1e-5f, true);
                        })});
         pts.push_back({stream_kind, "swiglu " + size_label(4.0 * n), 6.0 * n, time_call(be, [&] {  // reads gate|up (n), writes n/2
-                         const std::size_t at = next();
-                         be.swiglu_forward(halves.next(), a.data() + at, rows, 128, true);
+                         be.swiglu_forward(halves.next(), a.data(), rows, 128, true);
                        })});
         pts.push_back({stream_kind, "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, time_call(be, [&] {
                          const std::size_t at = next();
                          DeviceBuffer dx = filled(be, n), dw = filled(be, 256), rstd = filled(be, static_cast<std::size_t>(rows), 1.0f);
-                         be.rmsnorm_backward(dx.data(), dw.data(), b.data() + at, a.data() + at, w.data(), rstd.data(), rows,
+                         be.rmsnorm_backward(dx.data(), dw.data(), b.data(), saved.data() + at, w.data(), rstd.data(), rows,
                                              256, true);
                        })});
         pts.push_back({stream_kind, "swiglu bwd " + size_label(4.0 * n), 12.0 * n, time_call(be, [&] {
                          const std::size_t at = next();
                          DeviceBuffer dgu = filled(be, n);
-                         be.swiglu_backward(dgu.data(), a.data() + at, b.data() + at, rows, 128, true);
+                         be.swiglu_backward(dgu.data(), saved.data() + at, b.data(), rows, 128, true);
                        })});
       }
     };
@@ -498,51 +507,48 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                      })});
     }
 
-    // Attention (the fused path), over both spans as the other kernels.
-    auto measure_attention = [&](std::size_t footprint, const std::string& kind) {
-      for (int seq : z.seqs)
-        for (const auto& shape : z.heads) {
-          const int q = std::get<0>(shape), kv = std::get<1>(shape), d = std::get<2>(shape);
-          const kernels::AttentionShape s{1, seq, q, kv, d};
-          const std::size_t qkv_n = s.tokens() * s.qkv_width(), out_n = s.tokens() * q * d, probs_n = s.score_elems();
-          const double core = 2.0 * seq * seq * (2.0 * q * d);
-          // As in a step: the forward reads the q, k, v just written and writes its output and
-          // probabilities as new activations; the backward reads the output gradient just written,
-          // and the saved q, k, v and probabilities after a step's other data has passed. The calls
-          // cycle through copies of the saved tensors over the span; each pairs the forward
-          // of one copy with the backward of the copy half a cycle behind (its forward ran untimed
-          // first).
-          const std::size_t copies = std::max<std::size_t>(2, footprint / (4 * (qkv_n + out_n + probs_n)));
-          auto qkv_hot = random_tensor(be, qkv_n, 9), dout = random_tensor(be, out_n, 12),
-               saved_qkv = random_tensor(be, qkv_n * copies, 13);
-          std::vector<DeviceBuffer> outs, probs;
-          for (std::size_t copy = 0; copy < copies; ++copy) {
-            outs.push_back(filled(be, out_n));
-            probs.push_back(filled(be, probs_n));
-            be.attention_forward(outs.back().data(), probs.back().data(), saved_qkv.data() + copy * qkv_n, s);
-          }
-          std::size_t i = 0;
-          // Forward and backward together: the model times the backward as 2.5 forwards (flash
-          // attention recomputes the scores); this backend keeps the probabilities instead, so only
-          // the pair's total is comparable: work = (1 + 2.5) x half the full-square FLOPs.
-          pts.push_back({kind, fmt::format("fwd+bwd s={} heads={}/{} d={}", seq, q, kv, d), 3.5 * 0.5 * core,
-                         time_call(be, [&] {
-                           const std::size_t f = i++ % copies, b = (f + copies / 2) % copies;
-                           for (DeviceBuffer* t : {&outs[f], &probs[f]}) {
-                             const std::size_t n = t->size();
-                             t->release();
-                             t->resize(n);
-                           }
-                           be.attention_forward(outs[f].data(), probs[f].data(), qkv_hot.data(), s);
-                           DeviceBuffer dqkv = filled(be, qkv_n), scratch = filled(be, be.attention_scratch(s));
-                           be.attention_backward(dqkv.data(), scratch.data(), dout.data(), probs[b].data(),
-                                                 saved_qkv.data() + b * qkv_n, s);
-                         })});
-          pts.back().score_elems = 0.5 * q * static_cast<double>(seq) * seq;  // causal: the lower half
+    // Attention (the fused path).
+    for (int seq : z.seqs)
+      for (const auto& shape : z.heads) {
+        const int q = std::get<0>(shape), kv = std::get<1>(shape), d = std::get<2>(shape);
+        const kernels::AttentionShape s{1, seq, q, kv, d};
+        const std::size_t qkv_n = s.tokens() * s.qkv_width(), out_n = s.tokens() * q * d, probs_n = s.score_elems();
+        const double core = 2.0 * seq * seq * (2.0 * q * d);
+        // As in a step: the forward reads the q, k, v just written and writes its output and
+        // probabilities as new activations; the backward reads the output gradient just written,
+        // and the saved q, k, v and probabilities after other activations have passed. The calls
+        // cycle through copies of the saved tensors over the activation span; each pairs the
+        // forward of one copy with the backward of the copy half a cycle behind (its forward ran
+        // untimed first). Cycled over 256 MiB instead, the small model's attention was predicted
+        // 16-39% long.
+        const std::size_t copies = std::max<std::size_t>(2, z.activation_footprint / (4 * (qkv_n + out_n + probs_n)));
+        auto qkv_hot = random_tensor(be, qkv_n, 9), dout = random_tensor(be, out_n, 12),
+             saved_qkv = random_tensor(be, qkv_n * copies, 13);
+        std::vector<DeviceBuffer> outs, probs;
+        for (std::size_t copy = 0; copy < copies; ++copy) {
+          outs.push_back(filled(be, out_n));
+          probs.push_back(filled(be, probs_n));
+          be.attention_forward(outs.back().data(), probs.back().data(), saved_qkv.data() + copy * qkv_n, s);
         }
-    };
-    measure_attention(z.cache_footprint, "attention-cache");
-    measure_attention(z.memory_footprint, "attention");
+        std::size_t i = 0;
+        // Forward and backward together: the model times the backward as 2.5 forwards (flash
+        // attention recomputes the scores); this backend keeps the probabilities instead, so only
+        // the pair's total is comparable: work = (1 + 2.5) x half the full-square FLOPs.
+        pts.push_back({"attention", fmt::format("fwd+bwd s={} heads={}/{} d={}", seq, q, kv, d), 3.5 * 0.5 * core,
+                       time_call(be, [&] {
+                         const std::size_t f = i++ % copies, b = (f + copies / 2) % copies;
+                         for (DeviceBuffer* t : {&outs[f], &probs[f]}) {
+                           const std::size_t n = t->size();
+                           t->release();
+                           t->resize(n);
+                         }
+                         be.attention_forward(outs[f].data(), probs[f].data(), qkv_hot.data(), s);
+                         DeviceBuffer dqkv = filled(be, qkv_n), scratch = filled(be, be.attention_scratch(s));
+                         be.attention_backward(dqkv.data(), scratch.data(), dout.data(), probs[b].data(),
+                                               saved_qkv.data() + b * qkv_n, s);
+                       })});
+        pts.back().score_elems = 0.5 * q * static_cast<double>(seq) * seq;  // causal: the lower half
+      }
     if (pass > 0) {
       if (earlier.size() != pts.size()) return Error("calibration: the passes measured different points");
       for (std::size_t i = 0; i < pts.size(); ++i) pts[i].seconds = std::min(pts[i].seconds, earlier[i].seconds);
@@ -587,13 +593,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                          1e-9 / c.stream.slope, size_label(z.memory_footprint), 100 * c.stream.rms_rel_error,
                          1e-9 / c.optimizer.slope, size_label(z.optimizer_footprint), 100 * c.optimizer.rms_rel_error));
   c.attention = fit_attention(pts, "attention");
-  c.attention_cache = fit_attention(pts, "attention-cache");
   if (progress)
-    progress(fmt::format("attention: {:.1f} GFLOP/s of causal FLOPs and {:.2f} ns per causal score element over {} (rms "
-                         "fit error {:.1f}%), {:.1f} and {:.2f} over {} ({:.1f}%)",
-                         1e-9 / c.attention_cache.slope, 1e9 * c.attention_cache.score_s, size_label(z.cache_footprint),
-                         100 * c.attention_cache.rms_rel_error, 1e-9 / c.attention.slope, 1e9 * c.attention.score_s,
-                         size_label(z.memory_footprint), 100 * c.attention.rms_rel_error));
+    progress(fmt::format("attention: {:.1f} GFLOP/s of causal FLOPs and {:.2f} ns per causal score element (rms fit error "
+                         "{:.1f}%)",
+                         1e-9 / c.attention.slope, 1e9 * c.attention.score_s, 100 * c.attention.rms_rel_error));
 
   // Collectives over every rank, 1 KiB to kMaxCollective in steps of 2 (nccl-tests' sizes: the
   // full buffer; all-gather's output, reduce-scatter's input). The fabric's latency and bandwidth
@@ -778,8 +781,6 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.device.cache_bytes = static_cast<double>(c.cache_footprint);
   c.device.cache_gemm_efficiency = std::min(1.0, 1.0 / (c.gemm_cache.slope * peak));
   c.device.cache_memory_bandwidth = 1.0 / c.stream_cache.slope;
-  c.device.cache_attention_efficiency = std::min(1.0, 1.0 / (c.attention_cache.slope * c.device.peak(DType::kBf16)));
-  c.device.cache_attention_score_s = c.attention_cache.score_s;
   auto rate = [](double s_per_byte) { return s_per_byte > 0 ? 1.0 / s_per_byte : 0.0; };
   c.device.gemm_weight_fwd_bandwidth = rate(c.gemm.weight_fwd_s_per_byte);
   c.device.gemm_weight_bwd_bandwidth = rate(c.gemm.weight_bwd_s_per_byte);
@@ -842,11 +843,10 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
       {"efficiency.gemm_weight_bwd",
        "fitted: the backward points' weight-bytes term of the same fits (data and weight gradients: the weight "
        "packed, its gradient read and written)"},
-      {"cache", fmt::format("fitted: the same GEMMs, streaming kernels and attention with operands cycled over {} (the "
-                            "size): GEMM rms error {:.1f}%, streaming {:.1f}%, attention {:.1f}%; a plan whose data per "
-                            "device fits takes these rates",
-                            size_label(static_cast<double>(c.cache_footprint)), 100 * c.gemm_cache.rms_rel_error,
-                            100 * c.stream_cache.rms_rel_error, 100 * c.attention_cache.rms_rel_error)},
+      {"cache", fmt::format("fitted: the same GEMMs and streaming kernels with operands cycled over {} (the size): "
+                            "GEMM rms error {:.1f}%, streaming {:.1f}%; a plan whose data per device fits "
+                            "takes these rates", size_label(static_cast<double>(c.cache_footprint)), 100 * c.gemm_cache.rms_rel_error,
+                            100 * c.stream_cache.rms_rel_error)},
       {"efficiency.attention_setup", "fitted: half the attention line's intercept (a forward and backward pair)"},
       {"efficiency.kernel_overhead", "measured: the executor's cost per op, a training step of a micro model (2 layers, "
                                      "hidden 8) divided by its op count"},

@@ -107,7 +107,7 @@ struct Calibration {
   LineFit gemm, stream, attention, all_reduce;  // gemm, stream: operands beyond the caches
   LineFit optimizer;                             // AdamW, its state cycled over optimizer_footprint
   LineFit all_reduce_cold;                       // its buffer evicted first (fabric.cold_bandwidth)
-  LineFit gemm_cache, stream_cache, attention_cache;  // operands cycled over kCacheFootprint
+  LineFit gemm_cache, stream_cache;              // operands cycled over kCacheFootprint
   std::vector<Measurement> points;
 };
 

@@ -105,10 +105,6 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
       d.gemm_weight_fwd_bandwidth = d.cache_gemm_weight_fwd_bandwidth;
       d.gemm_weight_bwd_bandwidth = d.cache_gemm_weight_bwd_bandwidth;
       d.optimizer_efficiency = 1.0;  // the optimizer's state is in the cache too, at its streaming rate
-      if (d.cache_attention_efficiency > 0) {
-        d.attention_efficiency = d.cache_attention_efficiency;
-        d.attention_score_s = d.cache_attention_score_s;
-      }
     }
     d.cache_bytes = 0;
   }

@@ -146,17 +146,12 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.memory_reserved_bytes = r.quantity("memory_reserved", Dimension::kBytes, 0.0);
   if (r.has("cache")) {
     JsonReader cache = r.object("cache");
-    cache.reject_unknown_keys({"size", "gemm_efficiency", "memory_bandwidth", "gemm_weight_fwd", "gemm_weight_bwd",
-                               "attention_efficiency", "attention_score"});
+    cache.reject_unknown_keys({"size", "gemm_efficiency", "memory_bandwidth", "gemm_weight_fwd", "gemm_weight_bwd"});
     d.cache_bytes = cache.required_quantity("size", Dimension::kBytes);
     d.cache_gemm_efficiency = cache.number("gemm_efficiency", d.gemm_efficiency, 0.01, 1.0);
     d.cache_memory_bandwidth = cache.required_quantity("memory_bandwidth", Dimension::kBandwidth);
     d.cache_gemm_weight_fwd_bandwidth = cache.quantity("gemm_weight_fwd", Dimension::kBandwidth, 0.0);
     d.cache_gemm_weight_bwd_bandwidth = cache.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
-    if (cache.has("attention_efficiency")) {
-      d.cache_attention_efficiency = cache.number("attention_efficiency", d.attention_efficiency, 0.01, 1.0);
-      d.cache_attention_score_s = cache.quantity("attention_score", Dimension::kSeconds, 0.0);
-    }
     if (r.ok() && d.cache_bytes <= 0) cache.fail("size", "must be positive");
   }
   JsonReader power = r.object("power");
@@ -210,10 +205,6 @@ json device_to_json(const DeviceSpec& d) {
       cache["gemm_weight_fwd"] = format_quantity(d.cache_gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
     if (d.cache_gemm_weight_bwd_bandwidth > 0)
       cache["gemm_weight_bwd"] = format_quantity(d.cache_gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
-    if (d.cache_attention_efficiency > 0) {
-      cache["attention_efficiency"] = d.cache_attention_efficiency;
-      cache["attention_score"] = format_quantity(d.cache_attention_score_s, Dimension::kSeconds);
-    }
   }
   return j;
 }

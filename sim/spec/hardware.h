@@ -72,9 +72,6 @@ struct DeviceSpec {
   double cache_gemm_efficiency = 0;
   double cache_memory_bandwidth = 0;  // bytes/s, as memory_bandwidth (memory_efficiency applies)
   double cache_gemm_weight_fwd_bandwidth = 0, cache_gemm_weight_bwd_bandwidth = 0;  // as above, in the cache
-  // Attention in the cache (0 = as outside it): its efficiency and score term, attention_efficiency's
-  // and attention_score_s's twins.
-  double cache_attention_efficiency = 0, cache_attention_score_s = 0;
   double memory_reserved_bytes = 0;   // runtime context, allocator fragmentation, workspaces
   double power_load_w = 0, power_idle_w = 0;
   double price_per_hour_usd = 0;

@@ -92,31 +92,6 @@ TEST(CacheLevel, TheOptimizerRunsAtItsOwnRate) {
       << refused.error().message();
 }
 
-// Attention has its own cache-level rates (calibrate fits attention over both spans): a plan that
-// fits takes them, a larger one keeps the memory-level ones; a profile without them keeps one set.
-TEST(CacheLevel, AttentionTakesItsCacheRates) {
-  const ModelSpec tiny = testing::preset_model("tiny");
-  const Plan p = testing::make_plan(1, 1, 2, 1, 8);
-  for (double cache : {1e3, 1e9}) {
-    ClusterSpec c = cpu_with_cache(cache);
-    DeviceSpec& d = c.node.devices[0].device;
-    d.attention_score_s = 5e-9;
-    const DeviceSpec plain = cluster_for_plan(tiny, c, p).node.devices[0].device;
-    EXPECT_EQ(plain.attention_efficiency, d.attention_efficiency);
-    EXPECT_EQ(plain.attention_score_s, 5e-9);
-    d.cache_attention_efficiency = d.attention_efficiency / 2;
-    d.cache_attention_score_s = 7e-9;
-    const DeviceSpec r = cluster_for_plan(tiny, c, p).node.devices[0].device;
-    EXPECT_EQ(r.attention_efficiency, cache > 1e6 ? d.cache_attention_efficiency : d.attention_efficiency) << cache;
-    EXPECT_EQ(r.attention_score_s, cache > 1e6 ? 7e-9 : 5e-9) << cache;
-    auto back = device_from_json(device_to_json(d), "dev.json", "");
-    ASSERT_TRUE(back.ok()) << back.error().message();
-    EXPECT_DOUBLE_EQ(back->cache_attention_efficiency, d.cache_attention_efficiency);
-    EXPECT_NEAR(back->cache_attention_score_s, 7e-9, 1e-18);
-  }
-  EXPECT_FALSE(device_to_json(cpu_with_cache(1e9).node.devices[0].device)["cache"].contains("attention_efficiency"));
-}
-
 // A fabric with a cold bandwidth (a calibrated CPU's shared memory): the gradient reduction after
 // the whole backward runs at it, in both executors; reductions during the backward (overlapped
 // buckets) and the tensor-parallel collectives do not.
