@@ -380,6 +380,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.cache_footprint = z.cache_footprint;
   c.memory_footprint = z.memory_footprint;
   c.optimizer_footprint = z.optimizer_footprint;
+  c.activation_footprint = z.activation_footprint;
   auto& pts = c.points;
   // The trainer's fp32 plans run full-fp32 GEMMs (no TF32): so does the calibration.
   be.set_gemm_precision(Precision::kFp32);
@@ -813,19 +814,23 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                                : "")},
       {"efficiency.gemm",
        fmt::format("fitted: {} GEMMs (forward and backward at the transformer shapes of calibrate.cpp's sizes_for) with "
-                   "operands cycled over {}, t = calls a + FLOPs/(peak*eff) + weight bytes/gemm_weight_(fwd|bwd), rms error {:.1f}%, worst {:.1f}%",
+                   "weights, weight gradients and saved inputs cycled over {} (a forward's input and a backward's "
+                   "output gradient hot, forward outputs allocated per call), t = calls a + FLOPs/(peak*eff) + weight "
+                   "bytes/gemm_weight_(fwd|bwd), rms error {:.1f}%, worst {:.1f}%",
                    std::count_if(c.points.begin(), c.points.end(), [](const Measurement& m) { return m.kind == "gemm"; }),
                    size_label(static_cast<double>(c.memory_footprint)), 100 * c.gemm.rms_rel_error,
                    100 * c.gemm.max_rel_error)},
       {"efficiency.attention",
-       fmt::format("fitted: fused attention forward+backward, 8 shapes, t = a + causal score elements x "
-                   "attention_score + 3.5 x half the full-square FLOPs (the model's flash forward plus its 2.5x "
-                   "backward) / (peak x eff); rms error {:.1f}%",
-                   100 * c.attention.rms_rel_error)},
+       fmt::format("fitted: fused attention forward+backward, 8 shapes, the saved q, k, v and probabilities "
+                   "cycled over {} (activations come back within their micro-batch), t = a + causal score "
+                   "elements x attention_score + 3.5 x half the full-square FLOPs (the model's flash forward plus "
+                   "its 2.5x backward) / (peak x eff); rms error {:.1f}%",
+                   size_label(static_cast<double>(c.activation_footprint)), 100 * c.attention.rms_rel_error)},
       {"efficiency.attention_score", "fitted: the score-element term of the same fit (forward and backward together)"},
       {"memory_bandwidth",
-       fmt::format("fitted: residual, rmsnorm and swiglu (forward; rmsnorm and swiglu backward), inputs cycled over {}, "
-                   "t = a + bytes/B; rms error {:.1f}%",
+       fmt::format("fitted: residual, rmsnorm and swiglu (forward, their outputs allocated per call as new "
+                   "activations; rmsnorm and swiglu backward, their saved inputs cycled over {}), t = a + bytes/B; "
+                   "rms error {:.1f}%",
                    size_label(static_cast<double>(c.memory_footprint)), 100 * c.stream.rms_rel_error)},
       {"efficiency.optimizer",
        fmt::format("fitted: AdamW at {} parameter counts, its state (parameters, gradients, moments) cycled over {} "

@@ -98,6 +98,7 @@ double gemm_peak(double measured_flops, const std::vector<Measurement>& pts, con
 struct Calibration {
   std::string backend = "cpu";  // the backend measured
   std::size_t cache_footprint = kCacheFootprint, memory_footprint = kMemoryFootprint, optimizer_footprint = 0;
+  std::size_t activation_footprint = 0;  // attention's saved tensors are cycled over this much
   DeviceSpec device;            // the base device with fitted peak, efficiencies, bandwidth, overhead
   LinkSpec fabric;              // fitted when there were 2+ ranks, else the base's
   bool fabric_measured = false;
