@@ -187,12 +187,15 @@ class OutputPool {
   OutputPool(Backend& be, std::size_t copies, std::size_t n) : n_(n) {
     for (std::size_t i = 0; i < copies; ++i) bufs_.push_back(filled(be, n));
   }
-  float* next() {
-    DeviceBuffer& b = bufs_[at_++ % bufs_.size()];
+  float* next() { return renew(at_++ % bufs_.size()); }
+  // Buffer i freed and allocated again (for a caller that keeps its own cycle), and as it is.
+  float* renew(std::size_t i) {
+    DeviceBuffer& b = bufs_[i];
     b.release();
     b.resize(n_);
     return b.data();
   }
+  float* at(std::size_t i) { return bufs_[i].data(); }
 
  private:
   std::vector<DeviceBuffer> bufs_;
@@ -316,15 +319,6 @@ LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind) {
 // the probabilities' gradient): with it the 8 CPU shapes fit to 7.7% rms instead of 15.6%, the
 // narrow heads (d = 16) no longer 12-24% slower than the line and the wide ones (d = 32) 2-19%
 // faster (2026-11-30). A negative term is dropped.
-double gemm_peak(double measured_flops, const std::vector<Measurement>& pts, const LineFit& gemm, const LineFit& gemm_cache) {
-  double peak = measured_flops;
-  for (const LineFit* f : {&gemm, &gemm_cache})
-    if (f->slope > 0) peak = std::max(peak, 1.0 / f->slope);
-  for (const Measurement& m : pts)
-    if ((m.kind == "gemm" || m.kind == "gemm-cache") && m.seconds > 0) peak = std::max(peak, m.work / m.seconds);
-  return peak;
-}
-
 LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind) {
   const std::vector<Measurement*> sel = fitted_points(pts, kind);
   if (sel.size() < 3) return fit(pts, kind);
@@ -338,6 +332,15 @@ LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind) {
   for (Measurement* m : sel) m->fitted_s = f.intercept_s + f.score_s * m->score_elems + f.slope * m->work;
   score(f, sel, [](const Measurement& m) { return m.fitted_s; });
   return f;
+}
+
+double gemm_peak(double measured_flops, const std::vector<Measurement>& pts, const LineFit& gemm, const LineFit& gemm_cache) {
+  double peak = measured_flops;
+  for (const LineFit* f : {&gemm, &gemm_cache})
+    if (f->slope > 0) peak = std::max(peak, 1.0 / f->slope);
+  for (const Measurement& m : pts)
+    if ((m.kind == "gemm" || m.kind == "gemm-cache") && m.seconds > 0) peak = std::max(peak, m.work / m.seconds);
+  return peak;
 }
 
 LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind) {
@@ -419,9 +422,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // other kernels used since (weights, their gradients, saved activations), so the calls cycle
     // through copies of those instead of hitting the same hot matrices; a tensor the kernel just
     // before wrote (a forward's input, a backward's output gradient) stays hot, and outputs are
-    // allocated per call, as the executor does (a forward's from an OutputPool: new activations). How far the copies span decides what the caches hold,
-    // so each kernel is measured twice: over 8 MiB (the profile's cache rates, for steps whose data
-    // fits in that much) and over 256 MiB (its memory rates). The span must pass the last-level
+    // allocated per call, as the executor does (a forward's from an OutputPool: new activations).
+    // How far the copies span decides what the caches hold, so each kernel is measured twice: over
+    // 8 MiB (the profile's cache rates, for steps whose data fits in that much) and over 256 MiB
+    // (its memory rates). The span must pass the last-level
     // cache the machine gives this core, whatever it reports: on this project's VM the small
     // model's forward MLP GEMM (128x256x2048) with input, weight and output cycled (the output
     // allocated per call) ran at 117-121 GFLOP/s over 31 MiB, 96-97 over 100 MiB and over 400 MiB
@@ -525,12 +529,9 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         const std::size_t copies = std::max<std::size_t>(2, z.activation_footprint / (4 * (qkv_n + out_n + probs_n)));
         auto qkv_hot = random_tensor(be, qkv_n, 9), dout = random_tensor(be, out_n, 12),
              saved_qkv = random_tensor(be, qkv_n * copies, 13);
-        std::vector<DeviceBuffer> outs, probs;
-        for (std::size_t copy = 0; copy < copies; ++copy) {
-          outs.push_back(filled(be, out_n));
-          probs.push_back(filled(be, probs_n));
-          be.attention_forward(outs.back().data(), probs.back().data(), saved_qkv.data() + copy * qkv_n, s);
-        }
+        OutputPool outs(be, copies, out_n), probs(be, copies, probs_n);
+        for (std::size_t copy = 0; copy < copies; ++copy)
+          be.attention_forward(outs.at(copy), probs.at(copy), saved_qkv.data() + copy * qkv_n, s);
         std::size_t i = 0;
         // Forward and backward together: the model times the backward as 2.5 forwards (flash
         // attention recomputes the scores); this backend keeps the probabilities instead, so only
@@ -538,14 +539,9 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         pts.push_back({"attention", fmt::format("fwd+bwd s={} heads={}/{} d={}", seq, q, kv, d), 3.5 * 0.5 * core,
                        time_call(be, [&] {
                          const std::size_t f = i++ % copies, b = (f + copies / 2) % copies;
-                         for (DeviceBuffer* t : {&outs[f], &probs[f]}) {
-                           const std::size_t n = t->size();
-                           t->release();
-                           t->resize(n);
-                         }
-                         be.attention_forward(outs[f].data(), probs[f].data(), qkv_hot.data(), s);
+                         be.attention_forward(outs.renew(f), probs.renew(f), qkv_hot.data(), s);
                          DeviceBuffer dqkv = filled(be, qkv_n), scratch = filled(be, be.attention_scratch(s));
-                         be.attention_backward(dqkv.data(), scratch.data(), dout.data(), probs[b].data(),
+                         be.attention_backward(dqkv.data(), scratch.data(), dout.data(), probs.at(b),
                                                saved_qkv.data() + b * qkv_n, s);
                        })});
         pts.back().score_elems = 0.5 * q * static_cast<double>(seq) * seq;  // causal: the lower half

@@ -87,10 +87,7 @@ double ModelSpec::moe_mlp_params() const {
          norm_params(*this);
 }
 
-double ModelSpec::embedding_params() const {
-  const double e = static_cast<double>(vocab) * hidden;
-  return (tied_embeddings ? e : 2 * e) + norm_params(*this);
-}
+double ModelSpec::embedding_params() const { return end_params_on_stage(0, 1, false, 1); }
 
 double ModelSpec::end_params_on_stage(int stage, int pp, bool dualpipe, int tp) const {
   const bool first = stage == 0, last = stage == pp - 1;
