@@ -207,11 +207,13 @@ class OutputPool {
 struct Sizes {
   int peak_n = 1024;  // the sustained-peak GEMM is peak_n^3
   std::vector<int> rows;
-  std::vector<std::pair<int, int>> kn;
+  std::vector<std::pair<int, int>> kn, kn_cache;  // kn_cache: measured in the cache levels only
   std::vector<std::size_t> stream, adam;
   std::vector<int> seqs;
   std::vector<std::tuple<int, int, int>> heads;  // q heads, kv heads, head_dim
-  std::size_t cache_footprint = kCacheFootprint, memory_footprint = kMemoryFootprint;
+  // The cache levels (their fits empty), smallest first, and the memory span.
+  std::vector<CacheFit> caches;
+  std::size_t memory_footprint = kMemoryFootprint;
   // AdamW's state (parameters, gradients, moments) is cycled over this much: a training step
   // touches it once, so the step's other data has evicted it. On this project's VM (a 2-core slice
   // of a host whose last-level cache is shared) AdamW ran at 0.9-1.1 ns per parameter on hot state,
@@ -228,11 +230,20 @@ Sizes sizes_for(const Backend& be) {
   Sizes z;
   if (be.name() == "cpu") {  // host or separately managed memory alike
     z.rows = {32, 128, 512};
+    // The tiny model's shapes (hidden 64) and the small model's (hidden 256); two more of the tiny
+    // model's (its proj and mlp_down, with tp=2 too) in the cache levels only, which hold its plans.
     z.kn = {{64, 128}, {64, 512}, {256, 512}, {256, 2048}, {1024, 256}, {2048, 256}};
+    z.kn_cache = {{32, 64}, {256, 64}};
     z.stream = {2048u, 8192u, 32768u, 131072u, 524288u, 2097152u};  // from the tiny model's 8 KiB tensors
     z.adam = {262144u, 1048576u, 4194304u};
     z.seqs = {16, 32, 64, 128};
     z.heads = {{4, 2, 16}, {8, 4, 32}};
+    // One cache level, a span of kCacheFootprint: the tiny model's plans fit it. Tried and not kept
+    // (2026-12-01): a second one, the core's L2 (2 MiB here, its size from sysfs), taken by plans
+    // whose working set fits it. It measured the tiny model's forward MLP GEMM (32x64x512) at 17.6
+    // us against 21.5 over 8 MiB (16.1 in a step), but four of the five tiny plans were then
+    // predicted 6-13% short (medians of four calibrate-and-run rounds, against -2..-10% without it).
+    z.caches.push_back({"cache", kCacheFootprint, kCacheFootprint, {}, {}});
     return z;
   }
   // A GPU: operands cycled over 16 MiB stay in its L2 (40-60 MB on A100-H200); over 1 GiB they do not.
@@ -243,7 +254,7 @@ Sizes sizes_for(const Backend& be) {
   z.adam = {1u << 22, 1u << 24, 1u << 26};
   z.seqs = {256, 512, 1024, 2048};
   z.heads = {{12, 12, 64}, {16, 4, 128}};
-  z.cache_footprint = 16u << 20;
+  z.caches.push_back({"cache", 16u << 20, 16u << 20, {}, {}});
   z.memory_footprint = 1u << 30;
   z.optimizer_footprint = 1u << 30;
   z.activation_footprint = 1u << 30;
@@ -334,12 +345,12 @@ LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind) {
   return f;
 }
 
-double gemm_peak(double measured_flops, const std::vector<Measurement>& pts, const LineFit& gemm, const LineFit& gemm_cache) {
+double gemm_peak(double measured_flops, const std::vector<Measurement>& pts, const std::vector<const LineFit*>& fits) {
   double peak = measured_flops;
-  for (const LineFit* f : {&gemm, &gemm_cache})
+  for (const LineFit* f : fits)
     if (f->slope > 0) peak = std::max(peak, 1.0 / f->slope);
   for (const Measurement& m : pts)
-    if ((m.kind == "gemm" || m.kind == "gemm-cache") && m.seconds > 0) peak = std::max(peak, m.work / m.seconds);
+    if ((m.kind == "gemm" || m.kind.starts_with("gemm-")) && m.seconds > 0) peak = std::max(peak, m.work / m.seconds);
   return peak;
 }
 
@@ -380,7 +391,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.ranks = world.size();
   c.backend = be.name();
   const Sizes z = sizes_for(be);
-  c.cache_footprint = z.cache_footprint;
+  c.caches = z.caches;
   c.memory_footprint = z.memory_footprint;
   c.optimizer_footprint = z.optimizer_footprint;
   c.activation_footprint = z.activation_footprint;
@@ -424,19 +435,24 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // before wrote (a forward's input, a backward's output gradient) stays hot, and outputs are
     // allocated per call, as the executor does (a forward's from an OutputPool: new activations).
     // How far the copies span decides what the caches hold, so each kernel is measured twice: over
-    // 8 MiB (the profile's cache rates, for steps whose data fits in that much) and over 256 MiB
-    // (its memory rates). The span must pass the last-level
+    // each cache level's span (the profile's cache rates, for steps whose working set fits the level;
+    // only the shapes of which two copies fit the span) and over 256 MiB (its memory rates). The
+    // memory span must pass the last-level
     // cache the machine gives this core, whatever it reports: on this project's VM the small
     // model's forward MLP GEMM (128x256x2048) with input, weight and output cycled (the output
     // allocated per call) ran at 117-121 GFLOP/s over 31 MiB, 96-97 over 100 MiB and over 400 MiB
     // (2026-11-30, a standalone Eigen loop), and at 87-94 inside `foresight run` (its data: about
     // 100 MB); over the earlier 64 MiB span, with a hot output, the calibration measured 113.
     auto measure = [&](std::size_t footprint, const std::string& gemm_kind, const std::string& stream_kind) {
+      const bool cache_level = footprint < z.memory_footprint;
+      std::vector<std::pair<int, int>> shapes = z.kn;
+      if (cache_level) shapes.insert(shapes.end(), z.kn_cache.begin(), z.kn_cache.end());
       for (int rows : z.rows)
-        for (const auto& kn : z.kn) {
+        for (const auto& kn : shapes) {
           const int k = kn.first, n = kn.second;  // named copies: lambdas cannot capture structured bindings in clang 14
           const std::size_t in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n,
                             out_n = static_cast<std::size_t>(rows) * n;
+          if (cache_level && footprint / (4 * (in_n + 2 * w_n + out_n)) < 2) continue;
           const std::size_t copies = std::max<std::size_t>(2, footprint / (4 * (in_n + 2 * w_n + out_n)));
           // Cycled: the weights and their gradients, the saved inputs the backward reads, the
           // forward's outputs. Hot: the forward's input and the backward's output gradient, each
@@ -465,6 +481,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       for (std::size_t n : z.stream) {
         // As for the GEMMs: the forwards read tensors just written and write new activations; the
         // backwards read the gradient just written (hot) and a saved activation (cycled).
+        if (cache_level && footprint / (2 * 4 * n) < 2) continue;
         const std::size_t copies = std::max<std::size_t>(2, footprint / (2 * 4 * n));
         auto saved = random_tensor(be, n * copies, 6), a = random_tensor(be, n, 6), b = random_tensor(be, n, 7),
              w = random_tensor(be, 256, 8);
@@ -495,7 +512,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                        })});
       }
     };
-    measure(z.cache_footprint, "gemm-cache", "stream-cache");
+    for (const CacheFit& level : z.caches) measure(level.footprint, "gemm-" + level.name, "stream-" + level.name);
     measure(z.memory_footprint, "gemm", "stream");
 
     // The optimizer streams every parameter with its moments, out of cache (see optimizer_footprint):
@@ -552,12 +569,19 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     }
     if (progress && passes > 1) progress(fmt::format("kernels: pass {} of {} measured", pass + 1, passes));
   }
-  c.gemm_cache = fit_gemm(pts, "gemm-cache");
+  for (CacheFit& level : c.caches) {
+    level.gemm = fit_gemm(pts, "gemm-" + level.name);
+    level.stream = fit(pts, "stream-" + level.name);
+  }
   c.gemm = fit_gemm(pts, "gemm");
+  c.stream = fit(pts, "stream");
+  c.optimizer = fit(pts, "optimizer");
   {
     const int n = z.peak_n;
     c.peak_gemm_flops = 2.0 * n * n * n / best_peak_s;
-    const double peak = gemm_peak(c.peak_gemm_flops, pts, c.gemm, c.gemm_cache);
+    std::vector<const LineFit*> fits{&c.gemm};
+    for (const CacheFit& level : c.caches) fits.push_back(&level.gemm);
+    const double peak = gemm_peak(c.peak_gemm_flops, pts, fits);
     for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16})
       if (c.device.peak(d) > 0 || d == DType::kFp32) c.device.peak_flops[static_cast<int>(d)] = peak;
     if (progress)
@@ -567,28 +591,27 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                                ? fmt::format("; the sweep's GEMMs reached {:.1f}, which is taken as the peak", peak / 1e9)
                                : ""));
   }
-  if (progress)
-    progress(fmt::format("gemm: {} shapes, {:.1f} GFLOP/s sustained over {} of operands (rms fit error {:.1f}%), {:.1f} "
-                         "over {} ({:.1f}%), {:.2f} us per call",
-                         2 * z.rows.size() * z.kn.size(), 1e-9 / c.gemm_cache.slope, size_label(z.cache_footprint),
-                         100 * c.gemm_cache.rms_rel_error, 1e-9 / c.gemm.slope, size_label(z.memory_footprint),
-                         100 * c.gemm.rms_rel_error,
-                         c.gemm_cache.intercept_s * 1e6));
-  if (progress)
-    progress(fmt::format("gemm weight passes: forward {:.2f} / {:.2f} ns, backward {:.2f} / {:.2f} ns per weight byte "
-                         "(over {} / {})",
-                         c.gemm_cache.weight_fwd_s_per_byte * 1e9, c.gemm.weight_fwd_s_per_byte * 1e9,
-                         c.gemm_cache.weight_bwd_s_per_byte * 1e9, c.gemm.weight_bwd_s_per_byte * 1e9,
-                         size_label(z.cache_footprint), size_label(z.memory_footprint)));
-  c.stream_cache = fit(pts, "stream-cache");
-  c.stream = fit(pts, "stream");
-  c.optimizer = fit(pts, "optimizer");
-  if (progress)
-    progress(fmt::format("streaming: {:.1f} GB/s over {} (rms fit error {:.1f}%), {:.1f} GB/s over {} ({:.1f}%); AdamW "
-                         "{:.1f} GB/s over {} ({:.1f}%)",
-                         1e-9 / c.stream_cache.slope, size_label(z.cache_footprint), 100 * c.stream_cache.rms_rel_error,
-                         1e-9 / c.stream.slope, size_label(z.memory_footprint), 100 * c.stream.rms_rel_error,
-                         1e-9 / c.optimizer.slope, size_label(z.optimizer_footprint), 100 * c.optimizer.rms_rel_error));
+  if (progress) {
+    const auto count = [&](const std::string& kind) {
+      return std::count_if(pts.begin(), pts.end(), [&](const Measurement& m) { return m.kind == kind; });
+    };
+    const auto level_lines = [&](const std::string& where, std::size_t span, const std::string& name, const LineFit& gemm,
+                                 const LineFit& stream) {
+      progress(fmt::format("{} ({} of operands): gemm {} points, {:.1f} GFLOP/s, weight passes {:.2f} / {:.2f} ns per "
+                           "weight byte forward / backward (rms fit error {:.1f}%); streaming {} points, {:.1f} GB/s "
+                           "({:.1f}%)",
+                           where, size_label(static_cast<double>(span)), count("gemm" + name), 1e-9 / gemm.slope,
+                           gemm.weight_fwd_s_per_byte * 1e9, gemm.weight_bwd_s_per_byte * 1e9, 100 * gemm.rms_rel_error,
+                           count("stream" + name), 1e-9 / stream.slope, 100 * stream.rms_rel_error));
+    };
+    for (const CacheFit& level : c.caches)
+      level_lines(fmt::format("cache level of {}", size_label(static_cast<double>(level.bytes))),
+                  level.footprint, "-" + level.name, level.gemm, level.stream);
+    level_lines("memory", z.memory_footprint, "", c.gemm, c.stream);
+    progress(fmt::format("gemm: {:.2f} us per call (the {} level's intercept); AdamW {:.1f} GB/s over {} ({:.1f}%)",
+                         c.caches.front().gemm.intercept_s * 1e6, c.caches.front().name, 1e-9 / c.optimizer.slope,
+                         size_label(static_cast<double>(z.optimizer_footprint)), 100 * c.optimizer.rms_rel_error));
+  }
   c.attention = fit_attention(pts, "attention");
   if (progress)
     progress(fmt::format("attention: {:.1f} GFLOP/s of causal FLOPs and {:.2f} ns per causal score element (rms fit error "
@@ -775,14 +798,14 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.device.gemm_efficiency = std::min(1.0, 1.0 / (c.gemm.slope * peak));
   c.device.attention_efficiency = std::min(1.0, 1.0 / (c.attention.slope * c.device.peak(DType::kBf16)));
   c.device.memory_bandwidth = 1.0 / c.stream.slope;
-  c.device.cache_bytes = static_cast<double>(c.cache_footprint);
-  c.device.cache_gemm_efficiency = std::min(1.0, 1.0 / (c.gemm_cache.slope * peak));
-  c.device.cache_memory_bandwidth = 1.0 / c.stream_cache.slope;
   auto rate = [](double s_per_byte) { return s_per_byte > 0 ? 1.0 / s_per_byte : 0.0; };
   c.device.gemm_weight_fwd_bandwidth = rate(c.gemm.weight_fwd_s_per_byte);
   c.device.gemm_weight_bwd_bandwidth = rate(c.gemm.weight_bwd_s_per_byte);
-  c.device.cache_gemm_weight_fwd_bandwidth = rate(c.gemm_cache.weight_fwd_s_per_byte);
-  c.device.cache_gemm_weight_bwd_bandwidth = rate(c.gemm_cache.weight_bwd_s_per_byte);
+  c.device.caches.clear();
+  for (const CacheFit& level : c.caches)
+    c.device.caches.push_back({static_cast<double>(level.bytes), std::min(1.0, 1.0 / (level.gemm.slope * peak)),
+                               1.0 / level.stream.slope, rate(level.gemm.weight_fwd_s_per_byte),
+                               rate(level.gemm.weight_bwd_s_per_byte)});
   c.device.memory_efficiency = 1.0;
   // AdamW's rate over the streaming rate (1 where its line has no slope: too few points to say).
   c.device.optimizer_efficiency = c.optimizer.slope > 0 ? std::clamp(c.stream.slope / c.optimizer.slope, DeviceSpec::kOptimizerEfficiencyMin,
@@ -790,11 +813,28 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.device.kernel_overhead_s = c.executor_overhead_s;
   // The lines' intercepts: what a call costs beyond its work (the attention line's is per forward
   // and backward pair).
-  c.device.gemm_setup_s = c.gemm_cache.intercept_s;  // the cleaner fit of the two
+  c.device.gemm_setup_s = c.caches.front().gemm.intercept_s;  // the cleanest fit: the smallest shapes
   c.device.attention_setup_s = 0.5 * c.attention.intercept_s;
   c.device.attention_score_s = c.attention.score_s;
   return c;
 }
+
+namespace {
+// The profile's source line for its cache levels.
+std::string cache_source(const Calibration& c) {
+  std::string out = "fitted, smallest level first:";
+  for (std::size_t i = 0; i < c.caches.size(); ++i) {
+    const CacheFit& level = c.caches[i];
+    out += fmt::format("{} {} ({}): the same GEMMs and streaming kernels with operands cycled over {}, those of which "
+                       "two copies fit; GEMM rms error {:.1f}%, streaming {:.1f}%",
+                       i ? ";" : "", size_label(static_cast<double>(level.bytes)),
+                       c.backend == "cpu" ? "a span of a few L2s" : "within the GPU's L2",
+                       size_label(static_cast<double>(level.footprint)), 100 * level.gemm.rms_rel_error,
+                       100 * level.stream.rms_rel_error);
+  }
+  return out + ". A plan whose working set per device fits a level takes the smallest such level's rates";
+}
+}  // namespace
 
 nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& base, const std::string& name,
                                        const std::string& provenance) {
@@ -834,20 +874,16 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                    "rms error {:.1f}%",
                    std::count_if(c.points.begin(), c.points.end(), [](const Measurement& m) { return m.kind == "optimizer"; }),
                    size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.optimizer.rms_rel_error)},
-      {"efficiency.gemm_setup",
-       "fitted: the intercept of the GEMM line over " + size_label(static_cast<double>(c.cache_footprint)) + " of operands"},
+      {"efficiency.gemm_setup", fmt::format("fitted: the intercept of the GEMM line over {} of operands (the {} level's)",
+                                            size_label(static_cast<double>(c.caches.front().footprint)), c.caches.front().name)},
       {"efficiency.gemm_weight_fwd",
        "fitted: the forward points' weight-bytes term of the GEMM fit over " +
            size_label(static_cast<double>(c.memory_footprint)) +
-           " (the BLAS's pass over the weight; the cache level's from the fit over " +
-           size_label(static_cast<double>(c.cache_footprint)) + ")"},
+           " (the BLAS's pass over the weight; each cache level's from its own fit)"},
       {"efficiency.gemm_weight_bwd",
        "fitted: the backward points' weight-bytes term of the same fits (data and weight gradients: the weight "
        "packed, its gradient read and written)"},
-      {"cache", fmt::format("fitted: the same GEMMs and streaming kernels with operands cycled over {} (the size): "
-                            "GEMM rms error {:.1f}%, streaming {:.1f}%; a plan whose data per device fits "
-                            "takes these rates", size_label(static_cast<double>(c.cache_footprint)), 100 * c.gemm_cache.rms_rel_error,
-                            100 * c.stream_cache.rms_rel_error)},
+      {"cache", cache_source(c)},
       {"efficiency.attention_setup", "fitted: half the attention line's intercept (a forward and backward pair)"},
       {"efficiency.kernel_overhead", "measured: the executor's cost per op, a training step of a micro model (2 layers, "
                                      "hidden 8) divided by its op count"},

@@ -32,8 +32,9 @@
 
 namespace foresight::runtime {
 
-// How far the CPU calibration's copies of a kernel's operands span: the cache rates, and the memory
-// rates (see calibrate; a GPU's are 16 MiB and 1 GiB).
+// How far the CPU calibration's copies of a kernel's operands span: its outer cache level (its
+// inner one is the core's L2, when the machine says its size), and the memory rates (see
+// calibrate; a GPU's are 16 MiB and 1 GiB).
 inline constexpr std::size_t kCacheFootprint = 8u << 20;
 inline constexpr std::size_t kMemoryFootprint = 256u << 20;
 
@@ -49,7 +50,7 @@ inline constexpr std::size_t kColdCollectiveFrom = 4u << 20;
 inline constexpr double kCollectiveBudget_s = 20;  // larger sizes stop once it would be spent
 
 struct Measurement {
-  std::string kind;   // gemm(-cache), stream(-cache), optimizer, attention, all_reduce(_cold), all_gather, reduce_scatter, send_recv
+  std::string kind;   // gemm(-LEVEL), stream(-LEVEL), optimizer, attention, all_reduce(_cold), all_gather, reduce_scatter, send_recv
   std::string shape;  // "128x256x2048", "4 MiB", ...
   double work = 0;    // FLOPs or bytes the fit uses
   double seconds = 0; // median
@@ -90,14 +91,22 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind);
 LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind);
 // Attention pairs: t = intercept + score elements x score_s + FLOPs x slope; negative terms dropped.
 LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind);
-// The device's GEMM peak: the peak GEMM's measured rate, or the fastest rate of a GEMM point
-// ("gemm", "gemm-cache") or of the two fitted lines where one is faster (a peak measured in a slow
-// moment would otherwise cap every GEMM, the efficiencies being rates over the peak capped at 1).
-double gemm_peak(double measured_flops, const std::vector<Measurement>& pts, const LineFit& gemm, const LineFit& gemm_cache);
+// The device's GEMM peak: the peak GEMM's measured rate, or the fastest rate of a GEMM point (any
+// level's) or of the fitted lines where one is faster (a peak measured in a slow moment would
+// otherwise cap every GEMM, the efficiencies being rates over the peak capped at 1).
+double gemm_peak(double measured_flops, const std::vector<Measurement>& pts, const std::vector<const LineFit*>& fits);
+
+// A cache level as the calibration measured it: the kernels with their operands cycled over
+// `footprint`; a plan whose working set fits `bytes` takes its rates (DeviceSpec::caches).
+struct CacheFit {
+  std::string name;  // the points' kinds are "gemm-" + name and "stream-" + name
+  std::size_t footprint = 0, bytes = 0;
+  LineFit gemm, stream;
+};
 
 struct Calibration {
   std::string backend = "cpu";  // the backend measured
-  std::size_t cache_footprint = kCacheFootprint, memory_footprint = kMemoryFootprint, optimizer_footprint = 0;
+  std::size_t memory_footprint = kMemoryFootprint, optimizer_footprint = 0;
   std::size_t activation_footprint = 0;  // attention's saved tensors are cycled over this much
   DeviceSpec device;            // the base device with fitted peak, efficiencies, bandwidth, overhead
   LinkSpec fabric;              // fitted when there were 2+ ranks, else the base's
@@ -108,7 +117,7 @@ struct Calibration {
   LineFit gemm, stream, attention, all_reduce;  // gemm, stream: operands beyond the caches
   LineFit optimizer;                             // AdamW, its state cycled over optimizer_footprint
   LineFit all_reduce_cold;                       // its buffer evicted first (fabric.cold_bandwidth)
-  LineFit gemm_cache, stream_cache;              // operands cycled over kCacheFootprint
+  std::vector<CacheFit> caches;                  // smallest first
   std::vector<Measurement> points;
 };
 

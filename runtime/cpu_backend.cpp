@@ -103,7 +103,7 @@ class CpuBackend final : public Backend {
     kernels::layernorm_backward_cpu(dx, dw, db, dout, x, w, mean, rstd, rows, cols);
   }
   void rope(float* qkv, const AttentionShape& s, float theta, bool inverse) override {
-    kernels::rope_cpu(qkv, s, theta, inverse);
+    rope_.apply(qkv, s, theta, inverse);
   }
   void attention_forward(float* out, float* probs, const float* qkv, const AttentionShape& s) override {
     attention_forward_fast(out, probs, qkv, s);
@@ -191,6 +191,7 @@ class CpuBackend final : public Backend {
   bool separate_ = false;
   std::vector<std::chrono::steady_clock::time_point> marks_;
   Buffer losses_;
+  RopeTable rope_;
 };
 
 }  // namespace

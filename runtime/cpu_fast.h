@@ -4,6 +4,8 @@
 // oracle for the CUDA kernels.
 #pragma once
 
+#include <vector>
+
 #include "kernels/reference.h"
 
 namespace foresight::runtime {
@@ -60,5 +62,19 @@ void softmax_row_stats(float* row_max, float* row_sum, float* exps, const float*
 void scale_rows(float* x, const float* scale, int rows, int cols);
 double crossentropy_fused(float* losses, float* dlogits, const float* logits, const int* targets, float dloss, int rows,
                           int vocab);
+
+// = kernels::rope_cpu, bit for bit, with its rotation table (the cosine and sine per position and
+// frequency) made once per shape and kept, as frameworks keep theirs (Hugging Face's and Megatron's
+// rotary embeddings cache it); the reference recomputes it per call, whose sines and cosines cost
+// more than the rotation.
+class RopeTable {
+ public:
+  void apply(float* qkv, const kernels::AttentionShape& s, float theta, bool inverse);
+
+ private:
+  int seq_ = 0, head_dim_ = 0;
+  float theta_ = 0;
+  std::vector<float> cos_, sin_;  // [seq][head_dim / 2]
+};
 
 }  // namespace foresight::runtime

@@ -425,7 +425,7 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       // layernorm: the norm's output goes (with SP its gathered copy stays: the partial recompute
       // re-runs no collective).
       if (!recompute && (mask & recompute_module::kLayernorm)) a.n1.release();
-      be->rope(a.qkv.data(), attn_shape, 10000.0f, false);
+      if (w->model.rope) be->rope(a.qkv.data(), attn_shape, 10000.0f, false);
       break;
     case KernelName::kAttention:
       a.probs.resize(attn_shape.score_elems());
@@ -548,7 +548,7 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
       be->attention_scores_backward(f.dqkv.data(), f.dscores.data(), a.qkv.data(), attn_shape);
       break;
     case KernelName::kQkv:
-      be->rope(f.dqkv.data(), attn_shape, 10000.0f, true);  // back through the rotation
+      if (w->model.rope) be->rope(f.dqkv.data(), attn_shape, 10000.0f, true);  // back through the rotation
       gemm_backward(f.dn1, g("qkv", layer), f.dqkv, sp ? a.n1g : a.n1, p("qkv", layer), T, H, qkv_w);
       break;
     case KernelName::kNorm1:

@@ -85,28 +85,40 @@ AnalyticModel::AnalyticModel(const ModelSpec& model, const ClusterSpec& cluster)
 
 bool has_cache_level(const ClusterSpec& cluster) {
   for (const DeviceGroup& g : cluster.node.devices)
-    if (g.device.cache_bytes > 0) return true;
+    if (!g.device.caches.empty()) return true;
   return false;
 }
 
 ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
   if (!has_cache_level(cluster)) return cluster;
   const MemoryBreakdown mem = AnalyticModel(model, cluster).memory(plan);
-  const double state = mem.total - mem.reserved;  // what the step touches: model state, activations, buffers
+  // What a micro-batch's forward and backward touch, again every micro-batch: the weights, their
+  // gradients, the activations and buffers. The optimizer's state comes once per step.
+  const double working = mem.weights + mem.gradients + mem.activations + mem.buffers;
+  const double state = mem.total - mem.reserved;  // everything the step touches
   ClusterSpec out = cluster;
   for (DeviceGroup& g : out.node.devices) {
     DeviceSpec& d = g.device;
-    if (d.cache_bytes <= 0) continue;
-    if (state <= d.cache_bytes) {
-      // The gradients reduced after the backward are still in the cache: no cold fabric rate.
+    if (d.caches.empty()) continue;
+    const double optimizer_rate = d.optimizer_efficiency * d.memory_bandwidth;  // its state from memory
+    for (const CacheLevel& c : d.caches)
+      if (working <= c.bytes) {
+        d.gemm_efficiency = c.gemm_efficiency;
+        d.memory_bandwidth = c.memory_bandwidth;
+        d.gemm_weight_fwd_bandwidth = c.gemm_weight_fwd_bandwidth;
+        d.gemm_weight_bwd_bandwidth = c.gemm_weight_bwd_bandwidth;
+        break;
+      }
+    const CacheLevel& last = d.caches.back();
+    if (state <= last.bytes) {
+      // The whole step stays in the largest level: the optimizer streams its state from there, and
+      // the gradients reduced after the backward are still there (no cold fabric rate).
       out.node.fabric.cold_bandwidth = 0;
-      d.gemm_efficiency = d.cache_gemm_efficiency;
-      d.memory_bandwidth = d.cache_memory_bandwidth;
-      d.gemm_weight_fwd_bandwidth = d.cache_gemm_weight_fwd_bandwidth;
-      d.gemm_weight_bwd_bandwidth = d.cache_gemm_weight_bwd_bandwidth;
-      d.optimizer_efficiency = 1.0;  // the optimizer's state is in the cache too, at its streaming rate
+      d.optimizer_efficiency = last.memory_bandwidth / d.memory_bandwidth;
+    } else {
+      d.optimizer_efficiency = optimizer_rate / d.memory_bandwidth;
     }
-    d.cache_bytes = 0;
+    d.caches.clear();
   }
   return out;
 }

@@ -59,11 +59,12 @@ class AnalyticModel {
   bool cache_level_ = false;  // evaluate() resolves the cache level per plan (cluster_for_plan)
 };
 
-// The cluster as `plan` sees it: a device with a cache level (DeviceSpec::cache_bytes) takes its
-// cache rates when the step's data per device (model state, activations and buffers: the memory
-// breakdown without the runtime's reserve) fits the cache, else keeps its memory rates;
-// either way the result has no cache level left. Clusters without one come back unchanged. Both
-// engines price kernels on this view.
+// The cluster as `plan` sees it: a device with cache levels (DeviceSpec::caches) runs its GEMMs and
+// streaming kernels at the rates of the smallest level that holds the step's working set per
+// device (weights, gradients, activations, buffers), else at its memory rates; its optimizer reads
+// the state from the largest level when the whole state (the memory breakdown without the
+// runtime's reserve) fits there, else from memory. Either way the result has no cache level left.
+// Clusters without one come back unchanged. Both engines price kernels on this view.
 ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan);
 bool has_cache_level(const ClusterSpec& cluster);
 

@@ -145,14 +145,23 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.gemm_weight_bwd_bandwidth = eff.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
   d.memory_reserved_bytes = r.quantity("memory_reserved", Dimension::kBytes, 0.0);
   if (r.has("cache")) {
-    JsonReader cache = r.object("cache");
-    cache.reject_unknown_keys({"size", "gemm_efficiency", "memory_bandwidth", "gemm_weight_fwd", "gemm_weight_bwd"});
-    d.cache_bytes = cache.required_quantity("size", Dimension::kBytes);
-    d.cache_gemm_efficiency = cache.number("gemm_efficiency", d.gemm_efficiency, 0.01, 1.0);
-    d.cache_memory_bandwidth = cache.required_quantity("memory_bandwidth", Dimension::kBandwidth);
-    d.cache_gemm_weight_fwd_bandwidth = cache.quantity("gemm_weight_fwd", Dimension::kBandwidth, 0.0);
-    d.cache_gemm_weight_bwd_bandwidth = cache.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
-    if (r.ok() && d.cache_bytes <= 0) cache.fail("size", "must be positive");
+    // One level (an object) or several (an array, smallest first).
+    auto level = [&](JsonReader cache) {
+      cache.reject_unknown_keys({"size", "gemm_efficiency", "memory_bandwidth", "gemm_weight_fwd", "gemm_weight_bwd"});
+      CacheLevel c;
+      c.bytes = cache.required_quantity("size", Dimension::kBytes);
+      c.gemm_efficiency = cache.number("gemm_efficiency", d.gemm_efficiency, 0.01, 1.0);
+      c.memory_bandwidth = cache.required_quantity("memory_bandwidth", Dimension::kBandwidth);
+      c.gemm_weight_fwd_bandwidth = cache.quantity("gemm_weight_fwd", Dimension::kBandwidth, 0.0);
+      c.gemm_weight_bwd_bandwidth = cache.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
+      if (r.ok() && c.bytes <= 0) cache.fail("size", "must be positive");
+      if (r.ok() && !d.caches.empty() && c.bytes <= d.caches.back().bytes)
+        cache.fail("size", "must be larger than the level before (levels go smallest first)");
+      d.caches.push_back(c);
+    };
+    if (r.node()["cache"].is_array())
+      for (JsonReader& cache : r.array("cache")) level(cache);
+    else level(r.object("cache"));
   }
   JsonReader power = r.object("power");
   power.reject_unknown_keys({"load", "idle"});
@@ -197,15 +206,17 @@ json device_to_json(const DeviceSpec& d) {
     j["efficiency"]["gemm_weight_fwd"] = format_quantity(d.gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
   if (d.gemm_weight_bwd_bandwidth > 0)
     j["efficiency"]["gemm_weight_bwd"] = format_quantity(d.gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
-  if (d.cache_bytes > 0) {
-    json& cache = j["cache"] = {{"size", format_quantity(d.cache_bytes, Dimension::kBytes)},
-                                {"gemm_efficiency", d.cache_gemm_efficiency},
-                                {"memory_bandwidth", format_quantity(d.cache_memory_bandwidth, Dimension::kBandwidth)}};
-    if (d.cache_gemm_weight_fwd_bandwidth > 0)
-      cache["gemm_weight_fwd"] = format_quantity(d.cache_gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
-    if (d.cache_gemm_weight_bwd_bandwidth > 0)
-      cache["gemm_weight_bwd"] = format_quantity(d.cache_gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
+  json caches = json::array();
+  for (const CacheLevel& c : d.caches) {
+    json level = {{"size", format_quantity(c.bytes, Dimension::kBytes)},
+                  {"gemm_efficiency", c.gemm_efficiency},
+                  {"memory_bandwidth", format_quantity(c.memory_bandwidth, Dimension::kBandwidth)}};
+    if (c.gemm_weight_fwd_bandwidth > 0) level["gemm_weight_fwd"] = format_quantity(c.gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
+    if (c.gemm_weight_bwd_bandwidth > 0) level["gemm_weight_bwd"] = format_quantity(c.gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
+    caches.push_back(std::move(level));
   }
+  if (caches.size() == 1) j["cache"] = caches[0];
+  else if (!caches.empty()) j["cache"] = std::move(caches);
   return j;
 }
 

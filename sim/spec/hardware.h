@@ -24,6 +24,15 @@ constexpr int kDTypeCount = static_cast<int>(DType::kCount);
 std::string to_string(DeviceKind k);
 std::string to_string(DType d);
 
+// One cache level of a device (DeviceSpec::caches): its size and the rates its data runs at.
+struct CacheLevel {
+  double bytes = 0;
+  double gemm_efficiency = 0;
+  double memory_bandwidth = 0;  // bytes/s, as DeviceSpec::memory_bandwidth (memory_efficiency applies)
+  double gemm_weight_fwd_bandwidth = 0, gemm_weight_bwd_bandwidth = 0;  // as the DeviceSpec's, in this level
+  bool operator==(const CacheLevel&) const = default;
+};
+
 struct DeviceSpec {
   std::string name;
   std::string vendor;
@@ -64,14 +73,13 @@ struct DeviceSpec {
   // the GPU profiles leave them 0.
   double gemm_weight_fwd_bandwidth = 0;  // bytes of weight per second, forward
   double gemm_weight_bwd_bandwidth = 0;  // the same, backward (data and weight gradients together)
-  // A cache that holds a whole training step (0 = none): when a plan's data per device (model
-  // state, activations and buffers) is at most `cache_bytes`, GEMMs and streaming kernels find
-  // their operands in it and run at the `cache_` rates instead (see cluster_for_plan).
-  // `foresight calibrate` measures both on a CPU; the GPU profiles model HBM only.
-  double cache_bytes = 0;
-  double cache_gemm_efficiency = 0;
-  double cache_memory_bandwidth = 0;  // bytes/s, as memory_bandwidth (memory_efficiency applies)
-  double cache_gemm_weight_fwd_bandwidth = 0, cache_gemm_weight_bwd_bandwidth = 0;  // as above, in the cache
+  // Cache levels that can hold a whole training step, smallest first (none: the GPU presets, which
+  // model HBM only). A plan whose working set per device (weights, gradients, activations and
+  // buffers) fits a level runs its GEMMs and streaming kernels at the smallest such level's rates;
+  // one whose whole state (the optimizer's too) fits the largest level also finds the optimizer's
+  // state and the reduced gradients there (see cluster_for_plan). `foresight calibrate` measures a
+  // CPU's: its per-core L2 and a span the size of a few L2s.
+  std::vector<CacheLevel> caches;
   double memory_reserved_bytes = 0;   // runtime context, allocator fragmentation, workspaces
   double power_load_w = 0, power_idle_w = 0;
   double price_per_hour_usd = 0;

@@ -141,7 +141,7 @@ Result<ModelSpec> model_from_json(const json& doc, const std::string& file) {
   JsonReader r(doc, file);
   r.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
                          "mlp", "norm", "vocab", "seq_len", "tied_embeddings", "bias", "dropout",
-                         "moe", "mla"});
+                         "rope", "moe", "mla"});
   ModelSpec m;
   m.name = r.string("name", "unnamed");
   m.layers = static_cast<int>(r.required_integer("layers", 1, 100000));
@@ -158,6 +158,7 @@ Result<ModelSpec> model_from_json(const json& doc, const std::string& file) {
   m.tied_embeddings = r.boolean("tied_embeddings", false);
   m.bias = r.boolean("bias", false);
   m.dropout = r.boolean("dropout", false);
+  m.rope = r.boolean("rope", false);
   if (r.has("moe")) {
     JsonReader moe = r.object("moe");
     moe.reject_unknown_keys({"experts", "top_k", "shared_experts", "expert_ffn_hidden", "dense_layers"});
@@ -186,7 +187,7 @@ json model_to_json(const ModelSpec& m) {
             {"heads", m.heads},       {"kv_heads", m.kv_heads},   {"head_dim", m.head_dim},
             {"ffn_hidden", m.ffn_hidden}, {"mlp", to_string(m.mlp)}, {"norm", to_string(m.norm)},
             {"vocab", m.vocab},       {"seq_len", m.seq_len},     {"tied_embeddings", m.tied_embeddings},
-            {"bias", m.bias},         {"dropout", m.dropout}};
+            {"bias", m.bias},         {"dropout", m.dropout},     {"rope", m.rope}};
   if (m.is_moe()) {
     j["moe"] = {{"experts", m.moe.experts}, {"top_k", m.moe.top_k},
                 {"shared_experts", m.moe.shared_experts},
@@ -236,6 +237,8 @@ Result<ModelSpec> model_from_hf_config(const json& doc, const std::string& file)
     m.bias = r.boolean("attention_bias", type == "qwen2" || type == "qwen2_moe");
     m.dropout = r.number("attention_dropout", 0.0, 0.0, 1.0) > 0.0 ||
                 r.number("hidden_dropout", 0.0, 0.0, 1.0) > 0.0;
+    // Llama-family configs (Llama, Mistral, Mixtral, Qwen, DeepSeek) give RoPE's base frequency.
+    m.rope = r.has("rope_theta") || r.has("rope_scaling") || r.has("qk_rope_head_dim");
   }
   m.kv_heads = static_cast<int>(r.integer("num_key_value_heads", m.heads, 1, 1 << 16));
   m.head_dim = static_cast<int>(r.integer("head_dim", m.heads > 0 ? m.hidden / m.heads : 1, 1, 1 << 16));

@@ -54,6 +54,10 @@ struct ModelSpec {
   bool tied_embeddings = false;
   bool bias = false;              // linear layers carry biases (GPT-2/3, BLOOM)
   bool dropout = false;           // dropout layers present (changes activation memory)
+  // Rotary position embeddings (RoPE: Llama, Mixtral, DeepSeek, the runtime's own models): q and k
+  // rotated after the QKV projection, one elementwise pass each way. Without: learned or ALiBi
+  // positions (GPT-3, BERT, BLOOM, MPT), whose cost the model leaves out.
+  bool rope = false;
   MoeSpec moe;
   MlaSpec mla;
 

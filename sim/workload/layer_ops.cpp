@@ -175,6 +175,16 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   const int norm1 = L.count - 1;
   if (sp) { tp_fwd(TpCollective::kAllGather); tp_bwd(norm1, TpCollective::kReduceScatter); }
   gemm(KernelName::kQkv, f.attn_linear - out_proj, static_cast<std::int64_t>((f.attn_linear - out_proj) / (2.0 * tokens * m.hidden)), H);
+  if (m.rope) {
+    // RoPE rotates q and k (MLA: their rotary parts) in place: a read and a write of each, forward,
+    // and the same through the inverse rotation backward; a kernel each way, inside the QKV op.
+    const double rotated = m.mla.enabled() ? (m.heads + 1.0) * m.mla.qk_rope_head_dim : static_cast<double>(m.q_dim() + m.kv_dim());
+    const double bytes = 2.0 * tokens * rotated / tp * e;
+    KernelCost& qkv = L.fwd[L.count - 1];
+    qkv.fwd_s += d.stream_seconds(bytes) + launch;
+    qkv.bwd_s += d.stream_seconds(bytes) + launch;
+    qkv.bytes += bytes;
+  }
   // The attention core on device `dev` (this one, or the partner of Plan::attention_device),
   // appended to the list.
   auto attention = [&](const DeviceSpec& dev) {

@@ -1,6 +1,7 @@
-// A device with a cache level (calibrated CPU profiles): a plan whose data per device (model state,
-// activations, buffers) fits the cache runs at the cache rates, a larger one at the memory rates,
-// in both executors alike.
+// A device with cache levels (calibrated CPU profiles): a plan whose working set per device
+// (weights, gradients, activations, buffers) fits a level runs at the smallest such level's rates,
+// a larger one at the memory rates, in both executors alike; the optimizer finds its state in the
+// largest level only when the whole state fits there.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -15,9 +16,7 @@ namespace {
 ClusterSpec cpu_with_cache(double cache_bytes) {
   ClusterSpec c = testing::preset_cluster("cpu-local", 2);
   DeviceSpec& d = c.node.devices[0].device;
-  d.cache_bytes = cache_bytes;
-  d.cache_gemm_efficiency = std::min(1.0, 1.25 * d.gemm_efficiency);
-  d.cache_memory_bandwidth = 2 * d.memory_bandwidth;
+  d.caches = {CacheLevel{cache_bytes, std::min(1.0, 1.25 * d.gemm_efficiency), 2 * d.memory_bandwidth, 0, 0}};
   return c;
 }
 
@@ -31,10 +30,10 @@ TEST(CacheLevel, TheModelStateDecidesTheRates) {
   const DeviceSpec warm = cluster_for_plan(tiny, large_cache, p).node.devices[0].device;
   EXPECT_EQ(cold.gemm_efficiency, base.gemm_efficiency);
   EXPECT_EQ(cold.memory_bandwidth, base.memory_bandwidth);
-  EXPECT_EQ(warm.gemm_efficiency, base.cache_gemm_efficiency);
-  EXPECT_EQ(warm.memory_bandwidth, base.cache_memory_bandwidth);
-  EXPECT_EQ(cold.cache_bytes, 0);  // resolved: no cache level left
-  EXPECT_EQ(warm.cache_bytes, 0);
+  EXPECT_EQ(warm.gemm_efficiency, base.caches[0].gemm_efficiency);
+  EXPECT_EQ(warm.memory_bandwidth, base.caches[0].memory_bandwidth);
+  EXPECT_TRUE(cold.caches.empty());  // resolved: no cache level left
+  EXPECT_TRUE(warm.caches.empty());
   EXPECT_FALSE(has_cache_level(cluster_for_plan(tiny, large_cache, p)));
   // The analytic model resolves per plan: faster with the cache, and the simulator agrees.
   const Prediction a_cold = AnalyticModel(tiny, small_cache).evaluate(p);
@@ -44,20 +43,93 @@ TEST(CacheLevel, TheModelStateDecidesTheRates) {
   testing::expect_engines_agree(tiny, large_cache, p, 0.05, "cache rates");
 }
 
+// Two or three levels: the kernels take the smallest level that holds the working set; the
+// optimizer reads its state from the largest level when the whole state fits there, else from
+// memory at its own rate, whatever level the kernels run in.
+TEST(CacheLevel, TheSmallestLevelHoldingTheWorkingSetSetsTheKernelRates) {
+  const ModelSpec tiny = testing::preset_model("tiny");
+  const Plan p = testing::make_plan(1, 1, 2, 1, 8);
+  ClusterSpec c = testing::preset_cluster("cpu-local", 2);
+  const DeviceSpec base = c.node.devices[0].device;
+  const MemoryBreakdown mem = AnalyticModel(tiny, c).memory(p);
+  const double working = mem.weights + mem.gradients + mem.activations + mem.buffers, state = mem.total - mem.reserved;
+  ASSERT_GT(working, 0);
+  ASSERT_LT(working, 0.9 * state);  // the optimizer's state is the difference
+  auto with = [&](std::vector<CacheLevel> levels, double optimizer_efficiency = 0.5) {
+    ClusterSpec out = c;
+    out.node.devices[0].device.caches = std::move(levels);
+    out.node.devices[0].device.optimizer_efficiency = optimizer_efficiency;
+    out.node.fabric.cold_bandwidth = out.node.fabric.bandwidth / 4;
+    return out;
+  };
+  const CacheLevel too_small{0.5 * working, 0.99, 9e10, 0, 0}, inner{working, 0.95, 6e10, 3e10, 1e10},
+      outer{state, 0.9, 4e10, 2e10, 5e9};
+  {  // the working set fits the middle level, the state the outer one
+    const ClusterSpec r = cluster_for_plan(tiny, with({too_small, inner, outer}), p);
+    const DeviceSpec& d = r.node.devices[0].device;
+    EXPECT_EQ(d.gemm_efficiency, inner.gemm_efficiency);
+    EXPECT_EQ(d.memory_bandwidth, inner.memory_bandwidth);
+    EXPECT_EQ(d.gemm_weight_fwd_bandwidth, inner.gemm_weight_fwd_bandwidth);
+    EXPECT_EQ(d.gemm_weight_bwd_bandwidth, inner.gemm_weight_bwd_bandwidth);
+    EXPECT_NEAR(d.optimizer_efficiency * d.memory_bandwidth, outer.memory_bandwidth, 1e-6 * outer.memory_bandwidth);
+    EXPECT_EQ(r.node.fabric.cold_bandwidth, 0);
+    EXPECT_TRUE(d.caches.empty());
+  }
+  {  // the state passes the outer level: the optimizer and the gradient reduction from memory
+    CacheLevel almost = outer;
+    almost.bytes = 0.99 * state;
+    const ClusterSpec r = cluster_for_plan(tiny, with({inner, almost}), p);
+    const DeviceSpec& d = r.node.devices[0].device;
+    EXPECT_EQ(d.gemm_efficiency, inner.gemm_efficiency);
+    EXPECT_NEAR(d.optimizer_efficiency * d.memory_bandwidth, 0.5 * base.memory_bandwidth, 1e-6 * base.memory_bandwidth);
+    EXPECT_EQ(r.node.fabric.cold_bandwidth, c.node.fabric.bandwidth / 4);
+  }
+  {  // no level holds the working set: the memory rates
+    const ClusterSpec r = cluster_for_plan(tiny, with({too_small}), p);
+    const DeviceSpec& d = r.node.devices[0].device;
+    EXPECT_EQ(d.gemm_efficiency, base.gemm_efficiency);
+    EXPECT_EQ(d.memory_bandwidth, base.memory_bandwidth);
+    EXPECT_EQ(d.optimizer_efficiency, 0.5);
+  }
+  // The analytic model and the simulator price the resolved levels alike.
+  testing::expect_engines_agree(tiny, with({too_small, inner, outer}), p, 0.05, "three levels");
+  EXPECT_LT(AnalyticModel(tiny, with({too_small, inner, outer})).evaluate(p).time.compute,
+            AnalyticModel(tiny, with({too_small})).evaluate(p).time.compute);
+}
+
 TEST(CacheLevel, ProfileJsonRoundTripsAndChecksTheSize) {
   DeviceSpec d = cpu_with_cache(8 << 20).node.devices[0].device;
   const nlohmann::json j = device_to_json(d);
   ASSERT_TRUE(j.contains("cache"));
   auto back = device_from_json(j, "dev.json", "");
   ASSERT_TRUE(back.ok()) << back.error().message();
-  EXPECT_NEAR(back->cache_bytes, d.cache_bytes, 1e-6 * d.cache_bytes);
-  EXPECT_NEAR(back->cache_memory_bandwidth, d.cache_memory_bandwidth, 1e-6 * d.cache_memory_bandwidth);
-  EXPECT_DOUBLE_EQ(back->cache_gemm_efficiency, d.cache_gemm_efficiency);
+  ASSERT_EQ(back->caches.size(), 1u);
+  EXPECT_NEAR(back->caches[0].bytes, d.caches[0].bytes, 1e-6 * d.caches[0].bytes);
+  EXPECT_NEAR(back->caches[0].memory_bandwidth, d.caches[0].memory_bandwidth, 1e-6 * d.caches[0].memory_bandwidth);
+  EXPECT_DOUBLE_EQ(back->caches[0].gemm_efficiency, d.caches[0].gemm_efficiency);
   nlohmann::json bad = j;
   bad["cache"]["size"] = "0B";
   auto refused = device_from_json(bad, "dev.json", "");
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message().find("dev.json: /cache/size"), std::string::npos) << refused.error().message();
+  // Two levels: an array, smallest first.
+  DeviceSpec two = d;
+  two.caches.insert(two.caches.begin(), CacheLevel{1 << 20, 0.95, 60e9, 30e9, 10e9});
+  const nlohmann::json j2 = device_to_json(two);
+  ASSERT_TRUE(j2["cache"].is_array());
+  auto back2 = device_from_json(j2, "dev.json", "");
+  ASSERT_TRUE(back2.ok()) << back2.error().message();
+  ASSERT_EQ(back2->caches.size(), 2u);
+  EXPECT_NEAR(back2->caches[0].bytes, 1 << 20, 1);
+  EXPECT_NEAR(back2->caches[0].gemm_weight_bwd_bandwidth, 10e9, 1e3);
+  EXPECT_NEAR(back2->caches[1].bytes, 8 << 20, 1);
+  nlohmann::json unordered = j2;
+  std::swap(unordered["cache"][0], unordered["cache"][1]);
+  auto refused2 = device_from_json(unordered, "dev.json", "");
+  ASSERT_FALSE(refused2.ok());
+  EXPECT_NE(refused2.error().message().find("dev.json: /cache/1/size: must be larger than the level before"),
+            std::string::npos)
+      << refused2.error().message();
   // Without a cache object, none (every preset).
   EXPECT_FALSE(has_cache_level(testing::preset_cluster("dgx-h100-ndr", 8)));
 }
@@ -76,7 +148,7 @@ TEST(CacheLevel, TheOptimizerRunsAtItsOwnRate) {
   testing::expect_engines_agree(tiny, slow, p, 0.05, "optimizer at half the streaming rate");
   ClusterSpec warm = cpu_with_cache(1e9);
   warm.node.devices[0].device.optimizer_efficiency = 0.5;
-  EXPECT_EQ(cluster_for_plan(tiny, warm, p).node.devices[0].device.optimizer_efficiency, 1.0);
+  EXPECT_EQ(cluster_for_plan(tiny, warm, p).node.devices[0].device.optimizer_efficiency, 1.0);  // the level's own rate
   // In the profile: efficiency.optimizer, written only where it is not 1 (every preset's is 1).
   const DeviceSpec& d = slow.node.devices[0].device;
   nlohmann::json j = device_to_json(d);

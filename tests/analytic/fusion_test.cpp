@@ -46,17 +46,14 @@ TEST(Fusion, GemmWeightPassesByHand) {
   EXPECT_NEAR(b.fwd_s - a.fwd_s, w / 25e9, 1e-12);
   EXPECT_NEAR(b.bwd_s - a.bwd_s, w / 5e9, 1e-12);
   EXPECT_NEAR(b.bwd_weight_s - a.bwd_weight_s, 0.5 * w / 5e9, 1e-12);
-  d.cache_bytes = 8 << 20;
-  d.cache_memory_bandwidth = 30e9;
-  d.cache_gemm_efficiency = 0.9;
-  d.cache_gemm_weight_fwd_bandwidth = 27e9;
-  d.cache_gemm_weight_bwd_bandwidth = 15e9;
+  d.caches = {CacheLevel{8 << 20, 0.9, 30e9, 27e9, 15e9}};
   auto back = device_from_json(device_to_json(d), "dev.json", "");
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_NEAR(back->gemm_weight_fwd_bandwidth, 25e9, 1e3);
   EXPECT_NEAR(back->gemm_weight_bwd_bandwidth, 5e9, 1e3);
-  EXPECT_NEAR(back->cache_gemm_weight_fwd_bandwidth, 27e9, 1e3);
-  EXPECT_NEAR(back->cache_gemm_weight_bwd_bandwidth, 15e9, 1e3);
+  ASSERT_EQ(back->caches.size(), 1u);
+  EXPECT_NEAR(back->caches[0].gemm_weight_fwd_bandwidth, 27e9, 1e3);
+  EXPECT_NEAR(back->caches[0].gemm_weight_bwd_bandwidth, 15e9, 1e3);
   // Without them (every GPU preset), no weight passes.
   EXPECT_EQ(testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator().gemm_weight_fwd_bandwidth, 0);
 }

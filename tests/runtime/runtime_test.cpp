@@ -1210,6 +1210,22 @@ TEST(Calibration, AttentionFitFindsTheScoreTerm) {
   EXPECT_NEAR(1 / g.slope, 30e9, 1e3);
 }
 
+// The CPU backend's RoPE keeps its rotation table: the same values as the reference, bit for bit,
+// forward and inverse, and after a change of shape.
+TEST(CpuFast, RopeTableMatchesTheReference) {
+  RopeTable table;
+  using kernels::AttentionShape;
+  for (const AttentionShape& s : {AttentionShape{2, 16, 4, 2, 8}, AttentionShape{1, 32, 4, 2, 16}, AttentionShape{2, 16, 4, 2, 8}})
+    for (bool inverse : {false, true}) {
+      std::vector<float> a(static_cast<std::size_t>(s.tokens()) * s.qkv_width());
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i)) * 2;
+      std::vector<float> b = a;
+      kernels::rope_cpu(a.data(), s, 10000.0f, inverse);
+      table.apply(b.data(), s, 10000.0f, inverse);
+      ASSERT_EQ(a, b) << s.seq << " " << inverse;
+    }
+}
+
 TEST(Calibration, ThePeakIsNoSlowerThanTheSweepsGemms) {
   // The VM once ran the peak GEMM at 71 GFLOP/s and the sweep's at 130-140: a profile with the
   // measured peak capped every GEMM at 71 and predicted a plan 43% long.
@@ -1219,10 +1235,13 @@ TEST(Calibration, ThePeakIsNoSlowerThanTheSweepsGemms) {
   const LineFit gemm = fit_gemm(pts, "gemm");
   LineFit cache;
   cache.slope = 1 / 140e9;
-  EXPECT_NEAR(gemm_peak(71e9, pts, gemm, cache), 140e9, 1e3);
+  EXPECT_NEAR(gemm_peak(71e9, pts, {&gemm, &cache}), 140e9, 1e3);
   cache.slope = 0;  // no cache fit: the line's rate
-  EXPECT_NEAR(gemm_peak(71e9, pts, gemm, cache), 130e9, 1e3);
-  EXPECT_DOUBLE_EQ(gemm_peak(150e9, pts, gemm, cache), 150e9);  // a measured peak above them stands
+  EXPECT_NEAR(gemm_peak(71e9, pts, {&gemm, &cache}), 130e9, 1e3);
+  EXPECT_DOUBLE_EQ(gemm_peak(150e9, pts, {&gemm, &cache}), 150e9);  // a measured peak above them stands
+  // A cache level's GEMM points count too, whatever the level's name.
+  pts.push_back({"gemm-l2", "", 1e6, 1e6 / 145e9});
+  EXPECT_NEAR(gemm_peak(71e9, pts, {&gemm}), 145e9, 1e3);
 }
 
 TEST(Calibration, AllReduceSplitsWhereTheProtocolChanges) {
