@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <optional>
 #include <tuple>
 #include <cmath>
@@ -202,6 +204,23 @@ class OutputPool {
   std::size_t n_, at_ = 0;
 };
 
+// The size of this machine's per-core L2 as Linux reports it (sysfs), 0 where it does not say.
+std::size_t l2_bytes() {
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+    int level = 0;
+    std::string type, size;
+    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) continue;
+    if (level != 2 || type == "Instruction") continue;
+    unsigned long long value = 0;
+    char unit = 0;
+    if (std::sscanf(size.c_str(), "%llu%c", &value, &unit) < 1) return 0;
+    return static_cast<std::size_t>(value) * (unit == 'K' ? 1024u : unit == 'M' ? (1u << 20) : 1u);
+  }
+  return 0;
+}
+
 // The sizes the microbenchmarks run at: a CPU's are the tiny and small models' (their operands
 // meet the caches the profile describes); a GPU's are transformer layers' at training sizes.
 struct Sizes {
@@ -238,11 +257,13 @@ Sizes sizes_for(const Backend& be) {
     z.adam = {262144u, 1048576u, 4194304u};
     z.seqs = {16, 32, 64, 128};
     z.heads = {{4, 2, 16}, {8, 4, 32}};
-    // One cache level, a span of kCacheFootprint: the tiny model's plans fit it. Tried and not kept
-    // (2026-12-01): a second one, the core's L2 (2 MiB here, its size from sysfs), taken by plans
-    // whose working set fits it. It measured the tiny model's forward MLP GEMM (32x64x512) at 17.6
-    // us against 21.5 over 8 MiB (16.1 in a step), but four of the five tiny plans were then
-    // predicted 6-13% short (medians of four calibrate-and-run rounds, against -2..-10% without it).
+    // Two cache levels: the core's L2, its operands cycled over half of it (the other half holds
+    // the hot operands and what the allocator hands out), and a span of kCacheFootprint. On this
+    // project's VM (2 MiB of L2 per core) the tiny model's forward MLP GEMM (32x64x512) took 17.6 us
+    // cycled over 1 MiB, 21.5 over 8 MiB, and 16.1 in a step whose working set is 1.6 MB; per op,
+    // the tiny model's GEMMs other than QKV came out within -7..+7% of a step at the L2 rates, and
+    // 18-35% long at the 8 MiB ones (2026-12-01, `foresight calibrate` and `run --trace`).
+    if (const std::size_t l2 = l2_bytes(); l2 >= (128u << 10) && l2 < kCacheFootprint) z.caches.push_back({"l2", l2 / 2, l2, {}, {}});
     z.caches.push_back({"cache", kCacheFootprint, kCacheFootprint, {}, {}});
     return z;
   }
@@ -330,17 +351,17 @@ LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind) {
 // the probabilities' gradient): with it the 8 CPU shapes fit to 7.7% rms instead of 15.6%, the
 // narrow heads (d = 16) no longer 12-24% slower than the line and the wide ones (d = 32) 2-19%
 // faster (2026-11-30). A negative term is dropped.
-LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind) {
+LineFit fit_with_elements(std::vector<Measurement>& pts, const std::string& kind) {
   const std::vector<Measurement*> sel = fitted_points(pts, kind);
   if (sel.size() < 3) return fit(pts, kind);
   const Eigen::Vector3d x = fit_terms<3>(sel, 2, [](const Measurement& m, int j) {
-    return j == 0 ? 1.0 : j == 1 ? m.score_elems : m.work;
+    return j == 0 ? 1.0 : j == 1 ? m.elements : m.work;
   });
   LineFit f;
   f.intercept_s = x(0);
-  f.score_s = x(1);
+  f.element_s = x(1);
   f.slope = x(2);
-  for (Measurement* m : sel) m->fitted_s = f.intercept_s + f.score_s * m->score_elems + f.slope * m->work;
+  for (Measurement* m : sel) m->fitted_s = f.intercept_s + f.element_s * m->elements + f.slope * m->work;
   score(f, sel, [](const Measurement& m) { return m.fitted_s; });
   return f;
 }
@@ -499,6 +520,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         pts.push_back({stream_kind, "swiglu " + size_label(4.0 * n), 6.0 * n, time_call(be, [&] {  // reads gate|up (n), writes n/2
                          be.swiglu_forward(halves.next(), a.data(), rows, 128, true);
                        })});
+        pts.back().elements = 0.5 * static_cast<double>(n);  // an exponential per output
         pts.push_back({stream_kind, "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, time_call(be, [&] {
                          const std::size_t at = next();
                          DeviceBuffer dx = filled(be, n), dw = filled(be, 256), rstd = filled(be, static_cast<std::size_t>(rows), 1.0f);
@@ -510,6 +532,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                          DeviceBuffer dgu = filled(be, n);
                          be.swiglu_backward(dgu.data(), saved.data() + at, b.data(), rows, 128, true);
                        })});
+        pts.back().elements = 0.5 * static_cast<double>(n);  // the sigmoid again
       }
     };
     for (const CacheFit& level : z.caches) measure(level.footprint, "gemm-" + level.name, "stream-" + level.name);
@@ -561,7 +584,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                          be.attention_backward(dqkv.data(), scratch.data(), dout.data(), probs.at(b),
                                                saved_qkv.data() + b * qkv_n, s);
                        })});
-        pts.back().score_elems = 0.5 * q * static_cast<double>(seq) * seq;  // causal: the lower half
+        pts.back().elements = 0.5 * q * static_cast<double>(seq) * seq;  // causal: the lower half
       }
     if (pass > 0) {
       if (earlier.size() != pts.size()) return Error("calibration: the passes measured different points");
@@ -571,10 +594,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   }
   for (CacheFit& level : c.caches) {
     level.gemm = fit_gemm(pts, "gemm-" + level.name);
-    level.stream = fit(pts, "stream-" + level.name);
+    level.stream = fit_with_elements(pts, "stream-" + level.name);
   }
   c.gemm = fit_gemm(pts, "gemm");
-  c.stream = fit(pts, "stream");
+  c.stream = fit_with_elements(pts, "stream");
   c.optimizer = fit(pts, "optimizer");
   {
     const int n = z.peak_n;
@@ -599,10 +622,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                                  const LineFit& stream) {
       progress(fmt::format("{} ({} of operands): gemm {} points, {:.1f} GFLOP/s, weight passes {:.2f} / {:.2f} ns per "
                            "weight byte forward / backward (rms fit error {:.1f}%); streaming {} points, {:.1f} GB/s "
-                           "({:.1f}%)",
+                           "and {:.2f} ns per exponential ({:.1f}%)",
                            where, size_label(static_cast<double>(span)), count("gemm" + name), 1e-9 / gemm.slope,
                            gemm.weight_fwd_s_per_byte * 1e9, gemm.weight_bwd_s_per_byte * 1e9, 100 * gemm.rms_rel_error,
-                           count("stream" + name), 1e-9 / stream.slope, 100 * stream.rms_rel_error));
+                           count("stream" + name), 1e-9 / stream.slope, 1e9 * stream.element_s, 100 * stream.rms_rel_error));
     };
     for (const CacheFit& level : c.caches)
       level_lines(fmt::format("cache level of {}", size_label(static_cast<double>(level.bytes))),
@@ -612,11 +635,11 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                          c.caches.front().gemm.intercept_s * 1e6, c.caches.front().name, 1e-9 / c.optimizer.slope,
                          size_label(static_cast<double>(z.optimizer_footprint)), 100 * c.optimizer.rms_rel_error));
   }
-  c.attention = fit_attention(pts, "attention");
+  c.attention = fit_with_elements(pts, "attention");
   if (progress)
     progress(fmt::format("attention: {:.1f} GFLOP/s of causal FLOPs and {:.2f} ns per causal score element (rms fit error "
                          "{:.1f}%)",
-                         1e-9 / c.attention.slope, 1e9 * c.attention.score_s, 100 * c.attention.rms_rel_error));
+                         1e-9 / c.attention.slope, 1e9 * c.attention.element_s, 100 * c.attention.rms_rel_error));
 
   // Collectives over every rank, 1 KiB to kMaxCollective in steps of 2 (nccl-tests' sizes: the
   // full buffer; all-gather's output, reduce-scatter's input). The fabric's latency and bandwidth
@@ -635,7 +658,14 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // backward's other data evicts the gradients before their reduction.
     std::vector<float> evictor(ping_pong ? z.optimizer_footprint / sizeof(float) : 0);
     volatile float evict_sink = 0;
+    // Up to 64 KiB a sample times kBackToBack calls in a row, as nccl-tests and the OSU benchmarks
+    // do: timed one by one after a barrier, a call also counts the barrier's exit skew (one rank
+    // leaves it microseconds after the other and the early one waits inside the call), while in a
+    // step the previous collective has lined the ranks up. On this VM the tiny model's tp=2 plan
+    // ran its 8 KiB all-reduces in 5.5-6.6 us, where single calls after a barrier measured 7.4-7.8.
+    constexpr int kBackToBack = 16;
     auto timed = [&](const char* kind, std::size_t bytes, auto&& op, bool evict = false) {
+      const int reps = bytes <= (64u << 10) && !evict ? kBackToBack : 1;
       std::vector<double> samples;
       double spent = 0;
       while (samples.size() < 3 || (samples.size() < 12 && spent < 0.3)) {
@@ -646,10 +676,11 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         be.synchronize();
         world.barrier();
         const auto t0 = Clock::now();
-        op();
+        for (int r = 0; r < reps; ++r) op();
         be.synchronize();
-        samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-        spent += samples.back();
+        const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+        samples.push_back(elapsed / reps);
+        spent += elapsed;
         double all = spent;  // every rank decides alike
         world.all_reduce(&all, 1);
         spent = all / n;
@@ -805,7 +836,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   for (const CacheFit& level : c.caches)
     c.device.caches.push_back({static_cast<double>(level.bytes), std::min(1.0, 1.0 / (level.gemm.slope * peak)),
                                1.0 / level.stream.slope, rate(level.gemm.weight_fwd_s_per_byte),
-                               rate(level.gemm.weight_bwd_s_per_byte)});
+                               rate(level.gemm.weight_bwd_s_per_byte), level.stream.element_s});
+  c.device.activation_element_s = c.stream.element_s;
   c.device.memory_efficiency = 1.0;
   // AdamW's rate over the streaming rate (1 where its line has no slope: too few points to say).
   c.device.optimizer_efficiency = c.optimizer.slope > 0 ? std::clamp(c.stream.slope / c.optimizer.slope, DeviceSpec::kOptimizerEfficiencyMin,
@@ -815,7 +847,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   // and backward pair).
   c.device.gemm_setup_s = c.caches.front().gemm.intercept_s;  // the cleanest fit: the smallest shapes
   c.device.attention_setup_s = 0.5 * c.attention.intercept_s;
-  c.device.attention_score_s = c.attention.score_s;
+  c.device.attention_score_s = c.attention.element_s;
   return c;
 }
 
@@ -828,7 +860,9 @@ std::string cache_source(const Calibration& c) {
     out += fmt::format("{} {} ({}): the same GEMMs and streaming kernels with operands cycled over {}, those of which "
                        "two copies fit; GEMM rms error {:.1f}%, streaming {:.1f}%",
                        i ? ";" : "", size_label(static_cast<double>(level.bytes)),
-                       c.backend == "cpu" ? "a span of a few L2s" : "within the GPU's L2",
+                       level.name == "l2"        ? "the core's L2 as Linux reports it"
+                       : c.backend == "cpu" ? "a span of a few L2s"
+                                            : "within the GPU's L2",
                        size_label(static_cast<double>(level.footprint)), 100 * level.gemm.rms_rel_error,
                        100 * level.stream.rms_rel_error);
   }
@@ -863,10 +897,11 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                    "its 2.5x backward) / (peak x eff); rms error {:.1f}%",
                    size_label(static_cast<double>(c.activation_footprint)), 100 * c.attention.rms_rel_error)},
       {"efficiency.attention_score", "fitted: the score-element term of the same fit (forward and backward together)"},
+      {"efficiency.activation_element", "fitted: the exponentials' term of the streaming fit (each cache level its own)"},
       {"memory_bandwidth",
        fmt::format("fitted: residual, rmsnorm and swiglu (forward, their outputs allocated per call as new "
-                   "activations; rmsnorm and swiglu backward, their saved inputs cycled over {}), t = a + bytes/B; "
-                   "rms error {:.1f}%",
+                   "activations; rmsnorm and swiglu backward, their saved inputs cycled over {}), t = a + bytes/B + "
+                   "exponentials x activation_element (SwiGLU's, one per output each way); rms error {:.1f}%",
                    size_label(static_cast<double>(c.memory_footprint)), 100 * c.stream.rms_rel_error)},
       {"efficiency.optimizer",
        fmt::format("fitted: AdamW at {} parameter counts, its state (parameters, gradients, moments) cycled over {} "

@@ -11,11 +11,13 @@
 // (Eigen, weighted by 1/t so that small and large sizes count alike):
 //   GEMM       t = overhead + FLOPs / (peak * gemm_efficiency)    peak: the rate of a 1024^3 GEMM
 //   streaming  t = overhead + bytes / memory_bandwidth   norms, residuals, activations (forward and
-//                                                        backward) at model sizes; AdamW
+//                  + exponentials x activation_element   backward) at model sizes; AdamW apart
 //   attention  t = overhead + 0.5 * core FLOPs / (peak * attention_efficiency)   (the model's flash form)
 //   all-reduce t = 2(n-1) * latency + 2(n-1)/n * bytes / bandwidth  (ring, the nccl-tests busbw convention),
 //              with a second latency below a size where the MPI library changes protocol
-// and the executor's per-op cost (the model's kernel overhead) from a step of a micro model.
+// and the executor's per-op cost (the model's kernel overhead) from a step of a micro model. GEMMs
+// and streaming kernels are fitted per cache level (a CPU's core L2 and an 8 MiB span, a GPU's L2)
+// and beyond the caches (DeviceSpec::caches).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -59,7 +61,9 @@ struct Measurement {
   double bus_factor = 0;  // collectives: busbw / algbw in the nccl-tests convention
   double weight_bytes = 0;  // GEMMs: the weight's bytes (k x n)
   bool backward = false;    // GEMMs: a backward (two calls: data and weight gradients)
-  double score_elems = 0;   // attention: causal score elements (heads x seq^2 / 2)
+  // Attention: causal score elements (heads x seq^2 / 2); streaming: elements through an
+  // exponential (the activation's outputs).
+  double elements = 0;
 };
 
 struct LineFit {
@@ -74,8 +78,9 @@ struct LineFit {
   // GEMMs (fit_gemm): seconds per weight byte of the forward's and the backward's weight passes;
   // the intercept is then per call.
   double weight_fwd_s_per_byte = 0, weight_bwd_s_per_byte = 0;
-  // Attention (fit_attention): seconds per causal score element; the intercept is per call.
-  double score_s = 0;
+  // fit_with_elements: seconds per element (attention: per causal score element; streaming: per
+  // exponential); the intercept is per call.
+  double element_s = 0;
   // The line's time for `work`.
   double at(double work) const { return (work < small_below ? small_intercept_s : intercept_s) + slope * work; }
 };
@@ -89,8 +94,9 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind);
 // GEMMs: t = calls x intercept + FLOPs x slope + weight bytes x (weight_fwd or weight_bwd), one call
 // forward and two backward; negative terms are dropped. Fills the points' fitted_s.
 LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind);
-// Attention pairs: t = intercept + score elements x score_s + FLOPs x slope; negative terms dropped.
-LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind);
+// t = intercept + elements x element_s + work x slope, negative terms dropped: attention pairs (score
+// elements, FLOPs) and streaming kernels (exponentials, bytes).
+LineFit fit_with_elements(std::vector<Measurement>& pts, const std::string& kind);
 // The device's GEMM peak: the peak GEMM's measured rate, or the fastest rate of a GEMM point (any
 // level's) or of the fitted lines where one is faster (a peak measured in a slow moment would
 // otherwise cap every GEMM, the efficiencies being rates over the peak capped at 1).

@@ -107,6 +107,7 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
         d.memory_bandwidth = c.memory_bandwidth;
         d.gemm_weight_fwd_bandwidth = c.gemm_weight_fwd_bandwidth;
         d.gemm_weight_bwd_bandwidth = c.gemm_weight_bwd_bandwidth;
+        d.activation_element_s = c.activation_element_s;
         break;
       }
     const CacheLevel& last = d.caches.back();

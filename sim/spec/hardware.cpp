@@ -131,7 +131,8 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.memory_bandwidth = r.required_quantity("memory_bandwidth", Dimension::kBandwidth);
   JsonReader eff = r.object("efficiency");
   eff.reject_unknown_keys({"gemm", "attention", "memory", "kernel_overhead", "graph_kernel_overhead", "gemm_setup",
-                           "attention_setup", "gemm_weight_fwd", "gemm_weight_bwd", "optimizer", "attention_score"});
+                           "attention_setup", "gemm_weight_fwd", "gemm_weight_bwd", "optimizer", "attention_score",
+                           "activation_element"});
   d.gemm_efficiency = eff.number("gemm", d.gemm_efficiency, 0.01, 1.0);
   d.attention_efficiency = eff.number("attention", d.attention_efficiency, 0.01, 1.0);
   d.memory_efficiency = eff.number("memory", d.memory_efficiency, 0.01, 1.0);
@@ -141,19 +142,22 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.gemm_setup_s = eff.quantity("gemm_setup", Dimension::kSeconds, 0.0);
   d.attention_setup_s = eff.quantity("attention_setup", Dimension::kSeconds, 0.0);
   d.attention_score_s = eff.quantity("attention_score", Dimension::kSeconds, 0.0);
+  d.activation_element_s = eff.quantity("activation_element", Dimension::kSeconds, 0.0);
   d.gemm_weight_fwd_bandwidth = eff.quantity("gemm_weight_fwd", Dimension::kBandwidth, 0.0);
   d.gemm_weight_bwd_bandwidth = eff.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
   d.memory_reserved_bytes = r.quantity("memory_reserved", Dimension::kBytes, 0.0);
   if (r.has("cache")) {
     // One level (an object) or several (an array, smallest first).
     auto level = [&](JsonReader cache) {
-      cache.reject_unknown_keys({"size", "gemm_efficiency", "memory_bandwidth", "gemm_weight_fwd", "gemm_weight_bwd"});
+      cache.reject_unknown_keys(
+          {"size", "gemm_efficiency", "memory_bandwidth", "gemm_weight_fwd", "gemm_weight_bwd", "activation_element"});
       CacheLevel c;
       c.bytes = cache.required_quantity("size", Dimension::kBytes);
       c.gemm_efficiency = cache.number("gemm_efficiency", d.gemm_efficiency, 0.01, 1.0);
       c.memory_bandwidth = cache.required_quantity("memory_bandwidth", Dimension::kBandwidth);
       c.gemm_weight_fwd_bandwidth = cache.quantity("gemm_weight_fwd", Dimension::kBandwidth, 0.0);
       c.gemm_weight_bwd_bandwidth = cache.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
+      c.activation_element_s = cache.quantity("activation_element", Dimension::kSeconds, 0.0);
       if (r.ok() && c.bytes <= 0) cache.fail("size", "must be positive");
       if (r.ok() && !d.caches.empty() && c.bytes <= d.caches.back().bytes)
         cache.fail("size", "must be larger than the level before (levels go smallest first)");
@@ -202,6 +206,8 @@ json device_to_json(const DeviceSpec& d) {
   if (d.optimizer_efficiency != 1.0) j["efficiency"]["optimizer"] = d.optimizer_efficiency;
   if (d.attention_score_s > 0)
     j["efficiency"]["attention_score"] = format_quantity(d.attention_score_s, Dimension::kSeconds);
+  if (d.activation_element_s > 0)
+    j["efficiency"]["activation_element"] = format_quantity(d.activation_element_s, Dimension::kSeconds);
   if (d.gemm_weight_fwd_bandwidth > 0)
     j["efficiency"]["gemm_weight_fwd"] = format_quantity(d.gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
   if (d.gemm_weight_bwd_bandwidth > 0)
@@ -213,6 +219,7 @@ json device_to_json(const DeviceSpec& d) {
                   {"memory_bandwidth", format_quantity(c.memory_bandwidth, Dimension::kBandwidth)}};
     if (c.gemm_weight_fwd_bandwidth > 0) level["gemm_weight_fwd"] = format_quantity(c.gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
     if (c.gemm_weight_bwd_bandwidth > 0) level["gemm_weight_bwd"] = format_quantity(c.gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
+    if (c.activation_element_s > 0) level["activation_element"] = format_quantity(c.activation_element_s, Dimension::kSeconds);
     caches.push_back(std::move(level));
   }
   if (caches.size() == 1) j["cache"] = caches[0];

@@ -30,6 +30,7 @@ struct CacheLevel {
   double gemm_efficiency = 0;
   double memory_bandwidth = 0;  // bytes/s, as DeviceSpec::memory_bandwidth (memory_efficiency applies)
   double gemm_weight_fwd_bandwidth = 0, gemm_weight_bwd_bandwidth = 0;  // as the DeviceSpec's, in this level
+  double activation_element_s = 0;  // as the DeviceSpec's, in this level
   bool operator==(const CacheLevel&) const = default;
 };
 
@@ -66,6 +67,11 @@ struct DeviceSpec {
   // forward and backward together, half each). `foresight calibrate` fits it on a CPU; the GPU
   // profiles leave it 0 (their efficiency covers flash attention's softmax).
   double attention_score_s = 0;
+  // The cost of an exponential (or tanh) per element beyond the bytes moved: the MLP's activation
+  // (SiLU, GeLU) forward and backward, and cross-entropy's softmax over the logits. `foresight
+  // calibrate` fits it on a CPU, where those kernels are compute-bound at the models' sizes (the
+  // tiny model's SwiGLU forward ran 45% above the streaming line); the GPU profiles leave it 0.
+  double activation_element_s = 0;
   // A GEMM's passes over its weight matrix beyond the math, as the rate at which they move its
   // bytes (0 = none): a CPU BLAS packs the weight panel before multiplying, and the backward also
   // reads and writes the weight's gradient (dW += X^T dY). `foresight calibrate` fits both on a CPU

@@ -267,6 +267,11 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   const bool split_glu = m.mlp == MlpKind::kSwiglu && !fused;
   elementwise(KernelName::kActivation, (m.mlp == MlpKind::kSwiglu ? (split_glu ? 5.0 : 3.0) : 2.0) * tokens * ffn / tp * e,
               split_glu ? 2 : 1);
+  if (d.activation_element_s > 0) {  // an exponential or tanh per output element, each way
+    KernelCost& act = L.fwd[L.count - 1];
+    act.fwd_s += tokens * ffn / tp * d.activation_element_s;
+    act.bwd_s += tokens * ffn / tp * d.activation_element_s;
+  }
   gemm(KernelName::kMlpDown, f.mlp - up, H, static_cast<std::int64_t>(ffn / tp));
   if (moe) {
     if (p.ep > 1) L.moe_combine_after = L.count - 1;
@@ -300,8 +305,9 @@ HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   h.fwd_bytes = 4.0 * logits;
   h.bwd_bytes = 8.0 * logits;
   const double head_weight = s.bytes_per_element * m.hidden * static_cast<double>(m.vocab) / p.tp;
+  // The softmax's exponential per logit: in the forward.
   h.fwd_s = h.fwd_flops / gemm_rate + d.gemm_setup_s + d.weight_pass_s(head_weight, false) + d.stream_seconds(h.fwd_bytes) +
-            launch;
+            logits * d.activation_element_s + launch;
   h.bwd_s = 2 * (h.fwd_flops / gemm_rate + d.gemm_setup_s) + d.weight_pass_s(head_weight, true) +
             d.stream_seconds(h.bwd_bytes) + 2 * launch;
   if (h.tp) {

@@ -62,7 +62,7 @@ TEST(CacheLevel, TheSmallestLevelHoldingTheWorkingSetSetsTheKernelRates) {
     out.node.fabric.cold_bandwidth = out.node.fabric.bandwidth / 4;
     return out;
   };
-  const CacheLevel too_small{0.5 * working, 0.99, 9e10, 0, 0}, inner{working, 0.95, 6e10, 3e10, 1e10},
+  const CacheLevel too_small{0.5 * working, 0.99, 9e10, 0, 0}, inner{working, 0.95, 6e10, 3e10, 1e10, 1e-10},
       outer{state, 0.9, 4e10, 2e10, 5e9};
   {  // the working set fits the middle level, the state the outer one
     const ClusterSpec r = cluster_for_plan(tiny, with({too_small, inner, outer}), p);
@@ -71,6 +71,7 @@ TEST(CacheLevel, TheSmallestLevelHoldingTheWorkingSetSetsTheKernelRates) {
     EXPECT_EQ(d.memory_bandwidth, inner.memory_bandwidth);
     EXPECT_EQ(d.gemm_weight_fwd_bandwidth, inner.gemm_weight_fwd_bandwidth);
     EXPECT_EQ(d.gemm_weight_bwd_bandwidth, inner.gemm_weight_bwd_bandwidth);
+    EXPECT_EQ(d.activation_element_s, inner.activation_element_s);
     EXPECT_NEAR(d.optimizer_efficiency * d.memory_bandwidth, outer.memory_bandwidth, 1e-6 * outer.memory_bandwidth);
     EXPECT_EQ(r.node.fabric.cold_bandwidth, 0);
     EXPECT_TRUE(d.caches.empty());

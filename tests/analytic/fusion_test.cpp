@@ -58,6 +58,33 @@ TEST(Fusion, GemmWeightPassesByHand) {
   EXPECT_EQ(testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator().gemm_weight_fwd_bandwidth, 0);
 }
 
+// The exponentials (a calibrated CPU's activation_element): the MLP activation gains one per output
+// element each way, the head's forward one per logit; a JSON round trip keeps it, in a cache level
+// too; no preset has one.
+TEST(Fusion, ActivationExponentialsByHand) {
+  SmallLayer l;
+  const LayerKernels plain = l.kernels();
+  const HeadCosts plain_head = head_costs(l.m, l.d, l.p, l.s);
+  l.d.activation_element_s = 0.5e-9;
+  const LayerKernels exp = l.kernels();
+  const HeadCosts exp_head = head_costs(l.m, l.d, l.p, l.s);
+  const double outputs = l.s.batch * l.s.seq * static_cast<double>(l.m.ffn_hidden);
+  const KernelCost &a = find(plain, KernelName::kActivation), &b = find(exp, KernelName::kActivation);
+  EXPECT_NEAR(b.fwd_s - a.fwd_s, outputs * 0.5e-9, 1e-15);
+  EXPECT_NEAR(b.bwd_s - a.bwd_s, outputs * 0.5e-9, 1e-15);
+  EXPECT_EQ(find(exp, KernelName::kMlpUp).fwd_s, find(plain, KernelName::kMlpUp).fwd_s);  // the GEMMs unchanged
+  EXPECT_NEAR(exp_head.fwd_s - plain_head.fwd_s, l.s.batch * l.s.seq * static_cast<double>(l.m.vocab) * 0.5e-9, 1e-15);
+  EXPECT_EQ(exp_head.bwd_s, plain_head.bwd_s);
+  DeviceSpec d = l.d;
+  d.caches = {CacheLevel{8 << 20, 0.9, 30e9, 0, 0, 0.25e-9}};
+  auto back = device_from_json(device_to_json(d), "dev.json", "");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_NEAR(back->activation_element_s, 0.5e-9, 1e-18);
+  ASSERT_EQ(back->caches.size(), 1u);
+  EXPECT_NEAR(back->caches[0].activation_element_s, 0.25e-9, 1e-18);
+  EXPECT_EQ(testing::preset_cluster("cpu-local", 1).node.accelerator().activation_element_s, 0);
+}
+
 // The attention's score term (a calibrated CPU's): per causal score element, half forward, half
 // backward; a JSON round trip keeps it; no preset has one.
 TEST(Fusion, AttentionScoreTermByHand) {
@@ -119,8 +146,9 @@ TEST(Fusion, CudaGraphsCutEachKernelsLaunch) {
   const LayerKernels graphed = layer_kernels(m, d, p, s, false);
   const double saved = d.kernel_overhead_s - d.graph_kernel_overhead_s;
   EXPECT_GT(saved, 0);
-  EXPECT_NEAR(plain.fwd_seconds() - graphed.fwd_seconds(), plain.count * saved, 1e-12);
-  EXPECT_NEAR(plain.bwd_seconds() - graphed.bwd_seconds(), 2 * plain.count * saved, 1e-12);
+  ASSERT_TRUE(m.rope);  // RoPE's rotation: one more kernel inside the QKV op, each way
+  EXPECT_NEAR(plain.fwd_seconds() - graphed.fwd_seconds(), (plain.count + 1) * saved, 1e-12);
+  EXPECT_NEAR(plain.bwd_seconds() - graphed.bwd_seconds(), (2 * plain.count + 1) * saved, 1e-12);
 }
 
 // Launches and memory passes weigh on a small model with short kernels and hardly on a large one;

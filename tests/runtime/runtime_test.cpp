@@ -1193,21 +1193,36 @@ TEST(Calibration, AttentionFitFindsTheScoreTerm) {
       for (auto [q, d] : std::vector<std::pair<int, int>>{{4, 16}, {8, 32}}) {
         const double flops = 3.5 * 0.5 * 2.0 * seq * seq * 2.0 * q * d, scores = 0.5 * q * seq * seq;
         pts.push_back({"attention", "", flops, 3e-6 + scores * score_s + flops / 30e9});
-        pts.back().score_elems = scores;
+        pts.back().elements = scores;
       }
     return pts;
   };
   auto pts = points(2e-9);
-  const LineFit f = fit_attention(pts, "attention");
+  const LineFit f = fit_with_elements(pts, "attention");
   EXPECT_NEAR(f.intercept_s, 3e-6, 1e-12);
-  EXPECT_NEAR(f.score_s, 2e-9, 1e-15);
+  EXPECT_NEAR(f.element_s, 2e-9, 1e-15);
   EXPECT_NEAR(1 / f.slope, 30e9, 1e3);
   EXPECT_LT(f.rms_rel_error, 1e-9);
   for (const auto& p : pts) EXPECT_NEAR(p.fitted_s, p.seconds, 1e-9 * p.seconds);
   auto plain = points(0);
-  const LineFit g = fit_attention(plain, "attention");
-  EXPECT_NEAR(g.score_s, 0, 1e-16);
+  const LineFit g = fit_with_elements(plain, "attention");
+  EXPECT_NEAR(g.element_s, 0, 1e-16);
   EXPECT_NEAR(1 / g.slope, 30e9, 1e3);
+}
+
+// Streaming kernels with an exponential per element for some (SwiGLU's): the same fit recovers the
+// bandwidth and the cost per exponential, which one bytes line could not.
+TEST(Calibration, StreamFitFindsTheExponentials) {
+  std::vector<Measurement> pts;
+  for (double n : {2048.0, 8192.0, 32768.0, 131072.0}) {
+    pts.push_back({"stream", "residual", 12 * n, 0.2e-6 + 12 * n / 40e9});
+    pts.push_back({"stream", "swiglu", 6 * n, 0.2e-6 + 6 * n / 40e9 + 0.5 * n * 0.3e-9});
+    pts.back().elements = 0.5 * n;
+  }
+  const LineFit f = fit_with_elements(pts, "stream");
+  EXPECT_NEAR(1 / f.slope, 40e9, 1e3);
+  EXPECT_NEAR(f.element_s, 0.3e-9, 1e-15);
+  EXPECT_LT(f.rms_rel_error, 1e-9);
 }
 
 // The CPU backend's RoPE keeps its rotation table: the same values as the reference, bit for bit,
