@@ -81,6 +81,8 @@ TEST(ModelSpec, ImportsLlamaConfig) {
   EXPECT_EQ(m.seq_len, 8192);
   EXPECT_EQ(m.mlp, MlpKind::kSwiglu);
   EXPECT_EQ(m.norm, NormKind::kRmsNorm);
+  EXPECT_TRUE(m.rope);  // rope_theta
+  EXPECT_EQ(m.rope, ref.rope);
   EXPECT_DOUBLE_EQ(m.total_params(), ref.total_params());
 }
 
@@ -90,6 +92,7 @@ TEST(ModelSpec, ImportsMixtralQwenAndDeepSeekConfigs) {
   EXPECT_EQ(mixtral.moe.top_k, 2);
   EXPECT_EQ(mixtral.moe.expert_ffn_hidden, 14336);
   EXPECT_NEAR(mixtral.total_params() / 46.7e9, 1.0, 0.01);
+  EXPECT_TRUE(mixtral.rope);
 
   const ModelSpec qwen = hf("qwen2-7b-config.json");
   EXPECT_EQ(qwen.kv_heads, 4);
@@ -98,12 +101,27 @@ TEST(ModelSpec, ImportsMixtralQwenAndDeepSeekConfigs) {
 
   const ModelSpec ds = hf("deepseek-v3-config.json");
   EXPECT_TRUE(ds.mla.enabled());
+  EXPECT_TRUE(ds.rope);
   EXPECT_EQ(ds.mla.kv_lora_rank, 512);
   EXPECT_EQ(ds.moe.experts, 256);
   EXPECT_EQ(ds.moe.shared_experts, 1);
   EXPECT_EQ(ds.moe.dense_layers, 3);
   EXPECT_EQ(ds.seq_len, 4096);  // rope_scaling.original_max_position_embeddings
   EXPECT_DOUBLE_EQ(ds.total_params(), preset("deepseek-v3").total_params());
+}
+
+// Rotary positions: from the model file (false unless given), from a Hugging Face config's
+// rope_theta; GPT-2's learned positions have none.
+TEST(ModelSpec, RopeComesFromTheConfig) {
+  EXPECT_TRUE(preset("tiny").rope);
+  EXPECT_FALSE(preset("gpt3-175b").rope);
+  auto gpt2 = model_from_text(R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 100})",
+                              "config.json");
+  ASSERT_TRUE(gpt2.ok()) << gpt2.error().message();
+  EXPECT_FALSE(gpt2->rope);
+  auto back = model_from_json(model_to_json(preset("tiny")), "m.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_TRUE(back->rope);
 }
 
 TEST(ModelSpec, ErrorsNameTheField) {
