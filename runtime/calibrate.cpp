@@ -455,8 +455,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // through copies of those instead of hitting the same hot matrices; a tensor the kernel just
     // before wrote (a forward's input, a backward's output gradient) stays hot, and outputs are
     // allocated per call, as the executor does (a forward's from an OutputPool: new activations).
-    // How far the copies span decides what the caches hold, so each kernel is measured twice: over
-    // each cache level's span (the profile's cache rates, for steps whose working set fits the level;
+    // How far the copies span decides what the caches hold, so each kernel is measured over each
+    // cache level's span (the profile's cache rates, for steps whose working set fits the level;
     // only the shapes of which two copies fit the span) and over 256 MiB (its memory rates). The
     // memory span must pass the last-level
     // cache the machine gives this core, whatever it reports: on this project's VM the small
@@ -592,6 +592,20 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     }
     if (progress && passes > 1) progress(fmt::format("kernels: pass {} of {} measured", pass + 1, passes));
   }
+  const auto count = [&](const std::string& kind) {
+    return std::count_if(pts.begin(), pts.end(), [&](const Measurement& m) { return m.kind == kind; });
+  };
+  // A level is fitted from its own GEMMs and streaming kernels; where too few shapes fit it (a
+  // GPU's 16 MiB holds two copies of none of its GEMM shapes' operands) it is left out, and plans
+  // take the memory rates.
+  std::erase_if(c.caches, [&](const CacheFit& level) {
+    const bool few = count("gemm-" + level.name) < 6 || count("stream-" + level.name) < 5;
+    if (few && progress)
+      progress(fmt::format("cache level of {}: too few shapes fit it ({} GEMMs, {} streaming kernels); left out",
+                           size_label(static_cast<double>(level.bytes)), count("gemm-" + level.name),
+                           count("stream-" + level.name)));
+    return few;
+  });
   for (CacheFit& level : c.caches) {
     level.gemm = fit_gemm(pts, "gemm-" + level.name);
     level.stream = fit_with_elements(pts, "stream-" + level.name);
@@ -614,10 +628,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                                ? fmt::format("; the sweep's GEMMs reached {:.1f}, which is taken as the peak", peak / 1e9)
                                : ""));
   }
+  // The GEMM set-up time per call: the smallest shapes' fit is the cleanest.
+  const LineFit& setup_fit = c.caches.empty() ? c.gemm : c.caches.front().gemm;
+  const std::string setup_from = c.caches.empty() ? std::string("memory") : c.caches.front().name;
   if (progress) {
-    const auto count = [&](const std::string& kind) {
-      return std::count_if(pts.begin(), pts.end(), [&](const Measurement& m) { return m.kind == kind; });
-    };
     const auto level_lines = [&](const std::string& where, std::size_t span, const std::string& name, const LineFit& gemm,
                                  const LineFit& stream) {
       progress(fmt::format("{} ({} of operands): gemm {} points, {:.1f} GFLOP/s, weight passes {:.2f} / {:.2f} ns per "
@@ -632,7 +646,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                   level.footprint, "-" + level.name, level.gemm, level.stream);
     level_lines("memory", z.memory_footprint, "", c.gemm, c.stream);
     progress(fmt::format("gemm: {:.2f} us per call (the {} level's intercept); AdamW {:.1f} GB/s over {} ({:.1f}%)",
-                         c.caches.front().gemm.intercept_s * 1e6, c.caches.front().name, 1e-9 / c.optimizer.slope,
+                         setup_fit.intercept_s * 1e6, setup_from, 1e-9 / c.optimizer.slope,
                          size_label(static_cast<double>(z.optimizer_footprint)), 100 * c.optimizer.rms_rel_error));
   }
   c.attention = fit_with_elements(pts, "attention");
@@ -845,7 +859,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.device.kernel_overhead_s = c.executor_overhead_s;
   // The lines' intercepts: what a call costs beyond its work (the attention line's is per forward
   // and backward pair).
-  c.device.gemm_setup_s = c.caches.front().gemm.intercept_s;  // the cleanest fit: the smallest shapes
+  c.device.gemm_setup_s = setup_fit.intercept_s;
   c.device.attention_setup_s = 0.5 * c.attention.intercept_s;
   c.device.attention_score_s = c.attention.element_s;
   return c;
@@ -909,8 +923,9 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                    "rms error {:.1f}%",
                    std::count_if(c.points.begin(), c.points.end(), [](const Measurement& m) { return m.kind == "optimizer"; }),
                    size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.optimizer.rms_rel_error)},
-      {"efficiency.gemm_setup", fmt::format("fitted: the intercept of the GEMM line over {} of operands (the {} level's)",
-                                            size_label(static_cast<double>(c.caches.front().footprint)), c.caches.front().name)},
+      {"efficiency.gemm_setup",
+       fmt::format("fitted: the intercept of the GEMM line over {} of operands",
+                   size_label(static_cast<double>(c.caches.empty() ? c.memory_footprint : c.caches.front().footprint)))},
       {"efficiency.gemm_weight_fwd",
        "fitted: the forward points' weight-bytes term of the GEMM fit over " +
            size_label(static_cast<double>(c.memory_footprint)) +
@@ -918,11 +933,11 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
       {"efficiency.gemm_weight_bwd",
        "fitted: the backward points' weight-bytes term of the same fits (data and weight gradients: the weight "
        "packed, its gradient read and written)"},
-      {"cache", cache_source(c)},
       {"efficiency.attention_setup", "fitted: half the attention line's intercept (a forward and backward pair)"},
       {"efficiency.kernel_overhead", "measured: the executor's cost per op, a training step of a micro model (2 layers, "
                                      "hidden 8) divided by its op count"},
       {"rest", "from the base profile " + base.node.accelerator().name}};
+  if (!c.caches.empty()) device["sources"]["cache"] = cache_source(c);
   nlohmann::json node = node_to_json(base.node);
   node["name"] = name;
   node["devices"] = nlohmann::json::array({{{"device", device}, {"count", base.node.accelerators()}}});
