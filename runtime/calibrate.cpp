@@ -256,7 +256,7 @@ Sizes sizes_for(const Backend& be) {
     z.stream = {2048u, 8192u, 32768u, 131072u, 524288u, 2097152u};  // from the tiny model's 8 KiB tensors
     z.adam = {262144u, 1048576u, 4194304u};
     z.seqs = {16, 32, 64, 128};
-    z.heads = {{4, 2, 16}, {8, 4, 32}};
+    z.heads = {{2, 1, 16}, {4, 2, 16}, {8, 4, 32}};  // the tiny model with tp=2 and without, the small model
     // Two cache levels: the core's L2, its operands cycled over half of it (the other half holds
     // the hot operands and what the allocator hands out), and a span of kCacheFootprint. On this
     // project's VM (2 MiB of L2 per core) the tiny model's forward MLP GEMM (32x64x512) took 17.6 us
@@ -362,6 +362,22 @@ LineFit fit_with_elements(std::vector<Measurement>& pts, const std::string& kind
   f.element_s = x(1);
   f.slope = x(2);
   for (Measurement* m : sel) m->fitted_s = f.intercept_s + f.element_s * m->elements + f.slope * m->work;
+  score(f, sel, [](const Measurement& m) { return m.fitted_s; });
+  return f;
+}
+
+LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind) {
+  const std::vector<Measurement*> sel = fitted_points(pts, kind);
+  if (sel.size() < 5) return fit_with_elements(pts, kind);
+  const Eigen::Vector4d x = fit_terms<4>(sel, 3, [](const Measurement& m, int j) {
+    return j == 0 ? 1.0 : j == 1 ? m.heads : j == 2 ? m.elements : m.work;
+  });
+  LineFit f;
+  f.intercept_s = x(0);
+  f.head_s = x(1);
+  f.element_s = x(2);
+  f.slope = x(3);
+  for (Measurement* m : sel) m->fitted_s = f.intercept_s + f.head_s * m->heads + f.element_s * m->elements + f.slope * m->work;
   score(f, sel, [](const Measurement& m) { return m.fitted_s; });
   return f;
 }
@@ -585,6 +601,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                                                saved_qkv.data() + b * qkv_n, s);
                        })});
         pts.back().elements = 0.5 * q * static_cast<double>(seq) * seq;  // causal: the lower half
+        pts.back().heads = q;
       }
     if (pass > 0) {
       if (earlier.size() != pts.size()) return Error("calibration: the passes measured different points");
@@ -649,11 +666,12 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                          setup_fit.intercept_s * 1e6, setup_from, 1e-9 / c.optimizer.slope,
                          size_label(static_cast<double>(z.optimizer_footprint)), 100 * c.optimizer.rms_rel_error));
   }
-  c.attention = fit_with_elements(pts, "attention");
+  c.attention = fit_attention(pts, "attention");
   if (progress)
-    progress(fmt::format("attention: {:.1f} GFLOP/s of causal FLOPs and {:.2f} ns per causal score element (rms fit error "
-                         "{:.1f}%)",
-                         1e-9 / c.attention.slope, 1e9 * c.attention.element_s, 100 * c.attention.rms_rel_error));
+    progress(fmt::format("attention: {:.1f} GFLOP/s of causal FLOPs, {:.2f} ns per causal score element and {:.2f} us per "
+                         "head (rms fit error {:.1f}%)",
+                         1e-9 / c.attention.slope, 1e9 * c.attention.element_s, 1e6 * c.attention.head_s,
+                         100 * c.attention.rms_rel_error));
 
   // Collectives over every rank, 1 KiB to kMaxCollective in steps of 2 (nccl-tests' sizes: the
   // full buffer; all-gather's output, reduce-scatter's input). The fabric's latency and bandwidth
@@ -862,6 +880,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.device.gemm_setup_s = setup_fit.intercept_s;
   c.device.attention_setup_s = 0.5 * c.attention.intercept_s;
   c.device.attention_score_s = c.attention.element_s;
+  c.device.attention_head_s = c.attention.head_s;
   return c;
 }
 
@@ -905,12 +924,14 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                    size_label(static_cast<double>(c.memory_footprint)), 100 * c.gemm.rms_rel_error,
                    100 * c.gemm.max_rel_error)},
       {"efficiency.attention",
-       fmt::format("fitted: fused attention forward+backward, 8 shapes, the saved q, k, v and probabilities "
-                   "cycled over {} (activations come back within their micro-batch), t = a + causal score "
-                   "elements x attention_score + 3.5 x half the full-square FLOPs (the model's flash forward plus "
+       fmt::format("fitted: fused attention forward+backward, {} shapes, the saved q, k, v and probabilities "
+                   "cycled over {} (activations come back within their micro-batch), t = a + heads x attention_head + "
+                   "causal score elements x attention_score + 3.5 x half the full-square FLOPs (the model's flash forward plus "
                    "its 2.5x backward) / (peak x eff); rms error {:.1f}%",
+                   std::count_if(c.points.begin(), c.points.end(), [](const Measurement& m) { return m.kind == "attention"; }),
                    size_label(static_cast<double>(c.activation_footprint)), 100 * c.attention.rms_rel_error)},
       {"efficiency.attention_score", "fitted: the score-element term of the same fit (forward and backward together)"},
+      {"efficiency.attention_head", "fitted: the per-head term of the same fit (forward and backward together)"},
       {"efficiency.activation_element", "fitted: the exponentials' term of the streaming fit (each cache level its own)"},
       {"memory_bandwidth",
        fmt::format("fitted: residual, rmsnorm and swiglu (forward, their outputs allocated per call as new "

@@ -64,6 +64,7 @@ struct Measurement {
   // Attention: causal score elements (heads x seq^2 / 2); streaming: elements through an
   // exponential (the activation's outputs).
   double elements = 0;
+  double heads = 0;  // attention: the (sequence, head) pairs it loops over
 };
 
 struct LineFit {
@@ -81,6 +82,7 @@ struct LineFit {
   // fit_with_elements: seconds per element (attention: per causal score element; streaming: per
   // exponential); the intercept is per call.
   double element_s = 0;
+  double head_s = 0;  // fit_attention: seconds per (sequence, head) pair
   // The line's time for `work`.
   double at(double work) const { return (work < small_below ? small_intercept_s : intercept_s) + slope * work; }
 };
@@ -97,6 +99,9 @@ LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind);
 // t = intercept + elements x element_s + work x slope, negative terms dropped: attention pairs (score
 // elements, FLOPs) and streaming kernels (exponentials, bytes).
 LineFit fit_with_elements(std::vector<Measurement>& pts, const std::string& kind);
+// Attention pairs: as fit_with_elements (score elements, FLOPs) with a term per (sequence, head)
+// pair the kernel loops over.
+LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind);
 // The device's GEMM peak: the peak GEMM's measured rate, or the fastest rate of a GEMM point (any
 // level's) or of the fitted lines where one is faster (a peak measured in a slow moment would
 // otherwise cap every GEMM, the efficiencies being rates over the peak capped at 1).

@@ -67,6 +67,10 @@ struct DeviceSpec {
   // forward and backward together, half each). `foresight calibrate` fits it on a CPU; the GPU
   // profiles leave it 0 (their efficiency covers flash attention's softmax).
   double attention_score_s = 0;
+  // A fixed time per (sequence, head) an attention call loops over, forward and backward together
+  // (half each): a CPU backend runs small GEMMs per head. `foresight calibrate` fits it on a CPU;
+  // the GPU profiles leave it 0 (one fused kernel covers every head).
+  double attention_head_s = 0;
   // The cost of an exponential (or tanh) per element beyond the bytes moved: the MLP's activation
   // (SiLU, GeLU) forward and backward, and cross-entropy's softmax over the logits. `foresight
   // calibrate` fits it on a CPU, where those kernels are compute-bound at the models' sizes (the

@@ -202,7 +202,8 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
       const double t = 0.5 * f.attn_core / (peak * dev.attention_efficiency);
       // The work on the scores that does not scale with the head width (DeviceSpec::attention_score_s,
       // half forward, half backward), over the causal half.
-      const double score = 0.25 * scores * dev.attention_score_s;
+      // And the fixed cost per (sequence, head) loop (DeviceSpec::attention_head_s, half each way).
+      const double score = 0.25 * scores * dev.attention_score_s + 0.5 * s.batch * m.heads / tp * dev.attention_head_s;
       put(KernelName::kAttention, KernelClass::kAttention, f.attn_core, 0, t + dev.attention_setup_s + score,
           2.5 * t + dev.attention_setup_s + score, 0);
     } else {

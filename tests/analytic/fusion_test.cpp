@@ -101,6 +101,16 @@ TEST(Fusion, AttentionScoreTermByHand) {
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_NEAR(back->attention_score_s, 0.4e-9, 1e-18);
   EXPECT_EQ(testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator().attention_score_s, 0);
+  // The per-head term: half of it each way, per (sequence, head) of the micro-batch.
+  l.d.attention_head_s = 1e-6;
+  const LayerKernels headed = l.kernels();
+  const KernelCost& c = find(headed, KernelName::kAttention);
+  EXPECT_NEAR(c.fwd_s - b.fwd_s, 0.5 * l.s.batch * l.m.heads * 1e-6, 1e-15);
+  EXPECT_NEAR(c.bwd_s - b.bwd_s, 0.5 * l.s.batch * l.m.heads * 1e-6, 1e-15);
+  auto back2 = device_from_json(device_to_json(l.d), "dev.json", "");
+  ASSERT_TRUE(back2.ok()) << back2.error().message();
+  EXPECT_NEAR(back2->attention_head_s, 1e-6, 1e-15);
+  EXPECT_EQ(testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator().attention_head_s, 0);
 }
 
 TEST(Fusion, UnfusedChainsByHand) {

@@ -1210,6 +1210,26 @@ TEST(Calibration, AttentionFitFindsTheScoreTerm) {
   EXPECT_NEAR(1 / g.slope, 30e9, 1e3);
 }
 
+// Attention with a fixed cost per (sequence, head) besides the score and FLOP terms (the CPU
+// backend's per-head GEMMs): fit_attention recovers all four; the three-term line cannot.
+TEST(Calibration, AttentionFitFindsThePerHeadTerm) {
+  std::vector<Measurement> pts;
+  for (int seq : {16, 32, 64, 128})
+    for (auto [q, d] : std::vector<std::pair<int, int>>{{2, 16}, {4, 16}, {8, 32}}) {
+      const double flops = 3.5 * 0.5 * 2.0 * seq * seq * 2.0 * q * d, scores = 0.5 * q * seq * seq;
+      pts.push_back({"attention", "", flops, 3e-6 + q * 1.2e-6 + scores * 2e-9 + flops / 30e9});
+      pts.back().elements = scores;
+      pts.back().heads = q;
+    }
+  const LineFit f = fit_attention(pts, "attention");
+  EXPECT_NEAR(f.intercept_s, 3e-6, 1e-12);
+  EXPECT_NEAR(f.head_s, 1.2e-6, 1e-12);
+  EXPECT_NEAR(f.element_s, 2e-9, 1e-15);
+  EXPECT_NEAR(1 / f.slope, 30e9, 1e3);
+  EXPECT_LT(f.rms_rel_error, 1e-9);
+  EXPECT_GT(fit_with_elements(pts, "attention").rms_rel_error, 1e-3);
+}
+
 // Streaming kernels with an exponential per element for some (SwiGLU's): the same fit recovers the
 // bandwidth and the cost per exponential, which one bytes line could not.
 TEST(Calibration, StreamFitFindsTheExponentials) {
