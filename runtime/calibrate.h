@@ -113,6 +113,7 @@ struct CacheFit {
   std::string name;  // the points' kinds are "gemm-" + name and "stream-" + name
   std::size_t footprint = 0, bytes = 0;
   LineFit gemm, stream;
+  LineFit optimizer;  // AdamW over the level's span (the largest level only)
 };
 
 struct Calibration {

@@ -112,10 +112,11 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
       }
     const CacheLevel& last = d.caches.back();
     if (state <= last.bytes) {
-      // The whole step stays in the largest level: the optimizer streams its state from there, and
+      // The whole step stays in the largest level: the optimizer reads its state from there (at
+      // AdamW's rate in that level where the profile has one, else the level's streaming rate), and
       // the gradients reduced after the backward are still there (no cold fabric rate).
       out.node.fabric.cold_bandwidth = 0;
-      d.optimizer_efficiency = last.memory_bandwidth / d.memory_bandwidth;
+      d.optimizer_efficiency = (last.optimizer_bandwidth > 0 ? last.optimizer_bandwidth : last.memory_bandwidth) / d.memory_bandwidth;
     } else {
       d.optimizer_efficiency = optimizer_rate / d.memory_bandwidth;
     }

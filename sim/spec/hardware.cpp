@@ -151,7 +151,8 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
     // One level (an object) or several (an array, smallest first).
     auto level = [&](JsonReader cache) {
       cache.reject_unknown_keys(
-          {"size", "gemm_efficiency", "memory_bandwidth", "gemm_weight_fwd", "gemm_weight_bwd", "activation_element"});
+          {"size", "gemm_efficiency", "memory_bandwidth", "gemm_weight_fwd", "gemm_weight_bwd", "activation_element",
+           "optimizer_bandwidth"});
       CacheLevel c;
       c.bytes = cache.required_quantity("size", Dimension::kBytes);
       c.gemm_efficiency = cache.number("gemm_efficiency", d.gemm_efficiency, 0.01, 1.0);
@@ -159,6 +160,7 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
       c.gemm_weight_fwd_bandwidth = cache.quantity("gemm_weight_fwd", Dimension::kBandwidth, 0.0);
       c.gemm_weight_bwd_bandwidth = cache.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
       c.activation_element_s = cache.quantity("activation_element", Dimension::kSeconds, 0.0);
+      c.optimizer_bandwidth = cache.quantity("optimizer_bandwidth", Dimension::kBandwidth, 0.0);
       if (r.ok() && c.bytes <= 0) cache.fail("size", "must be positive");
       if (r.ok() && !d.caches.empty() && c.bytes <= d.caches.back().bytes)
         cache.fail("size", "must be larger than the level before (levels go smallest first)");
@@ -223,6 +225,7 @@ json device_to_json(const DeviceSpec& d) {
     if (c.gemm_weight_fwd_bandwidth > 0) level["gemm_weight_fwd"] = format_quantity(c.gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
     if (c.gemm_weight_bwd_bandwidth > 0) level["gemm_weight_bwd"] = format_quantity(c.gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
     if (c.activation_element_s > 0) level["activation_element"] = format_quantity(c.activation_element_s, Dimension::kSeconds);
+    if (c.optimizer_bandwidth > 0) level["optimizer_bandwidth"] = format_quantity(c.optimizer_bandwidth, Dimension::kBandwidth);
     caches.push_back(std::move(level));
   }
   if (caches.size() == 1) j["cache"] = caches[0];

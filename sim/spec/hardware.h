@@ -31,6 +31,9 @@ struct CacheLevel {
   double memory_bandwidth = 0;  // bytes/s, as DeviceSpec::memory_bandwidth (memory_efficiency applies)
   double gemm_weight_fwd_bandwidth = 0, gemm_weight_bwd_bandwidth = 0;  // as the DeviceSpec's, in this level
   double activation_element_s = 0;  // as the DeviceSpec's, in this level
+  // AdamW's rate over its state in this level (bytes/s, kAdamBytesPerParam per parameter; 0: the
+  // level's streaming rate), for a plan whose whole state fits the level.
+  double optimizer_bandwidth = 0;
   bool operator==(const CacheLevel&) const = default;
 };
 

@@ -63,7 +63,7 @@ TEST(CacheLevel, TheSmallestLevelHoldingTheWorkingSetSetsTheKernelRates) {
     return out;
   };
   const CacheLevel too_small{0.5 * working, 0.99, 9e10, 0, 0}, inner{working, 0.95, 6e10, 3e10, 1e10, 1e-10},
-      outer{state, 0.9, 4e10, 2e10, 5e9};
+      outer{state, 0.9, 4e10, 2e10, 5e9, 0, 3e10};
   {  // the working set fits the middle level, the state the outer one
     const ClusterSpec r = cluster_for_plan(tiny, with({too_small, inner, outer}), p);
     const DeviceSpec& d = r.node.devices[0].device;
@@ -72,7 +72,8 @@ TEST(CacheLevel, TheSmallestLevelHoldingTheWorkingSetSetsTheKernelRates) {
     EXPECT_EQ(d.gemm_weight_fwd_bandwidth, inner.gemm_weight_fwd_bandwidth);
     EXPECT_EQ(d.gemm_weight_bwd_bandwidth, inner.gemm_weight_bwd_bandwidth);
     EXPECT_EQ(d.activation_element_s, inner.activation_element_s);
-    EXPECT_NEAR(d.optimizer_efficiency * d.memory_bandwidth, outer.memory_bandwidth, 1e-6 * outer.memory_bandwidth);
+    // AdamW's own rate in the level (without one, the level's streaming rate: TheModelStateDecidesTheRates).
+    EXPECT_NEAR(d.optimizer_efficiency * d.memory_bandwidth, outer.optimizer_bandwidth, 1e-6 * outer.optimizer_bandwidth);
     EXPECT_EQ(r.node.fabric.cold_bandwidth, 0);
     EXPECT_TRUE(d.caches.empty());
   }
@@ -115,7 +116,7 @@ TEST(CacheLevel, ProfileJsonRoundTripsAndChecksTheSize) {
   EXPECT_NE(refused.error().message().find("dev.json: /cache/size"), std::string::npos) << refused.error().message();
   // Two levels: an array, smallest first.
   DeviceSpec two = d;
-  two.caches.insert(two.caches.begin(), CacheLevel{1 << 20, 0.95, 60e9, 30e9, 10e9});
+  two.caches.insert(two.caches.begin(), CacheLevel{1 << 20, 0.95, 60e9, 30e9, 10e9, 0.2e-9, 25e9});
   const nlohmann::json j2 = device_to_json(two);
   ASSERT_TRUE(j2["cache"].is_array());
   auto back2 = device_from_json(j2, "dev.json", "");
@@ -123,6 +124,8 @@ TEST(CacheLevel, ProfileJsonRoundTripsAndChecksTheSize) {
   ASSERT_EQ(back2->caches.size(), 2u);
   EXPECT_NEAR(back2->caches[0].bytes, 1 << 20, 1);
   EXPECT_NEAR(back2->caches[0].gemm_weight_bwd_bandwidth, 10e9, 1e3);
+  EXPECT_NEAR(back2->caches[0].activation_element_s, 0.2e-9, 1e-18);
+  EXPECT_NEAR(back2->caches[0].optimizer_bandwidth, 25e9, 1e3);
   EXPECT_NEAR(back2->caches[1].bytes, 8 << 20, 1);
   nlohmann::json unordered = j2;
   std::swap(unordered["cache"][0], unordered["cache"][1]);
