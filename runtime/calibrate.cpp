@@ -351,41 +351,39 @@ LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind) {
   return f;
 }
 
-// Attention (forward and backward pairs): t = a + causal score elements x c + FLOPs x b. The score
-// term is the work on the S x S scores that does not scale with the head width (scale, softmax,
-// the probabilities' gradient): with it the 8 CPU shapes fit to 7.7% rms instead of 15.6%, the
-// narrow heads (d = 16) no longer 12-24% slower than the line and the wide ones (d = 32) 2-19%
-// faster (2026-11-30). A negative term is dropped.
-LineFit fit_with_elements(std::vector<Measurement>& pts, const std::string& kind) {
+namespace {
+// t = a [+ heads x h] + elements x e + work x b over `kind`'s points (K = 4 with the head term), a
+// negative term other than the work's dropped.
+template <int K>
+LineFit fit_counted(std::vector<Measurement>& pts, const std::string& kind) {
+  static_assert(K == 3 || K == 4);
   const std::vector<Measurement*> sel = fitted_points(pts, kind);
-  if (sel.size() < 3) return fit(pts, kind);
-  const Eigen::Vector3d x = fit_terms<3>(sel, 2, [](const Measurement& m, int j) {
-    return j == 0 ? 1.0 : j == 1 ? m.elements : m.work;
+  if (sel.size() < static_cast<std::size_t>(K + 1)) return fit(pts, kind);
+  const Eigen::Matrix<double, K, 1> x = fit_terms<K>(sel, K - 1, [](const Measurement& m, int j) {
+    if (j == 0) return 1.0;
+    if (j == K - 1) return m.work;
+    return j == K - 2 ? m.elements : m.heads;
   });
   LineFit f;
   f.intercept_s = x(0);
-  f.element_s = x(1);
-  f.slope = x(2);
-  for (Measurement* m : sel) m->fitted_s = f.intercept_s + f.element_s * m->elements + f.slope * m->work;
-  score(f, sel, [](const Measurement& m) { return m.fitted_s; });
-  return f;
-}
-
-LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind) {
-  const std::vector<Measurement*> sel = fitted_points(pts, kind);
-  if (sel.size() < 5) return fit_with_elements(pts, kind);
-  const Eigen::Vector4d x = fit_terms<4>(sel, 3, [](const Measurement& m, int j) {
-    return j == 0 ? 1.0 : j == 1 ? m.heads : j == 2 ? m.elements : m.work;
-  });
-  LineFit f;
-  f.intercept_s = x(0);
-  f.head_s = x(1);
-  f.element_s = x(2);
-  f.slope = x(3);
+  f.head_s = K == 4 ? x(1) : 0.0;
+  f.element_s = x(K - 2);
+  f.slope = x(K - 1);
   for (Measurement* m : sel) m->fitted_s = f.intercept_s + f.head_s * m->heads + f.element_s * m->elements + f.slope * m->work;
   score(f, sel, [](const Measurement& m) { return m.fitted_s; });
   return f;
 }
+}  // namespace
+
+// Streaming kernels: the elements are the exponentials (SwiGLU's). Attention pairs without the head
+// term: the elements are the causal score elements, the work on the S x S scores that does not
+// scale with the head width (scale, softmax, the probabilities' gradient): with it the 8 CPU
+// shapes fit to 7.7% rms instead of 15.6% (2026-11-30).
+LineFit fit_with_elements(std::vector<Measurement>& pts, const std::string& kind) { return fit_counted<3>(pts, kind); }
+
+// Attention pairs with a fixed cost per (sequence, head), the CPU backend's per-head GEMMs: with the
+// tiny tp=2 plan's heads (2/1) among the shapes, 2.9% rms against 10.9% without the term (2026-12-01).
+LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind) { return fit_counted<4>(pts, kind); }
 
 double gemm_peak(double measured_flops, const std::vector<Measurement>& pts, const std::vector<const LineFit*>& fits) {
   double peak = measured_flops;
