@@ -179,26 +179,44 @@ void swiglu_backward_cpu(float* dgate_up, const float* gate_up, const float* dou
   }
 }
 
-void rope_cpu(float* qkv, const AttentionShape& s, float theta, bool inverse) {
-  const int half = s.head_dim / 2, w = s.qkv_width();
-  const int rotated = s.q_heads + s.kv_heads;  // q and k heads sit first in each row
+void rope_table(float* cos, float* sin, int seq, int head_dim, float theta) {
+  const int half = head_dim / 2;
   std::vector<float> inv_freq(static_cast<std::size_t>(half));
   for (int p = 0; p < half; ++p)
-    inv_freq[p] = static_cast<float>(std::pow(theta, -2.0 * p / s.head_dim));
+    inv_freq[p] = static_cast<float>(std::pow(theta, -2.0 * p / head_dim));
+  for (int i = 0; i < seq; ++i)
+    for (int p = 0; p < half; ++p) {
+      const float angle = static_cast<float>(i) * inv_freq[p];
+      cos[static_cast<std::size_t>(i) * half + p] = std::cos(angle);
+      sin[static_cast<std::size_t>(i) * half + p] = std::sin(angle);
+    }
+}
+
+void rope_rotate(float* qkv, const AttentionShape& s, const float* cos, const float* sin, bool inverse) {
+  const int half = s.head_dim / 2, w = s.qkv_width();
+  const int rotated = s.q_heads + s.kv_heads;  // q and k heads sit first in each row
   for (int b = 0; b < s.batch; ++b)
     for (int i = 0; i < s.seq; ++i) {
       float* row = qkv + (static_cast<std::size_t>(b) * s.seq + i) * w;
-      for (int p = 0; p < half; ++p) {
-        const float angle = static_cast<float>(i) * inv_freq[p];
-        const float c = std::cos(angle), sn = inverse ? -std::sin(angle) : std::sin(angle);
-        for (int h = 0; h < rotated; ++h) {
-          float* x = row + h * s.head_dim;
+      const float* c = cos + static_cast<std::size_t>(i) * half;
+      const float* sn = sin + static_cast<std::size_t>(i) * half;
+      for (int h = 0; h < rotated; ++h) {
+        float* x = row + h * s.head_dim;
+        for (int p = 0; p < half; ++p) {
+          const float sp = inverse ? -sn[p] : sn[p];
           const float x1 = x[p], x2 = x[p + half];
-          x[p] = x1 * c - x2 * sn;
-          x[p + half] = x1 * sn + x2 * c;
+          x[p] = x1 * c[p] - x2 * sp;
+          x[p + half] = x1 * sp + x2 * c[p];
         }
       }
     }
+}
+
+void rope_cpu(float* qkv, const AttentionShape& s, float theta, bool inverse) {
+  const std::size_t n = static_cast<std::size_t>(s.seq) * (s.head_dim / 2);
+  std::vector<float> cos(n), sin(n);
+  rope_table(cos.data(), sin.data(), s.seq, s.head_dim, theta);
+  rope_rotate(qkv, s, cos.data(), sin.data(), inverse);
 }
 
 namespace {

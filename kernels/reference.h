@@ -68,6 +68,10 @@ void swiglu_backward_cpu(float* dgate_up, const float* gate_up, const float* dou
 // Rotary position embedding (rotate-half convention, as Llama) on the q and k heads of a fused QKV
 // buffer, in place. `inverse` applies the transposed rotation (the backward of the forward).
 void rope_cpu(float* qkv, const AttentionShape& s, float theta, bool inverse);
+// rope_cpu's two steps, for a caller that keeps the table: the cosine and sine of each position's
+// angle per frequency ([seq][head_dim / 2] each), and the rotation with them.
+void rope_table(float* cos, float* sin, int seq, int head_dim, float theta);
+void rope_rotate(float* qkv, const AttentionShape& s, const float* cos, const float* sin, bool inverse);
 
 // --- attention (causal, grouped-query) --------------------------------------------------------
 // Unfused, in the three steps an unfused implementation launches:

@@ -274,39 +274,15 @@ double crossentropy_fused(float* losses, float* dlogits, const float* logits, co
 }
 
 void RopeTable::apply(float* qkv, const kernels::AttentionShape& s, float theta, bool inverse) {
-  const int half = s.head_dim / 2, w = s.qkv_width();
   if (s.seq != seq_ || s.head_dim != head_dim_ || theta != theta_) {
-    // The same float arithmetic as kernels::rope_cpu: the same angles, the same results.
-    std::vector<float> inv_freq(static_cast<std::size_t>(half));
-    for (int p = 0; p < half; ++p) inv_freq[p] = static_cast<float>(std::pow(theta, -2.0 * p / s.head_dim));
-    cos_.resize(static_cast<std::size_t>(s.seq) * half);
+    cos_.resize(static_cast<std::size_t>(s.seq) * (s.head_dim / 2));
     sin_.resize(cos_.size());
-    for (int i = 0; i < s.seq; ++i)
-      for (int p = 0; p < half; ++p) {
-        const float angle = static_cast<float>(i) * inv_freq[p];
-        cos_[static_cast<std::size_t>(i) * half + p] = std::cos(angle);
-        sin_[static_cast<std::size_t>(i) * half + p] = std::sin(angle);
-      }
+    kernels::rope_table(cos_.data(), sin_.data(), s.seq, s.head_dim, theta);
     seq_ = s.seq;
     head_dim_ = s.head_dim;
     theta_ = theta;
   }
-  const int rotated = s.q_heads + s.kv_heads;  // q and k heads sit first in each row
-  for (int b = 0; b < s.batch; ++b)
-    for (int i = 0; i < s.seq; ++i) {
-      float* row = qkv + (static_cast<std::size_t>(b) * s.seq + i) * w;
-      const float* c = cos_.data() + static_cast<std::size_t>(i) * half;
-      const float* sn = sin_.data() + static_cast<std::size_t>(i) * half;
-      for (int h = 0; h < rotated; ++h) {
-        float* x = row + h * s.head_dim;
-        for (int p = 0; p < half; ++p) {
-          const float sp = inverse ? -sn[p] : sn[p];
-          const float x1 = x[p], x2 = x[p + half];
-          x[p] = x1 * c[p] - x2 * sp;
-          x[p + half] = x1 * sp + x2 * c[p];
-        }
-      }
-    }
+  kernels::rope_rotate(qkv, s, cos_.data(), sin_.data(), inverse);
 }
 
 }  // namespace foresight::runtime

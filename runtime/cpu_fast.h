@@ -63,10 +63,10 @@ void scale_rows(float* x, const float* scale, int rows, int cols);
 double crossentropy_fused(float* losses, float* dlogits, const float* logits, const int* targets, float dloss, int rows,
                           int vocab);
 
-// = kernels::rope_cpu, bit for bit, with its rotation table (the cosine and sine per position and
-// frequency) made once per shape and kept, as frameworks keep theirs (Hugging Face's and Megatron's
-// rotary embeddings cache it); the reference recomputes it per call, whose sines and cosines cost
-// more than the rotation.
+// = kernels::rope_cpu, bit for bit (its rope_table and rope_rotate), with the table of cosines and
+// sines per position and frequency made once per shape and kept, as frameworks keep theirs (Hugging
+// Face's and Megatron's rotary embeddings cache it); the reference makes it per call, and its sines
+// and cosines cost more than the rotation.
 class RopeTable {
  public:
   void apply(float* qkv, const kernels::AttentionShape& s, float theta, bool inverse);
