@@ -204,15 +204,16 @@ class OutputPool {
   std::size_t n_, at_ = 0;
 };
 
-// The size of this machine's per-core L2 as Linux reports it (sysfs), 0 where it does not say.
-std::size_t l2_bytes() {
+// The size of this machine's data cache of `level` (2: the core's L2, 3: the L3 it shares) as
+// Linux reports it (sysfs), 0 where it does not say.
+std::size_t cache_bytes(int wanted) {
   for (int i = 0; i < 8; ++i) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
     std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
     int level = 0;
     std::string type, size;
     if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) continue;
-    if (level != 2 || type == "Instruction") continue;
+    if (level != wanted || type == "Instruction") continue;
     unsigned long long value = 0;
     char unit = 0;
     if (std::sscanf(size.c_str(), "%llu%c", &value, &unit) < 1) return 0;
@@ -228,7 +229,7 @@ struct Sizes {
   std::vector<int> rows;
   std::vector<std::pair<int, int>> kn, kn_cache;  // kn_cache: measured in the cache levels only
   std::vector<std::size_t> stream, adam;
-  std::vector<std::size_t> adam_cache;  // AdamW over the largest cache level's span
+  std::vector<std::size_t> adam_cache;  // AdamW over each cache level's span
   std::vector<int> seqs;
   std::vector<std::tuple<int, int, int>> heads;  // q heads, kv heads, head_dim
   // The cache levels (their fits empty), smallest first, and the memory span.
@@ -256,20 +257,28 @@ Sizes sizes_for(const Backend& be) {
     z.kn_cache = {{32, 64}, {256, 64}};
     z.stream = {2048u, 8192u, 32768u, 131072u, 524288u, 2097152u};  // from the tiny model's 8 KiB tensors
     z.adam = {262144u, 1048576u, 4194304u};
-    // A plan whose whole state fits the largest level (the tiny model's: 75-150 k parameters) runs
-    // AdamW there: 0.70 ns per parameter cycled over 8 MiB against 0.60 at that level's streaming
-    // rate (2026-12-01); the tiny serial step's optimizer took 0.8.
+    // A plan whose whole state fits a level (the tiny model's: 75-150 k parameters) runs AdamW
+    // there: 0.70 ns per parameter cycled over 8 MiB against 0.60 at that level's streaming rate
+    // (2026-12-01); the tiny serial step's optimizer took 0.8.
     z.adam_cache = {16384u, 65536u, 262144u};
     z.seqs = {16, 32, 64, 128};
     z.heads = {{2, 1, 16}, {4, 2, 16}, {8, 4, 32}};  // the tiny model with tp=2 and without, the small model
-    // Two cache levels: the core's L2, its operands cycled over half of it (the other half holds
-    // the hot operands and what the allocator hands out), and a span of kCacheFootprint. On this
+    // Cache levels: the core's L2, its operands cycled over half of it (the other half holds the
+    // hot operands and what the allocator hands out), and a span of kCacheFootprint. On this
     // project's VM (2 MiB of L2 per core) the tiny model's forward MLP GEMM (32x64x512) took 17.6 us
     // cycled over 1 MiB, 21.5 over 8 MiB, and 16.1 in a step whose working set is 1.6 MB; per op,
     // the tiny model's GEMMs other than QKV came out within -7..+7% of a step at the L2 rates, and
     // 18-35% long at the 8 MiB ones (2026-12-01, `foresight calibrate` and `run --trace`).
-    if (const std::size_t l2 = l2_bytes(); l2 >= (128u << 10) && l2 < kCacheFootprint) z.caches.push_back({"l2", l2 / 2, l2, {}, {}});
+    if (const std::size_t l2 = cache_bytes(2); l2 >= (128u << 10) && l2 < kCacheFootprint) z.caches.push_back({"l2", l2 / 2, l2, {}, {}});
     z.caches.push_back({"cache", kCacheFootprint, kCacheFootprint, {}, {}});
+    // A third level, a span of kL3Footprint, where the L3 the machine reports holds it twice. At the
+    // memory rates, the small model's tp=2 plan (26 MiB of weights, gradients and activations per
+    // rank in fp32) was predicted 13-28% long per GEMM op and 17% per step, its serial and GPipe
+    // plans (50 and 59 MiB) 1-14% per op; the 128x256x1024 GEMM (tp=2's MLP) cycled over 32 MiB
+    // ran at 163 GFLOP/s forward against 134 over 256 MiB (2026-12-01, a standalone Eigen loop, and
+    // `foresight run --trace` per op). The 1F1B pp=2 plan (29 MiB) takes this level too, though
+    // its GEMM ops had run within 5% of the memory rates: the level averages the plans measured.
+    if (cache_bytes(3) >= 2 * kL3Footprint) z.caches.push_back({"l3", kL3Footprint, kL3Footprint, {}, {}});
     return z;
   }
   // A GPU: operands cycled over 16 MiB stay in its L2 (40-60 MB on A100-H200); over 1 GiB they do not.
@@ -574,7 +583,12 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       }
     };
     adamw(z.optimizer_footprint, "optimizer", z.adam);
-    if (!z.caches.empty()) adamw(z.caches.back().footprint, "optimizer-" + z.caches.back().name, z.adam_cache);
+    // And over each cache level where two copies of two of the sizes fit (not a 2 MiB L2's 1 MiB
+    // span): a plan whose whole state fits a level runs AdamW there (cluster_for_plan).
+    for (const CacheFit& level : z.caches)
+      if (std::count_if(z.adam_cache.begin(), z.adam_cache.end(),
+                        [&](std::size_t n) { return level.footprint / (16 * n) >= 2; }) >= 2)
+        adamw(level.footprint, "optimizer-" + level.name, z.adam_cache);
 
     // Attention (the fused path).
     for (int seq : z.seqs)
@@ -674,11 +688,11 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     progress(fmt::format("gemm: {:.2f} us per call (the {} level's intercept); AdamW {:.1f} GB/s over {} ({:.1f}%)",
                          setup_fit.intercept_s * 1e6, setup_from, 1e-9 / c.optimizer.slope,
                          size_label(static_cast<double>(z.optimizer_footprint)), 100 * c.optimizer.rms_rel_error));
-    if (!c.caches.empty() && c.caches.back().optimizer.slope > 0)
-      progress(fmt::format("AdamW over {} (the largest cache level, for plans whose whole state fits it): {:.1f} GB/s "
-                           "({:.1f}%)",
-                           size_label(static_cast<double>(c.caches.back().footprint)), 1e-9 / c.caches.back().optimizer.slope,
-                           100 * c.caches.back().optimizer.rms_rel_error));
+    for (const CacheFit& level : c.caches)
+      if (level.optimizer.slope > 0)
+        progress(fmt::format("AdamW over {} (for plans whose whole state fits the level): {:.1f} GB/s ({:.1f}%)",
+                             size_label(static_cast<double>(level.footprint)), 1e-9 / level.optimizer.slope,
+                             100 * level.optimizer.rms_rel_error));
   }
   c.attention = fit_attention(pts, "attention");
   if (progress)
@@ -908,6 +922,7 @@ std::string cache_source(const Calibration& c) {
                        "two copies fit; GEMM rms error {:.1f}%, streaming {:.1f}%",
                        i ? ";" : "", size_label(static_cast<double>(level.bytes)),
                        level.name == "l2"        ? "the core's L2 as Linux reports it"
+                       : level.name == "l3"      ? "a span within the L3 Linux reports"
                        : c.backend == "cpu" ? "a span of a few L2s"
                                             : "within the GPU's L2",
                        size_label(static_cast<double>(level.footprint)), 100 * level.gemm.rms_rel_error,

@@ -38,6 +38,7 @@ namespace foresight::runtime {
 // inner one is the core's L2, when the machine says its size), and the memory rates (see
 // calibrate; a GPU's are 16 MiB and 1 GiB).
 inline constexpr std::size_t kCacheFootprint = 8u << 20;
+inline constexpr std::size_t kL3Footprint = 32u << 20;  // a third level, where the machine's L3 holds it twice
 inline constexpr std::size_t kMemoryFootprint = 256u << 20;
 
 // Collectives are measured from 1 KiB to kMaxCollective (within kCollectiveBudget_s); the fabric is fitted on the all-reduce
@@ -113,7 +114,7 @@ struct CacheFit {
   std::string name;  // the points' kinds are "gemm-" + name and "stream-" + name
   std::size_t footprint = 0, bytes = 0;
   LineFit gemm, stream;
-  LineFit optimizer;  // AdamW over the level's span (the largest level only)
+  LineFit optimizer;  // AdamW over the level's span (where two copies of two sizes fit)
 };
 
 struct Calibration {

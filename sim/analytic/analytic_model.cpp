@@ -110,13 +110,18 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
         d.activation_element_s = c.activation_element_s;
         break;
       }
-    const CacheLevel& last = d.caches.back();
-    if (state <= last.bytes) {
-      // The whole step stays in the largest level: the optimizer reads its state from there (at
-      // AdamW's rate in that level where the profile has one, else the level's streaming rate), and
-      // the gradients reduced after the backward are still there (no cold fabric rate).
+    // The smallest level that holds the whole state, preferring one with AdamW's own rate (a
+    // calibrated L2's span holds too few of AdamW's sizes to measure it there).
+    auto holds = std::find_if(d.caches.begin(), d.caches.end(),
+                              [&](const CacheLevel& c) { return state <= c.bytes && c.optimizer_bandwidth > 0; });
+    if (holds == d.caches.end())
+      holds = std::find_if(d.caches.begin(), d.caches.end(), [&](const CacheLevel& c) { return state <= c.bytes; });
+    if (holds != d.caches.end()) {
+      // The whole step stays in that level: the optimizer reads its state from there (at AdamW's
+      // rate, else the level's streaming rate), and the gradients reduced after the backward are
+      // still there (no cold fabric rate).
       out.node.fabric.cold_bandwidth = 0;
-      d.optimizer_efficiency = (last.optimizer_bandwidth > 0 ? last.optimizer_bandwidth : last.memory_bandwidth) / d.memory_bandwidth;
+      d.optimizer_efficiency = (holds->optimizer_bandwidth > 0 ? holds->optimizer_bandwidth : holds->memory_bandwidth) / d.memory_bandwidth;
     } else {
       d.optimizer_efficiency = optimizer_rate / d.memory_bandwidth;
     }

@@ -89,9 +89,11 @@ struct DeviceSpec {
   // Cache levels that can hold a whole training step, smallest first (none: the GPU presets, which
   // model HBM only). A plan whose working set per device (weights, gradients, activations and
   // buffers) fits a level runs its GEMMs and streaming kernels at the smallest such level's rates;
-  // one whose whole state (the optimizer's too) fits the largest level also finds the optimizer's
-  // state and the reduced gradients there (see cluster_for_plan). `foresight calibrate` measures a
-  // CPU's: its per-core L2 and a span the size of a few L2s.
+  // one whose whole state (the optimizer's too) fits a level also finds the optimizer's state and
+  // the reduced gradients there (the smallest such level with an optimizer_bandwidth, else the
+  // smallest such level; see cluster_for_plan). `foresight calibrate`
+  // measures a CPU's: its per-core L2, a span the size of a few L2s and, where the L3 holds it, a
+  // larger span.
   std::vector<CacheLevel> caches;
   double memory_reserved_bytes = 0;   // runtime context, allocator fragmentation, workspaces
   double power_load_w = 0, power_idle_w = 0;

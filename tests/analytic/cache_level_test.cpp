@@ -1,7 +1,7 @@
 // A device with cache levels (calibrated CPU profiles): a plan whose working set per device
 // (weights, gradients, activations, buffers) fits a level runs at the smallest such level's rates,
-// a larger one at the memory rates, in both executors alike; the optimizer finds its state in the
-// largest level only when the whole state fits there.
+// a larger one at the memory rates, in both executors alike; the optimizer finds its state in a
+// level only when the whole state fits there.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -44,8 +44,8 @@ TEST(CacheLevel, TheModelStateDecidesTheRates) {
 }
 
 // Two or three levels: the kernels take the smallest level that holds the working set; the
-// optimizer reads its state from the largest level when the whole state fits there, else from
-// memory at its own rate, whatever level the kernels run in.
+// optimizer reads its state from the smallest level that holds the whole state (one with AdamW's
+// rate first), else from memory at its own rate, whatever level the kernels run in.
 TEST(CacheLevel, TheSmallestLevelHoldingTheWorkingSetSetsTheKernelRates) {
   const ModelSpec tiny = testing::preset_model("tiny");
   const Plan p = testing::make_plan(1, 1, 2, 1, 8);
@@ -85,6 +85,19 @@ TEST(CacheLevel, TheSmallestLevelHoldingTheWorkingSetSetsTheKernelRates) {
     EXPECT_EQ(d.gemm_efficiency, inner.gemm_efficiency);
     EXPECT_NEAR(d.optimizer_efficiency * d.memory_bandwidth, 0.5 * base.memory_bandwidth, 1e-6 * base.memory_bandwidth);
     EXPECT_EQ(r.node.fabric.cold_bandwidth, c.node.fabric.bandwidth / 4);
+  }
+  {  // two levels hold the state: the smaller one without AdamW's rate is passed over for the one
+     // with it; without a rate anywhere, the smallest holding it at its streaming rate
+    CacheLevel holds_no_rate = outer;
+    holds_no_rate.optimizer_bandwidth = 0;
+    CacheLevel larger = outer;
+    larger.bytes = 2 * state;
+    larger.optimizer_bandwidth = 2e10;
+    const DeviceSpec d = cluster_for_plan(tiny, with({inner, holds_no_rate, larger}), p).node.devices[0].device;
+    EXPECT_NEAR(d.optimizer_efficiency * d.memory_bandwidth, larger.optimizer_bandwidth, 1e-6 * larger.optimizer_bandwidth);
+    larger.optimizer_bandwidth = 0;
+    const DeviceSpec e = cluster_for_plan(tiny, with({inner, holds_no_rate, larger}), p).node.devices[0].device;
+    EXPECT_NEAR(e.optimizer_efficiency * e.memory_bandwidth, holds_no_rate.memory_bandwidth, 1e-6 * holds_no_rate.memory_bandwidth);
   }
   {  // no level holds the working set: the memory rates
     const ClusterSpec r = cluster_for_plan(tiny, with({too_small}), p);
