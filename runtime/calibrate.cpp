@@ -874,7 +874,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     FS_ASSIGN_OR_RETURN(auto w, lower(micro, one, plan));
     Comm self;
     RunOptions ro;
-    ro.record_ops = false;
+    ro.record_ops = true;  // as `foresight run` does by default (its per-op times; 2 clock reads per op)
     FS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> own, be.another());
     FS_ASSIGN_OR_RETURN(auto t, Trainer::create(w, self, ro, std::move(own)));
     double per_step = 1e300;
