@@ -896,7 +896,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   for (const CacheFit& level : c.caches)
     c.device.caches.push_back({static_cast<double>(level.bytes), std::min(1.0, 1.0 / (level.gemm.slope * peak)),
                                1.0 / level.stream.slope, rate(level.gemm.weight_fwd_s_per_byte),
-                               rate(level.gemm.weight_bwd_s_per_byte), level.stream.element_s, rate(level.optimizer.slope)});
+                               rate(level.gemm.weight_bwd_s_per_byte), level.stream.element_s, rate(level.optimizer.slope),
+                               level.footprint < level.bytes ? static_cast<double>(level.footprint) : 0.0});
   c.device.activation_element_s = c.stream.element_s;
   c.device.memory_efficiency = 1.0;
   // AdamW's rate over the streaming rate (1 where its line has no slope: too few points to say).
@@ -928,7 +929,9 @@ std::string cache_source(const Calibration& c) {
                        size_label(static_cast<double>(level.footprint)), 100 * level.gemm.rms_rel_error,
                        100 * level.stream.rms_rel_error);
   }
-  return out + ". A plan whose working set per device fits a level takes the smallest such level's rates";
+  return out + ". A plan whose working set per device fits a level takes the smallest such level's rates, blended "
+               "toward the next level's (memory's after the last) as far as the working set passes the span measured "
+               "on its way to the level's size";
 }
 }  // namespace
 

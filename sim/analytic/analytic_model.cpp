@@ -101,15 +101,32 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
     DeviceSpec& d = g.device;
     if (d.caches.empty()) continue;
     const double optimizer_rate = d.optimizer_efficiency * d.memory_bandwidth;  // its state from memory
-    for (const CacheLevel& c : d.caches)
-      if (working <= c.bytes) {
-        d.gemm_efficiency = c.gemm_efficiency;
-        d.memory_bandwidth = c.memory_bandwidth;
-        d.gemm_weight_fwd_bandwidth = c.gemm_weight_fwd_bandwidth;
-        d.gemm_weight_bwd_bandwidth = c.gemm_weight_bwd_bandwidth;
-        d.activation_element_s = c.activation_element_s;
-        break;
-      }
+    for (std::size_t i = 0; i < d.caches.size(); ++i) {
+      const CacheLevel& c = d.caches[i];
+      if (working > c.bytes) continue;
+      // Past the span the level was measured over, the rates move toward the next level's (the
+      // memory rates after the last), all the way when the working set fills the level.
+      const double span = c.span > 0 ? c.span : c.bytes;
+      const double f = working > span ? (working - span) / (c.bytes - span) : 0.0;
+      const CacheLevel next = i + 1 < d.caches.size()
+                                  ? d.caches[i + 1]
+                                  : CacheLevel{d.memory_bandwidth, d.gemm_efficiency, d.memory_bandwidth,
+                                               d.gemm_weight_fwd_bandwidth, d.gemm_weight_bwd_bandwidth,
+                                               d.activation_element_s};
+      // Blended as times per unit of work: 1/rate (a weight pass of rate 0 takes no time).
+      const auto per = [](double rate) { return rate > 0 ? 1 / rate : 0.0; };
+      const auto mix = [f, &per](double a, double b) {
+        if (f <= 0) return a;
+        const double t = (1 - f) * per(a) + f * per(b);
+        return t > 0 ? 1 / t : 0.0;
+      };
+      d.gemm_efficiency = mix(c.gemm_efficiency, next.gemm_efficiency);
+      d.memory_bandwidth = mix(c.memory_bandwidth, next.memory_bandwidth);
+      d.gemm_weight_fwd_bandwidth = mix(c.gemm_weight_fwd_bandwidth, next.gemm_weight_fwd_bandwidth);
+      d.gemm_weight_bwd_bandwidth = mix(c.gemm_weight_bwd_bandwidth, next.gemm_weight_bwd_bandwidth);
+      d.activation_element_s = f > 0 ? (1 - f) * c.activation_element_s + f * next.activation_element_s : c.activation_element_s;
+      break;
+    }
     // The smallest level that holds the whole state, preferring one with AdamW's own rate (a
     // calibrated L2's span holds too few of AdamW's sizes to measure it there).
     auto holds = std::find_if(d.caches.begin(), d.caches.end(),

@@ -152,7 +152,7 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
     auto level = [&](JsonReader cache) {
       cache.reject_unknown_keys(
           {"size", "gemm_efficiency", "memory_bandwidth", "gemm_weight_fwd", "gemm_weight_bwd", "activation_element",
-           "optimizer_bandwidth"});
+           "optimizer_bandwidth", "span"});
       CacheLevel c;
       c.bytes = cache.required_quantity("size", Dimension::kBytes);
       c.gemm_efficiency = cache.number("gemm_efficiency", d.gemm_efficiency, 0.01, 1.0);
@@ -161,7 +161,9 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
       c.gemm_weight_bwd_bandwidth = cache.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
       c.activation_element_s = cache.quantity("activation_element", Dimension::kSeconds, 0.0);
       c.optimizer_bandwidth = cache.quantity("optimizer_bandwidth", Dimension::kBandwidth, 0.0);
+      c.span = cache.quantity("span", Dimension::kBytes, 0.0);
       if (r.ok() && c.bytes <= 0) cache.fail("size", "must be positive");
+      if (r.ok() && (c.span < 0 || c.span > c.bytes)) cache.fail("span", "must be between 0 and the level's size");
       if (r.ok() && !d.caches.empty() && c.bytes <= d.caches.back().bytes)
         cache.fail("size", "must be larger than the level before (levels go smallest first)");
       d.caches.push_back(c);
@@ -226,6 +228,7 @@ json device_to_json(const DeviceSpec& d) {
     if (c.gemm_weight_bwd_bandwidth > 0) level["gemm_weight_bwd"] = format_quantity(c.gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
     if (c.activation_element_s > 0) level["activation_element"] = format_quantity(c.activation_element_s, Dimension::kSeconds);
     if (c.optimizer_bandwidth > 0) level["optimizer_bandwidth"] = format_quantity(c.optimizer_bandwidth, Dimension::kBandwidth);
+    if (c.span > 0 && c.span < c.bytes) level["span"] = format_quantity(c.span, Dimension::kBytes);
     caches.push_back(std::move(level));
   }
   if (caches.size() == 1) j["cache"] = caches[0];

@@ -34,6 +34,10 @@ struct CacheLevel {
   // AdamW's rate over its state in this level (bytes/s, kAdamBytesPerParam per parameter; 0: the
   // level's streaming rate), for a plan whose whole state fits the level.
   double optimizer_bandwidth = 0;
+  // The span of operands the rates were measured over, where smaller than `bytes` (0: `bytes`): a
+  // working set between the two runs at rates blended toward the next level's (or memory's), in
+  // proportion to how far past the span it reaches (see cluster_for_plan).
+  double span = 0;
   bool operator==(const CacheLevel&) const = default;
 };
 

@@ -140,6 +140,19 @@ TEST(CacheLevel, ProfileJsonRoundTripsAndChecksTheSize) {
   EXPECT_NEAR(back2->caches[0].activation_element_s, 0.2e-9, 1e-18);
   EXPECT_NEAR(back2->caches[0].optimizer_bandwidth, 25e9, 1e3);
   EXPECT_NEAR(back2->caches[1].bytes, 8 << 20, 1);
+  EXPECT_EQ(back2->caches[0].span, 0);  // none given: measured over its whole size
+  // The span measured, where smaller than the level; larger is refused.
+  two.caches[0].span = 512 << 10;
+  auto back3 = device_from_json(device_to_json(two), "dev.json", "");
+  ASSERT_TRUE(back3.ok()) << back3.error().message();
+  EXPECT_NEAR(back3->caches[0].span, 512 << 10, 1);
+  nlohmann::json wide = device_to_json(two);
+  wide["cache"][0]["span"] = "2MiB";
+  auto refused3 = device_from_json(wide, "dev.json", "");
+  ASSERT_FALSE(refused3.ok());
+  EXPECT_NE(refused3.error().message().find("dev.json: /cache/0/span: must be between 0 and the level's size"),
+            std::string::npos)
+      << refused3.error().message();
   nlohmann::json unordered = j2;
   std::swap(unordered["cache"][0], unordered["cache"][1]);
   auto refused2 = device_from_json(unordered, "dev.json", "");
@@ -149,6 +162,44 @@ TEST(CacheLevel, ProfileJsonRoundTripsAndChecksTheSize) {
       << refused2.error().message();
   // Without a cache object, none (every preset).
   EXPECT_FALSE(has_cache_level(testing::preset_cluster("dgx-h100-ndr", 8)));
+}
+
+// A working set past the span a level was measured over (a calibrated L2's: half the L2) runs at
+// rates blended toward the next level's, as times per unit of work, in proportion to how far it
+// reaches from the span to the level's size; past the last level's span, toward the memory rates.
+TEST(CacheLevel, PastTheMeasuredSpanTheRatesBlendTowardTheNextLevel) {
+  const ModelSpec tiny = testing::preset_model("tiny");
+  const Plan p = testing::make_plan(1, 1, 2, 1, 8);
+  ClusterSpec c = testing::preset_cluster("cpu-local", 2);
+  const DeviceSpec base = c.node.devices[0].device;
+  const MemoryBreakdown mem = AnalyticModel(tiny, c).memory(p);
+  const double working = mem.weights + mem.gradients + mem.activations + mem.buffers;
+  const CacheLevel inner{2 * working, 0.95, 6e10, 3e10, 0, 1e-10, 0, 0.5 * working},
+      outer{4 * working, 0.8, 3e10, 1e10, 5e9, 2e-10};
+  auto resolved = [&](std::vector<CacheLevel> levels) {
+    ClusterSpec out = c;
+    out.node.devices[0].device.caches = std::move(levels);
+    return cluster_for_plan(tiny, out, p).node.devices[0].device;
+  };
+  const double f = 1.0 / 3;  // (working - span) / (size - span)
+  const DeviceSpec d = resolved({inner, outer});
+  EXPECT_NEAR(1 / d.gemm_efficiency, (1 - f) / 0.95 + f / 0.8, 1e-12);
+  EXPECT_NEAR(1 / d.memory_bandwidth, (1 - f) / 6e10 + f / 3e10, 1e-24);
+  EXPECT_NEAR(1 / d.gemm_weight_fwd_bandwidth, (1 - f) / 3e10 + f / 1e10, 1e-24);
+  EXPECT_NEAR(1 / d.gemm_weight_bwd_bandwidth, f / 5e9, 1e-24);  // the inner level has no such pass
+  EXPECT_NEAR(d.activation_element_s, (1 - f) * 1e-10 + f * 2e-10, 1e-22);
+  // The last level: toward the device's memory rates.
+  const DeviceSpec last = resolved({inner});
+  EXPECT_NEAR(1 / last.gemm_efficiency, (1 - f) / 0.95 + f / base.gemm_efficiency, 1e-12);
+  EXPECT_NEAR(1 / last.memory_bandwidth, (1 - f) / 6e10 + f / base.memory_bandwidth, 1e-3 / base.memory_bandwidth);
+  // Within the span: the level's own rates.
+  CacheLevel measured_over_all = inner;
+  measured_over_all.span = working;
+  EXPECT_EQ(resolved({measured_over_all, outer}).gemm_efficiency, 0.95);
+  // Both engines price the blend alike.
+  ClusterSpec both = c;
+  both.node.devices[0].device.caches = {inner, outer};
+  testing::expect_engines_agree(tiny, both, p, 0.05, "blended levels");
 }
 
 // The optimizer's state out of the cache runs at optimizer_efficiency x the streaming rate (a
