@@ -46,13 +46,26 @@ TEST(CacheLevel, TheModelStateDecidesTheRates) {
 // Two or three levels: the kernels take the smallest level that holds the working set; the
 // optimizer reads its state from the smallest level that holds the whole state (one with AdamW's
 // rate first), else from memory at its own rate, whatever level the kernels run in.
+// The tiny model's serial plan on the CPU preset, with its working set and whole state per device.
+struct TinyOnCpu {
+  ModelSpec model = testing::preset_model("tiny");
+  Plan plan = testing::make_plan(1, 1, 2, 1, 8);
+  ClusterSpec cluster = testing::preset_cluster("cpu-local", 2);
+  double working = 0, state = 0;
+  TinyOnCpu() {
+    const MemoryBreakdown mem = AnalyticModel(model, cluster).memory(plan);
+    working = mem.weights + mem.gradients + mem.activations + mem.buffers;
+    state = mem.total - mem.reserved;
+  }
+};
+
 TEST(CacheLevel, TheSmallestLevelHoldingTheWorkingSetSetsTheKernelRates) {
-  const ModelSpec tiny = testing::preset_model("tiny");
-  const Plan p = testing::make_plan(1, 1, 2, 1, 8);
-  ClusterSpec c = testing::preset_cluster("cpu-local", 2);
+  const TinyOnCpu t;
+  const ModelSpec& tiny = t.model;
+  const Plan& p = t.plan;
+  const ClusterSpec& c = t.cluster;
   const DeviceSpec base = c.node.devices[0].device;
-  const MemoryBreakdown mem = AnalyticModel(tiny, c).memory(p);
-  const double working = mem.weights + mem.gradients + mem.activations + mem.buffers, state = mem.total - mem.reserved;
+  const double working = t.working, state = t.state;
   ASSERT_GT(working, 0);
   ASSERT_LT(working, 0.9 * state);  // the optimizer's state is the difference
   auto with = [&](std::vector<CacheLevel> levels, double optimizer_efficiency = 0.5) {
@@ -168,18 +181,14 @@ TEST(CacheLevel, ProfileJsonRoundTripsAndChecksTheSize) {
 // rates blended toward the next level's, as times per unit of work, in proportion to how far it
 // reaches from the span to the level's size; past the last level's span, toward the memory rates.
 TEST(CacheLevel, PastTheMeasuredSpanTheRatesBlendTowardTheNextLevel) {
-  const ModelSpec tiny = testing::preset_model("tiny");
-  const Plan p = testing::make_plan(1, 1, 2, 1, 8);
-  ClusterSpec c = testing::preset_cluster("cpu-local", 2);
-  const DeviceSpec base = c.node.devices[0].device;
-  const MemoryBreakdown mem = AnalyticModel(tiny, c).memory(p);
-  const double working = mem.weights + mem.gradients + mem.activations + mem.buffers;
+  const TinyOnCpu t;
+  const double working = t.working, memory_bandwidth = t.cluster.node.devices[0].device.memory_bandwidth;
   const CacheLevel inner{2 * working, 0.95, 6e10, 3e10, 0, 1e-10, 0, 0.5 * working},
       outer{4 * working, 0.8, 3e10, 1e10, 5e9, 2e-10};
   auto resolved = [&](std::vector<CacheLevel> levels) {
-    ClusterSpec out = c;
+    ClusterSpec out = t.cluster;
     out.node.devices[0].device.caches = std::move(levels);
-    return cluster_for_plan(tiny, out, p).node.devices[0].device;
+    return cluster_for_plan(t.model, out, t.plan).node.devices[0].device;
   };
   const double f = 1.0 / 3;  // (working - span) / (size - span)
   const DeviceSpec d = resolved({inner, outer});
@@ -190,16 +199,16 @@ TEST(CacheLevel, PastTheMeasuredSpanTheRatesBlendTowardTheNextLevel) {
   EXPECT_NEAR(d.activation_element_s, (1 - f) * 1e-10 + f * 2e-10, 1e-22);
   // The last level: toward the device's memory rates.
   const DeviceSpec last = resolved({inner});
-  EXPECT_NEAR(1 / last.gemm_efficiency, (1 - f) / 0.95 + f / base.gemm_efficiency, 1e-12);
-  EXPECT_NEAR(1 / last.memory_bandwidth, (1 - f) / 6e10 + f / base.memory_bandwidth, 1e-3 / base.memory_bandwidth);
+  EXPECT_NEAR(1 / last.gemm_efficiency, (1 - f) / 0.95 + f / t.cluster.node.devices[0].device.gemm_efficiency, 1e-12);
+  EXPECT_NEAR(1 / last.memory_bandwidth, (1 - f) / 6e10 + f / memory_bandwidth, 1e-3 / memory_bandwidth);
   // Within the span: the level's own rates.
   CacheLevel measured_over_all = inner;
   measured_over_all.span = working;
   EXPECT_EQ(resolved({measured_over_all, outer}).gemm_efficiency, 0.95);
   // Both engines price the blend alike.
-  ClusterSpec both = c;
+  ClusterSpec both = t.cluster;
   both.node.devices[0].device.caches = {inner, outer};
-  testing::expect_engines_agree(tiny, both, p, 0.05, "blended levels");
+  testing::expect_engines_agree(t.model, both, t.plan, 0.05, "blended levels");
 }
 
 // The optimizer's state out of the cache runs at optimizer_efficiency x the streaming rate (a
