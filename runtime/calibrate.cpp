@@ -230,6 +230,7 @@ struct Sizes {
   std::vector<std::pair<int, int>> kn, kn_cache;  // kn_cache: measured in the cache levels only
   std::vector<std::size_t> stream, adam;
   std::vector<std::size_t> adam_cache;  // AdamW over each cache level's span
+  std::vector<std::size_t> host_copy = {1u << 20, 4u << 20, 16u << 20, 64u << 20, 256u << 20};  // bytes
   std::vector<int> seqs;
   std::vector<std::tuple<int, int, int>> heads;  // q heads, kv heads, head_dim
   // The cache levels (their fits empty), smallest first, and the memory span.
@@ -421,6 +422,20 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind) {
     return one;
   for (Measurement* m : sel) m->fitted_s = best->at(m->work);
   return *best;
+}
+
+LineFit measure_host_copies(Backend& be, const std::vector<std::size_t>& sizes, std::vector<Measurement>& pts) {
+  if (be.host_memory()) return {};
+  for (std::size_t bytes : sizes) {
+    const std::size_t n = bytes / sizeof(float);
+    std::vector<float> host(n, 0.5f);
+    DeviceBuffer dev = filled(be, n);
+    pts.push_back({"host_copy", "upload " + size_label(static_cast<double>(bytes)), static_cast<double>(bytes),
+                   time_call(be, [&] { be.upload(dev.data(), host.data(), n); })});
+    pts.push_back({"host_copy", "download " + size_label(static_cast<double>(bytes)), static_cast<double>(bytes),
+                   time_call(be, [&] { be.download(host.data(), dev.data(), n); })});
+  }
+  return fit(pts, "host_copy");
 }
 
 Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
@@ -700,6 +715,17 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                          "head (rms fit error {:.1f}%)",
                          1e-9 / c.attention.slope, 1e9 * c.attention.element_s, 1e6 * c.attention.head_s,
                          100 * c.attention.rms_rel_error));
+
+  // Host<->device copies (a device backend's: the profile's host link, which offload plans use).
+  c.host_copy = measure_host_copies(be, z.host_copy, pts);
+  if (progress)
+    progress(c.host_copy.slope > 0
+                 ? fmt::format("host<->device copies: {:.2f} GB/s and {:.1f} us per copy, uploads and downloads {}-{} "
+                               "from pageable host memory (rms fit error {:.1f}%)",
+                               1e-9 / c.host_copy.slope, c.host_copy.intercept_s * 1e6,
+                               size_label(static_cast<double>(z.host_copy.front())),
+                               size_label(static_cast<double>(z.host_copy.back())), 100 * c.host_copy.rms_rel_error)
+                 : fmt::format("host<->device copies: none (the {} backend's tensors are in host memory)", be.name()));
 
   // Collectives over every rank, 1 KiB to kMaxCollective in steps of 2 (nccl-tests' sizes: the
   // full buffer; all-gather's output, reduce-scatter's input). The fabric's latency and bandwidth
@@ -1016,6 +1042,24 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                       c.ranks, size_label(kColdCollectiveFrom), size_label(kFitCollective),
                       size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.all_reduce_cold.rms_rel_error);
   }
+  if (c.host_copy.slope > 0) {
+    double smallest = 1e300, largest = 0;
+    for (const Measurement& m : c.points)
+      if (m.kind == "host_copy") {
+        smallest = std::min(smallest, m.work);
+        largest = std::max(largest, m.work);
+      }
+    node["host_link"]["kind"] = base.node.host_link.kind.empty() ? "pcie" : base.node.host_link.kind;
+    node["host_link"]["bandwidth"] = fmt::format("{:.6g}GB/s", 1e-9 / c.host_copy.slope);
+    node["host_link"]["latency"] = fmt::format("{:.6g}us", c.host_copy.intercept_s * 1e6);
+    node["host_link"]["efficiency"] = 1.0;
+    node["sources"]["host_link"] =
+        fmt::format("fitted: the {} backend's uploads and downloads of {}-{} between pageable host memory and the "
+                    "device (offload engines pin their buffers, which can run faster), t = latency + bytes/B over both "
+                    "directions; rms error {:.1f}%",
+                    c.backend, size_label(smallest), size_label(largest), 100 * c.host_copy.rms_rel_error);
+  }
+
   nlohmann::json cluster = cluster_to_json(base);
   cluster["name"] = name;
   cluster["description"] = "calibrated by `foresight calibrate` (" + provenance + ")";

@@ -130,6 +130,7 @@ struct Calibration {
   LineFit gemm, stream, attention, all_reduce;  // gemm, stream: operands beyond the caches
   LineFit optimizer;                             // AdamW, its state cycled over optimizer_footprint
   LineFit all_reduce_cold;                       // its buffer evicted first (fabric.cold_bandwidth)
+  LineFit host_copy;  // uploads and downloads (node.host_link); none where the tensors are in host memory
   std::vector<CacheFit> caches;                  // smallest first
   std::vector<Measurement> points;
 };
@@ -147,6 +148,12 @@ struct CalibrateOptions {
 Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                               const std::function<void(const std::string&)>& progress,
                               const CalibrateOptions& options = {});
+// Host<->device copies: uploads and downloads of each size in `sizes` (bytes) between a host
+// vector (pageable memory, as the backend's uploads read it) and a device tensor, appended to
+// `pts` (kind "host_copy"), and the line t = latency + bytes / bandwidth fitted over both
+// directions. A backend whose tensors are in host memory has no such copies (the line stays 0).
+LineFit measure_host_copies(Backend& be, const std::vector<std::size_t>& sizes, std::vector<Measurement>& pts);
+
 // calibrate() on the CPU backend.
 Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
                                   const std::function<void(const std::string&)>& progress,

@@ -1279,6 +1279,43 @@ TEST(Calibration, ThePeakIsNoSlowerThanTheSweepsGemms) {
   EXPECT_NEAR(gemm_peak(71e9, pts, {&gemm}), 145e9, 1e3);
 }
 
+// Host<->device copies: a backend with its own memory gets uploads and downloads at each size and a
+// fitted link, which the profile writes as the node's host_link with its source; a backend whose
+// tensors are in host memory gets none.
+TEST(Calibration, HostCopiesBecomeTheHostLink) {
+  const std::vector<std::size_t> sizes = {64u << 10, 256u << 10, 1u << 20};
+  std::vector<Measurement> none;
+  const LineFit host = measure_host_copies(*make_cpu_backend(false), sizes, none);
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(host.slope, 0);
+  Calibration c;
+  c.backend = "cpu";
+  const LineFit copies = measure_host_copies(*make_cpu_backend(true), sizes, c.points);
+  ASSERT_EQ(c.points.size(), 2 * sizes.size());  // an upload and a download per size
+  for (const Measurement& m : c.points) {
+    EXPECT_EQ(m.kind, "host_copy");
+    EXPECT_GT(m.seconds, 0);
+  }
+  ASSERT_GT(copies.slope, 0);
+  // The profile: the fitted line as the node's host link, with its source; it reads back.
+  c.host_copy.slope = 1 / 25e9;  // as if measured: 25 GB/s and 10 us
+  c.host_copy.intercept_s = 10e-6;
+  const ClusterSpec base = testing::preset_cluster("cpu-local", 2);
+  c.device = base.node.accelerator();
+  const nlohmann::json j = calibrated_cluster_json(c, base, "test", "a test");
+  ASSERT_TRUE(j["node"].contains("host_link")) << j["node"].dump();
+  EXPECT_NE(j["node"]["sources"]["host_link"].get<std::string>().find("64 KiB-1 MiB"), std::string::npos)
+      << j["node"]["sources"].dump();
+  auto back = cluster_from_json(j, "profile.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_NEAR(back->node.host_link.bandwidth, 25e9, 1e3);
+  EXPECT_NEAR(back->node.host_link.latency_s, 10e-6, 1e-12);
+  // Without copies measured, the base's host link stands.
+  c.host_copy = {};
+  const nlohmann::json plain = calibrated_cluster_json(c, base, "test", "a test");
+  EXPECT_EQ(plain["node"].contains("host_link"), base.node.host_link.bandwidth > 0);
+}
+
 TEST(Calibration, AllReduceSplitsWhereTheProtocolChanges) {
   auto pts = all_reduce_points(0.3e-6, 2.5e-6, 8192);
   const LineFit f = fit_protocols(pts, "all_reduce");
