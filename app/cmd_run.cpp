@@ -292,6 +292,8 @@ Command add_run_command(CLI::App& app) {
                  "({:.2f} GFLOP/s per rank); predicted {:.2f} ms on the {} profile\n",
                  median * 1e3, slowest.size(), warm, tokens / median, flops_rate / 1e9, flops_rate / 1e9 / world.size(),
                  predicted.step_time_s * 1e3, in->cluster.name);
+      if (const std::string levels = cache_levels_taken(in->model, in->cluster, in->plan); !levels.empty())
+        fmt::print("the prediction's cache levels: {}\n", levels);
       fmt::print("peak resident memory: {:.1f} MiB (largest rank)\n", rss_max);
       if (device_max > 0)
         fmt::print("peak device memory: {:.1f} MiB (largest rank; the model's {:.1f} MiB on {} less its {:.1f} MiB "

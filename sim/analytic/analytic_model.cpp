@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 
@@ -89,31 +90,68 @@ bool has_cache_level(const ClusterSpec& cluster) {
   return false;
 }
 
+namespace {
+
+// What a micro-batch's forward and backward touch, again every micro-batch (the weights, their
+// gradients, the activations and buffers), and everything the step touches (the optimizer's state
+// too, once per step), per device.
+struct Footprint {
+  double working = 0, state = 0;
+};
+Footprint footprint(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
+  const MemoryBreakdown mem = AnalyticModel(model, cluster).memory(plan);
+  return {mem.weights + mem.gradients + mem.activations + mem.buffers, mem.total - mem.reserved};
+}
+
+// The levels a device's plan takes: its kernels the smallest level that holds the working set
+// (-1: memory), blended `toward_next` of the way to the next level's rates (memory's after the
+// last) where the working set passes the span the level was measured over; its optimizer the
+// smallest level that holds the whole state, preferring one with AdamW's own rate (a calibrated
+// L2's span holds too few of AdamW's sizes to measure it there), else -1 (memory).
+struct CacheChoice {
+  int kernels = -1;
+  double toward_next = 0;
+  int optimizer = -1;
+};
+CacheChoice choose_levels(const DeviceSpec& d, const Footprint& f) {
+  CacheChoice ch;
+  const int n = static_cast<int>(d.caches.size());
+  for (int i = 0; i < n && ch.kernels < 0; ++i) {
+    const CacheLevel& c = d.caches[static_cast<std::size_t>(i)];
+    if (f.working > c.bytes) continue;
+    ch.kernels = i;
+    const double span = c.span > 0 ? c.span : c.bytes;
+    ch.toward_next = f.working > span ? (f.working - span) / (c.bytes - span) : 0.0;
+  }
+  for (bool need_rate : {true, false})
+    for (int i = 0; i < n && ch.optimizer < 0; ++i) {
+      const CacheLevel& c = d.caches[static_cast<std::size_t>(i)];
+      if (f.state <= c.bytes && (!need_rate || c.optimizer_bandwidth > 0)) ch.optimizer = i;
+    }
+  return ch;
+}
+
+}  // namespace
+
 ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
   if (!has_cache_level(cluster)) return cluster;
-  const MemoryBreakdown mem = AnalyticModel(model, cluster).memory(plan);
-  // What a micro-batch's forward and backward touch, again every micro-batch: the weights, their
-  // gradients, the activations and buffers. The optimizer's state comes once per step.
-  const double working = mem.weights + mem.gradients + mem.activations + mem.buffers;
-  const double state = mem.total - mem.reserved;  // everything the step touches
+  const Footprint fp = footprint(model, cluster, plan);
   ClusterSpec out = cluster;
   for (DeviceGroup& g : out.node.devices) {
     DeviceSpec& d = g.device;
     if (d.caches.empty()) continue;
+    const CacheChoice ch = choose_levels(d, fp);
     const double optimizer_rate = d.optimizer_efficiency * d.memory_bandwidth;  // its state from memory
-    for (std::size_t i = 0; i < d.caches.size(); ++i) {
+    if (ch.kernels >= 0) {
+      const auto i = static_cast<std::size_t>(ch.kernels);
       const CacheLevel& c = d.caches[i];
-      if (working > c.bytes) continue;
-      // Past the span the level was measured over, the rates move toward the next level's (the
-      // memory rates after the last), all the way when the working set fills the level.
-      const double span = c.span > 0 ? c.span : c.bytes;
-      const double f = working > span ? (working - span) / (c.bytes - span) : 0.0;
       const CacheLevel next = i + 1 < d.caches.size()
                                   ? d.caches[i + 1]
                                   : CacheLevel{d.memory_bandwidth, d.gemm_efficiency, d.memory_bandwidth,
                                                d.gemm_weight_fwd_bandwidth, d.gemm_weight_bwd_bandwidth,
                                                d.activation_element_s};
       // Blended as times per unit of work: 1/rate (a weight pass of rate 0 takes no time).
+      const double f = ch.toward_next;
       const auto per = [](double rate) { return rate > 0 ? 1 / rate : 0.0; };
       const auto mix = [f, &per](double a, double b) {
         if (f <= 0) return a;
@@ -125,25 +163,45 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
       d.gemm_weight_fwd_bandwidth = mix(c.gemm_weight_fwd_bandwidth, next.gemm_weight_fwd_bandwidth);
       d.gemm_weight_bwd_bandwidth = mix(c.gemm_weight_bwd_bandwidth, next.gemm_weight_bwd_bandwidth);
       d.activation_element_s = f > 0 ? (1 - f) * c.activation_element_s + f * next.activation_element_s : c.activation_element_s;
-      break;
     }
-    // The smallest level that holds the whole state, preferring one with AdamW's own rate (a
-    // calibrated L2's span holds too few of AdamW's sizes to measure it there).
-    auto holds = std::find_if(d.caches.begin(), d.caches.end(),
-                              [&](const CacheLevel& c) { return state <= c.bytes && c.optimizer_bandwidth > 0; });
-    if (holds == d.caches.end())
-      holds = std::find_if(d.caches.begin(), d.caches.end(), [&](const CacheLevel& c) { return state <= c.bytes; });
-    if (holds != d.caches.end()) {
+    if (ch.optimizer >= 0) {
       // The whole step stays in that level: the optimizer reads its state from there (at AdamW's
       // rate, else the level's streaming rate), and the gradients reduced after the backward are
       // still there (no cold fabric rate).
+      const CacheLevel& holds = d.caches[static_cast<std::size_t>(ch.optimizer)];
       out.node.fabric.cold_bandwidth = 0;
-      d.optimizer_efficiency = (holds->optimizer_bandwidth > 0 ? holds->optimizer_bandwidth : holds->memory_bandwidth) / d.memory_bandwidth;
+      d.optimizer_efficiency = (holds.optimizer_bandwidth > 0 ? holds.optimizer_bandwidth : holds.memory_bandwidth) / d.memory_bandwidth;
     } else {
       d.optimizer_efficiency = optimizer_rate / d.memory_bandwidth;
     }
     d.caches.clear();
   }
+  return out;
+}
+
+std::string cache_levels_taken(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
+  if (!has_cache_level(cluster)) return "";
+  const DeviceSpec& d = cluster.node.accelerator();
+  if (d.caches.empty()) return "";
+  const Footprint fp = footprint(model, cluster, plan);
+  const CacheChoice ch = choose_levels(d, fp);
+  const auto mib = [](double bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024.0));
+    return std::string(text);
+  };
+  const auto level = [&](int i) { return mib(d.caches[static_cast<std::size_t>(i)].bytes) + " cache level"; };
+  std::string out = "working set " + mib(fp.working) + " per device: ";
+  if (ch.kernels < 0) {
+    out += "the memory rates (past the " + level(static_cast<int>(d.caches.size()) - 1) + ")";
+  } else {
+    out += "the " + level(ch.kernels) + "'s rates";
+    if (ch.toward_next > 0)
+      out += ", " + std::to_string(static_cast<int>(std::lround(100 * ch.toward_next))) + "% of the way to " +
+             (ch.kernels + 1 < static_cast<int>(d.caches.size()) ? "the " + level(ch.kernels + 1) + "'s" : std::string("memory's"));
+  }
+  out += "; whole state " + mib(fp.state) + ": the optimizer " +
+         (ch.optimizer < 0 ? std::string("from memory") : "in the " + level(ch.optimizer));
   return out;
 }
 

@@ -61,11 +61,17 @@ class AnalyticModel {
 
 // The cluster as `plan` sees it: a device with cache levels (DeviceSpec::caches) runs its GEMMs and
 // streaming kernels at the rates of the smallest level that holds the step's working set per
-// device (weights, gradients, activations, buffers), else at its memory rates; its optimizer reads
-// the state from the largest level when the whole state (the memory breakdown without the
-// runtime's reserve) fits there, else from memory. Either way the result has no cache level left.
-// Clusters without one come back unchanged. Both engines price kernels on this view.
+// device (weights, gradients, activations, buffers), blended toward the next level's where the
+// working set passes the span the level was measured over (CacheLevel::span), else at its memory
+// rates; its optimizer reads the state from the smallest level that holds the whole state (the
+// memory breakdown without the runtime's reserve; a level with AdamW's own rate first), else from
+// memory. Either way the result has no cache level left. Clusters without one come back
+// unchanged. Both engines price kernels on this view.
 ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan);
+// What cluster_for_plan chose for the cluster's accelerator, in words ("working set 25.9 MiB per
+// device: the 32.0 MiB cache level's rates; whole state 45.0 MiB: the optimizer from memory");
+// empty without cache levels.
+std::string cache_levels_taken(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan);
 bool has_cache_level(const ClusterSpec& cluster);
 
 // Validates the plan (errors name `plan_file` and the field) and evaluates it. A plan that does

@@ -205,10 +205,19 @@ TEST(CacheLevel, PastTheMeasuredSpanTheRatesBlendTowardTheNextLevel) {
   CacheLevel measured_over_all = inner;
   measured_over_all.span = working;
   EXPECT_EQ(resolved({measured_over_all, outer}).gemm_efficiency, 0.95);
-  // Both engines price the blend alike.
+  // Both engines price the blend alike, and `run` says what the prediction took.
   ClusterSpec both = t.cluster;
   both.node.devices[0].device.caches = {inner, outer};
   testing::expect_engines_agree(t.model, both, t.plan, 0.05, "blended levels");
+  const std::string said = cache_levels_taken(t.model, both, t.plan);
+  EXPECT_NE(said.find("cache level's rates, 33% of the way to the "), std::string::npos) << said;
+  EXPECT_NE(said.find("the optimizer in the "), std::string::npos) << said;  // the outer level holds the state
+  ClusterSpec none = t.cluster;
+  none.node.devices[0].device.caches = {CacheLevel{0.5 * working, 0.95, 6e10}};
+  const std::string memory = cache_levels_taken(t.model, none, t.plan);
+  EXPECT_NE(memory.find("the memory rates (past the "), std::string::npos) << memory;
+  EXPECT_NE(memory.find("the optimizer from memory"), std::string::npos) << memory;
+  EXPECT_EQ(cache_levels_taken(t.model, t.cluster, t.plan), "");  // no cache level: nothing to say
 }
 
 // The optimizer's state out of the cache runs at optimizer_efficiency x the streaming rate (a
