@@ -639,6 +639,14 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                        })});
         pts.back().elements = 0.5 * q * static_cast<double>(seq) * seq;  // causal: the lower half
         pts.back().heads = q;
+        // The forward alone, as in the pair: the pair's split into forward and backward
+        // (DeviceSpec::attention_backward_ratio; not fitted, its model time is the pair's share).
+        pts.push_back({"attn_fwd", fmt::format("fwd s={} heads={}/{} d={}", seq, q, kv, d), 0.5 * core,
+                       time_call(be, [&] {
+                         const std::size_t f = i++ % copies;
+                         be.attention_forward(outs.renew(f), probs.renew(f), qkv_hot.data(), s);
+                       })});
+        pts.back().in_fit = false;
       }
     if (pass > 0) {
       if (earlier.size() != pts.size()) return Error("calibration: the passes measured different points");
@@ -715,7 +723,21 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                          "head (rms fit error {:.1f}%)",
                          1e-9 / c.attention.slope, 1e9 * c.attention.element_s, 1e6 * c.attention.head_s,
                          100 * c.attention.rms_rel_error));
-
+  {  // The backward against the forward, whole calls over every shape (each pair with its forward).
+    double pair = 0, fwd = 0;
+    for (std::size_t i = 0; i + 1 < pts.size(); ++i)
+      if (pts[i].kind == "attention" && pts[i + 1].kind == "attn_fwd") {
+        pair += pts[i].seconds;
+        fwd += pts[i + 1].seconds;
+      }
+    c.attention_backward_ratio = fwd > 0 && pair > fwd ? pair / fwd - 1 : 0.0;
+    for (std::size_t i = 0; i + 1 < pts.size(); ++i)
+      if (pts[i].kind == "attention" && pts[i + 1].kind == "attn_fwd" && c.attention_backward_ratio > 0)
+        pts[i + 1].fitted_s = pts[i].fitted_s / (1 + c.attention_backward_ratio);
+    if (progress && c.attention_backward_ratio > 0)
+      progress(fmt::format("attention: the backward {:.2f}x the forward over the {} shapes (flash attention's: 2.5x)",
+                           c.attention_backward_ratio, count("attention")));
+  }
   // Host<->device copies (a device backend's: the profile's host link, which offload plans use).
   c.host_copy = measure_host_copies(be, z.host_copy, pts);
   if (progress)
@@ -936,6 +958,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.device.attention_setup_s = 0.5 * c.attention.intercept_s;
   c.device.attention_score_s = c.attention.element_s;
   c.device.attention_head_s = c.attention.head_s;
+  c.device.attention_backward_ratio = c.attention_backward_ratio;
   return c;
 }
 
@@ -990,6 +1013,9 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                    size_label(static_cast<double>(c.activation_footprint)), 100 * c.attention.rms_rel_error)},
       {"efficiency.attention_score", "fitted: the score-element term of the same fit (forward and backward together)"},
       {"efficiency.attention_head", "fitted: the per-head term of the same fit (forward and backward together)"},
+      {"efficiency.attention_backward",
+       "measured: the same pairs' time over their forwards' (each forward timed alone, as in the pair), less 1, over "
+       "every shape; the model splits the pair's time by it"},
       {"efficiency.activation_element", "fitted: the exponentials' term of the streaming fit (each cache level its own)"},
       {"memory_bandwidth",
        fmt::format("fitted: residual, rmsnorm and swiglu (forward, their outputs allocated per call as new "

@@ -53,7 +53,7 @@ inline constexpr std::size_t kColdCollectiveFrom = 4u << 20;
 inline constexpr double kCollectiveBudget_s = 20;  // larger sizes stop once it would be spent
 
 struct Measurement {
-  std::string kind;   // gemm(-LEVEL), stream(-LEVEL), optimizer, attention, all_reduce(_cold), all_gather, reduce_scatter, send_recv
+  std::string kind;   // gemm(-LEVEL), stream(-LEVEL), optimizer(-LEVEL), attention, attn_fwd, host_copy, all_reduce(_cold), all_gather, reduce_scatter, send_recv
   std::string shape;  // "128x256x2048", "4 MiB", ...
   double work = 0;    // FLOPs or bytes the fit uses
   double seconds = 0; // median
@@ -131,6 +131,7 @@ struct Calibration {
   LineFit optimizer;                             // AdamW, its state cycled over optimizer_footprint
   LineFit all_reduce_cold;                       // its buffer evicted first (fabric.cold_bandwidth)
   LineFit host_copy;  // uploads and downloads (node.host_link); none where the tensors are in host memory
+  double attention_backward_ratio = 0;  // the attention pair's backward over its forward (0: not measured)
   std::vector<CacheFit> caches;                  // smallest first
   std::vector<Measurement> points;
 };

@@ -132,7 +132,7 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   JsonReader eff = r.object("efficiency");
   eff.reject_unknown_keys({"gemm", "attention", "memory", "kernel_overhead", "graph_kernel_overhead", "gemm_setup",
                            "attention_setup", "gemm_weight_fwd", "gemm_weight_bwd", "optimizer", "attention_score",
-                           "activation_element", "attention_head"});
+                           "activation_element", "attention_head", "attention_backward"});
   d.gemm_efficiency = eff.number("gemm", d.gemm_efficiency, 0.01, 1.0);
   d.attention_efficiency = eff.number("attention", d.attention_efficiency, 0.01, 1.0);
   d.memory_efficiency = eff.number("memory", d.memory_efficiency, 0.01, 1.0);
@@ -143,6 +143,7 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.attention_setup_s = eff.quantity("attention_setup", Dimension::kSeconds, 0.0);
   d.attention_score_s = eff.quantity("attention_score", Dimension::kSeconds, 0.0);
   d.attention_head_s = eff.quantity("attention_head", Dimension::kSeconds, 0.0);
+  d.attention_backward_ratio = eff.number("attention_backward", 0.0, 0.0, 10.0);
   d.activation_element_s = eff.quantity("activation_element", Dimension::kSeconds, 0.0);
   d.gemm_weight_fwd_bandwidth = eff.quantity("gemm_weight_fwd", Dimension::kBandwidth, 0.0);
   d.gemm_weight_bwd_bandwidth = eff.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
@@ -213,6 +214,7 @@ json device_to_json(const DeviceSpec& d) {
     j["efficiency"]["attention_score"] = format_quantity(d.attention_score_s, Dimension::kSeconds);
   if (d.attention_head_s > 0)
     j["efficiency"]["attention_head"] = format_quantity(d.attention_head_s, Dimension::kSeconds);
+  if (d.attention_backward_ratio > 0) j["efficiency"]["attention_backward"] = d.attention_backward_ratio;
   if (d.activation_element_s > 0)
     j["efficiency"]["activation_element"] = format_quantity(d.activation_element_s, Dimension::kSeconds);
   if (d.gemm_weight_fwd_bandwidth > 0)

@@ -78,6 +78,10 @@ struct DeviceSpec {
   // (half each): a CPU backend runs small GEMMs per head. `foresight calibrate` fits it on a CPU;
   // the GPU profiles leave it 0 (one fused kernel covers every head).
   double attention_head_s = 0;
+  // Flash attention's backward against its forward, whole calls (0: the flash kernels' 2.5, which
+  // re-run Q.K^T). `foresight calibrate` measures a CPU backend's, which keeps the probabilities
+  // instead (about 1x); the model splits the attention pair's time by it.
+  double attention_backward_ratio = 0;
   // The cost of an exponential (or tanh) per element beyond the bytes moved: the MLP's activation
   // (SiLU, GeLU) forward and backward, and cross-entropy's softmax over the logits. `foresight
   // calibrate` fits it on a CPU, where those kernels are compute-bound at the models' sizes (the

@@ -204,8 +204,13 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
       // half forward, half backward), over the causal half.
       // And the fixed cost per (sequence, head) loop (DeviceSpec::attention_head_s, half each way).
       const double score = 0.25 * scores * dev.attention_score_s + 0.5 * s.batch * m.heads / tp * dev.attention_head_s;
-      put(KernelName::kAttention, KernelClass::kAttention, f.attn_core, 0, t + dev.attention_setup_s + score,
-          2.5 * t + dev.attention_setup_s + score, 0);
+      double fwd = t + dev.attention_setup_s + score, bwd = 2.5 * t + dev.attention_setup_s + score;
+      if (dev.attention_backward_ratio > 0) {  // a measured split of the pair (DeviceSpec::attention_backward_ratio)
+        const double pair = fwd + bwd;
+        fwd = pair / (1 + dev.attention_backward_ratio);
+        bwd = pair - fwd;
+      }
+      put(KernelName::kAttention, KernelClass::kAttention, f.attn_core, 0, fwd, bwd, 0);
     } else {
       const double t = 0.5 * f.attn_core / (peak * dev.gemm_efficiency) + dev.gemm_setup_s;  // Q·K^T and P·V, half each
       put(KernelName::kScores, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);

@@ -111,6 +111,21 @@ TEST(Fusion, AttentionScoreTermByHand) {
   ASSERT_TRUE(back2.ok()) << back2.error().message();
   EXPECT_NEAR(back2->attention_head_s, 1e-6, 1e-15);
   EXPECT_EQ(testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator().attention_head_s, 0);
+  // A measured backward-to-forward ratio splits the same pair: the sum stays, backward = r x forward
+  // (beside the launches: one forward, two backward).
+  l.d.attention_backward_ratio = 0.9;
+  const LayerKernels measured = l.kernels();
+  const KernelCost& split = find(measured, KernelName::kAttention);
+  EXPECT_NEAR(split.fwd_s + split.bwd_s, c.fwd_s + c.bwd_s, 1e-15);
+  const double launch = l.d.kernel_overhead_s;
+  EXPECT_NEAR(split.bwd_s - 2 * launch, 0.9 * (split.fwd_s - launch), 1e-15);
+  auto back3 = device_from_json(device_to_json(l.d), "dev.json", "");
+  ASSERT_TRUE(back3.ok()) << back3.error().message();
+  EXPECT_DOUBLE_EQ(back3->attention_backward_ratio, 0.9);
+  nlohmann::json bad = device_to_json(l.d);
+  bad["efficiency"]["attention_backward"] = -1;
+  EXPECT_FALSE(device_from_json(bad, "dev.json", "").ok());
+  EXPECT_EQ(testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator().attention_backward_ratio, 0);  // flash's 2.5
 }
 
 TEST(Fusion, UnfusedChainsByHand) {
