@@ -20,8 +20,8 @@ void print_compare_report(const CompareReport& r) {
     fmt::print("{:<22} {:>6} {:>14.3f} {:>14.3f} {:>9}\n", k.kind, k.ops, k.predicted_s * 1e3, k.measured_s * 1e3,
                std::max(k.predicted_s, k.measured_s) < 1e-6 ? std::string("-") : fmt::format("{:+.1f}%", k.error_pct));
   if (std::any_of(r.kinds.begin(), r.kinds.end(), [](const KindComparison& k) { return k.kind == "p2p"; }))
-    fmt::print("(p2p: a measured receive includes its wait for the sender; a simulated one is issued once its data has "
-               "arrived, and the wait is in idle)\n");
+    fmt::print("(p2p: a receive counts from the end of its rank's previous op to its data's arrival in both traces, "
+               "its wait for the sender included; idle counts the waits too)\n");
   fmt::print("\nlargest differences:\n");
   for (const auto& w : r.worst)
     fmt::print("  {:<40} {:<12} predicted {:9.3f} ms  measured {:9.3f} ms\n", w.id, w.kind, w.predicted_s * 1e3,

@@ -71,6 +71,27 @@ std::string op_kind(const TraceOp& op) {
 
 namespace {
 double pct(double predicted, double measured) { return measured > 0 ? (predicted - measured) / measured * 100.0 : 0.0; }
+
+// A receive from the end of its rank's previous op (compute or p2p) to its own end: the wait for
+// the sender and the transfer. A runtime's receive is timed so (it blocks from the moment the rank
+// reaches it); a simulator issues its receive once the data is there, so its wait is the gap before.
+std::unordered_map<const TraceOp*, double> receive_spans(const Trace& t) {
+  std::map<int, std::vector<const TraceOp*>> by_rank;
+  for (const auto& op : t.ops)
+    if (op.cat == "compute" || op.cat == "p2p") by_rank[op.rank].push_back(&op);
+  std::unordered_map<const TraceOp*, double> out;
+  for (auto& [rank, ops] : by_rank) {
+    std::sort(ops.begin(), ops.end(), [](const TraceOp* a, const TraceOp* b) { return a->start_s < b->start_s; });
+    double free_at = -1;  // when the rank's previous op ended (none yet: the receive's own start)
+    for (const TraceOp* op : ops) {
+      const double end = op->start_s + op->dur_s;
+      if (op->cat == "p2p" && op->name.rfind("recv", 0) == 0)
+        out[op] = end - (free_at >= 0 ? std::min(free_at, op->start_s) : op->start_s);
+      free_at = std::max(free_at, end);
+    }
+  }
+  return out;
+}
 }  // namespace
 
 Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
@@ -96,6 +117,11 @@ Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
   std::set<std::string> matched;
   std::map<std::string, KindComparison> kinds;
   std::map<int, double> busy_p, busy_m;  // compute busy time per rank
+  const auto spans_p = receive_spans(p), spans_m = receive_spans(m);
+  const auto span = [](const std::unordered_map<const TraceOp*, double>& spans, const TraceOp& op) {
+    const auto it = spans.find(&op);
+    return it == spans.end() ? op.dur_s : it->second;
+  };
   for (const auto& op : p.ops) {
     if (!common.count(op.rank)) continue;
     auto it = by_id.find(op.id);
@@ -106,10 +132,11 @@ Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
     KindComparison& k = kinds[kind];
     k.kind = kind;
     ++k.ops;
-    k.predicted_s += op.dur_s;
-    k.measured_s += mo.dur_s;
+    const double pd = span(spans_p, op), md = span(spans_m, mo);
+    k.predicted_s += pd;
+    k.measured_s += md;
     if (op.cat == "compute") { busy_p[op.rank] += op.dur_s; busy_m[op.rank] += mo.dur_s; }
-    r.worst.push_back({op.id, kind, op.dur_s, mo.dur_s});
+    r.worst.push_back({op.id, kind, pd, md});
   }
   for (const auto& [id, op] : by_id)
     if (!matched.count(id)) only_m.push_back(id);

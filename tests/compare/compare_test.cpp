@@ -35,6 +35,33 @@ nlohmann::json trace(double step_s, double gemm_us, double ar_us, const nlohmann
   return {{"metadata", {{"model", "tiny"}, {"plan", plan}, {"step_time_s", step_s}}}, {"traceEvents", ev}};
 }
 
+// A receive counts from the end of its rank's previous op to its own end on both sides: the runtime
+// times its blocking receive so, the simulator issues its receive once the data is there (a
+// zero-length op after a gap).
+TEST(Compare, AReceiveCountsItsWaitOnBothSides) {
+  auto pipeline = [](double recv_start_us, double recv_dur_us) {
+    nlohmann::json ev = nlohmann::json::array();
+    ev.push_back(event("r1/L1/mb0/fwd/qkv", "qkv", "compute", 1, 0, 10));
+    ev.push_back(event("r1/mb1/fwd/recv_activation", "recv_activation", "p2p", 1, recv_start_us, recv_dur_us));
+    ev.push_back(event("r1/L1/mb1/fwd/qkv", "qkv", "compute", 1, recv_start_us + recv_dur_us, 10));
+    ev.push_back(event("r1/mb0/bwd/send_gradient", "send_gradient", "p2p", 1, recv_start_us + recv_dur_us + 10, 3));
+    return nlohmann::json{{"metadata", {{"model", "tiny"}, {"plan", {{"pp", 2}}}, {"step_time_s", 60e-6}}},
+                          {"traceEvents", ev}};
+  };
+  // Predicted: the data arrives at 30 us, the receive issued then (0 us); measured: the receive
+  // blocks from 11 us (1 us after qkv) to 35 us.
+  auto p = load_trace(write("fs-cmp-recv-p.json", pipeline(30, 0)));
+  auto m = load_trace(write("fs-cmp-recv-m.json", pipeline(11, 24)));
+  ASSERT_TRUE(p && m);
+  auto r = compare_traces(*p, *m);
+  ASSERT_TRUE(r) << r.error().message();
+  for (const auto& k : r->kinds)
+    if (k.kind == "p2p") {
+      EXPECT_NEAR(k.predicted_s, 20e-6 + 3e-6, 1e-12);  // 10 -> 30 us, and the send
+      EXPECT_NEAR(k.measured_s, 25e-6 + 3e-6, 1e-12);   // 10 -> 35 us, and the send
+    }
+}
+
 TEST(Compare, SumsPerKindAndStepErrorFromFirstPrinciples) {
   // Predicted: GEMM 100 us, all-reduce 50 us, norm 10 us, step 200 us; measured: 80, 100, 10, 250.
   auto p = load_trace(write("fs-cmp-p.json", trace(200e-6, 100, 50)));
