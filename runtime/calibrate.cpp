@@ -270,8 +270,8 @@ Sizes sizes_for(const Backend& be) {
     // cycled over 1 MiB, 21.5 over 8 MiB, and 16.1 in a step whose working set is 1.6 MB; per op,
     // the tiny model's GEMMs other than QKV came out within -7..+7% of a step at the L2 rates, and
     // 18-35% long at the 8 MiB ones (2026-12-01, `foresight calibrate` and `run --trace`).
-    if (const std::size_t l2 = cache_bytes(2); l2 >= (128u << 10) && l2 < kCacheFootprint) z.caches.push_back({"l2", l2 / 2, l2, {}, {}});
-    z.caches.push_back({"cache", kCacheFootprint, kCacheFootprint, {}, {}});
+    if (const std::size_t l2 = cache_bytes(2); l2 >= (128u << 10) && l2 < kCacheFootprint) z.caches.push_back({"l2", "the core's L2 as Linux reports it", l2 / 2, l2, {}, {}});
+    z.caches.push_back({"cache", "a span of a few L2s", kCacheFootprint, kCacheFootprint, {}, {}});
     // A third level, a span of kL3Footprint, where the L3 the machine reports holds it twice. At the
     // memory rates, the small model's tp=2 plan (26 MiB of weights, gradients and activations per
     // rank in fp32) was predicted 13-28% long per GEMM op and 17% per step, its serial and GPipe
@@ -279,7 +279,7 @@ Sizes sizes_for(const Backend& be) {
     // ran at 163 GFLOP/s forward against 134 over 256 MiB (2026-12-01, a standalone Eigen loop, and
     // `foresight run --trace` per op). The 1F1B pp=2 plan (29 MiB) takes this level too, though
     // its GEMM ops had run within 5% of the memory rates: the level averages the plans measured.
-    if (cache_bytes(3) >= 2 * kL3Footprint) z.caches.push_back({"l3", kL3Footprint, kL3Footprint, {}, {}});
+    if (cache_bytes(3) >= 2 * kL3Footprint) z.caches.push_back({"l3", "a span within the L3 Linux reports", kL3Footprint, kL3Footprint, {}, {}});
     return z;
   }
   // A GPU: operands cycled over 16 MiB stay in its L2 (40-60 MB on A100-H200); over 1 GiB they do not.
@@ -290,7 +290,7 @@ Sizes sizes_for(const Backend& be) {
   z.adam = {1u << 22, 1u << 24, 1u << 26};
   z.seqs = {256, 512, 1024, 2048};
   z.heads = {{12, 12, 64}, {16, 4, 128}};
-  z.caches.push_back({"cache", 16u << 20, 16u << 20, {}, {}});
+  z.caches.push_back({"cache", "within the GPU's L2", 16u << 20, 16u << 20, {}, {}});
   z.memory_footprint = 1u << 30;
   z.optimizer_footprint = 1u << 30;
   z.activation_footprint = 1u << 30;
@@ -583,9 +583,11 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
 
     // The optimizer streams every parameter with its moments, out of cache (see optimizer_footprint):
     // the model counts kAdamBytesPerParam bytes per parameter.
+    // Two copies of n parameters' state (parameters, gradients, two moments) fit the span.
+    const auto fits_twice = [](std::size_t footprint, std::size_t n) { return footprint / (16 * n) >= 2; };
     auto adamw = [&](std::size_t footprint, const std::string& kind, const std::vector<std::size_t>& sizes) {
       for (std::size_t n : sizes) {
-        if (footprint / (16 * n) < 2 && kind != "optimizer") continue;  // a cache level: two copies fit
+        if (!fits_twice(footprint, n) && kind != "optimizer") continue;  // a cache level: two copies fit
         const std::size_t copies = std::max<std::size_t>(2, footprint / (16 * n));
         auto p = random_tensor(be, n * copies, 10), g = random_tensor(be, n * copies, 11);
         DeviceBuffer m = filled(be, n * copies), v = filled(be, n * copies);
@@ -602,7 +604,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // span): a plan whose whole state fits a level runs AdamW there (cluster_for_plan).
     for (const CacheFit& level : z.caches)
       if (std::count_if(z.adam_cache.begin(), z.adam_cache.end(),
-                        [&](std::size_t n) { return level.footprint / (16 * n) >= 2; }) >= 2)
+                        [&](std::size_t n) { return fits_twice(level.footprint, n); }) >= 2)
         adamw(level.footprint, "optimizer-" + level.name, z.adam_cache);
 
     // Attention (the fused path).
@@ -723,17 +725,18 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                          "head (rms fit error {:.1f}%)",
                          1e-9 / c.attention.slope, 1e9 * c.attention.element_s, 1e6 * c.attention.head_s,
                          100 * c.attention.rms_rel_error));
-  {  // The backward against the forward, whole calls over every shape (each pair with its forward).
+  {  // The backward against the forward, whole calls over every shape (each pair followed by its forward).
+    std::vector<std::pair<const Measurement*, Measurement*>> pairs;
+    for (std::size_t i = 0; i + 1 < pts.size(); ++i)
+      if (pts[i].kind == "attention" && pts[i + 1].kind == "attn_fwd") pairs.emplace_back(&pts[i], &pts[i + 1]);
     double pair = 0, fwd = 0;
-    for (std::size_t i = 0; i + 1 < pts.size(); ++i)
-      if (pts[i].kind == "attention" && pts[i + 1].kind == "attn_fwd") {
-        pair += pts[i].seconds;
-        fwd += pts[i + 1].seconds;
-      }
+    for (const auto& [both, alone] : pairs) {
+      pair += both->seconds;
+      fwd += alone->seconds;
+    }
     c.attention_backward_ratio = fwd > 0 && pair > fwd ? pair / fwd - 1 : 0.0;
-    for (std::size_t i = 0; i + 1 < pts.size(); ++i)
-      if (pts[i].kind == "attention" && pts[i + 1].kind == "attn_fwd" && c.attention_backward_ratio > 0)
-        pts[i + 1].fitted_s = pts[i].fitted_s / (1 + c.attention_backward_ratio);
+    if (c.attention_backward_ratio > 0)
+      for (const auto& [both, alone] : pairs) alone->fitted_s = both->fitted_s / (1 + c.attention_backward_ratio);
     if (progress && c.attention_backward_ratio > 0)
       progress(fmt::format("attention: the backward {:.2f}x the forward over the {} shapes (flash attention's: 2.5x)",
                            c.attention_backward_ratio, count("attention")));
@@ -970,11 +973,7 @@ std::string cache_source(const Calibration& c) {
     const CacheFit& level = c.caches[i];
     out += fmt::format("{} {} ({}): the same GEMMs and streaming kernels with operands cycled over {}, those of which "
                        "two copies fit; GEMM rms error {:.1f}%, streaming {:.1f}%",
-                       i ? ";" : "", size_label(static_cast<double>(level.bytes)),
-                       level.name == "l2"        ? "the core's L2 as Linux reports it"
-                       : level.name == "l3"      ? "a span within the L3 Linux reports"
-                       : c.backend == "cpu" ? "a span of a few L2s"
-                                            : "within the GPU's L2",
+                       i ? ";" : "", size_label(static_cast<double>(level.bytes)), level.what,
                        size_label(static_cast<double>(level.footprint)), 100 * level.gemm.rms_rel_error,
                        100 * level.stream.rms_rel_error);
   }

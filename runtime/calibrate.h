@@ -16,8 +16,8 @@
 //   all-reduce t = 2(n-1) * latency + 2(n-1)/n * bytes / bandwidth  (ring, the nccl-tests busbw convention),
 //              with a second latency below a size where the MPI library changes protocol
 // and the executor's per-op cost (the model's kernel overhead) from a step of a micro model. GEMMs
-// and streaming kernels are fitted per cache level (a CPU's core L2 and an 8 MiB span, a GPU's L2)
-// and beyond the caches (DeviceSpec::caches).
+// and streaming kernels are fitted per cache level (a CPU's core L2, an 8 MiB span and a 32 MiB one
+// within its L3; a GPU's L2) and beyond the caches (DeviceSpec::caches).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -112,6 +112,7 @@ double gemm_peak(double measured_flops, const std::vector<Measurement>& pts, con
 // `footprint`; a plan whose working set fits `bytes` takes its rates (DeviceSpec::caches).
 struct CacheFit {
   std::string name;  // the points' kinds are "gemm-" + name and "stream-" + name
+  std::string what;  // what the level is, for the profile's source ("the core's L2 as Linux reports it")
   std::size_t footprint = 0, bytes = 0;
   LineFit gemm, stream;
   LineFit optimizer;  // AdamW over the level's span (where two copies of two sizes fit)
