@@ -169,7 +169,9 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
       // rate, else the level's streaming rate), and the gradients reduced after the backward are
       // still there (no cold fabric rate).
       const CacheLevel& holds = d.caches[static_cast<std::size_t>(ch.optimizer)];
-      out.node.fabric.cold_bandwidth = 0;
+      LinkSpec& fabric = out.node.fabric;
+      fabric.cold_bandwidth = fabric.all_gather.cold_bandwidth = fabric.reduce_scatter.cold_bandwidth =
+          fabric.send_recv.cold_bandwidth = 0;
       d.optimizer_efficiency = (holds.optimizer_bandwidth > 0 ? holds.optimizer_bandwidth : holds.memory_bandwidth) / d.memory_bandwidth;
     } else {
       d.optimizer_efficiency = optimizer_rate / d.memory_bandwidth;
@@ -823,8 +825,10 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const double mirror_sync = dualpipe ? 2 * sendrecv_time(links.pp, chunk_params * gb) : 0.0;
   tb.pp_comm += mirror_sync;
   // The gradient reduction at the step, inside a node, over gradients the caches no longer hold.
-  auto cold = [&](GroupLink l) {
-    if (cold_step_reduction(p) && !l.crosses_nodes) l.bus_bandwidth = std::min(l.bus_bandwidth, cluster_.node.fabric.cold_rate());
+  auto cold = [&](const GroupLink& link, CollectiveOp op) {
+    GroupLink l = link.as(op);
+    if (cold_step_reduction(p) && !l.crosses_nodes)
+      l.bus_bandwidth = std::min(l.bus_bandwidth, cluster_.node.fabric.cold_rate_of(op));
     return l;
   };
   auto dp_cost = [&](const GroupLink& link, double params) {
@@ -838,9 +842,10 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
       return grads + (p.zero_stage >= 1 ? allgather_time(link, params * wb) : 0.0);
     }
     switch (p.zero_stage) {
-      case 0: return allreduce_time(cold(link), params * gb);
+      case 0: return allreduce_time(cold(link, CollectiveOp::kAllReduce), params * gb);
       case 1:
-      case 2: return reduce_scatter_time(cold(link), params * gb) + allgather_time(link, params * wb);
+      case 2:
+        return reduce_scatter_time(cold(link, CollectiveOp::kReduceScatter), params * gb) + allgather_time(link, params * wb);
       default:  // ZeRO-3 / FSDP: gather for forward and backward, reduce-scatter, every micro-batch
         return mbs * (2 * allgather_time(link, params * wb) + reduce_scatter_time(link, params * gb));
     }

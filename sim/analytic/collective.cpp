@@ -37,6 +37,8 @@ GroupLink group_link(const ClusterSpec& c, int stride, int size, bool scattered)
     l.small_message_latency_s = node.fabric.small_message_latency_s;
     l.in_switch_reduction = node.in_switch_reduction && node.in_switch_efficiency > 0;
     l.in_switch_bandwidth = node.fabric.bandwidth * node.in_switch_efficiency;
+    const LinkSpec& f = node.fabric;
+    if (!f.all_gather.empty() || !f.reduce_scatter.empty() || !f.send_recv.empty()) l.own_rates = &f;
     return l;
   }
   l.crosses_nodes = true;
@@ -74,6 +76,27 @@ double latency_steps(int n) {
 }
 }  // namespace
 
+GroupLink GroupLink::as(CollectiveOp op) const {
+  GroupLink l = *this;
+  l.own_rates = nullptr;
+  if (own_rates) {
+    l.bus_bandwidth = own_rates->bandwidth_of(op) * own_rates->efficiency;
+    l.latency_s = own_rates->latency_of(op, small_message_bytes);  // at the small-message size: the large protocol's
+    if (small_message_bytes > 0) l.small_message_latency_s = own_rates->latency_of(op, 0.0);
+  }
+  return l;
+}
+
+double collective_latency_steps(CollectiveOp op, int n) {
+  if (n <= 1) return 0.0;
+  switch (op) {
+    case CollectiveOp::kAllReduce: return latency_steps(n);
+    case CollectiveOp::kAllGather:
+    case CollectiveOp::kReduceScatter: return 0.5 * latency_steps(n);
+    default: return 1.0;
+  }
+}
+
 double allreduce_time(const GroupLink& l, double bytes) {
   const int n = l.size;
   if (n <= 1 || bytes <= 0) return 0.0;
@@ -84,13 +107,25 @@ double allreduce_time(const GroupLink& l, double bytes) {
   return std::min(ring, nvls);
 }
 
-double allgather_time(const GroupLink& l, double bytes) {
+namespace {
+// All-gather and reduce-scatter: (n-1)/n of the data over the bus, half an all-reduce's steps.
+double half_ring_time(const GroupLink& l, CollectiveOp op, double bytes) {
   const int n = l.size;
   if (n <= 1 || bytes <= 0) return 0.0;
-  return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + 0.5 * latency_steps(n) * l.alpha(bytes);
+  return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + collective_latency_steps(op, n) * l.alpha(bytes);
+}
+}  // namespace
+
+// The formulas copy the link only where it has own rates (the analytic model's hot path has none).
+double allgather_time(const GroupLink& l, double bytes) {
+  constexpr CollectiveOp op = CollectiveOp::kAllGather;
+  return l.has_own_rates() ? half_ring_time(l.as(op), op, bytes) : half_ring_time(l, op, bytes);
 }
 
-double reduce_scatter_time(const GroupLink& l, double bytes) { return allgather_time(l, bytes); }
+double reduce_scatter_time(const GroupLink& l, double bytes) {
+  constexpr CollectiveOp op = CollectiveOp::kReduceScatter;
+  return l.has_own_rates() ? half_ring_time(l.as(op), op, bytes) : half_ring_time(l, op, bytes);
+}
 
 double alltoall_time(const GroupLink& l, double bytes) {
   const int n = l.size;
@@ -101,6 +136,7 @@ double alltoall_time(const GroupLink& l, double bytes) {
 
 double sendrecv_time(const GroupLink& l, double bytes) {
   if (bytes <= 0) return 0.0;
+  if (l.has_own_rates()) return sendrecv_time(l.as(CollectiveOp::kSendRecv), bytes);
   return bytes / l.bus_bandwidth + l.alpha(bytes);
 }
 

@@ -26,6 +26,15 @@ struct GroupLink {
   bool crosses_nodes = false;
   bool in_switch_reduction = false;  // NVLS-style all-reduce available (single node only)
   double in_switch_bandwidth = 0;    // line rate x NVLS efficiency, per rank
+  // Inside one node, where the fabric has collectives with their own rates (LinkSpec::
+  // CollectiveRates): that fabric, which they are read from (it points into the ClusterSpec given
+  // to group_link, and is valid as long as it is); null where the fields above apply to every
+  // collective, as for every preset (a pointer: the rates inline made the analytic model 11%
+  // slower, zeroing them in every link).
+  const LinkSpec* own_rates = nullptr;
+  bool has_own_rates() const { return own_rates != nullptr; }
+  // This link as `op` sees it: the op's own rates in place of the fields above, and none left.
+  GroupLink as(CollectiveOp op) const;
 };
 
 // The link for a group of `size` ranks whose consecutive members are `stride` ranks apart, with
@@ -38,6 +47,9 @@ struct GroupLink {
 GroupLink group_link(const ClusterSpec& c, int stride, int size, bool scattered = false);
 // Mean shortest distance, in links, between two random nodes of a torus with these dimensions.
 double torus_mean_hops(const std::vector<int>& dims);
+
+// Latency steps of `op` over n ranks, as the formulas below count them.
+double collective_latency_steps(CollectiveOp op, int n);
 
 double allreduce_time(const GroupLink& l, double bytes);
 double allgather_time(const GroupLink& l, double bytes);      // bytes: the gathered total

@@ -78,10 +78,10 @@ Result<std::vector<double>> run_collectives(const ClusterSpec& cluster, const st
     if (e.kind == 0) {
       const FlowPhase& ph = s.plan.phases[s.phase];
       if (ph.bytes <= 0 || ph.usages.empty()) { ++s.phase; begin_phase(e.run); continue; }
-      s.remaining = ph.bytes;
+      s.remaining = ph.work();
       s.rate = 0;
       s.updated = now;
-      s.action = system.add_action(ph.usages, ph.bound);
+      s.action = system.add_action(ph.usages, ph.work_bound());
       if (static_cast<int>(action_run.size()) <= s.action) action_run.resize(s.action + 1, -1);
       action_run[s.action] = e.run;
       reschedule();

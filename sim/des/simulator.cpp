@@ -105,7 +105,7 @@ struct NetTask {
   const CollectivePlan* plan = nullptr;
   std::size_t phase = 0;
   int action = -1;
-  double remaining = 0;  // bytes left per flow in the current phase
+  double remaining = 0;  // work left per flow in the current phase (FlowPhase::work)
   double rate = 0;
   double updated = 0;    // time `remaining` was last brought up to date
   std::uint32_t version = 0;
@@ -204,7 +204,7 @@ struct Simulator::Impl {
       for (int& m : group) m = w.devices[m];  // ranks -> devices of the topology
     slot.plan = std::make_unique<CollectivePlan>(
         plan_collective(*topo, op.collective, groups, op.bytes, opt.algorithm, !opt.full));
-    if (op.cold) cold_data(*topo, *slot.plan);
+    if (op.cold) cold_data(*topo, op.collective, *slot.plan);
     return slot;
   }
 
@@ -289,10 +289,10 @@ struct Simulator::Impl {
       next_phase(id);
       return;
     }
-    t.remaining = ph.bytes;
+    t.remaining = ph.work();
     t.rate = 0;
     t.updated = now;
-    t.action = system.add_action(ph.usages, ph.bound);
+    t.action = system.add_action(ph.usages, ph.work_bound());
     if (t.action >= static_cast<int>(action_task.size())) action_task.resize(t.action + 1, -1);
     action_task[t.action] = id;
     for (const Usage& u : ph.usages) link_bytes[u.resource] += u.weight * ph.bytes;

@@ -269,8 +269,8 @@ std::optional<CollectivePlan> in_switch(const Topology& t, const std::vector<std
 
 }  // namespace
 
-void cold_data(const Topology& topo, CollectivePlan& plan) {
-  const double rate = topo.cluster().node.fabric.cold_rate();
+void cold_data(const Topology& topo, CollectiveOp op, CollectivePlan& plan) {
+  const double rate = topo.cluster().node.fabric.cold_rate_of(op);
   for (FlowPhase& ph : plan.phases)
     if (!ph.crosses_nodes) ph.bound = std::min(ph.bound, rate);
 }
@@ -280,8 +280,8 @@ double isolated_time(const MaxMinSystem& system, const CollectivePlan& plan) {
   for (const FlowPhase& ph : plan.phases) {
     double rate = std::numeric_limits<double>::infinity();
     for (const Usage& u : ph.usages) rate = std::min(rate, system.capacity(u.resource) / u.weight);
-    rate = std::min(rate, ph.bound);
-    total += ph.latency_s + (std::isfinite(rate) && ph.bytes > 0 ? ph.bytes / rate : 0.0);
+    rate = std::min(rate, ph.work_bound());
+    total += ph.latency_s + (std::isfinite(rate) && ph.bytes > 0 ? ph.work() / rate : 0.0);
   }
   return total;
 }
@@ -290,15 +290,20 @@ namespace {
 CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
                               double bytes, std::optional<Algorithm> force);
 
-// Below the fabric's small-message size (LinkSpec::small_message_bytes), the phases that stay
-// inside a node pay the small-message protocol's latency per step in place of the fabric's; the
-// analytic model's GroupLink::alpha does the same for groups inside a node.
-CollectivePlan small_message_protocol(const Topology& topo, CollectivePlan plan, double bytes) {
+// The phases that stay inside a node pay `op`'s latency per step on the fabric in place of the
+// fabric's (the small-message protocol's below LinkSpec::small_message_bytes) and move at `op`'s
+// own bandwidth (LinkSpec::bandwidth_of, latency_of); the analytic model's GroupLink::as and alpha do the
+// same for groups inside a node.
+CollectivePlan fabric_protocol(const Topology& topo, CollectiveOp op, CollectivePlan plan, double bytes) {
   const LinkSpec& f = topo.cluster().node.fabric;
-  if (bytes >= f.small_message_bytes || f.latency_s <= 0) return plan;
-  const double ratio = f.small_message_latency_s / f.latency_s;
+  const double ratio = f.latency_s > 0 ? f.latency_of(op, bytes) / f.latency_s : 1.0;
+  const double speed = f.bandwidth > 0 ? f.bandwidth_of(op) / f.bandwidth : 1.0;
+  if (ratio == 1.0 && speed == 1.0) return plan;
   for (FlowPhase& ph : plan.phases)
-    if (!ph.crosses_nodes) ph.latency_s *= ratio;
+    if (!ph.crosses_nodes) {
+      ph.latency_s *= ratio;
+      ph.speed = speed;
+    }
   return plan;
 }
 }  // namespace
@@ -332,16 +337,16 @@ CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op, const std::
   if (n < 2 || bytes <= 0) return CollectivePlan{Algorithm::kRing, {}, 0};
   auto consider = [&](Algorithm a, auto make) {
     if (force && *force != a) return;
-    if (auto p = make()) candidates.push_back(small_message_protocol(topo, std::move(*p), bytes));
+    if (auto p = make()) candidates.push_back(fabric_protocol(topo, op, std::move(*p), bytes));
   };
   switch (op) {
     case CollectiveOp::kSendRecv: {
       PhaseBuilder b(topo, bytes);
       for (const auto& g : groups) b.flow(g[0], g[1]);
-      return small_message_protocol(topo, {Algorithm::kPointToPoint, {b.finish(1)}, 0}, bytes);
+      return fabric_protocol(topo, op, {Algorithm::kPointToPoint, {b.finish(1)}, 0}, bytes);
     }
     case CollectiveOp::kAllToAll:
-      return small_message_protocol(topo, direct(topo, groups, bytes), bytes);
+      return fabric_protocol(topo, op, direct(topo, groups, bytes), bytes);
     case CollectiveOp::kAllReduce:
       // NCCL chooses among ring, tree and NVLS; the others only when asked for.
       consider(Algorithm::kRing, [&] { return std::optional(ring(topo, op, groups, bytes)); });
@@ -356,7 +361,7 @@ CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op, const std::
       consider(Algorithm::kRing, [&] { return std::optional(ring(topo, op, groups, bytes)); });
       break;
   }
-  if (candidates.empty()) return small_message_protocol(topo, ring(topo, op, groups, bytes), bytes);
+  if (candidates.empty()) return fabric_protocol(topo, op, ring(topo, op, groups, bytes), bytes);
   // Least estimated time wins; on a tie the earlier candidate (ring, NCCL's default) stays. As in
   // NCCL's tuner, a tree is credited with its lower latency but not with moving fewer bytes: its
   // bandwidth term is the ring's divided by 0.92 (NCCL tuning.cc applies that factor to tree

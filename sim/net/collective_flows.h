@@ -28,7 +28,6 @@
 
 namespace foresight {
 
-enum class CollectiveOp { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv, kBroadcast };
 enum class Algorithm { kRing, kTree, kHierarchical, kHalvingDoubling, kDirect, kInSwitch, kPointToPoint };
 
 std::string_view to_string(CollectiveOp op);
@@ -41,6 +40,13 @@ struct FlowPhase {
   bool crosses_nodes = false;
   // Most bytes/s each flow may move whatever the links allow (see cold_data).
   double bound = std::numeric_limits<double>::infinity();
+  // The phase's data moves at `speed` times the rate its links give it: a collective with its own
+  // bandwidth inside a node (LinkSpec::CollectiveRates) against the fabric's, on links sized by
+  // the fabric's. An executor's flow works off bytes / speed at the rate the max-min system
+  // gives it, which bound / speed caps.
+  double speed = 1.0;
+  double work() const { return bytes / speed; }
+  double work_bound() const { return bound / speed; }
 };
 
 struct CollectivePlan {
@@ -56,8 +62,9 @@ CollectivePlan plan_collective(const Topology& topo, CollectiveOp op,
                                std::optional<Algorithm> force = std::nullopt, bool symmetric = false);
 
 // The plan for data the caches no longer hold (Op::cold): the phases inside a node move each flow
-// at most at the fabric's cold_bandwidth (LinkSpec::cold_bandwidth x efficiency), where it has one.
-void cold_data(const Topology& topo, CollectivePlan& plan);
+// at most at the fabric's cold_bandwidth for `op` (LinkSpec::cold_rate_of),
+// where it has one.
+void cold_data(const Topology& topo, CollectiveOp op, CollectivePlan& plan);
 
 // Time of a plan when it is alone on the network: each phase's latency plus its bytes over the
 // rate its most loaded link allows (capacity / usage weight).

@@ -16,8 +16,34 @@ namespace {
 
 constexpr std::string_view kDTypeNames[kDTypeCount] = {"fp32", "tf32", "bf16", "fp16", "fp8", "int8"};
 
+constexpr std::array<std::pair<std::string_view, CollectiveRates LinkSpec::*>, 3> kOwnRateCollectives{
+    {{"all_gather", &LinkSpec::all_gather}, {"reduce_scatter", &LinkSpec::reduce_scatter}, {"send_recv", &LinkSpec::send_recv}}};
+
+// {"all_gather": {"bandwidth": "25GB/s", "latency": "0.4us"}, ...}: collectives' own rates
+// (CollectiveRates); each field is optional and, where given, positive.
+void read_collective_rates(JsonReader r, LinkSpec& link) {
+  r.reject_unknown_keys({"all_gather", "reduce_scatter", "send_recv"});
+  for (const auto& [name, member] : kOwnRateCollectives) {
+    JsonReader o = r.object(name);
+    if (o.node().empty()) continue;
+    o.reject_unknown_keys({"bandwidth", "latency", "small_message_latency", "cold_bandwidth"});
+    CollectiveRates& c = link.*member;
+    const auto positive = [&](std::string_view key, Dimension dim) {
+      const double v = o.quantity(key, dim, 0.0);
+      if (o.has(key) && !(v > 0)) o.fail(key, "must be positive (leave it out to take the link's)");
+      return v;
+    };
+    c.bandwidth = positive("bandwidth", Dimension::kBandwidth);
+    c.latency_s = positive("latency", Dimension::kSeconds);
+    c.small_message_latency_s = positive("small_message_latency", Dimension::kSeconds);
+    c.cold_bandwidth = positive("cold_bandwidth", Dimension::kBandwidth);
+    if (c.small_message_latency_s > 0 && link.small_message_bytes <= 0)
+      o.fail("small_message_latency", "the link has no small-message protocol (\"small_messages\")");
+  }
+}
+
 void read_link(JsonReader r, LinkSpec& link, bool need_bandwidth) {
-  r.reject_unknown_keys({"kind", "bandwidth", "latency", "efficiency", "small_messages", "cold_bandwidth"});
+  r.reject_unknown_keys({"kind", "bandwidth", "latency", "efficiency", "small_messages", "cold_bandwidth", "collectives"});
   link.kind = r.string("kind", link.kind);
   link.bandwidth = need_bandwidth ? r.required_quantity("bandwidth", Dimension::kBandwidth)
                                   : r.quantity("bandwidth", Dimension::kBandwidth, link.bandwidth);
@@ -31,6 +57,7 @@ void read_link(JsonReader r, LinkSpec& link, bool need_bandwidth) {
     link.small_message_bytes = small.required_quantity("below", Dimension::kBytes);
     link.small_message_latency_s = small.required_quantity("latency", Dimension::kSeconds);
   }
+  if (r.has("collectives")) read_collective_rates(r.object("collectives"), link);
 }
 
 json link_to_json(const LinkSpec& l) {
@@ -42,8 +69,54 @@ json link_to_json(const LinkSpec& l) {
     j["small_messages"] = {{"below", format_quantity(l.small_message_bytes, Dimension::kBytes)},
                            {"latency", format_quantity(l.small_message_latency_s, Dimension::kSeconds)}};
   if (l.cold_bandwidth > 0) j["cold_bandwidth"] = format_quantity(l.cold_bandwidth, Dimension::kBandwidth);
+  for (const auto& [name, member] : kOwnRateCollectives) {
+    const CollectiveRates& c = l.*member;
+    if (c.empty()) continue;
+    json o = json::object();
+    if (c.bandwidth > 0) o["bandwidth"] = format_quantity(c.bandwidth, Dimension::kBandwidth);
+    if (c.latency_s > 0) o["latency"] = format_quantity(c.latency_s, Dimension::kSeconds);
+    if (c.small_message_latency_s > 0)
+      o["small_message_latency"] = format_quantity(c.small_message_latency_s, Dimension::kSeconds);
+    if (c.cold_bandwidth > 0) o["cold_bandwidth"] = format_quantity(c.cold_bandwidth, Dimension::kBandwidth);
+    j["collectives"][std::string(name)] = std::move(o);
+  }
   return j;
 }
+
+}  // namespace
+
+namespace {
+template <typename Link>
+auto own_rates_of(Link& l, CollectiveOp op) -> decltype(&l.all_gather) {
+  switch (op) {
+    case CollectiveOp::kAllGather: return &l.all_gather;
+    case CollectiveOp::kReduceScatter: return &l.reduce_scatter;
+    case CollectiveOp::kSendRecv: return &l.send_recv;
+    default: return nullptr;
+  }
+}
+}  // namespace
+
+const CollectiveRates* LinkSpec::own_rates(CollectiveOp op) const { return own_rates_of(*this, op); }
+CollectiveRates* LinkSpec::own_rates(CollectiveOp op) { return own_rates_of(*this, op); }
+
+double LinkSpec::bandwidth_of(CollectiveOp op) const {
+  const CollectiveRates* c = own_rates(op);
+  return c && c->bandwidth > 0 ? c->bandwidth : bandwidth;
+}
+
+double LinkSpec::latency_of(CollectiveOp op, double bytes) const {
+  const CollectiveRates* c = own_rates(op);
+  const double own = !c ? 0.0 : bytes < small_message_bytes ? c->small_message_latency_s : c->latency_s;
+  return own > 0 ? own : latency_for(bytes);
+}
+
+double LinkSpec::cold_rate_of(CollectiveOp op) const {
+  const CollectiveRates* c = own_rates(op);
+  return c && c->cold_bandwidth > 0 ? c->cold_bandwidth * efficiency : cold_rate();
+}
+
+namespace {
 
 // A field that is either a preset name (string) or an inline object.
 template <typename T, typename FromJson, typename Load>

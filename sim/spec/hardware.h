@@ -128,6 +128,24 @@ struct DeviceGroup {
   bool operator==(const DeviceGroup&) const = default;
 };
 
+// The collectives (nccl-tests' names; a send/recv is one point-to-point transfer).
+enum class CollectiveOp { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv, kBroadcast };
+
+// A collective's own rates on a link, where they differ from the all-reduce's, which are the
+// link's own fields (LinkSpec). NCCL moves every collective at about the same bus bandwidth; MPI
+// over shared memory does not: its all-gather only copies, and Open MPI's reduce-scatter is
+// slower than its all-reduce (on the 2-core VM, 4 MiB: all-gather 20 GB/s algbw, all-reduce 7.5,
+// reduce-scatter 4). `foresight calibrate` fits each one it measures. A field left 0 takes the
+// link's.
+struct CollectiveRates {
+  double bandwidth = 0;                // bytes/s, busbw convention, as LinkSpec::bandwidth (x efficiency)
+  double latency_s = 0;                // per algorithm step, as LinkSpec::latency_s
+  double small_message_latency_s = 0;  // below the link's small_message_bytes
+  double cold_bandwidth = 0;           // as LinkSpec::cold_bandwidth
+  bool empty() const { return bandwidth <= 0 && latency_s <= 0 && small_message_latency_s <= 0 && cold_bandwidth <= 0; }
+  bool operator==(const CollectiveRates&) const = default;
+};
+
 // A link class with a line rate and a measured efficiency (achieved / line rate).
 struct LinkSpec {
   std::string kind;             // nvlink4, pcie5, infiniband, roce, ethernet, omnipath, ...
@@ -150,6 +168,16 @@ struct LinkSpec {
   double cold_rate() const {
     return cold_bandwidth > 0 ? cold_bandwidth * efficiency : std::numeric_limits<double>::infinity();
   }
+  // Collectives with rates of their own (CollectiveRates); the all-reduce, all-to-all and
+  // broadcast take the fields above.
+  CollectiveRates all_gather, reduce_scatter, send_recv;
+  // `op`'s own rates on this link, or null where it takes the link's.
+  const CollectiveRates* own_rates(CollectiveOp op) const;
+  CollectiveRates* own_rates(CollectiveOp op);
+  // The link as `op` sees it: its own rates in place of the link's where it has them.
+  double bandwidth_of(CollectiveOp op) const;                 // as `bandwidth`
+  double latency_of(CollectiveOp op, double bytes) const;     // as latency_for(bytes)
+  double cold_rate_of(CollectiveOp op) const;                 // as cold_rate()
   bool operator==(const LinkSpec&) const = default;
 };
 

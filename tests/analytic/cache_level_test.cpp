@@ -250,6 +250,32 @@ TEST(CacheLevel, TheOptimizerRunsAtItsOwnRate) {
       << refused.error().message();
 }
 
+// ZeRO-1 reduces the gradients with a reduce-scatter: where the fabric has the reduce-scatter's own
+// rates (a calibrated MPI's), both engines take them, and its own cold bandwidth after the backward.
+TEST(CacheLevel, TheZeroReduceScatterTakesItsOwnRates) {
+  const ModelSpec small = testing::preset_model("small");
+  const ClusterSpec hot = testing::preset_cluster("cpu-local", 2);
+  ClusterSpec own = hot, own_cold = hot;
+  own.node.fabric.reduce_scatter.bandwidth = hot.node.fabric.bandwidth / 2;
+  own_cold.node.fabric.reduce_scatter = own.node.fabric.reduce_scatter;
+  own_cold.node.fabric.reduce_scatter.cold_bandwidth = hot.node.fabric.bandwidth / 8;
+  Plan z1 = testing::make_plan(1, 1, 2, 1, 8);
+  z1.precision = Precision::kFp32;
+  z1.zero_stage = 1;
+  const double a_hot = AnalyticModel(small, hot).evaluate(z1).time.dp_comm,
+               a_own = AnalyticModel(small, own).evaluate(z1).time.dp_comm,
+               a_cold = AnalyticModel(small, own_cold).evaluate(z1).time.dp_comm;
+  ASSERT_GT(a_hot, 0);
+  EXPECT_GT(a_own, 1.3 * a_hot);   // the reduce-scatter's half of the bandwidth term x2
+  EXPECT_GT(a_cold, 2.5 * a_own);  // and x4 again, cold
+  const double d_hot = testing::simulated(small, hot, z1).prediction.step_time_s;
+  for (const ClusterSpec* c : {&own, &own_cold}) {
+    const SimResult d = testing::expect_engines_agree(small, *c, z1, 0.05);
+    const double analytic_extra = AnalyticModel(small, *c).evaluate(z1).step_time_s - AnalyticModel(small, hot).evaluate(z1).step_time_s;
+    EXPECT_NEAR(d.prediction.step_time_s - d_hot, analytic_extra, 0.05 * analytic_extra);
+  }
+}
+
 // A fabric with a cold bandwidth (a calibrated CPU's shared memory): the gradient reduction after
 // the whole backward runs at it, in both executors; reductions during the backward (overlapped
 // buckets) and the tensor-parallel collectives do not.

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "sim/analytic/collective.h"
+#include "sim/net/collective_flows.h"
 #include "sim/spec/json_reader.h"
 #include "sim/validate/collective_case.h"
 
@@ -100,6 +101,64 @@ TEST(NetworkRun, SmallMessagesTakeTheirProtocolsLatency) {
   ClusterSpec two = cluster("dgx-a100-hdr", 16);
   two.node.fabric = c.node.fabric;
   EXPECT_EQ(group_link(two, 8, 2).small_message_bytes, 0.0);
+}
+
+// A collective's own rates on the fabric (LinkSpec::CollectiveRates, as a calibrated MPI has):
+// inside a node both engines take them, by hand's formula; across nodes the network's apply.
+TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
+  ClusterSpec c = cluster("dgx-a100-hdr", 8);
+  LinkSpec& f = c.node.fabric;
+  f.small_message_bytes = 8192;
+  f.small_message_latency_s = 0.25 * f.latency_s;
+  f.all_gather.bandwidth = 3 * f.bandwidth;
+  f.all_gather.latency_s = 0.5 * f.latency_s;
+  f.reduce_scatter.bandwidth = f.bandwidth / 3;
+  f.reduce_scatter.small_message_latency_s = 0.1 * f.latency_s;
+  f.send_recv.bandwidth = f.bandwidth / 2;
+  f.send_recv.latency_s = 2 * f.latency_s;
+  const GroupLink l = group_link(c, 1, 2);
+  const double eff = f.efficiency;
+  for (double bytes : {4096.0, 65536.0, 64.0 * (1 << 20)}) {
+    const bool small = bytes < 8192;
+    const double ag = 0.5 * bytes / (3 * f.bandwidth * eff) + (small ? f.small_message_latency_s : 0.5 * f.latency_s);
+    const double rs = 0.5 * bytes / (f.bandwidth / 3 * eff) + (small ? 0.1 * f.latency_s : f.latency_s);
+    const double sr = bytes / (f.bandwidth / 2 * eff) + (small ? f.small_message_latency_s : 2 * f.latency_s);
+    EXPECT_NEAR(allgather_time(l, bytes), ag, 1e-12 * ag) << bytes;
+    EXPECT_NEAR(reduce_scatter_time(l, bytes), rs, 1e-12 * rs) << bytes;
+    EXPECT_NEAR(sendrecv_time(l, bytes), sr, 1e-12 * sr) << bytes;
+    // The all-reduce keeps the fabric's own.
+    EXPECT_NEAR(allreduce_time(l, bytes), bytes / (f.bandwidth * eff) + 2 * f.latency_for(bytes), 1e-12 * bytes);
+    for (auto [op, closed] : {std::pair{CollectiveOp::kAllGather, ag}, std::pair{CollectiveOp::kReduceScatter, rs},
+                              std::pair{CollectiveOp::kSendRecv, sr}}) {
+      const auto ring = op == CollectiveOp::kSendRecv ? std::nullopt : std::optional(Algorithm::kRing);
+      auto sim = run_collectives(c, {{op, {iota(0, 2)}, bytes, ring}});
+      ASSERT_TRUE(sim.ok());
+      EXPECT_NEAR(sim->at(0), closed, 1e-6 * closed) << to_string(op) << " " << bytes;
+    }
+  }
+  // Data the caches no longer hold: the reduce-scatter's own cold bandwidth where it has one, the
+  // fabric's where not.
+  f.cold_bandwidth = f.bandwidth / 2;
+  MaxMinSystem sys;
+  Topology topo(c, sys);
+  const double S = 64.0 * (1 << 20);
+  CollectivePlan rs = plan_collective(topo, CollectiveOp::kReduceScatter, {iota(0, 2)}, S, Algorithm::kRing);
+  cold_data(topo, CollectiveOp::kReduceScatter, rs);
+  EXPECT_NEAR(isolated_time(sys, rs), 0.5 * S / (f.bandwidth / 3 * eff) + f.latency_s, 1e-9);  // slower than the cold rate
+  f.reduce_scatter.cold_bandwidth = f.bandwidth / 12;
+  Topology topo2(c, sys);
+  rs = plan_collective(topo2, CollectiveOp::kReduceScatter, {iota(0, 2)}, S, Algorithm::kRing);
+  cold_data(topo2, CollectiveOp::kReduceScatter, rs);
+  EXPECT_NEAR(isolated_time(sys, rs), 0.5 * S / (f.bandwidth / 12 * eff) + f.latency_s, 1e-9);
+  CollectivePlan ag = plan_collective(topo2, CollectiveOp::kAllGather, {iota(0, 2)}, S, Algorithm::kRing);
+  cold_data(topo2, CollectiveOp::kAllGather, ag);
+  EXPECT_NEAR(isolated_time(sys, ag), 0.5 * S / (f.bandwidth / 2 * eff) + 0.5 * f.latency_s, 1e-9);  // the fabric's cold rate
+  // Across nodes: the network's rates, none of the fabric's own.
+  ClusterSpec two = cluster("dgx-a100-hdr", 16);
+  two.node.fabric = f;
+  const GroupLink across = group_link(two, 8, 2);
+  EXPECT_FALSE(across.has_own_rates());
+  EXPECT_EQ(allgather_time(across, S), allgather_time(group_link(cluster("dgx-a100-hdr", 16), 8, 2), S));
 }
 
 TEST(NetworkRun, NvlsBeatsTheRingOnH100) {

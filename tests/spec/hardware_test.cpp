@@ -111,6 +111,61 @@ TEST(Hardware, SmallMessageProtocolRoundTripsAndNamesItsFields) {
   fails_at("\"below\": \"8 KiB\", ", "", "/node/fabric/small_messages/below");
 }
 
+// A collective's own rates on the fabric (a calibrated MPI's): read, written back, checked.
+TEST(Hardware, CollectivesOwnRatesRoundTripAndNameTheirFields) {
+  const char* text = R"({"name": "c", "nodes": 1,
+     "node": {"devices": [{"device": "a100-sxm4-80gb", "count": 8}],
+              "fabric": {"bandwidth": "6GB/s", "latency": "2us", "cold_bandwidth": "3GB/s",
+                         "small_messages": {"below": "8 KiB", "latency": "0.5us"},
+                         "collectives": {"all_gather": {"bandwidth": "20GB/s", "latency": "1.5us"},
+                                         "reduce_scatter": {"bandwidth": "2.5GB/s", "cold_bandwidth": "0.8GB/s",
+                                                            "small_message_latency": "0.7us"}}}}})";
+  auto doc = parse_json_text(text, "c.json");
+  ASSERT_TRUE(doc.ok());
+  auto c = cluster_from_json(*doc, "c.json");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  const LinkSpec& f = c->node.fabric;
+  EXPECT_DOUBLE_EQ(f.all_gather.bandwidth, 20e9);
+  EXPECT_NEAR(f.all_gather.latency_s, 1.5e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(f.reduce_scatter.cold_bandwidth, 0.8e9);
+  EXPECT_TRUE(f.send_recv.empty());
+  // As each collective sees the link: its own fields where it has them, the link's elsewhere.
+  constexpr CollectiveOp ag = CollectiveOp::kAllGather, rs = CollectiveOp::kReduceScatter;
+  EXPECT_DOUBLE_EQ(f.bandwidth_of(ag), 20e9);
+  EXPECT_NEAR(f.latency_of(ag, 16384), 1.5e-6, 1e-15);
+  EXPECT_NEAR(f.latency_of(ag, 4096), 0.5e-6, 1e-15);  // the link's small-message latency
+  EXPECT_DOUBLE_EQ(f.cold_rate_of(ag), 3e9);
+  EXPECT_DOUBLE_EQ(f.bandwidth_of(rs), 2.5e9);
+  EXPECT_NEAR(f.latency_of(rs, 16384), 2e-6, 1e-15);
+  EXPECT_NEAR(f.latency_of(rs, 4096), 0.7e-6, 1e-15);
+  EXPECT_DOUBLE_EQ(f.cold_rate_of(rs), 0.8e9);
+  EXPECT_EQ(f.bandwidth_of(CollectiveOp::kAllReduce), 6e9);
+  EXPECT_EQ(f.bandwidth_of(CollectiveOp::kSendRecv), 6e9);
+  EXPECT_NEAR(f.latency_of(CollectiveOp::kSendRecv, 16384), 2e-6, 1e-15);
+  auto again = cluster_from_json(cluster_to_json(*c), "again.json");
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_EQ(again->node.fabric, c->node.fabric);
+  EXPECT_FALSE(cluster_to_json(*c)["node"]["fabric"]["collectives"].contains("send_recv"));
+
+  auto fails_at = [&](const std::string& from, const std::string& to, const std::string& pointer, const std::string& why) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    auto edited = parse_json_text(t, "c.json");
+    ASSERT_TRUE(edited.ok());
+    auto bad = cluster_from_json(*edited, "c.json");
+    ASSERT_FALSE(bad.ok()) << to;
+    EXPECT_NE(bad.error().message().find(pointer), std::string::npos) << bad.error().message();
+    EXPECT_NE(bad.error().message().find(why), std::string::npos) << bad.error().message();
+  };
+  fails_at("\"20GB/s\"", "\"0GB/s\"", "/node/fabric/collectives/all_gather/bandwidth", "positive");
+  fails_at("\"1.5us\"", "\"1.5 fortnights\"", "/node/fabric/collectives/all_gather/latency", "unit");
+  fails_at("\"all_gather\"", "\"all_gathr\"", "/node/fabric/collectives", "all_gathr");
+  fails_at("\"cold_bandwidth\": \"0.8GB/s\"", "\"cold_bandwith\": \"0.8GB/s\"",
+           "/node/fabric/collectives/reduce_scatter", "cold_bandwith");
+  fails_at("\"small_messages\": {\"below\": \"8 KiB\", \"latency\": \"0.5us\"},", "",
+           "/node/fabric/collectives/reduce_scatter/small_message_latency", "no small-message protocol");
+}
+
 TEST(Hardware, ResizeKeepsWholeNodes) {
   auto c = load_cluster("dgx-h100-ndr");
   ASSERT_TRUE(c.ok());
