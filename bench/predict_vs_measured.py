@@ -11,6 +11,8 @@ every plan and the op kinds that contribute most.
 The tiny model's steps take milliseconds, so it runs 30 steps per run and the others 8 (as the
 integration test does), unless --steps sets one count for all. --unfused adds each model's serial and dp=2 plans with
 kernel fusion off (the runtime's eager RMSNorm and SwiGLU), to check the model's unfused chains.
+--collectives adds the layouts whose collectives are not all-reduces: dp=2 with ZeRO-1 (the
+gradients reduce-scattered, the parameters all-gathered) and tp=2 with sequence parallelism.
 
 Each plan runs `--repeats` times (interleaved with the other plans' runs, so that a slow spell of
 a shared machine lands on several plans rather than on all runs of one); the error is that of the
@@ -28,6 +30,7 @@ import tempfile
 
 LAYOUTS = [("serial", 1, []), ("dp=2", 2, ["--dp", "2"]), ("tp=2", 2, ["--tp", "2"]),
            ("pp=2 1f1b", 2, ["--pp", "2", "--schedule", "1f1b"]), ("pp=2 gpipe", 2, ["--pp", "2", "--schedule", "gpipe"])]
+COLLECTIVE_LAYOUTS = [("dp=2 zero-1", 2, ["--dp", "2", "--zero", "1"]), ("tp=2 sp", 2, ["--tp", "2", "--sp", "true"])]
 # Steps per run by model: the tiny model's 2 ms steps need more of them for a steady median.
 DEFAULT_STEPS = {"tiny": 30}
 
@@ -50,9 +53,12 @@ def main():
                     help="calibrate again before each round of runs (each run is predicted on its round's profile)")
     ap.add_argument("--unfused", action="store_true",
                     help="also run each model's serial and dp=2 plans with --kernel-fusion false (eager RMSNorm and SwiGLU)")
+    ap.add_argument("--collectives", action="store_true",
+                    help="also run dp=2 with ZeRO-1 and tp=2 with sequence parallelism (reduce-scatters and all-gathers)")
     args = ap.parse_args()
     layouts = LAYOUTS + ([(name + " unfused", ranks, extra + ["--kernel-fusion", "false"])
                           for name, ranks, extra in LAYOUTS[:2]] if args.unfused else [])
+    layouts += COLLECTIVE_LAYOUTS if args.collectives else []
     if args.profile and args.calibrate_each_round:
         ap.error("--profile and --calibrate-each-round exclude each other")
     with tempfile.TemporaryDirectory() as d:

@@ -94,6 +94,15 @@ struct LineFit {
 // split is kept if it cuts the single line's rms relative error by a third or more (and by at
 // least one point) and its small-message intercept is the smaller one. Fills the points' fitted_s.
 LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind);
+// A collective's own rates on the fabric (LinkSpec::CollectiveRates) from its points of `kind` over
+// `ranks`: one line, split where the link's protocols split (`small_below`; 0: none), read as
+// t = steps x latency + bus factor x S / bandwidth, steps and factor as sim/analytic/collective.h
+// counts them (a send/recv: one step, factor 1). Over MPI's shared memory the collectives differ
+// by up to 4x from the all-reduce's rates (an all-gather only copies; Open MPI's reduce-scatter
+// runs slower than its all-reduce). Fills `line` and the points' fitted_s; empty rates where there
+// are fewer than four points or the slope is not positive.
+CollectiveRates fit_collective_rates(std::vector<Measurement>& pts, const std::string& kind, CollectiveOp op, int ranks,
+                                     double small_below, LineFit& line);
 // GEMMs: t = calls x intercept + FLOPs x slope + weight bytes x (weight_fwd or weight_bwd), one call
 // forward and two backward; negative terms are dropped. Fills the points' fitted_s.
 LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind);
@@ -131,6 +140,9 @@ struct Calibration {
   LineFit gemm, stream, attention, all_reduce;  // gemm, stream: operands beyond the caches
   LineFit optimizer;                             // AdamW, its state cycled over optimizer_footprint
   LineFit all_reduce_cold;                       // its buffer evicted first (fabric.cold_bandwidth)
+  // The other collectives' own lines (fabric.all_gather, .reduce_scatter, .send_recv), the
+  // reduce-scatter's also with its input evicted first (as the ZeRO gradient reduction's).
+  LineFit all_gather, reduce_scatter, reduce_scatter_cold, send_recv;
   LineFit host_copy;  // uploads and downloads (node.host_link); none where the tensors are in host memory
   double attention_backward_ratio = 0;  // the attention pair's backward over its forward (0: not measured)
   std::vector<CacheFit> caches;                  // smallest first

@@ -1332,5 +1332,60 @@ TEST(Calibration, AllReduceSplitsWhereTheProtocolChanges) {
   EXPECT_EQ(fit_protocols(slow, "all_reduce").small_below, 0.0);
 }
 
+// Each other collective gets its own rates from its own points, read as the model counts them (an
+// all-gather over 4 ranks: (n-1)/n S/B and 2 latency steps; a send/recv: S/B and one), split where
+// the link's protocols split; the profile writes them under the fabric with their sources, and
+// they read back.
+TEST(Calibration, CollectivesGetTheirOwnRates) {
+  Calibration c;
+  c.backend = "cpu";
+  c.ranks = 4;
+  for (double S = 1024; S <= 16 * 1048576.0; S *= 2) {
+    c.points.push_back({"all_gather", "", S, 2 * (S < 8192 ? 0.4e-6 : 1.5e-6) + 0.75 * S / 20e9, 0});
+    c.points.push_back({"send_recv", "", S, 3e-6 + S / 8e9, 0});
+  }
+  c.points.push_back({"reduce_scatter", "", 1024, 1e-6, 0});  // too few points: no rates
+  LineFit ag_line, sr_line, rs_line;
+  const CollectiveRates ag = fit_collective_rates(c.points, "all_gather", CollectiveOp::kAllGather, 4, 8192, ag_line);
+  EXPECT_NEAR(ag.bandwidth, 20e9, 1e3);
+  EXPECT_NEAR(ag.latency_s, 1.5e-6, 1e-12);
+  EXPECT_NEAR(ag.small_message_latency_s, 0.4e-6, 1e-12);
+  EXPECT_LT(ag_line.rms_rel_error, 1e-9);
+  const CollectiveRates sr = fit_collective_rates(c.points, "send_recv", CollectiveOp::kSendRecv, 2, 0, sr_line);
+  EXPECT_NEAR(sr.bandwidth, 8e9, 1e3);
+  EXPECT_NEAR(sr.latency_s, 3e-6, 1e-12);
+  EXPECT_EQ(sr.small_message_latency_s, 0);  // no split on the link: the one latency
+  for (const Measurement& m : c.points) {
+    if (m.kind == "reduce_scatter") continue;
+    EXPECT_NEAR(m.fitted_s, m.seconds, 1e-9 * m.seconds) << m.kind << " " << m.work;
+  }
+  EXPECT_TRUE(fit_collective_rates(c.points, "reduce_scatter", CollectiveOp::kReduceScatter, 4, 0, rs_line).empty());
+  // The profile.
+  const ClusterSpec base = testing::preset_cluster("cpu-local", 2);
+  c.device = base.node.accelerator();
+  c.fabric = base.node.fabric;
+  c.fabric_measured = true;
+  c.fabric.bandwidth = 6e9;
+  c.fabric.latency_s = 2e-6;
+  c.fabric.small_message_bytes = 8192;
+  c.fabric.small_message_latency_s = 0.5e-6;
+  c.fabric.all_gather = ag;
+  c.all_gather = ag_line;
+  c.fabric.reduce_scatter.bandwidth = 2e9;
+  c.fabric.reduce_scatter.cold_bandwidth = 0.8e9;
+  const nlohmann::json j = calibrated_cluster_json(c, base, "test", "a test");
+  const nlohmann::json& sources = j["node"]["sources"];
+  EXPECT_TRUE(sources.contains("fabric.collectives.all_gather")) << sources.dump();
+  EXPECT_TRUE(sources.contains("fabric.collectives.reduce_scatter.cold_bandwidth")) << sources.dump();
+  EXPECT_FALSE(j["node"]["fabric"]["collectives"].contains("send_recv"));
+  auto back = cluster_from_json(j, "profile.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  const LinkSpec& f = back->node.fabric;
+  EXPECT_NEAR(f.all_gather.bandwidth, 20e9, 20e9 * 1e-5);
+  EXPECT_NEAR(f.all_gather.small_message_latency_s, 0.4e-6, 1e-11);
+  EXPECT_NEAR(f.reduce_scatter.cold_bandwidth, 0.8e9, 1e3);
+  EXPECT_TRUE(f.send_recv.empty());
+}
+
 }  // namespace
 }  // namespace foresight::runtime
