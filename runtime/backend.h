@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/reference.h"
 #include "runtime/buffer.h"
@@ -116,6 +117,9 @@ class Backend {
   // range kept by the loss scale; fp32: none), accumulating and writing in fp32. A no-op where
   // there is no such mode (the CPU computes in fp32).
   virtual void set_gemm_precision(Precision) {}
+  // The precisions besides fp32 that set_gemm_precision runs differently (calibrate measures a
+  // GEMM peak for each); empty where every precision computes in fp32.
+  virtual std::vector<Precision> gemm_precisions() const { return {}; }
 
   // --- memory (used by DeviceBuffer when !host_memory()) ---------------------------------------
   virtual float* allocate(std::size_t n) = 0;  // uninitialised

@@ -424,6 +424,16 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind) {
   return *best;
 }
 
+void set_precision_peaks(DeviceSpec& d, double fp32_peak, const std::vector<std::pair<Precision, double>>& measured) {
+  for (DType t : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16})
+    if (d.peak(t) > 0 || t == DType::kFp32) d.peak_flops[static_cast<int>(t)] = fp32_peak;
+  for (const auto& [p, rate] : measured) {
+    if (p == Precision::kBf16) d.peak_flops[static_cast<int>(DType::kBf16)] = rate;
+    if (p == Precision::kFp16)
+      for (DType t : {DType::kFp16, DType::kTf32}) d.peak_flops[static_cast<int>(t)] = rate;
+  }
+}
+
 CollectiveRates fit_collective_rates(std::vector<Measurement>& pts, const std::string& kind, CollectiveOp op, int ranks,
                                      double small_below, LineFit& line) {
   line = {};
@@ -500,17 +510,30 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       const int n = z.peak_n;
       auto a = random_tensor(be, static_cast<std::size_t>(n) * n, 1), b = random_tensor(be, static_cast<std::size_t>(n) * n, 2);
       DeviceBuffer out = filled(be, static_cast<std::size_t>(n) * n);
-      be.gemm_forward(out.data(), a.data(), b.data(), n, n, n);  // warm-up (a GPU's first call loads its kernels)
-      be.synchronize();
-      double best = 1e300;
-      const auto start = Clock::now();
-      for (int i = 0; i < 3 || (i < 20 && std::chrono::duration<double>(Clock::now() - start).count() < 0.25); ++i) {
-        const auto t0 = Clock::now();
-        be.gemm_forward(out.data(), a.data(), b.data(), n, n, n);
+      const auto best_call_s = [&] {
+        be.gemm_forward(out.data(), a.data(), b.data(), n, n, n);  // warm-up (a GPU's first call loads its kernels)
         be.synchronize();
-        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+        double best = 1e300;
+        const auto start = Clock::now();
+        for (int i = 0; i < 3 || (i < 20 && std::chrono::duration<double>(Clock::now() - start).count() < 0.25); ++i) {
+          const auto t0 = Clock::now();
+          be.gemm_forward(out.data(), a.data(), b.data(), n, n, n);
+          be.synchronize();
+          best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+        }
+        return best;
+      };
+      best_peak_s = std::min(best_peak_s, best_call_s());
+      // The backend's other GEMM precisions (a GPU's tensor cores): the same GEMM in each, so that
+      // a bf16 plan is not predicted at the fp32 rate. The sweep below stays in fp32.
+      for (Precision p : be.gemm_precisions()) {
+        be.set_gemm_precision(p);
+        const double rate = 2.0 * n * n * n / best_call_s();
+        auto it = std::find_if(c.precision_peaks.begin(), c.precision_peaks.end(), [p](const auto& e) { return e.first == p; });
+        if (it == c.precision_peaks.end()) c.precision_peaks.emplace_back(p, rate);
+        else it->second = std::max(it->second, rate);
       }
-      best_peak_s = std::min(best_peak_s, best);
+      be.set_gemm_precision(Precision::kFp32);
     }
 
     // GEMMs at the shapes the runtime runs (tokens x in x out), forward and backward, and streaming
@@ -706,14 +729,19 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     std::vector<const LineFit*> fits{&c.gemm};
     for (const CacheFit& level : c.caches) fits.push_back(&level.gemm);
     const double peak = gemm_peak(c.peak_gemm_flops, pts, fits);
-    for (DType d : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16})
-      if (c.device.peak(d) > 0 || d == DType::kFp32) c.device.peak_flops[static_cast<int>(d)] = peak;
-    if (progress)
-      progress(fmt::format("peak: {}^3 GEMM at {:.1f} GFLOP/s (the {} backend computes every precision in fp32){}", n,
-                           c.peak_gemm_flops / 1e9, be.name(),
+    set_precision_peaks(c.device, peak, c.precision_peaks);
+    if (progress) {
+      std::string others;
+      for (const auto& [p, rate] : c.precision_peaks)
+        others += fmt::format("; {}: {:.1f} GFLOP/s", p == Precision::kFp16 ? "fp16 plans' (TF32)" : to_string(p), rate / 1e9);
+      progress(fmt::format("peak: {}^3 GEMM at {:.1f} GFLOP/s{}{}", n, c.peak_gemm_flops / 1e9,
+                           c.precision_peaks.empty()
+                               ? fmt::format(" (the {} backend computes every precision in fp32)", be.name())
+                               : " in fp32" + others,
                            peak > c.peak_gemm_flops
-                               ? fmt::format("; the sweep's GEMMs reached {:.1f}, which is taken as the peak", peak / 1e9)
+                               ? fmt::format("; the sweep's GEMMs reached {:.1f}, which is taken as the fp32 peak", peak / 1e9)
                                : ""));
+    }
   }
   // The GEMM set-up time per call: the smallest shapes' fit is the cleanest.
   const LineFit& setup_fit = c.caches.empty() ? c.gemm : c.caches.front().gemm;
@@ -1113,6 +1141,10 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                                      "hidden 8) divided by its op count"},
       {"rest", "from the base profile " + base.node.accelerator().name}};
   if (!c.caches.empty()) device["sources"]["cache"] = cache_source(c);
+  for (const auto& [p, rate] : c.precision_peaks)
+    device["sources"][p == Precision::kBf16 ? "peak.bf16" : "peak.fp16"] = fmt::format(
+        "measured: the same GEMM with {} ({:.1f} GFLOP/s){}", p == Precision::kBf16 ? "bf16 operands" : "TF32 operands",
+        rate / 1e9, p == Precision::kFp16 ? ", which the runtime's fp16 plans run; also the tf32 peak" : "");
   nlohmann::json node = node_to_json(base.node);
   node["name"] = name;
   node["devices"] = nlohmann::json::array({{{"device", device}, {"count", base.node.accelerators()}}});

@@ -127,6 +127,11 @@ struct CacheFit {
   LineFit optimizer;  // AdamW over the level's span (where two copies of two sizes fit)
 };
 
+// The device's peak per dtype: `fp32_peak` for fp32 and for every dtype that has a peak in the
+// base profile, unless the backend measured a GEMM precision of its own for it: bf16 for bf16;
+// the fp16 plans' (TF32 operands on the CUDA backend) for fp16 and tf32.
+void set_precision_peaks(DeviceSpec& d, double fp32_peak, const std::vector<std::pair<Precision, double>>& measured);
+
 struct Calibration {
   std::string backend = "cpu";  // the backend measured
   std::size_t memory_footprint = kMemoryFootprint, optimizer_footprint = 0;
@@ -136,6 +141,9 @@ struct Calibration {
   bool fabric_measured = false;
   double executor_overhead_s = 0;  // per op: becomes the device's kernel_overhead
   double peak_gemm_flops = 0;      // the peak GEMM's best rate (the device's peak may be a faster GEMM's)
+  // The peak GEMM's best rate in each of the backend's other GEMM precisions (Backend::
+  // gemm_precisions: a GPU's bf16 and TF32 tensor cores); empty where all compute in fp32.
+  std::vector<std::pair<Precision, double>> precision_peaks;
   int ranks = 1;
   LineFit gemm, stream, attention, all_reduce;  // gemm, stream: operands beyond the caches
   LineFit optimizer;                             // AdamW, its state cycled over optimizer_footprint

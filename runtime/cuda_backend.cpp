@@ -169,6 +169,7 @@ class CudaBackend final : public Backend {
           "eager chains)");
     return Status::Ok();
   }
+  std::vector<Precision> gemm_precisions() const override { return {Precision::kBf16, Precision::kFp16}; }
   void set_gemm_precision(Precision p) override {
     gemm_precision_ = p;
     FS_CUBLAS_CHECK(

@@ -283,13 +283,16 @@ if [ -n "$APP" ]; then
     >"$log" 2>&1; then
     cat "$log" >>"$TESTS_LOG"
     grep -E '^  (peak|gemm|streaming|attention|executor):' "$log" | sed 's/^  /calibrate: /' | while read -r l; do say "$l"; done
-    for m in small "$ROOT/bench/models/gpt2-124m-shaped.json"; do
+    # fp32, and bf16 GEMMs (calibrate measures the peak in each of the backend's GEMM precisions).
+    for run in small:fp32 gpt2:fp32 gpt2:bf16; do
+      m=${run%%:*}
+      prec=${run##*:}
       out=$(mktemp)
       extra=()
-      [ "$m" = small ] || extra=(--gb 8 --mb 4)
-      if timeout "$(budget 90 5)" "$APP" run --backend cuda --model "$m" --steps 10 --precision fp32 --cluster "$CAL" \
+      [ "$m" = small ] || { m=$ROOT/bench/models/gpt2-124m-shaped.json; extra=(--gb 8 --mb 4); }
+      if timeout "$(budget 90 5)" "$APP" run --backend cuda --model "$m" --steps 10 --precision "$prec" --cluster "$CAL" \
         --predict "${extra[@]}" >"$out" 2>&1; then
-        say "predict vs measured, $(basename "$m" .json): $(grep -E '^step time: predicted' "$out" | head -1)"
+        say "predict vs measured, $(basename "$m" .json) $prec: $(grep -E '^step time: predicted' "$out" | head -1)"
         grep -A8 -E '^op kind' "$out" | sed 's/^/    /' >>"$SUMMARY"
       else
         fail "run --predict of $(basename "$m") on the calibrated profile (see tests.log)"

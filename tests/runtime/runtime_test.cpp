@@ -1316,6 +1316,28 @@ TEST(Calibration, HostCopiesBecomeTheHostLink) {
   EXPECT_EQ(plain["node"].contains("host_link"), base.node.host_link.bandwidth > 0);
 }
 
+// A backend that computes everything in fp32 (the CPU) gives every dtype the fp32 peak; one with
+// tensor-core precisions (the CUDA backend) gives bf16 its bf16 GEMM's rate and fp16 and tf32 the
+// fp16 plans' TF32 rate, so that a bf16 plan is not predicted at the fp32 rate.
+TEST(Calibration, EachGemmPrecisionGetsItsOwnPeak) {
+  DeviceSpec cpu = testing::preset_cluster("cpu-local", 1).node.accelerator();
+  set_precision_peaks(cpu, 150e9, {});
+  EXPECT_EQ(cpu.peak(DType::kFp32), 150e9);
+  for (DType t : {DType::kTf32, DType::kBf16, DType::kFp16}) EXPECT_TRUE(cpu.peak(t) == 0 || cpu.peak(t) == 150e9);
+  DeviceSpec gpu = testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator();
+  ASSERT_GT(gpu.peak(DType::kBf16), 0);
+  set_precision_peaks(gpu, 50e12, {{Precision::kBf16, 700e12}, {Precision::kFp16, 380e12}});
+  EXPECT_EQ(gpu.peak(DType::kFp32), 50e12);
+  EXPECT_EQ(gpu.peak(DType::kBf16), 700e12);
+  EXPECT_EQ(gpu.peak(DType::kFp16), 380e12);
+  EXPECT_EQ(gpu.peak(DType::kTf32), 380e12);
+  // Before: the fp32 rate for all of them.
+  set_precision_peaks(gpu, 50e12, {});
+  EXPECT_EQ(gpu.peak(DType::kBf16), 50e12);
+  // The CPU backend has no other precisions to measure; the CUDA backend's are bf16 and fp16.
+  EXPECT_TRUE(make_cpu_backend()->gemm_precisions().empty());
+}
+
 TEST(Calibration, AllReduceSplitsWhereTheProtocolChanges) {
   auto pts = all_reduce_points(0.3e-6, 2.5e-6, 8192);
   const LineFit f = fit_protocols(pts, "all_reduce");
