@@ -424,6 +424,31 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind) {
   return *best;
 }
 
+// The cold variant of a collective (its points of `kind`, its data evicted first): the hot line's
+// latency with its own bandwidth, returned where slower than `hot_bandwidth` (0 otherwise: a
+// "cold" buffer that moved faster was not cold, and the hot slope stands). Fills `cold` and the
+// points' fitted_s.
+double fit_cold(std::vector<Measurement>& pts, const std::string& kind, const LineFit& hot, double bus_factor,
+                double hot_bandwidth, LineFit& cold) {
+  cold = {};
+  const std::vector<Measurement*> sel = fitted_points(pts, kind);
+  if (sel.empty()) return 0.0;
+  cold.intercept_s = hot.intercept_s;
+  cold.slope = slope_through(sel, cold.intercept_s);
+  if (cold.slope <= 0) return 0.0;
+  double bandwidth = bus_factor / cold.slope;
+  if (bandwidth >= hot_bandwidth) {
+    cold.slope = hot.slope;
+    bandwidth = 0.0;
+  }
+  for (Measurement* m : sel) {
+    m->fitted_s = cold.at(m->work);
+    m->bus_factor = bus_factor;
+  }
+  score(cold, sel);
+  return bandwidth;
+}
+
 void set_precision_peaks(DeviceSpec& d, double fp32_peak, const std::vector<std::pair<Precision, double>>& measured) {
   for (DType t : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16})
     if (d.peak(t) > 0 || t == DType::kFp32) d.peak_flops[static_cast<int>(t)] = fp32_peak;
@@ -469,6 +494,21 @@ LineFit measure_host_copies(Backend& be, const std::vector<std::size_t>& sizes, 
   }
   return fit(pts, "host_copy");
 }
+
+namespace {
+// The collectives that get rates of their own (LinkSpec::CollectiveRates): the points' kind, the
+// line's place in the Calibration, and its model for the profile's source.
+struct OwnCollective {
+  const char* kind;
+  CollectiveOp op;
+  LineFit Calibration::*fit;
+  const char* model;
+};
+constexpr OwnCollective kOwnCollectives[] = {
+    {"all_gather", CollectiveOp::kAllGather, &Calibration::all_gather, "(n-1)/n*S/B"},
+    {"reduce_scatter", CollectiveOp::kReduceScatter, &Calibration::reduce_scatter, "(n-1)/n*S/B"},
+    {"send_recv", CollectiveOp::kSendRecv, &Calibration::send_recv, "S/B, half a ping-pong between two ranks"}};
+}  // namespace
 
 Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
                                   const std::function<void(const std::string&)>& progress,
@@ -903,49 +943,19 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     c.fabric.small_message_bytes = c.all_reduce.small_below;
     c.fabric.small_message_latency_s = c.all_reduce.small_intercept_s / (2.0 * (n - 1));
     c.fabric_measured = true;
-    // The cold all-reduce: the hot line's latency, its own bandwidth. Only a slower rate is a
-    // finding: a "cold" buffer that moved faster was not cold.
-    if (const std::vector<Measurement*> cold = fitted_points(pts, "all_reduce_cold"); !cold.empty()) {
-      const double factor = 2.0 * (n - 1) / n;
-      LineFit& f = c.all_reduce_cold;
-      f.intercept_s = c.all_reduce.intercept_s;
-      f.slope = slope_through(cold, f.intercept_s);
-      if (f.slope > 0) {
-        if (factor / f.slope < c.fabric.bandwidth) c.fabric.cold_bandwidth = factor / f.slope;
-        else f.slope = c.all_reduce.slope;
-        for (Measurement* m : cold) {
-          m->fitted_s = f.at(m->work);
-          m->bus_factor = factor;
-        }
-        score(f, cold);
-      }
-    }
+    c.fabric.cold_bandwidth =
+        fit_cold(pts, "all_reduce_cold", c.all_reduce, 2.0 * (n - 1) / n, c.fabric.bandwidth, c.all_reduce_cold);
     // The other collectives: each its own line over the same sizes, split where the all-reduce's
     // protocols split (a link has one small-message size), as its own rates on the fabric. With
     // the all-reduce's rates, the small model's tp=2 reduce-scatters with sequence parallelism were
     // predicted 79% short, and its ZeRO-1 gradient reduction 76%.
-    const double split = c.fabric.small_message_bytes;
-    c.fabric.all_gather = fit_collective_rates(pts, "all_gather", CollectiveOp::kAllGather, n, split, c.all_gather);
-    c.fabric.reduce_scatter =
-        fit_collective_rates(pts, "reduce_scatter", CollectiveOp::kReduceScatter, n, split, c.reduce_scatter);
-    c.fabric.send_recv = fit_collective_rates(pts, "send_recv", CollectiveOp::kSendRecv, 2, split, c.send_recv);
-    // The cold reduce-scatter, as the cold all-reduce: its hot line's latency, its own bandwidth.
-    if (const std::vector<Measurement*> cold = fitted_points(pts, "reduce_scatter_cold");
-        !cold.empty() && c.fabric.reduce_scatter.bandwidth > 0) {
-      const double factor = 1.0 * (n - 1) / n;
-      LineFit& f = c.reduce_scatter_cold;
-      f.intercept_s = c.reduce_scatter.intercept_s;
-      f.slope = slope_through(cold, f.intercept_s);
-      if (f.slope > 0) {
-        if (factor / f.slope < c.fabric.reduce_scatter.bandwidth) c.fabric.reduce_scatter.cold_bandwidth = factor / f.slope;
-        else f.slope = c.reduce_scatter.slope;
-        for (Measurement* m : cold) {
-          m->fitted_s = f.at(m->work);
-          m->bus_factor = factor;
-        }
-        score(f, cold);
-      }
-    }
+    for (const OwnCollective& o : kOwnCollectives)
+      *c.fabric.own_rates(o.op) = fit_collective_rates(pts, o.kind, o.op, o.op == CollectiveOp::kSendRecv ? 2 : n,
+                                                       c.fabric.small_message_bytes, c.*o.fit);
+    // The cold reduce-scatter, as the cold all-reduce.
+    if (c.fabric.reduce_scatter.bandwidth > 0)
+      c.fabric.reduce_scatter.cold_bandwidth = fit_cold(pts, "reduce_scatter_cold", c.reduce_scatter, 1.0 * (n - 1) / n,
+                                                        c.fabric.reduce_scatter.bandwidth, c.reduce_scatter_cold);
     // Every point against the model's formulas (sim/analytic/collective.h) on the fitted fabric.
     GroupLink link;
     link.size = n;
@@ -979,12 +989,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                            c.fabric.cold_bandwidth / 1e9, size_label(kColdCollectiveFrom), size_label(kFitCollective),
                            100 * c.all_reduce_cold.rms_rel_error));
     if (progress)
-      for (const auto& [name, op, f] : {std::tuple{"all-gather", CollectiveOp::kAllGather, &c.all_gather},
-                                        std::tuple{"reduce-scatter", CollectiveOp::kReduceScatter, &c.reduce_scatter},
-                                        std::tuple{"send/recv", CollectiveOp::kSendRecv, &c.send_recv}}) {
-        const CollectiveRates& r = *c.fabric.own_rates(op);
+      for (const OwnCollective& o : kOwnCollectives) {
+        const CollectiveRates& r = *c.fabric.own_rates(o.op);
         if (r.bandwidth <= 0) continue;
-        progress(fmt::format("{}: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{}{} (rms fit error {:.1f}%)", name,
+        progress(fmt::format("{}: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{}{} (rms fit error {:.1f}%)", o.kind,
                              r.bandwidth / 1e9, r.latency_s * 1e6,
                              c.fabric.small_message_bytes > 0
                                  ? fmt::format(", {:.2f} us below {}", r.small_message_latency_s * 1e6,
@@ -994,7 +1002,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                                  ? fmt::format("; {:.2f} GB/s with its input evicted (rms {:.1f}%)", r.cold_bandwidth / 1e9,
                                                100 * c.reduce_scatter_cold.rms_rel_error)
                                  : std::string(),
-                             100 * f->rms_rel_error));
+                             100 * (c.*o.fit).rms_rel_error));
       }
     if (progress && largest < kMaxCollective)
       progress(fmt::format("collectives measured up to {} (the next sizes would pass the {:.0f} s budget)", size_label(largest),
@@ -1170,10 +1178,9 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                       c.ranks, size_label(kColdCollectiveFrom), size_label(kFitCollective),
                       size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.all_reduce_cold.rms_rel_error);
     const std::string lib = c.backend == "cpu" ? "MPI" : "NCCL";
-    for (const auto& [coll, op, f, model] :
-         {std::tuple{"all_gather", CollectiveOp::kAllGather, &c.all_gather, "(n-1)/n*S/B"},
-          std::tuple{"reduce_scatter", CollectiveOp::kReduceScatter, &c.reduce_scatter, "(n-1)/n*S/B"},
-          std::tuple{"send_recv", CollectiveOp::kSendRecv, &c.send_recv, "S/B, half a ping-pong between two ranks"}}) {
+    for (const OwnCollective& own : kOwnCollectives) {
+      const std::string coll = own.kind;
+      const CollectiveOp op = own.op;
       const CollectiveRates& r = *c.fabric.own_rates(op);
       if (r.bandwidth <= 0) continue;
       nlohmann::json& o = node["fabric"]["collectives"][coll];
@@ -1183,9 +1190,9 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
       if (r.cold_bandwidth > 0) o["cold_bandwidth"] = fmt::format("{:.6g}GB/s", r.cold_bandwidth / 1e9);
       node["sources"][std::string("fabric.collectives.") + coll] =
           fmt::format("fitted: {} {} over {} ranks, 1 KiB-16 MiB, t = steps*latency + {}{}; rms error {:.1f}%", lib, coll,
-                      op == CollectiveOp::kSendRecv ? 2 : c.ranks, model,
+                      op == CollectiveOp::kSendRecv ? 2 : c.ranks, own.model,
                       c.fabric.small_message_bytes > 0 ? ", the latency its own below the all-reduce's protocol split" : "",
-                      100 * f->rms_rel_error);
+                      100 * (c.*own.fit).rms_rel_error);
       if (r.cold_bandwidth > 0)
         node["sources"][std::string("fabric.collectives.") + coll + ".cold_bandwidth"] =
             fmt::format("fitted: {} {} over {} ranks, {}-{}, each rank first writing {} of other data (untimed), the same "
