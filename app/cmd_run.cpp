@@ -17,6 +17,7 @@
 #include "app/commands.h"
 #include "app/plan_options.h"
 #include "foresight/config.h"
+#include "runtime/calibrate.h"
 #include "runtime/comm.h"
 #include "runtime/trainer.h"
 #include "sim/analytic/analytic_model.h"
@@ -211,6 +212,31 @@ Command add_run_command(CLI::App& app) {
       fmt::print("backend {}{}; MPI {}\n", t.backend().describe(), precision_note,
                  FORESIGHT_HAVE_MPI ? "yes" : "no (one rank)");
     }
+    // --predict on a profile that `calibrate` wrote: its peak GEMM timed again just before and just
+    // after the run (rank 0, the others waiting), so that a miss can be told apart from a machine
+    // running slower or faster than when it was calibrated (a shared VM moves by 15-25% within
+    // minutes). Only the printout and the summary take it; the prediction is the profile's.
+    std::optional<runtime::CalibratedPeak> calibrated;
+    if (o->predict) calibrated = runtime::calibrated_peak(o->plan.cluster);
+    if (calibrated && calibrated->backend != t.backend().name()) calibrated.reset();
+    std::unique_ptr<runtime::Backend> probe_backend;  // its own, as the calibration's GEMM on the trainer's device
+    if (calibrated && rank == 0) {
+      auto b = t.backend().another();
+      if (b) probe_backend = std::move(*b);
+    }
+    double gemm_failed = calibrated && rank == 0 && !probe_backend ? 1.0 : 0.0;
+    world.all_reduce(&gemm_failed, 1);  // every rank decides alike
+    if (gemm_failed > 0) calibrated.reset();
+    const auto gemm_speed = [&] {
+      double rate = 0;
+      if (rank == 0) {
+        const double n = calibrated->n;
+        rate = 2.0 * n * n * n / runtime::peak_gemm_seconds(*probe_backend, calibrated->n);
+      }
+      world.barrier();
+      return rate;
+    };
+    const double speed_before = calibrated ? gemm_speed() : 0.0;
     std::vector<runtime::StepStats> history;
     // Each step's op timings, for the trace of the median step (below), while they take at most
     // kMaxKeptTimings entries (24 bytes each); past that, the last step's.
@@ -237,6 +263,7 @@ Command add_run_command(CLI::App& app) {
       if (save)
         if (Status cs = t.save_checkpoint(o->checkpoint_dir); !cs) fail_all(rank, cs.error().message());
     }
+    const double speed_after = calibrated ? gemm_speed() : 0.0;
     if (history.empty()) {
       if (rank == 0) fmt::print("nothing to run: the checkpoint is already at step {} (--steps {})\n", t.steps_done(), o->steps);
       runtime::Comm::finalize();
@@ -341,6 +368,14 @@ Command add_run_command(CLI::App& app) {
           fmt::print("\npredicted against measured, op by op:\n");
           print_compare_report(*cmp);
           comparison = compare_report_to_json(*cmp);
+          if (calibrated) {
+            const double before = 100 * (speed_before / calibrated->flops_per_s - 1),
+                         after = 100 * (speed_after / calibrated->flops_per_s - 1);
+            fmt::print("the machine against its calibration: the {}^3 fp32 GEMM at {:.1f} GFLOP/s before the run and {:.1f} "
+                       "after, {:.1f} when calibrated ({:+.1f}%, {:+.1f}%)\n",
+                       calibrated->n, speed_before / 1e9, speed_after / 1e9, calibrated->flops_per_s / 1e9, before, after);
+            comparison["gemm_speed_vs_calibration_pct"] = {before, after};
+          }
         }
       }
       if (o->predict) {  // traces the user did not ask to keep are scratch

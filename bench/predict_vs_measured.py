@@ -88,8 +88,14 @@ def main():
                     runs[i].append(json.load(f)["comparison"])
         if args.calibrate_each_round:
             print(f"calibrated afresh before each of the {args.repeats} rounds")
-        print(f"{'model':<7} {'layout':<18} {'predicted ms':>12} {'measured ms':>12} {'range ms':>15} {'error':>8}   {'each run':<22} largest kind errors")
-        errors = []
+        # The calibration's peak GEMM timed again before and after each run (`run --predict`): how much
+        # faster (+) or slower (-) the machine ran than when calibrated, the two times' mean.
+        def speed(c):
+            pct = c.get("gemm_speed_vs_calibration_pct")
+            return sum(pct) / len(pct) if pct else None
+        print(f"{'model':<7} {'layout':<18} {'predicted ms':>12} {'measured ms':>12} {'range ms':>15} {'error':>8} "
+              f"{'GEMM vs cal':>11}   {'each run':<22} largest kind errors")
+        errors, speeds = [], []
         for i, (model, name, _, _) in enumerate(plans):
             rs = sorted(runs[i], key=lambda c: c["measured_step_s"])
             c = rs[len(rs) // 2]
@@ -98,9 +104,14 @@ def main():
             errors.append(abs(c["step_time_error_pct"]))
             span = f"{rs[0]['measured_step_s'] * 1e3:.2f}-{rs[-1]['measured_step_s'] * 1e3:.2f}"
             each = " ".join(f"{r['step_time_error_pct']:+.1f}" for r in runs[i])  # in round order
+            speeds += [speed(r) for r in runs[i] if speed(r) is not None]
+            gemm = f"{speed(c):+.1f}%" if speed(c) is not None else "-"
             print(f"{model:<7} {name:<18} {c['predicted_step_s'] * 1e3:>12.2f} {c['measured_step_s'] * 1e3:>12.2f} {span:>15} "
-                  f"{c['step_time_error_pct']:>+7.1f}%   {each:<22} {worst}")
+                  f"{c['step_time_error_pct']:>+7.1f}% {gemm:>11}   {each:<22} {worst}")
         print(f"mean |error| {sum(errors) / len(errors):.1f}%, worst {max(errors):.1f}% over {len(errors)} plans")
+        if speeds:
+            print(f"the calibration's peak GEMM around the runs against the calibration: mean {sum(speeds) / len(speeds):+.1f}%, "
+                  f"{min(speeds):+.1f}% to {max(speeds):+.1f}% over {len(speeds)} runs")
     return 0
 
 

@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <tuple>
@@ -53,6 +54,21 @@ double time_call(Backend& be, F&& f, double budget_s = 0.05) {
   }
   std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
   return samples[samples.size() / 2];
+}
+
+// A peak GEMM's best call: see peak_gemm_seconds.
+double best_gemm_call_s(Backend& be, float* out, const float* a, const float* b, int n) {
+  be.gemm_forward(out, a, b, n, n, n);  // warm-up (a GPU's first call loads its kernels)
+  be.synchronize();
+  double best = 1e300;
+  const auto start = Clock::now();
+  for (int i = 0; i < 3 || (i < 20 && std::chrono::duration<double>(Clock::now() - start).count() < 0.25); ++i) {
+    const auto t0 = Clock::now();
+    be.gemm_forward(out, a, b, n, n, n);
+    be.synchronize();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return best;
 }
 
 // The points of one kind that its fit uses.
@@ -449,6 +465,30 @@ double fit_cold(std::vector<Measurement>& pts, const std::string& kind, const Li
   return bandwidth;
 }
 
+double peak_gemm_seconds(Backend& be, int n) {
+  const std::size_t nn = static_cast<std::size_t>(n) * n;
+  auto a = random_tensor(be, nn, 1), b = random_tensor(be, nn, 2);
+  DeviceBuffer out = filled(be, nn);
+  return best_gemm_call_s(be, out.data(), a.data(), b.data(), n);
+}
+
+std::optional<CalibratedPeak> calibrated_peak(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  const auto notes = j.find("notes");
+  if (notes == j.end() || !notes->is_object() || !notes->contains("peak_gemm")) return std::nullopt;
+  const nlohmann::json& p = (*notes)["peak_gemm"];
+  if (!p.is_object() || !p.value("n", nlohmann::json()).is_number_integer() ||
+      !p.value("flops_per_s", nlohmann::json()).is_number() || !p.value("backend", nlohmann::json()).is_string())
+    return std::nullopt;
+  CalibratedPeak c{p["n"].get<int>(), p["backend"].get<std::string>(), p["flops_per_s"].get<double>()};
+  if (c.n <= 0 || c.n > 16384 || !(c.flops_per_s > 0)) return std::nullopt;
+  return c;
+}
+
 void set_precision_peaks(DeviceSpec& d, double fp32_peak, const std::vector<std::pair<Precision, double>>& measured) {
   for (DType t : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16})
     if (d.peak(t) > 0 || t == DType::kFp32) d.peak_flops[static_cast<int>(t)] = fp32_peak;
@@ -550,19 +590,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       const int n = z.peak_n;
       auto a = random_tensor(be, static_cast<std::size_t>(n) * n, 1), b = random_tensor(be, static_cast<std::size_t>(n) * n, 2);
       DeviceBuffer out = filled(be, static_cast<std::size_t>(n) * n);
-      const auto best_call_s = [&] {
-        be.gemm_forward(out.data(), a.data(), b.data(), n, n, n);  // warm-up (a GPU's first call loads its kernels)
-        be.synchronize();
-        double best = 1e300;
-        const auto start = Clock::now();
-        for (int i = 0; i < 3 || (i < 20 && std::chrono::duration<double>(Clock::now() - start).count() < 0.25); ++i) {
-          const auto t0 = Clock::now();
-          be.gemm_forward(out.data(), a.data(), b.data(), n, n, n);
-          be.synchronize();
-          best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-        }
-        return best;
-      };
+      const auto best_call_s = [&] { return best_gemm_call_s(be, out.data(), a.data(), b.data(), n); };
       best_peak_s = std::min(best_peak_s, best_call_s());
       // The backend's other GEMM precisions (a GPU's tensor cores): the same GEMM in each, so that
       // a bf16 plan is not predicted at the fp32 rate. The sweep below stays in fp32.
@@ -765,6 +793,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.optimizer = fit(pts, "optimizer");
   {
     const int n = z.peak_n;
+    c.peak_n = n;
     c.peak_gemm_flops = 2.0 * n * n * n / best_peak_s;
     std::vector<const LineFit*> fits{&c.gemm};
     for (const CacheFit& level : c.caches) fits.push_back(&level.gemm);
@@ -1228,6 +1257,8 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
   for (const auto& p : c.points)
     pts.push_back({{"kind", p.kind}, {"shape", p.shape}, {"work", p.work}, {"seconds", p.seconds}, {"fitted_s", p.fitted_s}});
   cluster["notes"] = {{"measurements", pts}};
+  if (c.peak_n > 0)  // for `run --predict`'s comparison of the machine's speed with the calibration's
+    cluster["notes"]["peak_gemm"] = {{"n", c.peak_n}, {"backend", c.backend}, {"flops_per_s", c.peak_gemm_flops}};
   return cluster;
 }
 

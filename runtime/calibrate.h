@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,7 @@ struct Calibration {
   bool fabric_measured = false;
   double executor_overhead_s = 0;  // per op: becomes the device's kernel_overhead
   double peak_gemm_flops = 0;      // the peak GEMM's best rate (the device's peak may be a faster GEMM's)
+  int peak_n = 0;                  // the peak GEMM is peak_n^3, fp32
   // The peak GEMM's best rate in each of the backend's other GEMM precisions (Backend::
   // gemm_precisions: a GPU's bf16 and TF32 tensor cores); empty where all compute in fp32.
   std::vector<std::pair<Precision, double>> precision_peaks;
@@ -163,6 +165,21 @@ struct CalibrateOptions {
   // a calibration landing in one predicted every plan 40% long). The collectives are measured once.
   int passes = 1;
 };
+
+// The best time of an n^3 fp32 GEMM (n x n operands) on `be`: of at least three calls and of as
+// many as fit in a quarter of a second (at most 20), after one warm-up call. The calibration's
+// peak; `run --predict` times it again before and after the run to show how fast the machine is
+// against the calibration (a shared VM's speed moves by 15-25% within minutes).
+double peak_gemm_seconds(Backend& be, int n);
+
+// The calibration's peak GEMM as the profile keeps it (notes.peak_gemm), for that comparison.
+struct CalibratedPeak {
+  int n = 0;
+  std::string backend;
+  double flops_per_s = 0;
+};
+// From the cluster file at `path`; none where it is not a file, not JSON or has no such note.
+std::optional<CalibratedPeak> calibrated_peak(const std::string& path);
 
 // Measures `be` on this rank (rank 0 reports; every rank takes part in the collectives).
 // `progress` gets a line per measured group. The sizes follow the backend: a CPU's are the tiny

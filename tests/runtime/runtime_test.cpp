@@ -1366,6 +1366,48 @@ TEST(Calibration, AllReduceSplitsWhereTheProtocolChanges) {
 // all-gather over 4 ranks: (n-1)/n S/B and 2 latency steps; a send/recv: S/B and one), split where
 // the link's protocols split; the profile writes them under the fabric with their sources, and
 // they read back.
+// `run --predict` on a profile that `calibrate` wrote times the calibration's peak GEMM before and
+// after the run and reports it against the calibration's (notes.peak_gemm); other cluster
+// arguments (a preset, a file without the note or with a broken one) get no such line.
+TEST(Calibration, RunComparesTheMachinesSpeedWithTheCalibrations) {
+  const auto dir = std::filesystem::temp_directory_path() / "foresight-speed-check";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  nlohmann::json cluster = cluster_to_json(testing::preset_cluster("cpu-local", 1));
+  const std::string plain = (dir / "plain.json").string(), noted = (dir / "noted.json").string(),
+                    broken = (dir / "broken.json").string();
+  std::ofstream(plain) << cluster.dump();
+  cluster["notes"]["peak_gemm"] = {{"n", 64}, {"backend", "cpu"}, {"flops_per_s", 1e9}};
+  std::ofstream(noted) << cluster.dump();
+  cluster["notes"]["peak_gemm"]["n"] = "64";
+  std::ofstream(broken) << cluster.dump();
+  EXPECT_FALSE(calibrated_peak("cpu-local"));
+  EXPECT_FALSE(calibrated_peak(plain));
+  EXPECT_FALSE(calibrated_peak(broken));
+  const auto peak = calibrated_peak(noted);
+  ASSERT_TRUE(peak);
+  EXPECT_EQ(peak->n, 64);
+  EXPECT_EQ(peak->backend, "cpu");
+  EXPECT_EQ(peak->flops_per_s, 1e9);
+  EXPECT_GT(peak_gemm_seconds(*make_cpu_backend(), 64), 0);
+  const std::string summary = (dir / "s.json").string();
+  for (const std::string& profile : {plain, noted}) {
+    ASSERT_EQ(run_shell(std::string(FORESIGHT_BINARY) + " run --model tiny --steps 2 --predict --cluster " + profile +
+                        " --summary " + summary + " > /dev/null"),
+              0);
+    const auto c = nlohmann::json::parse(std::ifstream(summary))["comparison"];
+    ASSERT_TRUE(c.is_object());
+    if (profile == plain) {
+      EXPECT_FALSE(c.contains("gemm_speed_vs_calibration_pct"));
+      continue;
+    }
+    ASSERT_TRUE(c.contains("gemm_speed_vs_calibration_pct")) << c.dump();
+    const auto pct = c["gemm_speed_vs_calibration_pct"];
+    ASSERT_EQ(pct.size(), 2u);
+    for (const auto& v : pct) EXPECT_GT(v.get<double>(), -100.0);  // a rate was measured
+  }
+}
+
 TEST(Calibration, CollectivesGetTheirOwnRates) {
   Calibration c;
   c.backend = "cpu";
