@@ -153,6 +153,17 @@ TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
   CollectivePlan ag = plan_collective(topo2, CollectiveOp::kAllGather, {iota(0, 2)}, S, Algorithm::kRing);
   cold_data(topo2, CollectiveOp::kAllGather, ag);
   EXPECT_NEAR(isolated_time(sys, ag), 0.5 * S / (f.bandwidth / 2 * eff) + 0.5 * f.latency_s, 1e-9);  // the fabric's cold rate
+  // A fabric without a small-message protocol: the op's own latency at every size, in both engines.
+  ClusterSpec flat = cluster("dgx-a100-hdr", 8);
+  flat.node.fabric.all_gather = f.all_gather;
+  const GroupLink lf = group_link(flat, 1, 2);
+  for (double bytes : {1024.0, 1048576.0}) {
+    const double closed = 0.5 * bytes / (3 * f.bandwidth * eff) + 0.5 * f.latency_s;
+    EXPECT_NEAR(allgather_time(lf, bytes), closed, 1e-12 * closed) << bytes;
+    auto sim = run_collectives(flat, {{CollectiveOp::kAllGather, {iota(0, 2)}, bytes, Algorithm::kRing}});
+    ASSERT_TRUE(sim.ok());
+    EXPECT_NEAR(sim->at(0), closed, 1e-6 * closed) << bytes;
+  }
   // Across nodes: the network's rates, none of the fabric's own.
   ClusterSpec two = cluster("dgx-a100-hdr", 16);
   two.node.fabric = f;
