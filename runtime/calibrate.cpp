@@ -504,11 +504,13 @@ CollectiveRates fit_collective_rates(std::vector<Measurement>& pts, const std::s
   line = {};
   const std::vector<Measurement*> sel = fitted_points(pts, kind);
   if (sel.size() < 4) return {};
-  if (small_below > 0) {
-    line = fit_split(sel, small_below);
-    if (line.slope <= 0 || line.intercept_s < 0 || line.small_intercept_s < 0) line = fit(pts, kind);
-  } else {
-    line = fit(pts, kind);
+  // Its own protocol split, found as the all-reduce's is; where it finds none, the link's split
+  // is tried (the collective's own latency below it).
+  line = fit_protocols(pts, kind);
+  if (line.small_below <= 0 && small_below > 0) {
+    const LineFit split = fit_split(sel, small_below);
+    if (split.slope > 0 && split.intercept_s >= 0 && split.small_intercept_s >= 0 && split.rms_rel_error < line.rms_rel_error)
+      line = split;
   }
   if (line.slope <= 0) return {};
   for (Measurement* m : sel) m->fitted_s = line.at(m->work);
@@ -516,8 +518,12 @@ CollectiveRates fit_collective_rates(std::vector<Measurement>& pts, const std::s
   CollectiveRates r;
   r.bandwidth = (op == CollectiveOp::kSendRecv ? 1.0 : 1.0 * (ranks - 1) / ranks) / line.slope;
   r.latency_s = line.intercept_s / steps;
-  // One line: the same latency below the link's small-message size.
-  if (small_below > 0) r.small_message_latency_s = (line.small_below > 0 ? line.small_intercept_s : line.intercept_s) / steps;
+  if (line.small_below > 0) {
+    r.small_message_latency_s = line.small_intercept_s / steps;
+    if (line.small_below != small_below) r.small_message_bytes = line.small_below;
+  } else if (small_below > 0) {
+    r.small_message_latency_s = r.latency_s;  // one line: the same latency below the link's split
+  }
   return r;
 }
 
@@ -1023,9 +1029,9 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         if (r.bandwidth <= 0) continue;
         progress(fmt::format("{}: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{}{} (rms fit error {:.1f}%)", o.kind,
                              r.bandwidth / 1e9, r.latency_s * 1e6,
-                             c.fabric.small_message_bytes > 0
+                             r.small_message_latency_s > 0
                                  ? fmt::format(", {:.2f} us below {}", r.small_message_latency_s * 1e6,
-                                               size_label(c.fabric.small_message_bytes))
+                                               size_label(c.fabric.small_message_bytes_of(o.op)))
                                  : std::string(),
                              r.cold_bandwidth > 0
                                  ? fmt::format("; {:.2f} GB/s with its input evicted (rms {:.1f}%)", r.cold_bandwidth / 1e9,
@@ -1216,11 +1222,15 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
       o["bandwidth"] = fmt::format("{:.6g}GB/s", r.bandwidth / 1e9);
       if (r.latency_s > 0) o["latency"] = fmt::format("{:.6g}us", r.latency_s * 1e6);
       if (r.small_message_latency_s > 0) o["small_message_latency"] = fmt::format("{:.6g}us", r.small_message_latency_s * 1e6);
+      if (r.small_message_bytes > 0) o["small_messages_below"] = size_label(r.small_message_bytes);
       if (r.cold_bandwidth > 0) o["cold_bandwidth"] = fmt::format("{:.6g}GB/s", r.cold_bandwidth / 1e9);
       node["sources"][std::string("fabric.collectives.") + coll] =
           fmt::format("fitted: {} {} over {} ranks, 1 KiB-16 MiB, t = steps*latency + {}{}; rms error {:.1f}%", lib, coll,
                       op == CollectiveOp::kSendRecv ? 2 : c.ranks, own.model,
-                      c.fabric.small_message_bytes > 0 ? ", the latency its own below the all-reduce's protocol split" : "",
+                      r.small_message_bytes > 0
+                          ? ", split in two where its protocol changes (" + size_label(r.small_message_bytes) + ")"
+                      : r.small_message_latency_s > 0 ? ", the latency its own below the all-reduce's protocol split"
+                                                       : "",
                       100 * (c.*own.fit).rms_rel_error);
       if (r.cold_bandwidth > 0)
         node["sources"][std::string("fabric.collectives.") + coll + ".cold_bandwidth"] =

@@ -96,7 +96,9 @@ struct LineFit {
 // least one point) and its small-message intercept is the smaller one. Fills the points' fitted_s.
 LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind);
 // A collective's own rates on the fabric (LinkSpec::CollectiveRates) from its points of `kind` over
-// `ranks`: one line, split where the link's protocols split (`small_below`; 0: none), read as
+// `ranks`: one line, split where its own protocol changes (as fit_protocols finds it; its own
+// small-message size where that is not the link's `small_below`), else where the link's does if
+// that fits better (0: the link has no split), read as
 // t = steps x latency + bus factor x S / bandwidth, steps and factor as sim/analytic/collective.h
 // counts them (a send/recv: one step, factor 1). Over MPI's shared memory the collectives differ
 // by up to 4x from the all-reduce's rates (an all-gather only copies; Open MPI's reduce-scatter

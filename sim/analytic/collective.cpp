@@ -81,8 +81,9 @@ GroupLink GroupLink::as(CollectiveOp op) const {
   l.own_rates = nullptr;
   if (own_rates) {
     l.bus_bandwidth = own_rates->bandwidth_of(op) * own_rates->efficiency;
-    l.latency_s = own_rates->latency_of(op, small_message_bytes);  // at the small-message size: the large protocol's
-    if (small_message_bytes > 0) l.small_message_latency_s = own_rates->latency_of(op, 0.0);
+    l.small_message_bytes = own_rates->small_message_bytes_of(op);
+    l.latency_s = own_rates->latency_of(op, l.small_message_bytes);  // at the small-message size: the large protocol's
+    if (l.small_message_bytes > 0) l.small_message_latency_s = own_rates->latency_of(op, 0.0);
   }
   return l;
 }

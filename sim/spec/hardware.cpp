@@ -26,7 +26,7 @@ void read_collective_rates(JsonReader r, LinkSpec& link) {
   for (const auto& [name, member] : kOwnRateCollectives) {
     JsonReader o = r.object(name);
     if (o.node().empty()) continue;
-    o.reject_unknown_keys({"bandwidth", "latency", "small_message_latency", "cold_bandwidth"});
+    o.reject_unknown_keys({"bandwidth", "latency", "small_message_latency", "small_messages_below", "cold_bandwidth"});
     CollectiveRates& c = link.*member;
     const auto positive = [&](std::string_view key, Dimension dim) {
       const double v = o.quantity(key, dim, 0.0);
@@ -36,9 +36,13 @@ void read_collective_rates(JsonReader r, LinkSpec& link) {
     c.bandwidth = positive("bandwidth", Dimension::kBandwidth);
     c.latency_s = positive("latency", Dimension::kSeconds);
     c.small_message_latency_s = positive("small_message_latency", Dimension::kSeconds);
+    c.small_message_bytes = positive("small_messages_below", Dimension::kBytes);
     c.cold_bandwidth = positive("cold_bandwidth", Dimension::kBandwidth);
-    if (c.small_message_latency_s > 0 && link.small_message_bytes <= 0)
-      o.fail("small_message_latency", "the link has no small-message protocol (\"small_messages\")");
+    if (c.small_message_latency_s > 0 && link.small_message_bytes <= 0 && c.small_message_bytes <= 0)
+      o.fail("small_message_latency",
+             "neither the link nor the collective has a small-message size (\"small_messages\", \"small_messages_below\")");
+    if (c.small_message_bytes > 0 && c.small_message_latency_s <= 0)
+      o.fail("small_messages_below", "needs the collective's \"small_message_latency\"");
   }
 }
 
@@ -77,6 +81,7 @@ json link_to_json(const LinkSpec& l) {
     if (c.latency_s > 0) o["latency"] = format_quantity(c.latency_s, Dimension::kSeconds);
     if (c.small_message_latency_s > 0)
       o["small_message_latency"] = format_quantity(c.small_message_latency_s, Dimension::kSeconds);
+    if (c.small_message_bytes > 0) o["small_messages_below"] = format_quantity(c.small_message_bytes, Dimension::kBytes);
     if (c.cold_bandwidth > 0) o["cold_bandwidth"] = format_quantity(c.cold_bandwidth, Dimension::kBandwidth);
     j["collectives"][std::string(name)] = std::move(o);
   }
@@ -105,10 +110,19 @@ double LinkSpec::bandwidth_of(CollectiveOp op) const {
   return c && c->bandwidth > 0 ? c->bandwidth : bandwidth;
 }
 
+double LinkSpec::small_message_bytes_of(CollectiveOp op) const {
+  const CollectiveRates* c = own_rates(op);
+  return c && c->small_message_bytes > 0 ? c->small_message_bytes : small_message_bytes;
+}
+
 double LinkSpec::latency_of(CollectiveOp op, double bytes) const {
   const CollectiveRates* c = own_rates(op);
-  const double own = !c ? 0.0 : bytes < small_message_bytes ? c->small_message_latency_s : c->latency_s;
-  return own > 0 ? own : latency_for(bytes);
+  if (!c) return latency_for(bytes);
+  if (bytes < small_message_bytes_of(op)) {
+    if (c->small_message_latency_s > 0) return c->small_message_latency_s;
+    return small_message_latency_s > 0 ? small_message_latency_s : latency_s;
+  }
+  return c->latency_s > 0 ? c->latency_s : latency_s;
 }
 
 double LinkSpec::cold_rate_of(CollectiveOp op) const {

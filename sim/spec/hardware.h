@@ -140,9 +140,15 @@ enum class CollectiveOp { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSe
 struct CollectiveRates {
   double bandwidth = 0;                // bytes/s, busbw convention, as LinkSpec::bandwidth (x efficiency)
   double latency_s = 0;                // per algorithm step, as LinkSpec::latency_s
-  double small_message_latency_s = 0;  // below the link's small_message_bytes
+  double small_message_latency_s = 0;  // below its small-message size (its own, else the link's)
+  // Its own small-message size where its protocol changes elsewhere than the link's (0: the
+  // link's): a send/recv of 4 KiB already takes Open MPI's rendezvous, the all-reduce's 4 KiB
+  // messages (8 KiB collectives) do.
+  double small_message_bytes = 0;
   double cold_bandwidth = 0;           // as LinkSpec::cold_bandwidth
-  bool empty() const { return bandwidth <= 0 && latency_s <= 0 && small_message_latency_s <= 0 && cold_bandwidth <= 0; }
+  bool empty() const {
+    return bandwidth <= 0 && latency_s <= 0 && small_message_latency_s <= 0 && small_message_bytes <= 0 && cold_bandwidth <= 0;
+  }
   bool operator==(const CollectiveRates&) const = default;
 };
 
@@ -177,6 +183,7 @@ struct LinkSpec {
   // The link as `op` sees it: its own rates in place of the link's where it has them.
   double bandwidth_of(CollectiveOp op) const;                 // as `bandwidth`
   double latency_of(CollectiveOp op, double bytes) const;     // as latency_for(bytes)
+  double small_message_bytes_of(CollectiveOp op) const;       // as small_message_bytes
   double cold_rate_of(CollectiveOp op) const;                 // as cold_rate()
   bool operator==(const LinkSpec&) const = default;
 };

@@ -153,6 +153,18 @@ TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
   CollectivePlan ag = plan_collective(topo2, CollectiveOp::kAllGather, {iota(0, 2)}, S, Algorithm::kRing);
   cold_data(topo2, CollectiveOp::kAllGather, ag);
   EXPECT_NEAR(isolated_time(sys, ag), 0.5 * S / (f.bandwidth / 2 * eff) + 0.5 * f.latency_s, 1e-9);  // the fabric's cold rate
+  // A send/recv with its own small-message size (4 KiB, the link's 8 KiB): its own protocol from 4 KiB.
+  ClusterSpec eager = c;
+  eager.node.fabric.send_recv.small_message_bytes = 4096;
+  eager.node.fabric.send_recv.small_message_latency_s = 0.3 * f.latency_s;
+  const GroupLink le = group_link(eager, 1, 2);
+  for (double bytes : {2048.0, 4096.0}) {
+    const double closed = bytes / (f.bandwidth / 2 * eff) + (bytes < 4096 ? 0.3 : 2.0) * f.latency_s;
+    EXPECT_NEAR(sendrecv_time(le, bytes), closed, 1e-12 * closed) << bytes;
+    auto sim = run_collectives(eager, {{CollectiveOp::kSendRecv, {iota(0, 2)}, bytes, std::nullopt}});
+    ASSERT_TRUE(sim.ok());
+    EXPECT_NEAR(sim->at(0), closed, 1e-6 * closed) << bytes;
+  }
   // A fabric without a small-message protocol: the op's own latency at every size, in both engines.
   ClusterSpec flat = cluster("dgx-a100-hdr", 8);
   flat.node.fabric.all_gather = f.all_gather;

@@ -1427,6 +1427,15 @@ TEST(Calibration, CollectivesGetTheirOwnRates) {
   EXPECT_NEAR(sr.bandwidth, 8e9, 1e3);
   EXPECT_NEAR(sr.latency_s, 3e-6, 1e-12);
   EXPECT_EQ(sr.small_message_latency_s, 0);  // no split on the link: the one latency
+  // A send/recv whose protocol changes at 4 KiB on a link split at 8 KiB: its own split.
+  std::vector<Measurement> p2p;
+  for (double S = 1024; S <= 16 * 1048576.0; S *= 2) p2p.push_back({"p2p", "", S, (S < 4096 ? 0.7e-6 : 2.5e-6) + S / 9e9, 0});
+  LineFit p2p_line;
+  const CollectiveRates own = fit_collective_rates(p2p, "p2p", CollectiveOp::kSendRecv, 2, 8192, p2p_line);
+  EXPECT_EQ(own.small_message_bytes, 4096);
+  EXPECT_NEAR(own.small_message_latency_s, 0.7e-6, 1e-12);
+  EXPECT_NEAR(own.latency_s, 2.5e-6, 1e-12);
+  EXPECT_NEAR(own.bandwidth, 9e9, 1e3);
   for (const Measurement& m : c.points) {
     if (m.kind == "reduce_scatter") continue;
     EXPECT_NEAR(m.fitted_s, m.seconds, 1e-9 * m.seconds) << m.kind << " " << m.work;

@@ -2,6 +2,8 @@
 #include "sim/spec/hardware.h"
 
 #include <gtest/gtest.h>
+
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "sim/spec/json_reader.h"
@@ -163,7 +165,25 @@ TEST(Hardware, CollectivesOwnRatesRoundTripAndNameTheirFields) {
   fails_at("\"cold_bandwidth\": \"0.8GB/s\"", "\"cold_bandwith\": \"0.8GB/s\"",
            "/node/fabric/collectives/reduce_scatter", "cold_bandwith");
   fails_at("\"small_messages\": {\"below\": \"8 KiB\", \"latency\": \"0.5us\"},", "",
-           "/node/fabric/collectives/reduce_scatter/small_message_latency", "no small-message protocol");
+           "/node/fabric/collectives/reduce_scatter/small_message_latency", "neither the link nor the collective");
+  fails_at("\"small_message_latency\": \"0.7us\"", "\"small_messages_below\": \"4 KiB\"",
+           "/node/fabric/collectives/reduce_scatter/small_messages_below", "small_message_latency");
+  // A collective's own small-message size (a send/recv's eager limit below the all-reduce's split).
+  std::string own = text;
+  own.replace(own.find("\"small_message_latency\": \"0.7us\""), std::strlen("\"small_message_latency\": \"0.7us\""),
+              "\"small_message_latency\": \"0.7us\", \"small_messages_below\": \"4 KiB\"");
+  auto own_doc = parse_json_text(own, "c.json");
+  ASSERT_TRUE(own_doc.ok());
+  auto with_own = cluster_from_json(*own_doc, "c.json");
+  ASSERT_TRUE(with_own.ok()) << with_own.error().message();
+  const LinkSpec& g = with_own->node.fabric;
+  EXPECT_EQ(g.small_message_bytes_of(rs), 4096);
+  EXPECT_EQ(g.small_message_bytes_of(ag), 8192);
+  EXPECT_NEAR(g.latency_of(rs, 2048), 0.7e-6, 1e-15);
+  EXPECT_NEAR(g.latency_of(rs, 4096), 2e-6, 1e-15);  // past its own split, though below the link's
+  auto own_again = cluster_from_json(cluster_to_json(*with_own), "again.json");
+  ASSERT_TRUE(own_again.ok()) << own_again.error().message();
+  EXPECT_EQ(own_again->node.fabric, g);
 }
 
 TEST(Hardware, ResizeKeepsWholeNodes) {
