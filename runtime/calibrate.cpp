@@ -516,7 +516,7 @@ CollectiveRates fit_collective_rates(std::vector<Measurement>& pts, const std::s
   for (Measurement* m : sel) m->fitted_s = line.at(m->work);
   const double steps = collective_latency_steps(op, ranks);
   CollectiveRates r;
-  r.bandwidth = (op == CollectiveOp::kSendRecv ? 1.0 : 1.0 * (ranks - 1) / ranks) / line.slope;
+  r.bandwidth = collective_bus_factor(op, ranks) / line.slope;
   r.latency_s = line.intercept_s / steps;
   if (line.small_below > 0) {
     r.small_message_latency_s = line.small_intercept_s / steps;
@@ -542,18 +542,18 @@ LineFit measure_host_copies(Backend& be, const std::vector<std::size_t>& sizes, 
 }
 
 namespace {
-// The collectives that get rates of their own (LinkSpec::CollectiveRates): the points' kind, the
-// line's place in the Calibration, and its model for the profile's source.
+// The collectives that get rates of their own (kOwnRateOps; their points' kind is to_string(op)):
+// the line's place in the Calibration, and its model for the profile's source.
 struct OwnCollective {
-  const char* kind;
   CollectiveOp op;
   LineFit Calibration::*fit;
   const char* model;
 };
 constexpr OwnCollective kOwnCollectives[] = {
-    {"all_gather", CollectiveOp::kAllGather, &Calibration::all_gather, "(n-1)/n*S/B"},
-    {"reduce_scatter", CollectiveOp::kReduceScatter, &Calibration::reduce_scatter, "(n-1)/n*S/B"},
-    {"send_recv", CollectiveOp::kSendRecv, &Calibration::send_recv, "S/B, half a ping-pong between two ranks"}};
+    {CollectiveOp::kAllGather, &Calibration::all_gather, "(n-1)/n*S/B"},
+    {CollectiveOp::kReduceScatter, &Calibration::reduce_scatter, "(n-1)/n*S/B"},
+    {CollectiveOp::kSendRecv, &Calibration::send_recv, "S/B, half a ping-pong between two ranks"}};
+static_assert(std::size(kOwnCollectives) == std::size(kOwnRateOps), "a line for each collective with own rates");
 }  // namespace
 
 Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
@@ -978,19 +978,20 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     c.fabric.small_message_bytes = c.all_reduce.small_below;
     c.fabric.small_message_latency_s = c.all_reduce.small_intercept_s / (2.0 * (n - 1));
     c.fabric_measured = true;
-    c.fabric.cold_bandwidth =
-        fit_cold(pts, "all_reduce_cold", c.all_reduce, 2.0 * (n - 1) / n, c.fabric.bandwidth, c.all_reduce_cold);
+    c.fabric.cold_bandwidth = fit_cold(pts, "all_reduce_cold", c.all_reduce, collective_bus_factor(CollectiveOp::kAllReduce, n),
+                                       c.fabric.bandwidth, c.all_reduce_cold);
     // The other collectives: each its own line over the same sizes, split where the all-reduce's
     // protocols split (a link has one small-message size), as its own rates on the fabric. With
     // the all-reduce's rates, the small model's tp=2 reduce-scatters with sequence parallelism were
     // predicted 79% short, and its ZeRO-1 gradient reduction 76%.
     for (const OwnCollective& o : kOwnCollectives)
-      *c.fabric.own_rates(o.op) = fit_collective_rates(pts, o.kind, o.op, o.op == CollectiveOp::kSendRecv ? 2 : n,
-                                                       c.fabric.small_message_bytes, c.*o.fit);
+      *c.fabric.own_rates(o.op) =
+          fit_collective_rates(pts, std::string(to_string(o.op)), o.op, n, c.fabric.small_message_bytes, c.*o.fit);
     // The cold reduce-scatter, as the cold all-reduce.
     if (c.fabric.reduce_scatter.bandwidth > 0)
-      c.fabric.reduce_scatter.cold_bandwidth = fit_cold(pts, "reduce_scatter_cold", c.reduce_scatter, 1.0 * (n - 1) / n,
-                                                        c.fabric.reduce_scatter.bandwidth, c.reduce_scatter_cold);
+      c.fabric.reduce_scatter.cold_bandwidth =
+          fit_cold(pts, "reduce_scatter_cold", c.reduce_scatter, collective_bus_factor(CollectiveOp::kReduceScatter, n),
+                   c.fabric.reduce_scatter.bandwidth, c.reduce_scatter_cold);
     // Every point against the model's formulas (sim/analytic/collective.h) on the fitted fabric.
     GroupLink link;
     link.size = n;
@@ -999,16 +1000,17 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     link.small_message_bytes = c.fabric.small_message_bytes;
     link.small_message_latency_s = c.fabric.small_message_latency_s;
     link.own_rates = &c.fabric;
-    GroupLink pair = link;
-    pair.size = 2;
-    for (Measurement& m : pts) {
-      if (m.kind == "all_reduce") m.fitted_s = allreduce_time(link, m.work);
-      else if (m.kind == "all_gather") m.fitted_s = allgather_time(link, m.work);
-      else if (m.kind == "reduce_scatter") m.fitted_s = reduce_scatter_time(link, m.work);
-      else if (m.kind == "send_recv") m.fitted_s = sendrecv_time(pair, m.work);
-      else continue;
-      m.bus_factor = m.kind == "all_reduce" ? 2.0 * (n - 1) / n : m.kind == "send_recv" ? 1.0 : 1.0 * (n - 1) / n;
-    }
+    constexpr std::pair<CollectiveOp, double (*)(const GroupLink&, double)> kModel[] = {
+        {CollectiveOp::kAllReduce, allreduce_time},
+        {CollectiveOp::kAllGather, allgather_time},
+        {CollectiveOp::kReduceScatter, reduce_scatter_time},
+        {CollectiveOp::kSendRecv, sendrecv_time}};  // a send/recv's time does not depend on the group's size
+    for (Measurement& m : pts)
+      for (const auto& [op, time] : kModel)
+        if (m.kind == to_string(op)) {
+          m.fitted_s = time(link, m.work);
+          m.bus_factor = collective_bus_factor(op, n);
+        }
     if (progress)
       progress(fmt::format("all-reduce over {} ranks: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{} (rms fit error {:.1f}% "
                            "over 1 KiB-{})",
@@ -1027,7 +1029,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       for (const OwnCollective& o : kOwnCollectives) {
         const CollectiveRates& r = *c.fabric.own_rates(o.op);
         if (r.bandwidth <= 0) continue;
-        progress(fmt::format("{}: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{}{} (rms fit error {:.1f}%)", o.kind,
+        progress(fmt::format("{}: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{}{} (rms fit error {:.1f}%)", to_string(o.op),
                              r.bandwidth / 1e9, r.latency_s * 1e6,
                              r.small_message_latency_s > 0
                                  ? fmt::format(", {:.2f} us below {}", r.small_message_latency_s * 1e6,
@@ -1214,7 +1216,7 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                       size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.all_reduce_cold.rms_rel_error);
     const std::string lib = c.backend == "cpu" ? "MPI" : "NCCL";
     for (const OwnCollective& own : kOwnCollectives) {
-      const std::string coll = own.kind;
+      const std::string coll(to_string(own.op));
       const CollectiveOp op = own.op;
       const CollectiveRates& r = *c.fabric.own_rates(op);
       if (r.bandwidth <= 0) continue;

@@ -169,9 +169,8 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
       // rate, else the level's streaming rate), and the gradients reduced after the backward are
       // still there (no cold fabric rate).
       const CacheLevel& holds = d.caches[static_cast<std::size_t>(ch.optimizer)];
-      LinkSpec& fabric = out.node.fabric;
-      fabric.cold_bandwidth = fabric.all_gather.cold_bandwidth = fabric.reduce_scatter.cold_bandwidth =
-          fabric.send_recv.cold_bandwidth = 0;
+      out.node.fabric.cold_bandwidth = 0;
+      for (CollectiveOp op : kOwnRateOps) out.node.fabric.own_rates(op)->cold_bandwidth = 0;
       d.optimizer_efficiency = (holds.optimizer_bandwidth > 0 ? holds.optimizer_bandwidth : holds.memory_bandwidth) / d.memory_bandwidth;
     } else {
       d.optimizer_efficiency = optimizer_rate / d.memory_bandwidth;

@@ -37,8 +37,7 @@ GroupLink group_link(const ClusterSpec& c, int stride, int size, bool scattered)
     l.small_message_latency_s = node.fabric.small_message_latency_s;
     l.in_switch_reduction = node.in_switch_reduction && node.in_switch_efficiency > 0;
     l.in_switch_bandwidth = node.fabric.bandwidth * node.in_switch_efficiency;
-    const LinkSpec& f = node.fabric;
-    if (!f.all_gather.empty() || !f.reduce_scatter.empty() || !f.send_recv.empty()) l.own_rates = &f;
+    if (node.fabric.has_own_rates()) l.own_rates = &node.fabric;
     return l;
   }
   l.crosses_nodes = true;
@@ -94,6 +93,16 @@ double collective_latency_steps(CollectiveOp op, int n) {
     case CollectiveOp::kAllReduce: return latency_steps(n);
     case CollectiveOp::kAllGather:
     case CollectiveOp::kReduceScatter: return 0.5 * latency_steps(n);
+    default: return 1.0;
+  }
+}
+
+double collective_bus_factor(CollectiveOp op, int n) {
+  switch (op) {
+    case CollectiveOp::kAllReduce: return 2.0 * (n - 1) / n;
+    case CollectiveOp::kAllGather:
+    case CollectiveOp::kReduceScatter:
+    case CollectiveOp::kAllToAll: return 1.0 * (n - 1) / n;
     default: return 1.0;
   }
 }

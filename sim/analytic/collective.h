@@ -50,6 +50,10 @@ double torus_mean_hops(const std::vector<int>& dims);
 
 // Latency steps of `op` over n ranks, as the formulas below count them.
 double collective_latency_steps(CollectiveOp op, int n);
+// The bytes `op` moves over each rank's bus per byte of its size, as the formulas below count them
+// (nccl-tests' busbw factor: an all-reduce 2(n-1)/n, an all-gather or reduce-scatter (n-1)/n, a
+// send/recv 1).
+double collective_bus_factor(CollectiveOp op, int n);
 
 double allreduce_time(const GroupLink& l, double bytes);
 double allgather_time(const GroupLink& l, double bytes);      // bytes: the gathered total

@@ -8,18 +8,6 @@
 
 namespace foresight {
 
-std::string_view to_string(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::kAllReduce: return "all_reduce";
-    case CollectiveOp::kAllGather: return "all_gather";
-    case CollectiveOp::kReduceScatter: return "reduce_scatter";
-    case CollectiveOp::kAllToAll: return "all_to_all";
-    case CollectiveOp::kSendRecv: return "send_recv";
-    case CollectiveOp::kBroadcast: return "broadcast";
-  }
-  return "collective";
-}
-
 std::string_view to_string(Algorithm a) {
   switch (a) {
     case Algorithm::kRing: return "ring";

@@ -30,7 +30,6 @@ namespace foresight {
 
 enum class Algorithm { kRing, kTree, kHierarchical, kHalvingDoubling, kDirect, kInSwitch, kPointToPoint };
 
-std::string_view to_string(CollectiveOp op);
 std::string_view to_string(Algorithm a);
 
 struct FlowPhase {

@@ -16,18 +16,15 @@ namespace {
 
 constexpr std::string_view kDTypeNames[kDTypeCount] = {"fp32", "tf32", "bf16", "fp16", "fp8", "int8"};
 
-constexpr std::array<std::pair<std::string_view, CollectiveRates LinkSpec::*>, 3> kOwnRateCollectives{
-    {{"all_gather", &LinkSpec::all_gather}, {"reduce_scatter", &LinkSpec::reduce_scatter}, {"send_recv", &LinkSpec::send_recv}}};
-
 // {"all_gather": {"bandwidth": "25GB/s", "latency": "0.4us"}, ...}: collectives' own rates
 // (CollectiveRates); each field is optional and, where given, positive.
 void read_collective_rates(JsonReader r, LinkSpec& link) {
   r.reject_unknown_keys({"all_gather", "reduce_scatter", "send_recv"});
-  for (const auto& [name, member] : kOwnRateCollectives) {
-    JsonReader o = r.object(name);
+  for (CollectiveOp op : kOwnRateOps) {
+    JsonReader o = r.object(to_string(op));
     if (o.node().empty()) continue;
     o.reject_unknown_keys({"bandwidth", "latency", "small_message_latency", "small_messages_below", "cold_bandwidth"});
-    CollectiveRates& c = link.*member;
+    CollectiveRates& c = *link.own_rates(op);
     const auto positive = [&](std::string_view key, Dimension dim) {
       const double v = o.quantity(key, dim, 0.0);
       if (o.has(key) && !(v > 0)) o.fail(key, "must be positive (leave it out to take the link's)");
@@ -73,8 +70,8 @@ json link_to_json(const LinkSpec& l) {
     j["small_messages"] = {{"below", format_quantity(l.small_message_bytes, Dimension::kBytes)},
                            {"latency", format_quantity(l.small_message_latency_s, Dimension::kSeconds)}};
   if (l.cold_bandwidth > 0) j["cold_bandwidth"] = format_quantity(l.cold_bandwidth, Dimension::kBandwidth);
-  for (const auto& [name, member] : kOwnRateCollectives) {
-    const CollectiveRates& c = l.*member;
+  for (CollectiveOp op : kOwnRateOps) {
+    const CollectiveRates& c = *l.own_rates(op);
     if (c.empty()) continue;
     json o = json::object();
     if (c.bandwidth > 0) o["bandwidth"] = format_quantity(c.bandwidth, Dimension::kBandwidth);
@@ -83,14 +80,11 @@ json link_to_json(const LinkSpec& l) {
       o["small_message_latency"] = format_quantity(c.small_message_latency_s, Dimension::kSeconds);
     if (c.small_message_bytes > 0) o["small_messages_below"] = format_quantity(c.small_message_bytes, Dimension::kBytes);
     if (c.cold_bandwidth > 0) o["cold_bandwidth"] = format_quantity(c.cold_bandwidth, Dimension::kBandwidth);
-    j["collectives"][std::string(name)] = std::move(o);
+    j["collectives"][std::string(to_string(op))] = std::move(o);
   }
   return j;
 }
 
-}  // namespace
-
-namespace {
 template <typename Link>
 auto own_rates_of(Link& l, CollectiveOp op) -> decltype(&l.all_gather) {
   switch (op) {
@@ -101,6 +95,18 @@ auto own_rates_of(Link& l, CollectiveOp op) -> decltype(&l.all_gather) {
   }
 }
 }  // namespace
+
+std::string_view to_string(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kAllReduce: return "all_reduce";
+    case CollectiveOp::kAllGather: return "all_gather";
+    case CollectiveOp::kReduceScatter: return "reduce_scatter";
+    case CollectiveOp::kAllToAll: return "all_to_all";
+    case CollectiveOp::kSendRecv: return "send_recv";
+    case CollectiveOp::kBroadcast: return "broadcast";
+  }
+  return "collective";
+}
 
 const CollectiveRates* LinkSpec::own_rates(CollectiveOp op) const { return own_rates_of(*this, op); }
 CollectiveRates* LinkSpec::own_rates(CollectiveOp op) { return own_rates_of(*this, op); }

@@ -11,6 +11,7 @@
 #include <array>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/core/status.h"
@@ -130,6 +131,7 @@ struct DeviceGroup {
 
 // The collectives (nccl-tests' names; a send/recv is one point-to-point transfer).
 enum class CollectiveOp { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv, kBroadcast };
+std::string_view to_string(CollectiveOp op);  // "all_reduce", "all_gather", ...
 
 // A collective's own rates on a link, where they differ from the all-reduce's, which are the
 // link's own fields (LinkSpec). NCCL moves every collective at about the same bus bandwidth; MPI
@@ -174,9 +176,10 @@ struct LinkSpec {
   double cold_rate() const {
     return cold_bandwidth > 0 ? cold_bandwidth * efficiency : std::numeric_limits<double>::infinity();
   }
-  // Collectives with rates of their own (CollectiveRates); the all-reduce, all-to-all and
-  // broadcast take the fields above.
+  // Collectives with rates of their own (CollectiveRates; kOwnRateOps); the all-reduce, all-to-all
+  // and broadcast take the fields above.
   CollectiveRates all_gather, reduce_scatter, send_recv;
+  bool has_own_rates() const { return !all_gather.empty() || !reduce_scatter.empty() || !send_recv.empty(); }
   // `op`'s own rates on this link, or null where it takes the link's.
   const CollectiveRates* own_rates(CollectiveOp op) const;
   CollectiveRates* own_rates(CollectiveOp op);
@@ -187,6 +190,9 @@ struct LinkSpec {
   double cold_rate_of(CollectiveOp op) const;                 // as cold_rate()
   bool operator==(const LinkSpec&) const = default;
 };
+// The collectives a link may give rates of their own (LinkSpec::own_rates is not null for them).
+inline constexpr CollectiveOp kOwnRateOps[] = {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter,
+                                               CollectiveOp::kSendRecv};
 
 struct NodeSpec {
   std::string name;
