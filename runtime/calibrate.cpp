@@ -12,6 +12,7 @@
 #include <fstream>
 #include <optional>
 #include <tuple>
+#include <unistd.h>
 #include <cmath>
 #include <vector>
 
@@ -220,9 +221,8 @@ class OutputPool {
   std::size_t n_, at_ = 0;
 };
 
-// The size of this machine's data cache of `level` (2: the core's L2, 3: the L3 it shares) as
-// Linux reports it (sysfs), 0 where it does not say.
-std::size_t cache_bytes(int wanted) {
+// The size of the data cache of `wanted` level on this machine's first CPU in sysfs, 0 where absent.
+std::size_t sysfs_cache_bytes(int wanted) {
   for (int i = 0; i < 8; ++i) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
     std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
@@ -236,6 +236,21 @@ std::size_t cache_bytes(int wanted) {
     return static_cast<std::size_t>(value) * (unit == 'K' ? 1024u : unit == 'M' ? (1u << 20) : 1u);
   }
   return 0;
+}
+
+// The size of this machine's data cache of `level` (2: the core's L2, 3: the L3 it shares) as
+// Linux reports it (sysfs), else as the C library reads it from the CPU (sysconf, CPUID), 0 where
+// neither says. Some VMs have no cache entries in sysfs: this project's 2-core AMD EPYC (family 26)
+// VM of 2026-12-01 had none, and glibc read 1 MiB of L2 and 508 MiB of L3 from CPUID there.
+std::size_t cache_bytes(int wanted) {
+  if (const std::size_t b = sysfs_cache_bytes(wanted); b > 0) return b;
+#if defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
+  if (wanted != 2 && wanted != 3) return 0;
+  const long v = sysconf(wanted == 2 ? _SC_LEVEL2_CACHE_SIZE : _SC_LEVEL3_CACHE_SIZE);
+  return v > 0 ? static_cast<std::size_t>(v) : 0;
+#else
+  return 0;
+#endif
 }
 
 // The sizes the microbenchmarks run at: a CPU's are the tiny and small models' (their operands
@@ -286,7 +301,7 @@ Sizes sizes_for(const Backend& be) {
     // cycled over 1 MiB, 21.5 over 8 MiB, and 16.1 in a step whose working set is 1.6 MB; per op,
     // the tiny model's GEMMs other than QKV came out within -7..+7% of a step at the L2 rates, and
     // 18-35% long at the 8 MiB ones (2026-12-01, `foresight calibrate` and `run --trace`).
-    if (const std::size_t l2 = cache_bytes(2); l2 >= (128u << 10) && l2 < kCacheFootprint) z.caches.push_back({"l2", "the core's L2 as Linux reports it", l2 / 2, l2, {}, {}});
+    if (const std::size_t l2 = cache_bytes(2); l2 >= (128u << 10) && l2 < kCacheFootprint) z.caches.push_back({"l2", "the core's L2 as the machine reports it (sysfs, else CPUID)", l2 / 2, l2, {}, {}});
     z.caches.push_back({"cache", "a span of a few L2s", kCacheFootprint, kCacheFootprint, {}, {}});
     // A third level, a span of kL3Footprint, where the L3 the machine reports holds it twice. At the
     // memory rates, the small model's tp=2 plan (26 MiB of weights, gradients and activations per
@@ -295,7 +310,7 @@ Sizes sizes_for(const Backend& be) {
     // ran at 163 GFLOP/s forward against 134 over 256 MiB (2026-12-01, a standalone Eigen loop, and
     // `foresight run --trace` per op). The 1F1B pp=2 plan (29 MiB) takes this level too, though
     // its GEMM ops had run within 5% of the memory rates: the level averages the plans measured.
-    if (cache_bytes(3) >= 2 * kL3Footprint) z.caches.push_back({"l3", "a span within the L3 Linux reports", kL3Footprint, kL3Footprint, {}, {}});
+    if (cache_bytes(3) >= 2 * kL3Footprint) z.caches.push_back({"l3", "a span within the L3 the machine reports (sysfs, else CPUID)", kL3Footprint, kL3Footprint, {}, {}});
     return z;
   }
   // A GPU: operands cycled over 16 MiB stay in its L2 (40-60 MB on A100-H200); over 1 GiB they do not.
