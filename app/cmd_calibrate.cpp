@@ -36,6 +36,11 @@ Command add_calibrate_command(CLI::App& app) {
                   "rounds of kernel measurements, each point keeping its fastest (a shared machine's slow spells)")
       ->check(CLI::Range(1, 20))
       ->capture_default_str();
+  cmd->add_option("--steady-retries", options->steady_retries,
+                  "measure the kernels again, up to this many times, when the machine's speed (a peak GEMM before and "
+                  "after them) moved by more than 10% meanwhile")
+      ->check(CLI::Range(0, 10))
+      ->capture_default_str();
   return [=]() -> int {
     runtime::Comm world = runtime::Comm::world();
     const int rank = world.rank();

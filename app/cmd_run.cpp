@@ -35,6 +35,7 @@ struct RunCli {
   int warmup = -1;
   std::string trace, summary, backend = "auto", checkpoint_dir, predicted_trace;
   bool predict = false;
+  bool speed_adjust = false;
   bool resume = false;
   int checkpoint_every = 0;
   std::uint64_t seed = 1234;
@@ -104,6 +105,9 @@ Command add_run_command(CLI::App& app) {
   cmd->add_flag("--resume", o->resume, "continue from the checkpoint in --checkpoint-dir");
   cmd->add_flag("--predict", o->predict, "also simulate the plan (DES, every rank) on --cluster and compare op by op");
   cmd->add_option("--predicted-trace", o->predicted_trace, "with --predict: where to keep the simulated trace");
+  cmd->add_flag("--speed-adjust", o->speed_adjust,
+                "with --predict on a profile that `calibrate` wrote: predict at the machine's speed just before the run "
+                "(its peak GEMM timed again against the calibration's scales the device's rates)");
   cmd->add_option("--seed", o->seed, "seed of the parameters and the synthetic data")->capture_default_str();
   cmd->add_option("--lr", o->lr, "AdamW learning rate")->capture_default_str();
   cmd->add_option("--loss-scale-alpha", o->algorithms.loss_scale_alpha,
@@ -151,6 +155,37 @@ Command add_run_command(CLI::App& app) {
                                     runtime::Comm::launched_by_mpi() || FORESIGHT_HAVE_MPI == 0
                                         ? ""
                                         : fmt::format(" (start it with mpirun -np {} foresight run ...)", in->plan.gpus())));
+    // --predict on a profile that `calibrate` wrote: its peak GEMM timed again just before and just
+    // after the run (rank 0, on a backend of its own on the trainer's device; the others wait), so
+    // that a miss can be told apart from a machine running slower or faster than when it was
+    // calibrated (a shared VM moves by 15-25% within minutes). With --speed-adjust the prediction
+    // takes the speed before the run (device_at_speed); else only the printout and the summary do.
+    std::optional<runtime::CalibratedPeak> calibrated;
+    if (o->predict) calibrated = runtime::calibrated_peak(o->plan.cluster);
+    std::unique_ptr<runtime::Backend> probe_backend;
+    if (calibrated && rank == 0) {
+      auto b = (*backend)->another();
+      if (b && (*b)->name() == calibrated->backend) probe_backend = std::move(*b);
+    }
+    double no_probe = calibrated && rank == 0 && !probe_backend ? 1.0 : 0.0;
+    world.all_reduce(&no_probe, 1);  // every rank decides alike
+    if (no_probe > 0) calibrated.reset();
+    if (o->speed_adjust && !calibrated)
+      return input_fail("--speed-adjust needs --predict and a --cluster profile written by `foresight calibrate` on the " +
+                        (*backend)->name() + " backend (" + o->plan.cluster + " has no calibrated peak GEMM for it)");
+    const auto gemm_speed = [&] {
+      double rate = 0;
+      if (rank == 0) {
+        const double n = calibrated->n;
+        rate = 2.0 * n * n * n / runtime::peak_gemm_seconds(*probe_backend, calibrated->n);
+      }
+      world.all_reduce(&rate, 1);  // rank 0's, on every rank
+      return rate;
+    };
+    const double speed_before = calibrated ? gemm_speed() : 0.0;
+    const double speed_factor = o->speed_adjust ? speed_before / calibrated->flops_per_s : 1.0;
+    if (o->speed_adjust)
+      for (DeviceGroup& g : in->cluster.node.devices) g.device = device_at_speed(g.device, speed_factor);
     const AnalyticModel am(in->model, in->cluster);
     const Prediction predicted = am.evaluate(in->plan);
     if (!predicted.fits())
@@ -212,31 +247,6 @@ Command add_run_command(CLI::App& app) {
       fmt::print("backend {}{}; MPI {}\n", t.backend().describe(), precision_note,
                  FORESIGHT_HAVE_MPI ? "yes" : "no (one rank)");
     }
-    // --predict on a profile that `calibrate` wrote: its peak GEMM timed again just before and just
-    // after the run (rank 0, the others waiting), so that a miss can be told apart from a machine
-    // running slower or faster than when it was calibrated (a shared VM moves by 15-25% within
-    // minutes). Only the printout and the summary take it; the prediction is the profile's.
-    std::optional<runtime::CalibratedPeak> calibrated;
-    if (o->predict) calibrated = runtime::calibrated_peak(o->plan.cluster);
-    if (calibrated && calibrated->backend != t.backend().name()) calibrated.reset();
-    std::unique_ptr<runtime::Backend> probe_backend;  // its own, as the calibration's GEMM on the trainer's device
-    if (calibrated && rank == 0) {
-      auto b = t.backend().another();
-      if (b) probe_backend = std::move(*b);
-    }
-    double gemm_failed = calibrated && rank == 0 && !probe_backend ? 1.0 : 0.0;
-    world.all_reduce(&gemm_failed, 1);  // every rank decides alike
-    if (gemm_failed > 0) calibrated.reset();
-    const auto gemm_speed = [&] {
-      double rate = 0;
-      if (rank == 0) {
-        const double n = calibrated->n;
-        rate = 2.0 * n * n * n / runtime::peak_gemm_seconds(*probe_backend, calibrated->n);
-      }
-      world.barrier();
-      return rate;
-    };
-    const double speed_before = calibrated ? gemm_speed() : 0.0;
     std::vector<runtime::StepStats> history;
     // Each step's op timings, for the trace of the median step (below), while they take at most
     // kMaxKeptTimings entries (24 bytes each); past that, the last step's.
@@ -375,6 +385,10 @@ Command add_run_command(CLI::App& app) {
                        "after, {:.1f} when calibrated ({:+.1f}%, {:+.1f}%)\n",
                        calibrated->n, speed_before / 1e9, speed_after / 1e9, calibrated->flops_per_s / 1e9, before, after);
             comparison["gemm_speed_vs_calibration_pct"] = {before, after};
+            comparison["speed_adjusted"] = o->speed_adjust;
+            if (o->speed_adjust)
+              fmt::print("predicted at the machine's speed before the run (--speed-adjust): the profile's device rates x{:.3f}\n",
+                         speed_factor);
           }
         }
       }

@@ -14,6 +14,10 @@ kernel fusion off (the runtime's eager RMSNorm and SwiGLU), to check the model's
 --collectives adds the layouts whose collectives are not all-reduces: dp=2 with ZeRO-1 (the
 gradients reduce-scattered, the parameters all-gathered) and tp=2 with sequence parallelism.
 
+--speed-adjust predicts each run at the machine's speed just before it: the calibration's peak GEMM,
+timed again, scales the device's rates (a shared VM's speed moves by 10-25% within minutes); the
+"GEMM vs cal" column shows how far it moved.
+
 Each plan runs `--repeats` times (interleaved with the other plans' runs, so that a slow spell of
 a shared machine lands on several plans rather than on all runs of one); the error is that of the
 median run, and the measured range shows the machine's run-to-run spread; "each run" lists every run's error in
@@ -55,6 +59,9 @@ def main():
                     help="also run each model's serial and dp=2 plans with --kernel-fusion false (eager RMSNorm and SwiGLU)")
     ap.add_argument("--collectives", action="store_true",
                     help="also run dp=2 with ZeRO-1 and tp=2 with sequence parallelism (reduce-scatters and all-gathers)")
+    ap.add_argument("--speed-adjust", action="store_true",
+                    help="predict each run at the machine's speed just before it (run --speed-adjust: the calibration's "
+                         "peak GEMM timed again scales the device's rates)")
     args = ap.parse_args()
     layouts = LAYOUTS + ([(name + " unfused", ranks, extra + ["--kernel-fusion", "false"])
                           for name, ranks, extra in LAYOUTS[:2]] if args.unfused else [])
@@ -64,9 +71,15 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         profile = args.profile or os.path.join(d, "local.json")
 
+        drifts = []  # each calibration's peak GEMM after its kernel measurements against before, %
+
         def calibrate():
             subprocess.run(mpirun(2) + [args.binary, "calibrate", "--out", profile, "--passes", str(args.passes)], check=True,
                            stdout=subprocess.DEVNULL)
+            with open(profile) as f:
+                peak = json.load(f).get("notes", {}).get("peak_gemm", {})
+            if peak.get("start_flops_per_s") and peak.get("end_flops_per_s"):
+                drifts.append(100 * (peak["end_flops_per_s"] / peak["start_flops_per_s"] - 1))
 
         if not args.profile:
             calibrate()
@@ -82,12 +95,18 @@ def main():
             for i, (model, name, ranks, extra) in enumerate(plans):
                 summary = os.path.join(d, "s.json")
                 cmd = mpirun(ranks) + [args.binary, "run", "--model", model, "--cluster", profile, "--gb", str(args.gb),
-                                        "--steps", str(steps[model]), "--predict", "--summary", summary] + extra
+                                        "--steps", str(steps[model]), "--predict", "--summary", summary] + extra + \
+                    (["--speed-adjust"] if args.speed_adjust else [])
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 with open(summary) as f:
                     runs[i].append(json.load(f)["comparison"])
         if args.calibrate_each_round:
             print(f"calibrated afresh before each of the {args.repeats} rounds")
+        if args.speed_adjust:
+            print("each run predicted at the machine's speed just before it (--speed-adjust)")
+        if drifts:
+            print("the machine's speed while each calibration measured its kernels (peak GEMM after against before): " +
+                  ", ".join(f"{d:+.1f}%" for d in drifts))
         # The calibration's peak GEMM timed again before and after each run (`run --predict`): how much
         # faster (+) or slower (-) the machine ran than when calibrated, the two times' mean.
         def speed(c):

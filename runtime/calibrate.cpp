@@ -480,6 +480,12 @@ double fit_cold(std::vector<Measurement>& pts, const std::string& kind, const Li
   return bandwidth;
 }
 
+double speed_drift_pct(const Calibration& c) {
+  return c.peak_gemm_start_flops > 0 && c.peak_gemm_end_flops > 0
+             ? (c.peak_gemm_end_flops - c.peak_gemm_start_flops) / c.peak_gemm_start_flops * 100
+             : 0.0;
+}
+
 double peak_gemm_seconds(Backend& be, int n) {
   const std::size_t nn = static_cast<std::size_t>(n) * n;
   auto a = random_tensor(be, nn, 1), b = random_tensor(be, nn, 2);
@@ -500,6 +506,12 @@ std::optional<CalibratedPeak> calibrated_peak(const std::string& path) {
       !p.value("flops_per_s", nlohmann::json()).is_number() || !p.value("backend", nlohmann::json()).is_string())
     return std::nullopt;
   CalibratedPeak c{p["n"].get<int>(), p["backend"].get<std::string>(), p["flops_per_s"].get<double>()};
+  const auto rate = [&p](const char* key) {
+    const nlohmann::json v = p.value(key, nlohmann::json());
+    return v.is_number() && v.get<double>() > 0 ? v.get<double>() : 0.0;
+  };
+  c.start_flops_per_s = rate("start_flops_per_s");
+  c.end_flops_per_s = rate("end_flops_per_s");
   if (c.n <= 0 || c.n > 16384 || !(c.flops_per_s > 0)) return std::nullopt;
   return c;
 }
@@ -599,9 +611,17 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   // The kernels are measured in `passes` rounds; each point keeps its fastest round. A shared VM
   // runs slow for tens of seconds at a time (the same binary swings by a third): a point measured
   // once may land in such a spell, and its rate would describe the spell, not the machine.
+  // With options.steady_retries, kernels measured while the machine's speed moved past
+  // kSpeedDriftWarnPct (speed_drift_pct on any rank) are measured again, passes and all.
   double best_peak_s = 1e300;
   const int passes = std::max(1, options.passes);
+  int attempt = 0;
   for (int pass = 0; pass < passes; ++pass) {
+    if (pass == 0) {  // an attempt starts afresh
+      pts.clear();
+      c.precision_peaks.clear();
+      best_peak_s = 1e300;
+    }
     std::vector<Measurement> earlier;
     earlier.swap(pts);
     // Sustained peak: a peak_n^3 GEMM, the best of at least three calls and of as many as fit in
@@ -612,7 +632,9 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       auto a = random_tensor(be, static_cast<std::size_t>(n) * n, 1), b = random_tensor(be, static_cast<std::size_t>(n) * n, 2);
       DeviceBuffer out = filled(be, static_cast<std::size_t>(n) * n);
       const auto best_call_s = [&] { return best_gemm_call_s(be, out.data(), a.data(), b.data(), n); };
-      best_peak_s = std::min(best_peak_s, best_call_s());
+      const double peak_s = best_call_s();
+      if (pass == 0) c.peak_gemm_start_flops = 2.0 * n * n * n / peak_s;
+      best_peak_s = std::min(best_peak_s, peak_s);
       // The backend's other GEMM precisions (a GPU's tensor cores): the same GEMM in each, so that
       // a bf16 plan is not predicted at the fp32 rate. The sweep below stays in fp32.
       for (Precision p : be.gemm_precisions()) {
@@ -641,6 +663,16 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // allocated per call) ran at 117-121 GFLOP/s over 31 MiB, 96-97 over 100 MiB and over 400 MiB
     // (2026-11-30, a standalone Eigen loop), and at 87-94 inside `foresight run` (its data: about
     // 100 MB); over the earlier 64 MiB span, with a hot output, the calibration measured 113.
+    // Every rank times the same point at the same time (a barrier before each), so that a rate
+    // measured with all ranks at it is that: unsynchronized, the ranks drifted apart, one rank's
+    // AdamW meeting the other's GEMMs or nothing at all, and AdamW's rate over 256 MiB came out
+    // anywhere between 28 and 68 GB/s in five calibrations on the 2-core VM (rms fit errors up to
+    // 19%). Off for the points rank 0 measures alone.
+    bool together = world.size() > 1;
+    const auto timed = [&](auto&& f) {
+      if (together) world.barrier();
+      return time_call(be, f);
+    };
     auto measure = [&](std::size_t footprint, const std::string& gemm_kind, const std::string& stream_kind) {
       const bool cache_level = footprint < z.memory_footprint;
       std::vector<std::pair<int, int>> shapes = z.kn;
@@ -662,12 +694,12 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
           std::size_t i = 0;
           const double flops = 2.0 * rows * k * n;
           const double weight_bytes = 4.0 * static_cast<double>(w_n);
-          pts.push_back({gemm_kind, fmt::format("fwd {}x{}x{}", rows, k, n), flops, time_call(be, [&] {
+          pts.push_back({gemm_kind, fmt::format("fwd {}x{}x{}", rows, k, n), flops, timed([&] {
                            const std::size_t at = i++ % copies;
                            be.gemm_forward(outs.next(), in_hot.data(), w.data() + at * w_n, rows, k, n);
                          })});
           pts.back().weight_bytes = weight_bytes;
-          pts.push_back({gemm_kind, fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, time_call(be, [&] {
+          pts.push_back({gemm_kind, fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, timed([&] {
                            const std::size_t at = i++ % copies;
                            DeviceBuffer din = filled(be, in_n);
                            be.gemm_backward(din.data(), dw.data() + at * w_n, dout_hot.data(), in.data() + at * in_n,
@@ -687,24 +719,24 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         const int rows = static_cast<int>(n / 256);
         std::size_t i = 0;
         auto next = [&] { return (i++ % copies) * n; };  // the next copy's offset
-        pts.push_back({stream_kind, "residual " + size_label(4.0 * n), 12.0 * n, time_call(be, [&] {
+        pts.push_back({stream_kind, "residual " + size_label(4.0 * n), 12.0 * n, timed([&] {
                          be.add(outs.next(), a.data(), b.data(), n);
                        })});
-        pts.push_back({stream_kind, "rmsnorm " + size_label(4.0 * n), 8.0 * n, time_call(be, [&] {
+        pts.push_back({stream_kind, "rmsnorm " + size_label(4.0 * n), 8.0 * n, timed([&] {
                          DeviceBuffer rstd = filled(be, static_cast<std::size_t>(rows));
                          be.rmsnorm_forward(outs.next(), rstd.data(), a.data(), w.data(), rows, 256, 1e-5f, true);
                        })});
-        pts.push_back({stream_kind, "swiglu " + size_label(4.0 * n), 6.0 * n, time_call(be, [&] {  // reads gate|up (n), writes n/2
+        pts.push_back({stream_kind, "swiglu " + size_label(4.0 * n), 6.0 * n, timed([&] {  // reads gate|up (n), writes n/2
                          be.swiglu_forward(halves.next(), a.data(), rows, 128, true);
                        })});
         pts.back().elements = 0.5 * static_cast<double>(n);  // an exponential per output
-        pts.push_back({stream_kind, "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, time_call(be, [&] {
+        pts.push_back({stream_kind, "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, timed([&] {
                          const std::size_t at = next();
                          DeviceBuffer dx = filled(be, n), dw = filled(be, 256), rstd = filled(be, static_cast<std::size_t>(rows), 1.0f);
                          be.rmsnorm_backward(dx.data(), dw.data(), b.data(), saved.data() + at, w.data(), rstd.data(), rows,
                                              256, true);
                        })});
-        pts.push_back({stream_kind, "swiglu bwd " + size_label(4.0 * n), 12.0 * n, time_call(be, [&] {
+        pts.push_back({stream_kind, "swiglu bwd " + size_label(4.0 * n), 12.0 * n, timed([&] {
                          const std::size_t at = next();
                          DeviceBuffer dgu = filled(be, n);
                          be.swiglu_backward(dgu.data(), saved.data() + at, b.data(), rows, 128, true);
@@ -719,27 +751,43 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // the model counts kAdamBytesPerParam bytes per parameter.
     // Two copies of n parameters' state (parameters, gradients, two moments) fit the span.
     const auto fits_twice = [](std::size_t footprint, std::size_t n) { return footprint / (16 * n) >= 2; };
-    auto adamw = [&](std::size_t footprint, const std::string& kind, const std::vector<std::size_t>& sizes) {
+    auto adamw = [&](std::size_t footprint, const std::string& kind, const std::vector<std::size_t>& sizes,
+                     bool cache_level) {
       for (std::size_t n : sizes) {
-        if (!fits_twice(footprint, n) && kind != "optimizer") continue;  // a cache level: two copies fit
+        if (cache_level && !fits_twice(footprint, n)) continue;  // a cache level: two copies fit
         const std::size_t copies = std::max<std::size_t>(2, footprint / (16 * n));
         auto p = random_tensor(be, n * copies, 10), g = random_tensor(be, n * copies, 11);
         DeviceBuffer m = filled(be, n * copies), v = filled(be, n * copies);
         int step = 0;
-        pts.push_back({kind, "adamw " + size_label(4.0 * n) + " of parameters", kAdamBytesPerParam * n, time_call(be, [&] {
+        pts.push_back({kind, "adamw " + size_label(4.0 * n) + " of parameters", kAdamBytesPerParam * n, timed([&] {
                          const std::size_t at = (static_cast<std::size_t>(step) % copies) * n;
                          be.adamw(p.data() + at, m.data() + at, v.data() + at, g.data() + at, n, kernels::AdamWConfig{},
                                   ++step, 1.0f);
                        })});
       }
     };
-    adamw(z.optimizer_footprint, "optimizer", z.adam);
+    adamw(z.optimizer_footprint, "optimizer", z.adam, false);
     // And over each cache level where two copies of two of the sizes fit (not a 2 MiB L2's 1 MiB
     // span): a plan whose whole state fits a level runs AdamW there (cluster_for_plan).
     for (const CacheFit& level : z.caches)
       if (std::count_if(z.adam_cache.begin(), z.adam_cache.end(),
                         [&](std::size_t n) { return fits_twice(level.footprint, n); }) >= 2)
-        adamw(level.footprint, "optimizer-" + level.name, z.adam_cache);
+        adamw(level.footprint, "optimizer-" + level.name, z.adam_cache, true);
+    // The node's cores share its memory: above, every rank measured at once, as in a plan that
+    // runs them all; a plan that runs fewer finds more bandwidth each (on the 2-core VM one rank
+    // alone streamed 47.5 GB/s and AdamW over 256 MiB 68.7, against 34.9 and 27.7 each with both
+    // at it). So rank 0 measures the memory level's GEMMs, streaming kernels and AdamW again
+    // while the other ranks wait at a barrier (DeviceSpec::shared_memory).
+    if (world.size() > 1) {
+      world.barrier();
+      together = false;
+      if (world.rank() == 0) {
+        measure(z.memory_footprint, "gemm" + std::string(kAloneSuffix), "stream" + std::string(kAloneSuffix));
+        adamw(z.optimizer_footprint, "optimizer" + std::string(kAloneSuffix), z.adam, false);
+      }
+      together = true;
+      world.barrier();
+    }
 
     // Attention (the fused path).
     for (int seq : z.seqs)
@@ -766,7 +814,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         // attention recomputes the scores); this backend keeps the probabilities instead, so only
         // the pair's total is comparable: work = (1 + 2.5) x half the full-square FLOPs.
         pts.push_back({"attention", fmt::format("fwd+bwd s={} heads={}/{} d={}", seq, q, kv, d), 3.5 * 0.5 * core,
-                       time_call(be, [&] {
+                       timed([&] {
                          const std::size_t f = i++ % copies, b = (f + copies / 2) % copies;
                          be.attention_forward(outs.renew(f), probs.renew(f), qkv_hot.data(), s);
                          DeviceBuffer dqkv = filled(be, qkv_n), scratch = filled(be, be.attention_scratch(s));
@@ -778,7 +826,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         // The forward alone, as in the pair: the pair's split into forward and backward
         // (DeviceSpec::attention_backward_ratio; not fitted, its model time is the pair's share).
         pts.push_back({"attn_fwd", fmt::format("fwd s={} heads={}/{} d={}", seq, q, kv, d), 0.5 * core,
-                       time_call(be, [&] {
+                       timed([&] {
                          const std::size_t f = i++ % copies;
                          be.attention_forward(outs.renew(f), probs.renew(f), qkv_hot.data(), s);
                        })});
@@ -789,6 +837,22 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       for (std::size_t i = 0; i < pts.size(); ++i) pts[i].seconds = std::min(pts[i].seconds, earlier[i].seconds);
     }
     if (progress && passes > 1) progress(fmt::format("kernels: pass {} of {} measured", pass + 1, passes));
+    if (pass + 1 == passes) {
+      // The peak GEMM again after the kernels: whether the machine kept its speed while measured.
+      const double n = z.peak_n, end_s = peak_gemm_seconds(be, z.peak_n);
+      c.peak_gemm_end_flops = 2.0 * n * n * n / end_s;
+      best_peak_s = std::min(best_peak_s, end_s);
+      double moved = std::fabs(speed_drift_pct(c));
+      world.all_reduce_max(&moved, 1);  // every rank decides alike
+      if (moved > kSpeedDriftWarnPct && attempt < options.steady_retries) {
+        ++attempt;
+        if (progress)
+          progress(fmt::format("kernels: the machine's speed moved by {:.1f}% while they were measured; measuring them "
+                               "again (retry {} of {})",
+                               moved, attempt, options.steady_retries));
+        pass = -1;
+      }
+    }
   }
   const auto count = [&](const std::string& kind) {
     return std::count_if(pts.begin(), pts.end(), [&](const Measurement& m) { return m.kind == kind; });
@@ -812,6 +876,12 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.gemm = fit_gemm(pts, "gemm");
   c.stream = fit_with_elements(pts, "stream");
   c.optimizer = fit(pts, "optimizer");
+  const std::string alone_kind(kAloneSuffix);
+  if (count("stream" + alone_kind) > 0) {  // rank 0's (the others have none)
+    c.alone_gemm = fit_gemm(pts, "gemm" + alone_kind);
+    c.alone_stream = fit_with_elements(pts, "stream" + alone_kind);
+    c.alone_optimizer = fit(pts, "optimizer" + alone_kind);
+  }
   {
     const int n = z.peak_n;
     c.peak_n = n;
@@ -831,6 +901,14 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                            peak > c.peak_gemm_flops
                                ? fmt::format("; the sweep's GEMMs reached {:.1f}, which is taken as the fp32 peak", peak / 1e9)
                                : ""));
+      const double drift = speed_drift_pct(c);
+      progress(fmt::format("speed: the peak GEMM at {:.1f} GFLOP/s before the kernel measurements and {:.1f} after ({:+.1f}%){}",
+                           c.peak_gemm_start_flops / 1e9, c.peak_gemm_end_flops / 1e9, drift,
+                           std::fabs(drift) > kSpeedDriftWarnPct
+                               ? fmt::format("; WARNING: the machine's speed moved by more than {:g}% while it was measured, so "
+                                             "the rates mix two speeds: calibrate again (--passes 2 keeps each point's faster pass)",
+                                             kSpeedDriftWarnPct)
+                               : ""));
     }
   }
   // The GEMM set-up time per call: the smallest shapes' fit is the cleanest.
@@ -849,10 +927,18 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     for (const CacheFit& level : c.caches)
       level_lines(fmt::format("cache level of {}", size_label(static_cast<double>(level.bytes))),
                   level.footprint, "-" + level.name, level.gemm, level.stream);
-    level_lines("memory", z.memory_footprint, "", c.gemm, c.stream);
+    level_lines(world.size() > 1 ? fmt::format("memory, all {} ranks at once", world.size()) : std::string("memory"),
+                z.memory_footprint, "", c.gemm, c.stream);
+    if (c.alone_stream.slope > 0)
+      level_lines(fmt::format("memory, rank 0 alone (the other {} waiting)", world.size() - 1), z.memory_footprint, alone_kind,
+                  c.alone_gemm, c.alone_stream);
     progress(fmt::format("gemm: {:.2f} us per call (the {} level's intercept); AdamW {:.1f} GB/s over {} ({:.1f}%)",
                          setup_fit.intercept_s * 1e6, setup_from, 1e-9 / c.optimizer.slope,
                          size_label(static_cast<double>(z.optimizer_footprint)), 100 * c.optimizer.rms_rel_error));
+    if (c.alone_optimizer.slope > 0)
+      progress(fmt::format("AdamW over {} with rank 0 alone: {:.1f} GB/s ({:.1f}%)",
+                           size_label(static_cast<double>(z.optimizer_footprint)), 1e-9 / c.alone_optimizer.slope,
+                           100 * c.alone_optimizer.rms_rel_error));
     for (const CacheFit& level : c.caches)
       if (level.optimizer.slope > 0)
         progress(fmt::format("AdamW over {} (for plans whose whole state fits the level): {:.1f} GB/s ({:.1f}%)",
@@ -1109,6 +1195,19 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                                rate(level.gemm.weight_bwd_s_per_byte), level.stream.element_s, rate(level.optimizer.slope),
                                level.footprint < level.bytes ? static_cast<double>(level.footprint) : 0.0});
   c.device.activation_element_s = c.stream.element_s;
+  c.device.shared_memory = {};
+  if (c.alone_stream.slope > 0) {
+    // The memory rates above are each rank's with all of them at once (the calibration's ranks
+    // are one node's cores); these are rank 0's alone.
+    c.device.shared_memory.shared_by = c.ranks;
+    CacheLevel& a = c.device.shared_memory.alone;
+    a.gemm_efficiency = c.alone_gemm.slope > 0 ? std::min(1.0, 1.0 / (c.alone_gemm.slope * peak)) : c.device.gemm_efficiency;
+    a.memory_bandwidth = 1.0 / c.alone_stream.slope;
+    a.gemm_weight_fwd_bandwidth = rate(c.alone_gemm.weight_fwd_s_per_byte);
+    a.gemm_weight_bwd_bandwidth = rate(c.alone_gemm.weight_bwd_s_per_byte);
+    a.activation_element_s = c.alone_stream.element_s;
+    a.optimizer_bandwidth = rate(c.alone_optimizer.slope);
+  }
   c.device.memory_efficiency = 1.0;
   // AdamW's rate over the streaming rate (1 where its line has no slope: too few points to say).
   c.device.optimizer_efficiency = c.optimizer.slope > 0 ? std::clamp(c.stream.slope / c.optimizer.slope, DeviceSpec::kOptimizerEfficiencyMin,
@@ -1201,6 +1300,13 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                                      "hidden 8) divided by its op count"},
       {"rest", "from the base profile " + base.node.accelerator().name}};
   if (!c.caches.empty()) device["sources"]["cache"] = cache_source(c);
+  if (c.device.shared_memory.shared_by > 1)
+    device["sources"]["shared_memory"] = fmt::format(
+        "fitted: the memory-level GEMMs, streaming kernels and AdamW (as memory_bandwidth's, efficiency.gemm's and "
+        "efficiency.optimizer's, which every one of the {} ranks measured at once) measured again on rank 0 while the "
+        "other ranks waited at a barrier; GEMM rms error {:.1f}%, streaming {:.1f}%, AdamW {:.1f}%. A plan running fewer "
+        "of the node's devices takes rates blended toward these",
+        c.ranks, 100 * c.alone_gemm.rms_rel_error, 100 * c.alone_stream.rms_rel_error, 100 * c.alone_optimizer.rms_rel_error);
   for (const auto& [p, rate] : c.precision_peaks)
     device["sources"][p == Precision::kBf16 ? "peak.bf16" : "peak.fp16"] = fmt::format(
         "measured: the same GEMM with {} ({:.1f} GFLOP/s){}", p == Precision::kBf16 ? "bf16 operands" : "TF32 operands",
@@ -1285,7 +1391,11 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
     pts.push_back({{"kind", p.kind}, {"shape", p.shape}, {"work", p.work}, {"seconds", p.seconds}, {"fitted_s", p.fitted_s}});
   cluster["notes"] = {{"measurements", pts}};
   if (c.peak_n > 0)  // for `run --predict`'s comparison of the machine's speed with the calibration's
-    cluster["notes"]["peak_gemm"] = {{"n", c.peak_n}, {"backend", c.backend}, {"flops_per_s", c.peak_gemm_flops}};
+    cluster["notes"]["peak_gemm"] = {{"n", c.peak_n},
+                                     {"backend", c.backend},
+                                     {"flops_per_s", c.peak_gemm_flops},
+                                     {"start_flops_per_s", c.peak_gemm_start_flops},
+                                     {"end_flops_per_s", c.peak_gemm_end_flops}};
   return cluster;
 }
 

@@ -135,6 +135,9 @@ struct CacheFit {
 // the fp16 plans' (TF32 operands on the CUDA backend) for fp16 and tf32.
 void set_precision_peaks(DeviceSpec& d, double fp32_peak, const std::vector<std::pair<Precision, double>>& measured);
 
+// The kind suffix of the points rank 0 measured alone ("gemm-alone", "stream-alone", "optimizer-alone").
+inline constexpr std::string_view kAloneSuffix = "-alone";
+
 struct Calibration {
   std::string backend = "cpu";  // the backend measured
   std::size_t memory_footprint = kMemoryFootprint, optimizer_footprint = 0;
@@ -144,6 +147,10 @@ struct Calibration {
   bool fabric_measured = false;
   double executor_overhead_s = 0;  // per op: becomes the device's kernel_overhead
   double peak_gemm_flops = 0;      // the peak GEMM's best rate (the device's peak may be a faster GEMM's)
+  // The peak GEMM's rate before the first pass of kernel measurements and again after the last:
+  // how far the machine's speed moved while the kernels were measured (a shared VM's moves by
+  // 15-25% within minutes, and a calibration across such a change mixes two machines).
+  double peak_gemm_start_flops = 0, peak_gemm_end_flops = 0;
   int peak_n = 0;                  // the peak GEMM is peak_n^3, fp32
   // The peak GEMM's best rate in each of the backend's other GEMM precisions (Backend::
   // gemm_precisions: a GPU's bf16 and TF32 tensor cores); empty where all compute in fp32.
@@ -151,6 +158,9 @@ struct Calibration {
   int ranks = 1;
   LineFit gemm, stream, attention, all_reduce;  // gemm, stream: operands beyond the caches
   LineFit optimizer;                             // AdamW, its state cycled over optimizer_footprint
+  // The same three lines (gemm, stream, optimizer) measured on rank 0 while the other ranks waited
+  // (DeviceSpec::shared_memory; kinds + kAloneSuffix); empty with one rank, and on ranks but 0.
+  LineFit alone_gemm, alone_stream, alone_optimizer;
   LineFit all_reduce_cold;                       // its buffer evicted first (fabric.cold_bandwidth)
   // The other collectives' own lines (fabric.all_gather, .reduce_scatter, .send_recv), the
   // reduce-scatter's also with its input evicted first (as the ZeRO gradient reduction's).
@@ -166,6 +176,10 @@ struct CalibrateOptions {
   // shared machine does not set a rate (spells of tens of seconds still can: on this project's VM
   // a calibration landing in one predicted every plan 40% long). The collectives are measured once.
   int passes = 1;
+  // Times the kernels are measured again (passes and all) when the machine's speed moved by more
+  // than kSpeedDriftWarnPct while they were measured (the peak GEMM before against after, on any
+  // rank); the last attempt stands, with calibrate's warning where it moved too.
+  int steady_retries = 2;
 };
 
 // The best time of an n^3 fp32 GEMM (n x n operands) on `be`: of at least three calls and of as
@@ -174,11 +188,22 @@ struct CalibrateOptions {
 // against the calibration (a shared VM's speed moves by 15-25% within minutes).
 double peak_gemm_seconds(Backend& be, int n);
 
+// How far the machine's speed moved while the kernels were measured: the peak GEMM's rate after
+// them against before, in percent (0 where either was not timed). calibrate warns past
+// kSpeedDriftWarnPct. On this project's VM (2026-12-01) one bench round's calibration predicted
+// the tiny serial step 59% long: the runs' peak GEMM was 24% faster than the calibration's. A
+// slow spell that begins or ends within the calibration shows here; one that spans it does not
+// (`run --predict` times the peak GEMM around the run for that).
+double speed_drift_pct(const Calibration& c);
+inline constexpr double kSpeedDriftWarnPct = 10;
+
 // The calibration's peak GEMM as the profile keeps it (notes.peak_gemm), for that comparison.
 struct CalibratedPeak {
   int n = 0;
   std::string backend;
   double flops_per_s = 0;
+  // The same GEMM before and after the calibration's kernel measurements (0: not recorded).
+  double start_flops_per_s = 0, end_flops_per_s = 0;
 };
 // From the cluster file at `path`; none where it is not a file, not JSON or has no such note.
 std::optional<CalibratedPeak> calibrated_peak(const std::string& path);

@@ -82,11 +82,11 @@ double recomputed_fraction(const Plan& p, int layers) {
 }  // namespace
 
 AnalyticModel::AnalyticModel(const ModelSpec& model, const ClusterSpec& cluster)
-    : model_(model), cluster_(cluster), device_(cluster.node.accelerator()), cache_level_(has_cache_level(cluster)) {}
+    : model_(model), cluster_(cluster), device_(cluster.node.accelerator()), per_plan_(has_per_plan_rates(cluster)) {}
 
-bool has_cache_level(const ClusterSpec& cluster) {
+bool has_per_plan_rates(const ClusterSpec& cluster) {
   for (const DeviceGroup& g : cluster.node.devices)
-    if (!g.device.caches.empty()) return true;
+    if (!g.device.caches.empty() || g.device.shared_memory.shared_by > 1) return true;
   return false;
 }
 
@@ -131,14 +131,52 @@ CacheChoice choose_levels(const DeviceSpec& d, const Footprint& f) {
   return ch;
 }
 
+// `f` of the way from rate `a` to rate `b`, as times per unit of work (a rate of 0 takes no time:
+// a weight pass that is not there).
+double blend_rate(double a, double b, double f) {
+  if (f <= 0) return a;
+  const auto per = [](double rate) { return rate > 0 ? 1 / rate : 0.0; };
+  const double t = (1 - f) * per(a) + f * per(b);
+  return t > 0 ? 1 / t : 0.0;
+}
+
+// How far the plan's memory rates go toward the device's alone rates (DeviceSpec::shared_memory):
+// 1 where the plan runs one of the node's devices, 0 from shared_by of them on.
+double toward_alone(const DeviceSpec& d, const NodeSpec& node, const Plan& plan) {
+  const int shared_by = d.shared_memory.shared_by;
+  const int running = std::max(1, std::min(plan.gpus(), node.accelerators()));
+  if (shared_by < 2 || running >= shared_by) return 0;
+  return static_cast<double>(shared_by - running) / (shared_by - 1);
+}
+
+// The device's memory rates `f` of the way toward its alone rates; the shared-memory rates then
+// go (the device's rates are the plan's).
+void take_shared_memory(DeviceSpec& d, double f) {
+  const CacheLevel& a = d.shared_memory.alone;
+  if (f > 0) {
+    const double optimizer = d.optimizer_efficiency * d.memory_bandwidth;
+    d.gemm_efficiency = blend_rate(d.gemm_efficiency, a.gemm_efficiency, f);
+    d.memory_bandwidth = blend_rate(d.memory_bandwidth, a.memory_bandwidth, f);
+    d.gemm_weight_fwd_bandwidth = blend_rate(d.gemm_weight_fwd_bandwidth, a.gemm_weight_fwd_bandwidth, f);
+    d.gemm_weight_bwd_bandwidth = blend_rate(d.gemm_weight_bwd_bandwidth, a.gemm_weight_bwd_bandwidth, f);
+    d.activation_element_s = (1 - f) * d.activation_element_s + f * a.activation_element_s;
+    // AdamW's own alone rate where measured; else the optimizer keeps its ratio to the streaming rate.
+    if (a.optimizer_bandwidth > 0)
+      d.optimizer_efficiency = std::clamp(blend_rate(optimizer, a.optimizer_bandwidth, f) / d.memory_bandwidth,
+                                          DeviceSpec::kOptimizerEfficiencyMin, DeviceSpec::kOptimizerEfficiencyMax);
+  }
+  d.shared_memory = {};
+}
+
 }  // namespace
 
 ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
-  if (!has_cache_level(cluster)) return cluster;
+  if (!has_per_plan_rates(cluster)) return cluster;
   const Footprint fp = footprint(model, cluster, plan);
   ClusterSpec out = cluster;
   for (DeviceGroup& g : out.node.devices) {
     DeviceSpec& d = g.device;
+    take_shared_memory(d, toward_alone(d, cluster.node, plan));
     if (d.caches.empty()) continue;
     const CacheChoice ch = choose_levels(d, fp);
     const double optimizer_rate = d.optimizer_efficiency * d.memory_bandwidth;  // its state from memory
@@ -150,14 +188,8 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
                                   : CacheLevel{d.memory_bandwidth, d.gemm_efficiency, d.memory_bandwidth,
                                                d.gemm_weight_fwd_bandwidth, d.gemm_weight_bwd_bandwidth,
                                                d.activation_element_s};
-      // Blended as times per unit of work: 1/rate (a weight pass of rate 0 takes no time).
       const double f = ch.toward_next;
-      const auto per = [](double rate) { return rate > 0 ? 1 / rate : 0.0; };
-      const auto mix = [f, &per](double a, double b) {
-        if (f <= 0) return a;
-        const double t = (1 - f) * per(a) + f * per(b);
-        return t > 0 ? 1 / t : 0.0;
-      };
+      const auto mix = [f](double a, double b) { return blend_rate(a, b, f); };
       d.gemm_efficiency = mix(c.gemm_efficiency, next.gemm_efficiency);
       d.memory_bandwidth = mix(c.memory_bandwidth, next.memory_bandwidth);
       d.gemm_weight_fwd_bandwidth = mix(c.gemm_weight_fwd_bandwidth, next.gemm_weight_fwd_bandwidth);
@@ -181,9 +213,16 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
 }
 
 std::string cache_levels_taken(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan) {
-  if (!has_cache_level(cluster)) return "";
   const DeviceSpec& d = cluster.node.accelerator();
-  if (d.caches.empty()) return "";
+  std::string shared;
+  if (const double f = toward_alone(d, cluster.node, plan); f > 0) {
+    const int running = std::max(1, std::min(plan.gpus(), cluster.node.accelerators()));
+    shared = "; " + std::to_string(running) + " of the node's devices running, its memory rates " +
+             (f >= 1 ? std::string("those measured with one alone") : std::to_string(static_cast<int>(std::lround(100 * f))) +
+                                                                       "% of the way to those measured with one alone") +
+             " (the profile's: " + std::to_string(d.shared_memory.shared_by) + " sharing the memory)";
+  }
+  if (d.caches.empty()) return shared.empty() ? "" : shared.substr(2);
   const Footprint fp = footprint(model, cluster, plan);
   const CacheChoice ch = choose_levels(d, fp);
   const auto mib = [](double bytes) {
@@ -203,7 +242,7 @@ std::string cache_levels_taken(const ModelSpec& model, const ClusterSpec& cluste
   }
   out += "; whole state " + mib(fp.state) + ": the optimizer " +
          (ch.optimizer < 0 ? std::string("from memory") : "in the " + level(ch.optimizer));
-  return out;
+  return out + shared;
 }
 
 namespace {
@@ -673,7 +712,7 @@ RecomputeAssignment AnalyticModel::recompute_assignment(const Plan& p) const {
 }
 
 Prediction AnalyticModel::evaluate(const Plan& p) const {
-  if (cache_level_) return AnalyticModel(model_, cluster_for_plan(model_, cluster_, p)).evaluate(p);
+  if (per_plan_) return AnalyticModel(model_, cluster_for_plan(model_, cluster_, p)).evaluate(p);
   const ModelSpec& m = model_;
   Prediction out;
   out.devices = p.gpus();

@@ -56,7 +56,7 @@ class AnalyticModel {
   ModelSpec model_;
   ClusterSpec cluster_;
   DeviceSpec device_;
-  bool cache_level_ = false;  // evaluate() resolves the cache level per plan (cluster_for_plan)
+  bool per_plan_ = false;  // evaluate() resolves the device's rates per plan (cluster_for_plan)
 };
 
 // The cluster as `plan` sees it: a device with cache levels (DeviceSpec::caches) runs its GEMMs and
@@ -65,14 +65,21 @@ class AnalyticModel {
 // working set passes the span the level was measured over (CacheLevel::span), else at its memory
 // rates; its optimizer reads the state from the smallest level that holds the whole state (the
 // memory breakdown without the runtime's reserve; a level with AdamW's own rate first), else from
-// memory. Either way the result has no cache level left. Clusters without one come back
-// unchanged. Both engines price kernels on this view.
+// memory. Where the node's devices share their memory (DeviceSpec::shared_memory) and the plan
+// runs k of them at once (its device count, at most the node's), fewer than the shared_by the
+// memory rates were measured with, those rates are first blended toward the device's alone rates,
+// as times per unit of work, (shared_by - k) / (shared_by - 1) of the way (all of it for one
+// device); from shared_by on, the shared rates stand (no extrapolation past what was measured).
+// Either way the result has no cache level and no shared-memory rates left. Clusters without
+// either come back unchanged. Both engines price kernels on this view.
 ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan);
 // What cluster_for_plan chose for the cluster's accelerator, in words ("working set 25.9 MiB per
 // device: the 32.0 MiB cache level's rates; whole state 45.0 MiB: the optimizer from memory");
-// empty without cache levels.
+// empty without cache levels. It also says how far the memory rates were taken toward a device's
+// alone rates (DeviceSpec::shared_memory).
 std::string cache_levels_taken(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan);
-bool has_cache_level(const ClusterSpec& cluster);
+// Whether a device of the cluster has rates that depend on the plan (cache levels, shared memory).
+bool has_per_plan_rates(const ClusterSpec& cluster);
 
 // Validates the plan (errors name `plan_file` and the field) and evaluates it. A plan that does
 // not fit in memory is an error that says by how much and in which category.

@@ -199,6 +199,60 @@ ClusterSpec cluster_view(const ClusterSpec& c, int group) {
   return v;
 }
 
+namespace {
+// The device's sets of rates beside its own: each cache level's and, where the node's devices
+// share their memory, those of one device alone.
+std::vector<CacheLevel*> rate_sets(DeviceSpec& d) {
+  std::vector<CacheLevel*> out;
+  for (CacheLevel& c : d.caches) out.push_back(&c);
+  if (d.shared_memory.shared_by > 1) out.push_back(&d.shared_memory.alone);
+  return out;
+}
+
+// A set of rates' fields (a cache level's, one device's alone), read from `r` into `c`; the GEMM
+// efficiency defaults to the device's.
+void read_rates(JsonReader& r, CacheLevel& c, double gemm_efficiency) {
+  c.gemm_efficiency = r.number("gemm_efficiency", gemm_efficiency, 0.01, 1.0);
+  c.memory_bandwidth = r.required_quantity("memory_bandwidth", Dimension::kBandwidth);
+  c.gemm_weight_fwd_bandwidth = r.quantity("gemm_weight_fwd", Dimension::kBandwidth, 0.0);
+  c.gemm_weight_bwd_bandwidth = r.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
+  c.activation_element_s = r.quantity("activation_element", Dimension::kSeconds, 0.0);
+  c.optimizer_bandwidth = r.quantity("optimizer_bandwidth", Dimension::kBandwidth, 0.0);
+  if (r.ok() && c.memory_bandwidth <= 0) r.fail("memory_bandwidth", "must be positive");
+}
+constexpr std::array<std::string_view, 6> kRateKeys = {
+    "gemm_efficiency", "memory_bandwidth", "gemm_weight_fwd", "gemm_weight_bwd", "activation_element", "optimizer_bandwidth"};
+
+// The same fields as JSON (those that are 0 left out).
+json rates_to_json(const CacheLevel& c) {
+  json j = {{"gemm_efficiency", c.gemm_efficiency},
+            {"memory_bandwidth", format_quantity(c.memory_bandwidth, Dimension::kBandwidth)}};
+  if (c.gemm_weight_fwd_bandwidth > 0) j["gemm_weight_fwd"] = format_quantity(c.gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
+  if (c.gemm_weight_bwd_bandwidth > 0) j["gemm_weight_bwd"] = format_quantity(c.gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
+  if (c.activation_element_s > 0) j["activation_element"] = format_quantity(c.activation_element_s, Dimension::kSeconds);
+  if (c.optimizer_bandwidth > 0) j["optimizer_bandwidth"] = format_quantity(c.optimizer_bandwidth, Dimension::kBandwidth);
+  return j;
+}
+}  // namespace
+
+DeviceSpec device_at_speed(DeviceSpec d, double factor) {
+  for (double& f : d.peak_flops) f *= factor;
+  d.memory_bandwidth *= factor;
+  d.gemm_weight_fwd_bandwidth *= factor;
+  d.gemm_weight_bwd_bandwidth *= factor;
+  for (double* t : {&d.kernel_overhead_s, &d.graph_kernel_overhead_s, &d.gemm_setup_s, &d.attention_setup_s,
+                    &d.attention_score_s, &d.attention_head_s, &d.activation_element_s})
+    *t /= factor;
+  for (CacheLevel* c : rate_sets(d)) {
+    c->memory_bandwidth *= factor;
+    c->gemm_weight_fwd_bandwidth *= factor;
+    c->gemm_weight_bwd_bandwidth *= factor;
+    c->optimizer_bandwidth *= factor;
+    c->activation_element_s /= factor;
+  }
+  return d;
+}
+
 double NodeSpec::nic_bandwidth_per_device() const {
   const int n = accelerators();
   return n > 0 ? nics * nic.bandwidth * nic.efficiency / n : 0.0;
@@ -208,7 +262,7 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   JsonReader r(doc, file, pointer);
   r.reject_unknown_keys({"name", "vendor", "kind", "peak", "memory", "memory_bandwidth",
                          "efficiency", "memory_reserved", "power", "price_per_hour_usd",
-                         "reference_cluster", "cache"});
+                         "reference_cluster", "cache", "shared_memory"});
   DeviceSpec d;
   d.name = r.required_string("name");
   d.vendor = r.string("vendor", "");
@@ -244,17 +298,12 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   if (r.has("cache")) {
     // One level (an object) or several (an array, smallest first).
     auto level = [&](JsonReader cache) {
-      cache.reject_unknown_keys(
-          {"size", "gemm_efficiency", "memory_bandwidth", "gemm_weight_fwd", "gemm_weight_bwd", "activation_element",
-           "optimizer_bandwidth", "span"});
+      std::vector<std::string_view> keys{"size", "span"};
+      keys.insert(keys.end(), kRateKeys.begin(), kRateKeys.end());
+      cache.reject_unknown_keys(keys);
       CacheLevel c;
       c.bytes = cache.required_quantity("size", Dimension::kBytes);
-      c.gemm_efficiency = cache.number("gemm_efficiency", d.gemm_efficiency, 0.01, 1.0);
-      c.memory_bandwidth = cache.required_quantity("memory_bandwidth", Dimension::kBandwidth);
-      c.gemm_weight_fwd_bandwidth = cache.quantity("gemm_weight_fwd", Dimension::kBandwidth, 0.0);
-      c.gemm_weight_bwd_bandwidth = cache.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
-      c.activation_element_s = cache.quantity("activation_element", Dimension::kSeconds, 0.0);
-      c.optimizer_bandwidth = cache.quantity("optimizer_bandwidth", Dimension::kBandwidth, 0.0);
+      read_rates(cache, c, d.gemm_efficiency);
       c.span = cache.quantity("span", Dimension::kBytes, 0.0);
       if (r.ok() && c.bytes <= 0) cache.fail("size", "must be positive");
       if (r.ok() && (c.span < 0 || c.span > c.bytes)) cache.fail("span", "must be between 0 and the level's size");
@@ -265,6 +314,17 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
     if (r.node()["cache"].is_array())
       for (JsonReader& cache : r.array("cache")) level(cache);
     else level(r.object("cache"));
+  }
+  if (r.has("shared_memory")) {
+    // {"shared_by": N, "alone": {rates}}: the memory rates above are one device's while N run at
+    // once; "alone" holds them measured with one device running (DeviceSpec::shared_memory).
+    JsonReader sm = r.object("shared_memory");
+    sm.reject_unknown_keys({"shared_by", "alone"});
+    d.shared_memory.shared_by = static_cast<int>(sm.required_integer("shared_by", 2, 1 << 20));
+    JsonReader alone = sm.object("alone");
+    alone.reject_unknown_keys(kRateKeys);
+    if (r.ok() && !sm.has("alone")) sm.fail("alone", "is required: the memory rates of one device running alone");
+    if (r.ok()) read_rates(alone, d.shared_memory.alone, d.gemm_efficiency);
   }
   JsonReader power = r.object("power");
   power.reject_unknown_keys({"load", "idle"});
@@ -316,18 +376,15 @@ json device_to_json(const DeviceSpec& d) {
     j["efficiency"]["gemm_weight_bwd"] = format_quantity(d.gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
   json caches = json::array();
   for (const CacheLevel& c : d.caches) {
-    json level = {{"size", format_quantity(c.bytes, Dimension::kBytes)},
-                  {"gemm_efficiency", c.gemm_efficiency},
-                  {"memory_bandwidth", format_quantity(c.memory_bandwidth, Dimension::kBandwidth)}};
-    if (c.gemm_weight_fwd_bandwidth > 0) level["gemm_weight_fwd"] = format_quantity(c.gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
-    if (c.gemm_weight_bwd_bandwidth > 0) level["gemm_weight_bwd"] = format_quantity(c.gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
-    if (c.activation_element_s > 0) level["activation_element"] = format_quantity(c.activation_element_s, Dimension::kSeconds);
-    if (c.optimizer_bandwidth > 0) level["optimizer_bandwidth"] = format_quantity(c.optimizer_bandwidth, Dimension::kBandwidth);
+    json level = rates_to_json(c);
+    level["size"] = format_quantity(c.bytes, Dimension::kBytes);
     if (c.span > 0 && c.span < c.bytes) level["span"] = format_quantity(c.span, Dimension::kBytes);
     caches.push_back(std::move(level));
   }
   if (caches.size() == 1) j["cache"] = caches[0];
   else if (!caches.empty()) j["cache"] = std::move(caches);
+  if (d.shared_memory.shared_by > 1)
+    j["shared_memory"] = {{"shared_by", d.shared_memory.shared_by}, {"alone", rates_to_json(d.shared_memory.alone)}};
   return j;
 }
 

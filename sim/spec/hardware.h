@@ -104,6 +104,19 @@ struct DeviceSpec {
   // measures a CPU's: its per-core L2, a span the size of a few L2s and, where the L3 holds it, a
   // larger span.
   std::vector<CacheLevel> caches;
+  // Where the node's devices share one memory (a CPU's cores its DRAM channels), the memory rates
+  // above (memory_bandwidth, the weight passes, the exponentials, the optimizer's, the GEMM
+  // efficiency over operands beyond the caches) are one device's while `shared_by` of them run at
+  // once, and `alone` holds the same rates measured with this device running alone (alone.bytes
+  // and alone.span unused). A plan that runs fewer of the node's devices than `shared_by` takes
+  // rates blended toward `alone`'s (see cluster_for_plan). `foresight calibrate` under mpirun
+  // measures both on a CPU: on the 2-core VM one rank alone streamed 47.5 GB/s and AdamW over
+  // 256 MiB 68.7, against 34.9 and 27.7 each with both ranks at it (2026-12-01). shared_by 0: none.
+  struct SharedMemory {
+    int shared_by = 0;
+    CacheLevel alone;
+    bool operator==(const SharedMemory&) const = default;
+  } shared_memory;
   double memory_reserved_bytes = 0;   // runtime context, allocator fragmentation, workspaces
   double power_load_w = 0, power_idle_w = 0;
   double price_per_hour_usd = 0;
@@ -247,6 +260,12 @@ struct ClusterSpec {
 // `group` (an index in node.devices) first, so accelerator() and accelerators() describe it. The
 // analytic model prices a pipeline stage that runs on that group this way.
 ClusterSpec cluster_view(const ClusterSpec& c, int group);
+
+// The device as it runs `factor` times as fast (a machine whose speed moved since its profile
+// was measured): every rate (peaks, bandwidths, the cache levels' too) times `factor`, every fixed
+// time (overheads, set-ups, per-element and per-head costs) divided by it; the efficiencies, the
+// capacities and the network are unchanged. `factor` must be positive.
+DeviceSpec device_at_speed(DeviceSpec d, double factor);
 
 // Loading: `name_or_path` is a preset name ("h100-sxm5-80gb") or a path to a JSON file.
 Result<DeviceSpec> load_device(const std::string& name_or_path);

@@ -102,6 +102,10 @@ const json* JsonReader::find(std::string_view key) const {
 bool JsonReader::has(std::string_view key) const { return find(key) != nullptr; }
 
 void JsonReader::reject_unknown_keys(std::initializer_list<std::string_view> known) {
+  reject_unknown_keys(std::span<const std::string_view>(known.begin(), known.size()));
+}
+
+void JsonReader::reject_unknown_keys(std::span<const std::string_view> known) {
   if (!node_->is_object()) {
     fail("", "expected an object, got " + describe(*node_));
     return;

@@ -16,6 +16,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,7 @@ class JsonReader {
   // Records an error unless every key of the object is in `known` or is documentation
   // ("source", "sources", "notes", "description", "$schema", "*_source", "_*").
   void reject_unknown_keys(std::initializer_list<std::string_view> known);
+  void reject_unknown_keys(std::span<const std::string_view> known);
 
   std::string string(std::string_view key, std::string fallback = "");
   std::string required_string(std::string_view key);

@@ -34,7 +34,7 @@ TEST(CacheLevel, TheModelStateDecidesTheRates) {
   EXPECT_EQ(warm.memory_bandwidth, base.caches[0].memory_bandwidth);
   EXPECT_TRUE(cold.caches.empty());  // resolved: no cache level left
   EXPECT_TRUE(warm.caches.empty());
-  EXPECT_FALSE(has_cache_level(cluster_for_plan(tiny, large_cache, p)));
+  EXPECT_FALSE(has_per_plan_rates(cluster_for_plan(tiny, large_cache, p)));
   // The analytic model resolves per plan: faster with the cache, and the simulator agrees.
   const Prediction a_cold = AnalyticModel(tiny, small_cache).evaluate(p);
   const Prediction a_warm = AnalyticModel(tiny, large_cache).evaluate(p);
@@ -174,7 +174,7 @@ TEST(CacheLevel, ProfileJsonRoundTripsAndChecksTheSize) {
             std::string::npos)
       << refused2.error().message();
   // Without a cache object, none (every preset).
-  EXPECT_FALSE(has_cache_level(testing::preset_cluster("dgx-h100-ndr", 8)));
+  EXPECT_FALSE(has_per_plan_rates(testing::preset_cluster("dgx-h100-ndr", 8)));
 }
 
 // A working set past the span a level was measured over (a calibrated L2's: half the L2) runs at
@@ -322,6 +322,43 @@ TEST(CacheLevel, TheGradientReductionAfterTheBackwardIsCold) {
     if (cache > 1e6) EXPECT_EQ(with, without);
     else EXPECT_GT(with, without);
   }
+}
+
+// A machine running at another speed than its profile's (`run --speed-adjust`): device_at_speed
+// scales every rate and divides every fixed time, so a serial step (no network) of a calibrated
+// CPU-like device, cache levels and all, takes exactly 1/factor as long in both engines.
+TEST(CacheLevel, DeviceAtSpeedScalesASerialStep) {
+  const ModelSpec tiny = testing::preset_model("tiny");
+  const Plan p = testing::make_plan(1, 1, 1, 1, 8);
+  ClusterSpec base = testing::preset_cluster("cpu-local", 1);
+  DeviceSpec& d = base.node.devices[0].device;
+  // The terms a CPU calibration fits, each set, and two cache levels (the working set between them).
+  d.gemm_setup_s = 0.3e-6;
+  d.attention_setup_s = 0.5e-6;
+  d.attention_score_s = 6e-9;
+  d.attention_head_s = 1.5e-6;
+  d.activation_element_s = 0.1e-9;
+  d.gemm_weight_fwd_bandwidth = 40e9;
+  d.gemm_weight_bwd_bandwidth = 8e9;
+  d.optimizer_efficiency = 1.4;
+  const TinyOnCpu t;
+  d.caches = {CacheLevel{t.working / 2, 0.8, 3 * d.memory_bandwidth, 80e9, 16e9, 0.12e-9, 100e9, t.working / 4},
+              CacheLevel{4 * t.state, 0.7, 2 * d.memory_bandwidth, 60e9, 12e9, 0.11e-9, 90e9, 0}};
+  ClusterSpec fast = base;
+  fast.node.devices[0].device = device_at_speed(d, 2.0);
+  const DeviceSpec& f = fast.node.devices[0].device;
+  EXPECT_DOUBLE_EQ(f.peak(DType::kFp32), 2 * d.peak(DType::kFp32));
+  EXPECT_DOUBLE_EQ(f.caches[1].memory_bandwidth, 2 * d.caches[1].memory_bandwidth);
+  EXPECT_DOUBLE_EQ(f.caches[0].activation_element_s, d.caches[0].activation_element_s / 2);
+  EXPECT_DOUBLE_EQ(f.kernel_overhead_s, d.kernel_overhead_s / 2);
+  EXPECT_EQ(f.gemm_efficiency, d.gemm_efficiency);  // efficiencies and capacities stay
+  EXPECT_EQ(f.memory_bytes, d.memory_bytes);
+  const double slow_a = AnalyticModel(tiny, base).evaluate(p).step_time_s;
+  const double fast_a = AnalyticModel(tiny, fast).evaluate(p).step_time_s;
+  EXPECT_NEAR(fast_a, slow_a / 2, 1e-9 * slow_a);
+  const double slow_d = testing::simulated(tiny, base, p).prediction.step_time_s;
+  const double fast_d = testing::simulated(tiny, fast, p).prediction.step_time_s;
+  EXPECT_NEAR(fast_d, slow_d / 2, 1e-9 * slow_d);
 }
 
 }  // namespace

@@ -930,6 +930,9 @@ TEST(RuntimeMpi, PredictedStepWithinAQuarterOfTheMeasuredAfterCalibration) {
       const auto node = nlohmann::json::parse(std::ifstream(profile))["node"];
       const auto& dev = node["devices"][0]["device"];
       EXPECT_TRUE(dev["sources"].contains("efficiency.optimizer")) << dev.dump();
+      // under mpirun: rank 0's memory rates alone too, for the serial plans
+      EXPECT_EQ(dev["shared_memory"]["shared_by"], 2) << dev.dump();
+      EXPECT_TRUE(dev["sources"].contains("shared_memory")) << dev["sources"].dump();
       for (const char* c : {"all_gather", "reduce_scatter", "send_recv"}) {
         EXPECT_TRUE(node["fabric"]["collectives"].contains(c)) << node["fabric"].dump();
         EXPECT_TRUE(node["sources"].contains(std::string("fabric.collectives.") + c)) << node["sources"].dump();
@@ -1324,6 +1327,36 @@ TEST(Calibration, HostCopiesBecomeTheHostLink) {
   EXPECT_EQ(plain["node"].contains("host_link"), base.node.host_link.bandwidth > 0);
 }
 
+// Calibrated under mpirun, the memory rates are each rank's with all of them at once and rank 0's
+// alone: the profile writes both, the alone ones as the device's shared_memory with their source,
+// and reads them back; with one rank there are none.
+TEST(Calibration, TheAloneMemoryRatesBecomeTheSharedMemory) {
+  const ClusterSpec base = testing::preset_cluster("cpu-local", 2);
+  Calibration c;
+  c.ranks = 2;
+  c.device = base.node.accelerator();
+  c.device.shared_memory.shared_by = 2;
+  c.device.shared_memory.alone.gemm_efficiency = 0.9;
+  c.device.shared_memory.alone.memory_bandwidth = 51e9;
+  c.device.shared_memory.alone.optimizer_bandwidth = 72e9;
+  c.alone_stream.rms_rel_error = 0.24;
+  const nlohmann::json j = calibrated_cluster_json(c, base, "test", "a test");
+  const auto& dev = j["node"]["devices"][0]["device"];
+  ASSERT_TRUE(dev.contains("shared_memory")) << dev.dump();
+  EXPECT_NE(dev["sources"]["shared_memory"].get<std::string>().find("rank 0 while the other ranks waited"), std::string::npos)
+      << dev["sources"].dump();
+  EXPECT_NE(dev["sources"]["shared_memory"].get<std::string>().find("streaming 24.0%"), std::string::npos);
+  auto back = cluster_from_json(j, "profile.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->node.accelerator().shared_memory.shared_by, 2);
+  EXPECT_NEAR(back->node.accelerator().shared_memory.alone.memory_bandwidth, 51e9, 1e3);
+  EXPECT_NEAR(back->node.accelerator().shared_memory.alone.optimizer_bandwidth, 72e9, 1e3);
+  c.device.shared_memory = {};
+  const nlohmann::json one = calibrated_cluster_json(c, base, "test", "a test");
+  EXPECT_FALSE(one["node"]["devices"][0]["device"].contains("shared_memory"));
+  EXPECT_FALSE(one["node"]["devices"][0]["device"]["sources"].contains("shared_memory"));
+}
+
 // A backend that computes everything in fp32 (the CPU) gives every dtype the fp32 peak; one with
 // tensor-core precisions (the CUDA backend) gives bf16 its bf16 GEMM's rate and fp16 and tf32 the
 // fp16 plans' TF32 rate, so that a bf16 plan is not predicted at the fp32 rate.
@@ -1405,7 +1438,26 @@ TEST(Calibration, RunComparesTheMachinesSpeedWithTheCalibrations) {
     const auto pct = c["gemm_speed_vs_calibration_pct"];
     ASSERT_EQ(pct.size(), 2u);
     for (const auto& v : pct) EXPECT_GT(v.get<double>(), -100.0);  // a rate was measured
+    EXPECT_EQ(c["speed_adjusted"], false);
   }
+  // --speed-adjust: the prediction at the speed measured before the run. This note says 10
+  // MFLOP/s, far below any machine's 64^3 GEMM (sanitizers included), so the adjusted step is
+  // several times shorter. A profile without the note is an input error.
+  const std::string slow = (dir / "slow.json").string();
+  cluster["notes"]["peak_gemm"] = {{"n", 64}, {"backend", "cpu"}, {"flops_per_s", 1e7}};
+  std::ofstream(slow) << cluster.dump();
+  const auto predicted = [&](const std::string& extra) {
+    EXPECT_EQ(run_shell(std::string(FORESIGHT_BINARY) + " run --model tiny --steps 2 --predict --cluster " + slow +
+                        " --summary " + summary + " " + extra + " > /dev/null"),
+              0);
+    return nlohmann::json::parse(std::ifstream(summary));
+  };
+  const auto as_profiled = predicted(""), adjusted = predicted("--speed-adjust");
+  EXPECT_EQ(adjusted["comparison"]["speed_adjusted"], true);
+  EXPECT_LT(adjusted["predicted_step_s"].get<double>(), 0.2 * as_profiled["predicted_step_s"].get<double>());
+  EXPECT_EQ(run_shell(std::string(FORESIGHT_BINARY) + " run --model tiny --steps 2 --predict --speed-adjust --cluster " +
+                      plain + " > /dev/null 2>&1"),
+            2);
 }
 
 TEST(Calibration, CollectivesGetTheirOwnRates) {
