@@ -242,7 +242,11 @@ std::string cache_levels_taken(const ModelSpec& model, const ClusterSpec& cluste
   }
   out += "; whole state " + mib(fp.state) + ": the optimizer " +
          (ch.optimizer < 0 ? std::string("from memory") : "in the " + level(ch.optimizer));
-  return out + shared;
+  // The alone rates matter where the plan takes memory's: its kernels past the last level (or
+  // blended toward memory from it), or its optimizer's state from memory.
+  const bool uses_memory = ch.kernels < 0 || ch.optimizer < 0 ||
+                           (ch.kernels + 1 == static_cast<int>(d.caches.size()) && ch.toward_next > 0);
+  return out + (uses_memory ? shared : std::string());
 }
 
 namespace {

@@ -96,6 +96,12 @@ TEST(SharedMemory, BothEnginesPriceTheSerialPlanFaster) {
             std::string::npos)
       << said;
   EXPECT_EQ(cache_levels_taken(tiny, shared2, dp2), "");
+  // With a cache level that holds the whole step, the memory rates are not taken: not said.
+  ClusterSpec cached = shared;
+  cached.node.devices[0].device.caches = {CacheLevel{1e9, 0.9, 1e11}};
+  const std::string in_cache = cache_levels_taken(tiny, cached, serial);
+  EXPECT_EQ(in_cache.find("sharing the memory"), std::string::npos) << in_cache;
+  EXPECT_NE(in_cache.find("the optimizer in the"), std::string::npos) << in_cache;
 }
 
 TEST(SharedMemory, ProfileJsonRoundTripsAndChecksItsFields) {
