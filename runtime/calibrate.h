@@ -197,6 +197,13 @@ double peak_gemm_seconds(Backend& be, int n);
 double speed_drift_pct(const Calibration& c);
 inline constexpr double kSpeedDriftWarnPct = 10;
 
+// After an attempt at the kernels (0 the first, retries as CalibrateOptions::steady_retries) whose
+// measurement saw the speed move by `moved_pct` (on any rank): keep it (within kSpeedDriftWarnPct,
+// or the retries spent with none steadier), measure again, or take back the steadiest earlier
+// attempt, which moved by `steadiest_moved_pct` (negative: none yet).
+enum class AfterAttempt { kKeep, kRetry, kSteadiest };
+AfterAttempt after_attempt(double moved_pct, int attempt, int retries, double steadiest_moved_pct);
+
 // The calibration's peak GEMM as the profile keeps it (notes.peak_gemm), for that comparison.
 struct CalibratedPeak {
   int n = 0;

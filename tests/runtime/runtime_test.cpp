@@ -1327,6 +1327,20 @@ TEST(Calibration, HostCopiesBecomeTheHostLink) {
   EXPECT_EQ(plain["node"].contains("host_link"), base.node.host_link.bandwidth > 0);
 }
 
+// The kernels measured while the machine's speed moved past kSpeedDriftWarnPct are measured again
+// while retries are left; when they are spent, the steadiest attempt stands, the last one only if
+// it is the steadiest.
+TEST(Calibration, TheSteadiestAttemptStands) {
+  const double over = kSpeedDriftWarnPct + 5;
+  EXPECT_EQ(after_attempt(kSpeedDriftWarnPct - 1, 0, 2, -1), AfterAttempt::kKeep);
+  EXPECT_EQ(after_attempt(kSpeedDriftWarnPct - 1, 2, 2, over), AfterAttempt::kKeep);  // steady at last
+  EXPECT_EQ(after_attempt(over, 0, 2, -1), AfterAttempt::kRetry);
+  EXPECT_EQ(after_attempt(over, 1, 2, over + 3), AfterAttempt::kRetry);
+  EXPECT_EQ(after_attempt(over + 8, 2, 2, over), AfterAttempt::kSteadiest);  // an earlier one moved less
+  EXPECT_EQ(after_attempt(over, 2, 2, over + 8), AfterAttempt::kKeep);        // this one moved least
+  EXPECT_EQ(after_attempt(over, 0, 0, -1), AfterAttempt::kKeep);              // no retries: nothing to compare
+}
+
 // Calibrated under mpirun, the memory rates are each rank's with all of them at once and rank 0's
 // alone: the profile writes both, the alone ones as the device's shared_memory with their source,
 // and reads them back; with one rank there are none.
