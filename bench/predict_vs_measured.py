@@ -28,6 +28,7 @@ changes speed for minutes at a time, and a profile describes the machine as it w
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -62,6 +63,9 @@ def main():
     ap.add_argument("--speed-adjust", action="store_true",
                     help="predict each run at the machine's speed just before it (run --speed-adjust: the calibration's "
                          "peak GEMM timed again scales the device's rates)")
+    ap.add_argument("--keep-profiles", metavar="DIR",
+                    help="keep each calibration's profile and output there (calibration-N.json and .txt), to see "
+                         "what an outlying round's calibration measured")
     args = ap.parse_args()
     layouts = LAYOUTS + ([(name + " unfused", ranks, extra + ["--kernel-fusion", "false"])
                           for name, ranks, extra in LAYOUTS[:2]] if args.unfused else [])
@@ -74,12 +78,18 @@ def main():
         drifts = []  # each calibration's peak GEMM after its kernel measurements against before, %
 
         def calibrate():
-            subprocess.run(mpirun(2) + [args.binary, "calibrate", "--out", profile, "--passes", str(args.passes)], check=True,
-                           stdout=subprocess.DEVNULL)
+            out = subprocess.run(mpirun(2) + [args.binary, "calibrate", "--out", profile, "--passes", str(args.passes)],
+                                 check=True, stdout=subprocess.PIPE, text=True).stdout
+            if args.keep_profiles:
+                os.makedirs(args.keep_profiles, exist_ok=True)
+                kept = os.path.join(args.keep_profiles, f"calibration-{len(drifts) + 1}")
+                shutil.copyfile(profile, kept + ".json")
+                with open(kept + ".txt", "w") as f:
+                    f.write(out)
             with open(profile) as f:
                 peak = json.load(f).get("notes", {}).get("peak_gemm", {})
-            if peak.get("start_flops_per_s") and peak.get("end_flops_per_s"):
-                drifts.append(100 * (peak["end_flops_per_s"] / peak["start_flops_per_s"] - 1))
+            drifts.append(100 * (peak["end_flops_per_s"] / peak["start_flops_per_s"] - 1)
+                          if peak.get("start_flops_per_s") and peak.get("end_flops_per_s") else None)
 
         if not args.profile:
             calibrate()
@@ -104,9 +114,9 @@ def main():
             print(f"calibrated afresh before each of the {args.repeats} rounds")
         if args.speed_adjust:
             print("each run predicted at the machine's speed just before it (--speed-adjust)")
-        if drifts:
+        if any(x is not None for x in drifts):
             print("the machine's speed while each calibration measured its kernels (peak GEMM after against before): " +
-                  ", ".join(f"{d:+.1f}%" for d in drifts))
+                  ", ".join(f"{x:+.1f}%" if x is not None else "-" for x in drifts))
         # The calibration's peak GEMM timed again before and after each run (`run --predict`): how much
         # faster (+) or slower (-) the machine ran than when calibrated, the two times' mean.
         def speed(c):
