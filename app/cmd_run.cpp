@@ -182,6 +182,16 @@ Command add_run_command(CLI::App& app) {
       world.all_reduce(&rate, 1);  // rank 0's, on every rank
       return rate;
     };
+    // The calibration's small GEMM too, where the profile has it: the small kernels' speed moves
+    // apart from the peak GEMM's on a shared VM.
+    const auto small_call_s = [&] {
+      double s = 0;
+      if (rank == 0) s = runtime::small_gemm_seconds(*probe_backend, calibrated->small);
+      world.all_reduce(&s, 1);
+      return s;
+    };
+    const bool small_probe = calibrated && calibrated->small_s > 0;
+    const double small_before_s = small_probe ? small_call_s() : 0.0;
     const double speed_before = calibrated ? gemm_speed() : 0.0;
     const double speed_factor = o->speed_adjust ? speed_before / calibrated->flops_per_s : 1.0;
     if (o->speed_adjust)
@@ -274,6 +284,7 @@ Command add_run_command(CLI::App& app) {
         if (Status cs = t.save_checkpoint(o->checkpoint_dir); !cs) fail_all(rank, cs.error().message());
     }
     const double speed_after = calibrated ? gemm_speed() : 0.0;
+    const double small_after_s = small_probe ? small_call_s() : 0.0;
     if (history.empty()) {
       if (rank == 0) fmt::print("nothing to run: the checkpoint is already at step {} (--steps {})\n", t.steps_done(), o->steps);
       runtime::Comm::finalize();
@@ -385,6 +396,14 @@ Command add_run_command(CLI::App& app) {
                        "after, {:.1f} when calibrated ({:+.1f}%, {:+.1f}%)\n",
                        calibrated->n, speed_before / 1e9, speed_after / 1e9, calibrated->flops_per_s / 1e9, before, after);
             comparison["gemm_speed_vs_calibration_pct"] = {before, after};
+            if (small_probe) {
+              const auto [sr, sk, sn] = calibrated->small;
+              const double sb = 100 * (calibrated->small_s / small_before_s - 1), sa = 100 * (calibrated->small_s / small_after_s - 1);
+              fmt::print("the {}x{}x{} GEMM in {:.2f} us before the run and {:.2f} after, {:.2f} when calibrated (speed "
+                         "{:+.1f}%, {:+.1f}%)\n",
+                         sr, sk, sn, small_before_s * 1e6, small_after_s * 1e6, calibrated->small_s * 1e6, sb, sa);
+              comparison["small_gemm_speed_vs_calibration_pct"] = {sb, sa};
+            }
             comparison["speed_adjusted"] = o->speed_adjust;
             if (o->speed_adjust)
               fmt::print("predicted at the machine's speed before the run (--speed-adjust): the profile's device rates x{:.3f}\n",

@@ -16,7 +16,8 @@ gradients reduce-scattered, the parameters all-gathered) and tp=2 with sequence 
 
 --speed-adjust predicts each run at the machine's speed just before it: the calibration's peak GEMM,
 timed again, scales the device's rates (a shared VM's speed moves by 10-25% within minutes); the
-"GEMM vs cal" column shows how far it moved.
+"GEMM vs cal" column shows how far it moved around each plan's median run, and "small" the same for
+the calibration's small GEMM (32x64x128 on the CPU: the tiny model's kernels' speed).
 
 Each plan runs `--repeats` times (interleaved with the other plans' runs, so that a slow spell of
 a shared machine lands on several plans rather than on all runs of one); the error is that of the
@@ -119,11 +120,14 @@ def main():
                   ", ".join(f"{x:+.1f}%" if x is not None else "-" for x in drifts))
         # The calibration's peak GEMM timed again before and after each run (`run --predict`): how much
         # faster (+) or slower (-) the machine ran than when calibrated, the two times' mean.
-        def speed(c):
-            pct = c.get("gemm_speed_vs_calibration_pct")
+        def speed(c, key="gemm_speed_vs_calibration_pct"):
+            pct = c.get(key)
             return sum(pct) / len(pct) if pct else None
+
+        def small(c):  # the calibration's small GEMM (the tiny model's size), the same way
+            return speed(c, "small_gemm_speed_vs_calibration_pct")
         print(f"{'model':<7} {'layout':<18} {'predicted ms':>12} {'measured ms':>12} {'range ms':>15} {'error':>8} "
-              f"{'GEMM vs cal':>11}   {'each run':<22} largest kind errors")
+              f"{'GEMM vs cal':>11} {'small':>7}   {'each run':<22} largest kind errors")
         errors, speeds = [], []
         for i, (model, name, _, _) in enumerate(plans):
             rs = sorted(runs[i], key=lambda c: c["measured_step_s"])
@@ -135,8 +139,9 @@ def main():
             each = " ".join(f"{r['step_time_error_pct']:+.1f}" for r in runs[i])  # in round order
             speeds += [speed(r) for r in runs[i] if speed(r) is not None]
             gemm = f"{speed(c):+.1f}%" if speed(c) is not None else "-"
+            small_pct = f"{small(c):+.1f}%" if small(c) is not None else "-"
             print(f"{model:<7} {name:<18} {c['predicted_step_s'] * 1e3:>12.2f} {c['measured_step_s'] * 1e3:>12.2f} {span:>15} "
-                  f"{c['step_time_error_pct']:>+7.1f}% {gemm:>11}   {each:<22} {worst}")
+                  f"{c['step_time_error_pct']:>+7.1f}% {gemm:>11} {small_pct:>7}   {each:<22} {worst}")
         print(f"mean |error| {sum(errors) / len(errors):.1f}%, worst {max(errors):.1f}% over {len(errors)} plans")
         if speeds:
             print(f"the calibration's peak GEMM around the runs against the calibration: mean {sum(speeds) / len(speeds):+.1f}%, "

@@ -492,6 +492,17 @@ double speed_drift_pct(const Calibration& c) {
              : 0.0;
 }
 
+double small_gemm_drift_pct(const Calibration& c) {
+  return c.small_gemm_start_s > 0 && c.small_gemm_end_s > 0 ? (c.small_gemm_start_s / c.small_gemm_end_s - 1) * 100 : 0.0;
+}
+
+double small_gemm_seconds(Backend& be, const std::array<int, 3>& shape) {
+  const auto [rows, k, n] = shape;
+  auto in = random_tensor(be, static_cast<std::size_t>(rows) * k, 5), w = random_tensor(be, static_cast<std::size_t>(k) * n, 6);
+  DeviceBuffer out = filled(be, static_cast<std::size_t>(rows) * n);
+  return time_call(be, [&] { be.gemm_forward(out.data(), in.data(), w.data(), rows, k, n); });
+}
+
 double peak_gemm_seconds(Backend& be, int n) {
   const std::size_t nn = static_cast<std::size_t>(n) * n;
   auto a = random_tensor(be, nn, 1), b = random_tensor(be, nn, 2);
@@ -518,6 +529,19 @@ std::optional<CalibratedPeak> calibrated_peak(const std::string& path) {
   };
   c.start_flops_per_s = rate("start_flops_per_s");
   c.end_flops_per_s = rate("end_flops_per_s");
+  if (const auto small = p.find("small"); small != p.end() && small->is_object()) {
+    const nlohmann::json shape = small->value("shape", nlohmann::json());
+    const nlohmann::json seconds = small->value("seconds", nlohmann::json());
+    if (shape.is_array() && shape.size() == 3 && seconds.is_number() && seconds.get<double>() > 0) {
+      bool ok = true;
+      for (std::size_t i = 0; i < 3; ++i) {
+        ok = ok && shape[i].is_number_integer() && shape[i].get<int>() > 0 && shape[i].get<int>() <= 65536;
+        if (ok) c.small[i] = shape[i].get<int>();
+      }
+      if (ok) c.small_s = seconds.get<double>();
+      else c.small = {};
+    }
+  }
   if (c.n <= 0 || c.n > 16384 || !(c.flops_per_s > 0)) return std::nullopt;
   return c;
 }
@@ -606,6 +630,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.ranks = world.size();
   c.backend = be.name();
   const Sizes z = sizes_for(be);
+  // The small GEMM: the sweep's first shape (the CPU's 32 x 64 x 128, one of the tiny model's).
+  c.small_gemm = {z.rows.front(), z.kn.front().first, z.kn.front().second};
   c.caches = z.caches;
   c.memory_footprint = z.memory_footprint;
   c.optimizer_footprint = z.optimizer_footprint;
@@ -664,7 +690,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     double moved = 0;
     std::vector<Measurement> pts;
     std::vector<std::pair<Precision, double>> precision_peaks;
-    double best_peak_s = 0, start_flops = 0, end_flops = 0;
+    double best_peak_s = 0, start_flops = 0, end_flops = 0, small_start_s = 0, small_end_s = 0;
   };
   std::optional<Attempt> steadiest;
   for (int pass = 0; pass < passes; ++pass) {
@@ -684,7 +710,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       DeviceBuffer out = filled(be, static_cast<std::size_t>(n) * n);
       const auto best_call_s = [&] { return best_gemm_call_s(be, out.data(), a.data(), b.data(), n); };
       const double peak_s = best_call_s();
-      if (pass == 0) c.peak_gemm_start_flops = 2.0 * n * n * n / peak_s;
+      if (pass == 0) {
+        c.peak_gemm_start_flops = 2.0 * n * n * n / peak_s;
+        c.small_gemm_start_s = small_gemm_seconds(be, c.small_gemm);
+      }
       best_peak_s = std::min(best_peak_s, peak_s);
       // The backend's other GEMM precisions (a GPU's tensor cores): the same GEMM in each, so that
       // a bf16 plan is not predicted at the fp32 rate. The sweep below stays in fp32.
@@ -918,14 +947,18 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       // The peak GEMM again after the kernels: whether the machine kept its speed while measured.
       const double n = z.peak_n, end_s = peak_gemm_seconds(be, z.peak_n);
       c.peak_gemm_end_flops = 2.0 * n * n * n / end_s;
+      c.small_gemm_end_s = small_gemm_seconds(be, c.small_gemm);
       best_peak_s = std::min(best_peak_s, end_s);
-      double moved = std::fabs(speed_drift_pct(c));
+      // Either GEMM: the small kernels' speed moved apart from the peak GEMM's on the VM (a
+      // calibration whose small kernels ran 40% slow while its peak GEMM kept its speed).
+      double moved = std::max(std::fabs(speed_drift_pct(c)), std::fabs(small_gemm_drift_pct(c)));
       world.all_reduce_max(&moved, 1);  // every rank decides alike
       const AfterAttempt next =
           after_attempt(moved, attempt, options.steady_retries, steadiest ? steadiest->moved : -1.0);
       if (next == AfterAttempt::kRetry) {
         if (!steadiest || moved < steadiest->moved)
-          steadiest = Attempt{attempt, moved, pts, c.precision_peaks, best_peak_s, c.peak_gemm_start_flops, c.peak_gemm_end_flops};
+          steadiest = Attempt{attempt,          moved, pts, c.precision_peaks, best_peak_s, c.peak_gemm_start_flops,
+                              c.peak_gemm_end_flops, c.small_gemm_start_s, c.small_gemm_end_s};
         ++attempt;
         if (progress)
           progress(fmt::format("kernels: the machine's speed moved by {:.1f}% while they were measured; measuring them "
@@ -943,6 +976,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         best_peak_s = steadiest->best_peak_s;
         c.peak_gemm_start_flops = steadiest->start_flops;
         c.peak_gemm_end_flops = steadiest->end_flops;
+        c.small_gemm_start_s = steadiest->small_start_s;
+        c.small_gemm_end_s = steadiest->small_end_s;
       }
     }
   }
@@ -994,9 +1029,13 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                                ? fmt::format("; the sweep's GEMMs reached {:.1f}, which is taken as the fp32 peak", peak / 1e9)
                                : ""));
       const double drift = speed_drift_pct(c);
-      progress(fmt::format("speed: the peak GEMM at {:.1f} GFLOP/s before the kernel measurements and {:.1f} after ({:+.1f}%){}",
-                           c.peak_gemm_start_flops / 1e9, c.peak_gemm_end_flops / 1e9, drift,
-                           std::fabs(drift) > kSpeedDriftWarnPct
+      const double small_drift = small_gemm_drift_pct(c);
+      progress(fmt::format("speed: the peak GEMM at {:.1f} GFLOP/s before the kernel measurements and {:.1f} after ({:+.1f}%); "
+                           "the {}x{}x{} GEMM in {:.2f} us and {:.2f} us ({:+.1f}%){}",
+                           c.peak_gemm_start_flops / 1e9, c.peak_gemm_end_flops / 1e9, drift, c.small_gemm[0],
+                           c.small_gemm[1], c.small_gemm[2], c.small_gemm_start_s * 1e6, c.small_gemm_end_s * 1e6,
+                           small_drift,
+                           std::max(std::fabs(drift), std::fabs(small_drift)) > kSpeedDriftWarnPct
                                ? fmt::format("; WARNING: the machine's speed moved by more than {:g}% while it was measured, so "
                                              "the rates mix two speeds: calibrate again (--passes 2 keeps each point's faster pass)",
                                              kSpeedDriftWarnPct)
@@ -1465,6 +1504,11 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                                      {"flops_per_s", c.peak_gemm_flops},
                                      {"start_flops_per_s", c.peak_gemm_start_flops},
                                      {"end_flops_per_s", c.peak_gemm_end_flops}};
+  if (c.peak_n > 0 && c.small_gemm_start_s > 0 && c.small_gemm_end_s > 0)
+    cluster["notes"]["peak_gemm"]["small"] = {{"shape", c.small_gemm},
+                                              {"seconds", 0.5 * (c.small_gemm_start_s + c.small_gemm_end_s)},
+                                              {"start_s", c.small_gemm_start_s},
+                                              {"end_s", c.small_gemm_end_s}};
   return cluster;
 }
 

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -152,6 +153,10 @@ struct Calibration {
   // 15-25% within minutes, and a calibration across such a change mixes two machines).
   double peak_gemm_start_flops = 0, peak_gemm_end_flops = 0;
   int peak_n = 0;                  // the peak GEMM is peak_n^3, fp32
+  // A small GEMM's call (small_gemm: rows, k, n; forward, operands hot) at the same two moments:
+  // the small kernels' speed, which moves apart from the peak GEMM's on a shared VM.
+  std::array<int, 3> small_gemm{};
+  double small_gemm_start_s = 0, small_gemm_end_s = 0;
   // The peak GEMM's best rate in each of the backend's other GEMM precisions (Backend::
   // gemm_precisions: a GPU's bf16 and TF32 tensor cores); empty where all compute in fp32.
   std::vector<std::pair<Precision, double>> precision_peaks;
@@ -195,6 +200,8 @@ double peak_gemm_seconds(Backend& be, int n);
 // slow spell that begins or ends within the calibration shows here; one that spans it does not
 // (`run --predict` times the peak GEMM around the run for that).
 double speed_drift_pct(const Calibration& c);
+// The same for the small GEMM (Calibration::small_gemm), as a speed: + when it ran faster after.
+double small_gemm_drift_pct(const Calibration& c);
 inline constexpr double kSpeedDriftWarnPct = 10;
 
 // After an attempt at the kernels (0 the first, retries as CalibrateOptions::steady_retries) whose
@@ -211,7 +218,14 @@ struct CalibratedPeak {
   double flops_per_s = 0;
   // The same GEMM before and after the calibration's kernel measurements (0: not recorded).
   double start_flops_per_s = 0, end_flops_per_s = 0;
+  // The small GEMM's shape and its call's seconds when calibrated (the mean of before and after
+  // the kernels; 0: not recorded).
+  std::array<int, 3> small{};
+  double small_s = 0;
 };
+
+// A rows x k by k x n GEMM's median call, forward, its operands hot (the calibration's time_call).
+double small_gemm_seconds(Backend& be, const std::array<int, 3>& shape);
 // From the cluster file at `path`; none where it is not a file, not JSON or has no such note.
 std::optional<CalibratedPeak> calibrated_peak(const std::string& path);
 

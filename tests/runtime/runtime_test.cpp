@@ -1424,7 +1424,8 @@ TEST(Calibration, RunComparesTheMachinesSpeedWithTheCalibrations) {
   const std::string plain = (dir / "plain.json").string(), noted = (dir / "noted.json").string(),
                     broken = (dir / "broken.json").string();
   std::ofstream(plain) << cluster.dump();
-  cluster["notes"]["peak_gemm"] = {{"n", 64}, {"backend", "cpu"}, {"flops_per_s", 1e9}};
+  cluster["notes"]["peak_gemm"] = {{"n", 64}, {"backend", "cpu"}, {"flops_per_s", 1e9},
+                                   {"small", {{"shape", {32, 64, 128}}, {"seconds", 2e-6}}}};
   std::ofstream(noted) << cluster.dump();
   cluster["notes"]["peak_gemm"]["n"] = "64";
   std::ofstream(broken) << cluster.dump();
@@ -1436,7 +1437,20 @@ TEST(Calibration, RunComparesTheMachinesSpeedWithTheCalibrations) {
   EXPECT_EQ(peak->n, 64);
   EXPECT_EQ(peak->backend, "cpu");
   EXPECT_EQ(peak->flops_per_s, 1e9);
+  EXPECT_EQ(peak->small, (std::array<int, 3>{32, 64, 128}));
+  EXPECT_EQ(peak->small_s, 2e-6);
   EXPECT_GT(peak_gemm_seconds(*make_cpu_backend(), 64), 0);
+  EXPECT_GT(small_gemm_seconds(*make_cpu_backend(), {32, 64, 128}), 0);
+  {  // a small GEMM note that is not one is left out, the peak kept
+    nlohmann::json odd = cluster;
+    odd["notes"]["peak_gemm"]["n"] = 64;
+    odd["notes"]["peak_gemm"]["small"]["shape"] = {32, -1, 128};
+    const std::string odd_path = (dir / "odd.json").string();
+    std::ofstream(odd_path) << odd.dump();
+    const auto p2 = calibrated_peak(odd_path);
+    ASSERT_TRUE(p2);
+    EXPECT_EQ(p2->small_s, 0);
+  }
   const std::string summary = (dir / "s.json").string();
   for (const std::string& profile : {plain, noted}) {
     ASSERT_EQ(run_shell(std::string(FORESIGHT_BINARY) + " run --model tiny --steps 2 --predict --cluster " + profile +
@@ -1446,12 +1460,15 @@ TEST(Calibration, RunComparesTheMachinesSpeedWithTheCalibrations) {
     ASSERT_TRUE(c.is_object());
     if (profile == plain) {
       EXPECT_FALSE(c.contains("gemm_speed_vs_calibration_pct"));
+      EXPECT_FALSE(c.contains("small_gemm_speed_vs_calibration_pct"));
       continue;
     }
     ASSERT_TRUE(c.contains("gemm_speed_vs_calibration_pct")) << c.dump();
     const auto pct = c["gemm_speed_vs_calibration_pct"];
     ASSERT_EQ(pct.size(), 2u);
     for (const auto& v : pct) EXPECT_GT(v.get<double>(), -100.0);  // a rate was measured
+    ASSERT_TRUE(c.contains("small_gemm_speed_vs_calibration_pct")) << c.dump();
+    EXPECT_EQ(c["small_gemm_speed_vs_calibration_pct"].size(), 2u);
     EXPECT_EQ(c["speed_adjusted"], false);
   }
   // --speed-adjust: the prediction at the speed measured before the run. This note says 10
