@@ -497,7 +497,7 @@ double small_gemm_drift_pct(const Calibration& c) {
 }
 
 double small_gemm_seconds(Backend& be, const std::array<int, 3>& shape) {
-  const auto [rows, k, n] = shape;
+  const int rows = shape[0], k = shape[1], n = shape[2];  // named copies: clang 14's lambdas cannot capture bindings
   auto in = random_tensor(be, static_cast<std::size_t>(rows) * k, 5), w = random_tensor(be, static_cast<std::size_t>(k) * n, 6);
   DeviceBuffer out = filled(be, static_cast<std::size_t>(rows) * n);
   return time_call(be, [&] { be.gemm_forward(out.data(), in.data(), w.data(), rows, k, n); });
@@ -1177,13 +1177,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     const auto start = Clock::now();
     double last_size_s = 0;
     std::size_t largest = 0;
-    for (std::size_t bytes = 1024; bytes <= kMaxCollective; bytes *= 2) {
-      double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-      world.all_reduce(&elapsed, 1);  // every rank decides alike
-      elapsed /= n;
-      if (bytes > kFitCollective && elapsed + 2 * last_size_s > kCollectiveBudget_s) break;
-      const auto size_start = Clock::now();
-      largest = bytes;
+    const auto measure_size = [&](std::size_t bytes) {
       const std::size_t elems = bytes / sizeof(float);
       DeviceBuffer buf = filled(be, elems, 1.0f), block = filled(be, elems / static_cast<std::size_t>(n));
       timed("all_reduce", bytes, [&] { group->all_reduce(buf.data(), elems); });
@@ -1196,10 +1190,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       timed("reduce_scatter", bytes, reduce_scatter);
       if (ping_pong && bytes >= kColdCollectiveFrom && bytes <= kFitCollective)
         timed("reduce_scatter_cold", bytes, reduce_scatter, true);
-      if (!ping_pong) {
-        last_size_s = std::chrono::duration<double>(Clock::now() - size_start).count();
-        continue;
-      }
+      if (!ping_pong) return;
       // Ping-pong between ranks 0 and 1; half the round trip is one send.
       timed("send_recv", bytes, [&] {
         if (world.rank() == 0) {
@@ -1211,7 +1202,31 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         }
       });
       pts.back().seconds /= 2;  // the send/recv just measured
+    };
+    for (std::size_t bytes = 1024; bytes <= kMaxCollective; bytes *= 2) {
+      double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      world.all_reduce(&elapsed, 1);  // every rank decides alike
+      elapsed /= n;
+      if (bytes > kFitCollective && elapsed + 2 * last_size_s > kCollectiveBudget_s) break;
+      const auto size_start = Clock::now();
+      largest = bytes;
+      measure_size(bytes);
       last_size_s = std::chrono::duration<double>(Clock::now() - size_start).count();
+    }
+    // The small sizes again, each point keeping its faster time: microseconds each, they are the
+    // likeliest to land in a slow moment of a shared machine (one calibration on the VM had the
+    // tiny tp=2 plan's 8-32 KiB all-reduces run half as fast as the runs' own did), and they
+    // take a fraction of a second.
+    {
+      std::vector<Measurement> kept;
+      kept.swap(pts);
+      for (std::size_t bytes = 1024; bytes <= kRemeasureCollectiveUpTo; bytes *= 2) measure_size(bytes);
+      std::vector<Measurement> again;
+      again.swap(pts);
+      pts.swap(kept);
+      for (const Measurement& m : again)
+        for (Measurement& p : pts)
+          if (p.kind == m.kind && p.shape == m.shape) p.seconds = std::min(p.seconds, m.seconds);
     }
     // t = 2(n-1) * alpha + 2(n-1)/n * S / B: regress t on S with intercept 2(n-1) alpha.
     c.all_reduce = fit_protocols(pts, "all_reduce");
