@@ -173,22 +173,20 @@ Command add_run_command(CLI::App& app) {
     if (o->speed_adjust && !calibrated)
       return input_fail("--speed-adjust needs --predict and a --cluster profile written by `foresight calibrate` on the " +
                         (*backend)->name() + " backend (" + o->plan.cluster + " has no calibrated peak GEMM for it)");
+    // `f` timed on rank 0 (the others wait), its value on every rank.
+    const auto on_rank0 = [&](auto&& f) {
+      double v = rank == 0 ? f() : 0.0;
+      world.all_reduce(&v, 1);
+      return v;
+    };
     const auto gemm_speed = [&] {
-      double rate = 0;
-      if (rank == 0) {
-        const double n = calibrated->n;
-        rate = 2.0 * n * n * n / runtime::peak_gemm_seconds(*probe_backend, calibrated->n);
-      }
-      world.all_reduce(&rate, 1);  // rank 0's, on every rank
-      return rate;
+      const double n = calibrated->n;
+      return on_rank0([&] { return 2.0 * n * n * n / runtime::peak_gemm_seconds(*probe_backend, calibrated->n); });
     };
     // The calibration's small GEMM too, where the profile has it: the small kernels' speed moves
     // apart from the peak GEMM's on a shared VM.
     const auto small_call_s = [&] {
-      double s = 0;
-      if (rank == 0) s = runtime::small_gemm_seconds(*probe_backend, calibrated->small);
-      world.all_reduce(&s, 1);
-      return s;
+      return on_rank0([&] { return runtime::small_gemm_seconds(*probe_backend, calibrated->small); });
     };
     const bool small_probe = calibrated && calibrated->small_s > 0;
     const double small_before_s = small_probe ? small_call_s() : 0.0;

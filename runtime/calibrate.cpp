@@ -72,6 +72,22 @@ double best_gemm_call_s(Backend& be, float* out, const float* a, const float* b,
   return best;
 }
 
+// Measures points again with `measure` (which appends to `pts`), each point already in `pts`
+// keeping the faster of its two times (a shared machine's slow spells last seconds: a point
+// measured once may land in one).
+template <class F>
+void keep_faster(std::vector<Measurement>& pts, F&& measure) {
+  std::vector<Measurement> kept;
+  kept.swap(pts);
+  measure();
+  std::vector<Measurement> again;
+  again.swap(pts);
+  pts.swap(kept);
+  for (const Measurement& m : again)
+    for (Measurement& p : pts)
+      if (p.kind == m.kind && p.shape == m.shape) p.seconds = std::min(p.seconds, m.seconds);
+}
+
 // The points of one kind that its fit uses.
 std::vector<Measurement*> fitted_points(std::vector<Measurement>& pts, const std::string& kind) {
   std::vector<Measurement*> sel;
@@ -532,14 +548,13 @@ std::optional<CalibratedPeak> calibrated_peak(const std::string& path) {
   if (const auto small = p.find("small"); small != p.end() && small->is_object()) {
     const nlohmann::json shape = small->value("shape", nlohmann::json());
     const nlohmann::json seconds = small->value("seconds", nlohmann::json());
-    if (shape.is_array() && shape.size() == 3 && seconds.is_number() && seconds.get<double>() > 0) {
-      bool ok = true;
-      for (std::size_t i = 0; i < 3; ++i) {
-        ok = ok && shape[i].is_number_integer() && shape[i].get<int>() > 0 && shape[i].get<int>() <= 65536;
-        if (ok) c.small[i] = shape[i].get<int>();
-      }
-      if (ok) c.small_s = seconds.get<double>();
-      else c.small = {};
+    const auto dimension = [](const nlohmann::json& v) {
+      return v.is_number_integer() && v.get<int>() > 0 && v.get<int>() <= 65536;
+    };
+    if (shape.is_array() && shape.size() == 3 && std::all_of(shape.begin(), shape.end(), dimension) &&
+        seconds.is_number() && seconds.get<double>() > 0) {
+      c.small = {shape[0].get<int>(), shape[1].get<int>(), shape[2].get<int>()};
+      c.small_s = seconds.get<double>();
     }
   }
   if (c.n <= 0 || c.n > 16384 || !(c.flops_per_s > 0)) return std::nullopt;
@@ -630,6 +645,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.ranks = world.size();
   c.backend = be.name();
   const Sizes z = sizes_for(be);
+  const std::string alone_suffix(kAloneSuffix);  // the kind suffix of rank 0's points measured alone
   // The small GEMM: the sweep's first shape (the CPU's 32 x 64 x 128, one of the tiny model's).
   c.small_gemm = {z.rows.front(), z.kn.front().first, z.kn.front().second};
   c.caches = z.caches;
@@ -643,10 +659,6 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   // The kernels are measured in `passes` rounds; each point keeps its fastest round. A shared VM
   // runs slow for tens of seconds at a time (the same binary swings by a third): a point measured
   // once may land in such a spell, and its rate would describe the spell, not the machine.
-  // With options.steady_retries, kernels measured while the machine's speed moved past
-  // kSpeedDriftWarnPct (speed_drift_pct on any rank) are measured again, passes and all; where
-  // every attempt moved past it, the steadiest one stands (on the VM three attempts in a row moved
-  // by 12-20%, and the last of them had been kept whatever it moved).
   // The executor's own cost per op (dispatch, buffers, timing): a training step of a model so
   // small that its kernels take next to nothing, divided by its op count; timed before the kernels
   // and again at the end.
@@ -684,6 +696,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   }
   double best_peak_s = 1e300;
   const int passes = std::max(1, options.passes);
+  // With options.steady_retries, kernels measured while the machine's speed moved past
+  // kSpeedDriftWarnPct (speed_drift_pct or small_gemm_drift_pct, on any rank) are measured again,
+  // passes and all; where every attempt moved past it, the steadiest one stands (on the VM three
+  // attempts in a row moved by 12-20%, and the last of them had been kept whatever it moved).
   int attempt = 0;
   struct Attempt {
     int index = 0;
@@ -844,7 +860,15 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                        })});
       }
     };
-    const std::string alone(kAloneSuffix);
+    // `f` on rank 0 alone while the other ranks wait at a barrier (nothing with one rank).
+    const auto on_rank0_alone = [&](auto&& f) {
+      if (world.size() == 1) return;
+      world.barrier();
+      together = false;
+      if (world.rank() == 0) f();
+      together = true;
+      world.barrier();
+    };
     // AdamW over memory, all ranks at once and, under mpirun, rank 0 alone (see below). Its few
     // points take a fraction of a second, and the memory bandwidth of a shared VM dips for
     // seconds at a time (AdamW alone over 256 MiB at 29, 90 and 59 GB/s in three calibrations in
@@ -852,27 +876,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // keeps its fastest.
     const auto optimizer_points = [&] {
       adamw(z.optimizer_footprint, "optimizer", z.adam, false);
-      if (world.size() > 1) {
-        world.barrier();
-        together = false;
-        if (world.rank() == 0) adamw(z.optimizer_footprint, "optimizer" + alone, z.adam, false);
-        together = true;
-        world.barrier();
-      }
+      on_rank0_alone([&] { adamw(z.optimizer_footprint, "optimizer" + alone_suffix, z.adam, false); });
     };
-    // Measures points again with `f`, each existing point keeping its faster time.
-    const auto measure_again = [&](auto&& f) {
-      std::vector<Measurement> kept;
-      kept.swap(pts);
-      f();
-      std::vector<Measurement> again;
-      again.swap(pts);
-      pts.swap(kept);
-      for (const Measurement& m : again)
-        for (Measurement& p : pts)
-          if (p.kind == m.kind && p.shape == m.shape) p.seconds = std::min(p.seconds, m.seconds);
-    };
-    const auto optimizer_points_again = [&] { measure_again(optimizer_points); };
     // The cache levels' kernels too: their operands cycle through the last-level cache, which a
     // VM shares with other tenants' cores. In one calibration of three the 8 MiB level's GEMMs ran
     // slow enough to predict the tiny model's plans 30-38% long, while both the peak GEMM and a
@@ -892,17 +897,11 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         adamw(level.footprint, "optimizer-" + level.name, z.adam_cache, true);
     // The node's cores share its memory: above, every rank measured at once, as in a plan that
     // runs them all; a plan that runs fewer finds more bandwidth each (on the 2-core VM one rank
-    // alone streamed 47.5 GB/s and AdamW over 256 MiB 68.7, against 34.9 and 27.7 each with both
-    // at it). So rank 0 measures the memory level's GEMMs and streaming kernels again while the
-    // other ranks wait at a barrier, as AdamW above (DeviceSpec::shared_memory).
-    if (world.size() > 1) {
-      world.barrier();
-      together = false;
-      if (world.rank() == 0) measure(z.memory_footprint, "gemm" + alone, "stream" + alone);
-      together = true;
-      world.barrier();
-    }
-    optimizer_points_again();
+    // alone streamed 49-54 GB/s and ran AdamW over 256 MiB at 62-75, against 44-51 and 42-69 each
+    // with both at it, 2026-12-01). So rank 0 measures the memory level's GEMMs and streaming
+    // kernels again while the other ranks wait, as AdamW above (DeviceSpec::shared_memory).
+    on_rank0_alone([&] { measure(z.memory_footprint, "gemm" + alone_suffix, "stream" + alone_suffix); });
+    keep_faster(pts, optimizer_points);
 
     // Attention (the fused path).
     for (int seq : z.seqs)
@@ -947,8 +946,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                        })});
         pts.back().in_fit = false;
       }
-    measure_again(cache_points);
-    optimizer_points_again();
+    keep_faster(pts, cache_points);
+    keep_faster(pts, optimizer_points);
     if (pass > 0) {
       if (earlier.size() != pts.size()) return Error("calibration: the passes measured different points");
       for (std::size_t i = 0; i < pts.size(); ++i) pts[i].seconds = std::min(pts[i].seconds, earlier[i].seconds);
@@ -1014,11 +1013,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.gemm = fit_gemm(pts, "gemm");
   c.stream = fit_with_elements(pts, "stream");
   c.optimizer = fit(pts, "optimizer");
-  const std::string alone_kind(kAloneSuffix);
-  if (count("stream" + alone_kind) > 0) {  // rank 0's (the others have none)
-    c.alone_gemm = fit_gemm(pts, "gemm" + alone_kind);
-    c.alone_stream = fit_with_elements(pts, "stream" + alone_kind);
-    c.alone_optimizer = fit(pts, "optimizer" + alone_kind);
+  if (count("stream" + alone_suffix) > 0) {  // rank 0's (the others have none)
+    c.alone_gemm = fit_gemm(pts, "gemm" + alone_suffix);
+    c.alone_stream = fit_with_elements(pts, "stream" + alone_suffix);
+    c.alone_optimizer = fit(pts, "optimizer" + alone_suffix);
   }
   {
     const int n = z.peak_n;
@@ -1072,7 +1070,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     level_lines(world.size() > 1 ? fmt::format("memory, all {} ranks at once", world.size()) : std::string("memory"),
                 z.memory_footprint, "", c.gemm, c.stream);
     if (c.alone_stream.slope > 0)
-      level_lines(fmt::format("memory, rank 0 alone (the other {} waiting)", world.size() - 1), z.memory_footprint, alone_kind,
+      level_lines(fmt::format("memory, rank 0 alone (the other {} waiting)", world.size() - 1), z.memory_footprint, alone_suffix,
                   c.alone_gemm, c.alone_stream);
     progress(fmt::format("gemm: {:.2f} us per call (the {} level's intercept); AdamW {:.1f} GB/s over {} ({:.1f}%)",
                          setup_fit.intercept_s * 1e6, setup_from, 1e-9 / c.optimizer.slope,
@@ -1217,17 +1215,9 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // likeliest to land in a slow moment of a shared machine (one calibration on the VM had the
     // tiny tp=2 plan's 8-32 KiB all-reduces run half as fast as the runs' own did), and they
     // take a fraction of a second.
-    {
-      std::vector<Measurement> kept;
-      kept.swap(pts);
+    keep_faster(pts, [&] {
       for (std::size_t bytes = 1024; bytes <= kRemeasureCollectiveUpTo; bytes *= 2) measure_size(bytes);
-      std::vector<Measurement> again;
-      again.swap(pts);
-      pts.swap(kept);
-      for (const Measurement& m : again)
-        for (Measurement& p : pts)
-          if (p.kind == m.kind && p.shape == m.shape) p.seconds = std::min(p.seconds, m.seconds);
-    }
+    });
     // t = 2(n-1) * alpha + 2(n-1)/n * S / B: regress t on S with intercept 2(n-1) alpha.
     c.all_reduce = fit_protocols(pts, "all_reduce");
     c.fabric.latency_s = c.all_reduce.intercept_s / (2.0 * (n - 1));

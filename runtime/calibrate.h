@@ -184,8 +184,9 @@ struct CalibrateOptions {
   // a calibration landing in one predicted every plan 40% long). The collectives are measured once.
   int passes = 1;
   // Times the kernels are measured again (passes and all) when the machine's speed moved by more
-  // than kSpeedDriftWarnPct while they were measured (the peak GEMM before against after, on any
-  // rank); the last attempt stands, with calibrate's warning where it moved too.
+  // than kSpeedDriftWarnPct while they were measured (the peak or the small GEMM before against
+  // after, on any rank); where every attempt moved that much, the steadiest stands (after_attempt),
+  // with calibrate's warning.
   int steady_retries = 2;
 };
 

@@ -140,11 +140,14 @@ double blend_rate(double a, double b, double f) {
   return t > 0 ? 1 / t : 0.0;
 }
 
+// How many of the node's devices the plan runs at once (at least one).
+int devices_running(const NodeSpec& node, const Plan& plan) { return std::max(1, std::min(plan.gpus(), node.accelerators())); }
+
 // How far the plan's memory rates go toward the device's alone rates (DeviceSpec::shared_memory):
 // 1 where the plan runs one of the node's devices, 0 from shared_by of them on.
 double toward_alone(const DeviceSpec& d, const NodeSpec& node, const Plan& plan) {
   const int shared_by = d.shared_memory.shared_by;
-  const int running = std::max(1, std::min(plan.gpus(), node.accelerators()));
+  const int running = devices_running(node, plan);
   if (shared_by < 2 || running >= shared_by) return 0;
   return static_cast<double>(shared_by - running) / (shared_by - 1);
 }
@@ -216,8 +219,7 @@ std::string cache_levels_taken(const ModelSpec& model, const ClusterSpec& cluste
   const DeviceSpec& d = cluster.node.accelerator();
   std::string shared;
   if (const double f = toward_alone(d, cluster.node, plan); f > 0) {
-    const int running = std::max(1, std::min(plan.gpus(), cluster.node.accelerators()));
-    shared = "; " + std::to_string(running) + " of the node's devices running, its memory rates " +
+    shared = "; " + std::to_string(devices_running(cluster.node, plan)) + " of the node's devices running, its memory rates " +
              (f >= 1 ? std::string("those measured with one alone") : std::to_string(static_cast<int>(std::lround(100 * f))) +
                                                                        "% of the way to those measured with one alone") +
              " (the profile's: " + std::to_string(d.shared_memory.shared_by) + " sharing the memory)";

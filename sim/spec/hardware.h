@@ -110,8 +110,9 @@ struct DeviceSpec {
   // once, and `alone` holds the same rates measured with this device running alone (alone.bytes
   // and alone.span unused). A plan that runs fewer of the node's devices than `shared_by` takes
   // rates blended toward `alone`'s (see cluster_for_plan). `foresight calibrate` under mpirun
-  // measures both on a CPU: on the 2-core VM one rank alone streamed 47.5 GB/s and AdamW over
-  // 256 MiB 68.7, against 34.9 and 27.7 each with both ranks at it (2026-12-01). shared_by 0: none.
+  // measures both on a CPU: on the 2-core VM one rank alone streamed 49-54 GB/s and ran AdamW over
+  // 256 MiB at 62-75, against 44-51 and 42-69 each with both ranks at it (2026-12-01). shared_by
+  // 0: none.
   struct SharedMemory {
     int shared_by = 0;
     CacheLevel alone;
