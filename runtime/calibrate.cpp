@@ -496,6 +496,36 @@ double fit_cold(std::vector<Measurement>& pts, const std::string& kind, const Li
   return bandwidth;
 }
 
+MeasuredTimes measured_collective_times(const std::vector<Measurement>& pts, int ranks) {
+  MeasuredTimes t;
+  t.ranks = ranks;
+  for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kSendRecv}) {
+    std::vector<MeasuredTimes::Point>& v = *t.of(op);
+    for (const Measurement& m : pts)
+      if (m.kind == to_string(op) && m.work > 0 && m.seconds > 0) v.push_back({m.work, m.seconds});
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+      return a.bytes < b.bytes || (a.bytes == b.bytes && a.seconds < b.seconds);
+    });
+    v.erase(std::unique(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.bytes == b.bytes; }), v.end());
+    if (v.size() < 2) v.clear();
+  }
+  return t;
+}
+
+double interpolation_rms_error(const std::vector<MeasuredTimes::Point>& pts) {
+  double sum = 0;
+  int count = 0;
+  for (std::size_t i = 1; i + 1 < pts.size(); ++i) {
+    MeasuredTimes neighbours;
+    neighbours.ranks = 2;
+    neighbours.all_reduce = {pts[i - 1], pts[i + 1]};
+    const double t = neighbours.time(CollectiveOp::kAllReduce, 2, pts[i].bytes);
+    sum += std::pow(t / pts[i].seconds - 1, 2);
+    ++count;
+  }
+  return count > 0 ? std::sqrt(sum / count) : 0.0;
+}
+
 AfterAttempt after_attempt(double moved_pct, int attempt, int retries, double steadiest_moved_pct) {
   if (moved_pct <= kSpeedDriftWarnPct) return AfterAttempt::kKeep;
   if (attempt < retries) return AfterAttempt::kRetry;
@@ -1135,14 +1165,13 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // backward's other data evicts the gradients before their reduction.
     std::vector<float> evictor(ping_pong ? z.optimizer_footprint / sizeof(float) : 0);
     volatile float evict_sink = 0;
-    // Up to 64 KiB a sample times kBackToBack calls in a row, as nccl-tests and the OSU benchmarks
-    // do: timed one by one after a barrier, a call also counts the barrier's exit skew (one rank
+    // Up to 64 KiB a sample times kCollectiveBackToBack calls in a row, as nccl-tests and the OSU
+    // benchmarks do: timed one by one after a barrier, a call also counts the barrier's exit skew (one rank
     // leaves it microseconds after the other and the early one waits inside the call), while in a
     // step the previous collective has lined the ranks up. On this VM the tiny model's tp=2 plan
     // ran its 8 KiB all-reduces in 5.5-6.6 us, where single calls after a barrier measured 7.4-7.8.
-    constexpr int kBackToBack = 16;
     auto timed = [&](const char* kind, std::size_t bytes, auto&& op, bool evict = false) {
-      const int reps = bytes <= (64u << 10) && !evict ? kBackToBack : 1;
+      const int reps = bytes <= (64u << 10) && !evict ? kCollectiveBackToBack : 1;
       std::vector<double> samples;
       double spent = 0;
       while (samples.size() < 3 || (samples.size() < 12 && spent < 0.3)) {
@@ -1240,6 +1269,9 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       c.fabric.reduce_scatter.cold_bandwidth =
           fit_cold(pts, "reduce_scatter_cold", c.reduce_scatter, collective_bus_factor(CollectiveOp::kReduceScatter, n),
                    c.fabric.reduce_scatter.bandwidth, c.reduce_scatter_cold);
+    // The measured times themselves, which plans of n ranks inside the node take between the
+    // measured sizes (LinkSpec::measured): no line follows MPI's protocol and algorithm changes.
+    c.fabric.measured = measured_collective_times(pts, n);
     // Every point against the model's formulas (sim/analytic/collective.h) on the fitted fabric.
     GroupLink link;
     link.size = n;
@@ -1289,6 +1321,18 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                                  : std::string(),
                              100 * (c.*o.fit).rms_rel_error));
       }
+    if (progress && !c.fabric.measured.empty()) {
+      std::string kept;
+      for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kSendRecv}) {
+        const std::vector<MeasuredTimes::Point>& v = *c.fabric.measured.of(op);
+        if (v.empty()) continue;
+        kept += fmt::format("{}{} {}-{} ({:.1f}%)", kept.empty() ? "" : ", ", to_string(op), size_label(v.front().bytes),
+                            size_label(v.back().bytes), 100 * interpolation_rms_error(v));
+      }
+      progress(fmt::format("measured times kept for plans of {} ranks inside the node, interpolated between the sizes: {} "
+                           "(in brackets: each size left out and interpolated from its neighbours, rms error)",
+                           n, kept));
+    }
     if (progress && largest < kMaxCollective)
       progress(fmt::format("collectives measured up to {} (the next sizes would pass the {:.0f} s budget)", size_label(largest),
                            kCollectiveBudget_s));
@@ -1485,6 +1529,30 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
                         "latency; rms error {:.1f}%",
                         lib, coll, c.ranks, size_label(kColdCollectiveFrom), size_label(kFitCollective),
                         size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.reduce_scatter_cold.rms_rel_error);
+    }
+  }
+  if (c.fabric_measured) {
+    node["fabric"].erase("measured");  // the base's, if it had some
+    if (!c.fabric.measured.empty()) {
+      nlohmann::json& m = node["fabric"]["measured"];
+      m["ranks"] = c.fabric.measured.ranks;
+      std::string errors;
+      for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kSendRecv}) {
+        const std::vector<MeasuredTimes::Point>& v = *c.fabric.measured.of(op);
+        if (v.empty()) continue;
+        nlohmann::json a = nlohmann::json::array();
+        for (const MeasuredTimes::Point& p : v)
+          a.push_back({{"size", size_label(p.bytes)}, {"time", fmt::format("{:.6g}us", p.seconds * 1e6)}});
+        m[std::string(to_string(op))] = std::move(a);
+        errors += fmt::format("{}{} {:.1f}%", errors.empty() ? "" : ", ", to_string(op), 100 * interpolation_rms_error(v));
+      }
+      node["sources"]["fabric.measured"] = fmt::format(
+          "measured: {} collectives over {} ranks (a send/recv: half a ping-pong between ranks 0 and 1), each size's "
+          "median sample averaged over the ranks, up to 64 KiB {} calls in a row per sample, up to {} measured twice and "
+          "the faster kept; a plan's group of {} ranks inside the node takes them between the sizes measured, "
+          "interpolated in log size and log time. Each size left out and interpolated from its neighbours: {} rms",
+          c.backend == "cpu" ? "MPI" : "NCCL", c.ranks, kCollectiveBackToBack, size_label(kRemeasureCollectiveUpTo), c.ranks,
+          errors);
     }
   }
   if (c.host_copy.slope > 0) {

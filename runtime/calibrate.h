@@ -55,6 +55,9 @@ inline constexpr std::size_t kColdCollectiveFrom = 4u << 20;
 inline constexpr double kCollectiveBudget_s = 20;  // larger sizes stop once it would be spent
 // The collectives up to this size are measured twice, each point keeping its faster time.
 inline constexpr std::size_t kRemeasureCollectiveUpTo = 256u << 10;
+// Up to 64 KiB a collective's sample times this many calls in a row (nccl-tests' and the OSU
+// benchmarks' way).
+inline constexpr int kCollectiveBackToBack = 16;
 
 struct Measurement {
   std::string kind;   // gemm(-LEVEL), stream(-LEVEL), optimizer(-LEVEL), attention, attn_fwd, host_copy, all_reduce(_cold), all_gather, reduce_scatter, send_recv
@@ -109,6 +112,15 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind);
 // are fewer than four points or the slope is not positive.
 CollectiveRates fit_collective_rates(std::vector<Measurement>& pts, const std::string& kind, CollectiveOp op, int ranks,
                                      double small_below, LineFit& line);
+// The collectives' measured times (LinkSpec::measured) from the points of kinds "all_reduce",
+// "all_gather", "reduce_scatter" and "send_recv" (the cold ones are not these) over `ranks`: each
+// collective's sizes in order, one point per size (the faster where one was measured twice); a
+// collective with fewer than two sizes has none.
+MeasuredTimes measured_collective_times(const std::vector<Measurement>& pts, int ranks);
+// How well the measured times interpolate: each size but the first and the last left out and
+// interpolated from its neighbours (as MeasuredTimes::time does, over twice the gap), the rms of
+// the relative errors; 0 with fewer than three sizes.
+double interpolation_rms_error(const std::vector<MeasuredTimes::Point>& pts);
 // GEMMs: t = calls x intercept + FLOPs x slope + weight bytes x (weight_fwd or weight_bwd), one call
 // forward and two backward; negative terms are dropped. Fills the points' fitted_s.
 LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind);

@@ -868,11 +868,12 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const double replicated = (dualpipe ? 2.0 : 1.0) * chunk_params;
   const double mirror_sync = dualpipe ? 2 * sendrecv_time(links.pp, chunk_params * gb) : 0.0;
   tb.pp_comm += mirror_sync;
-  // The gradient reduction at the step, inside a node, over gradients the caches no longer hold.
+  // The gradient reduction at the step, inside a node, over gradients the caches no longer hold
+  // (the link's own rates with the cold bandwidth, and none of its measured times, which are hot).
   auto cold = [&](const GroupLink& link, CollectiveOp op) {
+    if (!cold_step_reduction(p) || link.crosses_nodes) return link;
     GroupLink l = link.as(op);
-    if (cold_step_reduction(p) && !l.crosses_nodes)
-      l.bus_bandwidth = std::min(l.bus_bandwidth, cluster_.node.fabric.cold_rate_of(op));
+    l.bus_bandwidth = std::min(l.bus_bandwidth, cluster_.node.fabric.cold_rate_of(op));
     return l;
   };
   auto dp_cost = [&](const GroupLink& link, double params) {

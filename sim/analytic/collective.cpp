@@ -107,9 +107,31 @@ double collective_bus_factor(CollectiveOp op, int n) {
   }
 }
 
+namespace {
+// `op`'s measured time on this group where its node's fabric has one (MeasuredTimes), else negative.
+double measured_time(const GroupLink& l, CollectiveOp op, double bytes) {
+  return l.own_rates ? l.own_rates->measured.time(op, l.size, bytes) : -1.0;
+}
+
+// All-gather and reduce-scatter: (n-1)/n of the data over the bus, half an all-reduce's steps.
+double half_ring_time(const GroupLink& l, CollectiveOp op, double bytes) {
+  const int n = l.size;
+  if (n <= 1 || bytes <= 0) return 0.0;
+  return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + collective_latency_steps(op, n) * l.alpha(bytes);
+}
+
+// The formulas copy the link only where it has own rates (the analytic model's hot path has none).
+double own_half_ring_time(const GroupLink& l, CollectiveOp op, double bytes) {
+  if (!l.has_own_rates()) return half_ring_time(l, op, bytes);
+  const double t = measured_time(l, op, bytes);
+  return t >= 0 ? t : half_ring_time(l.as(op), op, bytes);
+}
+}  // namespace
+
 double allreduce_time(const GroupLink& l, double bytes) {
   const int n = l.size;
   if (n <= 1 || bytes <= 0) return 0.0;
+  if (const double t = measured_time(l, CollectiveOp::kAllReduce, bytes); t >= 0) return t;
   const double ring = 2.0 * (n - 1) / n * bytes / l.bus_bandwidth + latency_steps(n) * l.alpha(bytes);
   if (!l.in_switch_reduction) return ring;
   // NVLS: busbw = 2(n-1)/n * line rate * measured efficiency, two latencies (up and down).
@@ -117,24 +139,10 @@ double allreduce_time(const GroupLink& l, double bytes) {
   return std::min(ring, nvls);
 }
 
-namespace {
-// All-gather and reduce-scatter: (n-1)/n of the data over the bus, half an all-reduce's steps.
-double half_ring_time(const GroupLink& l, CollectiveOp op, double bytes) {
-  const int n = l.size;
-  if (n <= 1 || bytes <= 0) return 0.0;
-  return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + collective_latency_steps(op, n) * l.alpha(bytes);
-}
-}  // namespace
-
-// The formulas copy the link only where it has own rates (the analytic model's hot path has none).
-double allgather_time(const GroupLink& l, double bytes) {
-  constexpr CollectiveOp op = CollectiveOp::kAllGather;
-  return l.has_own_rates() ? half_ring_time(l.as(op), op, bytes) : half_ring_time(l, op, bytes);
-}
+double allgather_time(const GroupLink& l, double bytes) { return own_half_ring_time(l, CollectiveOp::kAllGather, bytes); }
 
 double reduce_scatter_time(const GroupLink& l, double bytes) {
-  constexpr CollectiveOp op = CollectiveOp::kReduceScatter;
-  return l.has_own_rates() ? half_ring_time(l.as(op), op, bytes) : half_ring_time(l, op, bytes);
+  return own_half_ring_time(l, CollectiveOp::kReduceScatter, bytes);
 }
 
 double alltoall_time(const GroupLink& l, double bytes) {
@@ -146,7 +154,10 @@ double alltoall_time(const GroupLink& l, double bytes) {
 
 double sendrecv_time(const GroupLink& l, double bytes) {
   if (bytes <= 0) return 0.0;
-  if (l.has_own_rates()) return sendrecv_time(l.as(CollectiveOp::kSendRecv), bytes);
+  if (l.has_own_rates()) {
+    const double t = measured_time(l, CollectiveOp::kSendRecv, bytes);
+    return t >= 0 ? t : sendrecv_time(l.as(CollectiveOp::kSendRecv), bytes);
+  }
   return bytes / l.bus_bandwidth + l.alpha(bytes);
 }
 

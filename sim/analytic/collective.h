@@ -27,7 +27,8 @@ struct GroupLink {
   bool in_switch_reduction = false;  // NVLS-style all-reduce available (single node only)
   double in_switch_bandwidth = 0;    // line rate x NVLS efficiency, per rank
   // Inside one node, where the fabric has collectives with their own rates (LinkSpec::
-  // CollectiveRates): that fabric, which they are read from (it points into the ClusterSpec given
+  // CollectiveRates) or measured times (LinkSpec::measured, which take the formulas' place where
+  // they apply): that fabric, which they are read from (it points into the ClusterSpec given
   // to group_link, and is valid as long as it is); null where the fields above apply to every
   // collective, as for every preset (a pointer: the rates inline made the analytic model 11%
   // slower, zeroing them in every link).

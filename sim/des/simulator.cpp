@@ -203,7 +203,7 @@ struct Simulator::Impl {
     for (auto& group : groups)
       for (int& m : group) m = w.devices[m];  // ranks -> devices of the topology
     slot.plan = std::make_unique<CollectivePlan>(
-        plan_collective(*topo, op.collective, groups, op.bytes, opt.algorithm, !opt.full));
+        plan_collective(*topo, op.collective, groups, op.bytes, opt.algorithm, !opt.full, /*measured=*/!op.cold));
     if (op.cold) cold_data(*topo, op.collective, *slot.plan);
     return slot;
   }

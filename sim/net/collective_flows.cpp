@@ -277,6 +277,9 @@ double isolated_time(const MaxMinSystem& system, const CollectivePlan& plan) {
 namespace {
 CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
                               double bytes, std::optional<Algorithm> force);
+// plan_collective before the measured times (the links and rates alone).
+CollectivePlan plan_modelled(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
+                            double bytes, std::optional<Algorithm> force, bool symmetric);
 
 // The phases that stay inside a node pay `op`'s latency per step on the fabric in place of the
 // fabric's (the small-message protocol's below LinkSpec::small_message_bytes) and move at `op`'s
@@ -296,8 +299,41 @@ CollectivePlan fabric_protocol(const Topology& topo, CollectiveOp op, Collective
 }
 }  // namespace
 
+namespace {
+// Where the node's fabric has a measured time for the group (LinkSpec::measured) and every phase
+// stays inside the node: the phases' latencies and data scaled alike, so one group alone takes
+// that time (the siblings' flows still share the links as planned).
+void at_measured_time(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups, double bytes,
+                      CollectivePlan& plan) {
+  const MeasuredTimes& m = topo.cluster().node.fabric.measured;
+  if (m.empty() || groups.empty() || plan.phases.empty()) return;
+  const double t = m.time(op, static_cast<int>(groups.front().size()), bytes);
+  if (t <= 0) return;
+  for (const FlowPhase& ph : plan.phases)
+    if (ph.crosses_nodes) return;
+  const double alone = groups.size() == 1
+                           ? isolated_time(topo.system(), plan)
+                           : isolated_time(topo.system(), plan_unreduced(topo, op, {groups.front()}, bytes, plan.algorithm));
+  if (!(alone > 0)) return;
+  const double f = t / alone;
+  for (FlowPhase& ph : plan.phases) {
+    ph.latency_s *= f;
+    ph.speed /= f;
+  }
+  plan.estimate_s = isolated_time(topo.system(), plan);
+}
+}  // namespace
+
 CollectivePlan plan_collective(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
-                               double bytes, std::optional<Algorithm> force, bool symmetric) {
+                               double bytes, std::optional<Algorithm> force, bool symmetric, bool measured) {
+  CollectivePlan plan = plan_modelled(topo, op, groups, bytes, force, symmetric);
+  if (measured) at_measured_time(topo, op, groups, bytes, plan);
+  return plan;
+}
+
+namespace {
+CollectivePlan plan_modelled(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
+                            double bytes, std::optional<Algorithm> force, bool symmetric) {
   if (!symmetric || groups.size() <= 1) return plan_unreduced(topo, op, groups, bytes, force);
   // The representative alone decides the algorithm and which links matter...
   const CollectivePlan alone = plan_unreduced(topo, op, {groups.front()}, bytes, force);
@@ -316,6 +352,7 @@ CollectivePlan plan_collective(const Topology& topo, CollectiveOp op, const std:
   all.estimate_s = isolated_time(topo.system(), all);
   return all;
 }
+}  // namespace
 
 namespace {
 CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,

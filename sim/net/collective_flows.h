@@ -56,9 +56,12 @@ struct CollectivePlan {
 
 // Plans `op` of `bytes` (the full buffer; for all-to-all what each rank sends in all) over each
 // group in `groups` (device ids in group order). For send/recv, each group is {src, dst}.
+// `measured`: where the node's fabric has measured times for the group (LinkSpec::measured), the
+// plan takes them (false for data the caches no longer hold, which takes the cold rates).
 CollectivePlan plan_collective(const Topology& topo, CollectiveOp op,
                                const std::vector<std::vector<int>>& groups, double bytes,
-                               std::optional<Algorithm> force = std::nullopt, bool symmetric = false);
+                               std::optional<Algorithm> force = std::nullopt, bool symmetric = false,
+                               bool measured = true);
 
 // The plan for data the caches no longer hold (Op::cold): the phases inside a node move each flow
 // at most at the fabric's cold_bandwidth for `op` (LinkSpec::cold_rate_of),

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 #include "sim/spec/json_reader.h"
 #include "sim/spec/presets.h"
@@ -43,8 +44,54 @@ void read_collective_rates(JsonReader r, LinkSpec& link) {
   }
 }
 
-void read_link(JsonReader r, LinkSpec& link, bool need_bandwidth) {
-  r.reject_unknown_keys({"kind", "bandwidth", "latency", "efficiency", "small_messages", "cold_bandwidth", "collectives"});
+constexpr CollectiveOp kMeasuredOps[] = {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter,
+                                         CollectiveOp::kSendRecv};
+
+// {"ranks": 2, "all_reduce": [{"size": "1KiB", "time": "0.33us"}, ...], ...}: MeasuredTimes.
+void read_measured_times(JsonReader r, MeasuredTimes& m) {
+  r.reject_unknown_keys({"ranks", "all_reduce", "all_gather", "reduce_scatter", "send_recv"});
+  m.ranks = static_cast<int>(r.required_integer("ranks", 2, 1 << 20));
+  for (CollectiveOp op : kMeasuredOps) {
+    const std::string_view key = to_string(op);
+    std::vector<MeasuredTimes::Point>& pts = *m.of(op);
+    for (JsonReader p : r.array(key)) {
+      p.reject_unknown_keys({"size", "time"});
+      const MeasuredTimes::Point pt{p.required_quantity("size", Dimension::kBytes), p.required_quantity("time", Dimension::kSeconds)};
+      if (!p.ok()) return;
+      if (!(pt.bytes > 0)) return p.fail("size", "must be positive");
+      if (!(pt.seconds > 0)) return p.fail("time", "must be positive");
+      if (!pts.empty() && pt.bytes <= pts.back().bytes)
+        return p.fail("size", "sizes must increase (the previous one was " + format_quantity(pts.back().bytes, Dimension::kBytes) + ")");
+      pts.push_back(pt);
+    }
+    if (pts.size() == 1) return r.fail(key, "needs two sizes at least to interpolate between");
+  }
+  if (r.ok() && m.empty()) r.fail("all_reduce", "no collective has measured times");
+}
+
+json measured_times_to_json(const MeasuredTimes& m) {
+  json j = {{"ranks", m.ranks}};
+  for (CollectiveOp op : kMeasuredOps) {
+    const std::vector<MeasuredTimes::Point>& pts = *m.of(op);
+    if (pts.empty()) continue;
+    json a = json::array();
+    for (const MeasuredTimes::Point& p : pts)
+      a.push_back({{"size", format_quantity(p.bytes, Dimension::kBytes)}, {"time", format_quantity(p.seconds, Dimension::kSeconds)}});
+    j[std::string(to_string(op))] = std::move(a);
+  }
+  return j;
+}
+
+// `fabric`: the node's fabric, the only link that may carry measured times.
+void read_link(JsonReader r, LinkSpec& link, bool need_bandwidth, bool fabric = false) {
+  r.reject_unknown_keys(
+      {"kind", "bandwidth", "latency", "efficiency", "small_messages", "cold_bandwidth", "collectives", "measured"});
+  if (r.has("measured")) {
+    if (fabric)
+      read_measured_times(r.object("measured"), link.measured);
+    else
+      r.fail("measured", "measured collective times belong to the node's fabric, where the groups inside a node run");
+  }
   link.kind = r.string("kind", link.kind);
   link.bandwidth = need_bandwidth ? r.required_quantity("bandwidth", Dimension::kBandwidth)
                                   : r.quantity("bandwidth", Dimension::kBandwidth, link.bandwidth);
@@ -82,6 +129,7 @@ json link_to_json(const LinkSpec& l) {
     if (c.cold_bandwidth > 0) o["cold_bandwidth"] = format_quantity(c.cold_bandwidth, Dimension::kBandwidth);
     j["collectives"][std::string(to_string(op))] = std::move(o);
   }
+  if (!l.measured.empty()) j["measured"] = measured_times_to_json(l.measured);
   return j;
 }
 
@@ -106,6 +154,33 @@ std::string_view to_string(CollectiveOp op) {
     case CollectiveOp::kBroadcast: return "broadcast";
   }
   return "collective";
+}
+
+namespace {
+template <typename Times>
+auto measured_of(Times& m, CollectiveOp op) -> decltype(&m.all_reduce) {
+  switch (op) {
+    case CollectiveOp::kAllReduce: return &m.all_reduce;
+    case CollectiveOp::kAllGather: return &m.all_gather;
+    case CollectiveOp::kReduceScatter: return &m.reduce_scatter;
+    case CollectiveOp::kSendRecv: return &m.send_recv;
+    default: return nullptr;
+  }
+}
+}  // namespace
+
+const std::vector<MeasuredTimes::Point>* MeasuredTimes::of(CollectiveOp op) const { return measured_of(*this, op); }
+std::vector<MeasuredTimes::Point>* MeasuredTimes::of(CollectiveOp op) { return measured_of(*this, op); }
+
+double MeasuredTimes::time(CollectiveOp op, int group_ranks, double bytes) const {
+  const std::vector<Point>* pts = of(op);
+  if (!pts || pts->size() < 2 || (op != CollectiveOp::kSendRecv && group_ranks != ranks)) return -1.0;
+  if (bytes < pts->front().bytes || bytes > pts->back().bytes) return -1.0;
+  const auto hi = std::lower_bound(pts->begin(), pts->end(), bytes, [](const Point& p, double b) { return p.bytes < b; });
+  if (hi->bytes == bytes) return hi->seconds;
+  const Point& a = *(hi - 1);
+  const double f = std::log(bytes / a.bytes) / std::log(hi->bytes / a.bytes);
+  return a.seconds * std::pow(hi->seconds / a.seconds, f);
 }
 
 const CollectiveRates* LinkSpec::own_rates(CollectiveOp op) const { return own_rates_of(*this, op); }
@@ -410,7 +485,7 @@ Result<NodeSpec> node_from_json(const json& doc, const std::string& file, const 
     group.device = std::move(dev).value();
     n.devices.push_back(std::move(group));
   }
-  read_link(r.object("fabric"), n.fabric, true);
+  read_link(r.object("fabric"), n.fabric, true, /*fabric=*/true);
   n.in_switch_reduction = r.boolean("in_switch_reduction", false);
   n.in_switch_efficiency = r.number("in_switch_efficiency", 0.0, 0.0, 1.0);
   if (r.ok() && n.in_switch_reduction && n.in_switch_efficiency <= 0)

@@ -168,6 +168,34 @@ struct CollectiveRates {
   bool operator==(const CollectiveRates&) const = default;
 };
 
+// Collectives' times as measured on one group of `ranks` inside a node (`foresight calibrate`'s
+// points, nccl-tests' sizes): where a plan's group has as many ranks and a size lies between the
+// first and the last measured, its time is interpolated between the two neighbouring sizes
+// (linearly in log size and log time) in place of the alpha-beta formulas; elsewhere the rates
+// apply. Open MPI over shared memory switches algorithms and protocols at sizes of its own (on the
+// 2-core VM its reduce-scatter took 9.9 us at 128 KiB and 45 us at 256 KiB), which no one line
+// follows: its fit was 34% rms, the measured points are exact where they were taken. Send/recv
+// times do not depend on the group's size. Data the caches no longer hold (Op::cold) takes the
+// cold rates, not these.
+struct MeasuredTimes {
+  struct Point {
+    double bytes = 0;
+    double seconds = 0;
+    bool operator==(const Point&) const = default;
+  };
+  int ranks = 0;
+  // Sizes strictly increasing, two at least, per collective (all-reduce, all-gather, reduce-scatter,
+  // send/recv); empty: not measured.
+  std::vector<Point> all_reduce, all_gather, reduce_scatter, send_recv;
+  bool empty() const { return all_reduce.empty() && all_gather.empty() && reduce_scatter.empty() && send_recv.empty(); }
+  const std::vector<Point>* of(CollectiveOp op) const;
+  std::vector<Point>* of(CollectiveOp op);
+  // The measured time of `op` over `bytes` on a group of `group_ranks`, or a negative number where
+  // none applies (not measured, another group size, a size outside the measured ones).
+  double time(CollectiveOp op, int group_ranks, double bytes) const;
+  bool operator==(const MeasuredTimes&) const = default;
+};
+
 // A link class with a line rate and a measured efficiency (achieved / line rate).
 struct LinkSpec {
   std::string kind;             // nvlink4, pcie5, infiniband, roce, ethernet, omnipath, ...
@@ -193,7 +221,11 @@ struct LinkSpec {
   // Collectives with rates of their own (CollectiveRates; kOwnRateOps); the all-reduce, all-to-all
   // and broadcast take the fields above.
   CollectiveRates all_gather, reduce_scatter, send_recv;
-  bool has_own_rates() const { return !all_gather.empty() || !reduce_scatter.empty() || !send_recv.empty(); }
+  // Measured times that take the place of the rates where they apply (a node's fabric only).
+  MeasuredTimes measured;
+  bool has_own_rates() const {
+    return !all_gather.empty() || !reduce_scatter.empty() || !send_recv.empty() || !measured.empty();
+  }
   // `op`'s own rates on this link, or null where it takes the link's.
   const CollectiveRates* own_rates(CollectiveOp op) const;
   CollectiveRates* own_rates(CollectiveOp op);

@@ -6,6 +6,7 @@
 #include "tests/test_util.h"
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <filesystem>
 
 #include "sim/analytic/collective.h"
@@ -182,6 +183,69 @@ TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
   const GroupLink across = group_link(two, 8, 2);
   EXPECT_FALSE(across.has_own_rates());
   EXPECT_EQ(allgather_time(across, S), allgather_time(group_link(cluster("dgx-a100-hdr", 16), 8, 2), S));
+}
+
+// Measured times on the fabric (LinkSpec::measured, as calibrate writes them): inside a node, for a
+// group of their size, both engines take them in place of the rates, interpolated between sizes;
+// another group size, a size outside them, a group across nodes or cold data takes the rates.
+TEST(NetworkRun, MeasuredTimesTakeTheRatesPlaceForTheirGroups) {
+  ClusterSpec c = cluster("dgx-a100-hdr", 16);
+  LinkSpec& f = c.node.fabric;
+  f.reduce_scatter.bandwidth = f.bandwidth / 3;  // own rates too: the measured times still win
+  f.cold_bandwidth = f.bandwidth / 4;
+  MeasuredTimes& m = f.measured;
+  m.ranks = 2;
+  m.all_reduce = {{1024, 5e-6}, {65536, 40e-6}};
+  m.reduce_scatter = {{1024, 3e-6}, {4096, 12e-6}, {65536, 30e-6}};
+  m.send_recv = {{1024, 2e-6}, {1 << 20, 90e-6}};
+  ClusterSpec plain = c;
+  plain.node.fabric.measured = {};
+  const GroupLink l = group_link(c, 1, 2), lp = group_link(plain, 1, 2);
+  ASSERT_TRUE(l.has_own_rates());
+  struct Case {
+    CollectiveOp op;
+    double (*time)(const GroupLink&, double);
+  };
+  for (const Case& k : {Case{CollectiveOp::kAllReduce, allreduce_time}, Case{CollectiveOp::kReduceScatter, reduce_scatter_time},
+                        Case{CollectiveOp::kSendRecv, sendrecv_time}, Case{CollectiveOp::kAllGather, allgather_time}})
+    for (double bytes : {1024.0, 2048.0, 4096.0, 32768.0, 65536.0, 1048576.0, 4194304.0}) {
+      const double want = m.time(k.op, 2, bytes) >= 0 ? m.time(k.op, 2, bytes) : k.time(lp, bytes);
+      EXPECT_NEAR(k.time(l, bytes), want, 1e-12 * want) << to_string(k.op) << " " << bytes;
+      const auto ring = k.op == CollectiveOp::kSendRecv ? std::nullopt : std::optional(Algorithm::kRing);
+      auto sim = run_collectives(c, {{k.op, {iota(0, 2)}, bytes, ring}});
+      ASSERT_TRUE(sim.ok());
+      EXPECT_NEAR(sim->at(0), want, 1e-6 * want) << to_string(k.op) << " " << bytes;
+    }
+  EXPECT_NEAR(allreduce_time(l, 8192), 5e-6 * std::pow(8.0, 3.0 / 6), 1e-15);  // between 1 KiB and 64 KiB
+  // Four ranks: the rates (the times were measured on two); so across nodes.
+  EXPECT_EQ(allreduce_time(group_link(c, 1, 4), 4096), allreduce_time(group_link(plain, 1, 4), 4096));
+  auto four = run_collectives(c, {{CollectiveOp::kAllReduce, {iota(0, 4)}, 4096, Algorithm::kRing}});
+  auto four_plain = run_collectives(plain, {{CollectiveOp::kAllReduce, {iota(0, 4)}, 4096, Algorithm::kRing}});
+  EXPECT_NEAR(four->at(0), four_plain->at(0), 1e-12);
+  const GroupLink across = group_link(c, 8, 2);
+  EXPECT_FALSE(across.has_own_rates());
+  EXPECT_EQ(allreduce_time(across, 4096), allreduce_time(group_link(plain, 8, 2), 4096));
+  auto far = run_collectives(c, {{CollectiveOp::kAllReduce, {{0, 8}}, 4096, Algorithm::kRing}});
+  auto far_plain = run_collectives(plain, {{CollectiveOp::kAllReduce, {{0, 8}}, 4096, Algorithm::kRing}});
+  EXPECT_NEAR(far->at(0), far_plain->at(0), 1e-12);
+  // Every pair of a node at once (four pairs on the node's links): each pair's flows still share
+  // the links as planned, scaled from the measured time of one pair alone.
+  MaxMinSystem sys;
+  Topology topo(c, sys), topo_plain(plain, sys);
+  const std::vector<std::vector<int>> pairs = {{0, 1}, {2, 3}, {4, 5}, {6, 7}};
+  const CollectivePlan one = plan_collective(topo, CollectiveOp::kAllReduce, {{0, 1}}, 4096, Algorithm::kRing);
+  EXPECT_NEAR(one.estimate_s, m.time(CollectiveOp::kAllReduce, 2, 4096), 1e-15);
+  const CollectivePlan all = plan_collective(topo, CollectiveOp::kAllReduce, pairs, 4096, Algorithm::kRing, true);
+  const CollectivePlan all_plain = plan_collective(topo_plain, CollectiveOp::kAllReduce, pairs, 4096, Algorithm::kRing, true);
+  const CollectivePlan one_plain = plan_collective(topo_plain, CollectiveOp::kAllReduce, {{0, 1}}, 4096, Algorithm::kRing);
+  EXPECT_NEAR(all.estimate_s / one.estimate_s, all_plain.estimate_s / one_plain.estimate_s, 1e-9);
+  // Data the caches no longer hold: the cold rates, none of the measured times.
+  CollectivePlan cold = plan_collective(topo, CollectiveOp::kAllReduce, {{0, 1}}, 65536, Algorithm::kRing, false, false);
+  cold_data(topo, CollectiveOp::kAllReduce, cold);
+  CollectivePlan cold_plain = plan_collective(topo_plain, CollectiveOp::kAllReduce, {{0, 1}}, 65536, Algorithm::kRing);
+  cold_data(topo_plain, CollectiveOp::kAllReduce, cold_plain);
+  EXPECT_NEAR(isolated_time(sys, cold), isolated_time(sys, cold_plain), 1e-15);
+  EXPECT_NE(isolated_time(sys, cold), 40e-6);
 }
 
 TEST(NetworkRun, NvlsBeatsTheRingOnH100) {

@@ -937,6 +937,11 @@ TEST(RuntimeMpi, PredictedStepWithinAQuarterOfTheMeasuredAfterCalibration) {
         EXPECT_TRUE(node["fabric"]["collectives"].contains(c)) << node["fabric"].dump();
         EXPECT_TRUE(node["sources"].contains(std::string("fabric.collectives.") + c)) << node["sources"].dump();
       }
+      // and the measured times, every collective from 1 KiB, for plans of two ranks
+      EXPECT_EQ(node["fabric"]["measured"]["ranks"], 2) << node["fabric"].dump();
+      for (const char* c : {"all_reduce", "all_gather", "reduce_scatter", "send_recv"})
+        EXPECT_EQ(node["fabric"]["measured"][c][0]["size"], "1 KiB") << c;
+      EXPECT_TRUE(node["sources"].contains("fabric.measured")) << node["sources"].dump();
     }
     struct Run {
       double error_pct, measured_s;
@@ -1549,6 +1554,56 @@ TEST(Calibration, CollectivesGetTheirOwnRates) {
   EXPECT_NEAR(f.all_gather.small_message_latency_s, 0.4e-6, 1e-11);
   EXPECT_NEAR(f.reduce_scatter.cold_bandwidth, 0.8e9, 1e3);
   EXPECT_TRUE(f.send_recv.empty());
+  EXPECT_TRUE(f.measured.empty());  // none measured here
+}
+
+// The measured times (LinkSpec::measured): each collective's sizes in order, the faster of a size
+// measured twice, none from the cold points or with one size; written into the profile with
+// their source, read back as they were.
+TEST(Calibration, CollectivesKeepTheirMeasuredTimes) {
+  std::vector<Measurement> pts;
+  for (double S : {4096.0, 1024.0, 2048.0}) pts.push_back({"all_reduce", "", S, S * 1e-9, 0});
+  pts.push_back({"all_reduce", "", 2048, 3e-6, 0});  // measured again, slower: the first stands
+  pts.push_back({"all_reduce_cold", "", 8192, 1e-3, 0});
+  pts.push_back({"reduce_scatter", "", 1024, 1e-6, 0});  // one size: none
+  for (double S = 1024; S <= 65536; S *= 4) pts.push_back({"send_recv", "", S, 1e-6 + S / 1e10, 0});
+  const MeasuredTimes m = measured_collective_times(pts, 2);
+  EXPECT_EQ(m.ranks, 2);
+  ASSERT_EQ(m.all_reduce.size(), 3u);
+  EXPECT_EQ(m.all_reduce[0].bytes, 1024);
+  EXPECT_DOUBLE_EQ(m.all_reduce[1].seconds, 2048e-9);
+  EXPECT_EQ(m.all_reduce[2].bytes, 4096);
+  EXPECT_TRUE(m.reduce_scatter.empty());
+  EXPECT_TRUE(m.all_gather.empty());
+  EXPECT_EQ(m.send_recv.size(), 4u);
+  // Interpolation: exact for a power law, off by the middle point's own deviation otherwise.
+  EXPECT_NEAR(interpolation_rms_error(m.all_reduce), 0.0, 1e-12);
+  EXPECT_NEAR(interpolation_rms_error({{1024, 1e-6}, {2048, 4e-6}, {4096, 4e-6}}), 0.5, 1e-12);
+  EXPECT_EQ(interpolation_rms_error({{1024, 1e-6}, {2048, 4e-6}}), 0.0);
+
+  Calibration c;
+  const ClusterSpec base = testing::preset_cluster("cpu-local", 2);
+  c.device = base.node.accelerator();
+  c.fabric = base.node.fabric;
+  c.fabric_measured = true;
+  c.ranks = 2;
+  c.fabric.bandwidth = 6e9;
+  c.fabric.latency_s = 2e-6;
+  c.fabric.measured = m;
+  const nlohmann::json j = calibrated_cluster_json(c, base, "test", "a test");
+  EXPECT_TRUE(j["node"]["sources"].contains("fabric.measured")) << j["node"]["sources"].dump();
+  auto back = cluster_from_json(j, "profile.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  const MeasuredTimes& b = back->node.fabric.measured;
+  ASSERT_EQ(b.all_reduce.size(), 3u);
+  ASSERT_EQ(b.send_recv.size(), 4u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(b.all_reduce[i].bytes, m.all_reduce[i].bytes);
+    EXPECT_NEAR(b.all_reduce[i].seconds, m.all_reduce[i].seconds, 1e-5 * m.all_reduce[i].seconds);
+  }
+  // A calibration on one rank measures no fabric: the base's times, if any, stay as they were.
+  c.fabric_measured = false;
+  EXPECT_FALSE(calibrated_cluster_json(c, base, "test", "a test")["node"]["fabric"].contains("measured"));
 }
 
 }  // namespace

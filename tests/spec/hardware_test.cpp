@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -184,6 +185,67 @@ TEST(Hardware, CollectivesOwnRatesRoundTripAndNameTheirFields) {
   auto own_again = cluster_from_json(cluster_to_json(*with_own), "again.json");
   ASSERT_TRUE(own_again.ok()) << own_again.error().message();
   EXPECT_EQ(own_again->node.fabric, g);
+}
+
+// Measured collective times on the fabric (LinkSpec::measured, as calibrate writes them): they
+// round-trip, interpolate in log size and log time between the sizes measured, apply to groups of
+// their size only (send/recv to any), and bad input names its field.
+TEST(Hardware, MeasuredCollectiveTimesRoundTripInterpolateAndNameTheirFields) {
+  const char* text = R"({"name": "c", "nodes": 1,
+     "node": {"devices": [{"device": "a100-sxm4-80gb", "count": 8}],
+              "fabric": {"bandwidth": "6GB/s", "latency": "2us",
+                         "measured": {"ranks": 2,
+                                      "all_reduce": [{"size": "1 KiB", "time": "1us"}, {"size": "4 KiB", "time": "4us"},
+                                                     {"size": "16 KiB", "time": "6us"}],
+                                      "send_recv": [{"size": "1 KiB", "time": "2us"}, {"size": "1 MiB", "time": "200us"}]}}}})";
+  auto doc = parse_json_text(text, "c.json");
+  ASSERT_TRUE(doc.ok());
+  auto c = cluster_from_json(*doc, "c.json");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  const MeasuredTimes& m = c->node.fabric.measured;
+  ASSERT_EQ(m.ranks, 2);
+  ASSERT_EQ(m.all_reduce.size(), 3u);
+  EXPECT_TRUE(m.all_gather.empty());
+  EXPECT_TRUE(c->node.fabric.has_own_rates());
+  constexpr CollectiveOp ar = CollectiveOp::kAllReduce, sr = CollectiveOp::kSendRecv;
+  EXPECT_NEAR(m.time(ar, 2, 4096), 4e-6, 1e-18);                   // a measured size: its time
+  EXPECT_NEAR(m.time(ar, 2, 2048), 2e-6, 1e-15);                   // halfway in log size: the geometric mean
+  EXPECT_NEAR(m.time(ar, 2, 8192), std::sqrt(24.0) * 1e-6, 1e-15);
+  EXPECT_LT(m.time(ar, 2, 512), 0);                                 // below the sizes measured
+  EXPECT_LT(m.time(ar, 2, 32768), 0);                               // above
+  EXPECT_LT(m.time(ar, 4, 4096), 0);                                // another group size
+  EXPECT_LT(m.time(CollectiveOp::kAllGather, 2, 4096), 0);          // not measured
+  EXPECT_NEAR(m.time(sr, 8, 32768), 2e-6 * std::pow(100.0, 5.0 / 10), 1e-12);  // any pair
+  auto again = cluster_from_json(cluster_to_json(*c), "again.json");
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_EQ(again->node.fabric, c->node.fabric);
+
+  auto fails_at = [&](const std::string& from, const std::string& to, const std::string& pointer, const std::string& why) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    auto edited = parse_json_text(t, "c.json");
+    ASSERT_TRUE(edited.ok()) << t;
+    auto bad = cluster_from_json(*edited, "c.json");
+    ASSERT_FALSE(bad.ok()) << to;
+    EXPECT_NE(bad.error().message().find(pointer), std::string::npos) << bad.error().message();
+    EXPECT_NE(bad.error().message().find(why), std::string::npos) << bad.error().message();
+  };
+  fails_at("\"16 KiB\"", "\"2 KiB\"", "/node/fabric/measured/all_reduce/2/size", "increase");
+  fails_at("\"6us\"", "\"0us\"", "/node/fabric/measured/all_reduce/2/time", "positive");
+  fails_at("\"6us\"", "\"6 parsecs\"", "/node/fabric/measured/all_reduce/2/time", "unit");
+  fails_at(", {\"size\": \"1 MiB\", \"time\": \"200us\"}", "", "/node/fabric/measured/send_recv", "two sizes");
+  fails_at("\"ranks\": 2,", "", "/node/fabric/measured/ranks", "missing");
+  fails_at("\"ranks\": 2", "\"ranks\": 1", "/node/fabric/measured/ranks", "");
+  fails_at("\"send_recv\"", "\"sendrecv\"", "/node/fabric/measured", "sendrecv");
+  fails_at("\"time\": \"1us\"", "\"tme\": \"1us\"", "/node/fabric/measured/all_reduce/0", "tme");
+  // Only the node's fabric carries them.
+  std::string nic = text;
+  nic.replace(nic.find("\"fabric\""), 8, "\"nics\": 1, \"nic\": {\"bandwidth\": \"25GB/s\", \"measured\": {}}, \"fabric\"");
+  auto nic_doc = parse_json_text(nic, "c.json");
+  ASSERT_TRUE(nic_doc.ok());
+  auto bad = cluster_from_json(*nic_doc, "c.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("/node/nic/measured"), std::string::npos) << bad.error().message();
 }
 
 TEST(Hardware, ResizeKeepsWholeNodes) {
