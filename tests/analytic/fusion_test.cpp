@@ -151,6 +151,19 @@ TEST(Fusion, UnfusedChainsByHand) {
   EXPECT_DOUBLE_EQ(find(eager, KernelName::kResidual1).fwd_s, find(fused, KernelName::kResidual1).fwd_s);
   EXPECT_DOUBLE_EQ(find(eager, KernelName::kMlpUp).fwd_s, find(fused, KernelName::kMlpUp).fwd_s);
   EXPECT_GT(eager.fwd_seconds(), fused.fwd_seconds());
+  // A residual add's backward: the branches' gradients summed (3 passes, one kernel), not twice the
+  // forward; with dropout its mask applied too (5 passes and the mask, two kernels), fused or not.
+  EXPECT_NEAR(find(fused, KernelName::kResidual2).bwd_s, 3 * th / rate + launch, 1e-12);
+  ModelSpec dropped = m;
+  dropped.dropout = true;
+  const double mask = s.seq * m.hidden;  // a byte per element
+  for (bool fusion : {true, false}) {
+    p.kernel_fusion = fusion;
+    const KernelCost& r = find(layer_kernels(dropped, d, p, s, false), KernelName::kResidual1);
+    EXPECT_NEAR(r.bwd_s, (5 * th + mask) / rate + 2 * launch, 1e-12) << fusion;
+    EXPECT_NEAR(r.fwd_s, ((fusion ? 3 : 5) * th + mask) / rate + (fusion ? 1 : 2) * launch, 1e-12) << fusion;
+  }
+  p.kernel_fusion = false;
   // The final norm is an RMSNorm too: the same chain.
   const HeadCosts eager_head = head_costs(m, d, p, s);
   p.kernel_fusion = true;
@@ -173,7 +186,10 @@ TEST(Fusion, CudaGraphsCutEachKernelsLaunch) {
   EXPECT_GT(saved, 0);
   ASSERT_TRUE(m.rope);  // RoPE's rotation: one more kernel inside the QKV op, each way
   EXPECT_NEAR(plain.fwd_seconds() - graphed.fwd_seconds(), (plain.count + 1) * saved, 1e-12);
-  EXPECT_NEAR(plain.bwd_seconds() - graphed.bwd_seconds(), (2 * plain.count + 1) * saved, 1e-12);
+  // Backward, two kernels per op but one for each of the two residual adds (the branches' gradient
+  // sum; llama has no dropout).
+  ASSERT_FALSE(m.dropout);
+  EXPECT_NEAR(plain.bwd_seconds() - graphed.bwd_seconds(), (2 * plain.count + 1 - 2) * saved, 1e-12);
 }
 
 // Launches and memory passes weigh on a small model with short kernels and hardly on a large one;
