@@ -13,6 +13,20 @@
 namespace foresight {
 namespace {
 
+// `text` with `from` replaced by `to` fails to load as a cluster, its error naming `pointer` and
+// containing `why`.
+void expect_cluster_error(const std::string& text, const std::string& from, const std::string& to, const std::string& pointer,
+                          const std::string& why) {
+  std::string t = text;
+  t.replace(t.find(from), from.size(), to);
+  auto edited = parse_json_text(t, "c.json");
+  ASSERT_TRUE(edited.ok()) << t;
+  auto bad = cluster_from_json(*edited, "c.json");
+  ASSERT_FALSE(bad.ok()) << to;
+  EXPECT_NE(bad.error().message().find(pointer), std::string::npos) << bad.error().message();
+  EXPECT_NE(bad.error().message().find(why), std::string::npos) << bad.error().message();
+}
+
 TEST(Hardware, EveryPresetLoadsAndRoundTrips) {
   for (const auto& name : preset_names(PresetKind::kDevice)) {
     auto d = load_device(name);
@@ -150,16 +164,7 @@ TEST(Hardware, CollectivesOwnRatesRoundTripAndNameTheirFields) {
   EXPECT_EQ(again->node.fabric, c->node.fabric);
   EXPECT_FALSE(cluster_to_json(*c)["node"]["fabric"]["collectives"].contains("send_recv"));
 
-  auto fails_at = [&](const std::string& from, const std::string& to, const std::string& pointer, const std::string& why) {
-    std::string t = text;
-    t.replace(t.find(from), from.size(), to);
-    auto edited = parse_json_text(t, "c.json");
-    ASSERT_TRUE(edited.ok());
-    auto bad = cluster_from_json(*edited, "c.json");
-    ASSERT_FALSE(bad.ok()) << to;
-    EXPECT_NE(bad.error().message().find(pointer), std::string::npos) << bad.error().message();
-    EXPECT_NE(bad.error().message().find(why), std::string::npos) << bad.error().message();
-  };
+  const auto fails_at = [&](auto&&... edit) { expect_cluster_error(text, edit...); };
   fails_at("\"20GB/s\"", "\"0GB/s\"", "/node/fabric/collectives/all_gather/bandwidth", "positive");
   fails_at("\"1.5us\"", "\"1.5 fortnights\"", "/node/fabric/collectives/all_gather/latency", "unit");
   fails_at("\"all_gather\"", "\"all_gathr\"", "/node/fabric/collectives", "all_gathr");
@@ -220,16 +225,7 @@ TEST(Hardware, MeasuredCollectiveTimesRoundTripInterpolateAndNameTheirFields) {
   ASSERT_TRUE(again.ok()) << again.error().message();
   EXPECT_EQ(again->node.fabric, c->node.fabric);
 
-  auto fails_at = [&](const std::string& from, const std::string& to, const std::string& pointer, const std::string& why) {
-    std::string t = text;
-    t.replace(t.find(from), from.size(), to);
-    auto edited = parse_json_text(t, "c.json");
-    ASSERT_TRUE(edited.ok()) << t;
-    auto bad = cluster_from_json(*edited, "c.json");
-    ASSERT_FALSE(bad.ok()) << to;
-    EXPECT_NE(bad.error().message().find(pointer), std::string::npos) << bad.error().message();
-    EXPECT_NE(bad.error().message().find(why), std::string::npos) << bad.error().message();
-  };
+  const auto fails_at = [&](auto&&... edit) { expect_cluster_error(text, edit...); };
   fails_at("\"16 KiB\"", "\"2 KiB\"", "/node/fabric/measured/all_reduce/2/size", "increase");
   fails_at("\"6us\"", "\"0us\"", "/node/fabric/measured/all_reduce/2/time", "positive");
   fails_at("\"6us\"", "\"6 parsecs\"", "/node/fabric/measured/all_reduce/2/time", "unit");
