@@ -1,4 +1,5 @@
-// Fuzzes device_from_json, node_from_json and cluster_from_json on one parsed document.
+// Fuzzes device_from_json, node_from_json and cluster_from_json on one parsed document, and a
+// cluster's measured collective times at odd sizes.
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
@@ -16,6 +17,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto node = foresight::node_from_json(*doc, "fuzz.json");
   if (node && !node->devices.empty()) (void)node->nic_bandwidth_per_device();
   auto cluster = foresight::cluster_from_json(*doc, "fuzz.json");
-  if (cluster) (void)cluster->total_accelerators();
+  if (cluster) {
+    (void)cluster->total_accelerators();
+    const foresight::MeasuredTimes& m = cluster->node.fabric.measured;  // interpolation at odd sizes
+    for (foresight::CollectiveOp op : {foresight::CollectiveOp::kAllReduce, foresight::CollectiveOp::kAllGather,
+                                       foresight::CollectiveOp::kReduceScatter, foresight::CollectiveOp::kSendRecv})
+      for (double bytes : {0.0, 1.0, 1000.0, 1024.0, 3000.0, 1e9, 1e300}) (void)m.time(op, m.ranks, bytes);
+  }
   return 0;
 }

@@ -159,7 +159,8 @@ TEST(Fusion, UnfusedChainsByHand) {
   const double mask = s.seq * m.hidden;  // a byte per element
   for (bool fusion : {true, false}) {
     p.kernel_fusion = fusion;
-    const KernelCost& r = find(layer_kernels(dropped, d, p, s, false), KernelName::kResidual1);
+    const LayerKernels k = layer_kernels(dropped, d, p, s, false);
+    const KernelCost& r = find(k, KernelName::kResidual1);
     EXPECT_NEAR(r.bwd_s, (5 * th + mask) / rate + 2 * launch, 1e-12) << fusion;
     EXPECT_NEAR(r.fwd_s, ((fusion ? 3 : 5) * th + mask) / rate + (fusion ? 1 : 2) * launch, 1e-12) << fusion;
   }
