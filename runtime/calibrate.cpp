@@ -1269,10 +1269,9 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       c.fabric.reduce_scatter.cold_bandwidth =
           fit_cold(pts, "reduce_scatter_cold", c.reduce_scatter, collective_bus_factor(CollectiveOp::kReduceScatter, n),
                    c.fabric.reduce_scatter.bandwidth, c.reduce_scatter_cold);
-    // The measured times themselves, which plans of n ranks inside the node take between the
-    // measured sizes (LinkSpec::measured): no line follows MPI's protocol and algorithm changes.
-    c.fabric.measured = measured_collective_times(pts, n);
-    // Every point against the model's formulas (sim/analytic/collective.h) on the fitted fabric.
+    // Every point against the model's formulas (sim/analytic/collective.h) on the fitted fabric
+    // (its lines: none of the base profile's measured times).
+    c.fabric.measured = {};
     GroupLink link;
     link.size = n;
     link.bus_bandwidth = c.fabric.bandwidth;
@@ -1291,6 +1290,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
           m.fitted_s = time(link, m.work);
           m.bus_factor = collective_bus_factor(op, n);
         }
+    // The measured times themselves, which plans of n ranks inside the node take between the
+    // measured sizes (LinkSpec::measured): no line follows MPI's protocol and algorithm changes.
+    // (Set after the points' fitted times, which are the lines'.)
+    c.fabric.measured = measured_collective_times(pts, n);
     if (progress)
       progress(fmt::format("all-reduce over {} ranks: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{} (rms fit error {:.1f}% "
                            "over 1 KiB-{})",
