@@ -20,8 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (cluster) {
     (void)cluster->total_accelerators();
     const foresight::MeasuredTimes& m = cluster->node.fabric.measured;  // interpolation at odd sizes
-    for (foresight::CollectiveOp op : {foresight::CollectiveOp::kAllReduce, foresight::CollectiveOp::kAllGather,
-                                       foresight::CollectiveOp::kReduceScatter, foresight::CollectiveOp::kSendRecv})
+    for (foresight::CollectiveOp op : foresight::kMeasuredOps)
       for (double bytes : {0.0, 1.0, 1000.0, 1024.0, 3000.0, 1e9, 1e300}) (void)m.time(op, m.ranks, bytes);
   }
   return 0;

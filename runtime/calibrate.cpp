@@ -499,7 +499,7 @@ double fit_cold(std::vector<Measurement>& pts, const std::string& kind, const Li
 MeasuredTimes measured_collective_times(const std::vector<Measurement>& pts, int ranks) {
   MeasuredTimes t;
   t.ranks = ranks;
-  for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kSendRecv}) {
+  for (CollectiveOp op : kMeasuredOps) {
     std::vector<MeasuredTimes::Point>& v = *t.of(op);
     for (const Measurement& m : pts)
       if (m.kind == to_string(op) && m.work > 0 && m.seconds > 0) v.push_back({m.work, m.seconds});
@@ -1166,9 +1166,9 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     std::vector<float> evictor(ping_pong ? z.optimizer_footprint / sizeof(float) : 0);
     volatile float evict_sink = 0;
     // Up to 64 KiB a sample times kCollectiveBackToBack calls in a row, as nccl-tests and the OSU
-    // benchmarks do: timed one by one after a barrier, a call also counts the barrier's exit skew (one rank
-    // leaves it microseconds after the other and the early one waits inside the call), while in a
-    // step the previous collective has lined the ranks up. On this VM the tiny model's tp=2 plan
+    // benchmarks do: timed one by one after a barrier, a call also counts the barrier's exit skew
+    // (one rank leaves it microseconds after the other and the early one waits inside the call),
+    // while in a step the previous collective has lined the ranks up. On this VM the tiny model's tp=2 plan
     // ran its 8 KiB all-reduces in 5.5-6.6 us, where single calls after a barrier measured 7.4-7.8.
     auto timed = [&](const char* kind, std::size_t bytes, auto&& op, bool evict = false) {
       const int reps = bytes <= (64u << 10) && !evict ? kCollectiveBackToBack : 1;
@@ -1326,7 +1326,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       }
     if (progress && !c.fabric.measured.empty()) {
       std::string kept;
-      for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kSendRecv}) {
+      for (CollectiveOp op : kMeasuredOps) {
         const std::vector<MeasuredTimes::Point>& v = *c.fabric.measured.of(op);
         if (v.empty()) continue;
         kept += fmt::format("{}{} {}-{} ({:.1f}%)", kept.empty() ? "" : ", ", to_string(op), size_label(v.front().bytes),
@@ -1540,7 +1540,7 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
       nlohmann::json& m = node["fabric"]["measured"];
       m["ranks"] = c.fabric.measured.ranks;
       std::string errors;
-      for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kSendRecv}) {
+      for (CollectiveOp op : kMeasuredOps) {
         const std::vector<MeasuredTimes::Point>& v = *c.fabric.measured.of(op);
         if (v.empty()) continue;
         nlohmann::json a = nlohmann::json::array();

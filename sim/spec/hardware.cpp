@@ -44,9 +44,6 @@ void read_collective_rates(JsonReader r, LinkSpec& link) {
   }
 }
 
-constexpr CollectiveOp kMeasuredOps[] = {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter,
-                                         CollectiveOp::kSendRecv};
-
 // {"ranks": 2, "all_reduce": [{"size": "1KiB", "time": "0.33us"}, ...], ...}: MeasuredTimes.
 void read_measured_times(JsonReader r, MeasuredTimes& m) {
   r.reject_unknown_keys({"ranks", "all_reduce", "all_gather", "reduce_scatter", "send_recv"});

@@ -236,6 +236,9 @@ struct LinkSpec {
   double cold_rate_of(CollectiveOp op) const;                 // as cold_rate()
   bool operator==(const LinkSpec&) const = default;
 };
+// The collectives a fabric may carry measured times for (MeasuredTimes::of is not null for them).
+inline constexpr CollectiveOp kMeasuredOps[] = {CollectiveOp::kAllReduce, CollectiveOp::kAllGather,
+                                                CollectiveOp::kReduceScatter, CollectiveOp::kSendRecv};
 // The collectives a link may give rates of their own (LinkSpec::own_rates is not null for them).
 inline constexpr CollectiveOp kOwnRateOps[] = {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter,
                                                CollectiveOp::kSendRecv};
