@@ -93,11 +93,11 @@ Command add_calibrate_command(CLI::App& app) {
       }
       if (collectives) {
         // nccl-tests' columns: algbw = size / time, busbw = algbw x the collective's bus factor.
-        fmt::print("\n{:<15} {:>9} {:>12} {:>11} {:>11} {:>12} {:>8}\n", "collective", "size", "measured us", "algbw GB/s",
+        fmt::print("\n{:<22} {:>9} {:>12} {:>11} {:>11} {:>12} {:>8}\n", "collective", "size", "measured us", "algbw GB/s",
                    "busbw GB/s", "model us", "error");
         for (const auto& p : cal->points)
           if (p.bus_factor > 0)
-            fmt::print("{:<15} {:>9} {:>12.2f} {:>11.2f} {:>11.2f} {:>12.2f} {:>+7.1f}%{}\n", p.kind, p.shape, p.seconds * 1e6,
+            fmt::print("{:<22} {:>9} {:>12.2f} {:>11.2f} {:>11.2f} {:>12.2f} {:>+7.1f}%{}\n", p.kind, p.shape, p.seconds * 1e6,
                        p.work / p.seconds / 1e9, p.bus_factor * p.work / p.seconds / 1e9, p.fitted_s * 1e6,
                        100 * (p.fitted_s - p.seconds) / p.seconds, p.in_fit ? "  (fitted)" : "");
       }

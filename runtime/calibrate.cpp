@@ -500,13 +500,17 @@ MeasuredTimes measured_collective_times(const std::vector<Measurement>& pts, int
   MeasuredTimes t;
   t.ranks = ranks;
   for (CollectiveOp op : kMeasuredOps) {
-    std::vector<MeasuredTimes::Point>& v = *t.of(op);
+    const std::string hot(to_string(op)), in_step = hot + kInStepSuffix;
+    // (bytes, in step first, seconds): a size's in-step time ahead of its back-to-back one, the
+    // faster of each kind ahead of a slower one.
+    std::vector<std::tuple<double, int, double>> found;
     for (const Measurement& m : pts)
-      if (m.kind == to_string(op) && m.work > 0 && m.seconds > 0) v.push_back({m.work, m.seconds});
-    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
-      return a.bytes < b.bytes || (a.bytes == b.bytes && a.seconds < b.seconds);
-    });
-    v.erase(std::unique(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.bytes == b.bytes; }), v.end());
+      if ((m.kind == hot || m.kind == in_step) && m.work > 0 && m.seconds > 0)
+        found.emplace_back(m.work, m.kind == in_step ? 0 : 1, m.seconds);
+    std::sort(found.begin(), found.end());
+    std::vector<MeasuredTimes::Point>& v = *t.of(op);
+    for (const auto& [bytes, hot_one, seconds] : found)
+      if (v.empty() || v.back().bytes != bytes) v.push_back({bytes, seconds});
     if (v.size() < 2) v.clear();
   }
   return t;
@@ -1168,23 +1172,46 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // Up to 64 KiB a sample times kCollectiveBackToBack calls in a row, as nccl-tests and the OSU
     // benchmarks do: timed one by one after a barrier, a call also counts the barrier's exit skew
     // (one rank leaves it microseconds after the other and the early one waits inside the call),
-    // while in a step the previous collective has lined the ranks up. On this VM the tiny model's tp=2 plan
-    // ran its 8 KiB all-reduces in 5.5-6.6 us, where single calls after a barrier measured 7.4-7.8.
-    auto timed = [&](const char* kind, std::size_t bytes, auto&& op, bool evict = false) {
-      const int reps = bytes <= (64u << 10) && !evict ? kCollectiveBackToBack : 1;
+    // while in a step the previous collective has lined the ranks up. On this VM the tiny model's
+    // tp=2 plan ran its 8 KiB all-reduces in 5.5-6.6 us, where single calls after a barrier
+    // measured 7.4-7.8.
+    // In a step a collective follows other work, and over shared memory that costs: the tiny
+    // tp=2 sp plan's 8 KiB all-gathers and reduce-scatters ran 23% slower than back to back, the
+    // small model's 128 KiB ones 70-90%. So a host backend's collectives up to kInStepUpTo are
+    // measured again as a step calls them (kInStepSuffix): before each call (untimed) each rank
+    // writes as much other data as its first cache level holds and rewrites the call's input, as
+    // the op before it would; each call is timed alone. These are the measured times plans take.
+    enum class Setting { kHot, kInStep, kCold };
+    const std::size_t step_bytes = c.caches.empty() ? std::size_t{1} << 20 : c.caches.front().bytes;
+    std::vector<float> step_work(ping_pong ? step_bytes / sizeof(float) : 0);
+    auto timed = [&](const std::string& kind, std::size_t bytes, auto&& op, Setting setting = Setting::kHot,
+                     DeviceBuffer* input = nullptr) {
+      const int reps = setting == Setting::kCold ? 1 : bytes <= (64u << 10) ? kCollectiveBackToBack : setting == Setting::kInStep ? 4 : 1;
       std::vector<double> samples;
       double spent = 0;
       while (samples.size() < 3 || (samples.size() < 12 && spent < 0.3)) {
-        if (evict) {
+        if (setting == Setting::kCold) {
           for (float& x : evictor) x += 1.0f;
           evict_sink = evict_sink + evictor[samples.size() % evictor.size()];
         }
         be.synchronize();
         world.barrier();
-        const auto t0 = Clock::now();
-        for (int r = 0; r < reps; ++r) op();
-        be.synchronize();
-        const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+        double elapsed = 0;
+        if (setting == Setting::kInStep) {
+          for (int r = 0; r < reps; ++r) {
+            for (float& x : step_work) x += 1.0f;
+            if (input) std::fill(input->data(), input->data() + input->size(), 1.0f);
+            const auto t0 = Clock::now();
+            op();
+            elapsed += std::chrono::duration<double>(Clock::now() - t0).count();
+          }
+          evict_sink = evict_sink + step_work[samples.size() % step_work.size()];
+        } else {
+          const auto t0 = Clock::now();
+          for (int r = 0; r < reps; ++r) op();
+          be.synchronize();
+          elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+        }
         samples.push_back(elapsed / reps);
         spent += elapsed;
         double all = spent;  // every rank decides alike
@@ -1196,7 +1223,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       double sum = samples[mid];
       world.all_reduce(&sum, 1);
       Measurement m{kind, size_label(static_cast<double>(bytes)), static_cast<double>(bytes), sum / n};
-      m.in_fit = bytes <= kFitCollective;
+      m.in_fit = setting != Setting::kInStep && bytes <= kFitCollective;
       pts.push_back(m);
     };
     // Sizes double until kMaxCollective, or until the next size (about twice the last one's
@@ -1207,19 +1234,24 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     const auto measure_size = [&](std::size_t bytes) {
       const std::size_t elems = bytes / sizeof(float);
       DeviceBuffer buf = filled(be, elems, 1.0f), block = filled(be, elems / static_cast<std::size_t>(n));
-      timed("all_reduce", bytes, [&] { group->all_reduce(buf.data(), elems); });
-      if (ping_pong && bytes >= kColdCollectiveFrom && bytes <= kFitCollective)
-        timed("all_reduce_cold", bytes, [&] { group->all_reduce(buf.data(), elems); }, true);
-      timed("all_gather", bytes, [&] { group->all_gather(buf.data(), elems - elems % static_cast<std::size_t>(n)); });
-      const auto reduce_scatter = [&] {
-        group->reduce_scatter(buf.data(), block.data(), elems - elems % static_cast<std::size_t>(n));
+      const bool cold = ping_pong && bytes >= kColdCollectiveFrom && bytes <= kFitCollective;
+      const bool in_step = ping_pong && bytes <= kInStepUpTo;
+      // Each collective back to back, then as a step calls it and with its data evicted where
+      // those apply.
+      const auto settings = [&](CollectiveOp op, auto&& call) {
+        const std::string kind(to_string(op));
+        timed(kind, bytes, call);
+        if (in_step) timed(kind + kInStepSuffix, bytes, call, Setting::kInStep, &buf);
+        if (cold && op != CollectiveOp::kAllGather) timed(kind + "_cold", bytes, call, Setting::kCold);
       };
-      timed("reduce_scatter", bytes, reduce_scatter);
-      if (ping_pong && bytes >= kColdCollectiveFrom && bytes <= kFitCollective)
-        timed("reduce_scatter_cold", bytes, reduce_scatter, true);
+      settings(CollectiveOp::kAllReduce, [&] { group->all_reduce(buf.data(), elems); });
+      settings(CollectiveOp::kAllGather, [&] { group->all_gather(buf.data(), elems - elems % static_cast<std::size_t>(n)); });
+      settings(CollectiveOp::kReduceScatter, [&] {
+        group->reduce_scatter(buf.data(), block.data(), elems - elems % static_cast<std::size_t>(n));
+      });
       if (!ping_pong) return;
       // Ping-pong between ranks 0 and 1; half the round trip is one send.
-      timed("send_recv", bytes, [&] {
+      const auto ping_pong_call = [&] {
         if (world.rank() == 0) {
           world.send_blocking(buf.data(), elems, 1, 7);
           world.recv(buf.data(), elems, 1, 8);
@@ -1227,8 +1259,13 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
           world.recv(buf.data(), elems, 0, 7);
           world.send_blocking(buf.data(), elems, 0, 8);
         }
-      });
+      };
+      timed("send_recv", bytes, ping_pong_call);
       pts.back().seconds /= 2;  // the send/recv just measured
+      if (in_step) {
+        timed(std::string("send_recv") + kInStepSuffix, bytes, ping_pong_call, Setting::kInStep, &buf);
+        pts.back().seconds /= 2;
+      }
     };
     for (std::size_t bytes = 1024; bytes <= kMaxCollective; bytes *= 2) {
       double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
@@ -1286,7 +1323,7 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         {CollectiveOp::kSendRecv, sendrecv_time}};  // a send/recv's time does not depend on the group's size
     for (Measurement& m : pts)
       for (const auto& [op, time] : kModel)
-        if (m.kind == to_string(op)) {
+        if (m.kind == to_string(op) || m.kind == std::string(to_string(op)) + kInStepSuffix) {
           m.fitted_s = time(link, m.work);
           m.bus_factor = collective_bus_factor(op, n);
         }

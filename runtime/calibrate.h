@@ -58,6 +58,11 @@ inline constexpr std::size_t kRemeasureCollectiveUpTo = 256u << 10;
 // Up to 64 KiB a collective's sample times this many calls in a row (nccl-tests' and the OSU
 // benchmarks' way).
 inline constexpr int kCollectiveBackToBack = 16;
+// A host backend's collectives up to this size are also measured as a step calls them, after
+// other work (kinds: the collective's + kInStepSuffix); their times are the measured times plans
+// take (LinkSpec::measured), the back-to-back ones the lines' and nccl-tests' convention.
+inline constexpr std::size_t kInStepUpTo = 4u << 20;
+inline constexpr const char* kInStepSuffix = "_in_step";
 
 struct Measurement {
   std::string kind;   // gemm(-LEVEL), stream(-LEVEL), optimizer(-LEVEL), attention, attn_fwd, host_copy, all_reduce(_cold), all_gather, reduce_scatter, send_recv
@@ -114,8 +119,9 @@ CollectiveRates fit_collective_rates(std::vector<Measurement>& pts, const std::s
                                      double small_below, LineFit& line);
 // The collectives' measured times (LinkSpec::measured) from the points of kinds "all_reduce",
 // "all_gather", "reduce_scatter" and "send_recv" (the cold ones are not these) over `ranks`: each
-// collective's sizes in order, one point per size (the faster where one was measured twice); a
-// collective with fewer than two sizes has none.
+// collective's sizes in order, one point per size (the faster where one was measured twice), a
+// size measured as a step calls it (kind + kInStepSuffix) taking that time; a collective with
+// fewer than two sizes has none.
 MeasuredTimes measured_collective_times(const std::vector<Measurement>& pts, int ranks);
 // How well the measured times interpolate: each size but the first and the last left out and
 // interpolated from its neighbours (as MeasuredTimes::time does, over twice the gap), the rms of

@@ -1566,6 +1566,7 @@ TEST(Calibration, CollectivesKeepTheirMeasuredTimes) {
   pts.push_back({"all_reduce", "", 2048, 3e-6, 0});  // measured again, slower: the first stands
   pts.push_back({"all_reduce_cold", "", 8192, 1e-3, 0});
   pts.push_back({"reduce_scatter", "", 1024, 1e-6, 0});  // one size: none
+  pts.push_back({"all_reduce_in_step", "", 4096, 5e-6, 0});  // as a step calls it: that time, slower or not
   for (double S = 1024; S <= 65536; S *= 4) pts.push_back({"send_recv", "", S, 1e-6 + S / 1e10, 0});
   const MeasuredTimes m = measured_collective_times(pts, 2);
   EXPECT_EQ(m.ranks, 2);
@@ -1573,11 +1574,12 @@ TEST(Calibration, CollectivesKeepTheirMeasuredTimes) {
   EXPECT_EQ(m.all_reduce[0].bytes, 1024);
   EXPECT_DOUBLE_EQ(m.all_reduce[1].seconds, 2048e-9);
   EXPECT_EQ(m.all_reduce[2].bytes, 4096);
+  EXPECT_DOUBLE_EQ(m.all_reduce[2].seconds, 5e-6);
   EXPECT_TRUE(m.reduce_scatter.empty());
   EXPECT_TRUE(m.all_gather.empty());
   EXPECT_EQ(m.send_recv.size(), 4u);
   // Interpolation: exact for a power law, off by the middle point's own deviation otherwise.
-  EXPECT_NEAR(interpolation_rms_error(m.all_reduce), 0.0, 1e-12);
+  EXPECT_NEAR(interpolation_rms_error({{1024, 1e-6}, {2048, 2e-6}, {4096, 4e-6}}), 0.0, 1e-12);
   EXPECT_NEAR(interpolation_rms_error({{1024, 1e-6}, {2048, 4e-6}, {4096, 4e-6}}), 0.5, 1e-12);
   EXPECT_EQ(interpolation_rms_error({{1024, 1e-6}, {2048, 4e-6}}), 0.0);
 
