@@ -1588,11 +1588,17 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
       }
       node["sources"]["fabric.measured"] = fmt::format(
           "measured: {} collectives over {} ranks (a send/recv: half a ping-pong between ranks 0 and 1), each size's "
-          "median sample averaged over the ranks, up to 64 KiB {} calls in a row per sample, up to {} measured twice and "
-          "the faster kept; a plan's group of {} ranks inside the node takes them between the sizes measured, "
-          "interpolated in log size and log time. Each size left out and interpolated from its neighbours: {} rms",
-          c.backend == "cpu" ? "MPI" : "NCCL", c.ranks, kCollectiveBackToBack, size_label(kRemeasureCollectiveUpTo), c.ranks,
-          errors);
+          "median sample averaged over the ranks; {}up to {} measured twice and the faster kept; a plan's group of {} ranks "
+          "inside the node takes them between the sizes measured, interpolated in log size and log time. Each size left "
+          "out and interpolated from its neighbours: {} rms",
+          c.backend == "cpu" ? "MPI" : "NCCL", c.ranks,
+          c.backend == "cpu"
+              ? fmt::format("up to {} as a step calls them (before each call, untimed, each rank writes as much other data "
+                            "as its first cache level holds and rewrites the call's input; each call timed alone, up to "
+                            "64 KiB {} per sample), larger ones back to back; ",
+                            size_label(kInStepUpTo), kCollectiveBackToBack)
+              : fmt::format("up to 64 KiB {} calls in a row per sample; ", kCollectiveBackToBack),
+          size_label(kRemeasureCollectiveUpTo), c.ranks, errors);
     }
   }
   if (c.host_copy.slope > 0) {
