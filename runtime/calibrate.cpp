@@ -1589,8 +1589,8 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
       node["sources"]["fabric.measured"] = fmt::format(
           "measured: {} collectives over {} ranks (a send/recv: half a ping-pong between ranks 0 and 1), each size's "
           "median sample averaged over the ranks; {}up to {} measured twice and the faster kept; a plan's group of {} ranks "
-          "inside the node takes them between the sizes measured, interpolated in log size and log time. Each size left "
-          "out and interpolated from its neighbours: {} rms",
+          "inside the node takes them up to the largest size measured, interpolated in log size and log time (below the "
+          "smallest, its time). Each size left out and interpolated from its neighbours: {} rms",
           c.backend == "cpu" ? "MPI" : "NCCL", c.ranks,
           c.backend == "cpu"
               ? fmt::format("up to {} as a step calls them (before each call, untimed, each rank writes as much other data "

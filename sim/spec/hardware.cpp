@@ -172,7 +172,8 @@ std::vector<MeasuredTimes::Point>* MeasuredTimes::of(CollectiveOp op) { return m
 double MeasuredTimes::time(CollectiveOp op, int group_ranks, double bytes) const {
   const std::vector<Point>* pts = of(op);
   if (!pts || pts->size() < 2 || (op != CollectiveOp::kSendRecv && group_ranks != ranks)) return -1.0;
-  if (bytes < pts->front().bytes || bytes > pts->back().bytes) return -1.0;
+  if (!(bytes > 0) || bytes > pts->back().bytes) return -1.0;
+  if (bytes <= pts->front().bytes) return pts->front().seconds;
   const auto hi = std::lower_bound(pts->begin(), pts->end(), bytes, [](const Point& p, double b) { return p.bytes < b; });
   if (hi->bytes == bytes) return hi->seconds;
   const Point& a = *(hi - 1);

@@ -171,8 +171,9 @@ struct CollectiveRates {
 // Collectives' times as measured on one group of `ranks` inside a node (`foresight calibrate`'s
 // points, nccl-tests' sizes): where a plan's group has as many ranks and a size lies between the
 // first and the last measured, its time is interpolated between the two neighbouring sizes
-// (linearly in log size and log time) in place of the alpha-beta formulas; elsewhere the rates
-// apply. Open MPI over shared memory switches algorithms and protocols at sizes of its own (on the
+// (linearly in log size and log time) in place of the alpha-beta formulas; a smaller size takes
+// the first size's time (latency-bound there: on the VM a tiny plan's 768 B all-gathers ran in
+// 0.4-0.8 us, its 1 KiB ones measured in step 0.5-0.7); above the last, the rates apply. Open MPI over shared memory switches algorithms and protocols at sizes of its own (on the
 // 2-core VM its reduce-scatter took 9.9 us at 128 KiB and 45 us at 256 KiB), which no one line
 // follows: its fit was 34% rms, the measured points are exact where they were taken. Send/recv
 // times do not depend on the group's size. Data the caches no longer hold (Op::cold) takes the
@@ -190,8 +191,8 @@ struct MeasuredTimes {
   bool empty() const { return all_reduce.empty() && all_gather.empty() && reduce_scatter.empty() && send_recv.empty(); }
   const std::vector<Point>* of(CollectiveOp op) const;
   std::vector<Point>* of(CollectiveOp op);
-  // The measured time of `op` over `bytes` on a group of `group_ranks`, or a negative number where
-  // none applies (not measured, another group size, a size outside the measured ones).
+  // The measured time of `op` over `bytes` (> 0) on a group of `group_ranks`, or a negative number
+  // where none applies (not measured, another group size, a size above the measured ones).
   double time(CollectiveOp op, int group_ranks, double bytes) const;
   bool operator==(const MeasuredTimes&) const = default;
 };

@@ -187,7 +187,8 @@ TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
 
 // Measured times on the fabric (LinkSpec::measured, as calibrate writes them): inside a node, for a
 // group of their size, both engines take them in place of the rates, interpolated between sizes;
-// another group size, a size outside them, a group across nodes or cold data takes the rates.
+// below them the first size's; another group size, a size above them, a group across nodes or
+// cold data takes the rates.
 TEST(NetworkRun, MeasuredTimesTakeTheRatesPlaceForTheirGroups) {
   ClusterSpec c = cluster("dgx-a100-hdr", 16);
   LinkSpec& f = c.node.fabric;
@@ -208,7 +209,7 @@ TEST(NetworkRun, MeasuredTimesTakeTheRatesPlaceForTheirGroups) {
   };
   for (const Case& k : {Case{CollectiveOp::kAllReduce, allreduce_time}, Case{CollectiveOp::kReduceScatter, reduce_scatter_time},
                         Case{CollectiveOp::kSendRecv, sendrecv_time}, Case{CollectiveOp::kAllGather, allgather_time}})
-    for (double bytes : {1024.0, 2048.0, 4096.0, 32768.0, 65536.0, 1048576.0, 4194304.0}) {
+    for (double bytes : {512.0, 1024.0, 2048.0, 4096.0, 32768.0, 65536.0, 1048576.0, 4194304.0}) {
       const double want = m.time(k.op, 2, bytes) >= 0 ? m.time(k.op, 2, bytes) : k.time(lp, bytes);
       EXPECT_NEAR(k.time(l, bytes), want, 1e-12 * want) << to_string(k.op) << " " << bytes;
       const auto ring = k.op == CollectiveOp::kSendRecv ? std::nullopt : std::optional(Algorithm::kRing);

@@ -216,7 +216,8 @@ TEST(Hardware, MeasuredCollectiveTimesRoundTripInterpolateAndNameTheirFields) {
   EXPECT_NEAR(m.time(ar, 2, 4096), 4e-6, 1e-18);                   // a measured size: its time
   EXPECT_NEAR(m.time(ar, 2, 2048), 2e-6, 1e-15);                   // halfway in log size: the geometric mean
   EXPECT_NEAR(m.time(ar, 2, 8192), std::sqrt(24.0) * 1e-6, 1e-15);
-  EXPECT_LT(m.time(ar, 2, 512), 0);                                 // below the sizes measured
+  EXPECT_NEAR(m.time(ar, 2, 512), 1e-6, 1e-18);                     // below them: the first size's
+  EXPECT_LT(m.time(ar, 2, 0), 0);
   EXPECT_LT(m.time(ar, 2, 32768), 0);                               // above
   EXPECT_LT(m.time(ar, 4, 4096), 0);                                // another group size
   EXPECT_LT(m.time(CollectiveOp::kAllGather, 2, 4096), 0);          // not measured
