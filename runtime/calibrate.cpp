@@ -501,16 +501,16 @@ MeasuredTimes measured_collective_times(const std::vector<Measurement>& pts, int
   t.ranks = ranks;
   for (CollectiveOp op : kMeasuredOps) {
     const std::string hot(to_string(op)), in_step = hot + kInStepSuffix;
-    // (bytes, in step first, seconds): a size's in-step time ahead of its back-to-back one, the
-    // faster of each kind ahead of a slower one.
-    std::vector<std::tuple<double, int, double>> found;
+    // (bytes, back to back, seconds), sorted: a size's in-step time ahead of its back-to-back
+    // one, the faster of each kind ahead of a slower one; the first of each size stands.
+    std::vector<std::tuple<double, bool, double>> found;
     for (const Measurement& m : pts)
       if ((m.kind == hot || m.kind == in_step) && m.work > 0 && m.seconds > 0)
-        found.emplace_back(m.work, m.kind == in_step ? 0 : 1, m.seconds);
+        found.emplace_back(m.work, m.kind == hot, m.seconds);
     std::sort(found.begin(), found.end());
     std::vector<MeasuredTimes::Point>& v = *t.of(op);
-    for (const auto& [bytes, hot_one, seconds] : found)
-      if (v.empty() || v.back().bytes != bytes) v.push_back({bytes, seconds});
+    for (const auto& f : found)
+      if (v.empty() || v.back().bytes != std::get<0>(f)) v.push_back({std::get<0>(f), std::get<2>(f)});
     if (v.size() < 2) v.clear();
   }
   return t;
@@ -520,14 +520,21 @@ double interpolation_rms_error(const std::vector<MeasuredTimes::Point>& pts) {
   double sum = 0;
   int count = 0;
   for (std::size_t i = 1; i + 1 < pts.size(); ++i) {
-    MeasuredTimes neighbours;
-    neighbours.ranks = 2;
-    neighbours.all_reduce = {pts[i - 1], pts[i + 1]};
-    const double t = neighbours.time(CollectiveOp::kAllReduce, 2, pts[i].bytes);
-    sum += std::pow(t / pts[i].seconds - 1, 2);
+    sum += std::pow(MeasuredTimes::between(pts[i - 1], pts[i + 1], pts[i].bytes) / pts[i].seconds - 1, 2);
     ++count;
   }
   return count > 0 ? std::sqrt(sum / count) : 0.0;
+}
+
+std::string measured_times_summary(const MeasuredTimes& t) {
+  std::string out;
+  for (CollectiveOp op : kMeasuredOps) {
+    const std::vector<MeasuredTimes::Point>& v = *t.of(op);
+    if (!v.empty())
+      out += fmt::format("{}{} {}-{} ({:.1f}%)", out.empty() ? "" : ", ", to_string(op), size_label(v.front().bytes),
+                         size_label(v.back().bytes), 100 * interpolation_rms_error(v));
+  }
+  return out;
 }
 
 AfterAttempt after_attempt(double moved_pct, int attempt, int retries, double steadiest_moved_pct) {
@@ -1186,7 +1193,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     std::vector<float> step_work(ping_pong ? step_bytes / sizeof(float) : 0);
     auto timed = [&](const std::string& kind, std::size_t bytes, auto&& op, Setting setting = Setting::kHot,
                      DeviceBuffer* input = nullptr) {
-      const int reps = setting == Setting::kCold ? 1 : bytes <= (64u << 10) ? kCollectiveBackToBack : setting == Setting::kInStep ? 4 : 1;
+      // Calls per sample: small ones many, an in-step sample of a larger size a few (each call
+      // is timed alone, after its untimed work); one where the data is evicted before the sample.
+      int reps = 1;
+      if (setting != Setting::kCold) reps = bytes <= (64u << 10) ? kCollectiveBackToBack : setting == Setting::kInStep ? 4 : 1;
       std::vector<double> samples;
       double spent = 0;
       while (samples.size() < 3 || (samples.size() < 12 && spent < 0.3)) {
@@ -1361,18 +1371,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
                                  : std::string(),
                              100 * (c.*o.fit).rms_rel_error));
       }
-    if (progress && !c.fabric.measured.empty()) {
-      std::string kept;
-      for (CollectiveOp op : kMeasuredOps) {
-        const std::vector<MeasuredTimes::Point>& v = *c.fabric.measured.of(op);
-        if (v.empty()) continue;
-        kept += fmt::format("{}{} {}-{} ({:.1f}%)", kept.empty() ? "" : ", ", to_string(op), size_label(v.front().bytes),
-                            size_label(v.back().bytes), 100 * interpolation_rms_error(v));
-      }
+    if (progress && !c.fabric.measured.empty())
       progress(fmt::format("measured times kept for plans of {} ranks inside the node, interpolated between the sizes: {} "
                            "(in brackets: each size left out and interpolated from its neighbours, rms error)",
-                           n, kept));
-    }
+                           n, measured_times_summary(c.fabric.measured)));
     if (progress && largest < kMaxCollective)
       progress(fmt::format("collectives measured up to {} (the next sizes would pass the {:.0f} s budget)", size_label(largest),
                            kCollectiveBudget_s));
@@ -1576,7 +1578,6 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
     if (!c.fabric.measured.empty()) {
       nlohmann::json& m = node["fabric"]["measured"];
       m["ranks"] = c.fabric.measured.ranks;
-      std::string errors;
       for (CollectiveOp op : kMeasuredOps) {
         const std::vector<MeasuredTimes::Point>& v = *c.fabric.measured.of(op);
         if (v.empty()) continue;
@@ -1584,21 +1585,22 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
         for (const MeasuredTimes::Point& p : v)
           a.push_back({{"size", size_label(p.bytes)}, {"time", fmt::format("{:.6g}us", p.seconds * 1e6)}});
         m[std::string(to_string(op))] = std::move(a);
-        errors += fmt::format("{}{} {:.1f}%", errors.empty() ? "" : ", ", to_string(op), 100 * interpolation_rms_error(v));
       }
+      const bool in_step = std::any_of(c.points.begin(), c.points.end(),
+                                       [](const Measurement& p) { return p.kind.ends_with(kInStepSuffix); });
       node["sources"]["fabric.measured"] = fmt::format(
           "measured: {} collectives over {} ranks (a send/recv: half a ping-pong between ranks 0 and 1), each size's "
           "median sample averaged over the ranks; {}up to {} measured twice and the faster kept; a plan's group of {} ranks "
           "inside the node takes them up to the largest size measured, interpolated in log size and log time (below the "
           "smallest, its time). Each size left out and interpolated from its neighbours: {} rms",
           c.backend == "cpu" ? "MPI" : "NCCL", c.ranks,
-          c.backend == "cpu"
+          in_step
               ? fmt::format("up to {} as a step calls them (before each call, untimed, each rank writes as much other data "
                             "as its first cache level holds and rewrites the call's input; each call timed alone, up to "
                             "64 KiB {} per sample), larger ones back to back; ",
                             size_label(kInStepUpTo), kCollectiveBackToBack)
               : fmt::format("up to 64 KiB {} calls in a row per sample; ", kCollectiveBackToBack),
-          size_label(kRemeasureCollectiveUpTo), c.ranks, errors);
+          size_label(kRemeasureCollectiveUpTo), c.ranks, measured_times_summary(c.fabric.measured));
     }
   }
   if (c.host_copy.slope > 0) {

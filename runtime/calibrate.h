@@ -127,6 +127,9 @@ MeasuredTimes measured_collective_times(const std::vector<Measurement>& pts, int
 // interpolated from its neighbours (as MeasuredTimes::time does, over twice the gap), the rms of
 // the relative errors; 0 with fewer than three sizes.
 double interpolation_rms_error(const std::vector<MeasuredTimes::Point>& pts);
+// "all_reduce 1 KiB-512 MiB (21.5%), ...": each collective's measured sizes and, in brackets,
+// its interpolation_rms_error.
+std::string measured_times_summary(const MeasuredTimes& t);
 // GEMMs: t = calls x intercept + FLOPs x slope + weight bytes x (weight_fwd or weight_bwd), one call
 // forward and two backward; negative terms are dropped. Fills the points' fitted_s.
 LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind);

@@ -175,10 +175,12 @@ double MeasuredTimes::time(CollectiveOp op, int group_ranks, double bytes) const
   if (!(bytes > 0) || bytes > pts->back().bytes) return -1.0;
   if (bytes <= pts->front().bytes) return pts->front().seconds;
   const auto hi = std::lower_bound(pts->begin(), pts->end(), bytes, [](const Point& p, double b) { return p.bytes < b; });
-  if (hi->bytes == bytes) return hi->seconds;
-  const Point& a = *(hi - 1);
-  const double f = std::log(bytes / a.bytes) / std::log(hi->bytes / a.bytes);
-  return a.seconds * std::pow(hi->seconds / a.seconds, f);
+  return hi->bytes == bytes ? hi->seconds : between(*(hi - 1), *hi, bytes);
+}
+
+double MeasuredTimes::between(const Point& a, const Point& b, double bytes) {
+  const double f = std::log(bytes / a.bytes) / std::log(b.bytes / a.bytes);
+  return a.seconds * std::pow(b.seconds / a.seconds, f);
 }
 
 const CollectiveRates* LinkSpec::own_rates(CollectiveOp op) const { return own_rates_of(*this, op); }

@@ -194,6 +194,8 @@ struct MeasuredTimes {
   // The measured time of `op` over `bytes` (> 0) on a group of `group_ranks`, or a negative number
   // where none applies (not measured, another group size, a size above the measured ones).
   double time(CollectiveOp op, int group_ranks, double bytes) const;
+  // The time at `bytes` between two measured sizes a and b, linear in log size and log time.
+  static double between(const Point& a, const Point& b, double bytes);
   bool operator==(const MeasuredTimes&) const = default;
 };
 

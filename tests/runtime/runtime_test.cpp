@@ -1582,6 +1582,9 @@ TEST(Calibration, CollectivesKeepTheirMeasuredTimes) {
   EXPECT_NEAR(interpolation_rms_error({{1024, 1e-6}, {2048, 2e-6}, {4096, 4e-6}}), 0.0, 1e-12);
   EXPECT_NEAR(interpolation_rms_error({{1024, 1e-6}, {2048, 4e-6}, {4096, 4e-6}}), 0.5, 1e-12);
   EXPECT_EQ(interpolation_rms_error({{1024, 1e-6}, {2048, 4e-6}}), 0.0);
+  const std::string summary = measured_times_summary(m);
+  EXPECT_EQ(summary.rfind("all_reduce 1 KiB-4 KiB (", 0), 0u) << summary;
+  EXPECT_NE(summary.find("%), send_recv 1 KiB-64 KiB ("), std::string::npos) << summary;
 
   Calibration c;
   const ClusterSpec base = testing::preset_cluster("cpu-local", 2);
