@@ -7,6 +7,7 @@
 
 #include <cassert>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -27,6 +28,21 @@ class Error {
  private:
   std::string message_;
 };
+
+// A value quoted for an error message: whole when short, else its start and end around the byte
+// count, so that a 100 MB field never travels into a message whole.
+//   quote_excerpt("2f2b") -> "\"2f2b\""
+inline std::string quote_excerpt(std::string_view text, std::size_t max = 48) {
+  std::string out(1, '"');
+  if (text.size() <= max) {
+    out.append(text);
+  } else {
+    out.append(text.substr(0, max / 2)).append("...");
+    out.append(text.substr(text.size() - max / 4)).append("\" (").append(std::to_string(text.size()));
+    return out.append(" bytes)");
+  }
+  return out.append(1, '"');
+}
 
 // Either a value or an Error; the minimal subset of std::expected (C++23) that we use.
 template <typename T>

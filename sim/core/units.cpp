@@ -43,6 +43,26 @@ constexpr Unit kFlopRateUnits[] = {
 };
 constexpr Unit kPowerUnits[] = {{"W", 1.0}, {"kW", 1e3}, {"MW", 1e6}};
 
+// The range a non-zero quantity of each dimension may take: wide enough for any machine or run
+// (a 1 kbit/s link to a 1 EB/s fabric, a femtosecond to 30,000 years), narrow enough that a typo
+// such as "1e-300Gbps" is refused instead of turning every later figure into 300-digit nonsense.
+struct Range {
+  double min, max;
+  const char* text;
+};
+Range physical_range(Dimension d) {
+  switch (d) {
+    case Dimension::kBytes: return {1.0, 1e21, "1B to 1000EB"};
+    case Dimension::kSeconds: return {1e-15, 1e12, "1e-15s to 1e12s"};
+    case Dimension::kFlop: return {1.0, 1e30, "1FLOP to 1e30FLOP"};
+    case Dimension::kBandwidth: return {125.0, 1e18, "1Kbps to 1000PB/s"};
+    case Dimension::kFlopRate: return {1e3, 1e21, "1KFLOPS to 1e21FLOPS"};
+    case Dimension::kPower: return {1e-3, 1e10, "1mW to 10GW"};
+  }
+  return {0, 0, ""};
+}
+
+
 std::span<const Unit> units_for(Dimension d) {
   switch (d) {
     case Dimension::kBytes: return kByteUnits;
@@ -116,9 +136,7 @@ std::string_view dimension_examples(Dimension d) {
 
 Result<double> parse_quantity(std::string_view text, Dimension dim) {
   const std::string_view s = trim(text);
-  std::string quoted(1, '"');  // built by appends: GCC 12 warns falsely on "\"" + string (PR 105329)
-  quoted.append(text);
-  quoted.push_back('"');
+  const std::string quoted = quote_excerpt(text);
   if (s.empty()) {
     return Error("empty value; expected " + std::string(dimension_name(dim)) + " such as " +
                  std::string(dimension_examples(dim)));
@@ -144,9 +162,16 @@ Result<double> parse_quantity(std::string_view text, Dimension dim) {
       return v;
     }
   }
-  return Error(quoted + ": unknown unit '" + std::string(unit) + "' for " +
+  return Error(quoted + ": unknown unit '" + std::string(unit.substr(0, 16)) + (unit.size() > 16 ? "...'" : "'") + " for " +
                std::string(dimension_name(dim)) + "; use e.g. " +
                std::string(dimension_examples(dim)));
+}
+
+Status check_physical_range(double v, Dimension dim, std::string_view text) {
+  const Range r = physical_range(dim);
+  if (v == 0 || (v >= r.min && v <= r.max)) return Status::Ok();
+  return Error(quote_excerpt(text) + " is outside the range of " + std::string(dimension_name(dim)) + " (" + r.text +
+               ", or 0)");
 }
 
 std::string format_quantity(double value, Dimension dim) {

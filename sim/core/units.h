@@ -66,6 +66,12 @@ std::string_view dimension_examples(Dimension d);
 // and bytes ("50GB/s", "50GBps"); FLOP rates "989TFLOPS" or "989TFLOP/s".
 Result<double> parse_quantity(std::string_view text, Dimension dim);
 
+// An error unless `v` (parsed from `text`) is 0 or within the physical range of its dimension: a
+// 1 kbit/s link to a 1000 PB/s fabric, a femtosecond to 30,000 years, a byte to 1000 EB, ... Spec
+// readers hold every quantity to it, so that a typo such as "1e-300Gbps" is refused instead of
+// turning each later figure into 300-digit nonsense.
+Status check_physical_range(double v, Dimension dim, std::string_view text);
+
 // The shortest text in a natural unit that parses back to exactly `value`.
 std::string format_quantity(double value, Dimension dim);
 

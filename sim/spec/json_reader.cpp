@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -14,10 +16,43 @@ using nlohmann::json;
 
 namespace {
 
+// A value for an error message, never dumped whole: containers by their size (dumping a deeply
+// nested one would recurse once per level), strings as a short excerpt.
 std::string describe(const json& v) {
-  std::string text = v.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return std::string(v.type_name()) + " " + text;
+  if (v.is_array()) return "array of " + std::to_string(v.size()) + " elements";
+  if (v.is_object()) return "object of " + std::to_string(v.size()) + " fields";
+  if (v.is_string()) return "string " + quote_excerpt(v.get_ref<const std::string&>(), 37);
+  return std::string(v.type_name()) + " " + v.dump();
+}
+
+// The deepest nesting of arrays and objects in `text`, counted without recursion (strings are
+// skipped), so that a '[' * 100000 document is refused before any recursive code sees it.
+// Returns the byte offset where `limit` was passed, or npos.
+std::size_t nesting_beyond(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
+std::string line_and_column(std::string_view text, std::size_t offset) {
+  std::size_t line = 1, col = 1;
+  for (std::size_t i = 0; i < std::min(offset, text.size()); ++i) {
+    if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+  }
+  return std::to_string(line) + ":" + std::to_string(col);
 }
 
 bool is_doc_key(std::string_view k) {
@@ -29,39 +64,52 @@ bool is_doc_key(std::string_view k) {
 }  // namespace
 
 Result<json> parse_json_text(std::string_view text, const std::string& file) {
+  if (text.size() > kMaxJsonBytes)
+    return Error(file + ": " + std::to_string(text.size()) + " bytes is larger than the " +
+                 std::to_string(kMaxJsonBytes >> 20) + " MiB a JSON input may have");
+  if (const std::size_t at = nesting_beyond(text, kMaxJsonDepth); at != std::string_view::npos)
+    return Error(file + ":" + line_and_column(text, at) + ": malformed JSON: nested deeper than " +
+                 std::to_string(kMaxJsonDepth) + " levels");
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_discarded()) return doc;
   // Parse again with exceptions only to recover the position for the message.
   try {
     [[maybe_unused]] auto ignored = json::parse(text);
   } catch (const json::parse_error& e) {
-    // Translate the byte offset into line and column.
-    std::size_t line = 1, col = 1;
-    const std::size_t stop = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-    for (std::size_t i = 0; i < stop; ++i) {
-      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
-    }
     std::string what = e.what();
     const auto pos = what.find("syntax error");
     if (pos != std::string::npos) what = what.substr(pos);
-    return Error(file + ":" + std::to_string(line) + ":" + std::to_string(col) +
-                 ": malformed JSON: " + what);
+    // The parser quotes the last token read, which may be a 100 MB string: keep a short excerpt.
+    if (what.size() > 200) what = what.substr(0, 120) + "..." + what.substr(what.size() - 60);
+    return Error(file + ":" + line_and_column(text, e.byte == 0 ? 0 : e.byte - 1) + ": malformed JSON: " + what);
   } catch (const std::exception& e) {
     return Error(file + ": malformed JSON: " + e.what());
   }
   return Error(file + ": malformed JSON");
 }
 
-Result<json> read_json_file(const std::string& path) {
+Result<std::string> read_text_file(const std::string& path, std::size_t max_bytes) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return Error(path + ": no such file");
-  if (std::filesystem::is_directory(path, ec)) return Error(path + ": is a directory, not a JSON file");
+  if (std::filesystem::is_directory(path, ec)) return Error(path + ": is a folder, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  // Read at most one byte past the limit, so that /dev/zero or a runaway file stops there.
+  std::string text;
+  std::array<char, 1 << 16> buf{};
+  while (in && text.size() <= max_bytes) {
+    in.read(buf.data(), static_cast<std::streamsize>(std::min(buf.size(), max_bytes + 1 - text.size())));
+    text.append(buf.data(), static_cast<std::size_t>(in.gcount()));
+  }
   if (in.bad()) return Error(path + ": read error");
-  return parse_json_text(ss.str(), path);
+  if (text.size() > max_bytes)
+    return Error(path + ": larger than the " + std::to_string(max_bytes >> 20) + " MiB this input may have");
+  return text;
+}
+
+Result<json> read_json_file(const std::string& path) {
+  FS_ASSIGN_OR_RETURN(std::string text, read_text_file(path, kMaxJsonBytes));
+  return parse_json_text(text, path);
 }
 
 std::string json_pointer_escape(std::string_view key) {
@@ -122,6 +170,15 @@ void JsonReader::reject_unknown_keys(std::span<const std::string_view> known) {
   }
 }
 
+void JsonReader::reject_null_fields() {
+  if (!node_->is_object()) return;
+  for (const auto& [k, v] : node_->items())
+    if (v.is_null() && !is_doc_key(k)) {
+      fail(k, "null is not a value here (leave the field out to take its default)");
+      return;
+    }
+}
+
 std::string JsonReader::string(std::string_view key, std::string fallback) {
   const json* v = find(key);
   if (!v) return fallback;
@@ -147,7 +204,7 @@ std::string JsonReader::choice(std::string_view key, std::initializer_list<std::
   for (auto c : choices) if (c == v) return v;
   std::string list;
   for (auto c : choices) list += (list.empty() ? "" : ", ") + std::string(c);
-  fail(key, "\"" + v + "\" is not one of: " + list);
+  fail(key, quote_excerpt(v) + " is not one of: " + list);
   return fallback;
 }
 
@@ -238,6 +295,17 @@ double JsonReader::quantity(std::string_view key, Dimension dim, double fallback
   auto q = parse_quantity(v->get<std::string>(), dim);
   if (!q) {
     fail(key, q.error().message());
+    return fallback;
+  }
+  // No link or device runs at a rate of zero: written out, it is a mistake (leaving the field out
+  // keeps its documented default), not a request for the default.
+  if (q.value() == 0 && (dim == Dimension::kBandwidth || dim == Dimension::kFlopRate)) {
+    fail(key, quote_excerpt(v->get_ref<const std::string&>()) +
+                  " is a rate of zero: a rate must be positive (leave the field out to take its default)");
+    return fallback;
+  }
+  if (Status in_range = check_physical_range(q.value(), dim, v->get_ref<const std::string&>()); !in_range) {
+    fail(key, in_range.error().message());
     return fallback;
   }
   return q.value();

@@ -26,6 +26,13 @@
 
 namespace foresight {
 
+// Limits every JSON input shares (plans, clusters, models, sweep specs, validation cases): larger
+// or deeper documents are refused with the file's name before they are parsed.
+inline constexpr std::size_t kMaxJsonBytes = std::size_t{64} << 20;
+inline constexpr int kMaxJsonDepth = 256;
+
+// Reads a whole file of at most `max_bytes` (a device such as /dev/zero stops at the limit).
+Result<std::string> read_text_file(const std::string& path, std::size_t max_bytes);
 // Parses text as JSON; the error names the file, line and column.
 Result<nlohmann::json> parse_json_text(std::string_view text, const std::string& file);
 // Reads and parses a file.
@@ -50,6 +57,9 @@ class JsonReader {
   // ("source", "sources", "notes", "description", "$schema", "*_source", "_*").
   void reject_unknown_keys(std::initializer_list<std::string_view> known);
   void reject_unknown_keys(std::span<const std::string_view> known);
+  // Records an error for a field whose value is null (readers otherwise take null as absent, the
+  // convention of files that mark figures as unreported): `"tp": null` is refused, not defaulted.
+  void reject_null_fields();
 
   std::string string(std::string_view key, std::string fallback = "");
   std::string required_string(std::string_view key);

@@ -2,8 +2,8 @@
 #include "sim/spec/presets.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+
+#include "sim/spec/json_reader.h"
 
 namespace foresight {
 
@@ -45,21 +45,22 @@ Result<SpecText> resolve_spec(PresetKind kind, const std::string& name_or_path) 
   std::error_code ec;
   const bool looks_like_path = name_or_path.find('/') != std::string::npos ||
                                name_or_path.ends_with(".json");
-  if (std::filesystem::is_regular_file(name_or_path, ec)) {
-    std::ifstream in(name_or_path, std::ios::binary);
-    if (!in) return Error(name_or_path + ": cannot open file");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return SpecText{ss.str(), name_or_path};
+  if (std::filesystem::is_regular_file(name_or_path, ec) ||
+      (looks_like_path && std::filesystem::exists(name_or_path, ec))) {
+    // A file (or a folder, a device): read with the limits every JSON input has.
+    FS_ASSIGN_OR_RETURN(std::string text, read_text_file(name_or_path, kMaxJsonBytes));
+    return SpecText{std::move(text), name_or_path};
   }
   if (!looks_like_path) {
     if (auto text = preset_text(kind, name_or_path))
       return SpecText{std::string(*text), "preset " + name_or_path};
   }
+  if (std::filesystem::is_directory(name_or_path, ec)) return Error(name_or_path + ": is a folder, not a file");
   if (looks_like_path) return Error(name_or_path + ": no such file");
   std::string list;
   for (const auto& n : preset_names(kind)) list += (list.empty() ? "" : ", ") + n;
-  return Error("unknown " + std::string(to_string(kind)) + " '" + name_or_path +
+  const std::string shown = name_or_path.size() > 64 ? name_or_path.substr(0, 48) + "..." : name_or_path;
+  return Error("unknown " + std::string(to_string(kind)) + " '" + shown +
                "': not a preset (" + list + ") and not a file");
 }
 
