@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "sim/core/output_file.h"
 #include "foresight/config.h"
 #include "runtime/calibrate.h"
 #include "runtime/comm.h"
@@ -65,6 +66,11 @@ Command add_calibrate_command(CLI::App& app) {
     gethostname(host, sizeof host - 1);
     const std::string profile_name = name->empty() ? std::string("local-") + host : *name;
     const std::string path = out->empty() ? "hwprofiles/" + profile_name + ".json" : *out;
+    // The profile's path is checked before the minute of measuring, not found unwritable after it.
+    if (Status s = check_output_path(path, out->empty() ? "the profile (--out)" : "--out"); !s) {
+      if (rank == 0) input_error(s.error().message());
+      return finish(2);
+    }
     const std::time_t now = std::time(nullptr);
     char date[32];
     std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
@@ -102,11 +108,9 @@ Command add_calibrate_command(CLI::App& app) {
                        100 * (p.fitted_s - p.seconds) / p.seconds, p.in_fit ? "  (fitted)" : "");
       }
       const auto j = runtime::calibrated_cluster_json(*cal, *cluster, profile_name, provenance);
-      std::ofstream f(path);
-      f << j.dump(2) << '\n';
-      if (!f) {
-        fmt::print(stderr, "error: {}: cannot write the profile\n", path);
-        return finish(1);
+      if (Status s = write_file_atomically(path, j.dump(2) + "\n"); !s) {
+        input_error(s.error().message());
+        return finish(2);
       }
       const DeviceSpec& d = cal->device;
       fmt::print("\nprofile {} written to {}: peak {:.1f} GFLOP/s, GEMM efficiency {:.2f}, attention efficiency {:.2f}, "

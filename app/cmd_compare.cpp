@@ -7,6 +7,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "sim/core/output_file.h"
 #include "sim/compare/compare.h"
 
 namespace foresight::app {
@@ -39,6 +40,7 @@ Command add_compare_command(CLI::App& app) {
   cmd->add_flag("--json", *json_out, "print the report as JSON");
   cmd->add_option("--out", *out, "also write the JSON report to this file (the GUI reads it)");
   return [=]() -> int {
+    if (!out->empty()) FS_RETURN_CLI_IF_ERROR(check_output_path(*out, "--out"));
     auto p = load_trace(*predicted);
     if (!p) return input_error(p.error().message());
     auto m = load_trace(*measured);
@@ -46,11 +48,7 @@ Command add_compare_command(CLI::App& app) {
     auto r = compare_traces(*p, *m);
     if (!r) return input_error(r.error().message());
     const auto j = compare_report_to_json(*r);
-    if (!out->empty()) {
-      std::ofstream f(*out);
-      f << j.dump(2) << '\n';
-      if (!f) return input_error(*out + ": write failed");
-    }
+    if (!out->empty()) FS_RETURN_CLI_IF_ERROR(write_file_atomically(*out, j.dump(2) + "\n"));
     if (*json_out) fmt::print("{}\n", j.dump(2));
     else print_compare_report(*r);
     return 0;

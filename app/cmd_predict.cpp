@@ -16,8 +16,16 @@
 namespace foresight::app {
 
 int input_error(const std::string& message) {
-  fmt::print(stderr, "error: {}\n", message);
+  fmt::print(stderr, "error: {}\n", clamp_message(message));
   return 2;
+}
+
+std::string clamp_message(const std::string& message) {
+  // Messages quote excerpts of values; this keeps any that slipped through readable.
+  constexpr std::size_t kMax = 4000;
+  if (message.size() <= kMax) return message;
+  return message.substr(0, 3000) + " ... (" + std::to_string(message.size() - 3500) + " bytes left out) ... " +
+         message.substr(message.size() - 500);
 }
 
 namespace {
@@ -36,7 +44,9 @@ void add_cost_options(CLI::App& cmd, CostFlags& f) {
 Result<CostOptions> cost_options(const CostFlags& f) {
   CostOptions o;
   if (f.pue < 1.0) return Error("--pue: " + fmt::format("{}", f.pue) + " is below 1 (a facility cannot use less power than its IT load)");
+  if (f.pue > 10.0) return Error("--pue: " + fmt::format("{}", f.pue) + " is above 10 (the worst data centres report about 3)");
   if (f.price && *f.price < 0) return Error("--price: a price cannot be negative");
+  if (f.price && *f.price > 1e6) return Error("--price: " + fmt::format("{}", *f.price) + " USD per device-hour is above 1e6");
   o.pue = f.pue;
   o.price_per_device_hour = f.price;
   if (!f.tokens.empty()) {

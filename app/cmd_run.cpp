@@ -14,7 +14,9 @@
 #include <memory>
 #include <sstream>
 
+#include "app/cli_checks.h"
 #include "app/commands.h"
+#include "sim/core/output_file.h"
 #include "app/plan_options.h"
 #include "foresight/config.h"
 #include "runtime/calibrate.h"
@@ -95,13 +97,15 @@ Command add_run_command(CLI::App& app) {
   add_plan_options(*cmd, o->plan);
   cmd->add_option("--steps", o->steps, "optimizer steps to run (in all, counting resumed ones)")->capture_default_str()
       ->check(CLI::Range(1, 1000000));
-  cmd->add_option("--warmup", o->warmup, "steps left out of the median step time (default: min(2, steps - 1))");
+  cmd->add_option("--warmup", o->warmup, "steps left out of the median step time (default: min(2, steps - 1))")
+      ->check(int_in(0, 1000000));
   cmd->add_option("--trace", o->trace, "write the measured Chrome trace of the median step (opens in Perfetto)");
   cmd->add_option("--summary", o->summary, "write a JSON summary (losses, step times, memory, prediction)");
   cmd->add_option("--backend", o->backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "save the training state here at the end (and every --checkpoint-every steps)");
-  cmd->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints (0: only at the end)");
+  cmd->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints (0: only at the end)")
+      ->check(int_in(0, 1000000));
   cmd->add_flag("--resume", o->resume, "continue from the checkpoint in --checkpoint-dir");
   cmd->add_flag("--predict", o->predict, "also simulate the plan (DES, every rank) on --cluster and compare op by op");
   cmd->add_option("--predicted-trace", o->predicted_trace, "with --predict: where to keep the simulated trace");
@@ -109,13 +113,19 @@ Command add_run_command(CLI::App& app) {
                 "with --predict on a profile that `calibrate` wrote: predict at the machine's speed just before the run "
                 "(its peak GEMM timed again against the calibration's scales the device's rates)");
   cmd->add_option("--seed", o->seed, "seed of the parameters and the synthetic data")->capture_default_str();
-  cmd->add_option("--lr", o->lr, "AdamW learning rate")->capture_default_str();
+  cmd->add_option("--lr", o->lr, "AdamW learning rate")->check(number_in(1e-12, 10))->capture_default_str();
   cmd->add_option("--loss-scale-alpha", o->algorithms.loss_scale_alpha,
-                  "fp16: loss scale = dynamic scale x (1 - alpha x variance of the last 20 losses)")->group("Algorithms");
+                  "fp16: loss scale = dynamic scale x (1 - alpha x variance of the last 20 losses)")
+      ->check(number_in(0, 1e6))
+      ->group("Algorithms");
   cmd->add_option("--grad-decay", o->algorithms.grad_decay,
-                  "beta: the optimizer steps on beta x previous + (1 - beta) x this step's gradients")->group("Algorithms");
+                  "beta: the optimizer steps on beta x previous + (1 - beta) x this step's gradients")
+      ->check(number_in(0, 0.9999))
+      ->group("Algorithms");
   cmd->add_option("--aradam-gamma", o->algorithms.aradam_gamma,
-                  "ARAdam: per-parameter learning rate lr x (1 + gamma x |parameter|)")->group("Algorithms");
+                  "ARAdam: per-parameter learning rate lr x (1 + gamma x |parameter|)")
+      ->check(number_in(0, 1e6))
+      ->group("Algorithms");
   return [o]() -> int {
     runtime::Comm world = runtime::Comm::world();
     const int rank = world.rank();
@@ -147,6 +157,11 @@ Command add_run_command(CLI::App& app) {
     }
     auto in = resolve_inputs(po);
     if (!in) return input_fail(in.error().message());
+    // Output paths are checked before the run, not found unwritable at its end.
+    for (const auto& [path, option] : {std::pair{o->trace, "--trace"}, {o->summary, "--summary"},
+                                       {o->predicted_trace, "--predicted-trace"}})
+      if (!path.empty())
+        if (Status s = check_output_path(path, option); !s) return input_fail(s.error().message());
     if (Status s = runtime::check_runtime_plan(in->model, in->plan, in->plan_source); !s) return input_fail(s.error().message());
     if (in->plan.gpus() != world.size())
       return input_fail(fmt::format("{}: the plan needs {} ranks (tp {} x pp {} x dp {}) but {} {} launched{}",
@@ -370,7 +385,7 @@ Command add_run_command(CLI::App& app) {
         measured.prediction.step_time_s = median;
         if (Status s = write_chrome_trace(measured_path, *w, measured, "measured", extra); !s) {
           fmt::print(stderr, "error: {}\n", s.error().message());
-          code = 1;
+          code = 2;
         } else if (!o->trace.empty()) {
           fmt::print("trace of step {}: {}\n", history[traced].step, o->trace);
         }
@@ -433,11 +448,9 @@ Command add_run_command(CLI::App& app) {
                                   {"graph_dp_grad_bytes", graph_bytes},
                                   {"metadata", extra}};
         if (!comparison.is_null()) summary["comparison"] = comparison;
-        std::ofstream out(o->summary);
-        out << summary.dump(2) << '\n';
-        if (!out) {
-          fmt::print(stderr, "error: {}: write failed\n", o->summary);
-          code = 1;
+        if (Status s = write_file_atomically(o->summary, summary.dump(2) + "\n"); !s) {
+          fmt::print(stderr, "error: {}\n", s.error().message());
+          code = 2;
         } else {
           fmt::print("summary: {}\n", o->summary);
         }

@@ -9,7 +9,9 @@
 #include <fstream>
 #include <memory>
 
+#include "app/cli_checks.h"
 #include "app/commands.h"
+#include "sim/core/output_file.h"
 #include "sim/core/units.h"
 #include "app/plan_options.h"
 #include "sim/search/search.h"
@@ -42,22 +44,23 @@ Command add_search_command(CLI::App& app) {
     std::string model = "llama3-70b", cluster = "dgx-h100-ndr", objective = "time", out, tokens;
     int gpus = 0, top = 10, resimulate = 5;
     long long global_batch = 0;
-    double pue = 1.2;
-    std::optional<double> price;
+    CostFlags cost;
     unsigned threads = 0;
     bool json = false, csv = false, try_offload = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model,-m", o->model, "model preset, model JSON or Hugging Face config.json")->capture_default_str();
   cmd->add_option("--cluster,-c", o->cluster, "cluster preset or JSON")->capture_default_str();
-  cmd->add_option("--gpus,-g", o->gpus, "accelerators to use (default: 64 for the default model/cluster, else the whole cluster)");
-  cmd->add_option("--global-batch,--gb", o->global_batch, "sequences per step (default 1024)");
+  cmd->add_option("--gpus,-g", o->gpus, "accelerators to use (default: 64 for the default model/cluster, else the whole cluster)")
+      ->check(int_in(plan_range::kDegree));
+  cmd->add_option("--global-batch,--gb", o->global_batch, "sequences per step (default 1024)")
+      ->check(int_in(plan_range::kGlobalBatch));
   cmd->add_option("--objective", o->objective, "time, cost or energy")->check(CLI::IsMember({"time", "cost", "energy"}))->capture_default_str();
-  cmd->add_option("--top", o->top, "plans to list")->capture_default_str();
-  cmd->add_option("--resimulate", o->resimulate, "re-rank the best N with the discrete-event simulator")->capture_default_str();
-  cmd->add_option("--tokens", o->tokens, "training token budget for time-to-train and cost (e.g. 15T)");
-  cmd->add_option("--price", o->price, "USD per device-hour (default: the device preset's)");
-  cmd->add_option("--pue", o->pue, "facility power usage effectiveness")->capture_default_str();
+  cmd->add_option("--top", o->top, "plans to list")->check(int_in(1, 100000))->capture_default_str();
+  cmd->add_option("--resimulate", o->resimulate, "re-rank the best N with the discrete-event simulator")
+      ->check(int_in(0, 100000))
+      ->capture_default_str();
+  add_cost_options(*cmd, o->cost);  // --price, --pue, --tokens: the same rules as predict's
   cmd->add_option("--threads", o->threads, "worker threads (default: all cores)");
   cmd->add_option("--out", o->out, "write the best plan to this plan file");
   cmd->add_flag("--json", o->json, "print one JSON object");
@@ -75,21 +78,15 @@ Command add_search_command(CLI::App& app) {
     so.gpus = o->gpus > 0 ? o->gpus : (o->model == "llama3-70b" && o->cluster == "dgx-h100-ndr" ? 64 : 0);
     so.global_batch = o->global_batch;
     so.objective = o->objective == "cost" ? Objective::kCost : o->objective == "energy" ? Objective::kEnergy : Objective::kTime;
-    so.top_k = std::max(1, o->top);
-    so.resimulate = std::max(0, o->resimulate);
-    so.cost.pue = o->pue;
-    so.cost.price_per_device_hour = o->price;
+    so.top_k = o->top;
+    so.resimulate = o->resimulate;
     so.threads = o->threads;
     if (o->try_offload) {
       so.space.offload_params = {false, true};
       so.space.offload_activations = {false, true};
     }
-    if (o->pue < 1.0) return input_error("--pue: must be >= 1.0");
-    if (!o->tokens.empty()) {
-      auto t = parse_tokens(o->tokens);
-      if (!t) return input_error(t.error().message());
-      so.cost.tokens = *t;
-    }
+    FS_ASSIGN_OR_RETURN_CLI(so.cost, cost_options(o->cost), "");
+    if (!o->out.empty()) FS_RETURN_CLI_IF_ERROR(check_output_path(o->out, "--out"));
     const bool tty = isatty(fileno(stderr)) != 0;
     auto progress = [&](std::uint64_t done, std::uint64_t total) {
       if (o->json || o->csv) return;
@@ -104,11 +101,8 @@ Command add_search_command(CLI::App& app) {
       for (const auto& [k, v] : r->rejected) why += fmt::format("\n  {:>10}  {}", v, k);
       return input_error(fmt::format("no plan of the {} candidates fits or is valid; rejected:{}", r->candidates, why));
     }
-    if (!o->out.empty()) {
-      std::ofstream f(o->out);
-      f << plan_to_json(r->plans.front().plan).dump(2) << "\n";
-      if (!f) return input_error(o->out + ": cannot write the plan file");
-    }
+    if (!o->out.empty())
+      FS_RETURN_CLI_IF_ERROR(write_file_atomically(o->out, plan_to_json(r->plans.front().plan).dump(2) + "\n"));
     if (o->json) {
       nlohmann::json plans = nlohmann::json::array(), pareto = nlohmann::json::array();
       for (const auto& p : r->plans) plans.push_back(ranked_json(p));
@@ -161,7 +155,7 @@ Command add_search_command(CLI::App& app) {
                  p.economics.cost_per_mtok_usd, p.memory_headroom / 1073741824.0);
     const RankedPlan& best = r->plans.front();
     if (best.economics.steps > 0)
-      fmt::print("\nbest plan for {} tokens: {:.0f} steps, {:.1f} days, ${:.3g}M, {:.3g} MWh\n", o->tokens,
+      fmt::print("\nbest plan for {} tokens: {:.0f} steps, {:.1f} days, ${:.3g}M, {:.3g} MWh\n", o->cost.tokens,
                  best.economics.steps, best.economics.time_to_train_s / 86400, best.economics.cost_to_train_usd / 1e6,
                  best.economics.energy_to_train_mwh);
     if (!o->out.empty()) fmt::print("best plan written to {}\n", o->out);

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "app/commands.h"
+#include "sim/core/output_file.h"
 #include "app/plan_options.h"
 #include "sim/analytic/economics.h"
 #include "sim/des/simulator.h"
@@ -47,6 +48,7 @@ Command add_simulate_command(CLI::App& app) {
       if (!found) return input_error("--algorithm: \"" + *algorithm + "\" is not one of: ring, tree, hierarchical, halving_doubling, in_switch");
     }
     if (Status shape = check_cluster_shape(in->cluster, opts->cluster); !shape) return input_error(shape.error().message());
+    if (!trace->empty()) FS_RETURN_CLI_IF_ERROR(check_output_path(*trace, "--trace"));
     const auto t0 = std::chrono::steady_clock::now();
     FS_ASSIGN_OR_RETURN_CLI(auto w, lower(in->model, in->cluster, in->plan), in->plan_source);
     Simulator sim(w, so);

@@ -1,5 +1,6 @@
 // The `foresight` subcommands. Each registers itself on the CLI11 app and returns the exit code
-// of its run: 0 success, 1 the work ran but failed (e.g. validation targets missed), 2 bad input.
+// of its run: 0 success, 1 a check failed (a validation gate, a comparison), 2 bad input or usage,
+// 3 an internal error (a bug: main() reports it and asks for a report).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -29,6 +30,8 @@ Command add_capacity_command(CLI::App& app);
 
 // Prints "error: message" to stderr and returns 2.
 int input_error(const std::string& message);
+// A message cut to a few thousand bytes (its start and end kept) for printing.
+std::string clamp_message(const std::string& message);
 
 struct ResolvedInputs;
 }  // namespace foresight::app
@@ -62,5 +65,12 @@ void print_compare_report(const CompareReport& r);
   if (!FS_CONCAT_(fs_cli_, __LINE__))                                        \
     return input_error(FS_CONCAT_(fs_cli_, __LINE__).error().with_context(context).message()); \
   lhs = std::move(FS_CONCAT_(fs_cli_, __LINE__)).value()
+
+// Returns input_error(status) from the enclosing command when `expr` (a Status) failed.
+#define FS_RETURN_CLI_IF_ERROR(expr)                                            \
+  do {                                                                          \
+    if (const ::foresight::Status fs_cli_status_ = (expr); !fs_cli_status_)     \
+      return ::foresight::app::input_error(fs_cli_status_.error().message());   \
+  } while (0)
 
 }  // namespace foresight::app

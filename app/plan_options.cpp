@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "app/cli_checks.h"
 #include "sim/analytic/capacity.h"
 #include "sim/core/units.h"
 #include "sim/spec/presets.h"
@@ -13,20 +14,24 @@
 namespace foresight::app {
 
 void add_plan_options(CLI::App& cmd, PlanOptions& o) {
+  using namespace plan_range;  // each option holds to its plan field's range
   cmd.add_option("--model,-m", o.model, "model preset name, model JSON, or Hugging Face config.json")
       ->capture_default_str();
   cmd.add_option("--cluster,-c", o.cluster, "cluster preset name or cluster JSON")->capture_default_str();
-  cmd.add_option("--gpus,-g", o.gpus, "accelerators to use (default: tp*pp*dp*cp, else the whole cluster)");
+  cmd.add_option("--gpus,-g", o.gpus, "accelerators to use (default: tp*pp*dp*cp, else the whole cluster)")
+      ->check(int_in(plan_range::kDegree));
   cmd.add_option("--plan,-p", o.plan_file, "plan JSON; the options below override its fields");
-  cmd.add_option("--tp", o.tp, "tensor-parallel degree")->group("Plan");
-  cmd.add_option("--pp", o.pp, "pipeline-parallel degree")->group("Plan");
-  cmd.add_option("--dp", o.dp, "data-parallel degree (default: gpus / (tp*pp*cp))")->group("Plan");
-  cmd.add_option("--ep", o.ep, "expert-parallel degree (carved out of dp)")->group("Plan");
-  cmd.add_option("--cp", o.cp, "context-parallel degree")->group("Plan");
+  cmd.add_option("--tp", o.tp, "tensor-parallel degree")->check(int_in(kDegree))->group("Plan");
+  cmd.add_option("--pp", o.pp, "pipeline-parallel degree")->check(int_in(kDegree))->group("Plan");
+  cmd.add_option("--dp", o.dp, "data-parallel degree (default: gpus / (tp*pp*cp))")->check(int_in(kDegree))->group("Plan");
+  cmd.add_option("--ep", o.ep, "expert-parallel degree (carved out of dp)")->check(int_in(kDegree))->group("Plan");
+  cmd.add_option("--cp", o.cp, "context-parallel degree")->check(int_in(kDegree))->group("Plan");
   cmd.add_option("--sp", o.sp, "sequence parallelism (true/false)")->group("Plan");
-  cmd.add_option("--virtual-stages,--vp", o.virtual_stages, "model chunks per pipeline rank (interleaved 1F1B)")->group("Plan");
-  cmd.add_option("--micro-batch,--mb", o.micro_batch, "sequences per micro-batch")->group("Plan");
-  cmd.add_option("--global-batch,--gb", o.global_batch, "sequences per optimizer step")->group("Plan");
+  cmd.add_option("--virtual-stages,--vp", o.virtual_stages, "model chunks per pipeline rank (interleaved 1F1B)")
+      ->check(int_in(kVirtualStages))
+      ->group("Plan");
+  cmd.add_option("--micro-batch,--mb", o.micro_batch, "sequences per micro-batch")->check(int_in(kMicroBatch))->group("Plan");
+  cmd.add_option("--global-batch,--gb", o.global_batch, "sequences per optimizer step")->check(int_in(kGlobalBatch))->group("Plan");
   cmd.add_option("--schedule", o.schedule, "gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe")->group("Plan");
   cmd.add_option("--recompute", o.recompute,
                  "none, selective, full, optimal (per layer: the recompute modules that fit memory at the "
@@ -37,7 +42,7 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
          "block (with --recompute-layers N: the first N layers of each stage) or uniform (full recompute, "
          "keeping only the input of each group of N layers)")
       ->group("Plan");
-  cmd.add_option("--zero", o.zero, "ZeRO stage 0-3 (3 = FSDP full shard)")->group("Plan");
+  cmd.add_option("--zero", o.zero, "ZeRO stage 0-3 (3 = FSDP full shard)")->check(int_in(kZeroStage))->group("Plan");
   cmd.add_option("--precision", o.precision, "fp32, bf16, fp16, fp8")->group("Plan");
   cmd.add_option("--flash-attention", o.flash, "fused attention kernels (true/false)")->group("Plan");
   cmd.add_option("--overlap-grad-reduce", o.overlap_grad, "overlap DP gradient reduction with backward")->group("Plan");
@@ -67,20 +72,28 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
       ->group("Data loading");
   cmd.add_option("--data-compression", o.data_compression, "none or lz4")->group("Data loading");
   cmd.add_option("--data-prefetch", o.data_prefetch, "batches loaded ahead (0: loading in the training loop; default 2)")
+      ->check(int_in(kPrefetch))
       ->group("Data loading");
   cmd.add_option("--data-loader-cores", o.data_loader_cores, "CPU cores per node for loading (default 8)")
+      ->check(int_in(kLoaderCores))
       ->group("Data loading");
   cmd.add_option("--data-cached-fraction", o.data_cached_fraction,
-                 "share of reads served by a node-local cache (incremental loading), 0..1")->group("Data loading");
-  cmd.add_option("--seq-len", o.seq_len, "training sequence length (default: the model's)")->group("Plan");
+                 "share of reads served by a node-local cache (incremental loading), 0..1")
+      ->check(number_in(0, 1))
+      ->group("Data loading");
+  cmd.add_option("--seq-len", o.seq_len, "training sequence length (default: the model's)")->check(int_in(kSeqLen))->group("Plan");
   cmd.add_option("--layer-split", o.layer_split, "layers per pipeline stage, e.g. --layer-split 9,10,10,9")
-      ->delimiter(',')->group("Plan");
+      ->delimiter(',')
+      ->check(int_in(1, 100000))
+      ->group("Plan");
   cmd.add_option("--stage-devices", o.stage_devices,
                  "the accelerator of each pipeline stage on nodes that mix them, e.g. h100-sxm5-80gb,ascend-910b")
       ->delimiter(',')->group("Plan");
   cmd.add_option("--stage-tp", o.stage_tp,
                  "tensor-parallel degree of each pipeline stage, e.g. --stage-tp 1,4,4,1 (each keeps tp*dp ranks)")
-      ->delimiter(',')->group("Plan");
+      ->delimiter(',')
+      ->check(int_in(kDegree))
+      ->group("Plan");
   cmd.add_option("--recompute-layers", o.recompute_layers,
                  "block method: recompute only the first N layers of each stage (or chunk), auto: the fewest "
                  "that fit; "
@@ -88,10 +101,15 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
       ->group("Plan");
   cmd.add_option("--grad-compression", o.grad_compression, "none, int8, topk, powersgd, four-stage")->group("Plan");
   cmd.add_option("--compression-topk", o.compression_topk, "fraction of gradient elements top-k keeps (default 0.01)")
+      ->check(number_in(1e-9, 1))
       ->group("Plan");
-  cmd.add_option("--compression-rank", o.compression_rank, "PowerSGD rank (default 4)")->group("Plan");
+  cmd.add_option("--compression-rank", o.compression_rank, "PowerSGD rank (default 4)")
+      ->check(int_in(kCompressionRank))
+      ->group("Plan");
   cmd.add_option("--compression-penalty", o.compression_penalty,
-                 "extra steps to converge with compression, e.g. 0.03 (time to train)")->group("Plan");
+                 "extra steps to converge with compression, e.g. 0.03 (time to train)")
+      ->check(number_in(0, 100))
+      ->group("Plan");
 }
 
 Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
@@ -137,18 +155,9 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
     if (!c) return c.error().with_context("--grad-compression");
     plan.grad_compression = *c;
   }
-  if (o.compression_topk) {
-    if (!(*o.compression_topk > 0 && *o.compression_topk <= 1)) return Error("--compression-topk: must be within (0, 1]");
-    plan.compression_topk = *o.compression_topk;
-  }
-  if (o.compression_rank) {
-    if (*o.compression_rank < 1) return Error("--compression-rank: must be >= 1");
-    plan.compression_rank = *o.compression_rank;
-  }
-  if (o.compression_penalty) {
-    if (!(*o.compression_penalty >= 0)) return Error("--compression-penalty: must be >= 0");
-    plan.compression_penalty = *o.compression_penalty;
-  }
+  set(plan.compression_topk, o.compression_topk);
+  set(plan.compression_rank, o.compression_rank);
+  set(plan.compression_penalty, o.compression_penalty);
   if (o.rank_order) {
     if (auto s = check_rank_order(*o.rank_order); !s.ok()) return s.error().with_context("--rank-order");
     plan.rank_order = *o.rank_order;
@@ -162,27 +171,17 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   if (o.data_sample_bytes) {
     auto q = parse_quantity(*o.data_sample_bytes, Dimension::kBytes);
     if (!q) return q.error().with_context("--data-sample-bytes");
+    if (Status r = check_physical_range(*q, Dimension::kBytes, *o.data_sample_bytes); !r)
+      return r.error().with_context("--data-sample-bytes");
     if (*q <= 0) return Error("--data-sample-bytes: must be > 0");
     plan.data.sample_bytes = *q;
   }
   if (o.data_compression && !plan.data.set_compression(*o.data_compression))
     return Error("--data-compression: \"" + *o.data_compression + "\" is not one of: none, lz4");
-  if (o.data_prefetch) {
-    if (*o.data_prefetch < 0) return Error("--data-prefetch: must be >= 0");
-    plan.data.prefetch = *o.data_prefetch;
-  }
-  if (o.data_loader_cores) {
-    if (*o.data_loader_cores < 1) return Error("--data-loader-cores: must be >= 1");
-    plan.data.loader_cores = *o.data_loader_cores;
-  }
-  if (o.data_cached_fraction) {
-    if (!(*o.data_cached_fraction >= 0 && *o.data_cached_fraction <= 1)) return Error("--data-cached-fraction: must be within [0, 1]");
-    plan.data.cached_fraction = *o.data_cached_fraction;
-  }
-  if (o.global_batch) {
-    if (*o.global_batch < 1) return Error("--global-batch: must be >= 1, got " + std::to_string(*o.global_batch));
-    plan.global_batch = *o.global_batch;
-  }
+  set(plan.data.prefetch, o.data_prefetch);
+  set(plan.data.loader_cores, o.data_loader_cores);
+  set(plan.data.cached_fraction, o.data_cached_fraction);
+  set(plan.global_batch, o.global_batch);
   if (o.schedule) {
     auto s = parse_schedule(*o.schedule);
     if (!s) return s.error().with_context("--schedule");
@@ -204,10 +203,6 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
     plan.precision = *p;
   }
   if (plan.virtual_stages > 1 && !o.schedule) plan.schedule = Schedule::kInterleaved1F1B;
-  for (auto [name, v] : {std::pair{"--tp", plan.tp}, {"--pp", plan.pp}, {"--ep", plan.ep}, {"--cp", plan.cp},
-                         {"--micro-batch", plan.micro_batch}, {"--virtual-stages", plan.virtual_stages}})
-    if (v < 1) return Error(std::string(name) + ": must be >= 1, got " + std::to_string(v));
-  if (o.zero && (*o.zero < 0 || *o.zero > 3)) return Error("--zero: must be 0, 1, 2 or 3");
 
   // Degrees multiply: check the products in 64 bits before any int arithmetic on them.
   constexpr long long kMaxDevices = 1 << 20;
@@ -215,7 +210,6 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   const long long with_dp = others64 * (o.dp ? *o.dp : plan.dp);
   if (others64 > kMaxDevices || with_dp > kMaxDevices || (o.gpus && *o.gpus > kMaxDevices))
     return Error("--tp/--pp/--dp/--cp/--gpus: tp*pp*dp*cp exceeds " + std::to_string(kMaxDevices) + " devices");
-  if (o.dp && *o.dp < 1) return Error("--dp: must be >= 1, got " + std::to_string(*o.dp));
 
   // Device count: --gpus, else the plan's degrees when dp is known, else the whole cluster.
   int gpus = 0;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <utility>
 
+#include "sim/core/output_file.h"
 #include "sim/spec/json_reader.h"
 #include "sim/spec/presets.h"
 
@@ -104,12 +105,7 @@ Result<Session> session_from_json(const nlohmann::json& doc, const std::string& 
 }
 
 Status save_session(const Session& s, const std::string& path) {
-  std::ofstream out(path);
-  if (!out) return Error(path + ": cannot open for writing");
-  out << session_to_json(s).dump(2) << '\n';
-  out.close();
-  if (!out) return Error(path + ": write failed");
-  return Status::Ok();
+  return write_file_atomically(path, session_to_json(s).dump(2) + "\n");
 }
 
 bool is_session_file(const std::string& path) {

@@ -1008,6 +1008,7 @@ Result<Prediction> predict(const ModelSpec& model, const ClusterSpec& cluster, c
     return Error(plan_file + ": /precision: fp8 is not supported by " + d.name);
   AnalyticModel am(model, cluster);
   Prediction p = am.evaluate(plan);
+  FS_RETURN_IF_ERROR(check_finite(p, plan_file));
   if (!p.fits())
     return Error(plan_file + ": plan does not fit in memory: " + describe_memory(p.memory));
   return p;

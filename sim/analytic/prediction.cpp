@@ -3,11 +3,28 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <utility>
+
 #include "sim/core/units.h"
 
 namespace foresight {
 
 using nlohmann::json;
+
+Status check_finite(const Prediction& p, const std::string& source) {
+  const TimeBreakdown& t = p.time;
+  const std::pair<const char*, double> figures[] = {
+      {"step time", p.step_time_s}, {"compute", t.compute},      {"tp communication", t.tp_comm},
+      {"cp communication", t.cp_comm}, {"ep communication", t.ep_comm}, {"pp communication", t.pp_comm},
+      {"bubble", t.bubble},         {"dp communication", t.dp_comm}, {"optimizer", t.optimizer},
+      {"tokens/s", p.tokens_per_s}, {"memory", p.memory.total}};
+  for (const auto& [name, v] : figures)
+    if (!std::isfinite(v))
+      return Error(source + ": the prediction's " + name + " is " + (std::isnan(v) ? "not a number" : "infinite") +
+                   ": a rate this plan needs (a link, a device's peak or memory bandwidth) is zero or out of range");
+  return Status::Ok();
+}
 
 std::string describe_memory(const MemoryBreakdown& m) {
   auto b = [](double v) { return pretty_quantity(v, Dimension::kBytes); };

@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "sim/core/status.h"
+
 namespace foresight {
 
 // Seconds of one step, by what the slowest pipeline stage spends them on.
@@ -63,5 +65,9 @@ struct Prediction {
 // "needs 91.2 GiB of 80.0 GiB on stage 0 (weights 20.1 GiB, ...)" -- for errors and tables.
 std::string describe_memory(const MemoryBreakdown& m);
 nlohmann::json prediction_to_json(const Prediction& p);
+// An error unless the step time, its breakdown, the throughput and the memory are finite numbers:
+// validated inputs should never give inf or NaN, so this names the input and says so, instead of
+// printing "inf h" and "-nan %" with exit 0.
+Status check_finite(const Prediction& p, const std::string& source);
 
 }  // namespace foresight

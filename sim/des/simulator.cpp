@@ -663,7 +663,11 @@ Result<SimResult> Simulator::Impl::run() {
 
 Simulator::Simulator(const Workload& w, SimOptions options) : impl_(new Impl(w, options)) {}
 Simulator::~Simulator() { delete impl_; }
-Result<SimResult> Simulator::run() { return impl_->run(); }
+Result<SimResult> Simulator::run() {
+  auto r = impl_->run();
+  if (r) FS_RETURN_IF_ERROR(check_finite(r->prediction, "simulate"));
+  return r;
+}
 
 Result<SimResult> simulate(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
                            const std::string& plan_file, const SimOptions& options) {

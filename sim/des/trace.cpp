@@ -4,17 +4,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <memory>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/core/output_file.h"
 
 namespace foresight {
-
-namespace {
-struct FileCloser {
-  void operator()(std::FILE* f) const { if (f) std::fclose(f); }
-};
-}  // namespace
 
 Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r, const std::string& kind) {
   return write_chrome_trace(path, w, r, kind, nlohmann::json::object());
@@ -22,8 +16,9 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
 
 Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r, const std::string& kind,
                           const nlohmann::json& extra_metadata) {
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "wb"));
-  if (!f) return Error(path + ": cannot open for writing");
+  // Written whole or not at all: a full disk leaves no truncated trace under `path`.
+  FS_ASSIGN_OR_RETURN(OutputFile out, OutputFile::open(path));
+  std::FILE* f = out.stream();
   nlohmann::json meta = {{"kind", kind},
                          {"model", w.model.name},
                          {"cluster", w.cluster.name},
@@ -32,21 +27,21 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
                          {"step_time_s", r.prediction.step_time_s},
                          {"symmetric", !r.full}};
   for (const auto& [key, value] : extra_metadata.items()) meta[key] = value;
-  std::fprintf(f.get(), "{\"displayTimeUnit\":\"ms\",\"metadata\":%s,\"traceEvents\":[\n", meta.dump().c_str());
+  std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"metadata\":%s,\"traceEvents\":[\n", meta.dump().c_str());
   bool first = true;
   auto sep = [&] {
-    if (!first) std::fputs(",\n", f.get());
+    if (!first) std::fputs(",\n", f);
     first = false;
   };
   const int g = std::max(1, w.cluster.node.accelerator_slots());
   for (int rank : r.simulated_ranks) {
     sep();
-    std::fprintf(f.get(),
+    std::fprintf(f,
                  "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d (node %d, stage %d)\"}}",
                  rank, rank, (rank < static_cast<int>(w.devices.size()) ? w.devices[rank] : rank) / g, w.stage_of(rank));
     for (int s = 0; s < kStreamCount; ++s) {
       sep();
-      std::fprintf(f.get(), "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+      std::fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
                    rank, s, std::string(to_string(static_cast<StreamId>(s))).c_str());
     }
   }
@@ -58,15 +53,14 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
                       : op.kind == OpKind::kCollective ? "collective"
                       : op.kind == OpKind::kCopy       ? "copy"
                                                        : "p2p";
-    std::fprintf(f.get(),
+    std::fprintf(f,
                  "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
                  "\"args\":{\"id\":\"%s\",\"bytes\":%.0f,\"flops\":%.0f}}",
                  op.name, cat, rec.rank, static_cast<int>(op.stream), rec.start_s * 1e6,
                  (rec.end_s - rec.start_s) * 1e6, id.c_str(), op.bytes, op.flops);
   }
-  std::fputs("\n]}\n", f.get());
-  if (std::ferror(f.get())) return Error(path + ": write error");
-  return Status::Ok();
+  std::fputs("\n]}\n", f);
+  return out.commit();
 }
 
 }  // namespace foresight

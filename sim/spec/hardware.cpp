@@ -637,6 +637,10 @@ Status resize_cluster(ClusterSpec& c, int accelerators, const std::string& conte
   if (accelerators % per_node != 0)
     return Error(context + ": " + std::to_string(accelerators) + " is not a multiple of the " +
                  std::to_string(per_node) + " accelerators per node of '" + c.name + "'");
+  if (accelerators > per_node && c.node.nics == 0)
+    return Error(context + ": " + std::to_string(accelerators) + " accelerators need " +
+                 std::to_string(accelerators / per_node) + " nodes, but the nodes of '" + c.name +
+                 "' have no NICs to join them (at most " + std::to_string(per_node) + " on this cluster)");
   c.nodes = accelerators / per_node;
   return Status::Ok();
 }

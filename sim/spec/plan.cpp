@@ -90,7 +90,7 @@ std::string to_string(RecomputeMethod m) { return m == RecomputeMethod::kUniform
 Result<RecomputeMethod> parse_recompute_method(const std::string& s) {
   for (auto v : {RecomputeMethod::kBlock, RecomputeMethod::kUniform})
     if (to_string(v) == s) return v;
-  return Error("\"" + s + "\" is not one of: block, uniform");
+  return Error(quote_excerpt(s) + " is not one of: block, uniform");
 }
 std::string to_string(Precision p) {
   switch (p) {
@@ -105,12 +105,12 @@ std::string to_string(Precision p) {
 Result<Schedule> parse_schedule(const std::string& s) {
   for (auto v : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble, Schedule::kDualPipe})
     if (to_string(v) == s) return v;
-  return Error("\"" + s + "\" is not one of: gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe");
+  return Error(quote_excerpt(s) + " is not one of: gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe");
 }
 Result<Recompute> parse_recompute(const std::string& s) {
   for (auto v : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOptimal})
     if (to_string(v) == s) return v;
-  return Error("\"" + s + "\" is not one of: none, selective, full, optimal");
+  return Error(quote_excerpt(s) + " is not one of: none, selective, full, optimal");
 }
 std::string to_string(GradCompression c) {
   switch (c) {
@@ -126,12 +126,12 @@ Result<GradCompression> parse_grad_compression(const std::string& s) {
   for (auto v : {GradCompression::kNone, GradCompression::kInt8, GradCompression::kTopK, GradCompression::kPowerSgd,
                  GradCompression::kFourStage})
     if (to_string(v) == s) return v;
-  return Error("\"" + s + "\" is not one of: none, int8, topk, powersgd, four-stage");
+  return Error(quote_excerpt(s) + " is not one of: none, int8, topk, powersgd, four-stage");
 }
 Result<Precision> parse_precision(const std::string& s) {
   for (auto v : {Precision::kFp32, Precision::kBf16, Precision::kFp16, Precision::kFp8})
     if (to_string(v) == s) return v;
-  return Error("\"" + s + "\" is not one of: fp32, bf16, fp16, fp8");
+  return Error(quote_excerpt(s) + " is not one of: fp32, bf16, fp16, fp8");
 }
 
 namespace {
@@ -147,7 +147,7 @@ Result<std::array<int, 4>> parse_rank_order(const std::string& order) {
     const std::string_view part(order.data() + start, end - start);
     const auto it = std::find(kDims.begin(), kDims.end(), part);
     if (it == kDims.end())
-      return Error("\"" + order + "\": \"" + std::string(part) + "\" is not one of tp, cp, dp, pp (e.g. \"tp-cp-dp-pp\")");
+      return Error(quote_excerpt(order) + ": " + quote_excerpt(part) + " is not one of tp, cp, dp, pp (e.g. \"tp-cp-dp-pp\")");
     const int d = static_cast<int>(it - kDims.begin());
     ++seen[static_cast<std::size_t>(d)];
     if (parts < 4) dims[static_cast<std::size_t>(parts)] = d;
@@ -155,7 +155,7 @@ Result<std::array<int, 4>> parse_rank_order(const std::string& order) {
     start = end + 1;
   }
   if (parts != 4 || std::count(seen.begin(), seen.end(), 1) != 4)
-    return Error("\"" + order + "\" must name each of tp, cp, dp, pp once (e.g. \"tp-cp-dp-pp\")");
+    return Error(quote_excerpt(order) + " must name each of tp, cp, dp, pp once (e.g. \"tp-cp-dp-pp\")");
   return dims;
 }
 }  // namespace
@@ -245,20 +245,25 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
                          "node_order",
                          "attention_device",
                          "stage_tp"});
+  r.reject_null_fields();
   Plan p;
-  constexpr std::int64_t kMaxDegree = 1 << 20;
-  p.tp = static_cast<int>(r.integer("tp", 1, 1, kMaxDegree));
-  p.pp = static_cast<int>(r.integer("pp", 1, 1, kMaxDegree));
-  p.dp = static_cast<int>(r.integer("dp", 1, 1, kMaxDegree));
-  p.ep = static_cast<int>(r.integer("ep", 1, 1, kMaxDegree));
-  p.cp = static_cast<int>(r.integer("cp", 1, 1, kMaxDegree));
+  using namespace plan_range;
+  constexpr std::int64_t kMaxDegree = kDegree.max;
+  auto int_field = [&](std::string_view key, std::int64_t fallback, IntRange range) {
+    return r.integer(key, fallback, range.min, range.max);
+  };
+  p.tp = static_cast<int>(int_field("tp", 1, kDegree));
+  p.pp = static_cast<int>(int_field("pp", 1, kDegree));
+  p.dp = static_cast<int>(int_field("dp", 1, kDegree));
+  p.ep = static_cast<int>(int_field("ep", 1, kDegree));
+  p.cp = static_cast<int>(int_field("cp", 1, kDegree));
   // The product must fit Plan::gpus() (an int): bound the device count like each degree.
   if (r.ok() && 1.0 * p.tp * p.pp * p.dp * p.cp > kMaxDegree)
     r.fail("dp", "tp*pp*dp*cp exceeds " + std::to_string(kMaxDegree) + " devices");
   p.sequence_parallel = r.boolean("sequence_parallel", false);
-  p.virtual_stages = static_cast<int>(r.integer("virtual_stages", 1, 1, 1024));
-  p.micro_batch = static_cast<int>(r.integer("micro_batch", 1, 1, 1 << 20));
-  p.global_batch = r.required_integer("global_batch", 1, std::int64_t{1} << 40);
+  p.virtual_stages = static_cast<int>(int_field("virtual_stages", 1, kVirtualStages));
+  p.micro_batch = static_cast<int>(int_field("micro_batch", 1, kMicroBatch));
+  p.global_batch = r.required_integer("global_batch", kGlobalBatch.min, kGlobalBatch.max);
   auto read_enum = [&](std::string_view key, auto parse, auto fallback) {
     const std::string text = r.string(key, to_string(fallback));
     auto v = parse(text);
@@ -266,9 +271,9 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
     return v.value();
   };
   p.schedule = read_enum("schedule", parse_schedule, Schedule::k1F1B);
-  p.zero_stage = static_cast<int>(r.integer("zero_stage", 0, 0, 3));
+  p.zero_stage = static_cast<int>(int_field("zero_stage", 0, kZeroStage));
   p.recompute = read_enum("recompute", parse_recompute, Recompute::kNone);
-  p.recompute_layers = static_cast<int>(r.integer("recompute_layers", -1, -1, 100000));
+  p.recompute_layers = static_cast<int>(int_field("recompute_layers", -1, kRecomputeLayers));
   p.recompute_method = read_enum("recompute_method", parse_recompute_method, RecomputeMethod::kBlock);
   p.precision = read_enum("precision", parse_precision, Precision::kBf16);
   p.flash_attention = r.boolean("flash_attention", true);
@@ -282,17 +287,18 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   p.offload_embeddings = r.boolean("offload_embeddings", false);
   p.grad_compression = read_enum("grad_compression", parse_grad_compression, GradCompression::kNone);
   p.compression_topk = r.number("compression_topk", 0.01, 1e-9, 1.0);
-  p.compression_rank = static_cast<int>(r.integer("compression_rank", 4, 1, 1 << 16));
+  p.compression_rank = static_cast<int>(int_field("compression_rank", 4, kCompressionRank));
   p.compression_penalty = r.number("compression_penalty", 0, 0, 100);
-  p.seq_len = static_cast<int>(r.integer("seq_len", 0, 0, 1 << 24));
+  p.seq_len = static_cast<int>(int_field("seq_len", 0, kSeqLen));  // absent: the model's
   p.rank_order = r.string("rank_order", p.rank_order);
   if (auto s = check_rank_order(p.rank_order); !s.ok()) r.fail("rank_order", s.error().message());
   p.node_order = r.string("node_order", p.node_order);
   p.attention_device = r.string("attention_device", "");
   if (p.node_order != "linear" && p.node_order != "shuffled")
-    r.fail("node_order", "\"" + p.node_order + "\" is not one of: linear, shuffled");
+    r.fail("node_order", quote_excerpt(p.node_order) + " is not one of: linear, shuffled");
   {
     JsonReader d = r.object("data");
+    d.reject_null_fields();
     d.reject_unknown_keys({"sample_bytes", "token_bytes", "compression", "compression_ratio", "decompress_rate",
                            "preprocess_rate", "loader_cores", "prefetch", "cached_fraction"});
     DataLoading& dl = p.data;
@@ -300,12 +306,12 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
     dl.token_bytes = static_cast<int>(d.integer("token_bytes", 0, 0, 8));
     const std::string compression = d.string("compression", "none");
     if (!dl.set_compression(compression))
-      d.fail("compression", "\"" + compression + "\" is not one of: none, lz4 (or give compression_ratio and decompress_rate)");
+      d.fail("compression", quote_excerpt(compression) + " is not one of: none, lz4 (or give compression_ratio and decompress_rate)");
     dl.compression_ratio = d.number("compression_ratio", dl.compression_ratio, 1.0, 1e6);
     dl.decompress_rate = d.quantity("decompress_rate", Dimension::kBandwidth, dl.decompress_rate);
     dl.preprocess_rate = d.quantity("preprocess_rate", Dimension::kBandwidth, 0.0);
-    dl.loader_cores = static_cast<int>(d.integer("loader_cores", 8, 1, 1 << 16));
-    dl.prefetch = static_cast<int>(d.integer("prefetch", 2, 0, 1 << 16));
+    dl.loader_cores = static_cast<int>(d.integer("loader_cores", 8, kLoaderCores.min, kLoaderCores.max));
+    dl.prefetch = static_cast<int>(d.integer("prefetch", 2, kPrefetch.min, kPrefetch.max));
     dl.cached_fraction = d.number("cached_fraction", 0.0, 0.0, 1.0);
     if (d.ok() && dl.compression_ratio > 1 && dl.decompress_rate <= 0)
       d.fail("decompress_rate", "is needed when compression_ratio > 1 (bytes/s per loader core, e.g. \"1.8GB/s\")");
@@ -424,6 +430,9 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
   if (p.global_batch % (std::int64_t{p.dp} * p.micro_batch) != 0)
     return fail("global_batch", s(p.global_batch) + " is not a multiple of dp*micro_batch = " + s(p.dp) + "*" + s(p.micro_batch));
   const std::int64_t mbs = p.micro_batches();
+  if (mbs > plan_range::kMaxMicroBatches)
+    return fail("global_batch", s(p.global_batch) + " sequences make " + s(mbs) + " micro-batches per step, more than the " +
+                                    s(plan_range::kMaxMicroBatches) + " a step may have (raise micro_batch or dp)");
   if (p.virtual_stages > 1 && mbs % p.pp != 0)
     return fail("global_batch", "interleaved 1F1B needs the micro-batch count (" + s(mbs) +
                                     ") to be a multiple of pp (" + s(p.pp) + ")");
@@ -455,6 +464,7 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
     for (int st = 0; st < p.pp; ++st) {
       const int t = p.stage_tp[st];
       const std::string where = "stage " + s(st) + ": tp " + s(t);
+      if (t < 1) return fail("stage_tp", where + " is not a tensor-parallel degree (>= 1)");
       if (m.heads % t != 0) return fail("stage_tp", where + " does not divide model heads (" + s(m.heads) + ")");
       if (!m.mla.enabled() && m.kv_heads % t != 0 && t % m.kv_heads != 0)
         return fail("stage_tp", where + " and model kv_heads (" + s(m.kv_heads) + ") must divide one another");
@@ -495,7 +505,7 @@ Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c,
     if (p.attention_device != "auto") {
       const int g = node.accelerator_group(p.attention_device);
       if (g < 0 || g == main)
-        return bad("\"" + p.attention_device + "\" is not another accelerator of node '" + node.name +
+        return bad(quote_excerpt(p.attention_device) + " is not another accelerator of node '" + node.name +
                    "' (the stages run on " + node.devices[main].device.name + ")");
       if (node.devices[g].count < node.devices[main].count)
         return bad("node '" + node.name + "' has " + std::to_string(node.devices[g].count) + " " + p.attention_device +
@@ -529,7 +539,7 @@ Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c,
       std::string have;
       for (const auto& dg : node.devices)
         if (dg.device.kind != DeviceKind::kCpu) have.append(have.empty() ? "" : ", ").append(dg.device.name);
-      return fail("\"" + name + "\" (stage " + std::to_string(st) + ") is not an accelerator of node '" + node.name +
+      return fail(quote_excerpt(name) + " (stage " + std::to_string(st) + ") is not an accelerator of node '" + node.name +
                   "' (it has: " + have + ")");
     }
     if (p.precision == Precision::kFp8 && node.devices[g].device.peak(DType::kFp8) <= 0)

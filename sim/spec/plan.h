@@ -160,6 +160,26 @@ struct Plan {
   bool operator==(const Plan&) const = default;
 };
 
+// The range of an integer field, one rule shared by the plan file reader and the command line.
+struct IntRange {
+  std::int64_t min, max;
+};
+namespace plan_range {
+inline constexpr IntRange kDegree{1, 1 << 20};  // each of tp, pp, dp, ep, cp, and their product
+inline constexpr IntRange kVirtualStages{1, 1024};
+inline constexpr IntRange kMicroBatch{1, 1 << 20};
+inline constexpr IntRange kGlobalBatch{1, std::int64_t{1} << 40};
+// Micro-batches in one step (global_batch / (dp * micro_batch)): schedules hold one entry per
+// micro-batch and stage, so a step of 100 M micro-batches would exhaust memory, not predict.
+inline constexpr std::int64_t kMaxMicroBatches = 1 << 20;
+inline constexpr IntRange kZeroStage{0, 3};
+inline constexpr IntRange kSeqLen{1, 1 << 24};
+inline constexpr IntRange kRecomputeLayers{0, 100000};
+inline constexpr IntRange kCompressionRank{1, 1 << 16};
+inline constexpr IntRange kLoaderCores{1, 1 << 16};
+inline constexpr IntRange kPrefetch{0, 1 << 16};
+}  // namespace plan_range
+
 // The parallel layout in a few words, as tables show it: "tp8 pp4 dp16 cp2 ep8 sp v2" (degrees of 1
 // and switches that are off are left out, except tp, pp and dp).
 std::string layout_string(const Plan& p);
