@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <memory>
 #include <optional>
 
@@ -69,24 +70,39 @@ Command add_reliability_command(CLI::App& app) {
     if (!run) return input_error("--run: " + run.error().message());
     auto restart = parse_quantity(r->restart, Dimension::kSeconds);
     if (!restart) return input_error("--restart: " + restart.error().message());
+    // Every option in range before any work: the message names the option.
+    if (!(*run > 0)) return input_error("--run: \"" + r->run + "\" must be > 0");
+    if (!(*restart >= 0)) return input_error("--restart: \"" + r->restart + "\" must be >= 0");
     ri.run_s = *run;
     ri.restart_s = *restart;
-    if (r->failure_rate) ri.failures_per_device_hour = *r->failure_rate;
+    if (r->failure_rate) {
+      if (!(*r->failure_rate > 0 && *r->failure_rate <= kMaxFailuresPerDeviceHour))
+        return input_error(fmt::format("--failure-rate: {} is not within (0, {}] failures per device-hour",
+                                       *r->failure_rate, kMaxFailuresPerDeviceHour));
+      ri.failures_per_device_hour = *r->failure_rate;
+    }
     if (r->checkpoint_every) {
       if (*r->checkpoint_every < 1) return input_error("--checkpoint-every: must be >= 1 step");
       ri.interval_s = static_cast<double>(*r->checkpoint_every) * pred->step_time_s;
+      if (!std::isfinite(ri.interval_s)) return input_error("--checkpoint-every: too many steps");
     }
     if (r->light_every) {
       if (*r->light_every < 1) return input_error("--light-every: must be >= 1 step");
       ri.light_interval_s = static_cast<double>(*r->light_every) * pred->step_time_s;
+      if (!std::isfinite(ri.light_interval_s)) return input_error("--light-every: too many steps");
       if (r->light_write) {
         auto lw = parse_quantity(*r->light_write, Dimension::kSeconds);
         if (!lw) return input_error("--light-write: " + lw.error().message());
+        if (!(*lw >= 0)) return input_error("--light-write: \"" + *r->light_write + "\" must be >= 0");
         ri.light_write_s = *lw;
       } else {
         ri.light_write_s = in_memory_snapshot_s(in->cluster, in->plan, ri.checkpoint_bytes);
       }
     }
+    if (!(r->soft_fraction >= 0 && r->soft_fraction <= 1))
+      return input_error(fmt::format("--soft-fraction: {} is not within 0..1", r->soft_fraction));
+    if (r->trials < 1 || r->trials > 100000)
+      return input_error(fmt::format("--trials: {} is not within 1..100000", r->trials));
     ri.soft_fraction = r->soft_fraction;
     ri.trials = r->trials;
     ri.seed = r->seed;
@@ -99,6 +115,13 @@ Command add_reliability_command(CLI::App& app) {
       const int seq = in->plan.seq_len > 0 ? in->plan.seq_len : in->model.seq_len;
       useful_s = *tok / (static_cast<double>(in->plan.global_batch) * seq) * pred->step_time_s;
     }
+    // Beyond the event budget the Monte-Carlo run is not made: the closed form of the same process.
+    const std::string method = res->monte_carlo ? "monte-carlo" : "closed-form";
+    const std::string closed_form_note =
+        fmt::format("closed form, no Monte-Carlo: {} trials would simulate about {:.3g} events, over the budget of "
+                    "{:.3g}; the long-run expectation of the same process, without a spread",
+                    ri.trials, res->events, ri.max_events);
+    auto number_or_null = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
     if (r->json) {
       nlohmann::json j = {{"model", in->model.name}, {"cluster", in->cluster.name}, {"plan", plan_to_json(in->plan)},
                           {"devices", ri.devices}, {"step_time_s", pred->step_time_s},
@@ -109,11 +132,17 @@ Command add_reliability_command(CLI::App& app) {
                           {"interval_s", res->interval_s}, {"interval_steps", res->interval_s / pred->step_time_s},
                           {"light_interval_s", ri.light_interval_s}, {"light_write_s", ri.light_write_s},
                           {"soft_fraction", ri.soft_fraction}, {"run_s", ri.run_s},
-                          {"effective_time_model", res->efficiency_model}, {"effective_time_mc", res->efficiency_mc},
-                          {"effective_time_p5", res->efficiency_p5}, {"effective_time_p95", res->efficiency_p95},
+                          {"effective_time_model", res->efficiency_model},
+                          {"effective_time_expected", res->efficiency_expected},
+                          {"effective_time", res->efficiency}, {"effective_time_method", method},
+                          {"monte_carlo_events", res->events}, {"monte_carlo_event_budget", ri.max_events},
+                          {"effective_time_mc", number_or_null(res->efficiency_mc)},
+                          {"effective_time_p5", number_or_null(res->efficiency_p5)},
+                          {"effective_time_p95", number_or_null(res->efficiency_p95)},
                           {"failures_per_run", res->failures_mean}, {"lost_work_s", res->lost_work_s}};
+      if (!res->monte_carlo) j["note"] = closed_form_note;
       if (useful_s) {
-        j["time_to_train_s"] = *useful_s / res->efficiency_mc;
+        j["time_to_train_s"] = number_or_null(*useful_s / res->efficiency);
         j["time_to_train_without_failures_s"] = *useful_s;
       }
       fmt::print("{}\n", j.dump(2));
@@ -133,13 +162,24 @@ Command add_reliability_command(CLI::App& app) {
       fmt::print("light snapshots every {} ({:.0f} steps), {} each; {:.0f}% of failures resume from them\n",
                  secs(ri.light_interval_s), ri.light_interval_s / pred->step_time_s, secs(ri.light_write_s),
                  100 * ri.soft_fraction);
-    fmt::print("effective training time over {}: {:.2f}% by Daly's model (full checkpoints only), {:.2f}% by "
-               "Monte-Carlo ({} runs; 5-95%: {:.2f}-{:.2f}%), {:.0f} failures and {} of lost work per run\n",
-               secs(ri.run_s), 100 * res->efficiency_model, 100 * res->efficiency_mc, ri.trials,
-               100 * res->efficiency_p5, 100 * res->efficiency_p95, res->failures_mean, secs(res->lost_work_s));
-    if (useful_s)
-      fmt::print("time to train {}: {} without failures, {} with them\n", *r->tokens, secs(*useful_s),
-                 secs(*useful_s / res->efficiency_mc));
+    if (res->monte_carlo)
+      fmt::print("effective training time over {}: {:.2f}% by Daly's model (full checkpoints only), {:.2f}% by "
+                 "Monte-Carlo ({} runs; 5-95%: {:.2f}-{:.2f}%), {:.0f} failures and {} of lost work per run\n",
+                 secs(ri.run_s), 100 * res->efficiency_model, 100 * res->efficiency_mc, ri.trials,
+                 100 * res->efficiency_p5, 100 * res->efficiency_p95, res->failures_mean, secs(res->lost_work_s));
+    else
+      fmt::print("effective training time over {}: {:.2f}% by Daly's model (full checkpoints only), {:.2f}% expected "
+                 "({}), {:.3g} failures and {} of lost work per run\n",
+                 secs(ri.run_s), 100 * res->efficiency_model, 100 * res->efficiency, closed_form_note,
+                 res->failures_mean, secs(res->lost_work_s));
+    if (useful_s) {
+      if (res->efficiency > 0)
+        fmt::print("time to train {}: {} without failures, {} with them\n", *r->tokens, secs(*useful_s),
+                   secs(*useful_s / res->efficiency));
+      else
+        fmt::print("time to train {}: {} without failures, never with them (no work survives the failures)\n",
+                   *r->tokens, secs(*useful_s));
+    }
     return 0;
   };
 }

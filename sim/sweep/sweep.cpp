@@ -320,7 +320,8 @@ json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
     row["mtbf_h"] = rel->mtbf_s / 3600;
     row["checkpoint_write_s"] = rel->write_s;
     row["checkpoint_interval_s"] = rel->interval_s;
-    row["effective_time"] = rel->efficiency_mc;
+    row["effective_time"] = rel->efficiency;  // Monte-Carlo, or the closed form beyond its event budget
+    row["effective_time_method"] = rel->monte_carlo ? "monte-carlo" : "closed-form";
     row["effective_time_model"] = rel->efficiency_model;
     row["failures_per_run"] = rel->failures_mean;
   }

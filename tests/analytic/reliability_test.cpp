@@ -80,7 +80,82 @@ TEST(Reliability, LightSnapshots) {
   EXPECT_NEAR(all.lost_work_s / all.failures_mean, 301, 30);
 }
 
+// The closed form of the simulated process: Daly's formula without light snapshots, and the
+// Monte-Carlo mean (efficiency, lost work) with them, soft failures or not.
+TEST(Reliability, ClosedFormMatchesMonteCarlo) {
+  ReliabilityInputs in = base();
+  in.interval_s = 1800;
+  const ReliabilityResult daly = *reliability(in);
+  EXPECT_NEAR(daly.efficiency_expected, daly.efficiency_model, 1e-12);
+  EXPECT_TRUE(daly.monte_carlo);
+  EXPECT_EQ(daly.efficiency, daly.efficiency_mc);
+  in.interval_s = 4 * 3600.0;
+  in.light_interval_s = 600;
+  in.light_write_s = 2;
+  for (double soft : {0.0, 0.5, 1.0}) {
+    in.soft_fraction = soft;
+    const ReliabilityResult r = *reliability(in);
+    ASSERT_TRUE(r.monte_carlo);
+    EXPECT_NEAR(r.efficiency_expected, r.efficiency_mc, 0.003) << soft;
+    const ReliabilityExpected e = reliability_expected(in, r);
+    EXPECT_NEAR(e.lost_work_per_s * in.run_s / r.lost_work_s, 1.0, 0.1) << soft;
+    EXPECT_NEAR(e.failures_per_s * in.run_s / r.failures_mean, 1.0, 0.05) << soft;
+  }
+  // A light interval that does not divide the full one: a shorter last piece.
+  in.light_interval_s = 700;
+  in.soft_fraction = 0.7;
+  const ReliabilityResult odd = *reliability(in);
+  EXPECT_NEAR(odd.efficiency_expected, odd.efficiency_mc, 0.003);
+}
+
+// A run the Monte-Carlo cannot afford (2.7 billion years: 10^13 pieces per trial) takes the
+// closed form at once, and says so.
+TEST(Reliability, OverTheEventBudgetTheClosedForm) {
+  ReliabilityInputs in = base();
+  in.run_s = 1e12 * 86400;
+  auto r = reliability(in);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_FALSE(r->monte_carlo);
+  EXPECT_GT(r->events, in.max_events);
+  EXPECT_TRUE(std::isnan(r->efficiency_mc));
+  EXPECT_DOUBLE_EQ(r->efficiency, r->efficiency_expected);
+  EXPECT_NEAR(r->efficiency, r->efficiency_model, 1e-12);
+  EXPECT_NEAR(r->failures_mean, in.run_s / r->mtbf_s, 1e-6 * r->failures_mean);
+  // Within the budget the Monte-Carlo run estimates the same number.
+  const ReliabilityResult mc = *reliability(base());
+  EXPECT_TRUE(mc.monte_carlo);
+  EXPECT_LE(mc.events, kReliabilityEventBudget);
+  EXPECT_NEAR(mc.efficiency, r->efficiency, 0.003);
+  // A budget of 0 events: the closed form for any run; the lost work as the simulation finds it.
+  in = base();
+  in.max_events = 0;
+  const ReliabilityResult closed = *reliability(in);
+  EXPECT_FALSE(closed.monte_carlo);
+  EXPECT_NEAR(closed.lost_work_s / mc.lost_work_s, 1.0, 0.1);
+  // A failure rate so high that no piece of work completes: nothing useful, and no hang.
+  in = base();
+  in.failures_per_device_hour = 1;
+  const ReliabilityResult hopeless = *reliability(in);
+  EXPECT_FALSE(hopeless.monte_carlo);
+  EXPECT_EQ(hopeless.efficiency, 0);
+}
+
 TEST(Reliability, BadInputIsAClearError) {
+  for (double run : {0.0, -1.0, double{INFINITY}, double{NAN}}) {
+    ReliabilityInputs in = base();
+    in.run_s = run;
+    EXPECT_EQ(reliability(in).error().message(), "reliability: run length: must be > 0 and finite") << run;
+  }
+  for (double rate : {0.0, 1e9, double{INFINITY}, double{NAN}}) {
+    ReliabilityInputs in = base();
+    in.failures_per_device_hour = rate;
+    EXPECT_FALSE(reliability(in).ok()) << rate;
+  }
+  {
+    ReliabilityInputs in = base();
+    in.restart_s = NAN;
+    EXPECT_EQ(reliability(in).error().message(), "reliability: times: must be >= 0 and finite");
+  }
   ReliabilityInputs in = base();
   in.storage_bandwidth = 0;
   EXPECT_EQ(reliability(in).error().message(), "reliability: storage bandwidth: the cluster gives none (storage_bandwidth)");

@@ -70,6 +70,46 @@ TEST(Cli, HuggingFaceConfigAsModel) {
 
 // Bad input of every kind lives in tests/corpus/ (one file per case, run by corpus_test.cpp).
 
+// reliability on the default job: the Monte-Carlo run within its event budget, in text and JSON.
+TEST(Cli, ReliabilityNormalRun) {
+  const CliRun text = run("reliability");
+  ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("job MTBF"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("by Monte-Carlo (200 runs"), std::string::npos) << text.output;
+  const CliRun r = run("reliability --json --tokens 1T");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j.at("effective_time_method"), "monte-carlo");
+  EXPECT_EQ(j.at("effective_time"), j.at("effective_time_mc"));
+  EXPECT_GT(j.at("effective_time").get<double>(), 0.9);
+  EXPECT_LE(j.at("monte_carlo_events").get<double>(), j.at("monte_carlo_event_budget").get<double>());
+  EXPECT_NEAR(j.at("time_to_train_s").get<double>(),
+              j.at("time_to_train_without_failures_s").get<double>() / j.at("effective_time").get<double>(), 1e-6);
+}
+
+// A run too long for the Monte-Carlo budget (it used to run without end): the closed form, said in
+// the text and the JSON.
+TEST(Cli, ReliabilityBeyondTheBudgetUsesTheClosedForm) {
+  const CliRun text = run("reliability --run 1e12d");
+  ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("closed form, no Monte-Carlo: 200 trials would simulate about"), std::string::npos)
+      << text.output;
+  const CliRun r = run("reliability --run 1e12d --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j.at("effective_time_method"), "closed-form");
+  EXPECT_TRUE(j.at("effective_time_mc").is_null());
+  EXPECT_GT(j.at("monte_carlo_events").get<double>(), j.at("monte_carlo_event_budget").get<double>());
+  EXPECT_NEAR(j.at("effective_time").get<double>(), j.at("effective_time_model").get<double>(), 1e-9);
+  EXPECT_NE(j.at("note").get<std::string>().find("over the budget"), std::string::npos);
+  // The highest failure rate taken (a failure a minute for 64 devices): the closed form too, at once.
+  const CliRun hopeless = run("reliability --failure-rate 1 --json");
+  ASSERT_EQ(hopeless.status, 0) << hopeless.output;
+  const auto h = nlohmann::json::parse(hopeless.output);
+  EXPECT_EQ(h.at("effective_time_method"), "closed-form");
+  EXPECT_LT(h.at("effective_time").get<double>(), 1e-3);
+}
+
 TEST(Cli, ValidateReportsFailedCases) {
   const CliRun r = run("validate " + kBad + "does-not-fit.json");
   EXPECT_EQ(r.status, 1) << r.output;
