@@ -1,6 +1,8 @@
 // `foresight capacity`: the largest model of a family that fits the plan's devices: everything on
 // the device, the optimizer offloaded to the host (ZeRO-Offload), and the optimizer, parameters
-// and activations offloaded (ZeRO-Infinity style; host memory checked too).
+// and activations offloaded (ZeRO-Infinity style; host memory checked too). Exit status: 0 when a
+// model fits at some level, 1 when none fits at any (each level's reason printed), 2 when the plan
+// cannot split any model of the family (e.g. cp not dividing the sequence length).
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
@@ -25,7 +27,11 @@ Command add_capacity_command(CLI::App& app) {
     if (!opts->gpus && !opts->tp && !opts->pp && !opts->dp && opts->plan_file.empty()) opts->gpus = 1;  // one device
     auto in = resolve_inputs(*opts);
     if (!in) return input_error(in.error().message());
+    // A plan that cannot split any model of the family is bad input (2), named with its reason.
+    if (const Status split = capacity_plan_check(in->model, in->cluster, in->plan); !split)
+      return input_error(split.error().message());
     nlohmann::json rows = nlohmann::json::array();
+    int fitted = 0;  // offload levels at which some model fits
     if (!*json_out)
       fmt::print("largest model of {}'s family on {} x {} ({}), {} | micro-batch {} | recompute {} | ZeRO {} | {}\n",
                  in->model.name, in->plan.gpus(), in->cluster.node.accelerator().name, in->cluster.name,
@@ -43,6 +49,7 @@ Command add_capacity_command(CLI::App& app) {
         else fmt::print("  {:<34} {}\n", label, r.error().message());
         continue;
       }
+      ++fitted;
       if (*json_out) {
         rows.push_back({{"offload", offload}, {"offload_optimizer", p.offload_optimizer}, {"params", r->params},
                         {"model", model_to_json(r->model)}, {"memory_bytes", r->memory.total},
@@ -60,6 +67,12 @@ Command add_capacity_command(CLI::App& app) {
     }
     if (*json_out) fmt::print("{}\n", nlohmann::json{{"base", in->model.name}, {"cluster", in->cluster.name},
                                                     {"plan", plan_to_json(in->plan)}, {"results", rows}}.dump(2));
+    // Nothing fits at any offload level: the memory check failed (1), said on stderr as well.
+    if (fitted == 0) {
+      fmt::print(stderr, "error: capacity: no model of {}'s family fits this plan on {}, with or without offload "
+                         "(the reasons above)\n", in->model.name, in->cluster.name);
+      return 1;
+    }
     return 0;
   };
 }

@@ -37,8 +37,20 @@ int fewest_recompute_layers(const ModelSpec& m, const ClusterSpec& c, const Plan
 int most_layers_per_chunk(const Plan& p, int layers);
 int fewest_recompute_layers(const AnalyticModel& am, const Plan& p);
 
-// Errors: nothing of the family fits (not even a 1-layer, 128-wide model), or the plan is invalid
-// for every size tried.
+// The base scaled by `s` and made splittable by the plan, as largest_model probes it: the head
+// count rounded up to a multiple of tp (and of every stage_tp; the hidden size grown to keep the
+// head size), the FFN width to a multiple of it too, KV heads that divide the heads and divide or
+// are divided by tp, at least pp layers (a multiple of pp*virtual_stages when interleaved; the
+// layer_split's total when given). A model the plan already splits is scale_model's unchanged, and
+// every size is non-decreasing in s (the bisection stays valid).
+ModelSpec splittable_model(const ModelSpec& base, double s, const Plan& p);
+
+// Whether the plan can split the family at all (the smallest splittable model; the answer is the
+// same for every size): the plan's own error otherwise (cp not dividing the sequence, ...).
+Status capacity_plan_check(const ModelSpec& base, const ClusterSpec& c, const Plan& p);
+
+// Errors: the plan cannot split the family (capacity_plan_check), or nothing of the family fits
+// (not even the smallest splittable model: its size and memory are named).
 Result<CapacityResult> largest_model(const ModelSpec& base, const ClusterSpec& c, const Plan& p);
 
 }  // namespace foresight

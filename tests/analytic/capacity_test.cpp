@@ -53,6 +53,87 @@ TEST(Capacity, LargestFitsAndOffloadRaisesIt) {
   EXPECT_GT(offloaded->params / on_device->params, 2.5);
 }
 
+// tp and pp split the model: the probe only tries models the plan can split (heads and FFN width
+// that tp divides, at least pp layers), so a plan that fits the full model finds it and more. The
+// first probe used to be a 1-layer, 1-head model that tp 2 cannot split: "not even the smallest
+// model fits".
+TEST(Capacity, TensorAndPipelineParallelPlansFindTheModel) {
+  const ModelSpec base = testing::preset_model("llama3-8b");
+  const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 8);
+  for (auto [tp, pp] : {std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}, std::pair{8, 1}, std::pair{4, 2}}) {
+    Plan p = testing::make_plan(tp, pp, 8 / (tp * pp), 1, 64);
+    p.recompute = Recompute::kFull;
+    p.zero_stage = 1;
+    ASSERT_TRUE(validate_plan_on(p, base, c, "plan").ok());
+    const MemoryBreakdown full = AnalyticModel(base, c).memory(p);
+    ASSERT_TRUE(full.fits()) << tp << "x" << pp;  // predict fits the full model
+    auto r = largest_model(base, c, p);
+    ASSERT_TRUE(r.ok()) << tp << "x" << pp << ": " << r.error().message();
+    EXPECT_GE(r->params, base.total_params()) << tp << "x" << pp;
+    EXPECT_EQ(r->model.heads % tp, 0);
+    EXPECT_TRUE(validate_plan_on(p, r->model, c, "plan").ok());
+    // The boundary: 5% larger (made splittable the same way) no longer fits.
+    const double s = static_cast<double>(r->model.layers) / base.layers;
+    const MemoryBreakdown bigger = AnalyticModel(splittable_model(base, s * 1.05, p), c).memory(p);
+    EXPECT_FALSE(bigger.fits()) << tp << "x" << pp;
+  }
+}
+
+// A model the plan already splits is scale_model's; otherwise heads round up to tp's multiple at
+// the base's head size, and every size only grows with the scale.
+TEST(Capacity, SplittableModelRoundsUpOnlyWhenNeeded) {
+  const ModelSpec base = testing::preset_model("llama3-8b");
+  Plan p = testing::make_plan(1, 1, 1, 1, 8);
+  for (double s : {1e-3, 0.1, 0.37, 1.0, 2.5}) {
+    const ModelSpec a = scale_model(base, s), b = splittable_model(base, s, p);
+    EXPECT_EQ(a.hidden, b.hidden);
+    EXPECT_EQ(a.heads, b.heads);
+    EXPECT_EQ(a.kv_heads, b.kv_heads);
+    EXPECT_EQ(a.layers, b.layers);
+    EXPECT_EQ(a.ffn_hidden, b.ffn_hidden);
+  }
+  p = testing::make_plan(8, 4, 1, 1, 8);
+  const ModelSpec smallest = splittable_model(base, 1e-3, p);
+  EXPECT_EQ(smallest.heads, 8);
+  EXPECT_EQ(smallest.hidden, 8 * 128);
+  EXPECT_EQ(smallest.layers, 4);
+  EXPECT_EQ(smallest.heads % smallest.kv_heads, 0);
+  EXPECT_EQ(smallest.ffn_hidden % 8, 0);
+  EXPECT_EQ(splittable_model(base, 1.0, p).hidden, base.hidden);  // 32 heads: already split
+  ModelSpec last = smallest;
+  for (double s = 1e-3; s < 4; s *= 1.07) {
+    const ModelSpec m = splittable_model(base, s, p);
+    EXPECT_GE(m.hidden, last.hidden) << s;
+    EXPECT_GE(m.layers, last.layers) << s;
+    EXPECT_GE(m.heads, last.heads) << s;
+    EXPECT_GE(m.ffn_hidden, last.ffn_hidden) << s;
+    last = m;
+  }
+}
+
+// Nothing fits: the error says why (the smallest model tried and its memory); a plan that cannot
+// split any model of the family says that instead.
+TEST(Capacity, NothingFitsSaysWhy) {
+  const ModelSpec base = testing::preset_model("llama3-8b");
+  const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 8);
+  Plan p = testing::make_plan(2, 1, 4, 512, 2048);  // 512 sequences of 8192 tokens per micro-batch
+  auto r = largest_model(base, c, p);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("not even the smallest model of llama3-8b's family (hidden 256, 1 layers, 2 heads"),
+            std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("needs"), std::string::npos) << r.error().message();
+  p = testing::make_plan(1, 1, 4, 1, 8);
+  p.cp = 2;
+  p.seq_len = 8191;  // does not split in 2
+  EXPECT_FALSE(capacity_plan_check(base, c, p).ok());
+  auto bad = largest_model(base, c, p);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("the plan cannot split any model of llama3-8b's family"), std::string::npos)
+      << bad.error().message();
+  EXPECT_NE(bad.error().message().find("/cp: 2 does not divide the sequence length (8191)"), std::string::npos)
+      << bad.error().message();
+}
+
 }  // namespace
 }  // namespace foresight
 

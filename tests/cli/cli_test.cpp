@@ -110,6 +110,40 @@ TEST(Cli, ReliabilityBeyondTheBudgetUsesTheClosedForm) {
   EXPECT_LT(h.at("effective_time").get<double>(), 1e-3);
 }
 
+// capacity with tensor and pipeline parallelism finds a model at least as large as the one predict
+// fits (it used to say that not even the smallest fits, and exit 0).
+TEST(Cli, CapacityNormalRun) {
+  const std::string plan = "--model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 2 --pp 2 --zero 1 --recompute full --gb 64";
+  ASSERT_EQ(run("predict " + plan).status, 0);
+  const CliRun text = run("capacity " + plan);
+  ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("on the device"), std::string::npos) << text.output;
+  EXPECT_EQ(text.output.find("not even"), std::string::npos) << text.output;
+  const CliRun r = run("capacity " + plan + " --json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j.at("results").size(), 3u);
+  for (const auto& row : j.at("results")) {
+    ASSERT_TRUE(row.contains("params")) << row.dump();
+    EXPECT_GT(row.at("params").get<double>(), 8e9);
+    EXPECT_EQ(row.at("model").at("heads").get<int>() % 2, 0);
+  }
+  // One device, the default: the same answer as before the fix.
+  const CliRun one = run("capacity --model llama3-8b --cluster dgx-a100-40gb-hdr --recompute full --seq-len 2048 --gb 8");
+  EXPECT_EQ(one.status, 0) << one.output;
+}
+
+// Nothing of the family fits at any offload level: each level's reason, and exit 1 (a check
+// failed), not 0.
+TEST(Cli, CapacityNothingFitsExitsOne) {
+  const CliRun r = run("capacity --model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 2 --mb 512 --gb 2048");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("not even the smallest model of llama3-8b's family (hidden 256, 1 layers, 2 heads"),
+            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("error: capacity: no model of llama3-8b's family fits this plan"), std::string::npos)
+      << r.output;
+}
+
 TEST(Cli, ValidateReportsFailedCases) {
   const CliRun r = run("validate " + kBad + "does-not-fit.json");
   EXPECT_EQ(r.status, 1) << r.output;
