@@ -2,24 +2,31 @@
 #include "sim/sweep/sweep.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/compression.h"
 #include "sim/analytic/economics.h"
 #include "sim/analytic/reliability.h"
+#include "sim/core/output_file.h"
 #include "sim/des/simulator.h"
 #include "sim/search/search.h"
 #include "sim/spec/json_reader.h"
@@ -133,7 +140,11 @@ Result<Resolved> resolve_point(const SweepSpec& s, const SweepPoint& p) {
   if (!plan.is_object()) return Error(where + ": /plan: expected a plan object or \"search\"");
   json pj = plan;
   if (!pj.contains("dp")) {
-    const int others = pj.value("tp", 1) * pj.value("pp", 1) * pj.value("cp", 1);
+    // Read as the plan parser will (a wrong type is an error naming the field, not an exception).
+    JsonReader pr(pj, where, "/plan");
+    const std::int64_t others = pr.integer("tp", 1, 1, 1 << 20) * pr.integer("pp", 1, 1, 1 << 20) *
+                                pr.integer("cp", 1, 1, 1 << 20);
+    if (!pr.ok()) return pr.error();
     if (others < 1 || gpus % others != 0)
       return Error(where + ": /plan: gpus (" + std::to_string(gpus) + ") is not a multiple of tp*pp*cp (" +
                    std::to_string(others) + ")");
@@ -146,7 +157,61 @@ Result<Resolved> resolve_point(const SweepSpec& s, const SweepPoint& p) {
   return r;
 }
 
+// JSON kinds for the axis check: any number is a number; a string may name a preset or "search"
+// where the base holds an object, and the other way round.
+std::string kind_name(const json& v) {
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+bool same_kind(const json& base, const json& v) {
+  if (base.is_null()) return true;
+  if (base.is_number()) return v.is_number();
+  if (base.is_string() || base.is_object()) return v.is_string() || v.is_object();
+  return base.type() == v.type();
+}
+
+// The cross product's size, saturating (a spec of many long axes must not wrap around).
+std::size_t sweep_points(const std::vector<std::pair<std::string, json>>& axes) {
+  std::size_t total = 1;
+  for (const auto& a : axes) {
+    const std::size_t n = a.second.size();
+    if (n != 0 && total > std::numeric_limits<std::size_t>::max() / n) return std::numeric_limits<std::size_t>::max();
+    total *= n;
+  }
+  return total;
+}
+
+// Refuses an expansion over kSweepMaxPoints points or kSweepMaxBytes of expanded documents, naming
+// every axis and its size.
+Status check_sweep_budget(const SweepSpec& s) {
+  const std::size_t total = sweep_points(s.axes);
+  const double bytes = static_cast<double>(total) * sweep_point_bytes(s.base);
+  if (total <= kSweepMaxPoints && bytes <= kSweepMaxBytes) return Status::Ok();
+  std::string sizes;
+  for (const auto& [ptr, values] : s.axes)
+    sizes += (sizes.empty() ? "" : " x ") + ptr + " (" + std::to_string(values.size()) + ")";
+  const std::string count = total == std::numeric_limits<std::size_t>::max() ? "more than " + std::to_string(total)
+                                                                                 : std::to_string(total);
+  char gib[64];
+  std::snprintf(gib, sizeof gib, "about %.1f GiB of point documents; the budget is ", bytes / 1073741824.0);
+  char budget[64];
+  std::snprintf(budget, sizeof budget, " points and %.0f GiB", kSweepMaxBytes / 1073741824.0);
+  return Error(s.file + ": /axes: " + sizes + " expand to " + count + " points, " + gib +
+               std::to_string(kSweepMaxPoints) + budget + ": split the sweep into several specs or use fewer values");
+}
+
 }  // namespace
+
+double sweep_point_bytes(const json& base) {
+  // A parsed JSON document takes about kJsonBytesPerTextByte bytes of memory per byte of its text
+  // (nodes, maps, strings; measured: see sweep.h); each point holds the base plus its axis values.
+  return static_cast<double>(base.dump().size()) * kJsonBytesPerTextByte + 512;
+}
 
 Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
   JsonReader r(doc, file);
@@ -188,13 +253,27 @@ Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
         if (jp.empty() || !s.base.contains(parent) || !s.base[parent].is_object())
           return Error(where + ": \"" + ptr + "\" names no field of the base (presets are expanded; see the model/cluster JSON)");
       }
+      // An axis under another axis's pointer would be overwritten by it (or fail to be set).
+      for (const auto& axis : s.axes)
+        if (const std::string& other = axis.first; ptr.rfind(other + "/", 0) == 0 || other.rfind(ptr + "/", 0) == 0)
+          return Error(where + ": lies " + (ptr.size() > other.size() ? "under" : "over") + " axis " + other +
+                       ": one would overwrite the other (give whole values on one axis)");
+      // Each value of the kind the base holds there (a preset name may stand for an object).
+      if (s.base.contains(jp)) {
+        const json& was = s.base.at(jp);
+        JsonReader ar(values, file, "/axes/" + json_pointer_escape(ptr));
+        for (std::size_t i = 0; i < values.size(); ++i)
+          if (!same_kind(was, values[i]))
+            ar.fail(std::to_string(i), "expected " + kind_name(was) + " like the base's " + ptr + ", got " +
+                                           kind_name(values[i]) + " " + values[i].dump());
+        if (!ar.ok()) return ar.error();
+      }
       s.axes.emplace_back(ptr, values);
     }
   }
-  // Cross product, first axis slowest.
-  std::size_t total = 1;
-  for (const auto& a : s.axes) total *= a.second.size();
-  if (total > 10'000'000) return Error(file + ": /axes: " + std::to_string(total) + " points is more than 10 million");
+  // The expansion's budget, checked before anything is allocated for it.
+  FS_RETURN_IF_ERROR(check_sweep_budget(s));
+  const std::size_t total = sweep_points(s.axes);
   s.points.reserve(total);
   for (std::size_t i = 0; i < total; ++i) {
     SweepPoint p;
@@ -204,9 +283,21 @@ Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
     std::size_t rest = i;
     for (auto it = s.axes.rbegin(); it != s.axes.rend(); ++it) {
       const std::size_t n = it->second.size();
-      const json& v = it->second[rest % n];
+      const std::size_t k = rest % n;
+      const json& v = it->second[k];
       rest /= n;
-      p.doc[json::json_pointer(it->first)] = v;
+      const json::json_pointer jp(it->first);
+      try {  // another axis may have made a parent of this pointer a string or a number
+        p.doc[jp] = v;
+      } catch (const json::exception&) {
+        json::json_pointer parent = jp.parent_pointer();
+        while (!parent.empty() && !p.doc.contains(parent)) parent = parent.parent_pointer();
+        std::string held = p.doc.at(parent).dump();
+        if (held.size() > 60) held = held.substr(0, 57) + "...";
+        return Error(file + ": /axes/" + json_pointer_escape(it->first) + "/" + std::to_string(k) + ": cannot set " +
+                     it->first + " at point " + std::to_string(i) + ": " + (parent.empty() ? "/" : parent.to_string()) +
+                     " is " + held + " there (set by another axis), not an object");
+      }
       p.axes[it->first] = v;
     }
     // An axis may name presets ("/model": ["llama3-8b", "llama3-70b"]): expand them per point.

@@ -42,7 +42,24 @@ struct SweepSpec {
   std::string id;
 };
 
+// The expansion's budget. Every point holds its own copy of the resolved base (presets expanded:
+// a cluster's and a model's full JSON, a few KB of text), and all of them are built and checked
+// before any work, so a 40 KB spec whose axes multiply to 10 million points would take about
+// 15 GB before computing anything. A spec over either limit is refused before any point is
+// built, with every axis and its size: a million points is hours of analytic work (or days of
+// DES), and 4 GiB fits a laptop.
+inline constexpr std::size_t kSweepMaxPoints = 1'000'000;
+inline constexpr double kSweepMaxBytes = 4.0 * 1024 * 1024 * 1024;
+// Memory of a parsed document per byte of its JSON text (nlohmann::json nodes, std::map entries
+// and strings): measured 7.5 (llama3-8b on dgx-h100-ndr: 2.1 KB of text, 15.7 KB more peak RSS
+// per point over 20,000 points); 8 leaves a margin. That base reaches 4 GiB at about 250,000 points.
+inline constexpr double kJsonBytesPerTextByte = 8;
+// The estimated memory of one expanded point of this resolved base.
+double sweep_point_bytes(const nlohmann::json& base);
+
 // Parses the spec and expands every point; errors name the file, the pointer and the reason.
+// An axis value of another kind than the base's at its pointer (a string where the base has a
+// number) is an error naming the file and the value's pointer ("/axes/~1plan~1tp/1").
 Result<SweepSpec> load_sweep(const std::string& path);
 Result<SweepSpec> sweep_from_json(const nlohmann::json& doc, const std::string& file);
 

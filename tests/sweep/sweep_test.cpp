@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 namespace foresight {
 namespace {
@@ -82,6 +83,76 @@ TEST(Sweep, BadSpecsFailBeforeAnyWork) {
   auto d = sweep_from_json(doc, "s.json");
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.error().message().find("/gpus"), std::string::npos);
+}
+
+// A spec whose axes multiply past the budget is refused before any point is built (the old
+// limit, 10 million points, let 2 million points take minutes and gigabytes), naming the file and
+// every axis with its size.
+TEST(Sweep, ExpansionOverTheBudgetIsRefusedFirst) {
+  auto doc = spec_json();
+  auto values = [](int n, int from) {
+    nlohmann::json a = nlohmann::json::array();
+    for (int i = 0; i < n; ++i) a.push_back(from + i);
+    return a;
+  };
+  doc["axes"] = {{"/gpus", values(100, 1)}, {"/plan/micro_batch", values(100, 1)}, {"/plan/global_batch", values(200, 1)}};
+  auto s = sweep_from_json(doc, "big.json");
+  ASSERT_FALSE(s.ok());
+  const std::string m = s.error().message();
+  EXPECT_NE(m.find("big.json: /axes: /gpus (100) x /plan/global_batch (200) x /plan/micro_batch (100) expand to "
+                   "2000000 points"), std::string::npos) << m;
+  EXPECT_NE(m.find("the budget is 1000000 points"), std::string::npos) << m;
+  // Axes so long their product overflows 64 bits: still refused, not wrapped around.
+  doc["axes"] = nlohmann::json::object();
+  for (int i = 0; i < 8; ++i) doc["axes"]["/plan/x" + std::to_string(i)] = values(1000, 1);
+  auto huge = sweep_from_json(doc, "huge.json");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.error().message().find("expand to more than"), std::string::npos) << huge.error().message();
+  // The memory estimate binds too: within the point budget, over 4 GiB of expanded documents.
+  auto base = sweep_from_json(spec_json(), "s.json");
+  ASSERT_TRUE(base.ok());
+  const double per_point = sweep_point_bytes(base->base);
+  EXPECT_GT(per_point, 1000);
+  const int n = static_cast<int>(kSweepMaxBytes / per_point) + 1;
+  ASSERT_LT(n, static_cast<int>(kSweepMaxPoints));
+  doc = spec_json();
+  doc["axes"] = {{"/plan/global_batch", values(n, 1)}};
+  auto heavy = sweep_from_json(doc, "heavy.json");
+  ASSERT_FALSE(heavy.ok());
+  EXPECT_NE(heavy.error().message().find("GiB of point documents"), std::string::npos) << heavy.error().message();
+}
+
+// An axis value of the wrong kind is an error naming the file and the value's JSON pointer (it
+// used to escape as nlohmann's type_error, naming neither).
+TEST(Sweep, WrongTypeAxisValueNamesItsPointer) {
+  auto doc = spec_json();
+  doc["axes"] = {{"/plan/tp", {2, "eight"}}};
+  Result<SweepSpec> a = Error("not run");
+  ASSERT_NO_THROW(a = sweep_from_json(doc, "s.json"));
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error().message(), "s.json: /axes/~1plan~1tp/1: expected a number like the base's /plan/tp, got a string \"eight\"");
+  // A field the base does not set (dp is derived from tp*pp*cp): the point's field is named.
+  doc = spec_json();
+  doc["axes"] = {{"/plan/cp", {1, "two"}}};
+  Result<SweepSpec> b = Error("not run");
+  ASSERT_NO_THROW(b = sweep_from_json(doc, "s.json"));
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message().find("s.json: point 1 (/plan/cp=\"two\")"), std::string::npos) << b.error().message();
+  EXPECT_NE(b.error().message().find("/plan/cp: expected an integer"), std::string::npos) << b.error().message();
+  // An axis inside another axis's value would be overwritten by it.
+  doc = spec_json();
+  doc["axes"] = {{"/model", {"llama3-8b", "llama3-70b"}}, {"/model/layers", {16, 32}}};
+  auto c = sweep_from_json(doc, "s.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message().find("s.json: /axes/~1model~1layers: lies under axis /model"), std::string::npos)
+      << c.error().message();
+  // Preset names and inline objects stay interchangeable.
+  auto plain = sweep_from_json(spec_json(), "s.json");
+  ASSERT_TRUE(plain.ok());
+  doc = spec_json();
+  doc["axes"] = {{"/model", {"llama3-70b", plain->base["model"]}}};
+  auto d = sweep_from_json(doc, "s.json");
+  EXPECT_TRUE(d.ok()) << d.error().message();
 }
 
 TEST(Sweep, ShardsGiveTheSameResultsAsOneRun) {
