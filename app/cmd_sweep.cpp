@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -82,6 +83,12 @@ Command add_sweep_command(CLI::App& app) {
       so.shards = so.shards * mpi.size;
     }
     so.write_csv = mpi.size == 1;
+    // The output folder checked before the spec's points are built and checked (which can be long).
+    {
+      std::error_code ec;
+      if (std::filesystem::exists(o->out, ec) && !std::filesystem::is_directory(o->out, ec))
+        return input_error("--out: " + o->out + ": not a folder");
+    }
     auto spec = load_sweep(o->spec);
     if (!spec) return input_error(spec.error().message());
     std::atomic<std::size_t> done{0};

@@ -420,27 +420,110 @@ json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
 }
 
 namespace {
-// The rows already in a results file, by index (a partial last line from a kill is ignored).
-std::map<std::size_t, json> read_rows(const std::string& path) {
+// A results file read back: the rows by index, and the lines a kill left torn (or that are not
+// rows at all), which reading skips.
+struct ResultsFile {
   std::map<std::size_t, json> rows;
+  std::size_t torn = 0;
+  std::string kept;  // the file without its torn lines
+};
+
+ResultsFile read_results(const std::string& path) {
+  ResultsFile f;
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
     json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("index") || !j["index"].is_number_unsigned()) continue;
+    if (j.is_discarded() || !j.is_object() || !j.contains("index") || !j["index"].is_number_unsigned()) {
+      ++f.torn;
+      continue;
+    }
+    f.kept += line + "\n";
     const std::size_t index = j["index"].get<std::size_t>();  // before j is moved from
-    rows[index] = std::move(j);
+    f.rows[index] = std::move(j);
   }
-  return rows;
+  return f;
+}
+
+// The rows already in a results file, by index (a partial last line from a kill is ignored).
+std::map<std::size_t, json> read_rows(const std::string& path) { return read_results(path).rows; }
+
+// flock()s held on the output folder's lock files until destruction or the process's end.
+class FolderLock {
+ public:
+  FolderLock() = default;
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+  ~FolderLock() {
+    for (int fd : fds_) ::close(fd);
+  }
+  bool exclusive = false;  // the folder's lock is held exclusively (no other writer)
+
+  // Opens `path` and takes the lock `op` (LOCK_EX or LOCK_SH) without waiting; false if another
+  // process holds a conflicting one. Errors: the file cannot be opened or locked at all.
+  Result<bool> take(const std::string& path, int op) {
+    int fd = open_lock(path);
+    if (fd < 0) return Error(path + ": cannot open the sweep's lock file: " + std::strerror(errno));
+    if (::flock(fd, op | LOCK_NB) == 0) {
+      fds_.push_back(fd);
+      return true;
+    }
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) return false;
+    return Error(path + ": cannot lock: " + std::strerror(err));
+  }
+  // Turns the held exclusive lock on the folder (fds_[0]) into a shared one, waiting a few seconds
+  // for a shard that holds it exclusively while it cleans the results file.
+  Result<bool> share(const std::string& path) {
+    if (fds_.empty()) return take_shared(path);
+    for (int i = 0; i < 100; ++i) {
+      if (::flock(fds_[0], LOCK_SH | LOCK_NB) == 0) return true;
+      if (errno != EWOULDBLOCK) return Error(path + ": cannot lock: " + std::strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  Result<bool> take_shared(const std::string& path) {
+    for (int i = 0; i < 100; ++i) {
+      FS_ASSIGN_OR_RETURN(bool got, take(path, LOCK_SH));
+      if (got) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+ private:
+  static int open_lock(const std::string& path) { return ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644); }
+  std::vector<int> fds_;
+};
+
+// Locks out_dir for this run (see sweep.h): exclusively for an unsharded run, shared plus the
+// shard's own lock for a shard.
+Status lock_output(FolderLock& lock, const std::string& dir, int shard, int shards) {
+  const std::string path = dir + "/" + kSweepLockFile;
+  const std::string busy = dir + ": another sweep is writing this folder (it holds " + path +
+                           "); wait for it to finish or give another --out";
+  FS_ASSIGN_OR_RETURN(bool alone, lock.take(path, LOCK_EX));
+  lock.exclusive = alone;
+  if (shards == 1) return alone ? Status::Ok() : Status(Error(busy));
+  if (!alone) {
+    FS_ASSIGN_OR_RETURN(bool shared, lock.take_shared(path));
+    if (!shared) return Error(busy);
+  }
+  const std::string mine = path + "." + std::to_string(shard) + "-of-" + std::to_string(shards);
+  FS_ASSIGN_OR_RETURN(bool got, lock.take(mine, LOCK_EX));
+  if (!got)
+    return Error(dir + ": another sweep is writing shard " + std::to_string(shard) + "/" + std::to_string(shards) +
+                 " of this folder (it holds " + mine + "); wait for it to finish or give another --out");
+  return Status::Ok();
 }
 }  // namespace
 
 Status write_sweep_csv(const SweepSpec& s, const std::string& out_dir) {
   const std::string jsonl = out_dir + "/results.jsonl", csv = out_dir + "/results.csv";
   const auto rows = read_rows(jsonl);
-  const std::string tmp = csv + ".tmp";
-  std::ofstream out(tmp);
-  if (!out) return Error(tmp + ": cannot write");
+  std::ostringstream out;
   out << "index";
   for (const auto& a : s.axes) out << "," << a.first;
   const char* metrics[] = {"step_time_s",
@@ -492,12 +575,7 @@ Status write_sweep_csv(const SweepSpec& s, const std::string& out_dir) {
     out << "," << cell(rc);
     out << "," << (row.contains("error") ? cell(row["error"]) : "") << "\n";
   }
-  out.close();
-  if (!out) return Error(tmp + ": write error");
-  std::error_code ec;
-  std::filesystem::rename(tmp, csv, ec);
-  if (ec) return Error(csv + ": " + ec.message());
-  return Status::Ok();
+  return write_file_atomically(csv, out.str());
 }
 
 Result<SweepStatus> run_sweep(const SweepSpec& s, const SweepOptions& o, std::atomic<std::size_t>* done) {
@@ -506,14 +584,28 @@ Result<SweepStatus> run_sweep(const SweepSpec& s, const SweepOptions& o, std::at
   std::error_code ec;
   std::filesystem::create_directories(o.out_dir, ec);
   if (ec) return Error(o.out_dir + ": cannot create output folder: " + ec.message());
+  if (!std::filesystem::is_directory(o.out_dir, ec)) return Error(o.out_dir + ": not a folder (--out)");
   SweepStatus st;
   st.jsonl = o.out_dir + "/results.jsonl";
   st.csv = o.out_dir + "/results.csv";
-  const auto existing = read_rows(st.jsonl);
+  // One writer per point: a second sweep into this folder (of the same shard) is refused.
+  FolderLock folder;
+  FS_RETURN_IF_ERROR(lock_output(folder, o.out_dir, o.shard, o.shards));
+  // The outputs can be written, before any work.
+  if (o.write_csv) FS_RETURN_IF_ERROR(check_output_path(st.csv, "--out"));
+  const ResultsFile results = read_results(st.jsonl);
+  const auto& existing = results.rows;
   for (const auto& [index, row] : existing)
     if (row.value("spec", std::string()) != s.id)
       return Error(st.jsonl + ": holds results of a different sweep spec (row " + std::to_string(index) + "; this spec is " +
                    s.id + "): give another --out or remove the folder");
+  // Lines a kill left torn are dropped from the file (not only skipped), while no other shard
+  // appends to it: rewritten whole, synced and renamed into place.
+  if (results.torn > 0 && folder.exclusive) FS_RETURN_IF_ERROR(write_file_atomically(st.jsonl, results.kept));
+  if (folder.exclusive && o.shards > 1) {  // let the other shards in
+    FS_ASSIGN_OR_RETURN(bool shared, folder.share(o.out_dir + "/" + kSweepLockFile));
+    if (!shared) return Error(o.out_dir + ": another sweep is writing this folder; wait for it to finish or give another --out");
+  }
   std::vector<const SweepPoint*> todo;
   for (const SweepPoint& p : s.points) {
     if (p.index % static_cast<std::size_t>(o.shards) != static_cast<std::size_t>(o.shard)) continue;

@@ -80,6 +80,14 @@ struct SweepStatus {
 
 // Runs the points of this shard that are not yet in out_dir/results.jsonl. `done` counts finished
 // points as they complete (for progress reports from another thread).
+//
+// While it writes, a sweep holds a lock on out_dir/.foresight-sweep.lock (flock: released when the
+// process ends, killed or not, so a killed sweep resumes): an unsharded run holds it exclusively,
+// shards share it and each also holds out_dir/.foresight-sweep.lock.<i>-of-<N> exclusively; a
+// second writer of the same points gets an error naming the folder. When the lock is held
+// exclusively, lines a kill left torn are removed from results.jsonl (rewritten atomically)
+// before the new rows are appended.
+inline constexpr const char* kSweepLockFile = ".foresight-sweep.lock";
 Result<SweepStatus> run_sweep(const SweepSpec& spec, const SweepOptions& options, std::atomic<std::size_t>* done = nullptr);
 
 // One point's result line (without writing it): what run_sweep appends.

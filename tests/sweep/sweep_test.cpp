@@ -1,12 +1,16 @@
 // Sweeps: bad specs fail before any work, sharding and resuming after a kill give the same results.
 #include "sim/sweep/sweep.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -155,6 +159,84 @@ TEST(Sweep, WrongTypeAxisValueNamesItsPointer) {
   EXPECT_TRUE(d.ok()) << d.error().message();
 }
 
+// A second writer of the same folder is refused while the first holds the lock; the lock goes
+// with its holder.
+TEST(Sweep, OneWriterPerFolder) {
+  auto s = sweep_from_json(spec_json(), "s.json");
+  ASSERT_TRUE(s.ok());
+  const fs::path d = fresh_dir("locked");
+  fs::create_directories(d);
+  const std::string lock = (d / kSweepLockFile).string();
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);  // another sweep writing (a separate open file)
+  SweepOptions o;
+  o.out_dir = d.string();
+  auto r = run_sweep(*s, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message(), d.string() + ": another sweep is writing this folder (it holds " + lock +
+                                     "); wait for it to finish or give another --out");
+  EXPECT_FALSE(fs::exists(d / "results.jsonl"));
+  // Another shard holds it shared: shards may join, an unsharded run may not.
+  ASSERT_EQ(::flock(fd, LOCK_SH | LOCK_NB), 0);
+  EXPECT_FALSE(run_sweep(*s, o).ok());
+  SweepOptions shard = o;
+  shard.shards = 2;
+  shard.shard = 1;
+  const std::string shard_lock = lock + ".1-of-2";
+  const int sfd = ::open(shard_lock.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_EQ(::flock(sfd, LOCK_EX | LOCK_NB), 0);  // shard 1/2 is being written
+  auto same = run_sweep(*s, shard);
+  ASSERT_FALSE(same.ok());
+  EXPECT_NE(same.error().message().find("another sweep is writing shard 1/2 of this folder"), std::string::npos)
+      << same.error().message();
+  shard.shard = 0;
+  auto other = run_sweep(*s, shard);
+  ASSERT_TRUE(other.ok()) << other.error().message();
+  EXPECT_EQ(other->computed, 6u);
+  ::close(sfd);
+  ::close(fd);  // released: the folder is free again
+  auto after = run_sweep(*s, o);
+  ASSERT_TRUE(after.ok()) << after.error().message();
+  EXPECT_EQ(after->skipped, 6u);
+  EXPECT_EQ(after->computed, 6u);
+}
+
+// Two sweeps into the same folder at once (the command line): one runs, the other is refused with
+// exit 2; no index is written twice.
+TEST(Sweep, ConcurrentCommandLinesDoNotInterleave) {
+  const fs::path d = fresh_dir("concurrent");
+  const fs::path spec = fs::temp_directory_path() / "foresight_sweep_concurrent.json";
+  std::ofstream(spec.string()) << spec_json().dump();
+  const std::string cmd = std::string(FORESIGHT_BINARY) + " sweep " + spec.string() + " -j 1 --out " + d.string();
+  fs::create_directories(d);
+  const std::string lock = (d / kSweepLockFile).string();
+  const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, pipe)) out += buf;
+  const int st = pclose(pipe);
+  ::close(fd);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 2) << out;
+  EXPECT_NE(out.find("error: " + d.string() + ": another sweep is writing this folder"), std::string::npos) << out;
+  // Both at once, unlocked: every index exactly once in the results.
+  const std::string both = "(" + cmd + " > /dev/null 2>&1 & " + cmd + " > /dev/null 2>&1; wait)";
+  ASSERT_EQ(std::system(both.c_str()), 0);
+  ASSERT_EQ(std::system((cmd + " > /dev/null 2>&1").c_str()), 0);  // whichever was refused
+  std::istringstream lines(slurp((d / "results.jsonl").string()));
+  std::set<std::size_t> seen;
+  int rows = 0;
+  for (std::string line; std::getline(lines, line); ++rows) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_TRUE(seen.insert(j.at("index").get<std::size_t>()).second) << line;
+  }
+  EXPECT_EQ(rows, 12);
+}
+
 TEST(Sweep, ShardsGiveTheSameResultsAsOneRun) {
   auto s = sweep_from_json(spec_json(), "s.json");
   ASSERT_TRUE(s.ok());
@@ -195,6 +277,12 @@ TEST(Sweep, ResumeSkipsFinishedPointsAndLosesNone) {
   EXPECT_EQ(again->skipped, 5u);
   EXPECT_EQ(again->computed, 7u);
   EXPECT_EQ(slurp((d / "results.csv").string()), full);
+  // The torn line is gone from the file, not only skipped: 12 whole rows.
+  std::istringstream after(slurp((d / "results.jsonl").string()));
+  int rows = 0;
+  for (std::string l; std::getline(after, l); ++rows)
+    EXPECT_FALSE(nlohmann::json::parse(l, nullptr, false).is_discarded()) << l;
+  EXPECT_EQ(rows, 12);
 }
 
 // Results of another spec in the same folder are never resumed from or mixed in.
