@@ -3,6 +3,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <iterator>
+#include <string_view>
+#include <vector>
+
 #include "sim/spec/json_reader.h"
 
 namespace foresight {
@@ -206,48 +211,213 @@ bool looks_like_hf_config(const json& doc) {
                              doc.contains("num_hidden_layers"));
 }
 
+namespace {
+
+// How a config.json names its dimensions: the Llama family's names, or one of the older models'.
+enum class HfNames { kLlama, kGpt2, kGptNeoX, kFalcon, kBloom, kOpt };
+
+// One Hugging Face architecture (transformers' modeling_<model_type>.py): how its config names the
+// fields and what its layers do. Whether the MLP is gated is the architecture's, not the
+// activation's: Llama gates whatever hidden_act says, GPT-NeoX does not gate a SiLU.
+struct HfArchitecture {
+  std::string_view class_name;   // an "architectures" entry
+  std::string_view model_type;   // "model_type"
+  HfNames names;
+  bool gated;                    // act(gate(x)) * up(x) (SwiGLU, Gemma's GeGLU) or act(up(x))
+  std::string_view act_key;      // the field naming the activation; empty: fixed by the code
+  std::string_view act_default;  // transformers' default for it
+  NormKind norm;
+  bool bias;                     // default for the linear layers' biases
+  bool tied;                     // default for tie_word_embeddings
+  bool rope;                     // rotary positions (else learned or ALiBi)
+};
+
+// Sources: each model's configuration_<model_type>.py defaults and modeling_<model_type>.py MLP.
+constexpr HfArchitecture kHfArchitectures[] = {
+    {"LlamaForCausalLM", "llama", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
+    {"MistralForCausalLM", "mistral", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
+    {"MixtralForCausalLM", "mixtral", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
+    // Qwen2's q, k and v projections always carry biases (no attention_bias field).
+    {"Qwen2ForCausalLM", "qwen2", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, true, false, true},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, true, false, true},
+    {"Qwen3ForCausalLM", "qwen3", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
+    {"DeepseekV2ForCausalLM", "deepseek_v2", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
+    // Gemma: GeGLU, gelu_pytorch_tanh (hidden_activation, falling back to hidden_act), tied tables.
+    {"GemmaForCausalLM", "gemma", HfNames::kLlama, true, "hidden_activation", "gelu_pytorch_tanh", NormKind::kRmsNorm, false, true, true},
+    {"Gemma2ForCausalLM", "gemma2", HfNames::kLlama, true, "hidden_activation", "gelu_pytorch_tanh", NormKind::kRmsNorm, false, true, true},
+    {"GPT2LMHeadModel", "gpt2", HfNames::kGpt2, false, "activation_function", "gelu_new", NormKind::kLayerNorm, true, true, false},
+    {"GPTNeoXForCausalLM", "gpt_neox", HfNames::kGptNeoX, false, "hidden_act", "gelu", NormKind::kLayerNorm, true, false, true},
+    {"FalconForCausalLM", "falcon", HfNames::kFalcon, false, "activation", "gelu", NormKind::kLayerNorm, false, true, true},
+    // BLOOM's MLP calls its own tanh GeLU whatever the config says; ALiBi positions.
+    {"BloomForCausalLM", "bloom", HfNames::kBloom, false, "", "gelu", NormKind::kLayerNorm, true, true, false},
+    {"OPTForCausalLM", "opt", HfNames::kOpt, false, "activation_function", "relu", NormKind::kLayerNorm, true, true, false},
+};
+
+// transformers' ACT2FN keys (activations.py ACT2CLS). get_activation looks them up in a dict, so
+// the match is exact and case-sensitive: "SiLU" fails there and here.
+constexpr std::string_view kHfActivations[] = {
+    "gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh", "gelu_accurate",
+    "laplace", "leaky_relu", "linear", "mish", "quick_gelu", "relu", "relu2", "relu6", "sigmoid",
+    "silu", "swish", "tanh", "prelu"};
+
+template <typename Range, typename Name>
+std::string join_names(const Range& items, Name name) {
+  std::string out;
+  for (const auto& x : items) out += (out.empty() ? "" : ", ") + std::string(name(x));
+  return out;
+}
+
+// The architecture a config describes: its "architectures" entries (every one must be known), or
+// when it has none its "model_type". Records the error in `r` and returns null otherwise.
+const HfArchitecture* hf_architecture(JsonReader& r) {
+  const auto by_class = [](std::string_view c) -> const HfArchitecture* {
+    for (const auto& a : kHfArchitectures) if (a.class_name == c) return &a;
+    return nullptr;
+  };
+  const std::string classes = join_names(kHfArchitectures, [](const auto& a) { return a.class_name; });
+  if (r.has("architectures")) {
+    const HfArchitecture* first = nullptr;
+    std::vector<JsonReader> entries = r.array("architectures");
+    if (!r.ok()) return nullptr;
+    if (entries.empty()) {
+      r.fail("architectures", "empty; name the model class (known: " + classes + ")");
+      return nullptr;
+    }
+    for (JsonReader& e : entries) {
+      if (!e.node().is_string()) {
+        e.fail("", "expected a model class name as a string, got " + std::string(e.node().type_name()));
+        return nullptr;
+      }
+      const std::string name = e.node().get<std::string>();
+      const HfArchitecture* a = by_class(name);
+      if (!a) {
+        e.fail("", "unknown architecture \"" + name + "\" (known: " + classes + ")");
+        return nullptr;
+      }
+      if (!first) first = a;
+    }
+    return first;
+  }
+  const std::string types = join_names(kHfArchitectures, [](const auto& a) { return a.model_type; });
+  if (!r.has("model_type")) {
+    r.fail("architectures", "missing, and no model_type either: the config does not say which model it is "
+                            "(known architectures: " + classes + ")");
+    return nullptr;
+  }
+  const std::string type = r.string("model_type");
+  if (!r.ok()) return nullptr;
+  for (const auto& a : kHfArchitectures) if (a.model_type == type) return &a;
+  r.fail("model_type", "unknown model type \"" + type + "\" (known: " + types + ")");
+  return nullptr;
+}
+
+// The MLP the architecture builds with the activation its config names (checked against ACT2FN).
+MlpKind hf_mlp(JsonReader& r, const HfArchitecture& a) {
+  std::string key(a.act_key);
+  // Gemma's hidden_activation wins; without it transformers uses hidden_act.
+  if (a.act_key == "hidden_activation" && !r.has(key)) key = "hidden_act";
+  const std::string act = a.act_key.empty() ? std::string(a.act_default) : r.string(key, std::string(a.act_default));
+  if (!r.ok()) return MlpKind::kGelu;
+  if (std::find(std::begin(kHfActivations), std::end(kHfActivations), act) == std::end(kHfActivations)) {
+    r.fail(key, "unknown activation \"" + act + "\" (transformers' ACT2FN names, matched exactly: " +
+                    join_names(kHfActivations, [](std::string_view s) { return s; }) + ")");
+    return MlpKind::kGelu;
+  }
+  if (a.gated) return MlpKind::kSwiglu;  // SwiGLU or GeGLU: gate, up and down matrices alike
+  return act == "relu2" ? MlpKind::kSquaredRelu : MlpKind::kGelu;
+}
+
+}  // namespace
+
 Result<ModelSpec> model_from_hf_config(const json& doc, const std::string& file) {
-  JsonReader r(doc, file);
   if (!doc.is_object()) return Error(file + ": /: expected a JSON object (a Hugging Face config.json)");
-  const std::string type = r.string("model_type", "");
+  JsonReader r(doc, file);
+  const HfArchitecture* arch = hf_architecture(r);
+  if (!arch) return r.error();
+  const std::string type = r.string("model_type", std::string(arch->model_type));
   ModelSpec m;
   m.name = r.string("_name_or_path", type.empty() ? "hf-model" : type);
-  const bool gpt2 = r.has("n_embd");
-  if (gpt2) {  // GPT-2 style names
-    m.layers = static_cast<int>(r.required_integer("n_layer", 1, 100000));
-    m.hidden = r.required_integer("n_embd", 1, 1 << 22);
-    m.heads = static_cast<int>(r.required_integer("n_head", 1, 1 << 16));
-    m.ffn_hidden = r.integer("n_inner", 4 * m.hidden, 1, 1 << 24);
-    m.seq_len = static_cast<int>(r.integer("n_positions", 1024, 1, 1 << 24));
-    m.bias = true;
-    m.dropout = r.number("resid_pdrop", 0.0, 0.0, 1.0) > 0.0;
-    m.tied_embeddings = r.boolean("tie_word_embeddings", true);
-  } else {
-    m.layers = static_cast<int>(r.required_integer("num_hidden_layers", 1, 100000));
-    m.hidden = r.required_integer("hidden_size", 1, 1 << 22);
-    m.heads = static_cast<int>(r.required_integer("num_attention_heads", 1, 1 << 16));
-    m.ffn_hidden = r.integer("intermediate_size", 4 * m.hidden, 1, 1 << 24);
-    // The pre-training length: rope_scaling's original length when context was extended later.
-    m.seq_len = static_cast<int>(r.integer("max_position_embeddings", 4096, 1, 1 << 24));
-    if (r.has("rope_scaling") && r.node()["rope_scaling"].is_object()) {
-      JsonReader rs = r.object("rope_scaling");
-      m.seq_len = static_cast<int>(rs.integer("original_max_position_embeddings", m.seq_len, 1, 1 << 24));
+  m.norm = arch->norm;
+  m.bias = arch->bias;
+  m.rope = arch->rope;
+  m.tied_embeddings = r.boolean("tie_word_embeddings", arch->tied);
+  // Dropout in the attention or the residual stream (the older models' names differ).
+  const auto dropout = [&](std::string_view a, std::string_view b) {
+    return r.number(a, 0.0, 0.0, 1.0) > 0.0 || r.number(b, 0.0, 0.0, 1.0) > 0.0;
+  };
+  switch (arch->names) {
+    case HfNames::kGpt2:
+      m.layers = static_cast<int>(r.required_integer("n_layer", 1, 100000));
+      m.hidden = r.required_integer("n_embd", 1, 1 << 22);
+      m.heads = static_cast<int>(r.required_integer("n_head", 1, 1 << 16));
+      m.ffn_hidden = r.integer("n_inner", 4 * m.hidden, 1, 1 << 24);
+      m.seq_len = static_cast<int>(r.integer("n_positions", 1024, 1, 1 << 24));
+      m.dropout = dropout("resid_pdrop", "attn_pdrop");
+      break;
+    case HfNames::kBloom:  // n_embed is BLOOM's older name for hidden_size; ALiBi, so no position limit
+      m.layers = static_cast<int>(r.required_integer("n_layer", 1, 100000));
+      m.hidden = r.has("n_embed") ? r.integer("n_embed", 1, 1, 1 << 22) : r.required_integer("hidden_size", 1, 1 << 22);
+      m.heads = static_cast<int>(r.required_integer("n_head", 1, 1 << 16));
+      m.ffn_hidden = 4 * m.hidden;
+      m.seq_len = static_cast<int>(r.integer("seq_length", 2048, 1, 1 << 24));
+      m.dropout = dropout("attention_dropout", "hidden_dropout");
+      break;
+    case HfNames::kOpt:
+      m.layers = static_cast<int>(r.required_integer("num_hidden_layers", 1, 100000));
+      m.hidden = r.required_integer("hidden_size", 1, 1 << 22);
+      m.heads = static_cast<int>(r.required_integer("num_attention_heads", 1, 1 << 16));
+      m.ffn_hidden = r.integer("ffn_dim", 4 * m.hidden, 1, 1 << 24);
+      m.seq_len = static_cast<int>(r.integer("max_position_embeddings", 2048, 1, 1 << 24));
+      m.bias = r.boolean("enable_bias", arch->bias);
+      m.dropout = r.number("dropout", 0.1, 0.0, 1.0) > 0.0 || r.number("attention_dropout", 0.0, 0.0, 1.0) > 0.0;
+      break;
+    case HfNames::kGptNeoX:
+      m.layers = static_cast<int>(r.required_integer("num_hidden_layers", 1, 100000));
+      m.hidden = r.required_integer("hidden_size", 1, 1 << 22);
+      m.heads = static_cast<int>(r.required_integer("num_attention_heads", 1, 1 << 16));
+      m.ffn_hidden = r.integer("intermediate_size", 4 * m.hidden, 1, 1 << 24);
+      m.seq_len = static_cast<int>(r.integer("max_position_embeddings", 2048, 1, 1 << 24));
+      m.bias = r.boolean("attention_bias", arch->bias);
+      m.rope = r.number("rotary_pct", 0.25, 0.0, 1.0) > 0.0;
+      m.dropout = dropout("attention_dropout", "hidden_dropout");
+      break;
+    case HfNames::kFalcon: {
+      m.layers = static_cast<int>(r.required_integer("num_hidden_layers", 1, 100000));
+      m.hidden = r.required_integer("hidden_size", 1, 1 << 22);
+      m.heads = static_cast<int>(r.required_integer("num_attention_heads", 1, 1 << 16));
+      m.ffn_hidden = r.integer("ffn_hidden_size", 4 * m.hidden, 1, 1 << 24);
+      m.seq_len = static_cast<int>(r.integer("max_position_embeddings", 2048, 1, 1 << 24));
+      m.bias = r.boolean("bias", arch->bias);
+      m.rope = !r.boolean("alibi", false);
+      m.dropout = dropout("attention_dropout", "hidden_dropout");
+      // FalconAttention: the new decoder's num_kv_heads, else one shared head (multi_query) or MHA.
+      const int kv = static_cast<int>(r.integer("num_kv_heads", m.heads, 1, 1 << 16));
+      m.kv_heads = r.boolean("new_decoder_architecture", false) ? kv : r.boolean("multi_query", true) ? 1 : m.heads;
+      break;
     }
-    m.tied_embeddings = r.boolean("tie_word_embeddings", false);
-    m.bias = r.boolean("attention_bias", type == "qwen2" || type == "qwen2_moe");
-    m.dropout = r.number("attention_dropout", 0.0, 0.0, 1.0) > 0.0 ||
-                r.number("hidden_dropout", 0.0, 0.0, 1.0) > 0.0;
-    // Llama-family configs (Llama, Mistral, Mixtral, Qwen, DeepSeek) give RoPE's base frequency.
-    m.rope = r.has("rope_theta") || r.has("rope_scaling") || r.has("qk_rope_head_dim");
+    case HfNames::kLlama:
+      m.layers = static_cast<int>(r.required_integer("num_hidden_layers", 1, 100000));
+      m.hidden = r.required_integer("hidden_size", 1, 1 << 22);
+      m.heads = static_cast<int>(r.required_integer("num_attention_heads", 1, 1 << 16));
+      m.ffn_hidden = r.integer("intermediate_size", 4 * m.hidden, 1, 1 << 24);
+      // The pre-training length: rope_scaling's original length when context was extended later.
+      m.seq_len = static_cast<int>(r.integer("max_position_embeddings", 4096, 1, 1 << 24));
+      if (r.has("rope_scaling") && r.node()["rope_scaling"].is_object()) {
+        JsonReader rs = r.object("rope_scaling");
+        m.seq_len = static_cast<int>(rs.integer("original_max_position_embeddings", m.seq_len, 1, 1 << 24));
+      }
+      m.bias = r.boolean("attention_bias", arch->bias);
+      m.dropout = dropout("attention_dropout", "hidden_dropout");
+      m.kv_heads = static_cast<int>(r.integer("num_key_value_heads", m.heads, 1, 1 << 16));
+      m.head_dim = static_cast<int>(r.integer("head_dim", m.heads > 0 ? m.hidden / m.heads : 1, 1, 1 << 16));
+      break;
   }
-  m.kv_heads = static_cast<int>(r.integer("num_key_value_heads", m.heads, 1, 1 << 16));
-  m.head_dim = static_cast<int>(r.integer("head_dim", m.heads > 0 ? m.hidden / m.heads : 1, 1, 1 << 16));
+  if (m.kv_heads == 0) m.kv_heads = m.heads;
+  if (m.head_dim == 0) m.head_dim = m.heads > 0 ? static_cast<int>(m.hidden / m.heads) : 0;
   m.vocab = r.required_integer("vocab_size", 1, 1 << 24);
-  const std::string act = r.string("hidden_act", r.string("activation_function", gpt2 ? "gelu" : "silu"));
-  m.mlp = mlp_from_activation(act);
-  m.norm = (gpt2 || r.has("layer_norm_eps") || r.has("layer_norm_epsilon")) && !r.has("rms_norm_eps")
-               ? NormKind::kLayerNorm
-               : NormKind::kRmsNorm;
+  m.mlp = hf_mlp(r, *arch);
 
   // Mixture of experts: Mixtral, Qwen2-MoE and DeepSeek spell it differently.
   if (r.has("num_local_experts")) {  // Mixtral

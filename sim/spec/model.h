@@ -3,8 +3,9 @@
 //   Result<ModelSpec> m = load_model_file("models/llama3-8b.json");
 //   double n = m->total_params();   // ~8.03e9
 //
-// Loads our own JSON (units-free: every field is a count) and Hugging Face `config.json` files
-// (Llama, Mistral/Mixtral, Qwen2/Qwen2-MoE, DeepSeek-V2/V3 field names).
+// Loads our own JSON (units-free: every field is a count) and Hugging Face `config.json` files of
+// the architectures it knows (Llama, Mistral/Mixtral, Qwen2/3 and their MoE, DeepSeek-V2/V3, Gemma
+// 1/2, GPT-2, GPT-NeoX, Falcon, BLOOM, OPT); any other architecture or activation is an error.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -16,6 +17,8 @@
 
 namespace foresight {
 
+// kSwiglu stands for every gated MLP, act(gate(x)) * up(x): SwiGLU and Gemma's GeGLU cost the same
+// three matrices and one product. kGelu is any ungated act(up(x)) but squared ReLU.
 enum class MlpKind { kGelu, kSwiglu, kSquaredRelu };
 enum class NormKind { kLayerNorm, kRmsNorm };
 
@@ -93,7 +96,10 @@ Status validate_model(const ModelSpec& m, const std::string& file);
 
 Result<ModelSpec> model_from_json(const nlohmann::json& doc, const std::string& file);
 nlohmann::json model_to_json(const ModelSpec& m);
-// A Hugging Face config.json (detected by "model_type" or "architectures").
+// A Hugging Face config.json (detected by "model_type" or "architectures"). The architecture comes
+// from "architectures" (or, without it, "model_type") and decides the field names and whether the
+// MLP is gated; the activation must be one of transformers' ACT2FN names. Errors name the field
+// and the known values.
 Result<ModelSpec> model_from_hf_config(const nlohmann::json& doc, const std::string& file);
 bool looks_like_hf_config(const nlohmann::json& doc);
 

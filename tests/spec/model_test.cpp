@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+
 #include "sim/spec/presets.h"
 
 namespace foresight {
@@ -108,6 +110,118 @@ TEST(ModelSpec, ImportsMixtralQwenAndDeepSeekConfigs) {
   EXPECT_EQ(ds.moe.dense_layers, 3);
   EXPECT_EQ(ds.seq_len, 4096);  // rope_scaling.original_max_position_embeddings
   EXPECT_DOUBLE_EQ(ds.total_params(), preset("deepseek-v3").total_params());
+}
+
+// The older architectures, each against its parameter count from first principles (every weight
+// of the Hugging Face checkpoint) minus what the model leaves out: GPT-2 small 124,439,808 less its
+// 1024 x 768 learned positions; GPT-NeoX-20B 20,554,567,680 (paper, Table 1 code count); Falcon-7B
+// 6,921,720,704 (one shared layer norm per parallel block, the model counts two: 32 x 9088 more);
+// BLOOM-560m 559,214,592 less the 2048 of its embedding layer norm; Gemma-7B 8.54B (report, Table 1).
+TEST(ModelSpec, ImportsOlderArchitecturesAsTheyAreBuilt) {
+  auto gpt2 = model_from_text(R"({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_layer": 12,
+      "n_embd": 768, "n_head": 12, "n_positions": 1024, "vocab_size": 50257, "activation_function": "gelu_new"})",
+                              "config.json");
+  ASSERT_TRUE(gpt2.ok()) << gpt2.error().message();
+  EXPECT_EQ(gpt2->mlp, MlpKind::kGelu);
+  EXPECT_EQ(gpt2->norm, NormKind::kLayerNorm);
+  EXPECT_TRUE(gpt2->tied_embeddings);
+  EXPECT_DOUBLE_EQ(gpt2->total_params(), 124439808.0 - 1024 * 768);
+
+  const ModelSpec neox = hf("gpt-neox-20b-config.json");  // hidden_act gelu_fast, not gated
+  EXPECT_EQ(neox.mlp, MlpKind::kGelu);
+  EXPECT_TRUE(neox.bias);
+  EXPECT_TRUE(neox.rope);  // rotary_pct 0.25
+  EXPECT_FALSE(neox.tied_embeddings);
+  EXPECT_DOUBLE_EQ(neox.total_params(), 20554567680.0);
+
+  const ModelSpec falcon = hf("falcon-7b-config.json");
+  EXPECT_EQ(falcon.kv_heads, 1);  // multi_query
+  EXPECT_EQ(falcon.head_dim, 64);
+  EXPECT_EQ(falcon.ffn_hidden, 4 * 4544);
+  EXPECT_EQ(falcon.mlp, MlpKind::kGelu);
+  EXPECT_FALSE(falcon.bias);
+  EXPECT_TRUE(falcon.tied_embeddings);
+  EXPECT_DOUBLE_EQ(falcon.total_params(), 6921720704.0 + 32 * 9088.0);
+
+  const ModelSpec bloom = hf("bloom-560m-config.json");
+  EXPECT_EQ(bloom.layers, 24);
+  EXPECT_EQ(bloom.heads, 16);
+  EXPECT_FALSE(bloom.rope);  // ALiBi
+  EXPECT_EQ(bloom.seq_len, 2048);
+  EXPECT_DOUBLE_EQ(bloom.total_params(), 559214592.0 - 2048);
+
+  // Gemma: a gated GeGLU (gelu_pytorch_tanh) with three matrices, head_dim 256 over 16 heads
+  // (4096 != hidden 3072), tied tables.
+  const ModelSpec gemma = hf("gemma-7b-config.json");
+  EXPECT_EQ(gemma.mlp, MlpKind::kSwiglu);
+  EXPECT_EQ(gemma.norm, NormKind::kRmsNorm);
+  EXPECT_EQ(gemma.q_dim(), 4096);
+  EXPECT_TRUE(gemma.tied_embeddings);
+  EXPECT_NEAR(gemma.total_params() / 8.54e9, 1.0, 0.001);
+}
+
+// Gating is the architecture's: a Llama with GeLU stays a three-matrix MLP (8.03B, not the 6.2B of
+// a plain GeLU MLP), a GPT-NeoX with SiLU stays two matrices.
+TEST(ModelSpec, TheArchitectureDecidesWhetherTheMlpIsGated) {
+  auto llama = nlohmann::json::parse(std::ifstream(std::string(FORESIGHT_TEST_DATA) + "/hf/llama3-8b-config.json"));
+  llama["hidden_act"] = "gelu_pytorch_tanh";
+  auto m = model_from_hf_config(llama, "config.json");
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  EXPECT_EQ(m->mlp, MlpKind::kSwiglu);
+  EXPECT_NEAR(m->total_params() / 8.03e9, 1.0, 0.005);
+  auto neox = nlohmann::json::parse(std::ifstream(std::string(FORESIGHT_TEST_DATA) + "/hf/gpt-neox-20b-config.json"));
+  neox["hidden_act"] = "silu";
+  auto n = model_from_hf_config(neox, "config.json");
+  ASSERT_TRUE(n.ok()) << n.error().message();
+  EXPECT_EQ(n->mlp, MlpKind::kGelu);
+  neox["hidden_act"] = "relu2";
+  n = model_from_hf_config(neox, "config.json");
+  ASSERT_TRUE(n.ok()) << n.error().message();
+  EXPECT_EQ(n->mlp, MlpKind::kSquaredRelu);
+  // Every Llama-family config is rotary, rope_theta given or not (transformers' default 10000).
+  auto bare = model_from_text(R"({"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "vocab_size": 100})", "config.json");
+  ASSERT_TRUE(bare.ok()) << bare.error().message();
+  EXPECT_TRUE(bare->rope);
+  EXPECT_EQ(bare->mlp, MlpKind::kSwiglu);
+}
+
+// What transformers would refuse is refused, with the field and the known values: ACT2FN is a
+// dict, so "SiLU" is not "silu"; an architecture the reader does not know is not read as Llama.
+TEST(ModelSpec, UnknownArchitecturesAndActivationsAreErrors) {
+  const std::string bad = std::string(FORESIGHT_TEST_DATA) + "/bad/";
+  auto act = load_model_file(bad + "hf-unknown-activation.json");
+  ASSERT_FALSE(act.ok());
+  EXPECT_NE(act.error().message().find("hf-unknown-activation.json: /hidden_act: unknown activation \"SiLU\""),
+            std::string::npos) << act.error().message();
+  EXPECT_NE(act.error().message().find("gelu_pytorch_tanh"), std::string::npos);
+  EXPECT_NE(act.error().message().find("silu"), std::string::npos);
+  auto arch = load_model_file(bad + "hf-unknown-architecture.json");
+  ASSERT_FALSE(arch.ok());
+  EXPECT_NE(arch.error().message().find(
+                "hf-unknown-architecture.json: /architectures/0: unknown architecture \"Llama4ForCausalLM\" (known: "
+                "LlamaForCausalLM"), std::string::npos) << arch.error().message();
+  struct Case { const char* text; const char* message; };
+  const Case cases[] = {
+      {R"({"model_type": "mamba", "num_hidden_layers": 2})", "config.json: /model_type: unknown model type \"mamba\" (known: llama"},
+      {R"({"num_hidden_layers": 2, "hidden_size": 64})", "config.json: /architectures: missing, and no model_type"},
+      {R"({"architectures": "LlamaForCausalLM"})", "config.json: /architectures: expected an array"},
+      {R"({"architectures": []})", "config.json: /architectures: empty"},
+      {R"({"architectures": ["LlamaForCausalLM", 7]})", "config.json: /architectures/1: expected a model class name"},
+      {R"({"architectures": ["llamaforcausallm"]})", "config.json: /architectures/0: unknown architecture"},
+      {R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 100, "activation_function": "swiglu"})",
+       "config.json: /activation_function: unknown activation \"swiglu\""},
+      {R"({"model_type": "gemma", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+           "vocab_size": 100, "hidden_act": "gelu", "hidden_activation": "GELU"})",
+       "config.json: /hidden_activation: unknown activation \"GELU\""},
+      {R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+           "vocab_size": 100, "hidden_act": 3})", "config.json: /hidden_act: expected a string"},
+  };
+  for (const auto& c : cases) {
+    auto m = model_from_text(c.text, "config.json");
+    ASSERT_FALSE(m.ok()) << c.text;
+    EXPECT_NE(m.error().message().find(c.message), std::string::npos) << c.text << "\n" << m.error().message();
+  }
 }
 
 // Rotary positions: from the model file (false unless given), from a Hugging Face config's
