@@ -2,7 +2,10 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <cstdio>
 #include <memory>
+#include <string>
 
 #include "app/commands.h"
 #include "sim/spec/presets.h"
@@ -14,17 +17,21 @@ Command add_validate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("validate", "predict published training runs and report the error");
   auto paths = std::make_shared<std::vector<std::string>>();
   auto json_out = std::make_shared<bool>(false);
-  auto max_mape = std::make_shared<double>(-1);
-  auto max_case = std::make_shared<double>(-1);
+  auto max_mape = std::make_shared<double>(0);
+  auto max_case = std::make_shared<double>(0);
   auto engine = std::make_shared<std::string>("analytic");
   cmd->add_option("paths", *paths, "validation case files or folders (schema foresight-validation-case/1)")
       ->required();
   cmd->add_flag("--json", *json_out, "print one JSON object instead of the table");
   cmd->add_option("--engine", *engine, "analytic (closed form) or des (discrete-event simulator)")
       ->check(CLI::IsMember({"analytic", "des"}))->capture_default_str();
-  cmd->add_option("--max-mape", *max_mape, "exit 1 if the mean absolute error (%) exceeds this");
-  cmd->add_option("--max-error", *max_case, "exit 1 if any case's absolute error (%) exceeds this");
+  auto* mape_opt = cmd->add_option("--max-mape", *max_mape, "exit 1 if the mean absolute error (%) exceeds this");
+  auto* case_opt = cmd->add_option("--max-error", *max_case, "exit 1 if any case's absolute error (%) exceeds this");
   return [=]() -> int {
+    // A gate is a percentage >= 0: a negative or non-finite one would pass everything (or nothing).
+    for (const auto& [opt, value] : {std::pair{mape_opt, *max_mape}, std::pair{case_opt, *max_case}})
+      if (opt->count() > 0 && !(std::isfinite(value) && value >= 0))
+        return input_error(fmt::format("{}: {} is not a gate; expected a finite percentage >= 0", opt->get_name(), value));
     auto files = collect_case_files(*paths);
     if (!files) return input_error(files.error().message());
     const ValidationSummary s = run_validation(*files, *engine == "des" ? Engine::kDes : Engine::kAnalytic);
@@ -60,10 +67,19 @@ Command add_validate_command(CLI::App& app) {
                    s.collectives_max_abs_error_pct);
       }
     }
-    if (s.failed > 0) return 1;
-    if (*max_mape >= 0 && s.mape_pct > *max_mape) return 1;
-    if (*max_case >= 0 && s.max_abs_error_pct > *max_case) return 1;
-    return 0;
+    // Exit 1 names every gate that failed, on stderr (stdout may be the JSON).
+    int status = 0;
+    const auto gate_failed = [&](const std::string& why) {
+      fmt::print(stderr, "gate failed: {}\n", why);
+      status = 1;
+    };
+    if (s.failed > 0) gate_failed(fmt::format("{} of {} cases could not be predicted", s.failed, s.cases.size()));
+    if (mape_opt->count() > 0 && !(s.mape_pct <= *max_mape))
+      gate_failed(fmt::format("MAPE {:.2f}% > --max-mape {:g}%", s.mape_pct, *max_mape));
+    if (case_opt->count() > 0 && !(s.max_abs_error_pct <= *max_case))
+      gate_failed(fmt::format("worst case {} error {:.2f}% > --max-error {:g}%", s.worst_id.empty() ? "-" : s.worst_id,
+                              s.max_abs_error_pct, *max_case));
+    return status;
   };
 }
 

@@ -148,6 +148,24 @@ TEST(Cli, ValidateReportsFailedCases) {
   const CliRun r = run("validate " + kBad + "does-not-fit.json");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("FAILED"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("gate failed: 1 of 1 cases could not be predicted"), std::string::npos) << r.output;
+}
+
+// The case's error is near -100% (a tiny model measured at 1 s): a 100% gate passes it, a 5% gate
+// fails it and says which measure exceeded which limit, in the table and in JSON mode alike.
+TEST(Cli, ValidateGateSaysWhyItFailed) {
+  const std::string c = std::string(FORESIGHT_TEST_DATA) + "/validate/tiny-a100.json";
+  const CliRun pass = run("validate " + c + " --max-mape 100 --max-error 100");
+  EXPECT_EQ(pass.status, 0) << pass.output;
+  EXPECT_EQ(pass.output.find("gate failed"), std::string::npos) << pass.output;
+  const CliRun mape = run("validate " + c + " --max-mape 5");
+  EXPECT_EQ(mape.status, 1) << mape.output;
+  EXPECT_NE(mape.output.find("gate failed: MAPE 99."), std::string::npos) << mape.output;
+  EXPECT_NE(mape.output.find("% > --max-mape 5%"), std::string::npos) << mape.output;
+  const CliRun worst = run("validate " + c + " --json --max-error 2.5");
+  EXPECT_EQ(worst.status, 1) << worst.output;
+  EXPECT_NE(worst.output.find("gate failed: worst case tiny-a100 error 99."), std::string::npos) << worst.output;
+  EXPECT_NE(worst.output.find("% > --max-error 2.5%"), std::string::npos) << worst.output;
 }
 
 }  // namespace
