@@ -2,6 +2,7 @@
 #include "sim/compare/compare.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -11,47 +12,110 @@
 
 namespace foresight {
 
-Result<Trace> load_trace(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error(path + ": cannot open trace");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (ss.str().empty()) return Error(path + ": empty file (expected a Chrome trace from simulate --trace or run --trace)");
-  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (doc.is_discarded()) return Error(path + ": not valid JSON");
-  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
-    return Error(path + ": /traceEvents: missing (not a Chrome trace)");
+namespace {
+
+std::string short_dump(const nlohmann::json& v) {
+  std::string text = v.dump();
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return std::string(v.type_name()) + " " + text;
+}
+
+// A time in microseconds at `where`: a finite number >= 0, or the reason it is not.
+Result<double> trace_time(const nlohmann::json& e, const char* key, const std::string& where) {
+  const std::string at = where + "/" + key;
+  if (!e.contains(key)) return Error(at + ": missing (a complete event needs ts and dur, in microseconds)");
+  const auto& v = e[key];
+  if (!v.is_number()) return Error(at + ": expected a number of microseconds, got " + short_dump(v));
+  const double us = v.get<double>();
+  if (!std::isfinite(us)) return Error(at + ": " + std::to_string(us) + " is not a finite number of microseconds");
+  if (us < 0) return Error(at + ": " + v.dump() + " is negative; expected microseconds >= 0");
+  return us;
+}
+
+// A string field of an event (absent: `fallback`).
+Result<std::string> trace_string(const nlohmann::json& e, const char* key, const std::string& where,
+                                 const std::string& fallback) {
+  if (!e.contains(key)) return fallback;
+  if (!e[key].is_string()) return Error(where + "/" + key + ": expected a string, got " + short_dump(e[key]));
+  return e[key].get<std::string>();
+}
+
+}  // namespace
+
+Result<Trace> trace_from_json(const nlohmann::json& doc, const std::string& file) {
+  if (!doc.is_object()) return Error(file + ": /: expected a JSON object with traceEvents, got " + short_dump(doc));
+  if (!doc.contains("traceEvents")) return Error(file + ": /traceEvents: missing (not a Chrome trace)");
+  if (!doc["traceEvents"].is_array())
+    return Error(file + ": /traceEvents: expected an array of events, got " + short_dump(doc["traceEvents"]));
   Trace t;
-  t.file = path;
-  t.metadata = doc.value("metadata", nlohmann::json::object());
-  t.step_s = t.metadata.value("step_time_s", 0.0);
+  t.file = file;
+  t.metadata = doc.contains("metadata") ? doc["metadata"] : nlohmann::json::object();
+  if (!t.metadata.is_object()) return Error(file + ": /metadata: expected an object, got " + short_dump(t.metadata));
+  if (t.metadata.contains("model") && !t.metadata["model"].is_string())
+    return Error(file + ": /metadata/model: expected a string, got " + short_dump(t.metadata["model"]));
+  if (t.metadata.contains("step_time_s")) {
+    const auto& v = t.metadata["step_time_s"];
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      return Error(file + ": /metadata/step_time_s: expected seconds >= 0, got " + short_dump(v));
+    t.step_s = v.get<double>();
+  }
   std::set<std::string> seen;
   const auto& events = doc["traceEvents"];
   for (std::size_t i = 0; i < events.size(); ++i) {
     const auto& e = events[i];
-    if (!e.is_object() || e.value("ph", "") != "X") continue;
-    const std::string where = path + ": /traceEvents/" + std::to_string(i);
-    if (!e.contains("args") || !e["args"].contains("id") || !e["args"]["id"].is_string())
+    const std::string where = file + ": /traceEvents/" + std::to_string(i);
+    if (!e.is_object()) return Error(where + ": expected an event object, got " + short_dump(e));
+    if (!e.contains("ph")) return Error(where + "/ph: missing (every Chrome trace event has a phase)");
+    if (!e["ph"].is_string()) return Error(where + "/ph: expected a string, got " + short_dump(e["ph"]));
+    if (e["ph"].get<std::string>() != "X") continue;  // metadata, counters, instants: not ops
+    if (!e.contains("args") || !e["args"].is_object() || !e["args"].contains("id") || !e["args"]["id"].is_string())
       return Error(where + "/args/id: missing (ops need the workload's op id to be aligned)");
     TraceOp op;
     op.id = e["args"]["id"].get<std::string>();
-    op.name = e.value("name", "");
-    op.cat = e.value("cat", "compute");
-    op.rank = e.value("pid", 0);
-    if (!e.contains("ts") || !e.contains("dur") || !e["ts"].is_number() || !e["dur"].is_number())
-      return Error(where + ": ts/dur missing or not numbers");
-    op.start_s = e["ts"].get<double>() * 1e-6;
-    op.dur_s = e["dur"].get<double>() * 1e-6;
+    FS_ASSIGN_OR_RETURN(op.name, trace_string(e, "name", where, ""));
+    FS_ASSIGN_OR_RETURN(op.cat, trace_string(e, "cat", where, "compute"));
+    if (e.contains("pid")) {
+      const auto& pid = e["pid"];
+      if (!pid.is_number_integer() || pid.get<std::int64_t>() < 0 || pid.get<std::int64_t>() > 1'000'000'000)
+        return Error(where + "/pid: expected a rank (an integer >= 0), got " + short_dump(pid));
+      op.rank = pid.get<int>();
+    }
+    FS_ASSIGN_OR_RETURN(const double ts_us, trace_time(e, "ts", where));
+    FS_ASSIGN_OR_RETURN(const double dur_us, trace_time(e, "dur", where));
+    op.start_s = ts_us * 1e-6;
+    op.dur_s = dur_us * 1e-6;
     if (!seen.insert(op.id).second) return Error(where + "/args/id: duplicate op id " + op.id);
     t.ops.push_back(std::move(op));
   }
-  if (t.ops.empty()) return Error(path + ": no ops (the trace has no complete events)");
+  if (t.ops.empty()) return Error(file + ": no ops (the trace has no complete events)");
   if (t.step_s <= 0) {  // traces from elsewhere: the makespan
     double lo = 1e300, hi = 0;
     for (const auto& op : t.ops) { lo = std::min(lo, op.start_s); hi = std::max(hi, op.start_s + op.dur_s); }
     t.step_s = hi - lo;
   }
   return t;
+}
+
+Result<Trace> trace_from_text(std::string_view text, const std::string& file) {
+  if (text.empty()) return Error(file + ": empty file (expected a Chrome trace from simulate --trace or run --trace)");
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    try {  // again, for the position
+      [[maybe_unused]] const auto again = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
+      return Error(file + ": not valid JSON: " + e.what());
+    }
+    return Error(file + ": not valid JSON");
+  }
+  return trace_from_json(doc, file);
+}
+
+Result<Trace> load_trace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(path + ": cannot open trace");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return trace_from_text(ss.str(), path);
 }
 
 std::string op_kind(const TraceOp& op) {

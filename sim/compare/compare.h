@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/core/status.h"
@@ -30,8 +31,13 @@ struct Trace {
   double step_s = 0;  // metadata.step_time_s
 };
 
-// Errors name the file: unreadable, not JSON, no traceEvents, no ops, an op without an id.
+// Errors name the file and the JSON pointer of the field: unreadable, not JSON, no traceEvents, no
+// ops, an event that is not an object or has no phase, an op without an id, a name, category or
+// pid of the wrong type, a ts or dur that is missing, not a number, negative or not finite
+// ("trace.json: /traceEvents/17/dur: -5 is negative; ...").
 Result<Trace> load_trace(const std::string& path);
+Result<Trace> trace_from_text(std::string_view text, const std::string& file);
+Result<Trace> trace_from_json(const nlohmann::json& doc, const std::string& file);
 
 // The kind an op is reported under: gemm, attention, elementwise, lm_head, optimizer, p2p, copy,
 // or the collective's own name (tp_all_reduce, grad_reduce, ...).

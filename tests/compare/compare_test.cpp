@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 namespace foresight {
 namespace {
@@ -114,6 +116,57 @@ TEST(Compare, RefusesTracesThatCannotBeCompared) {
   auto bad = load_trace(write("fs-cmp-bad.json", nlohmann::json{{"traceEvents", {{{"ph", "X"}, {"ts", 0}, {"dur", 1}}}}}));
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message().find("/traceEvents/0/args/id"), std::string::npos);
+}
+
+
+// Hostile traces: every nonsense a loader could take for a time is refused with the file and the
+// JSON pointer of the field (a negative duration used to shrink the kind's sum and the step).
+TEST(Compare, RefusesNonsenseEventsNamingTheField) {
+  struct Case { const char* name; std::function<void(nlohmann::json&)> edit; const char* message; };
+  const Case cases[] = {
+      {"neg-dur", [](auto& t) { t["traceEvents"][3]["dur"] = -5; }, "/traceEvents/3/dur: -5 is negative"},
+      {"neg-ts", [](auto& t) { t["traceEvents"][1]["ts"] = -0.5; }, "/traceEvents/1/ts: -0.5 is negative"},
+      {"nan-ts", [](auto& t) { t["traceEvents"][1]["ts"] = std::nan(""); }, "/traceEvents/1/ts: nan is not a finite"},
+      {"inf-dur", [](auto& t) { t["traceEvents"][2]["dur"] = HUGE_VAL; }, "/traceEvents/2/dur: inf is not a finite"},
+      {"str-dur", [](auto& t) { t["traceEvents"][2]["dur"] = "5"; }, "/traceEvents/2/dur: expected a number of microseconds, got string"},
+      {"no-ts", [](auto& t) { t["traceEvents"][2].erase("ts"); }, "/traceEvents/2/ts: missing"},
+      {"no-ph", [](auto& t) { t["traceEvents"][2].erase("ph"); }, "/traceEvents/2/ph: missing"},
+      {"num-ph", [](auto& t) { t["traceEvents"][2]["ph"] = 88; }, "/traceEvents/2/ph: expected a string"},
+      {"not-object", [](auto& t) { t["traceEvents"][4] = 7; }, "/traceEvents/4: expected an event object, got number 7"},
+      {"str-pid", [](auto& t) { t["traceEvents"][1]["pid"] = "0"; }, "/traceEvents/1/pid: expected a rank"},
+      {"neg-pid", [](auto& t) { t["traceEvents"][1]["pid"] = -1; }, "/traceEvents/1/pid: expected a rank"},
+      {"num-name", [](auto& t) { t["traceEvents"][1]["name"] = 1; }, "/traceEvents/1/name: expected a string"},
+      {"arr-cat", [](auto& t) { t["traceEvents"][1]["cat"] = nlohmann::json::array(); }, "/traceEvents/1/cat: expected a string"},
+      {"args-array", [](auto& t) { t["traceEvents"][1]["args"] = nlohmann::json::array({"id"}); }, "/traceEvents/1/args/id: missing"},
+      {"events-object", [](auto& t) { t["traceEvents"] = nlohmann::json::object(); }, "/traceEvents: expected an array"},
+      {"meta-array", [](auto& t) { t["metadata"] = nlohmann::json::array(); }, "/metadata: expected an object"},
+      {"meta-model", [](auto& t) { t["metadata"]["model"] = 3; }, "/metadata/model: expected a string"},
+      {"meta-step", [](auto& t) { t["metadata"]["step_time_s"] = -1; }, "/metadata/step_time_s: expected seconds >= 0"},
+  };
+  for (const auto& c : cases) {
+    nlohmann::json t = trace(200e-6, 100, 50);
+    c.edit(t);
+    auto r = trace_from_json(t, "t.json");
+    ASSERT_FALSE(r) << c.name;
+    EXPECT_EQ(r.error().message().rfind("t.json: ", 0), 0u) << c.name << ": " << r.error().message();
+    EXPECT_NE(r.error().message().find(c.message), std::string::npos) << c.name << ": " << r.error().message();
+  }
+  // Through a file: the negative duration is refused before any comparison; inf cannot be written
+  // in JSON, and 1e999 is refused by the parser, which names the number.
+  nlohmann::json neg = trace(200e-6, 100, 50);
+  neg["traceEvents"][3]["dur"] = -5;
+  const std::string path = write("fs-cmp-neg.json", neg);
+  auto n = load_trace(path);
+  ASSERT_FALSE(n);
+  EXPECT_EQ(n.error().message(), path + ": /traceEvents/3/dur: -5 is negative; expected microseconds >= 0");
+  auto huge = trace_from_text(R"({"traceEvents": [{"ph": "X", "ts": 1e999, "dur": 1, "args": {"id": "a"}}]})", "h.json");
+  ASSERT_FALSE(huge);
+  EXPECT_NE(huge.error().message().find("h.json: not valid JSON: "), std::string::npos) << huge.error().message();
+  EXPECT_NE(huge.error().message().find("number overflow parsing '1e999'"), std::string::npos) << huge.error().message();
+  // Events other than complete ones (metadata, instants) are still skipped.
+  auto ok = trace_from_json(trace(200e-6, 100, 50), "t.json");
+  ASSERT_TRUE(ok) << ok.error().message();
+  EXPECT_EQ(ok->ops.size(), 6u);
 }
 
 }  // namespace
