@@ -6,19 +6,29 @@
 #
 #   scripts/run-fuzzers.sh        # 10 s per target
 #   scripts/run-fuzzers.sh 300    # longer run
+#   scripts/run-fuzzers.sh 60 fuzz_trace_json fuzz_hf_config   # only these targets
 #   FUZZ_JOBS=4 scripts/run-fuzzers.sh   # build with 4 jobs (default 1)
 set -euo pipefail
 
 seconds="${1:-10}"
 if ! [[ "$seconds" =~ ^[1-9][0-9]*$ ]]; then
-  echo "usage: $0 [SECONDS_PER_TARGET]  (a positive integer, default 10)" >&2
+  echo "usage: $0 [SECONDS_PER_TARGET [TARGET...]]  (a positive integer, default 10)" >&2
   exit 2
 fi
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-fuzz"
 findings="$build/fuzz-findings"
-targets=(fuzz_units fuzz_model_json fuzz_plan_json fuzz_hardware_json)
+targets=(fuzz_units fuzz_model_json fuzz_plan_json fuzz_hardware_json fuzz_trace_json fuzz_hf_config fuzz_sweep_json)
+if [ "$#" -gt 1 ]; then
+  for t in "${@:2}"; do
+    if [[ " ${targets[*]} " != *" $t "* ]]; then
+      echo "$0: unknown target '$t' (known: ${targets[*]})" >&2
+      exit 2
+    fi
+  done
+  targets=("${@:2}")
+fi
 
 echo "run-fuzzers: configuring $build"
 CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$build" -G Ninja \

@@ -1,0 +1,22 @@
+// Fuzzes sweep_from_json (the sweep spec reader: presets expanded, axes by JSON pointer, every
+// point resolved and checked) on any parsed document. It only parses: no point is run.
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "sim/spec/json_reader.h"
+#include "sim/sweep/sweep.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto doc = foresight::parse_json_text(text, "sweep.json");
+  if (!doc) return 0;
+  auto spec = foresight::sweep_from_json(*doc, "sweep.json");
+  if (!spec) return 0;
+  std::size_t expected = 1;
+  for (const auto& axis : spec->axes) expected *= axis.second.size();
+  if (spec->points.size() != expected || spec->id.size() != 16) __builtin_trap();
+  return 0;
+}
