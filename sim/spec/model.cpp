@@ -411,11 +411,18 @@ Result<ModelSpec> model_from_hf_config(const json& doc, const std::string& file)
       m.bias = r.boolean("attention_bias", arch->bias);
       m.dropout = dropout("attention_dropout", "hidden_dropout");
       m.kv_heads = static_cast<int>(r.integer("num_key_value_heads", m.heads, 1, 1 << 16));
-      m.head_dim = static_cast<int>(r.integer("head_dim", m.heads > 0 ? m.hidden / m.heads : 1, 1, 1 << 16));
+      if (r.has("head_dim")) m.head_dim = static_cast<int>(r.integer("head_dim", 1, 1, 1 << 16));
       break;
   }
   if (m.kv_heads == 0) m.kv_heads = m.heads;
-  if (m.head_dim == 0) m.head_dim = m.heads > 0 ? static_cast<int>(m.hidden / m.heads) : 0;
+  if (m.head_dim == 0 && m.heads > 0) {  // derived, so held to the limit head_dim has when given
+    const std::int64_t head = m.hidden / m.heads;
+    if (head > (1 << 16))
+      r.fail("head_dim", "hidden size " + std::to_string(m.hidden) + " / " + std::to_string(m.heads) + " heads = " +
+                             std::to_string(head) + " is out of range; expected at most 65536");
+    else
+      m.head_dim = static_cast<int>(head);
+  }
   m.vocab = r.required_integer("vocab_size", 1, 1 << 24);
   m.mlp = hf_mlp(r, *arch);
 
@@ -435,8 +442,15 @@ Result<ModelSpec> model_from_hf_config(const json& doc, const std::string& file)
     m.moe.top_k = static_cast<int>(r.integer("num_experts_per_tok", 1, 1, 1 << 16));
     m.moe.expert_ffn_hidden = r.integer("moe_intermediate_size", m.ffn_hidden, 1, 1 << 24);
     const auto shared = r.integer("shared_expert_intermediate_size", 0, 0, 1 << 24);
-    if (m.moe.expert_ffn_hidden > 0)
-      m.moe.shared_experts = static_cast<int>((shared + m.moe.expert_ffn_hidden / 2) / m.moe.expert_ffn_hidden);
+    // The shared expert as routed-expert widths, within the model format's own limit (1024).
+    const std::int64_t widths = m.moe.expert_ffn_hidden > 0
+                                    ? (shared + m.moe.expert_ffn_hidden / 2) / m.moe.expert_ffn_hidden : 0;
+    if (widths > (1 << 10))
+      r.fail("shared_expert_intermediate_size", std::to_string(shared) + " is " + std::to_string(widths) +
+                                                    " experts of moe_intermediate_size " +
+                                                    std::to_string(m.moe.expert_ffn_hidden) + "; at most 1024");
+    else
+      m.moe.shared_experts = static_cast<int>(widths);
   }
   if (r.has("kv_lora_rank")) {
     m.mla.kv_lora_rank = static_cast<int>(r.integer("kv_lora_rank", 0, 0, 1 << 20));

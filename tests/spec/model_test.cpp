@@ -216,6 +216,14 @@ TEST(ModelSpec, UnknownArchitecturesAndActivationsAreErrors) {
        "config.json: /hidden_activation: unknown activation \"GELU\""},
       {R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
            "vocab_size": 100, "hidden_act": 3})", "config.json: /hidden_act: expected a string"},
+      // Found by fuzz_hf_config's round trip: 5000 shared experts, more than the model format holds.
+      {R"({"model_type": "qwen2_moe", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+           "vocab_size": 100, "num_experts": 2, "moe_intermediate_size": 1, "shared_expert_intermediate_size": 5000})",
+       "config.json: /shared_expert_intermediate_size: 5000 is 5000 experts of moe_intermediate_size 1; at most 1024"},
+      // Found by fuzz_hf_config's round trip: a derived head size beyond the limit of a given one.
+      {R"({"architectures": ["OPTForCausalLM"], "hidden_size": 3500034, "ffn_dim": 3072, "num_hidden_layers": 12,
+           "num_attention_heads": 12, "vocab_size": 50272})",
+       "config.json: /head_dim: hidden size 3500034 / 12 heads = 291669 is out of range; expected at most 65536"},
   };
   for (const auto& c : cases) {
     auto m = model_from_text(c.text, "config.json");
