@@ -103,10 +103,12 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("--summary", o->summary, "write a JSON summary (losses, step times, memory, prediction)");
   cmd->add_option("--backend", o->backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "save the training state here at the end (and every --checkpoint-every steps)");
+  cmd->add_option("--checkpoint-dir", o->checkpoint_dir, "save the training state here at the end (and every --checkpoint-every steps): one folder per step, "
+                 "step-NNNNNNNN, with every rank's file and a MANIFEST.json written last; the previous set is removed "
+                 "once the new one is complete");
   cmd->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints (0: only at the end)")
       ->check(int_in(0, 1000000));
-  cmd->add_flag("--resume", o->resume, "continue from the checkpoint in --checkpoint-dir");
+  cmd->add_flag("--resume", o->resume, "continue from the newest complete checkpoint set in --checkpoint-dir (all ranks agree on it)");
   cmd->add_flag("--predict", o->predict, "also simulate the plan (DES, every rank) on --cluster and compare op by op");
   cmd->add_option("--predicted-trace", o->predicted_trace, "with --predict: where to keep the simulated trace");
   cmd->add_flag("--speed-adjust", o->speed_adjust,
@@ -241,18 +243,21 @@ Command add_run_command(CLI::App& app) {
     auto trainer = runtime::Trainer::create(*w, world, ro, std::move(*backend));
     if (!trainer) return input_fail(trainer.error().message());
     runtime::Trainer& t = **trainer;
+    int resumed_step = -1;
     if (o->resume) {
-      // Every rank loads its own file; if any cannot, all stop cleanly (a missing or corrupt
-      // checkpoint is bad input, not a crash).
-      const Status s = t.load_checkpoint(o->checkpoint_dir);
-      double failed = s ? 0.0 : 1.0;
-      world.all_reduce(&failed, 1);
-      if (failed > 0) {
-        if (!s) fmt::print(stderr, "error: {}\n", s.error().message());
+      // Collective: the ranks agree on the newest checkpoint set that every one of them can load
+      // (runtime/checkpoint.h), or all get the same error -- bad input, exit 2, never a hang.
+      auto resumed = t.load_checkpoint(o->checkpoint_dir);
+      if (!resumed) {
+        if (rank == 0) fmt::print(stderr, "error: {}\n", resumed.error().message());
         runtime::Comm::finalize();
         return 2;
       }
-      if (rank == 0) fmt::print("resumed from {} at step {}\n", o->checkpoint_dir, t.steps_done());
+      resumed_step = resumed->step;
+      if (rank == 0) {
+        for (const std::string& why : resumed->skipped) fmt::print("checkpoint set skipped: {}\n", why);
+        fmt::print("resumed from {} at step {}\n", resumed->set_dir, t.steps_done());
+      }
     }
 
     if (rank == 0) {
@@ -293,8 +298,13 @@ Command add_run_command(CLI::App& app) {
                    st->skipped ? fmt::format("  (fp16 overflow: step skipped, loss scale now {:g})", st->loss_scale) : "");
       const bool save = !o->checkpoint_dir.empty() &&
                         (s == o->steps || (o->checkpoint_every > 0 && s % o->checkpoint_every == 0));
+      // Collective: every rank gets the same outcome, so all stop together on a failed save.
       if (save)
-        if (Status cs = t.save_checkpoint(o->checkpoint_dir); !cs) fail_all(rank, cs.error().message());
+        if (Status cs = t.save_checkpoint(o->checkpoint_dir); !cs) {
+          if (rank == 0) fmt::print(stderr, "error: {}\n", cs.error().message());
+          runtime::Comm::finalize();
+          return 1;
+        }
     }
     const double speed_after = calibrated ? gemm_speed() : 0.0;
     const double small_after_s = small_probe ? small_call_s() : 0.0;
@@ -448,6 +458,7 @@ Command add_run_command(CLI::App& app) {
                                   {"graph_dp_grad_bytes", graph_bytes},
                                   {"metadata", extra}};
         if (!comparison.is_null()) summary["comparison"] = comparison;
+        if (resumed_step >= 0) summary["resumed_from_step"] = resumed_step;
         if (Status s = write_file_atomically(o->summary, summary.dump(2) + "\n"); !s) {
           fmt::print(stderr, "error: {}\n", s.error().message());
           code = 2;

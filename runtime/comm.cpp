@@ -171,6 +171,17 @@ std::vector<std::string> Comm::gather_bytes(const std::string& mine) const {
   return out;
 }
 
+std::string Comm::broadcast_bytes(const std::string& value) const {
+  if (size_ == 1) return value;
+  if (value.size() > static_cast<std::size_t>(INT_MAX))
+    throw std::length_error("broadcast_bytes: " + std::to_string(value.size()) + " bytes exceed MPI's int counts");
+  int len = rank_ == 0 ? static_cast<int>(value.size()) : 0;
+  MPI_Bcast(&len, 1, MPI_INT, 0, impl_->comm);
+  std::string out = rank_ == 0 ? value : std::string(static_cast<std::size_t>(len), '\0');
+  MPI_Bcast(out.data(), len, MPI_CHAR, 0, impl_->comm);
+  return out;
+}
+
 void Comm::send(Buffer data, int peer, int tag) {
   auto p = std::make_unique<Impl::Pending>();
   p->buffer = std::move(data);
@@ -219,6 +230,7 @@ void Comm::all_gather_bytes(const std::uint8_t* mine, std::uint8_t* all, const s
   copy_own(mine, all, counts);
 }
 std::vector<std::string> Comm::gather_bytes(const std::string& mine) const { return {mine}; }
+std::string Comm::broadcast_bytes(const std::string& value) const { return value; }
 void Comm::send(Buffer, int, int) {
   throw std::logic_error("pipeline send in a one-rank world (this build has no MPI)");
 }

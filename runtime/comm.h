@@ -65,6 +65,8 @@ class Comm {
   void all_gather_bytes(const std::uint8_t* mine, std::uint8_t* all, const std::vector<std::size_t>& counts) const;
   // Gathers variable-length byte blobs at rank 0 (empty result elsewhere).
   std::vector<std::string> gather_bytes(const std::string& mine) const;
+  // Rank 0's `value` on every rank (the others' arguments are ignored).
+  std::string broadcast_bytes(const std::string& value) const;
 
   void send(Buffer data, int peer, int tag);
   void recv(float* data, std::size_t n, int peer, int tag) const;

@@ -2,6 +2,7 @@
 #include "runtime/trainer.h"
 
 #include "runtime/algorithms.h"
+#include "runtime/checkpoint.h"
 #include "runtime/cpu_fast.h"
 #include "runtime/grad_compression.h"
 #include "runtime/hash.h"
@@ -1085,18 +1086,10 @@ const Workload& Trainer::workload() const { return *impl_->w; }
 
 namespace {
 constexpr char kMagic[8] = {'F', 'S', 'C', 'K', 'P', 'T', '0', '1'};
-std::string checkpoint_path(const std::string& dir, int rank) {
-  char name[32];
-  std::snprintf(name, sizeof name, "rank-%05d.ckpt", rank);
-  return (std::filesystem::path(dir) / name).string();
-}
 }  // namespace
 
-Status Trainer::save_checkpoint(const std::string& dir) const {
+std::string Trainer::checkpoint_bytes() const {
   const Impl& t = *impl_;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return Error(dir + ": cannot create checkpoint directory: " + ec.message());
   const nlohmann::json header = {{"model", t.w->model.name},     {"plan", plan_to_json(t.w->plan)},
                                  {"rank", t.rank},               {"ranks", t.w->ranks()},
                                  {"step", t.steps_done},         {"loss_scale", t.loss_scale},
@@ -1118,25 +1111,39 @@ Status Trainer::save_checkpoint(const std::string& dir) const {
   }
   const std::uint64_t hash = fnv1a(blob);
   blob.append(reinterpret_cast<const char*>(&hash), sizeof hash);
-  const std::string path = checkpoint_path(dir, t.rank), tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(blob.data(), static_cast<std::streamsize>(blob.size()));
-    if (!out) return Error(tmp + ": write failed");
-  }
-  std::filesystem::rename(tmp, path, ec);  // atomic: a crash leaves the previous checkpoint intact
-  if (ec) return Error(path + ": cannot rename the new checkpoint into place: " + ec.message());
-  return Status::Ok();
+  return blob;
 }
 
-Status Trainer::load_checkpoint(const std::string& dir) {
+CheckpointIdentity Trainer::checkpoint_identity() const {
+  return {impl_->w->model.name, plan_to_json(impl_->w->plan).dump(), impl_->w->ranks()};
+}
+
+Status Trainer::save_checkpoint(const std::string& dir) const {
+  return save_checkpoint_set(*impl_->world, dir, checkpoint_identity(), impl_->steps_done, checkpoint_bytes());
+}
+
+Result<CheckpointSetRead> Trainer::load_checkpoint(const std::string& dir) {
+  const Comm& world = *impl_->world;
+  auto set = read_checkpoint_set(world, dir, checkpoint_identity());
+  if (!set) return set.error();
+  // Every rank restores its file; if any cannot, every rank returns the same error (none trains on).
+  Status mine = restore_checkpoint(set->bytes, set->file);
+  if (mine && impl_->steps_done != set->step)
+    mine = Error(set->file + ": /step: the file is of step " + std::to_string(impl_->steps_done) + ", its set of step " +
+                 std::to_string(set->step));
+  const std::vector<std::string> errors = world.gather_bytes(mine ? "" : mine.error().message());
+  std::string all;
+  for (std::size_t r = 0; r < errors.size(); ++r)
+    if (!errors[r].empty()) all += (all.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": " + errors[r]);
+  all = world.broadcast_bytes(all);
+  if (!all.empty()) return Error(all);
+  set->bytes.clear();
+  set->bytes.shrink_to_fit();
+  return set;
+}
+
+Status Trainer::restore_checkpoint(const std::string& blob, const std::string& path) {
   Impl& t = *impl_;
-  const std::string path = checkpoint_path(dir, t.rank);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error(path + ": cannot open checkpoint");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string blob = ss.str();
   constexpr std::size_t kFixed = sizeof kMagic + sizeof(std::uint64_t);
   if (blob.size() < kFixed + sizeof(std::uint64_t) || std::memcmp(blob.data(), kMagic, sizeof kMagic) != 0)
     return Error(path + ": not a Foresight checkpoint (bad magic or truncated)");

@@ -34,6 +34,7 @@
 #include "runtime/algorithms.h"
 #include "runtime/backend.h"
 #include "runtime/buffer.h"
+#include "runtime/checkpoint.h"
 #include "runtime/comm.h"
 #include "runtime/params.h"
 #include "sim/core/status.h"
@@ -101,11 +102,20 @@ class Trainer {
   const std::vector<OpTiming>& timings() const;  // of the last step
   const Workload& workload() const;
 
-  // Saves / restores the full training state of this rank (parameters, AdamW moments, step,
-  // loss scale, the top-k error-feedback residual) as DIR/rank-NNNNN.ckpt with a content hash
-  // checked on load.
+  // Checkpoints are sets, one per step (runtime/checkpoint.h): DIR/step-NNNNNNNN/ holds every
+  // rank's file (parameters, AdamW moments, step, loss scale, the top-k error-feedback residual,
+  // with a content hash) and, written last, MANIFEST.json with every file's size and hash.
+  // Both calls are collective over the trainer's world: every rank calls them, and every rank
+  // gets the same outcome. save_checkpoint writes the set of steps_done() and then removes the
+  // other sets; load_checkpoint restores the newest set that every rank can load and says which
+  // (and which newer sets it passed over, and why).
   Status save_checkpoint(const std::string& dir) const;
-  Status load_checkpoint(const std::string& dir);
+  Result<CheckpointSetRead> load_checkpoint(const std::string& dir);
+  // This rank's state as one checkpoint file's bytes, and back (`path` names the file in errors).
+  std::string checkpoint_bytes() const;
+  Status restore_checkpoint(const std::string& bytes, const std::string& path);
+  // What a set must match to be resumed by this trainer: model, plan, rank count.
+  CheckpointIdentity checkpoint_identity() const;
 
   struct Impl;
 
