@@ -97,7 +97,7 @@ json scan_sets(const std::string& dir, const CheckpointIdentity& id) {
     const std::string set = checkpoint_set_dir(dir, step);
     const std::string manifest_path = (fs::path(set) / kCheckpointManifest).string();
     const auto skip = [&](const std::string& why) {
-      skipped.push_back(fmt::format("{} (step {}): {}", set, step, why));
+      skipped.push_back({{"step", step}, {"why", fmt::format("{} (step {}): {}", set, step, why)}});
     };
     std::string text;
     if (!fs::exists(manifest_path, ec)) {
@@ -275,7 +275,15 @@ Result<CheckpointSetRead> read_checkpoint_set(const Comm& world, const std::stri
   const json sets = json::parse(world.broadcast_bytes(scan));
   if (sets.contains("error")) return Error(sets["error"].get<std::string>());
   CheckpointSetRead out;
-  for (const auto& s : sets["skipped"]) out.skipped.push_back(s.get<std::string>());
+  // Folders that are not sets, newer or older than each candidate: only the newer ones are
+  // reported once a set is taken (an older one is what a crash mid-removal of a superseded set
+  // leaves, and is removed with the next save).
+  const json& broken = sets["skipped"];
+  const auto broken_above = [&](int step) {
+    for (const json& b : broken)
+      if (b["step"].get<int>() > step) out.skipped.push_back(b["why"].get<std::string>());
+  };
+  std::vector<std::pair<int, std::string>> passed;  // candidates whose files did not check out
   for (const json& c : sets["candidates"]) {
     std::string bytes, path;
     const std::string reason = check_own_file(c, world.rank(), bytes, path);
@@ -287,14 +295,20 @@ Result<CheckpointSetRead> read_checkpoint_set(const Comm& world, const std::stri
     verdict = world.broadcast_bytes(verdict);
     const int step = c["step"].get<int>();
     if (verdict.empty()) {
+      broken_above(step);
+      for (auto& [p, why] : passed) out.skipped.push_back(std::move(why));
+      std::stable_sort(out.skipped.begin(), out.skipped.end(), [](const std::string& x, const std::string& y) { return x > y; });
       out.step = step;
       out.set_dir = c["set_dir"].get<std::string>();
       out.file = path;
       out.bytes = std::move(bytes);
       return out;
     }
-    out.skipped.push_back(fmt::format("{} (step {}): incomplete: {}", c["set_dir"].get<std::string>(), step, verdict));
+    passed.emplace_back(step, fmt::format("{} (step {}): incomplete: {}", c["set_dir"].get<std::string>(), step, verdict));
   }
+  broken_above(-1);
+  for (auto& [p, why] : passed) out.skipped.push_back(std::move(why));
+  std::stable_sort(out.skipped.begin(), out.skipped.end(), [](const std::string& x, const std::string& y) { return x > y; });
   std::string why;
   for (std::size_t i = 0; i < out.skipped.size(); ++i) why += (i ? "; " : "") + out.skipped[i];
   return Error(dir + ": no complete checkpoint set to resume from: " + why);

@@ -451,6 +451,7 @@ TEST(CheckpointSet, ADamagedOrMissingFileFallsBackToThePreviousCompleteSet) {
     SCOPED_TRACE(d.what);
     ASSERT_TRUE(first->t->save_checkpoint(dir.string()));  // rewrites step 3 (and removes step 2)
     std::filesystem::copy(keep, dir / "step-00000002");
+    std::filesystem::create_directories(dir / "step-00000001");  // as a crash mid-removal leaves it: older, not reported
     d.apply();
     auto resumed = serial(tiny4(), plan(2));
     const auto read = resumed->t->load_checkpoint(dir.string());
