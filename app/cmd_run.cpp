@@ -10,6 +10,7 @@
 #include <csignal>
 #include <filesystem>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -164,6 +165,17 @@ Command add_run_command(CLI::App& app) {
                                        {o->predicted_trace, "--predicted-trace"}})
       if (!path.empty())
         if (Status s = check_output_path(path, option); !s) return input_fail(s.error().message());
+    if (!o->checkpoint_dir.empty() && !o->resume) {
+      // The folder the sets go to: made now (every rank alike), so that a file in its place or a
+      // read-only parent is said before the run rather than at its first save.
+      std::error_code ec;
+      std::filesystem::create_directories(o->checkpoint_dir, ec);
+      if (!std::filesystem::is_directory(o->checkpoint_dir))
+        return input_fail("--checkpoint-dir: " + o->checkpoint_dir + ": not a folder and cannot be made one" +
+                          (ec ? " (" + ec.message() + ")" : ""));
+      if (::access(o->checkpoint_dir.c_str(), W_OK) != 0)
+        return input_fail("--checkpoint-dir: " + o->checkpoint_dir + ": cannot write: " + std::strerror(errno));
+    }
     if (Status s = runtime::check_runtime_plan(in->model, in->plan, in->plan_source); !s) return input_fail(s.error().message());
     if (in->plan.gpus() != world.size())
       return input_fail(fmt::format("{}: the plan needs {} ranks (tp {} x pp {} x dp {}) but {} {} launched{}",

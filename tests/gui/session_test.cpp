@@ -111,7 +111,7 @@ TEST(Session, BadFilesNameTheFieldAndTheReason) {
        "/foresight_session: version 2 is not supported (this build reads 1)"},
       {"unknown field", "{" + head + plan + R"(, "colour": "blue"})",
        "/colour: unknown field (known fields: foresight_session, model, cluster, plan, files, view)"},
-      {"not an object", "[1, 2]", "/: expected an object, got array [1,2]"},
+      {"not an object", "[1, 2]", "/: expected an object, got array of 2 elements"},
   };
   for (const auto& c : cases) {
     const std::string path = write_text(dir, QStringLiteral("bad.json"), c.text);
