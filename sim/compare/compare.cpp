@@ -4,21 +4,20 @@
 #include <algorithm>
 #include <cstdint>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 
+#include "sim/spec/json_reader.h"
+
 namespace foresight {
 
 namespace {
 
-std::string short_dump(const nlohmann::json& v) {
-  std::string text = v.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return std::string(v.type_name()) + " " + text;
-}
+std::string short_dump(const nlohmann::json& v) { return describe_json_value(v); }
 
 // A time in microseconds at `where`: a finite number >= 0, or the reason it is not.
 Result<double> trace_time(const nlohmann::json& e, const char* key, const std::string& where) {
@@ -98,24 +97,16 @@ Result<Trace> trace_from_json(const nlohmann::json& doc, const std::string& file
 
 Result<Trace> trace_from_text(std::string_view text, const std::string& file) {
   if (text.empty()) return Error(file + ": empty file (expected a Chrome trace from simulate --trace or run --trace)");
-  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    try {  // again, for the position
-      [[maybe_unused]] const auto again = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
-      return Error(file + ": not valid JSON: " + e.what());
-    }
-    return Error(file + ": not valid JSON");
-  }
+  // The shared reader: its size and depth limits, and the line and column of a syntax error.
+  FS_ASSIGN_OR_RETURN(nlohmann::json doc, parse_json_text(text, file, kMaxTraceBytes));
   return trace_from_json(doc, file);
 }
 
 Result<Trace> load_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error(path + ": cannot open trace");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return trace_from_text(ss.str(), path);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Error(path + ": cannot open trace (no such file)");
+  FS_ASSIGN_OR_RETURN(std::string text, read_text_file(path, kMaxTraceBytes));
+  return trace_from_text(text, path);
 }
 
 std::string op_kind(const TraceOp& op) {

@@ -34,7 +34,9 @@ struct Trace {
 // Errors name the file and the JSON pointer of the field: unreadable, not JSON, no traceEvents, no
 // ops, an event that is not an object or has no phase, an op without an id, a name, category or
 // pid of the wrong type, a ts or dur that is missing, not a number, negative or not finite
-// ("trace.json: /traceEvents/17/dur: -5 is negative; ...").
+// ("trace.json: /traceEvents/17/dur: -5 is negative; ..."). Traces are read whole, up to
+// kMaxTraceBytes (a larger one is refused with its size, not loaded).
+inline constexpr std::size_t kMaxTraceBytes = std::size_t{512} << 20;
 Result<Trace> load_trace(const std::string& path);
 Result<Trace> trace_from_text(std::string_view text, const std::string& file);
 Result<Trace> trace_from_json(const nlohmann::json& doc, const std::string& file);

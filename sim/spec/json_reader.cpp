@@ -63,10 +63,10 @@ bool is_doc_key(std::string_view k) {
 
 }  // namespace
 
-Result<json> parse_json_text(std::string_view text, const std::string& file) {
-  if (text.size() > kMaxJsonBytes)
+Result<json> parse_json_text(std::string_view text, const std::string& file, std::size_t max_bytes) {
+  if (text.size() > max_bytes)
     return Error(file + ": " + std::to_string(text.size()) + " bytes is larger than the " +
-                 std::to_string(kMaxJsonBytes >> 20) + " MiB a JSON input may have");
+                 std::to_string(max_bytes >> 20) + " MiB this input may have");
   if (const std::size_t at = nesting_beyond(text, kMaxJsonDepth); at != std::string_view::npos)
     return Error(file + ":" + line_and_column(text, at) + ": malformed JSON: nested deeper than " +
                  std::to_string(kMaxJsonDepth) + " levels");
@@ -111,6 +111,8 @@ Result<json> read_json_file(const std::string& path) {
   FS_ASSIGN_OR_RETURN(std::string text, read_text_file(path, kMaxJsonBytes));
   return parse_json_text(text, path);
 }
+
+std::string describe_json_value(const json& v) { return describe(v); }
 
 std::string json_pointer_escape(std::string_view key) {
   std::string out;

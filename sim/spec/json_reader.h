@@ -33,8 +33,13 @@ inline constexpr int kMaxJsonDepth = 256;
 
 // Reads a whole file of at most `max_bytes` (a device such as /dev/zero stops at the limit).
 Result<std::string> read_text_file(const std::string& path, std::size_t max_bytes);
-// Parses text as JSON; the error names the file, line and column.
-Result<nlohmann::json> parse_json_text(std::string_view text, const std::string& file);
+// Parses text as JSON (at most `max_bytes`, at most kMaxJsonDepth levels); the error names the
+// file, line and column.
+Result<nlohmann::json> parse_json_text(std::string_view text, const std::string& file,
+                                       std::size_t max_bytes = kMaxJsonBytes);
+// A JSON value for an error message, never dumped whole: "array of 3 elements", "string \"ab...\""
+// (an excerpt), "number 7".
+std::string describe_json_value(const nlohmann::json& v);
 // Reads and parses a file.
 Result<nlohmann::json> read_json_file(const std::string& path);
 // Escapes a key for use in a JSON pointer (RFC 6901: ~ -> ~0, / -> ~1).
