@@ -16,6 +16,7 @@
 
 #include "runtime/hash.h"
 #include "sim/core/output_file.h"
+#include "sim/spec/json_reader.h"
 
 namespace foresight::runtime {
 
@@ -91,7 +92,6 @@ json scan_sets(const std::string& dir, const CheckpointIdentity& id) {
     return {{"error", dir + ": no checkpoint set in the folder (no step-NNNNNNNN folder with a MANIFEST.json)"}};
   }
   std::sort(steps.rbegin(), steps.rend());
-  const json plan = json::parse(id.plan_json);
   json skipped = json::array(), candidates = json::array();
   for (int step : steps) {
     const std::string set = checkpoint_set_dir(dir, step);
@@ -108,55 +108,16 @@ json scan_sets(const std::string& dir, const CheckpointIdentity& id) {
       skip(std::string(kCheckpointManifest) + ": cannot be read");
       continue;
     }
-    const json m = json::parse(text, nullptr, false);
-    if (m.is_discarded() || !m.is_object()) {
-      skip(std::string(kCheckpointManifest) + ": not JSON (truncated or damaged)");
+    bool other_launch = false;
+    auto files = parse_checkpoint_manifest(text, manifest_path, step, id, other_launch);
+    if (!files && other_launch) return {{"error", files.error().message()}};
+    if (!files) {
+      skip(files.error().message());
       continue;
     }
-    const auto field = [&](const char* f) { return std::string(kCheckpointManifest) + ": /" + f + ": "; };
-    if (m.value("format", "") != kFormat) {
-      skip(field("format") + "not \"" + kFormat + "\"");
-      continue;
-    }
-    if (!m.contains("version") || m["version"] != kVersion) {
-      skip(field("version") + (m.contains("version") ? m["version"].dump() : "missing") + ", this Foresight reads " +
-           std::to_string(kVersion));
-      continue;
-    }
-    if (!m.contains("step") || m["step"] != step) {
-      skip(field("step") + (m.contains("step") ? m["step"].dump() : "missing") + ", the folder is of step " +
-           std::to_string(step));
-      continue;
-    }
-    // A complete set of another launch is the user's mistake, not damage: an error, not a skip.
-    if (!m.contains("ranks") || m["ranks"] != id.ranks)
-      return {{"error", manifest_path + ": /ranks: the set was written by " + (m.contains("ranks") ? m["ranks"].dump() : "?") +
-                            " ranks, this launch has " + std::to_string(id.ranks)}};
-    if (m.value("model", "") != id.model)
-      return {{"error", manifest_path + ": /model: the set is of model " + m.value("model", "?") + ", this run is " + id.model}};
-    if (!m.contains("plan") || m["plan"] != plan)
-      return {{"error", manifest_path + ": /plan: the set was written under a different plan: " +
-                            (m.contains("plan") ? m["plan"].dump() : "missing") + "; this run's: " + plan.dump()}};
-    const json& files = m.contains("files") ? m["files"] : json();
-    std::string bad;
-    if (!files.is_array() || files.size() != static_cast<std::size_t>(id.ranks)) bad = field("files") + "not one entry per rank";
     json entries = json::array();
-    for (std::size_t r = 0; bad.empty() && r < files.size(); ++r) {
-      const json& f = files[r];
-      const std::string at = field("files") + std::to_string(r) + ": ";
-      if (!f.is_object() || f.value("rank", -1) != static_cast<int>(r)) bad = at + "/rank is not " + std::to_string(r);
-      else if (!f.contains("file") || !f["file"].is_string() || f["file"].get<std::string>().find('/') != std::string::npos ||
-               f["file"].get<std::string>().empty())
-        bad = at + "/file is not a file name in the set's folder";
-      else if (!f.contains("bytes") || !f["bytes"].is_number_unsigned()) bad = at + "/bytes is not a size";
-      else if (!f.contains("fnv1a") || !f["fnv1a"].is_string() || f["fnv1a"].get<std::string>().size() != 16)
-        bad = at + "/fnv1a is not a 16-digit hash";
-      else entries.push_back({{"file", f["file"]}, {"bytes", f["bytes"]}, {"fnv1a", f["fnv1a"]}});
-    }
-    if (!bad.empty()) {
-      skip(bad);
-      continue;
-    }
+    for (const CheckpointManifestEntry& e : *files)
+      entries.push_back({{"file", e.file}, {"bytes", e.bytes}, {"fnv1a", e.fnv1a}});
     candidates.push_back({{"step", step}, {"set_dir", set}, {"files", entries}});
   }
   return {{"skipped", skipped}, {"candidates", candidates}};
@@ -180,6 +141,72 @@ std::string check_own_file(const json& candidate, int rank, std::string& bytes, 
 }
 
 }  // namespace
+
+Result<std::vector<CheckpointManifestEntry>> parse_checkpoint_manifest(std::string_view text, const std::string& manifest_path,
+                                                                      int step, const CheckpointIdentity& id,
+                                                                      bool& other_launch) {
+  other_launch = false;
+  const auto damaged = [](const std::string& why) { return Error(std::string(kCheckpointManifest) + ": " + why); };
+  const auto field = [&](const char* f) { return std::string("/") + f + ": "; };
+  // A value as the manifest has it, shortened when long (a damaged field may be megabytes).
+  const auto shown = [](const json& v) {
+    const std::string d = v.dump();
+    return d.size() <= 64 ? d : quote_excerpt(d);
+  };
+  // Nesting and size are bounded as for every JSON input (a deep one would overflow the stack).
+  auto doc = parse_json_text(text, manifest_path);
+  if (!doc || !doc->is_object()) return damaged("not JSON (truncated or damaged)");
+  const json& m = *doc;
+  const auto get = [&](const char* f) -> const json* {
+    const auto it = m.find(f);
+    return it == m.end() ? nullptr : &*it;
+  };
+  const json* format = get("format");
+  if (!format || *format != kFormat) return damaged(field("format") + "not \"" + kFormat + "\"");
+  const json* version = get("version");
+  if (!version || *version != kVersion)
+    return damaged(field("version") + (version ? shown(*version) : "missing") + ", this Foresight reads " +
+                   std::to_string(kVersion));
+  const json* stp = get("step");
+  if (!stp || *stp != step)
+    return damaged(field("step") + (stp ? shown(*stp) : "missing") + ", the folder is of step " +
+                   std::to_string(step));
+  // A complete set of another launch is the user's mistake, not damage: an error, not a skip.
+  other_launch = true;
+  const json* ranks = get("ranks");
+  if (!ranks || *ranks != id.ranks)
+    return Error(manifest_path + ": /ranks: the set was written by " + (ranks ? shown(*ranks) : "?") +
+                 " ranks, this launch has " + std::to_string(id.ranks));
+  const json* model = get("model");
+  if (!model || *model != id.model)
+    return Error(manifest_path + ": /model: the set is of model " +
+                 (model && model->is_string() ? model->get<std::string>() : model ? shown(*model) : "?") +
+                 ", this run is " + id.model);
+  const json plan = json::parse(id.plan_json);
+  const json* set_plan = get("plan");
+  if (!set_plan || *set_plan != plan)
+    return Error(manifest_path + ": /plan: the set was written under a different plan: " +
+                 (set_plan ? set_plan->dump() : "missing") + "; this run's: " + plan.dump());
+  other_launch = false;
+  const json* files = get("files");
+  if (!files || !files->is_array() || files->size() != static_cast<std::size_t>(id.ranks))
+    return damaged(field("files") + "not one entry per rank");
+  std::vector<CheckpointManifestEntry> entries;
+  for (std::size_t r = 0; r < files->size(); ++r) {
+    const json& f = (*files)[r];
+    const std::string at = field("files") + std::to_string(r) + ": ";
+    const auto has = [&](const char* key) { return f.is_object() && f.contains(key); };
+    if (!has("rank") || !f["rank"].is_number_integer() || f["rank"] != r) return damaged(at + "/rank is not " + std::to_string(r));
+    if (!has("file") || !f["file"].is_string() || f["file"].get<std::string>().find('/') != std::string::npos ||
+        f["file"].get<std::string>().empty())
+      return damaged(at + "/file is not a file name in the set's folder");
+    if (!has("bytes") || !f["bytes"].is_number_unsigned()) return damaged(at + "/bytes is not a size");
+    if (!has("fnv1a") || !f["fnv1a"].is_string() || f["fnv1a"].get<std::string>().size() != 16)
+      return damaged(at + "/fnv1a is not a 16-digit hash");
+    entries.push_back({f["file"].get<std::string>(), f["bytes"].get<std::uint64_t>(), f["fnv1a"].get<std::string>()});
+  }
+  return entries;
+}
 
 std::string checkpoint_set_dir(const std::string& dir, int step) {
   return (fs::path(dir) / fmt::format("step-{:08d}", step)).string();

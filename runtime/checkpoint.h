@@ -21,7 +21,9 @@
 // a message: nothing in them says whether the ranks' files are of the same step.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/comm.h"
@@ -46,6 +48,23 @@ inline constexpr const char* kCheckpointManifest = "MANIFEST.json";
 // naming the file and the reason, and no manifest is written for the step.
 Status save_checkpoint_set(const Comm& world, const std::string& dir, const CheckpointIdentity& id, int step,
                            const std::string& bytes);
+
+// A manifest's entry for one rank's file: its name in the set's folder, size and FNV-1a 64 hash
+// (16 hex digits).
+struct CheckpointManifestEntry {
+  std::string file;
+  std::uint64_t bytes = 0;
+  std::string fnv1a;
+};
+
+// Reads the text of a set's MANIFEST.json (at `manifest_path`, in the folder of `step`): its
+// entries, one per rank, or the error. A damaged manifest (not JSON, another format or version,
+// another step, bad entries) gives an error that starts "MANIFEST.json: " and sets
+// `other_launch` false: the set is passed over. A sound one written by another rank count,
+// model or plan gives an error naming `manifest_path` and sets `other_launch` true: the resume fails.
+Result<std::vector<CheckpointManifestEntry>> parse_checkpoint_manifest(std::string_view text, const std::string& manifest_path,
+                                                                      int step, const CheckpointIdentity& id,
+                                                                      bool& other_launch);
 
 struct CheckpointSetRead {
   int step = 0;

@@ -6,6 +6,7 @@
 #include "runtime/cpu_fast.h"
 #include "runtime/grad_compression.h"
 #include "runtime/hash.h"
+#include "sim/spec/json_reader.h"
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,8 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
+#include <tuple>
 
 namespace foresight::runtime {
 
@@ -1142,37 +1145,89 @@ Result<CheckpointSetRead> Trainer::load_checkpoint(const std::string& dir) {
   return set;
 }
 
-Status Trainer::restore_checkpoint(const std::string& blob, const std::string& path) {
-  Impl& t = *impl_;
+Result<CheckpointFile> parse_checkpoint_file(std::string_view blob, const std::string& path) {
   constexpr std::size_t kFixed = sizeof kMagic + sizeof(std::uint64_t);
   if (blob.size() < kFixed + sizeof(std::uint64_t) || std::memcmp(blob.data(), kMagic, sizeof kMagic) != 0)
     return Error(path + ": not a Foresight checkpoint (bad magic or truncated)");
   std::uint64_t stored = 0;
   std::memcpy(&stored, blob.data() + blob.size() - sizeof stored, sizeof stored);
-  if (fnv1a(std::string_view(blob).substr(0, blob.size() - sizeof stored)) != stored)
+  if (fnv1a(blob.substr(0, blob.size() - sizeof stored)) != stored)
     return Error(path + ": content hash mismatch (the file is corrupted or truncated)");
   std::uint64_t hl = 0;
   std::memcpy(&hl, blob.data() + sizeof kMagic, sizeof hl);
-  if (kFixed + hl > blob.size()) return Error(path + ": header length out of range");
-  nlohmann::json header = nlohmann::json::parse(blob.substr(kFixed, hl), nullptr, false);
-  if (header.is_discarded()) return Error(path + ": unreadable header");
-  if (header.value("model", "") != t.w->model.name)
-    return Error(path + ": /model: checkpoint is of model " + header.value("model", "?") + ", this run is " + t.w->model.name);
-  if (header["plan"] != plan_to_json(t.w->plan))
-    return Error(path + ": /plan: checkpoint was written under a different plan: " + header["plan"].dump());
-  if (header.value("rank", -1) != t.rank || header.value("ranks", -1) != t.w->ranks())
+  // Compared without adding to hl, which may be anything up to 2^64 - 1.
+  if (hl > blob.size() - kFixed - sizeof stored) return Error(path + ": header length out of range");
+  auto parsed = parse_json_text(blob.substr(kFixed, hl), path);
+  if (!parsed || !parsed->is_object()) return Error(path + ": unreadable header");
+  const nlohmann::json& header = *parsed;
+  CheckpointFile f;
+  f.header_bytes = static_cast<std::size_t>(hl);
+  f.tensors = blob.substr(kFixed + hl, blob.size() - kFixed - hl - sizeof stored);
+  const auto field = [&](const char* key) -> const nlohmann::json* {
+    const auto it = header.find(key);
+    return it == header.end() ? nullptr : &*it;
+  };
+  const auto bad = [&](const char* key, const char* what) { return Error(path + ": /" + key + ": " + what); };
+  if (const auto* v = field("model")) {
+    if (!v->is_string()) return bad("model", "not a string");
+    f.model = v->get<std::string>();
+  }
+  if (const auto* v = field("plan")) f.plan_json = v->dump();
+  else f.plan_json = "null";
+  // Integers that must fit an int (rank and ranks may be -1 only by being absent).
+  for (auto [key, out, low] : {std::tuple{"rank", &f.rank, 0}, {"ranks", &f.ranks, 1}, {"step", &f.step, 0},
+                               {"good_steps", &f.good_steps, 0}}) {
+    const auto* v = field(key);
+    if (!v) continue;
+    if (!v->is_number_integer()) return bad(key, "not an integer");
+    const auto n = v->get<std::int64_t>();
+    if (v->is_number_unsigned() ? v->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<int>::max())
+                                : (n < low || n > std::numeric_limits<int>::max()))
+      return bad(key, "out of range");
+    *out = static_cast<int>(n);
+  }
+  for (auto [key, out] : {std::pair{"params", &f.params}, {"moments", &f.moments}, {"residual", &f.residual}}) {
+    const auto* v = field(key);
+    if (!v) continue;
+    if (!v->is_number_unsigned()) return bad(key, "not an element count");
+    *out = v->get<std::uint64_t>();
+  }
+  if (const auto* v = field("loss_scale")) {
+    if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() <= 0)
+      return bad("loss_scale", "not a positive finite number");
+    f.loss_scale = v->get<double>();
+  }
+  if (const auto* v = field("seed")) {
+    if (!v->is_number_unsigned()) return bad("seed", "not an unsigned integer");
+    f.has_seed = true;
+    f.seed = v->get<std::uint64_t>();
+  }
+  return f;
+}
+
+Status Trainer::restore_checkpoint(const std::string& blob, const std::string& path) {
+  Impl& t = *impl_;
+  auto file = parse_checkpoint_file(blob, path);
+  if (!file) return file.error();
+  const CheckpointFile& f = *file;
+  if (f.model != t.w->model.name)
+    return Error(path + ": /model: checkpoint is of model " + (f.model.empty() ? "?" : f.model) + ", this run is " +
+                 t.w->model.name);
+  if (nlohmann::json::parse(f.plan_json) != plan_to_json(t.w->plan))
+    return Error(path + ": /plan: checkpoint was written under a different plan: " + f.plan_json);
+  if (f.rank != t.rank || f.ranks != t.w->ranks())
     return Error(path + ": /rank: checkpoint rank/ranks do not match this launch");
-  if (header.value("params", std::size_t{0}) != t.params.size() || header.value("moments", std::size_t{0}) != t.adam_m.size())
+  if (f.params != t.params.size() || f.moments != t.adam_m.size())
     return Error(path + ": /params: tensor sizes do not match this model and plan");
   // The top-k error-feedback residual (empty without it; checkpoints from before it had none).
-  if (header.value("residual", std::size_t{0}) != t.residual.size())
-    return Error(path + ": /residual: the checkpoint's error-feedback residual has " +
-                 std::to_string(header.value("residual", std::size_t{0})) + " elements, this run's " +
-                 std::to_string(t.residual.size()));
-  const std::size_t need = kFixed + hl + (t.params.size() + 2 * t.adam_m.size() + t.residual.size()) * sizeof(float) +
-                           sizeof(std::uint64_t);
-  if (blob.size() != need) return Error(path + ": size " + std::to_string(blob.size()) + " bytes, expected " + std::to_string(need));
-  const char* cur = blob.data() + kFixed + hl;
+  if (f.residual != t.residual.size())
+    return Error(path + ": /residual: the checkpoint's error-feedback residual has " + std::to_string(f.residual) +
+                 " elements, this run's " + std::to_string(t.residual.size()));
+  const std::size_t tensor_bytes = (t.params.size() + 2 * t.adam_m.size() + t.residual.size()) * sizeof(float);
+  if (f.tensors.size() != tensor_bytes)
+    return Error(path + ": size " + std::to_string(blob.size()) + " bytes, expected " +
+                 std::to_string(blob.size() - f.tensors.size() + tensor_bytes));
+  const char* cur = f.tensors.data();
   for (Vec* v : {&t.params, &t.adam_m, &t.adam_v, &t.residual}) {
     if (v->empty()) continue;  // no residual without top-k (memcpy must not see its null data)
     if (t.be->host_memory()) {
@@ -1184,10 +1239,10 @@ Status Trainer::restore_checkpoint(const std::string& blob, const std::string& p
     }
     cur += v->size() * sizeof(float);
   }
-  t.steps_done = header.value("step", 0);
-  t.loss_scale = header.value("loss_scale", 1.0);
-  t.good_steps = header.value("good_steps", 0);
-  t.opt.seed = header.value("seed", t.opt.seed);
+  t.steps_done = f.step;
+  t.loss_scale = f.loss_scale;
+  t.good_steps = f.good_steps;
+  if (f.has_seed) t.opt.seed = f.seed;
   return Status::Ok();
 }
 

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/reference.h"
@@ -75,6 +76,28 @@ Status check_runtime_plan(const ModelSpec& model, const Plan& plan, const std::s
 // (inputs are [0, S), targets [1, S]). Mostly a fixed affine next-token rule with 10% noise, so
 // the loss of a working model falls well below log(vocab).
 void synthetic_tokens(std::uint64_t seed, int step, std::int64_t sample, int seq, int vocab, int* out);
+
+// One rank's checkpoint file, as Trainer::checkpoint_bytes writes it: the magic "FSCKPT01", the
+// header's length (u64), the header (JSON: model, plan, rank, ranks, step, loss_scale,
+// good_steps, params, moments, seed, residual), the fp32 tensors (parameters, AdamW m and v, the
+// error-feedback residual) and the FNV-1a 64 hash of everything before it (u64).
+struct CheckpointFile {
+  std::string model;
+  std::string plan_json;  // the header's plan, dumped ("null" when it has none)
+  int rank = -1, ranks = -1;
+  int step = 0, good_steps = 0;
+  double loss_scale = 1;
+  bool has_seed = false;
+  std::uint64_t seed = 0;
+  std::uint64_t params = 0, moments = 0, residual = 0;  // element counts
+  std::size_t header_bytes = 0;                          // the header's length
+  std::string_view tensors;  // the bytes between the header and the hash (a view into the input)
+};
+
+// Reads a checkpoint file's bytes: the magic, the hash, the header's length and every header
+// field's type and range. The tensors' size is not checked against the header here (the trainer
+// checks it against its model and plan). `path` names the file in errors.
+Result<CheckpointFile> parse_checkpoint_file(std::string_view bytes, const std::string& path);
 
 class Trainer {
  public:

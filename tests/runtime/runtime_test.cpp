@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -512,6 +513,75 @@ TEST(CheckpointSet, WhatCannotBeResumedIsAClearError) {
   EXPECT_NE(edited("plan", plan_to_json(plan(4))).find(manifest.string() + ": /plan"), std::string::npos);
   EXPECT_EQ(edited("step", 1), "loaded step 1");  // the unedited manifest loads (the edits are what fail)
   std::filesystem::remove_all(dir);
+}
+
+// Fields of the wrong type in a checkpoint file's header (with a good hash) or in a manifest are
+// errors naming the field, not JSON exceptions: a manifest's damaged "format" used to throw out of
+// the scan (the resume failed with "[json.exception.type_error.302]" instead of passing the set
+// over), and a header's "rank": "0" threw out of restore_checkpoint (exit 3). fuzz_checkpoint.
+TEST(CheckpointSet, FieldsOfTheWrongTypeAreErrorsNotExceptions) {
+  auto run = serial(tiny4(), plan(2));
+  ASSERT_TRUE(run->t->step());
+  const std::string good = run->t->checkpoint_bytes();
+  auto with_header = [&](const std::function<void(nlohmann::json&)>& edit) {
+    std::uint64_t hl = 0;
+    std::memcpy(&hl, good.data() + 8, sizeof hl);
+    auto header = nlohmann::json::parse(good.substr(16, hl));
+    edit(header);
+    const std::string h = header.dump();
+    std::string blob = good.substr(0, 8);
+    const std::uint64_t len = h.size();
+    blob.append(reinterpret_cast<const char*>(&len), sizeof len).append(h);
+    blob.append(good, 16 + hl, good.size() - 16 - hl - 8);
+    const std::uint64_t hash = fnv1a(blob);
+    return blob.append(reinterpret_cast<const char*>(&hash), sizeof hash);
+  };
+  const auto restore = [&](const std::string& blob) {
+    const Status s = run->t->restore_checkpoint(blob, "f.ckpt");
+    return s ? std::string("ok") : s.error().message();
+  };
+  EXPECT_EQ(restore(with_header([](nlohmann::json&) {})), "ok");
+  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["rank"] = "0"; })), "f.ckpt: /rank: not an integer");
+  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["step"] = 1e300; })), "f.ckpt: /step: not an integer");
+  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["step"] = -3; })), "f.ckpt: /step: out of range");
+  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["model"] = 7; })), "f.ckpt: /model: not a string");
+  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["params"] = "many"; })), "f.ckpt: /params: not an element count");
+  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["loss_scale"] = 0; })),
+            "f.ckpt: /loss_scale: not a positive finite number");
+  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h = nlohmann::json::array({h}); })), "f.ckpt: unreadable header");
+  // A header length near 2^64 wrapped the bounds check around.
+  std::string huge = good.substr(0, good.size() - 8);
+  const std::uint64_t wrap = ~std::uint64_t{0} - 7;
+  std::memcpy(huge.data() + 8, &wrap, sizeof wrap);
+  const std::uint64_t hash = fnv1a(huge);
+  huge.append(reinterpret_cast<const char*>(&hash), sizeof hash);
+  EXPECT_EQ(restore(huge), "f.ckpt: header length out of range");
+
+  const CheckpointIdentity id = run->t->checkpoint_identity();
+  nlohmann::json m = {{"format", "foresight-checkpoint-set"}, {"version", 1}, {"step", 1}, {"ranks", 1},
+                      {"model", id.model}, {"plan", nlohmann::json::parse(id.plan_json)},
+                      {"files", {{{"rank", 0}, {"file", "rank-00000.ckpt"}, {"bytes", 10}, {"fnv1a", "0123456789abcdef"}}}}};
+  const auto manifest = [&](const nlohmann::json& doc, bool& other) {
+    auto r = parse_checkpoint_manifest(doc.dump(), "M", 1, id, other);
+    return r ? std::string("ok") : r.error().message();
+  };
+  bool other = true;
+  EXPECT_EQ(manifest(m, other), "ok");
+  EXPECT_FALSE(other);
+  auto bad = m;
+  bad["format"] = 5;
+  EXPECT_EQ(manifest(bad, other), "MANIFEST.json: /format: not \"foresight-checkpoint-set\"");
+  EXPECT_FALSE(other);  // damaged: the set is passed over
+  bad = m;
+  bad["files"][0]["rank"] = "0";
+  EXPECT_EQ(manifest(bad, other), "MANIFEST.json: /files: 0: /rank is not 0");
+  bad = m;
+  bad["files"][0]["rank"] = 1e300;
+  EXPECT_EQ(manifest(bad, other), "MANIFEST.json: /files: 0: /rank is not 0");
+  bad = m;
+  bad["model"] = nlohmann::json::array();
+  EXPECT_EQ(manifest(bad, other), "M: /model: the set is of model [], this run is " + id.model);
+  EXPECT_TRUE(other);  // sound but of another launch: the resume fails
 }
 
 // A backend whose tensors live in memory it manages itself (as a GPU's do) runs the trainer's
