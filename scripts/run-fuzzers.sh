@@ -19,7 +19,8 @@ fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-fuzz"
 findings="$build/fuzz-findings"
-targets=(fuzz_units fuzz_model_json fuzz_plan_json fuzz_hardware_json fuzz_trace_json fuzz_hf_config fuzz_sweep_json)
+targets=(fuzz_units fuzz_model_json fuzz_plan_json fuzz_hardware_json fuzz_trace_json fuzz_hf_config fuzz_sweep_json
+         fuzz_checkpoint)
 if [ "$#" -gt 1 ]; then
   for t in "${@:2}"; do
     if [[ " ${targets[*]} " != *" $t "* ]]; then
