@@ -12,7 +12,8 @@ namespace foresight::app {
 namespace {
 
 std::string range_text(std::int64_t min, std::int64_t max) {
-  return max == INT64_MAX ? ">= " + std::to_string(min) : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  return max == INT64_MAX ? ">= " + std::to_string(min)
+                          : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
 }
 
 bool parse_double(const std::string& text, double& out) {
@@ -55,7 +56,8 @@ void require_finite_numbers(CLI::App& app) {
   const CLI::Validator finite(
       [](std::string& input) -> std::string {
         double v = 0;
-        if (parse_double(input, v) && !std::isfinite(v)) return quote_excerpt(input) + " is not a finite number";
+        if (parse_double(input, v) && !std::isfinite(v))
+          return quote_excerpt(input) + " is not a finite number";
         return {};  // anything else is CLI11's own type check to judge
       },
       "", "FINITE");

@@ -1,8 +1,6 @@
 // `foresight calibrate`: fits a hardware profile of this machine from microbenchmarks of the
 // runtime's kernels (and MPI collectives when launched under mpirun).
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
-
 #include <unistd.h>
 
 #include <chrono>
@@ -10,46 +8,57 @@
 #include <ctime>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "app/commands.h"
-#include "sim/core/output_file.h"
 #include "foresight/config.h"
 #include "runtime/calibrate.h"
 #include "runtime/comm.h"
+#include "sim/core/output_file.h"
 
 namespace foresight::app {
 
 Command add_calibrate_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("calibrate", "measure this machine and write a calibrated hardware profile "
-                                              "(run under mpirun -np 2+ to fit the interconnect too)");
+  auto* cmd = app.add_subcommand("calibrate",
+                                 "measure this machine and write a calibrated hardware profile "
+                                 "(run under mpirun -np 2+ to fit the interconnect too)");
   auto base = std::make_shared<std::string>("cpu-local");
   auto out = std::make_shared<std::string>();
   auto name = std::make_shared<std::string>();
   auto backend = std::make_shared<std::string>("cpu");
   auto options = std::make_shared<runtime::CalibrateOptions>();
-  auto base_option = cmd->add_option("--cluster,-c", *base,
-                                     "the profile to start from (its capacities, prices and network layout are kept)")
-                         ->capture_default_str();
+  auto base_option =
+      cmd->add_option("--cluster,-c", *base,
+                      "the profile to start from (its capacities, prices and network layout are kept)")
+          ->capture_default_str();
   cmd->add_option("--out,-o", *out, "where to write the profile (default: hwprofiles/local-HOST.json)");
   cmd->add_option("--name", *name, "profile name (default: local-HOST)");
-  cmd->add_option("--backend", *backend, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  cmd->add_option("--passes", options->passes,
-                  "rounds of kernel measurements, each point keeping its fastest (a shared machine's slow spells)")
+  cmd->add_option("--backend", *backend, "cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option(
+         "--passes", options->passes,
+         "rounds of kernel measurements, each point keeping its fastest (a shared machine's slow spells)")
       ->check(CLI::Range(1, 20))
       ->capture_default_str();
-  cmd->add_option("--steady-retries", options->steady_retries,
-                  "measure the kernels again, up to this many times, when the machine's speed (a peak GEMM before and "
-                  "after them) moved by more than 10% meanwhile")
+  cmd->add_option(
+         "--steady-retries", options->steady_retries,
+         "measure the kernels again, up to this many times, when the machine's speed (a peak GEMM before and "
+         "after them) moved by more than 10% meanwhile")
       ->check(CLI::Range(0, 10))
       ->capture_default_str();
   return [=]() -> int {
     runtime::Comm world = runtime::Comm::world();
     const int rank = world.rank();
-    auto finish = [&](int code) { runtime::Comm::finalize(); return code; };
+    auto finish = [&](int code) {
+      runtime::Comm::finalize();
+      return code;
+    };
     if (*backend == "cuda" && base_option->count() == 0) {
       if (rank == 0)
-        input_error("--backend cuda: name the GPU's profile to start from with --cluster (e.g. --cluster h200-ndr); "
-                    "cpu-local describes this machine's CPU");
+        input_error(
+            "--backend cuda: name the GPU's profile to start from with --cluster (e.g. --cluster h200-ndr); "
+            "cpu-local describes this machine's CPU");
       return finish(2);
     }
     auto be = runtime::make_backend(*backend, runtime::Comm::local_rank(rank));
@@ -74,14 +83,17 @@ Command add_calibrate_command(CLI::App& app) {
     const std::time_t now = std::time(nullptr);
     char date[32];
     std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-    const std::string provenance = fmt::format("{} on {}, `foresight calibrate` {}, backend {}, {} rank{}", date, host,
-                                               FORESIGHT_VERSION, (*be)->describe(), world.size(),
-                                               world.size() == 1 ? "" : "s");
+    const std::string provenance =
+        fmt::format("{} on {}, `foresight calibrate` {}, backend {}, {} rank{}", date, host,
+                    FORESIGHT_VERSION, (*be)->describe(), world.size(), world.size() == 1 ? "" : "s");
     if (rank == 0)
-      fmt::print("calibrating the {} backend on {} ({} rank{}) from profile {}\n", (*be)->describe(), host, world.size(),
-                 world.size() == 1 ? "" : "s", cluster->name);
+      fmt::print("calibrating the {} backend on {} ({} rank{}) from profile {}\n", (*be)->describe(), host,
+                 world.size(), world.size() == 1 ? "" : "s", cluster->name);
     auto progress = [&](const std::string& line) {
-      if (rank == 0) { fmt::print("  {}\n", line); std::fflush(stdout); }
+      if (rank == 0) {
+        fmt::print("  {}\n", line);
+        std::fflush(stdout);
+      }
     };
     auto cal = runtime::calibrate(*cluster, world, **be, progress, *options);
     if (!cal) {
@@ -89,23 +101,25 @@ Command add_calibrate_command(CLI::App& app) {
       return finish(1);
     }
     if (rank == 0) {
-      fmt::print("\n{:<11} {:<28} {:>12} {:>12} {:>8}\n", "kind", "shape", "measured us", "fitted us", "error");
+      fmt::print("\n{:<11} {:<28} {:>12} {:>12} {:>8}\n", "kind", "shape", "measured us", "fitted us",
+                 "error");
       bool collectives = false;
       for (const auto& p : cal->points) {
         collectives = collectives || p.bus_factor > 0;
         if (p.bus_factor > 0) continue;
-        fmt::print("{:<11} {:<28} {:>12.2f} {:>12.2f} {:>+7.1f}%\n", p.kind, p.shape, p.seconds * 1e6, p.fitted_s * 1e6,
-                   100 * (p.fitted_s - p.seconds) / p.seconds);
+        fmt::print("{:<11} {:<28} {:>12.2f} {:>12.2f} {:>+7.1f}%\n", p.kind, p.shape, p.seconds * 1e6,
+                   p.fitted_s * 1e6, 100 * (p.fitted_s - p.seconds) / p.seconds);
       }
       if (collectives) {
         // nccl-tests' columns: algbw = size / time, busbw = algbw x the collective's bus factor.
-        fmt::print("\n{:<22} {:>9} {:>12} {:>11} {:>11} {:>12} {:>8}\n", "collective", "size", "measured us", "algbw GB/s",
-                   "busbw GB/s", "model us", "error");
+        fmt::print("\n{:<22} {:>9} {:>12} {:>11} {:>11} {:>12} {:>8}\n", "collective", "size", "measured us",
+                   "algbw GB/s", "busbw GB/s", "model us", "error");
         for (const auto& p : cal->points)
           if (p.bus_factor > 0)
-            fmt::print("{:<22} {:>9} {:>12.2f} {:>11.2f} {:>11.2f} {:>12.2f} {:>+7.1f}%{}\n", p.kind, p.shape, p.seconds * 1e6,
-                       p.work / p.seconds / 1e9, p.bus_factor * p.work / p.seconds / 1e9, p.fitted_s * 1e6,
-                       100 * (p.fitted_s - p.seconds) / p.seconds, p.in_fit ? "  (fitted)" : "");
+            fmt::print("{:<22} {:>9} {:>12.2f} {:>11.2f} {:>11.2f} {:>12.2f} {:>+7.1f}%{}\n", p.kind, p.shape,
+                       p.seconds * 1e6, p.work / p.seconds / 1e9, p.bus_factor * p.work / p.seconds / 1e9,
+                       p.fitted_s * 1e6, 100 * (p.fitted_s - p.seconds) / p.seconds,
+                       p.in_fit ? "  (fitted)" : "");
       }
       const auto j = runtime::calibrated_cluster_json(*cal, *cluster, profile_name, provenance);
       if (Status s = write_file_atomically(path, j.dump(2) + "\n"); !s) {
@@ -113,13 +127,16 @@ Command add_calibrate_command(CLI::App& app) {
         return finish(2);
       }
       const DeviceSpec& d = cal->device;
-      fmt::print("\nprofile {} written to {}: peak {:.1f} GFLOP/s, GEMM efficiency {:.2f}, attention efficiency {:.2f}, "
-                 "streaming {:.1f} GB/s (the optimizer x{:.2f}), kernel overhead {:.2f} us{}\n",
-                 profile_name, path, d.peak(DType::kFp32) / 1e9, d.gemm_efficiency, d.attention_efficiency,
-                 d.memory_bandwidth / 1e9, d.optimizer_efficiency, d.kernel_overhead_s * 1e6,
-                 cal->fabric_measured ? fmt::format(", interconnect {:.2f} GB/s and {:.2f} us", cal->fabric.bandwidth / 1e9,
-                                                    cal->fabric.latency_s * 1e6)
-                                      : " (one rank: interconnect kept from the base profile; run under mpirun to fit it)");
+      fmt::print(
+          "\nprofile {} written to {}: peak {:.1f} GFLOP/s, GEMM efficiency {:.2f}, attention efficiency "
+          "{:.2f}, "
+          "streaming {:.1f} GB/s (the optimizer x{:.2f}), kernel overhead {:.2f} us{}\n",
+          profile_name, path, d.peak(DType::kFp32) / 1e9, d.gemm_efficiency, d.attention_efficiency,
+          d.memory_bandwidth / 1e9, d.optimizer_efficiency, d.kernel_overhead_s * 1e6,
+          cal->fabric_measured
+              ? fmt::format(", interconnect {:.2f} GB/s and {:.2f} us", cal->fabric.bandwidth / 1e9,
+                            cal->fabric.latency_s * 1e6)
+              : " (one rank: interconnect kept from the base profile; run under mpirun to fit it)");
       fmt::print("use it with --cluster {}\n", path);
     }
     return finish(0);

@@ -1,10 +1,10 @@
 // `foresight predict`: the analytic model on one plan, as a readable breakdown or JSON.
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "app/commands.h"
 #include "app/plan_options.h"
@@ -24,8 +24,8 @@ std::string clamp_message(const std::string& message) {
   // Messages quote excerpts of values; this keeps any that slipped through readable.
   constexpr std::size_t kMax = 4000;
   if (message.size() <= kMax) return message;
-  return message.substr(0, 3000) + " ... (" + std::to_string(message.size() - 3500) + " bytes left out) ... " +
-         message.substr(message.size() - 500);
+  return message.substr(0, 3000) + " ... (" + std::to_string(message.size() - 3500) +
+         " bytes left out) ... " + message.substr(message.size() - 500);
 }
 
 namespace {
@@ -37,16 +37,23 @@ std::string gib(double b) { return pretty_quantity(b, Dimension::kBytes); }
 
 void add_cost_options(CLI::App& cmd, CostFlags& f) {
   cmd.add_option("--price", f.price, "USD per device-hour for the cost lines (default: the device preset's)");
-  cmd.add_option("--pue", f.pue, "facility power usage effectiveness for the energy lines")->capture_default_str();
-  cmd.add_option("--tokens", f.tokens, "a training run's token budget: time, cost and energy to train (e.g. 15T)");
+  cmd.add_option("--pue", f.pue, "facility power usage effectiveness for the energy lines")
+      ->capture_default_str();
+  cmd.add_option("--tokens", f.tokens,
+                 "a training run's token budget: time, cost and energy to train (e.g. 15T)");
 }
 
 Result<CostOptions> cost_options(const CostFlags& f) {
   CostOptions o;
-  if (f.pue < 1.0) return Error("--pue: " + fmt::format("{}", f.pue) + " is below 1 (a facility cannot use less power than its IT load)");
-  if (f.pue > 10.0) return Error("--pue: " + fmt::format("{}", f.pue) + " is above 10 (the worst data centres report about 3)");
+  if (f.pue < 1.0)
+    return Error("--pue: " + fmt::format("{}", f.pue) +
+                 " is below 1 (a facility cannot use less power than its IT load)");
+  if (f.pue > 10.0)
+    return Error("--pue: " + fmt::format("{}", f.pue) +
+                 " is above 10 (the worst data centres report about 3)");
   if (f.price && *f.price < 0) return Error("--price: a price cannot be negative");
-  if (f.price && *f.price > 1e6) return Error("--price: " + fmt::format("{}", *f.price) + " USD per device-hour is above 1e6");
+  if (f.price && *f.price > 1e6)
+    return Error("--price: " + fmt::format("{}", *f.price) + " USD per device-hour is above 1e6");
   o.pue = f.pue;
   o.price_per_device_hour = f.price;
   if (!f.tokens.empty()) {
@@ -94,7 +101,8 @@ Economics step_economics(const ResolvedInputs& in, const Prediction& p, const Co
 
 }  // namespace
 
-nlohmann::json prediction_with_cost_json(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost) {
+nlohmann::json prediction_with_cost_json(const ResolvedInputs& in, const Prediction& p,
+                                         const CostOptions& cost) {
   nlohmann::json j = prediction_to_json(p);
   j["economics"] = economics_json(step_economics(in, p, cost));
   j["model"] = in.model.name;
@@ -113,31 +121,37 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostO
     std::vector<std::pair<std::string, int>> counts;
     for (const std::string& name : pl.stage_devices) {
       auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == name; });
-      if (it == counts.end()) counts.emplace_back(name, per_stage); else it->second += per_stage;
+      if (it == counts.end())
+        counts.emplace_back(name, per_stage);
+      else
+        it->second += per_stage;
     }
     devices.clear();
-    for (const auto& [name, n] : counts) devices += fmt::format("{}{} x {}", devices.empty() ? "" : " + ", n, name);
+    for (const auto& [name, n] : counts)
+      devices += fmt::format("{}{} x {}", devices.empty() ? "" : " + ", n, name);
   }
-  fmt::print("{} on {} ({}, {} node{})\n", in.model.name, devices, in.cluster.name,
-             in.cluster.nodes, in.cluster.nodes == 1 ? "" : "s");
+  fmt::print("{} on {} ({}, {} node{})\n", in.model.name, devices, in.cluster.name, in.cluster.nodes,
+             in.cluster.nodes == 1 ? "" : "s");
   if (!pl.stage_devices.empty()) {
     std::string stages;
     for (int st = 0; st < pl.pp; ++st) {
       const auto [first, last] = pl.stage_layer_range(in.model.layers, st);
-      stages += fmt::format("{}stage {}: {} ({} layers)", st ? ", " : "", st, pl.stage_devices[st], last - first);
+      stages +=
+          fmt::format("{}stage {}: {} ({} layers)", st ? ", " : "", st, pl.stage_devices[st], last - first);
     }
     fmt::print("  {}\n", stages);
   }
   fmt::print("  {:.1f}B parameters ({:.1f}B active), sequence {}\n", in.model.total_params() / 1e9,
              in.model.active_params() / 1e9, pl.seq_len > 0 ? pl.seq_len : in.model.seq_len);
-  fmt::print("plan ({}): tp {} pp {} dp {} cp {} ep {}{} | micro-batch {} x {} = global batch {} | "
-             "{}{} | recompute {} | ZeRO {} | {}{}{}\n\n",
-             in.plan_source, pl.tp, pl.pp, pl.dp, pl.cp, pl.ep, pl.sequence_parallel ? " +sp" : "",
-             pl.micro_batch, p.micro_batches, pl.global_batch, to_string(pl.schedule),
-             pl.virtual_stages > 1 ? fmt::format(" (v={})", pl.virtual_stages) : "", recompute_string(pl),
-             pl.zero_stage, to_string(pl.precision), pl.flash_attention ? " | flash attention" : "",
-             std::string(pl.kernel_fusion ? "" : " | unfused kernels") + (pl.cuda_graphs ? " | CUDA graphs" : "") +
-                 (offload_string(pl).empty() ? "" : " | offload " + offload_string(pl)));
+  fmt::print(
+      "plan ({}): tp {} pp {} dp {} cp {} ep {}{} | micro-batch {} x {} = global batch {} | "
+      "{}{} | recompute {} | ZeRO {} | {}{}{}\n\n",
+      in.plan_source, pl.tp, pl.pp, pl.dp, pl.cp, pl.ep, pl.sequence_parallel ? " +sp" : "", pl.micro_batch,
+      p.micro_batches, pl.global_batch, to_string(pl.schedule),
+      pl.virtual_stages > 1 ? fmt::format(" (v={})", pl.virtual_stages) : "", recompute_string(pl),
+      pl.zero_stage, to_string(pl.precision), pl.flash_attention ? " | flash attention" : "",
+      std::string(pl.kernel_fusion ? "" : " | unfused kernels") + (pl.cuda_graphs ? " | CUDA graphs" : "") +
+          (offload_string(pl).empty() ? "" : " | offload " + offload_string(pl)));
   if (pl.recompute == Recompute::kOptimal) {
     // What each stage's layers chose: "stage 0: 12 x layernorm+mlp, 8 x none".
     const RecomputeAssignment a = recompute_assignment(in.model, in.cluster, pl);
@@ -155,25 +169,30 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostO
   fmt::print("step time {:>10}   {:.0f} tokens/s   MFU {:.1f}%   HFU {:.1f}%   {:.0f} TFLOP/s per device\n",
              secs(p.step_time_s), p.tokens_per_s, 100 * p.mfu, 100 * p.hfu, p.tflops_per_device);
   const TimeBreakdown& t = p.time;
-  const std::pair<const char*, double> rows[] = {
-      {"compute", t.compute},         {"  of which recompute", t.recompute},
-      {"tensor-parallel comm", t.tp_comm}, {"context-parallel comm", t.cp_comm},
-      {"expert-parallel comm", t.ep_comm}, {"pipeline send/recv", t.pp_comm},
-      {"pipeline bubble", t.bubble},  {"data-parallel comm", t.dp_comm},
-      {"optimizer", t.optimizer},     {"offload", t.offload},
-      {"input (data loading) stall", t.data}};
+  const std::pair<const char*, double> rows[] = {{"compute", t.compute},
+                                                 {"  of which recompute", t.recompute},
+                                                 {"tensor-parallel comm", t.tp_comm},
+                                                 {"context-parallel comm", t.cp_comm},
+                                                 {"expert-parallel comm", t.ep_comm},
+                                                 {"pipeline send/recv", t.pp_comm},
+                                                 {"pipeline bubble", t.bubble},
+                                                 {"data-parallel comm", t.dp_comm},
+                                                 {"optimizer", t.optimizer},
+                                                 {"offload", t.offload},
+                                                 {"input (data loading) stall", t.data}};
   for (const auto& [name, v] : rows) {
     if (v <= 0) continue;
     fmt::print("  {:<24}{:>10}  {:5.1f}%\n", name, secs(v), 100 * v / t.total);
   }
   if (p.data_load_s > 0.01 * t.total)
-    fmt::print("  (the data loader needs {} per step; {} of it is not hidden)\n", secs(p.data_load_s), secs(t.data));
+    fmt::print("  (the data loader needs {} per step; {} of it is not hidden)\n", secs(p.data_load_s),
+               secs(t.data));
   const MemoryBreakdown& m = p.memory;
   fmt::print("\nmemory per device (pipeline stage {}): {} of {} ({:.0f}%){}\n", m.stage, gib(m.total),
              gib(m.capacity), 100 * m.total / m.capacity, p.fits() ? "" : "  -- DOES NOT FIT");
   const std::pair<const char*, double> mem_rows[] = {
-      {"weights", m.weights}, {"gradients", m.gradients}, {"optimizer state", m.optimizer},
-      {"activations", m.activations}, {"buffers", m.buffers}, {"reserved", m.reserved}};
+      {"weights", m.weights},         {"gradients", m.gradients}, {"optimizer state", m.optimizer},
+      {"activations", m.activations}, {"buffers", m.buffers},     {"reserved", m.reserved}};
   for (const auto& [name, v] : mem_rows)
     if (v > 0) fmt::print("  {:<24}{:>10}\n", name, gib(v));
   if (m.host > 0)
@@ -181,13 +200,18 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostO
                gib(m.host_capacity), m.host_capacity > 0 ? 100 * m.host / m.host_capacity : 0.0,
                m.host_capacity > 0 && m.host > m.host_capacity ? "  -- DOES NOT FIT" : "");
   const Economics e = step_economics(in, p, cost);
-  fmt::print("\ncost: {} per step, {} per million tokens; {:.3g} kWh per million tokens ({:.0f} W per device{}, PUE {})\n",
-             usd(e.cost_per_step_usd), usd(e.cost_per_mtok_usd), e.energy_per_mtok_kwh, e.device_power_w,
-             e.partner_devices > 0 ? fmt::format(" with its attention partner; {} partners billed", e.partner_devices) : "",
-             cost.pue);
+  fmt::print(
+      "\ncost: {} per step, {} per million tokens; {:.3g} kWh per million tokens ({:.0f} W per device{}, PUE "
+      "{})\n",
+      usd(e.cost_per_step_usd), usd(e.cost_per_mtok_usd), e.energy_per_mtok_kwh, e.device_power_w,
+      e.partner_devices > 0
+          ? fmt::format(" with its attention partner; {} partners billed", e.partner_devices)
+          : "",
+      cost.pue);
   if (e.steps > 0)
-    fmt::print("to train on {} tokens: {:.0f} steps, {:.1f} days, {}, {:.1f} MWh\n", token_count(*cost.tokens), e.steps,
-               e.time_to_train_s / 86400, usd(e.cost_to_train_usd), e.energy_to_train_mwh);
+    fmt::print("to train on {} tokens: {:.0f} steps, {:.1f} days, {}, {:.1f} MWh\n",
+               token_count(*cost.tokens), e.steps, e.time_to_train_s / 86400, usd(e.cost_to_train_usd),
+               e.energy_to_train_mwh);
 }
 
 void apply_default_job(PlanOptions& o) {

@@ -1,6 +1,5 @@
 // `foresight sweep`: run a what-if sweep spec in parallel, resumable, shardable.
 #include <fmt/core.h>
-
 #include <unistd.h>
 
 #include <atomic>
@@ -30,7 +29,8 @@ struct MpiWorld {
   bool active = false;
   MpiWorld() {
 #if FORESIGHT_HAVE_MPI
-    const bool launched = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+    const bool launched =
+        std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
     if (!launched) return;
     int initialized = 0;
     MPI_Initialized(&initialized);
@@ -98,8 +98,9 @@ Command add_sweep_command(CLI::App& app) {
     for (const auto& p : spec->points)
       if (p.index % static_cast<std::size_t>(so.shards) == static_cast<std::size_t>(so.shard)) ++shard_points;
     if (mpi.rank == 0)
-      fmt::print(stderr, "sweep {}: {} points ({} in this shard{}), engine {}, output {}\n", o->spec, spec->points.size(),
-                 shard_points, mpi.size > 1 ? fmt::format(" of {} MPI ranks", mpi.size) : "", spec->engine, o->out);
+      fmt::print(stderr, "sweep {}: {} points ({} in this shard{}), engine {}, output {}\n", o->spec,
+                 spec->points.size(), shard_points,
+                 mpi.size > 1 ? fmt::format(" of {} MPI ranks", mpi.size) : "", spec->engine, o->out);
     const auto t0 = std::chrono::steady_clock::now();
     // Progress: a bar with rate and ETA on a terminal, a plain line every few seconds otherwise.
     std::thread reporter([&] {
@@ -138,9 +139,10 @@ Command add_sweep_command(CLI::App& app) {
     }
     if (mpi.rank != 0) return 0;
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    fmt::print("{} points in this shard: {} computed, {} already done (resumed); {} did not fit or were invalid "
-               "(recorded with the reason). {:.2f} s.\nresults: {} and {}\n",
-               st->total, st->computed, st->skipped, st->failed, el, st->jsonl, st->csv);
+    fmt::print(
+        "{} points in this shard: {} computed, {} already done (resumed); {} did not fit or were invalid "
+        "(recorded with the reason). {:.2f} s.\nresults: {} and {}\n",
+        st->total, st->computed, st->skipped, st->failed, el, st->jsonl, st->csv);
     return 0;
   };
 }

@@ -1,10 +1,10 @@
 // `foresight validate`: predict published training runs and compare with their measured step time.
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "app/commands.h"
@@ -24,44 +24,56 @@ Command add_validate_command(CLI::App& app) {
       ->required();
   cmd->add_flag("--json", *json_out, "print one JSON object instead of the table");
   cmd->add_option("--engine", *engine, "analytic (closed form) or des (discrete-event simulator)")
-      ->check(CLI::IsMember({"analytic", "des"}))->capture_default_str();
-  auto* mape_opt = cmd->add_option("--max-mape", *max_mape, "exit 1 if the mean absolute error (%) exceeds this");
-  auto* case_opt = cmd->add_option("--max-error", *max_case, "exit 1 if any case's absolute error (%) exceeds this");
+      ->check(CLI::IsMember({"analytic", "des"}))
+      ->capture_default_str();
+  auto* mape_opt =
+      cmd->add_option("--max-mape", *max_mape, "exit 1 if the mean absolute error (%) exceeds this");
+  auto* case_opt =
+      cmd->add_option("--max-error", *max_case, "exit 1 if any case's absolute error (%) exceeds this");
   return [=]() -> int {
     // A gate is a percentage >= 0: a negative or non-finite one would pass everything (or nothing).
     for (const auto& [opt, value] : {std::pair{mape_opt, *max_mape}, std::pair{case_opt, *max_case}})
       if (opt->count() > 0 && !(std::isfinite(value) && value >= 0))
-        return input_error(fmt::format("{}: {} is not a gate; expected a finite percentage >= 0", opt->get_name(), value));
+        return input_error(
+            fmt::format("{}: {} is not a gate; expected a finite percentage >= 0", opt->get_name(), value));
     auto files = collect_case_files(*paths);
     if (!files) return input_error(files.error().message());
     const ValidationSummary s = run_validation(*files, *engine == "des" ? Engine::kDes : Engine::kAnalytic);
     if (*json_out) {
       fmt::print("{}\n", validation_to_json(s).dump(2));
     } else {
-      fmt::print("{:<28} {:>11} {:>11} {:>8}  {}\n", "case", "predicted", "measured", "error", "chosen for unreported fields");
+      fmt::print("{:<28} {:>11} {:>11} {:>8}  {}\n", "case", "predicted", "measured", "error",
+                 "chosen for unreported fields");
       for (const auto& r : s.cases) {
         if (!r.ok) continue;
         std::string chosen;
-        for (const auto& [k, v] : r.chosen.items()) chosen += (chosen.empty() ? "" : ", ") + k + "=" + v.dump();
+        for (const auto& [k, v] : r.chosen.items())
+          chosen += (chosen.empty() ? "" : ", ") + k + "=" + v.dump();
         if (r.assumed.contains("software"))
-          chosen += std::string(chosen.empty() ? "" : "; ") + "assumed " + r.assumed["software"].get<std::string>();
-        fmt::print("{:<28} {:>10.3f}s {:>10.3f}s {:>+7.1f}%  {}\n", r.id, r.predicted_step_s, r.measured_step_s,
-                   r.error_pct, chosen);
+          chosen +=
+              std::string(chosen.empty() ? "" : "; ") + "assumed " + r.assumed["software"].get<std::string>();
+        fmt::print("{:<28} {:>10.3f}s {:>10.3f}s {:>+7.1f}%  {}\n", r.id, r.predicted_step_s,
+                   r.measured_step_s, r.error_pct, chosen);
       }
       int ok = 0, bad = 0;
       for (const auto& r : s.cases) (r.ok ? ok : bad) += 1;
       if (!s.cases.empty())
-        fmt::print("\n{} training cases predicted ({} engine), {} failed. Mean absolute error {:.2f}%, worst {:.2f}% ({}).\n",
-                   ok, *engine, bad, s.mape_pct, s.max_abs_error_pct, s.worst_id.empty() ? "-" : s.worst_id);
+        fmt::print(
+            "\n{} training cases predicted ({} engine), {} failed. Mean absolute error {:.2f}%, worst "
+            "{:.2f}% ({}).\n",
+            ok, *engine, bad, s.mape_pct, s.max_abs_error_pct, s.worst_id.empty() ? "-" : s.worst_id);
       for (const auto& r : s.cases)
         if (!r.ok) fmt::print("FAILED {}: {}\n", r.id, r.failure);
       if (!s.collectives.empty()) {
         fmt::print("\n{:<28} {:<10} {:<13} {:>14} {:>13} {:>8}\n", "collective case", "kind", "algorithm",
                    "predicted busbw", "measured", "error");
         for (const auto& c : s.collectives) {
-          if (!c.ok) { fmt::print("FAILED {}: {}\n", c.id, c.failure); continue; }
-          fmt::print("{:<28} {:<10} {:<13} {:>10.1f} GB/s {:>8.1f} GB/s {:>+7.1f}%\n", c.id, c.kind, c.algorithm,
-                     c.predicted_busbw / 1e9, c.measured_busbw / 1e9, c.error_pct);
+          if (!c.ok) {
+            fmt::print("FAILED {}: {}\n", c.id, c.failure);
+            continue;
+          }
+          fmt::print("{:<28} {:<10} {:<13} {:>10.1f} GB/s {:>8.1f} GB/s {:>+7.1f}%\n", c.id, c.kind,
+                     c.algorithm, c.predicted_busbw / 1e9, c.measured_busbw / 1e9, c.error_pct);
         }
         fmt::print("\nCollectives: mean absolute error {:.2f}%, worst {:.2f}%.\n", s.collectives_mape_pct,
                    s.collectives_max_abs_error_pct);
@@ -73,12 +85,13 @@ Command add_validate_command(CLI::App& app) {
       fmt::print(stderr, "gate failed: {}\n", why);
       status = 1;
     };
-    if (s.failed > 0) gate_failed(fmt::format("{} of {} cases could not be predicted", s.failed, s.cases.size()));
+    if (s.failed > 0)
+      gate_failed(fmt::format("{} of {} cases could not be predicted", s.failed, s.cases.size()));
     if (mape_opt->count() > 0 && !(s.mape_pct <= *max_mape))
       gate_failed(fmt::format("MAPE {:.2f}% > --max-mape {:g}%", s.mape_pct, *max_mape));
     if (case_opt->count() > 0 && !(s.max_abs_error_pct <= *max_case))
-      gate_failed(fmt::format("worst case {} error {:.2f}% > --max-error {:g}%", s.worst_id.empty() ? "-" : s.worst_id,
-                              s.max_abs_error_pct, *max_case));
+      gate_failed(fmt::format("worst case {} error {:.2f}% > --max-error {:g}%",
+                              s.worst_id.empty() ? "-" : s.worst_id, s.max_abs_error_pct, *max_case));
     return status;
   };
 }

@@ -4,9 +4,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -35,7 +34,10 @@ std::string clamp_message(const std::string& message);
 
 struct ResolvedInputs;
 }  // namespace foresight::app
-namespace foresight { struct Prediction; struct CostOptions; }
+namespace foresight {
+struct Prediction;
+struct CostOptions;
+}  // namespace foresight
 namespace foresight::app {
 // The human-readable breakdown shared by predict and simulate, ending with what the step costs
 // (and, with CostOptions::tokens, the whole run).
@@ -51,26 +53,29 @@ void add_cost_options(CLI::App& cmd, CostFlags& flags);
 // The flags checked: --pue below 1 or an unreadable --tokens is an error naming the option.
 Result<CostOptions> cost_options(const CostFlags& flags);
 // The Prediction as JSON with its "economics" object and the model, cluster and plan.
-nlohmann::json prediction_with_cost_json(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost);
+nlohmann::json prediction_with_cost_json(const ResolvedInputs& in, const Prediction& p,
+                                         const CostOptions& cost);
 
 }  // namespace foresight::app
-namespace foresight { struct CompareReport; }
+namespace foresight {
+struct CompareReport;
+}
 namespace foresight::app {
 // The human-readable comparison shared by compare and run --predict.
 void print_compare_report(const CompareReport& r);
 
 // Unwraps a Result into `lhs` or returns input_error with `context` in front.
-#define FS_ASSIGN_OR_RETURN_CLI(lhs, expr, context)                          \
-  auto FS_CONCAT_(fs_cli_, __LINE__) = (expr);                               \
-  if (!FS_CONCAT_(fs_cli_, __LINE__))                                        \
+#define FS_ASSIGN_OR_RETURN_CLI(lhs, expr, context)                                            \
+  auto FS_CONCAT_(fs_cli_, __LINE__) = (expr);                                                 \
+  if (!FS_CONCAT_(fs_cli_, __LINE__))                                                          \
     return input_error(FS_CONCAT_(fs_cli_, __LINE__).error().with_context(context).message()); \
   lhs = std::move(FS_CONCAT_(fs_cli_, __LINE__)).value()
 
 // Returns input_error(status) from the enclosing command when `expr` (a Status) failed.
-#define FS_RETURN_CLI_IF_ERROR(expr)                                            \
-  do {                                                                          \
-    if (const ::foresight::Status fs_cli_status_ = (expr); !fs_cli_status_)     \
-      return ::foresight::app::input_error(fs_cli_status_.error().message());   \
+#define FS_RETURN_CLI_IF_ERROR(expr)                                          \
+  do {                                                                        \
+    if (const ::foresight::Status fs_cli_status_ = (expr); !fs_cli_status_)   \
+      return ::foresight::app::input_error(fs_cli_status_.error().message()); \
   } while (0)
 
 }  // namespace foresight::app

@@ -1,7 +1,7 @@
 // foresight: predict, simulate, search, sweep, validate, run, compare and calibrate LLM training.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <exception>
 #include <new>
@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", FORESIGHT_VERSION);
   app.require_subcommand(0, 1);
   app.footer(
-      "Exit codes: 0 success; 1 a check failed (a validate gate, a comparison); 2 bad input or usage (the message "
+      "Exit codes: 0 success; 1 a check failed (a validate gate, a comparison); 2 bad input or usage (the "
+      "message "
       "names the file or option, the field and the reason); 3 an internal error (a bug: please report it).");
   std::vector<std::pair<CLI::App*, foresight::app::Command>> commands;
   auto add = [&](const char* name, foresight::app::Command cmd) {
@@ -42,7 +43,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every usage error exits 2, as bad input does.
     if (e.get_exit_code() == 0) return app.exit(e);
-    fmt::print(stderr, "error: {}\nRun with --help for more information.\n", foresight::app::clamp_message(e.what()));
+    fmt::print(stderr, "error: {}\nRun with --help for more information.\n",
+               foresight::app::clamp_message(e.what()));
     return 2;
   }
   try {
@@ -51,16 +53,19 @@ int main(int argc, char** argv) {
     // No subcommand: the quick-start default job.
     for (auto& [sub, run] : commands)
       if (sub->get_name() == "predict") {
-        fmt::print("No subcommand given: running `foresight predict` on its built-in default "
-                   "(see `foresight --help`).\n\n");
+        fmt::print(
+            "No subcommand given: running `foresight predict` on its built-in default "
+            "(see `foresight --help`).\n\n");
         return run();
       }
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "internal error: out of memory (an input passed every limit yet needs more memory than this "
-                       "machine has; please report the command line)\n");
+    fmt::print(stderr,
+               "internal error: out of memory (an input passed every limit yet needs more memory than this "
+               "machine has; please report the command line)\n");
     return 3;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "internal error: {} (this is a bug; please report it with the command line)\n", e.what());
+    fmt::print(stderr, "internal error: {} (this is a bug; please report it with the command line)\n",
+               e.what());
     return 3;
   }
   return 0;

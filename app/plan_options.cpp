@@ -23,16 +23,26 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
   cmd.add_option("--plan,-p", o.plan_file, "plan JSON; the options below override its fields");
   cmd.add_option("--tp", o.tp, "tensor-parallel degree")->check(int_in(kDegree))->group("Plan");
   cmd.add_option("--pp", o.pp, "pipeline-parallel degree")->check(int_in(kDegree))->group("Plan");
-  cmd.add_option("--dp", o.dp, "data-parallel degree (default: gpus / (tp*pp*cp))")->check(int_in(kDegree))->group("Plan");
-  cmd.add_option("--ep", o.ep, "expert-parallel degree (carved out of dp)")->check(int_in(kDegree))->group("Plan");
+  cmd.add_option("--dp", o.dp, "data-parallel degree (default: gpus / (tp*pp*cp))")
+      ->check(int_in(kDegree))
+      ->group("Plan");
+  cmd.add_option("--ep", o.ep, "expert-parallel degree (carved out of dp)")
+      ->check(int_in(kDegree))
+      ->group("Plan");
   cmd.add_option("--cp", o.cp, "context-parallel degree")->check(int_in(kDegree))->group("Plan");
   cmd.add_option("--sp", o.sp, "sequence parallelism (true/false)")->group("Plan");
-  cmd.add_option("--virtual-stages,--vp", o.virtual_stages, "model chunks per pipeline rank (interleaved 1F1B)")
+  cmd.add_option("--virtual-stages,--vp", o.virtual_stages,
+                 "model chunks per pipeline rank (interleaved 1F1B)")
       ->check(int_in(kVirtualStages))
       ->group("Plan");
-  cmd.add_option("--micro-batch,--mb", o.micro_batch, "sequences per micro-batch")->check(int_in(kMicroBatch))->group("Plan");
-  cmd.add_option("--global-batch,--gb", o.global_batch, "sequences per optimizer step")->check(int_in(kGlobalBatch))->group("Plan");
-  cmd.add_option("--schedule", o.schedule, "gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe")->group("Plan");
+  cmd.add_option("--micro-batch,--mb", o.micro_batch, "sequences per micro-batch")
+      ->check(int_in(kMicroBatch))
+      ->group("Plan");
+  cmd.add_option("--global-batch,--gb", o.global_batch, "sequences per optimizer step")
+      ->check(int_in(kGlobalBatch))
+      ->group("Plan");
+  cmd.add_option("--schedule", o.schedule, "gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe")
+      ->group("Plan");
   cmd.add_option("--recompute", o.recompute,
                  "none, selective, full, optimal (per layer: the recompute modules that fit memory at the "
                  "least time)")
@@ -42,36 +52,50 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
          "block (with --recompute-layers N: the first N layers of each stage) or uniform (full recompute, "
          "keeping only the input of each group of N layers)")
       ->group("Plan");
-  cmd.add_option("--zero", o.zero, "ZeRO stage 0-3 (3 = FSDP full shard)")->check(int_in(kZeroStage))->group("Plan");
+  cmd.add_option("--zero", o.zero, "ZeRO stage 0-3 (3 = FSDP full shard)")
+      ->check(int_in(kZeroStage))
+      ->group("Plan");
   cmd.add_option("--precision", o.precision, "fp32, bf16, fp16, fp8")->group("Plan");
   cmd.add_option("--flash-attention", o.flash, "fused attention kernels (true/false)")->group("Plan");
-  cmd.add_option("--overlap-grad-reduce", o.overlap_grad, "overlap DP gradient reduction with backward")->group("Plan");
-  cmd.add_option("--overlap-tp-comm", o.overlap_tp, "overlap TP collectives with GEMMs")->group("Plan");
-  cmd.add_option("--offload-optimizer", o.offload_optimizer, "optimizer state and step on the host")->group("Plan");
-  cmd.add_option("--kernel-fusion", o.kernel_fusion,
-                 "fused elementwise chains (true, as Megatron) or one kernel per operator (false, PyTorch eager)")
+  cmd.add_option("--overlap-grad-reduce", o.overlap_grad, "overlap DP gradient reduction with backward")
       ->group("Plan");
-  cmd.add_option("--cuda-graphs", o.cuda_graphs, "replay each layer's kernels as a CUDA graph (less launch cost)")
+  cmd.add_option("--overlap-tp-comm", o.overlap_tp, "overlap TP collectives with GEMMs")->group("Plan");
+  cmd.add_option("--offload-optimizer", o.offload_optimizer, "optimizer state and step on the host")
+      ->group("Plan");
+  cmd.add_option(
+         "--kernel-fusion", o.kernel_fusion,
+         "fused elementwise chains (true, as Megatron) or one kernel per operator (false, PyTorch eager)")
+      ->group("Plan");
+  cmd.add_option("--cuda-graphs", o.cuda_graphs,
+                 "replay each layer's kernels as a CUDA graph (less launch cost)")
       ->group("Plan");
   cmd.add_option("--offload-params", o.offload_params,
-                 "parameters and gradients in host memory, streamed per layer (ZeRO-Infinity; needs --offload-optimizer)")
+                 "parameters and gradients in host memory, streamed per layer (ZeRO-Infinity; needs "
+                 "--offload-optimizer)")
       ->group("Plan");
   cmd.add_option("--offload-activations", o.offload_activations,
-                 "saved activations to host memory after each layer's forward, back before its backward")->group("Plan");
-  cmd.add_option("--offload-embeddings", o.offload_embeddings, "the input embedding table in host memory")->group("Plan");
-  cmd.add_option("--rank-order", o.rank_order,
-                 "parallel dimensions from fastest- to slowest-varying along the devices (default tp-cp-dp-pp)")
+                 "saved activations to host memory after each layer's forward, back before its backward")
       ->group("Plan");
-  cmd.add_option("--node-order", o.node_order, "linear (topology order) or shuffled (as a scheduler might hand out nodes)")
+  cmd.add_option("--offload-embeddings", o.offload_embeddings, "the input embedding table in host memory")
       ->group("Plan");
-  cmd.add_option("--attention-device", o.attention_device,
-                 "run each layer's attention core on this other accelerator of the node (or auto: where faster)")
+  cmd.add_option(
+         "--rank-order", o.rank_order,
+         "parallel dimensions from fastest- to slowest-varying along the devices (default tp-cp-dp-pp)")
       ->group("Plan");
-  cmd.add_option("--data-sample-bytes", o.data_sample_bytes,
-                 "bytes of one sample on storage, uncompressed, e.g. 150KB (default: the sequence's token ids)")
+  cmd.add_option("--node-order", o.node_order,
+                 "linear (topology order) or shuffled (as a scheduler might hand out nodes)")
+      ->group("Plan");
+  cmd.add_option(
+         "--attention-device", o.attention_device,
+         "run each layer's attention core on this other accelerator of the node (or auto: where faster)")
+      ->group("Plan");
+  cmd.add_option(
+         "--data-sample-bytes", o.data_sample_bytes,
+         "bytes of one sample on storage, uncompressed, e.g. 150KB (default: the sequence's token ids)")
       ->group("Data loading");
   cmd.add_option("--data-compression", o.data_compression, "none or lz4")->group("Data loading");
-  cmd.add_option("--data-prefetch", o.data_prefetch, "batches loaded ahead (0: loading in the training loop; default 2)")
+  cmd.add_option("--data-prefetch", o.data_prefetch,
+                 "batches loaded ahead (0: loading in the training loop; default 2)")
       ->check(int_in(kPrefetch))
       ->group("Data loading");
   cmd.add_option("--data-loader-cores", o.data_loader_cores, "CPU cores per node for loading (default 8)")
@@ -81,16 +105,21 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
                  "share of reads served by a node-local cache (incremental loading), 0..1")
       ->check(number_in(0, 1))
       ->group("Data loading");
-  cmd.add_option("--seq-len", o.seq_len, "training sequence length (default: the model's)")->check(int_in(kSeqLen))->group("Plan");
+  cmd.add_option("--seq-len", o.seq_len, "training sequence length (default: the model's)")
+      ->check(int_in(kSeqLen))
+      ->group("Plan");
   cmd.add_option("--layer-split", o.layer_split, "layers per pipeline stage, e.g. --layer-split 9,10,10,9")
       ->delimiter(',')
       ->check(int_in(1, 100000))
       ->group("Plan");
-  cmd.add_option("--stage-devices", o.stage_devices,
-                 "the accelerator of each pipeline stage on nodes that mix them, e.g. h100-sxm5-80gb,ascend-910b")
-      ->delimiter(',')->group("Plan");
-  cmd.add_option("--stage-tp", o.stage_tp,
-                 "tensor-parallel degree of each pipeline stage, e.g. --stage-tp 1,4,4,1 (each keeps tp*dp ranks)")
+  cmd.add_option(
+         "--stage-devices", o.stage_devices,
+         "the accelerator of each pipeline stage on nodes that mix them, e.g. h100-sxm5-80gb,ascend-910b")
+      ->delimiter(',')
+      ->group("Plan");
+  cmd.add_option(
+         "--stage-tp", o.stage_tp,
+         "tensor-parallel degree of each pipeline stage, e.g. --stage-tp 1,4,4,1 (each keeps tp*dp ranks)")
       ->delimiter(',')
       ->check(int_in(kDegree))
       ->group("Plan");
@@ -99,8 +128,10 @@ void add_plan_options(CLI::App& cmd, PlanOptions& o) {
                  "that fit; "
                  "uniform method: the group size N")
       ->group("Plan");
-  cmd.add_option("--grad-compression", o.grad_compression, "none, int8, topk, powersgd, four-stage")->group("Plan");
-  cmd.add_option("--compression-topk", o.compression_topk, "fraction of gradient elements top-k keeps (default 0.01)")
+  cmd.add_option("--grad-compression", o.grad_compression, "none, int8, topk, powersgd, four-stage")
+      ->group("Plan");
+  cmd.add_option("--compression-topk", o.compression_topk,
+                 "fraction of gradient elements top-k keeps (default 0.01)")
       ->check(number_in(1e-9, 1))
       ->group("Plan");
   cmd.add_option("--compression-rank", o.compression_rank, "PowerSGD rank (default 4)")
@@ -128,7 +159,9 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   } else {
     plan.global_batch = 0;  // filled below
   }
-  auto set = [](auto& field, const auto& opt) { if (opt) field = *opt; };
+  auto set = [](auto& field, const auto& opt) {
+    if (opt) field = *opt;
+  };
   set(plan.tp, o.tp);
   set(plan.pp, o.pp);
   set(plan.ep, o.ep);
@@ -209,7 +242,8 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   const long long others64 = 1LL * plan.tp * plan.pp * plan.cp;
   const long long with_dp = others64 * (o.dp ? *o.dp : plan.dp);
   if (others64 > kMaxDevices || with_dp > kMaxDevices || (o.gpus && *o.gpus > kMaxDevices))
-    return Error("--tp/--pp/--dp/--cp/--gpus: tp*pp*dp*cp exceeds " + std::to_string(kMaxDevices) + " devices");
+    return Error("--tp/--pp/--dp/--cp/--gpus: tp*pp*dp*cp exceeds " + std::to_string(kMaxDevices) +
+                 " devices");
 
   // Device count: --gpus, else the plan's degrees when dp is known, else the whole cluster.
   int gpus = 0;
@@ -247,7 +281,8 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
   } else if (!have_file) {
     const int others = plan.tp * plan.pp * plan.cp;
     if (gpus % others != 0)
-      return Error("--gpus: " + std::to_string(gpus) + " is not a multiple of tp*pp*cp = " + std::to_string(others));
+      return Error("--gpus: " + std::to_string(gpus) +
+                   " is not a multiple of tp*pp*cp = " + std::to_string(others));
     plan.dp = gpus / others;
   }
   if (plan.dp < 1) return Error("--dp: must be >= 1");
@@ -262,7 +297,8 @@ Result<ResolvedInputs> resolve_inputs(const PlanOptions& o) {
         return Error("--recompute-layers auto: needs the block method (uniform takes a group size)");
       if (plan.recompute == Recompute::kNone) plan.recompute = Recompute::kFull;
       const int k = fewest_recompute_layers(in.model, in.cluster, plan);
-      if (k < 0) return Error("--recompute-layers auto: the plan does not fit even when every layer recomputes");
+      if (k < 0)
+        return Error("--recompute-layers auto: the plan does not fit even when every layer recomputes");
       plan.recompute_layers = k;
     } else {
       try {
@@ -286,11 +322,26 @@ Result<double> parse_tokens(const std::string& text) {
   double mult = 1;
   std::string num = text;
   switch (text.back()) {
-    case 'K': case 'k': mult = 1e3; num.pop_back(); break;
-    case 'M': mult = 1e6; num.pop_back(); break;
-    case 'B': case 'G': mult = 1e9; num.pop_back(); break;
-    case 'T': mult = 1e12; num.pop_back(); break;
-    default: break;
+    case 'K':
+    case 'k':
+      mult = 1e3;
+      num.pop_back();
+      break;
+    case 'M':
+      mult = 1e6;
+      num.pop_back();
+      break;
+    case 'B':
+    case 'G':
+      mult = 1e9;
+      num.pop_back();
+      break;
+    case 'T':
+      mult = 1e12;
+      num.pop_back();
+      break;
+    default:
+      break;
   }
   try {
     std::size_t used = 0;

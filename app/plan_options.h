@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <optional>
 #include <string>
 
@@ -22,8 +21,8 @@ struct PlanOptions {
   std::optional<int> tp, pp, dp, ep, cp, virtual_stages, micro_batch, zero, seq_len;
   std::optional<long long> global_batch;
   std::optional<std::string> schedule, recompute, precision;
-  std::optional<bool> sp, flash, overlap_grad, overlap_tp, offload_optimizer, offload_params, offload_activations,
-      offload_embeddings, kernel_fusion, cuda_graphs;
+  std::optional<bool> sp, flash, overlap_grad, overlap_tp, offload_optimizer, offload_params,
+      offload_activations, offload_embeddings, kernel_fusion, cuda_graphs;
   std::vector<int> layer_split;
   std::vector<std::string> stage_devices;
   std::vector<int> stage_tp;

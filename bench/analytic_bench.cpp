@@ -34,11 +34,16 @@ Setup make_setup() {
               for (int zero : {0, 1, 3})
                 for (bool sp : {false, true}) {
                   Plan p;
-                  p.tp = tp; p.pp = pp; p.cp = cp; p.micro_batch = mb;
+                  p.tp = tp;
+                  p.pp = pp;
+                  p.cp = cp;
+                  p.micro_batch = mb;
                   p.dp = gpus / (tp * pp * cp);
                   p.virtual_stages = v;
                   p.schedule = v > 1 ? Schedule::kInterleaved1F1B : Schedule::k1F1B;
-                  p.recompute = rc; p.zero_stage = zero; p.sequence_parallel = sp;
+                  p.recompute = rc;
+                  p.zero_stage = zero;
+                  p.sequence_parallel = sp;
                   p.global_batch = 2048;  // 16M tokens of 8192, as Llama 3 405B's main phase
                   if (validate_plan(p, s.model, gpus, "bench").ok()) s.plans.push_back(p);
                 }

@@ -21,8 +21,13 @@ Workload make(const char* model_name, const char* cluster_name, int gpus, int tp
   ClusterSpec c = *load_cluster(cluster_name);
   (void)resize_cluster(c, gpus, "bench");
   Plan p;
-  p.tp = tp; p.pp = pp; p.dp = gpus / (tp * pp); p.global_batch = gb;
-  p.sequence_parallel = true; p.zero_stage = 1; p.recompute = rc;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = gpus / (tp * pp);
+  p.global_batch = gb;
+  p.sequence_parallel = true;
+  p.zero_stage = 1;
+  p.recompute = rc;
   return std::move(lower(m, c, p)).value();
 }
 
@@ -34,7 +39,8 @@ void run(benchmark::State& state, const Workload& w, bool full) {
     benchmark::DoNotOptimize(r->prediction.step_time_s);
     events += r->events;
   }
-  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
   state.counters["ops"] = static_cast<double>(w.op_count());
 }
 

@@ -16,10 +16,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint.h"
 #include "runtime/comm.h"
@@ -35,9 +34,11 @@ using namespace foresight;
 
 // The smallest model the runtime trains (a checkpoint file of 10.7 KB) and the plan that
 // `foresight run` gives it on one rank, as the seed set's manifest has it.
-constexpr const char* kMicroModel = R"({"name": "fuzz-micro", "layers": 1, "hidden": 8, "heads": 2, "kv_heads": 1,
+constexpr const char* kMicroModel =
+    R"({"name": "fuzz-micro", "layers": 1, "hidden": 8, "heads": 2, "kv_heads": 1,
   "ffn_hidden": 16, "mlp": "swiglu", "norm": "rmsnorm", "rope": true, "vocab": 16, "seq_len": 4})";
-constexpr const char* kPlan = R"({"cp": 1, "dp": 1, "ep": 1, "flash_attention": true, "global_batch": 4, "micro_batch": 1,
+constexpr const char* kPlan =
+    R"({"cp": 1, "dp": 1, "ep": 1, "flash_attention": true, "global_batch": 4, "micro_batch": 1,
   "offload_optimizer": false, "overlap_grad_reduce": false, "overlap_tp_comm": false, "pp": 1, "precision": "fp32",
   "recompute": "none", "schedule": "1f1b", "sequence_parallel": false, "tp": 1, "virtual_stages": 1, "zero_stage": 0})";
 

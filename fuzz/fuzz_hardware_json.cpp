@@ -1,9 +1,8 @@
 // Fuzzes device_from_json, node_from_json and cluster_from_json on one parsed document, and a
 // cluster's measured collective times at odd sizes.
-#include <nlohmann/json.hpp>
-
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "sim/spec/hardware.h"

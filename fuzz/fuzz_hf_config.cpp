@@ -1,11 +1,10 @@
 // Fuzzes model_from_hf_config (Hugging Face config.json import) on any parsed document. A config
 // it accepts must give finite, positive parameter counts and a model our own JSON format reads
 // back unchanged (model_to_json -> model_from_json).
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "sim/spec/json_reader.h"

@@ -1,8 +1,7 @@
 // Fuzzes plan_from_json and validate_plan against a small dense and a small MoE model.
-#include <nlohmann/json.hpp>
-
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "sim/spec/json_reader.h"

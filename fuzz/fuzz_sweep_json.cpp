@@ -1,9 +1,8 @@
 // Fuzzes sweep_from_json (the sweep spec reader: presets expanded, axes by JSON pointer, every
 // point resolved and checked) on any parsed document. It only parses: no point is run.
-#include <nlohmann/json.hpp>
-
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "sim/spec/json_reader.h"

@@ -1,11 +1,10 @@
 // Fuzzes the Chrome-trace loader of `compare` (trace_from_text) and, on a trace it accepts, the
 // comparison of the trace with itself: a loaded trace has only finite times >= 0, and comparing
 // it with itself gives zero error everywhere.
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string_view>
 
 #include "sim/compare/compare.h"
@@ -15,7 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto trace = foresight::trace_from_text(text, "fuzz.json");
   if (!trace) return 0;
   for (const auto& op : trace->ops)
-    if (!std::isfinite(op.start_s) || !std::isfinite(op.dur_s) || op.start_s < 0 || op.dur_s < 0) __builtin_trap();
+    if (!std::isfinite(op.start_s) || !std::isfinite(op.dur_s) || op.start_s < 0 || op.dur_s < 0)
+      __builtin_trap();
   if (!std::isfinite(trace->step_s) || trace->step_s < 0) __builtin_trap();
   auto report = foresight::compare_traces(*trace, *trace);
   if (!report) return 0;

@@ -33,7 +33,7 @@ template <typename G>
 __global__ void overflow_kernel(const G* grads, std::size_t n, float limit, int* flag) {
   bool found = false;
   FS_GRID_STRIDE(i, n)
-    found |= !(fabsf(to_float(grads[i])) <= limit);
+  found |= !(fabsf(to_float(grads[i])) <= limit);
   if (found) *flag = 1;  // every writer stores the same value
 }
 

@@ -128,7 +128,6 @@ __global__ void scatter_kernel(std::int32_t* indices, float* values, float* resi
   }
 }
 
-
 // Stream-ordered scratch, released stream-ordered on every path out of the call.
 class StreamScratch {
  public:

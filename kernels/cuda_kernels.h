@@ -30,10 +30,12 @@ namespace foresight::kernels {
 
 // --- embedding (kernels/elementwise.cu) ------------------------------------------------------------
 // ids: device ints. The backward adds with float atomics (repeated ids in any order).
-void embedding_forward(float* out, const float* table, const int* ids, int rows, int hidden, cudaStream_t stream);
+void embedding_forward(float* out, const float* table, const int* ids, int rows, int hidden,
+                       cudaStream_t stream);
 void embedding_forward(__nv_bfloat16* out, const __nv_bfloat16* table, const int* ids, int rows, int hidden,
                        cudaStream_t stream);
-void embedding_backward(float* dtable, const float* dout, const int* ids, int rows, int hidden, cudaStream_t stream);
+void embedding_backward(float* dtable, const float* dout, const int* ids, int rows, int hidden,
+                        cudaStream_t stream);
 void embedding_backward(float* dtable, const __nv_bfloat16* dout, const int* ids, int rows, int hidden,
                         cudaStream_t stream);
 
@@ -42,11 +44,12 @@ void embedding_backward(float* dtable, const __nv_bfloat16* dout, const int* ids
 // mode allows TF32) on the handle's stream: set it with
 // cublasSetStream to the stream the other kernels run on. The bf16 overloads take bf16 operands
 // and round the output (and din) to bf16 once; their weight gradient accumulates in fp32.
-void matmul_forward(float* out, const float* in, const float* w, int rows, int k, int n, cublasHandle_t handle);
-void matmul_forward(__nv_bfloat16* out, const __nv_bfloat16* in, const __nv_bfloat16* w, int rows, int k, int n,
+void matmul_forward(float* out, const float* in, const float* w, int rows, int k, int n,
                     cublasHandle_t handle);
-void matmul_backward(float* din, float* dw, const float* dout, const float* in, const float* w, int rows, int k, int n,
-                     cublasHandle_t handle);
+void matmul_forward(__nv_bfloat16* out, const __nv_bfloat16* in, const __nv_bfloat16* w, int rows, int k,
+                    int n, cublasHandle_t handle);
+void matmul_backward(float* din, float* dw, const float* dout, const float* in, const float* w, int rows,
+                     int k, int n, cublasHandle_t handle);
 void matmul_backward(__nv_bfloat16* din, float* dw, const __nv_bfloat16* dout, const __nv_bfloat16* in,
                      const __nv_bfloat16* w, int rows, int k, int n, cublasHandle_t handle);
 // bf16 operands, fp32 outputs (the runtime's bf16 GEMMs between fp32 tensors: autocast for matmuls,
@@ -138,7 +141,8 @@ void softmax_row_stats(float* row_max, float* row_sum, float* exps, const float*
                        cudaStream_t stream);
 void target_logits(float* out, const float* logits, const int* targets, int first, int rows, int cols,
                    cudaStream_t stream);
-void add_at_targets(float* x, const int* targets, int first, int rows, int cols, float value, cudaStream_t stream);
+void add_at_targets(float* x, const int* targets, int first, int rows, int cols, float value,
+                    cudaStream_t stream);
 // scale: device, one factor per row.
 void scale_rows(float* x, const float* scale, int rows, int cols, cudaStream_t stream);
 

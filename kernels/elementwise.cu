@@ -1,6 +1,7 @@
 // Elementwise kernels on the GPU (references: kernels/reference.cpp): embedding gather and
 // scatter, residual add, bias + GeLU, SwiGLU, rotary embedding, and the helpers of
-// cuda_kernels.h (conversion, bias add and its gradient). Grid-stride loops; fp32 arithmetic whatever the storage type.
+// cuda_kernels.h (conversion, bias add and its gradient). Grid-stride loops; fp32 arithmetic whatever the
+// storage type.
 #include <stdexcept>
 
 #include "kernels/cuda_common.cuh"
@@ -43,7 +44,8 @@ __global__ void embedding_forward_kernel(T* out, const T* table, const int* ids,
 }
 
 template <typename T>
-__global__ void embedding_backward_kernel(float* dtable, const T* dout, const int* ids, int hidden, std::size_t n) {
+__global__ void embedding_backward_kernel(float* dtable, const T* dout, const int* ids, int hidden,
+                                          std::size_t n) {
   FS_GRID_STRIDE(i, n) {
     const std::size_t r = i / static_cast<std::size_t>(hidden), c = i % static_cast<std::size_t>(hidden);
     atomicAdd(dtable + static_cast<std::size_t>(ids[r]) * hidden + c, to_float(dout[i]));
@@ -137,7 +139,6 @@ __global__ void rope_kernel(float* qkv, int seq, int width, int rotated_heads, i
   }
 }
 
-
 template <typename T>
 void residual_impl(T* out, const T* a, const T* b, std::size_t n, cudaStream_t stream) {
   if (n == 0) return;
@@ -194,7 +195,8 @@ void bias_forward_impl(T* out, const T* x, const T* bias, int rows, int cols, cu
 }
 
 template <typename T>
-void embedding_forward_impl(T* out, const T* table, const int* ids, int rows, int hidden, cudaStream_t stream) {
+void embedding_forward_impl(T* out, const T* table, const int* ids, int rows, int hidden,
+                            cudaStream_t stream) {
   const std::size_t n = static_cast<std::size_t>(rows) * hidden;
   if (n == 0) return;
   embedding_forward_kernel<T><<<grid_1d(n), kThreads, 0, stream>>>(out, table, ids, hidden, n);
@@ -202,7 +204,8 @@ void embedding_forward_impl(T* out, const T* table, const int* ids, int rows, in
 }
 
 template <typename T>
-void embedding_backward_impl(float* dtable, const T* dout, const int* ids, int rows, int hidden, cudaStream_t stream) {
+void embedding_backward_impl(float* dtable, const T* dout, const int* ids, int rows, int hidden,
+                             cudaStream_t stream) {
   const std::size_t n = static_cast<std::size_t>(rows) * hidden;
   if (n == 0) return;
   embedding_backward_kernel<T><<<grid_1d(n), kThreads, 0, stream>>>(dtable, dout, ids, hidden, n);
@@ -211,14 +214,16 @@ void embedding_backward_impl(float* dtable, const T* dout, const int* ids, int r
 
 }  // namespace
 
-void embedding_forward(float* out, const float* table, const int* ids, int rows, int hidden, cudaStream_t stream) {
+void embedding_forward(float* out, const float* table, const int* ids, int rows, int hidden,
+                       cudaStream_t stream) {
   embedding_forward_impl(out, table, ids, rows, hidden, stream);
 }
 void embedding_forward(__nv_bfloat16* out, const __nv_bfloat16* table, const int* ids, int rows, int hidden,
                        cudaStream_t stream) {
   embedding_forward_impl(out, table, ids, rows, hidden, stream);
 }
-void embedding_backward(float* dtable, const float* dout, const int* ids, int rows, int hidden, cudaStream_t stream) {
+void embedding_backward(float* dtable, const float* dout, const int* ids, int rows, int hidden,
+                        cudaStream_t stream) {
   embedding_backward_impl(dtable, dout, ids, rows, hidden, stream);
 }
 void embedding_backward(float* dtable, const __nv_bfloat16* dout, const int* ids, int rows, int hidden,

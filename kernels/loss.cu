@@ -95,7 +95,8 @@ __global__ void target_logits_kernel(float* out, const float* logits, const int*
   out[r] = (t >= 0 && t < cols) ? logits[static_cast<std::size_t>(r) * cols + t] : -INFINITY;
 }
 
-__global__ void add_at_targets_kernel(float* x, const int* targets, int first, int rows, int cols, float value) {
+__global__ void add_at_targets_kernel(float* x, const int* targets, int first, int rows, int cols,
+                                      float value) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows) return;
   const int t = targets[r] - first;
@@ -118,15 +119,16 @@ void softmax_row_stats(float* row_max, float* row_sum, float* exps, const float*
 void target_logits(float* out, const float* logits, const int* targets, int first, int rows, int cols,
                    cudaStream_t stream) {
   if (rows <= 0) return;
-  target_logits_kernel<<<(rows + kThreads - 1) / kThreads, kThreads, 0, stream>>>(out, logits, targets, first, rows,
-                                                                                 cols);
+  target_logits_kernel<<<(rows + kThreads - 1) / kThreads, kThreads, 0, stream>>>(out, logits, targets, first,
+                                                                                  rows, cols);
   FS_CUDA_CHECK_LAUNCH();
 }
 
-void add_at_targets(float* x, const int* targets, int first, int rows, int cols, float value, cudaStream_t stream) {
+void add_at_targets(float* x, const int* targets, int first, int rows, int cols, float value,
+                    cudaStream_t stream) {
   if (rows <= 0) return;
-  add_at_targets_kernel<<<(rows + kThreads - 1) / kThreads, kThreads, 0, stream>>>(x, targets, first, rows, cols,
-                                                                                  value);
+  add_at_targets_kernel<<<(rows + kThreads - 1) / kThreads, kThreads, 0, stream>>>(x, targets, first, rows,
+                                                                                   cols, value);
   FS_CUDA_CHECK_LAUNCH();
 }
 

@@ -17,7 +17,8 @@ float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 void embedding_forward_cpu(float* out, const float* table, const int* ids, int rows, int hidden) {
   for (int r = 0; r < rows; ++r)
-    std::copy_n(table + static_cast<std::size_t>(ids[r]) * hidden, hidden, out + static_cast<std::size_t>(r) * hidden);
+    std::copy_n(table + static_cast<std::size_t>(ids[r]) * hidden, hidden,
+                out + static_cast<std::size_t>(r) * hidden);
 }
 
 void embedding_backward_cpu(float* dtable, const float* dout, const int* ids, int rows, int hidden) {
@@ -40,8 +41,8 @@ void matmul_forward_cpu(float* out, const float* in, const float* w, int rows, i
   }
 }
 
-void matmul_backward_cpu(float* din, float* dw, const float* dout, const float* in, const float* w, int rows, int k,
-                         int n) {
+void matmul_backward_cpu(float* din, float* dw, const float* dout, const float* in, const float* w, int rows,
+                         int k, int n) {
   for (int r = 0; r < rows; ++r) {
     const float* d = dout + static_cast<std::size_t>(r) * n;
     for (int i = 0; i < k; ++i) {
@@ -56,7 +57,8 @@ void matmul_backward_cpu(float* din, float* dw, const float* dout, const float* 
   }
 }
 
-void rmsnorm_forward_cpu(float* out, float* rstd, const float* x, const float* weight, int rows, int cols, float eps) {
+void rmsnorm_forward_cpu(float* out, float* rstd, const float* x, const float* weight, int rows, int cols,
+                         float eps) {
   for (int r = 0; r < rows; ++r) {
     const float* xr = x + static_cast<std::size_t>(r) * cols;
     double ss = 0;
@@ -123,8 +125,8 @@ void layernorm_backward_cpu(float* dx, float* dweight, float* dbias, const float
   }
 }
 
-void residual_rmsnorm_forward_cpu(float* residual_out, float* norm_out, float* rstd, const float* x, const float* y,
-                                  const float* weight, int rows, int cols, float eps) {
+void residual_rmsnorm_forward_cpu(float* residual_out, float* norm_out, float* rstd, const float* x,
+                                  const float* y, const float* weight, int rows, int cols, float eps) {
   residual_forward_cpu(residual_out, x, y, static_cast<std::size_t>(rows) * cols);
   rmsnorm_forward_cpu(norm_out, rstd, residual_out, weight, rows, cols, eps);
 }
@@ -142,14 +144,15 @@ void bias_gelu_forward_cpu(float* out, const float* x, const float* bias, int ro
     }
 }
 
-void bias_gelu_backward_cpu(float* dx, float* dbias, const float* x, const float* bias, const float* dout, int rows,
-                            int cols) {
+void bias_gelu_backward_cpu(float* dx, float* dbias, const float* x, const float* bias, const float* dout,
+                            int rows, int cols) {
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
       const std::size_t i = static_cast<std::size_t>(r) * cols + c;
       const float u = x[i] + (bias ? bias[c] : 0.0f);
       const float t = std::tanh(kGeluC * (u + 0.044715f * u * u * u));
-      const float grad = 0.5f * (1.0f + t) + 0.5f * u * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * 0.044715f * u * u);
+      const float grad =
+          0.5f * (1.0f + t) + 0.5f * u * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * 0.044715f * u * u);
       dx[i] = dout[i] * grad;
       if (dbias) dbias[c] += dx[i];
     }
@@ -182,8 +185,7 @@ void swiglu_backward_cpu(float* dgate_up, const float* gate_up, const float* dou
 void rope_table(float* cos, float* sin, int seq, int head_dim, float theta) {
   const int half = head_dim / 2;
   std::vector<float> inv_freq(static_cast<std::size_t>(half));
-  for (int p = 0; p < half; ++p)
-    inv_freq[p] = static_cast<float>(std::pow(theta, -2.0 * p / head_dim));
+  for (int p = 0; p < half; ++p) inv_freq[p] = static_cast<float>(std::pow(theta, -2.0 * p / head_dim));
   for (int i = 0; i < seq; ++i)
     for (int p = 0; p < half; ++p) {
       const float angle = static_cast<float>(i) * inv_freq[p];
@@ -228,7 +230,9 @@ struct QkvView {
       : s(shape), w(shape.qkv_width()), group(shape.q_heads / shape.kv_heads) {}
   std::size_t row(int b, int i) const { return (static_cast<std::size_t>(b) * s.seq + i) * w; }
   std::size_t q(int b, int i, int h) const { return row(b, i) + static_cast<std::size_t>(h) * s.head_dim; }
-  std::size_t k(int b, int j, int h) const { return row(b, j) + static_cast<std::size_t>(s.q_heads + h / group) * s.head_dim; }
+  std::size_t k(int b, int j, int h) const {
+    return row(b, j) + static_cast<std::size_t>(s.q_heads + h / group) * s.head_dim;
+  }
   std::size_t v(int b, int j, int h) const {
     return row(b, j) + static_cast<std::size_t>(s.q_heads + s.kv_heads + h / group) * s.head_dim;
   }
@@ -236,7 +240,8 @@ struct QkvView {
     return ((static_cast<std::size_t>(b) * s.q_heads + h) * s.seq + i) * s.seq;
   }
   std::size_t out(int b, int i, int h) const {
-    return (static_cast<std::size_t>(b) * s.seq + i) * s.q_heads * s.head_dim + static_cast<std::size_t>(h) * s.head_dim;
+    return (static_cast<std::size_t>(b) * s.seq + i) * s.q_heads * s.head_dim +
+           static_cast<std::size_t>(h) * s.head_dim;
   }
 };
 }  // namespace
@@ -250,7 +255,10 @@ void attention_scores_cpu(float* scores, const float* qkv, const AttentionShape&
         float* row = scores + x.score(b, h, i);
         const float* q = qkv + x.q(b, i, h);
         for (int j = 0; j < s.seq; ++j) {
-          if (j > i) { row[j] = 0; continue; }
+          if (j > i) {
+            row[j] = 0;
+            continue;
+          }
           const float* k = qkv + x.k(b, j, h);
           float dot = 0;
           for (int d = 0; d < s.head_dim; ++d) dot += q[d] * k[d];
@@ -309,7 +317,10 @@ void attention_values_backward_cpu(float* dprobs, float* dqkv, const float* dout
         const float* p = probs + x.score(b, h, i);
         float* dp = dprobs + x.score(b, h, i);
         for (int j = 0; j < s.seq; ++j) {
-          if (j > i) { dp[j] = 0; continue; }
+          if (j > i) {
+            dp[j] = 0;
+            continue;
+          }
           const float* v = qkv + x.v(b, j, h);
           float* dv = dqkv + x.v(b, j, h);
           float dot = 0;
@@ -322,7 +333,8 @@ void attention_values_backward_cpu(float* dprobs, float* dqkv, const float* dout
       }
 }
 
-void causal_softmax_backward_cpu(float* dscores, const float* dprobs, const float* probs, const AttentionShape& s) {
+void causal_softmax_backward_cpu(float* dscores, const float* dprobs, const float* probs,
+                                 const AttentionShape& s) {
   const std::size_t rows = static_cast<std::size_t>(s.batch) * s.q_heads * s.seq;
   for (std::size_t r = 0; r < rows; ++r) {
     const int i = static_cast<int>(r % s.seq);
@@ -336,13 +348,15 @@ void causal_softmax_backward_cpu(float* dscores, const float* dprobs, const floa
   }
 }
 
-void attention_scores_backward_cpu(float* dqkv, const float* dscores, const float* qkv, const AttentionShape& s) {
+void attention_scores_backward_cpu(float* dqkv, const float* dscores, const float* qkv,
+                                   const AttentionShape& s) {
   const QkvView x(s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   for (int b = 0; b < s.batch; ++b)
     for (int i = 0; i < s.seq; ++i) {
       float* dq = dqkv + x.q(b, i, 0);
-      std::fill(dq, dq + static_cast<std::size_t>(s.q_heads + s.kv_heads) * s.head_dim, 0.0f);  // q and k parts
+      std::fill(dq, dq + static_cast<std::size_t>(s.q_heads + s.kv_heads) * s.head_dim,
+                0.0f);  // q and k parts
     }
   for (int b = 0; b < s.batch; ++b)
     for (int h = 0; h < s.q_heads; ++h)
@@ -368,8 +382,8 @@ void attention_forward_cpu(float* out, float* probs, const float* qkv, const Att
   attention_values_cpu(out, probs, qkv, s);
 }
 
-void attention_backward_cpu(float* dqkv, float* scratch_a, float* scratch_b, const float* dout, const float* probs,
-                            const float* qkv, const AttentionShape& s) {
+void attention_backward_cpu(float* dqkv, float* scratch_a, float* scratch_b, const float* dout,
+                            const float* probs, const float* qkv, const AttentionShape& s) {
   attention_values_backward_cpu(scratch_a, dqkv, dout, probs, qkv, s);
   causal_softmax_backward_cpu(scratch_b, scratch_a, probs, s);
   attention_scores_backward_cpu(dqkv, scratch_b, qkv, s);
@@ -404,11 +418,13 @@ void crossentropy_backward_cpu(float* dlogits, const float* logits, const int* t
 void target_logits_cpu(float* out, const float* logits, const int* targets, int first, int rows, int cols) {
   for (int r = 0; r < rows; ++r) {
     const int t = targets[r] - first;
-    out[r] = t >= 0 && t < cols ? logits[static_cast<std::size_t>(r) * cols + t] : -std::numeric_limits<float>::infinity();
+    out[r] = t >= 0 && t < cols ? logits[static_cast<std::size_t>(r) * cols + t]
+                                : -std::numeric_limits<float>::infinity();
   }
 }
 
-void softmax_row_stats_cpu(float* row_max, float* row_sum, float* exps, const float* logits, int rows, int cols) {
+void softmax_row_stats_cpu(float* row_max, float* row_sum, float* exps, const float* logits, int rows,
+                           int cols) {
   for (int r = 0; r < rows; ++r) {
     const float* l = logits + static_cast<std::size_t>(r) * cols;
     float* e = exps + static_cast<std::size_t>(r) * cols;
@@ -435,8 +451,8 @@ void add_at_targets_cpu(float* x, const int* targets, int first, int rows, int c
   }
 }
 
-void adamw_cpu(float* params, float* m, float* v, const float* grads, std::size_t n, const AdamWConfig& c, int step,
-               float grad_scale) {
+void adamw_cpu(float* params, float* m, float* v, const float* grads, std::size_t n, const AdamWConfig& c,
+               int step, float grad_scale) {
   const float bc1 = 1.0f - std::pow(c.beta1, static_cast<float>(step));
   const float bc2 = 1.0f - std::pow(c.beta2, static_cast<float>(step));
   for (std::size_t i = 0; i < n; ++i) {
@@ -470,11 +486,12 @@ void quantize_int8_cpu(std::int8_t* q, float* scales, const float* x, std::size_
 }
 
 void dequantize_int8_cpu(float* x, const std::int8_t* q, const float* scales, std::size_t n, int block) {
-  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(q[i]) * scales[i / static_cast<std::size_t>(block)];
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>(q[i]) * scales[i / static_cast<std::size_t>(block)];
 }
 
-std::size_t topk_sparsify_cpu(std::int32_t* indices, float* values, float* residual, const float* grad, std::size_t n,
-                              std::size_t k) {
+std::size_t topk_sparsify_cpu(std::int32_t* indices, float* values, float* residual, const float* grad,
+                              std::size_t n, std::size_t k) {
   for (std::size_t i = 0; i < n; ++i) residual[i] += grad[i];  // the accumulator lives in `residual`
   k = std::min(k, n);
   std::vector<std::int32_t> order(n);

@@ -36,12 +36,13 @@ void embedding_backward_cpu(float* dtable, const float* dout, const int* ids, in
 // it). The CPU runtime runs the same contract on Eigen (runtime/cpu_fast.h).
 void matmul_forward_cpu(float* out, const float* in, const float* w, int rows, int k, int n);
 // din = dout * w^T (overwritten); dw += in^T * dout (accumulated).
-void matmul_backward_cpu(float* din, float* dw, const float* dout, const float* in, const float* w, int rows, int k,
-                         int n);
+void matmul_backward_cpu(float* din, float* dw, const float* dout, const float* in, const float* w, int rows,
+                         int k, int n);
 
 // --- normalisation --------------------------------------------------------------------------
 // out = x / rms(x) * weight; rstd[r] = 1 / sqrt(mean(x^2) + eps) is saved for the backward.
-void rmsnorm_forward_cpu(float* out, float* rstd, const float* x, const float* weight, int rows, int cols, float eps);
+void rmsnorm_forward_cpu(float* out, float* rstd, const float* x, const float* weight, int rows, int cols,
+                         float eps);
 // dx overwritten; dweight accumulated.
 void rmsnorm_backward_cpu(float* dx, float* dweight, const float* dout, const float* x, const float* weight,
                           const float* rstd, int rows, int cols);
@@ -52,16 +53,16 @@ void layernorm_forward_cpu(float* out, float* mean, float* rstd, const float* x,
 void layernorm_backward_cpu(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
                             const float* weight, const float* mean, const float* rstd, int rows, int cols);
 // Fused residual add + RMSNorm: residual_out = x + y, norm_out = rmsnorm(residual_out).
-void residual_rmsnorm_forward_cpu(float* residual_out, float* norm_out, float* rstd, const float* x, const float* y,
-                                  const float* weight, int rows, int cols, float eps);
+void residual_rmsnorm_forward_cpu(float* residual_out, float* norm_out, float* rstd, const float* x,
+                                  const float* y, const float* weight, int rows, int cols, float eps);
 
 // --- elementwise ----------------------------------------------------------------------------
 void residual_forward_cpu(float* out, const float* a, const float* b, std::size_t n);
 // out = gelu(x + bias) (tanh approximation, as GPT-2); bias may be null. x is [rows, cols].
 void bias_gelu_forward_cpu(float* out, const float* x, const float* bias, int rows, int cols);
 // dx = dout * gelu'(x + bias); dbias (if not null) accumulated with the column sums of dx.
-void bias_gelu_backward_cpu(float* dx, float* dbias, const float* x, const float* bias, const float* dout, int rows,
-                            int cols);
+void bias_gelu_backward_cpu(float* dx, float* dbias, const float* x, const float* bias, const float* dout,
+                            int rows, int cols);
 // gate_up is [rows, 2*cols]: gate in the first `cols` columns, up in the rest. out = silu(gate) * up.
 void swiglu_forward_cpu(float* out, const float* gate_up, int rows, int cols);
 void swiglu_backward_cpu(float* dgate_up, const float* gate_up, const float* dout, int rows, int cols);
@@ -84,18 +85,21 @@ void attention_values_cpu(float* out, const float* probs, const float* qkv, cons
 // attention_scores_backward (its q and k parts); call values first, then scores.
 void attention_values_backward_cpu(float* dprobs, float* dqkv, const float* dout, const float* probs,
                                    const float* qkv, const AttentionShape& s);
-void causal_softmax_backward_cpu(float* dscores, const float* dprobs, const float* probs, const AttentionShape& s);
-void attention_scores_backward_cpu(float* dqkv, const float* dscores, const float* qkv, const AttentionShape& s);
+void causal_softmax_backward_cpu(float* dscores, const float* dprobs, const float* probs,
+                                 const AttentionShape& s);
+void attention_scores_backward_cpu(float* dqkv, const float* dscores, const float* qkv,
+                                   const AttentionShape& s);
 // The whole attention (the fused kernel's contract): probs are still produced for the backward.
 void attention_forward_cpu(float* out, float* probs, const float* qkv, const AttentionShape& s);
 // scratch: two buffers of s.score_elems() floats.
-void attention_backward_cpu(float* dqkv, float* scratch_a, float* scratch_b, const float* dout, const float* probs,
-                            const float* qkv, const AttentionShape& s);
+void attention_backward_cpu(float* dqkv, float* scratch_a, float* scratch_b, const float* dout,
+                            const float* probs, const float* qkv, const AttentionShape& s);
 
 // --- loss -------------------------------------------------------------------------------------
 // losses[r] = -log softmax(logits[r])[targets[r]].
 void crossentropy_forward_cpu(float* losses, const float* logits, const int* targets, int rows, int vocab);
-// dlogits = (softmax(logits) - onehot(target)) * dloss (dloss: d total_loss / d losses[r], the same for all r).
+// dlogits = (softmax(logits) - onehot(target)) * dloss (dloss: d total_loss / d losses[r], the same for all
+// r).
 void crossentropy_backward_cpu(float* dlogits, const float* logits, const int* targets, float dloss, int rows,
                                int vocab);
 
@@ -105,7 +109,8 @@ void crossentropy_backward_cpu(float* dlogits, const float* logits, const int* t
 void target_logits_cpu(float* out, const float* logits, const int* targets, int first, int rows, int cols);
 // Each row's maximum m and sum of exp(logit - m), the exponentials written to `exps`; and
 // x[r, :] *= scale[r].
-void softmax_row_stats_cpu(float* row_max, float* row_sum, float* exps, const float* logits, int rows, int cols);
+void softmax_row_stats_cpu(float* row_max, float* row_sum, float* exps, const float* logits, int rows,
+                           int cols);
 void scale_rows_cpu(float* x, const float* scale, int rows, int cols);
 void add_at_targets_cpu(float* x, const int* targets, int first, int rows, int cols, float value);
 
@@ -115,8 +120,8 @@ struct AdamWConfig {
 };
 // One AdamW step (decoupled weight decay, bias-corrected; `step` counts from 1). Gradients are
 // multiplied by `grad_scale` first (1 / loss scale, or a clipping factor).
-void adamw_cpu(float* params, float* m, float* v, const float* grads, std::size_t n, const AdamWConfig& c, int step,
-               float grad_scale);
+void adamw_cpu(float* params, float* m, float* v, const float* grads, std::size_t n, const AdamWConfig& c,
+               int step, float grad_scale);
 // True if any gradient is not finite or exceeds `limit` in magnitude (65504: it would overflow fp16).
 bool has_overflow_cpu(const float* grads, std::size_t n, float limit);
 
@@ -128,7 +133,7 @@ void dequantize_int8_cpu(float* x, const std::int8_t* q, const float* scales, st
 // Top-k sparsification with error feedback: acc = grad + residual; the k entries of largest |acc|
 // are sent (indices ascending, values), and residual = acc with those k entries zeroed. Ties break
 // toward the lower index. Returns the number written (min(k, n)).
-std::size_t topk_sparsify_cpu(std::int32_t* indices, float* values, float* residual, const float* grad, std::size_t n,
-                              std::size_t k);
+std::size_t topk_sparsify_cpu(std::int32_t* indices, float* values, float* residual, const float* grad,
+                              std::size_t n, std::size_t k);
 
 }  // namespace foresight::kernels

@@ -26,8 +26,8 @@ double decay_accumulate(float* g, const float* fresh, std::size_t n, double beta
   return 1.0 / (1.0 - std::pow(beta, t));
 }
 
-void aradam_cpu(float* params, float* m, float* v, const float* grads, std::size_t n, const kernels::AdamWConfig& c,
-                int step, float grad_scale, double gamma) {
+void aradam_cpu(float* params, float* m, float* v, const float* grads, std::size_t n,
+                const kernels::AdamWConfig& c, int step, float grad_scale, double gamma) {
   const float bc1 = 1.0f - std::pow(c.beta1, static_cast<float>(step));
   const float bc2 = 1.0f - std::pow(c.beta2, static_cast<float>(step));
   const float gm = static_cast<float>(gamma);

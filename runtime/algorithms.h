@@ -35,7 +35,7 @@ double variance_adjusted_scale(double base, double alpha, double variance);
 // the caller applies (t counts updates from 1).
 double decay_accumulate(float* g, const float* fresh, std::size_t n, double beta, int t);
 // AdamW (as kernels::adamw_cpu) with lr_i = c.lr * (1 + gamma * |theta_i|) per parameter.
-void aradam_cpu(float* params, float* m, float* v, const float* grads, std::size_t n, const kernels::AdamWConfig& c,
-                int step, float grad_scale, double gamma);
+void aradam_cpu(float* params, float* m, float* v, const float* grads, std::size_t n,
+                const kernels::AdamWConfig& c, int step, float grad_scale, double gamma);
 
 }  // namespace foresight::runtime

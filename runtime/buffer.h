@@ -25,7 +25,9 @@ struct Aligned64 {
   T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
   void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, kAlign); }
   template <class U>
-  bool operator==(const Aligned64<U>&) const noexcept { return true; }
+  bool operator==(const Aligned64<U>&) const noexcept {
+    return true;
+  }
 };
 
 using Buffer = std::vector<float, Aligned64<float>>;

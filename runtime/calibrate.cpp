@@ -1,19 +1,19 @@
 // Microbenchmarks of a backend's kernels and collectives, and the least-squares fits.
 #include "runtime/calibrate.h"
 
-#include <Eigen/Dense>
 #include <fmt/core.h>
+#include <unistd.h>
 
+#include <Eigen/Dense>
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <tuple>
-#include <unistd.h>
-#include <cmath>
 #include <vector>
 
 #include "kernels/reference.h"
@@ -47,7 +47,8 @@ double time_call(Backend& be, F&& f, double budget_s = 0.05) {
   }
   std::vector<double> samples;
   const auto start = Clock::now();
-  while (samples.size() < 15 || (std::chrono::duration<double>(Clock::now() - start).count() < budget_s && samples.size() < 200)) {
+  while (samples.size() < 15 ||
+         (std::chrono::duration<double>(Clock::now() - start).count() < budget_s && samples.size() < 200)) {
     const auto t0 = Clock::now();
     for (int i = 0; i < batch; ++i) f();
     be.synchronize();
@@ -63,7 +64,8 @@ double best_gemm_call_s(Backend& be, float* out, const float* a, const float* b,
   be.synchronize();
   double best = 1e300;
   const auto start = Clock::now();
-  for (int i = 0; i < 3 || (i < 20 && std::chrono::duration<double>(Clock::now() - start).count() < 0.25); ++i) {
+  for (int i = 0; i < 3 || (i < 20 && std::chrono::duration<double>(Clock::now() - start).count() < 0.25);
+       ++i) {
     const auto t0 = Clock::now();
     be.gemm_forward(out, a, b, n, n, n);
     be.synchronize();
@@ -317,7 +319,9 @@ Sizes sizes_for(const Backend& be) {
     // cycled over 1 MiB, 21.5 over 8 MiB, and 16.1 in a step whose working set is 1.6 MB; per op,
     // the tiny model's GEMMs other than QKV came out within -7..+7% of a step at the L2 rates, and
     // 18-35% long at the 8 MiB ones (2026-12-01, `foresight calibrate` and `run --trace`).
-    if (const std::size_t l2 = cache_bytes(2); l2 >= (128u << 10) && l2 < kCacheFootprint) z.caches.push_back({"l2", "the core's L2 as the machine reports it (sysfs, else CPUID)", l2 / 2, l2, {}, {}});
+    if (const std::size_t l2 = cache_bytes(2); l2 >= (128u << 10) && l2 < kCacheFootprint)
+      z.caches.push_back(
+          {"l2", "the core's L2 as the machine reports it (sysfs, else CPUID)", l2 / 2, l2, {}, {}});
     z.caches.push_back({"cache", "a span of a few L2s", kCacheFootprint, kCacheFootprint, {}, {}});
     // A third level, a span of kL3Footprint, where the L3 the machine reports holds it twice. At the
     // memory rates, the small model's tp=2 plan (26 MiB of weights, gradients and activations per
@@ -326,7 +330,13 @@ Sizes sizes_for(const Backend& be) {
     // ran at 163 GFLOP/s forward against 134 over 256 MiB (2026-12-01, a standalone Eigen loop, and
     // `foresight run --trace` per op). The 1F1B pp=2 plan (29 MiB) takes this level too, though
     // its GEMM ops had run within 5% of the memory rates: the level averages the plans measured.
-    if (cache_bytes(3) >= 2 * kL3Footprint) z.caches.push_back({"l3", "a span within the L3 the machine reports (sysfs, else CPUID)", kL3Footprint, kL3Footprint, {}, {}});
+    if (cache_bytes(3) >= 2 * kL3Footprint)
+      z.caches.push_back({"l3",
+                          "a span within the L3 the machine reports (sysfs, else CPUID)",
+                          kL3Footprint,
+                          kL3Footprint,
+                          {},
+                          {}});
     return z;
   }
   // A GPU: operands cycled over 16 MiB stay in its L2 (40-60 MB on A100-H200); over 1 GiB they do not.
@@ -391,10 +401,14 @@ LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind) {
   if (sel.size() < 4) return fit(pts, kind);
   const Eigen::Vector4d x = fit_terms<4>(sel, 1, [](const Measurement& m, int j) {
     switch (j) {
-      case 0: return m.backward ? 2.0 : 1.0;  // calls
-      case 1: return m.work;                  // FLOPs
-      case 2: return m.backward ? 0.0 : m.weight_bytes;
-      default: return m.backward ? m.weight_bytes : 0.0;
+      case 0:
+        return m.backward ? 2.0 : 1.0;  // calls
+      case 1:
+        return m.work;  // FLOPs
+      case 2:
+        return m.backward ? 0.0 : m.weight_bytes;
+      default:
+        return m.backward ? m.weight_bytes : 0.0;
     }
   });
   f.intercept_s = x(0);
@@ -426,7 +440,8 @@ LineFit fit_counted(std::vector<Measurement>& pts, const std::string& kind) {
   f.head_s = K == 4 ? x(1) : 0.0;
   f.element_s = x(K - 2);
   f.slope = x(K - 1);
-  for (Measurement* m : sel) m->fitted_s = f.intercept_s + f.head_s * m->heads + f.element_s * m->elements + f.slope * m->work;
+  for (Measurement* m : sel)
+    m->fitted_s = f.intercept_s + f.head_s * m->heads + f.element_s * m->elements + f.slope * m->work;
   score(f, sel, [](const Measurement& m) { return m.fitted_s; });
   return f;
 }
@@ -436,25 +451,32 @@ LineFit fit_counted(std::vector<Measurement>& pts, const std::string& kind) {
 // term: the elements are the causal score elements, the work on the S x S scores that does not
 // scale with the head width (scale, softmax, the probabilities' gradient): with it the 8 CPU
 // shapes fit to 7.7% rms instead of 15.6% (2026-11-30).
-LineFit fit_with_elements(std::vector<Measurement>& pts, const std::string& kind) { return fit_counted<3>(pts, kind); }
+LineFit fit_with_elements(std::vector<Measurement>& pts, const std::string& kind) {
+  return fit_counted<3>(pts, kind);
+}
 
 // Attention pairs with a fixed cost per (sequence, head), the CPU backend's per-head GEMMs: with the
 // tiny tp=2 plan's heads (2/1) among the shapes, 2.9% rms against 10.9% without the term (2026-12-01).
-LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind) { return fit_counted<4>(pts, kind); }
+LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind) {
+  return fit_counted<4>(pts, kind);
+}
 
-double gemm_peak(double measured_flops, const std::vector<Measurement>& pts, const std::vector<const LineFit*>& fits) {
+double gemm_peak(double measured_flops, const std::vector<Measurement>& pts,
+                 const std::vector<const LineFit*>& fits) {
   double peak = measured_flops;
   for (const LineFit* f : fits)
     if (f->slope > 0) peak = std::max(peak, 1.0 / f->slope);
   for (const Measurement& m : pts)
-    if ((m.kind == "gemm" || m.kind.starts_with("gemm-")) && m.seconds > 0) peak = std::max(peak, m.work / m.seconds);
+    if ((m.kind == "gemm" || m.kind.starts_with("gemm-")) && m.seconds > 0)
+      peak = std::max(peak, m.work / m.seconds);
   return peak;
 }
 
 LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind) {
   LineFit one = fit(pts, kind);
   std::vector<Measurement*> sel = fitted_points(pts, kind);
-  std::sort(sel.begin(), sel.end(), [](const Measurement* a, const Measurement* b) { return a->work < b->work; });
+  std::sort(sel.begin(), sel.end(),
+            [](const Measurement* a, const Measurement* b) { return a->work < b->work; });
   std::optional<LineFit> best;
   // The small protocol covers the first sizes only: the larger half at least is the line whose
   // slope gives the bandwidth (a slow spell at the largest sizes is not a protocol).
@@ -465,7 +487,8 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind) {
     if (!best || f.rms_rel_error < best->rms_rel_error) best = f;
   }
   // A line already within 1% rms needs no second protocol (and rounding must not invent one).
-  if (!best || best->rms_rel_error > one.rms_rel_error * (2.0 / 3.0) || one.rms_rel_error - best->rms_rel_error < 0.01)
+  if (!best || best->rms_rel_error > one.rms_rel_error * (2.0 / 3.0) ||
+      one.rms_rel_error - best->rms_rel_error < 0.01)
     return one;
   for (Measurement* m : sel) m->fitted_s = best->at(m->work);
   return *best;
@@ -531,8 +554,9 @@ std::string measured_times_summary(const MeasuredTimes& t) {
   for (CollectiveOp op : kMeasuredOps) {
     const std::vector<MeasuredTimes::Point>& v = *t.of(op);
     if (!v.empty())
-      out += fmt::format("{}{} {}-{} ({:.1f}%)", out.empty() ? "" : ", ", to_string(op), size_label(v.front().bytes),
-                         size_label(v.back().bytes), 100 * interpolation_rms_error(v));
+      out += fmt::format("{}{} {}-{} ({:.1f}%)", out.empty() ? "" : ", ", to_string(op),
+                         size_label(v.front().bytes), size_label(v.back().bytes),
+                         100 * interpolation_rms_error(v));
   }
   return out;
 }
@@ -540,7 +564,8 @@ std::string measured_times_summary(const MeasuredTimes& t) {
 AfterAttempt after_attempt(double moved_pct, int attempt, int retries, double steadiest_moved_pct) {
   if (moved_pct <= kSpeedDriftWarnPct) return AfterAttempt::kKeep;
   if (attempt < retries) return AfterAttempt::kRetry;
-  return steadiest_moved_pct >= 0 && steadiest_moved_pct < moved_pct ? AfterAttempt::kSteadiest : AfterAttempt::kKeep;
+  return steadiest_moved_pct >= 0 && steadiest_moved_pct < moved_pct ? AfterAttempt::kSteadiest
+                                                                     : AfterAttempt::kKeep;
 }
 
 double speed_drift_pct(const Calibration& c) {
@@ -550,12 +575,16 @@ double speed_drift_pct(const Calibration& c) {
 }
 
 double small_gemm_drift_pct(const Calibration& c) {
-  return c.small_gemm_start_s > 0 && c.small_gemm_end_s > 0 ? (c.small_gemm_start_s / c.small_gemm_end_s - 1) * 100 : 0.0;
+  return c.small_gemm_start_s > 0 && c.small_gemm_end_s > 0
+             ? (c.small_gemm_start_s / c.small_gemm_end_s - 1) * 100
+             : 0.0;
 }
 
 double small_gemm_seconds(Backend& be, const std::array<int, 3>& shape) {
-  const int rows = shape[0], k = shape[1], n = shape[2];  // named copies: clang 14's lambdas cannot capture bindings
-  auto in = random_tensor(be, static_cast<std::size_t>(rows) * k, 5), w = random_tensor(be, static_cast<std::size_t>(k) * n, 6);
+  const int rows = shape[0], k = shape[1],
+            n = shape[2];  // named copies: clang 14's lambdas cannot capture bindings
+  auto in = random_tensor(be, static_cast<std::size_t>(rows) * k, 5),
+       w = random_tensor(be, static_cast<std::size_t>(k) * n, 6);
   DeviceBuffer out = filled(be, static_cast<std::size_t>(rows) * n);
   return time_call(be, [&] { be.gemm_forward(out.data(), in.data(), w.data(), rows, k, n); });
 }
@@ -577,7 +606,8 @@ std::optional<CalibratedPeak> calibrated_peak(const std::string& path) {
   if (notes == j.end() || !notes->is_object() || !notes->contains("peak_gemm")) return std::nullopt;
   const nlohmann::json& p = (*notes)["peak_gemm"];
   if (!p.is_object() || !p.value("n", nlohmann::json()).is_number_integer() ||
-      !p.value("flops_per_s", nlohmann::json()).is_number() || !p.value("backend", nlohmann::json()).is_string())
+      !p.value("flops_per_s", nlohmann::json()).is_number() ||
+      !p.value("backend", nlohmann::json()).is_string())
     return std::nullopt;
   CalibratedPeak c{p["n"].get<int>(), p["backend"].get<std::string>(), p["flops_per_s"].get<double>()};
   const auto rate = [&p](const char* key) {
@@ -602,7 +632,8 @@ std::optional<CalibratedPeak> calibrated_peak(const std::string& path) {
   return c;
 }
 
-void set_precision_peaks(DeviceSpec& d, double fp32_peak, const std::vector<std::pair<Precision, double>>& measured) {
+void set_precision_peaks(DeviceSpec& d, double fp32_peak,
+                         const std::vector<std::pair<Precision, double>>& measured) {
   for (DType t : {DType::kFp32, DType::kTf32, DType::kBf16, DType::kFp16})
     if (d.peak(t) > 0 || t == DType::kFp32) d.peak_flops[static_cast<int>(t)] = fp32_peak;
   for (const auto& [p, rate] : measured) {
@@ -612,8 +643,8 @@ void set_precision_peaks(DeviceSpec& d, double fp32_peak, const std::vector<std:
   }
 }
 
-CollectiveRates fit_collective_rates(std::vector<Measurement>& pts, const std::string& kind, CollectiveOp op, int ranks,
-                                     double small_below, LineFit& line) {
+CollectiveRates fit_collective_rates(std::vector<Measurement>& pts, const std::string& kind, CollectiveOp op,
+                                     int ranks, double small_below, LineFit& line) {
   line = {};
   const std::vector<Measurement*> sel = fitted_points(pts, kind);
   if (sel.size() < 4) return {};
@@ -622,7 +653,8 @@ CollectiveRates fit_collective_rates(std::vector<Measurement>& pts, const std::s
   line = fit_protocols(pts, kind);
   if (line.small_below <= 0 && small_below > 0) {
     const LineFit split = fit_split(sel, small_below);
-    if (split.slope > 0 && split.intercept_s >= 0 && split.small_intercept_s >= 0 && split.rms_rel_error < line.rms_rel_error)
+    if (split.slope > 0 && split.intercept_s >= 0 && split.small_intercept_s >= 0 &&
+        split.rms_rel_error < line.rms_rel_error)
       line = split;
   }
   if (line.slope <= 0) return {};
@@ -640,15 +672,18 @@ CollectiveRates fit_collective_rates(std::vector<Measurement>& pts, const std::s
   return r;
 }
 
-LineFit measure_host_copies(Backend& be, const std::vector<std::size_t>& sizes, std::vector<Measurement>& pts) {
+LineFit measure_host_copies(Backend& be, const std::vector<std::size_t>& sizes,
+                            std::vector<Measurement>& pts) {
   if (be.host_memory()) return {};
   for (std::size_t bytes : sizes) {
     const std::size_t n = bytes / sizeof(float);
     std::vector<float> host(n, 0.5f);
     DeviceBuffer dev = filled(be, n);
-    pts.push_back({"host_copy", "upload " + size_label(static_cast<double>(bytes)), static_cast<double>(bytes),
+    pts.push_back({"host_copy", "upload " + size_label(static_cast<double>(bytes)),
+                   static_cast<double>(bytes),
                    time_call(be, [&] { be.upload(dev.data(), host.data(), n); })});
-    pts.push_back({"host_copy", "download " + size_label(static_cast<double>(bytes)), static_cast<double>(bytes),
+    pts.push_back({"host_copy", "download " + size_label(static_cast<double>(bytes)),
+                   static_cast<double>(bytes),
                    time_call(be, [&] { be.download(host.data(), dev.data(), n); })});
   }
   return fit(pts, "host_copy");
@@ -666,7 +701,8 @@ constexpr OwnCollective kOwnCollectives[] = {
     {CollectiveOp::kAllGather, &Calibration::all_gather, "(n-1)/n*S/B"},
     {CollectiveOp::kReduceScatter, &Calibration::reduce_scatter, "(n-1)/n*S/B"},
     {CollectiveOp::kSendRecv, &Calibration::send_recv, "S/B, half a ping-pong between two ranks"}};
-static_assert(std::size(kOwnCollectives) == std::size(kOwnRateOps), "a line for each collective with own rates");
+static_assert(std::size(kOwnCollectives) == std::size(kOwnRateOps),
+              "a line for each collective with own rates");
 }  // namespace
 
 Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
@@ -733,7 +769,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     FS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> own, be.another());
     FS_ASSIGN_OR_RETURN(micro_trainer, Trainer::create(*micro_workload, micro_comm, ro, std::move(own)));
     micro_ops = micro_workload->op_count();
-    executor_step_s = time_call(be, [&] { (void)micro_trainer->step(); }, 0.2);
+    executor_step_s = time_call(
+        be, [&] { (void)micro_trainer->step(); }, 0.2);
   }
   double best_peak_s = 1e300;
   const int passes = std::max(1, options.passes);
@@ -763,7 +800,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // halved the best of three (71 against 140 GFLOP/s on the VM).
     {
       const int n = z.peak_n;
-      auto a = random_tensor(be, static_cast<std::size_t>(n) * n, 1), b = random_tensor(be, static_cast<std::size_t>(n) * n, 2);
+      auto a = random_tensor(be, static_cast<std::size_t>(n) * n, 1),
+           b = random_tensor(be, static_cast<std::size_t>(n) * n, 2);
       DeviceBuffer out = filled(be, static_cast<std::size_t>(n) * n);
       const auto best_call_s = [&] { return best_gemm_call_s(be, out.data(), a.data(), b.data(), n); };
       const double peak_s = best_call_s();
@@ -777,9 +815,12 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       for (Precision p : be.gemm_precisions()) {
         be.set_gemm_precision(p);
         const double rate = 2.0 * n * n * n / best_call_s();
-        auto it = std::find_if(c.precision_peaks.begin(), c.precision_peaks.end(), [p](const auto& e) { return e.first == p; });
-        if (it == c.precision_peaks.end()) c.precision_peaks.emplace_back(p, rate);
-        else it->second = std::max(it->second, rate);
+        auto it = std::find_if(c.precision_peaks.begin(), c.precision_peaks.end(),
+                               [p](const auto& e) { return e.first == p; });
+        if (it == c.precision_peaks.end())
+          c.precision_peaks.emplace_back(p, rate);
+        else
+          it->second = std::max(it->second, rate);
       }
       be.set_gemm_precision(Precision::kFp32);
     }
@@ -816,7 +857,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       if (cache_level) shapes.insert(shapes.end(), z.kn_cache.begin(), z.kn_cache.end());
       for (int rows : z.rows)
         for (const auto& kn : shapes) {
-          const int k = kn.first, n = kn.second;  // named copies: lambdas cannot capture structured bindings in clang 14
+          const int k = kn.first,
+                    n = kn.second;  // named copies: lambdas cannot capture structured bindings in clang 14
           const std::size_t in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n,
                             out_n = static_cast<std::size_t>(rows) * n;
           if (cache_level && footprint / (4 * (in_n + 2 * w_n + out_n)) < 2) continue;
@@ -839,8 +881,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
           pts.push_back({gemm_kind, fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, timed([&] {
                            const std::size_t at = i++ % copies;
                            DeviceBuffer din = filled(be, in_n);
-                           be.gemm_backward(din.data(), dw.data() + at * w_n, dout_hot.data(), in.data() + at * in_n,
-                                            w.data() + at * w_n, rows, k, n);
+                           be.gemm_backward(din.data(), dw.data() + at * w_n, dout_hot.data(),
+                                            in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
                          })});
           pts.back().weight_bytes = weight_bytes;
           pts.back().backward = true;
@@ -850,28 +892,30 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         // backwards read the gradient just written (hot) and a saved activation (cycled).
         if (cache_level && footprint / (2 * 4 * n) < 2) continue;
         const std::size_t copies = std::max<std::size_t>(2, footprint / (2 * 4 * n));
-        auto saved = random_tensor(be, n * copies, 6), a = random_tensor(be, n, 6), b = random_tensor(be, n, 7),
-             w = random_tensor(be, 256, 8);
+        auto saved = random_tensor(be, n * copies, 6), a = random_tensor(be, n, 6),
+             b = random_tensor(be, n, 7), w = random_tensor(be, 256, 8);
         OutputPool outs(be, copies, n), halves(be, copies, n / 2);  // the forwards' outputs
         const int rows = static_cast<int>(n / 256);
         std::size_t i = 0;
         auto next = [&] { return (i++ % copies) * n; };  // the next copy's offset
-        pts.push_back({stream_kind, "residual " + size_label(4.0 * n), 12.0 * n, timed([&] {
-                         be.add(outs.next(), a.data(), b.data(), n);
-                       })});
+        pts.push_back({stream_kind, "residual " + size_label(4.0 * n), 12.0 * n,
+                       timed([&] { be.add(outs.next(), a.data(), b.data(), n); })});
         pts.push_back({stream_kind, "rmsnorm " + size_label(4.0 * n), 8.0 * n, timed([&] {
                          DeviceBuffer rstd = filled(be, static_cast<std::size_t>(rows));
-                         be.rmsnorm_forward(outs.next(), rstd.data(), a.data(), w.data(), rows, 256, 1e-5f, true);
+                         be.rmsnorm_forward(outs.next(), rstd.data(), a.data(), w.data(), rows, 256, 1e-5f,
+                                            true);
                        })});
-        pts.push_back({stream_kind, "swiglu " + size_label(4.0 * n), 6.0 * n, timed([&] {  // reads gate|up (n), writes n/2
+        pts.push_back({stream_kind, "swiglu " + size_label(4.0 * n), 6.0 * n,
+                       timed([&] {  // reads gate|up (n), writes n/2
                          be.swiglu_forward(halves.next(), a.data(), rows, 128, true);
                        })});
         pts.back().elements = 0.5 * static_cast<double>(n);  // an exponential per output
         pts.push_back({stream_kind, "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, timed([&] {
                          const std::size_t at = next();
-                         DeviceBuffer dx = filled(be, n), dw = filled(be, 256), rstd = filled(be, static_cast<std::size_t>(rows), 1.0f);
-                         be.rmsnorm_backward(dx.data(), dw.data(), b.data(), saved.data() + at, w.data(), rstd.data(), rows,
-                                             256, true);
+                         DeviceBuffer dx = filled(be, n), dw = filled(be, 256),
+                                      rstd = filled(be, static_cast<std::size_t>(rows), 1.0f);
+                         be.rmsnorm_backward(dx.data(), dw.data(), b.data(), saved.data() + at, w.data(),
+                                             rstd.data(), rows, 256, true);
                        })});
         pts.push_back({stream_kind, "swiglu bwd " + size_label(4.0 * n), 12.0 * n, timed([&] {
                          const std::size_t at = next();
@@ -894,11 +938,12 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         auto p = random_tensor(be, n * copies, 10), g = random_tensor(be, n * copies, 11);
         DeviceBuffer m = filled(be, n * copies), v = filled(be, n * copies);
         int step = 0;
-        pts.push_back({kind, "adamw " + size_label(4.0 * n) + " of parameters", kAdamBytesPerParam * n, timed([&] {
-                         const std::size_t at = (static_cast<std::size_t>(step) % copies) * n;
-                         be.adamw(p.data() + at, m.data() + at, v.data() + at, g.data() + at, n, kernels::AdamWConfig{},
-                                  ++step, 1.0f);
-                       })});
+        pts.push_back(
+            {kind, "adamw " + size_label(4.0 * n) + " of parameters", kAdamBytesPerParam * n, timed([&] {
+               const std::size_t at = (static_cast<std::size_t>(step) % copies) * n;
+               be.adamw(p.data() + at, m.data() + at, v.data() + at, g.data() + at, n, kernels::AdamWConfig{},
+                        ++step, 1.0f);
+             })});
       }
     };
     // `f` on rank 0 alone while the other ranks wait at a barrier (nothing with one rank).
@@ -925,7 +970,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // small hot GEMM timed before and after kept the calibration's speed within 2%. Measured again
     // after the attention, each point keeps its faster time.
     const auto cache_points = [&] {
-      for (const CacheFit& level : z.caches) measure(level.footprint, "gemm-" + level.name, "stream-" + level.name);
+      for (const CacheFit& level : z.caches)
+        measure(level.footprint, "gemm-" + level.name, "stream-" + level.name);
     };
     optimizer_points();
     cache_points();
@@ -949,7 +995,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       for (const auto& shape : z.heads) {
         const int q = std::get<0>(shape), kv = std::get<1>(shape), d = std::get<2>(shape);
         const kernels::AttentionShape s{1, seq, q, kv, d};
-        const std::size_t qkv_n = s.tokens() * s.qkv_width(), out_n = s.tokens() * q * d, probs_n = s.score_elems();
+        const std::size_t qkv_n = s.tokens() * s.qkv_width(), out_n = s.tokens() * q * d,
+                          probs_n = s.score_elems();
         const double core = 2.0 * seq * seq * (2.0 * q * d);
         // As in a step: the forward reads the q, k, v just written and writes its output and
         // probabilities as new activations; the backward reads the output gradient just written,
@@ -958,7 +1005,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         // forward of one copy with the backward of the copy half a cycle behind (its forward ran
         // untimed first). Cycled over 256 MiB instead, the small model's attention was predicted
         // 16-39% long.
-        const std::size_t copies = std::max<std::size_t>(2, z.activation_footprint / (4 * (qkv_n + out_n + probs_n)));
+        const std::size_t copies =
+            std::max<std::size_t>(2, z.activation_footprint / (4 * (qkv_n + out_n + probs_n)));
         auto qkv_hot = random_tensor(be, qkv_n, 9), dout = random_tensor(be, out_n, 12),
              saved_qkv = random_tensor(be, qkv_n * copies, 13);
         OutputPool outs(be, copies, out_n), probs(be, copies, probs_n);
@@ -968,8 +1016,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         // Forward and backward together: the model times the backward as 2.5 forwards (flash
         // attention recomputes the scores); this backend keeps the probabilities instead, so only
         // the pair's total is comparable: work = (1 + 2.5) x half the full-square FLOPs.
-        pts.push_back({"attention", fmt::format("fwd+bwd s={} heads={}/{} d={}", seq, q, kv, d), 3.5 * 0.5 * core,
-                       timed([&] {
+        pts.push_back({"attention", fmt::format("fwd+bwd s={} heads={}/{} d={}", seq, q, kv, d),
+                       3.5 * 0.5 * core, timed([&] {
                          const std::size_t f = i++ % copies, b = (f + copies / 2) % copies;
                          be.attention_forward(outs.renew(f), probs.renew(f), qkv_hot.data(), s);
                          DeviceBuffer dqkv = filled(be, qkv_n), scratch = filled(be, be.attention_scratch(s));
@@ -980,18 +1028,19 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         pts.back().heads = q;
         // The forward alone, as in the pair: the pair's split into forward and backward
         // (DeviceSpec::attention_backward_ratio; not fitted, its model time is the pair's share).
-        pts.push_back({"attn_fwd", fmt::format("fwd s={} heads={}/{} d={}", seq, q, kv, d), 0.5 * core,
-                       timed([&] {
-                         const std::size_t f = i++ % copies;
-                         be.attention_forward(outs.renew(f), probs.renew(f), qkv_hot.data(), s);
-                       })});
+        pts.push_back(
+            {"attn_fwd", fmt::format("fwd s={} heads={}/{} d={}", seq, q, kv, d), 0.5 * core, timed([&] {
+               const std::size_t f = i++ % copies;
+               be.attention_forward(outs.renew(f), probs.renew(f), qkv_hot.data(), s);
+             })});
         pts.back().in_fit = false;
       }
     keep_faster(pts, cache_points);
     keep_faster(pts, optimizer_points);
     if (pass > 0) {
       if (earlier.size() != pts.size()) return Error("calibration: the passes measured different points");
-      for (std::size_t i = 0; i < pts.size(); ++i) pts[i].seconds = std::min(pts[i].seconds, earlier[i].seconds);
+      for (std::size_t i = 0; i < pts.size(); ++i)
+        pts[i].seconds = std::min(pts[i].seconds, earlier[i].seconds);
     }
     if (progress && passes > 1) progress(fmt::format("kernels: pass {} of {} measured", pass + 1, passes));
     if (pass + 1 == passes) {
@@ -1008,20 +1057,30 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
           after_attempt(moved, attempt, options.steady_retries, steadiest ? steadiest->moved : -1.0);
       if (next == AfterAttempt::kRetry) {
         if (!steadiest || moved < steadiest->moved)
-          steadiest = Attempt{attempt,          moved, pts, c.precision_peaks, best_peak_s, c.peak_gemm_start_flops,
-                              c.peak_gemm_end_flops, c.small_gemm_start_s, c.small_gemm_end_s};
+          steadiest = Attempt{attempt,
+                              moved,
+                              pts,
+                              c.precision_peaks,
+                              best_peak_s,
+                              c.peak_gemm_start_flops,
+                              c.peak_gemm_end_flops,
+                              c.small_gemm_start_s,
+                              c.small_gemm_end_s};
         ++attempt;
         if (progress)
-          progress(fmt::format("kernels: the machine's speed moved by {:.1f}% while they were measured; measuring them "
-                               "again (retry {} of {})",
-                               moved, attempt, options.steady_retries));
+          progress(fmt::format(
+              "kernels: the machine's speed moved by {:.1f}% while they were measured; measuring them "
+              "again (retry {} of {})",
+              moved, attempt, options.steady_retries));
         pass = -1;
       } else if (next == AfterAttempt::kSteadiest) {
         if (progress)
-          progress(fmt::format("kernels: the machine's speed moved by {:.1f}% this time too; keeping the steadiest "
-                               "measurement ({:s}, {:.1f}%)",
-                               moved, steadiest->index == 0 ? std::string("the first") : fmt::format("retry {}", steadiest->index),
-                               steadiest->moved));
+          progress(fmt::format(
+              "kernels: the machine's speed moved by {:.1f}% this time too; keeping the steadiest "
+              "measurement ({:s}, {:.1f}%)",
+              moved,
+              steadiest->index == 0 ? std::string("the first") : fmt::format("retry {}", steadiest->index),
+              steadiest->moved));
         pts = std::move(steadiest->pts);
         c.precision_peaks = std::move(steadiest->precision_peaks);
         best_peak_s = steadiest->best_peak_s;
@@ -1041,9 +1100,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   std::erase_if(c.caches, [&](const CacheFit& level) {
     const bool few = count("gemm-" + level.name) < 6 || count("stream-" + level.name) < 5;
     if (few && progress)
-      progress(fmt::format("cache level of {}: too few shapes fit it ({} GEMMs, {} streaming kernels); left out",
-                           size_label(static_cast<double>(level.bytes)), count("gemm-" + level.name),
-                           count("stream-" + level.name)));
+      progress(
+          fmt::format("cache level of {}: too few shapes fit it ({} GEMMs, {} streaming kernels); left out",
+                      size_label(static_cast<double>(level.bytes)), count("gemm-" + level.name),
+                      count("stream-" + level.name)));
     return few;
   });
   for (CacheFit& level : c.caches) {
@@ -1070,72 +1130,82 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     if (progress) {
       std::string others;
       for (const auto& [p, rate] : c.precision_peaks)
-        others += fmt::format("; {}: {:.1f} GFLOP/s", p == Precision::kFp16 ? "fp16 plans' (TF32)" : to_string(p), rate / 1e9);
-      progress(fmt::format("peak: {}^3 GEMM at {:.1f} GFLOP/s{}{}", n, c.peak_gemm_flops / 1e9,
-                           c.precision_peaks.empty()
-                               ? fmt::format(" (the {} backend computes every precision in fp32)", be.name())
-                               : " in fp32" + others,
-                           peak > c.peak_gemm_flops
-                               ? fmt::format("; the sweep's GEMMs reached {:.1f}, which is taken as the fp32 peak", peak / 1e9)
-                               : ""));
+        others += fmt::format("; {}: {:.1f} GFLOP/s",
+                              p == Precision::kFp16 ? "fp16 plans' (TF32)" : to_string(p), rate / 1e9);
+      progress(fmt::format(
+          "peak: {}^3 GEMM at {:.1f} GFLOP/s{}{}", n, c.peak_gemm_flops / 1e9,
+          c.precision_peaks.empty()
+              ? fmt::format(" (the {} backend computes every precision in fp32)", be.name())
+              : " in fp32" + others,
+          peak > c.peak_gemm_flops
+              ? fmt::format("; the sweep's GEMMs reached {:.1f}, which is taken as the fp32 peak", peak / 1e9)
+              : ""));
       const double drift = speed_drift_pct(c);
       const double small_drift = small_gemm_drift_pct(c);
-      progress(fmt::format("speed: the peak GEMM at {:.1f} GFLOP/s before the kernel measurements and {:.1f} after ({:+.1f}%); "
-                           "the {}x{}x{} GEMM in {:.2f} us and {:.2f} us ({:+.1f}%){}",
-                           c.peak_gemm_start_flops / 1e9, c.peak_gemm_end_flops / 1e9, drift, c.small_gemm[0],
-                           c.small_gemm[1], c.small_gemm[2], c.small_gemm_start_s * 1e6, c.small_gemm_end_s * 1e6,
-                           small_drift,
-                           std::max(std::fabs(drift), std::fabs(small_drift)) > kSpeedDriftWarnPct
-                               ? fmt::format("; WARNING: the machine's speed moved by more than {:g}% while it was measured, so "
-                                             "the rates mix two speeds: calibrate again (--passes 2 keeps each point's faster pass)",
-                                             kSpeedDriftWarnPct)
-                               : ""));
+      progress(fmt::format(
+          "speed: the peak GEMM at {:.1f} GFLOP/s before the kernel measurements and {:.1f} after "
+          "({:+.1f}%); "
+          "the {}x{}x{} GEMM in {:.2f} us and {:.2f} us ({:+.1f}%){}",
+          c.peak_gemm_start_flops / 1e9, c.peak_gemm_end_flops / 1e9, drift, c.small_gemm[0], c.small_gemm[1],
+          c.small_gemm[2], c.small_gemm_start_s * 1e6, c.small_gemm_end_s * 1e6, small_drift,
+          std::max(std::fabs(drift), std::fabs(small_drift)) > kSpeedDriftWarnPct
+              ? fmt::format(
+                    "; WARNING: the machine's speed moved by more than {:g}% while it was measured, so "
+                    "the rates mix two speeds: calibrate again (--passes 2 keeps each point's faster pass)",
+                    kSpeedDriftWarnPct)
+              : ""));
     }
   }
   // The GEMM set-up time per call: the smallest shapes' fit is the cleanest.
   const LineFit& setup_fit = c.caches.empty() ? c.gemm : c.caches.front().gemm;
   const std::string setup_from = c.caches.empty() ? std::string("memory") : c.caches.front().name;
   if (progress) {
-    const auto level_lines = [&](const std::string& where, std::size_t span, const std::string& name, const LineFit& gemm,
-                                 const LineFit& stream) {
-      progress(fmt::format("{} ({} of operands): gemm {} points, {:.1f} GFLOP/s, weight passes {:.2f} / {:.2f} ns per "
-                           "weight byte forward / backward (rms fit error {:.1f}%); streaming {} points, {:.1f} GB/s "
-                           "and {:.2f} ns per exponential ({:.1f}%)",
-                           where, size_label(static_cast<double>(span)), count("gemm" + name), 1e-9 / gemm.slope,
-                           gemm.weight_fwd_s_per_byte * 1e9, gemm.weight_bwd_s_per_byte * 1e9, 100 * gemm.rms_rel_error,
-                           count("stream" + name), 1e-9 / stream.slope, 1e9 * stream.element_s, 100 * stream.rms_rel_error));
+    const auto level_lines = [&](const std::string& where, std::size_t span, const std::string& name,
+                                 const LineFit& gemm, const LineFit& stream) {
+      progress(fmt::format(
+          "{} ({} of operands): gemm {} points, {:.1f} GFLOP/s, weight passes {:.2f} / {:.2f} ns per "
+          "weight byte forward / backward (rms fit error {:.1f}%); streaming {} points, {:.1f} GB/s "
+          "and {:.2f} ns per exponential ({:.1f}%)",
+          where, size_label(static_cast<double>(span)), count("gemm" + name), 1e-9 / gemm.slope,
+          gemm.weight_fwd_s_per_byte * 1e9, gemm.weight_bwd_s_per_byte * 1e9, 100 * gemm.rms_rel_error,
+          count("stream" + name), 1e-9 / stream.slope, 1e9 * stream.element_s, 100 * stream.rms_rel_error));
     };
     for (const CacheFit& level : c.caches)
       level_lines(fmt::format("cache level of {}", size_label(static_cast<double>(level.bytes))),
                   level.footprint, "-" + level.name, level.gemm, level.stream);
-    level_lines(world.size() > 1 ? fmt::format("memory, all {} ranks at once", world.size()) : std::string("memory"),
-                z.memory_footprint, "", c.gemm, c.stream);
+    level_lines(
+        world.size() > 1 ? fmt::format("memory, all {} ranks at once", world.size()) : std::string("memory"),
+        z.memory_footprint, "", c.gemm, c.stream);
     if (c.alone_stream.slope > 0)
-      level_lines(fmt::format("memory, rank 0 alone (the other {} waiting)", world.size() - 1), z.memory_footprint, alone_suffix,
-                  c.alone_gemm, c.alone_stream);
-    progress(fmt::format("gemm: {:.2f} us per call (the {} level's intercept); AdamW {:.1f} GB/s over {} ({:.1f}%)",
-                         setup_fit.intercept_s * 1e6, setup_from, 1e-9 / c.optimizer.slope,
-                         size_label(static_cast<double>(z.optimizer_footprint)), 100 * c.optimizer.rms_rel_error));
+      level_lines(fmt::format("memory, rank 0 alone (the other {} waiting)", world.size() - 1),
+                  z.memory_footprint, alone_suffix, c.alone_gemm, c.alone_stream);
+    progress(fmt::format(
+        "gemm: {:.2f} us per call (the {} level's intercept); AdamW {:.1f} GB/s over {} ({:.1f}%)",
+        setup_fit.intercept_s * 1e6, setup_from, 1e-9 / c.optimizer.slope,
+        size_label(static_cast<double>(z.optimizer_footprint)), 100 * c.optimizer.rms_rel_error));
     if (c.alone_optimizer.slope > 0)
       progress(fmt::format("AdamW over {} with rank 0 alone: {:.1f} GB/s ({:.1f}%)",
-                           size_label(static_cast<double>(z.optimizer_footprint)), 1e-9 / c.alone_optimizer.slope,
-                           100 * c.alone_optimizer.rms_rel_error));
+                           size_label(static_cast<double>(z.optimizer_footprint)),
+                           1e-9 / c.alone_optimizer.slope, 100 * c.alone_optimizer.rms_rel_error));
     for (const CacheFit& level : c.caches)
       if (level.optimizer.slope > 0)
-        progress(fmt::format("AdamW over {} (for plans whose whole state fits the level): {:.1f} GB/s ({:.1f}%)",
-                             size_label(static_cast<double>(level.footprint)), 1e-9 / level.optimizer.slope,
-                             100 * level.optimizer.rms_rel_error));
+        progress(
+            fmt::format("AdamW over {} (for plans whose whole state fits the level): {:.1f} GB/s ({:.1f}%)",
+                        size_label(static_cast<double>(level.footprint)), 1e-9 / level.optimizer.slope,
+                        100 * level.optimizer.rms_rel_error));
   }
   c.attention = fit_attention(pts, "attention");
   if (progress)
-    progress(fmt::format("attention: {:.1f} GFLOP/s of causal FLOPs, {:.2f} ns per causal score element and {:.2f} us per "
-                         "head (rms fit error {:.1f}%)",
-                         1e-9 / c.attention.slope, 1e9 * c.attention.element_s, 1e6 * c.attention.head_s,
-                         100 * c.attention.rms_rel_error));
+    progress(fmt::format(
+        "attention: {:.1f} GFLOP/s of causal FLOPs, {:.2f} ns per causal score element and {:.2f} us per "
+        "head (rms fit error {:.1f}%)",
+        1e-9 / c.attention.slope, 1e9 * c.attention.element_s, 1e6 * c.attention.head_s,
+        100 * c.attention.rms_rel_error));
   {  // The backward against the forward, whole calls over every shape (each pair followed by its forward).
     std::vector<std::pair<const Measurement*, Measurement*>> pairs;
     for (std::size_t i = 0; i + 1 < pts.size(); ++i)
-      if (pts[i].kind == "attention" && pts[i + 1].kind == "attn_fwd") pairs.emplace_back(&pts[i], &pts[i + 1]);
+      if (pts[i].kind == "attention" && pts[i + 1].kind == "attn_fwd")
+        pairs.emplace_back(&pts[i], &pts[i + 1]);
     double pair = 0, fwd = 0;
     for (const auto& [both, alone] : pairs) {
       pair += both->seconds;
@@ -1143,21 +1213,26 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     }
     c.attention_backward_ratio = fwd > 0 && pair > fwd ? pair / fwd - 1 : 0.0;
     if (c.attention_backward_ratio > 0)
-      for (const auto& [both, alone] : pairs) alone->fitted_s = both->fitted_s / (1 + c.attention_backward_ratio);
+      for (const auto& [both, alone] : pairs)
+        alone->fitted_s = both->fitted_s / (1 + c.attention_backward_ratio);
     if (progress && c.attention_backward_ratio > 0)
-      progress(fmt::format("attention: the backward {:.2f}x the forward over the {} shapes (flash attention's: 2.5x)",
-                           c.attention_backward_ratio, count("attention")));
+      progress(fmt::format(
+          "attention: the backward {:.2f}x the forward over the {} shapes (flash attention's: 2.5x)",
+          c.attention_backward_ratio, count("attention")));
   }
   // Host<->device copies (a device backend's: the profile's host link, which offload plans use).
   c.host_copy = measure_host_copies(be, z.host_copy, pts);
   if (progress)
-    progress(c.host_copy.slope > 0
-                 ? fmt::format("host<->device copies: {:.2f} GB/s and {:.1f} us per copy, uploads and downloads {}-{} "
-                               "from pageable host memory (rms fit error {:.1f}%)",
-                               1e-9 / c.host_copy.slope, c.host_copy.intercept_s * 1e6,
-                               size_label(static_cast<double>(z.host_copy.front())),
-                               size_label(static_cast<double>(z.host_copy.back())), 100 * c.host_copy.rms_rel_error)
-                 : fmt::format("host<->device copies: none (the {} backend's tensors are in host memory)", be.name()));
+    progress(
+        c.host_copy.slope > 0
+            ? fmt::format(
+                  "host<->device copies: {:.2f} GB/s and {:.1f} us per copy, uploads and downloads {}-{} "
+                  "from pageable host memory (rms fit error {:.1f}%)",
+                  1e-9 / c.host_copy.slope, c.host_copy.intercept_s * 1e6,
+                  size_label(static_cast<double>(z.host_copy.front())),
+                  size_label(static_cast<double>(z.host_copy.back())), 100 * c.host_copy.rms_rel_error)
+            : fmt::format("host<->device copies: none (the {} backend's tensors are in host memory)",
+                          be.name()));
 
   // Collectives over every rank, 1 KiB to kMaxCollective in steps of 2 (nccl-tests' sizes: the
   // full buffer; all-gather's output, reduce-scatter's input). The fabric's latency and bandwidth
@@ -1196,7 +1271,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
       // Calls per sample: small ones many, an in-step sample of a larger size a few (each call
       // is timed alone, after its untimed work); one where the data is evicted before the sample.
       int reps = 1;
-      if (setting != Setting::kCold) reps = bytes <= (64u << 10) ? kCollectiveBackToBack : setting == Setting::kInStep ? 4 : 1;
+      if (setting != Setting::kCold)
+        reps = bytes <= (64u << 10) ? kCollectiveBackToBack : setting == Setting::kInStep ? 4 : 1;
       std::vector<double> samples;
       double spent = 0;
       while (samples.size() < 3 || (samples.size() < 12 && spent < 0.3)) {
@@ -1255,7 +1331,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         if (cold && op != CollectiveOp::kAllGather) timed(kind + "_cold", bytes, call, Setting::kCold);
       };
       settings(CollectiveOp::kAllReduce, [&] { group->all_reduce(buf.data(), elems); });
-      settings(CollectiveOp::kAllGather, [&] { group->all_gather(buf.data(), elems - elems % static_cast<std::size_t>(n)); });
+      settings(CollectiveOp::kAllGather,
+               [&] { group->all_gather(buf.data(), elems - elems % static_cast<std::size_t>(n)); });
       settings(CollectiveOp::kReduceScatter, [&] {
         group->reduce_scatter(buf.data(), block.data(), elems - elems % static_cast<std::size_t>(n));
       });
@@ -1302,20 +1379,22 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     c.fabric.small_message_bytes = c.all_reduce.small_below;
     c.fabric.small_message_latency_s = c.all_reduce.small_intercept_s / (2.0 * (n - 1));
     c.fabric_measured = true;
-    c.fabric.cold_bandwidth = fit_cold(pts, "all_reduce_cold", c.all_reduce, collective_bus_factor(CollectiveOp::kAllReduce, n),
-                                       c.fabric.bandwidth, c.all_reduce_cold);
+    c.fabric.cold_bandwidth =
+        fit_cold(pts, "all_reduce_cold", c.all_reduce, collective_bus_factor(CollectiveOp::kAllReduce, n),
+                 c.fabric.bandwidth, c.all_reduce_cold);
     // The other collectives: each its own line over the same sizes, split where the all-reduce's
     // protocols split (a link has one small-message size), as its own rates on the fabric. With
     // the all-reduce's rates, the small model's tp=2 reduce-scatters with sequence parallelism were
     // predicted 79% short, and its ZeRO-1 gradient reduction 76%.
     for (const OwnCollective& o : kOwnCollectives)
-      *c.fabric.own_rates(o.op) =
-          fit_collective_rates(pts, std::string(to_string(o.op)), o.op, n, c.fabric.small_message_bytes, c.*o.fit);
+      *c.fabric.own_rates(o.op) = fit_collective_rates(pts, std::string(to_string(o.op)), o.op, n,
+                                                       c.fabric.small_message_bytes, c.*o.fit);
     // The cold reduce-scatter, as the cold all-reduce.
     if (c.fabric.reduce_scatter.bandwidth > 0)
       c.fabric.reduce_scatter.cold_bandwidth =
-          fit_cold(pts, "reduce_scatter_cold", c.reduce_scatter, collective_bus_factor(CollectiveOp::kReduceScatter, n),
-                   c.fabric.reduce_scatter.bandwidth, c.reduce_scatter_cold);
+          fit_cold(pts, "reduce_scatter_cold", c.reduce_scatter,
+                   collective_bus_factor(CollectiveOp::kReduceScatter, n), c.fabric.reduce_scatter.bandwidth,
+                   c.reduce_scatter_cold);
     // Every point against the model's formulas (sim/analytic/collective.h) on the fitted fabric
     // (its lines: none of the base profile's measured times).
     c.fabric.measured = {};
@@ -1342,53 +1421,60 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // (Set after the points' fitted times, which are the lines'.)
     c.fabric.measured = measured_collective_times(pts, n);
     if (progress)
-      progress(fmt::format("all-reduce over {} ranks: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{} (rms fit error {:.1f}% "
-                           "over 1 KiB-{})",
-                           n, c.fabric.bandwidth / 1e9, c.fabric.latency_s * 1e6,
-                           c.all_reduce.small_below > 0
-                               ? fmt::format(", {:.2f} us below {}", c.fabric.small_message_latency_s * 1e6,
-                                             size_label(c.all_reduce.small_below))
-                               : std::string(),
-                           100 * c.all_reduce.rms_rel_error, size_label(kFitCollective)));
+      progress(
+          fmt::format("all-reduce over {} ranks: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{} "
+                      "(rms fit error {:.1f}% "
+                      "over 1 KiB-{})",
+                      n, c.fabric.bandwidth / 1e9, c.fabric.latency_s * 1e6,
+                      c.all_reduce.small_below > 0
+                          ? fmt::format(", {:.2f} us below {}", c.fabric.small_message_latency_s * 1e6,
+                                        size_label(c.all_reduce.small_below))
+                          : std::string(),
+                      100 * c.all_reduce.rms_rel_error, size_label(kFitCollective)));
     if (progress && c.fabric.cold_bandwidth > 0)
-      progress(fmt::format("all-reduce with its buffer evicted from the caches: bus bandwidth {:.2f} GB/s ({}-{}, rms fit "
-                           "error {:.1f}%), for the gradient reduction after the backward",
-                           c.fabric.cold_bandwidth / 1e9, size_label(kColdCollectiveFrom), size_label(kFitCollective),
-                           100 * c.all_reduce_cold.rms_rel_error));
+      progress(fmt::format(
+          "all-reduce with its buffer evicted from the caches: bus bandwidth {:.2f} GB/s ({}-{}, rms fit "
+          "error {:.1f}%), for the gradient reduction after the backward",
+          c.fabric.cold_bandwidth / 1e9, size_label(kColdCollectiveFrom), size_label(kFitCollective),
+          100 * c.all_reduce_cold.rms_rel_error));
     if (progress)
       for (const OwnCollective& o : kOwnCollectives) {
         const CollectiveRates& r = *c.fabric.own_rates(o.op);
         if (r.bandwidth <= 0) continue;
-        progress(fmt::format("{}: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{}{} (rms fit error {:.1f}%)", to_string(o.op),
-                             r.bandwidth / 1e9, r.latency_s * 1e6,
-                             r.small_message_latency_s > 0
-                                 ? fmt::format(", {:.2f} us below {}", r.small_message_latency_s * 1e6,
-                                               size_label(c.fabric.small_message_bytes_of(o.op)))
-                                 : std::string(),
-                             r.cold_bandwidth > 0
-                                 ? fmt::format("; {:.2f} GB/s with its input evicted (rms {:.1f}%)", r.cold_bandwidth / 1e9,
-                                               100 * c.reduce_scatter_cold.rms_rel_error)
-                                 : std::string(),
-                             100 * (c.*o.fit).rms_rel_error));
+        progress(fmt::format(
+            "{}: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{}{} (rms fit error {:.1f}%)",
+            to_string(o.op), r.bandwidth / 1e9, r.latency_s * 1e6,
+            r.small_message_latency_s > 0
+                ? fmt::format(", {:.2f} us below {}", r.small_message_latency_s * 1e6,
+                              size_label(c.fabric.small_message_bytes_of(o.op)))
+                : std::string(),
+            r.cold_bandwidth > 0
+                ? fmt::format("; {:.2f} GB/s with its input evicted (rms {:.1f}%)", r.cold_bandwidth / 1e9,
+                              100 * c.reduce_scatter_cold.rms_rel_error)
+                : std::string(),
+            100 * (c.*o.fit).rms_rel_error));
       }
     if (progress && !c.fabric.measured.empty())
-      progress(fmt::format("measured times kept for plans of {} ranks inside the node, interpolated between the sizes: {} "
-                           "(in brackets: each size left out and interpolated from its neighbours, rms error)",
-                           n, measured_times_summary(c.fabric.measured)));
+      progress(fmt::format(
+          "measured times kept for plans of {} ranks inside the node, interpolated between the sizes: {} "
+          "(in brackets: each size left out and interpolated from its neighbours, rms error)",
+          n, measured_times_summary(c.fabric.measured)));
     if (progress && largest < kMaxCollective)
-      progress(fmt::format("collectives measured up to {} (the next sizes would pass the {:.0f} s budget)", size_label(largest),
-                           kCollectiveBudget_s));
+      progress(fmt::format("collectives measured up to {} (the next sizes would pass the {:.0f} s budget)",
+                           size_label(largest), kCollectiveBudget_s));
   }
 
   // The executor's cost per op, timed again after everything else: each keeps its faster time
   // (on the VM one calibration in three took 0.39 us per op against 0.26 in the others).
   {
     double per_step = executor_step_s;
-    for (int pass = 0; pass < passes; ++pass) per_step = std::min(per_step, time_call(be, [&] { (void)micro_trainer->step(); }, 0.2));
+    for (int pass = 0; pass < passes; ++pass)
+      per_step = std::min(per_step, time_call(
+                                        be, [&] { (void)micro_trainer->step(); }, 0.2));
     c.executor_overhead_s = per_step / static_cast<double>(micro_ops);
     if (progress)
-      progress(fmt::format("executor: {:.2f} us per op ({} ops of a micro model in {:.1f} us)", c.executor_overhead_s * 1e6,
-                           micro_ops, per_step * 1e6));
+      progress(fmt::format("executor: {:.2f} us per op ({} ops of a micro model in {:.1f} us)",
+                           c.executor_overhead_s * 1e6, micro_ops, per_step * 1e6));
   }
 
   const double peak = c.device.peak(DType::kFp32);
@@ -1400,9 +1486,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.device.gemm_weight_bwd_bandwidth = rate(c.gemm.weight_bwd_s_per_byte);
   c.device.caches.clear();
   for (const CacheFit& level : c.caches)
-    c.device.caches.push_back({static_cast<double>(level.bytes), std::min(1.0, 1.0 / (level.gemm.slope * peak)),
-                               1.0 / level.stream.slope, rate(level.gemm.weight_fwd_s_per_byte),
-                               rate(level.gemm.weight_bwd_s_per_byte), level.stream.element_s, rate(level.optimizer.slope),
+    c.device.caches.push_back({static_cast<double>(level.bytes),
+                               std::min(1.0, 1.0 / (level.gemm.slope * peak)), 1.0 / level.stream.slope,
+                               rate(level.gemm.weight_fwd_s_per_byte), rate(level.gemm.weight_bwd_s_per_byte),
+                               level.stream.element_s, rate(level.optimizer.slope),
                                level.footprint < level.bytes ? static_cast<double>(level.footprint) : 0.0});
   c.device.activation_element_s = c.stream.element_s;
   c.device.shared_memory = {};
@@ -1411,7 +1498,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     // are one node's cores); these are rank 0's alone.
     c.device.shared_memory.shared_by = c.ranks;
     CacheLevel& a = c.device.shared_memory.alone;
-    a.gemm_efficiency = c.alone_gemm.slope > 0 ? std::min(1.0, 1.0 / (c.alone_gemm.slope * peak)) : c.device.gemm_efficiency;
+    a.gemm_efficiency =
+        c.alone_gemm.slope > 0 ? std::min(1.0, 1.0 / (c.alone_gemm.slope * peak)) : c.device.gemm_efficiency;
     a.memory_bandwidth = 1.0 / c.alone_stream.slope;
     a.gemm_weight_fwd_bandwidth = rate(c.alone_gemm.weight_fwd_s_per_byte);
     a.gemm_weight_bwd_bandwidth = rate(c.alone_gemm.weight_bwd_s_per_byte);
@@ -1420,8 +1508,10 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   }
   c.device.memory_efficiency = 1.0;
   // AdamW's rate over the streaming rate (1 where its line has no slope: too few points to say).
-  c.device.optimizer_efficiency = c.optimizer.slope > 0 ? std::clamp(c.stream.slope / c.optimizer.slope, DeviceSpec::kOptimizerEfficiencyMin,
-                                                                         DeviceSpec::kOptimizerEfficiencyMax) : 1.0;
+  c.device.optimizer_efficiency = c.optimizer.slope > 0 ? std::clamp(c.stream.slope / c.optimizer.slope,
+                                                                     DeviceSpec::kOptimizerEfficiencyMin,
+                                                                     DeviceSpec::kOptimizerEfficiencyMax)
+                                                        : 1.0;
   c.device.kernel_overhead_s = c.executor_overhead_s;
   // The lines' intercepts: what a call costs beyond its work (the attention line's is per forward
   // and backward pair).
@@ -1439,15 +1529,18 @@ std::string cache_source(const Calibration& c) {
   std::string out = "fitted, smallest level first:";
   for (std::size_t i = 0; i < c.caches.size(); ++i) {
     const CacheFit& level = c.caches[i];
-    out += fmt::format("{} {} ({}): the same GEMMs and streaming kernels with operands cycled over {}, those of which "
-                       "two copies fit; GEMM rms error {:.1f}%, streaming {:.1f}%",
-                       i ? ";" : "", size_label(static_cast<double>(level.bytes)), level.what,
-                       size_label(static_cast<double>(level.footprint)), 100 * level.gemm.rms_rel_error,
-                       100 * level.stream.rms_rel_error);
+    out += fmt::format(
+        "{} {} ({}): the same GEMMs and streaming kernels with operands cycled over {}, those of which "
+        "two copies fit; GEMM rms error {:.1f}%, streaming {:.1f}%",
+        i ? ";" : "", size_label(static_cast<double>(level.bytes)), level.what,
+        size_label(static_cast<double>(level.footprint)), 100 * level.gemm.rms_rel_error,
+        100 * level.stream.rms_rel_error);
   }
-  return out + ". A plan whose working set per device fits a level takes the smallest such level's rates, blended "
-               "toward the next level's (memory's after the last) as far as the working set passes the span measured "
-               "on its way to the level's size";
+  return out +
+         ". A plan whose working set per device fits a level takes the smallest such level's rates, blended "
+         "toward the next level's (memory's after the last) as far as the working set passes the span "
+         "measured "
+         "on its way to the level's size";
 }
 }  // namespace
 
@@ -1456,71 +1549,97 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
   nlohmann::json device = device_to_json(c.device);
   device["name"] = name + "-core";
   device["sources"] = {
-      {"peak", fmt::format("measured: a {0}^3 fp32 GEMM on the runtime's {1} backend ({2}), best of 3-20 calls{4} ({3})",
-                           c.backend == "cpu" ? 1024 : 4096, c.backend,
-                           c.backend == "cpu" ? "Eigen" : "cuBLAS, no TF32", provenance,
-                           c.device.peak(DType::kFp32) > c.peak_gemm_flops
-                               ? fmt::format(" at {:.1f} GFLOP/s; raised to the fastest GEMM rate of the sweep or its fits",
-                                             c.peak_gemm_flops / 1e9)
-                               : "")},
+      {"peak",
+       fmt::format(
+           "measured: a {0}^3 fp32 GEMM on the runtime's {1} backend ({2}), best of 3-20 calls{4} ({3})",
+           c.backend == "cpu" ? 1024 : 4096, c.backend, c.backend == "cpu" ? "Eigen" : "cuBLAS, no TF32",
+           provenance,
+           c.device.peak(DType::kFp32) > c.peak_gemm_flops
+               ? fmt::format(" at {:.1f} GFLOP/s; raised to the fastest GEMM rate of the sweep or its fits",
+                             c.peak_gemm_flops / 1e9)
+               : "")},
       {"efficiency.gemm",
-       fmt::format("fitted: {} GEMMs (forward and backward at the transformer shapes of calibrate.cpp's sizes_for) with "
-                   "weights, weight gradients and saved inputs cycled over {} (a forward's input and a backward's "
-                   "output gradient hot, forward outputs allocated per call), t = calls a + FLOPs/(peak*eff) + weight "
-                   "bytes/gemm_weight_(fwd|bwd), rms error {:.1f}%, worst {:.1f}%",
-                   std::count_if(c.points.begin(), c.points.end(), [](const Measurement& m) { return m.kind == "gemm"; }),
-                   size_label(static_cast<double>(c.memory_footprint)), 100 * c.gemm.rms_rel_error,
-                   100 * c.gemm.max_rel_error)},
+       fmt::format(
+           "fitted: {} GEMMs (forward and backward at the transformer shapes of calibrate.cpp's sizes_for) "
+           "with "
+           "weights, weight gradients and saved inputs cycled over {} (a forward's input and a backward's "
+           "output gradient hot, forward outputs allocated per call), t = calls a + FLOPs/(peak*eff) + "
+           "weight "
+           "bytes/gemm_weight_(fwd|bwd), rms error {:.1f}%, worst {:.1f}%",
+           std::count_if(c.points.begin(), c.points.end(),
+                         [](const Measurement& m) { return m.kind == "gemm"; }),
+           size_label(static_cast<double>(c.memory_footprint)), 100 * c.gemm.rms_rel_error,
+           100 * c.gemm.max_rel_error)},
       {"efficiency.attention",
        fmt::format("fitted: fused attention forward+backward, {} shapes, the saved q, k, v and probabilities "
-                   "cycled over {} (activations come back within their micro-batch), t = a + heads x attention_head + "
-                   "causal score elements x attention_score + 3.5 x half the full-square FLOPs (the model's flash forward plus "
+                   "cycled over {} (activations come back within their micro-batch), t = a + heads x "
+                   "attention_head + "
+                   "causal score elements x attention_score + 3.5 x half the full-square FLOPs (the model's "
+                   "flash forward plus "
                    "its 2.5x backward) / (peak x eff); rms error {:.1f}%",
-                   std::count_if(c.points.begin(), c.points.end(), [](const Measurement& m) { return m.kind == "attention"; }),
+                   std::count_if(c.points.begin(), c.points.end(),
+                                 [](const Measurement& m) { return m.kind == "attention"; }),
                    size_label(static_cast<double>(c.activation_footprint)), 100 * c.attention.rms_rel_error)},
-      {"efficiency.attention_score", "fitted: the score-element term of the same fit (forward and backward together)"},
-      {"efficiency.attention_head", "fitted: the per-head term of the same fit (forward and backward together)"},
+      {"efficiency.attention_score",
+       "fitted: the score-element term of the same fit (forward and backward together)"},
+      {"efficiency.attention_head",
+       "fitted: the per-head term of the same fit (forward and backward together)"},
       {"efficiency.attention_backward",
-       "measured: the same pairs' time over their forwards' (each forward timed alone, as in the pair), less 1, over "
+       "measured: the same pairs' time over their forwards' (each forward timed alone, as in the pair), less "
+       "1, over "
        "every shape; the model splits the pair's time by it"},
-      {"efficiency.activation_element", "fitted: the exponentials' term of the streaming fit (each cache level its own)"},
+      {"efficiency.activation_element",
+       "fitted: the exponentials' term of the streaming fit (each cache level its own)"},
       {"memory_bandwidth",
-       fmt::format("fitted: residual, rmsnorm and swiglu (forward, their outputs allocated per call as new "
-                   "activations; rmsnorm and swiglu backward, their saved inputs cycled over {}), t = a + bytes/B + "
-                   "exponentials x activation_element (SwiGLU's, one per output each way); rms error {:.1f}%",
-                   size_label(static_cast<double>(c.memory_footprint)), 100 * c.stream.rms_rel_error)},
+       fmt::format(
+           "fitted: residual, rmsnorm and swiglu (forward, their outputs allocated per call as new "
+           "activations; rmsnorm and swiglu backward, their saved inputs cycled over {}), t = a + bytes/B + "
+           "exponentials x activation_element (SwiGLU's, one per output each way); rms error {:.1f}%",
+           size_label(static_cast<double>(c.memory_footprint)), 100 * c.stream.rms_rel_error)},
       {"efficiency.optimizer",
-       fmt::format("fitted: AdamW at {} parameter counts, its state (parameters, gradients, moments) cycled over {} "
-                   "(a step's other data evicts it), t = a + kAdamBytesPerParam x parameters/B; B / memory_bandwidth; "
-                   "rms error {:.1f}%",
-                   std::count_if(c.points.begin(), c.points.end(), [](const Measurement& m) { return m.kind == "optimizer"; }),
-                   size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.optimizer.rms_rel_error)},
+       fmt::format(
+           "fitted: AdamW at {} parameter counts, its state (parameters, gradients, moments) cycled over {} "
+           "(a step's other data evicts it), t = a + kAdamBytesPerParam x parameters/B; B / "
+           "memory_bandwidth; "
+           "rms error {:.1f}%",
+           std::count_if(c.points.begin(), c.points.end(),
+                         [](const Measurement& m) { return m.kind == "optimizer"; }),
+           size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.optimizer.rms_rel_error)},
       {"efficiency.gemm_setup",
        fmt::format("fitted: the intercept of the GEMM line over {} of operands",
-                   size_label(static_cast<double>(c.caches.empty() ? c.memory_footprint : c.caches.front().footprint)))},
+                   size_label(static_cast<double>(c.caches.empty() ? c.memory_footprint
+                                                                   : c.caches.front().footprint)))},
       {"efficiency.gemm_weight_fwd",
        "fitted: the forward points' weight-bytes term of the GEMM fit over " +
            size_label(static_cast<double>(c.memory_footprint)) +
            " (the BLAS's pass over the weight; each cache level's from its own fit)"},
       {"efficiency.gemm_weight_bwd",
-       "fitted: the backward points' weight-bytes term of the same fits (data and weight gradients: the weight "
+       "fitted: the backward points' weight-bytes term of the same fits (data and weight gradients: the "
+       "weight "
        "packed, its gradient read and written)"},
-      {"efficiency.attention_setup", "fitted: half the attention line's intercept (a forward and backward pair)"},
-      {"efficiency.kernel_overhead", "measured: the executor's cost per op, a training step of a micro model (2 layers, "
-                                     "hidden 8) divided by its op count"},
+      {"efficiency.attention_setup",
+       "fitted: half the attention line's intercept (a forward and backward pair)"},
+      {"efficiency.kernel_overhead",
+       "measured: the executor's cost per op, a training step of a micro model (2 layers, "
+       "hidden 8) divided by its op count"},
       {"rest", "from the base profile " + base.node.accelerator().name}};
   if (!c.caches.empty()) device["sources"]["cache"] = cache_source(c);
   if (c.device.shared_memory.shared_by > 1)
     device["sources"]["shared_memory"] = fmt::format(
-        "fitted: the memory-level GEMMs, streaming kernels and AdamW (as memory_bandwidth's, efficiency.gemm's and "
-        "efficiency.optimizer's, which every one of the {} ranks measured at once) measured again on rank 0 while the "
-        "other ranks waited at a barrier; GEMM rms error {:.1f}%, streaming {:.1f}%, AdamW {:.1f}%. A plan running fewer "
+        "fitted: the memory-level GEMMs, streaming kernels and AdamW (as memory_bandwidth's, "
+        "efficiency.gemm's and "
+        "efficiency.optimizer's, which every one of the {} ranks measured at once) measured again on rank 0 "
+        "while the "
+        "other ranks waited at a barrier; GEMM rms error {:.1f}%, streaming {:.1f}%, AdamW {:.1f}%. A plan "
+        "running fewer "
         "of the node's devices takes rates blended toward these",
-        c.ranks, 100 * c.alone_gemm.rms_rel_error, 100 * c.alone_stream.rms_rel_error, 100 * c.alone_optimizer.rms_rel_error);
+        c.ranks, 100 * c.alone_gemm.rms_rel_error, 100 * c.alone_stream.rms_rel_error,
+        100 * c.alone_optimizer.rms_rel_error);
   for (const auto& [p, rate] : c.precision_peaks)
-    device["sources"][p == Precision::kBf16 ? "peak.bf16" : "peak.fp16"] = fmt::format(
-        "measured: the same GEMM with {} ({:.1f} GFLOP/s){}", p == Precision::kBf16 ? "bf16 operands" : "TF32 operands",
-        rate / 1e9, p == Precision::kFp16 ? ", which the runtime's fp16 plans run; also the tf32 peak" : "");
+    device["sources"][p == Precision::kBf16 ? "peak.bf16" : "peak.fp16"] =
+        fmt::format("measured: the same GEMM with {} ({:.1f} GFLOP/s){}",
+                    p == Precision::kBf16 ? "bf16 operands" : "TF32 operands", rate / 1e9,
+                    p == Precision::kFp16 ? ", which the runtime's fp16 plans run; also the tf32 peak" : "");
   nlohmann::json node = node_to_json(base.node);
   node["name"] = name;
   node["devices"] = nlohmann::json::array({{{"device", device}, {"count", base.node.accelerators()}}});
@@ -1528,23 +1647,26 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
     node["fabric"]["bandwidth"] = fmt::format("{:.6g}GB/s", c.fabric.bandwidth / 1e9);
     node["fabric"]["latency"] = fmt::format("{:.6g}us", c.fabric.latency_s * 1e6);
     node["fabric"]["efficiency"] = 1.0;
-    if (c.fabric.cold_bandwidth > 0) node["fabric"]["cold_bandwidth"] = fmt::format("{:.6g}GB/s", c.fabric.cold_bandwidth / 1e9);
-    if (c.fabric.small_message_bytes > 0)
-      node["fabric"]["small_messages"] = {{"below", size_label(c.fabric.small_message_bytes)},
-                                          {"latency", fmt::format("{:.6g}us", c.fabric.small_message_latency_s * 1e6)}};
-    node["sources"] = {{"fabric", fmt::format("fitted: {} all-reduce over {} ranks, 1 KiB-16 MiB, ring model "
-                                              "t = 2(n-1)*latency + 2(n-1)/n*S/B{}; rms error {:.1f}%",
-                                              c.backend == "cpu" ? "MPI" : "NCCL", c.ranks,
-                                              c.fabric.small_message_bytes > 0
-                                                  ? ", the latency its own below the first size of the slower protocol"
-                                                  : "",
-                                              100 * c.all_reduce.rms_rel_error)}};
     if (c.fabric.cold_bandwidth > 0)
-      node["sources"]["fabric.cold_bandwidth"] =
-          fmt::format("fitted: MPI all-reduce over {} ranks, {}-{}, each rank first writing {} of other data (untimed), "
-                      "the same latency; rms error {:.1f}%",
-                      c.ranks, size_label(kColdCollectiveFrom), size_label(kFitCollective),
-                      size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.all_reduce_cold.rms_rel_error);
+      node["fabric"]["cold_bandwidth"] = fmt::format("{:.6g}GB/s", c.fabric.cold_bandwidth / 1e9);
+    if (c.fabric.small_message_bytes > 0)
+      node["fabric"]["small_messages"] = {
+          {"below", size_label(c.fabric.small_message_bytes)},
+          {"latency", fmt::format("{:.6g}us", c.fabric.small_message_latency_s * 1e6)}};
+    node["sources"] = {
+        {"fabric", fmt::format("fitted: {} all-reduce over {} ranks, 1 KiB-16 MiB, ring model "
+                               "t = 2(n-1)*latency + 2(n-1)/n*S/B{}; rms error {:.1f}%",
+                               c.backend == "cpu" ? "MPI" : "NCCL", c.ranks,
+                               c.fabric.small_message_bytes > 0
+                                   ? ", the latency its own below the first size of the slower protocol"
+                                   : "",
+                               100 * c.all_reduce.rms_rel_error)}};
+    if (c.fabric.cold_bandwidth > 0)
+      node["sources"]["fabric.cold_bandwidth"] = fmt::format(
+          "fitted: MPI all-reduce over {} ranks, {}-{}, each rank first writing {} of other data (untimed), "
+          "the same latency; rms error {:.1f}%",
+          c.ranks, size_label(kColdCollectiveFrom), size_label(kFitCollective),
+          size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.all_reduce_cold.rms_rel_error);
     const std::string lib = c.backend == "cpu" ? "MPI" : "NCCL";
     for (const OwnCollective& own : kOwnCollectives) {
       const std::string coll(to_string(own.op));
@@ -1554,23 +1676,26 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
       nlohmann::json& o = node["fabric"]["collectives"][coll];
       o["bandwidth"] = fmt::format("{:.6g}GB/s", r.bandwidth / 1e9);
       if (r.latency_s > 0) o["latency"] = fmt::format("{:.6g}us", r.latency_s * 1e6);
-      if (r.small_message_latency_s > 0) o["small_message_latency"] = fmt::format("{:.6g}us", r.small_message_latency_s * 1e6);
+      if (r.small_message_latency_s > 0)
+        o["small_message_latency"] = fmt::format("{:.6g}us", r.small_message_latency_s * 1e6);
       if (r.small_message_bytes > 0) o["small_messages_below"] = size_label(r.small_message_bytes);
       if (r.cold_bandwidth > 0) o["cold_bandwidth"] = fmt::format("{:.6g}GB/s", r.cold_bandwidth / 1e9);
-      node["sources"][std::string("fabric.collectives.") + coll] =
-          fmt::format("fitted: {} {} over {} ranks, 1 KiB-16 MiB, t = steps*latency + {}{}; rms error {:.1f}%", lib, coll,
-                      op == CollectiveOp::kSendRecv ? 2 : c.ranks, own.model,
-                      r.small_message_bytes > 0
-                          ? ", split in two where its protocol changes (" + size_label(r.small_message_bytes) + ")"
-                      : r.small_message_latency_s > 0 ? ", the latency its own below the all-reduce's protocol split"
-                                                       : "",
-                      100 * (c.*own.fit).rms_rel_error);
+      node["sources"][std::string("fabric.collectives.") + coll] = fmt::format(
+          "fitted: {} {} over {} ranks, 1 KiB-16 MiB, t = steps*latency + {}{}; rms error {:.1f}%", lib, coll,
+          op == CollectiveOp::kSendRecv ? 2 : c.ranks, own.model,
+          r.small_message_bytes > 0
+              ? ", split in two where its protocol changes (" + size_label(r.small_message_bytes) + ")"
+          : r.small_message_latency_s > 0 ? ", the latency its own below the all-reduce's protocol split"
+                                          : "",
+          100 * (c.*own.fit).rms_rel_error);
       if (r.cold_bandwidth > 0)
-        node["sources"][std::string("fabric.collectives.") + coll + ".cold_bandwidth"] =
-            fmt::format("fitted: {} {} over {} ranks, {}-{}, each rank first writing {} of other data (untimed), the same "
-                        "latency; rms error {:.1f}%",
-                        lib, coll, c.ranks, size_label(kColdCollectiveFrom), size_label(kFitCollective),
-                        size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.reduce_scatter_cold.rms_rel_error);
+        node["sources"][std::string("fabric.collectives.") + coll + ".cold_bandwidth"] = fmt::format(
+            "fitted: {} {} over {} ranks, {}-{}, each rank first writing {} of other data (untimed), the "
+            "same "
+            "latency; rms error {:.1f}%",
+            lib, coll, c.ranks, size_label(kColdCollectiveFrom), size_label(kFitCollective),
+            size_label(static_cast<double>(c.optimizer_footprint)),
+            100 * c.reduce_scatter_cold.rms_rel_error);
     }
   }
   if (c.fabric_measured) {
@@ -1589,17 +1714,21 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
       const bool in_step = std::any_of(c.points.begin(), c.points.end(),
                                        [](const Measurement& p) { return p.kind.ends_with(kInStepSuffix); });
       node["sources"]["fabric.measured"] = fmt::format(
-          "measured: {} collectives over {} ranks (a send/recv: half a ping-pong between ranks 0 and 1), each size's "
-          "median sample averaged over the ranks; {}up to {} measured twice and the faster kept; a plan's group of {} ranks "
-          "inside the node takes them up to the largest size measured, interpolated in log size and log time (below the "
+          "measured: {} collectives over {} ranks (a send/recv: half a ping-pong between ranks 0 and 1), "
+          "each size's "
+          "median sample averaged over the ranks; {}up to {} measured twice and the faster kept; a plan's "
+          "group of {} ranks "
+          "inside the node takes them up to the largest size measured, interpolated in log size and log time "
+          "(below the "
           "smallest, its time). Each size left out and interpolated from its neighbours: {} rms",
           c.backend == "cpu" ? "MPI" : "NCCL", c.ranks,
-          in_step
-              ? fmt::format("up to {} as a step calls them (before each call, untimed, each rank writes as much other data "
-                            "as its first cache level holds and rewrites the call's input; each call timed alone, up to "
-                            "64 KiB {} per sample), larger ones back to back; ",
-                            size_label(kInStepUpTo), kCollectiveBackToBack)
-              : fmt::format("up to 64 KiB {} calls in a row per sample; ", kCollectiveBackToBack),
+          in_step ? fmt::format("up to {} as a step calls them (before each call, untimed, each rank writes "
+                                "as much other data "
+                                "as its first cache level holds and rewrites the call's input; each call "
+                                "timed alone, up to "
+                                "64 KiB {} per sample), larger ones back to back; ",
+                                size_label(kInStepUpTo), kCollectiveBackToBack)
+                  : fmt::format("up to 64 KiB {} calls in a row per sample; ", kCollectiveBackToBack),
           size_label(kRemeasureCollectiveUpTo), c.ranks, measured_times_summary(c.fabric.measured));
     }
   }
@@ -1614,11 +1743,11 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
     node["host_link"]["bandwidth"] = fmt::format("{:.6g}GB/s", 1e-9 / c.host_copy.slope);
     node["host_link"]["latency"] = fmt::format("{:.6g}us", c.host_copy.intercept_s * 1e6);
     node["host_link"]["efficiency"] = 1.0;
-    node["sources"]["host_link"] =
-        fmt::format("fitted: the {} backend's uploads and downloads of {}-{} between pageable host memory and the "
-                    "device (offload engines pin their buffers, which can run faster), t = latency + bytes/B over both "
-                    "directions; rms error {:.1f}%",
-                    c.backend, size_label(smallest), size_label(largest), 100 * c.host_copy.rms_rel_error);
+    node["sources"]["host_link"] = fmt::format(
+        "fitted: the {} backend's uploads and downloads of {}-{} between pageable host memory and the "
+        "device (offload engines pin their buffers, which can run faster), t = latency + bytes/B over both "
+        "directions; rms error {:.1f}%",
+        c.backend, size_label(smallest), size_label(largest), 100 * c.host_copy.rms_rel_error);
   }
 
   nlohmann::json cluster = cluster_to_json(base);
@@ -1628,7 +1757,11 @@ nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& 
   cluster["sources"] = {{"all", "measured on this machine: " + provenance}};
   nlohmann::json pts = nlohmann::json::array();
   for (const auto& p : c.points)
-    pts.push_back({{"kind", p.kind}, {"shape", p.shape}, {"work", p.work}, {"seconds", p.seconds}, {"fitted_s", p.fitted_s}});
+    pts.push_back({{"kind", p.kind},
+                   {"shape", p.shape},
+                   {"work", p.work},
+                   {"seconds", p.seconds},
+                   {"fitted_s", p.fitted_s}});
   cluster["notes"] = {{"measurements", pts}};
   if (c.peak_n > 0)  // for `run --predict`'s comparison of the machine's speed with the calibration's
     cluster["notes"]["peak_gemm"] = {{"n", c.peak_n},

@@ -20,11 +20,10 @@
 // within its L3; a GPU's L2) and beyond the caches (DeviceSpec::caches).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
+#include <array>
 #include <cstddef>
 #include <functional>
-#include <array>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,12 +39,13 @@ namespace foresight::runtime {
 // inner one is the core's L2, when the machine says its size), and the memory rates (see
 // calibrate; a GPU's are 16 MiB and 1 GiB).
 inline constexpr std::size_t kCacheFootprint = 8u << 20;
-inline constexpr std::size_t kL3Footprint = 32u << 20;  // a third level, where the machine's L3 holds it twice
+inline constexpr std::size_t kL3Footprint = 32u
+                                            << 20;  // a third level, where the machine's L3 holds it twice
 inline constexpr std::size_t kMemoryFootprint = 256u << 20;
 
-// Collectives are measured from 1 KiB to kMaxCollective (within kCollectiveBudget_s); the fabric is fitted on the all-reduce
-// sizes up to kFitCollective (the messages of the models a CPU trains) and the larger sizes are
-// reported against the model.
+// Collectives are measured from 1 KiB to kMaxCollective (within kCollectiveBudget_s); the fabric is fitted on
+// the all-reduce sizes up to kFitCollective (the messages of the models a CPU trains) and the larger sizes
+// are reported against the model.
 inline constexpr std::size_t kMaxCollective = 1u << 30;
 inline constexpr std::size_t kFitCollective = 16u << 20;
 // The all-reduce is also measured with its buffer evicted from the caches (a host backend's), from
@@ -65,12 +65,13 @@ inline constexpr std::size_t kInStepUpTo = 4u << 20;
 inline constexpr const char* kInStepSuffix = "_in_step";
 
 struct Measurement {
-  std::string kind;   // gemm(-LEVEL), stream(-LEVEL), optimizer(-LEVEL), attention, attn_fwd, host_copy, all_reduce(_cold), all_gather, reduce_scatter, send_recv
-  std::string shape;  // "128x256x2048", "4 MiB", ...
-  double work = 0;    // FLOPs or bytes the fit uses
-  double seconds = 0; // median
-  double fitted_s = 0;  // the fitted line's, or for collectives the model's on the fitted fabric
-  bool in_fit = true;   // whether the fit of its kind uses it
+  std::string kind;       // gemm(-LEVEL), stream(-LEVEL), optimizer(-LEVEL), attention, attn_fwd, host_copy,
+                          // all_reduce(_cold), all_gather, reduce_scatter, send_recv
+  std::string shape;      // "128x256x2048", "4 MiB", ...
+  double work = 0;        // FLOPs or bytes the fit uses
+  double seconds = 0;     // median
+  double fitted_s = 0;    // the fitted line's, or for collectives the model's on the fitted fabric
+  bool in_fit = true;     // whether the fit of its kind uses it
   double bus_factor = 0;  // collectives: busbw / algbw in the nccl-tests convention
   double weight_bytes = 0;  // GEMMs: the weight's bytes (k x n)
   bool backward = false;    // GEMMs: a backward (two calls: data and weight gradients)
@@ -81,8 +82,8 @@ struct Measurement {
 };
 
 struct LineFit {
-  double intercept_s = 0;  // fixed cost per call
-  double slope = 0;        // seconds per unit of work
+  double intercept_s = 0;    // fixed cost per call
+  double slope = 0;          // seconds per unit of work
   double rms_rel_error = 0;  // root-mean-square relative residual of the fit
   double max_rel_error = 0;
   // Two protocols (LinkSpec::small_message_bytes): points with work below `small_below` have
@@ -97,7 +98,9 @@ struct LineFit {
   double element_s = 0;
   double head_s = 0;  // fit_attention: seconds per (sequence, head) pair
   // The line's time for `work`.
-  double at(double work) const { return (work < small_below ? small_intercept_s : intercept_s) + slope * work; }
+  double at(double work) const {
+    return (work < small_below ? small_intercept_s : intercept_s) + slope * work;
+  }
 };
 
 // The all-reduce line, split in two where a message protocol changes (MPI's eager limit, NCCL's
@@ -115,8 +118,8 @@ LineFit fit_protocols(std::vector<Measurement>& pts, const std::string& kind);
 // by up to 4x from the all-reduce's rates (an all-gather only copies; Open MPI's reduce-scatter
 // runs slower than its all-reduce). Fills `line` and the points' fitted_s; empty rates where there
 // are fewer than four points or the slope is not positive.
-CollectiveRates fit_collective_rates(std::vector<Measurement>& pts, const std::string& kind, CollectiveOp op, int ranks,
-                                     double small_below, LineFit& line);
+CollectiveRates fit_collective_rates(std::vector<Measurement>& pts, const std::string& kind, CollectiveOp op,
+                                     int ranks, double small_below, LineFit& line);
 // The collectives' measured times (LinkSpec::measured) from the points of kinds "all_reduce",
 // "all_gather", "reduce_scatter" and "send_recv" (the cold ones are not these) over `ranks`: each
 // collective's sizes in order, one point per size (the faster where one was measured twice), a
@@ -142,7 +145,8 @@ LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind);
 // The device's GEMM peak: the peak GEMM's measured rate, or the fastest rate of a GEMM point (any
 // level's) or of the fitted lines where one is faster (a peak measured in a slow moment would
 // otherwise cap every GEMM, the efficiencies being rates over the peak capped at 1).
-double gemm_peak(double measured_flops, const std::vector<Measurement>& pts, const std::vector<const LineFit*>& fits);
+double gemm_peak(double measured_flops, const std::vector<Measurement>& pts,
+                 const std::vector<const LineFit*>& fits);
 
 // A cache level as the calibration measured it: the kernels with their operands cycled over
 // `footprint`; a plan whose working set fits `bytes` takes its rates (DeviceSpec::caches).
@@ -157,7 +161,8 @@ struct CacheFit {
 // The device's peak per dtype: `fp32_peak` for fp32 and for every dtype that has a peak in the
 // base profile, unless the backend measured a GEMM precision of its own for it: bf16 for bf16;
 // the fp16 plans' (TF32 operands on the CUDA backend) for fp16 and tf32.
-void set_precision_peaks(DeviceSpec& d, double fp32_peak, const std::vector<std::pair<Precision, double>>& measured);
+void set_precision_peaks(DeviceSpec& d, double fp32_peak,
+                         const std::vector<std::pair<Precision, double>>& measured);
 
 // The kind suffix of the points rank 0 measured alone ("gemm-alone", "stream-alone", "optimizer-alone").
 inline constexpr std::string_view kAloneSuffix = "-alone";
@@ -166,8 +171,8 @@ struct Calibration {
   std::string backend = "cpu";  // the backend measured
   std::size_t memory_footprint = kMemoryFootprint, optimizer_footprint = 0;
   std::size_t activation_footprint = 0;  // attention's saved tensors are cycled over this much
-  DeviceSpec device;            // the base device with fitted peak, efficiencies, bandwidth, overhead
-  LinkSpec fabric;              // fitted when there were 2+ ranks, else the base's
+  DeviceSpec device;  // the base device with fitted peak, efficiencies, bandwidth, overhead
+  LinkSpec fabric;    // fitted when there were 2+ ranks, else the base's
   bool fabric_measured = false;
   double executor_overhead_s = 0;  // per op: becomes the device's kernel_overhead
   double peak_gemm_flops = 0;      // the peak GEMM's best rate (the device's peak may be a faster GEMM's)
@@ -175,7 +180,7 @@ struct Calibration {
   // how far the machine's speed moved while the kernels were measured (a shared VM's moves by
   // 15-25% within minutes, and a calibration across such a change mixes two machines).
   double peak_gemm_start_flops = 0, peak_gemm_end_flops = 0;
-  int peak_n = 0;                  // the peak GEMM is peak_n^3, fp32
+  int peak_n = 0;  // the peak GEMM is peak_n^3, fp32
   // A small GEMM's call (small_gemm: rows, k, n; forward, operands hot) at the same two moments:
   // the small kernels' speed, which moves apart from the peak GEMM's on a shared VM.
   std::array<int, 3> small_gemm{};
@@ -185,17 +190,17 @@ struct Calibration {
   std::vector<std::pair<Precision, double>> precision_peaks;
   int ranks = 1;
   LineFit gemm, stream, attention, all_reduce;  // gemm, stream: operands beyond the caches
-  LineFit optimizer;                             // AdamW, its state cycled over optimizer_footprint
+  LineFit optimizer;                            // AdamW, its state cycled over optimizer_footprint
   // The same three lines (gemm, stream, optimizer) measured on rank 0 while the other ranks waited
   // (DeviceSpec::shared_memory; kinds + kAloneSuffix); empty with one rank, and on ranks but 0.
   LineFit alone_gemm, alone_stream, alone_optimizer;
-  LineFit all_reduce_cold;                       // its buffer evicted first (fabric.cold_bandwidth)
+  LineFit all_reduce_cold;  // its buffer evicted first (fabric.cold_bandwidth)
   // The other collectives' own lines (fabric.all_gather, .reduce_scatter, .send_recv), the
   // reduce-scatter's also with its input evicted first (as the ZeRO gradient reduction's).
   LineFit all_gather, reduce_scatter, reduce_scatter_cold, send_recv;
   LineFit host_copy;  // uploads and downloads (node.host_link); none where the tensors are in host memory
   double attention_backward_ratio = 0;  // the attention pair's backward over its forward (0: not measured)
-  std::vector<CacheFit> caches;                  // smallest first
+  std::vector<CacheFit> caches;         // smallest first
   std::vector<Measurement> points;
 };
 
@@ -263,7 +268,8 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
 // vector (pageable memory, as the backend's uploads read it) and a device tensor, appended to
 // `pts` (kind "host_copy"), and the line t = latency + bytes / bandwidth fitted over both
 // directions. A backend whose tensors are in host memory has no such copies (the line stays 0).
-LineFit measure_host_copies(Backend& be, const std::vector<std::size_t>& sizes, std::vector<Measurement>& pts);
+LineFit measure_host_copies(Backend& be, const std::vector<std::size_t>& sizes,
+                            std::vector<Measurement>& pts);
 
 // calibrate() on the CPU backend.
 Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,

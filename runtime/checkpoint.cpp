@@ -1,16 +1,15 @@
 #include "runtime/checkpoint.h"
 
 #include <fcntl.h>
-#include <unistd.h>
-
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
@@ -72,8 +71,10 @@ Status remove_set(const fs::path& set) {
 json scan_sets(const std::string& dir, const CheckpointIdentity& id) {
   std::error_code ec;
   if (!fs::exists(dir, ec))
-    return {{"error", dir + ": no such checkpoint folder (--resume needs the folder an earlier run's --checkpoint-dir wrote)"}};
-  if (!fs::is_directory(dir, ec)) return {{"error", dir + ": not a folder (--checkpoint-dir names a folder of checkpoint sets)"}};
+    return {{"error", dir + ": no such checkpoint folder (--resume needs the folder an earlier run's "
+                            "--checkpoint-dir wrote)"}};
+  if (!fs::is_directory(dir, ec))
+    return {{"error", dir + ": not a folder (--checkpoint-dir names a folder of checkpoint sets)"}};
   std::vector<int> steps;
   bool old_format = false;
   static const std::regex old_file("rank-[0-9]{5}\\.ckpt");
@@ -85,11 +86,14 @@ json scan_sets(const std::string& dir, const CheckpointIdentity& id) {
   if (ec) return {{"error", dir + ": cannot list the checkpoint folder: " + ec.message()}};
   if (steps.empty()) {
     if (old_format)
-      return {{"error", dir + ": holds checkpoint files of the previous format (rank-NNNNN.ckpt without a manifest), "
-                              "which cannot show that every rank's file is of the same step; they are not resumed: run "
-                              "without --resume (new sets go into step-NNNNNNNN folders), or resume with the Foresight "
-                              "that wrote them"}};
-    return {{"error", dir + ": no checkpoint set in the folder (no step-NNNNNNNN folder with a MANIFEST.json)"}};
+      return {{"error",
+               dir +
+                   ": holds checkpoint files of the previous format (rank-NNNNN.ckpt without a manifest), "
+                   "which cannot show that every rank's file is of the same step; they are not resumed: run "
+                   "without --resume (new sets go into step-NNNNNNNN folders), or resume with the Foresight "
+                   "that wrote them"}};
+    return {
+        {"error", dir + ": no checkpoint set in the folder (no step-NNNNNNNN folder with a MANIFEST.json)"}};
   }
   std::sort(steps.rbegin(), steps.rend());
   json skipped = json::array(), candidates = json::array();
@@ -136,17 +140,21 @@ std::string check_own_file(const json& candidate, int rank, std::string& bytes, 
   if (bytes.size() != want) return who + fmt::format("{} bytes, the manifest says {}", bytes.size(), want);
   const std::string hash = hex64(fnv1a(bytes));
   if (hash != e["fnv1a"].get<std::string>())
-    return who + "FNV-1a hash " + hash + ", the manifest says " + e["fnv1a"].get<std::string>() + " (damaged or rewritten)";
+    return who + "FNV-1a hash " + hash + ", the manifest says " + e["fnv1a"].get<std::string>() +
+           " (damaged or rewritten)";
   return "";
 }
 
 }  // namespace
 
-Result<std::vector<CheckpointManifestEntry>> parse_checkpoint_manifest(std::string_view text, const std::string& manifest_path,
-                                                                      int step, const CheckpointIdentity& id,
-                                                                      bool& other_launch) {
+Result<std::vector<CheckpointManifestEntry>> parse_checkpoint_manifest(std::string_view text,
+                                                                       const std::string& manifest_path,
+                                                                       int step, const CheckpointIdentity& id,
+                                                                       bool& other_launch) {
   other_launch = false;
-  const auto damaged = [](const std::string& why) { return Error(std::string(kCheckpointManifest) + ": " + why); };
+  const auto damaged = [](const std::string& why) {
+    return Error(std::string(kCheckpointManifest) + ": " + why);
+  };
   const auto field = [&](const char* f) { return std::string("/") + f + ": "; };
   // A value as the manifest has it, shortened when long (a damaged field may be megabytes).
   const auto shown = [](const json& v) {
@@ -180,7 +188,9 @@ Result<std::vector<CheckpointManifestEntry>> parse_checkpoint_manifest(std::stri
   const json* model = get("model");
   if (!model || *model != id.model)
     return Error(manifest_path + ": /model: the set is of model " +
-                 (model && model->is_string() ? model->get<std::string>() : model ? shown(*model) : "?") +
+                 (model && model->is_string() ? model->get<std::string>()
+                  : model                     ? shown(*model)
+                                              : "?") +
                  ", this run is " + id.model);
   const json plan = json::parse(id.plan_json);
   const json* set_plan = get("plan");
@@ -196,14 +206,16 @@ Result<std::vector<CheckpointManifestEntry>> parse_checkpoint_manifest(std::stri
     const json& f = (*files)[r];
     const std::string at = field("files") + std::to_string(r) + ": ";
     const auto has = [&](const char* key) { return f.is_object() && f.contains(key); };
-    if (!has("rank") || !f["rank"].is_number_integer() || f["rank"] != r) return damaged(at + "/rank is not " + std::to_string(r));
-    if (!has("file") || !f["file"].is_string() || f["file"].get<std::string>().find('/') != std::string::npos ||
-        f["file"].get<std::string>().empty())
+    if (!has("rank") || !f["rank"].is_number_integer() || f["rank"] != r)
+      return damaged(at + "/rank is not " + std::to_string(r));
+    if (!has("file") || !f["file"].is_string() ||
+        f["file"].get<std::string>().find('/') != std::string::npos || f["file"].get<std::string>().empty())
       return damaged(at + "/file is not a file name in the set's folder");
     if (!has("bytes") || !f["bytes"].is_number_unsigned()) return damaged(at + "/bytes is not a size");
     if (!has("fnv1a") || !f["fnv1a"].is_string() || f["fnv1a"].get<std::string>().size() != 16)
       return damaged(at + "/fnv1a is not a 16-digit hash");
-    entries.push_back({f["file"].get<std::string>(), f["bytes"].get<std::uint64_t>(), f["fnv1a"].get<std::string>()});
+    entries.push_back(
+        {f["file"].get<std::string>(), f["bytes"].get<std::uint64_t>(), f["fnv1a"].get<std::string>()});
   }
   return entries;
 }
@@ -227,7 +239,8 @@ Status save_checkpoint_set(const Comm& world, const std::string& dir, const Chec
   // A manifest left in this step's folder by an earlier run goes before the new files do.
   if (mine.empty() && world.rank() == 0) {
     fs::remove(fs::path(set) / kCheckpointManifest, ec);
-    if (ec) mine = "E" + set + "/" + kCheckpointManifest + ": cannot remove the earlier manifest: " + ec.message();
+    if (ec)
+      mine = "E" + set + "/" + kCheckpointManifest + ": cannot remove the earlier manifest: " + ec.message();
   }
   if (mine.empty())
     if (Status s = write_file_atomically(file, bytes); !s) mine = "E" + s.error().message();
@@ -260,14 +273,16 @@ Status save_checkpoint_set(const Comm& world, const std::string& dir, const Chec
       for (std::size_t i = 0; i < errors.size(); ++i) outcome += (i ? "; " : "") + errors[i];
       outcome += fmt::format(" (no manifest was written for step {}; the previous set is kept)", step);
     } else {
-      const json manifest = {{"format", kFormat}, {"version", kVersion},      {"step", step},          {"ranks", id.ranks},
-                             {"model", id.model}, {"plan", json::parse(id.plan_json)}, {"files", files}};
+      const json manifest = {{"format", kFormat}, {"version", kVersion}, {"step", step},
+                             {"ranks", id.ranks}, {"model", id.model},   {"plan", json::parse(id.plan_json)},
+                             {"files", files}};
       const std::string manifest_path = (fs::path(set) / kCheckpointManifest).string();
       Status s = write_file_atomically(manifest_path, manifest.dump(2) + "\n");
       if (s) s = sync_folder(set);
       if (s) s = sync_folder(dir);
       if (!s) {
-        outcome = s.error().message() + fmt::format(" (the set of step {} is incomplete; the previous set is kept)", step);
+        outcome = s.error().message() +
+                  fmt::format(" (the set of step {} is incomplete; the previous set is kept)", step);
       } else {
         // The new set is complete: every other one goes (older ones, and newer ones a run before
         // a resume left, which would otherwise be resumed from instead of this one).
@@ -290,7 +305,8 @@ Status save_checkpoint_set(const Comm& world, const std::string& dir, const Chec
   return Status::Ok();
 }
 
-Result<CheckpointSetRead> read_checkpoint_set(const Comm& world, const std::string& dir, const CheckpointIdentity& id) {
+Result<CheckpointSetRead> read_checkpoint_set(const Comm& world, const std::string& dir,
+                                              const CheckpointIdentity& id) {
   std::string scan;
   if (world.rank() == 0) {
     try {
@@ -324,18 +340,21 @@ Result<CheckpointSetRead> read_checkpoint_set(const Comm& world, const std::stri
     if (verdict.empty()) {
       broken_above(step);
       for (auto& [p, why] : passed) out.skipped.push_back(std::move(why));
-      std::stable_sort(out.skipped.begin(), out.skipped.end(), [](const std::string& x, const std::string& y) { return x > y; });
+      std::stable_sort(out.skipped.begin(), out.skipped.end(),
+                       [](const std::string& x, const std::string& y) { return x > y; });
       out.step = step;
       out.set_dir = c["set_dir"].get<std::string>();
       out.file = path;
       out.bytes = std::move(bytes);
       return out;
     }
-    passed.emplace_back(step, fmt::format("{} (step {}): incomplete: {}", c["set_dir"].get<std::string>(), step, verdict));
+    passed.emplace_back(
+        step, fmt::format("{} (step {}): incomplete: {}", c["set_dir"].get<std::string>(), step, verdict));
   }
   broken_above(-1);
   for (auto& [p, why] : passed) out.skipped.push_back(std::move(why));
-  std::stable_sort(out.skipped.begin(), out.skipped.end(), [](const std::string& x, const std::string& y) { return x > y; });
+  std::stable_sort(out.skipped.begin(), out.skipped.end(),
+                   [](const std::string& x, const std::string& y) { return x > y; });
   std::string why;
   for (std::size_t i = 0; i < out.skipped.size(); ++i) why += (i ? "; " : "") + out.skipped[i];
   return Error(dir + ": no complete checkpoint set to resume from: " + why);

@@ -62,15 +62,16 @@ struct CheckpointManifestEntry {
 // another step, bad entries) gives an error that starts "MANIFEST.json: " and sets
 // `other_launch` false: the set is passed over. A sound one written by another rank count,
 // model or plan gives an error naming `manifest_path` and sets `other_launch` true: the resume fails.
-Result<std::vector<CheckpointManifestEntry>> parse_checkpoint_manifest(std::string_view text, const std::string& manifest_path,
-                                                                      int step, const CheckpointIdentity& id,
-                                                                      bool& other_launch);
+Result<std::vector<CheckpointManifestEntry>> parse_checkpoint_manifest(std::string_view text,
+                                                                       const std::string& manifest_path,
+                                                                       int step, const CheckpointIdentity& id,
+                                                                       bool& other_launch);
 
 struct CheckpointSetRead {
   int step = 0;
-  std::string set_dir;             // DIR/step-NNNNNNNN
-  std::string file;                // this rank's file in it
-  std::string bytes;               // its content, checked against the manifest
+  std::string set_dir;               // DIR/step-NNNNNNNN
+  std::string file;                  // this rank's file in it
+  std::string bytes;                 // its content, checked against the manifest
   std::vector<std::string> skipped;  // newer sets passed over: "DIR/step-N (step N): reason", newest first
 };
 
@@ -78,6 +79,7 @@ struct CheckpointSetRead {
 // by all ranks. Every rank returns the same step, or the same error: no set folder or no complete
 // set (naming the folder and each set's reason), the previous format, or a complete set written by
 // another rank count, model or plan (naming the manifest and the field).
-Result<CheckpointSetRead> read_checkpoint_set(const Comm& world, const std::string& dir, const CheckpointIdentity& id);
+Result<CheckpointSetRead> read_checkpoint_set(const Comm& world, const std::string& dir,
+                                              const CheckpointIdentity& id);
 
 }  // namespace foresight::runtime

@@ -111,7 +111,8 @@ void Comm::reduce_scatter(const float* in, float* out_block, std::size_t n) cons
 }
 void Comm::all_gather(float* data, std::size_t n) const {
   if (size_ > 1)
-    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(n / size_), MPI_FLOAT, impl_->comm);
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(n / size_), MPI_FLOAT,
+                  impl_->comm);
 }
 void Comm::barrier() const {
   if (size_ > 1) MPI_Barrier(impl_->comm);
@@ -124,7 +125,8 @@ std::vector<int> mpi_counts(const std::vector<std::size_t>& v, const char* what)
   for (std::size_t i = 0; i < v.size(); ++i) {
     total += v[i];
     if (total > static_cast<std::size_t>(INT_MAX))
-      throw std::length_error(std::string(what) + ": " + std::to_string(total) + " bytes exceed MPI's int counts");
+      throw std::length_error(std::string(what) + ": " + std::to_string(total) +
+                              " bytes exceed MPI's int counts");
     out[i] = static_cast<int>(v[i]);
   }
   return out;
@@ -136,21 +138,26 @@ std::vector<int> mpi_displs(const std::vector<int>& counts) {
 }
 }  // namespace
 
-void Comm::all_to_all_bytes(const std::uint8_t* send, const std::vector<std::size_t>& send_counts, std::uint8_t* recv,
-                            const std::vector<std::size_t>& recv_counts) const {
-  if (send_counts.size() != static_cast<std::size_t>(size_) || recv_counts.size() != static_cast<std::size_t>(size_))
+void Comm::all_to_all_bytes(const std::uint8_t* send, const std::vector<std::size_t>& send_counts,
+                            std::uint8_t* recv, const std::vector<std::size_t>& recv_counts) const {
+  if (send_counts.size() != static_cast<std::size_t>(size_) ||
+      recv_counts.size() != static_cast<std::size_t>(size_))
     throw std::invalid_argument("all_to_all_bytes: one count per rank expected");
   if (size_ == 1) return copy_own(send, recv, send_counts);
-  const std::vector<int> sc = mpi_counts(send_counts, "all_to_all_bytes"), rc = mpi_counts(recv_counts, "all_to_all_bytes");
+  const std::vector<int> sc = mpi_counts(send_counts, "all_to_all_bytes"),
+                         rc = mpi_counts(recv_counts, "all_to_all_bytes");
   const std::vector<int> sd = mpi_displs(sc), rd = mpi_displs(rc);
   MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(), rd.data(), MPI_BYTE, impl_->comm);
 }
 
-void Comm::all_gather_bytes(const std::uint8_t* mine, std::uint8_t* all, const std::vector<std::size_t>& counts) const {
-  if (counts.size() != static_cast<std::size_t>(size_)) throw std::invalid_argument("all_gather_bytes: one count per rank expected");
+void Comm::all_gather_bytes(const std::uint8_t* mine, std::uint8_t* all,
+                            const std::vector<std::size_t>& counts) const {
+  if (counts.size() != static_cast<std::size_t>(size_))
+    throw std::invalid_argument("all_gather_bytes: one count per rank expected");
   if (size_ == 1) return copy_own(mine, all, counts);
   const std::vector<int> c = mpi_counts(counts, "all_gather_bytes"), d = mpi_displs(c);
-  MPI_Allgatherv(mine, c[static_cast<std::size_t>(rank_)], MPI_BYTE, all, c.data(), d.data(), MPI_BYTE, impl_->comm);
+  MPI_Allgatherv(mine, c[static_cast<std::size_t>(rank_)], MPI_BYTE, all, c.data(), d.data(), MPI_BYTE,
+                 impl_->comm);
 }
 
 std::vector<std::string> Comm::gather_bytes(const std::string& mine) const {
@@ -162,7 +169,10 @@ std::vector<std::string> Comm::gather_bytes(const std::string& mine) const {
   if (rank_ == 0) {
     displs.resize(size_);
     int total = 0;
-    for (int r = 0; r < size_; ++r) { displs[r] = total; total += lens[r]; }
+    for (int r = 0; r < size_; ++r) {
+      displs[r] = total;
+      total += lens[r];
+    }
     all.resize(static_cast<std::size_t>(total));
   }
   MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, impl_->comm);
@@ -174,7 +184,8 @@ std::vector<std::string> Comm::gather_bytes(const std::string& mine) const {
 std::string Comm::broadcast_bytes(const std::string& value) const {
   if (size_ == 1) return value;
   if (value.size() > static_cast<std::size_t>(INT_MAX))
-    throw std::length_error("broadcast_bytes: " + std::to_string(value.size()) + " bytes exceed MPI's int counts");
+    throw std::length_error("broadcast_bytes: " + std::to_string(value.size()) +
+                            " bytes exceed MPI's int counts");
   int len = rank_ == 0 ? static_cast<int>(value.size()) : 0;
   MPI_Bcast(&len, 1, MPI_INT, 0, impl_->comm);
   std::string out = rank_ == 0 ? value : std::string(static_cast<std::size_t>(len), '\0');
@@ -185,7 +196,8 @@ std::string Comm::broadcast_bytes(const std::string& value) const {
 void Comm::send(Buffer data, int peer, int tag) {
   auto p = std::make_unique<Impl::Pending>();
   p->buffer = std::move(data);
-  MPI_Isend(p->buffer.data(), static_cast<int>(p->buffer.size()), MPI_FLOAT, peer, tag, impl_->comm, &p->request);
+  MPI_Isend(p->buffer.data(), static_cast<int>(p->buffer.size()), MPI_FLOAT, peer, tag, impl_->comm,
+            &p->request);
   impl_->sends.push_back(std::move(p));
 }
 void Comm::send_blocking(const float* data, std::size_t n, int peer, int tag) const {
@@ -222,11 +234,12 @@ void Comm::reduce_scatter(const float* in, float* out_block, std::size_t n) cons
 }
 void Comm::all_gather(float*, std::size_t) const {}
 void Comm::barrier() const {}
-void Comm::all_to_all_bytes(const std::uint8_t* send, const std::vector<std::size_t>& send_counts, std::uint8_t* recv,
-                            const std::vector<std::size_t>&) const {
+void Comm::all_to_all_bytes(const std::uint8_t* send, const std::vector<std::size_t>& send_counts,
+                            std::uint8_t* recv, const std::vector<std::size_t>&) const {
   copy_own(send, recv, send_counts);
 }
-void Comm::all_gather_bytes(const std::uint8_t* mine, std::uint8_t* all, const std::vector<std::size_t>& counts) const {
+void Comm::all_gather_bytes(const std::uint8_t* mine, std::uint8_t* all,
+                            const std::vector<std::size_t>& counts) const {
   copy_own(mine, all, counts);
 }
 std::vector<std::string> Comm::gather_bytes(const std::string& mine) const { return {mine}; }

@@ -1,7 +1,8 @@
 // Communicators of the runtime: the world and one sub-communicator per group kind of the plan (TP,
 // DP, ...), over MPI when the build has it; a world of one rank otherwise. Collectives are blocking
-// sum-reductions on fp32 buffers (and byte exchanges for compressed gradients); pipeline sends are non-blocking (their buffers are kept until
-// `wait_sends`), receives blocking, so every schedule the workload lowers runs without deadlock.
+// sum-reductions on fp32 buffers (and byte exchanges for compressed gradients); pipeline sends are
+// non-blocking (their buffers are kept until `wait_sends`), receives blocking, so every schedule the workload
+// lowers runs without deadlock.
 //
 //   Comm world = Comm::world();
 //   Comm tp = world.split(color, key);
@@ -60,9 +61,10 @@ class Comm {
   // bytes for rank j; `recv` receives recv_counts[j] bytes from rank j, in rank order.
   // all_gather_bytes: rank j's counts[j] bytes (this rank's from `mine`) land in `all`, in rank
   // order. Throws std::length_error past MPI's int counts.
-  void all_to_all_bytes(const std::uint8_t* send, const std::vector<std::size_t>& send_counts, std::uint8_t* recv,
-                        const std::vector<std::size_t>& recv_counts) const;
-  void all_gather_bytes(const std::uint8_t* mine, std::uint8_t* all, const std::vector<std::size_t>& counts) const;
+  void all_to_all_bytes(const std::uint8_t* send, const std::vector<std::size_t>& send_counts,
+                        std::uint8_t* recv, const std::vector<std::size_t>& recv_counts) const;
+  void all_gather_bytes(const std::uint8_t* mine, std::uint8_t* all,
+                        const std::vector<std::size_t>& counts) const;
   // Gathers variable-length byte blobs at rank 0 (empty result elsewhere).
   std::vector<std::string> gather_bytes(const std::string& mine) const;
   // Rank 0's `value` on every rank (the others' arguments are ignored).

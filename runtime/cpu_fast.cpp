@@ -1,14 +1,13 @@
 // Eigen attention and fused cross-entropy for the CPU backend.
 #include "runtime/cpu_fast.h"
 
-#include "runtime/buffer.h"
-
 #include <Eigen/Core>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
+
+#include "runtime/buffer.h"
 
 namespace foresight::runtime {
 
@@ -31,17 +30,23 @@ constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
 struct Heads {
   const kernels::AttentionShape& s;
   int w, group;
-  explicit Heads(const kernels::AttentionShape& sh) : s(sh), w(sh.qkv_width()), group(sh.q_heads / sh.kv_heads) {}
+  explicit Heads(const kernels::AttentionShape& sh)
+      : s(sh), w(sh.qkv_width()), group(sh.q_heads / sh.kv_heads) {}
   std::size_t base(int b) const { return static_cast<std::size_t>(b) * s.seq * w; }
   std::size_t q(int b, int h) const { return base(b) + static_cast<std::size_t>(h) * s.head_dim; }
-  std::size_t k(int b, int h) const { return base(b) + static_cast<std::size_t>(s.q_heads + h / group) * s.head_dim; }
+  std::size_t k(int b, int h) const {
+    return base(b) + static_cast<std::size_t>(s.q_heads + h / group) * s.head_dim;
+  }
   std::size_t v(int b, int h) const {
     return base(b) + static_cast<std::size_t>(s.q_heads + s.kv_heads + h / group) * s.head_dim;
   }
   std::size_t out(int b, int h) const {
-    return static_cast<std::size_t>(b) * s.seq * s.q_heads * s.head_dim + static_cast<std::size_t>(h) * s.head_dim;
+    return static_cast<std::size_t>(b) * s.seq * s.q_heads * s.head_dim +
+           static_cast<std::size_t>(h) * s.head_dim;
   }
-  std::size_t probs(int b, int h) const { return (static_cast<std::size_t>(b) * s.q_heads + h) * s.seq * s.seq; }
+  std::size_t probs(int b, int h) const {
+    return (static_cast<std::size_t>(b) * s.q_heads + h) * s.seq * s.seq;
+  }
 };
 }  // namespace
 
@@ -49,12 +54,14 @@ void gemm_forward(float* out, const float* in, const float* w, int rows, int k, 
   MapM(out, rows, n).noalias() = CMapM(in, rows, k) * CMapM(w, k, n);
 }
 
-void gemm_backward(float* din, float* dw, const float* dout, const float* in, const float* w, int rows, int k, int n) {
+void gemm_backward(float* din, float* dw, const float* dout, const float* in, const float* w, int rows, int k,
+                   int n) {
   MapM(din, rows, k).noalias() = CMapM(dout, rows, n) * CMapM(w, k, n).transpose();
   MapM(dw, k, n).noalias() += CMapM(in, rows, k).transpose() * CMapM(dout, rows, n);
 }
 
-void rmsnorm_forward_fast(float* out, float* rstd, const float* x, const float* weight, int rows, int cols, float eps) {
+void rmsnorm_forward_fast(float* out, float* rstd, const float* x, const float* weight, int rows, int cols,
+                          float eps) {
   CMapA X(x, rows, cols);
   Col r(rstd, rows);
   r = ((X.square().rowwise().sum() / static_cast<float>(cols)) + eps).rsqrt();
@@ -87,7 +94,8 @@ void swiglu_backward_fast(float* dgate_up, const float* gate_up, const float* do
   // Row by row; the sigmoid lands in the up half of the output first (no temporary).
   for (int r = 0; r < rows; ++r) {
     const std::size_t in = static_cast<std::size_t>(r) * 2 * cols;
-    const CVec g(gate_up + in, cols), u(gate_up + in + cols, cols), d(dout + static_cast<std::size_t>(r) * cols, cols);
+    const CVec g(gate_up + in, cols), u(gate_up + in + cols, cols),
+        d(dout + static_cast<std::size_t>(r) * cols, cols);
     Vec1 dg(dgate_up + in, cols), du(dgate_up + in + cols, cols);
     du = (1.0f + (-g).exp()).inverse();
     dg = d * u * du * (1.0f + g * (1.0f - du));
@@ -95,15 +103,16 @@ void swiglu_backward_fast(float* dgate_up, const float* gate_up, const float* do
   }
 }
 
-void rmsnorm_forward_eager(float* out, float* rstd, const float* x, const float* weight, int rows, int cols, float eps) {
+void rmsnorm_forward_eager(float* out, float* rstd, const float* x, const float* weight, int rows, int cols,
+                           float eps) {
   const std::size_t n = static_cast<std::size_t>(rows) * cols;
   CMapA X(x, rows, cols);
   Buffer sq(n), ms(static_cast<std::size_t>(rows)), y(n);
-  MapA(sq.data(), rows, cols) = X.square();                                                  // pow
+  MapA(sq.data(), rows, cols) = X.square();                                                       // pow
   Col(ms.data(), rows) = MapA(sq.data(), rows, cols).rowwise().sum() / static_cast<float>(cols);  // mean
-  Col(rstd, rows) = (Col(ms.data(), rows) + eps).rsqrt();                                    // rsqrt
-  MapA(y.data(), rows, cols) = X.colwise() * CCol(rstd, rows);                                // multiply
-  MapA(out, rows, cols) = MapA(y.data(), rows, cols).rowwise() * CVec(weight, cols);        // scale
+  Col(rstd, rows) = (Col(ms.data(), rows) + eps).rsqrt();                                         // rsqrt
+  MapA(y.data(), rows, cols) = X.colwise() * CCol(rstd, rows);                                    // multiply
+  MapA(out, rows, cols) = MapA(y.data(), rows, cols).rowwise() * CVec(weight, cols);              // scale
 }
 
 void rmsnorm_backward_eager(float* dx, float* dweight, const float* dout, const float* x, const float* weight,
@@ -133,7 +142,7 @@ void swiglu_forward_eager(float* out, const float* gate_up, int rows, int cols) 
   CMapA G(gate_up, rows, 2 * cols);
   Buffer s(static_cast<std::size_t>(rows) * cols);
   MapA(s.data(), rows, cols) = G.leftCols(cols) * (1.0f + (-G.leftCols(cols)).exp()).inverse();  // silu
-  MapA(out, rows, cols) = MapA(s.data(), rows, cols) * G.rightCols(cols);                          // multiply
+  MapA(out, rows, cols) = MapA(s.data(), rows, cols) * G.rightCols(cols);                        // multiply
 }
 
 void swiglu_backward_eager(float* dgate_up, const float* gate_up, const float* dout, int rows, int cols) {
@@ -143,10 +152,10 @@ void swiglu_backward_eager(float* dgate_up, const float* gate_up, const float* d
   const auto g = G.leftCols(cols);
   Buffer sig(n), s(n), ds(n);
   MapA Sig(sig.data(), rows, cols), S(s.data(), rows, cols), dS(ds.data(), rows, cols);
-  Sig = (1.0f + (-g).exp()).inverse();                // sigmoid: the one exponential per element
-  S = g * Sig;                                        // silu(gate), recomputed
-  dG.rightCols(cols) = dOut * S;                      // d(up)
-  dS = dOut * G.rightCols(cols);                      // d(silu)
+  Sig = (1.0f + (-g).exp()).inverse();                       // sigmoid: the one exponential per element
+  S = g * Sig;                                               // silu(gate), recomputed
+  dG.rightCols(cols) = dOut * S;                             // d(up)
+  dS = dOut * G.rightCols(cols);                             // d(silu)
   dG.leftCols(cols) = dS * Sig * (1.0f + g * (1.0f - Sig));  // silu's backward
 }
 
@@ -163,8 +172,8 @@ void gelu_backward_fast(float* dx, const float* x, const float* dout, std::size_
       (0.5f * (1.0f + t) + 0.5f * u * (1.0f - t.square()) * kGeluC * (1.0f + 3.0f * 0.044715f * u.square()));
 }
 
-void adamw_fast(float* params, float* m, float* v, const float* grads, std::size_t n, const kernels::AdamWConfig& c,
-                int step, float grad_scale) {
+void adamw_fast(float* params, float* m, float* v, const float* grads, std::size_t n,
+                const kernels::AdamWConfig& c, int step, float grad_scale) {
   const float bc1 = 1.0f - std::pow(c.beta1, static_cast<float>(step));
   const float bc2 = 1.0f - std::pow(c.beta2, static_cast<float>(step));
   // In blocks that stay in L1 (4 arrays x 8 KiB): the three updates below are three passes over a
@@ -208,8 +217,8 @@ void attention_forward_fast(float* out, float* probs, const float* qkv, const ke
     }
 }
 
-void attention_backward_fast(float* dqkv, float* scratch, const float* dout, const float* probs, const float* qkv,
-                             const kernels::AttentionShape& s) {
+void attention_backward_fast(float* dqkv, float* scratch, const float* dout, const float* probs,
+                             const float* qkv, const kernels::AttentionShape& s) {
   const Heads x(s);
   const int S = s.seq, D = s.head_dim, ow = s.q_heads * s.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -229,7 +238,7 @@ void attention_backward_fast(float* dqkv, float* scratch, const float* dout, con
       MapM dS(scratch, S, S);
       Strided(dqkv + x.v(b, h), S, D, Eigen::OuterStride<>(x.w)).noalias() += P.transpose() * dO;
       dS.noalias() = dO * V.transpose();  // dP
-      for (int i = 0; i < S; ++i) {      // dS = P * (dP - rowsum(dP * P)), causal part only
+      for (int i = 0; i < S; ++i) {       // dS = P * (dP - rowsum(dP * P)), causal part only
         float* d = dS.data() + static_cast<std::size_t>(i) * S;
         const float* p = P.data() + static_cast<std::size_t>(i) * S;
         float dot = 0;
@@ -256,8 +265,8 @@ void scale_rows(float* x, const float* scale, int rows, int cols) {
   MapA(x, rows, cols).colwise() *= CCol(scale, rows);
 }
 
-double crossentropy_fused(float* losses, float* dlogits, const float* logits, const int* targets, float dloss, int rows,
-                          int vocab) {
+double crossentropy_fused(float* losses, float* dlogits, const float* logits, const int* targets, float dloss,
+                          int rows, int vocab) {
   double total = 0;
   for (int r = 0; r < rows; ++r) {
     const auto l = CCol(logits + static_cast<std::size_t>(r) * vocab, vocab);

@@ -384,9 +384,12 @@ class CudaBackend final : public Backend {
   };
   Labels labels() const {
     switch (gemm_precision_) {
-      case Precision::kBf16: return {"bf16 operands", "fp32 tensors, bf16 GEMM operands"};
-      case Precision::kFp16: return {"TF32", "fp32 tensors, TF32 GEMMs"};
-      default: return {"fp32", "fp32"};
+      case Precision::kBf16:
+        return {"bf16 operands", "fp32 tensors, bf16 GEMM operands"};
+      case Precision::kFp16:
+        return {"TF32", "fp32 tensors, TF32 GEMMs"};
+      default:
+        return {"fp32", "fp32"};
     }
   }
   static void require_fused(bool fused) {
@@ -429,8 +432,8 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device) {
 
 extern "C" __attribute__((visibility("default"))) const foresight::runtime::CudaBackendPlugin*
 foresight_cuda_backend_plugin() {
-  static const foresight::runtime::CudaBackendPlugin plugin{
-      foresight::runtime::cuda_device_count, foresight::runtime::cuda_visibility,
-      foresight::runtime::make_cuda_backend};
+  static const foresight::runtime::CudaBackendPlugin plugin{foresight::runtime::cuda_device_count,
+                                                            foresight::runtime::cuda_visibility,
+                                                            foresight::runtime::make_cuda_backend};
   return &plugin;
 }

@@ -7,9 +7,9 @@
 //
 // What it runs so far: everything the CPU backend runs except the unfused (eager) norm and SwiGLU
 // chains, gradient compression and the CPU-only optimizer variants; Trainer::create refuses those
-// with the reason. Compute and communication share one stream (no overlap yet). Tensors are fp32; GEMMs take the plan's precision
-// (set_gemm_precision): bf16 operands for bf16 plans, TF32 for fp16 plans, full fp32 for fp32 plans,
-// always accumulating and writing fp32. fp8 plans are refused.
+// with the reason. Compute and communication share one stream (no overlap yet). Tensors are fp32; GEMMs take
+// the plan's precision (set_gemm_precision): bf16 operands for bf16 plans, TF32 for fp16 plans, full fp32 for
+// fp32 plans, always accumulating and writing fp32. fp8 plans are refused.
 #pragma once
 
 #include <memory>

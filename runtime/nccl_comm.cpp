@@ -17,9 +17,9 @@ namespace {
 
 void check(ncclResult_t r, const char* expr, const char* file, int line) {
   if (r == ncclSuccess) return;
-  throw kernels::CudaError(std::string(file) + ":" + std::to_string(line) + ": " + expr + " failed: " +
-                               ncclGetErrorString(r),
-                           static_cast<int>(r));
+  throw kernels::CudaError(
+      std::string(file) + ":" + std::to_string(line) + ": " + expr + " failed: " + ncclGetErrorString(r),
+      static_cast<int>(r));
 }
 
 #define FS_NCCL_CHECK(expr) check((expr), #expr, __FILE__, __LINE__)
@@ -29,7 +29,8 @@ void check(ncclResult_t r, const char* expr, const char* file, int line) {
 Result<NcclComm> NcclComm::create(const Comm& group) {
   int device = -1;
   if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess)
-    return Error(std::string("NCCL communicator: no CUDA device (cudaGetDevice: ") + cudaGetErrorString(e) + ")");
+    return Error(std::string("NCCL communicator: no CUDA device (cudaGetDevice: ") + cudaGetErrorString(e) +
+                 ")");
   // Rank 0's unique id reaches every member through the group's byte all-gather (the others
   // contribute nothing).
   ncclUniqueId id;
@@ -45,8 +46,9 @@ Result<NcclComm> NcclComm::create(const Comm& group) {
   std::memcpy(&id, all.data(), sizeof id);
   ncclComm_t comm = nullptr;
   if (const ncclResult_t r = ncclCommInitRank(&comm, group.size(), id, group.rank()); r != ncclSuccess)
-    return Error("ncclCommInitRank (rank " + std::to_string(group.rank()) + " of " + std::to_string(group.size()) +
-                 ", device " + std::to_string(device) + "): " + ncclGetErrorString(r));
+    return Error("ncclCommInitRank (rank " + std::to_string(group.rank()) + " of " +
+                 std::to_string(group.size()) + ", device " + std::to_string(device) +
+                 "): " + ncclGetErrorString(r));
   return NcclComm(comm, group.rank(), group.size());
 }
 
@@ -76,12 +78,14 @@ void NcclComm::all_reduce(__nv_bfloat16* data, std::size_t n, cudaStream_t strea
 }
 
 void NcclComm::reduce_scatter(const float* in, float* out_block, std::size_t n, cudaStream_t stream) const {
-  FS_NCCL_CHECK(ncclReduceScatter(in, out_block, n / static_cast<std::size_t>(size_), ncclFloat32, ncclSum, comm_, stream));
+  FS_NCCL_CHECK(ncclReduceScatter(in, out_block, n / static_cast<std::size_t>(size_), ncclFloat32, ncclSum,
+                                  comm_, stream));
 }
 
 void NcclComm::all_gather(float* data, std::size_t n, cudaStream_t stream) const {
   const std::size_t block = n / static_cast<std::size_t>(size_);
-  FS_NCCL_CHECK(ncclAllGather(data + block * static_cast<std::size_t>(rank_), data, block, ncclFloat32, comm_, stream));
+  FS_NCCL_CHECK(
+      ncclAllGather(data + block * static_cast<std::size_t>(rank_), data, block, ncclFloat32, comm_, stream));
 }
 
 void NcclComm::send(const float* data, std::size_t n, int peer, cudaStream_t stream) const {

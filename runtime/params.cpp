@@ -7,8 +7,8 @@
 
 namespace foresight::runtime {
 
-ParamLayout ParamLayout::build(const ModelSpec& m, const Plan& plan, const std::vector<int>& layers, bool first_stage,
-                               bool last_stage, int tp_rank) {
+ParamLayout ParamLayout::build(const ModelSpec& m, const Plan& plan, const std::vector<int>& layers,
+                               bool first_stage, bool last_stage, int tp_rank) {
   ParamLayout L;
   L.tp_ = plan.tp;
   L.tp_rank_ = tp_rank;
@@ -39,7 +39,8 @@ ParamLayout ParamLayout::build(const ModelSpec& m, const Plan& plan, const std::
     r.padded = (r.size + dp - 1) / dp * dp;
     offset = r.offset + r.padded;
   };
-  auto add = [&](const char* name, int layer, int rows, int cols, Shard shard, Init init, float scale, int parts = 1) {
+  auto add = [&](const char* name, int layer, int rows, int cols, Shard shard, Init init, float scale,
+                 int parts = 1) {
     TensorSlot t;
     t.name = name;
     t.layer = layer;
@@ -95,8 +96,10 @@ int ParamLayout::region_of_layer(int layer) const {
 
 std::pair<int, int> ParamLayout::global_coords(const TensorSlot& t, int r, int c) const {
   switch (t.shard) {
-    case Shard::kReplicated: return {r, c};
-    case Shard::kRows: return {tp_rank_ * t.rows + r, c};
+    case Shard::kReplicated:
+      return {r, c};
+    case Shard::kRows:
+      return {tp_rank_ * t.rows + r, c};
     case Shard::kPartColumns: {
       const int w = t.cols / t.parts;  // local width of one part
       return {r, (c / w) * w * tp_ + tp_rank_ * w + c % w};
@@ -113,13 +116,18 @@ std::pair<int, int> ParamLayout::global_coords(const TensorSlot& t, int r, int c
 
 float ParamLayout::initial_value(const TensorSlot& t, std::uint64_t seed, int r, int c) {
   switch (t.init) {
-    case Init::kOnes: return 1.0f;
-    case Init::kZeros: return 0.0f;
-    case Init::kUniform: break;
+    case Init::kOnes:
+      return 1.0f;
+    case Init::kZeros:
+      return 0.0f;
+    case Init::kUniform:
+      break;
   }
-  const std::uint64_t key = splitmix64(seed ^ fnv1a(t.name) ^ splitmix64(static_cast<std::uint64_t>(t.layer + 1)));
-  const std::uint64_t bits = splitmix64(key ^ (static_cast<std::uint64_t>(r) << 32 | static_cast<std::uint32_t>(c)));
-  const double u = static_cast<double>(bits >> 11) * 0x1.0p-53;  // [0, 1)
+  const std::uint64_t key =
+      splitmix64(seed ^ fnv1a(t.name) ^ splitmix64(static_cast<std::uint64_t>(t.layer + 1)));
+  const std::uint64_t bits =
+      splitmix64(key ^ (static_cast<std::uint64_t>(r) << 32 | static_cast<std::uint32_t>(c)));
+  const double u = static_cast<double>(bits >> 11) * 0x1.0p-53;           // [0, 1)
   return static_cast<float>((2.0 * u - 1.0) * std::sqrt(3.0) * t.scale);  // uniform with std `scale`
 }
 

@@ -22,39 +22,39 @@ namespace foresight::runtime {
 
 // How a local tensor maps onto the full one.
 enum class Shard : std::uint8_t {
-  kReplicated,  // every TP rank holds all of it
-  kRows,        // row-parallel weight: this rank's block of rows
-  kQkvColumns,  // fused QKV weight: this rank's q heads, k heads and v heads
-  kPartColumns, // column-parallel weight of `parts` side-by-side matrices (SwiGLU: gate | up)
+  kReplicated,   // every TP rank holds all of it
+  kRows,         // row-parallel weight: this rank's block of rows
+  kQkvColumns,   // fused QKV weight: this rank's q heads, k heads and v heads
+  kPartColumns,  // column-parallel weight of `parts` side-by-side matrices (SwiGLU: gate | up)
 };
 enum class Init : std::uint8_t { kOnes, kZeros, kUniform };
 
 struct TensorSlot {
-  std::string name;      // "qkv", "proj", "norm1.weight", "embedding", "lm_head", ...
-  int layer = -1;        // model layer, -1 for the embedding and head
+  std::string name;  // "qkv", "proj", "norm1.weight", "embedding", "lm_head", ...
+  int layer = -1;    // model layer, -1 for the embedding and head
   int region = 0;
   int rows = 1, cols = 1;
   std::size_t offset = 0;  // into the flat buffer
   Shard shard = Shard::kReplicated;
-  int parts = 1;         // kPartColumns
+  int parts = 1;  // kPartColumns
   Init init = Init::kUniform;
-  float scale = 0;       // standard deviation of the uniform initialisation
+  float scale = 0;  // standard deviation of the uniform initialisation
   std::size_t size() const { return static_cast<std::size_t>(rows) * cols; }
 };
 
 struct Region {
-  int layer = -1;           // -1: embedding and head
-  std::size_t offset = 0;   // into the flat buffer
-  std::size_t size = 0;     // elements used
-  std::size_t padded = 0;   // size rounded up to a multiple of the data-parallel degree (ZeRO-1)
+  int layer = -1;          // -1: embedding and head
+  std::size_t offset = 0;  // into the flat buffer
+  std::size_t size = 0;    // elements used
+  std::size_t padded = 0;  // size rounded up to a multiple of the data-parallel degree (ZeRO-1)
 };
 
 class ParamLayout {
  public:
   // Tensors of pipeline stage `stage` (its layers in `layers`, all chunks), for tensor-parallel
   // rank `tp_rank` of `plan.tp`. Regions are padded to multiples of `plan.dp`.
-  static ParamLayout build(const ModelSpec& m, const Plan& plan, const std::vector<int>& layers, bool first_stage,
-                           bool last_stage, int tp_rank);
+  static ParamLayout build(const ModelSpec& m, const Plan& plan, const std::vector<int>& layers,
+                           bool first_stage, bool last_stage, int tp_rank);
 
   std::size_t total() const { return total_; }
   const std::vector<TensorSlot>& tensors() const { return tensors_; }

@@ -1,15 +1,6 @@
 // The op interpreter: each vertex of the rank's stage program becomes an action on real tensors.
 #include "runtime/trainer.h"
 
-#include "runtime/algorithms.h"
-#include "runtime/checkpoint.h"
-#include "runtime/cpu_fast.h"
-#include "runtime/grad_compression.h"
-#include "runtime/hash.h"
-#include "sim/spec/json_reader.h"
-
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -20,10 +11,18 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
 #include <tuple>
+
+#include "runtime/algorithms.h"
+#include "runtime/checkpoint.h"
+#include "runtime/cpu_fast.h"
+#include "runtime/grad_compression.h"
+#include "runtime/hash.h"
+#include "sim/spec/json_reader.h"
 
 namespace foresight::runtime {
 
@@ -31,20 +30,43 @@ namespace {
 
 using Vec = DeviceBuffer;
 
-
 enum class Act : std::uint8_t {
-  kEmbedFwd, kEmbedBwd, kFinalNormFwd, kFinalNormBwd, kHeadGather, kHeadFwd, kCeGather, kCeGrad, kHeadBwd,
-  kHeadReduce, kKernelFwd, kKernelBwd, kRecvAct, kSendAct, kRecvGrad, kSendGrad,
-  kTpFwd, kTpBwd, kSpGatherFwd, kSpScatterFwd, kSpGatherBwd, kSpScatterBwd, kLayerGradReduce, kGradReduce, kOptimizer,
-  kParamGather, kGradCompress, kGradDecompress
+  kEmbedFwd,
+  kEmbedBwd,
+  kFinalNormFwd,
+  kFinalNormBwd,
+  kHeadGather,
+  kHeadFwd,
+  kCeGather,
+  kCeGrad,
+  kHeadBwd,
+  kHeadReduce,
+  kKernelFwd,
+  kKernelBwd,
+  kRecvAct,
+  kSendAct,
+  kRecvGrad,
+  kSendGrad,
+  kTpFwd,
+  kTpBwd,
+  kSpGatherFwd,
+  kSpScatterFwd,
+  kSpGatherBwd,
+  kSpScatterBwd,
+  kLayerGradReduce,
+  kGradReduce,
+  kOptimizer,
+  kParamGather,
+  kGradCompress,
+  kGradDecompress
 };
 
 struct Action {
   Act act = Act::kOptimizer;
   KernelName kernel = KernelName::kNorm1;
   bool recompute = false;
-  int target = 0;   // TP collectives: 0 = attention block, 1 = MLP block
-  int peer = -1;    // pipeline transfers: peer rank
+  int target = 0;  // TP collectives: 0 = attention block, 1 = MLP block
+  int peer = -1;   // pipeline transfers: peer rank
   int tag = 0;
 };
 
@@ -54,7 +76,8 @@ struct LayerActs {
   // n1g, n2g the gathered norms the column-parallel GEMMs read.
   Vec x_in, n1, n1g, rstd1, mean1, qkv, scores, probs, attn, y, h, n2, n2g, rstd2, mean2, up, act, z;
   std::array<Vec*, 18> tensors() {
-    return {&x_in, &n1, &n1g, &rstd1, &mean1, &qkv, &scores, &probs, &attn, &y, &h, &n2, &n2g, &rstd2, &mean2, &up, &act, &z};
+    return {&x_in, &n1, &n1g, &rstd1, &mean1, &qkv,   &scores, &probs, &attn,
+            &y,    &h,  &n2,  &n2g,   &rstd2, &mean2, &up,     &act,   &z};
   }
   void keep_only_input() {
     for (Vec* v : tensors())
@@ -69,14 +92,15 @@ struct LayerActs {
 // backward, the head's saved tensors and the backward scratch.
 struct Flow {
   Vec x, dx;
-  std::vector<int> tokens;  // rows x (seq + 1)
+  std::vector<int> tokens;   // rows x (seq + 1)
   std::vector<int> targets;  // rows x seq: the next tokens, for the head (set by its forward)
   Vec head_n, head_ng, head_rstd, head_mean, logits;
   Vec ce_stats;  // TP: every rank's row maxima, sums of exponentials and target logits (3 x rows each)
-  Vec dh, dg, dact, dup, dn2, dattn, dqkv, dn1, dprobs, dscores, tmp, dlogits;  // dg: a gathered output gradient (SP)
+  Vec dh, dg, dact, dup, dn2, dattn, dqkv, dn1, dprobs, dscores, tmp,
+      dlogits;  // dg: a gathered output gradient (SP)
   std::array<Vec*, 20> tensors() {
-    return {&x, &dx, &head_n, &head_ng, &head_rstd, &head_mean, &logits, &ce_stats, &dh, &dg, &dact, &dup, &dn2,
-            &dattn, &dqkv, &dn1, &dprobs, &dscores, &tmp, &dlogits};
+    return {&x,    &dx,  &head_n, &head_ng, &head_rstd, &head_mean, &logits, &ce_stats, &dh,  &dg,
+            &dact, &dup, &dn2,    &dattn,   &dqkv,      &dn1,       &dprobs, &dscores,  &tmp, &dlogits};
   }
   void bind(Backend* b) {
     for (Vec* v : tensors()) v->bind(b);
@@ -95,11 +119,18 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   auto bad = [&](const std::string& field, const std::string& why) {
     return Error(file + ": /" + field + ": " + why + " (the runtime does not execute this yet)");
   };
-  if (m.is_moe()) return Error(file + ": model " + m.name + " is a mixture of experts; the runtime executes dense models only so far");
-  if (m.mla.enabled()) return Error(file + ": model " + m.name + " uses multi-head latent attention; the runtime executes MHA/GQA only so far");
-  if (m.bias) return Error(file + ": model " + m.name + " has linear biases; the runtime's layers have none so far");
-  if (m.dropout) return Error(file + ": model " + m.name + " has dropout; the runtime does not apply dropout so far");
-  if (m.tied_embeddings) return Error(file + ": model " + m.name + " ties its embeddings; the runtime keeps them separate so far");
+  if (m.is_moe())
+    return Error(file + ": model " + m.name +
+                 " is a mixture of experts; the runtime executes dense models only so far");
+  if (m.mla.enabled())
+    return Error(file + ": model " + m.name +
+                 " uses multi-head latent attention; the runtime executes MHA/GQA only so far");
+  if (m.bias)
+    return Error(file + ": model " + m.name + " has linear biases; the runtime's layers have none so far");
+  if (m.dropout)
+    return Error(file + ": model " + m.name + " has dropout; the runtime does not apply dropout so far");
+  if (m.tied_embeddings)
+    return Error(file + ": model " + m.name + " ties its embeddings; the runtime keeps them separate so far");
   if (p.cp > 1) return bad("cp", "context parallelism");
   if (p.ep > 1) return bad("ep", "expert parallelism");
   if (p.zero_stage > 1) return bad("zero_stage", "ZeRO-" + std::to_string(p.zero_stage) + " (0 and 1 run)");
@@ -107,21 +138,25 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (p.offload_params) return bad("offload_params", "parameter offload");
   if (p.cuda_graphs) return bad("cuda_graphs", "CUDA graphs");
   if (!p.stage_tp.empty()) return bad("stage_tp", "per-stage tensor-parallel degrees");
-  if (!(p.data == DataLoading{})) return bad("data", "a data-loading model (it trains on synthetic batches made in the loop)");
+  if (!(p.data == DataLoading{}))
+    return bad("data", "a data-loading model (it trains on synthetic batches made in the loop)");
   if (!p.attention_device.empty()) return bad("attention_device", "attention on another device");
   static const Plan defaults;
   if (p.rank_order != defaults.rank_order || p.node_order != defaults.node_order)
     return bad("rank_order", "a rank order or node order of its own");
   if (!p.kernel_fusion && !p.flash_attention)
-    return bad("kernel_fusion", "the unfused scale, mask and softmax chain (unfused plans run with flash attention)");
+    return bad("kernel_fusion",
+               "the unfused scale, mask and softmax chain (unfused plans run with flash attention)");
   if (p.offload_activations) return bad("offload_activations", "activation offload");
   if (p.offload_embeddings) return bad("offload_embeddings", "embedding offload");
   if (p.grad_compression == GradCompression::kPowerSgd || p.grad_compression == GradCompression::kFourStage)
-    return bad("grad_compression", to_string(p.grad_compression) + " gradient compression (int8 and topk run)");
+    return bad("grad_compression",
+               to_string(p.grad_compression) + " gradient compression (int8 and topk run)");
   if (p.grad_compression != GradCompression::kNone && p.precision == Precision::kFp16)
-    return bad("grad_compression", to_string(p.grad_compression) +
-                                       " gradient compression with fp16 loss scaling (an overflowed gradient would enter "
-                                       "the int8 scales and the top-k residual)");
+    return bad("grad_compression",
+               to_string(p.grad_compression) +
+                   " gradient compression with fp16 loss scaling (an overflowed gradient would enter "
+                   "the int8 scales and the top-k residual)");
   if (!p.stage_devices.empty()) return bad("stage_devices", "per-stage devices");
   if (p.schedule == Schedule::kZeroBubble || p.schedule == Schedule::kDualPipe)
     return bad("schedule", to_string(p.schedule) + " (gpipe, 1f1b and interleaved run)");
@@ -133,16 +168,19 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
     return Error(file + ": /tp: sequence parallelism splits the " + std::to_string(p.micro_batch * seq) +
                  " tokens of a micro-batch, which " + std::to_string(p.tp) + " does not divide");
   if (m.vocab % p.tp != 0)
-    return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide the vocabulary (" + std::to_string(m.vocab) +
-                 "); the LM head is split by vocabulary");
+    return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide the vocabulary (" +
+                 std::to_string(m.vocab) + "); the LM head is split by vocabulary");
   if (m.ffn_hidden % p.tp != 0)
-    return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide ffn_hidden (" + std::to_string(m.ffn_hidden) + ")");
-  if ((m.q_dim() / m.heads) % 2 != 0) return Error(file + ": model " + m.name + ": rotary embeddings need an even head_dim");
+    return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide ffn_hidden (" +
+                 std::to_string(m.ffn_hidden) + ")");
+  if ((m.q_dim() / m.heads) % 2 != 0)
+    return Error(file + ": model " + m.name + ": rotary embeddings need an even head_dim");
   return Status::Ok();
 }
 
 void synthetic_tokens(std::uint64_t seed, int step, std::int64_t sample, int seq, int vocab, int* out) {
-  const std::uint64_t base = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(step) << 40 ^ static_cast<std::uint64_t>(sample)));
+  const std::uint64_t base = splitmix64(
+      seed ^ splitmix64(static_cast<std::uint64_t>(step) << 40 ^ static_cast<std::uint64_t>(sample)));
   int x = static_cast<int>(base % static_cast<std::uint64_t>(vocab));
   for (int i = 0; i <= seq; ++i) {
     out[i] = x;
@@ -155,8 +193,8 @@ void synthetic_tokens(std::uint64_t seed, int step, std::int64_t sample, int seq
 struct Trainer::Impl {
   const Workload* w = nullptr;
   Comm* world = nullptr;
-  Comm tp_comm, dp_comm;                 // the MPI groups (host values; bootstraps of the backend's)
-  std::unique_ptr<Backend> be;           // declared before every tensor: it outlives them
+  Comm tp_comm, dp_comm;                    // the MPI groups (host values; bootstraps of the backend's)
+  std::unique_ptr<Backend> be;              // declared before every tensor: it outlives them
   std::unique_ptr<GroupComm> tp, dp, pipe;  // the backend's groups: TP, DP, the world's transfers
   RunOptions opt;
   int rank = 0, stage = 0, tp_rank = 0, dp_rank = 0;
@@ -171,18 +209,18 @@ struct Trainer::Impl {
   // indexed like grads).
   std::vector<RegionCompressor> compressors;
   std::vector<char> compressed, decompressed;
-  std::vector<char> own_decompress;       // per region: the graph decompresses it in an op of its own (per layer)
+  std::vector<char> own_decompress;  // per region: the graph decompresses it in an op of its own (per layer)
   Vec residual;
-  double dp_bytes = 0;                    // this step's DP gradient collectives, sized as the graph sizes them
+  double dp_bytes = 0;  // this step's DP gradient collectives, sized as the graph sizes them
   std::vector<Action> actions;
-  std::vector<int> layer_index;           // model layer -> local index (-1 elsewhere)
+  std::vector<int> layer_index;  // model layer -> local index (-1 elsewhere)
   // Per model layer on this stage: the recompute modules it drops after its forward (the
   // workload's per-layer sets, or the plan's policy by the layer's place in its chunk), and under
   // the uniform method whether the next layer is in its group (the group keeps only its input).
   std::vector<RecomputeMask> layer_recompute;
   std::vector<char> group_continues;
-  std::vector<LayerActs> acts;            // local layer x micro-batch
-  std::vector<Flow> flows;                // micro-batch x chunk
+  std::vector<LayerActs> acts;  // local layer x micro-batch
+  std::vector<Flow> flows;      // micro-batch x chunk
   std::vector<OpTiming> timings;
   int steps_done = 0;
   double loss_scale = 1;     // the dynamic fp16 scale (halved on overflow, doubled after a window)
@@ -192,9 +230,11 @@ struct Trainer::Impl {
   Vec grad_avg;                      // decayed gradient accumulation (owned blocks, like adam_m)
   double loss_sum = 0;
   bool fp16 = false;
-  Buffer stats_host, scale_host;     // the vocabulary-parallel cross-entropy's host side
-  struct Marked { int op, start, end; };
-  std::vector<Marked> marks;         // this step's ops and their backend clock marks
+  Buffer stats_host, scale_host;  // the vocabulary-parallel cross-entropy's host side
+  struct Marked {
+    int op, start, end;
+  };
+  std::vector<Marked> marks;  // this step's ops and their backend clock marks
 
   bool sp = false;  // sequence parallelism: the residual stream holds tokens / tp rows
   int tokens() const { return mbs * seq; }
@@ -216,7 +256,8 @@ struct Trainer::Impl {
     out.resize(static_cast<std::size_t>(rows) * n);
     be->gemm_forward(out.data(), in.data(), w, rows, k, n);
   }
-  void gemm_backward(Vec& din, float* dw, const Vec& dout, const Vec& in, const float* w, int rows, int k, int n) {
+  void gemm_backward(Vec& din, float* dw, const Vec& dout, const Vec& in, const float* w, int rows, int k,
+                     int n) {
     din.resize(static_cast<std::size_t>(rows) * k);
     be->gemm_backward(din.data(), dw, dout.data(), in.data(), w, rows, k, n);
   }
@@ -235,16 +276,18 @@ struct Trainer::Impl {
       f.tokens.resize(static_cast<std::size_t>(mbs) * (seq + 1));
       for (int r = 0; r < mbs; ++r) {
         const std::int64_t sample = (static_cast<std::int64_t>(dp_rank) * micro + mb) * mbs + r;
-        synthetic_tokens(opt.seed, steps_done, sample, seq, vocab, f.tokens.data() + static_cast<std::size_t>(r) * (seq + 1));
+        synthetic_tokens(opt.seed, steps_done, sample, seq, vocab,
+                         f.tokens.data() + static_cast<std::size_t>(r) * (seq + 1));
       }
     }
     return f.tokens.data();
   }
 
   Status decode();
-  void norm_forward(const char* w_name, const char* b_name, int layer, const Vec& x, Vec& out, Vec& rstd, Vec& mean);
-  void norm_backward(const char* w_name, const char* b_name, int layer, const Vec& dout, const Vec& x, const Vec& rstd,
-                     const Vec& mean, Vec& dx);
+  void norm_forward(const char* w_name, const char* b_name, int layer, const Vec& x, Vec& out, Vec& rstd,
+                    Vec& mean);
+  void norm_backward(const char* w_name, const char* b_name, int layer, const Vec& dout, const Vec& x,
+                     const Vec& rstd, const Vec& mean, Vec& dx);
   void kernel_forward(KernelName k, int layer, int mb, int chunk, bool recompute);
   void kernel_backward(KernelName k, int layer, int mb, int chunk);
   void head_forward(Flow& f, int mb);
@@ -257,7 +300,8 @@ struct Trainer::Impl {
     ids_scratch.resize(static_cast<std::size_t>(rows));
     for (int row = 0; row < rows; ++row) {
       const int t = first_row + row;
-      ids_scratch[static_cast<std::size_t>(row)] = tok[static_cast<std::size_t>(t / seq) * (seq + 1) + t % seq];
+      ids_scratch[static_cast<std::size_t>(row)] =
+          tok[static_cast<std::size_t>(t / seq) * (seq + 1) + t % seq];
     }
     return ids_scratch;
   }
@@ -267,7 +311,8 @@ struct Trainer::Impl {
     f.targets.resize(static_cast<std::size_t>(tokens()));
     for (int r = 0; r < mbs; ++r)
       for (int i = 0; i < seq; ++i)
-        f.targets[static_cast<std::size_t>(r) * seq + i] = tok[static_cast<std::size_t>(r) * (seq + 1) + i + 1];
+        f.targets[static_cast<std::size_t>(r) * seq + i] =
+            tok[static_cast<std::size_t>(r) * (seq + 1) + i + 1];
     return f.targets;
   }
   // d(mean loss over the global batch) / d(token loss), times the loss scale.
@@ -307,7 +352,8 @@ Status Trainer::Impl::decode() {
         if (name == "grad_compress" || name == "grad_decompress") {
           if (compressors.empty()) return unsupported();
           a.act = name == "grad_compress" ? Act::kGradCompress : Act::kGradDecompress;
-          if (a.act == Act::kGradDecompress && op.layer >= 0) own_decompress[layout.region_of_layer(op.layer)] = 1;
+          if (a.act == Act::kGradDecompress && op.layer >= 0)
+            own_decompress[layout.region_of_layer(op.layer)] = 1;
         } else if (op.phase == Phase::kStep) {
           if (name != "optimizer") return unsupported();
           a.act = Act::kOptimizer;
@@ -334,31 +380,35 @@ Status Trainer::Impl::decode() {
           // input gradient of the column-parallel GEMM (qkv: dn1, mlp_up: dn2).
           a.act = op.phase == Phase::kBackward ? Act::kTpBwd : Act::kTpFwd;
           a.target = name[0] == 'a' ? 0 : 1;
-        } else if (name == "attn.tp_all_gather" || name == "mlp.tp_all_gather" || name == "attn.tp_reduce_scatter" ||
-                   name == "mlp.tp_reduce_scatter") {
+        } else if (name == "attn.tp_all_gather" || name == "mlp.tp_all_gather" ||
+                   name == "attn.tp_reduce_scatter" || name == "mlp.tp_reduce_scatter") {
           // Sequence parallelism. Forward: gather the norm's output before the column-parallel
           // GEMM, reduce-scatter the row-parallel GEMM's output. Backward (conjugates): gather the
           // output gradient before the row-parallel GEMM, reduce-scatter the input gradient after
           // the column-parallel one.
           const bool gather = name.find("all_gather") != std::string::npos;
           const bool bwd = op.phase == Phase::kBackward;
-          a.act = gather ? (bwd ? Act::kSpGatherBwd : Act::kSpGatherFwd) : (bwd ? Act::kSpScatterBwd : Act::kSpScatterFwd);
+          a.act = gather ? (bwd ? Act::kSpGatherBwd : Act::kSpGatherFwd)
+                         : (bwd ? Act::kSpScatterBwd : Act::kSpScatterFwd);
           a.target = name[0] == 'a' ? 0 : 1;
         } else if (name == "lm_head.tp_all_gather" && op.phase == Phase::kForward) {
           a.act = Act::kHeadGather;
         } else if (name == "ce.tp_all_gather" && op.phase == Phase::kForward) {
           a.act = Act::kCeGather;
-        } else if ((name == "lm_head.tp_all_reduce" || name == "lm_head.tp_reduce_scatter") && op.phase == Phase::kBackward) {
+        } else if ((name == "lm_head.tp_all_reduce" || name == "lm_head.tp_reduce_scatter") &&
+                   op.phase == Phase::kBackward) {
           a.act = Act::kHeadReduce;
         } else if (((name == "grad_all_reduce" || name == "grad_reduce_scatter") && op.layer >= 0) ||
                    (name == "grad_reduce" && op.group == GroupKind::kDp)) {
           a.act = op.layer >= 0 ? Act::kLayerGradReduce : Act::kGradReduce;
           // A compressed reduction runs as the graph's collective kind says (grad_compression.h).
-          const CollectiveOp want = plan.grad_compression == GradCompression::kTopK ? CollectiveOp::kAllGather
-                                                                                    : CollectiveOp::kAllReduce;
+          const CollectiveOp want = plan.grad_compression == GradCompression::kTopK
+                                        ? CollectiveOp::kAllGather
+                                        : CollectiveOp::kAllReduce;
           if (!compressors.empty() && op.collective != want)
-            return Error("runtime: op " + w->op_id(rank, stage, v) + " is a " + std::string(to_string(op.collective)) +
-                         "; the runtime executes " + to_string(plan.grad_compression) + " compression as a " +
+            return Error("runtime: op " + w->op_id(rank, stage, v) + " is a " +
+                         std::string(to_string(op.collective)) + "; the runtime executes " +
+                         to_string(plan.grad_compression) + " compression as a " +
                          std::string(to_string(want)));
         } else if (name == "param_all_gather" && op.phase == Phase::kStep) {
           a.act = Act::kParamGather;
@@ -370,11 +420,14 @@ Status Trainer::Impl::decode() {
       case OpKind::kSend:
       case OpKind::kRecv: {
         const bool fwd = op.phase == Phase::kForward;
-        if (op.kind == OpKind::kSend) a.act = fwd ? Act::kSendAct : Act::kSendGrad;
-        else a.act = fwd ? Act::kRecvAct : Act::kRecvGrad;
+        if (op.kind == OpKind::kSend)
+          a.act = fwd ? Act::kSendAct : Act::kSendGrad;
+        else
+          a.act = fwd ? Act::kRecvAct : Act::kRecvGrad;
         a.peer = w->rank_of(tp, 0, dp, op.peer_stage);
         a.tag = op.kind == OpKind::kSend ? op.match : v;  // the receiving op's vertex
-        if (a.tag > max_tag) return Error("runtime: pipeline message tag " + std::to_string(a.tag) + " exceeds MPI_TAG_UB");
+        if (a.tag > max_tag)
+          return Error("runtime: pipeline message tag " + std::to_string(a.tag) + " exceeds MPI_TAG_UB");
         break;
       }
       case OpKind::kCopy:
@@ -384,30 +437,31 @@ Status Trainer::Impl::decode() {
   return Status::Ok();
 }
 
-void Trainer::Impl::norm_forward(const char* w_name, const char* b_name, int layer, const Vec& x, Vec& out, Vec& rstd,
-                                 Vec& mean) {
+void Trainer::Impl::norm_forward(const char* w_name, const char* b_name, int layer, const Vec& x, Vec& out,
+                                 Vec& rstd, Vec& mean) {
   const int T = rows(), H = hidden;
   out.resize(x.size());
   rstd.resize(static_cast<std::size_t>(T));
   if (w->model.norm == NormKind::kRmsNorm) {
-    be->rmsnorm_forward(out.data(), rstd.data(), x.data(), p(w_name, layer), T, H, 1e-5f, w->plan.kernel_fusion);
+    be->rmsnorm_forward(out.data(), rstd.data(), x.data(), p(w_name, layer), T, H, 1e-5f,
+                        w->plan.kernel_fusion);
   } else {
     mean.resize(static_cast<std::size_t>(T));
-    be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), p(w_name, layer), p(b_name, layer), T, H,
-                          1e-5f);
+    be->layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), p(w_name, layer), p(b_name, layer),
+                          T, H, 1e-5f);
   }
 }
 
-void Trainer::Impl::norm_backward(const char* w_name, const char* b_name, int layer, const Vec& dout, const Vec& x,
-                                  const Vec& rstd, const Vec& mean, Vec& dx) {
+void Trainer::Impl::norm_backward(const char* w_name, const char* b_name, int layer, const Vec& dout,
+                                  const Vec& x, const Vec& rstd, const Vec& mean, Vec& dx) {
   const int T = rows(), H = hidden;
   dx.resize(x.size());
   if (w->model.norm == NormKind::kRmsNorm)
-    be->rmsnorm_backward(dx.data(), g(w_name, layer), dout.data(), x.data(), p(w_name, layer), rstd.data(), T, H,
-                         w->plan.kernel_fusion);
+    be->rmsnorm_backward(dx.data(), g(w_name, layer), dout.data(), x.data(), p(w_name, layer), rstd.data(), T,
+                         H, w->plan.kernel_fusion);
   else
-    be->layernorm_backward(dx.data(), g(w_name, layer), g(b_name, layer), dout.data(), x.data(), p(w_name, layer),
-                           mean.data(), rstd.data(), T, H);
+    be->layernorm_backward(dx.data(), g(w_name, layer), g(b_name, layer), dout.data(), x.data(),
+                           p(w_name, layer), mean.data(), rstd.data(), T, H);
 }
 
 void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, bool recompute) {
@@ -469,8 +523,10 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       break;
     case KernelName::kActivation:
       a.act.resize(static_cast<std::size_t>(T) * ffn);
-      if (swiglu) be->swiglu_forward(a.act.data(), a.up.data(), T, ffn, w->plan.kernel_fusion);
-      else be->gelu_forward(a.act.data(), a.up.data(), T, ffn);
+      if (swiglu)
+        be->swiglu_forward(a.act.data(), a.up.data(), T, ffn, w->plan.kernel_fusion);
+      else
+        be->gelu_forward(a.act.data(), a.up.data(), T, ffn);
       break;
     case KernelName::kMlpDown:
       gemm_forward(a.z, a.act, p("mlp_down", layer), T, ffn, H);
@@ -508,7 +564,8 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
   const TensorSlot* up = layout.find("mlp_up", layer);
   const int ffn = layout.find("mlp_down", layer)->rows;
   switch (k) {
-    case KernelName::kResidual2:  // both branches get the output gradient; dh doubles as dz until norm2 adds to it
+    case KernelName::kResidual2:  // both branches get the output gradient; dh doubles as dz until norm2 adds
+                                  // to it
       f.dh.swap(f.dx);
       break;
     case KernelName::kMlpDown:
@@ -518,7 +575,8 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
       f.dup.resize(a.up.size());
       if (w->model.mlp == MlpKind::kSwiglu)
         be->swiglu_backward(f.dup.data(), a.up.data(), f.dact.data(), T, ffn, w->plan.kernel_fusion);
-      else be->gelu_backward(f.dup.data(), a.up.data(), f.dact.data(), T, ffn);
+      else
+        be->gelu_backward(f.dup.data(), a.up.data(), f.dact.data(), T, ffn);
       break;
     case KernelName::kMlpUp:
       gemm_backward(f.dn2, g("mlp_up", layer), f.dup, sp ? a.n2g : a.n2, p("mlp_up", layer), T, H, up->cols);
@@ -536,13 +594,14 @@ void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) 
     case KernelName::kAttention:
       f.dqkv.resize(static_cast<std::size_t>(T) * qkv_w);
       f.dscores.resize(be->attention_scratch(attn_shape));
-      be->attention_backward(f.dqkv.data(), f.dscores.data(), f.dattn.data(), a.probs.data(), a.qkv.data(), attn_shape);
+      be->attention_backward(f.dqkv.data(), f.dscores.data(), f.dattn.data(), a.probs.data(), a.qkv.data(),
+                             attn_shape);
       break;
     case KernelName::kAttnV:
       f.dqkv.resize(static_cast<std::size_t>(T) * qkv_w);
       f.dprobs.resize(attn_shape.score_elems());
-      be->attention_values_backward(f.dprobs.data(), f.dqkv.data(), f.dattn.data(), a.probs.data(), a.qkv.data(),
-                                    attn_shape);
+      be->attention_values_backward(f.dprobs.data(), f.dqkv.data(), f.dattn.data(), a.probs.data(),
+                                    a.qkv.data(), attn_shape);
       break;
     case KernelName::kSoftmax:
       f.dscores.resize(attn_shape.score_elems());
@@ -619,7 +678,8 @@ void Trainer::Impl::cross_entropy_grad(Flow& f) {
       const float* st = stats + 3 * static_cast<std::size_t>(T) * k;
       S += static_cast<double>(st[T + r]) * std::exp(static_cast<double>(st[r]) - M);
     }
-    scale[static_cast<std::size_t>(r)] = static_cast<float>(std::exp(static_cast<double>(mine[r]) - M) / S) * dloss;
+    scale[static_cast<std::size_t>(r)] =
+        static_cast<float>(std::exp(static_cast<double>(mine[r]) - M) / S) * dloss;
     s += std::log(S) + M - target;
   }
   be->scale_rows(f.dlogits.data(), scale.data(), T, V);
@@ -639,7 +699,8 @@ void Trainer::Impl::head_backward(Flow& f) {
 void Trainer::Impl::sum_replicated_over_tp(int region) {
   if (sp)
     for (const TensorSlot& t : layout.tensors())
-      if (t.region == region && t.shard == Shard::kReplicated) tp->all_reduce(grads.data() + t.offset, t.size());
+      if (t.region == region && t.shard == Shard::kReplicated)
+        tp->all_reduce(grads.data() + t.offset, t.size());
 }
 
 // grad_compress: the TP sums first, so the compressor sees the same gradient as the dense path.
@@ -648,14 +709,16 @@ void Trainer::Impl::compress_region(int region) {
   compressed[region] = 1;
   sum_replicated_over_tp(region);
   if (r.padded == 0) return;
-  compressors[region].compress(grads.data() + r.offset, residual.empty() ? nullptr : residual.data() + r.offset);
+  compressors[region].compress(grads.data() + r.offset,
+                               residual.empty() ? nullptr : residual.data() + r.offset);
 }
 
 void Trainer::Impl::decompress_region(int region) {
   const Region& r = layout.regions()[region];
   decompressed[region] = 1;
   if (r.padded == 0) return;
-  if (!reduced[region]) throw std::logic_error("region " + std::to_string(region) + " decompressed before its collective");
+  if (!reduced[region])
+    throw std::logic_error("region " + std::to_string(region) + " decompressed before its collective");
   compressors[region].decompress(grads.data() + r.offset);
 }
 
@@ -664,14 +727,16 @@ void Trainer::Impl::reduce_region(int region) {
   reduced[region] = 1;
   if (!compressors.empty()) {
     if (r.padded == 0) return;
-    if (!compressed[region]) throw std::logic_error("region " + std::to_string(region) + " reduced before grad_compress");
+    if (!compressed[region])
+      throw std::logic_error("region " + std::to_string(region) + " reduced before grad_compress");
     compressors[region].exchange(dp_comm);
     if (dp_comm.size() > 1) dp_bytes += static_cast<double>(compressors[region].wire_bytes());
     return;
   }
   sum_replicated_over_tp(region);
   if (dp_comm.size() == 1 || r.padded == 0) return;
-  dp_bytes += static_cast<double>(r.padded * sizeof(float));  // all-reduce and reduce-scatter: the full buffer
+  dp_bytes +=
+      static_cast<double>(r.padded * sizeof(float));  // all-reduce and reduce-scatter: the full buffer
   float* gr = grads.data() + r.offset;
   if (w->plan.zero_stage == 0) {
     dp->all_reduce(gr, r.padded);
@@ -726,11 +791,11 @@ void Trainer::Impl::optimizer(StepStats& st) {
       g = avg;
     }
     if (alg.aradam_gamma > 0)
-      aradam_cpu(params.data() + off, adam_m.data() + owned_offset[i], adam_v.data() + owned_offset[i], g, block,
-                 opt.adam, t, scale, alg.aradam_gamma);
+      aradam_cpu(params.data() + off, adam_m.data() + owned_offset[i], adam_v.data() + owned_offset[i], g,
+                 block, opt.adam, t, scale, alg.aradam_gamma);
     else
-      be->adamw(params.data() + off, adam_m.data() + owned_offset[i], adam_v.data() + owned_offset[i], g, block,
-                opt.adam, t, scale);
+      be->adamw(params.data() + off, adam_m.data() + owned_offset[i], adam_v.data() + owned_offset[i], g,
+                block, opt.adam, t, scale);
   }
   if (fp16 && ++good_steps >= opt.loss_scale_window) {
     loss_scale *= 2;
@@ -768,18 +833,26 @@ void Trainer::Impl::execute(int v, StepStats& st) {
       gather_rows(f.head_n, f.head_ng);
       break;
     }
-    case Act::kHeadFwd: head_forward(flow(mb, chunk), mb); break;
+    case Act::kHeadFwd:
+      head_forward(flow(mb, chunk), mb);
+      break;
     case Act::kCeGather: {
       Flow& f = flow(mb, chunk);
       tp->all_gather(f.ce_stats.data(), f.ce_stats.size());
       break;
     }
-    case Act::kCeGrad: cross_entropy_grad(flow(mb, chunk)); break;
-    case Act::kHeadBwd: head_backward(flow(mb, chunk)); break;
+    case Act::kCeGrad:
+      cross_entropy_grad(flow(mb, chunk));
+      break;
+    case Act::kHeadBwd:
+      head_backward(flow(mb, chunk));
+      break;
     case Act::kHeadReduce: {  // the input gradient is partial over the vocabulary slices
       Flow& f = flow(mb, chunk);
-      if (sp) scatter_rows(f.tmp);
-      else tp->all_reduce(f.tmp.data(), f.tmp.size());
+      if (sp)
+        scatter_rows(f.tmp);
+      else
+        tp->all_reduce(f.tmp.data(), f.tmp.size());
       break;
     }
     case Act::kFinalNormBwd: {
@@ -789,8 +862,12 @@ void Trainer::Impl::execute(int v, StepStats& st) {
       f.head_ng.release();
       break;
     }
-    case Act::kKernelFwd: kernel_forward(a.kernel, op.layer, mb, chunk, a.recompute); break;
-    case Act::kKernelBwd: kernel_backward(a.kernel, op.layer, mb, chunk); break;
+    case Act::kKernelFwd:
+      kernel_forward(a.kernel, op.layer, mb, chunk, a.recompute);
+      break;
+    case Act::kKernelBwd:
+      kernel_backward(a.kernel, op.layer, mb, chunk);
+      break;
     case Act::kSendAct:
     case Act::kSendGrad: {  // activations forward, gradients backward; a gradient ends the micro-batch here
       Flow& f = flow(mb, chunk);
@@ -820,8 +897,10 @@ void Trainer::Impl::execute(int v, StepStats& st) {
     }
     case Act::kSpGatherFwd: {
       LayerActs& la = layer_acts(op.layer, mb);
-      if (a.target == 0) gather_rows(la.n1, la.n1g);
-      else gather_rows(la.n2, la.n2g);
+      if (a.target == 0)
+        gather_rows(la.n1, la.n1g);
+      else
+        gather_rows(la.n2, la.n2g);
       break;
     }
     case Act::kSpScatterFwd: {
@@ -839,12 +918,15 @@ void Trainer::Impl::execute(int v, StepStats& st) {
       scatter_rows(a.target == 0 ? f.dn1 : f.dn2);
       break;
     }
-    case Act::kLayerGradReduce: reduce_region(layout.region_of_layer(op.layer)); break;
+    case Act::kLayerGradReduce:
+      reduce_region(layout.region_of_layer(op.layer));
+      break;
     case Act::kGradReduce:
       for (std::size_t r = 0; r < reduced.size(); ++r)
         if (!reduced[r]) reduce_region(static_cast<int>(r));
       break;
-    case Act::kGradCompress:  // one layer's region (overlapped reduction), else every region not yet compressed
+    case Act::kGradCompress:  // one layer's region (overlapped reduction), else every region not yet
+                              // compressed
       if (op.layer >= 0) {
         compress_region(layout.region_of_layer(op.layer));
       } else {
@@ -860,7 +942,9 @@ void Trainer::Impl::execute(int v, StepStats& st) {
           if (reduced[r] && !decompressed[r] && !own_decompress[r]) decompress_region(static_cast<int>(r));
       }
       break;
-    case Act::kOptimizer: optimizer(st); break;
+    case Act::kOptimizer:
+      optimizer(st);
+      break;
     case Act::kParamGather:
       if (dp_comm.size() > 1)
         for (const Region& r : layout.regions()) dp->all_gather(params.data() + r.offset, r.padded);
@@ -889,14 +973,15 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
   backend->set_gemm_precision(w.plan.precision);
   if (world.size() != w.plan.gpus())
     return Error("runtime: the plan needs " + std::to_string(w.plan.gpus()) + " ranks (tp x pp x dp = " +
-                 std::to_string(w.plan.tp) + " x " + std::to_string(w.plan.pp) + " x " + std::to_string(w.plan.dp) +
-                 ") but " + std::to_string(world.size()) + " were launched");
+                 std::to_string(w.plan.tp) + " x " + std::to_string(w.plan.pp) + " x " +
+                 std::to_string(w.plan.dp) + ") but " + std::to_string(world.size()) + " were launched");
   const AlgorithmOptions& alg = o.algorithms;
   if (alg.loss_scale_alpha < 0) return Error("runtime: the loss scale's alpha must be >= 0");
   if (alg.loss_scale_alpha > 0 && w.plan.precision != Precision::kFp16)
     return Error("runtime: the variance-adaptive loss scale needs precision fp16 (the plan has " +
                  to_string(w.plan.precision) + ")");
-  if (!(alg.grad_decay >= 0 && alg.grad_decay < 1)) return Error("runtime: the gradient decay beta must be in [0, 1)");
+  if (!(alg.grad_decay >= 0 && alg.grad_decay < 1))
+    return Error("runtime: the gradient decay beta must be in [0, 1)");
   if (alg.aradam_gamma < 0) return Error("runtime: ARAdam's gamma must be >= 0");
   keep_freed_memory_in_heap();
   auto im = std::make_unique<Impl>();
@@ -984,7 +1069,8 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
       for (std::size_t i = 0; i < regions.size(); ++i) {
         std::vector<Segment> segments;
         for (const TensorSlot& ts : t.layout.tensors())
-          if (ts.region == static_cast<int>(i)) segments.push_back({ts.offset - regions[i].offset, ts.size()});
+          if (ts.region == static_cast<int>(i))
+            segments.push_back({ts.offset - regions[i].offset, ts.size()});
         t.compressors.emplace_back(plan.grad_compression, plan.compression_topk, segments, t.dp_comm.size(),
                                    regions[i].padded);
       }
@@ -1022,9 +1108,10 @@ Result<StepStats> Trainer::step(bool apply_update) {
   t.loss_sum = 0;
   t.timings.clear();
   const AlgorithmOptions& alg = t.opt.algorithms;
-  t.applied_scale = t.fp16 && alg.loss_scale_alpha > 0
-                        ? variance_adjusted_scale(t.loss_scale, alg.loss_scale_alpha, loss_variance(t.recent_losses))
-                        : t.loss_scale;
+  t.applied_scale =
+      t.fp16 && alg.loss_scale_alpha > 0
+          ? variance_adjusted_scale(t.loss_scale, alg.loss_scale_alpha, loss_variance(t.recent_losses))
+          : t.loss_scale;
   const int n = static_cast<int>(t.actions.size());
   Backend& be = *t.be;
   t.marks.clear();
@@ -1035,7 +1122,8 @@ Result<StepStats> Trainer::step(bool apply_update) {
   be.mark();  // the step's start on the backend's clock
   try {
     for (int v = 0; v < n; ++v) {
-      if (!apply_update && (t.actions[v].act == Act::kOptimizer || t.actions[v].act == Act::kParamGather)) continue;
+      if (!apply_update && (t.actions[v].act == Act::kOptimizer || t.actions[v].act == Act::kParamGather))
+        continue;
       const int s = t.opt.record_ops ? be.mark() : 0;
       try {
         t.execute(v, st);
@@ -1061,7 +1149,8 @@ Result<StepStats> Trainer::step(bool apply_update) {
   if (apply_update) {
     ++t.steps_done;
     t.recent_losses.push_back(st.loss);
-    while (static_cast<int>(t.recent_losses.size()) > std::max(2, alg.loss_window)) t.recent_losses.pop_front();
+    while (static_cast<int>(t.recent_losses.size()) > std::max(2, alg.loss_window))
+      t.recent_losses.pop_front();
   }
   return st;
 }
@@ -1080,7 +1169,9 @@ Buffer host_copy(Backend& be, const DeviceBuffer& v) {
 }  // namespace
 
 Buffer Trainer::params() const { return host_copy(*impl_->be, impl_->params); }
-void Trainer::set_param(std::size_t i, float value) { impl_->be->upload(impl_->params.data() + i, &value, 1); }
+void Trainer::set_param(std::size_t i, float value) {
+  impl_->be->upload(impl_->params.data() + i, &value, 1);
+}
 Buffer Trainer::grads() const { return host_copy(*impl_->be, impl_->grads); }
 Buffer Trainer::error_feedback() const { return host_copy(*impl_->be, impl_->residual); }
 const Backend& Trainer::backend() const { return *impl_->be; }
@@ -1093,11 +1184,16 @@ constexpr char kMagic[8] = {'F', 'S', 'C', 'K', 'P', 'T', '0', '1'};
 
 std::string Trainer::checkpoint_bytes() const {
   const Impl& t = *impl_;
-  const nlohmann::json header = {{"model", t.w->model.name},     {"plan", plan_to_json(t.w->plan)},
-                                 {"rank", t.rank},               {"ranks", t.w->ranks()},
-                                 {"step", t.steps_done},         {"loss_scale", t.loss_scale},
-                                 {"good_steps", t.good_steps},   {"params", t.params.size()},
-                                 {"moments", t.adam_m.size()},   {"seed", t.opt.seed},
+  const nlohmann::json header = {{"model", t.w->model.name},
+                                 {"plan", plan_to_json(t.w->plan)},
+                                 {"rank", t.rank},
+                                 {"ranks", t.w->ranks()},
+                                 {"step", t.steps_done},
+                                 {"loss_scale", t.loss_scale},
+                                 {"good_steps", t.good_steps},
+                                 {"params", t.params.size()},
+                                 {"moments", t.adam_m.size()},
+                                 {"seed", t.opt.seed},
                                  {"residual", t.residual.size()}};
   std::string blob(kMagic, sizeof kMagic);
   const std::string h = header.dump();
@@ -1122,7 +1218,8 @@ CheckpointIdentity Trainer::checkpoint_identity() const {
 }
 
 Status Trainer::save_checkpoint(const std::string& dir) const {
-  return save_checkpoint_set(*impl_->world, dir, checkpoint_identity(), impl_->steps_done, checkpoint_bytes());
+  return save_checkpoint_set(*impl_->world, dir, checkpoint_identity(), impl_->steps_done,
+                             checkpoint_bytes());
 }
 
 Result<CheckpointSetRead> Trainer::load_checkpoint(const std::string& dir) {
@@ -1132,12 +1229,13 @@ Result<CheckpointSetRead> Trainer::load_checkpoint(const std::string& dir) {
   // Every rank restores its file; if any cannot, every rank returns the same error (none trains on).
   Status mine = restore_checkpoint(set->bytes, set->file);
   if (mine && impl_->steps_done != set->step)
-    mine = Error(set->file + ": /step: the file is of step " + std::to_string(impl_->steps_done) + ", its set of step " +
-                 std::to_string(set->step));
+    mine = Error(set->file + ": /step: the file is of step " + std::to_string(impl_->steps_done) +
+                 ", its set of step " + std::to_string(set->step));
   const std::vector<std::string> errors = world.gather_bytes(mine ? "" : mine.error().message());
   std::string all;
   for (std::size_t r = 0; r < errors.size(); ++r)
-    if (!errors[r].empty()) all += (all.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": " + errors[r]);
+    if (!errors[r].empty())
+      all += (all.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": " + errors[r]);
   all = world.broadcast_bytes(all);
   if (!all.empty()) return Error(all);
   set->bytes.clear();
@@ -1172,21 +1270,27 @@ Result<CheckpointFile> parse_checkpoint_file(std::string_view blob, const std::s
     if (!v->is_string()) return bad("model", "not a string");
     f.model = v->get<std::string>();
   }
-  if (const auto* v = field("plan")) f.plan_json = v->dump();
-  else f.plan_json = "null";
+  if (const auto* v = field("plan"))
+    f.plan_json = v->dump();
+  else
+    f.plan_json = "null";
   // Integers that must fit an int (rank and ranks may be -1 only by being absent).
-  for (auto [key, out, low] : {std::tuple{"rank", &f.rank, 0}, {"ranks", &f.ranks, 1}, {"step", &f.step, 0},
+  for (auto [key, out, low] : {std::tuple{"rank", &f.rank, 0},
+                               {"ranks", &f.ranks, 1},
+                               {"step", &f.step, 0},
                                {"good_steps", &f.good_steps, 0}}) {
     const auto* v = field(key);
     if (!v) continue;
     if (!v->is_number_integer()) return bad(key, "not an integer");
     const auto n = v->get<std::int64_t>();
-    if (v->is_number_unsigned() ? v->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<int>::max())
-                                : (n < low || n > std::numeric_limits<int>::max()))
+    if (v->is_number_unsigned()
+            ? v->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<int>::max())
+            : (n < low || n > std::numeric_limits<int>::max()))
       return bad(key, "out of range");
     *out = static_cast<int>(n);
   }
-  for (auto [key, out] : {std::pair{"params", &f.params}, {"moments", &f.moments}, {"residual", &f.residual}}) {
+  for (auto [key, out] :
+       {std::pair{"params", &f.params}, {"moments", &f.moments}, {"residual", &f.residual}}) {
     const auto* v = field(key);
     if (!v) continue;
     if (!v->is_number_unsigned()) return bad(key, "not an element count");
@@ -1211,8 +1315,8 @@ Status Trainer::restore_checkpoint(const std::string& blob, const std::string& p
   if (!file) return file.error();
   const CheckpointFile& f = *file;
   if (f.model != t.w->model.name)
-    return Error(path + ": /model: checkpoint is of model " + (f.model.empty() ? "?" : f.model) + ", this run is " +
-                 t.w->model.name);
+    return Error(path + ": /model: checkpoint is of model " + (f.model.empty() ? "?" : f.model) +
+                 ", this run is " + t.w->model.name);
   if (nlohmann::json::parse(f.plan_json) != plan_to_json(t.w->plan))
     return Error(path + ": /plan: checkpoint was written under a different plan: " + f.plan_json);
   if (f.rank != t.rank || f.ranks != t.w->ranks())
@@ -1221,9 +1325,10 @@ Status Trainer::restore_checkpoint(const std::string& blob, const std::string& p
     return Error(path + ": /params: tensor sizes do not match this model and plan");
   // The top-k error-feedback residual (empty without it; checkpoints from before it had none).
   if (f.residual != t.residual.size())
-    return Error(path + ": /residual: the checkpoint's error-feedback residual has " + std::to_string(f.residual) +
-                 " elements, this run's " + std::to_string(t.residual.size()));
-  const std::size_t tensor_bytes = (t.params.size() + 2 * t.adam_m.size() + t.residual.size()) * sizeof(float);
+    return Error(path + ": /residual: the checkpoint's error-feedback residual has " +
+                 std::to_string(f.residual) + " elements, this run's " + std::to_string(t.residual.size()));
+  const std::size_t tensor_bytes =
+      (t.params.size() + 2 * t.adam_m.size() + t.residual.size()) * sizeof(float);
   if (f.tensors.size() != tensor_bytes)
     return Error(path + ": size " + std::to_string(blob.size()) + " bytes, expected " +
                  std::to_string(blob.size() - f.tensors.size() + tensor_bytes));

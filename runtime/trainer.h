@@ -44,19 +44,19 @@
 namespace foresight::runtime {
 
 struct RunOptions {
-  std::uint64_t seed = 1234;                  // parameters and synthetic data
+  std::uint64_t seed = 1234;  // parameters and synthetic data
   kernels::AdamWConfig adam{1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f};
-  float initial_loss_scale = 65536.0f;        // fp16 only (2^16, apex's default)
-  int loss_scale_window = 1000;               // good steps before the scale doubles (Megatron's default)
-  bool record_ops = true;                     // per-op timings of each step
-  AlgorithmOptions algorithms;                // the articles' options (algorithms.h), off by default
+  float initial_loss_scale = 65536.0f;  // fp16 only (2^16, apex's default)
+  int loss_scale_window = 1000;         // good steps before the scale doubles (Megatron's default)
+  bool record_ops = true;               // per-op timings of each step
+  AlgorithmOptions algorithms;          // the articles' options (algorithms.h), off by default
 };
 
 struct StepStats {
-  int step = 0;             // 1-based
-  double loss = 0;          // mean cross-entropy over the global batch
-  double seconds = 0;       // wall time of the step on this rank
-  bool skipped = false;     // fp16 overflow: no update
+  int step = 0;                   // 1-based
+  double loss = 0;                // mean cross-entropy over the global batch
+  double seconds = 0;             // wall time of the step on this rank
+  bool skipped = false;           // fp16 overflow: no update
   double loss_scale = 1;          // the dynamic fp16 scale after this step
   double applied_loss_scale = 1;  // the scale this step's backward used (variance-adjusted or not)
   // This rank's data-parallel gradient collectives (dp > 1), sized as the op graph sizes a
@@ -65,7 +65,7 @@ struct StepStats {
 };
 
 struct OpTiming {
-  int op = 0;               // vertex of the stage program
+  int op = 0;                     // vertex of the stage program
   double start_s = 0, end_s = 0;  // from the start of the step
 };
 
@@ -90,7 +90,7 @@ struct CheckpointFile {
   bool has_seed = false;
   std::uint64_t seed = 0;
   std::uint64_t params = 0, moments = 0, residual = 0;  // element counts
-  std::size_t header_bytes = 0;                          // the header's length
+  std::size_t header_bytes = 0;                         // the header's length
   std::string_view tensors;  // the bytes between the header and the hash (a view into the input)
 };
 

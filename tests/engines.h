@@ -15,7 +15,8 @@
 namespace foresight::testing {
 
 // Simulates the plan; a failed simulation fails the test (and returns an empty result).
-inline SimResult simulated(const ModelSpec& m, const ClusterSpec& c, const Plan& p, const SimOptions& o = {}) {
+inline SimResult simulated(const ModelSpec& m, const ClusterSpec& c, const Plan& p,
+                           const SimOptions& o = {}) {
   auto r = simulate(m, c, p, "plan", o);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message());
   return r.ok() ? *r : SimResult{};

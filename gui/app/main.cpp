@@ -11,7 +11,6 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QRegularExpression>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,9 +18,9 @@
 
 #include "gui/models/plan_inputs.h"
 #include "gui/models/session.h"
+#include "gui/views/compare_view.h"
 #include "gui/views/main_window.h"
 #include "gui/views/screenshot.h"
-#include "gui/views/compare_view.h"
 #include "gui/views/sweep_view.h"
 #include "gui/views/timeline_view.h"
 
@@ -41,25 +40,30 @@ int main(int argc, char** argv) {
   cli.setApplicationDescription(QStringLiteral("Foresight: plan, predict and compare LLM training layouts."));
   cli.addHelpOption();
   cli.addVersionOption();
-  const QCommandLineOption screenshot(QStringLiteral("screenshot"),
-                                      QStringLiteral("render a view of the built-in example to a PNG and exit"),
-                                      QStringLiteral("FILE"));
-  const QCommandLineOption export_plot(QStringLiteral("export"),
-                                       QStringLiteral("write the plots of a view to a .png or .svg file and exit"),
-                                       QStringLiteral("FILE"));
-  const QCommandLineOption view(QStringLiteral("view"),
-                                QStringLiteral("view for --screenshot and --export: setup, details, search, timeline, compare, sweep, topology"),
-                                QStringLiteral("NAME"), QStringLiteral("setup"));
-  const QCommandLineOption size(QStringLiteral("size"), QStringLiteral("window size for --screenshot and --export"),
+  const QCommandLineOption screenshot(
+      QStringLiteral("screenshot"), QStringLiteral("render a view of the built-in example to a PNG and exit"),
+      QStringLiteral("FILE"));
+  const QCommandLineOption export_plot(
+      QStringLiteral("export"), QStringLiteral("write the plots of a view to a .png or .svg file and exit"),
+      QStringLiteral("FILE"));
+  const QCommandLineOption view(
+      QStringLiteral("view"),
+      QStringLiteral(
+          "view for --screenshot and --export: setup, details, search, timeline, compare, sweep, topology"),
+      QStringLiteral("NAME"), QStringLiteral("setup"));
+  const QCommandLineOption size(QStringLiteral("size"),
+                                QStringLiteral("window size for --screenshot and --export"),
                                 QStringLiteral("WxH"), QStringLiteral("1200x800"));
-  const QCommandLineOption sweep(QStringLiteral("sweep"), QStringLiteral("a sweep spec to open in the Sweep view"),
+  const QCommandLineOption sweep(QStringLiteral("sweep"),
+                                 QStringLiteral("a sweep spec to open in the Sweep view"),
                                  QStringLiteral("SPEC"));
-  const QCommandLineOption predicted(QStringLiteral("predicted"),
-                                     QStringLiteral("predicted trace for the Compare view (foresight simulate --trace)"),
-                                     QStringLiteral("FILE"));
-  const QCommandLineOption measured(QStringLiteral("measured"),
-                                    QStringLiteral("measured trace for the Compare view (foresight run --trace)"),
-                                    QStringLiteral("FILE"));
+  const QCommandLineOption predicted(
+      QStringLiteral("predicted"),
+      QStringLiteral("predicted trace for the Compare view (foresight simulate --trace)"),
+      QStringLiteral("FILE"));
+  const QCommandLineOption measured(
+      QStringLiteral("measured"),
+      QStringLiteral("measured trace for the Compare view (foresight run --trace)"), QStringLiteral("FILE"));
   cli.addOption(screenshot);
   cli.addOption(export_plot);
   cli.addOption(sweep);
@@ -96,10 +100,13 @@ int main(int argc, char** argv) {
   if (cli.isSet(sweep)) files.sweep = cli.value(sweep);
 
   if (cli.isSet(screenshot) || cli.isSet(export_plot)) {
-    const auto v = session && !cli.isSet(view) ? std::optional(session->view) : foresight::gui::parse_view(cli.value(view));
+    const auto v = session && !cli.isSet(view) ? std::optional(session->view)
+                                               : foresight::gui::parse_view(cli.value(view));
     if (!v) {
-      std::fprintf(stderr, "error: --view: \"%s\" is not one of setup, details, search, timeline, compare, sweep, topology\n",
-                   qPrintable(cli.value(view)));
+      std::fprintf(
+          stderr,
+          "error: --view: \"%s\" is not one of setup, details, search, timeline, compare, sweep, topology\n",
+          qPrintable(cli.value(view)));
       return 2;
     }
     const auto m = QRegularExpression(QStringLiteral("^(\\d+)x(\\d+)$")).match(cli.value(size));
@@ -110,8 +117,10 @@ int main(int argc, char** argv) {
       return 2;
     }
     foresight::Status s;
-    if (cli.isSet(screenshot)) s = foresight::gui::render_screenshot(*v, cli.value(screenshot), QSize(w, h), files);
-    if (s && cli.isSet(export_plot)) s = foresight::gui::render_plots(*v, cli.value(export_plot), QSize(w, h), files);
+    if (cli.isSet(screenshot))
+      s = foresight::gui::render_screenshot(*v, cli.value(screenshot), QSize(w, h), files);
+    if (s && cli.isSet(export_plot))
+      s = foresight::gui::render_plots(*v, cli.value(export_plot), QSize(w, h), files);
     if (!s) {
       std::fprintf(stderr, "error: %s\n", s.error().message().c_str());
       return 2;

@@ -14,9 +14,15 @@ void BreakdownModel::set_prediction(const Prediction& p) {
   if (kind_ == Kind::kTime) {
     const TimeBreakdown& t = p.time;
     // Recompute is part of compute (TimeBreakdown::recompute), so it is not a row of its own.
-    all = {{"compute", t.compute},        {"tensor-parallel comm", t.tp_comm}, {"context-parallel comm", t.cp_comm},
-           {"expert-parallel comm", t.ep_comm}, {"pipeline send/recv", t.pp_comm}, {"pipeline bubble", t.bubble},
-           {"data-parallel comm", t.dp_comm}, {"optimizer", t.optimizer},     {"offload", t.offload},
+    all = {{"compute", t.compute},
+           {"tensor-parallel comm", t.tp_comm},
+           {"context-parallel comm", t.cp_comm},
+           {"expert-parallel comm", t.ep_comm},
+           {"pipeline send/recv", t.pp_comm},
+           {"pipeline bubble", t.bubble},
+           {"data-parallel comm", t.dp_comm},
+           {"optimizer", t.optimizer},
+           {"offload", t.offload},
            {"input stall", t.data}};
     denominator_ = t.total > 0 ? t.total : p.step_time_s;
   } else {
@@ -41,7 +47,9 @@ int BreakdownModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(rows_.size());
 }
 
-int BreakdownModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumnCount; }
+int BreakdownModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : kColumnCount;
+}
 
 QVariant BreakdownModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
@@ -49,18 +57,26 @@ QVariant BreakdownModel::data(const QModelIndex& index, int role) const {
   const double share = denominator_ > 0 ? r.amount / denominator_ : 0.0;
   if (role == Qt::DisplayRole) {
     switch (index.column()) {
-      case kCategory: return qstr(r.category);
-      case kAmount: return kind_ == Kind::kTime ? seconds_text(r.amount) : bytes_text(r.amount);
-      case kShare: return percent_text(share);
-      default: return {};
+      case kCategory:
+        return qstr(r.category);
+      case kAmount:
+        return kind_ == Kind::kTime ? seconds_text(r.amount) : bytes_text(r.amount);
+      case kShare:
+        return percent_text(share);
+      default:
+        return {};
     }
   }
   if (role == Qt::UserRole) {
     switch (index.column()) {
-      case kCategory: return qstr(r.category);
-      case kAmount: return r.amount;
-      case kShare: return share;
-      default: return {};
+      case kCategory:
+        return qstr(r.category);
+      case kAmount:
+        return r.amount;
+      case kShare:
+        return share;
+      default:
+        return {};
     }
   }
   if (role == Qt::TextAlignmentRole && index.column() != kCategory)
@@ -71,10 +87,14 @@ QVariant BreakdownModel::data(const QModelIndex& index, int role) const {
 QVariant BreakdownModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case kCategory: return kind_ == Kind::kTime ? QStringLiteral("Step time") : QStringLiteral("Memory per device");
-    case kAmount: return kind_ == Kind::kTime ? QStringLiteral("Time") : QStringLiteral("Bytes");
-    case kShare: return kind_ == Kind::kTime ? QStringLiteral("Of step") : QStringLiteral("Of capacity");
-    default: return {};
+    case kCategory:
+      return kind_ == Kind::kTime ? QStringLiteral("Step time") : QStringLiteral("Memory per device");
+    case kAmount:
+      return kind_ == Kind::kTime ? QStringLiteral("Time") : QStringLiteral("Bytes");
+    case kShare:
+      return kind_ == Kind::kTime ? QStringLiteral("Of step") : QStringLiteral("Of capacity");
+    default:
+      return {};
   }
 }
 

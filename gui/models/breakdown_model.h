@@ -10,7 +10,6 @@
 #pragma once
 
 #include <QAbstractTableModel>
-
 #include <string>
 #include <vector>
 

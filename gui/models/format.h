@@ -6,7 +6,6 @@
 #pragma once
 
 #include <QString>
-
 #include <string>
 
 #include "sim/spec/plan.h"

@@ -64,7 +64,8 @@ Evaluation evaluate_plan(const PlanInputs& in) {
   e.has_prediction = true;
   const int seq = r->plan.seq_len > 0 ? r->plan.seq_len : e.model.seq_len;
   e.economics = economics(e.prediction, e.cluster, r->plan, seq, CostOptions{});
-  if (auto checked = predict(e.model, e.cluster, r->plan, "plan"); !checked) e.error = checked.error().message();
+  if (auto checked = predict(e.model, e.cluster, r->plan, "plan"); !checked)
+    e.error = checked.error().message();
   return e;
 }
 

@@ -21,9 +21,9 @@
 namespace foresight::gui {
 
 struct PlanInputs {
-  std::string model = "llama3-8b";      // model preset name or file
-  std::string cluster = "dgx-h100-ndr"; // cluster preset name or file
-  Plan plan;                            // the job uses plan.gpus() accelerators
+  std::string model = "llama3-8b";       // model preset name or file
+  std::string cluster = "dgx-h100-ndr";  // cluster preset name or file
+  Plan plan;                             // the job uses plan.gpus() accelerators
   bool operator==(const PlanInputs&) const = default;
 };
 

@@ -71,9 +71,12 @@ QVariant PresetListModel::data(const QModelIndex& index, int role) const {
     case Qt::EditRole:
       if (e.file) return qstr(std::filesystem::path(e.name).filename().string() + " (file)");
       return qstr(e.name);
-    case Qt::UserRole: return qstr(e.name);
-    case Qt::ToolTipRole: return qstr(e.summary);
-    default: return {};
+    case Qt::UserRole:
+      return qstr(e.name);
+    case Qt::ToolTipRole:
+      return qstr(e.summary);
+    default:
+      return {};
   }
 }
 
@@ -91,7 +94,8 @@ Result<int> PresetListModel::add_file(const std::string& path) {
       summary = cluster_summary(c);
       break;
     }
-    default: return Error(path + ": only model and cluster files can be opened here");
+    default:
+      return Error(path + ": only model and cluster files can be opened here");
   }
   const int row = static_cast<int>(entries_.size());
   beginInsertRows(QModelIndex(), row, row);

@@ -9,7 +9,6 @@
 #pragma once
 
 #include <QAbstractListModel>
-
 #include <string>
 #include <vector>
 

@@ -28,29 +28,48 @@ int RankedPlanModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(plans_.size());
 }
 
-int RankedPlanModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumnCount; }
+int RankedPlanModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : kColumnCount;
+}
 
 QVariant RankedPlanModel::display(const RankedPlan& r, int row, int column) const {
   const Plan& p = r.plan;
   const Prediction& pr = r.prediction;
   switch (column) {
-    case kRank: return row + 1;
-    case kLayout: return layout_text(p);
-    case kMicroBatch: return p.micro_batch;
-    case kZero: return p.zero_stage;
-    case kRecompute: return qstr(to_string(p.recompute));
-    case kSchedule: return qstr(to_string(p.schedule));
-    case kOffload: return p.offload_optimizer ? QStringLiteral("yes") : QString();
-    case kStepTime: return seconds_text(pr.step_time_s);
-    case kSimulated: return r.simulated_step_s >= 0 ? seconds_text(r.simulated_step_s) : QStringLiteral("-");
-    case kTokensPerS: return QString::number(pr.tokens_per_s, 'f', 0);
-    case kMfu: return percent_text(pr.mfu);
-    case kMemory: return bytes_text(pr.memory.total);
-    case kHeadroom: return bytes_text(r.memory_headroom);
-    case kCostPerMtok: return QString::number(r.economics.cost_per_mtok_usd, 'f', 4);
-    case kEnergyPerMtok: return QString::number(r.economics.energy_per_mtok_kwh, 'f', 4);
-    case kPareto: return pareto_[static_cast<std::size_t>(row)] ? QStringLiteral("yes") : QString();
-    default: return {};
+    case kRank:
+      return row + 1;
+    case kLayout:
+      return layout_text(p);
+    case kMicroBatch:
+      return p.micro_batch;
+    case kZero:
+      return p.zero_stage;
+    case kRecompute:
+      return qstr(to_string(p.recompute));
+    case kSchedule:
+      return qstr(to_string(p.schedule));
+    case kOffload:
+      return p.offload_optimizer ? QStringLiteral("yes") : QString();
+    case kStepTime:
+      return seconds_text(pr.step_time_s);
+    case kSimulated:
+      return r.simulated_step_s >= 0 ? seconds_text(r.simulated_step_s) : QStringLiteral("-");
+    case kTokensPerS:
+      return QString::number(pr.tokens_per_s, 'f', 0);
+    case kMfu:
+      return percent_text(pr.mfu);
+    case kMemory:
+      return bytes_text(pr.memory.total);
+    case kHeadroom:
+      return bytes_text(r.memory_headroom);
+    case kCostPerMtok:
+      return QString::number(r.economics.cost_per_mtok_usd, 'f', 4);
+    case kEnergyPerMtok:
+      return QString::number(r.economics.energy_per_mtok_kwh, 'f', 4);
+    case kPareto:
+      return pareto_[static_cast<std::size_t>(row)] ? QStringLiteral("yes") : QString();
+    default:
+      return {};
   }
 }
 
@@ -58,23 +77,40 @@ QVariant RankedPlanModel::raw(const RankedPlan& r, int row, int column) const {
   const Plan& p = r.plan;
   const Prediction& pr = r.prediction;
   switch (column) {
-    case kRank: return row + 1;
-    case kLayout: return layout_text(p);
-    case kMicroBatch: return p.micro_batch;
-    case kZero: return p.zero_stage;
-    case kRecompute: return static_cast<int>(p.recompute);
-    case kSchedule: return static_cast<int>(p.schedule);
-    case kOffload: return p.offload_optimizer;
-    case kStepTime: return pr.step_time_s;
-    case kSimulated: return r.simulated_step_s;
-    case kTokensPerS: return pr.tokens_per_s;
-    case kMfu: return pr.mfu;
-    case kMemory: return pr.memory.total;
-    case kHeadroom: return r.memory_headroom;
-    case kCostPerMtok: return r.economics.cost_per_mtok_usd;
-    case kEnergyPerMtok: return r.economics.energy_per_mtok_kwh;
-    case kPareto: return pareto_[static_cast<std::size_t>(row)] != 0;
-    default: return {};
+    case kRank:
+      return row + 1;
+    case kLayout:
+      return layout_text(p);
+    case kMicroBatch:
+      return p.micro_batch;
+    case kZero:
+      return p.zero_stage;
+    case kRecompute:
+      return static_cast<int>(p.recompute);
+    case kSchedule:
+      return static_cast<int>(p.schedule);
+    case kOffload:
+      return p.offload_optimizer;
+    case kStepTime:
+      return pr.step_time_s;
+    case kSimulated:
+      return r.simulated_step_s;
+    case kTokensPerS:
+      return pr.tokens_per_s;
+    case kMfu:
+      return pr.mfu;
+    case kMemory:
+      return pr.memory.total;
+    case kHeadroom:
+      return r.memory_headroom;
+    case kCostPerMtok:
+      return r.economics.cost_per_mtok_usd;
+    case kEnergyPerMtok:
+      return r.economics.energy_per_mtok_kwh;
+    case kPareto:
+      return pareto_[static_cast<std::size_t>(row)] != 0;
+    default:
+      return {};
   }
 }
 
@@ -82,18 +118,22 @@ QVariant RankedPlanModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
   const RankedPlan& r = plans_[static_cast<std::size_t>(index.row())];
   switch (role) {
-    case Qt::DisplayRole: return display(r, index.row(), index.column());
-    case Qt::UserRole: return raw(r, index.row(), index.column());
+    case Qt::DisplayRole:
+      return display(r, index.row(), index.column());
+    case Qt::UserRole:
+      return raw(r, index.row(), index.column());
     case Qt::ToolTipRole:
       if (index.column() == kMicroBatch) return QStringLiteral("sequences per micro-batch");
       if (index.column() == kMemory) return QStringLiteral("memory on the most loaded device");
       if (index.column() == kSimulated)
-        return QStringLiteral("step time re-simulated with the discrete-event simulator (\"-\": not re-simulated)");
+        return QStringLiteral(
+            "step time re-simulated with the discrete-event simulator (\"-\": not re-simulated)");
       return {};
     case Qt::TextAlignmentRole:
       if (index.column() == kLayout || index.column() == kRecompute || index.column() == kSchedule) return {};
       return QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
-    default: return {};
+    default:
+      return {};
   }
 }
 

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <QAbstractTableModel>
-
 #include <vector>
 
 #include "sim/search/search.h"
@@ -20,8 +19,23 @@ class RankedPlanModel : public QAbstractTableModel {
  public:
   // The figures people rank by come first, the knobs after them.
   enum Column {
-    kRank, kLayout, kStepTime, kSimulated, kMfu, kTokensPerS, kMemory, kCostPerMtok, kMicroBatch, kZero,
-    kRecompute, kSchedule, kOffload, kHeadroom, kEnergyPerMtok, kPareto, kColumnCount
+    kRank,
+    kLayout,
+    kStepTime,
+    kSimulated,
+    kMfu,
+    kTokensPerS,
+    kMemory,
+    kCostPerMtok,
+    kMicroBatch,
+    kZero,
+    kRecompute,
+    kSchedule,
+    kOffload,
+    kHeadroom,
+    kEnergyPerMtok,
+    kPareto,
+    kColumnCount
   };
 
   explicit RankedPlanModel(QObject* parent = nullptr);

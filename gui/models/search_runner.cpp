@@ -14,7 +14,8 @@ namespace {
 struct SearchCancelled {};
 }  // namespace
 
-SearchOutcome run_search(const SearchRequest& request, const std::function<void(std::uint64_t, std::uint64_t)>& progress,
+SearchOutcome run_search(const SearchRequest& request,
+                         const std::function<void(std::uint64_t, std::uint64_t)>& progress,
                          const std::atomic<bool>* cancel) {
   SearchOutcome out;
   out.request = request;
@@ -70,15 +71,16 @@ SearchOutcome run_search(const SearchRequest& request, const std::function<void(
   if (out.result.plans.empty()) {
     std::string why;
     for (const auto& [reason, count] : out.result.rejected) why += fmt::format("; {} {}", count, reason);
-    out.error = fmt::format("no plan of the {} candidates fits or is valid (rejected{})", out.result.candidates,
-                            why.empty() ? std::string(": none") : why);
+    out.error = fmt::format("no plan of the {} candidates fits or is valid (rejected{})",
+                            out.result.candidates, why.empty() ? std::string(": none") : why);
   }
   return out;
 }
 
 void SearchWorker::run(const SearchRequest& request) {
   SearchOutcome out = run_search(
-      request, [this](std::uint64_t done, std::uint64_t total) { Q_EMIT progress(done, total); }, cancel_.get());
+      request, [this](std::uint64_t done, std::uint64_t total) { Q_EMIT progress(done, total); },
+      cancel_.get());
   Q_EMIT finished(out);
 }
 

@@ -11,7 +11,6 @@
 
 #include <QObject>
 #include <QThread>
-
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -23,19 +22,19 @@
 namespace foresight::gui {
 
 struct SearchRequest {
-  std::string model = "llama3-8b";      // preset name or file
-  std::string cluster = "dgx-h100-ndr"; // preset name or file
+  std::string model = "llama3-8b";       // preset name or file
+  std::string cluster = "dgx-h100-ndr";  // preset name or file
   int gpus = 16;
-  std::int64_t global_batch = 64;       // sequences per step
+  std::int64_t global_batch = 64;  // sequences per step
   Objective objective = Objective::kTime;
-  int top_k = 50;                       // plans listed
-  int resimulate = 5;                   // re-rank the best N with the discrete-event simulator
-  unsigned threads = 0;                 // 0: all cores
+  int top_k = 50;        // plans listed
+  int resimulate = 5;    // re-rank the best N with the discrete-event simulator
+  unsigned threads = 0;  // 0: all cores
 };
 
 struct SearchOutcome {
   SearchRequest request;
-  std::string error;       // empty on success
+  std::string error;  // empty on success
   bool cancelled = false;
   SearchResult result;
   bool ok() const { return error.empty() && !cancelled; }

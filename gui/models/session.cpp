@@ -23,7 +23,8 @@ constexpr std::pair<const char*, std::string Session::*> kFiles[] = {{"trace", &
 
 // The Setup offers presets only, so a session names presets.
 // A built-in preset's name, or a spec file (relative paths from the session's folder).
-void read_preset(JsonReader& r, std::string_view key, PresetKind kind, std::string& out, const fs::path& base) {
+void read_preset(JsonReader& r, std::string_view key, PresetKind kind, std::string& out,
+                 const fs::path& base) {
   out = r.required_string(key);
   if (!r.ok()) return;
   const auto names = preset_names(kind);

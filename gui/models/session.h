@@ -16,7 +16,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "gui/models/plan_inputs.h"

@@ -13,7 +13,6 @@
 #include <QElapsedTimer>
 #include <QObject>
 #include <QTimer>
-
 #include <chrono>
 #include <cstdint>
 

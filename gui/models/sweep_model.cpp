@@ -64,7 +64,8 @@ QString SweepModel::point_label(int row) const {
   const nlohmann::json& r = outcome_.rows[static_cast<std::size_t>(row)];
   QStringList parts;
   for (const std::string& p : outcome_.axes)
-    parts << (r.is_object() && r.contains("axes") && r["axes"].contains(p) ? value_text(r["axes"][p]) : QStringLiteral("?"));
+    parts << (r.is_object() && r.contains("axes") && r["axes"].contains(p) ? value_text(r["axes"][p])
+                                                                           : QStringLiteral("?"));
   return parts.join(QStringLiteral(", "));
 }
 
@@ -76,23 +77,31 @@ QVariant SweepModel::metric(const nlohmann::json& row, Metric m, bool raw) const
     if (raw) return raw_value(v);
     return std::isnan(v) ? QString() : seconds_text(v);
   };
-  auto plain = [&](double v, int decimals, double scale = 1.0, const QString& suffix = QString()) -> QVariant {
+  auto plain = [&](double v, int decimals, double scale = 1.0,
+                   const QString& suffix = QString()) -> QVariant {
     if (raw) return raw_value(v);
     return std::isnan(v) ? QString() : QString::number(v * scale, 'f', decimals) + suffix;
   };
   switch (m) {
-    case kStepTime: return seconds("step_time_s");
-    case kTokensPerS: return plain(number(row, "tokens_per_s"), 0);
-    case kMfu: return plain(number(row, "mfu"), 1, 100.0, QStringLiteral("%"));
+    case kStepTime:
+      return seconds("step_time_s");
+    case kTokensPerS:
+      return plain(number(row, "tokens_per_s"), 0);
+    case kMfu:
+      return plain(number(row, "mfu"), 1, 100.0, QStringLiteral("%"));
     case kMemory: {
       const double gib = number(row, "memory_gib");
       if (raw) return raw_value(gib);
       return std::isnan(gib) ? QString() : bytes_text(gib * kGiB);
     }
-    case kExposedComm: return seconds("exposed_comm_s");
-    case kBubble: return seconds("bubble_s");
-    case kCostPerMtok: return plain(number(row, "cost_per_mtok_usd"), 4);
-    case kEnergyPerMtok: return plain(number(row, "energy_per_mtok_kwh"), 4);
+    case kExposedComm:
+      return seconds("exposed_comm_s");
+    case kBubble:
+      return seconds("bubble_s");
+    case kCostPerMtok:
+      return plain(number(row, "cost_per_mtok_usd"), 4);
+    case kEnergyPerMtok:
+      return plain(number(row, "energy_per_mtok_kwh"), 4);
     case kLayout: {
       if (!row.is_object() || !row.contains("plan")) return QString();
       auto p = plan_from_json(row["plan"], "sweep row");
@@ -101,7 +110,8 @@ QVariant SweepModel::metric(const nlohmann::json& row, Metric m, bool raw) const
     case kError:
       if (row.is_null()) return QStringLiteral("not evaluated (cancelled)");
       return qstr(row.value("error", ""));
-    default: return {};
+    default:
+      return {};
   }
 }
 
@@ -119,13 +129,17 @@ QVariant SweepModel::data(const QModelIndex& index, int role) const {
   }
   const auto m = static_cast<Metric>(c - axis_count());
   switch (role) {
-    case Qt::DisplayRole: return metric(row, m, false);
-    case Qt::UserRole: return metric(row, m, m != kLayout && m != kError);
-    case Qt::ToolTipRole: return m == kError ? metric(row, m, false) : QVariant();
+    case Qt::DisplayRole:
+      return metric(row, m, false);
+    case Qt::UserRole:
+      return metric(row, m, m != kLayout && m != kError);
+    case Qt::ToolTipRole:
+      return m == kError ? metric(row, m, false) : QVariant();
     case Qt::TextAlignmentRole:
       if (m == kLayout || m == kError) return {};
       return QVariant::fromValue(Qt::Alignment(Qt::AlignRight | Qt::AlignVCenter));
-    default: return {};
+    default:
+      return {};
   }
 }
 
@@ -138,8 +152,9 @@ QVariant SweepModel::headerData(int section, Qt::Orientation orientation, int ro
     return {};
   }
   if (role != Qt::DisplayRole) return {};
-  static const char* const names[kMetricCount] = {"Step time",    "Tokens/s", "MFU",    "Memory",  "Exposed comm",
-                                                  "Bubble",       "$/Mtok",   "kWh/Mtok", "Layout", "Error"};
+  static const char* const names[kMetricCount] = {"Step time",    "Tokens/s", "MFU",    "Memory",
+                                                  "Exposed comm", "Bubble",   "$/Mtok", "kWh/Mtok",
+                                                  "Layout",       "Error"};
   return QString::fromLatin1(names[section - axis_count()]);
 }
 

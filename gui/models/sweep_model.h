@@ -15,7 +15,19 @@ namespace foresight::gui {
 class SweepModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Metric { kStepTime, kTokensPerS, kMfu, kMemory, kExposedComm, kBubble, kCostPerMtok, kEnergyPerMtok, kLayout, kError, kMetricCount };
+  enum Metric {
+    kStepTime,
+    kTokensPerS,
+    kMfu,
+    kMemory,
+    kExposedComm,
+    kBubble,
+    kCostPerMtok,
+    kEnergyPerMtok,
+    kLayout,
+    kError,
+    kMetricCount
+  };
 
   explicit SweepModel(QObject* parent = nullptr);
   void set_outcome(SweepOutcome out);

@@ -16,12 +16,15 @@ Result<SweepSpec> example_sweep() {
        {{"model", "llama3-8b"},
         {"cluster", "dgx-h100-ndr"},
         {"gpus", 16},
-        {"plan", {{"tp", 2}, {"pp", 2}, {"global_batch", 256}, {"sequence_parallel", true}, {"zero_stage", 1}}}}},
-      {"axes", {{"/gpus", {16, 32, 64}}, {"/cluster/node/nic/bandwidth", {"100Gbps", "200Gbps", "400Gbps"}}}}};
+        {"plan",
+         {{"tp", 2}, {"pp", 2}, {"global_batch", 256}, {"sequence_parallel", true}, {"zero_stage", 1}}}}},
+      {"axes",
+       {{"/gpus", {16, 32, 64}}, {"/cluster/node/nic/bandwidth", {"100Gbps", "200Gbps", "400Gbps"}}}}};
   return sweep_from_json(doc, "example sweep");
 }
 
-SweepOutcome run_sweep_points(const SweepSpec& spec, const std::function<void(std::uint64_t, std::uint64_t)>& progress,
+SweepOutcome run_sweep_points(const SweepSpec& spec,
+                              const std::function<void(std::uint64_t, std::uint64_t)>& progress,
                               const std::atomic<bool>* cancel, unsigned threads) {
   const auto t0 = std::chrono::steady_clock::now();
   SweepOutcome out;
@@ -65,7 +68,8 @@ SweepOutcome run_sweep_points(const SweepSpec& spec, const std::function<void(st
 
 void SweepWorker::run(std::shared_ptr<const SweepSpec> spec) {
   SweepOutcome out = run_sweep_points(
-      *spec, [this](std::uint64_t done, std::uint64_t total) { Q_EMIT progress(done, total); }, cancel_.get());
+      *spec, [this](std::uint64_t done, std::uint64_t total) { Q_EMIT progress(done, total); },
+      cancel_.get());
   Q_EMIT finished(out);
 }
 
@@ -113,9 +117,13 @@ std::vector<std::string> csv_fields(const std::string& line) {
   for (std::size_t i = 0; i < line.size(); ++i) {
     const char c = line[i];
     if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') { out.back() += '"'; ++i; }
-      else if (c == '"') quoted = false;
-      else out.back() += c;
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        out.back() += '"';
+        ++i;
+      } else if (c == '"')
+        quoted = false;
+      else
+        out.back() += c;
     } else if (c == '"') {
       quoted = true;
     } else if (c == ',') {
@@ -143,7 +151,8 @@ Result<SweepOutcome> load_sweep_csv(const std::string& csv) {
   std::string line;
   if (!std::getline(in, line)) return Error(csv + ": empty");
   const std::vector<std::string> header = csv_fields(line);
-  if (header.empty() || header[0] != "index") return Error(csv + ":1: not a sweep results CSV (no index column)");
+  if (header.empty() || header[0] != "index")
+    return Error(csv + ":1: not a sweep results CSV (no index column)");
   SweepOutcome out;
   out.file = csv;
   for (const std::string& h : header)
@@ -153,15 +162,20 @@ Result<SweepOutcome> load_sweep_csv(const std::string& csv) {
     ++number;
     if (line.empty()) continue;
     const std::vector<std::string> f = csv_fields(line);
-    if (f.size() != header.size()) return Error(csv + ":" + std::to_string(number) + ": " + std::to_string(f.size()) +
-                                                " fields, the header has " + std::to_string(header.size()));
+    if (f.size() != header.size())
+      return Error(csv + ":" + std::to_string(number) + ": " + std::to_string(f.size()) +
+                   " fields, the header has " + std::to_string(header.size()));
     nlohmann::json row = {{"axes", nlohmann::json::object()}};
     for (std::size_t k = 0; k < f.size(); ++k) {
       const std::string& h = header[k];
-      if (h == "index") row["index"] = std::stoull(f[k]);
-      else if (!h.empty() && h[0] == '/') row["axes"][h] = cell_value(f[k]);
-      else if (h == "error") { if (!f[k].empty()) row["error"] = f[k]; }
-      else if (!f[k].empty()) row[h] = cell_value(f[k]);
+      if (h == "index")
+        row["index"] = std::stoull(f[k]);
+      else if (!h.empty() && h[0] == '/')
+        row["axes"][h] = cell_value(f[k]);
+      else if (h == "error") {
+        if (!f[k].empty()) row["error"] = f[k];
+      } else if (!f[k].empty())
+        row[h] = cell_value(f[k]);
     }
     row["ok"] = !row.contains("error");
     const std::size_t i = row["index"].get<std::size_t>();
@@ -191,7 +205,8 @@ Result<SweepOutcome> load_sweep_results(const std::string& jsonl) {
     ++number;
     if (line.empty()) continue;
     auto row = nlohmann::json::parse(line, nullptr, false);
-    if (row.is_discarded() || !row.is_object() || !row.contains("index") || !row["index"].is_number_unsigned()) {
+    if (row.is_discarded() || !row.is_object() || !row.contains("index") ||
+        !row["index"].is_number_unsigned()) {
       if (in.peek() == EOF) break;  // a kill mid-write leaves a partial last line
       return Error(jsonl + ":" + std::to_string(number) + ": not a sweep result row");
     }
@@ -222,7 +237,10 @@ SweepChart sweep_chart(const SweepOutcome& out, const std::string& metric, int a
     list.push_back(v);
     return list.size() - 1;
   };
-  struct Cell { std::size_t series, category; double value; };
+  struct Cell {
+    std::size_t series, category;
+    double value;
+  };
   std::vector<Cell> cells;
   for (const auto& row : out.rows) {
     if (!row.is_object() || !row.contains("axes")) continue;

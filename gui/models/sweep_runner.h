@@ -9,13 +9,11 @@
 
 #include <QObject>
 #include <QThread>
-
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -26,10 +24,10 @@ namespace foresight::gui {
 
 struct SweepOutcome {
   std::string file;
-  std::vector<std::string> axes;   // JSON pointers, in the spec's order
+  std::vector<std::string> axes;     // JSON pointers, in the spec's order
   std::vector<nlohmann::json> rows;  // one per point, by index: evaluate_point's result
-  std::string engine;              // analytic or des
-  bool cancelled = false;          // rows of points not evaluated are null
+  std::string engine;                // analytic or des
+  bool cancelled = false;            // rows of points not evaluated are null
   double wall_s = 0;
   bool ok() const { return !cancelled; }
 };
@@ -44,8 +42,8 @@ Result<SweepOutcome> load_sweep_results(const std::string& jsonl);
 // value. `metric` is a row key such as "step_time_s".
 struct SweepChart {
   std::vector<std::string> categories;
-  std::vector<std::string> series;            // "" when the sweep has one axis
-  std::vector<std::vector<double>> values;    // [series][category]
+  std::vector<std::string> series;          // "" when the sweep has one axis
+  std::vector<std::vector<double>> values;  // [series][category]
 };
 SweepChart sweep_chart(const SweepOutcome& out, const std::string& metric, int axis);
 

@@ -2,12 +2,12 @@
 #include "gui/models/timeline.h"
 
 #include <fmt/core.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "sim/compare/compare.h"
@@ -40,7 +40,8 @@ Result<Timeline> load_timeline(const std::string& path) {
   if (!in) return Error(path + ": cannot open trace");
   std::stringstream ss;
   ss << in.rdbuf();
-  if (ss.str().empty()) return Error(path + ": empty file (expected a Chrome trace from simulate --trace or run --trace)");
+  if (ss.str().empty())
+    return Error(path + ": empty file (expected a Chrome trace from simulate --trace or run --trace)");
   nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false);
   if (doc.is_discarded()) return Error(path + ": not valid JSON");
   return timeline_from_json(doc, path);
@@ -48,8 +49,10 @@ Result<Timeline> load_timeline(const std::string& path) {
 
 Result<Timeline> timeline_from_json(const nlohmann::json& doc, const std::string& file) {
   const nlohmann::json* events = nullptr;
-  if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array()) events = &doc["traceEvents"];
-  else if (doc.is_array()) events = &doc;  // the JSON Array Format of the Chrome trace spec
+  if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array())
+    events = &doc["traceEvents"];
+  else if (doc.is_array())
+    events = &doc;  // the JSON Array Format of the Chrome trace spec
   if (!events) return Error(file + ": /traceEvents: missing (not a Chrome trace)");
   Timeline t;
   t.file = file;
@@ -70,8 +73,10 @@ Result<Timeline> timeline_from_json(const nlohmann::json& doc, const std::string
     const int pid = int_field(e, "pid"), tid = int_field(e, "tid");
     if (ph == "M") {
       const std::string name = e.value("name", "");
-      if (name == "process_name") processes[pid] = meta_name(e);
-      else if (name == "thread_name") threads[{pid, tid}] = meta_name(e);
+      if (name == "process_name")
+        processes[pid] = meta_name(e);
+      else if (name == "thread_name")
+        threads[{pid, tid}] = meta_name(e);
       continue;
     }
     if (ph != "X") continue;
@@ -103,9 +108,11 @@ Result<Timeline> timeline_from_json(const nlohmann::json& doc, const std::string
     lane.pid = key.first;
     lane.tid = key.second;
     const auto p = processes.find(key.first);
-    lane.process = p != processes.end() && !p->second.empty() ? p->second : "pid " + std::to_string(key.first);
+    lane.process =
+        p != processes.end() && !p->second.empty() ? p->second : "pid " + std::to_string(key.first);
     const auto th = threads.find(key);
-    lane.thread = th != threads.end() && !th->second.empty() ? th->second : "tid " + std::to_string(key.second);
+    lane.thread =
+        th != threads.end() && !th->second.empty() ? th->second : "tid " + std::to_string(key.second);
     lane.first = t.bars.size();
     lane.count = bars.size();
     const int index = static_cast<int>(t.lanes.size());
@@ -197,7 +204,8 @@ Timeline collapse_by_stage(const Timeline& t) {
     const int st = stage_of(l.process);
     if (st >= 0 && first_pid[st] != l.pid) continue;
     TimelineLane nl = l;
-    if (st >= 0 && ranks[st] > 1) nl.process.append(" +").append(std::to_string(ranks[st] - 1)).append(" like it");
+    if (st >= 0 && ranks[st] > 1)
+      nl.process.append(" +").append(std::to_string(ranks[st] - 1)).append(" like it");
     nl.first = out.bars.size();
     const int lane = static_cast<int>(out.lanes.size());
     for (std::size_t i = l.first; i < l.first + l.count; ++i) {

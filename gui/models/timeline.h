@@ -11,9 +11,8 @@
 // the trace itself for drawing; both read the same format.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstddef>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -37,18 +36,18 @@ struct TimelineBar {
 
 struct TimelineLane {
   int pid = 0, tid = 0;
-  std::string process;  // "rank 0 (node 0, stage 0)", or "pid N"
-  std::string thread;   // "compute", "tp", ..., or "tid N"
+  std::string process;               // "rank 0 (node 0, stage 0)", or "pid N"
+  std::string thread;                // "compute", "tp", ..., or "tid N"
   std::size_t first = 0, count = 0;  // its bars: bars[first, first + count), by start time
   double longest_s = 0;              // its longest bar (for range queries)
 };
 
 struct Timeline {
   std::string file;
-  std::string kind;     // metadata.kind: predicted or measured ("" if absent)
+  std::string kind;  // metadata.kind: predicted or measured ("" if absent)
   std::string model, cluster;
-  double step_s = 0;    // metadata.step_time_s, else the makespan
-  double begin_s = 0, end_s = 0;  // first start, last end
+  double step_s = 0;                // metadata.step_time_s, else the makespan
+  double begin_s = 0, end_s = 0;    // first start, last end
   std::vector<TimelineLane> lanes;  // by (pid, tid)
   std::vector<TimelineBar> bars;    // grouped by lane, each lane by start time
 };

@@ -19,7 +19,9 @@ int TimelineModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(timeline_.bars.size());
 }
 
-int TimelineModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumnCount; }
+int TimelineModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : kColumnCount;
+}
 
 QVariant TimelineModel::data(const QModelIndex& index, int role) const {
   if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
@@ -29,27 +31,43 @@ QVariant TimelineModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ToolTipRole) return qstr(bar_tooltip(timeline_, row));
   if (role == Qt::DisplayRole) {
     switch (index.column()) {
-      case kLane: return qstr(lane_label(lane));
-      case kName: return qstr(b.name);
-      case kId: return qstr(b.id);
-      case kKind: return qstr(b.kind);
+      case kLane:
+        return qstr(lane_label(lane));
+      case kName:
+        return qstr(b.name);
+      case kId:
+        return qstr(b.id);
+      case kKind:
+        return qstr(b.kind);
       // Microsecond resolution over a whole step: fixed milliseconds rather than 3 significant digits.
-      case kStart: return QString::number(b.start_s * 1e3, 'f', 3) + QStringLiteral(" ms");
-      case kDuration: return seconds_text(b.dur_s);
-      case kBytes: return b.bytes >= 0 ? bytes_text(b.bytes) : QString();
-      default: return {};
+      case kStart:
+        return QString::number(b.start_s * 1e3, 'f', 3) + QStringLiteral(" ms");
+      case kDuration:
+        return seconds_text(b.dur_s);
+      case kBytes:
+        return b.bytes >= 0 ? bytes_text(b.bytes) : QString();
+      default:
+        return {};
     }
   }
   if (role == Qt::UserRole) {
     switch (index.column()) {
-      case kLane: return b.lane;
-      case kName: return qstr(b.name);
-      case kId: return qstr(b.id);
-      case kKind: return qstr(b.kind);
-      case kStart: return b.start_s;
-      case kDuration: return b.dur_s;
-      case kBytes: return b.bytes;
-      default: return {};
+      case kLane:
+        return b.lane;
+      case kName:
+        return qstr(b.name);
+      case kId:
+        return qstr(b.id);
+      case kKind:
+        return qstr(b.kind);
+      case kStart:
+        return b.start_s;
+      case kDuration:
+        return b.dur_s;
+      case kBytes:
+        return b.bytes;
+      default:
+        return {};
     }
   }
   if (role == Qt::TextAlignmentRole && index.column() >= kStart)

@@ -1,9 +1,8 @@
 // Choosing and placing the drawn part of the cluster graph; utilisation colours.
 #include "gui/models/topology_graph.h"
 
-#include <boost/range/iterator_range.hpp>
-
 #include <algorithm>
+#include <boost/range/iterator_range.hpp>
 #include <map>
 #include <set>
 #include <string_view>

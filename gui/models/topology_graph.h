@@ -16,7 +16,6 @@
 #pragma once
 
 #include <QColor>
-
 #include <string>
 #include <vector>
 

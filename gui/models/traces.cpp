@@ -36,7 +36,8 @@ Result<SimulatedTrace> simulate_resolved(const ResolvedPlan& r, const std::strin
 
 Result<SimulatedTrace> simulate_to_trace(const PlanInputs& in, const std::string& path, bool full) {
   FS_ASSIGN_OR_RETURN(ResolvedPlan r, resolve_plan(in));
-  FS_ASSIGN_OR_RETURN(SimulatedTrace t, simulate_resolved(r, path, full, "predicted", nlohmann::json::object()));
+  FS_ASSIGN_OR_RETURN(SimulatedTrace t,
+                      simulate_resolved(r, path, full, "predicted", nlohmann::json::object()));
   t.inputs = in;
   return t;
 }
@@ -59,8 +60,9 @@ Result<ExampleTraces> write_example_traces(const PlanInputs& in, const std::stri
   slow.cluster.node.fabric.efficiency *= kLinks;
   slow.cluster.node.nic.efficiency *= kLinks;
   const nlohmann::json note = {
-      {"synthetic", "not a measurement: the plan simulated with GEMM efficiency x0.85, attention x0.80, "
-                    "memory x0.90, kernel launch x1.5, fabric and NIC efficiency x0.85 (foresight-gui example)"}};
+      {"synthetic",
+       "not a measurement: the plan simulated with GEMM efficiency x0.85, attention x0.80, "
+       "memory x0.90, kernel launch x1.5, fabric and NIC efficiency x0.85 (foresight-gui example)"}};
   FS_RETURN_IF_ERROR(simulate_resolved(slow, out.measured, false, "measured", note));
   return out;
 }

@@ -17,13 +17,13 @@
 namespace foresight::gui {
 
 struct SimulatedTrace {
-  PlanInputs inputs;       // what was simulated
+  PlanInputs inputs;  // what was simulated
   std::string path;
-  std::size_t ops = 0;     // ops recorded (= complete events in the trace)
-  std::size_t ranks = 0;   // ranks simulated (one per pipeline stage unless `full`)
+  std::size_t ops = 0;    // ops recorded (= complete events in the trace)
+  std::size_t ranks = 0;  // ranks simulated (one per pipeline stage unless `full`)
   double step_s = 0;
-  ClusterSpec cluster;                  // sized to the plan (the Topology view draws it)
-  std::vector<LinkUse> busiest_links;   // SimResult::busiest_links
+  ClusterSpec cluster;                 // sized to the plan (the Topology view draws it)
+  std::vector<LinkUse> busiest_links;  // SimResult::busiest_links
 };
 
 // Resolves, lowers and simulates `in` (recording every op) and writes the trace to `path`.

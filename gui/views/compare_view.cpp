@@ -13,7 +13,6 @@
 #include <QTableView>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
-
 #include <cmath>
 
 #include "gui/models/compare_models.h"
@@ -70,8 +69,9 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   measured_label_ = new QLabel(tr("(none)"));
   compare_ = new QPushButton(tr("Compare"));
   compare_->setEnabled(false);
-  summary_ = new QLabel(tr("Open a trace from `foresight simulate --trace` and one from `foresight run --trace` "
-                           "of the same plan."));
+  summary_ =
+      new QLabel(tr("Open a trace from `foresight simulate --trace` and one from `foresight run --trace` "
+                    "of the same plan."));
   summary_->setWordWrap(true);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
@@ -113,8 +113,9 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   top->addWidget(split, 1);
 
   auto pick = [this](bool predicted) {
-    const QString path = QFileDialog::getOpenFileName(
-        this, predicted ? tr("Predicted trace") : tr("Measured trace"), QString(), tr("Chrome traces (*.json);;All files (*)"));
+    const QString path =
+        QFileDialog::getOpenFileName(this, predicted ? tr("Predicted trace") : tr("Measured trace"),
+                                     QString(), tr("Chrome traces (*.json);;All files (*)"));
     if (path.isEmpty()) return;
     set_files(predicted ? path : predicted_path_, predicted ? measured_path_ : path);
   };
@@ -124,8 +125,10 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   connect(&watcher_, &QFutureWatcher<Result<Comparison>>::finished, this, [this] {
     compare_->setEnabled(true);
     Result<Comparison> r = watcher_.result();
-    if (!r) show_error(qstr(r.error().message()));
-    else set_comparison(std::move(*r));
+    if (!r)
+      show_error(qstr(r.error().message()));
+    else
+      set_comparison(std::move(*r));
   });
 }
 
@@ -144,19 +147,21 @@ void CompareView::compare() {
   compare_->setEnabled(false);
   summary_->setStyleSheet(QString());
   summary_->setText(tr("Comparing..."));
-  watcher_.setFuture(QtConcurrent::run(
-      [p = predicted_path_.toStdString(), m = measured_path_.toStdString()] { return load_comparison(p, m); }));
+  watcher_.setFuture(QtConcurrent::run([p = predicted_path_.toStdString(), m = measured_path_.toStdString()] {
+    return load_comparison(p, m);
+  }));
 }
 
 void CompareView::set_comparison(Comparison c) {
   const CompareReport& r = c.report;
   set_files(qstr(r.predicted_file), qstr(r.measured_file));
   const double err = r.step_time_error_pct;
-  const QString colour = std::abs(err) <= 10 ? QStringLiteral("#1b7f3b")
+  const QString colour = std::abs(err) <= 10   ? QStringLiteral("#1b7f3b")
                          : std::abs(err) <= 25 ? QStringLiteral("#b36b00")
                                                : QStringLiteral("#c62828");
   summary_->setStyleSheet(QString());
-  summary_->setText(tr("Step time: predicted <b>%1</b>, measured <b>%2</b>, error <b><span style=\"color:%3\">%4%5%</span></b>"
+  summary_->setText(tr("Step time: predicted <b>%1</b>, measured <b>%2</b>, error <b><span "
+                       "style=\"color:%3\">%4%5%</span></b>"
                        " -- %6 ops matched on %7 rank%8.")
                         .arg(seconds_text(r.predicted_step_s), seconds_text(r.measured_step_s), colour,
                              err >= 0 ? QStringLiteral("+") : QString(), QString::number(err, 'f', 1))

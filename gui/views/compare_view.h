@@ -5,7 +5,6 @@
 
 #include <QFutureWatcher>
 #include <QWidget>
-
 #include <vector>
 
 #include "gui/models/comparison.h"

@@ -1,6 +1,11 @@
 // Plan details view: figures, breakdown charts and tables.
 #include "gui/views/details_view.h"
 
+#include <QGridLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QTableView>
+#include <QVBoxLayout>
 #include <QtCharts/QBarCategoryAxis>
 #include <QtCharts/QBarSet>
 #include <QtCharts/QChart>
@@ -8,13 +13,6 @@
 #include <QtCharts/QHorizontalBarSeries>
 #include <QtCharts/QHorizontalStackedBarSeries>
 #include <QtCharts/QValueAxis>
-
-#include <QGridLayout>
-#include <QHeaderView>
-#include <QLabel>
-#include <QTableView>
-#include <QVBoxLayout>
-
 #include <algorithm>
 
 #include "gui/models/breakdown_model.h"
@@ -83,8 +81,9 @@ DetailsView::DetailsView(QWidget* parent) : QWidget(parent) {
   message_->hide();
 
   figures_ = new QGridLayout;
-  static const char* const names[] = {"Step time", "Tokens/s", "MFU", "HFU", "TFLOP/s per device",
-                                      "Memory per device", "$ per Mtok", "kWh per Mtok", "$ per step"};
+  static const char* const names[] = {"Step time",  "Tokens/s",           "MFU",
+                                      "HFU",        "TFLOP/s per device", "Memory per device",
+                                      "$ per Mtok", "kWh per Mtok",       "$ per step"};
   int i = 0;
   for (const char* n : names) {
     auto* name = new QLabel(tr(n));
@@ -126,18 +125,19 @@ void DetailsView::set_evaluation(const Evaluation& e) {
   const PlanInputs& in = e.inputs;
   if (e.has_prediction) {
     const Prediction& p = e.prediction;
-    title_->setText(tr("%1 on %2 x %3 (%4)  --  %5, micro-batch %6 x %7 = global batch %8, %9, ZeRO-%10, recompute %11")
-                        .arg(qstr(e.model.name))
-                        .arg(p.devices)
-                        .arg(qstr(e.cluster.node.accelerator().name))
-                        .arg(qstr(e.cluster.name))
-                        .arg(layout_text(in.plan))
-                        .arg(in.plan.micro_batch)
-                        .arg(p.micro_batches)
-                        .arg(in.plan.global_batch)
-                        .arg(qstr(to_string(in.plan.schedule)))
-                        .arg(in.plan.zero_stage)
-                        .arg(qstr(to_string(in.plan.recompute))));
+    title_->setText(
+        tr("%1 on %2 x %3 (%4)  --  %5, micro-batch %6 x %7 = global batch %8, %9, ZeRO-%10, recompute %11")
+            .arg(qstr(e.model.name))
+            .arg(p.devices)
+            .arg(qstr(e.cluster.node.accelerator().name))
+            .arg(qstr(e.cluster.name))
+            .arg(layout_text(in.plan))
+            .arg(in.plan.micro_batch)
+            .arg(p.micro_batches)
+            .arg(in.plan.global_batch)
+            .arg(qstr(to_string(in.plan.schedule)))
+            .arg(in.plan.zero_stage)
+            .arg(qstr(to_string(in.plan.recompute))));
   } else {
     title_->setText(tr("%1 on %2  --  %3").arg(qstr(in.model), qstr(in.cluster), layout_text(in.plan)));
   }
@@ -156,15 +156,16 @@ void DetailsView::set_evaluation(const Evaluation& e) {
   const Prediction& p = e.prediction;
   time_->set_prediction(p);
   memory_->set_prediction(p);
-  const QString values[] = {seconds_text(p.step_time_s),
-                            QString::number(p.tokens_per_s, 'f', 0),
-                            percent_text(p.mfu),
-                            percent_text(p.hfu),
-                            QString::number(p.tflops_per_device, 'f', 0),
-                            bytes_text(p.memory.total) + QStringLiteral(" / ") + bytes_text(p.memory.capacity),
-                            QStringLiteral("$") + QString::number(e.economics.cost_per_mtok_usd, 'f', 3),
-                            QString::number(e.economics.energy_per_mtok_kwh, 'f', 3),
-                            QStringLiteral("$") + QString::number(e.economics.cost_per_step_usd, 'f', 3)};
+  const QString values[] = {
+      seconds_text(p.step_time_s),
+      QString::number(p.tokens_per_s, 'f', 0),
+      percent_text(p.mfu),
+      percent_text(p.hfu),
+      QString::number(p.tflops_per_device, 'f', 0),
+      bytes_text(p.memory.total) + QStringLiteral(" / ") + bytes_text(p.memory.capacity),
+      QStringLiteral("$") + QString::number(e.economics.cost_per_mtok_usd, 'f', 3),
+      QString::number(e.economics.energy_per_mtok_kwh, 'f', 3),
+      QStringLiteral("$") + QString::number(e.economics.cost_per_step_usd, 'f', 3)};
   for (int i = 0; i < figure_values_.size(); ++i) figure_values_[i]->setText(values[i]);
   figure_values_[5]->setStyleSheet(p.fits() ? QString() : QStringLiteral("color: #c62828;"));
   rebuild_time_chart();

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <QWidget>
-
 #include <vector>
 
 #include "gui/models/plan_inputs.h"

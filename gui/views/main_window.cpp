@@ -4,16 +4,16 @@
 #include <QApplication>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QMessageBox>
 #include <QMenuBar>
+#include <QMessageBox>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QtConcurrent/QtConcurrentRun>
 
+#include "gui/models/export_format.h"
 #include "gui/models/format.h"
 #include "gui/models/timeline_model.h"
 #include "gui/views/compare_view.h"
-#include "gui/models/export_format.h"
 #include "gui/views/details_view.h"
 #include "gui/views/plot_export.h"
 #include "gui/views/search_view.h"
@@ -55,16 +55,19 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       QMessageBox::warning(this, tr("Open session"), qstr(s.error().message()));
   });
   auto save_as = [this] {
-    QString path = QFileDialog::getSaveFileName(this, tr("Save the session"),
-                                                session_path_.isEmpty() ? QStringLiteral("session.json") : session_path_,
-                                                tr("Foresight sessions (*.json)"));
+    QString path =
+        QFileDialog::getSaveFileName(this, tr("Save the session"),
+                                     session_path_.isEmpty() ? QStringLiteral("session.json") : session_path_,
+                                     tr("Foresight sessions (*.json)"));
     if (path.isEmpty()) return;
     if (QFileInfo(path).suffix().isEmpty()) path += QStringLiteral(".json");
     save_to(path);
   };
   file->addAction(tr("&Save session"), QKeySequence::Save, this, [this, save_as] {
-    if (session_path_.isEmpty()) save_as();
-    else save_to(session_path_);
+    if (session_path_.isEmpty())
+      save_as();
+    else
+      save_to(session_path_);
   });
   file->addAction(tr("Save session &as..."), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), this, save_as);
   file->addSeparator();
@@ -86,8 +89,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     QString filters = tr("PNG image (*.png)");
     if (svg_export_available()) filters += tr(";;SVG image (*.svg)");
     QString selected;
-    QString path = QFileDialog::getSaveFileName(this, tr("Export plot"), view_name(current_view()) + QStringLiteral(".png"),
-                                                filters, &selected);
+    QString path = QFileDialog::getSaveFileName(
+        this, tr("Export plot"), view_name(current_view()) + QStringLiteral(".png"), filters, &selected);
     if (path.isEmpty()) return;
     if (QFileInfo(path).suffix().isEmpty())
       path += selected.contains(QStringLiteral("svg")) ? QStringLiteral(".svg") : QStringLiteral(".png");
@@ -115,7 +118,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     show_view(View::kDetails);
     statusBar()->showMessage(tr("Plan %1 copied to Setup").arg(layout_text(plan)), 5000);
   });
-  connect(timeline_, &TimelineView::loaded, this, [this] { statusBar()->showMessage(tr("Trace loaded"), 3000); });
+  connect(timeline_, &TimelineView::loaded, this,
+          [this] { statusBar()->showMessage(tr("Trace loaded"), 3000); });
   connect(&simulation_, &QFutureWatcher<Result<SimulatedTrace>>::finished, this, [this] {
     Result<SimulatedTrace> r = simulation_.result();
     if (!r) {
@@ -123,7 +127,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
       return;
     }
     statusBar()->showMessage(
-        tr("Simulated: step %1, %2 ops on %3 ranks").arg(seconds_text(r->step_s)).arg(r->ops).arg(r->ranks), 5000);
+        tr("Simulated: step %1, %2 ops on %3 ranks").arg(seconds_text(r->step_s)).arg(r->ops).arg(r->ranks),
+        5000);
     topology_->set_link_report({r->inputs, r->cluster, r->busiest_links, r->step_s});
     timeline_->open_file(qstr(r->path));
     show_view(View::kTimeline);
@@ -141,7 +146,8 @@ Session MainWindow::session() const {
   s.inputs = evaluation_.inputs;
   s.view = current_view();
   // Only files the user opened and that still exist.
-  const QString scratch = traces_dir_.isValid() ? QFileInfo(traces_dir_.path()).canonicalFilePath() : QString();
+  const QString scratch =
+      traces_dir_.isValid() ? QFileInfo(traces_dir_.path()).canonicalFilePath() : QString();
   auto keep = [&](const QString& path) -> std::string {
     const QFileInfo info(path);
     if (path.isEmpty() || !info.isFile()) return {};
@@ -179,7 +185,9 @@ Status MainWindow::open_session(const QString& path) {
   return Status::Ok();
 }
 
-Status MainWindow::save_session(const QString& path) { return gui::save_session(session(), path.toStdString()); }
+Status MainWindow::save_session(const QString& path) {
+  return gui::save_session(session(), path.toStdString());
+}
 
 void MainWindow::save_to(const QString& path) {
   if (const Status s = save_session(path); !s) {
@@ -198,13 +206,20 @@ QAction* MainWindow::action_for(const QKeySequence& keys) const {
 
 std::vector<QWidget*> MainWindow::plots(View v) const {
   switch (v) {
-    case View::kSetup: return {};
-    case View::kDetails: return details_->plots();
-    case View::kSearch: return search_->plots();
-    case View::kTimeline: return timeline_->plots();
-    case View::kCompare: return compare_->plots();
-    case View::kSweep: return sweep_->plots();
-    case View::kTopology: return topology_->plots();
+    case View::kSetup:
+      return {};
+    case View::kDetails:
+      return details_->plots();
+    case View::kSearch:
+      return search_->plots();
+    case View::kTimeline:
+      return timeline_->plots();
+    case View::kCompare:
+      return compare_->plots();
+    case View::kSweep:
+      return sweep_->plots();
+    case View::kTopology:
+      return topology_->plots();
   }
   return {};
 }

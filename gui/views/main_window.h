@@ -9,7 +9,6 @@
 #include <QFutureWatcher>
 #include <QMainWindow>
 #include <QTemporaryDir>
-
 #include <optional>
 #include <vector>
 
@@ -80,7 +79,7 @@ class MainWindow : public QMainWindow {
   SweepView* sweep_;
   TopologyView* topology_;
   Evaluation evaluation_;
-  QString session_path_;  // where File > Save session writes; set by Open and Save as
+  QString session_path_;      // where File > Save session writes; set by Open and Save as
   QTemporaryDir traces_dir_;  // traces simulated from the Setup live here until the window closes
   int simulations_ = 0;
   QFutureWatcher<Result<SimulatedTrace>> simulation_;

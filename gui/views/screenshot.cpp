@@ -30,8 +30,10 @@ Status load_example(MainWindow& w, View v, const ViewFiles& files) {
     return Status::Ok();
   }
   if (v == View::kCompare && (!files.predicted.isEmpty() || !files.measured.isEmpty())) {
-    if (files.predicted.isEmpty() || files.measured.isEmpty()) return Error("compare: needs a predicted and a measured trace");
-    FS_ASSIGN_OR_RETURN(Comparison c, load_comparison(files.predicted.toStdString(), files.measured.toStdString()));
+    if (files.predicted.isEmpty() || files.measured.isEmpty())
+      return Error("compare: needs a predicted and a measured trace");
+    FS_ASSIGN_OR_RETURN(Comparison c,
+                        load_comparison(files.predicted.toStdString(), files.measured.toStdString()));
     w.compare()->set_comparison(std::move(c));
     w.show_view(v);
     return Status::Ok();
@@ -45,7 +47,8 @@ Status load_example(MainWindow& w, View v, const ViewFiles& files) {
   }
   switch (v) {
     case View::kSetup:
-    case View::kDetails: break;
+    case View::kDetails:
+      break;
     case View::kSweep: {
       FS_ASSIGN_OR_RETURN(SweepSpec spec, example_sweep());
       w.sweep()->set_spec(spec);
@@ -68,7 +71,8 @@ Status load_example(MainWindow& w, View v, const ViewFiles& files) {
     case View::kTimeline:
     case View::kCompare: {
       QTemporaryDir dir;
-      if (!dir.isValid()) return Error("cannot create a temporary directory: " + dir.errorString().toStdString());
+      if (!dir.isValid())
+        return Error("cannot create a temporary directory: " + dir.errorString().toStdString());
       FS_ASSIGN_OR_RETURN(ExampleTraces traces, write_example_traces(in, dir.path().toStdString()));
       if (v == View::kTimeline) {
         FS_ASSIGN_OR_RETURN(Timeline t, load_timeline(traces.predicted));

@@ -10,7 +10,6 @@
 
 #include <QSize>
 #include <QString>
-
 #include <optional>
 
 #include "gui/views/main_window.h"

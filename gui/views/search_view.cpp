@@ -1,12 +1,6 @@
 // Search view: controls, ranked table, Pareto scatter.
 #include "gui/views/search_view.h"
 
-#include <QtCharts/QChart>
-#include <QtCharts/QChartView>
-#include <QtCharts/QLogValueAxis>
-#include <QtCharts/QScatterSeries>
-#include <QtCharts/QValueAxis>
-
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -20,7 +14,11 @@
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
-
+#include <QtCharts/QChart>
+#include <QtCharts/QChartView>
+#include <QtCharts/QLogValueAxis>
+#include <QtCharts/QScatterSeries>
+#include <QtCharts/QValueAxis>
 #include <algorithm>
 
 #include "gui/models/format.h"
@@ -123,7 +121,8 @@ SearchView::SearchView(QWidget* parent) : QWidget(parent) {
   connect(use_, &QPushButton::clicked, this, &SearchView::choose_selected);
   connect(table_, &QTableView::doubleClicked, this, &SearchView::choose_selected);
   connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
-  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &SearchView::selection_changed);
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+          &SearchView::selection_changed);
   connect(controller_, &SearchController::progress, this, [this](quint64 done, quint64 total) {
     progress_->setRange(0, 1000);
     progress_->setValue(total ? static_cast<int>(1000 * done / total) : 0);
@@ -136,12 +135,13 @@ std::vector<QWidget*> SearchView::plots() const { return {scatter_}; }
 
 void SearchView::set_context(const PlanInputs& in) {
   context_ = in;
-  context_label_->setText(tr("Searching layouts of <b>%1</b> on <b>%2</b> accelerators of <b>%3</b>, global batch "
-                             "<b>%4</b> sequences (from Setup).")
-                              .arg(qstr(in.model))
-                              .arg(1LL * in.plan.tp * in.plan.pp * in.plan.dp * in.plan.cp)
-                              .arg(qstr(in.cluster))
-                              .arg(in.plan.global_batch));
+  context_label_->setText(
+      tr("Searching layouts of <b>%1</b> on <b>%2</b> accelerators of <b>%3</b>, global batch "
+         "<b>%4</b> sequences (from Setup).")
+          .arg(qstr(in.model))
+          .arg(1LL * in.plan.tp * in.plan.pp * in.plan.dp * in.plan.cp)
+          .arg(qstr(in.cluster))
+          .arg(in.plan.global_batch));
 }
 
 SearchRequest SearchView::request() const {
@@ -193,12 +193,13 @@ void SearchView::show_outcome(const SearchOutcome& out) {
   for (const auto& [reason, count] : r.rejected) rejected += tr("%1 %2; ").arg(count).arg(qstr(reason));
   if (rejected.endsWith(QStringLiteral("; "))) rejected.chop(2);
   status_->setStyleSheet(QString());
-  status_->setText(tr("%1 candidate plans, %2 fit and were timed in %3; rejected: %4. Pareto front: %5 plans.")
-                       .arg(r.candidates)
-                       .arg(r.evaluated)
-                       .arg(seconds_text(r.wall_s))
-                       .arg(rejected.isEmpty() ? tr("none") : rejected)
-                       .arg(r.pareto.size()));
+  status_->setText(
+      tr("%1 candidate plans, %2 fit and were timed in %3; rejected: %4. Pareto front: %5 plans.")
+          .arg(r.candidates)
+          .arg(r.evaluated)
+          .arg(seconds_text(r.wall_s))
+          .arg(rejected.isEmpty() ? tr("none") : rejected)
+          .arg(r.pareto.size()));
   plans_->set_plans(r.plans, r.pareto);
   table_->sortByColumn(RankedPlanModel::kRank, Qt::AscendingOrder);
   rebuild_scatter(out);
@@ -262,8 +263,10 @@ void SearchView::rebuild_scatter(const SearchOutcome& out) {
   // The Pareto front (over time, $/Mtok and memory headroom) first, so the ranked plans draw on top.
   c->addSeries(front);
   for (QScatterSeries* s : by_headroom) {
-    if (s->count() > 0) c->addSeries(s);
-    else delete s;
+    if (s->count() > 0)
+      c->addSeries(s);
+    else
+      delete s;
   }
   c->addSeries(selected_);
   auto* x = new QValueAxis;

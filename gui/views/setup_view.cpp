@@ -149,7 +149,8 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
   status_->setMinimumHeight(48);
   status_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
   simulate_ = new QPushButton(tr("Simulate step and show timeline"));
-  simulate_->setToolTip(tr("run the discrete-event simulator on this plan and open its trace in the Timeline view"));
+  simulate_->setToolTip(
+      tr("run the discrete-event simulator on this plan and open its trace in the Timeline view"));
 
   auto* grid = new QGridLayout;
   grid->addWidget(job, 0, 0);
@@ -175,11 +176,12 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
     connect(c, &QComboBox::currentIndexChanged, this, &SetupView::changed);
   for (QSpinBox* s : {tp_, pp_, dp_, cp_, ep_, virtual_stages_, micro_batch_, global_batch_, seq_len_})
     connect(s, &QSpinBox::valueChanged, this, &SetupView::changed);
-  for (QCheckBox* c : {sp_, flash_, overlap_grad_, overlap_tp_, offload_, offload_params_, offload_activations_,
-                       offload_embeddings_, fusion_, graphs_})
+  for (QCheckBox* c : {sp_, flash_, overlap_grad_, overlap_tp_, offload_, offload_params_,
+                       offload_activations_, offload_embeddings_, fusion_, graphs_})
     connect(c, &QCheckBox::toggled, this, &SetupView::changed);
   connect(simulate_, &QPushButton::clicked, this, &SetupView::simulate_requested);
-  auto ask = [this](const QString& title, const QString& filter, Status (SetupView::*open)(const std::string&)) {
+  auto ask = [this](const QString& title, const QString& filter,
+                    Status (SetupView::*open)(const std::string&)) {
     const QString path = QFileDialog::getOpenFileName(this, title, QString(), filter);
     if (!path.isEmpty()) (void)(this->*open)(path.toStdString());
   };
@@ -189,9 +191,8 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
   connect(cluster_file_, &QPushButton::clicked, this, [ask, this] {
     ask(tr("Open a cluster"), tr("Cluster JSON (*.json)"), &SetupView::open_cluster_file);
   });
-  connect(plan_file_, &QPushButton::clicked, this, [ask, this] {
-    ask(tr("Load a plan"), tr("Plan JSON (*.json)"), &SetupView::open_plan_file);
-  });
+  connect(plan_file_, &QPushButton::clicked, this,
+          [ask, this] { ask(tr("Load a plan"), tr("Plan JSON (*.json)"), &SetupView::open_plan_file); });
 }
 
 void SetupView::show_error(const std::string& message) {
@@ -210,7 +211,9 @@ Status SetupView::open_spec_file(PresetListModel* list, QComboBox* box, const st
 }
 
 Status SetupView::open_model_file(const std::string& path) { return open_spec_file(models_, model_, path); }
-Status SetupView::open_cluster_file(const std::string& path) { return open_spec_file(clusters_, cluster_, path); }
+Status SetupView::open_cluster_file(const std::string& path) {
+  return open_spec_file(clusters_, cluster_, path);
+}
 
 Status SetupView::open_plan_file(const std::string& path) {
   auto plan = load_plan_file(path);
@@ -312,16 +315,17 @@ void SetupView::show_evaluation(const Evaluation& e) {
   }
   const Prediction& p = e.prediction;
   status_->setStyleSheet(QStringLiteral("color: #1b7f3b;"));
-  status_->setText(tr("Valid plan on %1 x %2 (%3 node%4): step %5, %6 tokens/s, MFU %7, memory %8 of %9 per device.")
-                       .arg(p.devices)
-                       .arg(qstr(e.cluster.node.accelerator().name))
-                       .arg(e.cluster.nodes)
-                       .arg(e.cluster.nodes == 1 ? QString() : QStringLiteral("s"))
-                       .arg(seconds_text(p.step_time_s))
-                       .arg(QString::number(p.tokens_per_s, 'f', 0))
-                       .arg(percent_text(p.mfu))
-                       .arg(bytes_text(p.memory.total))
-                       .arg(bytes_text(p.memory.capacity)));
+  status_->setText(
+      tr("Valid plan on %1 x %2 (%3 node%4): step %5, %6 tokens/s, MFU %7, memory %8 of %9 per device.")
+          .arg(p.devices)
+          .arg(qstr(e.cluster.node.accelerator().name))
+          .arg(e.cluster.nodes)
+          .arg(e.cluster.nodes == 1 ? QString() : QStringLiteral("s"))
+          .arg(seconds_text(p.step_time_s))
+          .arg(QString::number(p.tokens_per_s, 'f', 0))
+          .arg(percent_text(p.mfu))
+          .arg(bytes_text(p.memory.total))
+          .arg(bytes_text(p.memory.capacity)));
 }
 
 QString SetupView::status_text() const { return status_->text(); }

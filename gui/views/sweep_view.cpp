@@ -1,13 +1,6 @@
 // Sweep view: spec loading, run/cancel, results table and chart.
 #include "gui/views/sweep_view.h"
 
-#include <QtCharts/QBarCategoryAxis>
-#include <QtCharts/QBarSeries>
-#include <QtCharts/QBarSet>
-#include <QtCharts/QChart>
-#include <QtCharts/QChartView>
-#include <QtCharts/QValueAxis>
-
 #include <QComboBox>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -15,14 +8,19 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QProgressBar>
-#include <QSignalBlocker>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <QtCharts/QBarCategoryAxis>
+#include <QtCharts/QBarSeries>
+#include <QtCharts/QBarSet>
+#include <QtCharts/QChart>
+#include <QtCharts/QChartView>
+#include <QtCharts/QValueAxis>
 #include <QtConcurrent/QtConcurrentRun>
-
 #include <cmath>
 
 #include "gui/models/format.h"
@@ -36,12 +34,16 @@ namespace {
 constexpr int kMaxBars = 48;
 constexpr int kMaxSeries = 8;
 // The metrics a chart can show: row key and title.
-constexpr std::pair<const char*, const char*> kMetrics[] = {
-    {"step_time_s", "step time (s)"},     {"tokens_per_s", "tokens/s"},
-    {"mfu", "MFU"},                       {"memory_gib", "memory per device (GiB)"},
-    {"exposed_comm_s", "exposed communication (s)"}, {"bubble_s", "pipeline bubble (s)"},
-    {"dp_comm_s", "data-parallel communication (s)"}, {"cost_per_mtok_usd", "$ per million tokens"},
-    {"energy_per_mtok_kwh", "kWh per million tokens"}, {"effective_time", "effective training time"}};
+constexpr std::pair<const char*, const char*> kMetrics[] = {{"step_time_s", "step time (s)"},
+                                                            {"tokens_per_s", "tokens/s"},
+                                                            {"mfu", "MFU"},
+                                                            {"memory_gib", "memory per device (GiB)"},
+                                                            {"exposed_comm_s", "exposed communication (s)"},
+                                                            {"bubble_s", "pipeline bubble (s)"},
+                                                            {"dp_comm_s", "data-parallel communication (s)"},
+                                                            {"cost_per_mtok_usd", "$ per million tokens"},
+                                                            {"energy_per_mtok_kwh", "kWh per million tokens"},
+                                                            {"effective_time", "effective training time"}};
 }  // namespace
 
 SweepView::SweepView(QWidget* parent) : QWidget(parent) {
@@ -138,8 +140,8 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
 }
 
 void SweepView::open_dialog() {
-  const QString path =
-      QFileDialog::getOpenFileName(this, tr("Open a sweep spec"), QString(), tr("Sweep specs (*.json);;All files (*)"));
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open a sweep spec"), QString(),
+                                                    tr("Sweep specs (*.json);;All files (*)"));
   if (!path.isEmpty()) open_file(path);
 }
 
@@ -154,7 +156,8 @@ void SweepView::set_spec(SweepSpec spec) {
   spec_ = std::move(spec);
   have_spec_ = true;
   QStringList axes;
-  for (const auto& [pointer, values] : spec_.axes) axes << tr("%1 (%2 values)").arg(qstr(pointer)).arg(values.size());
+  for (const auto& [pointer, values] : spec_.axes)
+    axes << tr("%1 (%2 values)").arg(qstr(pointer)).arg(values.size());
   spec_label_->setText(tr("<b>%1</b>: %2 points, %3 engine; axes: %4")
                            .arg(QFileInfo(qstr(spec_.file)).fileName().toHtmlEscaped())
                            .arg(spec_.points.size())
@@ -188,9 +191,12 @@ void SweepView::show_outcome(const SweepOutcome& out) {
   cancel_->setEnabled(false);
   int ok = 0, failed = 0, missing = 0;
   for (const auto& row : out.rows) {
-    if (row.is_null()) ++missing;
-    else if (row.value("ok", false)) ++ok;
-    else ++failed;
+    if (row.is_null())
+      ++missing;
+    else if (row.value("ok", false))
+      ++ok;
+    else
+      ++failed;
   }
   progress_->setRange(0, static_cast<int>(std::max<std::size_t>(1, out.rows.size())));
   progress_->setValue(ok + failed);
@@ -283,11 +289,15 @@ void SweepView::rebuild_chart() {
   y->setLabelFormat(QStringLiteral("%.3g"));
   c->addAxis(y, Qt::AlignLeft);
   series->attachAxis(y);
-  if (sets > 1) c->legend()->show(); else c->legend()->hide();
+  if (sets > 1)
+    c->legend()->show();
+  else
+    c->legend()->hide();
   c->setTitle(tr("%1 against %2%3")
                   .arg(metric_->currentText(), axis_->currentText())
-                  .arg(data.series.size() > sets ? tr(" (first %1 of %2 series)").arg(sets).arg(data.series.size())
-                                                 : QString()));
+                  .arg(data.series.size() > sets
+                           ? tr(" (first %1 of %2 series)").arg(sets).arg(data.series.size())
+                           : QString()));
 }
 
 }  // namespace foresight::gui

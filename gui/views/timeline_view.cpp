@@ -53,9 +53,12 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
   make_compact(table_);
   table_->horizontalHeader()->setStretchLastSection(true);
-  for (auto [column, width] : {std::pair{TimelineModel::kLane, 140}, {TimelineModel::kName, 150},
-                               {TimelineModel::kId, 280}, {TimelineModel::kKind, 130},
-                               {TimelineModel::kStart, 100}, {TimelineModel::kDuration, 100}})
+  for (auto [column, width] : {std::pair{TimelineModel::kLane, 140},
+                               {TimelineModel::kName, 150},
+                               {TimelineModel::kId, 280},
+                               {TimelineModel::kKind, 130},
+                               {TimelineModel::kStart, 100},
+                               {TimelineModel::kDuration, 100}})
     table_->setColumnWidth(column, width);
 
   auto* bar = new QHBoxLayout;
@@ -84,12 +87,15 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
-            if (current.isValid()) gantt_->show_bar(static_cast<std::size_t>(proxy_->mapToSource(current).row()));
+            if (current.isValid())
+              gantt_->show_bar(static_cast<std::size_t>(proxy_->mapToSource(current).row()));
           });
   connect(&watcher_, &QFutureWatcher<Result<Timeline>>::finished, this, [this] {
     Result<Timeline> r = watcher_.result();
-    if (!r) show_error(qstr(r.error().message()));
-    else set_timeline(std::move(*r));
+    if (!r)
+      show_error(qstr(r.error().message()));
+    else
+      set_timeline(std::move(*r));
   });
 }
 

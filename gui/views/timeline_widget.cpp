@@ -7,7 +7,6 @@
 #include <QPainter>
 #include <QToolTip>
 #include <QWheelEvent>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -23,7 +22,7 @@ namespace {
 constexpr int kLabelWidth = 150;
 constexpr int kAxisHeight = 24;
 constexpr int kLegendHeight = 22;
-constexpr int kRowHeight = 20;     // at least; rows grow to fill the chart when there are few
+constexpr int kRowHeight = 20;  // at least; rows grow to fill the chart when there are few
 constexpr int kMaxRowHeight = 40;
 constexpr int kBarMargin = 3;
 
@@ -31,16 +30,24 @@ constexpr int kBarMargin = 3;
 // warm colours by hash, so communication reads as one family.
 QColor kind_color(const std::string& kind) {
   static const std::map<std::string, QColor> fixed = {
-      {"gemm", QColor(0x1f, 0x77, 0xb4)},      {"attention", QColor(0x94, 0x67, 0xbd)},
-      {"elementwise", QColor(0x17, 0xbe, 0xcf)}, {"lm_head", QColor(0x3b, 0x4c, 0xc0)},
-      {"optimizer", QColor(0x8c, 0x56, 0x4b)}, {"p2p", QColor(0x2c, 0xa0, 0x2c)},
+      {"gemm", QColor(0x1f, 0x77, 0xb4)},
+      {"attention", QColor(0x94, 0x67, 0xbd)},
+      {"elementwise", QColor(0x17, 0xbe, 0xcf)},
+      {"lm_head", QColor(0x3b, 0x4c, 0xc0)},
+      {"optimizer", QColor(0x8c, 0x56, 0x4b)},
+      {"p2p", QColor(0x2c, 0xa0, 0x2c)},
       {"copy", QColor(0x7f, 0x7f, 0x7f)},
       // Collectives, by group: TP oranges, CP pinks, DP gradient reds, parameter gathers olive.
-      {"tp_all_reduce", QColor(0xff, 0x7f, 0x0e)}, {"tp_all_gather", QColor(0xff, 0xa5, 0x3b)},
-      {"tp_reduce_scatter", QColor(0xd9, 0x5f, 0x02)}, {"cp_kv_all_gather", QColor(0xe3, 0x77, 0xc2)},
-      {"cp_dkv_reduce_scatter", QColor(0xc5, 0x1b, 0x7d)}, {"grad_reduce", QColor(0xd6, 0x27, 0x28)},
-      {"grad_all_reduce", QColor(0xd6, 0x27, 0x28)}, {"grad_reduce_scatter", QColor(0xa5, 0x0f, 0x15)},
-      {"expert_grad_reduce", QColor(0xfb, 0x6a, 0x4a)}, {"param_all_gather", QColor(0xbc, 0xbd, 0x22)},
+      {"tp_all_reduce", QColor(0xff, 0x7f, 0x0e)},
+      {"tp_all_gather", QColor(0xff, 0xa5, 0x3b)},
+      {"tp_reduce_scatter", QColor(0xd9, 0x5f, 0x02)},
+      {"cp_kv_all_gather", QColor(0xe3, 0x77, 0xc2)},
+      {"cp_dkv_reduce_scatter", QColor(0xc5, 0x1b, 0x7d)},
+      {"grad_reduce", QColor(0xd6, 0x27, 0x28)},
+      {"grad_all_reduce", QColor(0xd6, 0x27, 0x28)},
+      {"grad_reduce_scatter", QColor(0xa5, 0x0f, 0x15)},
+      {"expert_grad_reduce", QColor(0xfb, 0x6a, 0x4a)},
+      {"param_all_gather", QColor(0xbc, 0xbd, 0x22)},
       {"expert_param_all_gather", QColor(0x8c, 0x8d, 0x10)}};
   if (auto it = fixed.find(kind); it != fixed.end()) return it->second;
   static const QColor warm[] = {QColor(0xff, 0x7f, 0x0e), QColor(0xd6, 0x27, 0x28), QColor(0xe3, 0x77, 0xc2),
@@ -98,7 +105,9 @@ int TimelineWidget::plot_width() const { return std::max(1, width() - kLabelWidt
 int TimelineWidget::lanes_top() const { return kAxisHeight; }
 int TimelineWidget::lanes_bottom() const { return height() - kLegendHeight; }
 
-double TimelineWidget::time_at(double x) const { return t0_ + (x - plot_left()) / plot_width() * (t1_ - t0_); }
+double TimelineWidget::time_at(double x) const {
+  return t0_ + (x - plot_left()) / plot_width() * (t1_ - t0_);
+}
 double TimelineWidget::x_at(double t) const { return plot_left() + (t - t0_) / (t1_ - t0_) * plot_width(); }
 
 void TimelineWidget::set_range(double t0_s, double t1_s) {
@@ -146,7 +155,8 @@ void TimelineWidget::scroll_rows(int dy) {
 }
 
 std::optional<std::size_t> TimelineWidget::bar_at_position(QPoint pos) const {
-  if (!model_ || model_->empty() || pos.x() < plot_left() || pos.y() < lanes_top() || pos.y() >= lanes_bottom())
+  if (!model_ || model_->empty() || pos.x() < plot_left() || pos.y() < lanes_top() ||
+      pos.y() >= lanes_bottom())
     return std::nullopt;
   const int lane = (pos.y() - lanes_top() + row_offset_) / row_height();
   if (lane >= static_cast<int>(model_->timeline().lanes.size())) return std::nullopt;
@@ -160,8 +170,9 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   p.fillRect(rect(), pal.base());
   if (!model_ || model_->empty()) {
     p.setPen(pal.color(QPalette::PlaceholderText));
-    p.drawText(rect(), Qt::AlignCenter, tr("No trace loaded. Open a trace from `foresight simulate --trace` or "
-                                           "`foresight run --trace`."));
+    p.drawText(rect(), Qt::AlignCenter,
+               tr("No trace loaded. Open a trace from `foresight simulate --trace` or "
+                  "`foresight run --trace`."));
     return;
   }
   const Timeline& t = model_->timeline();

@@ -7,7 +7,6 @@
 
 #include <QFutureWatcher>
 #include <QWidget>
-
 #include <vector>
 
 #include "gui/models/plan_inputs.h"

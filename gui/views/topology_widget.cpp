@@ -6,7 +6,6 @@
 #include <QPainter>
 #include <QPainterPath>
 #include <QToolTip>
-
 #include <cmath>
 
 #include "gui/models/format.h"

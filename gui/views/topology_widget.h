@@ -5,7 +5,6 @@
 #pragma once
 
 #include <QWidget>
-
 #include <optional>
 
 #include "gui/models/topology_graph.h"

@@ -26,7 +26,9 @@ namespace {
 // fp32 Adam moments + master weights per parameter (Rajbhandari et al. 2020, "K = 12").
 constexpr double kOptimizerStateBytes = 12.0;
 
-struct Range { int begin, end; };
+struct Range {
+  int begin, end;
+};
 
 Range stage_layers(const Plan& p, int layers, int stage) {
   const auto [begin, end] = p.stage_layer_range(layers, stage);
@@ -41,11 +43,11 @@ int dense_in(const ModelSpec& m, Range r) {
 // Costs of one layer for one micro-batch on one device.
 struct LayerTime {
   double fwd_compute = 0, bwd_compute = 0, recompute = 0;
-  double fwd_tp = 0, bwd_tp = 0;   // exposed TP comm (bwd includes recompute's)
-  double cp = 0, ep = 0;           // exposed, fwd + bwd
-  double offload = 0;              // exposed host copies (Plan::offload_params/_activations), fwd + bwd
-  double hw_flops = 0;             // executed FLOPs incl. recompute, fwd + bwd
-  double model_flops = 0;          // fwd + bwd without recompute
+  double fwd_tp = 0, bwd_tp = 0;  // exposed TP comm (bwd includes recompute's)
+  double cp = 0, ep = 0;          // exposed, fwd + bwd
+  double offload = 0;             // exposed host copies (Plan::offload_params/_activations), fwd + bwd
+  double hw_flops = 0;            // executed FLOPs incl. recompute, fwd + bwd
+  double model_flops = 0;         // fwd + bwd without recompute
   double total() const { return fwd_compute + bwd_compute + recompute + fwd_tp + bwd_tp + cp + ep + offload; }
 };
 
@@ -82,7 +84,10 @@ double recomputed_fraction(const Plan& p, int layers) {
 }  // namespace
 
 AnalyticModel::AnalyticModel(const ModelSpec& model, const ClusterSpec& cluster)
-    : model_(model), cluster_(cluster), device_(cluster.node.accelerator()), per_plan_(has_per_plan_rates(cluster)) {}
+    : model_(model),
+      cluster_(cluster),
+      device_(cluster.node.accelerator()),
+      per_plan_(has_per_plan_rates(cluster)) {}
 
 bool has_per_plan_rates(const ClusterSpec& cluster) {
   for (const DeviceGroup& g : cluster.node.devices)
@@ -141,7 +146,9 @@ double blend_rate(double a, double b, double f) {
 }
 
 // How many of the node's devices the plan runs at once (at least one).
-int devices_running(const NodeSpec& node, const Plan& plan) { return std::max(1, std::min(plan.gpus(), node.accelerators())); }
+int devices_running(const NodeSpec& node, const Plan& plan) {
+  return std::max(1, std::min(plan.gpus(), node.accelerators()));
+}
 
 // How far the plan's memory rates go toward the device's alone rates (DeviceSpec::shared_memory):
 // 1 where the plan runs one of the node's devices, 0 from shared_by of them on.
@@ -165,8 +172,9 @@ void take_shared_memory(DeviceSpec& d, double f) {
     d.activation_element_s = (1 - f) * d.activation_element_s + f * a.activation_element_s;
     // AdamW's own alone rate where measured; else the optimizer keeps its ratio to the streaming rate.
     if (a.optimizer_bandwidth > 0)
-      d.optimizer_efficiency = std::clamp(blend_rate(optimizer, a.optimizer_bandwidth, f) / d.memory_bandwidth,
-                                          DeviceSpec::kOptimizerEfficiencyMin, DeviceSpec::kOptimizerEfficiencyMax);
+      d.optimizer_efficiency =
+          std::clamp(blend_rate(optimizer, a.optimizer_bandwidth, f) / d.memory_bandwidth,
+                     DeviceSpec::kOptimizerEfficiencyMin, DeviceSpec::kOptimizerEfficiencyMax);
   }
   d.shared_memory = {};
 }
@@ -186,18 +194,19 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
     if (ch.kernels >= 0) {
       const auto i = static_cast<std::size_t>(ch.kernels);
       const CacheLevel& c = d.caches[i];
-      const CacheLevel next = i + 1 < d.caches.size()
-                                  ? d.caches[i + 1]
-                                  : CacheLevel{d.memory_bandwidth, d.gemm_efficiency, d.memory_bandwidth,
-                                               d.gemm_weight_fwd_bandwidth, d.gemm_weight_bwd_bandwidth,
-                                               d.activation_element_s};
+      const CacheLevel next =
+          i + 1 < d.caches.size()
+              ? d.caches[i + 1]
+              : CacheLevel{d.memory_bandwidth,          d.gemm_efficiency,           d.memory_bandwidth,
+                           d.gemm_weight_fwd_bandwidth, d.gemm_weight_bwd_bandwidth, d.activation_element_s};
       const double f = ch.toward_next;
       const auto mix = [f](double a, double b) { return blend_rate(a, b, f); };
       d.gemm_efficiency = mix(c.gemm_efficiency, next.gemm_efficiency);
       d.memory_bandwidth = mix(c.memory_bandwidth, next.memory_bandwidth);
       d.gemm_weight_fwd_bandwidth = mix(c.gemm_weight_fwd_bandwidth, next.gemm_weight_fwd_bandwidth);
       d.gemm_weight_bwd_bandwidth = mix(c.gemm_weight_bwd_bandwidth, next.gemm_weight_bwd_bandwidth);
-      d.activation_element_s = f > 0 ? (1 - f) * c.activation_element_s + f * next.activation_element_s : c.activation_element_s;
+      d.activation_element_s =
+          f > 0 ? (1 - f) * c.activation_element_s + f * next.activation_element_s : c.activation_element_s;
     }
     if (ch.optimizer >= 0) {
       // The whole step stays in that level: the optimizer reads its state from there (at AdamW's
@@ -206,7 +215,9 @@ ClusterSpec cluster_for_plan(const ModelSpec& model, const ClusterSpec& cluster,
       const CacheLevel& holds = d.caches[static_cast<std::size_t>(ch.optimizer)];
       out.node.fabric.cold_bandwidth = 0;
       for (CollectiveOp op : kOwnRateOps) out.node.fabric.own_rates(op)->cold_bandwidth = 0;
-      d.optimizer_efficiency = (holds.optimizer_bandwidth > 0 ? holds.optimizer_bandwidth : holds.memory_bandwidth) / d.memory_bandwidth;
+      d.optimizer_efficiency =
+          (holds.optimizer_bandwidth > 0 ? holds.optimizer_bandwidth : holds.memory_bandwidth) /
+          d.memory_bandwidth;
     } else {
       d.optimizer_efficiency = optimizer_rate / d.memory_bandwidth;
     }
@@ -219,9 +230,11 @@ std::string cache_levels_taken(const ModelSpec& model, const ClusterSpec& cluste
   const DeviceSpec& d = cluster.node.accelerator();
   std::string shared;
   if (const double f = toward_alone(d, cluster.node, plan); f > 0) {
-    shared = "; " + std::to_string(devices_running(cluster.node, plan)) + " of the node's devices running, its memory rates " +
-             (f >= 1 ? std::string("those measured with one alone") : std::to_string(static_cast<int>(std::lround(100 * f))) +
-                                                                       "% of the way to those measured with one alone") +
+    shared = "; " + std::to_string(devices_running(cluster.node, plan)) +
+             " of the node's devices running, its memory rates " +
+             (f >= 1 ? std::string("those measured with one alone")
+                     : std::to_string(static_cast<int>(std::lround(100 * f))) +
+                           "% of the way to those measured with one alone") +
              " (the profile's: " + std::to_string(d.shared_memory.shared_by) + " sharing the memory)";
   }
   if (d.caches.empty()) return shared.empty() ? "" : shared.substr(2);
@@ -240,7 +253,8 @@ std::string cache_levels_taken(const ModelSpec& model, const ClusterSpec& cluste
     out += "the " + level(ch.kernels) + "'s rates";
     if (ch.toward_next > 0)
       out += ", " + std::to_string(static_cast<int>(std::lround(100 * ch.toward_next))) + "% of the way to " +
-             (ch.kernels + 1 < static_cast<int>(d.caches.size()) ? "the " + level(ch.kernels + 1) + "'s" : std::string("memory's"));
+             (ch.kernels + 1 < static_cast<int>(d.caches.size()) ? "the " + level(ch.kernels + 1) + "'s"
+                                                                 : std::string("memory's"));
   }
   out += "; whole state " + mib(fp.state) + ": the optimizer " +
          (ch.optimizer < 0 ? std::string("from memory") : "in the " + level(ch.optimizer));
@@ -260,8 +274,10 @@ namespace {
 double layer_offload_seconds(const ModelSpec& m, const Plan& p, const LayerShape& s, bool moe, double rate,
                              double fwd_s, double bwd_s) {
   if (!(p.offload_activations || p.offload_params) || rate <= 0) return 0;
-  const double act = p.offload_activations ? layer_activation_bytes(m, s, p.recompute, p.flash_attention, moe) : 0.0;
-  const double shard = p.zero_stage >= 3 ? static_cast<double>(p.dp) * p.cp : 1.0;  // ZeRO-3: the host keeps a shard
+  const double act =
+      p.offload_activations ? layer_activation_bytes(m, s, p.recompute, p.flash_attention, moe) : 0.0;
+  const double shard =
+      p.zero_stage >= 3 ? static_cast<double>(p.dp) * p.cp : 1.0;  // ZeRO-3: the host keeps a shard
   const double params = p.offload_params ? layer_params_per_device(m, moe, p.tp, p.ep) / shard : 0.0;
   const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
   const double fwd = std::max(act, params * wb) / rate;
@@ -291,9 +307,15 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
     double one_pass = 0;
     for (int i = 0; i < k.tp_count; ++i) {
       switch (k.tp_kind[i]) {
-        case TpCollective::kAllReduce: one_pass += allreduce_time(links.tp, k.tp_bytes); break;
-        case TpCollective::kAllGather: one_pass += allgather_time(links.tp, k.tp_bytes); break;
-        case TpCollective::kReduceScatter: one_pass += reduce_scatter_time(links.tp, k.tp_bytes); break;
+        case TpCollective::kAllReduce:
+          one_pass += allreduce_time(links.tp, k.tp_bytes);
+          break;
+        case TpCollective::kAllGather:
+          one_pass += allgather_time(links.tp, k.tp_bytes);
+          break;
+        case TpCollective::kReduceScatter:
+          one_pass += reduce_scatter_time(links.tp, k.tp_bytes);
+          break;
       }
     }
     t.fwd_tp = one_pass;
@@ -376,9 +398,10 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   const HeadCosts h = head_costs(m, d, p, s);
   c.head_time = h.norm_fwd_s + h.norm_bwd_s + h.fwd_s + h.bwd_s + h.grad_s;
   if (h.tp)
-    c.head_time += allgather_time(c.links.tp, h.stats_bytes) +
-                   (h.sp ? allgather_time(c.links.tp, h.hidden_bytes) + reduce_scatter_time(c.links.tp, h.hidden_bytes)
-                         : allreduce_time(c.links.tp, h.hidden_bytes));
+    c.head_time +=
+        allgather_time(c.links.tp, h.stats_bytes) +
+        (h.sp ? allgather_time(c.links.tp, h.hidden_bytes) + reduce_scatter_time(c.links.tp, h.hidden_bytes)
+              : allreduce_time(c.links.tp, h.hidden_bytes));
   c.embed_time = d.stream_seconds(tokens * m.hidden * s.bytes_per_element) +
                  d.stream_seconds(2 * tokens * m.hidden * s.bytes_per_element);  // forward, backward
   // Pipeline p2p per micro-batch and direction: activations scattered over TP ranks.
@@ -406,7 +429,8 @@ std::vector<int> AnalyticModel::balanced_layer_split(const Plan& p) const {
     auto it = layer_s.find(g);
     if (it == layer_s.end()) {
       const DeviceCosts c = device_costs(m, cluster_view(cluster_, g), p, s);
-      const double t = (m.dense_layers() * c.dense.total() + m.moe_layers() * c.moe.total()) / std::max(1, m.layers);
+      const double t =
+          (m.dense_layers() * c.dense.total() + m.moe_layers() * c.moe.total()) / std::max(1, m.layers);
       it = layer_s.emplace(g, t).first;
     }
     speed[st] = it->second > 0 ? 1.0 / it->second : 1.0;
@@ -426,8 +450,10 @@ std::vector<int> AnalyticModel::balanced_layer_split(const Plan& p) const {
     given += whole;
     remainder.emplace_back(share - whole, st);
   }
-  std::stable_sort(remainder.begin(), remainder.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (std::size_t i = 0; given < spare; i = (i + 1) % remainder.size(), ++given) ++split[remainder[i].second];
+  std::stable_sort(remainder.begin(), remainder.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (std::size_t i = 0; given < spare; i = (i + 1) % remainder.size(), ++given)
+    ++split[remainder[i].second];
   while (given > spare) {  // rounding gave too many: take from the largest
     auto it = std::max_element(split.begin(), split.end());
     --*it;
@@ -494,7 +520,8 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
   const double zero_w = p.zero_stage >= 3 ? 1.0 : 0.0, zero_g = p.zero_stage >= 2 ? 1.0 : 0.0,
                zero_o = p.zero_stage >= 1 ? 1.0 : 0.0;
   auto sharded = [&](double bytes_per_param, double on) {
-    return bytes_per_param * (replicated / (on > 0 ? shard : 1.0) + expert_params / (on > 0 ? expert_shard : 1.0));
+    return bytes_per_param *
+           (replicated / (on > 0 ? shard : 1.0) + expert_params / (on > 0 ? expert_shard : 1.0));
   };
   mem.weights = sharded(wb, zero_w);
   mem.gradients = sharded(gb, zero_g);
@@ -503,7 +530,8 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
   // ZeRO-Offload keeps fp32 master weights, moments and gradients on the host (16 bytes per
   // parameter, Ren et al. 2021).
   if (p.offload_optimizer) mem.host += sharded(opt_bytes + 4.0, zero_o);
-  const double window = 2.0 * layer_params_per_device(m, moe > 0, p.tp, p.ep);  // the current and the next layer
+  const double window =
+      2.0 * layer_params_per_device(m, moe > 0, p.tp, p.ep);  // the current and the next layer
   if (p.offload_params) {
     // Only embedding and head stay; the layers' weights and gradients stream through a two-layer
     // window. The host adds the layers' low-precision weights (a 1/dp shard each under ZeRO-3):
@@ -511,7 +539,8 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
     // 18 bytes per parameter on the host).
     const double layers = replicated - embed;
     const double on_device = embed / (zero_w > 0 ? shard : 1.0);
-    mem.host += wb * (layers / (zero_w > 0 ? shard : 1.0) + expert_params / (zero_w > 0 ? expert_shard : 1.0));
+    mem.host +=
+        wb * (layers / (zero_w > 0 ? shard : 1.0) + expert_params / (zero_w > 0 ? expert_shard : 1.0));
     mem.weights = wb * (on_device + window);
     mem.gradients = gb * (embed / (zero_g > 0 ? shard : 1.0) + window);
   } else if (p.zero_stage >= 3) {
@@ -524,13 +553,17 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
   const double f = recomputed_fraction(p, r.end - r.begin);
   auto act = [&](bool is_moe) {
     const double with = layer_activation_bytes(m, s, p.recompute, p.flash_attention, is_moe);
-    return f >= 1 ? with : f * with + (1 - f) * layer_activation_bytes(m, s, Recompute::kNone, p.flash_attention, is_moe);
+    return f >= 1 ? with
+                  : f * with +
+                        (1 - f) * layer_activation_bytes(m, s, Recompute::kNone, p.flash_attention, is_moe);
   };
   const double act_dense = act(false);
   const double act_moe = moe > 0 ? act(true) : 0.0;
   double per_mb = dense * act_dense + moe * act_moe;
   // One layer's full activations while it (or its group) recomputes in the backward.
-  auto whole_layer = [&] { return layer_activation_bytes(m, s, RecomputeMask{0}, p.flash_attention, moe > 0); };
+  auto whole_layer = [&] {
+    return layer_activation_bytes(m, s, RecomputeMask{0}, p.flash_attention, moe > 0);
+  };
   double transient = p.recompute == Recompute::kFull && f > 0 ? whole_layer() : 0.0;
   if (layer_masks != nullptr) {
     // Per-layer module sets (Recompute::kOptimal): each layer keeps what its set leaves.
@@ -566,7 +599,8 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
   }
   mem.activations += transient;
   const double tokens = s.batch * s.seq;
-  if (stage == 0) mem.activations += in_flight * tokens * m.hidden * wb / (s.sp ? p.tp : 1);  // embedding output
+  if (stage == 0)
+    mem.activations += in_flight * tokens * m.hidden * wb / (s.sp ? p.tp : 1);  // embedding output
   if (stage == p.pp - 1) {
     // fp32 logits and their gradient for the micro-batch in flight.
     mem.buffers += 2.0 * 4.0 * tokens * static_cast<double>(m.vocab) / p.tp;
@@ -574,7 +608,8 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
   const DeviceSpec& dev = stage_device(p, stage);
   mem.reserved = dev.memory_reserved_bytes;
   mem.capacity = dev.memory_bytes;
-  if (mem.host > 0) mem.host_capacity = cluster_.node.host_memory_bytes / std::max(1, cluster_.node.accelerator_slots());
+  if (mem.host > 0)
+    mem.host_capacity = cluster_.node.host_memory_bytes / std::max(1, cluster_.node.accelerator_slots());
   mem.total = mem.weights + mem.gradients + mem.optimizer + mem.activations + mem.buffers + mem.reserved;
   return mem;
 }
@@ -789,7 +824,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   // of its MoE layers under their sets.
   const bool optimal = p.recompute == Recompute::kOptimal;
   RecomputeAssignment assignment;
-  std::vector<std::array<LayerTime, 2>> optimal_time;  // per stage: dense, MoE
+  std::vector<std::array<LayerTime, 2>> optimal_time;           // per stage: dense, MoE
   std::array<double, 2> optimal_hw{0, 0}, optimal_model{0, 0};  // FLOPs over every stage's layers: dense, MoE
   if (optimal) {
     assignment = recompute_assignment(p);
@@ -799,7 +834,8 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
       std::array<int, 2> n{0, 0};
       for (int layer : stage_layer_list(stage_plans.empty() ? p : stage_plans[i], m.layers, i)) {
         const int kind = layer >= m.dense_layers() ? 1 : 0;
-        const LayerTime& x = (kind == 1 ? c.moe_mask : c.dense_mask)[assignment.layer_masks[static_cast<std::size_t>(layer)]];
+        const LayerTime& x =
+            (kind == 1 ? c.moe_mask : c.dense_mask)[assignment.layer_masks[static_cast<std::size_t>(layer)]];
         t[kind] = n[kind] == 0 ? x : blend(t[kind], x, n[kind] / (n[kind] + 1.0));  // running mean
         ++n[kind];
         optimal_hw[kind] += x.hw_flops;
@@ -821,13 +857,18 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
     StageLoad l = stage_load(i);
     if (dualpipe) {
       const StageLoad mirror = stage_load(p.pp - 1 - i);
-      l = {(l.dense + mirror.dense) / 2, (l.moe + mirror.moe) / 2, (l.embed + mirror.embed) / 2, (l.head + mirror.head) / 2};
+      l = {(l.dense + mirror.dense) / 2, (l.moe + mirror.moe) / 2, (l.embed + mirror.embed) / 2,
+           (l.head + mirror.head) / 2};
     }
     const DeviceCosts& c = costs_of(i);
     const double x = l.dense * stage_dense(i).total() + l.moe * stage_moe(i).total() +
                      l.embed * c.embed_time + l.head * c.head_time;
     sum_x += x;
-    if (x > max_x) { max_x = x; crit = i; crit_load = l; }
+    if (x > max_x) {
+      max_x = x;
+      crit = i;
+      crit_load = l;
+    }
   }
   const DeviceCosts& cc = costs_of(crit);  // the slowest stage's accelerator
   // From here on, the slowest stage's own degrees (Plan::stage_tp), the plan's otherwise.
@@ -882,21 +923,25 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
       // Compressed gradients: a smaller all-reduce (or an all-gather of sparse sets, whose ranks
       // then keep their shard under ZeRO-1/2) plus the compression kernels on the device.
       const CompressionCost comp = compression_cost(p, m, params, gb, link.size);
-      const double grads = (comp.gather ? allgather_time(link, comp.wire_bytes) : allreduce_time(link, comp.wire_bytes)) +
-                           comp.kernel_seconds(*cc.d);
+      const double grads =
+          (comp.gather ? allgather_time(link, comp.wire_bytes) : allreduce_time(link, comp.wire_bytes)) +
+          comp.kernel_seconds(*cc.d);
       return grads + (p.zero_stage >= 1 ? allgather_time(link, params * wb) : 0.0);
     }
     switch (p.zero_stage) {
-      case 0: return allreduce_time(cold(link, CollectiveOp::kAllReduce), params * gb);
+      case 0:
+        return allreduce_time(cold(link, CollectiveOp::kAllReduce), params * gb);
       case 1:
       case 2:
-        return reduce_scatter_time(cold(link, CollectiveOp::kReduceScatter), params * gb) + allgather_time(link, params * wb);
+        return reduce_scatter_time(cold(link, CollectiveOp::kReduceScatter), params * gb) +
+               allgather_time(link, params * wb);
       default:  // ZeRO-3 / FSDP: gather for forward and backward, reduce-scatter, every micro-batch
         return mbs * (2 * allgather_time(link, params * wb) + reduce_scatter_time(link, params * gb));
     }
   };
   const double dp_total = dp_cost(links.dp, replicated) + dp_cost(links.edp, expert_params);
-  const double backward_mb = nd * (dense.bwd_compute + dense.recompute) + nm * (moe.bwd_compute + moe.recompute);
+  const double backward_mb =
+      nd * (dense.bwd_compute + dense.recompute) + nm * (moe.bwd_compute + moe.recompute);
   if (p.zero_stage >= 3) {
     // FSDP prefetches the next layer's parameters while computing this one: only what compute
     // cannot hide is exposed, plus the first layer's gather.
@@ -914,8 +959,10 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
                                          : replicated + expert_params;
   // The input table of Plan::offload_embeddings is updated on the host (rank 0's stage), beside
   // the device's own step.
-  const double host_table = p.offload_embeddings && crit == 0 ? static_cast<double>(m.vocab) * m.hidden / pc.tp : 0.0;
-  const double owned_here = owned - (p.zero_stage >= 1 ? host_table / (static_cast<double>(pc.dp) * p.cp) : host_table);
+  const double host_table =
+      p.offload_embeddings && crit == 0 ? static_cast<double>(m.vocab) * m.hidden / pc.tp : 0.0;
+  const double owned_here =
+      owned - (p.zero_stage >= 1 ? host_table / (static_cast<double>(pc.dp) * p.cp) : host_table);
   double offload_step = 0;
   if (p.offload_optimizer) {
     // ZeRO-Offload: gradients down, Adam on the host, weights back. With Plan::offload_params the
@@ -930,7 +977,8 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
     tb.optimizer = cc.d->optimizer_seconds(owned_here * kAdamBytesPerParam);
   }
   if (host_table > 0)
-    offload_step += std::max(0.0, host_table * kAdamBytesPerParam / host_optimizer_rate(cluster_.node) - tb.optimizer);
+    offload_step +=
+        std::max(0.0, host_table * kAdamBytesPerParam / host_optimizer_rate(cluster_.node) - tb.optimizer);
   tb.offload = mbs * (nd * dense.offload + nm * moe.offload) + offload_step;
 
   tb.total = pipe.total() + p2p_total + mirror_sync + tb.dp_comm + tb.optimizer + offload_step;
@@ -945,7 +993,8 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
 
   // FLOPs of the whole job per step.
   const double sequences = static_cast<double>(p.global_batch);
-  const double head_model = 3.0 * logits_flops(m, LayerShape{1, static_cast<double>(seq), static_cast<double>(seq), 1, false, 2});
+  const double head_model =
+      3.0 * logits_flops(m, LayerShape{1, static_cast<double>(seq), static_cast<double>(seq), 1, false, 2});
   LayerShape full{1, static_cast<double>(seq), static_cast<double>(seq), 1, false, 2};
   const double dense_model = 3.0 * dense_layer_flops(m, full).total();
   const double moe_model = m.is_moe() ? 3.0 * moe_layer_flops(m, full).total() : 0.0;
@@ -956,13 +1005,15 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
     const Range r = stage_layers(p, m.layers, st);
     model_f += recomputed_fraction(p, r.end - r.begin) * (r.end - r.begin) / std::max(1, m.layers);
   }
-  const LayerTime model_dense = blend(cc.dense, cc.dense_plain, model_f), model_moe = blend(cc.moe, cc.moe_plain, model_f);
+  const LayerTime model_dense = blend(cc.dense, cc.dense_plain, model_f),
+                  model_moe = blend(cc.moe, cc.moe_plain, model_f);
   double hw_ratio_dense = model_dense.model_flops > 0 ? model_dense.hw_flops / model_dense.model_flops : 1.0;
   double hw_ratio_moe = model_moe.model_flops > 0 ? model_moe.hw_flops / model_moe.model_flops : 1.0;
   if (optimal) {
     // Every stage's layers under their own module sets.
     for (int kind = 0; kind < 2; ++kind)
-      (kind == 0 ? hw_ratio_dense : hw_ratio_moe) = optimal_model[kind] > 0 ? optimal_hw[kind] / optimal_model[kind] : 1.0;
+      (kind == 0 ? hw_ratio_dense : hw_ratio_moe) =
+          optimal_model[kind] > 0 ? optimal_hw[kind] / optimal_model[kind] : 1.0;
   }
   out.hardware_flops = sequences * (m.dense_layers() * dense_model * hw_ratio_dense +
                                     m.moe_layers() * moe_model * hw_ratio_moe + head_model);
@@ -971,7 +1022,8 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   out.mfu = denom > 0 ? out.model_flops / denom : 0.0;
   out.hfu = denom > 0 ? out.hardware_flops / denom : 0.0;
   out.tokens_per_s = out.step_time_s > 0 ? sequences * seq / out.step_time_s : 0.0;
-  out.tflops_per_device = out.step_time_s > 0 ? out.hardware_flops / out.step_time_s / out.devices / 1e12 : 0.0;
+  out.tflops_per_device =
+      out.step_time_s > 0 ? out.hardware_flops / out.step_time_s / out.devices / 1e12 : 0.0;
   return out;
 }
 
@@ -991,7 +1043,8 @@ double host_optimizer_rate(const NodeSpec& node) {
   double rate = node.host_link.bandwidth;
   for (const auto& g : node.devices)
     if (g.device.kind == DeviceKind::kCpu)
-      rate = g.device.memory_bandwidth * g.device.memory_efficiency * g.count / std::max(1, node.accelerators());
+      rate =
+          g.device.memory_bandwidth * g.device.memory_efficiency * g.count / std::max(1, node.accelerators());
   return rate;
 }
 
@@ -1009,8 +1062,7 @@ Result<Prediction> predict(const ModelSpec& model, const ClusterSpec& cluster, c
   AnalyticModel am(model, cluster);
   Prediction p = am.evaluate(plan);
   FS_RETURN_IF_ERROR(check_finite(p, plan_file));
-  if (!p.fits())
-    return Error(plan_file + ": plan does not fit in memory: " + describe_memory(p.memory));
+  if (!p.fits()) return Error(plan_file + ": plan does not fit in memory: " + describe_memory(p.memory));
   return p;
 }
 

@@ -14,7 +14,8 @@ namespace foresight {
 ModelSpec scale_model(const ModelSpec& base, double s) {
   ModelSpec m = base;
   const double head_dim = base.heads > 0 ? static_cast<double>(base.hidden) / base.heads : 128;
-  m.hidden = std::max<std::int64_t>(128, static_cast<std::int64_t>(std::llround(base.hidden * s / 128.0)) * 128);
+  m.hidden =
+      std::max<std::int64_t>(128, static_cast<std::int64_t>(std::llround(base.hidden * s / 128.0)) * 128);
   m.layers = std::max(1, static_cast<int>(std::lround(base.layers * s)));
   m.heads = std::max(1, static_cast<int>(std::lround(m.hidden / head_dim)));
   const double kv_ratio = base.heads > 0 ? static_cast<double>(base.kv_heads) / base.heads : 1;
@@ -22,7 +23,9 @@ ModelSpec scale_model(const ModelSpec& base, double s) {
   while (m.heads % m.kv_heads != 0) --m.kv_heads;  // GQA groups must divide the heads
   if (base.head_dim > 0) m.head_dim = base.head_dim;
   m.ffn_hidden = std::max<std::int64_t>(
-      128, static_cast<std::int64_t>(std::llround(static_cast<double>(base.ffn_hidden) * m.hidden / base.hidden / 128.0)) * 128);
+      128, static_cast<std::int64_t>(
+               std::llround(static_cast<double>(base.ffn_hidden) * m.hidden / base.hidden / 128.0)) *
+               128);
   if (m.is_moe()) m.moe.dense_layers = std::min(m.moe.dense_layers, m.layers);
   m.name = base.name + "-scaled";
   return m;
@@ -41,7 +44,9 @@ ModelSpec splittable_model(const ModelSpec& base, double s, const Plan& p) {
       if (need > m.hidden) {
         m.hidden = need;
         m.ffn_hidden = std::max<std::int64_t>(
-            128, static_cast<std::int64_t>(std::llround(static_cast<double>(base.ffn_hidden) * m.hidden / base.hidden / 128.0)) * 128);
+            128, static_cast<std::int64_t>(
+                     std::llround(static_cast<double>(base.ffn_hidden) * m.hidden / base.hidden / 128.0)) *
+                     128);
       }
       const double kv_ratio = base.heads > 0 ? static_cast<double>(base.kv_heads) / base.heads : 1;
       m.kv_heads = std::max(1, static_cast<int>(std::lround(m.heads * kv_ratio)));
@@ -89,8 +94,8 @@ Status capacity_plan_check(const ModelSpec& base, const ClusterSpec& c, const Pl
   const ModelSpec smallest = splittable_model(base, kSmallestScale, p);
   const Status valid = validate_plan_on(p, smallest, c, "plan");
   if (!valid)
-    return Error("capacity: the plan cannot split any model of " + base.name + "'s family (the smallest tried: " +
-                 shape(smallest) + "): " + valid.error().message());
+    return Error("capacity: the plan cannot split any model of " + base.name +
+                 "'s family (the smallest tried: " + shape(smallest) + "): " + valid.error().message());
   return Status::Ok();
 }
 
@@ -142,8 +147,8 @@ Result<CapacityResult> largest_model(const ModelSpec& base, const ClusterSpec& c
   double lo = kSmallestScale, hi = 1.0;
   if (!fits(lo, nullptr)) {
     const ModelSpec smallest = splittable_model(base, lo, p);
-    return Error("capacity: not even the smallest model of " + base.name + "'s family (" + shape(smallest) + ", " +
-                 params_text(smallest.total_params()) + ") fits this plan on " + c.name + ": " +
+    return Error("capacity: not even the smallest model of " + base.name + "'s family (" + shape(smallest) +
+                 ", " + params_text(smallest.total_params()) + ") fits this plan on " + c.name + ": " +
                  describe_memory(AnalyticModel(smallest, c).memory(p)));
   }
   while (fits(hi, nullptr)) {  // grow until it does not fit

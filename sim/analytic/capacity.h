@@ -19,7 +19,7 @@
 namespace foresight {
 
 struct CapacityResult {
-  ModelSpec model;         // the largest that fits
+  ModelSpec model;  // the largest that fits
   double params = 0;
   MemoryBreakdown memory;  // its fullest device
 };

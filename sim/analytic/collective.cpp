@@ -29,7 +29,8 @@ GroupLink group_link(const ClusterSpec& c, int stride, int size, bool scattered)
   // Ranks of the group inside one node, and how many nodes apart the group's ends are.
   const int per_node = stride >= g ? 1 : std::max(1, std::min(size, g / std::max(1, stride)));
   const long long span_ranks = static_cast<long long>(size - 1) * stride + 1;
-  const long long span_nodes = scattered && span_ranks > g ? std::max<long long>(c.nodes, 2) : (span_ranks + g - 1) / g;
+  const long long span_nodes =
+      scattered && span_ranks > g ? std::max<long long>(c.nodes, 2) : (span_ranks + g - 1) / g;
   if (span_nodes <= 1) {
     l.bus_bandwidth = intra;
     l.latency_s = node.fabric.latency_s;
@@ -55,8 +56,9 @@ GroupLink group_link(const ClusterSpec& c, int stride, int size, bool scattered)
       latency += t.latency_s * hops;
       break;
     }
-    const double per_node_bw = t.bandwidth_per_node > 0 ? t.bandwidth_per_node * node.nic.efficiency
-                                                        : node.nics * node.nic.bandwidth * node.nic.efficiency;
+    const double per_node_bw = t.bandwidth_per_node > 0
+                                   ? t.bandwidth_per_node * node.nic.efficiency
+                                   : node.nics * node.nic.bandwidth * node.nic.efficiency;
     inter = std::min(inter, per_node_bw / t.oversubscription / g * per_node);
     latency += t.latency_s;
     if (t.span_nodes == 0 || span_nodes <= t.span_nodes) break;  // the group fits under this tier
@@ -81,7 +83,8 @@ GroupLink GroupLink::as(CollectiveOp op) const {
   if (own_rates) {
     l.bus_bandwidth = own_rates->bandwidth_of(op) * own_rates->efficiency;
     l.small_message_bytes = own_rates->small_message_bytes_of(op);
-    l.latency_s = own_rates->latency_of(op, l.small_message_bytes);  // at the small-message size: the large protocol's
+    l.latency_s =
+        own_rates->latency_of(op, l.small_message_bytes);  // at the small-message size: the large protocol's
     if (l.small_message_bytes > 0) l.small_message_latency_s = own_rates->latency_of(op, 0.0);
   }
   return l;
@@ -90,20 +93,26 @@ GroupLink GroupLink::as(CollectiveOp op) const {
 double collective_latency_steps(CollectiveOp op, int n) {
   if (n <= 1) return 0.0;
   switch (op) {
-    case CollectiveOp::kAllReduce: return latency_steps(n);
+    case CollectiveOp::kAllReduce:
+      return latency_steps(n);
     case CollectiveOp::kAllGather:
-    case CollectiveOp::kReduceScatter: return 0.5 * latency_steps(n);
-    default: return 1.0;
+    case CollectiveOp::kReduceScatter:
+      return 0.5 * latency_steps(n);
+    default:
+      return 1.0;
   }
 }
 
 double collective_bus_factor(CollectiveOp op, int n) {
   switch (op) {
-    case CollectiveOp::kAllReduce: return 2.0 * (n - 1) / n;
+    case CollectiveOp::kAllReduce:
+      return 2.0 * (n - 1) / n;
     case CollectiveOp::kAllGather:
     case CollectiveOp::kReduceScatter:
-    case CollectiveOp::kAllToAll: return 1.0 * (n - 1) / n;
-    default: return 1.0;
+    case CollectiveOp::kAllToAll:
+      return 1.0 * (n - 1) / n;
+    default:
+      return 1.0;
   }
 }
 
@@ -139,7 +148,9 @@ double allreduce_time(const GroupLink& l, double bytes) {
   return std::min(ring, nvls);
 }
 
-double allgather_time(const GroupLink& l, double bytes) { return own_half_ring_time(l, CollectiveOp::kAllGather, bytes); }
+double allgather_time(const GroupLink& l, double bytes) {
+  return own_half_ring_time(l, CollectiveOp::kAllGather, bytes);
+}
 
 double reduce_scatter_time(const GroupLink& l, double bytes) {
   return own_half_ring_time(l, CollectiveOp::kReduceScatter, bytes);
@@ -148,7 +159,7 @@ double reduce_scatter_time(const GroupLink& l, double bytes) {
 double alltoall_time(const GroupLink& l, double bytes) {
   const int n = l.size;
   if (n <= 1 || bytes <= 0) return 0.0;
-    // Direct all-to-all: the n-1 messages are in flight together, one latency deep.
+  // Direct all-to-all: the n-1 messages are in flight together, one latency deep.
   return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + l.alpha(bytes);
 }
 

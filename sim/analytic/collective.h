@@ -22,7 +22,9 @@ struct GroupLink {
   // latency (LinkSpec::small_message_bytes); 0 where there is none or the group crosses nodes.
   double small_message_bytes = 0;
   double small_message_latency_s = 0;
-  double alpha(double bytes) const { return bytes < small_message_bytes ? small_message_latency_s : latency_s; }
+  double alpha(double bytes) const {
+    return bytes < small_message_bytes ? small_message_latency_s : latency_s;
+  }
   bool crosses_nodes = false;
   bool in_switch_reduction = false;  // NVLS-style all-reduce available (single node only)
   double in_switch_bandwidth = 0;    // line rate x NVLS efficiency, per rank
@@ -57,9 +59,9 @@ double collective_latency_steps(CollectiveOp op, int n);
 double collective_bus_factor(CollectiveOp op, int n);
 
 double allreduce_time(const GroupLink& l, double bytes);
-double allgather_time(const GroupLink& l, double bytes);      // bytes: the gathered total
-double reduce_scatter_time(const GroupLink& l, double bytes); // bytes: the full input
-double alltoall_time(const GroupLink& l, double bytes);       // bytes: what one rank sends in all
+double allgather_time(const GroupLink& l, double bytes);       // bytes: the gathered total
+double reduce_scatter_time(const GroupLink& l, double bytes);  // bytes: the full input
+double alltoall_time(const GroupLink& l, double bytes);        // bytes: what one rank sends in all
 double sendrecv_time(const GroupLink& l, double bytes);
 
 }  // namespace foresight

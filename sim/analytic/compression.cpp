@@ -11,7 +11,8 @@ double CompressionCost::kernel_seconds(const DeviceSpec& d) const {
   return (d.stream_rate() > 0 ? d.stream_seconds(kernel_bytes) : 0) + (flops > 0 ? kernel_flops / flops : 0);
 }
 
-CompressionCost compression_cost(const Plan& p, const ModelSpec& m, double params, double grad_bytes, int ranks) {
+CompressionCost compression_cost(const Plan& p, const ModelSpec& m, double params, double grad_bytes,
+                                 int ranks) {
   CompressionCost c;
   const double dense = params * grad_bytes;
   const double n = std::max(1, ranks);
@@ -33,7 +34,8 @@ CompressionCost compression_cost(const Plan& p, const ModelSpec& m, double param
       c.kernel_bytes = params * 6 * grad_bytes + n * per_rank;
       break;
     case GradCompression::kPowerSgd: {
-      const double share = std::min(1.0, 2.0 * p.compression_rank / std::max<double>(1.0, static_cast<double>(m.hidden)));
+      const double share =
+          std::min(1.0, 2.0 * p.compression_rank / std::max<double>(1.0, static_cast<double>(m.hidden)));
       per_rank = dense * share;
       c.wire_bytes = per_rank;
       c.kernel_bytes = params * 3 * grad_bytes;

@@ -47,6 +47,7 @@ struct CompressionCost {
 
 // `params` gradients of `grad_bytes` each, reduced over `ranks` ranks, under the plan's scheme.
 // GradCompression::kNone: a dense all-reduce of params * grad_bytes and no kernels.
-CompressionCost compression_cost(const Plan& p, const ModelSpec& m, double params, double grad_bytes, int ranks);
+CompressionCost compression_cost(const Plan& p, const ModelSpec& m, double params, double grad_bytes,
+                                 int ranks);
 
 }  // namespace foresight

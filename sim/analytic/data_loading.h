@@ -18,12 +18,12 @@
 namespace foresight {
 
 struct DataLoadCost {
-  double raw_bytes = 0;       // uncompressed bytes of the step's samples, whole job
-  double read_bytes = 0;      // bytes read from shared storage (compressed, less the cached share)
-  int loader_nodes = 1;       // nodes that read and decode (those holding first-stage ranks)
-  double storage_s = 0;       // the reads at the cluster's aggregate storage bandwidth
-  double cpu_s = 0;           // decompression and preprocessing on one loader node's cores
-  double seconds = 0;         // one step's loading: max(storage, cpu) with prefetch, else their sum
+  double raw_bytes = 0;   // uncompressed bytes of the step's samples, whole job
+  double read_bytes = 0;  // bytes read from shared storage (compressed, less the cached share)
+  int loader_nodes = 1;   // nodes that read and decode (those holding first-stage ranks)
+  double storage_s = 0;   // the reads at the cluster's aggregate storage bandwidth
+  double cpu_s = 0;       // decompression and preprocessing on one loader node's cores
+  double seconds = 0;     // one step's loading: max(storage, cpu) with prefetch, else their sum
 };
 
 // Bytes one sample (sequence) takes uncompressed: Plan::data.sample_bytes, else the sequence's

@@ -23,13 +23,13 @@ struct CostOptions {
   // (Uptime Institute's 2023 survey average across all data centres is 1.58; hyperscalers
   // report 1.1-1.2).
   double pue = 1.2;
-  std::optional<double> tokens;                 // a training run's token budget
+  std::optional<double> tokens;  // a training run's token budget
 };
 
 struct Economics {
-  double device_power_w = 0;       // average per rank during the step (its attention partner included)
-  int partner_devices = 0;         // attention partners paid for beside the ranks (Plan::attention_device)
-  double energy_per_step_j = 0;    // whole job, PUE included
+  double device_power_w = 0;     // average per rank during the step (its attention partner included)
+  int partner_devices = 0;       // attention partners paid for beside the ranks (Plan::attention_device)
+  double energy_per_step_j = 0;  // whole job, PUE included
   double cost_per_step_usd = 0;
   double cost_per_mtok_usd = 0;
   double energy_per_mtok_kwh = 0;

@@ -50,13 +50,14 @@ double layer_elementwise_bytes(const ModelSpec& m, const LayerShape& s, bool moe
   const double tokens = s.batch * s.seq;
   // Tensors of width h are split across TP ranks only with sequence parallelism.
   const double th = tokens * m.hidden / (s.sp ? s.tp : 1.0);
-  const double ffn = moe_layer ? static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts)
-                               : static_cast<double>(m.ffn_hidden);
+  const double ffn = moe_layer
+                         ? static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts)
+                         : static_cast<double>(m.ffn_hidden);
   const double tf = tokens * ffn / s.tp;
   const double dropout_mask = m.dropout ? 1.0 : 0.0;
   double bytes = 0;
-  bytes += 2 * (2 * th * e);                        // two norms: read x, write y
-  bytes += 2 * (3 * th * e + dropout_mask * th);    // two (dropout +) residual adds: read 2, write 1
+  bytes += 2 * (2 * th * e);                      // two norms: read x, write y
+  bytes += 2 * (3 * th * e + dropout_mask * th);  // two (dropout +) residual adds: read 2, write 1
   // Activation: GeLU reads the pre-activation and writes the result; SwiGLU reads gate and up.
   bytes += (m.mlp == MlpKind::kSwiglu ? 3.0 : 2.0) * tf * e;
   if (moe_layer) bytes += 2 * tokens * m.hidden * e / s.tp;  // permute / unpermute tokens
@@ -111,11 +112,11 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute
 
   // Attention block (Korthikanti et al. Sec. 4.1 generalised to GQA/MLA widths).
   double attn = 0;
-  if (keep_norm_out) attn += e * sb * h / rep;                // norm output = QKV input
-  attn += e * sb * (m.q_dim() + m.kv_dim()) / t;              // Q and K for Q·K^T
+  if (keep_norm_out) attn += e * sb * h / rep;                      // norm output = QKV input
+  attn += e * sb * (m.q_dim() + m.kv_dim()) / t;                    // Q and K for Q·K^T
   attn += e * sb * (m.mla.enabled() ? m.v_dim() : m.kv_dim()) / t;  // V
-  attn += e * sb * m.v_dim() / t;                             // output projection input
-  attn += drop * sb * h / rep;                                // attention dropout mask
+  attn += e * sb * m.v_dim() / t;                                   // output projection input
+  attn += drop * sb * h / rep;                                      // attention dropout mask
   const bool keep_scores = !flash_attention && !(mask & rm::kCoreAttn);
   if (keep_scores) {
     // Softmax output (2 bytes), dropout mask (1) and dropout output (2): 5*a*s^2*b.
@@ -129,9 +130,10 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute
   double mlp = keep_norm_out ? e * sb * h / rep : 0.0;  // first linear input (the norm's output)
   if (keep_act_in) mlp += e * sb * ffn / t * (m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0);  // activation input(s)
   if (keep_act_out) mlp += e * sb * ffn / t;                                           // second linear input
-  mlp += drop * sb * h / rep;                                 // dropout mask
-  if (moe_layer) mlp += e * sb * h * m.moe.top_k / t + 4.0 * sb * m.moe.experts;  // dispatched tokens, router probs
-  const double norms = 2 * e * sb * h / rep;                  // inputs of the two norms
+  mlp += drop * sb * h / rep;                                                          // dropout mask
+  if (moe_layer)
+    mlp += e * sb * h * m.moe.top_k / t + 4.0 * sb * m.moe.experts;  // dispatched tokens, router probs
+  const double norms = 2 * e * sb * h / rep;                         // inputs of the two norms
   return attn + mlp + norms;
 }
 

@@ -16,11 +16,11 @@ namespace foresight {
 
 // What one device sees of one layer for one micro-batch.
 struct LayerShape {
-  double batch = 1;      // sequences in the micro-batch
-  double seq = 1;        // query tokens per sequence on this device (seq_len / cp)
-  double kv_seq = 1;     // key tokens each query attends to (the full sequence)
-  double tp = 1;         // tensor-parallel degree
-  bool sp = false;       // sequence parallel: norms/dropout split across TP ranks too
+  double batch = 1;   // sequences in the micro-batch
+  double seq = 1;     // query tokens per sequence on this device (seq_len / cp)
+  double kv_seq = 1;  // key tokens each query attends to (the full sequence)
+  double tp = 1;      // tensor-parallel degree
+  bool sp = false;    // sequence parallel: norms/dropout split across TP ranks too
   double bytes_per_element = 2;
 };
 
@@ -42,8 +42,7 @@ double logits_flops(const ModelSpec& m, const LayerShape& s);
 // Bytes moved by the memory-bound (elementwise) kernels of one layer, forward, on one device:
 // norms, residual adds, dropout, activation function and, without flash attention, the softmax
 // over the s x s score matrix.
-double layer_elementwise_bytes(const ModelSpec& m, const LayerShape& s, bool moe_layer,
-                               bool flash_attention);
+double layer_elementwise_bytes(const ModelSpec& m, const LayerShape& s, bool moe_layer, bool flash_attention);
 
 // What one layer drops after its forward and rebuilds in its backward, as a set of modules
 // (Megatron-Core's --recompute-modules names):

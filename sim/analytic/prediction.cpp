@@ -1,9 +1,8 @@
 // Prediction: JSON form and the memory description used in errors and tables.
 #include "sim/analytic/prediction.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <utility>
 
 #include "sim/core/units.h"
@@ -14,26 +13,34 @@ using nlohmann::json;
 
 Status check_finite(const Prediction& p, const std::string& source) {
   const TimeBreakdown& t = p.time;
-  const std::pair<const char*, double> figures[] = {
-      {"step time", p.step_time_s}, {"compute", t.compute},      {"tp communication", t.tp_comm},
-      {"cp communication", t.cp_comm}, {"ep communication", t.ep_comm}, {"pp communication", t.pp_comm},
-      {"bubble", t.bubble},         {"dp communication", t.dp_comm}, {"optimizer", t.optimizer},
-      {"tokens/s", p.tokens_per_s}, {"memory", p.memory.total}};
+  const std::pair<const char*, double> figures[] = {{"step time", p.step_time_s},
+                                                    {"compute", t.compute},
+                                                    {"tp communication", t.tp_comm},
+                                                    {"cp communication", t.cp_comm},
+                                                    {"ep communication", t.ep_comm},
+                                                    {"pp communication", t.pp_comm},
+                                                    {"bubble", t.bubble},
+                                                    {"dp communication", t.dp_comm},
+                                                    {"optimizer", t.optimizer},
+                                                    {"tokens/s", p.tokens_per_s},
+                                                    {"memory", p.memory.total}};
   for (const auto& [name, v] : figures)
     if (!std::isfinite(v))
-      return Error(source + ": the prediction's " + name + " is " + (std::isnan(v) ? "not a number" : "infinite") +
-                   ": a rate this plan needs (a link, a device's peak or memory bandwidth) is zero or out of range");
+      return Error(
+          source + ": the prediction's " + name + " is " + (std::isnan(v) ? "not a number" : "infinite") +
+          ": a rate this plan needs (a link, a device's peak or memory bandwidth) is zero or out of range");
   return Status::Ok();
 }
 
 std::string describe_memory(const MemoryBreakdown& m) {
   auto b = [](double v) { return pretty_quantity(v, Dimension::kBytes); };
-  return "needs " + b(m.total) + " of " + b(m.capacity) + " on pipeline stage " +
-         std::to_string(m.stage) + " (weights " + b(m.weights) + ", gradients " + b(m.gradients) +
-         ", optimizer " + b(m.optimizer) + ", activations " + b(m.activations) + ", buffers " +
-         b(m.buffers) + ", reserved " + b(m.reserved) + ")" +
+  return "needs " + b(m.total) + " of " + b(m.capacity) + " on pipeline stage " + std::to_string(m.stage) +
+         " (weights " + b(m.weights) + ", gradients " + b(m.gradients) + ", optimizer " + b(m.optimizer) +
+         ", activations " + b(m.activations) + ", buffers " + b(m.buffers) + ", reserved " + b(m.reserved) +
+         ")" +
          (m.host_capacity > 0 && m.host > m.host_capacity
-              ? "; offloaded state needs " + b(m.host) + " of host memory, the device's share is " + b(m.host_capacity)
+              ? "; offloaded state needs " + b(m.host) + " of host memory, the device's share is " +
+                    b(m.host_capacity)
               : std::string());
 }
 
@@ -43,15 +50,29 @@ json prediction_to_json(const Prediction& p) {
   return json{
       {"step_time_s", p.step_time_s},
       {"breakdown_s",
-       {{"compute", t.compute}, {"recompute", t.recompute}, {"tp_comm", t.tp_comm},
-        {"cp_comm", t.cp_comm}, {"ep_comm", t.ep_comm}, {"pp_comm", t.pp_comm},
-        {"bubble", t.bubble}, {"dp_comm", t.dp_comm}, {"optimizer", t.optimizer},
-        {"offload", t.offload}, {"data", t.data}}},
+       {{"compute", t.compute},
+        {"recompute", t.recompute},
+        {"tp_comm", t.tp_comm},
+        {"cp_comm", t.cp_comm},
+        {"ep_comm", t.ep_comm},
+        {"pp_comm", t.pp_comm},
+        {"bubble", t.bubble},
+        {"dp_comm", t.dp_comm},
+        {"optimizer", t.optimizer},
+        {"offload", t.offload},
+        {"data", t.data}}},
       {"memory_bytes",
-       {{"weights", m.weights}, {"gradients", m.gradients}, {"optimizer", m.optimizer},
-        {"activations", m.activations}, {"buffers", m.buffers}, {"reserved", m.reserved},
-        {"total", m.total}, {"capacity", m.capacity}, {"stage", m.stage},
-        {"host", m.host}, {"host_capacity", m.host_capacity}}},
+       {{"weights", m.weights},
+        {"gradients", m.gradients},
+        {"optimizer", m.optimizer},
+        {"activations", m.activations},
+        {"buffers", m.buffers},
+        {"reserved", m.reserved},
+        {"total", m.total},
+        {"capacity", m.capacity},
+        {"stage", m.stage},
+        {"host", m.host},
+        {"host_capacity", m.host_capacity}}},
       {"fits", p.fits()},
       {"model_flops_per_step", p.model_flops},
       {"hardware_flops_per_step", p.hardware_flops},

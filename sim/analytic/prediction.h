@@ -2,7 +2,6 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
-
 #include <string>
 
 #include "sim/core/status.h"
@@ -11,17 +10,17 @@ namespace foresight {
 
 // Seconds of one step, by what the slowest pipeline stage spends them on.
 struct TimeBreakdown {
-  double compute = 0;       // GEMMs, attention and elementwise kernels, recompute included
-  double recompute = 0;     // the part of compute that re-runs the forward pass
-  double tp_comm = 0;       // exposed tensor/sequence-parallel collectives
-  double cp_comm = 0;       // exposed context-parallel KV exchange
-  double ep_comm = 0;       // exposed expert-parallel all-to-all
-  double pp_comm = 0;       // exposed pipeline send/recv
-  double bubble = 0;        // pipeline fill and drain
-  double dp_comm = 0;       // exposed data-parallel gradient / parameter collectives
-  double optimizer = 0;     // optimizer step
-  double offload = 0;       // host transfers and host optimizer work not hidden
-  double data = 0;          // waiting for input: data loading the loader could not hide
+  double compute = 0;    // GEMMs, attention and elementwise kernels, recompute included
+  double recompute = 0;  // the part of compute that re-runs the forward pass
+  double tp_comm = 0;    // exposed tensor/sequence-parallel collectives
+  double cp_comm = 0;    // exposed context-parallel KV exchange
+  double ep_comm = 0;    // exposed expert-parallel all-to-all
+  double pp_comm = 0;    // exposed pipeline send/recv
+  double bubble = 0;     // pipeline fill and drain
+  double dp_comm = 0;    // exposed data-parallel gradient / parameter collectives
+  double optimizer = 0;  // optimizer step
+  double offload = 0;    // host transfers and host optimizer work not hidden
+  double data = 0;       // waiting for input: data loading the loader could not hide
   double total = 0;
 };
 
@@ -31,11 +30,11 @@ struct MemoryBreakdown {
   double gradients = 0;
   double optimizer = 0;
   double activations = 0;
-  double buffers = 0;       // logits, communication buckets, workspaces
-  double reserved = 0;      // runtime context and allocator fragmentation (device preset)
+  double buffers = 0;   // logits, communication buckets, workspaces
+  double reserved = 0;  // runtime context and allocator fragmentation (device preset)
   double total = 0;
   double capacity = 0;
-  int stage = 0;            // the pipeline stage it belongs to
+  int stage = 0;  // the pipeline stage it belongs to
   // Host memory the device's offloaded state takes (optimizer, parameters, activations, embedding
   // table), and the device's share of its node's host memory (0: not checked).
   double host = 0;
@@ -50,13 +49,13 @@ struct Prediction {
   TimeBreakdown time;
   MemoryBreakdown memory;
   FitVerdict fit = FitVerdict::kFits;
-  double model_flops = 0;       // per step, 6*N*tokens-style (no recompute), whole job
-  double hardware_flops = 0;    // per step, what the devices execute (recompute included)
-  double mfu = 0;               // model FLOPs / (time * devices * peak)
-  double hfu = 0;               // hardware FLOPs / (time * devices * peak)
+  double model_flops = 0;     // per step, 6*N*tokens-style (no recompute), whole job
+  double hardware_flops = 0;  // per step, what the devices execute (recompute included)
+  double mfu = 0;             // model FLOPs / (time * devices * peak)
+  double hfu = 0;             // hardware FLOPs / (time * devices * peak)
   double tokens_per_s = 0;
-  double data_load_s = 0;       // the data loader's time per step, hidden or not (data_loading.h)
-  double tflops_per_device = 0; // hardware FLOP/s per device, in TFLOP/s
+  double data_load_s = 0;        // the data loader's time per step, hidden or not (data_loading.h)
+  double tflops_per_device = 0;  // hardware FLOP/s per device, in TFLOP/s
   long long micro_batches = 0;
   int devices = 0;
   bool fits() const { return fit == FitVerdict::kFits; }

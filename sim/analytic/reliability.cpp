@@ -58,9 +58,9 @@ Run simulate_run(const ReliabilityInputs& in, const ReliabilityResult& r, std::m
   const double chunk = light ? in.light_interval_s : r.interval_s;
   Run run;
   double t = 0;
-  double done = 0;        // work done (since the start of the run)
-  double full = 0;        // work saved by the last full checkpoint
-  double snapshot = 0;    // work saved by the last light snapshot (>= full)
+  double done = 0;      // work done (since the start of the run)
+  double full = 0;      // work saved by the last full checkpoint
+  double snapshot = 0;  // work saved by the last light snapshot (>= full)
   while (t < in.run_s) {
     // The next piece of work up to a snapshot or checkpoint boundary (`done` is always at the last
     // one here), and what it writes there.
@@ -77,7 +77,10 @@ Run simulate_run(const ReliabilityInputs& in, const ReliabilityResult& r, std::m
       }
       t += segment;
       done += work;
-      if (writes_full) full = snapshot = done; else snapshot = done;
+      if (writes_full)
+        full = snapshot = done;
+      else
+        snapshot = done;
       continue;
     }
     if (t + fail_in >= in.run_s) {
@@ -97,7 +100,10 @@ Run simulate_run(const ReliabilityInputs& in, const ReliabilityResult& r, std::m
     // The restart itself can be hit by a failure: it starts again (Daly's assumption).
     while (t < in.run_s) {
       const double hit = next_failure(rng);
-      if (hit >= recover) { t += recover; break; }
+      if (hit >= recover) {
+        t += recover;
+        break;
+      }
       t += hit;
       ++run.failures;
     }
@@ -111,8 +117,8 @@ Run simulate_run(const ReliabilityInputs& in, const ReliabilityResult& r, std::m
 // checkpoint.
 struct Pieces {
   bool light = false;
-  double k = 0;                      // light pieces (a count, maybe very large)
-  double work = 0, write = 0;        // each light piece
+  double k = 0;                // light pieces (a count, maybe very large)
+  double work = 0, write = 0;  // each light piece
   double last_work = 0, last_write = 0;
 };
 
@@ -152,7 +158,9 @@ ReliabilityExpected reliability_expected(const ReliabilityInputs& in, const Reli
   // A piece of `work` then `write`: success probability p, failure q; time of one attempt
   // (min(X, s) then the restart after a failure) and the work it computes and loses when it fails
   // (E[min(work, X); X < s]).
-  struct Attempt { double p, q, time, lost; };
+  struct Attempt {
+    double p, q, time, lost;
+  };
   auto attempt = [&](double work, double write) {
     const double s = work + write;
     Attempt a;
@@ -200,11 +208,14 @@ ReliabilityExpected reliability_expected(const ReliabilityInputs& in, const Reli
 }
 
 Result<ReliabilityResult> reliability(const ReliabilityInputs& in) {
-  auto bad = [](const std::string& field, const std::string& why) { return Error("reliability: " + field + ": " + why); };
+  auto bad = [](const std::string& field, const std::string& why) {
+    return Error("reliability: " + field + ": " + why);
+  };
   if (in.devices < 1) return bad("devices", "must be >= 1");
   if (!(in.failures_per_device_hour > 0)) return bad("failure rate", "must be > 0 per device-hour");
   if (!(in.checkpoint_bytes > 0)) return bad("checkpoint size", "must be > 0");
-  if (!(in.storage_bandwidth > 0)) return bad("storage bandwidth", "the cluster gives none (storage_bandwidth)");
+  if (!(in.storage_bandwidth > 0))
+    return bad("storage bandwidth", "the cluster gives none (storage_bandwidth)");
   if (!(in.failures_per_device_hour <= kMaxFailuresPerDeviceHour))
     return bad("failure rate", "must be at most 1 per device-hour");
   if (!(in.run_s > 0) || !std::isfinite(in.run_s)) return bad("run length", "must be > 0 and finite");

@@ -56,24 +56,24 @@ struct ReliabilityInputs {
   // figure for a generic cluster: 10 minutes is an assumption (detection by timeout, a spare node
   // scheduled, processes and NCCL communicators started); override it.
   double restart_s = 600;
-  double interval_s = 0;         // work between full checkpoints; 0: Daly's optimum
-  double light_interval_s = 0;   // work between light snapshots; 0: none
-  double light_write_s = 0;      // cost of one light snapshot
-  double soft_fraction = 0;      // failures a light snapshot recovers from (0..1)
-  double run_s = 90 * 86400.0;   // wall-clock budget of the run
-  int trials = 200;              // Monte-Carlo runs
+  double interval_s = 0;        // work between full checkpoints; 0: Daly's optimum
+  double light_interval_s = 0;  // work between light snapshots; 0: none
+  double light_write_s = 0;     // cost of one light snapshot
+  double soft_fraction = 0;     // failures a light snapshot recovers from (0..1)
+  double run_s = 90 * 86400.0;  // wall-clock budget of the run
+  int trials = 200;             // Monte-Carlo runs
   std::uint64_t seed = 1;
   double max_events = kReliabilityEventBudget;  // beyond it: the closed form, no Monte-Carlo
 };
 
 struct ReliabilityResult {
-  double mtbf_s = 0;             // of the job: 1 / (devices x rate)
-  double write_s = 0;            // one full checkpoint
-  double restore_s = 0;          // reading it back
-  double young_interval_s = 0;   // sqrt(2 write M) (Young 1974)
-  double daly_interval_s = 0;    // Daly 2006, higher order
-  double interval_s = 0;         // the one used
-  double efficiency_model = 0;   // Daly's expected useful / wall time (full checkpoints only)
+  double mtbf_s = 0;            // of the job: 1 / (devices x rate)
+  double write_s = 0;           // one full checkpoint
+  double restore_s = 0;         // reading it back
+  double young_interval_s = 0;  // sqrt(2 write M) (Young 1974)
+  double daly_interval_s = 0;   // Daly 2006, higher order
+  double interval_s = 0;        // the one used
+  double efficiency_model = 0;  // Daly's expected useful / wall time (full checkpoints only)
   // The long-run expected useful / wall time of the simulated process, light snapshots included
   // (reliability_expected); equals efficiency_model without them.
   double efficiency_expected = 0;
@@ -81,11 +81,11 @@ struct ReliabilityResult {
   // would exceed the event budget (monte_carlo false).
   double efficiency = 0;
   bool monte_carlo = true;
-  double events = 0;             // the Monte-Carlo run's expected events, all trials (estimated)
-  double efficiency_mc = 0;      // Monte-Carlo mean useful / wall time (NaN without the run)
+  double events = 0;         // the Monte-Carlo run's expected events, all trials (estimated)
+  double efficiency_mc = 0;  // Monte-Carlo mean useful / wall time (NaN without the run)
   double efficiency_p5 = 0, efficiency_p95 = 0;  // its spread (NaN without the run)
-  double failures_mean = 0;      // per run
-  double lost_work_s = 0;        // mean per run: work redone after failures
+  double failures_mean = 0;                      // per run
+  double lost_work_s = 0;                        // mean per run: work redone after failures
 };
 
 // The closed form of the process the Monte-Carlo run simulates, over a long run: the expected

@@ -5,8 +5,8 @@
 
 namespace foresight {
 
-PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int stages,
-                           double micro_batches, int virtual_stages) {
+PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int stages, double micro_batches,
+                           int virtual_stages) {
   const double p = stages, m = micro_batches, v = virtual_stages;
   PipelineTime t;
   t.busy = m * max_stage;

@@ -21,8 +21,8 @@ struct PipelineTime {
 //   interleaved:   total = (m + (p-1)/v) * max          (Narayanan et al. 2021, Sec. 2.2.2)
 //   ZB-H1:         bubble = (p-1) * x/3                 (Qi et al. 2024, with F = B = W; m >= p)
 //   DualPipe:      bubble = (p/2-1) * x/3               (DeepSeek-V3 report, Table 2)
-PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int stages,
-                           double micro_batches, int virtual_stages);
+PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int stages, double micro_batches,
+                           int virtual_stages);
 
 // Point-to-point transfers on the critical path, counted per direction: (m*v + p - 1) for an
 // interleaved schedule, (m + p - 1) otherwise; zero for one stage.

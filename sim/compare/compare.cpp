@@ -2,8 +2,8 @@
 #include "sim/compare/compare.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -26,7 +26,8 @@ Result<double> trace_time(const nlohmann::json& e, const char* key, const std::s
   const auto& v = e[key];
   if (!v.is_number()) return Error(at + ": expected a number of microseconds, got " + short_dump(v));
   const double us = v.get<double>();
-  if (!std::isfinite(us)) return Error(at + ": " + std::to_string(us) + " is not a finite number of microseconds");
+  if (!std::isfinite(us))
+    return Error(at + ": " + std::to_string(us) + " is not a finite number of microseconds");
   if (us < 0) return Error(at + ": " + v.dump() + " is negative; expected microseconds >= 0");
   return us;
 }
@@ -42,14 +43,16 @@ Result<std::string> trace_string(const nlohmann::json& e, const char* key, const
 }  // namespace
 
 Result<Trace> trace_from_json(const nlohmann::json& doc, const std::string& file) {
-  if (!doc.is_object()) return Error(file + ": /: expected a JSON object with traceEvents, got " + short_dump(doc));
+  if (!doc.is_object())
+    return Error(file + ": /: expected a JSON object with traceEvents, got " + short_dump(doc));
   if (!doc.contains("traceEvents")) return Error(file + ": /traceEvents: missing (not a Chrome trace)");
   if (!doc["traceEvents"].is_array())
     return Error(file + ": /traceEvents: expected an array of events, got " + short_dump(doc["traceEvents"]));
   Trace t;
   t.file = file;
   t.metadata = doc.contains("metadata") ? doc["metadata"] : nlohmann::json::object();
-  if (!t.metadata.is_object()) return Error(file + ": /metadata: expected an object, got " + short_dump(t.metadata));
+  if (!t.metadata.is_object())
+    return Error(file + ": /metadata: expected an object, got " + short_dump(t.metadata));
   if (t.metadata.contains("model") && !t.metadata["model"].is_string())
     return Error(file + ": /metadata/model: expected a string, got " + short_dump(t.metadata["model"]));
   if (t.metadata.contains("step_time_s")) {
@@ -67,7 +70,8 @@ Result<Trace> trace_from_json(const nlohmann::json& doc, const std::string& file
     if (!e.contains("ph")) return Error(where + "/ph: missing (every Chrome trace event has a phase)");
     if (!e["ph"].is_string()) return Error(where + "/ph: expected a string, got " + short_dump(e["ph"]));
     if (e["ph"].get<std::string>() != "X") continue;  // metadata, counters, instants: not ops
-    if (!e.contains("args") || !e["args"].is_object() || !e["args"].contains("id") || !e["args"]["id"].is_string())
+    if (!e.contains("args") || !e["args"].is_object() || !e["args"].contains("id") ||
+        !e["args"]["id"].is_string())
       return Error(where + "/args/id: missing (ops need the workload's op id to be aligned)");
     TraceOp op;
     op.id = e["args"]["id"].get<std::string>();
@@ -89,14 +93,18 @@ Result<Trace> trace_from_json(const nlohmann::json& doc, const std::string& file
   if (t.ops.empty()) return Error(file + ": no ops (the trace has no complete events)");
   if (t.step_s <= 0) {  // traces from elsewhere: the makespan
     double lo = 1e300, hi = 0;
-    for (const auto& op : t.ops) { lo = std::min(lo, op.start_s); hi = std::max(hi, op.start_s + op.dur_s); }
+    for (const auto& op : t.ops) {
+      lo = std::min(lo, op.start_s);
+      hi = std::max(hi, op.start_s + op.dur_s);
+    }
     t.step_s = hi - lo;
   }
   return t;
 }
 
 Result<Trace> trace_from_text(std::string_view text, const std::string& file) {
-  if (text.empty()) return Error(file + ": empty file (expected a Chrome trace from simulate --trace or run --trace)");
+  if (text.empty())
+    return Error(file + ": empty file (expected a Chrome trace from simulate --trace or run --trace)");
   // The shared reader: its size and depth limits, and the line and column of a syntax error.
   FS_ASSIGN_OR_RETURN(nlohmann::json doc, parse_json_text(text, file, kMaxTraceBytes));
   return trace_from_json(doc, file);
@@ -116,16 +124,20 @@ std::string op_kind(const TraceOp& op) {
   }
   if (op.cat == "p2p") return "p2p";
   if (op.cat == "copy") return "copy";
-  static const std::set<std::string> gemm = {"qkv", "proj", "mlp_up", "mlp_down", "router", "scores", "attn_v"};
+  static const std::set<std::string> gemm = {"qkv",    "proj",   "mlp_up", "mlp_down",
+                                             "router", "scores", "attn_v"};
   if (gemm.count(op.name)) return "gemm";
   if (op.name == "attention" || op.name == "softmax") return "attention";
-  if (op.name == "lm_head_loss" || op.name == "final_norm" || op.name == "cross_entropy_grad") return "lm_head";
+  if (op.name == "lm_head_loss" || op.name == "final_norm" || op.name == "cross_entropy_grad")
+    return "lm_head";
   if (op.name == "optimizer" || op.name == "host_optimizer") return "optimizer";
   return "elementwise";
 }
 
 namespace {
-double pct(double predicted, double measured) { return measured > 0 ? (predicted - measured) / measured * 100.0 : 0.0; }
+double pct(double predicted, double measured) {
+  return measured > 0 ? (predicted - measured) / measured * 100.0 : 0.0;
+}
 
 // A receive from the end of its rank's previous op (compute or p2p) to its own end: the wait for
 // the sender and the transfer. A runtime's receive is timed so (it blocks from the moment the rank
@@ -136,7 +148,8 @@ std::unordered_map<const TraceOp*, double> receive_spans(const Trace& t) {
     if (op.cat == "compute" || op.cat == "p2p") by_rank[op.rank].push_back(&op);
   std::unordered_map<const TraceOp*, double> out;
   for (auto& [rank, ops] : by_rank) {
-    std::sort(ops.begin(), ops.end(), [](const TraceOp* a, const TraceOp* b) { return a->start_s < b->start_s; });
+    std::sort(ops.begin(), ops.end(),
+              [](const TraceOp* a, const TraceOp* b) { return a->start_s < b->start_s; });
     double free_at = -1;  // when the rank's previous op ended (none yet: the receive's own start)
     for (const TraceOp* op : ops) {
       const double end = op->start_s + op->dur_s;
@@ -151,11 +164,11 @@ std::unordered_map<const TraceOp*, double> receive_spans(const Trace& t) {
 
 Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
   if (p.metadata.contains("plan") && m.metadata.contains("plan") && p.metadata["plan"] != m.metadata["plan"])
-    return Error(p.file + " and " + m.file + ": the traces are of different plans: " + p.metadata["plan"].dump() + " vs " +
-                 m.metadata["plan"].dump());
+    return Error(p.file + " and " + m.file + ": the traces are of different plans: " +
+                 p.metadata["plan"].dump() + " vs " + m.metadata["plan"].dump());
   if (p.metadata.value("model", "") != m.metadata.value("model", ""))
-    return Error(p.file + " and " + m.file + ": the traces are of different models (" + p.metadata.value("model", "?") +
-                 " vs " + m.metadata.value("model", "?") + ")");
+    return Error(p.file + " and " + m.file + ": the traces are of different models (" +
+                 p.metadata.value("model", "?") + " vs " + m.metadata.value("model", "?") + ")");
   std::set<int> pr, mr;
   for (const auto& op : p.ops) pr.insert(op.rank);
   for (const auto& op : m.ops) mr.insert(op.rank);
@@ -180,7 +193,10 @@ Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
   for (const auto& op : p.ops) {
     if (!common.count(op.rank)) continue;
     auto it = by_id.find(op.id);
-    if (it == by_id.end()) { only_p.push_back(op.id); continue; }
+    if (it == by_id.end()) {
+      only_p.push_back(op.id);
+      continue;
+    }
     const TraceOp& mo = *it->second;
     matched.insert(op.id);
     const std::string kind = op_kind(op);
@@ -190,7 +206,10 @@ Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
     const double pd = span(spans_p, op), md = span(spans_m, mo);
     k.predicted_s += pd;
     k.measured_s += md;
-    if (op.cat == "compute") { busy_p[op.rank] += op.dur_s; busy_m[op.rank] += mo.dur_s; }
+    if (op.cat == "compute") {
+      busy_p[op.rank] += op.dur_s;
+      busy_m[op.rank] += mo.dur_s;
+    }
     r.worst.push_back({op.id, kind, pd, md});
   }
   for (const auto& [id, op] : by_id)
@@ -199,9 +218,12 @@ Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
     std::sort(only_p.begin(), only_p.end());
     std::sort(only_m.begin(), only_m.end());
     std::string msg = p.file + " and " + m.file + ": the ops differ (" + std::to_string(only_p.size()) +
-                      " only in the predicted trace, " + std::to_string(only_m.size()) + " only in the measured one)";
-    for (std::size_t i = 0; i < std::min<std::size_t>(3, only_p.size()); ++i) msg += "; predicted only: " + only_p[i];
-    for (std::size_t i = 0; i < std::min<std::size_t>(3, only_m.size()); ++i) msg += "; measured only: " + only_m[i];
+                      " only in the predicted trace, " + std::to_string(only_m.size()) +
+                      " only in the measured one)";
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, only_p.size()); ++i)
+      msg += "; predicted only: " + only_p[i];
+    for (std::size_t i = 0; i < std::min<std::size_t>(3, only_m.size()); ++i)
+      msg += "; measured only: " + only_m[i];
     return Error(msg);
   }
   r.matched_ops = static_cast<int>(matched.size());
@@ -224,7 +246,8 @@ Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
   }
   idle.error_pct = pct(idle.predicted_s, idle.measured_s);
   r.kinds.push_back(idle);
-  std::sort(r.kinds.begin(), r.kinds.end(), [](const auto& a, const auto& b) { return a.measured_s > b.measured_s; });
+  std::sort(r.kinds.begin(), r.kinds.end(),
+            [](const auto& a, const auto& b) { return a.measured_s > b.measured_s; });
   std::sort(r.worst.begin(), r.worst.end(), [](const auto& a, const auto& b) {
     return std::fabs(a.predicted_s - a.measured_s) > std::fabs(b.predicted_s - b.measured_s);
   });
@@ -235,10 +258,14 @@ Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
 nlohmann::json compare_report_to_json(const CompareReport& r) {
   nlohmann::json kinds = nlohmann::json::array(), worst = nlohmann::json::array();
   for (const auto& k : r.kinds)
-    kinds.push_back({{"kind", k.kind}, {"ops", k.ops}, {"predicted_s", k.predicted_s}, {"measured_s", k.measured_s},
+    kinds.push_back({{"kind", k.kind},
+                     {"ops", k.ops},
+                     {"predicted_s", k.predicted_s},
+                     {"measured_s", k.measured_s},
                      {"error_pct", k.error_pct}});
   for (const auto& w : r.worst)
-    worst.push_back({{"id", w.id}, {"kind", w.kind}, {"predicted_s", w.predicted_s}, {"measured_s", w.measured_s}});
+    worst.push_back(
+        {{"id", w.id}, {"kind", w.kind}, {"predicted_s", w.predicted_s}, {"measured_s", w.measured_s}});
   return {{"predicted", r.predicted_file},
           {"measured", r.measured_file},
           {"predicted_step_s", r.predicted_step_s},

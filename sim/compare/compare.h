@@ -7,7 +7,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,10 +46,10 @@ std::string op_kind(const TraceOp& op);
 
 struct KindComparison {
   std::string kind;
-  int ops = 0;               // matched ops of this kind (all compared ranks)
-  double predicted_s = 0;    // summed durations per rank (total over the ranks / ranks)
+  int ops = 0;             // matched ops of this kind (all compared ranks)
+  double predicted_s = 0;  // summed durations per rank (total over the ranks / ranks)
   double measured_s = 0;
-  double error_pct = 0;      // (predicted - measured) / measured * 100
+  double error_pct = 0;  // (predicted - measured) / measured * 100
 };
 
 struct OpComparison {
@@ -62,7 +61,7 @@ struct CompareReport {
   std::string predicted_file, measured_file;
   double predicted_step_s = 0, measured_step_s = 0;
   double step_time_error_pct = 0;
-  std::vector<int> ranks;             // ranks in both traces
+  std::vector<int> ranks;  // ranks in both traces
   int matched_ops = 0;
   std::vector<KindComparison> kinds;  // largest measured time first; "idle" = step - compute busy
   std::vector<OpComparison> worst;    // the ten largest |predicted - measured|

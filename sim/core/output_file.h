@@ -44,9 +44,9 @@ class OutputFile {
   void discard();
 
   std::FILE* file_ = nullptr;
-  std::string path_;  // the destination as the user named it (for messages)
-  std::string final_; // the file renamed over (a symbolic link's target)
-  std::string temp_;  // empty when written in place
+  std::string path_;   // the destination as the user named it (for messages)
+  std::string final_;  // the file renamed over (a symbolic link's target)
+  std::string temp_;   // empty when written in place
 };
 
 // Writes `content` to `path` through an OutputFile.

@@ -48,21 +48,33 @@ inline std::string quote_excerpt(std::string_view text, std::size_t max = 48) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}          // NOLINT: implicit by design
-  Result(Error error) : data_(std::move(error)) {}      // NOLINT: implicit by design
+  Result(T value) : data_(std::move(value)) {}      // NOLINT: implicit by design
+  Result(Error error) : data_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return std::holds_alternative<T>(data_); }
   explicit operator bool() const { return ok(); }
 
-  T& value() & { assert(ok()); return std::get<T>(data_); }
-  const T& value() const& { assert(ok()); return std::get<T>(data_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(data_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<T>(data_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<T>(data_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<T>(std::move(data_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Error& error() const { assert(!ok()); return std::get<Error>(data_); }
+  const Error& error() const {
+    assert(!ok());
+    return std::get<Error>(data_);
+  }
 
  private:
   std::variant<T, Error> data_;
@@ -86,10 +98,10 @@ class [[nodiscard]] Status {
 }  // namespace foresight
 
 // Returns the error of `expr` (a Result or Status) from the enclosing function.
-#define FS_RETURN_IF_ERROR(expr)                  \
-  do {                                            \
-    auto&& fs_status_ = (expr);                   \
-    if (!fs_status_) return fs_status_.error();   \
+#define FS_RETURN_IF_ERROR(expr)                \
+  do {                                          \
+    auto&& fs_status_ = (expr);                 \
+    if (!fs_status_) return fs_status_.error(); \
   } while (0)
 
 #define FS_CONCAT_INNER_(a, b) a##b
@@ -100,5 +112,4 @@ class [[nodiscard]] Status {
   lhs = std::move(tmp).value()
 
 // `FS_ASSIGN_OR_RETURN(auto x, f());` declares x from a Result or returns its error.
-#define FS_ASSIGN_OR_RETURN(lhs, expr) \
-  FS_ASSIGN_OR_RETURN_IMPL_(FS_CONCAT_(fs_result_, __LINE__), lhs, expr)
+#define FS_ASSIGN_OR_RETURN(lhs, expr) FS_ASSIGN_OR_RETURN_IMPL_(FS_CONCAT_(fs_result_, __LINE__), lhs, expr)

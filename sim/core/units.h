@@ -27,8 +27,14 @@ class Quantity {
   constexpr Quantity operator*(double k) const { return Quantity(v_ * k); }
   constexpr Quantity operator/(double k) const { return Quantity(v_ / k); }
   constexpr double operator/(Quantity o) const { return v_ / o.v_; }
-  constexpr Quantity& operator+=(Quantity o) { v_ += o.v_; return *this; }
-  constexpr Quantity& operator-=(Quantity o) { v_ -= o.v_; return *this; }
+  constexpr Quantity& operator+=(Quantity o) {
+    v_ += o.v_;
+    return *this;
+  }
+  constexpr Quantity& operator-=(Quantity o) {
+    v_ -= o.v_;
+    return *this;
+  }
   constexpr auto operator<=>(const Quantity&) const = default;
 
  private:
@@ -36,7 +42,9 @@ class Quantity {
 };
 
 template <typename Tag>
-constexpr Quantity<Tag> operator*(double k, Quantity<Tag> q) { return q * k; }
+constexpr Quantity<Tag> operator*(double k, Quantity<Tag> q) {
+  return q * k;
+}
 
 struct BytesTag {};
 struct SecondsTag {};
@@ -47,7 +55,7 @@ struct WattsTag {};
 
 using Bytes = Quantity<BytesTag>;
 using Seconds = Quantity<SecondsTag>;
-using Flop = Quantity<FlopTag>;                     // an amount of floating-point work
+using Flop = Quantity<FlopTag>;  // an amount of floating-point work
 using BytesPerSecond = Quantity<BytesPerSecondTag>;
 using FlopsPerSecond = Quantity<FlopsPerSecondTag>;
 using Watts = Quantity<WattsTag>;

@@ -168,7 +168,8 @@ class EventQueue {
     // The key exceeds the last one, so its digit at the highest differing level does too: at level
     // 0 it is at least 1, and bucket 0 is never used.
     const int level = (63 - std::countl_zero(h.key ^ last_)) / kDigitBits;
-    const std::size_t b = static_cast<std::size_t>(level) * kRadix + ((h.key >> (level * kDigitBits)) & (kRadix - 1));
+    const std::size_t b =
+        static_cast<std::size_t>(level) * kRadix + ((h.key >> (level * kDigitBits)) & (kRadix - 1));
     buckets_[b].push_back(h);
     low_[b] = std::min(low_[b], h.key);
     used_[b / 64] |= std::uint64_t{1} << (b % 64);

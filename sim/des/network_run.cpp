@@ -11,15 +11,19 @@ namespace foresight {
 double bus_bandwidth(CollectiveOp op, int n, double bytes, double seconds) {
   const double algbw = bytes / seconds;
   switch (op) {
-    case CollectiveOp::kAllReduce: return algbw * 2.0 * (n - 1) / n;
+    case CollectiveOp::kAllReduce:
+      return algbw * 2.0 * (n - 1) / n;
     case CollectiveOp::kAllGather:
     case CollectiveOp::kReduceScatter:
-    case CollectiveOp::kAllToAll: return algbw * (n - 1.0) / n;
-    default: return algbw;
+    case CollectiveOp::kAllToAll:
+      return algbw * (n - 1.0) / n;
+    default:
+      return algbw;
   }
 }
 
-Result<std::vector<double>> run_collectives(const ClusterSpec& cluster, const std::vector<CollectiveRun>& runs) {
+Result<std::vector<double>> run_collectives(const ClusterSpec& cluster,
+                                            const std::vector<CollectiveRun>& runs) {
   MaxMinSystem system;
   Topology topo(cluster, system);
   struct State {
@@ -35,7 +39,8 @@ Result<std::vector<double>> run_collectives(const ClusterSpec& cluster, const st
     for (const auto& g : runs[i].groups)
       for (int d : g)
         if (d < 0 || d >= topo.devices())
-          return Error("device " + std::to_string(d) + " is outside the cluster's " + std::to_string(topo.devices()));
+          return Error("device " + std::to_string(d) + " is outside the cluster's " +
+                       std::to_string(topo.devices()));
     st[i].plan = plan_collective(topo, runs[i].op, runs[i].groups, runs[i].bytes, runs[i].algorithm);
   }
   struct Ev {
@@ -66,7 +71,10 @@ Result<std::vector<double>> run_collectives(const ClusterSpec& cluster, const st
   };
   auto begin_phase = [&](int i) {
     State& s = st[i];
-    if (s.phase >= s.plan.phases.size()) { s.done = now; return; }
+    if (s.phase >= s.plan.phases.size()) {
+      s.done = now;
+      return;
+    }
     q.push({now + s.plan.phases[s.phase].latency_s, seq++, i, 0, 0});
   };
   for (std::size_t i = 0; i < runs.size(); ++i) begin_phase(static_cast<int>(i));
@@ -77,7 +85,11 @@ Result<std::vector<double>> run_collectives(const ClusterSpec& cluster, const st
     State& s = st[e.run];
     if (e.kind == 0) {
       const FlowPhase& ph = s.plan.phases[s.phase];
-      if (ph.bytes <= 0 || ph.usages.empty()) { ++s.phase; begin_phase(e.run); continue; }
+      if (ph.bytes <= 0 || ph.usages.empty()) {
+        ++s.phase;
+        begin_phase(e.run);
+        continue;
+      }
       s.remaining = ph.work();
       s.rate = 0;
       s.updated = now;

@@ -24,7 +24,8 @@ struct CollectiveRun {
 };
 
 // Finish time of each collective, in seconds.
-Result<std::vector<double>> run_collectives(const ClusterSpec& cluster, const std::vector<CollectiveRun>& runs);
+Result<std::vector<double>> run_collectives(const ClusterSpec& cluster,
+                                            const std::vector<CollectiveRun>& runs);
 
 // nccl-tests convention: algbw = bytes / time; busbw = algbw * factor, with factor 2(n-1)/n for
 // all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 otherwise.

@@ -107,11 +107,11 @@ struct NetTask {
   int action = -1;
   double remaining = 0;  // work left per flow in the current phase (FlowPhase::work)
   double rate = 0;
-  double updated = 0;    // time `remaining` was last brought up to date
+  double updated = 0;  // time `remaining` was last brought up to date
   std::uint32_t version = 0;
   double started = 0;
-  std::vector<Waiter> done;            // ops that complete with it
-  std::vector<Waiter> signal;          // recv ops it releases (sends)
+  std::vector<Waiter> done;    // ops that complete with it
+  std::vector<Waiter> signal;  // recv ops it releases (sends)
   bool active = false;
 };
 
@@ -127,11 +127,11 @@ struct Simulator::Impl {
   struct RankState {
     int rank = 0;
     int stage = 0;
-    OpState* state = nullptr;                    // per op, in `op_state`
+    OpState* state = nullptr;  // per op, in `op_state`
     std::array<std::size_t, kStreamCount> cursor{};
     std::size_t deferred_cursor = 0;
     std::array<bool, kStreamCount> busy{};
-    std::vector<double> start, end;              // per op, only when recording a trace
+    std::vector<double> start, end;  // per op, only when recording a trace
     std::size_t done_ops = 0;
     std::array<double, kStreamCount> stream_start{};  // start of each stream's current op
     // Full mode: group_leader() of each GroupKind (its divisions once, not per collective).
@@ -141,19 +141,19 @@ struct Simulator::Impl {
     TimeBreakdown acc;
     double compute_cursor = 0;
     double last_end = 0;
-    double wire = 0;                             // pipeline sends in flight, summed
-    double offload_tail = 0;                     // host copies and host work of the step's end
+    double wire = 0;          // pipeline sends in flight, summed
+    double offload_tail = 0;  // host copies and host work of the step's end
   };
   std::vector<RankState> ranks;
   std::unique_ptr<OpStateBlock> op_state;
-  std::vector<StageInfo> info;                   // per stage, see OpInfo
-  std::vector<int> rank_index;                   // global rank -> index in `ranks`, -1 if not simulated
+  std::vector<StageInfo> info;  // per stage, see OpInfo
+  std::vector<int> rank_index;  // global rank -> index in `ranks`, -1 if not simulated
   EventQueue<Event> queue;
   std::uint64_t events = 0, actions = 0;
   double now = 0;
   std::vector<NetTask> tasks;
   std::vector<int> free_tasks;
-  std::vector<int> action_task;                  // maxmin action -> task, -1 if none (ids are dense)
+  std::vector<int> action_task;  // maxmin action -> task, -1 if none (ids are dense)
   // Plans of collectives and transfers, built on first use: slot plan_class * plan_width (+ in full
   // mode the place in its stage of the group's first member, or of the sender), an index instead
   // of a hash lookup per network op.
@@ -173,7 +173,7 @@ struct Simulator::Impl {
   // Network actions were added or removed at `now`: the rates are solved once, after every event
   // at this instant (collectives that start together cost one solve, not one each).
   bool rates_stale = false;
-  std::vector<double> link_bytes;                // per resource, bytes carried
+  std::vector<double> link_bytes;  // per resource, bytes carried
 
   Impl(const Workload& wl, SimOptions o) : w(wl), opt(o) {}
 
@@ -186,7 +186,8 @@ struct Simulator::Impl {
 
   // ---- network ----
   PlanSlot& plan_slot(const OpInfo& oi, int key_rank) {
-    return plans[static_cast<std::size_t>(oi.plan_class) * plan_width + (opt.full ? key_rank % w.stage_ranks() : 0)];
+    return plans[static_cast<std::size_t>(oi.plan_class) * plan_width +
+                 (opt.full ? key_rank % w.stage_ranks() : 0)];
   }
 
   const PlanSlot& collective_plan(const RankState& r, const OpInfo& oi, int v) {
@@ -202,8 +203,8 @@ struct Simulator::Impl {
     }
     for (auto& group : groups)
       for (int& m : group) m = w.devices[m];  // ranks -> devices of the topology
-    slot.plan = std::make_unique<CollectivePlan>(
-        plan_collective(*topo, op.collective, groups, op.bytes, opt.algorithm, !opt.full, /*measured=*/!op.cold));
+    slot.plan = std::make_unique<CollectivePlan>(plan_collective(
+        *topo, op.collective, groups, op.bytes, opt.algorithm, !opt.full, /*measured=*/!op.cold));
     if (op.cold) cold_data(*topo, op.collective, *slot.plan);
     return slot;
   }
@@ -348,12 +349,18 @@ struct Simulator::Impl {
     const int t = p.tp, c = p.cp, d = p.dp;
     const int tp = local % t, cp = (local / t) % c, dp = local / (t * c);
     switch (g) {
-      case GroupKind::kTp: return {w.rank_of(0, cp, dp, pp), t};
-      case GroupKind::kCp: return {w.rank_of(tp, 0, dp, pp), c};
-      case GroupKind::kDp: return {w.rank_of(tp, 0, 0, pp), d * c};
-      case GroupKind::kEp: return {w.rank_of(tp, cp, dp / p.ep * p.ep, pp), p.ep};
-      case GroupKind::kExpertDp: return {w.rank_of(tp, cp, dp % p.ep, pp), (d - dp % p.ep + p.ep - 1) / p.ep};
-      case GroupKind::kNone: break;
+      case GroupKind::kTp:
+        return {w.rank_of(0, cp, dp, pp), t};
+      case GroupKind::kCp:
+        return {w.rank_of(tp, 0, dp, pp), c};
+      case GroupKind::kDp:
+        return {w.rank_of(tp, 0, 0, pp), d * c};
+      case GroupKind::kEp:
+        return {w.rank_of(tp, cp, dp / p.ep * p.ep, pp), p.ep};
+      case GroupKind::kExpertDp:
+        return {w.rank_of(tp, cp, dp % p.ep, pp), (d - dp % p.ep + p.ep - 1) / p.ep};
+      case GroupKind::kNone:
+        break;
     }
     return {rank, 1};
   }
@@ -398,17 +405,33 @@ struct Simulator::Impl {
     if (op.stream == StreamId::kCompute) {
       const double gap = std::max(0.0, now - r.compute_cursor);
       switch (static_cast<StreamId>(r.state[v] >> kStreamShift)) {
-        case StreamId::kTp: r.acc.tp_comm += gap; break;
-        case StreamId::kCp: r.acc.cp_comm += gap; break;
-        case StreamId::kEp: r.acc.ep_comm += gap; break;
+        case StreamId::kTp:
+          r.acc.tp_comm += gap;
+          break;
+        case StreamId::kCp:
+          r.acc.cp_comm += gap;
+          break;
+        case StreamId::kEp:
+          r.acc.ep_comm += gap;
+          break;
         case StreamId::kDp:
-        case StreamId::kDpReduce: r.acc.dp_comm += gap; break;
+        case StreamId::kDpReduce:
+          r.acc.dp_comm += gap;
+          break;
         case StreamId::kCopy:
         case StreamId::kCopyIn:
-        case StreamId::kHost: r.acc.offload += gap; break;  // host copies not hidden by compute
-        case StreamId::kLoader: r.acc.data += gap; break;   // input not ready
-        case StreamId::kPartner: r.acc.compute += gap; break;  // the layer's attention on its partner
-        default: r.acc.bubble += gap; break;  // pipeline waits and fill/drain
+        case StreamId::kHost:
+          r.acc.offload += gap;
+          break;  // host copies not hidden by compute
+        case StreamId::kLoader:
+          r.acc.data += gap;
+          break;  // input not ready
+        case StreamId::kPartner:
+          r.acc.compute += gap;
+          break;  // the layer's attention on its partner
+        default:
+          r.acc.bubble += gap;
+          break;  // pipeline waits and fill/drain
       }
     }
     switch (op.kind) {
@@ -465,14 +488,16 @@ struct Simulator::Impl {
     r.last_end = now;
     const double dur = now - r.stream_start[s];
     if (op.stream == StreamId::kCompute) {
-      if (op.phase == Phase::kStep) r.acc.optimizer += dur;
-      else r.acc.compute += dur;
+      if (op.phase == Phase::kStep)
+        r.acc.optimizer += dur;
+      else
+        r.acc.compute += dur;
       if (op.phase == Phase::kRecompute) r.acc.recompute += dur;
       r.compute_cursor = now;
     } else if (op.kind == OpKind::kSend) {
       r.wire += dur;
-    } else if (op.phase == Phase::kStep &&
-               (op.stream == StreamId::kCopy || op.stream == StreamId::kCopyIn || op.stream == StreamId::kHost)) {
+    } else if (op.phase == Phase::kStep && (op.stream == StreamId::kCopy || op.stream == StreamId::kCopyIn ||
+                                            op.stream == StreamId::kHost)) {
       r.acc.offload += dur;  // the step's tail: nothing else runs while the host updates
       r.offload_tail += dur;
     }
@@ -511,7 +536,8 @@ Result<SimResult> Simulator::Impl::run() {
   }
   link_bytes.assign(system.resources(), 0.0);
   info.resize(w.stages.size());
-  // (stage, group kind or -1 for sends, collective (x2, +1 for cold data) or peer stage, bytes) -> OpInfo::plan_class
+  // (stage, group kind or -1 for sends, collective (x2, +1 for cold data) or peer stage, bytes) ->
+  // OpInfo::plan_class
   std::map<std::tuple<int, int, int, double>, std::int32_t> plan_classes;
   for (std::size_t st = 0; st < w.stages.size(); ++st) {
     const OpGraph& g = w.stages[st].graph();
@@ -524,17 +550,20 @@ Result<SimResult> Simulator::Impl::run() {
     si.initial.reserve(boost::num_vertices(g));
     for (auto v : boost::make_iterator_range(boost::vertices(g))) {
       const Op& op = g[v];
-      OpInfo oi{op.seconds, static_cast<std::int32_t>(si.succ.size()), 0, -1, op.kind, op.stream, op.phase, op.group};
+      OpInfo oi{op.seconds, static_cast<std::int32_t>(si.succ.size()), 0, -1, op.kind, op.stream, op.phase,
+                op.group};
       if (op.kind == OpKind::kCollective || op.kind == OpKind::kSend) {
         const auto key = op.kind == OpKind::kSend
                              ? std::tuple(static_cast<int>(st), -1, op.peer_stage, op.bytes)
                              : std::tuple(static_cast<int>(st), static_cast<int>(op.group),
                                           2 * static_cast<int>(op.collective) + (op.cold ? 1 : 0), op.bytes);
-        oi.plan_class = plan_classes.emplace(key, static_cast<std::int32_t>(plan_classes.size())).first->second;
+        oi.plan_class =
+            plan_classes.emplace(key, static_cast<std::int32_t>(plan_classes.size())).first->second;
       }
       for (auto e : boost::make_iterator_range(boost::out_edges(v, g))) {
         const auto to = boost::target(e, g);
-        si.succ.push_back(static_cast<std::uint32_t>(to) << kSuccShift | static_cast<std::uint32_t>(g[to].stream));
+        si.succ.push_back(static_cast<std::uint32_t>(to) << kSuccShift |
+                          static_cast<std::uint32_t>(g[to].stream));
       }
       oi.succ_end = static_cast<std::int32_t>(si.succ.size());
       si.ops.push_back(oi);
@@ -590,9 +619,15 @@ Result<SimResult> Simulator::Impl::run() {
     ++events;
     const int a = static_cast<int>(e.tagged & kIndexMask);
     switch (static_cast<EventType>(e.tagged >> kTypeShift)) {
-      case EventType::kOpDone: op_done(a, static_cast<int>(e.b)); break;
-      case EventType::kPhaseStart: phase_start(a); break;
-      case EventType::kTransferDone: transfer_done(a, e.b); break;
+      case EventType::kOpDone:
+        op_done(a, static_cast<int>(e.b));
+        break;
+      case EventType::kPhaseStart:
+        phase_start(a);
+        break;
+      case EventType::kTransferDone:
+        transfer_done(a, e.b);
+        break;
     }
   }
 
@@ -619,7 +654,10 @@ Result<SimResult> Simulator::Impl::run() {
   int crit = 0;
   double step = 0;
   for (int i = 0; i < static_cast<int>(ranks.size()); ++i) {
-    if (ranks[i].last_end > step) { step = ranks[i].last_end; crit = i; }
+    if (ranks[i].last_end > step) {
+      step = ranks[i].last_end;
+      crit = i;
+    }
   }
   Prediction& p = out.prediction;
   p.step_time_s = step;

@@ -35,10 +35,10 @@ enum class NetworkModel {
 };
 
 struct SimOptions {
-  bool full = false;                      // simulate every rank (no symmetry)
+  bool full = false;  // simulate every rank (no symmetry)
   NetworkModel network = NetworkModel::kFlow;
-  bool record = false;                    // keep every op's start and end (for traces)
-  std::optional<Algorithm> algorithm;     // force one collective algorithm (tests, what-ifs)
+  bool record = false;                 // keep every op's start and end (for traces)
+  std::optional<Algorithm> algorithm;  // force one collective algorithm (tests, what-ifs)
   // A prebuilt topology of the workload's cluster, shared read-only by many runs (plan search);
   // its MaxMinSystem must hold no actions. Null: each run builds its own.
   const Topology* topology = nullptr;
@@ -54,15 +54,15 @@ struct OpRecord {
 };
 
 struct LinkUse {
-  std::string name;       // "rank3->node0/switch", ...
+  std::string name;  // "rank3->node0/switch", ...
   std::string kind;
-  double bytes = 0;       // carried during the step
-  double utilisation = 0; // bytes / (capacity * step time)
+  double bytes = 0;        // carried during the step
+  double utilisation = 0;  // bytes / (capacity * step time)
 };
 
 struct SimResult {
   Prediction prediction;
-  std::vector<OpRecord> ops;           // when SimOptions::record
+  std::vector<OpRecord> ops;  // when SimOptions::record
   std::vector<int> simulated_ranks;
   std::vector<LinkUse> busiest_links;  // the 20 most utilised links
   std::uint64_t events = 0;

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
-
 #include <string>
 
 #include "sim/core/status.h"
@@ -16,9 +15,10 @@ namespace foresight {
 
 // `kind` is "predicted" or "measured"; it goes into the trace's metadata with the plan and the
 // hardware profile.
-Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r, const std::string& kind);
+Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r,
+                          const std::string& kind);
 // The same with more metadata (the runtime adds backend, host and measured figures).
-Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r, const std::string& kind,
-                          const nlohmann::json& extra_metadata);
+Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r,
+                          const std::string& kind, const nlohmann::json& extra_metadata);
 
 }  // namespace foresight

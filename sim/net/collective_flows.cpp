@@ -10,13 +10,20 @@ namespace foresight {
 
 std::string_view to_string(Algorithm a) {
   switch (a) {
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kTree: return "tree";
-    case Algorithm::kHierarchical: return "hierarchical";
-    case Algorithm::kHalvingDoubling: return "halving_doubling";
-    case Algorithm::kDirect: return "direct";
-    case Algorithm::kInSwitch: return "in_switch";
-    case Algorithm::kPointToPoint: return "p2p";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kTree:
+      return "tree";
+    case Algorithm::kHierarchical:
+      return "hierarchical";
+    case Algorithm::kHalvingDoubling:
+      return "halving_doubling";
+    case Algorithm::kDirect:
+      return "direct";
+    case Algorithm::kInSwitch:
+      return "in_switch";
+    case Algorithm::kPointToPoint:
+      return "p2p";
   }
   return "ring";
 }
@@ -42,7 +49,8 @@ class PhaseBuilder {
   FlowPhase finish(double steps) {
     phase_.usages.reserve(weights_.size());
     for (const auto& [res, w] : weights_) phase_.usages.push_back({res, w});
-    std::sort(phase_.usages.begin(), phase_.usages.end(), [](const Usage& a, const Usage& b) { return a.resource < b.resource; });
+    std::sort(phase_.usages.begin(), phase_.usages.end(),
+              [](const Usage& a, const Usage& b) { return a.resource < b.resource; });
     phase_.latency_s *= steps;
     return std::move(phase_);
   }
@@ -88,15 +96,26 @@ std::vector<std::vector<int>> ring_orders(const Topology& t, const std::vector<i
   return orders;
 }
 
-CollectivePlan ring(const Topology& t, CollectiveOp op, const std::vector<std::vector<int>>& groups, double bytes) {
+CollectivePlan ring(const Topology& t, CollectiveOp op, const std::vector<std::vector<int>>& groups,
+                    double bytes) {
   const double n = static_cast<double>(groups.front().size());
   double per_flow = 0, steps = 0;
   switch (op) {
-    case CollectiveOp::kAllReduce: per_flow = 2 * (n - 1) / n * bytes; steps = 2 * (n - 1); break;
+    case CollectiveOp::kAllReduce:
+      per_flow = 2 * (n - 1) / n * bytes;
+      steps = 2 * (n - 1);
+      break;
     case CollectiveOp::kAllGather:
-    case CollectiveOp::kReduceScatter: per_flow = (n - 1) / n * bytes; steps = n - 1; break;
-    case CollectiveOp::kBroadcast: per_flow = bytes; steps = n - 1; break;
-    default: break;
+    case CollectiveOp::kReduceScatter:
+      per_flow = (n - 1) / n * bytes;
+      steps = n - 1;
+      break;
+    case CollectiveOp::kBroadcast:
+      per_flow = bytes;
+      steps = n - 1;
+      break;
+    default:
+      break;
   }
   const auto first = ring_orders(t, groups.front());
   PhaseBuilder b(t, per_flow / static_cast<double>(first.size()));
@@ -108,7 +127,8 @@ CollectivePlan ring(const Topology& t, CollectiveOp op, const std::vector<std::v
   // nodes), so the ring pays the average hop latency per step.
   double around = 0;
   const auto& order = first.front();
-  for (std::size_t i = 0; i < order.size(); ++i) around += t.route(order[i], order[(i + 1) % order.size()]).latency_s;
+  for (std::size_t i = 0; i < order.size(); ++i)
+    around += t.route(order[i], order[(i + 1) % order.size()]).latency_s;
   ph.latency_s = steps * around / n;
   return {Algorithm::kRing, {std::move(ph)}, 0};
 }
@@ -128,7 +148,8 @@ CollectivePlan tree(const Topology& t, const std::vector<std::vector<int>>& grou
   const auto nodes0 = by_node(t, groups.front());
   const double m = static_cast<double>(nodes0.size());
   const std::size_t k = nodes0.front().size();
-  const int channels = nodes0.size() > 1 ? std::max(1, std::min(static_cast<int>(k), t.cluster().node.nics)) : 1;
+  const int channels =
+      nodes0.size() > 1 ? std::max(1, std::min(static_cast<int>(k), t.cluster().node.nics)) : 1;
   PhaseBuilder b(t, bytes / 2 / channels);
   for (const auto& g : groups) {
     const auto nodes = by_node(t, g);
@@ -163,7 +184,8 @@ CollectivePlan tree(const Topology& t, const std::vector<std::vector<int>>& grou
   return {Algorithm::kTree, {std::move(ph)}, 0};
 }
 
-std::optional<CollectivePlan> hierarchical(const Topology& t, const std::vector<std::vector<int>>& groups, double bytes) {
+std::optional<CollectivePlan> hierarchical(const Topology& t, const std::vector<std::vector<int>>& groups,
+                                           double bytes) {
   // Needs k > 1 ranks on each of m > 1 nodes, the same k everywhere.
   const auto& g0 = groups.front();
   std::unordered_map<int, int> per_node;
@@ -209,7 +231,8 @@ std::optional<CollectivePlan> hierarchical(const Topology& t, const std::vector<
   return plan;
 }
 
-std::optional<CollectivePlan> halving_doubling(const Topology& t, const std::vector<std::vector<int>>& groups, double bytes) {
+std::optional<CollectivePlan> halving_doubling(const Topology& t, const std::vector<std::vector<int>>& groups,
+                                               double bytes) {
   const std::size_t n = groups.front().size();
   if (!power_of_two(n) || n < 2) return std::nullopt;
   CollectivePlan plan{Algorithm::kHalvingDoubling, {}, 0};
@@ -237,8 +260,10 @@ CollectivePlan direct(const Topology& t, const std::vector<std::vector<int>>& gr
   return {Algorithm::kDirect, {b.finish(1)}, 0};
 }
 
-std::optional<CollectivePlan> in_switch(const Topology& t, const std::vector<std::vector<int>>& groups, double bytes) {
-  if (!t.cluster().node.in_switch_reduction || t.cluster().node.in_switch_efficiency <= 0) return std::nullopt;
+std::optional<CollectivePlan> in_switch(const Topology& t, const std::vector<std::vector<int>>& groups,
+                                        double bytes) {
+  if (!t.cluster().node.in_switch_reduction || t.cluster().node.in_switch_efficiency <= 0)
+    return std::nullopt;
   const auto& g0 = groups.front();
   for (int d : g0)
     if (t.node_of(d) != t.node_of(g0.front())) return std::nullopt;
@@ -275,11 +300,13 @@ double isolated_time(const MaxMinSystem& system, const CollectivePlan& plan) {
 }
 
 namespace {
-CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
-                              double bytes, std::optional<Algorithm> force);
+CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op,
+                              const std::vector<std::vector<int>>& groups, double bytes,
+                              std::optional<Algorithm> force);
 // plan_collective before the measured times (the links and rates alone).
-CollectivePlan plan_modelled(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
-                            double bytes, std::optional<Algorithm> force, bool symmetric);
+CollectivePlan plan_modelled(const Topology& topo, CollectiveOp op,
+                             const std::vector<std::vector<int>>& groups, double bytes,
+                             std::optional<Algorithm> force, bool symmetric);
 
 // The phases that stay inside a node pay `op`'s latency per step on the fabric in place of the
 // fabric's (the small-message protocol's below LinkSpec::small_message_bytes) and move at `op`'s
@@ -303,17 +330,18 @@ namespace {
 // Where the node's fabric has a measured time for the group (LinkSpec::measured) and every phase
 // stays inside the node: the phases' latencies and data scaled alike, so one group alone takes
 // that time (the siblings' flows still share the links as planned).
-void at_measured_time(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups, double bytes,
-                      CollectivePlan& plan) {
+void at_measured_time(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
+                      double bytes, CollectivePlan& plan) {
   const MeasuredTimes& m = topo.cluster().node.fabric.measured;
   if (m.empty() || groups.empty() || plan.phases.empty()) return;
   const double t = m.time(op, static_cast<int>(groups.front().size()), bytes);
   if (t <= 0) return;
   for (const FlowPhase& ph : plan.phases)
     if (ph.crosses_nodes) return;
-  const double alone = groups.size() == 1
-                           ? isolated_time(topo.system(), plan)
-                           : isolated_time(topo.system(), plan_unreduced(topo, op, {groups.front()}, bytes, plan.algorithm));
+  const double alone =
+      groups.size() == 1
+          ? isolated_time(topo.system(), plan)
+          : isolated_time(topo.system(), plan_unreduced(topo, op, {groups.front()}, bytes, plan.algorithm));
   if (!(alone > 0)) return;
   const double f = t / alone;
   for (FlowPhase& ph : plan.phases) {
@@ -324,16 +352,18 @@ void at_measured_time(const Topology& topo, CollectiveOp op, const std::vector<s
 }
 }  // namespace
 
-CollectivePlan plan_collective(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
-                               double bytes, std::optional<Algorithm> force, bool symmetric, bool measured) {
+CollectivePlan plan_collective(const Topology& topo, CollectiveOp op,
+                               const std::vector<std::vector<int>>& groups, double bytes,
+                               std::optional<Algorithm> force, bool symmetric, bool measured) {
   CollectivePlan plan = plan_modelled(topo, op, groups, bytes, force, symmetric);
   if (measured) at_measured_time(topo, op, groups, bytes, plan);
   return plan;
 }
 
 namespace {
-CollectivePlan plan_modelled(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
-                            double bytes, std::optional<Algorithm> force, bool symmetric) {
+CollectivePlan plan_modelled(const Topology& topo, CollectiveOp op,
+                             const std::vector<std::vector<int>>& groups, double bytes,
+                             std::optional<Algorithm> force, bool symmetric) {
   if (!symmetric || groups.size() <= 1) return plan_unreduced(topo, op, groups, bytes, force);
   // The representative alone decides the algorithm and which links matter...
   const CollectivePlan alone = plan_unreduced(topo, op, {groups.front()}, bytes, force);
@@ -355,8 +385,9 @@ CollectivePlan plan_modelled(const Topology& topo, CollectiveOp op, const std::v
 }  // namespace
 
 namespace {
-CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op, const std::vector<std::vector<int>>& groups,
-                              double bytes, std::optional<Algorithm> force) {
+CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op,
+                              const std::vector<std::vector<int>>& groups, double bytes,
+                              std::optional<Algorithm> force) {
   std::vector<CollectivePlan> candidates;
   const std::size_t n = groups.empty() ? 0 : groups.front().size();
   if (n < 2 || bytes <= 0) return CollectivePlan{Algorithm::kRing, {}, 0};

@@ -51,7 +51,7 @@ struct FlowPhase {
 struct CollectivePlan {
   Algorithm algorithm = Algorithm::kRing;
   std::vector<FlowPhase> phases;
-  double estimate_s = 0;      // alone on the network
+  double estimate_s = 0;  // alone on the network
 };
 
 // Plans `op` of `bytes` (the full buffer; for all-to-all what each rank sends in all) over each

@@ -31,7 +31,10 @@ int MaxMinSystem::add_action(const std::vector<Usage>& usages, double bound) {
   for (const Usage& u : a.usages) {
     Resource& r = resources_[u.resource];
     r.actions.push_back(id);
-    if (!r.dirty) { r.dirty = true; dirty_.push_back(u.resource); }
+    if (!r.dirty) {
+      r.dirty = true;
+      dirty_.push_back(u.resource);
+    }
   }
   if (a.usages.empty()) a.rate = bound;  // uses nothing shared: only its bound limits it
   return id;
@@ -43,8 +46,14 @@ void MaxMinSystem::remove_action(int id) {
   for (const Usage& u : a.usages) {
     Resource& r = resources_[u.resource];
     auto it = std::find(r.actions.begin(), r.actions.end(), id);
-    if (it != r.actions.end()) { *it = r.actions.back(); r.actions.pop_back(); }
-    if (!r.dirty) { r.dirty = true; dirty_.push_back(u.resource); }
+    if (it != r.actions.end()) {
+      *it = r.actions.back();
+      r.actions.pop_back();
+    }
+    if (!r.dirty) {
+      r.dirty = true;
+      dirty_.push_back(u.resource);
+    }
   }
   a.active = false;
   a.usages.clear();
@@ -69,7 +78,11 @@ void MaxMinSystem::solve(std::vector<int>* changed) {
   comp_resources_.clear();
   // The component: everything reachable from a dirty resource through shared actions.
   stack_.assign(dirty_.begin(), dirty_.end());
-  for (int r : dirty_) { resources_[r].dirty = false; resources_[r].mark = stamp_; comp_resources_.push_back(r); }
+  for (int r : dirty_) {
+    resources_[r].dirty = false;
+    resources_[r].mark = stamp_;
+    comp_resources_.push_back(r);
+  }
   dirty_.clear();
   while (!stack_.empty()) {
     const int r = stack_.back();
@@ -81,7 +94,11 @@ void MaxMinSystem::solve(std::vector<int>* changed) {
       comp_actions_.push_back(id);
       for (const Usage& u : a.usages) {
         Resource& rr = resources_[u.resource];
-        if (rr.mark != stamp_) { rr.mark = stamp_; comp_resources_.push_back(u.resource); stack_.push_back(u.resource); }
+        if (rr.mark != stamp_) {
+          rr.mark = stamp_;
+          comp_resources_.push_back(u.resource);
+          stack_.push_back(u.resource);
+        }
       }
     }
   }
@@ -103,7 +120,10 @@ void MaxMinSystem::solve(std::vector<int>* changed) {
   }
   for (int r : comp_resources_) remaining_[r] = resources_[r].capacity;
   old_rates_.clear();
-  for (int id : comp_actions_) { old_rates_.push_back(actions_[id].rate); actions_[id].fixed = false; }
+  for (int id : comp_actions_) {
+    old_rates_.push_back(actions_[id].rate);
+    actions_[id].fixed = false;
+  }
 
   std::size_t unfixed = comp_actions_.size();
   while (unfixed > 0) {
@@ -132,7 +152,10 @@ void MaxMinSystem::solve(std::vector<int>* changed) {
       if (a.fixed) continue;
       bool saturated = a.bound <= level + eps;
       for (const Usage& u : a.usages) {
-        if (share_[u.resource] <= level + eps) { saturated = true; break; }
+        if (share_[u.resource] <= level + eps) {
+          saturated = true;
+          break;
+        }
       }
       if (!saturated) continue;
       stack_.push_back(id);

@@ -52,7 +52,7 @@ class MaxMinSystem {
     double capacity = 0;
     std::vector<int> actions;  // active actions using it
     bool dirty = false;
-    int mark = 0;              // component search stamp
+    int mark = 0;  // component search stamp
   };
   struct Action {
     std::vector<Usage> usages;

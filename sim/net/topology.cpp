@@ -23,15 +23,16 @@ Topology::Topology(const ClusterSpec& cluster, MaxMinSystem& system) : cluster_(
   nics_ = node.nics;
   const double fabric_bw = node.fabric.bandwidth * node.fabric.efficiency;
   const double nic_bw = node.nic.bandwidth * node.nic.efficiency;
-  const double pcie_bw = node.host_link.bandwidth > 0 ? node.host_link.bandwidth * node.host_link.efficiency
-                                                      : nic_bw;
+  const double pcie_bw =
+      node.host_link.bandwidth > 0 ? node.host_link.bandwidth * node.host_link.efficiency : nic_bw;
   dev_up_.resize(devices_);
   dev_down_.resize(devices_);
   dev_nic_up_.assign(devices_, -1);
   dev_nic_down_.assign(devices_, -1);
 
   // Tier spans, lowest first; the top tier spans everything.
-  for (const NetworkTier& t : cluster.tiers) tier_span_.push_back(t.span_nodes > 0 ? std::min(t.span_nodes, nodes_) : nodes_);
+  for (const NetworkTier& t : cluster.tiers)
+    tier_span_.push_back(t.span_nodes > 0 ? std::min(t.span_nodes, nodes_) : nodes_);
   if (tier_span_.empty() && nodes_ > 1) tier_span_.push_back(nodes_);
   if (!tier_span_.empty()) tier_span_.back() = nodes_;
 
@@ -45,12 +46,15 @@ Topology::Topology(const ClusterSpec& cluster, MaxMinSystem& system) : cluster_(
       dev_down_[d] = add_link(sw, device_vertex[d], fabric_bw, node.fabric.latency_s, node.fabric.kind);
     }
     for (int k = 0; k < nics_; ++k)
-      nic_vertex.push_back(add_vertex(VertexKind::kNic, n, -1, "node" + std::to_string(n) + "/nic" + std::to_string(k)));
+      nic_vertex.push_back(
+          add_vertex(VertexKind::kNic, n, -1, "node" + std::to_string(n) + "/nic" + std::to_string(k)));
     for (int i = 0; i < per_node_ && nics_ > 0; ++i) {
       const int d = n * per_node_ + i;
       const int nic = nic_vertex[n * nics_ + i * nics_ / per_node_];
-      dev_nic_up_[d] = add_link(device_vertex[d], nic, pcie_bw, node.host_link.latency_s, node.host_link.kind);
-      dev_nic_down_[d] = add_link(nic, device_vertex[d], pcie_bw, node.host_link.latency_s, node.host_link.kind);
+      dev_nic_up_[d] =
+          add_link(device_vertex[d], nic, pcie_bw, node.host_link.latency_s, node.host_link.kind);
+      dev_nic_down_[d] =
+          add_link(nic, device_vertex[d], pcie_bw, node.host_link.latency_s, node.host_link.kind);
     }
   }
   if (tier_span_.empty() || nics_ == 0) return;
@@ -86,13 +90,15 @@ Topology::Topology(const ClusterSpec& cluster, MaxMinSystem& system) : cluster_(
     tl.span = tier_span_[t];
     tl.rails = std::max(1, nics_);
     tl.latency_s = tier.latency_s;
-    const double per_node = tier.bandwidth_per_node > 0 ? tier.bandwidth_per_node * node.nic.efficiency : nics_ * nic_bw;
+    const double per_node =
+        tier.bandwidth_per_node > 0 ? tier.bandwidth_per_node * node.nic.efficiency : nics_ * nic_bw;
     const int groups = (nodes_ + tl.span - 1) / tl.span;
     std::vector<int> upper(static_cast<std::size_t>(groups) * tl.rails);
     for (int gi = 0; gi < groups; ++gi)
       for (int r = 0; r < tl.rails; ++r)
-        upper[gi * tl.rails + r] = add_vertex(VertexKind::kSwitch, -1, static_cast<int>(t),
-                                              "tier" + std::to_string(t) + "/group" + std::to_string(gi) + "/rail" + std::to_string(r));
+        upper[gi * tl.rails + r] = add_vertex(
+            VertexKind::kSwitch, -1, static_cast<int>(t),
+            "tier" + std::to_string(t) + "/group" + std::to_string(gi) + "/rail" + std::to_string(r));
     const int lower_groups = static_cast<int>(lower_vertex.size());
     tl.up.resize(static_cast<std::size_t>(lower_groups) * tl.rails);
     tl.down.resize(tl.up.size());
@@ -101,8 +107,10 @@ Topology::Topology(const ClusterSpec& cluster, MaxMinSystem& system) : cluster_(
       const double cap = nodes_in * per_node / tier.oversubscription / tl.rails;
       const int parent = lg * lower_span / tl.span;
       for (int r = 0; r < tl.rails; ++r) {
-        tl.up[lg * tl.rails + r] = add_link(lower_vertex[lg], upper[parent * tl.rails + r], cap, tier.latency_s, tier.kind);
-        tl.down[lg * tl.rails + r] = add_link(upper[parent * tl.rails + r], lower_vertex[lg], cap, tier.latency_s, tier.kind);
+        tl.up[lg * tl.rails + r] =
+            add_link(lower_vertex[lg], upper[parent * tl.rails + r], cap, tier.latency_s, tier.kind);
+        tl.down[lg * tl.rails + r] =
+            add_link(upper[parent * tl.rails + r], lower_vertex[lg], cap, tier.latency_s, tier.kind);
       }
     }
     tiers_.push_back(std::move(tl));
@@ -118,13 +126,16 @@ void Topology::build_torus(const NetworkTier& t, const std::vector<int>& nic_ver
   torus_latency_ = t.latency_s;
   const NodeSpec& node = cluster_.node;
   std::vector<int> router(nodes_);
-  for (int n = 0; n < nodes_; ++n) router[n] = add_vertex(VertexKind::kSwitch, n, 0, "node" + std::to_string(n) + "/torus-router");
+  for (int n = 0; n < nodes_; ++n)
+    router[n] = add_vertex(VertexKind::kSwitch, n, 0, "node" + std::to_string(n) + "/torus-router");
   nic_up_.resize(static_cast<std::size_t>(nodes_) * nics_);
   nic_down_.resize(nic_up_.size());
   for (int n = 0; n < nodes_; ++n)
     for (int k = 0; k < nics_; ++k) {
-      nic_up_[n * nics_ + k] = add_link(nic_vertex[n * nics_ + k], router[n], nic_bw, node.nic.latency_s, node.nic.kind);
-      nic_down_[n * nics_ + k] = add_link(router[n], nic_vertex[n * nics_ + k], nic_bw, node.nic.latency_s, node.nic.kind);
+      nic_up_[n * nics_ + k] =
+          add_link(nic_vertex[n * nics_ + k], router[n], nic_bw, node.nic.latency_s, node.nic.kind);
+      nic_down_[n * nics_ + k] =
+          add_link(router[n], nic_vertex[n * nics_ + k], nic_bw, node.nic.latency_s, node.nic.kind);
     }
   torus_out_.assign(nodes_, {-1, -1, -1, -1, -1, -1});
   const double bw = t.link_bandwidth * node.nic.efficiency;
@@ -137,8 +148,10 @@ void Topology::build_torus(const NetworkTier& t, const std::vector<int>& nic_ver
         const int plus = n + ((coord + 1) % size - coord) * stride;
         const int minus = n + ((coord + size - 1) % size - coord) * stride;
         torus_out_[n][2 * d] = add_link(router[n], router[plus], bw, t.latency_s, t.kind);
-        if (minus != plus) torus_out_[n][2 * d + 1] = add_link(router[n], router[minus], bw, t.latency_s, t.kind);
-        else torus_out_[n][2 * d + 1] = torus_out_[n][2 * d];
+        if (minus != plus)
+          torus_out_[n][2 * d + 1] = add_link(router[n], router[minus], bw, t.latency_s, t.kind);
+        else
+          torus_out_[n][2 * d + 1] = torus_out_[n][2 * d];
       }
       stride *= size;
     }
@@ -185,7 +198,8 @@ Route Topology::route(int src, int dst) const {
     r.usages.push_back({dev_nic_down_[dst], 1.0});
     return r;
   }
-  r.latency_s = node.host_link.latency_s + node.nic.latency_s + (cluster_.tiers.empty() ? 0.0 : cluster_.tiers[0].latency_s);
+  r.latency_s = node.host_link.latency_s + node.nic.latency_s +
+                (cluster_.tiers.empty() ? 0.0 : cluster_.tiers[0].latency_s);
   // Climb until both nodes share a group; ECMP spreads evenly over the rails of each tier crossed.
   int lower_span = tier_span_[0];
   std::vector<Usage> down;

@@ -12,9 +12,8 @@
 // `rails` parallel switches, so crossing it offers that many equal-cost paths.
 #pragma once
 
-#include <boost/graph/adjacency_list.hpp>
-
 #include <array>
+#include <boost/graph/adjacency_list.hpp>
 #include <string>
 #include <vector>
 
@@ -27,16 +26,16 @@ enum class VertexKind { kDevice, kNodeSwitch, kNic, kSwitch };
 
 struct TopoVertex {
   VertexKind kind = VertexKind::kDevice;
-  int node = -1;          // the node it belongs to (devices, node switches, NICs)
-  int tier = -1;          // the network tier (switches)
+  int node = -1;  // the node it belongs to (devices, node switches, NICs)
+  int tier = -1;  // the network tier (switches)
   std::string name;
 };
 
 struct TopoLink {
-  int resource = 0;       // index in the MaxMinSystem
-  double bandwidth = 0;   // bytes/s (already scaled by the link's measured efficiency)
+  int resource = 0;      // index in the MaxMinSystem
+  double bandwidth = 0;  // bytes/s (already scaled by the link's measured efficiency)
   double latency_s = 0;
-  std::string kind;       // nvlink, pcie, infiniband, ...
+  std::string kind;  // nvlink, pcie, infiniband, ...
 };
 
 using TopoGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, TopoVertex, TopoLink>;
@@ -78,9 +77,9 @@ class Topology {
   std::vector<int> nic_up_, nic_down_;          // NIC <-> its leaf switch, per node*nics + nic
   // Per tier t >= 1: links between each group of tier t-1 and the `rails` switches of tier t.
   struct TierLinks {
-    int span = 0;                               // nodes per group of this tier (0: all)
+    int span = 0;  // nodes per group of this tier (0: all)
     int rails = 1;
-    std::vector<int> up, down;                  // [lower_group * rails + rail]
+    std::vector<int> up, down;  // [lower_group * rails + rail]
     double latency_s = 0;
   };
   std::vector<TierLinks> tiers_;
@@ -90,7 +89,7 @@ class Topology {
   double torus_latency_ = 0;
   void build_torus(const NetworkTier& t, const std::vector<int>& nic_vertex, double nic_bw);
   void torus_route(int ns, int nd, Route& r) const;
-  std::vector<int> tier_span_;                  // nodes per group, per tier (0 = all)
+  std::vector<int> tier_span_;  // nodes per group, per tier (0 = all)
 };
 
 }  // namespace foresight

@@ -19,9 +19,12 @@ namespace foresight {
 
 std::string to_string(Objective o) {
   switch (o) {
-    case Objective::kTime: return "time";
-    case Objective::kCost: return "cost";
-    case Objective::kEnergy: return "energy";
+    case Objective::kTime:
+      return "time";
+    case Objective::kCost:
+      return "cost";
+    case Objective::kEnergy:
+      return "energy";
   }
   return "time";
 }
@@ -50,9 +53,12 @@ std::string reason_of(const Error& e) {
 
 double score_of(const RankedPlan& r, Objective o) {
   switch (o) {
-    case Objective::kTime: return r.prediction.step_time_s;
-    case Objective::kCost: return r.economics.cost_per_mtok_usd;
-    case Objective::kEnergy: return r.economics.energy_per_mtok_kwh;
+    case Objective::kTime:
+      return r.prediction.step_time_s;
+    case Objective::kCost:
+      return r.economics.cost_per_mtok_usd;
+    case Objective::kEnergy:
+      return r.economics.energy_per_mtok_kwh;
   }
   return r.prediction.step_time_s;
 }
@@ -73,13 +79,16 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
   const auto tps = or_default(sp.tp, powers_of_two_up_to(std::min(per_node, 8)));
   const auto pps = or_default(sp.pp, powers_of_two_up_to(std::min(64, model.layers)));
   const auto cps = or_default(sp.cp, powers_of_two_up_to(16));
-  const auto eps = or_default(sp.ep, model.is_moe() ? powers_of_two_up_to(std::min(64, model.moe.experts)) : std::vector<int>{1});
+  const auto eps = or_default(
+      sp.ep, model.is_moe() ? powers_of_two_up_to(std::min(64, model.moe.experts)) : std::vector<int>{1});
   const auto mbs = or_default(sp.micro_batch, std::vector<int>{1, 2, 4, 8, 16});
   const auto vps = or_default(sp.virtual_stages, std::vector<int>{1, 2, 4});
   const auto zeros = or_default(sp.zero_stage, std::vector<int>{0, 1, 2, 3});
   const auto rcs = or_default(sp.recompute, std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
                                                                    Recompute::kFull, Recompute::kOptimal});
-  const auto scheds = or_default(sp.schedules, std::vector<Schedule>{Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble, Schedule::kDualPipe});
+  const auto scheds =
+      or_default(sp.schedules, std::vector<Schedule>{Schedule::k1F1B, Schedule::kInterleaved1F1B,
+                                                     Schedule::kZeroBubble, Schedule::kDualPipe});
   const auto sps = or_default(sp.sequence_parallel, std::vector<bool>{false, true});
   const auto offs = or_default(sp.offload_optimizer, std::vector<bool>{false, true});
   const auto overlaps = or_default(sp.overlap_grad_reduce, std::vector<bool>{false, true});
@@ -103,7 +112,8 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
     auto capacity = [&](int g) { return cluster.node.devices[g].count * cluster.nodes; };
     const auto& name = [&](int g) -> const std::string& { return cluster.node.devices[g].device.name; };
     for (std::size_t i = 1; i < groups.size(); ++i)
-      v.push_back({std::vector<std::string>(static_cast<std::size_t>(pp), name(groups[i])), capacity(groups[i])});
+      v.push_back(
+          {std::vector<std::string>(static_cast<std::size_t>(pp), name(groups[i])), capacity(groups[i])});
     for (int a : groups)
       for (int b : groups) {
         if (a == b || pp < 2) continue;
@@ -125,55 +135,72 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
   for (int tp : tps)
     for (int pp : pps)
       for (const DeviceLayout& layout : layouts_for(pp))
-      for (int cp : cps) {
-        if (layout.ranks % (tp * pp * cp) != 0) continue;
-        const int dp = layout.ranks / (tp * pp * cp);
-        for (int ep : eps)
-          for (int mb : mbs)
-            for (Schedule sched : scheds)
-              for (int vp : vps) {
-                if ((sched == Schedule::kInterleaved1F1B) != (vp > 1)) continue;
-                if (sched != Schedule::k1F1B && pp == 1) continue;
-                // A chunk per stage device is not modelled (validate_plan_on says so).
-                if (!layout.stage_devices.empty() && (vp > 1 || sched == Schedule::kDualPipe)) continue;
-                for (int zero : zeros)
-                  for (Recompute rc : rcs)
-                    for (bool s : sps) {
-                      // With fused attention, selective recompute has nothing to re-run: it is
-                      // the same plan as no recompute.
-                      if (rc == Recompute::kSelective && sp.flash_attention) continue;
-                      if (s && tp == 1) continue;
-                      for (bool off : offs)
-                        for (bool off_p : off_params)
-                        for (bool off_a : off_acts)
-                        for (bool overlap : overlaps) {
-                        // ZeRO-3 overlaps by construction (FSDP prefetch): one variant is enough.
-                        if (zero == 3 && overlap != overlaps.front()) continue;
-                        // Parameter offload needs the optimizer on the host; neither it nor
-                        // activation offload is modelled with split weight gradients.
-                        if (off_p && !off) continue;
-                        if ((off_p || off_a) && (sched == Schedule::kZeroBubble || sched == Schedule::kDualPipe)) continue;
-                        // Per-layer recompute is not modelled with activation offload or DualPipe.
-                        if (rc == Recompute::kOptimal && (off_a || sched == Schedule::kDualPipe)) continue;
-                        Plan p;
-                        p.tp = tp; p.pp = pp; p.dp = dp; p.cp = cp; p.ep = ep;
-                        p.micro_batch = mb; p.global_batch = gb; p.schedule = sched; p.virtual_stages = vp;
-                        p.zero_stage = zero; p.recompute = rc; p.sequence_parallel = s; p.offload_optimizer = off;
-                        p.offload_params = off_p; p.offload_activations = off_a;
-                        p.precision = sp.precision; p.flash_attention = sp.flash_attention;
-                        p.overlap_grad_reduce = overlap;
-                        p.stage_devices = layout.stage_devices;
-                        candidates.push_back(p);
+        for (int cp : cps) {
+          if (layout.ranks % (tp * pp * cp) != 0) continue;
+          const int dp = layout.ranks / (tp * pp * cp);
+          for (int ep : eps)
+            for (int mb : mbs)
+              for (Schedule sched : scheds)
+                for (int vp : vps) {
+                  if ((sched == Schedule::kInterleaved1F1B) != (vp > 1)) continue;
+                  if (sched != Schedule::k1F1B && pp == 1) continue;
+                  // A chunk per stage device is not modelled (validate_plan_on says so).
+                  if (!layout.stage_devices.empty() && (vp > 1 || sched == Schedule::kDualPipe)) continue;
+                  for (int zero : zeros)
+                    for (Recompute rc : rcs)
+                      for (bool s : sps) {
+                        // With fused attention, selective recompute has nothing to re-run: it is
+                        // the same plan as no recompute.
+                        if (rc == Recompute::kSelective && sp.flash_attention) continue;
+                        if (s && tp == 1) continue;
+                        for (bool off : offs)
+                          for (bool off_p : off_params)
+                            for (bool off_a : off_acts)
+                              for (bool overlap : overlaps) {
+                                // ZeRO-3 overlaps by construction (FSDP prefetch): one variant is enough.
+                                if (zero == 3 && overlap != overlaps.front()) continue;
+                                // Parameter offload needs the optimizer on the host; neither it nor
+                                // activation offload is modelled with split weight gradients.
+                                if (off_p && !off) continue;
+                                if ((off_p || off_a) &&
+                                    (sched == Schedule::kZeroBubble || sched == Schedule::kDualPipe))
+                                  continue;
+                                // Per-layer recompute is not modelled with activation offload or DualPipe.
+                                if (rc == Recompute::kOptimal && (off_a || sched == Schedule::kDualPipe))
+                                  continue;
+                                Plan p;
+                                p.tp = tp;
+                                p.pp = pp;
+                                p.dp = dp;
+                                p.cp = cp;
+                                p.ep = ep;
+                                p.micro_batch = mb;
+                                p.global_batch = gb;
+                                p.schedule = sched;
+                                p.virtual_stages = vp;
+                                p.zero_stage = zero;
+                                p.recompute = rc;
+                                p.sequence_parallel = s;
+                                p.offload_optimizer = off;
+                                p.offload_params = off_p;
+                                p.offload_activations = off_a;
+                                p.precision = sp.precision;
+                                p.flash_attention = sp.flash_attention;
+                                p.overlap_grad_reduce = overlap;
+                                p.stage_devices = layout.stage_devices;
+                                candidates.push_back(p);
+                              }
                       }
-                    }
-              }
-      }
+                }
+        }
   out.candidates = candidates.size();
-  if (candidates.empty()) return Error("search: no layout of " + std::to_string(gpus) + " devices in the search space");
+  if (candidates.empty())
+    return Error("search: no layout of " + std::to_string(gpus) + " devices in the search space");
 
   // Evaluate in parallel: validate, memory check, time, economics.
   std::unique_ptr<tbb::global_control> limit;
-  if (o.threads > 0) limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, o.threads);
+  if (o.threads > 0)
+    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, o.threads);
   const AnalyticModel am(model, cluster);
   const int seq = model.seq_len;
   std::vector<RankedPlan> results(candidates.size());
@@ -192,7 +219,10 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
       const std::size_t b = c * chunk, e = std::min(candidates.size(), b + chunk);
       for (std::size_t i = b; i < e; ++i) {
         Plan& p = candidates[i];
-        if (Status s = validate_plan_on(p, model, cluster, "plan"); !s) { ++rej[reason_of(s.error())]; continue; }
+        if (Status s = validate_plan_on(p, model, cluster, "plan"); !s) {
+          ++rej[reason_of(s.error())];
+          continue;
+        }
         // Stages on different accelerator types: layers by speed (needs the plan's degrees).
         const bool mixed = std::adjacent_find(p.stage_devices.begin(), p.stage_devices.end(),
                                               std::not_equal_to<>()) != p.stage_devices.end();
@@ -218,7 +248,10 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
         Prediction pred;
         if (optimal) pred = am.evaluate(p);
         const MemoryBreakdown mem = optimal ? pred.memory : am.memory(p);
-        if (!mem.fits()) { ++rej[mem.total > mem.capacity ? "out of memory" : "out of host memory"]; continue; }
+        if (!mem.fits()) {
+          ++rej[mem.total > mem.capacity ? "out of memory" : "out of host memory"];
+          continue;
+        }
         RankedPlan& r = results[i];
         r.plan = p;
         r.prediction = optimal ? pred : am.evaluate(p);
@@ -249,7 +282,8 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
 
   // Re-rank the best N with the discrete-event simulator (it sees contention and overlap). They
   // stay first, ordered by the simulator; the rest keep the analytic order.
-  const std::size_t n_sim = std::min<std::size_t>(static_cast<std::size_t>(std::max(0, o.resimulate)), survivors.size());
+  const std::size_t n_sim =
+      std::min<std::size_t>(static_cast<std::size_t>(std::max(0, o.resimulate)), survivors.size());
   if (n_sim > 0) {
     MaxMinSystem capacities;
     const Topology shared_topology(cluster, capacities);  // built once, read by every run
@@ -286,7 +320,8 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
     bool dominated = false;
     for (const RankedPlan& f : out.pareto) {
       if (f.prediction.step_time_s <= r->prediction.step_time_s &&
-          f.economics.cost_per_mtok_usd <= r->economics.cost_per_mtok_usd && f.memory_headroom >= r->memory_headroom) {
+          f.economics.cost_per_mtok_usd <= r->economics.cost_per_mtok_usd &&
+          f.memory_headroom >= r->memory_headroom) {
         dominated = true;
         break;
       }
@@ -294,7 +329,8 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
     if (!dominated) out.pareto.push_back(*r);
     if (out.pareto.size() >= 64) break;
   }
-  const std::size_t k = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, o.top_k)), survivors.size());
+  const std::size_t k =
+      std::min<std::size_t>(static_cast<std::size_t>(std::max(1, o.top_k)), survivors.size());
   out.plans.assign(survivors.begin(), survivors.begin() + static_cast<std::ptrdiff_t>(k));
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

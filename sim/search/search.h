@@ -36,19 +36,19 @@ struct SearchSpace {
 };
 
 struct SearchOptions {
-  int gpus = 0;                  // 0: the whole cluster
-  std::int64_t global_batch = 0; // sequences; 0: 1024
+  int gpus = 0;                   // 0: the whole cluster
+  std::int64_t global_batch = 0;  // sequences; 0: 1024
   Objective objective = Objective::kTime;
-  int top_k = 10;                // plans reported
-  int resimulate = 0;            // re-rank the best N with the simulator (0: none)
+  int top_k = 10;      // plans reported
+  int resimulate = 0;  // re-rank the best N with the simulator (0: none)
   CostOptions cost;
   SearchSpace space;
-  unsigned threads = 0;          // 0: all cores
+  unsigned threads = 0;  // 0: all cores
 };
 
 struct RankedPlan {
   Plan plan;
-  Prediction prediction;         // analytic
+  Prediction prediction;  // analytic
   Economics economics;
   double simulated_step_s = -1;  // discrete-event simulator, when re-simulated
   double memory_headroom = 0;    // bytes left on the fullest device

@@ -1,10 +1,9 @@
 // Device, node and cluster specs: JSON load/save with units inside values.
 #include "sim/spec/hardware.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "sim/spec/json_reader.h"
 #include "sim/spec/presets.h"
@@ -24,7 +23,8 @@ void read_collective_rates(JsonReader r, LinkSpec& link) {
   for (CollectiveOp op : kOwnRateOps) {
     JsonReader o = r.object(to_string(op));
     if (o.node().empty()) continue;
-    o.reject_unknown_keys({"bandwidth", "latency", "small_message_latency", "small_messages_below", "cold_bandwidth"});
+    o.reject_unknown_keys(
+        {"bandwidth", "latency", "small_message_latency", "small_messages_below", "cold_bandwidth"});
     CollectiveRates& c = *link.own_rates(op);
     const auto positive = [&](std::string_view key, Dimension dim) {
       const double v = o.quantity(key, dim, 0.0);
@@ -38,7 +38,8 @@ void read_collective_rates(JsonReader r, LinkSpec& link) {
     c.cold_bandwidth = positive("cold_bandwidth", Dimension::kBandwidth);
     if (c.small_message_latency_s > 0 && link.small_message_bytes <= 0 && c.small_message_bytes <= 0)
       o.fail("small_message_latency",
-             "neither the link nor the collective has a small-message size (\"small_messages\", \"small_messages_below\")");
+             "neither the link nor the collective has a small-message size (\"small_messages\", "
+             "\"small_messages_below\")");
     if (c.small_message_bytes > 0 && c.small_message_latency_s <= 0)
       o.fail("small_messages_below", "needs the collective's \"small_message_latency\"");
   }
@@ -53,12 +54,14 @@ void read_measured_times(JsonReader r, MeasuredTimes& m) {
     std::vector<MeasuredTimes::Point>& pts = *m.of(op);
     for (JsonReader p : r.array(key)) {
       p.reject_unknown_keys({"size", "time"});
-      const MeasuredTimes::Point pt{p.required_quantity("size", Dimension::kBytes), p.required_quantity("time", Dimension::kSeconds)};
+      const MeasuredTimes::Point pt{p.required_quantity("size", Dimension::kBytes),
+                                    p.required_quantity("time", Dimension::kSeconds)};
       if (!p.ok()) return;
       if (!(pt.bytes > 0)) return p.fail("size", "must be positive");
       if (!(pt.seconds > 0)) return p.fail("time", "must be positive");
       if (!pts.empty() && pt.bytes <= pts.back().bytes)
-        return p.fail("size", "sizes must increase (the previous one was " + format_quantity(pts.back().bytes, Dimension::kBytes) + ")");
+        return p.fail("size", "sizes must increase (the previous one was " +
+                                  format_quantity(pts.back().bytes, Dimension::kBytes) + ")");
       pts.push_back(pt);
     }
     if (pts.size() == 1) return r.fail(key, "needs two sizes at least to interpolate between");
@@ -73,7 +76,8 @@ json measured_times_to_json(const MeasuredTimes& m) {
     if (pts.empty()) continue;
     json a = json::array();
     for (const MeasuredTimes::Point& p : pts)
-      a.push_back({{"size", format_quantity(p.bytes, Dimension::kBytes)}, {"time", format_quantity(p.seconds, Dimension::kSeconds)}});
+      a.push_back({{"size", format_quantity(p.bytes, Dimension::kBytes)},
+                   {"time", format_quantity(p.seconds, Dimension::kSeconds)}});
     j[std::string(to_string(op))] = std::move(a);
   }
   return j;
@@ -81,13 +85,14 @@ json measured_times_to_json(const MeasuredTimes& m) {
 
 // `fabric`: the node's fabric, the only link that may carry measured times.
 void read_link(JsonReader r, LinkSpec& link, bool need_bandwidth, bool fabric = false) {
-  r.reject_unknown_keys(
-      {"kind", "bandwidth", "latency", "efficiency", "small_messages", "cold_bandwidth", "collectives", "measured"});
+  r.reject_unknown_keys({"kind", "bandwidth", "latency", "efficiency", "small_messages", "cold_bandwidth",
+                         "collectives", "measured"});
   if (r.has("measured")) {
     if (fabric)
       read_measured_times(r.object("measured"), link.measured);
     else
-      r.fail("measured", "measured collective times belong to the node's fabric, where the groups inside a node run");
+      r.fail("measured",
+             "measured collective times belong to the node's fabric, where the groups inside a node run");
   }
   link.kind = r.string("kind", link.kind);
   link.bandwidth = need_bandwidth ? r.required_quantity("bandwidth", Dimension::kBandwidth)
@@ -122,7 +127,8 @@ json link_to_json(const LinkSpec& l) {
     if (c.latency_s > 0) o["latency"] = format_quantity(c.latency_s, Dimension::kSeconds);
     if (c.small_message_latency_s > 0)
       o["small_message_latency"] = format_quantity(c.small_message_latency_s, Dimension::kSeconds);
-    if (c.small_message_bytes > 0) o["small_messages_below"] = format_quantity(c.small_message_bytes, Dimension::kBytes);
+    if (c.small_message_bytes > 0)
+      o["small_messages_below"] = format_quantity(c.small_message_bytes, Dimension::kBytes);
     if (c.cold_bandwidth > 0) o["cold_bandwidth"] = format_quantity(c.cold_bandwidth, Dimension::kBandwidth);
     j["collectives"][std::string(to_string(op))] = std::move(o);
   }
@@ -133,22 +139,32 @@ json link_to_json(const LinkSpec& l) {
 template <typename Link>
 auto own_rates_of(Link& l, CollectiveOp op) -> decltype(&l.all_gather) {
   switch (op) {
-    case CollectiveOp::kAllGather: return &l.all_gather;
-    case CollectiveOp::kReduceScatter: return &l.reduce_scatter;
-    case CollectiveOp::kSendRecv: return &l.send_recv;
-    default: return nullptr;
+    case CollectiveOp::kAllGather:
+      return &l.all_gather;
+    case CollectiveOp::kReduceScatter:
+      return &l.reduce_scatter;
+    case CollectiveOp::kSendRecv:
+      return &l.send_recv;
+    default:
+      return nullptr;
   }
 }
 }  // namespace
 
 std::string_view to_string(CollectiveOp op) {
   switch (op) {
-    case CollectiveOp::kAllReduce: return "all_reduce";
-    case CollectiveOp::kAllGather: return "all_gather";
-    case CollectiveOp::kReduceScatter: return "reduce_scatter";
-    case CollectiveOp::kAllToAll: return "all_to_all";
-    case CollectiveOp::kSendRecv: return "send_recv";
-    case CollectiveOp::kBroadcast: return "broadcast";
+    case CollectiveOp::kAllReduce:
+      return "all_reduce";
+    case CollectiveOp::kAllGather:
+      return "all_gather";
+    case CollectiveOp::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveOp::kAllToAll:
+      return "all_to_all";
+    case CollectiveOp::kSendRecv:
+      return "send_recv";
+    case CollectiveOp::kBroadcast:
+      return "broadcast";
   }
   return "collective";
 }
@@ -157,16 +173,23 @@ namespace {
 template <typename Times>
 auto measured_of(Times& m, CollectiveOp op) -> decltype(&m.all_reduce) {
   switch (op) {
-    case CollectiveOp::kAllReduce: return &m.all_reduce;
-    case CollectiveOp::kAllGather: return &m.all_gather;
-    case CollectiveOp::kReduceScatter: return &m.reduce_scatter;
-    case CollectiveOp::kSendRecv: return &m.send_recv;
-    default: return nullptr;
+    case CollectiveOp::kAllReduce:
+      return &m.all_reduce;
+    case CollectiveOp::kAllGather:
+      return &m.all_gather;
+    case CollectiveOp::kReduceScatter:
+      return &m.reduce_scatter;
+    case CollectiveOp::kSendRecv:
+      return &m.send_recv;
+    default:
+      return nullptr;
   }
 }
 }  // namespace
 
-const std::vector<MeasuredTimes::Point>* MeasuredTimes::of(CollectiveOp op) const { return measured_of(*this, op); }
+const std::vector<MeasuredTimes::Point>* MeasuredTimes::of(CollectiveOp op) const {
+  return measured_of(*this, op);
+}
 std::vector<MeasuredTimes::Point>* MeasuredTimes::of(CollectiveOp op) { return measured_of(*this, op); }
 
 double MeasuredTimes::time(CollectiveOp op, int group_ranks, double bytes) const {
@@ -174,7 +197,8 @@ double MeasuredTimes::time(CollectiveOp op, int group_ranks, double bytes) const
   if (!pts || pts->size() < 2 || (op != CollectiveOp::kSendRecv && group_ranks != ranks)) return -1.0;
   if (!(bytes > 0) || bytes > pts->back().bytes) return -1.0;
   if (bytes <= pts->front().bytes) return pts->front().seconds;
-  const auto hi = std::lower_bound(pts->begin(), pts->end(), bytes, [](const Point& p, double b) { return p.bytes < b; });
+  const auto hi =
+      std::lower_bound(pts->begin(), pts->end(), bytes, [](const Point& p, double b) { return p.bytes < b; });
   return hi->bytes == bytes ? hi->seconds : between(*(hi - 1), *hi, bytes);
 }
 
@@ -221,7 +245,8 @@ Result<T> inline_or_preset(JsonReader& r, std::string_view key, FromJson from_js
   const json& v = (r.node().is_object() && it != r.node().end()) ? *it : kNull;
   if (v.is_string()) {
     auto loaded = load(v.get<std::string>());
-    if (!loaded) return loaded.error().with_context(r.file() + ": " + r.pointer() + "/" + json_pointer_escape(key));
+    if (!loaded)
+      return loaded.error().with_context(r.file() + ": " + r.pointer() + "/" + json_pointer_escape(key));
     return loaded;
   }
   if (v.is_object()) return from_json(v, r.file(), r.pointer() + "/" + json_pointer_escape(key));
@@ -233,9 +258,12 @@ Result<T> inline_or_preset(JsonReader& r, std::string_view key, FromJson from_js
 
 std::string to_string(DeviceKind k) {
   switch (k) {
-    case DeviceKind::kGpu: return "gpu";
-    case DeviceKind::kNpu: return "npu";
-    case DeviceKind::kCpu: return "cpu";
+    case DeviceKind::kGpu:
+      return "gpu";
+    case DeviceKind::kNpu:
+      return "npu";
+    case DeviceKind::kCpu:
+      return "cpu";
   }
   return "gpu";
 }
@@ -263,7 +291,8 @@ int NodeSpec::accelerator_slots() const {
 
 int NodeSpec::accelerator_group(const std::string& device_name) const {
   for (std::size_t i = 0; i < devices.size(); ++i)
-    if (devices[i].device.kind != DeviceKind::kCpu && devices[i].device.name == device_name) return static_cast<int>(i);
+    if (devices[i].device.kind != DeviceKind::kCpu && devices[i].device.name == device_name)
+      return static_cast<int>(i);
   return -1;
 }
 
@@ -295,17 +324,22 @@ void read_rates(JsonReader& r, CacheLevel& c, double gemm_efficiency) {
   c.optimizer_bandwidth = r.quantity("optimizer_bandwidth", Dimension::kBandwidth, 0.0);
   if (r.ok() && c.memory_bandwidth <= 0) r.fail("memory_bandwidth", "must be positive");
 }
-constexpr std::array<std::string_view, 6> kRateKeys = {
-    "gemm_efficiency", "memory_bandwidth", "gemm_weight_fwd", "gemm_weight_bwd", "activation_element", "optimizer_bandwidth"};
+constexpr std::array<std::string_view, 6> kRateKeys = {"gemm_efficiency",    "memory_bandwidth",
+                                                       "gemm_weight_fwd",    "gemm_weight_bwd",
+                                                       "activation_element", "optimizer_bandwidth"};
 
 // The same fields as JSON (those that are 0 left out).
 json rates_to_json(const CacheLevel& c) {
   json j = {{"gemm_efficiency", c.gemm_efficiency},
             {"memory_bandwidth", format_quantity(c.memory_bandwidth, Dimension::kBandwidth)}};
-  if (c.gemm_weight_fwd_bandwidth > 0) j["gemm_weight_fwd"] = format_quantity(c.gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
-  if (c.gemm_weight_bwd_bandwidth > 0) j["gemm_weight_bwd"] = format_quantity(c.gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
-  if (c.activation_element_s > 0) j["activation_element"] = format_quantity(c.activation_element_s, Dimension::kSeconds);
-  if (c.optimizer_bandwidth > 0) j["optimizer_bandwidth"] = format_quantity(c.optimizer_bandwidth, Dimension::kBandwidth);
+  if (c.gemm_weight_fwd_bandwidth > 0)
+    j["gemm_weight_fwd"] = format_quantity(c.gemm_weight_fwd_bandwidth, Dimension::kBandwidth);
+  if (c.gemm_weight_bwd_bandwidth > 0)
+    j["gemm_weight_bwd"] = format_quantity(c.gemm_weight_bwd_bandwidth, Dimension::kBandwidth);
+  if (c.activation_element_s > 0)
+    j["activation_element"] = format_quantity(c.activation_element_s, Dimension::kSeconds);
+  if (c.optimizer_bandwidth > 0)
+    j["optimizer_bandwidth"] = format_quantity(c.optimizer_bandwidth, Dimension::kBandwidth);
   return j;
 }
 }  // namespace
@@ -335,9 +369,9 @@ double NodeSpec::nic_bandwidth_per_device() const {
 
 Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, const std::string& pointer) {
   JsonReader r(doc, file, pointer);
-  r.reject_unknown_keys({"name", "vendor", "kind", "peak", "memory", "memory_bandwidth",
-                         "efficiency", "memory_reserved", "power", "price_per_hour_usd",
-                         "reference_cluster", "cache", "shared_memory"});
+  r.reject_unknown_keys({"name", "vendor", "kind", "peak", "memory", "memory_bandwidth", "efficiency",
+                         "memory_reserved", "power", "price_per_hour_usd", "reference_cluster", "cache",
+                         "shared_memory"});
   DeviceSpec d;
   d.name = r.required_string("name");
   d.vendor = r.string("vendor", "");
@@ -352,15 +386,17 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.memory_bytes = r.required_quantity("memory", Dimension::kBytes);
   d.memory_bandwidth = r.required_quantity("memory_bandwidth", Dimension::kBandwidth);
   JsonReader eff = r.object("efficiency");
-  eff.reject_unknown_keys({"gemm", "attention", "memory", "kernel_overhead", "graph_kernel_overhead", "gemm_setup",
-                           "attention_setup", "gemm_weight_fwd", "gemm_weight_bwd", "optimizer", "attention_score",
-                           "activation_element", "attention_head", "attention_backward"});
+  eff.reject_unknown_keys({"gemm", "attention", "memory", "kernel_overhead", "graph_kernel_overhead",
+                           "gemm_setup", "attention_setup", "gemm_weight_fwd", "gemm_weight_bwd", "optimizer",
+                           "attention_score", "activation_element", "attention_head", "attention_backward"});
   d.gemm_efficiency = eff.number("gemm", d.gemm_efficiency, 0.01, 1.0);
   d.attention_efficiency = eff.number("attention", d.attention_efficiency, 0.01, 1.0);
   d.memory_efficiency = eff.number("memory", d.memory_efficiency, 0.01, 1.0);
-  d.optimizer_efficiency = eff.number("optimizer", 1.0, DeviceSpec::kOptimizerEfficiencyMin, DeviceSpec::kOptimizerEfficiencyMax);
+  d.optimizer_efficiency =
+      eff.number("optimizer", 1.0, DeviceSpec::kOptimizerEfficiencyMin, DeviceSpec::kOptimizerEfficiencyMax);
   d.kernel_overhead_s = eff.quantity("kernel_overhead", Dimension::kSeconds, d.kernel_overhead_s);
-  d.graph_kernel_overhead_s = eff.quantity("graph_kernel_overhead", Dimension::kSeconds, d.graph_kernel_overhead_s);
+  d.graph_kernel_overhead_s =
+      eff.quantity("graph_kernel_overhead", Dimension::kSeconds, d.graph_kernel_overhead_s);
   d.gemm_setup_s = eff.quantity("gemm_setup", Dimension::kSeconds, 0.0);
   d.attention_setup_s = eff.quantity("attention_setup", Dimension::kSeconds, 0.0);
   d.attention_score_s = eff.quantity("attention_score", Dimension::kSeconds, 0.0);
@@ -381,14 +417,16 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
       read_rates(cache, c, d.gemm_efficiency);
       c.span = cache.quantity("span", Dimension::kBytes, 0.0);
       if (r.ok() && c.bytes <= 0) cache.fail("size", "must be positive");
-      if (r.ok() && (c.span < 0 || c.span > c.bytes)) cache.fail("span", "must be between 0 and the level's size");
+      if (r.ok() && (c.span < 0 || c.span > c.bytes))
+        cache.fail("span", "must be between 0 and the level's size");
       if (r.ok() && !d.caches.empty() && c.bytes <= d.caches.back().bytes)
         cache.fail("size", "must be larger than the level before (levels go smallest first)");
       d.caches.push_back(c);
     };
     if (r.node()["cache"].is_array())
       for (JsonReader& cache : r.array("cache")) level(cache);
-    else level(r.object("cache"));
+    else
+      level(r.object("cache"));
   }
   if (r.has("shared_memory")) {
     // {"shared_by": N, "alone": {rates}}: the memory rates above are one device's while N run at
@@ -398,7 +436,8 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
     d.shared_memory.shared_by = static_cast<int>(sm.required_integer("shared_by", 2, 1 << 20));
     JsonReader alone = sm.object("alone");
     alone.reject_unknown_keys(kRateKeys);
-    if (r.ok() && !sm.has("alone")) sm.fail("alone", "is required: the memory rates of one device running alone");
+    if (r.ok() && !sm.has("alone"))
+      sm.fail("alone", "is required: the memory rates of one device running alone");
     if (r.ok()) read_rates(alone, d.shared_memory.alone, d.gemm_efficiency);
   }
   JsonReader power = r.object("power");
@@ -416,7 +455,8 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
 json device_to_json(const DeviceSpec& d) {
   json peak = json::object();
   for (int i = 0; i < kDTypeCount; ++i)
-    if (d.peak_flops[i] > 0) peak[std::string(kDTypeNames[i])] = format_quantity(d.peak_flops[i], Dimension::kFlopRate);
+    if (d.peak_flops[i] > 0)
+      peak[std::string(kDTypeNames[i])] = format_quantity(d.peak_flops[i], Dimension::kFlopRate);
   json j = {{"name", d.name},
             {"vendor", d.vendor},
             {"kind", to_string(d.kind)},
@@ -456,17 +496,20 @@ json device_to_json(const DeviceSpec& d) {
     if (c.span > 0 && c.span < c.bytes) level["span"] = format_quantity(c.span, Dimension::kBytes);
     caches.push_back(std::move(level));
   }
-  if (caches.size() == 1) j["cache"] = caches[0];
-  else if (!caches.empty()) j["cache"] = std::move(caches);
+  if (caches.size() == 1)
+    j["cache"] = caches[0];
+  else if (!caches.empty())
+    j["cache"] = std::move(caches);
   if (d.shared_memory.shared_by > 1)
-    j["shared_memory"] = {{"shared_by", d.shared_memory.shared_by}, {"alone", rates_to_json(d.shared_memory.alone)}};
+    j["shared_memory"] = {{"shared_by", d.shared_memory.shared_by},
+                          {"alone", rates_to_json(d.shared_memory.alone)}};
   return j;
 }
 
 Result<NodeSpec> node_from_json(const json& doc, const std::string& file, const std::string& pointer) {
   JsonReader r(doc, file, pointer);
-  r.reject_unknown_keys({"name", "devices", "fabric", "in_switch_reduction", "in_switch_efficiency", "host_link",
-                         "host_memory", "nics", "nic"});
+  r.reject_unknown_keys({"name", "devices", "fabric", "in_switch_reduction", "in_switch_efficiency",
+                         "host_link", "host_memory", "nics", "nic"});
   NodeSpec n;
   n.name = r.string("name", "node");
   auto groups = r.array("devices");
@@ -489,7 +532,8 @@ Result<NodeSpec> node_from_json(const json& doc, const std::string& file, const 
   n.in_switch_reduction = r.boolean("in_switch_reduction", false);
   n.in_switch_efficiency = r.number("in_switch_efficiency", 0.0, 0.0, 1.0);
   if (r.ok() && n.in_switch_reduction && n.in_switch_efficiency <= 0)
-    r.fail("in_switch_efficiency", "required (a measured NVLS busbw / (2(n-1)/n x line rate)) when in_switch_reduction is true");
+    r.fail("in_switch_efficiency",
+           "required (a measured NVLS busbw / (2(n-1)/n x line rate)) when in_switch_reduction is true");
   if (r.has("host_link")) read_link(r.object("host_link"), n.host_link, true);
   n.host_memory_bytes = r.quantity("host_memory", Dimension::kBytes, 0.0);
   n.nics = static_cast<int>(r.integer("nics", 0, 0, 1024));
@@ -501,7 +545,8 @@ Result<NodeSpec> node_from_json(const json& doc, const std::string& file, const 
 
 json node_to_json(const NodeSpec& n) {
   json devices = json::array();
-  for (const auto& g : n.devices) devices.push_back({{"device", device_to_json(g.device)}, {"count", g.count}});
+  for (const auto& g : n.devices)
+    devices.push_back({{"device", device_to_json(g.device)}, {"count", g.count}});
   json j = {{"name", n.name},
             {"devices", devices},
             {"fabric", link_to_json(n.fabric)},
@@ -534,8 +579,8 @@ Result<ClusterSpec> cluster_from_json(const json& doc, const std::string& file, 
   int previous_span = 1;
   for (auto& t : r.array("tiers")) {
     if (!r.ok()) break;
-    t.reject_unknown_keys({"name", "kind", "topology", "dims", "link_bandwidth", "span_nodes", "bandwidth_per_node",
-                           "oversubscription", "latency"});
+    t.reject_unknown_keys({"name", "kind", "topology", "dims", "link_bandwidth", "span_nodes",
+                           "bandwidth_per_node", "oversubscription", "latency"});
     NetworkTier tier;
     tier.name = t.required_string("name");
     tier.kind = t.choice("kind", {"infiniband", "ethernet", "roce", "omnipath"}, "infiniband");
@@ -543,13 +588,15 @@ Result<ClusterSpec> cluster_from_json(const json& doc, const std::string& file, 
     tier.topology = t.choice("topology", {"tree", "torus"}, "tree");
     if (tier.topology == "torus") {
       for (JsonReader d : t.array("dims")) {
-        if (!d.node().is_number_integer() || d.node().get<long long>() < 1 || d.node().get<long long>() > 4096) {
+        if (!d.node().is_number_integer() || d.node().get<long long>() < 1 ||
+            d.node().get<long long>() > 4096) {
           d.fail("", "expected a positive integer torus dimension");
           break;
         }
         tier.dims.push_back(d.node().get<int>());
       }
-      if (t.ok() && (tier.dims.size() < 1 || tier.dims.size() > 3)) t.fail("dims", "a torus needs 1 to 3 dimensions");
+      if (t.ok() && (tier.dims.size() < 1 || tier.dims.size() > 3))
+        t.fail("dims", "a torus needs 1 to 3 dimensions");
       tier.link_bandwidth = t.required_quantity("link_bandwidth", Dimension::kBandwidth);
       if (t.ok() && c.tiers.size() > 0) t.fail("topology", "a torus must be the only (first) network tier");
     }
@@ -573,10 +620,14 @@ Result<ClusterSpec> cluster_from_json(const json& doc, const std::string& file, 
 json cluster_to_json(const ClusterSpec& c) {
   json tiers = json::array();
   for (const auto& t : c.tiers) {
-    json tj = {{"name", t.name}, {"kind", t.kind}, {"topology", t.topology}, {"span_nodes", t.span_nodes},
+    json tj = {{"name", t.name},
+               {"kind", t.kind},
+               {"topology", t.topology},
+               {"span_nodes", t.span_nodes},
                {"oversubscription", t.oversubscription},
                {"latency", format_quantity(t.latency_s, Dimension::kSeconds)}};
-    if (t.bandwidth_per_node > 0) tj["bandwidth_per_node"] = format_quantity(t.bandwidth_per_node, Dimension::kBandwidth);
+    if (t.bandwidth_per_node > 0)
+      tj["bandwidth_per_node"] = format_quantity(t.bandwidth_per_node, Dimension::kBandwidth);
     if (t.topology == "torus") {
       tj["dims"] = t.dims;
       tj["link_bandwidth"] = format_quantity(t.link_bandwidth, Dimension::kBandwidth);
@@ -585,7 +636,8 @@ json cluster_to_json(const ClusterSpec& c) {
   }
   json j = {{"name", c.name}, {"node", node_to_json(c.node)}, {"nodes", c.nodes}, {"tiers", tiers}};
   if (!c.description.empty()) j["description"] = c.description;
-  if (c.storage_bandwidth > 0) j["storage_bandwidth"] = format_quantity(c.storage_bandwidth, Dimension::kBandwidth);
+  if (c.storage_bandwidth > 0)
+    j["storage_bandwidth"] = format_quantity(c.storage_bandwidth, Dimension::kBandwidth);
   return j;
 }
 
@@ -598,9 +650,15 @@ Result<T> load_spec(PresetKind kind, const std::string& name_or_path, FromJson f
 }
 }  // namespace
 
-Result<DeviceSpec> load_device(const std::string& p) { return load_spec<DeviceSpec>(PresetKind::kDevice, p, device_from_json); }
-Result<NodeSpec> load_node(const std::string& p) { return load_spec<NodeSpec>(PresetKind::kNode, p, node_from_json); }
-Result<ClusterSpec> load_cluster(const std::string& p) { return load_spec<ClusterSpec>(PresetKind::kCluster, p, cluster_from_json); }
+Result<DeviceSpec> load_device(const std::string& p) {
+  return load_spec<DeviceSpec>(PresetKind::kDevice, p, device_from_json);
+}
+Result<NodeSpec> load_node(const std::string& p) {
+  return load_spec<NodeSpec>(PresetKind::kNode, p, node_from_json);
+}
+Result<ClusterSpec> load_cluster(const std::string& p) {
+  return load_spec<ClusterSpec>(PresetKind::kCluster, p, cluster_from_json);
+}
 
 Status check_cluster_shape(const ClusterSpec& c, const std::string& context) {
   for (std::size_t i = 0; i < c.tiers.size(); ++i) {
@@ -614,8 +672,8 @@ Status check_cluster_shape(const ClusterSpec& c, const std::string& context) {
       dims.append(std::to_string(d));
     }
     if (product != c.nodes)
-      return Error(context + ": /tiers/" + std::to_string(i) + "/dims: " + dims + " = " + std::to_string(product) +
-                   " nodes, but the cluster has " + std::to_string(c.nodes));
+      return Error(context + ": /tiers/" + std::to_string(i) + "/dims: " + dims + " = " +
+                   std::to_string(product) + " nodes, but the cluster has " + std::to_string(c.nodes));
   }
   return Status::Ok();
 }
@@ -629,7 +687,11 @@ Status resize_cluster(ClusterSpec& c, int accelerators, const std::string& conte
     // The accelerator group (a CPU-only node's accelerators are its CPUs).
     bool resized = false;
     for (auto& g : c.node.devices)
-      if (g.device.kind != DeviceKind::kCpu) { g.count = accelerators; resized = true; break; }
+      if (g.device.kind != DeviceKind::kCpu) {
+        g.count = accelerators;
+        resized = true;
+        break;
+      }
     if (!resized) c.node.devices.front().count = accelerators;
     c.nodes = 1;
     return Status::Ok();

@@ -6,10 +6,9 @@
 //   double bw = c->node.nic_bandwidth_per_device();           // bytes/s across nodes, per GPU
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <array>
 #include <limits>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,7 +30,7 @@ struct CacheLevel {
   double gemm_efficiency = 0;
   double memory_bandwidth = 0;  // bytes/s, as DeviceSpec::memory_bandwidth (memory_efficiency applies)
   double gemm_weight_fwd_bandwidth = 0, gemm_weight_bwd_bandwidth = 0;  // as the DeviceSpec's, in this level
-  double activation_element_s = 0;  // as the DeviceSpec's, in this level
+  double activation_element_s = 0;                                      // as the DeviceSpec's, in this level
   // AdamW's rate over its state in this level (bytes/s, kAdamBytesPerParam per parameter; 0: the
   // level's streaming rate), for a plan whose whole state fits the level.
   double optimizer_bandwidth = 0;
@@ -47,8 +46,8 @@ struct DeviceSpec {
   std::string vendor;
   DeviceKind kind = DeviceKind::kGpu;
   std::array<double, kDTypeCount> peak_flops{};  // dense FLOP/s per dtype; 0 = not supported
-  double memory_bytes = 0;                        // HBM (or DRAM for a CPU) capacity
-  double memory_bandwidth = 0;                    // bytes/s
+  double memory_bytes = 0;                       // HBM (or DRAM for a CPU) capacity
+  double memory_bandwidth = 0;                   // bytes/s
   // Fitted, physical efficiencies (see each preset's sources). The defaults below apply only to a
   // device file that gives none; they are generic assumptions, not measurements.
   double gemm_efficiency = 0.7;       // sustained fraction of peak for large training GEMMs
@@ -60,8 +59,9 @@ struct DeviceSpec {
   // instead. `foresight calibrate` fits it from AdamW with its state evicted; the GPU profiles
   // leave it 1 (their step's data is far beyond the L2: every kernel streams from HBM).
   double optimizer_efficiency = 1.0;
-  static constexpr double kOptimizerEfficiencyMin = 0.01, kOptimizerEfficiencyMax = 4.0;  // what a profile may say
-  double kernel_overhead_s = 5e-6;    // launch + tail per kernel
+  static constexpr double kOptimizerEfficiencyMin = 0.01,
+                          kOptimizerEfficiencyMax = 4.0;  // what a profile may say
+  double kernel_overhead_s = 5e-6;                        // launch + tail per kernel
   // Per kernel inside a CUDA graph (Plan::cuda_graphs): the host's launch work is gone, the
   // device still schedules each node. Assumption (1 us) until calibrate measures it.
   double graph_kernel_overhead_s = 1e-6;
@@ -118,10 +118,10 @@ struct DeviceSpec {
     CacheLevel alone;
     bool operator==(const SharedMemory&) const = default;
   } shared_memory;
-  double memory_reserved_bytes = 0;   // runtime context, allocator fragmentation, workspaces
+  double memory_reserved_bytes = 0;  // runtime context, allocator fragmentation, workspaces
   double power_load_w = 0, power_idle_w = 0;
   double price_per_hour_usd = 0;
-  std::string reference_cluster;      // the usual system this device ships in (a cluster preset)
+  std::string reference_cluster;  // the usual system this device ships in (a cluster preset)
 
   double peak(DType d) const { return peak_flops[static_cast<int>(d)]; }
   // Achieved bytes/s of streaming (memory-bound) kernels, and the seconds of one that moves `bytes`.
@@ -161,9 +161,10 @@ struct CollectiveRates {
   // link's): a send/recv of 4 KiB already takes Open MPI's rendezvous, the all-reduce's 4 KiB
   // messages (8 KiB collectives) do.
   double small_message_bytes = 0;
-  double cold_bandwidth = 0;           // as LinkSpec::cold_bandwidth
+  double cold_bandwidth = 0;  // as LinkSpec::cold_bandwidth
   bool empty() const {
-    return bandwidth <= 0 && latency_s <= 0 && small_message_latency_s <= 0 && small_message_bytes <= 0 && cold_bandwidth <= 0;
+    return bandwidth <= 0 && latency_s <= 0 && small_message_latency_s <= 0 && small_message_bytes <= 0 &&
+           cold_bandwidth <= 0;
   }
   bool operator==(const CollectiveRates&) const = default;
 };
@@ -173,11 +174,11 @@ struct CollectiveRates {
 // first and the last measured, its time is interpolated between the two neighbouring sizes
 // (linearly in log size and log time) in place of the alpha-beta formulas; a smaller size takes
 // the first size's time (latency-bound there: on the VM a tiny plan's 768 B all-gathers ran in
-// 0.4-0.8 us, its 1 KiB ones measured in step 0.5-0.7); above the last, the rates apply. Open MPI over shared memory switches algorithms and protocols at sizes of its own (on the
-// 2-core VM its reduce-scatter took 9.9 us at 128 KiB and 45 us at 256 KiB), which no one line
-// follows: its fit was 34% rms, the measured points are exact where they were taken. Send/recv
-// times do not depend on the group's size. Data the caches no longer hold (Op::cold) takes the
-// cold rates, not these.
+// 0.4-0.8 us, its 1 KiB ones measured in step 0.5-0.7); above the last, the rates apply. Open MPI over shared
+// memory switches algorithms and protocols at sizes of its own (on the 2-core VM its reduce-scatter took 9.9
+// us at 128 KiB and 45 us at 256 KiB), which no one line follows: its fit was 34% rms, the measured points
+// are exact where they were taken. Send/recv times do not depend on the group's size. Data the caches no
+// longer hold (Op::cold) takes the cold rates, not these.
 struct MeasuredTimes {
   struct Point {
     double bytes = 0;
@@ -188,7 +189,9 @@ struct MeasuredTimes {
   // Sizes strictly increasing, two at least, per collective (all-reduce, all-gather, reduce-scatter,
   // send/recv); empty: not measured.
   std::vector<Point> all_reduce, all_gather, reduce_scatter, send_recv;
-  bool empty() const { return all_reduce.empty() && all_gather.empty() && reduce_scatter.empty() && send_recv.empty(); }
+  bool empty() const {
+    return all_reduce.empty() && all_gather.empty() && reduce_scatter.empty() && send_recv.empty();
+  }
   const std::vector<Point>* of(CollectiveOp op) const;
   std::vector<Point>* of(CollectiveOp op);
   // The measured time of `op` over `bytes` (> 0) on a group of `group_ranks`, or a negative number
@@ -201,16 +204,18 @@ struct MeasuredTimes {
 
 // A link class with a line rate and a measured efficiency (achieved / line rate).
 struct LinkSpec {
-  std::string kind;             // nvlink4, pcie5, infiniband, roce, ethernet, omnipath, ...
-  double bandwidth = 0;         // bytes/s per direction, per device (fabric) or per port (NIC)
-  double latency_s = 0;         // one-way latency of a message (alpha)
-  double efficiency = 1.0;      // achieved bus bandwidth / line rate for large collectives
+  std::string kind;         // nvlink4, pcie5, infiniband, roce, ethernet, omnipath, ...
+  double bandwidth = 0;     // bytes/s per direction, per device (fabric) or per port (NIC)
+  double latency_s = 0;     // one-way latency of a message (alpha)
+  double efficiency = 1.0;  // achieved bus bandwidth / line rate for large collectives
   // Collectives smaller than `small_message_bytes` (their size in the nccl-tests convention) run
   // another protocol with its own latency per step: MPI's eager sends below the eager limit
   // (rendezvous above it), NCCL's low-latency protocol. 0: one protocol at every size.
   double small_message_bytes = 0;
   double small_message_latency_s = 0;
-  double latency_for(double bytes) const { return bytes < small_message_bytes ? small_message_latency_s : latency_s; }
+  double latency_for(double bytes) const {
+    return bytes < small_message_bytes ? small_message_latency_s : latency_s;
+  }
   // A fabric that moves data through the CPUs' caches (shared memory between processes) is slower
   // for data the caches no longer hold: this is its bandwidth, as `bandwidth`, for the gradient
   // reduction after the backward (gradients written over the whole backward, evicted by the rest
@@ -233,10 +238,10 @@ struct LinkSpec {
   const CollectiveRates* own_rates(CollectiveOp op) const;
   CollectiveRates* own_rates(CollectiveOp op);
   // The link as `op` sees it: its own rates in place of the link's where it has them.
-  double bandwidth_of(CollectiveOp op) const;                 // as `bandwidth`
-  double latency_of(CollectiveOp op, double bytes) const;     // as latency_for(bytes)
-  double small_message_bytes_of(CollectiveOp op) const;       // as small_message_bytes
-  double cold_rate_of(CollectiveOp op) const;                 // as cold_rate()
+  double bandwidth_of(CollectiveOp op) const;              // as `bandwidth`
+  double latency_of(CollectiveOp op, double bytes) const;  // as latency_for(bytes)
+  double small_message_bytes_of(CollectiveOp op) const;    // as small_message_bytes
+  double cold_rate_of(CollectiveOp op) const;              // as cold_rate()
   bool operator==(const LinkSpec&) const = default;
 };
 // The collectives a fabric may carry measured times for (MeasuredTimes::of is not null for them).
@@ -255,10 +260,10 @@ struct NodeSpec {
   LinkSpec host_link;                // accelerator <-> host memory, per device
   double host_memory_bytes = 0;
   int nics = 0;
-  LinkSpec nic;                      // one NIC port
+  LinkSpec nic;  // one NIC port
 
   const DeviceSpec& accelerator() const;
-  int accelerators() const;          // accelerators per node (of the first accelerator group)
+  int accelerators() const;  // accelerators per node (of the first accelerator group)
   // Every accelerator of the node, all groups (a mixed node: GPUs and NPUs); CPUs are hosts.
   int accelerator_slots() const;
   // Index in `devices` of the accelerator group with this device name; -1 if none.
@@ -270,12 +275,12 @@ struct NodeSpec {
 // One level of the inter-node network. Level i joins `span_nodes` nodes (0: the whole cluster).
 struct NetworkTier {
   std::string name;
-  std::string kind;             // infiniband, ethernet, roce, omnipath
+  std::string kind;  // infiniband, ethernet, roce, omnipath
   // "tree" (switched: fat tree, leaf/spine) or "torus" (nodes on a 2D/3D torus, each joined to
   // its neighbours by direct links of `link_bandwidth`; `dims` multiply to the node count).
   std::string topology = "tree";
   std::vector<int> dims;
-  double link_bandwidth = 0;    // torus: bytes/s per link and direction
+  double link_bandwidth = 0;  // torus: bytes/s per link and direction
   int span_nodes = 0;
   double bandwidth_per_node = 0;  // bytes/s a node can push through this tier; 0 = its NICs
   double oversubscription = 1.0;  // downlink : uplink ratio of this tier's switches

@@ -1,13 +1,12 @@
 // JsonReader: typed field access with file + JSON pointer in every error.
 #include "sim/spec/json_reader.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace foresight {
@@ -34,8 +33,10 @@ std::size_t nesting_beyond(std::string_view text, int limit) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -50,7 +51,12 @@ std::size_t nesting_beyond(std::string_view text, int limit) {
 std::string line_and_column(std::string_view text, std::size_t offset) {
   std::size_t line = 1, col = 1;
   for (std::size_t i = 0; i < std::min(offset, text.size()); ++i) {
-    if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
   }
   return std::to_string(line) + ":" + std::to_string(col);
 }
@@ -81,7 +87,8 @@ Result<json> parse_json_text(std::string_view text, const std::string& file, std
     if (pos != std::string::npos) what = what.substr(pos);
     // The parser quotes the last token read, which may be a 100 MB string: keep a short excerpt.
     if (what.size() > 200) what = what.substr(0, 120) + "..." + what.substr(what.size() - 60);
-    return Error(file + ":" + line_and_column(text, e.byte == 0 ? 0 : e.byte - 1) + ": malformed JSON: " + what);
+    return Error(file + ":" + line_and_column(text, e.byte == 0 ? 0 : e.byte - 1) +
+                 ": malformed JSON: " + what);
   } catch (const std::exception& e) {
     return Error(file + ": malformed JSON: " + e.what());
   }
@@ -117,9 +124,12 @@ std::string describe_json_value(const json& v) { return describe(v); }
 std::string json_pointer_escape(std::string_view key) {
   std::string out;
   for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
   }
   return out;
 }
@@ -203,7 +213,8 @@ std::string JsonReader::choice(std::string_view key, std::initializer_list<std::
                                std::string fallback) {
   if (!find(key)) return fallback;
   std::string v = string(key, fallback);
-  for (auto c : choices) if (c == v) return v;
+  for (auto c : choices)
+    if (c == v) return v;
   std::string list;
   for (auto c : choices) list += (list.empty() ? "" : ", ") + std::string(c);
   fail(key, quote_excerpt(v) + " is not one of: " + list);
@@ -222,8 +233,7 @@ std::optional<std::int64_t> JsonReader::optional_integer(std::string_view key, s
     }
     out = v->get<std::int64_t>();
   } else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
-             std::floor(v->get<double>()) == v->get<double>() &&
-             std::fabs(v->get<double>()) < 9e15) {
+             std::floor(v->get<double>()) == v->get<double>() && std::fabs(v->get<double>()) < 9e15) {
     out = static_cast<std::int64_t>(v->get<double>());
   } else {
     fail(key, "expected an integer, got " + describe(*v));

@@ -10,11 +10,10 @@
 // After the first error the reader keeps returning defaults, so parsing code stays linear.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -73,8 +72,7 @@ class JsonReader {
                      std::string fallback);
   std::int64_t integer(std::string_view key, std::int64_t fallback, std::int64_t min = 1,
                        std::int64_t max = INT64_MAX);
-  std::int64_t required_integer(std::string_view key, std::int64_t min = 1,
-                                std::int64_t max = INT64_MAX);
+  std::int64_t required_integer(std::string_view key, std::int64_t min = 1, std::int64_t max = INT64_MAX);
   std::optional<std::int64_t> optional_integer(std::string_view key, std::int64_t min = 1,
                                                std::int64_t max = INT64_MAX);
   double number(std::string_view key, double fallback, double min, double max);

@@ -1,10 +1,9 @@
 // ModelSpec: parameter counts, JSON load/save and Hugging Face config.json import.
 #include "sim/spec/model.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
 
@@ -16,9 +15,12 @@ using nlohmann::json;
 
 std::string to_string(MlpKind k) {
   switch (k) {
-    case MlpKind::kGelu: return "gelu";
-    case MlpKind::kSwiglu: return "swiglu";
-    case MlpKind::kSquaredRelu: return "squared-relu";
+    case MlpKind::kGelu:
+      return "gelu";
+    case MlpKind::kSwiglu:
+      return "swiglu";
+    case MlpKind::kSquaredRelu:
+      return "squared-relu";
   }
   return "gelu";
 }
@@ -97,22 +99,23 @@ double ModelSpec::embedding_params() const { return end_params_on_stage(0, 1, fa
 double ModelSpec::end_params_on_stage(int stage, int pp, bool dualpipe, int tp) const {
   const bool first = stage == 0, last = stage == pp - 1;
   const bool both = dualpipe && pp > 1;
-  const int tables = both ? (first || last ? 2 : 0) : (first ? 1 : 0) + (last ? 1 : 0) - (tied_embeddings && pp == 1 ? 1 : 0);
+  const int tables = both ? (first || last ? 2 : 0)
+                          : (first ? 1 : 0) + (last ? 1 : 0) - (tied_embeddings && pp == 1 ? 1 : 0);
   const bool head = last || (both && first);
   return tables * static_cast<double>(vocab) * hidden / tp + (head ? norm_params(*this) : 0.0);
 }
 
 double ModelSpec::total_params() const {
-  return layers * attention_params() + dense_layers() * dense_mlp_params() +
-         moe_layers() * moe_mlp_params() + embedding_params();
+  return layers * attention_params() + dense_layers() * dense_mlp_params() + moe_layers() * moe_mlp_params() +
+         embedding_params();
 }
 
 double ModelSpec::active_params() const {
   if (!is_moe()) return total_params();
   const double active_moe =
       (moe.top_k + moe.shared_experts) * expert_params() + 1.0 * hidden * moe.experts + norm_params(*this);
-  return layers * attention_params() + dense_layers() * dense_mlp_params() +
-         moe_layers() * active_moe + embedding_params();
+  return layers * attention_params() + dense_layers() * dense_mlp_params() + moe_layers() * active_moe +
+         embedding_params();
 }
 
 Status validate_model(const ModelSpec& m, const std::string& file) {
@@ -123,16 +126,19 @@ Status validate_model(const ModelSpec& m, const std::string& file) {
   if (m.hidden < 1) return fail("hidden", "must be >= 1");
   if (m.heads < 1) return fail("heads", "must be >= 1");
   if (m.kv_heads < 1 || m.kv_heads > m.heads)
-    return fail("kv_heads", std::to_string(m.kv_heads) + " must be in [1, heads=" + std::to_string(m.heads) + "]");
+    return fail("kv_heads",
+                std::to_string(m.kv_heads) + " must be in [1, heads=" + std::to_string(m.heads) + "]");
   if (m.heads % m.kv_heads != 0)
-    return fail("kv_heads", std::to_string(m.kv_heads) + " does not divide heads (" + std::to_string(m.heads) + ")");
+    return fail("kv_heads",
+                std::to_string(m.kv_heads) + " does not divide heads (" + std::to_string(m.heads) + ")");
   if (m.head_dim < 1) return fail("head_dim", "must be >= 1");
   if (m.ffn_hidden < 1 && m.dense_layers() > 0) return fail("ffn_hidden", "must be >= 1");
   if (m.vocab < 1) return fail("vocab", "must be >= 1");
   if (m.seq_len < 1) return fail("seq_len", "must be >= 1");
   if (m.is_moe()) {
     if (m.moe.top_k < 1 || m.moe.top_k > m.moe.experts)
-      return fail("moe/top_k", std::to_string(m.moe.top_k) + " must be in [1, experts=" + std::to_string(m.moe.experts) + "]");
+      return fail("moe/top_k", std::to_string(m.moe.top_k) +
+                                   " must be in [1, experts=" + std::to_string(m.moe.experts) + "]");
     if (m.moe.expert_ffn_hidden < 1) return fail("moe/expert_ffn_hidden", "must be >= 1");
     if (m.moe.dense_layers < 0 || m.moe.dense_layers > m.layers)
       return fail("moe/dense_layers", "must be in [0, layers]");
@@ -144,9 +150,9 @@ Status validate_model(const ModelSpec& m, const std::string& file) {
 
 Result<ModelSpec> model_from_json(const json& doc, const std::string& file) {
   JsonReader r(doc, file);
-  r.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
-                         "mlp", "norm", "vocab", "seq_len", "tied_embeddings", "bias", "dropout",
-                         "rope", "moe", "mla"});
+  r.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp",
+                         "norm", "vocab", "seq_len", "tied_embeddings", "bias", "dropout", "rope", "moe",
+                         "mla"});
   ModelSpec m;
   m.name = r.string("name", "unnamed");
   m.layers = static_cast<int>(r.required_integer("layers", 1, 100000));
@@ -157,7 +163,7 @@ Result<ModelSpec> model_from_json(const json& doc, const std::string& file) {
   m.ffn_hidden = r.integer("ffn_hidden", 4 * m.hidden, 1, 1 << 24);
   m.mlp = mlp_from_activation(r.choice("mlp", {"gelu", "swiglu", "squared-relu"}, "gelu"));
   m.norm = r.choice("norm", {"layernorm", "rmsnorm"}, "layernorm") == "rmsnorm" ? NormKind::kRmsNorm
-                                                                              : NormKind::kLayerNorm;
+                                                                                : NormKind::kLayerNorm;
   m.vocab = r.required_integer("vocab", 1, 1 << 24);
   m.seq_len = static_cast<int>(r.required_integer("seq_len", 1, 1 << 24));
   m.tied_embeddings = r.boolean("tied_embeddings", false);
@@ -175,7 +181,8 @@ Result<ModelSpec> model_from_json(const json& doc, const std::string& file) {
   }
   if (r.has("mla")) {
     JsonReader mla = r.object("mla");
-    mla.reject_unknown_keys({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+    mla.reject_unknown_keys(
+        {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
     m.mla.q_lora_rank = static_cast<int>(mla.integer("q_lora_rank", 0, 0, 1 << 20));
     m.mla.kv_lora_rank = static_cast<int>(mla.required_integer("kv_lora_rank", 1, 1 << 20));
     m.mla.qk_nope_head_dim = static_cast<int>(mla.required_integer("qk_nope_head_dim", 1, 1 << 16));
@@ -188,27 +195,41 @@ Result<ModelSpec> model_from_json(const json& doc, const std::string& file) {
 }
 
 json model_to_json(const ModelSpec& m) {
-  json j = {{"name", m.name},         {"layers", m.layers},       {"hidden", m.hidden},
-            {"heads", m.heads},       {"kv_heads", m.kv_heads},   {"head_dim", m.head_dim},
-            {"ffn_hidden", m.ffn_hidden}, {"mlp", to_string(m.mlp)}, {"norm", to_string(m.norm)},
-            {"vocab", m.vocab},       {"seq_len", m.seq_len},     {"tied_embeddings", m.tied_embeddings},
-            {"bias", m.bias},         {"dropout", m.dropout},     {"rope", m.rope}};
+  json j = {{"name", m.name},
+            {"layers", m.layers},
+            {"hidden", m.hidden},
+            {"heads", m.heads},
+            {"kv_heads", m.kv_heads},
+            {"head_dim", m.head_dim},
+            {"ffn_hidden", m.ffn_hidden},
+            {"mlp", to_string(m.mlp)},
+            {"norm", to_string(m.norm)},
+            {"vocab", m.vocab},
+            {"seq_len", m.seq_len},
+            {"tied_embeddings", m.tied_embeddings},
+            {"bias", m.bias},
+            {"dropout", m.dropout},
+            {"rope", m.rope}};
   if (m.is_moe()) {
-    j["moe"] = {{"experts", m.moe.experts}, {"top_k", m.moe.top_k},
+    j["moe"] = {{"experts", m.moe.experts},
+                {"top_k", m.moe.top_k},
                 {"shared_experts", m.moe.shared_experts},
-                {"expert_ffn_hidden", m.moe.expert_ffn_hidden}, {"dense_layers", m.moe.dense_layers}};
+                {"expert_ffn_hidden", m.moe.expert_ffn_hidden},
+                {"dense_layers", m.moe.dense_layers}};
   }
   if (m.mla.enabled()) {
-    j["mla"] = {{"q_lora_rank", m.mla.q_lora_rank}, {"kv_lora_rank", m.mla.kv_lora_rank},
+    j["mla"] = {{"q_lora_rank", m.mla.q_lora_rank},
+                {"kv_lora_rank", m.mla.kv_lora_rank},
                 {"qk_nope_head_dim", m.mla.qk_nope_head_dim},
-                {"qk_rope_head_dim", m.mla.qk_rope_head_dim}, {"v_head_dim", m.mla.v_head_dim}};
+                {"qk_rope_head_dim", m.mla.qk_rope_head_dim},
+                {"v_head_dim", m.mla.v_head_dim}};
   }
   return j;
 }
 
 bool looks_like_hf_config(const json& doc) {
-  return doc.is_object() && (doc.contains("model_type") || doc.contains("architectures") ||
-                             doc.contains("num_hidden_layers"));
+  return doc.is_object() &&
+         (doc.contains("model_type") || doc.contains("architectures") || doc.contains("num_hidden_layers"));
 }
 
 namespace {
@@ -220,47 +241,64 @@ enum class HfNames { kLlama, kGpt2, kGptNeoX, kFalcon, kBloom, kOpt };
 // fields and what its layers do. Whether the MLP is gated is the architecture's, not the
 // activation's: Llama gates whatever hidden_act says, GPT-NeoX does not gate a SiLU.
 struct HfArchitecture {
-  std::string_view class_name;   // an "architectures" entry
-  std::string_view model_type;   // "model_type"
+  std::string_view class_name;  // an "architectures" entry
+  std::string_view model_type;  // "model_type"
   HfNames names;
   bool gated;                    // act(gate(x)) * up(x) (SwiGLU, Gemma's GeGLU) or act(up(x))
   std::string_view act_key;      // the field naming the activation; empty: fixed by the code
   std::string_view act_default;  // transformers' default for it
   NormKind norm;
-  bool bias;                     // default for the linear layers' biases
-  bool tied;                     // default for tie_word_embeddings
-  bool rope;                     // rotary positions (else learned or ALiBi)
+  bool bias;  // default for the linear layers' biases
+  bool tied;  // default for tie_word_embeddings
+  bool rope;  // rotary positions (else learned or ALiBi)
 };
 
 // Sources: each model's configuration_<model_type>.py defaults and modeling_<model_type>.py MLP.
 constexpr HfArchitecture kHfArchitectures[] = {
-    {"LlamaForCausalLM", "llama", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
-    {"MistralForCausalLM", "mistral", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
-    {"MixtralForCausalLM", "mixtral", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
+    {"LlamaForCausalLM", "llama", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false,
+     false, true},
+    {"MistralForCausalLM", "mistral", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false,
+     false, true},
+    {"MixtralForCausalLM", "mixtral", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false,
+     false, true},
     // Qwen2's q, k and v projections always carry biases (no attention_bias field).
-    {"Qwen2ForCausalLM", "qwen2", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, true, false, true},
-    {"Qwen2MoeForCausalLM", "qwen2_moe", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, true, false, true},
-    {"Qwen3ForCausalLM", "qwen3", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
-    {"Qwen3MoeForCausalLM", "qwen3_moe", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
-    {"DeepseekV2ForCausalLM", "deepseek_v2", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
-    {"DeepseekV3ForCausalLM", "deepseek_v3", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false, false, true},
+    {"Qwen2ForCausalLM", "qwen2", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, true,
+     false, true},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm,
+     true, false, true},
+    {"Qwen3ForCausalLM", "qwen3", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm, false,
+     false, true},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm,
+     false, false, true},
+    {"DeepseekV2ForCausalLM", "deepseek_v2", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm,
+     false, false, true},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", HfNames::kLlama, true, "hidden_act", "silu", NormKind::kRmsNorm,
+     false, false, true},
     // Gemma: GeGLU, gelu_pytorch_tanh (hidden_activation, falling back to hidden_act), tied tables.
-    {"GemmaForCausalLM", "gemma", HfNames::kLlama, true, "hidden_activation", "gelu_pytorch_tanh", NormKind::kRmsNorm, false, true, true},
-    {"Gemma2ForCausalLM", "gemma2", HfNames::kLlama, true, "hidden_activation", "gelu_pytorch_tanh", NormKind::kRmsNorm, false, true, true},
-    {"GPT2LMHeadModel", "gpt2", HfNames::kGpt2, false, "activation_function", "gelu_new", NormKind::kLayerNorm, true, true, false},
-    {"GPTNeoXForCausalLM", "gpt_neox", HfNames::kGptNeoX, false, "hidden_act", "gelu", NormKind::kLayerNorm, true, false, true},
-    {"FalconForCausalLM", "falcon", HfNames::kFalcon, false, "activation", "gelu", NormKind::kLayerNorm, false, true, true},
+    {"GemmaForCausalLM", "gemma", HfNames::kLlama, true, "hidden_activation", "gelu_pytorch_tanh",
+     NormKind::kRmsNorm, false, true, true},
+    {"Gemma2ForCausalLM", "gemma2", HfNames::kLlama, true, "hidden_activation", "gelu_pytorch_tanh",
+     NormKind::kRmsNorm, false, true, true},
+    {"GPT2LMHeadModel", "gpt2", HfNames::kGpt2, false, "activation_function", "gelu_new",
+     NormKind::kLayerNorm, true, true, false},
+    {"GPTNeoXForCausalLM", "gpt_neox", HfNames::kGptNeoX, false, "hidden_act", "gelu", NormKind::kLayerNorm,
+     true, false, true},
+    {"FalconForCausalLM", "falcon", HfNames::kFalcon, false, "activation", "gelu", NormKind::kLayerNorm,
+     false, true, true},
     // BLOOM's MLP calls its own tanh GeLU whatever the config says; ALiBi positions.
-    {"BloomForCausalLM", "bloom", HfNames::kBloom, false, "", "gelu", NormKind::kLayerNorm, true, true, false},
-    {"OPTForCausalLM", "opt", HfNames::kOpt, false, "activation_function", "relu", NormKind::kLayerNorm, true, true, false},
+    {"BloomForCausalLM", "bloom", HfNames::kBloom, false, "", "gelu", NormKind::kLayerNorm, true, true,
+     false},
+    {"OPTForCausalLM", "opt", HfNames::kOpt, false, "activation_function", "relu", NormKind::kLayerNorm, true,
+     true, false},
 };
 
 // transformers' ACT2FN keys (activations.py ACT2CLS). get_activation looks them up in a dict, so
 // the match is exact and case-sensitive: "SiLU" fails there and here.
 constexpr std::string_view kHfActivations[] = {
-    "gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh", "gelu_accurate",
-    "laplace", "leaky_relu", "linear", "mish", "quick_gelu", "relu", "relu2", "relu6", "sigmoid",
-    "silu", "swish", "tanh", "prelu"};
+    "gelu",          "gelu_10", "gelu_fast",  "gelu_new", "gelu_python", "gelu_pytorch_tanh",
+    "gelu_accurate", "laplace", "leaky_relu", "linear",   "mish",        "quick_gelu",
+    "relu",          "relu2",   "relu6",      "sigmoid",  "silu",        "swish",
+    "tanh",          "prelu"};
 
 template <typename Range, typename Name>
 std::string join_names(const Range& items, Name name) {
@@ -273,7 +311,8 @@ std::string join_names(const Range& items, Name name) {
 // when it has none its "model_type". Records the error in `r` and returns null otherwise.
 const HfArchitecture* hf_architecture(JsonReader& r) {
   const auto by_class = [](std::string_view c) -> const HfArchitecture* {
-    for (const auto& a : kHfArchitectures) if (a.class_name == c) return &a;
+    for (const auto& a : kHfArchitectures)
+      if (a.class_name == c) return &a;
     return nullptr;
   };
   const std::string classes = join_names(kHfArchitectures, [](const auto& a) { return a.class_name; });
@@ -302,13 +341,16 @@ const HfArchitecture* hf_architecture(JsonReader& r) {
   }
   const std::string types = join_names(kHfArchitectures, [](const auto& a) { return a.model_type; });
   if (!r.has("model_type")) {
-    r.fail("architectures", "missing, and no model_type either: the config does not say which model it is "
-                            "(known architectures: " + classes + ")");
+    r.fail("architectures",
+           "missing, and no model_type either: the config does not say which model it is "
+           "(known architectures: " +
+               classes + ")");
     return nullptr;
   }
   const std::string type = r.string("model_type");
   if (!r.ok()) return nullptr;
-  for (const auto& a : kHfArchitectures) if (a.model_type == type) return &a;
+  for (const auto& a : kHfArchitectures)
+    if (a.model_type == type) return &a;
   r.fail("model_type", "unknown model type \"" + type + "\" (known: " + types + ")");
   return nullptr;
 }
@@ -318,7 +360,8 @@ MlpKind hf_mlp(JsonReader& r, const HfArchitecture& a) {
   std::string key(a.act_key);
   // Gemma's hidden_activation wins; without it transformers uses hidden_act.
   if (a.act_key == "hidden_activation" && !r.has(key)) key = "hidden_act";
-  const std::string act = a.act_key.empty() ? std::string(a.act_default) : r.string(key, std::string(a.act_default));
+  const std::string act =
+      a.act_key.empty() ? std::string(a.act_default) : r.string(key, std::string(a.act_default));
   if (!r.ok()) return MlpKind::kGelu;
   if (std::find(std::begin(kHfActivations), std::end(kHfActivations), act) == std::end(kHfActivations)) {
     r.fail(key, "unknown activation \"" + act + "\" (transformers' ACT2FN names, matched exactly: " +
@@ -358,7 +401,8 @@ Result<ModelSpec> model_from_hf_config(const json& doc, const std::string& file)
       break;
     case HfNames::kBloom:  // n_embed is BLOOM's older name for hidden_size; ALiBi, so no position limit
       m.layers = static_cast<int>(r.required_integer("n_layer", 1, 100000));
-      m.hidden = r.has("n_embed") ? r.integer("n_embed", 1, 1, 1 << 22) : r.required_integer("hidden_size", 1, 1 << 22);
+      m.hidden = r.has("n_embed") ? r.integer("n_embed", 1, 1, 1 << 22)
+                                  : r.required_integer("hidden_size", 1, 1 << 22);
       m.heads = static_cast<int>(r.required_integer("n_head", 1, 1 << 16));
       m.ffn_hidden = 4 * m.hidden;
       m.seq_len = static_cast<int>(r.integer("seq_length", 2048, 1, 1 << 24));
@@ -371,7 +415,8 @@ Result<ModelSpec> model_from_hf_config(const json& doc, const std::string& file)
       m.ffn_hidden = r.integer("ffn_dim", 4 * m.hidden, 1, 1 << 24);
       m.seq_len = static_cast<int>(r.integer("max_position_embeddings", 2048, 1, 1 << 24));
       m.bias = r.boolean("enable_bias", arch->bias);
-      m.dropout = r.number("dropout", 0.1, 0.0, 1.0) > 0.0 || r.number("attention_dropout", 0.0, 0.0, 1.0) > 0.0;
+      m.dropout =
+          r.number("dropout", 0.1, 0.0, 1.0) > 0.0 || r.number("attention_dropout", 0.0, 0.0, 1.0) > 0.0;
       break;
     case HfNames::kGptNeoX:
       m.layers = static_cast<int>(r.required_integer("num_hidden_layers", 1, 100000));
@@ -394,7 +439,9 @@ Result<ModelSpec> model_from_hf_config(const json& doc, const std::string& file)
       m.dropout = dropout("attention_dropout", "hidden_dropout");
       // FalconAttention: the new decoder's num_kv_heads, else one shared head (multi_query) or MHA.
       const int kv = static_cast<int>(r.integer("num_kv_heads", m.heads, 1, 1 << 16));
-      m.kv_heads = r.boolean("new_decoder_architecture", false) ? kv : r.boolean("multi_query", true) ? 1 : m.heads;
+      m.kv_heads = r.boolean("new_decoder_architecture", false) ? kv
+                   : r.boolean("multi_query", true)             ? 1
+                                                                : m.heads;
       break;
     }
     case HfNames::kLlama:
@@ -418,8 +465,8 @@ Result<ModelSpec> model_from_hf_config(const json& doc, const std::string& file)
   if (m.head_dim == 0 && m.heads > 0) {  // derived, so held to the limit head_dim has when given
     const std::int64_t head = m.hidden / m.heads;
     if (head > (1 << 16))
-      r.fail("head_dim", "hidden size " + std::to_string(m.hidden) + " / " + std::to_string(m.heads) + " heads = " +
-                             std::to_string(head) + " is out of range; expected at most 65536");
+      r.fail("head_dim", "hidden size " + std::to_string(m.hidden) + " / " + std::to_string(m.heads) +
+                             " heads = " + std::to_string(head) + " is out of range; expected at most 65536");
     else
       m.head_dim = static_cast<int>(head);
   }
@@ -443,12 +490,12 @@ Result<ModelSpec> model_from_hf_config(const json& doc, const std::string& file)
     m.moe.expert_ffn_hidden = r.integer("moe_intermediate_size", m.ffn_hidden, 1, 1 << 24);
     const auto shared = r.integer("shared_expert_intermediate_size", 0, 0, 1 << 24);
     // The shared expert as routed-expert widths, within the model format's own limit (1024).
-    const std::int64_t widths = m.moe.expert_ffn_hidden > 0
-                                    ? (shared + m.moe.expert_ffn_hidden / 2) / m.moe.expert_ffn_hidden : 0;
+    const std::int64_t widths =
+        m.moe.expert_ffn_hidden > 0 ? (shared + m.moe.expert_ffn_hidden / 2) / m.moe.expert_ffn_hidden : 0;
     if (widths > (1 << 10))
-      r.fail("shared_expert_intermediate_size", std::to_string(shared) + " is " + std::to_string(widths) +
-                                                    " experts of moe_intermediate_size " +
-                                                    std::to_string(m.moe.expert_ffn_hidden) + "; at most 1024");
+      r.fail("shared_expert_intermediate_size",
+             std::to_string(shared) + " is " + std::to_string(widths) + " experts of moe_intermediate_size " +
+                 std::to_string(m.moe.expert_ffn_hidden) + "; at most 1024");
     else
       m.moe.shared_experts = static_cast<int>(widths);
   }

@@ -8,9 +8,8 @@
 // 1/2, GPT-2, GPT-NeoX, Falcon, BLOOM, OPT); any other architecture or activation is an error.
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "sim/core/status.h"
@@ -23,17 +22,17 @@ enum class MlpKind { kGelu, kSwiglu, kSquaredRelu };
 enum class NormKind { kLayerNorm, kRmsNorm };
 
 struct MoeSpec {
-  int experts = 0;                // routed experts per MoE layer; 0 means a dense model
-  int top_k = 0;                  // routed experts each token visits
-  int shared_experts = 0;         // experts every token visits
+  int experts = 0;         // routed experts per MoE layer; 0 means a dense model
+  int top_k = 0;           // routed experts each token visits
+  int shared_experts = 0;  // experts every token visits
   std::int64_t expert_ffn_hidden = 0;
-  int dense_layers = 0;           // the first layers use a dense MLP (DeepSeek: first_k_dense_replace)
+  int dense_layers = 0;  // the first layers use a dense MLP (DeepSeek: first_k_dense_replace)
   bool operator==(const MoeSpec&) const = default;
 };
 
 // Multi-head latent attention (DeepSeek-V2/V3); enabled when kv_lora_rank > 0.
 struct MlaSpec {
-  int q_lora_rank = 0;            // 0: queries are projected directly
+  int q_lora_rank = 0;  // 0: queries are projected directly
   int kv_lora_rank = 0;
   int qk_nope_head_dim = 0;
   int qk_rope_head_dim = 0;
@@ -47,16 +46,16 @@ struct ModelSpec {
   int layers = 0;
   std::int64_t hidden = 0;
   int heads = 0;
-  int kv_heads = 0;               // == heads for MHA, fewer for GQA
-  int head_dim = 0;               // hidden / heads unless given
-  std::int64_t ffn_hidden = 0;    // dense MLP width
+  int kv_heads = 0;             // == heads for MHA, fewer for GQA
+  int head_dim = 0;             // hidden / heads unless given
+  std::int64_t ffn_hidden = 0;  // dense MLP width
   MlpKind mlp = MlpKind::kGelu;
   NormKind norm = NormKind::kLayerNorm;
   std::int64_t vocab = 0;
-  int seq_len = 0;                // training sequence length
+  int seq_len = 0;  // training sequence length
   bool tied_embeddings = false;
-  bool bias = false;              // linear layers carry biases (GPT-2/3, BLOOM)
-  bool dropout = false;           // dropout layers present (changes activation memory)
+  bool bias = false;     // linear layers carry biases (GPT-2/3, BLOOM)
+  bool dropout = false;  // dropout layers present (changes activation memory)
   // Rotary position embeddings (RoPE: Llama, Mixtral, DeepSeek, the runtime's own models): q and k
   // rotated after the QKV projection, one elementwise pass each way. Without: learned or ALiBi
   // positions (GPT-3, BERT, BLOOM, MPT), whose cost the model leaves out.
@@ -69,11 +68,11 @@ struct ModelSpec {
   int dense_layers() const { return layers - moe_layers(); }
 
   // Parameter counts (weights only).
-  double attention_params() const;    // one layer's attention block incl. its norm
-  double dense_mlp_params() const;    // one dense MLP incl. its norm
-  double expert_params() const;       // one routed expert
-  double moe_mlp_params() const;      // one MoE MLP: all routed + shared experts + router + norm
-  double embedding_params() const;    // input embedding + output head (unless tied) + final norm
+  double attention_params() const;  // one layer's attention block incl. its norm
+  double dense_mlp_params() const;  // one dense MLP incl. its norm
+  double expert_params() const;     // one routed expert
+  double moe_mlp_params() const;    // one MoE MLP: all routed + shared experts + router + norm
+  double embedding_params() const;  // input embedding + output head (unless tied) + final norm
   // The parameters outside the layers that pipeline stage `stage` of `pp` holds on one of `tp`
   // ranks: the first stage the input embedding, the last the output head (one table for both when
   // tied and pp = 1; with pp > 1 the last stage keeps its own copy of a tied table, as Megatron
@@ -81,12 +80,12 @@ struct ModelSpec {
   // The tables are split over tp (vocabulary-parallel), the norm is not.
   double end_params_on_stage(int stage, int pp, bool dualpipe, int tp) const;
   double total_params() const;
-  double active_params() const;       // parameters a token touches (MoE: top_k experts)
+  double active_params() const;  // parameters a token touches (MoE: top_k experts)
 
   // Query/key/value widths.
-  std::int64_t q_dim() const;         // heads * head_dim (MLA: heads * (nope + rope))
-  std::int64_t kv_dim() const;        // kv_heads * head_dim (MLA: latent rank)
-  std::int64_t v_dim() const;         // heads * value head dim (MLA: heads * v_head_dim)
+  std::int64_t q_dim() const;   // heads * head_dim (MLA: heads * (nope + rope))
+  std::int64_t kv_dim() const;  // kv_heads * head_dim (MLA: latent rank)
+  std::int64_t v_dim() const;   // heads * value head dim (MLA: heads * v_head_dim)
 
   bool operator==(const ModelSpec&) const = default;
 };

@@ -1,9 +1,8 @@
 // Plan: JSON load/save and the layout checks.
 #include "sim/spec/plan.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "sim/core/units.h"
@@ -20,7 +19,8 @@ std::string layout_string(const Plan& p) {
   if (p.virtual_stages > 1) s.append(" v").append(std::to_string(p.virtual_stages));
   if (!p.stage_tp.empty()) {
     s.append(" tp per stage ");
-    for (std::size_t i = 0; i < p.stage_tp.size(); ++i) s.append(i ? "," : "").append(std::to_string(p.stage_tp[i]));
+    for (std::size_t i = 0; i < p.stage_tp.size(); ++i)
+      s.append(i ? "," : "").append(std::to_string(p.stage_tp[i]));
   }
   if (p.rank_order != Plan{}.rank_order) s.append(" order ").append(p.rank_order);
   if (p.node_order != Plan{}.node_order) s.append(" nodes ").append(p.node_order);
@@ -30,7 +30,8 @@ std::string layout_string(const Plan& p) {
     s.append(" [");
     for (int st = 0; st < static_cast<int>(p.stage_devices.size());) {
       int end = st;
-      while (end < static_cast<int>(p.stage_devices.size()) && p.stage_devices[end] == p.stage_devices[st]) ++end;
+      while (end < static_cast<int>(p.stage_devices.size()) && p.stage_devices[end] == p.stage_devices[st])
+        ++end;
       if (st > 0) s.append(" | ");
       s.append(std::to_string(end - st)).append(" ").append(p.stage_devices[st]);
       if (static_cast<int>(p.layer_split.size()) == p.pp) {
@@ -68,19 +69,27 @@ std::pair<int, int> Plan::stage_layer_range(int layers, int stage) const {
 
 std::string to_string(Schedule s) {
   switch (s) {
-    case Schedule::kGpipe: return "gpipe";
-    case Schedule::k1F1B: return "1f1b";
-    case Schedule::kInterleaved1F1B: return "interleaved-1f1b";
-    case Schedule::kZeroBubble: return "zero-bubble";
-    case Schedule::kDualPipe: return "dualpipe";
+    case Schedule::kGpipe:
+      return "gpipe";
+    case Schedule::k1F1B:
+      return "1f1b";
+    case Schedule::kInterleaved1F1B:
+      return "interleaved-1f1b";
+    case Schedule::kZeroBubble:
+      return "zero-bubble";
+    case Schedule::kDualPipe:
+      return "dualpipe";
   }
   return "1f1b";
 }
 std::string to_string(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
     case Recompute::kOptimal:
       return "optimal";
   }
@@ -94,16 +103,21 @@ Result<RecomputeMethod> parse_recompute_method(const std::string& s) {
 }
 std::string to_string(Precision p) {
   switch (p) {
-    case Precision::kFp32: return "fp32";
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp16: return "fp16";
-    case Precision::kFp8: return "fp8";
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kFp8:
+      return "fp8";
   }
   return "bf16";
 }
 
 Result<Schedule> parse_schedule(const std::string& s) {
-  for (auto v : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble, Schedule::kDualPipe})
+  for (auto v : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble,
+                 Schedule::kDualPipe})
     if (to_string(v) == s) return v;
   return Error(quote_excerpt(s) + " is not one of: gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe");
 }
@@ -114,17 +128,22 @@ Result<Recompute> parse_recompute(const std::string& s) {
 }
 std::string to_string(GradCompression c) {
   switch (c) {
-    case GradCompression::kNone: return "none";
-    case GradCompression::kInt8: return "int8";
-    case GradCompression::kTopK: return "topk";
-    case GradCompression::kPowerSgd: return "powersgd";
-    case GradCompression::kFourStage: return "four-stage";
+    case GradCompression::kNone:
+      return "none";
+    case GradCompression::kInt8:
+      return "int8";
+    case GradCompression::kTopK:
+      return "topk";
+    case GradCompression::kPowerSgd:
+      return "powersgd";
+    case GradCompression::kFourStage:
+      return "four-stage";
   }
   return "none";
 }
 Result<GradCompression> parse_grad_compression(const std::string& s) {
-  for (auto v : {GradCompression::kNone, GradCompression::kInt8, GradCompression::kTopK, GradCompression::kPowerSgd,
-                 GradCompression::kFourStage})
+  for (auto v : {GradCompression::kNone, GradCompression::kInt8, GradCompression::kTopK,
+                 GradCompression::kPowerSgd, GradCompression::kFourStage})
     if (to_string(v) == s) return v;
   return Error(quote_excerpt(s) + " is not one of: none, int8, topk, powersgd, four-stage");
 }
@@ -147,7 +166,8 @@ Result<std::array<int, 4>> parse_rank_order(const std::string& order) {
     const std::string_view part(order.data() + start, end - start);
     const auto it = std::find(kDims.begin(), kDims.end(), part);
     if (it == kDims.end())
-      return Error(quote_excerpt(order) + ": " + quote_excerpt(part) + " is not one of tp, cp, dp, pp (e.g. \"tp-cp-dp-pp\")");
+      return Error(quote_excerpt(order) + ": " + quote_excerpt(part) +
+                   " is not one of tp, cp, dp, pp (e.g. \"tp-cp-dp-pp\")");
     const int d = static_cast<int>(it - kDims.begin());
     ++seen[static_cast<std::size_t>(d)];
     if (parts < 4) dims[static_cast<std::size_t>(parts)] = d;
@@ -201,8 +221,10 @@ Plan stage_view(const Plan& p, int stage) {
 
 std::string offload_string(const Plan& p) {
   std::string out;
-  for (auto [on, name] : {std::pair{p.offload_optimizer, "optimizer"}, {p.offload_params, "params"},
-                          {p.offload_activations, "activations"}, {p.offload_embeddings, "embeddings"}})
+  for (auto [on, name] : {std::pair{p.offload_optimizer, "optimizer"},
+                          {p.offload_params, "params"},
+                          {p.offload_activations, "activations"},
+                          {p.offload_embeddings, "embeddings"}})
     if (on) out.append(out.empty() ? "" : "+").append(name);
   return out;
 }
@@ -267,7 +289,10 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   auto read_enum = [&](std::string_view key, auto parse, auto fallback) {
     const std::string text = r.string(key, to_string(fallback));
     auto v = parse(text);
-    if (!v) { r.fail(key, v.error().message()); return fallback; }
+    if (!v) {
+      r.fail(key, v.error().message());
+      return fallback;
+    }
     return v.value();
   };
   p.schedule = read_enum("schedule", parse_schedule, Schedule::k1F1B);
@@ -299,14 +324,16 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   {
     JsonReader d = r.object("data");
     d.reject_null_fields();
-    d.reject_unknown_keys({"sample_bytes", "token_bytes", "compression", "compression_ratio", "decompress_rate",
-                           "preprocess_rate", "loader_cores", "prefetch", "cached_fraction"});
+    d.reject_unknown_keys({"sample_bytes", "token_bytes", "compression", "compression_ratio",
+                           "decompress_rate", "preprocess_rate", "loader_cores", "prefetch",
+                           "cached_fraction"});
     DataLoading& dl = p.data;
     dl.sample_bytes = d.quantity("sample_bytes", Dimension::kBytes, 0.0);
     dl.token_bytes = static_cast<int>(d.integer("token_bytes", 0, 0, 8));
     const std::string compression = d.string("compression", "none");
     if (!dl.set_compression(compression))
-      d.fail("compression", quote_excerpt(compression) + " is not one of: none, lz4 (or give compression_ratio and decompress_rate)");
+      d.fail("compression", quote_excerpt(compression) +
+                                " is not one of: none, lz4 (or give compression_ratio and decompress_rate)");
     dl.compression_ratio = d.number("compression_ratio", dl.compression_ratio, 1.0, 1e6);
     dl.decompress_rate = d.quantity("decompress_rate", Dimension::kBandwidth, dl.decompress_rate);
     dl.preprocess_rate = d.quantity("preprocess_rate", Dimension::kBandwidth, 0.0);
@@ -314,17 +341,20 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
     dl.prefetch = static_cast<int>(d.integer("prefetch", 2, kPrefetch.min, kPrefetch.max));
     dl.cached_fraction = d.number("cached_fraction", 0.0, 0.0, 1.0);
     if (d.ok() && dl.compression_ratio > 1 && dl.decompress_rate <= 0)
-      d.fail("decompress_rate", "is needed when compression_ratio > 1 (bytes/s per loader core, e.g. \"1.8GB/s\")");
+      d.fail("decompress_rate",
+             "is needed when compression_ratio > 1 (bytes/s per loader core, e.g. \"1.8GB/s\")");
   }
   for (JsonReader v : r.array("layer_split")) {
-    if (!v.node().is_number_integer() || v.node().get<long long>() < 1 || v.node().get<long long>() > 100000) {
+    if (!v.node().is_number_integer() || v.node().get<long long>() < 1 ||
+        v.node().get<long long>() > 100000) {
       v.fail("", "expected a positive number of layers");
       break;
     }
     p.layer_split.push_back(v.node().get<int>());
   }
   for (JsonReader v : r.array("stage_tp")) {
-    if (!v.node().is_number_integer() || v.node().get<long long>() < 1 || v.node().get<long long>() > kMaxDegree) {
+    if (!v.node().is_number_integer() || v.node().get<long long>() < 1 ||
+        v.node().get<long long>() > kMaxDegree) {
       v.fail("", "expected a tensor-parallel degree (a positive integer)");
       break;
     }
@@ -347,13 +377,23 @@ Result<Plan> load_plan_file(const std::string& path) {
 }
 
 json plan_to_json(const Plan& p) {
-  json j = {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"ep", p.ep}, {"cp", p.cp},
-            {"sequence_parallel", p.sequence_parallel}, {"virtual_stages", p.virtual_stages},
-            {"micro_batch", p.micro_batch}, {"global_batch", p.global_batch},
-            {"schedule", to_string(p.schedule)}, {"zero_stage", p.zero_stage},
-            {"recompute", to_string(p.recompute)}, {"precision", to_string(p.precision)},
-            {"flash_attention", p.flash_attention}, {"overlap_grad_reduce", p.overlap_grad_reduce},
-            {"overlap_tp_comm", p.overlap_tp_comm}, {"offload_optimizer", p.offload_optimizer}};
+  json j = {{"tp", p.tp},
+            {"pp", p.pp},
+            {"dp", p.dp},
+            {"ep", p.ep},
+            {"cp", p.cp},
+            {"sequence_parallel", p.sequence_parallel},
+            {"virtual_stages", p.virtual_stages},
+            {"micro_batch", p.micro_batch},
+            {"global_batch", p.global_batch},
+            {"schedule", to_string(p.schedule)},
+            {"zero_stage", p.zero_stage},
+            {"recompute", to_string(p.recompute)},
+            {"precision", to_string(p.precision)},
+            {"flash_attention", p.flash_attention},
+            {"overlap_grad_reduce", p.overlap_grad_reduce},
+            {"overlap_tp_comm", p.overlap_tp_comm},
+            {"offload_optimizer", p.offload_optimizer}};
   if (p.seq_len > 0) j["seq_len"] = p.seq_len;
   if (!p.layer_split.empty()) j["layer_split"] = p.layer_split;
   if (!p.stage_devices.empty()) j["stage_devices"] = p.stage_devices;
@@ -368,12 +408,17 @@ json plan_to_json(const Plan& p) {
   if (!p.attention_device.empty()) j["attention_device"] = p.attention_device;
   if (!(p.data == DataLoading{})) {
     const DataLoading& d = p.data;
-    j["data"] = {{"token_bytes", d.token_bytes}, {"compression", d.compression},
-                 {"compression_ratio", d.compression_ratio}, {"loader_cores", d.loader_cores}, {"prefetch", d.prefetch},
+    j["data"] = {{"token_bytes", d.token_bytes},
+                 {"compression", d.compression},
+                 {"compression_ratio", d.compression_ratio},
+                 {"loader_cores", d.loader_cores},
+                 {"prefetch", d.prefetch},
                  {"cached_fraction", d.cached_fraction}};
     if (d.sample_bytes > 0) j["data"]["sample_bytes"] = format_quantity(d.sample_bytes, Dimension::kBytes);
-    if (d.decompress_rate > 0) j["data"]["decompress_rate"] = format_quantity(d.decompress_rate, Dimension::kBandwidth);
-    if (d.preprocess_rate > 0) j["data"]["preprocess_rate"] = format_quantity(d.preprocess_rate, Dimension::kBandwidth);
+    if (d.decompress_rate > 0)
+      j["data"]["decompress_rate"] = format_quantity(d.decompress_rate, Dimension::kBandwidth);
+    if (d.preprocess_rate > 0)
+      j["data"]["preprocess_rate"] = format_quantity(d.preprocess_rate, Dimension::kBandwidth);
   }
   if (p.offload_activations) j["offload_activations"] = true;
   if (p.offload_embeddings) j["offload_embeddings"] = true;
@@ -404,7 +449,8 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
   if (p.pp > m.layers) return fail("pp", s(p.pp) + " exceeds the model's " + s(m.layers) + " layers");
   if (!p.layer_split.empty()) {
     if (static_cast<int>(p.layer_split.size()) != p.pp)
-      return fail("layer_split", "has " + s(p.layer_split.size()) + " entries for pp = " + s(p.pp) + " stages");
+      return fail("layer_split",
+                  "has " + s(p.layer_split.size()) + " entries for pp = " + s(p.pp) + " stages");
     int total = 0;
     for (int n : p.layer_split) total += n;
     if (total != m.layers)
@@ -425,19 +471,23 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
     if (m.moe.experts % p.ep != 0)
       return fail("ep", s(p.ep) + " does not divide the model's " + s(m.moe.experts) + " experts");
     if ((p.dp * p.cp) % p.ep != 0)
-      return fail("ep", s(p.ep) + " does not divide dp*cp = " + s(p.dp * p.cp) + " (experts are carved out of the data-parallel ranks)");
+      return fail("ep", s(p.ep) + " does not divide dp*cp = " + s(p.dp * p.cp) +
+                            " (experts are carved out of the data-parallel ranks)");
   }
   if (p.global_batch % (std::int64_t{p.dp} * p.micro_batch) != 0)
-    return fail("global_batch", s(p.global_batch) + " is not a multiple of dp*micro_batch = " + s(p.dp) + "*" + s(p.micro_batch));
+    return fail("global_batch", s(p.global_batch) + " is not a multiple of dp*micro_batch = " + s(p.dp) +
+                                    "*" + s(p.micro_batch));
   const std::int64_t mbs = p.micro_batches();
   if (mbs > plan_range::kMaxMicroBatches)
-    return fail("global_batch", s(p.global_batch) + " sequences make " + s(mbs) + " micro-batches per step, more than the " +
-                                    s(plan_range::kMaxMicroBatches) + " a step may have (raise micro_batch or dp)");
+    return fail("global_batch",
+                s(p.global_batch) + " sequences make " + s(mbs) + " micro-batches per step, more than the " +
+                    s(plan_range::kMaxMicroBatches) + " a step may have (raise micro_batch or dp)");
   if (p.virtual_stages > 1 && mbs % p.pp != 0)
     return fail("global_batch", "interleaved 1F1B needs the micro-batch count (" + s(mbs) +
                                     ") to be a multiple of pp (" + s(p.pp) + ")");
   if (p.recompute_layers >= 0 && p.recompute == Recompute::kNone)
-    return fail("recompute_layers", "is set but recompute is none (say which recompute the first layers use)");
+    return fail("recompute_layers",
+                "is set but recompute is none (say which recompute the first layers use)");
   if (p.recompute_layers >= 0 && p.recompute == Recompute::kOptimal)
     return fail("recompute_layers",
                 "cannot be combined with recompute optimal (it chooses every layer's recompute)");
@@ -453,23 +503,30 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
                                  (p.recompute_method == RecomputeMethod::kUniform ? " (uniform)" : "") +
                                  " cannot be combined with dualpipe or offload_activations (not modelled)");
   if (p.grad_compression != GradCompression::kNone && p.zero_stage >= 3)
-    return fail("grad_compression", "needs zero_stage 0, 1 or 2 (ZeRO-3 reduce-scatters each layer's gradients as it goes)");
+    return fail("grad_compression",
+                "needs zero_stage 0, 1 or 2 (ZeRO-3 reduce-scatters each layer's gradients as it goes)");
   if (!p.stage_tp.empty()) {
     if (static_cast<int>(p.stage_tp.size()) != p.pp)
       return fail("stage_tp", "has " + s(p.stage_tp.size()) + " entries for pp = " + s(p.pp) + " stages");
     if (p.virtual_stages > 1 || p.schedule == Schedule::kDualPipe)
-      return fail("stage_tp", "cannot be combined with virtual stages or dualpipe (a rank would hold stages of different tp)");
+      return fail(
+          "stage_tp",
+          "cannot be combined with virtual stages or dualpipe (a rank would hold stages of different tp)");
     if (p.ep > 1 || p.cp > 1) return fail("stage_tp", "cannot be combined with ep or cp (not modelled)");
     const long long ranks = 1LL * p.tp * p.dp;
     for (int st = 0; st < p.pp; ++st) {
       const int t = p.stage_tp[st];
       const std::string where = "stage " + s(st) + ": tp " + s(t);
       if (t < 1) return fail("stage_tp", where + " is not a tensor-parallel degree (>= 1)");
-      if (m.heads % t != 0) return fail("stage_tp", where + " does not divide model heads (" + s(m.heads) + ")");
+      if (m.heads % t != 0)
+        return fail("stage_tp", where + " does not divide model heads (" + s(m.heads) + ")");
       if (!m.mla.enabled() && m.kv_heads % t != 0 && t % m.kv_heads != 0)
-        return fail("stage_tp", where + " and model kv_heads (" + s(m.kv_heads) + ") must divide one another");
-      if (m.ffn_hidden % t != 0) return fail("stage_tp", where + " does not divide model ffn_hidden (" + s(m.ffn_hidden) + ")");
-      if (ranks % t != 0) return fail("stage_tp", where + " does not divide the stage's tp*dp = " + s(ranks) + " ranks");
+        return fail("stage_tp",
+                    where + " and model kv_heads (" + s(m.kv_heads) + ") must divide one another");
+      if (m.ffn_hidden % t != 0)
+        return fail("stage_tp", where + " does not divide model ffn_hidden (" + s(m.ffn_hidden) + ")");
+      if (ranks % t != 0)
+        return fail("stage_tp", where + " does not divide the stage's tp*dp = " + s(ranks) + " ranks");
       const long long dp_i = ranks / t;
       if (p.global_batch % (dp_i * mbs) != 0)
         return fail("stage_tp", where + ": its " + s(dp_i) + " replicas cannot split the " + s(mbs) +
@@ -477,19 +534,23 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
     }
   }
   if (p.offload_params && !p.offload_optimizer)
-    return fail("offload_params", "needs offload_optimizer (parameters offloaded to the host are updated there)");
+    return fail("offload_params",
+                "needs offload_optimizer (parameters offloaded to the host are updated there)");
   if ((p.offload_params || p.offload_activations) &&
       (p.schedule == Schedule::kZeroBubble || p.schedule == Schedule::kDualPipe))
     return fail(p.offload_params ? "offload_params" : "offload_activations",
-                "is not modelled with " + to_string(p.schedule) + " (its split-off weight gradients would need the layer again)");
+                "is not modelled with " + to_string(p.schedule) +
+                    " (its split-off weight gradients would need the layer again)");
   if (p.offload_embeddings && m.tied_embeddings && p.pp == 1)
-    return fail("offload_embeddings", "the model ties its embedding table to the LM head, which needs it on the device "
-                                      "(offload works with untied embeddings, or with pp > 1)");
+    return fail("offload_embeddings",
+                "the model ties its embedding table to the LM head, which needs it on the device "
+                "(offload works with untied embeddings, or with pp > 1)");
   if (p.offload_embeddings && p.schedule == Schedule::kDualPipe)
     return fail("offload_embeddings", "cannot be combined with dualpipe (both end ranks embed)");
   if (p.schedule == Schedule::kDualPipe && (p.pp % 2 != 0 || mbs < 2 * p.pp || mbs % 2 != 0))
-    return fail("schedule", "dualpipe needs an even pp and an even number of micro-batches, at least 2*pp (here pp " +
-                                s(p.pp) + ", " + s(mbs) + " micro-batches)");
+    return fail("schedule",
+                "dualpipe needs an even pp and an even number of micro-batches, at least 2*pp (here pp " +
+                    s(p.pp) + ", " + s(mbs) + " micro-batches)");
   return Status::Ok();
 }
 
@@ -500,7 +561,9 @@ Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c,
   if (!p.attention_device.empty()) {
     auto bad = [&](const std::string& why) { return Status(Error(file + ": /attention_device: " + why)); };
     if (!p.stage_devices.empty()) return bad("cannot be combined with stage_devices (not modelled)");
-    if (p.cp > 1) return bad("cannot be combined with context parallelism (its ring exchange is not modelled off the device)");
+    if (p.cp > 1)
+      return bad(
+          "cannot be combined with context parallelism (its ring exchange is not modelled off the device)");
     const int main = stage_group(p, node, 0);
     if (p.attention_device != "auto") {
       const int g = node.accelerator_group(p.attention_device);
@@ -508,9 +571,9 @@ Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c,
         return bad(quote_excerpt(p.attention_device) + " is not another accelerator of node '" + node.name +
                    "' (the stages run on " + node.devices[main].device.name + ")");
       if (node.devices[g].count < node.devices[main].count)
-        return bad("node '" + node.name + "' has " + std::to_string(node.devices[g].count) + " " + p.attention_device +
-                   " for " + std::to_string(node.devices[main].count) + " " + node.devices[main].device.name +
-                   " (one partner each is needed)");
+        return bad("node '" + node.name + "' has " + std::to_string(node.devices[g].count) + " " +
+                   p.attention_device + " for " + std::to_string(node.devices[main].count) + " " +
+                   node.devices[main].device.name + " (one partner each is needed)");
     } else {
       int partners = 0;
       for (std::size_t i = 0; i < node.devices.size(); ++i)
@@ -519,17 +582,23 @@ Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c,
           break;
         }
       if (partners < node.devices[main].count)
-        return bad("auto needs another accelerator per " + node.devices[main].device.name + " on node '" + node.name + "'");
+        return bad("auto needs another accelerator per " + node.devices[main].device.name + " on node '" +
+                   node.name + "'");
     }
   }
   if (p.stage_devices.empty()) return Status::Ok();
   if (!p.stage_tp.empty()) return fail("cannot be combined with stage_tp (not modelled)");
   if (p.rank_order != Plan{}.rank_order || p.node_order != Plan{}.node_order)
-    return fail("cannot be combined with a rank_order or node_order of its own (stages fill their accelerator groups in order)");
+    return fail(
+        "cannot be combined with a rank_order or node_order of its own (stages fill their accelerator groups "
+        "in order)");
   if (static_cast<int>(p.stage_devices.size()) != p.pp)
-    return fail("has " + std::to_string(p.stage_devices.size()) + " entries for pp = " + std::to_string(p.pp) + " stages");
-  if (p.virtual_stages > 1) return fail("cannot be combined with virtual_stages (a chunk per stage device is not modelled)");
-  if (p.schedule == Schedule::kDualPipe) return fail("cannot be combined with dualpipe (each rank holds two stages)");
+    return fail("has " + std::to_string(p.stage_devices.size()) +
+                " entries for pp = " + std::to_string(p.pp) + " stages");
+  if (p.virtual_stages > 1)
+    return fail("cannot be combined with virtual_stages (a chunk per stage device is not modelled)");
+  if (p.schedule == Schedule::kDualPipe)
+    return fail("cannot be combined with dualpipe (each rank holds two stages)");
   std::vector<int> ranks(node.devices.size(), 0);
   const int per_stage = p.tp * p.cp * p.dp;
   for (int st = 0; st < p.pp; ++st) {
@@ -539,8 +608,8 @@ Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c,
       std::string have;
       for (const auto& dg : node.devices)
         if (dg.device.kind != DeviceKind::kCpu) have.append(have.empty() ? "" : ", ").append(dg.device.name);
-      return fail(quote_excerpt(name) + " (stage " + std::to_string(st) + ") is not an accelerator of node '" + node.name +
-                  "' (it has: " + have + ")");
+      return fail(quote_excerpt(name) + " (stage " + std::to_string(st) +
+                  ") is not an accelerator of node '" + node.name + "' (it has: " + have + ")");
     }
     if (p.precision == Precision::kFp8 && node.devices[g].device.peak(DType::kFp8) <= 0)
       return fail("stage " + std::to_string(st) + ": fp8 is not supported by " + name);
@@ -550,7 +619,8 @@ Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c,
     const int have = node.devices[g].count * c.nodes;
     if (ranks[g] > have)
       return fail("the stages on " + node.devices[g].device.name + " need " + std::to_string(ranks[g]) +
-                  " devices (tp*cp*dp = " + std::to_string(per_stage) + " each), the cluster has " + std::to_string(have));
+                  " devices (tp*cp*dp = " + std::to_string(per_stage) + " each), the cluster has " +
+                  std::to_string(have));
   }
   return Status::Ok();
 }
@@ -590,7 +660,8 @@ std::vector<int> rank_devices(const Plan& p, const ClusterSpec& c) {
     const std::vector<int> perm = node_permutation(p, (p.gpus() + per_node - 1) / per_node);
     std::vector<int> out(static_cast<std::size_t>(p.gpus()));
     for (int r = 0; r < p.gpus(); ++r) {
-      const int t = r % p.tp, cp = (r / p.tp) % p.cp, d = (r / (p.tp * p.cp)) % p.dp, pp = r / (p.tp * p.cp * p.dp);
+      const int t = r % p.tp, cp = (r / p.tp) % p.cp, d = (r / (p.tp * p.cp)) % p.dp,
+                pp = r / (p.tp * p.cp * p.dp);
       const int pos = t * stride[0] + cp * stride[1] + d * stride[2] + pp * stride[3];
       out[r] = perm[pos / per_node] * slots + offset + pos % per_node;
     }

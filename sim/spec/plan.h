@@ -4,10 +4,9 @@
 //   plan.json: /tp: 3 does not divide model heads (32)
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <array>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,8 +48,8 @@ inline constexpr double kLz4DecompressRate = 1.82e9;
 // The input pipeline (sim/analytic/data_loading.h): what a sample takes on storage and how the
 // loaders on each node read, decompress and prefetch it.
 struct DataLoading {
-  double sample_bytes = 0;       // bytes of one sequence uncompressed; 0: its token ids
-  int token_bytes = 0;           // bytes per token id; 0: 2 below 65,536 vocabulary entries, else 4
+  double sample_bytes = 0;  // bytes of one sequence uncompressed; 0: its token ids
+  int token_bytes = 0;      // bytes per token id; 0: 2 below 65,536 vocabulary entries, else 4
   // "none" or "lz4" (kLz4Ratio and kLz4DecompressRate unless given).
   std::string compression = "none";
   // Sets `compression` by name with its defaults; false for an unknown name.
@@ -67,11 +66,11 @@ struct DataLoading {
 struct Plan {
   int tp = 1, pp = 1, dp = 1, ep = 1, cp = 1;
   bool sequence_parallel = false;
-  int virtual_stages = 1;            // model chunks per pipeline rank (interleaved 1F1B)
-  int micro_batch = 1;               // sequences per micro-batch
-  std::int64_t global_batch = 1;     // sequences per optimizer step
+  int virtual_stages = 1;         // model chunks per pipeline rank (interleaved 1F1B)
+  int micro_batch = 1;            // sequences per micro-batch
+  std::int64_t global_batch = 1;  // sequences per optimizer step
   Schedule schedule = Schedule::k1F1B;
-  int zero_stage = 0;                // 0..3 (ZeRO-3 = FSDP full shard)
+  int zero_stage = 0;  // 0..3 (ZeRO-3 = FSDP full shard)
   Recompute recompute = Recompute::kNone;
   // Recompute only the first `recompute_layers` layers of each pipeline stage (of each chunk with
   // virtual stages) and keep the others' activations -- Megatron's --recompute-num-layers with the
@@ -80,9 +79,10 @@ struct Plan {
   int recompute_layers = -1;
   RecomputeMethod recompute_method = RecomputeMethod::kBlock;
   Precision precision = Precision::kBf16;
-  bool flash_attention = true;       // fused attention: no s^2 activation traffic or memory
-  bool overlap_grad_reduce = false;  // DP gradient reduction overlapped with backward (opt-in, as in Megatron)
-  bool overlap_tp_comm = false;      // TP collectives overlapped with GEMMs
+  bool flash_attention = true;  // fused attention: no s^2 activation traffic or memory
+  bool overlap_grad_reduce =
+      false;                     // DP gradient reduction overlapped with backward (opt-in, as in Megatron)
+  bool overlap_tp_comm = false;  // TP collectives overlapped with GEMMs
   // Fused elementwise chains (norm, bias/dropout + residual, activation, scale-mask-softmax as
   // one kernel each, as Megatron runs them). false: PyTorch eager, one kernel per operator, each
   // writing its result to memory and the next reading it back.
@@ -90,7 +90,7 @@ struct Plan {
   // Each layer's kernels replayed as a CUDA graph: the per-kernel launch cost falls to the
   // device's graph_kernel_overhead.
   bool cuda_graphs = false;
-  bool offload_optimizer = false;    // optimizer state and step on the host (ZeRO-Offload)
+  bool offload_optimizer = false;  // optimizer state and step on the host (ZeRO-Offload)
   // ZeRO-Infinity-style parameter offload: weights and gradients live in host memory; each layer's
   // weights cross the host link before its forward and again before its backward, its gradients
   // go back after the backward (every micro-batch). Needs offload_optimizer.
@@ -101,9 +101,9 @@ struct Plan {
   // The input embedding table in host memory: the host gathers the micro-batch's rows, sends them
   // and takes their gradients back; the table's update runs on the host.
   bool offload_embeddings = false;
-  int seq_len = 0;                   // 0: the model's sequence length
-  std::vector<int> layer_split;      // layers per pipeline stage (empty: as even as possible,
-                                     // the extra layers on the first stages)
+  int seq_len = 0;               // 0: the model's sequence length
+  std::vector<int> layer_split;  // layers per pipeline stage (empty: as even as possible,
+                                 // the extra layers on the first stages)
   // Rank placement (topology-aware or not). `rank_order`: the parallel dimensions from fastest- to
   // slowest-varying along the devices, Megatron-Core's `order` ("tp-cp-dp-pp": tensor-parallel
   // groups inside a node, data-parallel rings across nodes along rails). `node_order`: "linear"
@@ -130,7 +130,7 @@ struct Plan {
   GradCompression grad_compression = GradCompression::kNone;
   double compression_topk = 0.01;
   int compression_rank = 4;
-  double compression_penalty = 0;    // extra steps to converge (0.03 = 3%), for time to train
+  double compression_penalty = 0;  // extra steps to converge (0.03 = 3%), for time to train
   DataLoading data;
 
   int gpus() const { return tp * pp * dp * cp; }

@@ -18,10 +18,14 @@ extern const int kEmbeddedPresetCount;
 
 std::string_view to_string(PresetKind k) {
   switch (k) {
-    case PresetKind::kDevice: return "device";
-    case PresetKind::kNode: return "node";
-    case PresetKind::kCluster: return "cluster";
-    case PresetKind::kModel: return "model";
+    case PresetKind::kDevice:
+      return "device";
+    case PresetKind::kNode:
+      return "node";
+    case PresetKind::kCluster:
+      return "cluster";
+    case PresetKind::kModel:
+      return "model";
   }
   return "preset";
 }
@@ -43,8 +47,7 @@ std::vector<std::string> preset_names(PresetKind kind) {
 
 Result<SpecText> resolve_spec(PresetKind kind, const std::string& name_or_path) {
   std::error_code ec;
-  const bool looks_like_path = name_or_path.find('/') != std::string::npos ||
-                               name_or_path.ends_with(".json");
+  const bool looks_like_path = name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json");
   if (std::filesystem::is_regular_file(name_or_path, ec) ||
       (looks_like_path && std::filesystem::exists(name_or_path, ec))) {
     // A file (or a folder, a device): read with the limits every JSON input has.
@@ -55,13 +58,14 @@ Result<SpecText> resolve_spec(PresetKind kind, const std::string& name_or_path) 
     if (auto text = preset_text(kind, name_or_path))
       return SpecText{std::string(*text), "preset " + name_or_path};
   }
-  if (std::filesystem::is_directory(name_or_path, ec)) return Error(name_or_path + ": is a folder, not a file");
+  if (std::filesystem::is_directory(name_or_path, ec))
+    return Error(name_or_path + ": is a folder, not a file");
   if (looks_like_path) return Error(name_or_path + ": no such file");
   std::string list;
   for (const auto& n : preset_names(kind)) list += (list.empty() ? "" : ", ") + n;
   const std::string shown = name_or_path.size() > 64 ? name_or_path.substr(0, 48) + "..." : name_or_path;
-  return Error("unknown " + std::string(to_string(kind)) + " '" + shown +
-               "': not a preset (" + list + ") and not a file");
+  return Error("unknown " + std::string(to_string(kind)) + " '" + shown + "': not a preset (" + list +
+               ") and not a file");
 }
 
 }  // namespace foresight

@@ -22,7 +22,7 @@ std::vector<std::string> preset_names(PresetKind kind);
 // A source of JSON text: a preset's (file name "<preset:NAME>") or a file's.
 struct SpecText {
   std::string text;
-  std::string file;   // for error messages: the path, or "preset NAME"
+  std::string file;  // for error messages: the path, or "preset NAME"
 };
 
 // Resolves `name_or_path`: an existing file path wins; else a preset; else an error that lists

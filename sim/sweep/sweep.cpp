@@ -77,12 +77,13 @@ struct Resolved {
 // Reads /reliability of a point: durations with units, steps as integers.
 Status read_reliability(const json& doc, const std::string& where, Resolved& r) {
   JsonReader rr(doc, where, "/reliability");
-  rr.reject_unknown_keys({"run", "checkpoint_every_steps", "restart", "failures_per_device_hour", "light_every_steps",
-                          "light_write", "soft_fraction", "trials", "seed"});
+  rr.reject_unknown_keys({"run", "checkpoint_every_steps", "restart", "failures_per_device_hour",
+                          "light_every_steps", "light_write", "soft_fraction", "trials", "seed"});
   ReliabilityInputs& in = r.reliability_inputs;
   in.run_s = rr.quantity("run", Dimension::kSeconds, 90 * 86400.0);
   in.restart_s = rr.quantity("restart", Dimension::kSeconds, 600);
-  in.failures_per_device_hour = rr.number("failures_per_device_hour", kLlama3FailuresPerDeviceHour, 1e-12, 1.0);
+  in.failures_per_device_hour =
+      rr.number("failures_per_device_hour", kLlama3FailuresPerDeviceHour, 1e-12, 1.0);
   r.checkpoint_every = rr.integer("checkpoint_every_steps", 0, 0, std::int64_t{1} << 40);
   r.light_every = rr.integer("light_every_steps", 0, 0, std::int64_t{1} << 40);
   in.light_write_s = rr.quantity("light_write", Dimension::kSeconds, -1);  // -1: an in-memory snapshot
@@ -131,7 +132,9 @@ Result<Resolved> resolve_point(const SweepSpec& s, const SweepPoint& p) {
     sr.reject_unknown_keys({"global_batch", "objective", "resimulate"});
     r.search_options.global_batch = sr.integer("global_batch", 1024, 1, std::int64_t{1} << 40);
     const std::string obj = sr.choice("objective", {"time", "cost", "energy"}, "time");
-    r.search_options.objective = obj == "cost" ? Objective::kCost : obj == "energy" ? Objective::kEnergy : Objective::kTime;
+    r.search_options.objective = obj == "cost"     ? Objective::kCost
+                                 : obj == "energy" ? Objective::kEnergy
+                                                   : Objective::kTime;
     r.search_options.resimulate = static_cast<int>(sr.integer("resimulate", 0, 0, 1000));
     r.search_options.threads = 1;  // points already run in parallel
     if (!sr.ok()) return sr.error();
@@ -142,8 +145,8 @@ Result<Resolved> resolve_point(const SweepSpec& s, const SweepPoint& p) {
   if (!pj.contains("dp")) {
     // Read as the plan parser will (a wrong type is an error naming the field, not an exception).
     JsonReader pr(pj, where, "/plan");
-    const std::int64_t others = pr.integer("tp", 1, 1, 1 << 20) * pr.integer("pp", 1, 1, 1 << 20) *
-                                pr.integer("cp", 1, 1, 1 << 20);
+    const std::int64_t others =
+        pr.integer("tp", 1, 1, 1 << 20) * pr.integer("pp", 1, 1, 1 << 20) * pr.integer("cp", 1, 1, 1 << 20);
     if (!pr.ok()) return pr.error();
     if (others < 1 || gpus % others != 0)
       return Error(where + ": /plan: gpus (" + std::to_string(gpus) + ") is not a multiple of tp*pp*cp (" +
@@ -180,7 +183,8 @@ std::size_t sweep_points(const std::vector<std::pair<std::string, json>>& axes) 
   std::size_t total = 1;
   for (const auto& a : axes) {
     const std::size_t n = a.second.size();
-    if (n != 0 && total > std::numeric_limits<std::size_t>::max() / n) return std::numeric_limits<std::size_t>::max();
+    if (n != 0 && total > std::numeric_limits<std::size_t>::max() / n)
+      return std::numeric_limits<std::size_t>::max();
     total *= n;
   }
   return total;
@@ -195,14 +199,16 @@ Status check_sweep_budget(const SweepSpec& s) {
   std::string sizes;
   for (const auto& [ptr, values] : s.axes)
     sizes += (sizes.empty() ? "" : " x ") + ptr + " (" + std::to_string(values.size()) + ")";
-  const std::string count = total == std::numeric_limits<std::size_t>::max() ? "more than " + std::to_string(total)
-                                                                                 : std::to_string(total);
+  const std::string count = total == std::numeric_limits<std::size_t>::max()
+                                ? "more than " + std::to_string(total)
+                                : std::to_string(total);
   char gib[64];
   std::snprintf(gib, sizeof gib, "about %.1f GiB of point documents; the budget is ", bytes / 1073741824.0);
   char budget[64];
   std::snprintf(budget, sizeof budget, " points and %.0f GiB", kSweepMaxBytes / 1073741824.0);
   return Error(s.file + ": /axes: " + sizes + " expand to " + count + " points, " + gib +
-               std::to_string(kSweepMaxPoints) + budget + ": split the sweep into several specs or use fewer values");
+               std::to_string(kSweepMaxPoints) + budget +
+               ": split the sweep into several specs or use fewer values");
 }
 
 }  // namespace
@@ -220,7 +226,8 @@ Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
   s.file = file;
   s.engine = r.choice("engine", {"analytic", "des"}, "analytic");
   if (!r.ok()) return r.error();
-  if (!doc.contains("base") || !doc["base"].is_object()) return Error(file + ": /base: missing required object");
+  if (!doc.contains("base") || !doc["base"].is_object())
+    return Error(file + ": /base: missing required object");
   const json& base = doc["base"];
   JsonReader br(base, file, "/base");
   br.reject_unknown_keys({"model", "cluster", "gpus", "plan", "search", "reliability"});
@@ -251,11 +258,13 @@ Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
       if (!s.base.contains(jp)) {
         const json::json_pointer parent = jp.parent_pointer();
         if (jp.empty() || !s.base.contains(parent) || !s.base[parent].is_object())
-          return Error(where + ": \"" + ptr + "\" names no field of the base (presets are expanded; see the model/cluster JSON)");
+          return Error(where + ": \"" + ptr +
+                       "\" names no field of the base (presets are expanded; see the model/cluster JSON)");
       }
       // An axis under another axis's pointer would be overwritten by it (or fail to be set).
       for (const auto& axis : s.axes)
-        if (const std::string& other = axis.first; ptr.rfind(other + "/", 0) == 0 || other.rfind(ptr + "/", 0) == 0)
+        if (const std::string& other = axis.first;
+            ptr.rfind(other + "/", 0) == 0 || other.rfind(ptr + "/", 0) == 0)
           return Error(where + ": lies " + (ptr.size() > other.size() ? "under" : "over") + " axis " + other +
                        ": one would overwrite the other (give whole values on one axis)");
       // Each value of the kind the base holds there (a preset name may stand for an object).
@@ -294,14 +303,16 @@ Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
         while (!parent.empty() && !p.doc.contains(parent)) parent = parent.parent_pointer();
         std::string held = p.doc.at(parent).dump();
         if (held.size() > 60) held = held.substr(0, 57) + "...";
-        return Error(file + ": /axes/" + json_pointer_escape(it->first) + "/" + std::to_string(k) + ": cannot set " +
-                     it->first + " at point " + std::to_string(i) + ": " + (parent.empty() ? "/" : parent.to_string()) +
-                     " is " + held + " there (set by another axis), not an object");
+        return Error(file + ": /axes/" + json_pointer_escape(it->first) + "/" + std::to_string(k) +
+                     ": cannot set " + it->first + " at point " + std::to_string(i) + ": " +
+                     (parent.empty() ? "/" : parent.to_string()) + " is " + held +
+                     " there (set by another axis), not an object");
       }
       p.axes[it->first] = v;
     }
     // An axis may name presets ("/model": ["llama3-8b", "llama3-70b"]): expand them per point.
-    for (const auto& [key, kind] : {std::pair{"model", PresetKind::kModel}, std::pair{"cluster", PresetKind::kCluster}}) {
+    for (const auto& [key, kind] :
+         {std::pair{"model", PresetKind::kModel}, std::pair{"cluster", PresetKind::kCluster}}) {
       if (!p.doc[key].is_string()) continue;
       auto expanded = expand(p.doc[key], kind, point_name(s, p) + ": /" + key);
       if (!expanded) return expanded.error();
@@ -314,7 +325,10 @@ Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
     json canonical = {{"base", s.base}, {"engine", s.engine}, {"axes", json::array()}};
     for (const auto& [ptr, values] : s.axes) canonical["axes"].push_back({ptr, values});
     std::uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : canonical.dump()) { h ^= c; h *= 1099511628211ull; }
+    for (unsigned char c : canonical.dump()) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
     s.id = hex;
@@ -368,7 +382,8 @@ json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
     row["plan"] = plan_to_json(plan);
     return row;
   }
-  const Economics e = economics(pred, r->cluster, plan, plan.seq_len > 0 ? plan.seq_len : r->model.seq_len, CostOptions{});
+  const Economics e =
+      economics(pred, r->cluster, plan, plan.seq_len > 0 ? plan.seq_len : r->model.seq_len, CostOptions{});
   row["ok"] = true;
   row["plan"] = plan_to_json(plan);
   row["step_time_s"] = pred.step_time_s;
@@ -378,7 +393,8 @@ json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
   row["compute_s"] = pred.time.compute;
   row["recompute_s"] = pred.time.recompute;
   row["activations_gib"] = pred.memory.activations / 1073741824.0;
-  row["exposed_comm_s"] = pred.time.tp_comm + pred.time.cp_comm + pred.time.ep_comm + pred.time.pp_comm + pred.time.dp_comm;
+  row["exposed_comm_s"] =
+      pred.time.tp_comm + pred.time.cp_comm + pred.time.ep_comm + pred.time.pp_comm + pred.time.dp_comm;
   row["bubble_s"] = pred.time.bubble;
   row["dp_comm_s"] = pred.time.dp_comm;
   row["compression_ratio"] =
@@ -494,7 +510,9 @@ class FolderLock {
   }
 
  private:
-  static int open_lock(const std::string& path) { return ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644); }
+  static int open_lock(const std::string& path) {
+    return ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  }
   std::vector<int> fds_;
 };
 
@@ -514,8 +532,9 @@ Status lock_output(FolderLock& lock, const std::string& dir, int shard, int shar
   const std::string mine = path + "." + std::to_string(shard) + "-of-" + std::to_string(shards);
   FS_ASSIGN_OR_RETURN(bool got, lock.take(mine, LOCK_EX));
   if (!got)
-    return Error(dir + ": another sweep is writing shard " + std::to_string(shard) + "/" + std::to_string(shards) +
-                 " of this folder (it holds " + mine + "); wait for it to finish or give another --out");
+    return Error(dir + ": another sweep is writing shard " + std::to_string(shard) + "/" +
+                 std::to_string(shards) + " of this folder (it holds " + mine +
+                 "); wait for it to finish or give another --out");
   return Status::Ok();
 }
 }  // namespace
@@ -555,14 +574,18 @@ Status write_sweep_csv(const SweepSpec& s, const std::string& out_dir) {
     std::string t = v.is_string() ? v.get<std::string>() : v.dump();
     if (t.find_first_of(",\"\n") != std::string::npos) {
       std::string q = "\"";
-      for (char c : t) { if (c == '"') q += '"'; q += c; }
+      for (char c : t) {
+        if (c == '"') q += '"';
+        q += c;
+      }
       return q + "\"";
     }
     return t;
   };
   for (const auto& [i, row] : rows) {
     out << i;
-    for (const auto& a : s.axes) out << "," << (row["axes"].contains(a.first) ? cell(row["axes"][a.first]) : "");
+    for (const auto& a : s.axes)
+      out << "," << (row["axes"].contains(a.first) ? cell(row["axes"][a.first]) : "");
     for (const char* m : metrics) out << "," << (row.contains(m) ? cell(row[m]) : "");
     const json plan = row.value("plan", json::object());
     for (const char* k : {"tp", "pp", "dp", "cp", "ep", "micro_batch", "zero_stage"})
@@ -580,7 +603,8 @@ Status write_sweep_csv(const SweepSpec& s, const std::string& out_dir) {
 
 Result<SweepStatus> run_sweep(const SweepSpec& s, const SweepOptions& o, std::atomic<std::size_t>* done) {
   if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards)
-    return Error("--shard: " + std::to_string(o.shard) + "/" + std::to_string(o.shards) + " is not i/N with 0 <= i < N");
+    return Error("--shard: " + std::to_string(o.shard) + "/" + std::to_string(o.shards) +
+                 " is not i/N with 0 <= i < N");
   std::error_code ec;
   std::filesystem::create_directories(o.out_dir, ec);
   if (ec) return Error(o.out_dir + ": cannot create output folder: " + ec.message());
@@ -597,20 +621,25 @@ Result<SweepStatus> run_sweep(const SweepSpec& s, const SweepOptions& o, std::at
   const auto& existing = results.rows;
   for (const auto& [index, row] : existing)
     if (row.value("spec", std::string()) != s.id)
-      return Error(st.jsonl + ": holds results of a different sweep spec (row " + std::to_string(index) + "; this spec is " +
-                   s.id + "): give another --out or remove the folder");
+      return Error(st.jsonl + ": holds results of a different sweep spec (row " + std::to_string(index) +
+                   "; this spec is " + s.id + "): give another --out or remove the folder");
   // Lines a kill left torn are dropped from the file (not only skipped), while no other shard
   // appends to it: rewritten whole, synced and renamed into place.
   if (results.torn > 0 && folder.exclusive) FS_RETURN_IF_ERROR(write_file_atomically(st.jsonl, results.kept));
   if (folder.exclusive && o.shards > 1) {  // let the other shards in
     FS_ASSIGN_OR_RETURN(bool shared, folder.share(o.out_dir + "/" + kSweepLockFile));
-    if (!shared) return Error(o.out_dir + ": another sweep is writing this folder; wait for it to finish or give another --out");
+    if (!shared)
+      return Error(o.out_dir +
+                   ": another sweep is writing this folder; wait for it to finish or give another --out");
   }
   std::vector<const SweepPoint*> todo;
   for (const SweepPoint& p : s.points) {
     if (p.index % static_cast<std::size_t>(o.shards) != static_cast<std::size_t>(o.shard)) continue;
     ++st.total;
-    if (existing.count(p.index)) { ++st.skipped; continue; }
+    if (existing.count(p.index)) {
+      ++st.skipped;
+      continue;
+    }
     todo.push_back(&p);
   }
   if (done) *done = 0;
@@ -625,11 +654,15 @@ Result<SweepStatus> run_sweep(const SweepSpec& s, const SweepOptions& o, std::at
       in.seekg(-1, std::ios::end);
       char last = '\n';
       in.get(last);
-      if (last != '\n' && ::write(fd, "\n", 1) != 1) { ::close(fd); return Error(st.jsonl + ": write error"); }
+      if (last != '\n' && ::write(fd, "\n", 1) != 1) {
+        ::close(fd);
+        return Error(st.jsonl + ": write error");
+      }
     }
   }
   std::unique_ptr<tbb::global_control> limit;
-  if (o.threads > 0) limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, o.threads);
+  if (o.threads > 0)
+    limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, o.threads);
   std::mutex mu;
   bool write_failed = false;
   std::atomic<std::size_t> failed{0};

@@ -13,11 +13,10 @@
 // output folder, and the results are the same however the work was split.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -66,16 +65,16 @@ Result<SweepSpec> sweep_from_json(const nlohmann::json& doc, const std::string& 
 struct SweepOptions {
   std::string out_dir = "sweep-out";
   int shard = 0, shards = 1;
-  unsigned threads = 0;  // 0: all cores
+  unsigned threads = 0;   // 0: all cores
   bool write_csv = true;  // false: leave the CSV to whoever runs last (MPI rank 0)
 };
 
 struct SweepStatus {
-  std::size_t total = 0;      // points in this shard
-  std::size_t skipped = 0;    // already in the output (resumed)
+  std::size_t total = 0;    // points in this shard
+  std::size_t skipped = 0;  // already in the output (resumed)
   std::size_t computed = 0;
-  std::size_t failed = 0;     // points whose layout is invalid or does not fit (recorded, not lost)
-  std::string jsonl, csv;     // output paths
+  std::size_t failed = 0;  // points whose layout is invalid or does not fit (recorded, not lost)
+  std::string jsonl, csv;  // output paths
 };
 
 // Runs the points of this shard that are not yet in out_dir/results.jsonl. `done` counts finished
@@ -88,7 +87,8 @@ struct SweepStatus {
 // exclusively, lines a kill left torn are removed from results.jsonl (rewritten atomically)
 // before the new rows are appended.
 inline constexpr const char* kSweepLockFile = ".foresight-sweep.lock";
-Result<SweepStatus> run_sweep(const SweepSpec& spec, const SweepOptions& options, std::atomic<std::size_t>* done = nullptr);
+Result<SweepStatus> run_sweep(const SweepSpec& spec, const SweepOptions& options,
+                              std::atomic<std::size_t>* done = nullptr);
 
 // One point's result line (without writing it): what run_sweep appends.
 nlohmann::json evaluate_point(const SweepSpec& spec, const SweepPoint& point);

@@ -20,8 +20,8 @@ Result<std::vector<CollectiveCase>> collective_cases_from_json(const json& doc, 
   std::vector<CollectiveCase> out;
   for (JsonReader r : top.array("cases")) {
     if (!top.ok()) break;
-    r.reject_unknown_keys({"id", "kind", "gpu", "gpus", "gpus_per_node", "nics_per_node", "nic_gbps", "fabric",
-                           "collective", "algorithm", "bytes", "measured"});
+    r.reject_unknown_keys({"id", "kind", "gpu", "gpus", "gpus_per_node", "nics_per_node", "nic_gbps",
+                           "fabric", "collective", "algorithm", "bytes", "measured"});
     CollectiveCase c;
     c.file = file;
     c.id = r.required_string("id");
@@ -32,9 +32,11 @@ Result<std::vector<CollectiveCase>> collective_cases_from_json(const json& doc, 
     const auto per_node = r.optional_integer("gpus_per_node", 1, 1024);
     const auto nics = r.optional_integer("nics_per_node", 0, 1024);
     const auto nic_gbps = r.optional_number("nic_gbps", 0.001, 1e6);
-    const std::string coll = r.choice("collective", {"all_reduce", "all_gather", "reduce_scatter"}, "all_reduce");
-    c.op = coll == "all_gather" ? CollectiveOp::kAllGather
-           : coll == "reduce_scatter" ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+    const std::string coll =
+        r.choice("collective", {"all_reduce", "all_gather", "reduce_scatter"}, "all_reduce");
+    c.op = coll == "all_gather"       ? CollectiveOp::kAllGather
+           : coll == "reduce_scatter" ? CollectiveOp::kReduceScatter
+                                      : CollectiveOp::kAllReduce;
     const std::string algo = r.choice("algorithm", {"ring", "tree", "nvls"}, "");
     if (algo == "ring") c.algorithm = Algorithm::kRing;
     if (algo == "tree") c.algorithm = Algorithm::kTree;
@@ -51,7 +53,10 @@ Result<std::vector<CollectiveCase>> collective_cases_from_json(const json& doc, 
     c.cluster = std::move(cluster).value();
     if (per_node)
       for (auto& g : c.cluster.node.devices)
-        if (g.device.kind != DeviceKind::kCpu) { g.count = static_cast<int>(*per_node); break; }
+        if (g.device.kind != DeviceKind::kCpu) {
+          g.count = static_cast<int>(*per_node);
+          break;
+        }
     if (nics) c.cluster.node.nics = static_cast<int>(*nics);
     if (nic_gbps) c.cluster.node.nic.bandwidth = *nic_gbps * 1e9 / 8;
     FS_RETURN_IF_ERROR(resize_cluster(c.cluster, c.gpus, file + ": " + r.pointer() + "/gpus"));

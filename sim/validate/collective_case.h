@@ -37,7 +37,8 @@ struct CollectiveResult {
 
 // True when the document is a collectives file (by its "schema").
 bool is_collectives_file(const nlohmann::json& doc);
-Result<std::vector<CollectiveCase>> collective_cases_from_json(const nlohmann::json& doc, const std::string& file);
+Result<std::vector<CollectiveCase>> collective_cases_from_json(const nlohmann::json& doc,
+                                                               const std::string& file);
 CollectiveResult run_collective_case(const CollectiveCase& c);
 
 }  // namespace foresight

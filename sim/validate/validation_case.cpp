@@ -8,8 +8,8 @@
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/des/simulator.h"
-#include "sim/workload/workload.h"
 #include "sim/spec/json_reader.h"
+#include "sim/workload/workload.h"
 
 namespace foresight {
 
@@ -27,8 +27,8 @@ Result<ValidationCase> validation_case_from_json(const json& doc, const std::str
     r.fail("schema", "\"" + schema + "\" is not foresight-validation-case/1");
 
   JsonReader mr = r.object("model");
-  mr.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
-                          "mlp", "vocab", "seq_len", "moe"});
+  mr.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp",
+                          "vocab", "seq_len", "moe"});
   ModelSpec& m = c.model;
   m.name = mr.string("name", c.id);
   m.layers = static_cast<int>(mr.required_integer("layers", 1, 100000));
@@ -70,7 +70,8 @@ Result<ValidationCase> validation_case_from_json(const json& doc, const std::str
 
   // The GPU's reference system, adjusted to what the case reports.
   auto device = load_device(gpu);
-  if (!device) return Error(file + ": /hardware/gpu: unknown GPU \"" + gpu + "\" (" + device.error().message() + ")");
+  if (!device)
+    return Error(file + ": /hardware/gpu: unknown GPU \"" + gpu + "\" (" + device.error().message() + ")");
   if (device->reference_cluster.empty())
     return Error(file + ": /hardware/gpu: device \"" + gpu + "\" names no reference_cluster");
   auto cluster = load_cluster(device->reference_cluster);
@@ -79,7 +80,10 @@ Result<ValidationCase> validation_case_from_json(const json& doc, const std::str
   NodeSpec& node = c.cluster.node;
   if (per_node) {
     for (auto& g : node.devices)
-      if (g.device.kind != DeviceKind::kCpu) { g.count = static_cast<int>(*per_node); break; }
+      if (g.device.kind != DeviceKind::kCpu) {
+        g.count = static_cast<int>(*per_node);
+        break;
+      }
   }
   if (nics) node.nics = static_cast<int>(*nics);
   if (nic_gbps) node.nic.bandwidth = *nic_gbps * 1e9 / 8;
@@ -103,9 +107,9 @@ namespace {
 struct SoftwareStack {
   std::string_view source_prefix;
   std::string_view name;
-  bool flash_attention;      // fused attention kernel used
-  bool sequence_parallel;    // Megatron sequence parallelism available
-  bool dropout;              // dropout layers present in the trained model
+  bool flash_attention;        // fused attention kernel used
+  bool sequence_parallel;      // Megatron sequence parallelism available
+  bool dropout;                // dropout layers present in the trained model
   bool distributed_optimizer;  // ZeRO-1 style optimizer sharding available
   bool tied_embeddings;        // the output head is the input embedding's table
 };
@@ -154,9 +158,8 @@ CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
   out.file = c.file;
   out.measured_step_s = c.measured_step_s;
   JsonReader r(c.parallel, c.file, "/parallel");
-  r.reject_unknown_keys({"tp", "pp", "dp", "cp", "ep", "sequence_parallel", "virtual_stages",
-                         "zero_stage", "micro_batch", "global_batch", "recompute", "precision",
-                         "schedule"});
+  r.reject_unknown_keys({"tp", "pp", "dp", "cp", "ep", "sequence_parallel", "virtual_stages", "zero_stage",
+                         "micro_batch", "global_batch", "recompute", "precision", "schedule"});
   Plan base;
   base.tp = static_cast<int>(r.integer("tp", 1, 1, 1 << 20));
   base.pp = static_cast<int>(r.integer("pp", 1, 1, 1 << 20));
@@ -178,11 +181,14 @@ CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
     base.flash_attention = stack->flash_attention;
     model.dropout = stack->dropout;
     model.tied_embeddings = stack->tied_embeddings;
-    out.assumed = {{"software", stack->name}, {"flash_attention", stack->flash_attention},
-                   {"dropout", stack->dropout}, {"tied_embeddings", stack->tied_embeddings}};
+    out.assumed = {{"software", stack->name},
+                   {"flash_attention", stack->flash_attention},
+                   {"dropout", stack->dropout},
+                   {"tied_embeddings", stack->tied_embeddings}};
   } else {
-    choices.push_back({"flash_attention", {{true, [](Plan& p) { p.flash_attention = true; }},
-                                           {false, [](Plan& p) { p.flash_attention = false; }}}});
+    choices.push_back({"flash_attention",
+                       {{true, [](Plan& p) { p.flash_attention = true; }},
+                        {false, [](Plan& p) { p.flash_attention = false; }}}});
   }
   auto opt_bool = r.optional_boolean("sequence_parallel");
   if (opt_bool) {
@@ -191,13 +197,17 @@ CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
     base.sequence_parallel = false;
     out.assumed["sequence_parallel"] = false;
   } else if (base.tp > 1) {
-    choices.push_back({"sequence_parallel", {{false, [](Plan& p) { p.sequence_parallel = false; }},
-                                             {true, [](Plan& p) { p.sequence_parallel = true; }}}});
+    choices.push_back({"sequence_parallel",
+                       {{false, [](Plan& p) { p.sequence_parallel = false; }},
+                        {true, [](Plan& p) { p.sequence_parallel = true; }}}});
   }
   const std::string sched = r.string("schedule", "");
   if (!sched.empty()) {
     auto s = parse_schedule(sched);
-    if (!s) r.fail("schedule", s.error().message()); else base.schedule = *s;
+    if (!s)
+      r.fail("schedule", s.error().message());
+    else
+      base.schedule = *s;
   }
   if (auto v = r.optional_integer("virtual_stages", 1, 1024)) {
     base.virtual_stages = static_cast<int>(*v);
@@ -222,20 +232,27 @@ CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
     base.zero_stage = 0;
     out.assumed["zero_stage"] = 0;
   } else if (base.dp * base.cp > 1) {
-    choices.push_back({"zero_stage", {{0, [](Plan& p) { p.zero_stage = 0; }},
-                                      {1, [](Plan& p) { p.zero_stage = 1; }}}});
+    choices.push_back(
+        {"zero_stage", {{0, [](Plan& p) { p.zero_stage = 0; }}, {1, [](Plan& p) { p.zero_stage = 1; }}}});
   }
   const std::string rc = r.string("recompute", "");
   if (!rc.empty()) {
     auto parsed = parse_recompute(rc);
-    if (!parsed) r.fail("recompute", parsed.error().message()); else base.recompute = *parsed;
+    if (!parsed)
+      r.fail("recompute", parsed.error().message());
+    else
+      base.recompute = *parsed;
   } else {
-    choices.push_back({"recompute", {{"none", [](Plan& p) { p.recompute = Recompute::kNone; }},
-                                     {"selective", [](Plan& p) { p.recompute = Recompute::kSelective; }},
-                                     {"full", [](Plan& p) { p.recompute = Recompute::kFull; }}}});
+    choices.push_back({"recompute",
+                       {{"none", [](Plan& p) { p.recompute = Recompute::kNone; }},
+                        {"selective", [](Plan& p) { p.recompute = Recompute::kSelective; }},
+                        {"full", [](Plan& p) { p.recompute = Recompute::kFull; }}}});
   }
   const std::string prec = r.string("precision", "bf16");
-  if (auto v = parse_precision(prec); v) base.precision = *v; else r.fail("precision", v.error().message());
+  if (auto v = parse_precision(prec); v)
+    base.precision = *v;
+  else
+    r.fail("precision", v.error().message());
   if (!r.ok()) {
     out.failure = r.error().message();
     return out;
@@ -354,7 +371,8 @@ ValidationSummary run_validation(const std::vector<std::string>& files, Engine e
         CollectiveResult cr = run_collective_case(cc);
         if (cr.ok) {
           csum += std::fabs(cr.error_pct);
-          s.collectives_max_abs_error_pct = std::max(s.collectives_max_abs_error_pct, std::fabs(cr.error_pct));
+          s.collectives_max_abs_error_pct =
+              std::max(s.collectives_max_abs_error_pct, std::fabs(cr.error_pct));
         } else {
           ++s.failed;
         }
@@ -394,17 +412,24 @@ json validation_to_json(const ValidationSummary& s) {
   json cases = json::array(), failed = json::array();
   for (const auto& r : s.cases) {
     if (r.ok) {
-      cases.push_back({{"id", r.id}, {"predicted_step_s", r.predicted_step_s},
-                       {"measured_step_s", r.measured_step_s}, {"error_pct", r.error_pct},
-                       {"chosen", r.chosen}, {"assumed", r.assumed}, {"plan", plan_to_json(r.plan)},
+      cases.push_back({{"id", r.id},
+                       {"predicted_step_s", r.predicted_step_s},
+                       {"measured_step_s", r.measured_step_s},
+                       {"error_pct", r.error_pct},
+                       {"chosen", r.chosen},
+                       {"assumed", r.assumed},
+                       {"plan", plan_to_json(r.plan)},
                        {"prediction", prediction_to_json(r.prediction)}});
     } else {
       failed.push_back({{"id", r.id}, {"file", r.file}, {"reason", r.failure}});
     }
   }
   json out = {{"engine", s.engine == Engine::kDes ? "des" : "analytic"},
-              {"cases", cases}, {"mape_pct", s.mape_pct}, {"max_abs_error_pct", s.max_abs_error_pct},
-              {"worst_id", s.worst_id}, {"failed", failed}};
+              {"cases", cases},
+              {"mape_pct", s.mape_pct},
+              {"max_abs_error_pct", s.max_abs_error_pct},
+              {"worst_id", s.worst_id},
+              {"failed", failed}};
   if (!s.collectives.empty()) {
     json cs = json::array();
     for (const auto& c : s.collectives) {
@@ -412,11 +437,15 @@ json validation_to_json(const ValidationSummary& s) {
         out["failed"].push_back({{"id", c.id}, {"reason", c.failure}});
         continue;
       }
-      cs.push_back({{"id", c.id}, {"kind", c.kind}, {"algorithm", c.algorithm},
-                    {"predicted_busbw_GBps", c.predicted_busbw / 1e9}, {"measured_busbw_GBps", c.measured_busbw / 1e9},
+      cs.push_back({{"id", c.id},
+                    {"kind", c.kind},
+                    {"algorithm", c.algorithm},
+                    {"predicted_busbw_GBps", c.predicted_busbw / 1e9},
+                    {"measured_busbw_GBps", c.measured_busbw / 1e9},
                     {"error_pct", c.error_pct}});
     }
-    out["collectives"] = {{"cases", cs}, {"mape_pct", s.collectives_mape_pct},
+    out["collectives"] = {{"cases", cs},
+                          {"mape_pct", s.collectives_mape_pct},
                           {"max_abs_error_pct", s.collectives_max_abs_error_pct}};
   }
   return out;

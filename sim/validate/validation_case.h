@@ -9,7 +9,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -28,7 +27,7 @@ struct ValidationCase {
   std::string source;
   ModelSpec model;
   ClusterSpec cluster;
-  nlohmann::json parallel;     // as in the file, nulls included
+  nlohmann::json parallel;  // as in the file, nulls included
   double measured_step_s = 0;
 };
 
@@ -36,12 +35,12 @@ struct CaseResult {
   std::string id;
   std::string file;
   bool ok = false;
-  std::string failure;          // why it could not be predicted
+  std::string failure;  // why it could not be predicted
   double predicted_step_s = 0;
   double measured_step_s = 0;
-  double error_pct = 0;         // (predicted - measured) / measured * 100
-  nlohmann::json chosen = nlohmann::json::object();  // values picked for null fields
-  nlohmann::json assumed = nlohmann::json::object(); // facts of the source's software stack
+  double error_pct = 0;                               // (predicted - measured) / measured * 100
+  nlohmann::json chosen = nlohmann::json::object();   // values picked for null fields
+  nlohmann::json assumed = nlohmann::json::object();  // facts of the source's software stack
   Plan plan;
   Prediction prediction;
 };

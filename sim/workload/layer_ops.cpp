@@ -9,17 +9,21 @@ namespace foresight {
 
 std::string_view kernel_name(KernelName k) {
   static constexpr std::string_view kNames[] = {
-      "norm1", "qkv", "attention", "scores", "softmax", "attn_v", "proj", "residual1", "norm2",
-      "router", "permute", "mlp_up", "activation", "mlp_down", "unpermute", "residual2"};
+      "norm1", "qkv",    "attention", "scores", "softmax",    "attn_v",   "proj",      "residual1",
+      "norm2", "router", "permute",   "mlp_up", "activation", "mlp_down", "unpermute", "residual2"};
   return kNames[static_cast<int>(k)];
 }
 
 DType compute_dtype(Precision p, const DeviceSpec& d) {
   switch (p) {
-    case Precision::kFp32: return d.peak(DType::kTf32) > 0 ? DType::kTf32 : DType::kFp32;
-    case Precision::kBf16: return d.peak(DType::kBf16) > 0 ? DType::kBf16 : DType::kFp16;
-    case Precision::kFp16: return d.peak(DType::kFp16) > 0 ? DType::kFp16 : DType::kBf16;
-    case Precision::kFp8: return d.peak(DType::kFp8) > 0 ? DType::kFp8 : DType::kBf16;
+    case Precision::kFp32:
+      return d.peak(DType::kTf32) > 0 ? DType::kTf32 : DType::kFp32;
+    case Precision::kBf16:
+      return d.peak(DType::kBf16) > 0 ? DType::kBf16 : DType::kFp16;
+    case Precision::kFp16:
+      return d.peak(DType::kFp16) > 0 ? DType::kFp16 : DType::kBf16;
+    case Precision::kFp8:
+      return d.peak(DType::kFp8) > 0 ? DType::kFp8 : DType::kBf16;
   }
   return DType::kBf16;
 }
@@ -86,7 +90,8 @@ Partner attention_partner(const Plan& p, const NodeSpec& node) {
   int g = -1;
   if (p.attention_device == "auto") {
     for (std::size_t i = 0; i < node.devices.size() && g < 0; ++i)
-      if (static_cast<int>(i) != main && node.devices[i].device.kind != DeviceKind::kCpu) g = static_cast<int>(i);
+      if (static_cast<int>(i) != main && node.devices[i].device.kind != DeviceKind::kCpu)
+        g = static_cast<int>(i);
     out.automatic = true;
   } else {
     g = node.accelerator_group(p.attention_device);
@@ -133,7 +138,8 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
                  int bwd_kernels = -1) {
     KernelCost& k = L.fwd[L.count++];
     const int back = bwd_kernels < 0 ? 2 * kernels : bwd_kernels;
-    k = KernelCost{name, cls, flops, bytes, fwd + kernels * launch, bwd + back * launch, bwd_w + launch, gm, gn, gk};
+    k = KernelCost{name,           cls, flops, bytes, fwd + kernels * launch, bwd + back * launch,
+                   bwd_w + launch, gm,  gn,    gk};
   };
   // A GEMM: backward = data gradient + weight gradient, each as much work as the forward.
   auto gemm = [&](KernelName name, double flops, std::int64_t gn, std::int64_t gk) {
@@ -141,12 +147,13 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
     const double weight = e * static_cast<double>(gk) * gn;
     const double wf = d.weight_pass_s(weight, false), wb = d.weight_pass_s(weight, true);
     // The backward's weight passes: half to its weight-gradient part (the gradient's read and write).
-    add(name, KernelClass::kGemm, flops, e * (tokens * gk + static_cast<double>(gk) * gn + tokens * gn), t + wf,
-        2 * t + wb, t + 0.5 * wb, T, gn, gk);
+    add(name, KernelClass::kGemm, flops, e * (tokens * gk + static_cast<double>(gk) * gn + tokens * gn),
+        t + wf, 2 * t + wb, t + 0.5 * wb, T, gn, gk);
   };
   // An elementwise kernel: backward reads the saved input and the incoming gradient, writes one.
   auto elementwise = [&](KernelName name, double bytes, int kernels = 1) {
-    add(name, KernelClass::kElementwise, 0, bytes, d.stream_seconds(bytes), d.stream_seconds(2 * bytes), 0, 0, 0, 0, kernels);
+    add(name, KernelClass::kElementwise, 0, bytes, d.stream_seconds(bytes), d.stream_seconds(2 * bytes), 0, 0,
+        0, 0, kernels);
   };
   const double drop = m.dropout ? 1.0 : 0.0;
   // Unfused (PyTorch eager) chains, tensor passes over memory and kernels:
@@ -172,9 +179,10 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   auto residual = [&](KernelName name) {
     const bool split = m.dropout && !fused;
     const double bytes = (split ? 5 : 3) * th * e + drop * th;
-    const double bwd_bytes = 3 * th * e + drop * (2 * th * e + th) + (m.bias && m.dropout && fused ? th * e : 0.0);
-    add(name, KernelClass::kElementwise, 0, bytes, d.stream_seconds(bytes), d.stream_seconds(bwd_bytes), 0, 0, 0, 0,
-        split ? 2 : 1, m.dropout ? 2 : 1);
+    const double bwd_bytes =
+        3 * th * e + drop * (2 * th * e + th) + (m.bias && m.dropout && fused ? th * e : 0.0);
+    add(name, KernelClass::kElementwise, 0, bytes, d.stream_seconds(bytes), d.stream_seconds(bwd_bytes), 0, 0,
+        0, 0, split ? 2 : 1, m.dropout ? 2 : 1);
   };
   const double out_proj = 2.0 * tokens * m.v_dim() * m.hidden / tp;
 
@@ -182,16 +190,27 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   // each column-parallel GEMM and a reduce-scatter after each row-parallel one. Without it, one
   // all-reduce after each row-parallel GEMM.
   const bool sp = s.sp && p.tp > 1;
-  auto tp_fwd = [&](TpCollective kind) { L.tp_after[L.tp_count] = L.count - 1; L.tp_kind[L.tp_count++] = kind; };
-  auto tp_bwd = [&](int after, TpCollective kind) { L.tp_bwd_after[L.tp_bwd_count] = after; L.tp_bwd_kind[L.tp_bwd_count++] = kind; };
+  auto tp_fwd = [&](TpCollective kind) {
+    L.tp_after[L.tp_count] = L.count - 1;
+    L.tp_kind[L.tp_count++] = kind;
+  };
+  auto tp_bwd = [&](int after, TpCollective kind) {
+    L.tp_bwd_after[L.tp_bwd_count] = after;
+    L.tp_bwd_kind[L.tp_bwd_count++] = kind;
+  };
   norm(KernelName::kNorm1);
   const int norm1 = L.count - 1;
-  if (sp) { tp_fwd(TpCollective::kAllGather); tp_bwd(norm1, TpCollective::kReduceScatter); }
-  gemm(KernelName::kQkv, f.attn_linear - out_proj, static_cast<std::int64_t>((f.attn_linear - out_proj) / (2.0 * tokens * m.hidden)), H);
+  if (sp) {
+    tp_fwd(TpCollective::kAllGather);
+    tp_bwd(norm1, TpCollective::kReduceScatter);
+  }
+  gemm(KernelName::kQkv, f.attn_linear - out_proj,
+       static_cast<std::int64_t>((f.attn_linear - out_proj) / (2.0 * tokens * m.hidden)), H);
   if (m.rope) {
     // RoPE rotates q and k (MLA: their rotary parts) in place: a read and a write of each, forward,
     // and the same through the inverse rotation backward; a kernel each way, inside the QKV op.
-    const double rotated = m.mla.enabled() ? (m.heads + 1.0) * m.mla.qk_rope_head_dim : static_cast<double>(m.q_dim() + m.kv_dim());
+    const double rotated = m.mla.enabled() ? (m.heads + 1.0) * m.mla.qk_rope_head_dim
+                                           : static_cast<double>(m.q_dim() + m.kv_dim());
     const double bytes = 2.0 * tokens * rotated / tp * e;
     KernelCost& qkv = L.fwd[L.count - 1];
     qkv.fwd_s += d.stream_seconds(bytes) + launch;
@@ -204,10 +223,19 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
     const double peak = dev.peak(DType::kBf16) > 0 ? dev.peak(DType::kBf16) : dev.peak(dt);
     const double dev_launch = p.cuda_graphs ? dev.graph_kernel_overhead_s : dev.kernel_overhead_s;
     const bool elsewhere = &dev != &d;
-    auto put = [&](KernelName name, KernelClass cls, double flops, double bytes, double t, double bwd, double bwd_w,
-                   int kernels = 1) {
-      L.fwd[L.count++] = KernelCost{name, cls, flops, bytes, t + kernels * dev_launch, bwd + 2 * kernels * dev_launch,
-                                    bwd_w + dev_launch, 0, 0, 0, elsewhere};
+    auto put = [&](KernelName name, KernelClass cls, double flops, double bytes, double t, double bwd,
+                   double bwd_w, int kernels = 1) {
+      L.fwd[L.count++] = KernelCost{name,
+                                    cls,
+                                    flops,
+                                    bytes,
+                                    t + kernels * dev_launch,
+                                    bwd + 2 * kernels * dev_launch,
+                                    bwd_w + dev_launch,
+                                    0,
+                                    0,
+                                    0,
+                                    elsewhere};
     };
     const double scores = s.batch * m.heads * s.seq * s.kv_seq / tp;  // score elements, the full square
     if (p.flash_attention) {
@@ -216,22 +244,25 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
       // The work on the scores that does not scale with the head width (DeviceSpec::attention_score_s,
       // half forward, half backward), over the causal half.
       // And the fixed cost per (sequence, head) loop (DeviceSpec::attention_head_s, half each way).
-      const double score = 0.25 * scores * dev.attention_score_s + 0.5 * s.batch * m.heads / tp * dev.attention_head_s;
+      const double score =
+          0.25 * scores * dev.attention_score_s + 0.5 * s.batch * m.heads / tp * dev.attention_head_s;
       double fwd = t + dev.attention_setup_s + score, bwd = 2.5 * t + dev.attention_setup_s + score;
-      if (dev.attention_backward_ratio > 0) {  // a measured split of the pair (DeviceSpec::attention_backward_ratio)
+      if (dev.attention_backward_ratio >
+          0) {  // a measured split of the pair (DeviceSpec::attention_backward_ratio)
         const double pair = fwd + bwd;
         fwd = pair / (1 + dev.attention_backward_ratio);
         bwd = pair - fwd;
       }
       put(KernelName::kAttention, KernelClass::kAttention, f.attn_core, 0, fwd, bwd, 0);
     } else {
-      const double t = 0.5 * f.attn_core / (peak * dev.gemm_efficiency) + dev.gemm_setup_s;  // Q·K^T and P·V, half each
+      const double t =
+          0.5 * f.attn_core / (peak * dev.gemm_efficiency) + dev.gemm_setup_s;  // Q·K^T and P·V, half each
       put(KernelName::kScores, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
       // Fused scale-mask-softmax reads and writes the scores; dropout adds a mask and a copy.
       // Unfused: scale, mask and softmax each read and write them (3 kernels, and dropout a 4th).
       const double bytes = scores * ((fused ? 2 : 6) * e + (m.dropout ? 2 * e + 1 : 0.0));
-      put(KernelName::kSoftmax, KernelClass::kElementwise, 0, bytes, dev.stream_seconds(bytes), dev.stream_seconds(2 * bytes), 0,
-          fused ? 1 : (m.dropout ? 4 : 3));
+      put(KernelName::kSoftmax, KernelClass::kElementwise, 0, bytes, dev.stream_seconds(bytes),
+          dev.stream_seconds(2 * bytes), 0, fused ? 1 : (m.dropout ? 4 : 3));
       put(KernelName::kAttnV, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
     }
   };
@@ -249,7 +280,8 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
     const double in_s = qkv / partner.link_rate, out_s = out / partner.link_rate;
     const int own_end = L.count;
     attention(*partner.device);
-    if (!partner.automatic || seconds(own_end, L.count) + 2 * (in_s + out_s) < seconds(L.attention_first, own_end)) {
+    if (!partner.automatic ||
+        seconds(own_end, L.count) + 2 * (in_s + out_s) < seconds(L.attention_first, own_end)) {
       std::copy(L.fwd.begin() + own_end, L.fwd.begin() + L.count, L.fwd.begin() + L.attention_first);
       L.count = L.attention_first + (L.count - own_end);
       L.attention_on_partner = true;
@@ -263,13 +295,17 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
     }
   }
   L.attention_last = L.count - 1;
-  gemm(KernelName::kProj, out_proj, H / static_cast<std::int64_t>(tp), m.v_dim() / static_cast<std::int64_t>(tp));
+  gemm(KernelName::kProj, out_proj, H / static_cast<std::int64_t>(tp),
+       m.v_dim() / static_cast<std::int64_t>(tp));
   tp_fwd(sp ? TpCollective::kReduceScatter : TpCollective::kAllReduce);
   tp_bwd(sp ? L.count - 1 : norm1, sp ? TpCollective::kAllGather : TpCollective::kAllReduce);
   residual(KernelName::kResidual1);
   norm(KernelName::kNorm2);
   const int norm2 = L.count - 1;
-  if (sp) { tp_fwd(TpCollective::kAllGather); tp_bwd(norm2, TpCollective::kReduceScatter); }
+  if (sp) {
+    tp_fwd(TpCollective::kAllGather);
+    tp_bwd(norm2, TpCollective::kReduceScatter);
+  }
   double ffn = static_cast<double>(m.ffn_hidden);
   if (moe) {
     ffn = static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts);
@@ -284,7 +320,8 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   const double up = 2.0 * tokens * m.hidden * ffn * up_mats / tp;
   gemm(KernelName::kMlpUp, up, static_cast<std::int64_t>(ffn * up_mats / tp), H);
   const bool split_glu = m.mlp == MlpKind::kSwiglu && !fused;
-  elementwise(KernelName::kActivation, (m.mlp == MlpKind::kSwiglu ? (split_glu ? 5.0 : 3.0) : 2.0) * tokens * ffn / tp * e,
+  elementwise(KernelName::kActivation,
+              (m.mlp == MlpKind::kSwiglu ? (split_glu ? 5.0 : 3.0) : 2.0) * tokens * ffn / tp * e,
               split_glu ? 2 : 1);
   if (d.activation_element_s > 0) {  // an exponential or tanh per output element, each way
     KernelCost& act = L.fwd[L.count - 1];
@@ -325,8 +362,8 @@ HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   h.bwd_bytes = 8.0 * logits;
   const double head_weight = s.bytes_per_element * m.hidden * static_cast<double>(m.vocab) / p.tp;
   // The softmax's exponential per logit: in the forward.
-  h.fwd_s = h.fwd_flops / gemm_rate + d.gemm_setup_s + d.weight_pass_s(head_weight, false) + d.stream_seconds(h.fwd_bytes) +
-            logits * d.activation_element_s + launch;
+  h.fwd_s = h.fwd_flops / gemm_rate + d.gemm_setup_s + d.weight_pass_s(head_weight, false) +
+            d.stream_seconds(h.fwd_bytes) + logits * d.activation_element_s + launch;
   h.bwd_s = 2 * (h.fwd_flops / gemm_rate + d.gemm_setup_s) + d.weight_pass_s(head_weight, true) +
             d.stream_seconds(h.bwd_bytes) + 2 * launch;
   if (h.tp) {

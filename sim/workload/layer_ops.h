@@ -20,8 +20,23 @@ namespace foresight {
 enum class KernelClass : std::uint8_t { kGemm, kAttention, kElementwise };
 
 enum class KernelName : std::uint8_t {
-  kNorm1, kQkv, kAttention, kScores, kSoftmax, kAttnV, kProj, kResidual1, kNorm2, kRouter,
-  kPermute, kMlpUp, kActivation, kMlpDown, kUnpermute, kResidual2, kCount
+  kNorm1,
+  kQkv,
+  kAttention,
+  kScores,
+  kSoftmax,
+  kAttnV,
+  kProj,
+  kResidual1,
+  kNorm2,
+  kRouter,
+  kPermute,
+  kMlpUp,
+  kActivation,
+  kMlpDown,
+  kUnpermute,
+  kResidual2,
+  kCount
 };
 std::string_view kernel_name(KernelName k);
 
@@ -31,13 +46,13 @@ enum class TpCollective : std::uint8_t { kAllReduce, kAllGather, kReduceScatter 
 struct KernelCost {
   KernelName name = KernelName::kNorm1;
   KernelClass cls = KernelClass::kElementwise;
-  double flops = 0;       // forward FLOPs on this device
-  double bytes = 0;       // forward bytes moved (elementwise) or operands (GEMM, informational)
-  double fwd_s = 0;       // modelled forward time, launch included
-  double bwd_s = 0;       // modelled backward time (data + weight gradients)
-  double bwd_weight_s = 0;  // the weight-gradient part of bwd_s (zero-bubble schedules split it off)
+  double flops = 0;                  // forward FLOPs on this device
+  double bytes = 0;                  // forward bytes moved (elementwise) or operands (GEMM, informational)
+  double fwd_s = 0;                  // modelled forward time, launch included
+  double bwd_s = 0;                  // modelled backward time (data + weight gradients)
+  double bwd_weight_s = 0;           // the weight-gradient part of bwd_s (zero-bubble schedules split it off)
   std::int64_t m = 0, n = 0, k = 0;  // GEMM shape (tokens x out x in), 0 for non-GEMMs
-  bool on_partner = false;  // runs on the partner device (Plan::attention_device)
+  bool on_partner = false;           // runs on the partner device (Plan::attention_device)
 };
 
 // The device a layer's attention core may run on instead (Plan::attention_device), and the rate
@@ -66,7 +81,7 @@ NormPasses norm_passes(const ModelSpec& m, const Plan& p);
 // all-gathered before the GEMM. Both engines and the runtime use this list.
 struct HeadCosts {
   double norm_fwd_s = 0, norm_bwd_s = 0, norm_bytes = 0;  // final norm (on 1/tp of the tokens with SP)
-  double fwd_s = 0, bwd_s = 0;                              // GEMM + cross-entropy, forward and backward
+  double fwd_s = 0, bwd_s = 0;                            // GEMM + cross-entropy, forward and backward
   double fwd_flops = 0, fwd_bytes = 0, bwd_bytes = 0;
   double grad_s = 0, grad_bytes = 0;  // tp > 1: the second pass over the logits' gradient
   double stats_bytes = 0;             // tp > 1: the gathered per-token statistics (all ranks)
@@ -90,11 +105,11 @@ struct LayerKernels {
   std::array<int, 4> tp_bwd_after{};
   std::array<TpCollective, 4> tp_bwd_kind{};
   int tp_bwd_count = 0;
-  double tp_bytes = 0;          // bytes of each TP collective (the full b*s*h activation)
+  double tp_bytes = 0;                          // bytes of each TP collective (the full b*s*h activation)
   int attention_first = 0, attention_last = 0;  // the attention core's kernel range (selective recompute)
-  int moe_dispatch_after = -1;  // EP all-to-all positions (MoE layers with ep > 1)
+  int moe_dispatch_after = -1;                  // EP all-to-all positions (MoE layers with ep > 1)
   int moe_combine_after = -1;
-  double ep_bytes = 0;          // bytes each rank sends in one all-to-all
+  double ep_bytes = 0;  // bytes each rank sends in one all-to-all
   // Attention on the partner device: the transfers around it (Q, K, V there and the output back;
   // backward: the output gradient there, Q/K/V gradients back), seconds each.
   bool attention_on_partner = false;

@@ -14,17 +14,23 @@ namespace foresight {
 
 std::string_view to_string(Phase p) {
   switch (p) {
-    case Phase::kForward: return "fwd";
-    case Phase::kBackward: return "bwd";
-    case Phase::kWeightGrad: return "wgrad";
-    case Phase::kRecompute: return "recompute";
-    case Phase::kStep: return "step";
+    case Phase::kForward:
+      return "fwd";
+    case Phase::kBackward:
+      return "bwd";
+    case Phase::kWeightGrad:
+      return "wgrad";
+    case Phase::kRecompute:
+      return "recompute";
+    case Phase::kStep:
+      return "step";
   }
   return "op";
 }
 
 std::string_view to_string(StreamId s) {
-  static constexpr std::string_view kNames[] = {"compute", "tp", "pp", "dp", "ep", "cp", "copy", "host", "dp_reduce", "copy_in", "loader", "partner"};
+  static constexpr std::string_view kNames[] = {
+      "compute", "tp", "pp", "dp", "ep", "cp", "copy", "host", "dp_reduce", "copy_in", "loader", "partner"};
   return kNames[static_cast<int>(s)];
 }
 
@@ -132,20 +138,39 @@ std::vector<Task> dualpipe_tasks(int stage, int p, int m) {
     if (zb) weights.push_back({TaskType::kW, t.mb, c});
   };
   auto W = [&] { tasks.push_back(weights.at(next_w++)); };
-  for (int i = 0; i < 2 * (half - h - 1); ++i) F(0);          // 1: nF0
-  for (int i = 0; i < h + 1; ++i) { F(0); F(1); }             // 2: nF0F1
-  for (int i = 0; i < half - h - 1; ++i) { B(1, true); W(); F(1); }  // 3: nB1W1F1
-  for (int i = 0; i < half_m - p + h + 1; ++i) { F(0); B(1, false); F(1); B(0, false); }  // 4: nF0B1F1B0
-  for (int i = 0; i < half - h - 1; ++i) { B(1, false); F(1); B(0, false); }  // 5: nB1F1B0
-  bool zb = false;                                            // 6: nB1B0, the later half split
+  for (int i = 0; i < 2 * (half - h - 1); ++i) F(0);  // 1: nF0
+  for (int i = 0; i < h + 1; ++i) {
+    F(0);
+    F(1);
+  }  // 2: nF0F1
+  for (int i = 0; i < half - h - 1; ++i) {
+    B(1, true);
+    W();
+    F(1);
+  }  // 3: nB1W1F1
+  for (int i = 0; i < half_m - p + h + 1; ++i) {
+    F(0);
+    B(1, false);
+    F(1);
+    B(0, false);
+  }  // 4: nF0B1F1B0
+  for (int i = 0; i < half - h - 1; ++i) {
+    B(1, false);
+    F(1);
+    B(0, false);
+  }                 // 5: nB1F1B0
+  bool zb = false;  // 6: nB1B0, the later half split
   for (int i = 0; i < h + 1; ++i) {
     if (i == (h + 1) / 2 && h % 2 == 1) zb = true;
     B(1, zb);
     if (i == (h + 1) / 2 && h % 2 == 0) zb = true;
     B(0, zb);
   }
-  for (int i = 0; i < half - h - 1; ++i) { W(); B(0, true); }  // 7: nWB0
-  while (next_w < weights.size()) W();                        // 8: nW
+  for (int i = 0; i < half - h - 1; ++i) {
+    W();
+    B(0, true);
+  }                                     // 7: nWB0
+  while (next_w < weights.size()) W();  // 8: nW
   return tasks;
 }
 
@@ -252,7 +277,11 @@ class StageBuilder {
     op.seconds = seconds;
     op.flops = flops;
     op.bytes = bytes;
-    if (k) { op.m = k->m; op.n = k->n; op.k = k->k; }
+    if (k) {
+      op.m = k->m;
+      op.n = k->n;
+      op.k = k->k;
+    }
     if (k && k->on_partner) {
       op.stream = StreamId::kPartner;
       op.device = kernels(layer).partner_kind;
@@ -281,13 +310,15 @@ class StageBuilder {
   }
   // A host <-> device copy (kCopy: to the host, kCopyIn: to the device) or host work (kHost) of
   // `bytes` at the node's host link (host memory) rate, off the compute chain.
-  int host_op(Phase ph, int layer, int mb, int chunk, const char* name, StreamId stream, double bytes, int dep) {
+  int host_op(Phase ph, int layer, int mb, int chunk, const char* name, StreamId stream, double bytes,
+              int dep) {
     Op op = base(ph, layer, mb, chunk, name);
     op.kind = stream == StreamId::kHost ? OpKind::kCompute : OpKind::kCopy;
     op.stream = stream;
     op.device = stream == StreamId::kHost ? DeviceKind::kCpu : d_.kind;
     op.bytes = bytes;
-    op.seconds = bytes / (stream == StreamId::kHost ? host_optimizer_rate(w_cluster_.node) : host_link_rate(w_cluster_.node));
+    op.seconds = bytes / (stream == StreamId::kHost ? host_optimizer_rate(w_cluster_.node)
+                                                    : host_link_rate(w_cluster_.node));
     return add(op, {dep}, false);
   }
   // The bytes one layer's offload moves (Plan::offload_params / offload_activations): its weights
@@ -304,8 +335,9 @@ class StageBuilder {
   // Named by block ("attn." or "mlp.") so that each op id in a layer is unique: a layer has two
   // (four with SP) TP collectives per direction.
   int tp_collective(Phase ph, int layer, int mb, int chunk, TpCollective kind, int after, int dep) {
-    static constexpr const char* kNames[2][3] = {{"attn.tp_all_reduce", "attn.tp_all_gather", "attn.tp_reduce_scatter"},
-                                                 {"mlp.tp_all_reduce", "mlp.tp_all_gather", "mlp.tp_reduce_scatter"}};
+    static constexpr const char* kNames[2][3] = {
+        {"attn.tp_all_reduce", "attn.tp_all_gather", "attn.tp_reduce_scatter"},
+        {"mlp.tp_all_reduce", "mlp.tp_all_gather", "mlp.tp_reduce_scatter"}};
     const LayerKernels& lk = kernels(layer);
     int residual1 = 0;
     while (residual1 < lk.count && lk.fwd[residual1].name != KernelName::kResidual1) ++residual1;
@@ -313,8 +345,8 @@ class StageBuilder {
     const CollectiveOp c = kind == TpCollective::kAllReduce   ? CollectiveOp::kAllReduce
                            : kind == TpCollective::kAllGather ? CollectiveOp::kAllGather
                                                               : CollectiveOp::kReduceScatter;
-    return collective(ph, layer, mb, chunk, kNames[block][static_cast<int>(kind)], StreamId::kTp, GroupKind::kTp, c,
-                      kernels(layer).tp_bytes, dep);
+    return collective(ph, layer, mb, chunk, kNames[block][static_cast<int>(kind)], StreamId::kTp,
+                      GroupKind::kTp, c, kernels(layer).tp_bytes, dep);
   }
   // The layer's forward kernels, or (`only` without kFull) those the recompute modules re-run.
   int layer_forward(Phase ph, int layer, int mb, int chunk, int prev,
@@ -324,8 +356,8 @@ class StageBuilder {
   // the compressed collective (all-reduce, or all-gather of sparse sets) and a decompress kernel.
   // Per-layer reductions (`defer`) leave their decompression to the step's end: on the in-order
   // compute stream it would otherwise wait for the network in the middle of the backward pass.
-  int grad_reduce(Phase ph, int layer, int mb, int chunk, const char* name, GroupKind g, double params, int dep,
-                  bool defer);
+  int grad_reduce(Phase ph, int layer, int mb, int chunk, const char* name, GroupKind g, double params,
+                  int dep, bool defer);
   void pending_decompressions();
   int layer_backward(int layer, int mb, int chunk, int prev, bool weight_split);
   double layer_params(int layer) const {
@@ -344,8 +376,8 @@ class StageBuilder {
   LayerShape s_;
   const Workload& w_;
   StageProgram prog_;
-  std::vector<int> next_deps_;  // extra dependencies of the next op added
-  std::vector<int> overlapped_; // TP collectives running beside the layer's GEMMs
+  std::vector<int> next_deps_;         // extra dependencies of the next op added
+  std::vector<int> overlapped_;        // TP collectives running beside the layer's GEMMs
   std::vector<int> weight_grad_ends_;  // last op of each deferrable W task
   struct Decompress {
     int after, layer;
@@ -354,12 +386,11 @@ class StageBuilder {
   std::vector<Decompress> decompress_;  // per-layer compressed reductions, decompressed at the end
   std::vector<Op> ops_;
   std::vector<std::pair<int, int>> edges_;
-  double load_s_ = 0;           // Workload::load_per_micro_batch_s
+  double load_s_ = 0;  // Workload::load_per_micro_batch_s
   bool load_in_loop_ = false;
-  std::vector<int> act_out_;    // activation copies to the host, in order (the device keeps two layers)
-  std::vector<int> grad_out_;   // offloaded gradients' copies to the host, in order (two layers' buffers)
+  std::vector<int> act_out_;   // activation copies to the host, in order (the device keeps two layers)
+  std::vector<int> grad_out_;  // offloaded gradients' copies to the host, in order (two layers' buffers)
   std::map<std::tuple<int, int, int>, int> act_copy_;  // (micro-batch, chunk, layer) -> its copy to the host
-
 };
 
 std::vector<int> StageBuilder::chunk_layers(int chunk) const {
@@ -394,7 +425,8 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
     }
     if (i == k.attention_first && k.attention_on_partner)
       prev = partner_copy(ph, layer, mb, chunk, "qkv_to_partner", k.partner_in_s, prev);
-    prev = compute(ph, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, kc.fwd_s, kc.flops, kc.bytes, prev, &kc);
+    prev = compute(ph, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, kc.fwd_s, kc.flops, kc.bytes,
+                   prev, &kc);
     if (i == k.attention_last && k.attention_on_partner)
       prev = partner_copy(ph, layer, mb, chunk, "attn_out_from_partner", k.partner_out_s, prev);
     if (attention && i == k.attention_last && cp_comm >= 0) edges_.emplace_back(cp_comm, prev);
@@ -404,12 +436,17 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
       const int c = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, prev);
       // With TP communication overlap (Megatron's --tp-comm-overlap), the next GEMMs proceed in
       // chunks while the collective runs; the layer's end waits for it.
-      if (p_.overlap_tp_comm) overlapped_.push_back(c); else prev = c;
+      if (p_.overlap_tp_comm)
+        overlapped_.push_back(c);
+      else
+        prev = c;
     }
     if (i == k.moe_dispatch_after)
-      prev = collective(ph, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
+      prev = collective(ph, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp,
+                        CollectiveOp::kAllToAll, k.ep_bytes, prev);
     if (i == k.moe_combine_after)
-      prev = collective(ph, layer, mb, chunk, "ep_combine", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
+      prev = collective(ph, layer, mb, chunk, "ep_combine", StreamId::kEp, GroupKind::kEp,
+                        CollectiveOp::kAllToAll, k.ep_bytes, prev);
   }
   for (int c : overlapped_) next_deps_.push_back(c);
   overlapped_.clear();
@@ -438,42 +475,51 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
   for (int i = k.count - 1; i >= 0; --i) {
     const KernelCost& kc = k.fwd[i];
     if (i == k.moe_combine_after)
-      prev = collective(Phase::kBackward, layer, mb, chunk, "ep_combine", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
+      prev = collective(Phase::kBackward, layer, mb, chunk, "ep_combine", StreamId::kEp, GroupKind::kEp,
+                        CollectiveOp::kAllToAll, k.ep_bytes, prev);
     for (int j = k.tp_bwd_count - 1; j >= 0; --j) {
       if (k.tp_bwd_after[j] != i) continue;
       const int c = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[j], i, prev);
-      if (p_.overlap_tp_comm) overlapped_.push_back(c); else prev = c;
+      if (p_.overlap_tp_comm)
+        overlapped_.push_back(c);
+      else
+        prev = c;
     }
     const bool attention = i >= k.attention_first && i <= k.attention_last;
     if (attention && i == k.attention_last && p_.cp > 1) {
       const double kv = s_.batch * s_.seq * 2.0 * m_.kv_dim() * s_.bytes_per_element / s_.tp;
-      cp_comm = collective(Phase::kBackward, layer, mb, chunk, "cp_dkv_reduce_scatter", StreamId::kCp, GroupKind::kCp,
-                           CollectiveOp::kReduceScatter, 2 * kv * p_.cp, prev);
+      cp_comm = collective(Phase::kBackward, layer, mb, chunk, "cp_dkv_reduce_scatter", StreamId::kCp,
+                           GroupKind::kCp, CollectiveOp::kReduceScatter, 2 * kv * p_.cp, prev);
     }
     const double seconds = weight_split ? kc.bwd_s - kc.bwd_weight_s : kc.bwd_s;
-    const double flops = kc.cls == KernelClass::kGemm ? (weight_split ? 1.0 : 2.0) * kc.flops
-                         : kc.cls == KernelClass::kAttention ? 2.0 * kc.flops : 0.0;
+    const double flops = kc.cls == KernelClass::kGemm        ? (weight_split ? 1.0 : 2.0) * kc.flops
+                         : kc.cls == KernelClass::kAttention ? 2.0 * kc.flops
+                                                             : 0.0;
     if (i == k.attention_last && k.attention_on_partner)
-      prev = partner_copy(Phase::kBackward, layer, mb, chunk, "attn_grad_to_partner", k.partner_grad_in_s, prev);
-    prev = compute(Phase::kBackward, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, seconds, flops, 2 * kc.bytes, prev, &kc);
+      prev =
+          partner_copy(Phase::kBackward, layer, mb, chunk, "attn_grad_to_partner", k.partner_grad_in_s, prev);
+    prev = compute(Phase::kBackward, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, seconds, flops,
+                   2 * kc.bytes, prev, &kc);
     if (i == k.attention_first && k.attention_on_partner)
-      prev = partner_copy(Phase::kBackward, layer, mb, chunk, "qkv_grad_from_partner", k.partner_grad_out_s, prev);
+      prev = partner_copy(Phase::kBackward, layer, mb, chunk, "qkv_grad_from_partner", k.partner_grad_out_s,
+                          prev);
     if (attention && i == k.attention_first && cp_comm >= 0) edges_.emplace_back(cp_comm, prev);
     if (i == k.moe_dispatch_after)
-      prev = collective(Phase::kBackward, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp, CollectiveOp::kAllToAll, k.ep_bytes, prev);
+      prev = collective(Phase::kBackward, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp,
+                        CollectiveOp::kAllToAll, k.ep_bytes, prev);
   }
   for (int c : overlapped_) next_deps_.push_back(c);
   overlapped_.clear();
   return prev;
 }
 
-int StageBuilder::grad_reduce(Phase ph, int layer, int mb, int chunk, const char* name, GroupKind g, double params,
-                              int dep, bool defer) {
+int StageBuilder::grad_reduce(Phase ph, int layer, int mb, int chunk, const char* name, GroupKind g,
+                              double params, int dep, bool defer) {
   const double gb = grad_bytes(p_.precision);
   if (p_.grad_compression == GradCompression::kNone) {
     const int v = collective(ph, layer, mb, chunk, name, StreamId::kDp, g,
-                             p_.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter, params * gb, dep,
-                             !defer);
+                             p_.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter,
+                             params * gb, dep, !defer);
     // (A bucket reduced during the backward, or a compressed buffer, was just written.)
     ops_[v].cold = ph == Phase::kStep && cold_step_reduction(p_);
     return v;
@@ -484,19 +530,21 @@ int StageBuilder::grad_reduce(Phase ph, int layer, int mb, int chunk, const char
   const bool expert = g == GroupKind::kExpertDp;
   const int compress = compute(ph, layer, mb, chunk, expert ? "expert_grad_compress" : "grad_compress",
                                KernelClass::kElementwise, half_s, c.kernel_flops, half_bytes, dep);
-  const int wire = collective(ph, layer, mb, chunk, name, StreamId::kDp, g,
-                              c.gather ? CollectiveOp::kAllGather : CollectiveOp::kAllReduce, c.wire_bytes, compress);
+  const int wire =
+      collective(ph, layer, mb, chunk, name, StreamId::kDp, g,
+                 c.gather ? CollectiveOp::kAllGather : CollectiveOp::kAllReduce, c.wire_bytes, compress);
   if (defer) {
     decompress_.push_back({wire, layer, half_s, half_bytes});
     return wire;
   }
-  return compute(ph, layer, mb, chunk, expert ? "expert_grad_decompress" : "grad_decompress", KernelClass::kElementwise,
-                 half_s, 0, half_bytes, wire);
+  return compute(ph, layer, mb, chunk, expert ? "expert_grad_decompress" : "grad_decompress",
+                 KernelClass::kElementwise, half_s, 0, half_bytes, wire);
 }
 
 void StageBuilder::pending_decompressions() {
   for (const Decompress& d : decompress_)
-    compute(Phase::kStep, d.layer, -1, 0, "grad_decompress", KernelClass::kElementwise, d.seconds, 0, d.bytes, d.after);
+    compute(Phase::kStep, d.layer, -1, 0, "grad_decompress", KernelClass::kElementwise, d.seconds, 0, d.bytes,
+            d.after);
   decompress_.clear();
 }
 
@@ -555,25 +603,30 @@ StageProgram StageBuilder::build() {
         if (p_.offload_embeddings) {
           // The host gathers the micro-batch's rows of the table and sends them ahead of time.
           const double rows = tokens * m_.hidden * s_.bytes_per_element;
-          const int gathered = host_op(Phase::kForward, -1, t.mb, t.chunk, "embedding_gather", StreamId::kHost, 2 * rows, -1);
+          const int gathered =
+              host_op(Phase::kForward, -1, t.mb, t.chunk, "embedding_gather", StreamId::kHost, 2 * rows, -1);
           next_deps_.push_back(host_op(Phase::kForward, -1, t.mb, t.chunk, "embedding_rows_to_device",
                                        StreamId::kCopyIn, rows, gathered));
         }
         prev = compute(Phase::kForward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
-                       d_.stream_seconds(tokens * m_.hidden * s_.bytes_per_element), 0, tokens * m_.hidden * s_.bytes_per_element, last);
+                       d_.stream_seconds(tokens * m_.hidden * s_.bytes_per_element), 0,
+                       tokens * m_.hidden * s_.bytes_per_element, last);
       }
       std::vector<int> ends;  // each layer's last op, for the offload windows
       for (int layer : layers) {
         // Offloaded weights arrive once the layer two back is done (a two-layer window), and a
         // layer starts once the activations of the layer two back have left for the host.
-        const int freed = ends.size() >= 2 ? ends[ends.size() - 2] : -1;  // the first two: during the previous task
+        const int freed =
+            ends.size() >= 2 ? ends[ends.size() - 2] : -1;  // the first two: during the previous task
         if (p_.offload_params)
-          next_deps_.push_back(host_op(Phase::kForward, layer, t.mb, t.chunk, "param_to_device", StreamId::kCopyIn,
-                                       offloaded_params(layer) * wb, freed));
-        if (p_.offload_activations && act_out_.size() >= 2) next_deps_.push_back(act_out_[act_out_.size() - 2]);
+          next_deps_.push_back(host_op(Phase::kForward, layer, t.mb, t.chunk, "param_to_device",
+                                       StreamId::kCopyIn, offloaded_params(layer) * wb, freed));
+        if (p_.offload_activations && act_out_.size() >= 2)
+          next_deps_.push_back(act_out_[act_out_.size() - 2]);
         if (zero3) {
-          const int ag = collective(Phase::kForward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp,
-                                    GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1, false);
+          const int ag =
+              collective(Phase::kForward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp,
+                         GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1, false);
           next_deps_.push_back(ag);  // the layer's first kernel waits for its parameters
         }
         prev = layer_forward(Phase::kForward, layer, t.mb, t.chunk, prev);
@@ -585,18 +638,18 @@ StageProgram StageBuilder::build() {
         }
       }
       if (vs == last_place) {
-        prev = compute(Phase::kForward, -1, t.mb, t.chunk, "final_norm", KernelClass::kElementwise, head.norm_fwd_s, 0,
-                       head.norm_bytes, prev);
+        prev = compute(Phase::kForward, -1, t.mb, t.chunk, "final_norm", KernelClass::kElementwise,
+                       head.norm_fwd_s, 0, head.norm_bytes, prev);
         if (head.sp)
-          prev = collective(Phase::kForward, -1, t.mb, t.chunk, "lm_head.tp_all_gather", StreamId::kTp, GroupKind::kTp,
-                            CollectiveOp::kAllGather, head.hidden_bytes, prev);
-        prev = compute(Phase::kForward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm, head.fwd_s, head.fwd_flops,
-                       head.fwd_bytes, prev);
+          prev = collective(Phase::kForward, -1, t.mb, t.chunk, "lm_head.tp_all_gather", StreamId::kTp,
+                            GroupKind::kTp, CollectiveOp::kAllGather, head.hidden_bytes, prev);
+        prev = compute(Phase::kForward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm, head.fwd_s,
+                       head.fwd_flops, head.fwd_bytes, prev);
         if (head.tp) {
-          prev = collective(Phase::kForward, -1, t.mb, t.chunk, "ce.tp_all_gather", StreamId::kTp, GroupKind::kTp,
-                            CollectiveOp::kAllGather, head.stats_bytes, prev);
-          prev = compute(Phase::kForward, -1, t.mb, t.chunk, "cross_entropy_grad", KernelClass::kElementwise, head.grad_s,
-                         0, head.grad_bytes, prev);
+          prev = collective(Phase::kForward, -1, t.mb, t.chunk, "ce.tp_all_gather", StreamId::kTp,
+                            GroupKind::kTp, CollectiveOp::kAllGather, head.stats_bytes, prev);
+          prev = compute(Phase::kForward, -1, t.mb, t.chunk, "cross_entropy_grad", KernelClass::kElementwise,
+                         head.grad_s, 0, head.grad_bytes, prev);
         }
       } else {
         Op s = base(Phase::kForward, -1, t.mb, t.chunk, "send_activation");
@@ -613,11 +666,12 @@ StageProgram StageBuilder::build() {
         prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm, head.bwd_s,
                        2 * head.fwd_flops, head.bwd_bytes, prev);
         if (head.tp)
-          prev = collective(Phase::kBackward, -1, t.mb, t.chunk, head.sp ? "lm_head.tp_reduce_scatter" : "lm_head.tp_all_reduce",
-                            StreamId::kTp, GroupKind::kTp,
-                            head.sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce, head.hidden_bytes, prev);
-        prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "final_norm", KernelClass::kElementwise, head.norm_bwd_s, 0,
-                       2 * head.norm_bytes, prev);
+          prev = collective(Phase::kBackward, -1, t.mb, t.chunk,
+                            head.sp ? "lm_head.tp_reduce_scatter" : "lm_head.tp_all_reduce", StreamId::kTp,
+                            GroupKind::kTp, head.sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce,
+                            head.hidden_bytes, prev);
+        prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "final_norm", KernelClass::kElementwise,
+                       head.norm_bwd_s, 0, 2 * head.norm_bytes, prev);
       } else {
         Op r = base(Phase::kBackward, -1, t.mb, t.chunk, "recv_gradient");
         r.kind = OpKind::kRecv;
@@ -638,13 +692,14 @@ StageProgram StageBuilder::build() {
         const int layer = *it;
         // Offload: the layer's weights and activations come back to the device once the layer two
         // back is done (the current and the prefetched layer share the device).
-        const int freed = ends.size() >= 2 ? ends[ends.size() - 2] : -1;  // the first two: during the previous task
+        const int freed =
+            ends.size() >= 2 ? ends[ends.size() - 2] : -1;  // the first two: during the previous task
         if (p_.offload_params)
-          next_deps_.push_back(host_op(Phase::kBackward, layer, t.mb, t.chunk, "param_to_device", StreamId::kCopyIn,
-                                       offloaded_params(layer) * wb, freed));
+          next_deps_.push_back(host_op(Phase::kBackward, layer, t.mb, t.chunk, "param_to_device",
+                                       StreamId::kCopyIn, offloaded_params(layer) * wb, freed));
         if (p_.offload_activations) {
-          const int fetched = host_op(Phase::kBackward, layer, t.mb, t.chunk, "act_to_device", StreamId::kCopyIn,
-                                      offloaded_activations(layer), freed);
+          const int fetched = host_op(Phase::kBackward, layer, t.mb, t.chunk, "act_to_device",
+                                      StreamId::kCopyIn, offloaded_activations(layer), freed);
           edges_.emplace_back(act_copy_.at({t.mb, t.chunk, layer}), fetched);  // it must have left first
           next_deps_.push_back(fetched);
         }
@@ -659,21 +714,24 @@ StageProgram StageBuilder::build() {
           grad_out_.push_back(host_op(Phase::kBackward, layer, t.mb, t.chunk, "grad_to_host", StreamId::kCopy,
                                       offloaded_params(layer) * gb, prev));
         if (zero3)
-          collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDpReduce, GroupKind::kDp,
-                     CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev, false);
+          collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDpReduce,
+                     GroupKind::kDp, CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev, false);
         // Megatron's --overlap-grad-reduce: a layer's gradients are reduced as soon as its last
         // micro-batch's backward is done, while the layers below still compute.
         if (p_.overlap_grad_reduce && !zero3 && !split_w && t.mb == m - 1) {
           const double params = layer_params(layer) - layer_expert_params(layer);
-          grad_reduce(Phase::kBackward, layer, t.mb, t.chunk, p_.zero_stage == 0 ? "grad_all_reduce" : "grad_reduce_scatter",
-                      GroupKind::kDp, params, prev, true);
+          grad_reduce(Phase::kBackward, layer, t.mb, t.chunk,
+                      p_.zero_stage == 0 ? "grad_all_reduce" : "grad_reduce_scatter", GroupKind::kDp, params,
+                      prev, true);
         }
       }
       if (vs == 0) {
         prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
-                       d_.stream_seconds(2 * tokens * m_.hidden * s_.bytes_per_element), 0, 2 * tokens * m_.hidden * s_.bytes_per_element, prev);
+                       d_.stream_seconds(2 * tokens * m_.hidden * s_.bytes_per_element), 0,
+                       2 * tokens * m_.hidden * s_.bytes_per_element, prev);
         if (p_.offload_embeddings)
-          host_op(Phase::kBackward, -1, t.mb, t.chunk, "embedding_grad_to_host", StreamId::kCopy, tokens * m_.hidden * gb, prev);
+          host_op(Phase::kBackward, -1, t.mb, t.chunk, "embedding_grad_to_host", StreamId::kCopy,
+                  tokens * m_.hidden * gb, prev);
         backward_end[{t.mb, t.chunk}] = prev;
       } else {
         backward_end[{t.mb, t.chunk}] = prev;  // its W needs the compute, not the send
@@ -692,8 +750,8 @@ StageProgram StageBuilder::build() {
         for (int i = k.count - 1; i >= 0; --i) {
           const KernelCost& kc = k.fwd[i];
           if (kc.bwd_weight_s <= 0) continue;
-          prev = compute(Phase::kWeightGrad, *it, t.mb, t.chunk, kernel_name(kc.name).data(), kc.cls, kc.bwd_weight_s,
-                         kc.flops, 0, prev, &kc);
+          prev = compute(Phase::kWeightGrad, *it, t.mb, t.chunk, kernel_name(kc.name).data(), kc.cls,
+                         kc.bwd_weight_s, kc.flops, 0, prev, &kc);
         }
       }
       weight_grad_ends_.push_back(prev);  // joined before the optimizer; the next F/B does not wait
@@ -763,10 +821,13 @@ StageProgram StageBuilder::build() {
   const double shard = static_cast<double>(p_.dp) * p_.cp;
   // Plan::offload_embeddings: the input table is updated on the host, beside the device's step.
   const double host_table = p_.offload_embeddings && st == 0 ? 1.0 * m_.vocab * m_.hidden / p_.tp : 0.0;
-  const double owned = p_.zero_stage >= 1 ? ((dense_params - host_table) / shard + expert_params / std::max(1.0, shard / p_.ep))
-                                          : dense_params - host_table + expert_params;
+  const double owned =
+      p_.zero_stage >= 1
+          ? ((dense_params - host_table) / shard + expert_params / std::max(1.0, shard / p_.ep))
+          : dense_params - host_table + expert_params;
   if (host_table > 0)
-    host_op(Phase::kStep, -1, -1, 0, "host_embedding_optimizer", StreamId::kHost, host_table * kAdamBytesPerParam, last_copy);
+    host_op(Phase::kStep, -1, -1, 0, "host_embedding_optimizer", StreamId::kHost,
+            host_table * kAdamBytesPerParam, last_copy);
   // With Plan::offload_params the layers' gradients went to the host during the backward and
   // their weights live there: only the rest (embedding, head) crosses at the step.
   const double crossing = p_.offload_params && dense_params + expert_params > 0
@@ -785,10 +846,12 @@ StageProgram StageBuilder::build() {
       op.seconds = bytes / rate;
       return add(op, {prev});
     };
-    prev = step_op("grad_to_host", OpKind::kCopy, StreamId::kCopy, owned * crossing * gb, host_link_rate(node));
+    prev =
+        step_op("grad_to_host", OpKind::kCopy, StreamId::kCopy, owned * crossing * gb, host_link_rate(node));
     prev = step_op("host_optimizer", OpKind::kCompute, StreamId::kHost, owned * kAdamBytesPerParam,
                    host_optimizer_rate(node));
-    prev = step_op("params_to_device", OpKind::kCopy, StreamId::kCopyIn, owned * crossing * wb, host_link_rate(node));
+    prev = step_op("params_to_device", OpKind::kCopy, StreamId::kCopyIn, owned * crossing * wb,
+                   host_link_rate(node));
   } else {
     prev = compute(Phase::kStep, -1, -1, 0, "optimizer", KernelClass::kElementwise,
                    d_.optimizer_seconds(owned * kAdamBytesPerParam), 0, owned * kAdamBytesPerParam, prev);
@@ -849,7 +912,8 @@ Result<Workload> lower(const ModelSpec& model, const ClusterSpec& profile, const
   const DataLoadCost load = data_load_cost(model, cluster, plan);
   w.load_in_loop = plan.data.prefetch < 1;
   const double mbs = static_cast<double>(std::max<std::int64_t>(1, plan.micro_batches()));
-  if (w.load_in_loop || load.seconds > ref.step_time_s - ref.time.data) w.load_per_micro_batch_s = load.seconds / mbs;
+  if (w.load_in_loop || load.seconds > ref.step_time_s - ref.time.data)
+    w.load_per_micro_batch_s = load.seconds / mbs;
   w.stages.reserve(plan.pp);
   for (int st = 0; st < plan.pp; ++st) {
     const int g = stage_group(plan, cluster.node, st);
@@ -886,7 +950,8 @@ Result<Workload> lower(const ModelSpec& model, const ClusterSpec& profile, const
       const int peer_vs = op.phase == Phase::kForward ? vs + 1 : vs - 1;
       const int peer_chunk = plan.schedule == Schedule::kDualPipe ? op.chunk : peer_vs / p;
       auto it = recvs.find({op.peer_stage, op.micro_batch, peer_chunk, static_cast<int>(op.phase), true});
-      if (it == recvs.end()) return Error("internal: unmatched pipeline send in stage " + std::to_string(sp.stage));
+      if (it == recvs.end())
+        return Error("internal: unmatched pipeline send in stage " + std::to_string(sp.stage));
       op.match = it->second;
     }
   // Whole-job FLOPs, as the analytic model counts them.

@@ -11,11 +11,10 @@
 // predicted and a measured trace align op by op.
 #pragma once
 
-#include <boost/graph/adjacency_list.hpp>
-
 #include <array>
-#include <memory>
+#include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,8 +34,21 @@ enum class Phase : std::uint8_t { kForward, kBackward, kWeightGrad, kRecompute, 
 // kDpReduce: gradient reduce-scatters of ZeRO-3/FSDP (its post-backward stream); kLoader: the
 // data loader delivering micro-batches to the first stage; kPartner: the partner device of
 // Plan::attention_device (its kernels and the transfers to and from it, in order).
-enum class StreamId : std::uint8_t { kCompute = 0, kTp, kPp, kDp, kEp, kCp, kCopy, kHost, kDpReduce, kCopyIn, kLoader,
-                                     kPartner, kCount };
+enum class StreamId : std::uint8_t {
+  kCompute = 0,
+  kTp,
+  kPp,
+  kDp,
+  kEp,
+  kCp,
+  kCopy,
+  kHost,
+  kDpReduce,
+  kCopyIn,
+  kLoader,
+  kPartner,
+  kCount
+};
 constexpr int kStreamCount = static_cast<int>(StreamId::kCount);
 // Which communicator a collective uses (the rank's own group of that kind).
 enum class GroupKind : std::uint8_t { kNone, kTp, kCp, kDp, kEp, kExpertDp };
@@ -52,21 +64,21 @@ struct Op {
   GroupKind group = GroupKind::kNone;
   CollectiveOp collective = CollectiveOp::kAllReduce;
   KernelClass cls = KernelClass::kElementwise;
-  DType dtype = DType::kBf16;           // compute datatype (compute ops)
-  DeviceKind device = DeviceKind::kGpu; // device class the op runs on
+  DType dtype = DType::kBf16;            // compute datatype (compute ops)
+  DeviceKind device = DeviceKind::kGpu;  // device class the op runs on
   // Communication whose data the caches no longer hold: the gradient reduction after the backward
   // (LinkSpec::cold_bandwidth applies inside a node).
   bool cold = false;
-  const char* name = "";        // kernel or op name: "qkv", "mlp.tp_all_reduce", "grad_reduce", ...
-  std::int16_t layer = -1;      // model layer, -1 for none
-  std::int16_t chunk = 0;       // virtual pipeline chunk
+  const char* name = "";    // kernel or op name: "qkv", "mlp.tp_all_reduce", "grad_reduce", ...
+  std::int16_t layer = -1;  // model layer, -1 for none
+  std::int16_t chunk = 0;   // virtual pipeline chunk
   std::int32_t micro_batch = -1;
-  double seconds = 0;           // modelled duration (compute ops)
-  double flops = 0;             // executed FLOPs (compute ops)
-  double bytes = 0;             // memory traffic (compute) or message/buffer size (communication)
+  double seconds = 0;                // modelled duration (compute ops)
+  double flops = 0;                  // executed FLOPs (compute ops)
+  double bytes = 0;                  // memory traffic (compute) or message/buffer size (communication)
   std::int64_t m = 0, n = 0, k = 0;  // GEMM shape
-  std::int32_t peer_stage = -1; // send/recv: the other pipeline stage
-  std::int32_t match = -1;      // send: the index of the matching recv op in the peer stage
+  std::int32_t peer_stage = -1;      // send/recv: the other pipeline stage
+  std::int32_t match = -1;           // send: the index of the matching recv op in the peer stage
 };
 
 using OpGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op>;
@@ -82,7 +94,7 @@ struct StageProgram {
   // Deferrable compute ops (zero-bubble weight gradients), in order: the compute stream runs the
   // next of these only when its next regular op is not ready yet.
   std::vector<int> deferred;
-  int layers = 0;               // layers on this stage (all chunks)
+  int layers = 0;                              // layers on this stage (all chunks)
   std::vector<std::vector<int>> chunk_layers;  // model layers of each virtual chunk, in order
 };
 
@@ -94,12 +106,12 @@ struct Workload {
   // Each stage's own view of the plan (Plan::stage_tp: its tp, dp and micro-batch size); empty
   // when every stage runs the plan itself.
   std::vector<Plan> stage_plans;
-  std::vector<int> devices;          // rank -> device index in the cluster's topology (rank_devices)
+  std::vector<int> devices;  // rank -> device index in the cluster's topology (rank_devices)
   // Recompute::kOptimal: the modules each layer recomputes (recompute_assignment), by layer index;
   // empty for the fixed policies.
   std::vector<RecomputeMask> layer_recompute;
-  double model_flops = 0;            // per step, whole job (6N-style, no recompute)
-  double hardware_flops = 0;         // per step, whole job, recompute included
+  double model_flops = 0;     // per step, whole job (6N-style, no recompute)
+  double hardware_flops = 0;  // per step, whole job, recompute included
   // Data loading the first stage waits for, per micro-batch (0: the loader keeps ahead), and
   // whether it runs in the training loop (no prefetch) or beside it (sim/analytic/data_loading.h).
   double load_per_micro_batch_s = 0;

@@ -1,13 +1,12 @@
 // The analytic model end to end: consistency checks that follow from first principles.
 #include "sim/analytic/analytic_model.h"
 
-#include <cmath>
-
 #include <gtest/gtest.h>
 
-#include "tests/test_util.h"
+#include <cmath>
 
 #include "sim/spec/presets.h"
+#include "tests/test_util.h"
 
 namespace foresight {
 namespace {
@@ -47,14 +46,14 @@ TEST(AnalyticModel, ZeroStagesShardStateByDp) {
   const MemoryBreakdown z2 = am.memory(p);
   p.zero_stage = 3;
   const MemoryBreakdown z3 = am.memory(p);
-  const double n = m.total_params();  // the final norm (h parameters) is within 1e-6
-  EXPECT_NEAR(z0.weights / (2 * n), 1.0, 1e-6);          // bf16 weights
-  EXPECT_NEAR(z0.gradients / (4 * n), 1.0, 1e-6);        // fp32 gradients (main_grad)
-  EXPECT_NEAR(z0.optimizer / (12 * n), 1.0, 1e-6);       // fp32 master + Adam m, v
+  const double n = m.total_params();                // the final norm (h parameters) is within 1e-6
+  EXPECT_NEAR(z0.weights / (2 * n), 1.0, 1e-6);     // bf16 weights
+  EXPECT_NEAR(z0.gradients / (4 * n), 1.0, 1e-6);   // fp32 gradients (main_grad)
+  EXPECT_NEAR(z0.optimizer / (12 * n), 1.0, 1e-6);  // fp32 master + Adam m, v
   EXPECT_NEAR(z1.optimizer / (12 * n / 8), 1.0, 1e-6);
   EXPECT_EQ(z1.gradients, z0.gradients);
   EXPECT_NEAR(z2.gradients / (4 * n / 8), 1.0, 1e-6);
-  EXPECT_LT(z3.weights, z2.weights / 4);      // sharded, plus two gathered layers
+  EXPECT_LT(z3.weights, z2.weights / 4);  // sharded, plus two gathered layers
   EXPECT_EQ(z0.activations, z3.activations);
 }
 

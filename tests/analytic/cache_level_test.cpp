@@ -3,6 +3,7 @@
 // a larger one at the memory rates, in both executors alike; the optimizer finds its state in a
 // level only when the whole state fits there.
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "sim/analytic/analytic_model.h"
@@ -86,7 +87,8 @@ TEST(CacheLevel, TheSmallestLevelHoldingTheWorkingSetSetsTheKernelRates) {
     EXPECT_EQ(d.gemm_weight_bwd_bandwidth, inner.gemm_weight_bwd_bandwidth);
     EXPECT_EQ(d.activation_element_s, inner.activation_element_s);
     // AdamW's own rate in the level (without one, the level's streaming rate: TheModelStateDecidesTheRates).
-    EXPECT_NEAR(d.optimizer_efficiency * d.memory_bandwidth, outer.optimizer_bandwidth, 1e-6 * outer.optimizer_bandwidth);
+    EXPECT_NEAR(d.optimizer_efficiency * d.memory_bandwidth, outer.optimizer_bandwidth,
+                1e-6 * outer.optimizer_bandwidth);
     EXPECT_EQ(r.node.fabric.cold_bandwidth, 0);
     EXPECT_TRUE(d.caches.empty());
   }
@@ -96,7 +98,8 @@ TEST(CacheLevel, TheSmallestLevelHoldingTheWorkingSetSetsTheKernelRates) {
     const ClusterSpec r = cluster_for_plan(tiny, with({inner, almost}), p);
     const DeviceSpec& d = r.node.devices[0].device;
     EXPECT_EQ(d.gemm_efficiency, inner.gemm_efficiency);
-    EXPECT_NEAR(d.optimizer_efficiency * d.memory_bandwidth, 0.5 * base.memory_bandwidth, 1e-6 * base.memory_bandwidth);
+    EXPECT_NEAR(d.optimizer_efficiency * d.memory_bandwidth, 0.5 * base.memory_bandwidth,
+                1e-6 * base.memory_bandwidth);
     EXPECT_EQ(r.node.fabric.cold_bandwidth, c.node.fabric.bandwidth / 4);
   }
   {  // two levels hold the state: the smaller one without AdamW's rate is passed over for the one
@@ -106,11 +109,15 @@ TEST(CacheLevel, TheSmallestLevelHoldingTheWorkingSetSetsTheKernelRates) {
     CacheLevel larger = outer;
     larger.bytes = 2 * state;
     larger.optimizer_bandwidth = 2e10;
-    const DeviceSpec d = cluster_for_plan(tiny, with({inner, holds_no_rate, larger}), p).node.devices[0].device;
-    EXPECT_NEAR(d.optimizer_efficiency * d.memory_bandwidth, larger.optimizer_bandwidth, 1e-6 * larger.optimizer_bandwidth);
+    const DeviceSpec d =
+        cluster_for_plan(tiny, with({inner, holds_no_rate, larger}), p).node.devices[0].device;
+    EXPECT_NEAR(d.optimizer_efficiency * d.memory_bandwidth, larger.optimizer_bandwidth,
+                1e-6 * larger.optimizer_bandwidth);
     larger.optimizer_bandwidth = 0;
-    const DeviceSpec e = cluster_for_plan(tiny, with({inner, holds_no_rate, larger}), p).node.devices[0].device;
-    EXPECT_NEAR(e.optimizer_efficiency * e.memory_bandwidth, holds_no_rate.memory_bandwidth, 1e-6 * holds_no_rate.memory_bandwidth);
+    const DeviceSpec e =
+        cluster_for_plan(tiny, with({inner, holds_no_rate, larger}), p).node.devices[0].device;
+    EXPECT_NEAR(e.optimizer_efficiency * e.memory_bandwidth, holds_no_rate.memory_bandwidth,
+                1e-6 * holds_no_rate.memory_bandwidth);
   }
   {  // no level holds the working set: the memory rates
     const ClusterSpec r = cluster_for_plan(tiny, with({too_small}), p);
@@ -133,13 +140,15 @@ TEST(CacheLevel, ProfileJsonRoundTripsAndChecksTheSize) {
   ASSERT_TRUE(back.ok()) << back.error().message();
   ASSERT_EQ(back->caches.size(), 1u);
   EXPECT_NEAR(back->caches[0].bytes, d.caches[0].bytes, 1e-6 * d.caches[0].bytes);
-  EXPECT_NEAR(back->caches[0].memory_bandwidth, d.caches[0].memory_bandwidth, 1e-6 * d.caches[0].memory_bandwidth);
+  EXPECT_NEAR(back->caches[0].memory_bandwidth, d.caches[0].memory_bandwidth,
+              1e-6 * d.caches[0].memory_bandwidth);
   EXPECT_DOUBLE_EQ(back->caches[0].gemm_efficiency, d.caches[0].gemm_efficiency);
   nlohmann::json bad = j;
   bad["cache"]["size"] = "0B";
   auto refused = device_from_json(bad, "dev.json", "");
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.error().message().find("dev.json: /cache/size"), std::string::npos) << refused.error().message();
+  EXPECT_NE(refused.error().message().find("dev.json: /cache/size"), std::string::npos)
+      << refused.error().message();
   // Two levels: an array, smallest first.
   DeviceSpec two = d;
   two.caches.insert(two.caches.begin(), CacheLevel{1 << 20, 0.95, 60e9, 30e9, 10e9, 0.2e-9, 25e9});
@@ -163,8 +172,9 @@ TEST(CacheLevel, ProfileJsonRoundTripsAndChecksTheSize) {
   wide["cache"][0]["span"] = "2MiB";
   auto refused3 = device_from_json(wide, "dev.json", "");
   ASSERT_FALSE(refused3.ok());
-  EXPECT_NE(refused3.error().message().find("dev.json: /cache/0/span: must be between 0 and the level's size"),
-            std::string::npos)
+  EXPECT_NE(
+      refused3.error().message().find("dev.json: /cache/0/span: must be between 0 and the level's size"),
+      std::string::npos)
       << refused3.error().message();
   nlohmann::json unordered = j2;
   std::swap(unordered["cache"][0], unordered["cache"][1]);
@@ -199,7 +209,8 @@ TEST(CacheLevel, PastTheMeasuredSpanTheRatesBlendTowardTheNextLevel) {
   EXPECT_NEAR(d.activation_element_s, (1 - f) * 1e-10 + f * 2e-10, 1e-22);
   // The last level: toward the device's memory rates.
   const DeviceSpec last = resolved({inner});
-  EXPECT_NEAR(1 / last.gemm_efficiency, (1 - f) / 0.95 + f / t.cluster.node.devices[0].device.gemm_efficiency, 1e-12);
+  EXPECT_NEAR(1 / last.gemm_efficiency, (1 - f) / 0.95 + f / t.cluster.node.devices[0].device.gemm_efficiency,
+              1e-12);
   EXPECT_NEAR(1 / last.memory_bandwidth, (1 - f) / 6e10 + f / memory_bandwidth, 1e-3 / memory_bandwidth);
   // Within the span: the level's own rates.
   CacheLevel measured_over_all = inner;
@@ -211,7 +222,8 @@ TEST(CacheLevel, PastTheMeasuredSpanTheRatesBlendTowardTheNextLevel) {
   testing::expect_engines_agree(t.model, both, t.plan, 0.05, "blended levels");
   const std::string said = cache_levels_taken(t.model, both, t.plan);
   EXPECT_NE(said.find("cache level's rates, 33% of the way to the "), std::string::npos) << said;
-  EXPECT_NE(said.find("the optimizer in the "), std::string::npos) << said;  // the outer level holds the state
+  EXPECT_NE(said.find("the optimizer in the "), std::string::npos)
+      << said;  // the outer level holds the state
   ClusterSpec none = t.cluster;
   none.node.devices[0].device.caches = {CacheLevel{0.5 * working, 0.95, 6e10}};
   const std::string memory = cache_levels_taken(t.model, none, t.plan);
@@ -234,7 +246,8 @@ TEST(CacheLevel, TheOptimizerRunsAtItsOwnRate) {
   testing::expect_engines_agree(tiny, slow, p, 0.05, "optimizer at half the streaming rate");
   ClusterSpec warm = cpu_with_cache(1e9);
   warm.node.devices[0].device.optimizer_efficiency = 0.5;
-  EXPECT_EQ(cluster_for_plan(tiny, warm, p).node.devices[0].device.optimizer_efficiency, 1.0);  // the level's own rate
+  EXPECT_EQ(cluster_for_plan(tiny, warm, p).node.devices[0].device.optimizer_efficiency,
+            1.0);  // the level's own rate
   // In the profile: efficiency.optimizer, written only where it is not 1 (every preset's is 1).
   const DeviceSpec& d = slow.node.devices[0].device;
   nlohmann::json j = device_to_json(d);
@@ -271,7 +284,8 @@ TEST(CacheLevel, TheZeroReduceScatterTakesItsOwnRates) {
   const double d_hot = testing::simulated(small, hot, z1).prediction.step_time_s;
   for (const ClusterSpec* c : {&own, &own_cold}) {
     const SimResult d = testing::expect_engines_agree(small, *c, z1, 0.05);
-    const double analytic_extra = AnalyticModel(small, *c).evaluate(z1).step_time_s - AnalyticModel(small, hot).evaluate(z1).step_time_s;
+    const double analytic_extra = AnalyticModel(small, *c).evaluate(z1).step_time_s -
+                                  AnalyticModel(small, hot).evaluate(z1).step_time_s;
     EXPECT_NEAR(d.prediction.step_time_s - d_hot, analytic_extra, 0.05 * analytic_extra);
   }
 }
@@ -286,12 +300,15 @@ TEST(CacheLevel, TheGradientReductionAfterTheBackwardIsCold) {
   cold.node.fabric.cold_bandwidth = hot.node.fabric.bandwidth / 4;
   Plan dp = testing::make_plan(1, 1, 2, 1, 8);
   dp.precision = Precision::kFp32;
-  const Prediction a_hot = AnalyticModel(small, hot).evaluate(dp), a_cold = AnalyticModel(small, cold).evaluate(dp);
+  const Prediction a_hot = AnalyticModel(small, hot).evaluate(dp),
+                   a_cold = AnalyticModel(small, cold).evaluate(dp);
   ASSERT_GT(a_hot.time.dp_comm, 0);
   EXPECT_GT(a_cold.time.dp_comm, 3 * a_hot.time.dp_comm);  // the bandwidth term x4, the latency alike
-  const SimResult d_hot = testing::simulated(small, hot, dp), d_cold = testing::expect_engines_agree(small, cold, dp, 0.05);
+  const SimResult d_hot = testing::simulated(small, hot, dp),
+                  d_cold = testing::expect_engines_agree(small, cold, dp, 0.05);
   const double analytic_extra = a_cold.step_time_s - a_hot.step_time_s;
-  EXPECT_NEAR(d_cold.prediction.step_time_s - d_hot.prediction.step_time_s, analytic_extra, 0.05 * analytic_extra);
+  EXPECT_NEAR(d_cold.prediction.step_time_s - d_hot.prediction.step_time_s, analytic_extra,
+              0.05 * analytic_extra);
   // Overlapped with the backward, or tensor-parallel: no change.
   Plan overlapped = dp;
   overlapped.overlap_grad_reduce = true;
@@ -306,7 +323,8 @@ TEST(CacheLevel, TheGradientReductionAfterTheBackwardIsCold) {
   // In the profile: fabric.cold_bandwidth, written only where there is one.
   auto back = node_from_json(node_to_json(cold.node), "node.json");
   ASSERT_TRUE(back.ok()) << back.error().message();
-  EXPECT_NEAR(back->fabric.cold_bandwidth, cold.node.fabric.cold_bandwidth, 1e-6 * cold.node.fabric.cold_bandwidth);
+  EXPECT_NEAR(back->fabric.cold_bandwidth, cold.node.fabric.cold_bandwidth,
+              1e-6 * cold.node.fabric.cold_bandwidth);
   EXPECT_FALSE(node_to_json(hot.node)["fabric"].contains("cold_bandwidth"));
   // A plan whose data fits the cache level finds its gradients there: the hot rate.
   const ModelSpec tiny = testing::preset_model("tiny");
@@ -314,13 +332,16 @@ TEST(CacheLevel, TheGradientReductionAfterTheBackwardIsCold) {
   for (double cache : {1e3, 1e9}) {
     ClusterSpec c = cpu_with_cache(cache);
     c.node.fabric.cold_bandwidth = c.node.fabric.bandwidth / 4;
-    EXPECT_EQ(cluster_for_plan(tiny, c, tiny_dp).node.fabric.cold_bandwidth, cache > 1e6 ? 0 : c.node.fabric.cold_bandwidth)
+    EXPECT_EQ(cluster_for_plan(tiny, c, tiny_dp).node.fabric.cold_bandwidth,
+              cache > 1e6 ? 0 : c.node.fabric.cold_bandwidth)
         << cache;
     const ClusterSpec no_cold = cpu_with_cache(cache);
     const double with = testing::simulated(tiny, c, tiny_dp).prediction.step_time_s,
                  without = testing::simulated(tiny, no_cold, tiny_dp).prediction.step_time_s;
-    if (cache > 1e6) EXPECT_EQ(with, without);
-    else EXPECT_GT(with, without);
+    if (cache > 1e6)
+      EXPECT_EQ(with, without);
+    else
+      EXPECT_GT(with, without);
   }
 }
 
@@ -342,8 +363,9 @@ TEST(CacheLevel, DeviceAtSpeedScalesASerialStep) {
   d.gemm_weight_bwd_bandwidth = 8e9;
   d.optimizer_efficiency = 1.4;
   const TinyOnCpu t;
-  d.caches = {CacheLevel{t.working / 2, 0.8, 3 * d.memory_bandwidth, 80e9, 16e9, 0.12e-9, 100e9, t.working / 4},
-              CacheLevel{4 * t.state, 0.7, 2 * d.memory_bandwidth, 60e9, 12e9, 0.11e-9, 90e9, 0}};
+  d.caches = {
+      CacheLevel{t.working / 2, 0.8, 3 * d.memory_bandwidth, 80e9, 16e9, 0.12e-9, 100e9, t.working / 4},
+      CacheLevel{4 * t.state, 0.7, 2 * d.memory_bandwidth, 60e9, 12e9, 0.11e-9, 90e9, 0}};
   ClusterSpec fast = base;
   fast.node.devices[0].device = device_at_speed(d, 2.0);
   const DeviceSpec& f = fast.node.devices[0].device;

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "sim/analytic/analytic_model.h"
@@ -60,7 +59,8 @@ TEST(Capacity, LargestFitsAndOffloadRaisesIt) {
 TEST(Capacity, TensorAndPipelineParallelPlansFindTheModel) {
   const ModelSpec base = testing::preset_model("llama3-8b");
   const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 8);
-  for (auto [tp, pp] : {std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}, std::pair{8, 1}, std::pair{4, 2}}) {
+  for (auto [tp, pp] :
+       {std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}, std::pair{8, 1}, std::pair{4, 2}}) {
     Plan p = testing::make_plan(tp, pp, 8 / (tp * pp), 1, 64);
     p.recompute = Recompute::kFull;
     p.zero_stage = 1;
@@ -119,8 +119,10 @@ TEST(Capacity, NothingFitsSaysWhy) {
   Plan p = testing::make_plan(2, 1, 4, 512, 2048);  // 512 sequences of 8192 tokens per micro-batch
   auto r = largest_model(base, c, p);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message().find("not even the smallest model of llama3-8b's family (hidden 256, 1 layers, 2 heads"),
-            std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find(
+                "not even the smallest model of llama3-8b's family (hidden 256, 1 layers, 2 heads"),
+            std::string::npos)
+      << r.error().message();
   EXPECT_NE(r.error().message().find("needs"), std::string::npos) << r.error().message();
   p = testing::make_plan(1, 1, 4, 1, 8);
   p.cp = 2;
@@ -128,9 +130,11 @@ TEST(Capacity, NothingFitsSaysWhy) {
   EXPECT_FALSE(capacity_plan_check(base, c, p).ok());
   auto bad = largest_model(base, c, p);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message().find("the plan cannot split any model of llama3-8b's family"), std::string::npos)
+  EXPECT_NE(bad.error().message().find("the plan cannot split any model of llama3-8b's family"),
+            std::string::npos)
       << bad.error().message();
-  EXPECT_NE(bad.error().message().find("/cp: 2 does not divide the sequence length (8191)"), std::string::npos)
+  EXPECT_NE(bad.error().message().find("/cp: 2 does not divide the sequence length (8191)"),
+            std::string::npos)
       << bad.error().message();
 }
 
@@ -158,7 +162,8 @@ TEST(RecomputeLayers, BetweenNoneAndFull) {
   EXPECT_DOUBLE_EQ(am.evaluate(k).step_time_s, am.evaluate(full).step_time_s);
   EXPECT_DOUBLE_EQ(am.memory(k).activations, am.memory(full).activations);
   k.recompute_layers = 0;
-  EXPECT_NEAR(am.evaluate(k).step_time_s, am.evaluate(none).step_time_s, 1e-9 * am.evaluate(none).step_time_s);
+  EXPECT_NEAR(am.evaluate(k).step_time_s, am.evaluate(none).step_time_s,
+              1e-9 * am.evaluate(none).step_time_s);
   double last_mem = 1e300, last_time = 0;
   for (int layers = 0; layers <= per_stage; layers += 5) {
     k.recompute_layers = layers;
@@ -193,8 +198,9 @@ TEST(RecomputeLayers, BetweenNoneAndFull) {
   none.recompute_layers = 3;
   Status s = validate_plan(none, m, 0, "p.json");
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.error().message(),
-            "p.json: /recompute_layers: is set but recompute is none (say which recompute the first layers use)");
+  EXPECT_EQ(
+      s.error().message(),
+      "p.json: /recompute_layers: is set but recompute is none (say which recompute the first layers use)");
 }
 
 }  // namespace

@@ -47,8 +47,8 @@ TEST(Collective, AcrossNodesTheNicsAreTheLimit) {
 TEST(Collective, OversubscriptionDividesCrossTierBandwidth) {
   ClusterSpec c = dgx();
   c.tiers[1].oversubscription = 4.0;
-  const GroupLink inside_leaf = group_link(c, 8, 16);   // 16 nodes < 20 per leaf
-  const GroupLink across = group_link(c, 8, 64);         // 64 nodes: crosses the spine
+  const GroupLink inside_leaf = group_link(c, 8, 16);  // 16 nodes < 20 per leaf
+  const GroupLink across = group_link(c, 8, 64);       // 64 nodes: crosses the spine
   EXPECT_DOUBLE_EQ(inside_leaf.bus_bandwidth, 25e9 * 0.96);
   EXPECT_DOUBLE_EQ(across.bus_bandwidth, 25e9 * 0.96 / 4);
 }

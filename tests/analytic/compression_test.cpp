@@ -3,9 +3,9 @@
 #include "sim/analytic/compression.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "sim/analytic/analytic_model.h"
@@ -101,12 +101,14 @@ TEST(Compression, PlanChecksAndJson) {
   p.zero_stage = 3;
   Status s = validate_plan(p, m, 0, "plan.json");
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message().find("plan.json: /grad_compression: needs zero_stage 0, 1 or 2"), std::string::npos);
+  EXPECT_NE(s.error().message().find("plan.json: /grad_compression: needs zero_stage 0, 1 or 2"),
+            std::string::npos);
   nlohmann::json j = plan_to_json(with(GradCompression::kNone));
   j["grad_compression"] = "zip";
   auto bad = plan_from_json(j, "x.json");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message().find("is not one of: none, int8, topk, powersgd, four-stage"), std::string::npos);
+  EXPECT_NE(bad.error().message().find("is not one of: none, int8, topk, powersgd, four-stage"),
+            std::string::npos);
 }
 
 // A scheme that converges 3% slower needs 3% more steps to the same token budget.

@@ -3,6 +3,7 @@
 #include "sim/analytic/data_loading.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "sim/analytic/analytic_model.h"
@@ -29,7 +30,7 @@ TEST(DataLoading, BytesAndSecondsByHand) {
   EXPECT_DOUBLE_EQ(d.read_bytes, 512 * 2e6 / 2 * 0.75);
   EXPECT_EQ(d.loader_nodes, 8);
   EXPECT_DOUBLE_EQ(d.storage_s, 512 * 2e6 / 2 * 0.75 / 10e9);
-  EXPECT_DOUBLE_EQ(d.cpu_s, 512 * 2e6 / 8 / (4 * 1e9));  // each node decodes its share on 4 cores
+  EXPECT_DOUBLE_EQ(d.cpu_s, 512 * 2e6 / 8 / (4 * 1e9));         // each node decodes its share on 4 cores
   EXPECT_DOUBLE_EQ(d.seconds, std::max(d.storage_s, d.cpu_s));  // prefetch: the stages overlap
   EXPECT_DOUBLE_EQ(input_stall(d, p, 1.0), 0.0);
   EXPECT_DOUBLE_EQ(input_stall(d, p, 0.01), d.seconds - 0.01);
@@ -52,7 +53,7 @@ TEST(DataLoading, StallInBothExecutors) {
   p.zero_stage = 1;
   p.recompute = Recompute::kFull;
   const Prediction none = AnalyticModel(m, c).evaluate(p);
-  EXPECT_LT(none.time.data, 1e-3);  // token ids: a few MB per step
+  EXPECT_LT(none.time.data, 1e-3);   // token ids: a few MB per step
   for (double mb : {10.0, 200.0}) {  // loader slower than the step only at 200 MB per sample
     for (int prefetch : {0, 2}) {
       Plan q = p;
@@ -72,7 +73,8 @@ TEST(DataLoading, StallInBothExecutors) {
         EXPECT_GE(d->prediction.step_time_s, a.step_time_s * 0.999);
         EXPECT_LT(d->prediction.step_time_s, a.step_time_s * 1.15) << mb << " MB";
       } else {
-        EXPECT_NEAR(d->prediction.step_time_s, a.step_time_s, 0.02 * a.step_time_s) << mb << " MB, prefetch " << prefetch;
+        EXPECT_NEAR(d->prediction.step_time_s, a.step_time_s, 0.02 * a.step_time_s)
+            << mb << " MB, prefetch " << prefetch;
       }
       if (expect > 0.1 * a.step_time_s) {
         EXPECT_GT(d->prediction.time.data, 0.5 * expect);
@@ -83,9 +85,10 @@ TEST(DataLoading, StallInBothExecutors) {
 
 TEST(DataLoading, PlanJsonAndErrors) {
   Plan p = testing::make_plan(1, 1, 8, 1, 64);
-  auto lz4 = plan_from_json(nlohmann::json{{"global_batch", 64},
-                                           {"data", {{"compression", "lz4"}, {"sample_bytes", "150KB"}, {"prefetch", 0}}}},
-                            "plan.json");
+  auto lz4 = plan_from_json(
+      nlohmann::json{{"global_batch", 64},
+                     {"data", {{"compression", "lz4"}, {"sample_bytes", "150KB"}, {"prefetch", 0}}}},
+      "plan.json");
   ASSERT_TRUE(lz4.ok()) << lz4.error().message();
   EXPECT_DOUBLE_EQ(lz4->data.compression_ratio, 2.084);
   EXPECT_DOUBLE_EQ(lz4->data.decompress_rate, 1.82e9);
@@ -94,13 +97,16 @@ TEST(DataLoading, PlanJsonAndErrors) {
   auto back = plan_from_json(plan_to_json(*lz4), "x.json");
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(back->data, lz4->data);
-  auto bad = plan_from_json(nlohmann::json{{"global_batch", 64}, {"data", {{"compression", "zip"}}}}, "plan.json");
+  auto bad =
+      plan_from_json(nlohmann::json{{"global_batch", 64}, {"data", {{"compression", "zip"}}}}, "plan.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("/data/compression"), std::string::npos) << bad.error().message();
-  bad = plan_from_json(nlohmann::json{{"global_batch", 64}, {"data", {{"compression_ratio", 3}}}}, "plan.json");
+  bad =
+      plan_from_json(nlohmann::json{{"global_batch", 64}, {"data", {{"compression_ratio", 3}}}}, "plan.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("decompress_rate"), std::string::npos) << bad.error().message();
-  bad = plan_from_json(nlohmann::json{{"global_batch", 64}, {"data", {{"cached_fraction", 1.5}}}}, "plan.json");
+  bad =
+      plan_from_json(nlohmann::json{{"global_batch", 64}, {"data", {{"cached_fraction", 1.5}}}}, "plan.json");
   ASSERT_FALSE(bad.ok());
   (void)p;
 }

@@ -2,6 +2,7 @@
 // the graph's cheaper launches, their effect on a small model where launches matter and a large
 // one where they do not, and the simulator running the same kernels.
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "sim/analytic/analytic_model.h"
@@ -72,8 +73,10 @@ TEST(Fusion, ActivationExponentialsByHand) {
   const KernelCost &a = find(plain, KernelName::kActivation), &b = find(exp, KernelName::kActivation);
   EXPECT_NEAR(b.fwd_s - a.fwd_s, outputs * 0.5e-9, 1e-15);
   EXPECT_NEAR(b.bwd_s - a.bwd_s, outputs * 0.5e-9, 1e-15);
-  EXPECT_EQ(find(exp, KernelName::kMlpUp).fwd_s, find(plain, KernelName::kMlpUp).fwd_s);  // the GEMMs unchanged
-  EXPECT_NEAR(exp_head.fwd_s - plain_head.fwd_s, l.s.batch * l.s.seq * static_cast<double>(l.m.vocab) * 0.5e-9, 1e-15);
+  EXPECT_EQ(find(exp, KernelName::kMlpUp).fwd_s,
+            find(plain, KernelName::kMlpUp).fwd_s);  // the GEMMs unchanged
+  EXPECT_NEAR(exp_head.fwd_s - plain_head.fwd_s,
+              l.s.batch * l.s.seq * static_cast<double>(l.m.vocab) * 0.5e-9, 1e-15);
   EXPECT_EQ(exp_head.bwd_s, plain_head.bwd_s);
   DeviceSpec d = l.d;
   d.caches = {CacheLevel{8 << 20, 0.9, 30e9, 0, 0, 0.25e-9}};
@@ -125,7 +128,8 @@ TEST(Fusion, AttentionScoreTermByHand) {
   nlohmann::json bad = device_to_json(l.d);
   bad["efficiency"]["attention_backward"] = -1;
   EXPECT_FALSE(device_from_json(bad, "dev.json", "").ok());
-  EXPECT_EQ(testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator().attention_backward_ratio, 0);  // flash's 2.5
+  EXPECT_EQ(testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator().attention_backward_ratio,
+            0);  // flash's 2.5
 }
 
 TEST(Fusion, UnfusedChainsByHand) {
@@ -217,7 +221,8 @@ TEST(Fusion, MattersForSmallKernelsInBothExecutors) {
   Plan big = testing::make_plan(8, 8, 1, 1, 64);
   big.sequence_parallel = true;
   big.recompute = Recompute::kFull;
-  const double large_gain = gain(testing::preset_model("gpt3-175b"), testing::preset_cluster("dgx-h100-ndr", 64), big);
+  const double large_gain =
+      gain(testing::preset_model("gpt3-175b"), testing::preset_cluster("dgx-h100-ndr", 64), big);
   EXPECT_GT(small_gain, 1.15);
   EXPECT_LT(large_gain, 1.08);
   EXPECT_GT(large_gain, 1.0);

@@ -36,8 +36,8 @@ TEST(LayerCost, ModelFlopsAreAboutSixNPerToken) {
   // and attention; for GPT-3 at s=2048 attention adds s/(6h) = 2.8%, so within 4% of 6N.
   const ModelSpec m = testing::gpt3_shape();
   const double s = 2048;
-  const double per_token = 3 * (m.layers * dense_layer_flops(m, shape(1, s)).total() +
-                                logits_flops(m, shape(1, s))) / s;
+  const double per_token =
+      3 * (m.layers * dense_layer_flops(m, shape(1, s)).total() + logits_flops(m, shape(1, s))) / s;
   const double six_n = 6 * m.total_params();
   EXPECT_NEAR(per_token / six_n, 1.0, 0.04) << per_token / six_n;
   EXPECT_GT(per_token, six_n);  // attention makes it more, never less
@@ -52,11 +52,11 @@ TEST(LayerCost, ActivationsEqualKorthikanti) {
   auto act = [&](double tp, bool sp, Recompute r) {
     return layer_activation_bytes(m, shape(b, s, tp, sp), r, /*flash=*/false, /*moe=*/false);
   };
-  EXPECT_DOUBLE_EQ(act(1, false, Recompute::kNone), sbh * (34 + 5 * a * s / h));          // Eq. 1
+  EXPECT_DOUBLE_EQ(act(1, false, Recompute::kNone), sbh * (34 + 5 * a * s / h));                 // Eq. 1
   EXPECT_DOUBLE_EQ(act(t, false, Recompute::kNone), sbh * (10 + 24 / t + 5 * a * s / (h * t)));  // Eq. 2
-  EXPECT_DOUBLE_EQ(act(t, true, Recompute::kNone), sbh / t * (34 + 5 * a * s / h));       // Eq. 4
-  EXPECT_DOUBLE_EQ(act(t, true, Recompute::kSelective), sbh / t * 34);                    // Eq. 6
-  EXPECT_DOUBLE_EQ(act(1, false, Recompute::kFull), 2 * sbh);                             // Sec. 4.3
+  EXPECT_DOUBLE_EQ(act(t, true, Recompute::kNone), sbh / t * (34 + 5 * a * s / h));              // Eq. 4
+  EXPECT_DOUBLE_EQ(act(t, true, Recompute::kSelective), sbh / t * 34);                           // Eq. 6
+  EXPECT_DOUBLE_EQ(act(1, false, Recompute::kFull), 2 * sbh);                                    // Sec. 4.3
 }
 
 TEST(LayerCost, FlashAttentionDropsTheQuadraticTerm) {
@@ -84,13 +84,19 @@ TEST(LayerCost, GqaAndSwigluShrinkKvAndGrowMlp) {
 
 TEST(LayerCost, MoeLayerCountsVisitedExperts) {
   ModelSpec m = testing::gpt3_shape();
-  m.hidden = 4096; m.heads = 32; m.kv_heads = 8; m.head_dim = 128;
-  m.mlp = MlpKind::kSwiglu; m.ffn_hidden = 14336;
-  m.moe.experts = 8; m.moe.top_k = 2; m.moe.expert_ffn_hidden = 14336;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.head_dim = 128;
+  m.mlp = MlpKind::kSwiglu;
+  m.ffn_hidden = 14336;
+  m.moe.experts = 8;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden = 14336;
   const double s = 4096;
   const LayerFlops dense = dense_layer_flops(m, shape(1, s));
   const LayerFlops moe = moe_layer_flops(m, shape(1, s));
-  EXPECT_DOUBLE_EQ(moe.mlp, 2 * dense.mlp);       // top-2 of same-width experts
+  EXPECT_DOUBLE_EQ(moe.mlp, 2 * dense.mlp);        // top-2 of same-width experts
   EXPECT_DOUBLE_EQ(moe.router, 2 * s * 4096 * 8);  // gate: h x experts per token
   // Parameters: all 8 experts held; with ep=4 a device holds 2.
   EXPECT_NEAR(layer_params_per_device(m, true, 1, 1) - layer_params_per_device(m, true, 1, 4),

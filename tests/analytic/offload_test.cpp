@@ -2,8 +2,8 @@
 // (device and host, by hand), what the host link costs when compute cannot hide it, the host
 // memory check, the plan checks, and the simulator running the same copies.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "sim/analytic/analytic_model.h"
@@ -51,7 +51,8 @@ TEST(Offload, ParametersStreamThroughATwoLayerWindow) {
   p.offload_params = true;
   const MemoryBreakdown off = am.memory(p);
   const double layer = layer_params_per_device(m, false, 1, 1);
-  const double tables = 2.0 * m.vocab * m.hidden + m.hidden;  // input embedding, (untied) LM head and final RMSNorm stay
+  const double tables =
+      2.0 * m.vocab * m.hidden + m.hidden;  // input embedding, (untied) LM head and final RMSNorm stay
   EXPECT_NEAR(off.weights, 2 * (tables + 2 * layer), 1e-9 * off.weights);
   EXPECT_NEAR(off.gradients, 4 * (tables + 2 * layer), 1e-9 * off.gradients);
   EXPECT_NEAR(kept.weights, 2 * (tables + m.layers * layer), 1e-9 * kept.weights);
@@ -180,7 +181,8 @@ TEST(Offload, PlanChecksAndJson) {
   q.offload_optimizer = false;
   auto s = validate_plan(q, m, 8, "plan.json");
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message().find("/offload_params: needs offload_optimizer"), std::string::npos) << s.error().message();
+  EXPECT_NE(s.error().message().find("/offload_params: needs offload_optimizer"), std::string::npos)
+      << s.error().message();
   q = p;
   q.pp = 2;
   q.dp = 4;

@@ -2,8 +2,8 @@
 // the node (Plan::attention_device), with the Q/K/V and output transfers over PCIe by hand; the
 // "auto" placer moves it only where that is faster; both executors run the same placement.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "sim/analytic/analytic_model.h"
@@ -52,7 +52,9 @@ TEST(OpPlacement, AttentionOnThePartnerByHand) {
     EXPECT_EQ(there.fwd[i].on_partner, i >= there.attention_first && i <= there.attention_last) << i;
   const KernelCost& a = there.fwd[there.attention_first];
   const DeviceSpec& npu = *partner.device;
-  EXPECT_NEAR(a.fwd_s, 0.5 * a.flops / (npu.peak(DType::kBf16) * npu.attention_efficiency) + npu.kernel_overhead_s, 1e-12);
+  EXPECT_NEAR(a.fwd_s,
+              0.5 * a.flops / (npu.peak(DType::kBf16) * npu.attention_efficiency) + npu.kernel_overhead_s,
+              1e-12);
   EXPECT_NEAR(there.fwd_seconds() - own.fwd_seconds(),
               a.fwd_s - own.fwd[own.attention_first].fwd_s + there.partner_in_s + there.partner_out_s, 1e-12);
   // The optimising placer counts the transfers and keeps it on the GPU ...
@@ -84,13 +86,14 @@ TEST(OpPlacement, BothExecutorsRunIt) {
   int on_partner = 0, transfers = 0;
   for (auto v : boost::make_iterator_range(boost::vertices(g))) {
     if (g[v].stream != StreamId::kPartner) continue;
-    if (g[v].kind == OpKind::kCopy) ++transfers;
+    if (g[v].kind == OpKind::kCopy)
+      ++transfers;
     else {
       ++on_partner;
       EXPECT_EQ(g[v].device, DeviceKind::kNpu);
     }
   }
-  const int mbs = 4;  // 16 sequences over dp 4
+  const int mbs = 4;                          // 16 sequences over dp 4
   EXPECT_EQ(on_partner, m.layers * mbs * 3);  // forward, recompute, backward
   EXPECT_EQ(transfers, m.layers * mbs * 6);
 }
@@ -103,7 +106,8 @@ TEST(OpPlacement, PlanChecks) {
   auto s = validate_plan_on(p, m, c, "plan.json");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.error().message().find("/attention_device: \"h100-sxm5-80gb\" is not another accelerator"),
-            std::string::npos) << s.error().message();
+            std::string::npos)
+      << s.error().message();
   p.attention_device = "tpu-v9";
   EXPECT_FALSE(validate_plan_on(p, m, c, "plan.json").ok());
   p.attention_device = "ascend-910b";
@@ -145,7 +149,8 @@ TEST(OpPlacement, TheBillPaysForThePartners) {
     EXPECT_GT(e.device_power_w, own.device_power_w + c.node.devices[1].device.power_idle_w - 1e-9) << where;
     CostOptions o;
     o.price_per_device_hour = 1.0;
-    EXPECT_NEAR(economics(pred, c, p, p.seq_len, o).cost_per_step_usd, 4 * (1.0 + 0.5) * pred.step_time_s / 3600, 1e-15);
+    EXPECT_NEAR(economics(pred, c, p, p.seq_len, o).cost_per_step_usd,
+                4 * (1.0 + 0.5) * pred.step_time_s / 3600, 1e-15);
   }
 }
 

@@ -4,13 +4,12 @@
 #include "sim/analytic/recompute.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <boost/range/iterator_range.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

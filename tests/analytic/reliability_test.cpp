@@ -14,8 +14,8 @@ namespace {
 ReliabilityInputs base() {
   ReliabilityInputs in;
   in.devices = 16384;
-  in.checkpoint_bytes = 4e12;       // 4 TB
-  in.storage_bandwidth = 1e12;      // 1 TB/s: 4 s per checkpoint
+  in.checkpoint_bytes = 4e12;   // 4 TB
+  in.storage_bandwidth = 1e12;  // 1 TB/s: 4 s per checkpoint
   in.restart_s = 600;
   in.run_s = 60 * 86400.0;
   in.trials = 400;
@@ -46,7 +46,8 @@ TEST(Reliability, YoungAndDalyIntervals) {
 TEST(Reliability, DalyIntervalMaximisesEfficiency) {
   const double d = 30, m = 3 * 3600.0, restart = 600;
   const double best = daly_efficiency(daly_interval(d, m), d, restart, m);
-  for (double f : {0.5, 0.8, 1.25, 2.0}) EXPECT_LT(daly_efficiency(f * daly_interval(d, m), d, restart, m), best) << f;
+  for (double f : {0.5, 0.8, 1.25, 2.0})
+    EXPECT_LT(daly_efficiency(f * daly_interval(d, m), d, restart, m), best) << f;
 }
 
 // The Monte-Carlo run of the same process agrees with Daly's closed form, at the optimum and off it.
@@ -158,7 +159,8 @@ TEST(Reliability, BadInputIsAClearError) {
   }
   ReliabilityInputs in = base();
   in.storage_bandwidth = 0;
-  EXPECT_EQ(reliability(in).error().message(), "reliability: storage bandwidth: the cluster gives none (storage_bandwidth)");
+  EXPECT_EQ(reliability(in).error().message(),
+            "reliability: storage bandwidth: the cluster gives none (storage_bandwidth)");
   in = base();
   in.soft_fraction = 2;
   EXPECT_EQ(reliability(in).error().message(), "reliability: soft fraction: must be within 0..1");

@@ -4,6 +4,7 @@
 // rates, as times per unit of work; one running shared_by or more keeps the shared rates. Both
 // engines price kernels on that view, and the profile's JSON carries the rates with checks.
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "sim/analytic/analytic_model.h"
@@ -47,7 +48,8 @@ TEST(SharedMemory, OneDeviceRunsAtTheAloneRates) {
   EXPECT_NEAR(one.optimizer_efficiency * one.memory_bandwidth, base.shared_memory.alone.optimizer_bandwidth,
               1e-6 * base.shared_memory.alone.optimizer_bandwidth);
   EXPECT_EQ(one.shared_memory.shared_by, 0);  // resolved
-  EXPECT_FALSE(has_per_plan_rates(cluster_for_plan(testing::preset_model("tiny"), c, testing::make_plan(1, 1, 1, 1, 8))));
+  EXPECT_FALSE(has_per_plan_rates(
+      cluster_for_plan(testing::preset_model("tiny"), c, testing::make_plan(1, 1, 1, 1, 8))));
   // Two devices, as many as measured the shared rates: those stand.
   const DeviceSpec two = resolved(c, testing::make_plan(1, 1, 2, 1, 8));
   EXPECT_DOUBLE_EQ(two.memory_bandwidth, base.memory_bandwidth);
@@ -87,13 +89,17 @@ TEST(SharedMemory, BothEnginesPriceTheSerialPlanFaster) {
   ClusterSpec plain2 = shared_cpu(2, 2);
   plain2.node.devices[0].device.shared_memory = {};
   const ClusterSpec shared2 = shared_cpu(2, 2);
-  EXPECT_DOUBLE_EQ(AnalyticModel(tiny, shared2).evaluate(dp2).step_time_s, AnalyticModel(tiny, plain2).evaluate(dp2).step_time_s);
-  EXPECT_LT(AnalyticModel(tiny, shared2).evaluate(serial).step_time_s, AnalyticModel(tiny, plain2).evaluate(serial).step_time_s);
+  EXPECT_DOUBLE_EQ(AnalyticModel(tiny, shared2).evaluate(dp2).step_time_s,
+                   AnalyticModel(tiny, plain2).evaluate(dp2).step_time_s);
+  EXPECT_LT(AnalyticModel(tiny, shared2).evaluate(serial).step_time_s,
+            AnalyticModel(tiny, plain2).evaluate(serial).step_time_s);
   // What run --predict prints says so.
   const std::string said = cache_levels_taken(tiny, shared, serial);
-  EXPECT_NE(said.find("1 of the node's devices running, its memory rates those measured with one alone (the profile's: 2 "
-                      "sharing the memory)"),
-            std::string::npos)
+  EXPECT_NE(
+      said.find(
+          "1 of the node's devices running, its memory rates those measured with one alone (the profile's: 2 "
+          "sharing the memory)"),
+      std::string::npos)
       << said;
   EXPECT_EQ(cache_levels_taken(tiny, shared2, dp2), "");
   // With a cache level that holds the whole step, the memory rates are not taken: not said.
@@ -118,7 +124,8 @@ TEST(SharedMemory, ProfileJsonRoundTripsAndChecksItsFields) {
   EXPECT_NEAR(back->shared_memory.alone.gemm_weight_fwd_bandwidth, 4e10, 1e-3);
   EXPECT_NEAR(back->shared_memory.alone.activation_element_s, 1e-10, 1e-22);
   // Without it, none (every preset).
-  EXPECT_FALSE(device_to_json(testing::preset_cluster("cpu-local", 2).node.devices[0].device).contains("shared_memory"));
+  EXPECT_FALSE(device_to_json(testing::preset_cluster("cpu-local", 2).node.devices[0].device)
+                   .contains("shared_memory"));
   const auto refused = [](nlohmann::json bad) {
     auto r = device_from_json(bad, "dev.json", "");
     return r.ok() ? std::string() : r.error().message();
@@ -128,21 +135,26 @@ TEST(SharedMemory, ProfileJsonRoundTripsAndChecksItsFields) {
   EXPECT_NE(refused(one).find("dev.json: /shared_memory/shared_by"), std::string::npos) << refused(one);
   nlohmann::json no_alone = j;
   no_alone["shared_memory"].erase("alone");
-  EXPECT_NE(refused(no_alone).find("dev.json: /shared_memory/alone: is required"), std::string::npos) << refused(no_alone);
+  EXPECT_NE(refused(no_alone).find("dev.json: /shared_memory/alone: is required"), std::string::npos)
+      << refused(no_alone);
   nlohmann::json unknown = j;
   unknown["shared_memory"]["alone"]["span"] = "1MiB";
-  EXPECT_NE(refused(unknown).find("dev.json: /shared_memory/alone/span: unknown field"), std::string::npos) << refused(unknown);
+  EXPECT_NE(refused(unknown).find("dev.json: /shared_memory/alone/span: unknown field"), std::string::npos)
+      << refused(unknown);
   nlohmann::json zero = j;
   zero["shared_memory"]["alone"]["memory_bandwidth"] = "0GB/s";
-  EXPECT_NE(refused(zero).find("dev.json: /shared_memory/alone/memory_bandwidth"), std::string::npos) << refused(zero);
+  EXPECT_NE(refused(zero).find("dev.json: /shared_memory/alone/memory_bandwidth"), std::string::npos)
+      << refused(zero);
 }
 
 TEST(SharedMemory, AtTheMachinesSpeedTheAloneRatesScaleToo) {
   const DeviceSpec d = shared_cpu(2).node.devices[0].device;
   const DeviceSpec fast = device_at_speed(d, 1.1);
   EXPECT_DOUBLE_EQ(fast.shared_memory.alone.memory_bandwidth, 1.1 * d.shared_memory.alone.memory_bandwidth);
-  EXPECT_DOUBLE_EQ(fast.shared_memory.alone.optimizer_bandwidth, 1.1 * d.shared_memory.alone.optimizer_bandwidth);
-  EXPECT_DOUBLE_EQ(fast.shared_memory.alone.activation_element_s, d.shared_memory.alone.activation_element_s / 1.1);
+  EXPECT_DOUBLE_EQ(fast.shared_memory.alone.optimizer_bandwidth,
+                   1.1 * d.shared_memory.alone.optimizer_bandwidth);
+  EXPECT_DOUBLE_EQ(fast.shared_memory.alone.activation_element_s,
+                   d.shared_memory.alone.activation_element_s / 1.1);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // Per-layer-group strategies: each pipeline stage with its own tensor-parallel degree
 // (Plan::stage_tp), the same ranks per stage, the replicas and micro-batch sizes that follow.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "sim/analytic/analytic_model.h"
@@ -62,7 +62,8 @@ TEST(StageTp, GroupsOfLayers) {
   const AnalyticModel am(m, c);
   const Prediction uniform = am.evaluate(p);
   p.stage_tp = {1, 8, 8, 1};
-  ASSERT_TRUE(validate_plan_on(p, m, c, "plan.json").ok()) << validate_plan_on(p, m, c, "plan.json").error().message();
+  ASSERT_TRUE(validate_plan_on(p, m, c, "plan.json").ok())
+      << validate_plan_on(p, m, c, "plan.json").error().message();
   const Prediction grouped = am.evaluate(p);
   // The middle stages are the slowest either way: the same tensor-parallel traffic per layer.
   EXPECT_GT(grouped.step_time_s, 0);
@@ -86,11 +87,12 @@ TEST(StageTp, SimulatorGroupsFollowEachStage) {
   auto w = lower(m, c, p);
   ASSERT_TRUE(w.ok()) << w.error().message();
   EXPECT_EQ(w->stage_ranks(), 128);
-  EXPECT_EQ(w->group_members(5, GroupKind::kTp), std::vector<int>{5});           // stage 0: tp 1
-  EXPECT_EQ(w->group_members(5, GroupKind::kDp).size(), 128u);                   // 128 replicas
-  EXPECT_EQ(w->group_members(128 + 9, GroupKind::kTp).size(), 8u);               // stage 1: tp 8
+  EXPECT_EQ(w->group_members(5, GroupKind::kTp), std::vector<int>{5});  // stage 0: tp 1
+  EXPECT_EQ(w->group_members(5, GroupKind::kDp).size(), 128u);          // 128 replicas
+  EXPECT_EQ(w->group_members(128 + 9, GroupKind::kTp).size(), 8u);      // stage 1: tp 8
   EXPECT_EQ(w->group_members(128 + 9, GroupKind::kTp).front(), 128 + 8);
-  EXPECT_EQ(w->group_members(3 * 128 + 6, GroupKind::kTp), (std::vector<int>{388, 389, 390, 391}));  // stage 3: tp 4
+  EXPECT_EQ(w->group_members(3 * 128 + 6, GroupKind::kTp),
+            (std::vector<int>{388, 389, 390, 391}));  // stage 3: tp 4
   EXPECT_EQ(w->group_members(3 * 128 + 6, GroupKind::kDp).size(), 32u);
   EXPECT_EQ(w->counterpart(5, 1), 133);
 }
@@ -101,7 +103,8 @@ TEST(StageTp, PlanChecks) {
   p.stage_tp = {1, 8, 8};
   auto s = validate_plan(p, m, 512, "plan.json");
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message().find("/stage_tp: has 3 entries for pp = 4"), std::string::npos) << s.error().message();
+  EXPECT_NE(s.error().message().find("/stage_tp: has 3 entries for pp = 4"), std::string::npos)
+      << s.error().message();
   p.stage_tp = {1, 8, 8, 1};
   p.micro_batch = 1;
   p.global_batch = 64;

@@ -1,12 +1,11 @@
 // The command-line tool on good and bad input: a clear message and a non-zero exit, never a crash.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include <sys/wait.h>
 
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 
@@ -48,23 +47,28 @@ TEST(Cli, PredictJsonHasThePrediction) {
 // What a step costs, and with --tokens the whole run: steps = tokens / tokens per step, the cost
 // of each step at the given price per device-hour.
 TEST(Cli, PredictCostsTheStepAndTheRun) {
-  const CliRun r = run("predict --model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 2 --zero 1 --gb 64 --price 2 --tokens 1T --json");
+  const CliRun r =
+      run("predict --model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 2 --zero 1 --gb 64 --price 2 "
+          "--tokens 1T --json");
   ASSERT_EQ(r.status, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   const auto& e = j.at("economics");
   const double step = j.at("step_time_s").get<double>();
   EXPECT_NEAR(e.at("cost_per_step_usd").get<double>(), 8 * 2.0 * step / 3600, 1e-9);
   EXPECT_NEAR(e.at("steps").get<double>(), std::ceil(1e12 / (64.0 * 8192)), 0.5);
-  EXPECT_NEAR(e.at("cost_to_train_usd").get<double>(), e.at("steps").get<double>() * e.at("cost_per_step_usd").get<double>(), 1e-6);
-  const CliRun table = run("simulate --model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 2 --zero 1 --gb 64 --tokens 1T");
+  EXPECT_NEAR(e.at("cost_to_train_usd").get<double>(),
+              e.at("steps").get<double>() * e.at("cost_per_step_usd").get<double>(), 1e-6);
+  const CliRun table =
+      run("simulate --model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 2 --zero 1 --gb 64 --tokens 1T");
   ASSERT_EQ(table.status, 0) << table.output;
   EXPECT_NE(table.output.find("per million tokens"), std::string::npos) << table.output;
   EXPECT_NE(table.output.find("to train on 1T tokens"), std::string::npos) << table.output;
 }
 
 TEST(Cli, HuggingFaceConfigAsModel) {
-  const CliRun r = run("predict --model " + std::string(FORESIGHT_TEST_DATA) +
-                    "/hf/llama3-8b-config.json --cluster dgx-h100-ndr --gpus 8 --tp 2 --sp true --zero 1 --recompute full");
+  const CliRun r = run(
+      "predict --model " + std::string(FORESIGHT_TEST_DATA) +
+      "/hf/llama3-8b-config.json --cluster dgx-h100-ndr --gpus 8 --tp 2 --sp true --zero 1 --recompute full");
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
@@ -84,7 +88,8 @@ TEST(Cli, ReliabilityNormalRun) {
   EXPECT_GT(j.at("effective_time").get<double>(), 0.9);
   EXPECT_LE(j.at("monte_carlo_events").get<double>(), j.at("monte_carlo_event_budget").get<double>());
   EXPECT_NEAR(j.at("time_to_train_s").get<double>(),
-              j.at("time_to_train_without_failures_s").get<double>() / j.at("effective_time").get<double>(), 1e-6);
+              j.at("time_to_train_without_failures_s").get<double>() / j.at("effective_time").get<double>(),
+              1e-6);
 }
 
 // A run too long for the Monte-Carlo budget (it used to run without end): the closed form, said in
@@ -92,7 +97,8 @@ TEST(Cli, ReliabilityNormalRun) {
 TEST(Cli, ReliabilityBeyondTheBudgetUsesTheClosedForm) {
   const CliRun text = run("reliability --run 1e12d");
   ASSERT_EQ(text.status, 0) << text.output;
-  EXPECT_NE(text.output.find("closed form, no Monte-Carlo: 200 trials would simulate about"), std::string::npos)
+  EXPECT_NE(text.output.find("closed form, no Monte-Carlo: 200 trials would simulate about"),
+            std::string::npos)
       << text.output;
   const CliRun r = run("reliability --run 1e12d --json");
   ASSERT_EQ(r.status, 0) << r.output;
@@ -113,7 +119,8 @@ TEST(Cli, ReliabilityBeyondTheBudgetUsesTheClosedForm) {
 // capacity with tensor and pipeline parallelism finds a model at least as large as the one predict
 // fits (it used to say that not even the smallest fits, and exit 0).
 TEST(Cli, CapacityNormalRun) {
-  const std::string plan = "--model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 2 --pp 2 --zero 1 --recompute full --gb 64";
+  const std::string plan =
+      "--model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 2 --pp 2 --zero 1 --recompute full --gb 64";
   ASSERT_EQ(run("predict " + plan).status, 0);
   const CliRun text = run("capacity " + plan);
   ASSERT_EQ(text.status, 0) << text.output;
@@ -129,18 +136,22 @@ TEST(Cli, CapacityNormalRun) {
     EXPECT_EQ(row.at("model").at("heads").get<int>() % 2, 0);
   }
   // One device, the default: the same answer as before the fix.
-  const CliRun one = run("capacity --model llama3-8b --cluster dgx-a100-40gb-hdr --recompute full --seq-len 2048 --gb 8");
+  const CliRun one =
+      run("capacity --model llama3-8b --cluster dgx-a100-40gb-hdr --recompute full --seq-len 2048 --gb 8");
   EXPECT_EQ(one.status, 0) << one.output;
 }
 
 // Nothing of the family fits at any offload level: each level's reason, and exit 1 (a check
 // failed), not 0.
 TEST(Cli, CapacityNothingFitsExitsOne) {
-  const CliRun r = run("capacity --model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 2 --mb 512 --gb 2048");
+  const CliRun r =
+      run("capacity --model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 2 --mb 512 --gb 2048");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("not even the smallest model of llama3-8b's family (hidden 256, 1 layers, 2 heads"),
-            std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("error: capacity: no model of llama3-8b's family fits this plan"), std::string::npos)
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("error: capacity: no model of llama3-8b's family fits this plan"),
+            std::string::npos)
       << r.output;
 }
 
@@ -164,7 +175,8 @@ TEST(Cli, ValidateGateSaysWhyItFailed) {
   EXPECT_NE(mape.output.find("% > --max-mape 5%"), std::string::npos) << mape.output;
   const CliRun worst = run("validate " + c + " --json --max-error 2.5");
   EXPECT_EQ(worst.status, 1) << worst.output;
-  EXPECT_NE(worst.output.find("gate failed: worst case tiny-a100 error 99."), std::string::npos) << worst.output;
+  EXPECT_NE(worst.output.find("gate failed: worst case tiny-a100 error 99."), std::string::npos)
+      << worst.output;
   EXPECT_NE(worst.output.find("% > --max-error 2.5%"), std::string::npos) << worst.output;
 }
 

@@ -12,10 +12,8 @@
 // "exit" 2 cases must also print "error: ". "absent": ["@TMP@/out.json"] lists files that must not
 // exist afterwards (outputs that failed must leave nothing under their name); "file_size_limit"
 // (bytes) stands in for a full disk.
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -25,6 +23,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -66,7 +65,9 @@ std::vector<Case> load_cases() {
     std::ifstream in(entry.path());
     Case c;
     c.name = fs::relative(entry.path(), root).replace_extension().string();
-    std::replace_if(c.name.begin(), c.name.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); }, '_');
+    std::replace_if(
+        c.name.begin(), c.name.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); },
+        '_');
     c.spec = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     cases.push_back(std::move(c));
   }
@@ -76,7 +77,8 @@ std::vector<Case> load_cases() {
 
 std::string substitute(std::string s, const std::string& tmp) {
   const std::string data = FORESIGHT_TEST_DATA;
-  const std::pair<std::string, std::string> subs[] = {{"@BAD@", data + "/bad/"}, {"@DATA@", data + "/"}, {"@TMP@", tmp}};
+  const std::pair<std::string, std::string> subs[] = {
+      {"@BAD@", data + "/bad/"}, {"@DATA@", data + "/"}, {"@TMP@", tmp}};
   for (const auto& [from, to] : subs)
     for (std::size_t pos; (pos = s.find(from)) != std::string::npos;) s.replace(pos, from.size(), to);
   return s;
@@ -90,7 +92,8 @@ struct Outcome {
   std::string output;
 };
 
-Outcome run_binary(const std::vector<std::string>& args, const std::string& out_file, long long file_size_limit) {
+Outcome run_binary(const std::vector<std::string>& args, const std::string& out_file,
+                   long long file_size_limit) {
   Outcome o;
   const auto t0 = std::chrono::steady_clock::now();
   const pid_t pid = fork();
@@ -151,7 +154,8 @@ TEST_P(Corpus, ClearErrorNoCrashNoHang) {
   const nlohmann::json& spec = GetParam().spec;
   ASSERT_TRUE(spec.is_object() && spec.contains("args") && spec.contains("exit") && spec.contains("message"))
       << GetParam().name << ": a corpus case needs args, exit and message";
-  const fs::path tmp = fs::temp_directory_path() / ("foresight-corpus-" + std::to_string(::getpid()) + "-" + GetParam().name);
+  const fs::path tmp =
+      fs::temp_directory_path() / ("foresight-corpus-" + std::to_string(::getpid()) + "-" + GetParam().name);
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   if (spec.contains("files")) {
@@ -170,7 +174,8 @@ TEST_P(Corpus, ClearErrorNoCrashNoHang) {
   EXPECT_FALSE(o.timed_out) << "ran past " << kTimeLimitS << " s\n" << shown;
   EXPECT_LT(o.exit_code, 128) << "killed by signal " << o.exit_code - 128 << "\n" << shown;
   EXPECT_EQ(o.exit_code, spec["exit"].get<int>()) << shown;
-  EXPECT_NE(o.output.find(substitute(spec["message"].get<std::string>(), tmp.string())), std::string::npos) << shown;
+  EXPECT_NE(o.output.find(substitute(spec["message"].get<std::string>(), tmp.string())), std::string::npos)
+      << shown;
   if (spec["exit"].get<int>() == 2) {
     EXPECT_NE(o.output.find("error: "), std::string::npos) << shown;
   }

@@ -5,9 +5,8 @@
 // and 10 KB strings, words where numbers go, folders, /dev/null, missing files). Whatever the
 // line, the tool must exit 0, 1 or 2 -- never 3 (internal error) or a signal -- within 10 s, say
 // "error: " when it exits 2, and print no nan or inf when it exits 0. A failure prints the line.
-#include <gtest/gtest.h>
-
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -110,10 +109,17 @@ const std::string kData = FORESIGHT_TEST_DATA;
 
 std::vector<Option> plan_options() {
   return {
-      {"--model", Kind::kInput, {"tiny", "tiny-moe", "small", kData + "/runtime/tiny4.json", kData + "/bad/model-kv-heads.json"}},
-      {"--cluster", Kind::kInput, {"dgx-a100-hdr", "dgx-h100-ndr", "cpu-local", kData + "/bad/cluster-unknown-unit.json"}},
+      {"--model",
+       Kind::kInput,
+       {"tiny", "tiny-moe", "small", kData + "/runtime/tiny4.json", kData + "/bad/model-kv-heads.json"}},
+      {"--cluster",
+       Kind::kInput,
+       {"dgx-a100-hdr", "dgx-h100-ndr", "cpu-local", kData + "/bad/cluster-unknown-unit.json"}},
       {"--gpus", Kind::kInt, {"1", "2", "4", "8", "16"}},
-      {"--plan", Kind::kInput, {kData + "/bad/tp-not-dividing.json", kData + "/bad/unknown-field.json", kData + "/bad/wrong-type.json"}},
+      {"--plan",
+       Kind::kInput,
+       {kData + "/bad/tp-not-dividing.json", kData + "/bad/unknown-field.json",
+        kData + "/bad/wrong-type.json"}},
       {"--tp", Kind::kInt, {"1", "2", "4"}},
       {"--pp", Kind::kInt, {"1", "2"}},
       {"--dp", Kind::kInt, {"1", "2", "4"}},
@@ -160,7 +166,8 @@ std::vector<Option> plan_options() {
 std::vector<Command> commands(const fs::path& tmp) {
   const std::string out = (tmp / "out.json").string();
   std::vector<Command> cmds;
-  const std::vector<std::string> small = {"--model", "tiny", "--cluster", "dgx-a100-hdr", "--gpus", "8", "--global-batch", "16"};
+  const std::vector<std::string> small = {"--model", "tiny", "--cluster",      "dgx-a100-hdr",
+                                          "--gpus",  "8",    "--global-batch", "16"};
   auto with_plan = [&](const std::string& name, std::vector<Option> own) {
     Command c{name, small, plan_options(), {}};
     c.options.insert(c.options.end(), own.begin(), own.end());
@@ -170,11 +177,13 @@ std::vector<Command> commands(const fs::path& tmp) {
                                        {"--pue", Kind::kNumber, {"1.2", "1"}},
                                        {"--tokens", Kind::kWord, {"1e9", "15T", "1000"}},
                                        {"--json", Kind::kFlag, {}}}));
-  cmds.push_back(with_plan("simulate", {{"--json", Kind::kFlag, {}},
-                                        {"--full", Kind::kFlag, {}},
-                                        {"--trace", Kind::kOutput, {out}},
-                                        {"--network", Kind::kWord, {"flow", "alpha-beta"}},
-                                        {"--algorithm", Kind::kWord, {"ring", "tree", "hierarchical", "halving_doubling", "in_switch"}}}));
+  cmds.push_back(with_plan(
+      "simulate",
+      {{"--json", Kind::kFlag, {}},
+       {"--full", Kind::kFlag, {}},
+       {"--trace", Kind::kOutput, {out}},
+       {"--network", Kind::kWord, {"flow", "alpha-beta"}},
+       {"--algorithm", Kind::kWord, {"ring", "tree", "hierarchical", "halving_doubling", "in_switch"}}}));
   cmds.push_back(with_plan("capacity", {{"--json", Kind::kFlag, {}}}));
   cmds.push_back(with_plan("reliability", {{"--run", Kind::kWord, {"1d", "90d", "3600"}},
                                            {"--checkpoint-every", Kind::kInt, {"10", "100"}},
@@ -188,8 +197,8 @@ std::vector<Command> commands(const fs::path& tmp) {
                                            {"--tokens", Kind::kWord, {"1e9", "15T"}},
                                            {"--json", Kind::kFlag, {}}}));
   cmds.push_back(Command{"search",
-                         {"--model", "tiny", "--cluster", "dgx-a100-hdr", "--gpus", "4", "--global-batch", "16", "--top", "1",
-                          "--resimulate", "0", "--threads", "1"},
+                         {"--model", "tiny", "--cluster", "dgx-a100-hdr", "--gpus", "4", "--global-batch",
+                          "16", "--top", "1", "--resimulate", "0", "--threads", "1"},
                          {{"--model", Kind::kInput, {"tiny", "tiny-moe", kData + "/bad/model-kv-heads.json"}},
                           {"--cluster", Kind::kInput, {"dgx-a100-hdr", "cpu-local"}},
                           {"--gpus", Kind::kInt, {"1", "2", "4", "8"}},
@@ -203,43 +212,75 @@ std::vector<Command> commands(const fs::path& tmp) {
                           {"--csv", Kind::kFlag, {}},
                           {"--try-offload", Kind::kFlag, {}}},
                          {}});
-  cmds.push_back(Command{"sweep",
-                         {"--jobs", "1", "--out", (tmp / "sweep-out").string()},
-                         {{"--out", Kind::kOutput, {(tmp / "sweep-out").string()}},
-                          {"--shard", Kind::kWord, {"0/1", "0/2", "1/2", "2/2", "0/0"}},
-                          {"--jobs", Kind::kInt, {"1", "2"}}},
-                         {{"spec", Kind::kInput, {(tmp / "sweep.json").string(), (tmp / "sweep.json").string(),
-                                                  kData + "/bad/malformed.json"}}}});
-  cmds.push_back(Command{"validate",
-                         {},
-                         {{"--json", Kind::kFlag, {}},
-                          {"--engine", Kind::kWord, {"analytic", "des"}},
-                          {"--max-mape", Kind::kNumber, {"5", "100", "1000"}},
-                          {"--max-error", Kind::kNumber, {"5", "100", "1000"}}},
-                         {{"paths", Kind::kInput, {kData + "/validate/tiny-a100.json", kData + "/validate",
-                                                   kData + "/bad/malformed.json"}}}});
-  cmds.push_back(Command{"compare",
-                         {},
-                         {{"--json", Kind::kFlag, {}}, {"--out", Kind::kOutput, {out}}},
-                         {{"predicted", Kind::kInput, {kData + "/bad/trace-plan-a.json", kData + "/bad/trace-empty.json"}},
-                          {"measured", Kind::kInput, {kData + "/bad/trace-plan-a.json", kData + "/bad/trace-plan-b.json",
-                                                      kData + "/bad/trace-negative-dur.json"}}}});
+  cmds.push_back(Command{
+      "sweep",
+      {"--jobs", "1", "--out", (tmp / "sweep-out").string()},
+      {{"--out", Kind::kOutput, {(tmp / "sweep-out").string()}},
+       {"--shard", Kind::kWord, {"0/1", "0/2", "1/2", "2/2", "0/0"}},
+       {"--jobs", Kind::kInt, {"1", "2"}}},
+      {{"spec",
+        Kind::kInput,
+        {(tmp / "sweep.json").string(), (tmp / "sweep.json").string(), kData + "/bad/malformed.json"}}}});
+  cmds.push_back(
+      Command{"validate",
+              {},
+              {{"--json", Kind::kFlag, {}},
+               {"--engine", Kind::kWord, {"analytic", "des"}},
+               {"--max-mape", Kind::kNumber, {"5", "100", "1000"}},
+               {"--max-error", Kind::kNumber, {"5", "100", "1000"}}},
+              {{"paths",
+                Kind::kInput,
+                {kData + "/validate/tiny-a100.json", kData + "/validate", kData + "/bad/malformed.json"}}}});
+  cmds.push_back(Command{
+      "compare",
+      {},
+      {{"--json", Kind::kFlag, {}}, {"--out", Kind::kOutput, {out}}},
+      {{"predicted", Kind::kInput, {kData + "/bad/trace-plan-a.json", kData + "/bad/trace-empty.json"}},
+       {"measured",
+        Kind::kInput,
+        {kData + "/bad/trace-plan-a.json", kData + "/bad/trace-plan-b.json",
+         kData + "/bad/trace-negative-dur.json"}}}});
   return cmds;
 }
 
 // Values that every option must survive, whatever it expects.
 std::vector<std::string> boundary_values(const fs::path& tmp) {
-  return {"0", "-1", "1", "1e308", "-1e308", "nan", "inf", "-inf", "1e-320", "99999999999999999999",
-          "2147483648", "-2147483649", "9223372036854775807", "", std::string(10 * 1024, '7'),
-          std::string(10 * 1024, 'x'), "abc", "1,2,3", "true", "0x10", " 1", "1 ", "--json", "-",
-          tmp.string(), "/dev/null", (tmp / "missing.json").string(), "/nonexistent/folder/file.json",
+  return {"0",
+          "-1",
+          "1",
+          "1e308",
+          "-1e308",
+          "nan",
+          "inf",
+          "-inf",
+          "1e-320",
+          "99999999999999999999",
+          "2147483648",
+          "-2147483649",
+          "9223372036854775807",
+          "",
+          std::string(10 * 1024, '7'),
+          std::string(10 * 1024, 'x'),
+          "abc",
+          "1,2,3",
+          "true",
+          "0x10",
+          " 1",
+          "1 ",
+          "--json",
+          "-",
+          tmp.string(),
+          "/dev/null",
+          (tmp / "missing.json").string(),
+          "/nonexistent/folder/file.json",
           (tmp / "empty.json").string()};
 }
 
 std::string quoted(const std::vector<std::string>& args) {
   std::string s = "foresight";
   for (const auto& a : args) {
-    const std::string shown = a.size() > 80 ? a.substr(0, 40) + "...(" + std::to_string(a.size()) + " bytes)" : a;
+    const std::string shown =
+        a.size() > 80 ? a.substr(0, 40) + "...(" + std::to_string(a.size()) + " bytes)" : a;
     s += " '" + shown + "'";
   }
   return s;
@@ -284,8 +325,12 @@ TEST(OptionFuzz, RandomCommandLinesExitCleanly) {
       // folder (never into the source tree).
       const bool bad = !all_good && pick(2) == 0;
       if (o.kind == Kind::kOutput && bad) {
-        const std::vector<std::string> outs = {"", tmp.string(), "/dev/null", "/nonexistent/folder/out.json",
-                                               (tmp / std::string(300, 'o')).string(), (tmp / "sub" / "out.json").string()};
+        const std::vector<std::string> outs = {"",
+                                               tmp.string(),
+                                               "/dev/null",
+                                               "/nonexistent/folder/out.json",
+                                               (tmp / std::string(300, 'o')).string(),
+                                               (tmp / "sub" / "out.json").string()};
         args.push_back(outs[pick(outs.size())]);
       } else if (bad) {
         args.push_back(boundary[pick(boundary.size())]);
@@ -306,7 +351,8 @@ TEST(OptionFuzz, RandomCommandLinesExitCleanly) {
     }
     ASSERT_FALSE(r.timed_out) << line << "\nran past " << kTimeLimitS << " s\n" << shown;
     ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1 || r.exit_code == 2)
-        << line << "\nexit " << r.exit_code << (r.exit_code >= 128 ? " (a signal)" : "") << "\n" << shown;
+        << line << "\nexit " << r.exit_code << (r.exit_code >= 128 ? " (a signal)" : "") << "\n"
+        << shown;
     ++exits[r.exit_code];
     if (r.exit_code == 2) {
       EXPECT_NE(r.output.find("error: "), std::string::npos) << line << "\n" << shown;
@@ -316,8 +362,9 @@ TEST(OptionFuzz, RandomCommandLinesExitCleanly) {
     }
   }
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "seed " << seed << ": " << kCases << " command lines in " << total << " s: exit 0 x" << exits[0] << ", 1 x" << exits[1] << ", 2 x"
-            << exits[2] << "; slowest " << slowest << " s: " << slowest_line << "\n";
+  std::cout << "seed " << seed << ": " << kCases << " command lines in " << total << " s: exit 0 x"
+            << exits[0] << ", 1 x" << exits[1] << ", 2 x" << exits[2] << "; slowest " << slowest
+            << " s: " << slowest_line << "\n";
   // Some lines must get through: a table of only refusals would test nothing past the parser.
   EXPECT_GT(exits[0], kCases / 10);
   EXPECT_GT(exits[2], kCases / 10);

@@ -19,10 +19,10 @@ std::string write(const std::string& name, const nlohmann::json& j) {
   return path;
 }
 
-nlohmann::json event(const std::string& id, const std::string& name, const std::string& cat, int rank, double ts_us,
-                     double dur_us) {
-  return {{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", rank}, {"tid", 0}, {"ts", ts_us}, {"dur", dur_us},
-          {"args", {{"id", id}}}};
+nlohmann::json event(const std::string& id, const std::string& name, const std::string& cat, int rank,
+                     double ts_us, double dur_us) {
+  return {{"ph", "X"}, {"name", name}, {"cat", cat},    {"pid", rank},
+          {"tid", 0},  {"ts", ts_us},  {"dur", dur_us}, {"args", {{"id", id}}}};
 }
 
 nlohmann::json trace(double step_s, double gemm_us, double ar_us, const nlohmann::json& plan = {{"tp", 2}}) {
@@ -45,9 +45,11 @@ TEST(Compare, AReceiveCountsItsWaitOnBothSides) {
   auto pipeline = [](double recv_start_us, double recv_dur_us) {
     nlohmann::json ev = nlohmann::json::array();
     ev.push_back(event("r1/L1/mb0/fwd/qkv", "qkv", "compute", 1, 0, 10));
-    ev.push_back(event("r1/mb1/fwd/recv_activation", "recv_activation", "p2p", 1, recv_start_us, recv_dur_us));
+    ev.push_back(
+        event("r1/mb1/fwd/recv_activation", "recv_activation", "p2p", 1, recv_start_us, recv_dur_us));
     ev.push_back(event("r1/L1/mb1/fwd/qkv", "qkv", "compute", 1, recv_start_us + recv_dur_us, 10));
-    ev.push_back(event("r1/mb0/bwd/send_gradient", "send_gradient", "p2p", 1, recv_start_us + recv_dur_us + 10, 3));
+    ev.push_back(
+        event("r1/mb0/bwd/send_gradient", "send_gradient", "p2p", 1, recv_start_us + recv_dur_us + 10, 3));
     return nlohmann::json{{"metadata", {{"model", "tiny"}, {"plan", {{"pp", 2}}}, {"step_time_s", 60e-6}}},
                           {"traceEvents", ev}};
   };
@@ -58,7 +60,8 @@ TEST(Compare, AReceiveCountsItsWaitOnBothSides) {
   ASSERT_TRUE(p && m);
   auto r = compare_traces(*p, *m);
   ASSERT_TRUE(r) << r.error().message();
-  const auto p2p = std::find_if(r->kinds.begin(), r->kinds.end(), [](const KindComparison& k) { return k.kind == "p2p"; });
+  const auto p2p =
+      std::find_if(r->kinds.begin(), r->kinds.end(), [](const KindComparison& k) { return k.kind == "p2p"; });
   ASSERT_NE(p2p, r->kinds.end());
   EXPECT_NEAR(p2p->predicted_s, 20e-6 + 3e-6, 1e-12);  // 10 -> 30 us, and the send
   EXPECT_NEAR(p2p->measured_s, 25e-6 + 3e-6, 1e-12);   // 10 -> 35 us, and the send
@@ -75,11 +78,12 @@ TEST(Compare, SumsPerKindAndStepErrorFromFirstPrinciples) {
   EXPECT_EQ(r->ranks, (std::vector<int>{0, 1}));
   EXPECT_NEAR(r->step_time_error_pct, (200.0 - 250.0) / 250.0 * 100, 1e-9);
   auto kind = [&](const std::string& k) {
-    for (const auto& x : r->kinds) if (x.kind == k) return x;
+    for (const auto& x : r->kinds)
+      if (x.kind == k) return x;
     ADD_FAILURE() << "no kind " << k;
     return KindComparison{};
   };
-  EXPECT_NEAR(kind("gemm").predicted_s, 100e-6, 1e-12);   // per rank
+  EXPECT_NEAR(kind("gemm").predicted_s, 100e-6, 1e-12);  // per rank
   EXPECT_NEAR(kind("gemm").error_pct, 25.0, 1e-9);
   EXPECT_NEAR(kind("tp_all_reduce").error_pct, -50.0, 1e-9);  // attn. prefix folded into the kind
   // idle = step - compute busy: predicted 200 - 110 = 90 us, measured 250 - 90 = 160 us.
@@ -113,35 +117,49 @@ TEST(Compare, RefusesTracesThatCannotBeCompared) {
   auto none = load_trace(write("fs-cmp-none.json", nlohmann::json{{"traceEvents", nlohmann::json::array()}}));
   ASSERT_FALSE(none);
   EXPECT_NE(none.error().message().find("no ops"), std::string::npos);
-  auto bad = load_trace(write("fs-cmp-bad.json", nlohmann::json{{"traceEvents", {{{"ph", "X"}, {"ts", 0}, {"dur", 1}}}}}));
+  auto bad = load_trace(
+      write("fs-cmp-bad.json", nlohmann::json{{"traceEvents", {{{"ph", "X"}, {"ts", 0}, {"dur", 1}}}}}));
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message().find("/traceEvents/0/args/id"), std::string::npos);
 }
 
-
 // Hostile traces: every nonsense a loader could take for a time is refused with the file and the
 // JSON pointer of the field (a negative duration used to shrink the kind's sum and the step).
 TEST(Compare, RefusesNonsenseEventsNamingTheField) {
-  struct Case { const char* name; std::function<void(nlohmann::json&)> edit; const char* message; };
+  struct Case {
+    const char* name;
+    std::function<void(nlohmann::json&)> edit;
+    const char* message;
+  };
   const Case cases[] = {
       {"neg-dur", [](auto& t) { t["traceEvents"][3]["dur"] = -5; }, "/traceEvents/3/dur: -5 is negative"},
       {"neg-ts", [](auto& t) { t["traceEvents"][1]["ts"] = -0.5; }, "/traceEvents/1/ts: -0.5 is negative"},
-      {"nan-ts", [](auto& t) { t["traceEvents"][1]["ts"] = std::nan(""); }, "/traceEvents/1/ts: nan is not a finite"},
-      {"inf-dur", [](auto& t) { t["traceEvents"][2]["dur"] = HUGE_VAL; }, "/traceEvents/2/dur: inf is not a finite"},
-      {"str-dur", [](auto& t) { t["traceEvents"][2]["dur"] = "5"; }, "/traceEvents/2/dur: expected a number of microseconds, got string"},
+      {"nan-ts", [](auto& t) { t["traceEvents"][1]["ts"] = std::nan(""); },
+       "/traceEvents/1/ts: nan is not a finite"},
+      {"inf-dur", [](auto& t) { t["traceEvents"][2]["dur"] = HUGE_VAL; },
+       "/traceEvents/2/dur: inf is not a finite"},
+      {"str-dur", [](auto& t) { t["traceEvents"][2]["dur"] = "5"; },
+       "/traceEvents/2/dur: expected a number of microseconds, got string"},
       {"no-ts", [](auto& t) { t["traceEvents"][2].erase("ts"); }, "/traceEvents/2/ts: missing"},
       {"no-ph", [](auto& t) { t["traceEvents"][2].erase("ph"); }, "/traceEvents/2/ph: missing"},
       {"num-ph", [](auto& t) { t["traceEvents"][2]["ph"] = 88; }, "/traceEvents/2/ph: expected a string"},
-      {"not-object", [](auto& t) { t["traceEvents"][4] = 7; }, "/traceEvents/4: expected an event object, got number 7"},
+      {"not-object", [](auto& t) { t["traceEvents"][4] = 7; },
+       "/traceEvents/4: expected an event object, got number 7"},
       {"str-pid", [](auto& t) { t["traceEvents"][1]["pid"] = "0"; }, "/traceEvents/1/pid: expected a rank"},
       {"neg-pid", [](auto& t) { t["traceEvents"][1]["pid"] = -1; }, "/traceEvents/1/pid: expected a rank"},
-      {"num-name", [](auto& t) { t["traceEvents"][1]["name"] = 1; }, "/traceEvents/1/name: expected a string"},
-      {"arr-cat", [](auto& t) { t["traceEvents"][1]["cat"] = nlohmann::json::array(); }, "/traceEvents/1/cat: expected a string"},
-      {"args-array", [](auto& t) { t["traceEvents"][1]["args"] = nlohmann::json::array({"id"}); }, "/traceEvents/1/args/id: missing"},
-      {"events-object", [](auto& t) { t["traceEvents"] = nlohmann::json::object(); }, "/traceEvents: expected an array"},
-      {"meta-array", [](auto& t) { t["metadata"] = nlohmann::json::array(); }, "/metadata: expected an object"},
+      {"num-name", [](auto& t) { t["traceEvents"][1]["name"] = 1; },
+       "/traceEvents/1/name: expected a string"},
+      {"arr-cat", [](auto& t) { t["traceEvents"][1]["cat"] = nlohmann::json::array(); },
+       "/traceEvents/1/cat: expected a string"},
+      {"args-array", [](auto& t) { t["traceEvents"][1]["args"] = nlohmann::json::array({"id"}); },
+       "/traceEvents/1/args/id: missing"},
+      {"events-object", [](auto& t) { t["traceEvents"] = nlohmann::json::object(); },
+       "/traceEvents: expected an array"},
+      {"meta-array", [](auto& t) { t["metadata"] = nlohmann::json::array(); },
+       "/metadata: expected an object"},
       {"meta-model", [](auto& t) { t["metadata"]["model"] = 3; }, "/metadata/model: expected a string"},
-      {"meta-step", [](auto& t) { t["metadata"]["step_time_s"] = -1; }, "/metadata/step_time_s: expected seconds >= 0"},
+      {"meta-step", [](auto& t) { t["metadata"]["step_time_s"] = -1; },
+       "/metadata/step_time_s: expected seconds >= 0"},
   };
   for (const auto& c : cases) {
     nlohmann::json t = trace(200e-6, 100, 50);
@@ -149,7 +167,8 @@ TEST(Compare, RefusesNonsenseEventsNamingTheField) {
     auto r = trace_from_json(t, "t.json");
     ASSERT_FALSE(r) << c.name;
     EXPECT_EQ(r.error().message().rfind("t.json: ", 0), 0u) << c.name << ": " << r.error().message();
-    EXPECT_NE(r.error().message().find(c.message), std::string::npos) << c.name << ": " << r.error().message();
+    EXPECT_NE(r.error().message().find(c.message), std::string::npos)
+        << c.name << ": " << r.error().message();
   }
   // Through a file: the negative duration is refused before any comparison; inf cannot be written
   // in JSON, and 1e999 is refused by the parser, which names the number.
@@ -159,10 +178,13 @@ TEST(Compare, RefusesNonsenseEventsNamingTheField) {
   auto n = load_trace(path);
   ASSERT_FALSE(n);
   EXPECT_EQ(n.error().message(), path + ": /traceEvents/3/dur: -5 is negative; expected microseconds >= 0");
-  auto huge = trace_from_text(R"({"traceEvents": [{"ph": "X", "ts": 1e999, "dur": 1, "args": {"id": "a"}}]})", "h.json");
+  auto huge = trace_from_text(R"({"traceEvents": [{"ph": "X", "ts": 1e999, "dur": 1, "args": {"id": "a"}}]})",
+                              "h.json");
   ASSERT_FALSE(huge);
-  EXPECT_NE(huge.error().message().find("h.json: malformed JSON: "), std::string::npos) << huge.error().message();
-  EXPECT_NE(huge.error().message().find("number overflow parsing '1e999'"), std::string::npos) << huge.error().message();
+  EXPECT_NE(huge.error().message().find("h.json: malformed JSON: "), std::string::npos)
+      << huge.error().message();
+  EXPECT_NE(huge.error().message().find("number overflow parsing '1e999'"), std::string::npos)
+      << huge.error().message();
   // Events other than complete ones (metadata, instants) are still skipped.
   auto ok = trace_from_json(trace(200e-6, 100, 50), "t.json");
   ASSERT_TRUE(ok) << ok.error().message();

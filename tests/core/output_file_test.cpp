@@ -32,7 +32,9 @@ class OutputFileTest : public ::testing::Test {
     ss << in.rdbuf();
     return ss.str();
   }
-  std::size_t entries() const { return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir_), {})); }
+  std::size_t entries() const {
+    return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir_), {}));
+  }
   fs::path dir_;
 };
 

@@ -3,16 +3,15 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/test_util.h"
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "sim/analytic/collective.h"
 #include "sim/net/collective_flows.h"
 #include "sim/spec/json_reader.h"
 #include "sim/validate/collective_case.h"
+#include "tests/test_util.h"
 
 namespace foresight {
 namespace {
@@ -121,16 +120,19 @@ TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
   const double eff = f.efficiency;
   for (double bytes : {4096.0, 65536.0, 64.0 * (1 << 20)}) {
     const bool small = bytes < 8192;
-    const double ag = 0.5 * bytes / (3 * f.bandwidth * eff) + (small ? f.small_message_latency_s : 0.5 * f.latency_s);
+    const double ag =
+        0.5 * bytes / (3 * f.bandwidth * eff) + (small ? f.small_message_latency_s : 0.5 * f.latency_s);
     const double rs = 0.5 * bytes / (f.bandwidth / 3 * eff) + (small ? 0.1 * f.latency_s : f.latency_s);
     const double sr = bytes / (f.bandwidth / 2 * eff) + (small ? f.small_message_latency_s : 2 * f.latency_s);
     EXPECT_NEAR(allgather_time(l, bytes), ag, 1e-12 * ag) << bytes;
     EXPECT_NEAR(reduce_scatter_time(l, bytes), rs, 1e-12 * rs) << bytes;
     EXPECT_NEAR(sendrecv_time(l, bytes), sr, 1e-12 * sr) << bytes;
     // The all-reduce keeps the fabric's own.
-    EXPECT_NEAR(allreduce_time(l, bytes), bytes / (f.bandwidth * eff) + 2 * f.latency_for(bytes), 1e-12 * bytes);
-    for (auto [op, closed] : {std::pair{CollectiveOp::kAllGather, ag}, std::pair{CollectiveOp::kReduceScatter, rs},
-                              std::pair{CollectiveOp::kSendRecv, sr}}) {
+    EXPECT_NEAR(allreduce_time(l, bytes), bytes / (f.bandwidth * eff) + 2 * f.latency_for(bytes),
+                1e-12 * bytes);
+    for (auto [op, closed] :
+         {std::pair{CollectiveOp::kAllGather, ag}, std::pair{CollectiveOp::kReduceScatter, rs},
+          std::pair{CollectiveOp::kSendRecv, sr}}) {
       const auto ring = op == CollectiveOp::kSendRecv ? std::nullopt : std::optional(Algorithm::kRing);
       auto sim = run_collectives(c, {{op, {iota(0, 2)}, bytes, ring}});
       ASSERT_TRUE(sim.ok());
@@ -145,7 +147,8 @@ TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
   const double S = 64.0 * (1 << 20);
   CollectivePlan rs = plan_collective(topo, CollectiveOp::kReduceScatter, {iota(0, 2)}, S, Algorithm::kRing);
   cold_data(topo, CollectiveOp::kReduceScatter, rs);
-  EXPECT_NEAR(isolated_time(sys, rs), 0.5 * S / (f.bandwidth / 3 * eff) + f.latency_s, 1e-9);  // slower than the cold rate
+  EXPECT_NEAR(isolated_time(sys, rs), 0.5 * S / (f.bandwidth / 3 * eff) + f.latency_s,
+              1e-9);  // slower than the cold rate
   f.reduce_scatter.cold_bandwidth = f.bandwidth / 12;
   Topology topo2(c, sys);
   rs = plan_collective(topo2, CollectiveOp::kReduceScatter, {iota(0, 2)}, S, Algorithm::kRing);
@@ -153,7 +156,8 @@ TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
   EXPECT_NEAR(isolated_time(sys, rs), 0.5 * S / (f.bandwidth / 12 * eff) + f.latency_s, 1e-9);
   CollectivePlan ag = plan_collective(topo2, CollectiveOp::kAllGather, {iota(0, 2)}, S, Algorithm::kRing);
   cold_data(topo2, CollectiveOp::kAllGather, ag);
-  EXPECT_NEAR(isolated_time(sys, ag), 0.5 * S / (f.bandwidth / 2 * eff) + 0.5 * f.latency_s, 1e-9);  // the fabric's cold rate
+  EXPECT_NEAR(isolated_time(sys, ag), 0.5 * S / (f.bandwidth / 2 * eff) + 0.5 * f.latency_s,
+              1e-9);  // the fabric's cold rate
   // A send/recv with its own small-message size (4 KiB, the link's 8 KiB): its own protocol from 4 KiB.
   ClusterSpec eager = c;
   eager.node.fabric.send_recv.small_message_bytes = 4096;
@@ -207,8 +211,10 @@ TEST(NetworkRun, MeasuredTimesTakeTheRatesPlaceForTheirGroups) {
     CollectiveOp op;
     double (*time)(const GroupLink&, double);
   };
-  for (const Case& k : {Case{CollectiveOp::kAllReduce, allreduce_time}, Case{CollectiveOp::kReduceScatter, reduce_scatter_time},
-                        Case{CollectiveOp::kSendRecv, sendrecv_time}, Case{CollectiveOp::kAllGather, allgather_time}})
+  for (const Case& k :
+       {Case{CollectiveOp::kAllReduce, allreduce_time},
+        Case{CollectiveOp::kReduceScatter, reduce_scatter_time}, Case{CollectiveOp::kSendRecv, sendrecv_time},
+        Case{CollectiveOp::kAllGather, allgather_time}})
     for (double bytes : {512.0, 1024.0, 2048.0, 4096.0, 32768.0, 65536.0, 1048576.0, 4194304.0}) {
       const double want = m.time(k.op, 2, bytes) >= 0 ? m.time(k.op, 2, bytes) : k.time(lp, bytes);
       EXPECT_NEAR(k.time(l, bytes), want, 1e-12 * want) << to_string(k.op) << " " << bytes;
@@ -223,7 +229,8 @@ TEST(NetworkRun, MeasuredTimesTakeTheRatesPlaceForTheirGroups) {
   // Four ranks: the rates (the times were measured on two); so across nodes.
   EXPECT_EQ(allreduce_time(group_link(c, 1, 4), 4096), allreduce_time(group_link(plain, 1, 4), 4096));
   auto four = run_collectives(c, {{CollectiveOp::kAllReduce, {iota(0, 4)}, 4096, Algorithm::kRing}});
-  auto four_plain = run_collectives(plain, {{CollectiveOp::kAllReduce, {iota(0, 4)}, 4096, Algorithm::kRing}});
+  auto four_plain =
+      run_collectives(plain, {{CollectiveOp::kAllReduce, {iota(0, 4)}, 4096, Algorithm::kRing}});
   EXPECT_NEAR(four->at(0), four_plain->at(0), 1e-12);
   const GroupLink across = group_link(c, 8, 2);
   EXPECT_FALSE(across.has_own_rates());
@@ -236,16 +243,22 @@ TEST(NetworkRun, MeasuredTimesTakeTheRatesPlaceForTheirGroups) {
   MaxMinSystem sys;
   Topology topo(c, sys), topo_plain(plain, sys);
   const std::vector<std::vector<int>> pairs = {{0, 1}, {2, 3}, {4, 5}, {6, 7}};
-  const CollectivePlan one = plan_collective(topo, CollectiveOp::kAllReduce, {{0, 1}}, 4096, Algorithm::kRing);
+  const CollectivePlan one =
+      plan_collective(topo, CollectiveOp::kAllReduce, {{0, 1}}, 4096, Algorithm::kRing);
   EXPECT_NEAR(one.estimate_s, m.time(CollectiveOp::kAllReduce, 2, 4096), 1e-15);
-  const CollectivePlan all = plan_collective(topo, CollectiveOp::kAllReduce, pairs, 4096, Algorithm::kRing, true);
-  const CollectivePlan all_plain = plan_collective(topo_plain, CollectiveOp::kAllReduce, pairs, 4096, Algorithm::kRing, true);
-  const CollectivePlan one_plain = plan_collective(topo_plain, CollectiveOp::kAllReduce, {{0, 1}}, 4096, Algorithm::kRing);
+  const CollectivePlan all =
+      plan_collective(topo, CollectiveOp::kAllReduce, pairs, 4096, Algorithm::kRing, true);
+  const CollectivePlan all_plain =
+      plan_collective(topo_plain, CollectiveOp::kAllReduce, pairs, 4096, Algorithm::kRing, true);
+  const CollectivePlan one_plain =
+      plan_collective(topo_plain, CollectiveOp::kAllReduce, {{0, 1}}, 4096, Algorithm::kRing);
   EXPECT_NEAR(all.estimate_s / one.estimate_s, all_plain.estimate_s / one_plain.estimate_s, 1e-9);
   // Data the caches no longer hold: the cold rates, none of the measured times.
-  CollectivePlan cold = plan_collective(topo, CollectiveOp::kAllReduce, {{0, 1}}, 65536, Algorithm::kRing, false, false);
+  CollectivePlan cold =
+      plan_collective(topo, CollectiveOp::kAllReduce, {{0, 1}}, 65536, Algorithm::kRing, false, false);
   cold_data(topo, CollectiveOp::kAllReduce, cold);
-  CollectivePlan cold_plain = plan_collective(topo_plain, CollectiveOp::kAllReduce, {{0, 1}}, 65536, Algorithm::kRing);
+  CollectivePlan cold_plain =
+      plan_collective(topo_plain, CollectiveOp::kAllReduce, {{0, 1}}, 65536, Algorithm::kRing);
   cold_data(topo_plain, CollectiveOp::kAllReduce, cold_plain);
   EXPECT_NEAR(isolated_time(sys, cold), isolated_time(sys, cold_plain), 1e-15);
   EXPECT_GT(std::fabs(isolated_time(sys, cold) - 40e-6), 0.01 * 40e-6);  // the case tells the two apart
@@ -261,7 +274,8 @@ TEST(NetworkRun, NvlsBeatsTheRingOnH100) {
 
 TEST(NetworkRun, EveryAlgorithmCompletes) {
   const ClusterSpec c = cluster("dgx-a100-hdr", 32);
-  for (Algorithm a : {Algorithm::kRing, Algorithm::kTree, Algorithm::kHierarchical, Algorithm::kHalvingDoubling}) {
+  for (Algorithm a :
+       {Algorithm::kRing, Algorithm::kTree, Algorithm::kHierarchical, Algorithm::kHalvingDoubling}) {
     auto t = run_collectives(c, {{CollectiveOp::kAllReduce, {iota(0, 32)}, 1e8, a}});
     ASSERT_TRUE(t.ok());
     EXPECT_GT(t->at(0), 0) << to_string(a);

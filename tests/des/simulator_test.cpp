@@ -4,20 +4,19 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/engines.h"
-#include "tests/test_util.h"
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/des/trace.h"
 #include "sim/spec/json_reader.h"
 #include "sim/spec/presets.h"
+#include "tests/engines.h"
+#include "tests/test_util.h"
 
 namespace foresight {
 namespace {
@@ -95,7 +94,14 @@ TEST(Simulator, ZeroBubbleBeatsOneFOneB) {
 
 // Without contention and without overlap, the simulator and the analytic model agree within 2%.
 TEST(Simulator, AgreesWithTheAnalyticModel) {
-  struct Case { const char* model; const char* cluster; int gpus, tp, pp, dp, mb; long long gb; bool sp; int zero; };
+  struct Case {
+    const char* model;
+    const char* cluster;
+    int gpus, tp, pp, dp, mb;
+    long long gb;
+    bool sp;
+    int zero;
+  };
   const Case cases[] = {
       {"llama3-70b", "dgx-h100-ndr", 64, 8, 2, 4, 1, 256, true, 1},
       {"gpt3-175b", "dgx-a100-hdr", 64, 8, 8, 1, 1, 64, true, 0},
@@ -269,7 +275,8 @@ TEST(Simulator, DualPipeBubbleMatchesTheReport) {
 // full simulation agree; the analytic model is close.
 TEST(Simulator, DualPipeRunsEveryMicroBatchBothWays) {
   const ModelSpec m = model("llama3-8b");
-  for (const auto& [pp, mbs] : {std::pair{2, 4}, std::pair{4, 8}, std::pair{4, 10}, std::pair{8, 16}, std::pair{8, 18}}) {
+  for (const auto& [pp, mbs] :
+       {std::pair{2, 4}, std::pair{4, 8}, std::pair{4, 10}, std::pair{8, 16}, std::pair{8, 18}}) {
     const ClusterSpec c = cluster("dgx-h100-ndr", 8 * pp);
     Plan p = plan(8, pp, 1, 1, mbs);
     p.schedule = Schedule::kDualPipe;
@@ -289,7 +296,8 @@ TEST(Simulator, DualPipeRunsEveryMicroBatchBothWays) {
             (op.phase == Phase::kForward || op.phase == Phase::kBackward))
           ++passes[{op.chunk, op.micro_batch, static_cast<int>(op.phase)}];
       }
-      ASSERT_EQ(static_cast<int>(passes.size()), 2 * mbs) << "stage " << sp.stage;  // mbs/2 per chunk, F and B
+      ASSERT_EQ(static_cast<int>(passes.size()), 2 * mbs)
+          << "stage " << sp.stage;  // mbs/2 per chunk, F and B
       for (const auto& [key, n] : passes) {
         const int chunk = std::get<0>(key), mb = std::get<1>(key);
         EXPECT_EQ(n, 1);
@@ -324,7 +332,8 @@ TEST(Simulator, Zero3PipelineKeepsItsBubble) {
   p.recompute = Recompute::kFull;
   const SimResult d = testing::expect_engines_agree(m, c, p, 0.05);
   // 4 micro-batches through 4 stages: at least (p-1)/(m+p-1) of the step waits.
-  EXPECT_GT(d.prediction.step_time_s, 7.0 / 4.0 * (d.prediction.time.compute + d.prediction.time.tp_comm) * 0.95);
+  EXPECT_GT(d.prediction.step_time_s,
+            7.0 / 4.0 * (d.prediction.time.compute + d.prediction.time.tp_comm) * 0.95);
 }
 
 }  // namespace

@@ -1,13 +1,13 @@
 // Plot export: every view with a plot writes a valid PNG (the PNG signature, readable at the
 // plots' size) and a valid SVG (well-formed XML whose root element is <svg>, with drawing in it);
 // a view without plots and an unknown suffix are refused with the reason.
+#include <gtest/gtest.h>
+
 #include <QApplication>
 #include <QFile>
 #include <QImage>
 #include <QTemporaryDir>
 #include <QXmlStreamReader>
-
-#include <gtest/gtest.h>
 
 #include "gui/models/export_format.h"
 #include "gui/views/main_window.h"

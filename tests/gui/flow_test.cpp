@@ -1,11 +1,10 @@
 // The GUI's main flow without widgets: presets -> a search on a worker thread -> the best plan ->
 // its simulated timeline, whose bars are exactly the simulated ops. And cancelling a search.
+#include <gtest/gtest.h>
+
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTemporaryDir>
-
-#include <gtest/gtest.h>
-
 #include <set>
 
 #include "gui/models/plan_inputs.h"
@@ -55,7 +54,8 @@ TEST(Flow, PresetsSearchBestPlanTimeline) {
   proxy.setSortRole(Qt::UserRole);
   proxy.sort(RankedPlanModel::kStepTime, Qt::AscendingOrder);
   const RankedPlan& best = plans.plan(proxy.mapToSource(proxy.index(0, 0)).row());
-  for (const RankedPlan& p : out.result.plans) EXPECT_LE(best.prediction.step_time_s, p.prediction.step_time_s);
+  for (const RankedPlan& p : out.result.plans)
+    EXPECT_LE(best.prediction.step_time_s, p.prediction.step_time_s);
   PlanInputs in;
   in.model = req.model;
   in.cluster = req.cluster;

@@ -10,7 +10,6 @@
 #include <QAbstractItemModel>
 #include <QAbstractItemModelTester>
 #include <QStringList>
-
 #include <cstring>
 #include <memory>
 #include <string>
@@ -22,7 +21,8 @@ class ModelCheck {
   explicit ModelCheck(QAbstractItemModel* model) {
     messages().clear();
     previous_ = qInstallMessageHandler(&ModelCheck::handle);
-    tester_ = std::make_unique<QAbstractItemModelTester>(model, QAbstractItemModelTester::FailureReportingMode::Warning);
+    tester_ = std::make_unique<QAbstractItemModelTester>(
+        model, QAbstractItemModelTester::FailureReportingMode::Warning);
   }
   ~ModelCheck() {
     tester_.reset();

@@ -1,11 +1,10 @@
 // The GUI's item models under QAbstractItemModelTester, and what their rows must hold: presets
 // as listed by the library, breakdowns that add up to the Prediction's totals, sortable ranked
 // plans, and comparison tables that match compare_traces.
-#include <QSortFilterProxyModel>
-#include <QTemporaryDir>
-
 #include <gtest/gtest.h>
 
+#include <QSortFilterProxyModel>
+#include <QTemporaryDir>
 #include <algorithm>
 
 #include "gui/models/breakdown_model.h"
@@ -58,7 +57,8 @@ TEST(PresetListModel, ListsTheLibraryPresets) {
     ASSERT_EQ(m.rowCount(), static_cast<int>(names.size()));
     for (int r = 0; r < m.rowCount(); ++r) {
       EXPECT_EQ(m.data(m.index(r, 0)).toString().toStdString(), names[static_cast<std::size_t>(r)]);
-      EXPECT_FALSE(m.data(m.index(r, 0), Qt::ToolTipRole).toString().isEmpty()) << names[static_cast<std::size_t>(r)];
+      EXPECT_FALSE(m.data(m.index(r, 0), Qt::ToolTipRole).toString().isEmpty())
+          << names[static_cast<std::size_t>(r)];
     }
   }
   PresetListModel models(PresetKind::kModel);

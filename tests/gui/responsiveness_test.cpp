@@ -2,12 +2,12 @@
 // a StallProbe timer on this thread ticks throughout. Nothing here is about time -- timings belong
 // to foresight-gui-stall-bench, not to tests -- only that the loop ran during the search, and that
 // a blocked loop shows as one gap spanning the whole run.
+#include <gtest/gtest.h>
+
 #include <QEventLoop>
 #include <QSignalSpy>
 #include <QThread>
 #include <QTimer>
-
-#include <gtest/gtest.h>
 
 #include "gui/models/search_runner.h"
 #include "gui/models/stall_probe.h"

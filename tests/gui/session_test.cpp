@@ -1,16 +1,16 @@
 // Sessions: save and reopen (file, then the whole window), relative paths, and bad files, each
 // refused with the file, the JSON pointer of the field and the reason.
+#include "gui/models/session.h"
+
+#include <gtest/gtest.h>
+
 #include <QFile>
 #include <QFileInfo>
 #include <QSignalSpy>
 #include <QTemporaryDir>
-
-#include <gtest/gtest.h>
-
 #include <fstream>
 
 #include "gui/models/format.h"
-#include "gui/models/session.h"
 #include "gui/models/timeline_model.h"
 #include "gui/models/traces.h"
 #include "gui/views/main_window.h"
@@ -181,7 +181,8 @@ TEST(SetupFiles, ModelClusterAndPlanFromFiles) {
   const std::string model = write("config.json", R"({"model_type": "llama", "hidden_size": 1024,
       "intermediate_size": 4096, "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 4,
       "vocab_size": 32000, "max_position_embeddings": 2048})");
-  const std::string plan = write("plan.json", R"({"tp": 2, "pp": 2, "dp": 2, "global_batch": 32, "zero_stage": 1,
+  const std::string plan =
+      write("plan.json", R"({"tp": 2, "pp": 2, "dp": 2, "global_batch": 32, "zero_stage": 1,
       "grad_compression": "int8", "offload_optimizer": true, "offload_params": true, "kernel_fusion": false,
       "data": {"compression": "lz4", "prefetch": 0}})");
   const std::string bad = write("bad.json", R"({"tp": "two", "global_batch": 32})");
@@ -203,7 +204,8 @@ TEST(SetupFiles, ModelClusterAndPlanFromFiles) {
   EXPECT_EQ(e.model.layers, 8);
   Status s = v.open_plan_file(bad);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message().find("bad.json: /tp: expected an integer"), std::string::npos) << s.error().message();
+  EXPECT_NE(s.error().message().find("bad.json: /tp: expected an integer"), std::string::npos)
+      << s.error().message();
   EXPECT_NE(v.status_text().toStdString().find("bad.json"), std::string::npos);
   EXPECT_EQ(v.inputs().plan.tp, 2);  // unchanged
   EXPECT_FALSE(v.open_cluster_file(d + "/missing.json").ok());

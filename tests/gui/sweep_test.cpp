@@ -1,11 +1,12 @@
 // Sweeps in the GUI: the example's points, their table under QAbstractItemModelTester, what more
 // network bandwidth must do, cancel, and the controller's thread.
-#include <QSignalSpy>
-#include <QSortFilterProxyModel>
-#include <QTemporaryDir>
+#include "sim/sweep/sweep.h"
 
 #include <gtest/gtest.h>
 
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QTemporaryDir>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -14,7 +15,6 @@
 #include "gui/models/sweep_model.h"
 #include "gui/models/sweep_runner.h"
 #include "gui/views/sweep_view.h"
-#include "sim/sweep/sweep.h"
 #include "tests/gui/model_check.h"
 
 namespace foresight::gui {
@@ -78,7 +78,8 @@ TEST(Sweep, CancelLeavesPointsUnevaluated) {
   m.set_outcome(out);
   EXPECT_TRUE(std::isnan(m.step_time(0)));
   EXPECT_FALSE(m.index(0, m.column_of(SweepModel::kStepTime)).data(Qt::UserRole).isValid());
-  EXPECT_EQ(m.index(0, m.column_of(SweepModel::kError)).data().toString(), QStringLiteral("not evaluated (cancelled)"));
+  EXPECT_EQ(m.index(0, m.column_of(SweepModel::kError)).data().toString(),
+            QStringLiteral("not evaluated (cancelled)"));
 }
 
 TEST(Sweep, ControllerRunsOnItsThread) {
@@ -126,7 +127,8 @@ TEST(Sweep, ResultsFileAndAnyMetricAgainstAnyAxis) {
   // The same numbers as the rows.
   for (const auto& row : out->rows) {
     const std::string g = row["axes"]["/gpus"].dump();
-    const std::size_t cat = static_cast<std::size_t>(std::find(c.categories.begin(), c.categories.end(), g) - c.categories.begin());
+    const std::size_t cat = static_cast<std::size_t>(std::find(c.categories.begin(), c.categories.end(), g) -
+                                                     c.categories.begin());
     bool found = false;
     for (const auto& values : c.values) found = found || values[cat] == row["mfu"].get<double>();
     EXPECT_TRUE(found);

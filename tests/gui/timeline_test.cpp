@@ -1,12 +1,12 @@
 // Reading Chrome traces into lanes and bars, range queries and hit tests, axis labels.
-#include <nlohmann/json.hpp>
+#include "gui/models/timeline.h"
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "gui/models/format.h"
-#include "gui/models/timeline.h"
 
 namespace foresight::gui {
 namespace {
@@ -68,11 +68,19 @@ TEST(Timeline, CollapseByStageKeepsOneRankPerStage) {
     const int stage = r / 2;
     std::string process = "rank ";  // appends: GCC 12 warns falsely on "x" + std::string chains
     process.append(std::to_string(r)).append(" (node 0, stage ").append(std::to_string(stage)).append(")");
-    doc["traceEvents"].push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"args", {{"name", process}}}});
-    doc["traceEvents"].push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", 0}, {"args", {{"name", "compute"}}}});
+    doc["traceEvents"].push_back(
+        {{"ph", "M"}, {"name", "process_name"}, {"pid", r}, {"args", {{"name", process}}}});
+    doc["traceEvents"].push_back(
+        {{"ph", "M"}, {"name", "thread_name"}, {"pid", r}, {"tid", 0}, {"args", {{"name", "compute"}}}});
     for (int k = 0; k < 3; ++k)
-      doc["traceEvents"].push_back({{"ph", "X"}, {"name", "qkv"}, {"cat", "compute"}, {"pid", r}, {"tid", 0},
-                                    {"ts", 10 * k + r}, {"dur", 5}, {"args", {{"id", std::string("r").append(std::to_string(r))}}}});
+      doc["traceEvents"].push_back({{"ph", "X"},
+                                    {"name", "qkv"},
+                                    {"cat", "compute"},
+                                    {"pid", r},
+                                    {"tid", 0},
+                                    {"ts", 10 * k + r},
+                                    {"dur", 5},
+                                    {"args", {{"id", std::string("r").append(std::to_string(r))}}}});
   }
   auto t = timeline_from_json(doc, "four.json");
   ASSERT_TRUE(t.ok()) << t.error().message();
@@ -118,12 +126,12 @@ TEST(Timeline, ErrorsNameTheFile) {
   auto no_events = timeline_from_json(nlohmann::json::object(), "x.json");
   ASSERT_FALSE(no_events.ok());
   EXPECT_EQ(no_events.error().message(), "x.json: /traceEvents: missing (not a Chrome trace)");
-  auto no_ops = timeline_from_json(nlohmann::json::parse(R"json({"traceEvents": [{"ph": "M", "name": "process_name"}]})json"),
-                                   "y.json");
+  auto no_ops = timeline_from_json(
+      nlohmann::json::parse(R"json({"traceEvents": [{"ph": "M", "name": "process_name"}]})json"), "y.json");
   ASSERT_FALSE(no_ops.ok());
   EXPECT_NE(no_ops.error().message().find("y.json: no ops"), std::string::npos);
-  auto bad_ts = timeline_from_json(nlohmann::json::parse(R"json({"traceEvents": [{"ph": "X", "ts": "soon", "dur": 1}]})json"),
-                                   "z.json");
+  auto bad_ts = timeline_from_json(
+      nlohmann::json::parse(R"json({"traceEvents": [{"ph": "X", "ts": "soon", "dur": 1}]})json"), "z.json");
   ASSERT_FALSE(bad_ts.ok());
   EXPECT_EQ(bad_ts.error().message(), "z.json: /traceEvents/0: ts/dur missing or not numbers");
   auto missing = load_timeline("/nonexistent/trace.json");

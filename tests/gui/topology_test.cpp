@@ -1,10 +1,9 @@
 // The Topology view's model: what is drawn of the simulator's cluster graph for preset clusters
 // (counts derived from the cluster files by hand), how link utilisation from a simulation lands on
 // the drawn links, the colour scale, and the view fed by the main window.
-#include <QSignalSpy>
-
 #include <gtest/gtest.h>
 
+#include <QSignalSpy>
 #include <algorithm>
 #include <map>
 #include <set>

@@ -1,26 +1,25 @@
 // The widgets: every view renders the built-in example off-screen to a non-empty PNG, the main
 // window's wiring (Setup -> Details, Search -> Setup), and the Gantt's hit test, zoom and pan.
+#include <gtest/gtest.h>
+
 #include <QFile>
 #include <QImage>
-#include <QSignalSpy>
 #include <QSet>
+#include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QWheelEvent>
-
 #include <nlohmann/json.hpp>
-
-#include <gtest/gtest.h>
 
 #include "gui/models/breakdown_model.h"
 #include "gui/models/compare_models.h"
-#include "gui/models/ranked_plan_model.h"
 #include "gui/models/format.h"
-#include "gui/models/traces.h"
+#include "gui/models/ranked_plan_model.h"
 #include "gui/models/search_runner.h"
 #include "gui/models/sweep_model.h"
 #include "gui/models/timeline_model.h"
+#include "gui/models/traces.h"
 #include "gui/views/compare_view.h"
 #include "gui/views/details_view.h"
 #include "gui/views/main_window.h"
@@ -100,9 +99,10 @@ TEST(MainWindow, ViewNamesRoundTrip) {
 TEST(MainWindow, Shortcuts) {
   MainWindow w;
   w.set_inputs(example_inputs());
-  for (QKeySequence keys : {QKeySequence(QKeySequence::Open), QKeySequence(QKeySequence::Save),
-                            QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), QKeySequence(Qt::CTRL | Qt::Key_E),
-                            QKeySequence(Qt::CTRL | Qt::Key_Q), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O)})
+  for (QKeySequence keys :
+       {QKeySequence(QKeySequence::Open), QKeySequence(QKeySequence::Save),
+        QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S), QKeySequence(Qt::CTRL | Qt::Key_E),
+        QKeySequence(Qt::CTRL | Qt::Key_Q), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O)})
     EXPECT_NE(w.action_for(keys), nullptr) << keys.toString().toStdString();
   EXPECT_EQ(w.action_for(QKeySequence(Qt::CTRL | Qt::Key_O))->text(), QStringLiteral("&Open session..."));
   w.show();
@@ -135,7 +135,8 @@ TEST(MainWindow, SetupFeedsDetailsAndSearchFeedsSetup) {
   bad.plan.tp = 3;
   w.set_inputs(bad);
   EXPECT_FALSE(w.evaluation().ok());
-  EXPECT_TRUE(w.setup()->status_text().contains(QStringLiteral("/tp"))) << w.setup()->status_text().toStdString();
+  EXPECT_TRUE(w.setup()->status_text().contains(QStringLiteral("/tp")))
+      << w.setup()->status_text().toStdString();
   EXPECT_EQ(w.details()->time_model()->rowCount(), 0);
 
   // A plan chosen in Search replaces the Setup's plan and shows its details.
@@ -185,7 +186,8 @@ TEST(MainWindow, BackgroundJobsFinishInTheViews) {
   ASSERT_TRUE(compared.wait(10000));
   EXPECT_GT(w.compare()->kinds()->rowCount(), 0);
   EXPECT_EQ(w.compare()->predicted_timeline()->rowCount(), w.compare()->measured_timeline()->rowCount());
-  EXPECT_TRUE(w.compare()->summary_text().contains(QStringLiteral("error"))) << w.compare()->summary_text().toStdString();
+  EXPECT_TRUE(w.compare()->summary_text().contains(QStringLiteral("error")))
+      << w.compare()->summary_text().toStdString();
 
   // A failed comparison says why in the view (here: a trace compared with a missing file).
   w.compare()->set_files(qstr(traces->predicted), dir.filePath(QStringLiteral("missing.json")));
@@ -213,11 +215,13 @@ TEST(SweepView, OpensAndRunsASpecFile) {
        "axes": {"/plan/pp": [1, 3]}})json");
   MainWindow w;
   w.sweep()->open_file(bad);
-  ASSERT_TRUE(QTest::qWaitFor([&] { return w.sweep()->status_text().contains(QStringLiteral("not a multiple")); }, 10000))
+  ASSERT_TRUE(QTest::qWaitFor(
+      [&] { return w.sweep()->status_text().contains(QStringLiteral("not a multiple")); }, 10000))
       << w.sweep()->status_text().toStdString();
   EXPECT_FALSE(w.sweep()->has_spec());
   w.sweep()->open_file(good);
-  ASSERT_TRUE(QTest::qWaitFor([&] { return w.sweep()->has_spec(); }, 10000)) << w.sweep()->status_text().toStdString();
+  ASSERT_TRUE(QTest::qWaitFor([&] { return w.sweep()->has_spec(); }, 10000))
+      << w.sweep()->status_text().toStdString();
   QSignalSpy finished(w.sweep()->controller(), &SweepController::finished);
   w.sweep()->start();
   ASSERT_TRUE(finished.wait(10000));
@@ -240,7 +244,8 @@ TEST(SearchView, ShowsOutcomeSortedByRank) {
   // A user sorted by another column first: showing a new outcome must sort by rank again.
   v.show_outcome(out);
   v.proxy()->sort(RankedPlanModel::kStepTime, Qt::DescendingOrder);
-  ASSERT_NE(v.proxy()->index(0, 0).data(Qt::UserRole).toInt(), 1) << "the setup must start from another order";
+  ASSERT_NE(v.proxy()->index(0, 0).data(Qt::UserRole).toInt(), 1)
+      << "the setup must start from another order";
   v.show_outcome(out);
   ASSERT_EQ(v.proxy()->rowCount(), static_cast<int>(out.result.plans.size()));
   EXPECT_EQ(v.proxy()->index(0, 0).data(Qt::UserRole).toInt(), 1);
@@ -254,10 +259,13 @@ TEST(SearchView, ShowsOutcomeSortedByRank) {
   EXPECT_EQ(ranked, static_cast<int>(out.result.plans.size()));
   const RankedPlan& first = out.result.plans.front();
   const double free = first.memory_headroom / first.prediction.memory.capacity;
-  const QString band = free < 0.10 ? QStringLiteral("< 10%") : free < 0.30 ? QStringLiteral("10-30%")
-                       : free < 0.50 ? QStringLiteral("30-50%") : QStringLiteral("> 50%");
+  const QString band = free < 0.10   ? QStringLiteral("< 10%")
+                       : free < 0.30 ? QStringLiteral("10-30%")
+                       : free < 0.50 ? QStringLiteral("30-50%")
+                                     : QStringLiteral("> 50%");
   bool has_band = false;
-  for (const auto& [name, count] : v.scatter_series()) has_band = has_band || (name.contains(band) && count > 0);
+  for (const auto& [name, count] : v.scatter_series())
+    has_band = has_band || (name.contains(band) && count > 0);
   EXPECT_TRUE(has_band) << band.toStdString();
 }
 
@@ -286,7 +294,8 @@ TEST(TimelineWidget, HitTestZoomAndPan) {
   // takes the top 24 px, the legend the bottom 22; 3 lanes share 154 px, capped at 40 px each.
   const double plot_left = 150, plot_width = 642;
   auto x_of = [&](double t) {
-    return static_cast<int>(plot_left + (t - w.range_begin()) / (w.range_end() - w.range_begin()) * plot_width);
+    return static_cast<int>(plot_left +
+                            (t - w.range_begin()) / (w.range_end() - w.range_begin()) * plot_width);
   };
   const int lane0 = 24 + 20, lane1 = 24 + 40 + 20;
   EXPECT_EQ(w.bar_at_position(QPoint(x_of(5e-6), lane0)), std::optional<std::size_t>(0));
@@ -298,12 +307,13 @@ TEST(TimelineWidget, HitTestZoomAndPan) {
   // One wheel notch zooms in by 1.25x around the pointer: the time under it stays put.
   const QPoint at(x_of(40e-6), lane0);
   const double span = w.range_end() - w.range_begin();
-  QWheelEvent wheel(QPointF(at), QPointF(w.mapToGlobal(at)), QPoint(), QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
-                    Qt::NoScrollPhase, false);
+  QWheelEvent wheel(QPointF(at), QPointF(w.mapToGlobal(at)), QPoint(), QPoint(0, 120), Qt::NoButton,
+                    Qt::NoModifier, Qt::NoScrollPhase, false);
   QApplication::sendEvent(&w, &wheel);
   EXPECT_NEAR(w.range_end() - w.range_begin(), span / 1.25, 1e-15);
   EXPECT_EQ(w.bar_at_position(at), std::optional<std::size_t>(1));
-  const double pivot = w.range_begin() + (at.x() - plot_left) / plot_width * (w.range_end() - w.range_begin());
+  const double pivot =
+      w.range_begin() + (at.x() - plot_left) / plot_width * (w.range_end() - w.range_begin());
   EXPECT_NEAR(pivot, 40e-6, (w.range_end() - w.range_begin()) / plot_width);
 
   // Dragging 100 px to the left moves the view 100 px later in time.

@@ -174,7 +174,8 @@ TYPED_TEST(CudaMixedPrecision, Embedding) {
   const int vocab = 11, hidden = 70, rows = 200;
   std::mt19937 rng(7);
   auto table = random_vector(static_cast<std::size_t>(vocab) * hidden, rng);
-  auto dout = random_vector(static_cast<std::size_t>(rows) * hidden, rng), dtable0 = random_vector(table.size(), rng);
+  auto dout = random_vector(static_cast<std::size_t>(rows) * hidden, rng),
+       dtable0 = random_vector(table.size(), rng);
   std::vector<int> ids(rows);
   for (int& id : ids) id = static_cast<int>(rng() % vocab);
   auto table_d = to_device<T>(table), dout_d = to_device<T>(dout);
@@ -230,9 +231,12 @@ TYPED_TEST(CudaMixedPrecision, Matmul) {
     SCOPED_TRACE(std::to_string(sh.rows) + "x" + std::to_string(sh.k) + "x" + std::to_string(sh.n));
     const int rows = sh.rows, k = sh.k, n = sh.n;
     std::mt19937 rng(static_cast<unsigned>(rows * 7919 + k * 31 + n));
-    auto in = random_vector(static_cast<std::size_t>(rows) * k, rng), w = random_vector(static_cast<std::size_t>(k) * n, rng);
-    auto dout = random_vector(static_cast<std::size_t>(rows) * n, rng), dw0 = random_vector(static_cast<std::size_t>(k) * n, rng);
-    auto in_d = to_device<T>(in), w_d = to_device<T>(w), dout_d = to_device<T>(dout);  // rounds the host copies too
+    auto in = random_vector(static_cast<std::size_t>(rows) * k, rng),
+         w = random_vector(static_cast<std::size_t>(k) * n, rng);
+    auto dout = random_vector(static_cast<std::size_t>(rows) * n, rng),
+         dw0 = random_vector(static_cast<std::size_t>(k) * n, rng);
+    auto in_d = to_device<T>(in), w_d = to_device<T>(w),
+         dout_d = to_device<T>(dout);  // rounds the host copies too
 
     std::vector<float> out(static_cast<std::size_t>(rows) * n);
     matmul_forward_cpu(out.data(), in.data(), w.data(), rows, k, n);
@@ -256,9 +260,12 @@ TEST_F(CudaKernels, MatmulBf16OperandsFp32Outputs) {
   const Blas blas(stream_);
   const int rows = 67, k = 300, n = 45;
   std::mt19937 rng(31);
-  auto in = random_vector(static_cast<std::size_t>(rows) * k, rng), w = random_vector(static_cast<std::size_t>(k) * n, rng);
-  auto dout = random_vector(static_cast<std::size_t>(rows) * n, rng), dw0 = random_vector(static_cast<std::size_t>(k) * n, rng);
-  auto in_d = to_device<__nv_bfloat16>(in), w_d = to_device<__nv_bfloat16>(w), dout_d = to_device<__nv_bfloat16>(dout);
+  auto in = random_vector(static_cast<std::size_t>(rows) * k, rng),
+       w = random_vector(static_cast<std::size_t>(k) * n, rng);
+  auto dout = random_vector(static_cast<std::size_t>(rows) * n, rng),
+       dw0 = random_vector(static_cast<std::size_t>(k) * n, rng);
+  auto in_d = to_device<__nv_bfloat16>(in), w_d = to_device<__nv_bfloat16>(w),
+       dout_d = to_device<__nv_bfloat16>(dout);
   std::vector<float> out(static_cast<std::size_t>(rows) * n), din(in.size()), dw(dw0);
   matmul_forward_cpu(out.data(), in.data(), w.data(), rows, k, n);
   matmul_backward_cpu(din.data(), dw.data(), dout.data(), in.data(), w.data(), rows, k, n);
@@ -643,7 +650,8 @@ TEST_F(CudaKernels, VocabularyParallelCrossentropyPieces) {
   scale_rows_cpu(x.data(), scale.data(), rows, cols);
   add_at_targets_cpu(x.data(), targets.data(), first, rows, cols, -0.5f);
 
-  DeviceBuffer<float> logits_d(logits), mx_d(rows), sum_d(rows), exps_d(logits.size()), tl_d(rows), scale_d(scale);
+  DeviceBuffer<float> logits_d(logits), mx_d(rows), sum_d(rows), exps_d(logits.size()), tl_d(rows),
+      scale_d(scale);
   DeviceBuffer<int> targets_d(targets);
   softmax_row_stats(mx_d.get(), sum_d.get(), exps_d.get(), logits_d.get(), rows, cols, stream_);
   target_logits(tl_d.get(), logits_d.get(), targets_d.get(), first, rows, cols, stream_);
@@ -652,8 +660,10 @@ TEST_F(CudaKernels, VocabularyParallelCrossentropyPieces) {
   EXPECT_TRUE(all_close(exps_d.download(), exps, kFp32)) << "exponentials";
   const auto tl_gpu = tl_d.download();
   for (int r = 0; r < rows; ++r) {
-    if (std::isinf(tl[r])) EXPECT_TRUE(std::isinf(tl_gpu[r]) && tl_gpu[r] < 0) << "row " << r << " (target outside)";
-    else EXPECT_EQ(tl_gpu[r], tl[r]) << "row " << r;
+    if (std::isinf(tl[r]))
+      EXPECT_TRUE(std::isinf(tl_gpu[r]) && tl_gpu[r] < 0) << "row " << r << " (target outside)";
+    else
+      EXPECT_EQ(tl_gpu[r], tl[r]) << "row " << r;
   }
   scale_rows(exps_d.get(), scale_d.get(), rows, cols, stream_);
   add_at_targets(exps_d.get(), targets_d.get(), first, rows, cols, -0.5f, stream_);

@@ -2,9 +2,9 @@
 // which devices a group spans; a naive placement (tensor parallelism across nodes, nodes in
 // scheduler order on a torus) costs what both executors say it costs.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "sim/analytic/analytic_model.h"

@@ -1,12 +1,12 @@
 // Topology: routes inside and across nodes, ECMP weights, and that a Boost.Graph search agrees.
 #include "sim/net/topology.h"
 
-#include <boost/graph/breadth_first_search.hpp>
 #include <gtest/gtest.h>
 
-#include "tests/test_util.h"
-
+#include <boost/graph/breadth_first_search.hpp>
 #include <map>
+
+#include "tests/test_util.h"
 
 namespace foresight {
 namespace {
@@ -40,9 +40,12 @@ TEST(Topology, CrossingTheSpineSpreadsOverRails) {
   double up_weight = 0;
   int spine_links = 0;
   for (const Usage& u : r.usages)
-    if (u.weight < 1.0) { up_weight += u.weight; ++spine_links; }
-  EXPECT_EQ(spine_links, 2 * 8);          // 8 rails up and 8 down
-  EXPECT_NEAR(up_weight, 2.0, 1e-12);     // weights 1/8 each: one path's worth each way
+    if (u.weight < 1.0) {
+      up_weight += u.weight;
+      ++spine_links;
+    }
+  EXPECT_EQ(spine_links, 2 * 8);       // 8 rails up and 8 down
+  EXPECT_NEAR(up_weight, 2.0, 1e-12);  // weights 1/8 each: one path's worth each way
 }
 
 TEST(Topology, GraphSearchFindsTheSameHopCount) {
@@ -59,7 +62,9 @@ TEST(Topology, GraphSearchFindsTheSameHopCount) {
   ASSERT_GE(dst, 0);
   std::vector<int> dist(boost::num_vertices(g), -1);
   dist[src] = 0;
-  boost::breadth_first_search(g, src, boost::visitor(boost::make_bfs_visitor(boost::record_distances(dist.data(), boost::on_tree_edge()))));
+  boost::breadth_first_search(
+      g, src,
+      boost::visitor(boost::make_bfs_visitor(boost::record_distances(dist.data(), boost::on_tree_edge()))));
   // device -> nic -> leaf -> spine -> leaf -> nic -> device
   EXPECT_EQ(dist[dst], 6);
   const Route r = t.route(0, 240);

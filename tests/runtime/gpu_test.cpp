@@ -6,13 +6,12 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <string>
-#include <vector>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "kernels/cuda_check.h"
 #include "runtime/comm.h"
@@ -136,7 +135,9 @@ int mismatches(const Trainer& t, const Buffer& a, const Buffer& b, const std::st
         ++flips;
         continue;
       }
-      if (bad++ < 5) ADD_FAILURE() << what << " " << s.name << " L" << s.layer << "[" << i << "]: cuda " << x << ", cpu " << y;
+      if (bad++ < 5)
+        ADD_FAILURE() << what << " " << s.name << " L" << s.layer << "[" << i << "]: cuda " << x << ", cpu "
+                      << y;
     }
     if (flips > std::max<std::size_t>(2, s.size() / 100) && bad++ < 5)
       ADD_FAILURE() << what << " " << s.name << " L" << s.layer << ": " << flips << " of " << s.size()
@@ -239,7 +240,8 @@ TEST(CudaTrainer, CheckpointsMoveBetweenBackends) {
   auto cpu = start(model("tiny"), p, nullptr);
   ASSERT_TRUE(cpu);
   ASSERT_TRUE((*cpu)->t->load_checkpoint(dir.string()));
-  EXPECT_EQ((*cpu)->t->params(), (*gpu)->t->params()) << "the checkpoint holds the device's parameters exactly";
+  EXPECT_EQ((*cpu)->t->params(), (*gpu)->t->params())
+      << "the checkpoint holds the device's parameters exactly";
   auto be2 = make_backend("cuda", 0);
   ASSERT_TRUE(be2);
   auto back = start(model("tiny"), p, std::move(*be2));
@@ -258,7 +260,8 @@ TEST(CudaTrainer, RefusesWhatItDoesNotRunWithTheField) {
   Plan topk;
   topk.global_batch = 4;
   topk.grad_compression = GradCompression::kTopK;
-  for (const auto& [plan, field] : {std::pair{eager, "/kernel_fusion"}, std::pair{topk, "/grad_compression"}}) {
+  for (const auto& [plan, field] :
+       {std::pair{eager, "/kernel_fusion"}, std::pair{topk, "/grad_compression"}}) {
     auto be = make_backend("cuda", 0);
     ASSERT_TRUE(be);
     auto c = load_cluster("cpu-local");

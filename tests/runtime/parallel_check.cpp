@@ -45,7 +45,11 @@ struct Compare {
   void tensors(const char* what, const Trainer& par, const Buffer& pv, const Trainer& ser, const Buffer& sv) {
     for (const TensorSlot& t : par.layout().tensors()) {
       const TensorSlot* s = ser.layout().find(t.name, t.layer);
-      if (!s) { std::fprintf(stderr, "rank %d: %s has no serial counterpart\n", rank, t.name.c_str()); ++bad; continue; }
+      if (!s) {
+        std::fprintf(stderr, "rank %d: %s has no serial counterpart\n", rank, t.name.c_str());
+        ++bad;
+        continue;
+      }
       float scale = 0;
       for (std::size_t i = 0; i < s->size(); ++i) scale = std::max(scale, std::fabs(sv[s->offset + i]));
       for (int r = 0; r < t.rows; ++r)
@@ -54,7 +58,8 @@ struct Compare {
           const float a = pv[t.offset + static_cast<std::size_t>(r) * t.cols + c];
           const float b = sv[s->offset + static_cast<std::size_t>(gr) * s->cols + gc];
           if (!close(a, b, scale, rel) && bad++ < 8)
-            std::fprintf(stderr, "rank %d: %s L%d %s[%d,%d] (full [%d,%d]) = %.9g, serial %.9g (scale %.3g)\n", rank,
+            std::fprintf(stderr,
+                         "rank %d: %s L%d %s[%d,%d] (full [%d,%d]) = %.9g, serial %.9g (scale %.3g)\n", rank,
                          what, t.layer, t.name.c_str(), r, c, gr, gc, a, b, scale);
         }
     }
@@ -68,12 +73,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string s = argv[i];
     const auto eq = s.find('=');
-    if (eq == std::string::npos) { std::fprintf(stderr, "usage: key=value ...\n"); return 2; }
+    if (eq == std::string::npos) {
+      std::fprintf(stderr, "usage: key=value ...\n");
+      return 2;
+    }
     a[s.substr(0, eq)] = s.substr(eq + 1);
   }
   auto num = [&](const char* k, int d) { return a.count(k) ? std::atoi(a[k].c_str()) : d; };
   Comm world = Comm::world();
-  auto model = a.count("model") ? load_model_file(a["model"]) : Result<ModelSpec>(Error("model=FILE is required"));
+  auto model =
+      a.count("model") ? load_model_file(a["model"]) : Result<ModelSpec>(Error("model=FILE is required"));
   auto cluster = load_cluster("cpu-local");
   if (!model || !cluster) {
     std::fprintf(stderr, "%s\n", (!model ? model.error() : cluster.error()).message().c_str());
@@ -98,15 +107,24 @@ int main(int argc, char** argv) {
   if (a.count("precision")) p.precision = *parse_precision(a["precision"]);
   if (a.count("compression")) {
     auto c = parse_grad_compression(a["compression"]);
-    if (!c) { std::fprintf(stderr, "%s\n", c.error().message().c_str()); Comm::abort_job(2); }
+    if (!c) {
+      std::fprintf(stderr, "%s\n", c.error().message().c_str());
+      Comm::abort_job(2);
+    }
     p.grad_compression = *c;
     p.compression_topk = a.count("topk") ? std::atof(a["topk"].c_str()) : 0.1;
   }
   const bool compressed = p.grad_compression != GradCompression::kNone;
   const int steps = num("steps", 2);
   ClusterSpec c = *cluster;
-  if (Status s = resize_cluster(c, p.gpus(), "gpus"); !s) { std::fprintf(stderr, "%s\n", s.error().message().c_str()); Comm::abort_job(2); }
-  if (Status s = validate_plan(p, *model, p.gpus(), "plan"); !s) { std::fprintf(stderr, "%s\n", s.error().message().c_str()); Comm::abort_job(2); }
+  if (Status s = resize_cluster(c, p.gpus(), "gpus"); !s) {
+    std::fprintf(stderr, "%s\n", s.error().message().c_str());
+    Comm::abort_job(2);
+  }
+  if (Status s = validate_plan(p, *model, p.gpus(), "plan"); !s) {
+    std::fprintf(stderr, "%s\n", s.error().message().c_str());
+    Comm::abort_job(2);
+  }
   Plan serial_plan = p;
   serial_plan.tp = serial_plan.pp = serial_plan.dp = 1;
   serial_plan.virtual_stages = 1;
@@ -117,7 +135,10 @@ int main(int argc, char** argv) {
   (void)resize_cluster(c1, 1, "gpus");
   auto w = lower(*model, c, p);
   auto w1 = lower(*model, c1, serial_plan);
-  if (!w || !w1) { std::fprintf(stderr, "%s\n", (!w ? w.error() : w1.error()).message().c_str()); Comm::abort_job(2); }
+  if (!w || !w1) {
+    std::fprintf(stderr, "%s\n", (!w ? w.error() : w1.error()).message().c_str());
+    Comm::abort_job(2);
+  }
   RunOptions o;
   o.adam.weight_decay = 0.1f;  // exercise decoupled weight decay too
   o.record_ops = false;
@@ -127,17 +148,26 @@ int main(int argc, char** argv) {
   std::unique_ptr<Backend> be = make_cpu_backend(a.count("memory") && a["memory"] == "separate");
   if (a.count("backend")) {
     auto chosen = make_backend(a["backend"], Comm::local_rank(world.rank()));
-    if (!chosen) { std::fprintf(stderr, "backend=%s: %s\n", a["backend"].c_str(), chosen.error().message().c_str()); Comm::abort_job(2); }
+    if (!chosen) {
+      std::fprintf(stderr, "backend=%s: %s\n", a["backend"].c_str(), chosen.error().message().c_str());
+      Comm::abort_job(2);
+    }
     be = std::move(*chosen);
   }
   auto par = Trainer::create(*w, world, o, std::move(be));
   auto ser = Trainer::create(*w1, self, o);
-  if (!par || !ser) { std::fprintf(stderr, "%s\n", (!par ? par.error() : ser.error()).message().c_str()); Comm::abort_job(2); }
+  if (!par || !ser) {
+    std::fprintf(stderr, "%s\n", (!par ? par.error() : ser.error()).message().c_str());
+    Comm::abort_job(2);
+  }
 
   Compare cmp{world.rank(), 0};
   auto g_par = (*par)->step(false);
   auto g_ser = (*ser)->step(false);
-  if (!g_par || !g_ser) { std::fprintf(stderr, "step failed\n"); Comm::abort_job(1); }
+  if (!g_par || !g_ser) {
+    std::fprintf(stderr, "step failed\n");
+    Comm::abort_job(1);
+  }
   if (std::fabs(g_par->loss - g_ser->loss) > 1e-5 * std::fabs(g_ser->loss)) {
     std::fprintf(stderr, "rank %d: loss %.9g, serial %.9g\n", world.rank(), g_par->loss, g_ser->loss);
     ++cmp.bad;
@@ -150,7 +180,10 @@ int main(int argc, char** argv) {
   if (p.zero_stage == 0 && p.grad_compression != GradCompression::kTopK)
     cmp.tensors("grad", **par, (*par)->grads(), **ser, (*ser)->grads());
   for (int s = 0; s < steps; ++s) {
-    if (!(*par)->step() || (!compressed && !(*ser)->step())) { std::fprintf(stderr, "step failed\n"); Comm::abort_job(1); }
+    if (!(*par)->step() || (!compressed && !(*ser)->step())) {
+      std::fprintf(stderr, "step failed\n");
+      Comm::abort_job(1);
+    }
   }
   if (!compressed) cmp.tensors("param", **par, (*par)->params(), **ser, (*ser)->params());
   if (compressed) {
@@ -160,8 +193,10 @@ int main(int argc, char** argv) {
     std::string replicated;
     for (const TensorSlot& ts : t.layout().tensors())
       if (ts.shard == Shard::kReplicated)
-        replicated.append(reinterpret_cast<const char*>(t.params().data() + ts.offset), ts.size() * sizeof(float));
-    const std::string all(reinterpret_cast<const char*>(t.params().data()), t.params().size() * sizeof(float));
+        replicated.append(reinterpret_cast<const char*>(t.params().data() + ts.offset),
+                          ts.size() * sizeof(float));
+    const std::string all(reinterpret_cast<const char*>(t.params().data()),
+                          t.params().size() * sizeof(float));
     const std::string mine = std::to_string(t.stage()) + " " + std::to_string(t.tp_rank()) + " " +
                              std::to_string(fnv1a(all)) + " " + std::to_string(fnv1a(replicated));
     const auto lines = world.gather_bytes(mine);
@@ -174,15 +209,18 @@ int main(int argc, char** argv) {
       auto [f, new_f] = full_of.emplace(std::make_pair(st, tp), full);
       auto [q, new_q] = replicated_of.emplace(st, repl);
       if (!new_f && f->second != full && cmp.bad++ < 8)
-        std::fprintf(stderr, "rank %zu: parameters differ from another DP replica of stage %d, TP rank %d\n", r, st, tp);
+        std::fprintf(stderr, "rank %zu: parameters differ from another DP replica of stage %d, TP rank %d\n",
+                     r, st, tp);
       if (!new_q && q->second != repl && cmp.bad++ < 8)
-        std::fprintf(stderr, "rank %zu: TP-replicated tensors differ from another TP rank of stage %d\n", r, st);
+        std::fprintf(stderr, "rank %zu: TP-replicated tensors differ from another TP rank of stage %d\n", r,
+                     st);
     }
   }
   double bad = cmp.bad;
   world.all_reduce(&bad, 1);
   if (world.rank() == 0)
-    std::printf("%s: %s (loss %.6f, %d steps)\n", bad == 0 ? "OK" : "MISMATCH", argc > 1 ? argv[1] : "", g_ser->loss, steps);
+    std::printf("%s: %s (loss %.6f, %d steps)\n", bad == 0 ? "OK" : "MISMATCH", argc > 1 ? argv[1] : "",
+                g_ser->loss, steps);
   Comm::finalize();
   return bad == 0 ? 0 : 1;
 }

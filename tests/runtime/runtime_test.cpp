@@ -4,11 +4,9 @@
 // schedule against the serial run, compressed data parallelism (loss, bytes, replicas), resumed
 // runs continuing bit-identically, a dying rank ending the job.
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include <boost/range/iterator_range.hpp>
 
 #include <algorithm>
+#include <boost/range/iterator_range.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "runtime/calibrate.h"
@@ -47,7 +46,8 @@ ModelSpec tiny4() {
   return m ? *m : ModelSpec{};
 }
 
-std::unique_ptr<Serial> serial(const ModelSpec& m, Plan p, RunOptions o = {}, std::unique_ptr<Backend> be = nullptr) {
+std::unique_ptr<Serial> serial(const ModelSpec& m, Plan p, RunOptions o = {},
+                               std::unique_ptr<Backend> be = nullptr) {
   auto c = load_cluster("cpu-local");
   EXPECT_TRUE(c);
   EXPECT_TRUE(resize_cluster(*c, 1, "gpus"));
@@ -226,8 +226,8 @@ TEST(Runtime, Fp16UpdateEqualsTheFp32UpdateUnscaled) {
 TEST(RuntimeAlgorithms, FormulasByHand) {
   EXPECT_DOUBLE_EQ(loss_variance({}), 0);
   EXPECT_DOUBLE_EQ(loss_variance({1.0, 3.0}), 1.0);
-  EXPECT_DOUBLE_EQ(variance_adjusted_scale(1024, 0.5, 1.0), 512);   // 1024 * (1 - 0.5)
-  EXPECT_DOUBLE_EQ(variance_adjusted_scale(1024, 10, 1.0), 16);     // clamped at base / 64
+  EXPECT_DOUBLE_EQ(variance_adjusted_scale(1024, 0.5, 1.0), 512);  // 1024 * (1 - 0.5)
+  EXPECT_DOUBLE_EQ(variance_adjusted_scale(1024, 10, 1.0), 16);    // clamped at base / 64
   EXPECT_DOUBLE_EQ(variance_adjusted_scale(1024, 0.5, 0.0), 1024);
   float g[2] = {1.0f, 2.0f};
   const float fresh[2] = {3.0f, 4.0f};
@@ -245,8 +245,8 @@ TEST(RuntimeAlgorithms, FormulasByHand) {
   EXPECT_EQ(p1[1], p2[1]);
   float p3[2] = {0.5f, -2.0f}, m3[2] = {}, v3[2] = {};
   aradam_cpu(p3, m3, v3, grads, 2, c, 1, 1.0f, 1.0);
-  EXPECT_NEAR((p3[0] - 0.5f) / (p1[0] - 0.5f), 1.5, 1e-4);    // 1 + |0.5|
-  EXPECT_NEAR((p3[1] + 2.0f) / (p1[1] + 2.0f), 3.0, 1e-4);    // 1 + |-2|
+  EXPECT_NEAR((p3[0] - 0.5f) / (p1[0] - 0.5f), 1.5, 1e-4);  // 1 + |0.5|
+  EXPECT_NEAR((p3[1] + 2.0f) / (p1[1] + 2.0f), 3.0, 1e-4);  // 1 + |-2|
 }
 
 TEST(RuntimeAlgorithms, EachOptionRunsAndTheLossFalls) {
@@ -340,7 +340,8 @@ TEST(Runtime, CheckpointResumeIsBitIdenticalAndCorruptionIsCaught) {
   auto again = serial(tiny4(), plan(2));
   const auto bad = again->t->load_checkpoint(dir.string());
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message().find("no complete checkpoint set"), std::string::npos) << bad.error().message();
+  EXPECT_NE(bad.error().message().find("no complete checkpoint set"), std::string::npos)
+      << bad.error().message();
   EXPECT_NE(bad.error().message().find("FNV-1a hash"), std::string::npos) << bad.error().message();
 
   // A checkpoint of another plan is refused by name.
@@ -399,8 +400,10 @@ TEST(CheckpointSet, TheManifestNamesEveryFileAndIsWrittenOnlyAfterThem) {
   std::filesystem::create_directories(set3 / "rank-00000.ckpt");
   const Status failed = run->t->save_checkpoint(dir.string());
   ASSERT_FALSE(failed);
-  EXPECT_NE(failed.error().message().find((set3 / "rank-00000.ckpt").string()), std::string::npos) << failed.error().message();
-  EXPECT_NE(failed.error().message().find("no manifest was written for step 3"), std::string::npos) << failed.error().message();
+  EXPECT_NE(failed.error().message().find((set3 / "rank-00000.ckpt").string()), std::string::npos)
+      << failed.error().message();
+  EXPECT_NE(failed.error().message().find("no manifest was written for step 3"), std::string::npos)
+      << failed.error().message();
   EXPECT_FALSE(std::filesystem::exists(set3 / "MANIFEST.json"));
   EXPECT_TRUE(std::filesystem::exists(set2 / "MANIFEST.json"));
   auto resumed = serial(tiny4(), plan(2));
@@ -409,7 +412,8 @@ TEST(CheckpointSet, TheManifestNamesEveryFileAndIsWrittenOnlyAfterThem) {
   EXPECT_EQ(read->step, 2);
   EXPECT_EQ(resumed->t->steps_done(), 2);
   ASSERT_EQ(read->skipped.size(), 1u);
-  EXPECT_NE(read->skipped[0].find("(step 3): incomplete: no MANIFEST.json"), std::string::npos) << read->skipped[0];
+  EXPECT_NE(read->skipped[0].find("(step 3): incomplete: no MANIFEST.json"), std::string::npos)
+      << read->skipped[0];
 
   // Once the step's set is complete, the older ones go.
   std::filesystem::remove_all(set3);
@@ -445,14 +449,17 @@ TEST(CheckpointSet, ADamagedOrMissingFileFallsBackToThePreviousCompleteSet) {
   const std::vector<Damage> damages = {
       {"one flipped byte", [&] { flip_byte(file3, 100); }, "FNV-1a hash"},
       {"a missing file", [&] { std::filesystem::remove(file3); }, "missing (the manifest names it)"},
-      {"a truncated file", [&] { std::filesystem::resize_file(file3, good3.size() / 2); }, "bytes, the manifest says"},
-      {"a truncated manifest", [&] { std::filesystem::resize_file(dir / "step-00000003" / "MANIFEST.json", 40); }, "not JSON"},
+      {"a truncated file", [&] { std::filesystem::resize_file(file3, good3.size() / 2); },
+       "bytes, the manifest says"},
+      {"a truncated manifest",
+       [&] { std::filesystem::resize_file(dir / "step-00000003" / "MANIFEST.json", 40); }, "not JSON"},
   };
   for (const Damage& d : damages) {
     SCOPED_TRACE(d.what);
     ASSERT_TRUE(first->t->save_checkpoint(dir.string()));  // rewrites step 3 (and removes step 2)
     std::filesystem::copy(keep, dir / "step-00000002");
-    std::filesystem::create_directories(dir / "step-00000001");  // as a crash mid-removal leaves it: older, not reported
+    std::filesystem::create_directories(
+        dir / "step-00000001");  // as a crash mid-removal leaves it: older, not reported
     d.apply();
     auto resumed = serial(tiny4(), plan(2));
     const auto read = resumed->t->load_checkpoint(dir.string());
@@ -485,7 +492,8 @@ TEST(CheckpointSet, WhatCannotBeResumedIsAClearError) {
     return r ? std::string("loaded step ") + std::to_string(r->step) : r.error().message();
   };
   // No folder; an empty folder; the previous format.
-  EXPECT_NE(message(dir).find(dir.string() + ": no such checkpoint folder"), std::string::npos) << message(dir);
+  EXPECT_NE(message(dir).find(dir.string() + ": no such checkpoint folder"), std::string::npos)
+      << message(dir);
   std::filesystem::create_directories(dir);
   EXPECT_NE(message(dir).find("no checkpoint set in the folder"), std::string::npos) << message(dir);
   { std::ofstream(dir / "rank-00000.ckpt") << run->t->checkpoint_bytes(); }
@@ -498,7 +506,8 @@ TEST(CheckpointSet, WhatCannotBeResumedIsAClearError) {
   const std::string text = read_bytes(manifest);
   std::filesystem::remove(manifest);
   const std::string none = message(dir);
-  EXPECT_NE(none.find(dir.string() + ": no complete checkpoint set to resume from"), std::string::npos) << none;
+  EXPECT_NE(none.find(dir.string() + ": no complete checkpoint set to resume from"), std::string::npos)
+      << none;
   EXPECT_NE(none.find("(step 1): incomplete: no MANIFEST.json"), std::string::npos) << none;
   // A complete set of another rank count, plan or model: an error naming the manifest and field.
   auto edited = [&](const std::string& field, const nlohmann::json& value) {
@@ -507,9 +516,12 @@ TEST(CheckpointSet, WhatCannotBeResumedIsAClearError) {
     std::ofstream(manifest) << m.dump();
     return message(dir);
   };
-  EXPECT_NE(edited("ranks", 2).find(manifest.string() + ": /ranks: the set was written by 2 ranks, this launch has 1"),
-            std::string::npos) << edited("ranks", 2);
-  EXPECT_NE(edited("model", "other").find(manifest.string() + ": /model"), std::string::npos) << edited("model", "other");
+  EXPECT_NE(edited("ranks", 2)
+                .find(manifest.string() + ": /ranks: the set was written by 2 ranks, this launch has 1"),
+            std::string::npos)
+      << edited("ranks", 2);
+  EXPECT_NE(edited("model", "other").find(manifest.string() + ": /model"), std::string::npos)
+      << edited("model", "other");
   EXPECT_NE(edited("plan", plan_to_json(plan(4))).find(manifest.string() + ": /plan"), std::string::npos);
   EXPECT_EQ(edited("step", 1), "loaded step 1");  // the unedited manifest loads (the edits are what fail)
   std::filesystem::remove_all(dir);
@@ -541,14 +553,18 @@ TEST(CheckpointSet, FieldsOfTheWrongTypeAreErrorsNotExceptions) {
     return s ? std::string("ok") : s.error().message();
   };
   EXPECT_EQ(restore(with_header([](nlohmann::json&) {})), "ok");
-  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["rank"] = "0"; })), "f.ckpt: /rank: not an integer");
-  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["step"] = 1e300; })), "f.ckpt: /step: not an integer");
+  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["rank"] = "0"; })),
+            "f.ckpt: /rank: not an integer");
+  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["step"] = 1e300; })),
+            "f.ckpt: /step: not an integer");
   EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["step"] = -3; })), "f.ckpt: /step: out of range");
   EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["model"] = 7; })), "f.ckpt: /model: not a string");
-  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["params"] = "many"; })), "f.ckpt: /params: not an element count");
+  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["params"] = "many"; })),
+            "f.ckpt: /params: not an element count");
   EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h["loss_scale"] = 0; })),
             "f.ckpt: /loss_scale: not a positive finite number");
-  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h = nlohmann::json::array({h}); })), "f.ckpt: unreadable header");
+  EXPECT_EQ(restore(with_header([](nlohmann::json& h) { h = nlohmann::json::array({h}); })),
+            "f.ckpt: unreadable header");
   // A header length near 2^64 wrapped the bounds check around.
   std::string huge = good.substr(0, good.size() - 8);
   const std::uint64_t wrap = ~std::uint64_t{0} - 7;
@@ -558,9 +574,14 @@ TEST(CheckpointSet, FieldsOfTheWrongTypeAreErrorsNotExceptions) {
   EXPECT_EQ(restore(huge), "f.ckpt: header length out of range");
 
   const CheckpointIdentity id = run->t->checkpoint_identity();
-  nlohmann::json m = {{"format", "foresight-checkpoint-set"}, {"version", 1}, {"step", 1}, {"ranks", 1},
-                      {"model", id.model}, {"plan", nlohmann::json::parse(id.plan_json)},
-                      {"files", {{{"rank", 0}, {"file", "rank-00000.ckpt"}, {"bytes", 10}, {"fnv1a", "0123456789abcdef"}}}}};
+  nlohmann::json m = {
+      {"format", "foresight-checkpoint-set"},
+      {"version", 1},
+      {"step", 1},
+      {"ranks", 1},
+      {"model", id.model},
+      {"plan", nlohmann::json::parse(id.plan_json)},
+      {"files", {{{"rank", 0}, {"file", "rank-00000.ckpt"}, {"bytes", 10}, {"fnv1a", "0123456789abcdef"}}}}};
   const auto manifest = [&](const nlohmann::json& doc, bool& other) {
     auto r = parse_checkpoint_manifest(doc.dump(), "M", 1, id, other);
     return r ? std::string("ok") : r.error().message();
@@ -675,7 +696,8 @@ TEST(RuntimeBackend, AMissingCudaPluginIsAClearErrorAndAutoFallsBack) {
   EXPECT_NE(std::system((run + "cuda > " + out + " 2>&1").c_str()), 0);
   std::string text = read_file(out);
   EXPECT_NE(text.find("the CUDA backend could not be loaded (/nonexistent/libforesight_cuda_backend.so"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("FORESIGHT_CUDA_BACKEND"), std::string::npos) << text;
   ASSERT_EQ(std::system((run + "auto > " + out + " 2>&1").c_str()), 0);
   text = read_file(out);
@@ -689,7 +711,10 @@ TEST(Runtime, FastPathsMatchTheReferenceKernels) {
   const kernels::AttentionShape s{2, 7, 4, 2, 8};
   std::vector<float> qkv(s.tokens() * s.qkv_width()), dout(s.tokens() * s.q_heads * s.head_dim);
   unsigned state = 12345;
-  auto rnd = [&] { state = state * 1664525u + 1013904223u; return static_cast<float>(state >> 8) / (1 << 24) - 0.5f; };
+  auto rnd = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / (1 << 24) - 0.5f;
+  };
   for (float& v : qkv) v = 2 * rnd();
   for (float& v : dout) v = rnd();
   std::vector<float> out_a(dout.size()), out_b(dout.size()), p_a(s.score_elems()), p_b(s.score_elems());
@@ -725,7 +750,8 @@ TEST(Runtime, FastPathsMatchTheReferenceKernels) {
     for (float& v : in) v = rnd();
     for (float& v : w) v = rnd();
     for (float& v : dy) v = rnd();
-    std::vector<float> o1(rows * n), o2(rows * n), di1(in.size()), di2(in.size()), dw1(w.size(), 0.5f), dw2(w.size(), 0.5f);
+    std::vector<float> o1(rows * n), o2(rows * n), di1(in.size()), di2(in.size()), dw1(w.size(), 0.5f),
+        dw2(w.size(), 0.5f);
     kernels::matmul_forward_cpu(o1.data(), in.data(), w.data(), rows, k, n);
     gemm_forward(o2.data(), in.data(), w.data(), rows, k, n);
     for (std::size_t i = 0; i < o1.size(); ++i) ASSERT_NEAR(o1[i], o2[i], 1e-5f) << i;
@@ -741,39 +767,52 @@ TEST(Runtime, FastPathsMatchTheReferenceKernels) {
     for (float& v : w) v = 1 + rnd();
     for (float& v : dy) v = rnd();
     for (float& v : gu) v = 6 * rnd();
-    std::vector<float> o1(x.size()), o2(x.size()), r1(rows), r2(rows), dx1(x.size()), dx2(x.size()), dw1(cols, 1), dw2(cols, 1);
+    std::vector<float> o1(x.size()), o2(x.size()), r1(rows), r2(rows), dx1(x.size()), dx2(x.size()),
+        dw1(cols, 1), dw2(cols, 1);
     kernels::rmsnorm_forward_cpu(o1.data(), r1.data(), x.data(), w.data(), rows, cols, 1e-5f);
     rmsnorm_forward_fast(o2.data(), r2.data(), x.data(), w.data(), rows, cols, 1e-5f);
-    for (std::size_t i = 0; i < o1.size(); ++i) ASSERT_NEAR(o1[i], o2[i], 1e-5f * (1 + std::fabs(o1[i]))) << i;
-    kernels::rmsnorm_backward_cpu(dx1.data(), dw1.data(), dy.data(), x.data(), w.data(), r1.data(), rows, cols);
+    for (std::size_t i = 0; i < o1.size(); ++i)
+      ASSERT_NEAR(o1[i], o2[i], 1e-5f * (1 + std::fabs(o1[i]))) << i;
+    kernels::rmsnorm_backward_cpu(dx1.data(), dw1.data(), dy.data(), x.data(), w.data(), r1.data(), rows,
+                                  cols);
     rmsnorm_backward_fast(dx2.data(), dw2.data(), dy.data(), x.data(), w.data(), r1.data(), rows, cols);
-    for (std::size_t i = 0; i < dx1.size(); ++i) ASSERT_NEAR(dx1[i], dx2[i], 1e-5f * (1 + std::fabs(dx1[i]))) << i;
+    for (std::size_t i = 0; i < dx1.size(); ++i)
+      ASSERT_NEAR(dx1[i], dx2[i], 1e-5f * (1 + std::fabs(dx1[i]))) << i;
     for (int i = 0; i < cols; ++i) ASSERT_NEAR(dw1[i], dw2[i], 1e-5f * (1 + std::fabs(dw1[i]))) << i;
     // Eager (unfused) passes: same values, other rounding.
     std::vector<float> o3(x.size()), r3(rows), dx3(x.size()), dw3(cols, 1);
     rmsnorm_forward_eager(o3.data(), r3.data(), x.data(), w.data(), rows, cols, 1e-5f);
-    for (std::size_t i = 0; i < o1.size(); ++i) ASSERT_NEAR(o1[i], o3[i], 1e-5f * (1 + std::fabs(o1[i]))) << "eager " << i;
+    for (std::size_t i = 0; i < o1.size(); ++i)
+      ASSERT_NEAR(o1[i], o3[i], 1e-5f * (1 + std::fabs(o1[i]))) << "eager " << i;
     for (int i = 0; i < rows; ++i) ASSERT_NEAR(r1[i], r3[i], 1e-5f * r1[i]) << "eager " << i;
     rmsnorm_backward_eager(dx3.data(), dw3.data(), dy.data(), x.data(), w.data(), r1.data(), rows, cols);
-    for (std::size_t i = 0; i < dx1.size(); ++i) ASSERT_NEAR(dx1[i], dx3[i], 1e-5f * (1 + std::fabs(dx1[i]))) << "eager " << i;
-    for (int i = 0; i < cols; ++i) ASSERT_NEAR(dw1[i], dw3[i], 1e-5f * (1 + std::fabs(dw1[i]))) << "eager " << i;
+    for (std::size_t i = 0; i < dx1.size(); ++i)
+      ASSERT_NEAR(dx1[i], dx3[i], 1e-5f * (1 + std::fabs(dx1[i]))) << "eager " << i;
+    for (int i = 0; i < cols; ++i)
+      ASSERT_NEAR(dw1[i], dw3[i], 1e-5f * (1 + std::fabs(dw1[i]))) << "eager " << i;
     std::vector<float> a1(x.size()), a2(x.size()), g1(gu.size()), g2(gu.size());
     kernels::swiglu_forward_cpu(a1.data(), gu.data(), rows, cols);
     swiglu_forward_fast(a2.data(), gu.data(), rows, cols);
-    for (std::size_t i = 0; i < a1.size(); ++i) ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << i;
+    for (std::size_t i = 0; i < a1.size(); ++i)
+      ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << i;
     swiglu_forward_eager(a2.data(), gu.data(), rows, cols);
-    for (std::size_t i = 0; i < a1.size(); ++i) ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << "eager " << i;
+    for (std::size_t i = 0; i < a1.size(); ++i)
+      ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << "eager " << i;
     kernels::swiglu_backward_cpu(g1.data(), gu.data(), dy.data(), rows, cols);
     swiglu_backward_fast(g2.data(), gu.data(), dy.data(), rows, cols);
-    for (std::size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(g1[i], g2[i], 1e-5f * (1 + std::fabs(g1[i]))) << i;
+    for (std::size_t i = 0; i < g1.size(); ++i)
+      ASSERT_NEAR(g1[i], g2[i], 1e-5f * (1 + std::fabs(g1[i]))) << i;
     swiglu_backward_eager(g2.data(), gu.data(), dy.data(), rows, cols);
-    for (std::size_t i = 0; i < g1.size(); ++i) ASSERT_NEAR(g1[i], g2[i], 1e-5f * (1 + std::fabs(g1[i]))) << "eager " << i;
+    for (std::size_t i = 0; i < g1.size(); ++i)
+      ASSERT_NEAR(g1[i], g2[i], 1e-5f * (1 + std::fabs(g1[i]))) << "eager " << i;
     kernels::bias_gelu_forward_cpu(a1.data(), x.data(), nullptr, rows, cols);
     gelu_forward_fast(a2.data(), x.data(), x.size());
-    for (std::size_t i = 0; i < a1.size(); ++i) ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << i;
+    for (std::size_t i = 0; i < a1.size(); ++i)
+      ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << i;
     kernels::bias_gelu_backward_cpu(dx1.data(), nullptr, x.data(), nullptr, dy.data(), rows, cols);
     gelu_backward_fast(dx2.data(), x.data(), dy.data(), x.size());
-    for (std::size_t i = 0; i < dx1.size(); ++i) ASSERT_NEAR(dx1[i], dx2[i], 1e-5f * (1 + std::fabs(dx1[i]))) << i;
+    for (std::size_t i = 0; i < dx1.size(); ++i)
+      ASSERT_NEAR(dx1[i], dx2[i], 1e-5f * (1 + std::fabs(dx1[i]))) << i;
   }
 
   {  // AdamW in blocks: the reference's values over a length that ends inside a block, two steps
@@ -800,9 +839,13 @@ TEST(Runtime, FastPathsMatchTheReferenceKernels) {
   const std::vector<int> targets{0, 32, 5, 5, 17};
   kernels::crossentropy_forward_cpu(l_a.data(), logits.data(), targets.data(), rows, vocab);
   kernels::crossentropy_backward_cpu(g_a.data(), logits.data(), targets.data(), 0.25f, rows, vocab);
-  const double total = crossentropy_fused(l_b.data(), g_b.data(), logits.data(), targets.data(), 0.25f, rows, vocab);
+  const double total =
+      crossentropy_fused(l_b.data(), g_b.data(), logits.data(), targets.data(), 0.25f, rows, vocab);
   double sum = 0;
-  for (int r = 0; r < rows; ++r) { EXPECT_NEAR(l_a[r], l_b[r], 1e-5); sum += l_a[r]; }
+  for (int r = 0; r < rows; ++r) {
+    EXPECT_NEAR(l_a[r], l_b[r], 1e-5);
+    sum += l_a[r];
+  }
   EXPECT_NEAR(total, sum, 1e-4);
   for (std::size_t i = 0; i < g_a.size(); ++i) ASSERT_NEAR(g_a[i], g_b[i], 1e-6) << i;
 }
@@ -836,19 +879,22 @@ TEST(Runtime, UnfusedKernelsKeepTheGradients) {
   eager.flash_attention = false;
   const Status refused = check_runtime_plan(m, eager, "plan.json");
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.error().message().find("plan.json: /kernel_fusion"), std::string::npos) << refused.error().message();
+  EXPECT_NE(refused.error().message().find("plan.json: /kernel_fusion"), std::string::npos)
+      << refused.error().message();
 }
 
 TEST(Runtime, RefusesWhatItDoesNotExecuteWithTheField) {
   const ModelSpec m = tiny4();
   Plan p = plan(8);
   p.cp = 2;
-  EXPECT_NE(check_runtime_plan(m, p, "plan.json").error().message().find("plan.json: /cp"), std::string::npos);
+  EXPECT_NE(check_runtime_plan(m, p, "plan.json").error().message().find("plan.json: /cp"),
+            std::string::npos);
   p = plan(8);
   p.tp = 2;
   p.sequence_parallel = true;
   p.seq_len = 15;  // 15 tokens per micro-batch cannot be split in two
-  EXPECT_NE(check_runtime_plan(m, p, "plan.json").error().message().find("sequence parallelism splits"), std::string::npos);
+  EXPECT_NE(check_runtime_plan(m, p, "plan.json").error().message().find("sequence parallelism splits"),
+            std::string::npos);
   p = plan(8);
   p.zero_stage = 3;
   EXPECT_NE(check_runtime_plan(m, p, "plan.json").error().message().find("/zero_stage"), std::string::npos);
@@ -910,7 +956,8 @@ TEST(RuntimeCompression, TopKErrorFeedbackTransmitsEveryGradientEventually) {
         }
       }
       EXPECT_EQ(n_sent, k) << "step " << step << " tensor " << s;
-      EXPECT_GE(smallest_sent, largest_kept) << "step " << step << " tensor " << s << ": not the largest |acc|";
+      EXPECT_GE(smallest_sent, largest_kept)
+          << "step " << step << " tensor " << s << ": not the largest |acc|";
     }
     for (std::size_t i = 0; i < padded; ++i) sum_sent[i] += sent[i];
   }
@@ -930,7 +977,8 @@ TEST(RuntimeCompression, Int8BlocksStayInsideTheirTensor) {
   const std::vector<Segment> segments{{0, 300}, {300, 200}};
   const std::size_t padded = 500;
   RegionCompressor c(GradCompression::kInt8, 0, segments, 1, padded);
-  EXPECT_EQ(c.wire_bytes(), 500u + 4 * 3);  // 500 int8s; scales: 2 blocks of the first tensor, 1 of the second
+  EXPECT_EQ(c.wire_bytes(),
+            500u + 4 * 3);  // 500 int8s; scales: 2 blocks of the first tensor, 1 of the second
   Comm self;
   Lcg rnd;
   std::vector<float> g(padded), out(padded);
@@ -962,7 +1010,8 @@ TEST(RuntimeCompression, RefusesWhatItDoesNotExecuteWithTheField) {
   p.precision = Precision::kFp16;
   Status s = check_runtime_plan(m, p, "plan.json");
   ASSERT_FALSE(s);
-  EXPECT_NE(s.error().message().find("plan.json: /grad_compression: topk gradient compression with fp16"), std::string::npos)
+  EXPECT_NE(s.error().message().find("plan.json: /grad_compression: topk gradient compression with fp16"),
+            std::string::npos)
       << s.error().message();
   p = plan(8);
   p.grad_compression = GradCompression::kInt8;
@@ -1038,13 +1087,17 @@ TEST(Runtime, PredictedAndMeasuredTracesAlignOpByOp) {
   // One graph, two executors: the simulator's trace and the runtime's trace of the same plan
   // carry the same op ids, every one of them.
   const auto dir = std::filesystem::temp_directory_path();
-  const std::string pred = (dir / "fs-align-pred.json").string(), meas = (dir / "fs-align-meas.json").string();
+  const std::string pred = (dir / "fs-align-pred.json").string(),
+                    meas = (dir / "fs-align-meas.json").string();
   const std::string bin = FORESIGHT_BINARY;
-  const std::string plan = " --model " + kTiny4 + " --cluster cpu-local --gpus 1 --gb 4 --recompute full --precision fp32";
+  const std::string plan =
+      " --model " + kTiny4 + " --cluster cpu-local --gpus 1 --gb 4 --recompute full --precision fp32";
   ASSERT_EQ(std::system((bin + " simulate" + plan + " --full --trace " + pred + " > /dev/null").c_str()), 0);
   ASSERT_EQ(std::system((bin + " run" + plan + " --steps 2 --trace " + meas + " > /dev/null").c_str()), 0);
-  ASSERT_EQ(std::system((bin + " compare " + pred + " " + meas + " --out " + (dir / "fs-align.json").string() +
-                         " > /dev/null").c_str()), 0);
+  ASSERT_EQ(std::system((bin + " compare " + pred + " " + meas + " --out " +
+                         (dir / "fs-align.json").string() + " > /dev/null")
+                            .c_str()),
+            0);
   const auto report = nlohmann::json::parse(std::ifstream(dir / "fs-align.json"));
   auto m = load_model_file(kTiny4);
   auto c = load_cluster("cpu-local");
@@ -1060,10 +1113,12 @@ TEST(Runtime, TheMeasuredTraceIsTheMedianSteps) {
   // The measured trace (and so `--predict`'s op-by-op comparison) is of the step whose time is the
   // median one, so that its ops add up to the step time they are compared with.
   const auto dir = std::filesystem::temp_directory_path();
-  const std::string meas = (dir / "fs-median-meas.json").string(), sum = (dir / "fs-median-sum.json").string();
+  const std::string meas = (dir / "fs-median-meas.json").string(),
+                    sum = (dir / "fs-median-sum.json").string();
   const std::string plan = " --model " + kTiny4 + " --cluster cpu-local --gpus 1 --gb 4 --precision fp32";
-  ASSERT_EQ(std::system((std::string(FORESIGHT_BINARY) + " run" + plan + " --steps 7 --warmup 2 --trace " + meas +
-                         " --summary " + sum + " > /dev/null").c_str()),
+  ASSERT_EQ(std::system((std::string(FORESIGHT_BINARY) + " run" + plan + " --steps 7 --warmup 2 --trace " +
+                         meas + " --summary " + sum + " > /dev/null")
+                            .c_str()),
             0);
   const auto summary = nlohmann::json::parse(std::ifstream(sum));
   const int traced = summary["metadata"]["traced_step"].get<int>();
@@ -1082,8 +1137,8 @@ TEST(Runtime, TheMeasuredTraceIsTheMedianSteps) {
 // never frees) at every rank's exit; the ranks run with leak detection off. Our code's leaks are
 // still checked by the in-process tests above, which run the same executor on one rank.
 std::string mpirun(int ranks) {
-  return "ASAN_OPTIONS=detect_leaks=0 " + std::string(FORESIGHT_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " +
-         std::to_string(ranks) + " ";
+  return "ASAN_OPTIONS=detect_leaks=0 " + std::string(FORESIGHT_MPIEXEC) +
+         " --allow-run-as-root --oversubscribe -np " + std::to_string(ranks) + " ";
 }
 
 int run_shell(const std::string& cmd) {
@@ -1149,11 +1204,18 @@ TEST(RuntimeMpi, PredictedStepWithinAQuarterOfTheMeasuredAfterCalibration) {
     const char* args;
     int ranks;
   };
-  const Plan plans[] = {{"tiny", "", 1},        {"tiny", "--dp 2", 2},  {"tiny", "--tp 2", 2},
-                        {"tiny", "--pp 2 --schedule 1f1b", 2},          {"tiny", "--pp 2 --schedule gpipe", 2},
-                        {"small", "", 1},       {"small", "--dp 2", 2}, {"small", "--tp 2", 2},
-                        {"small", "--pp 2 --schedule 1f1b", 2},         {"small", "--pp 2 --schedule gpipe", 2},
-                        {"small", "--dp 2 --zero 1", 2},                {"small", "--tp 2 --sp true", 2}};
+  const Plan plans[] = {{"tiny", "", 1},
+                        {"tiny", "--dp 2", 2},
+                        {"tiny", "--tp 2", 2},
+                        {"tiny", "--pp 2 --schedule 1f1b", 2},
+                        {"tiny", "--pp 2 --schedule gpipe", 2},
+                        {"small", "", 1},
+                        {"small", "--dp 2", 2},
+                        {"small", "--tp 2", 2},
+                        {"small", "--pp 2 --schedule 1f1b", 2},
+                        {"small", "--pp 2 --schedule gpipe", 2},
+                        {"small", "--dp 2 --zero 1", 2},
+                        {"small", "--tp 2 --sp true", 2}};
   enum class Verdict { kWithin, kOut, kUnsteady };
   struct Outcome {
     Verdict verdict;
@@ -1175,7 +1237,8 @@ TEST(RuntimeMpi, PredictedStepWithinAQuarterOfTheMeasuredAfterCalibration) {
       EXPECT_TRUE(dev["sources"].contains("shared_memory")) << dev["sources"].dump();
       for (const char* c : {"all_gather", "reduce_scatter", "send_recv"}) {
         EXPECT_TRUE(node["fabric"]["collectives"].contains(c)) << node["fabric"].dump();
-        EXPECT_TRUE(node["sources"].contains(std::string("fabric.collectives.") + c)) << node["sources"].dump();
+        EXPECT_TRUE(node["sources"].contains(std::string("fabric.collectives.") + c))
+            << node["sources"].dump();
       }
       // and the measured times, every collective from 1 KiB, for plans of two ranks
       EXPECT_EQ(node["fabric"]["measured"]["ranks"], 2) << node["fabric"].dump();
@@ -1191,11 +1254,12 @@ TEST(RuntimeMpi, PredictedStepWithinAQuarterOfTheMeasuredAfterCalibration) {
       for (std::size_t i : which) {
         const Plan& p = plans[i];
         const std::string summary = (dir / "s.json").string();
-        const std::string cmd = (p.ranks > 1 ? mpirun(p.ranks) : std::string()) + FORESIGHT_BINARY + " run --model " +
-                                p.model + " --cluster " + profile + " --gb 8 --steps " +
-                                // the tiny model's steps take milliseconds: more of them for a steadier median
-                                (std::string(p.model) == "tiny" ? "30" : "6") + " --predict --summary " + summary +
-                                " " + p.args + " > /dev/null";
+        const std::string cmd =
+            (p.ranks > 1 ? mpirun(p.ranks) : std::string()) + FORESIGHT_BINARY + " run --model " + p.model +
+            " --cluster " + profile + " --gb 8 --steps " +
+            // the tiny model's steps take milliseconds: more of them for a steadier median
+            (std::string(p.model) == "tiny" ? "30" : "6") + " --predict --summary " + summary + " " + p.args +
+            " > /dev/null";
         if (run_shell(cmd) != 0) {
           ADD_FAILURE() << cmd;
           return out;
@@ -1206,12 +1270,15 @@ TEST(RuntimeMpi, PredictedStepWithinAQuarterOfTheMeasuredAfterCalibration) {
     for (auto& [i, r] : runs) {
       std::sort(r.begin(), r.end(), [](const Run& a, const Run& b) { return a.measured_s < b.measured_s; });
       const std::string what = std::string(plans[i].model) + " " + plans[i].args + ": errors " +
-                               std::to_string(r[0].error_pct) + "%, " + std::to_string(r[1].error_pct) + "%, " +
-                               std::to_string(r[2].error_pct) + "% (fastest run first)";
+                               std::to_string(r[0].error_pct) + "%, " + std::to_string(r[1].error_pct) +
+                               "%, " + std::to_string(r[2].error_pct) + "% (fastest run first)";
       const Verdict v = r[2].measured_s > 1.15 * r[0].measured_s ? Verdict::kUnsteady
-                        : std::fabs(r[1].error_pct) < 25.0      ? Verdict::kWithin
+                        : std::fabs(r[1].error_pct) < 25.0       ? Verdict::kWithin
                                                                  : Verdict::kOut;
-      std::printf("%s%s\n", v == Verdict::kUnsteady ? "unsteady, not judged: " : v == Verdict::kOut ? "out of bounds: " : "",
+      std::printf("%s%s\n",
+                  v == Verdict::kUnsteady ? "unsteady, not judged: "
+                  : v == Verdict::kOut    ? "out of bounds: "
+                                          : "",
                   what.c_str());
       out[i] = {v, what};
     }
@@ -1227,7 +1294,9 @@ TEST(RuntimeMpi, PredictedStepWithinAQuarterOfTheMeasuredAfterCalibration) {
     unsteady += o.verdict == Verdict::kUnsteady;
     if (o.verdict == Verdict::kOut) again.push_back(i);
   }
-  if (unsteady > 3) GTEST_SKIP() << unsteady << " of " << all.size() << " plans ran on an unsteady machine (runs more than 15% apart)";
+  if (unsteady > 3)
+    GTEST_SKIP() << unsteady << " of " << all.size()
+                 << " plans ran on an unsteady machine (runs more than 15% apart)";
   if (again.empty()) return;
   std::printf("second attempt for %zu plan(s), after a fresh calibration\n", again.size());
   const auto second = attempt(again);
@@ -1244,7 +1313,9 @@ TEST(RuntimeMpi, ResumedRunContinuesBitIdentically) {
   std::filesystem::create_directories(dir);
   ASSERT_EQ(run_shell(base + "--steps 4 --summary " + a + " > /dev/null"), 0);
   ASSERT_EQ(run_shell(base + "--steps 2 --checkpoint-dir " + (dir / "ck").string() + " > /dev/null"), 0);
-  ASSERT_EQ(run_shell(base + "--steps 4 --resume --checkpoint-dir " + (dir / "ck").string() + " --summary " + b + " > /dev/null"), 0);
+  ASSERT_EQ(run_shell(base + "--steps 4 --resume --checkpoint-dir " + (dir / "ck").string() + " --summary " +
+                      b + " > /dev/null"),
+            0);
   auto steps = [](const std::string& f) { return nlohmann::json::parse(std::ifstream(f))["steps"]; };
   const auto sa = steps(a), sb = steps(b);
   ASSERT_EQ(sb.size(), 2u);
@@ -1276,8 +1347,9 @@ nlohmann::json compressed_run(const std::string& compression, int steps, const s
   const auto dir = std::filesystem::temp_directory_path() / "foresight-mpi-compression";
   std::filesystem::create_directories(dir);
   const std::string summary = (dir / (name + ".json")).string();
-  const std::string cmd = mpirun(2) + FORESIGHT_BINARY + " run --model " + kTiny4 + " --dp 2 --gb 8 --lr 3e-3 --steps " +
-                          std::to_string(steps) + " " + compression + " --summary " + summary + " > /dev/null";
+  const std::string cmd = mpirun(2) + FORESIGHT_BINARY + " run --model " + kTiny4 +
+                          " --dp 2 --gb 8 --lr 3e-3 --steps " + std::to_string(steps) + " " + compression +
+                          " --summary " + summary + " > /dev/null";
   EXPECT_EQ(run_shell(cmd), 0) << cmd;
   std::ifstream f(summary);
   return f ? nlohmann::json::parse(f) : nlohmann::json::object();
@@ -1315,7 +1387,8 @@ TEST(RuntimeMpi, TopKDataParallelLossFalls) {
   EXPECT_LT(loss_at(topk, 30), loss_at(topk, 1) - 0.5);
   // Each of 2 ranks sends 10% of the elements (rounded up per tensor) as 4-byte index + 4-byte
   // value, all-gathered: 2 x 0.1 x 8 = 1.6 bytes per element against the dense 4, a ratio of 0.4.
-  const double ratio = topk["steps"][0]["dp_grad_bytes"].get<double>() / dense["steps"][0]["dp_grad_bytes"].get<double>();
+  const double ratio =
+      topk["steps"][0]["dp_grad_bytes"].get<double>() / dense["steps"][0]["dp_grad_bytes"].get<double>();
   EXPECT_GT(ratio, 0.4);
   EXPECT_LT(ratio, 0.42);
 }
@@ -1325,8 +1398,10 @@ TEST(RuntimeMpi, CompressedTracesAlignOpByOp) {
   // grad_decompress of every layer, and the step-end ones, all carry the simulator's op ids.
   const auto dir = std::filesystem::temp_directory_path() / "foresight-mpi-compressed-trace";
   std::filesystem::create_directories(dir);
-  const std::string pred = (dir / "pred.json").string(), meas = (dir / "meas.json").string(), cmp = (dir / "cmp.json").string();
-  const std::string args = " --model " + kTiny4 + " --cluster cpu-local --gpus 2 --dp 2 --gb 4 --precision fp32" +
+  const std::string pred = (dir / "pred.json").string(), meas = (dir / "meas.json").string(),
+                    cmp = (dir / "cmp.json").string();
+  const std::string args = " --model " + kTiny4 +
+                           " --cluster cpu-local --gpus 2 --dp 2 --gb 4 --precision fp32" +
                            " --grad-compression int8 --overlap-grad-reduce true";
   const std::string bin = FORESIGHT_BINARY;
   ASSERT_EQ(run_shell(bin + " simulate" + args + " --full --trace " + pred + " > /dev/null"), 0);
@@ -1348,7 +1423,7 @@ TEST(RuntimeMpi, CompressedTracesAlignOpByOp) {
     compress += std::string_view(g[v].name) == "grad_compress";
     decompress += std::string_view(g[v].name) == "grad_decompress";
   }
-  EXPECT_EQ(compress, 5);    // four layers and the embedding/head region
+  EXPECT_EQ(compress, 5);  // four layers and the embedding/head region
   EXPECT_EQ(decompress, 5);
   EXPECT_EQ(report["matched_ops"].get<std::size_t>(), 2 * w->op_count());  // both ranks run stage 0's graph
   std::filesystem::remove_all(dir);
@@ -1363,7 +1438,9 @@ TEST(RuntimeMpi, TopKResumedRunContinuesBitIdentically) {
   std::filesystem::create_directories(dir);
   ASSERT_EQ(run_shell(base + "--steps 5 --summary " + a + " > /dev/null"), 0);
   ASSERT_EQ(run_shell(base + "--steps 3 --checkpoint-dir " + (dir / "ck").string() + " > /dev/null"), 0);
-  ASSERT_EQ(run_shell(base + "--steps 5 --resume --checkpoint-dir " + (dir / "ck").string() + " --summary " + b + " > /dev/null"), 0);
+  ASSERT_EQ(run_shell(base + "--steps 5 --resume --checkpoint-dir " + (dir / "ck").string() + " --summary " +
+                      b + " > /dev/null"),
+            0);
   auto steps = [](const std::string& f) { return nlohmann::json::parse(std::ifstream(f))["steps"]; };
   const auto sa = steps(a), sb = steps(b);
   ASSERT_EQ(sb.size(), 2u);
@@ -1394,8 +1471,8 @@ TEST(RuntimeMpi, RanksAgreeOnTheNewestSetEveryRankCanLoad) {
   EXPECT_FALSE(std::filesystem::exists(dir / "ck" / "step-00000002"));  // superseded by step 3's
   std::filesystem::copy(dir / "step2", dir / "ck" / "step-00000002");
   std::filesystem::remove(dir / "ck" / "step-00000003" / "rank-00001.ckpt");
-  ASSERT_EQ(run_shell("timeout 120 env " + base + "--steps 4 --resume --checkpoint-dir " + ck + " --summary " + b + " > " +
-                      out + " 2> " + err),
+  ASSERT_EQ(run_shell("timeout 120 env " + base + "--steps 4 --resume --checkpoint-dir " + ck +
+                      " --summary " + b + " > " + out + " 2> " + err),
             0)
       << file_text(err);
   const std::string text = file_text(out);
@@ -1415,11 +1492,14 @@ TEST(RuntimeMpi, RanksAgreeOnTheNewestSetEveryRankCanLoad) {
   // and the previous set stays the one to resume from.
   std::filesystem::remove_all(dir / "ck");
   ASSERT_EQ(run_shell(base + "--steps 1 --checkpoint-dir " + ck + " > /dev/null"), 0);
-  std::filesystem::create_directories(dir / "ck" / "step-00000002" / "rank-00001.ckpt");  // a folder in the way
-  const int rc = run_shell("timeout 120 env " + base + "--steps 4 --resume --checkpoint-every 1 --checkpoint-dir " + ck +
-                           " > /dev/null 2> " + err);
+  std::filesystem::create_directories(dir / "ck" / "step-00000002" /
+                                      "rank-00001.ckpt");  // a folder in the way
+  const int rc =
+      run_shell("timeout 120 env " + base + "--steps 4 --resume --checkpoint-every 1 --checkpoint-dir " + ck +
+                " > /dev/null 2> " + err);
   EXPECT_EQ(rc, 1) << file_text(err);
-  EXPECT_NE(file_text(err).find("rank 1: " + ck + "/step-00000002/rank-00001.ckpt: is a folder"), std::string::npos)
+  EXPECT_NE(file_text(err).find("rank 1: " + ck + "/step-00000002/rank-00001.ckpt: is a folder"),
+            std::string::npos)
       << file_text(err);
   EXPECT_FALSE(std::filesystem::exists(dir / "ck" / "step-00000002" / "MANIFEST.json"));
   EXPECT_TRUE(std::filesystem::exists(dir / "ck" / "step-00000001" / "MANIFEST.json"));
@@ -1434,18 +1514,30 @@ TEST(RuntimeMpi, NoCompleteSetOrAnotherLaunchsSetIsAClearErrorNotAHang) {
   const std::string ck = (dir / "ck").string(), err = (dir / "err.txt").string();
   ASSERT_EQ(run_shell(mpirun(2) + run + "--pp 2 --steps 2 --checkpoint-dir " + ck + " > /dev/null"), 0);
   // Another plan on the same rank count, and another rank count.
-  EXPECT_EQ(run_shell("timeout 120 env " + mpirun(2) + run + "--dp 2 --steps 3 --resume --checkpoint-dir " + ck + " > /dev/null 2> " + err), 2);
-  EXPECT_NE(file_text(err).find(ck + "/step-00000002/MANIFEST.json: /plan: the set was written under a different plan"),
-            std::string::npos) << file_text(err);
-  EXPECT_EQ(run_shell("timeout 120 " + run + "--steps 3 --resume --checkpoint-dir " + ck + " > /dev/null 2> " + err), 2);
-  EXPECT_NE(file_text(err).find(ck + "/step-00000002/MANIFEST.json: /ranks: the set was written by 2 ranks, this launch has 1"),
-            std::string::npos) << file_text(err);
+  EXPECT_EQ(run_shell("timeout 120 env " + mpirun(2) + run + "--dp 2 --steps 3 --resume --checkpoint-dir " +
+                      ck + " > /dev/null 2> " + err),
+            2);
+  EXPECT_NE(file_text(err).find(
+                ck + "/step-00000002/MANIFEST.json: /plan: the set was written under a different plan"),
+            std::string::npos)
+      << file_text(err);
+  EXPECT_EQ(run_shell("timeout 120 " + run + "--steps 3 --resume --checkpoint-dir " + ck +
+                      " > /dev/null 2> " + err),
+            2);
+  EXPECT_NE(
+      file_text(err).find(
+          ck + "/step-00000002/MANIFEST.json: /ranks: the set was written by 2 ranks, this launch has 1"),
+      std::string::npos)
+      << file_text(err);
   // The only set incomplete: exit 2 naming the folder, on every rank, without a hang.
   std::filesystem::remove(dir / "ck" / "step-00000002" / "MANIFEST.json");
-  EXPECT_EQ(run_shell("timeout 120 env " + mpirun(2) + run + "--pp 2 --steps 3 --resume --checkpoint-dir " + ck + " > /dev/null 2> " + err), 2);
+  EXPECT_EQ(run_shell("timeout 120 env " + mpirun(2) + run + "--pp 2 --steps 3 --resume --checkpoint-dir " +
+                      ck + " > /dev/null 2> " + err),
+            2);
   EXPECT_NE(file_text(err).find(ck + ": no complete checkpoint set to resume from: " + ck +
                                 "/step-00000002 (step 2): incomplete: no MANIFEST.json"),
-            std::string::npos) << file_text(err);
+            std::string::npos)
+      << file_text(err);
   std::filesystem::remove_all(dir);
 }
 
@@ -1456,9 +1548,10 @@ TEST(RuntimeMpi, AKilledRankResumesBitIdentically) {
   const auto seed = std::chrono::steady_clock::now().time_since_epoch().count() % 100000;
   const std::string log = (std::filesystem::temp_directory_path() / "foresight-ckpt-kill.txt").string();
   // Open MPI's own allocations look leaked to LeakSanitizer (as in mpirun() above).
-  const std::string cmd = "ASAN_OPTIONS=detect_leaks=0 timeout 300 bash " + std::string(FORESIGHT_SOURCE_DIR) + "/bench/checkpoint_kill.sh --tries 4 --steps 12 --seed " +
-                          std::to_string(seed) + " --foresight " + FORESIGHT_BINARY + " --mpirun " + FORESIGHT_MPIEXEC +
-                          " --model " + kTiny4 + " > " + log + " 2>&1";
+  const std::string cmd =
+      "ASAN_OPTIONS=detect_leaks=0 timeout 300 bash " + std::string(FORESIGHT_SOURCE_DIR) +
+      "/bench/checkpoint_kill.sh --tries 4 --steps 12 --seed " + std::to_string(seed) + " --foresight " +
+      FORESIGHT_BINARY + " --mpirun " + FORESIGHT_MPIEXEC + " --model " + kTiny4 + " > " + log + " 2>&1";
   const int rc = run_shell(cmd);
   const std::string text = file_text(log);
   EXPECT_EQ(rc, 0) << cmd << "\n" << text;
@@ -1470,8 +1563,8 @@ TEST(RuntimeMpi, ADyingRankEndsTheJobQuickly) {
   // Rank 1 is killed when step 3 begins; rank 0 then waits on it in a pipeline receive. mpirun
   // must notice and end the job: well within the 60 s limit `timeout` puts on it.
   const auto t0 = std::chrono::steady_clock::now();
-  const int rc = run_shell("FORESIGHT_FAULT_INJECT=1:3 timeout 60 env " + mpirun(2) + FORESIGHT_BINARY + " run --model " +
-                           kTiny4 + " --pp 2 --gb 4 --steps 1000 > /dev/null 2>&1");
+  const int rc = run_shell("FORESIGHT_FAULT_INJECT=1:3 timeout 60 env " + mpirun(2) + FORESIGHT_BINARY +
+                           " run --model " + kTiny4 + " --pp 2 --gb 4 --steps 1000 > /dev/null 2>&1");
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_NE(rc, 0);
   EXPECT_NE(rc, 124) << "the job hung until timeout killed it";
@@ -1480,7 +1573,8 @@ TEST(RuntimeMpi, ADyingRankEndsTheJobQuickly) {
 
 TEST(RuntimeMpi, WrongRankCountIsAClearError) {
   const std::string out = (std::filesystem::temp_directory_path() / "foresight-ranks.txt").string();
-  const int rc = run_shell(mpirun(2) + FORESIGHT_BINARY + " run --model " + kTiny4 + " --tp 2 --pp 2 --steps 1 2> " + out);
+  const int rc = run_shell(mpirun(2) + FORESIGHT_BINARY + " run --model " + kTiny4 +
+                           " --tp 2 --pp 2 --steps 1 2> " + out);
   EXPECT_EQ(rc, 2);
   std::ifstream f(out);
   const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -1488,11 +1582,11 @@ TEST(RuntimeMpi, WrongRankCountIsAClearError) {
 }
 #endif
 
-
 // All-reduce times with a protocol switch (2 ranks: t = 2 alpha + S/B): the fit finds the switch,
 // both latencies and the bandwidth; a plain line stays one line, and a slow spell at the two
 // largest sizes is not taken for a protocol.
-std::vector<Measurement> all_reduce_points(double alpha_small, double alpha, double below, double slow_from = 1e30) {
+std::vector<Measurement> all_reduce_points(double alpha_small, double alpha, double below,
+                                           double slow_from = 1e30) {
   std::vector<Measurement> pts;
   for (double S = 1024; S <= 16 * 1048576.0; S *= 2) {
     double t = 2 * (S < below ? alpha_small : alpha) + S / 9e9;
@@ -1600,7 +1694,8 @@ TEST(Calibration, StreamFitFindsTheExponentials) {
 TEST(CpuFast, RopeTableMatchesTheReference) {
   RopeTable table;
   using kernels::AttentionShape;
-  for (const AttentionShape& s : {AttentionShape{2, 16, 4, 2, 8}, AttentionShape{1, 32, 4, 2, 16}, AttentionShape{2, 16, 4, 2, 8}})
+  for (const AttentionShape& s :
+       {AttentionShape{2, 16, 4, 2, 8}, AttentionShape{1, 32, 4, 2, 16}, AttentionShape{2, 16, 4, 2, 8}})
     for (bool inverse : {false, true}) {
       std::vector<float> a(static_cast<std::size_t>(s.tokens()) * s.qkv_width());
       for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i)) * 2;
@@ -1676,8 +1771,8 @@ TEST(Calibration, TheSteadiestAttemptStands) {
   EXPECT_EQ(after_attempt(over, 0, 2, -1), AfterAttempt::kRetry);
   EXPECT_EQ(after_attempt(over, 1, 2, over + 3), AfterAttempt::kRetry);
   EXPECT_EQ(after_attempt(over + 8, 2, 2, over), AfterAttempt::kSteadiest);  // an earlier one moved less
-  EXPECT_EQ(after_attempt(over, 2, 2, over + 8), AfterAttempt::kKeep);        // this one moved least
-  EXPECT_EQ(after_attempt(over, 0, 0, -1), AfterAttempt::kKeep);              // no retries: nothing to compare
+  EXPECT_EQ(after_attempt(over, 2, 2, over + 8), AfterAttempt::kKeep);       // this one moved least
+  EXPECT_EQ(after_attempt(over, 0, 0, -1), AfterAttempt::kKeep);             // no retries: nothing to compare
 }
 
 // Calibrated under mpirun, the memory rates are each rank's with all of them at once and rank 0's
@@ -1696,7 +1791,8 @@ TEST(Calibration, TheAloneMemoryRatesBecomeTheSharedMemory) {
   const nlohmann::json j = calibrated_cluster_json(c, base, "test", "a test");
   const auto& dev = j["node"]["devices"][0]["device"];
   ASSERT_TRUE(dev.contains("shared_memory")) << dev.dump();
-  EXPECT_NE(dev["sources"]["shared_memory"].get<std::string>().find("rank 0 while the other ranks waited"), std::string::npos)
+  EXPECT_NE(dev["sources"]["shared_memory"].get<std::string>().find("rank 0 while the other ranks waited"),
+            std::string::npos)
       << dev["sources"].dump();
   EXPECT_NE(dev["sources"]["shared_memory"].get<std::string>().find("streaming 24.0%"), std::string::npos);
   auto back = cluster_from_json(j, "profile.json");
@@ -1717,7 +1813,8 @@ TEST(Calibration, EachGemmPrecisionGetsItsOwnPeak) {
   DeviceSpec cpu = testing::preset_cluster("cpu-local", 1).node.accelerator();
   set_precision_peaks(cpu, 150e9, {});
   EXPECT_EQ(cpu.peak(DType::kFp32), 150e9);
-  for (DType t : {DType::kTf32, DType::kBf16, DType::kFp16}) EXPECT_TRUE(cpu.peak(t) == 0 || cpu.peak(t) == 150e9);
+  for (DType t : {DType::kTf32, DType::kBf16, DType::kFp16})
+    EXPECT_TRUE(cpu.peak(t) == 0 || cpu.peak(t) == 150e9);
   DeviceSpec gpu = testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator();
   ASSERT_GT(gpu.peak(DType::kBf16), 0);
   set_precision_peaks(gpu, 50e12, {{Precision::kBf16, 700e12}, {Precision::kFp16, 380e12}});
@@ -1763,7 +1860,9 @@ TEST(Calibration, RunComparesTheMachinesSpeedWithTheCalibrations) {
   const std::string plain = (dir / "plain.json").string(), noted = (dir / "noted.json").string(),
                     broken = (dir / "broken.json").string();
   std::ofstream(plain) << cluster.dump();
-  cluster["notes"]["peak_gemm"] = {{"n", 64}, {"backend", "cpu"}, {"flops_per_s", 1e9},
+  cluster["notes"]["peak_gemm"] = {{"n", 64},
+                                   {"backend", "cpu"},
+                                   {"flops_per_s", 1e9},
                                    {"small", {{"shape", {32, 64, 128}}, {"seconds", 2e-6}}}};
   std::ofstream(noted) << cluster.dump();
   cluster["notes"]["peak_gemm"]["n"] = "64";
@@ -1792,8 +1891,8 @@ TEST(Calibration, RunComparesTheMachinesSpeedWithTheCalibrations) {
   }
   const std::string summary = (dir / "s.json").string();
   for (const std::string& profile : {plain, noted}) {
-    ASSERT_EQ(run_shell(std::string(FORESIGHT_BINARY) + " run --model tiny --steps 2 --predict --cluster " + profile +
-                        " --summary " + summary + " > /dev/null"),
+    ASSERT_EQ(run_shell(std::string(FORESIGHT_BINARY) + " run --model tiny --steps 2 --predict --cluster " +
+                        profile + " --summary " + summary + " > /dev/null"),
               0);
     const auto c = nlohmann::json::parse(std::ifstream(summary))["comparison"];
     ASSERT_TRUE(c.is_object());
@@ -1817,16 +1916,17 @@ TEST(Calibration, RunComparesTheMachinesSpeedWithTheCalibrations) {
   cluster["notes"]["peak_gemm"] = {{"n", 64}, {"backend", "cpu"}, {"flops_per_s", 1e7}};
   std::ofstream(slow) << cluster.dump();
   const auto predicted = [&](const std::string& extra) {
-    EXPECT_EQ(run_shell(std::string(FORESIGHT_BINARY) + " run --model tiny --steps 2 --predict --cluster " + slow +
-                        " --summary " + summary + " " + extra + " > /dev/null"),
+    EXPECT_EQ(run_shell(std::string(FORESIGHT_BINARY) + " run --model tiny --steps 2 --predict --cluster " +
+                        slow + " --summary " + summary + " " + extra + " > /dev/null"),
               0);
     return nlohmann::json::parse(std::ifstream(summary));
   };
   const auto as_profiled = predicted(""), adjusted = predicted("--speed-adjust");
   EXPECT_EQ(adjusted["comparison"]["speed_adjusted"], true);
   EXPECT_LT(adjusted["predicted_step_s"].get<double>(), 0.2 * as_profiled["predicted_step_s"].get<double>());
-  EXPECT_EQ(run_shell(std::string(FORESIGHT_BINARY) + " run --model tiny --steps 2 --predict --speed-adjust --cluster " +
-                      plain + " > /dev/null 2>&1"),
+  EXPECT_EQ(run_shell(std::string(FORESIGHT_BINARY) +
+                      " run --model tiny --steps 2 --predict --speed-adjust --cluster " + plain +
+                      " > /dev/null 2>&1"),
             2);
 }
 
@@ -1840,18 +1940,21 @@ TEST(Calibration, CollectivesGetTheirOwnRates) {
   }
   c.points.push_back({"reduce_scatter", "", 1024, 1e-6, 0});  // too few points: no rates
   LineFit ag_line, sr_line, rs_line;
-  const CollectiveRates ag = fit_collective_rates(c.points, "all_gather", CollectiveOp::kAllGather, 4, 8192, ag_line);
+  const CollectiveRates ag =
+      fit_collective_rates(c.points, "all_gather", CollectiveOp::kAllGather, 4, 8192, ag_line);
   EXPECT_NEAR(ag.bandwidth, 20e9, 1e3);
   EXPECT_NEAR(ag.latency_s, 1.5e-6, 1e-12);
   EXPECT_NEAR(ag.small_message_latency_s, 0.4e-6, 1e-12);
   EXPECT_LT(ag_line.rms_rel_error, 1e-9);
-  const CollectiveRates sr = fit_collective_rates(c.points, "send_recv", CollectiveOp::kSendRecv, 2, 0, sr_line);
+  const CollectiveRates sr =
+      fit_collective_rates(c.points, "send_recv", CollectiveOp::kSendRecv, 2, 0, sr_line);
   EXPECT_NEAR(sr.bandwidth, 8e9, 1e3);
   EXPECT_NEAR(sr.latency_s, 3e-6, 1e-12);
   EXPECT_EQ(sr.small_message_latency_s, 0);  // no split on the link: the one latency
   // A send/recv whose protocol changes at 4 KiB on a link split at 8 KiB: its own split.
   std::vector<Measurement> p2p;
-  for (double S = 1024; S <= 16 * 1048576.0; S *= 2) p2p.push_back({"p2p", "", S, (S < 4096 ? 0.7e-6 : 2.5e-6) + S / 9e9, 0});
+  for (double S = 1024; S <= 16 * 1048576.0; S *= 2)
+    p2p.push_back({"p2p", "", S, (S < 4096 ? 0.7e-6 : 2.5e-6) + S / 9e9, 0});
   LineFit p2p_line;
   const CollectiveRates own = fit_collective_rates(p2p, "p2p", CollectiveOp::kSendRecv, 2, 8192, p2p_line);
   EXPECT_EQ(own.small_message_bytes, 4096);
@@ -1862,7 +1965,8 @@ TEST(Calibration, CollectivesGetTheirOwnRates) {
     if (m.kind == "reduce_scatter") continue;
     EXPECT_NEAR(m.fitted_s, m.seconds, 1e-9 * m.seconds) << m.kind << " " << m.work;
   }
-  EXPECT_TRUE(fit_collective_rates(c.points, "reduce_scatter", CollectiveOp::kReduceScatter, 4, 0, rs_line).empty());
+  EXPECT_TRUE(
+      fit_collective_rates(c.points, "reduce_scatter", CollectiveOp::kReduceScatter, 4, 0, rs_line).empty());
   // The profile.
   const ClusterSpec base = testing::preset_cluster("cpu-local", 2);
   c.device = base.node.accelerator();
@@ -1899,7 +2003,7 @@ TEST(Calibration, CollectivesKeepTheirMeasuredTimes) {
   for (double S : {4096.0, 1024.0, 2048.0}) pts.push_back({"all_reduce", "", S, S * 1e-9, 0});
   pts.push_back({"all_reduce", "", 2048, 3e-6, 0});  // measured again, slower: the first stands
   pts.push_back({"all_reduce_cold", "", 8192, 1e-3, 0});
-  pts.push_back({"reduce_scatter", "", 1024, 1e-6, 0});  // one size: none
+  pts.push_back({"reduce_scatter", "", 1024, 1e-6, 0});      // one size: none
   pts.push_back({"all_reduce_in_step", "", 4096, 5e-6, 0});  // as a step calls it: that time, slower or not
   for (double S = 1024; S <= 65536; S *= 4) pts.push_back({"send_recv", "", S, 1e-6 + S / 1e10, 0});
   const MeasuredTimes m = measured_collective_times(pts, 2);

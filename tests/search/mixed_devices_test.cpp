@@ -3,9 +3,8 @@
 // speed, and the search choosing devices per stage.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/des/simulator.h"
@@ -40,13 +39,15 @@ TEST(MixedDevices, PlacementIsChecked) {
   };
   Plan p = mixed_plan();
   p.stage_devices = {kGpu, "b200"};
-  EXPECT_EQ(message(p), "plan.json: /stage_devices: \"b200\" (stage 1) is not an accelerator of node "
-                        "'hetero-cpu-gpu-npu' (it has: h100-sxm5-80gb, ascend-910b)");
+  EXPECT_EQ(message(p),
+            "plan.json: /stage_devices: \"b200\" (stage 1) is not an accelerator of node "
+            "'hetero-cpu-gpu-npu' (it has: h100-sxm5-80gb, ascend-910b)");
   p.stage_devices = {kGpu};
   EXPECT_EQ(message(p), "plan.json: /stage_devices: has 1 entries for pp = 2 stages");
   p.stage_devices = {kNpu, kNpu};  // 32 ranks on 16 NPUs
-  EXPECT_EQ(message(p), "plan.json: /stage_devices: the stages on ascend-910b need 32 devices (tp*cp*dp = 16 each), "
-                        "the cluster has 16");
+  EXPECT_EQ(message(p),
+            "plan.json: /stage_devices: the stages on ascend-910b need 32 devices (tp*cp*dp = 16 each), "
+            "the cluster has 16");
   p = mixed_plan();
   p.schedule = Schedule::kDualPipe;
   p.global_batch = 64;
@@ -72,7 +73,8 @@ TEST(MixedDevices, RanksLandOnTheirStagesDevices) {
   for (int r = 0; r < 16; ++r) EXPECT_EQ(d[r], (r / 4) * 8 + r % 4) << r;
   for (int r = 16; r < 32; ++r) EXPECT_EQ(d[r], ((r - 16) / 4) * 8 + 4 + r % 4) << r;
   // One accelerator type: ranks are devices.
-  const std::vector<int> same = rank_devices(testing::make_plan(8, 2, 8, 1, 64), testing::preset_cluster("dgx-h100-ndr", 128));
+  const std::vector<int> same =
+      rank_devices(testing::make_plan(8, 2, 8, 1, 64), testing::preset_cluster("dgx-h100-ndr", 128));
   for (int r = 0; r < 128; ++r) EXPECT_EQ(same[r], r);
 }
 
@@ -102,7 +104,9 @@ TEST(MixedDevices, AnalyticAndSimulatorAgree) {
     EXPECT_NEAR(sym->prediction.step_time_s / am.evaluate(p).step_time_s, 1.0, 0.05);
   }
   // MFU counts each rank's own peak.
-  const double peak = (mfu_peak(Precision::kBf16, c.node.devices[0].device) + mfu_peak(Precision::kBf16, c.node.devices[1].device)) / 2;
+  const double peak = (mfu_peak(Precision::kBf16, c.node.devices[0].device) +
+                       mfu_peak(Precision::kBf16, c.node.devices[1].device)) /
+                      2;
   EXPECT_NEAR(pb.mfu, pb.model_flops / (pb.step_time_s * pb.devices * peak), 1e-12);
 }
 
@@ -131,9 +135,12 @@ TEST(MixedDevices, SearchChoosesDevicesPerStage) {
   for (const RankedPlan& p : r->plans) {
     const auto& sd = p.plan.stage_devices;
     const bool mixed = std::adjacent_find(sd.begin(), sd.end(), std::not_equal_to<>()) != sd.end();
-    if (sd.empty()) gpu_only = true;
-    else if (!mixed && sd.front() == kNpu) npu_only = true;
-    else if (mixed && !best_mixed) best_mixed = &p;
+    if (sd.empty())
+      gpu_only = true;
+    else if (!mixed && sd.front() == kNpu)
+      npu_only = true;
+    else if (mixed && !best_mixed)
+      best_mixed = &p;
   }
   EXPECT_TRUE(gpu_only);
   EXPECT_TRUE(npu_only);

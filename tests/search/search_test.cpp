@@ -36,8 +36,7 @@ TEST(Search, TinyModelPrefersPureDataParallelism) {
   for (const auto& p : r->plans)
     if (p.plan.dp == 8 && p.score <= r->plans.front().score * (1 + 1e-12)) pure_dp_is_best = true;
   EXPECT_TRUE(pure_dp_is_best);
-  for (std::size_t i = 1; i < r->plans.size(); ++i)
-    EXPECT_LE(r->plans[i - 1].score, r->plans[i].score);
+  for (std::size_t i = 1; i < r->plans.size(); ++i) EXPECT_LE(r->plans[i - 1].score, r->plans[i].score);
 }
 
 // Brute force on a small space: every plan that validates and fits must have been timed, and
@@ -72,9 +71,17 @@ TEST(Search, MemoryPruningNeverDropsAPlanThatFits) {
                 for (bool off : {false, true}) {
                   if (sp && tp == 1) continue;
                   Plan p;
-                  p.tp = tp; p.pp = pp; p.cp = cp; p.dp = 16 / (tp * pp * cp); p.micro_batch = mb;
-                  p.global_batch = 64; p.zero_stage = zero; p.recompute = rc; p.sequence_parallel = sp;
-                  p.offload_optimizer = off; p.overlap_grad_reduce = true;
+                  p.tp = tp;
+                  p.pp = pp;
+                  p.cp = cp;
+                  p.dp = 16 / (tp * pp * cp);
+                  p.micro_batch = mb;
+                  p.global_batch = 64;
+                  p.zero_stage = zero;
+                  p.recompute = rc;
+                  p.sequence_parallel = sp;
+                  p.offload_optimizer = off;
+                  p.overlap_grad_reduce = true;
                   if (!validate_plan(p, m, 16, "p").ok()) continue;
                   if (rc == Recompute::kOptimal) {
                     // Per-layer recompute is tried only where no recompute does not fit.

@@ -15,8 +15,8 @@ namespace {
 
 // `text` with `from` replaced by `to` fails to load as a cluster, its error naming `pointer` and
 // containing `why`.
-void expect_cluster_error(const std::string& text, const std::string& from, const std::string& to, const std::string& pointer,
-                          const std::string& why) {
+void expect_cluster_error(const std::string& text, const std::string& from, const std::string& to,
+                          const std::string& pointer, const std::string& why) {
   std::string t = text;
   t.replace(t.find(from), from.size(), to);
   auto edited = parse_json_text(t, "c.json");
@@ -89,7 +89,8 @@ TEST(Hardware, UnknownPresetListsTheKnownOnes) {
 TEST(Hardware, ErrorsInsideNestedObjectsNameThePointer) {
   auto doc = parse_json_text(R"({"name": "c", "nodes": 2, "tiers": [{"name": "leaf"}],
      "node": {"devices": [{"device": "a100-sxm4-80gb", "count": 8}],
-              "fabric": {"bandwidth": "300GB/s"}, "nics": 8, "nic": {"bandwidth": "200Gbits"}}})", "c.json");
+              "fabric": {"bandwidth": "300GB/s"}, "nics": 8, "nic": {"bandwidth": "200Gbits"}}})",
+                             "c.json");
   ASSERT_TRUE(doc.ok());
   auto c = cluster_from_json(*doc, "c.json");
   ASSERT_FALSE(c.ok());
@@ -171,12 +172,14 @@ TEST(Hardware, CollectivesOwnRatesRoundTripAndNameTheirFields) {
   fails_at("\"cold_bandwidth\": \"0.8GB/s\"", "\"cold_bandwith\": \"0.8GB/s\"",
            "/node/fabric/collectives/reduce_scatter", "cold_bandwith");
   fails_at("\"small_messages\": {\"below\": \"8 KiB\", \"latency\": \"0.5us\"},", "",
-           "/node/fabric/collectives/reduce_scatter/small_message_latency", "neither the link nor the collective");
+           "/node/fabric/collectives/reduce_scatter/small_message_latency",
+           "neither the link nor the collective");
   fails_at("\"small_message_latency\": \"0.7us\"", "\"small_messages_below\": \"4 KiB\"",
            "/node/fabric/collectives/reduce_scatter/small_messages_below", "small_message_latency");
   // A collective's own small-message size (a send/recv's eager limit below the all-reduce's split).
   std::string own = text;
-  own.replace(own.find("\"small_message_latency\": \"0.7us\""), std::strlen("\"small_message_latency\": \"0.7us\""),
+  own.replace(own.find("\"small_message_latency\": \"0.7us\""),
+              std::strlen("\"small_message_latency\": \"0.7us\""),
               "\"small_message_latency\": \"0.7us\", \"small_messages_below\": \"4 KiB\"");
   auto own_doc = parse_json_text(own, "c.json");
   ASSERT_TRUE(own_doc.ok());
@@ -213,14 +216,14 @@ TEST(Hardware, MeasuredCollectiveTimesRoundTripInterpolateAndNameTheirFields) {
   EXPECT_TRUE(m.all_gather.empty());
   EXPECT_TRUE(c->node.fabric.has_own_rates());
   constexpr CollectiveOp ar = CollectiveOp::kAllReduce, sr = CollectiveOp::kSendRecv;
-  EXPECT_NEAR(m.time(ar, 2, 4096), 4e-6, 1e-18);                   // a measured size: its time
-  EXPECT_NEAR(m.time(ar, 2, 2048), 2e-6, 1e-15);                   // halfway in log size: the geometric mean
+  EXPECT_NEAR(m.time(ar, 2, 4096), 4e-6, 1e-18);  // a measured size: its time
+  EXPECT_NEAR(m.time(ar, 2, 2048), 2e-6, 1e-15);  // halfway in log size: the geometric mean
   EXPECT_NEAR(m.time(ar, 2, 8192), std::sqrt(24.0) * 1e-6, 1e-15);
-  EXPECT_NEAR(m.time(ar, 2, 512), 1e-6, 1e-18);                     // below them: the first size's
+  EXPECT_NEAR(m.time(ar, 2, 512), 1e-6, 1e-18);  // below them: the first size's
   EXPECT_LT(m.time(ar, 2, 0), 0);
-  EXPECT_LT(m.time(ar, 2, 32768), 0);                               // above
-  EXPECT_LT(m.time(ar, 4, 4096), 0);                                // another group size
-  EXPECT_LT(m.time(CollectiveOp::kAllGather, 2, 4096), 0);          // not measured
+  EXPECT_LT(m.time(ar, 2, 32768), 0);                                          // above
+  EXPECT_LT(m.time(ar, 4, 4096), 0);                                           // another group size
+  EXPECT_LT(m.time(CollectiveOp::kAllGather, 2, 4096), 0);                     // not measured
   EXPECT_NEAR(m.time(sr, 8, 32768), 2e-6 * std::pow(100.0, 5.0 / 10), 1e-12);  // any pair
   auto again = cluster_from_json(cluster_to_json(*c), "again.json");
   ASSERT_TRUE(again.ok()) << again.error().message();
@@ -230,14 +233,16 @@ TEST(Hardware, MeasuredCollectiveTimesRoundTripInterpolateAndNameTheirFields) {
   fails_at("\"16 KiB\"", "\"2 KiB\"", "/node/fabric/measured/all_reduce/2/size", "increase");
   fails_at("\"6us\"", "\"0us\"", "/node/fabric/measured/all_reduce/2/time", "positive");
   fails_at("\"6us\"", "\"6 parsecs\"", "/node/fabric/measured/all_reduce/2/time", "unit");
-  fails_at(", {\"size\": \"1 MiB\", \"time\": \"200us\"}", "", "/node/fabric/measured/send_recv", "two sizes");
+  fails_at(", {\"size\": \"1 MiB\", \"time\": \"200us\"}", "", "/node/fabric/measured/send_recv",
+           "two sizes");
   fails_at("\"ranks\": 2,", "", "/node/fabric/measured/ranks", "missing");
   fails_at("\"ranks\": 2", "\"ranks\": 1", "/node/fabric/measured/ranks", "");
   fails_at("\"send_recv\"", "\"sendrecv\"", "/node/fabric/measured", "sendrecv");
   fails_at("\"time\": \"1us\"", "\"tme\": \"1us\"", "/node/fabric/measured/all_reduce/0", "tme");
   // Only the node's fabric carries them.
   std::string nic = text;
-  nic.replace(nic.find("\"fabric\""), 8, "\"nics\": 1, \"nic\": {\"bandwidth\": \"25GB/s\", \"measured\": {}}, \"fabric\"");
+  nic.replace(nic.find("\"fabric\""), 8,
+              "\"nics\": 1, \"nic\": {\"bandwidth\": \"25GB/s\", \"measured\": {}}, \"fabric\"");
   auto nic_doc = parse_json_text(nic, "c.json");
   ASSERT_TRUE(nic_doc.ok());
   auto bad = cluster_from_json(*nic_doc, "c.json");

@@ -2,6 +2,7 @@
 #include "sim/spec/json_reader.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 namespace foresight {
@@ -47,9 +48,7 @@ TEST(JsonReader, RejectsUnknownKeysButAllowsDocumentation) {
   EXPECT_TRUE(ok.ok()) << ok.error().message();
 }
 
-TEST(JsonReader, PointerEscapesSlashAndTilde) {
-  EXPECT_EQ(json_pointer_escape("a/b~c"), "a~1b~0c");
-}
+TEST(JsonReader, PointerEscapesSlashAndTilde) { EXPECT_EQ(json_pointer_escape("a/b~c"), "a~1b~0c"); }
 
 TEST(JsonReader, RangeAndChoiceErrors) {
   const auto doc = nlohmann::json::parse(R"({"zero_stage": 7, "mlp": "relu6"})");
@@ -67,7 +66,8 @@ TEST(JsonReader, DeepNestingIsRefusedWithItsPosition) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   auto r = parse_json_text("{\"tp\":\n " + deep + "}", "plan.json");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message().find("plan.json:2:257: malformed JSON: nested deeper than 256 levels"), std::string::npos)
+  EXPECT_NE(r.error().message().find("plan.json:2:257: malformed JSON: nested deeper than 256 levels"),
+            std::string::npos)
       << r.error().message();
   // Brackets inside strings do not count; 256 levels still parse.
   EXPECT_TRUE(parse_json_text("{\"s\": \"" + std::string(1000, '[') + "\"}", "s.json").ok());
@@ -77,7 +77,8 @@ TEST(JsonReader, DeepNestingIsRefusedWithItsPosition) {
 TEST(JsonReader, FilesAreReadUpToALimit) {
   auto r = read_text_file("/dev/zero", 1 << 20);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message().find("/dev/zero: larger than the 1 MiB"), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("/dev/zero: larger than the 1 MiB"), std::string::npos)
+      << r.error().message();
   auto folder = read_json_file("/tmp");
   ASSERT_FALSE(folder.ok());
   EXPECT_NE(folder.error().message().find("/tmp: is a folder, not a file"), std::string::npos);
@@ -91,7 +92,8 @@ TEST(JsonReader, MessagesQuoteOnlyAnExcerpt) {
   (void)r.choice("schedule", {"1f1b"}, "1f1b");
   ASSERT_FALSE(r.ok());
   EXPECT_LT(r.error().message().size(), 200u) << r.error().message().size();
-  EXPECT_NE(r.error().message().find("(1048576 bytes) is not one of: 1f1b"), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("(1048576 bytes) is not one of: 1f1b"), std::string::npos)
+      << r.error().message();
   JsonReader r2(doc, "p.json");
   (void)r2.integer("tp", 1);
   EXPECT_NE(r2.error().message().find("/tp: expected an integer, got array of 3 elements"), std::string::npos)
@@ -100,19 +102,23 @@ TEST(JsonReader, MessagesQuoteOnlyAnExcerpt) {
 
 // Written-out rates of zero and quantities outside any machine's range are errors, not defaults.
 TEST(JsonReader, QuantitiesMustBePhysical) {
-  const auto doc = nlohmann::json::parse(R"({"nic": "1e-300Gbps", "peak": "0TFLOPS", "latency": "0us", "mem": "2e30B"})");
+  const auto doc =
+      nlohmann::json::parse(R"({"nic": "1e-300Gbps", "peak": "0TFLOPS", "latency": "0us", "mem": "2e30B"})");
   JsonReader r(doc, "c.json");
   (void)r.quantity("nic", Dimension::kBandwidth, 1.0);
   EXPECT_NE(r.error().message().find("c.json: /nic: \"1e-300Gbps\" is outside the range of a bandwidth"),
-            std::string::npos) << r.error().message();
+            std::string::npos)
+      << r.error().message();
   JsonReader r2(doc, "c.json");
   (void)r2.quantity("peak", Dimension::kFlopRate, 1.0);
-  EXPECT_NE(r2.error().message().find("/peak: \"0TFLOPS\" is a rate of zero"), std::string::npos) << r2.error().message();
+  EXPECT_NE(r2.error().message().find("/peak: \"0TFLOPS\" is a rate of zero"), std::string::npos)
+      << r2.error().message();
   JsonReader r3(doc, "c.json");
   EXPECT_EQ(r3.quantity("latency", Dimension::kSeconds, 1.0), 0.0);  // a zero latency is physical
   EXPECT_TRUE(r3.ok());
   (void)r3.quantity("mem", Dimension::kBytes, 1.0);
-  EXPECT_NE(r3.error().message().find("is outside the range of a size"), std::string::npos) << r3.error().message();
+  EXPECT_NE(r3.error().message().find("is outside the range of a size"), std::string::npos)
+      << r3.error().message();
 }
 
 TEST(JsonReader, NullFieldsCanBeRefused) {

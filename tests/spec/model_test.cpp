@@ -2,9 +2,9 @@
 #include "sim/spec/model.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "sim/spec/presets.h"
 
@@ -29,7 +29,10 @@ ModelSpec hf(const std::string& file) {
 // (46.7B total, 12.9B active), DeepSeek-V3 report (671B total, 37B active, MTP excluded),
 // GPT-3 (175B).
 TEST(ModelSpec, ParameterCountsMatchPublishedSizes) {
-  struct Case { const char* name; double total, active, tolerance; };
+  struct Case {
+    const char* name;
+    double total, active, tolerance;
+  };
   const Case cases[] = {
       {"llama3-8b", 8.03e9, 8.03e9, 0.005},     {"llama3-70b", 70.6e9, 70.6e9, 0.005},
       {"llama3-405b", 405.9e9, 405.9e9, 0.005}, {"mixtral-8x7b", 46.7e9, 12.9e9, 0.01},
@@ -55,8 +58,9 @@ TEST(ModelSpec, EndParametersFollowTheStages) {
   EXPECT_DOUBLE_EQ(m.end_params_on_stage(0, 4, true, 1), 2 * table + norm);  // DualPipe: both ends
   EXPECT_DOUBLE_EQ(m.end_params_on_stage(3, 4, true, 1), 2 * table + norm);
   // The whole model: the layers plus the end parameters of one stage is the published total.
-  EXPECT_DOUBLE_EQ(m.layers * (m.attention_params() + m.dense_mlp_params()) + m.end_params_on_stage(0, 1, false, 1),
-                   m.total_params());
+  EXPECT_DOUBLE_EQ(
+      m.layers * (m.attention_params() + m.dense_mlp_params()) + m.end_params_on_stage(0, 1, false, 1),
+      m.total_params());
   m.tied_embeddings = true;
   EXPECT_DOUBLE_EQ(m.end_params_on_stage(0, 1, false, 1), table + norm);
   EXPECT_DOUBLE_EQ(m.end_params_on_stage(3, 4, false, 1), table + norm);  // the last stage's own copy
@@ -98,7 +102,7 @@ TEST(ModelSpec, ImportsMixtralQwenAndDeepSeekConfigs) {
 
   const ModelSpec qwen = hf("qwen2-7b-config.json");
   EXPECT_EQ(qwen.kv_heads, 4);
-  EXPECT_TRUE(qwen.bias);  // Qwen2 has QKV biases
+  EXPECT_TRUE(qwen.bias);                               // Qwen2 has QKV biases
   EXPECT_NEAR(qwen.total_params() / 7.6e9, 1.0, 0.01);  // Qwen2-7B: 7.6B (model card)
 
   const ModelSpec ds = hf("deepseek-v3-config.json");
@@ -163,13 +167,15 @@ TEST(ModelSpec, ImportsOlderArchitecturesAsTheyAreBuilt) {
 // Gating is the architecture's: a Llama with GeLU stays a three-matrix MLP (8.03B, not the 6.2B of
 // a plain GeLU MLP), a GPT-NeoX with SiLU stays two matrices.
 TEST(ModelSpec, TheArchitectureDecidesWhetherTheMlpIsGated) {
-  auto llama = nlohmann::json::parse(std::ifstream(std::string(FORESIGHT_TEST_DATA) + "/hf/llama3-8b-config.json"));
+  auto llama =
+      nlohmann::json::parse(std::ifstream(std::string(FORESIGHT_TEST_DATA) + "/hf/llama3-8b-config.json"));
   llama["hidden_act"] = "gelu_pytorch_tanh";
   auto m = model_from_hf_config(llama, "config.json");
   ASSERT_TRUE(m.ok()) << m.error().message();
   EXPECT_EQ(m->mlp, MlpKind::kSwiglu);
   EXPECT_NEAR(m->total_params() / 8.03e9, 1.0, 0.005);
-  auto neox = nlohmann::json::parse(std::ifstream(std::string(FORESIGHT_TEST_DATA) + "/hf/gpt-neox-20b-config.json"));
+  auto neox =
+      nlohmann::json::parse(std::ifstream(std::string(FORESIGHT_TEST_DATA) + "/hf/gpt-neox-20b-config.json"));
   neox["hidden_act"] = "silu";
   auto n = model_from_hf_config(neox, "config.json");
   ASSERT_TRUE(n.ok()) << n.error().message();
@@ -180,7 +186,8 @@ TEST(ModelSpec, TheArchitectureDecidesWhetherTheMlpIsGated) {
   EXPECT_EQ(n->mlp, MlpKind::kSquaredRelu);
   // Every Llama-family config is rotary, rope_theta given or not (transformers' default 10000).
   auto bare = model_from_text(R"({"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 64,
-      "num_attention_heads": 4, "vocab_size": 100})", "config.json");
+      "num_attention_heads": 4, "vocab_size": 100})",
+                              "config.json");
   ASSERT_TRUE(bare.ok()) << bare.error().message();
   EXPECT_TRUE(bare->rope);
   EXPECT_EQ(bare->mlp, MlpKind::kSwiglu);
@@ -192,22 +199,32 @@ TEST(ModelSpec, UnknownArchitecturesAndActivationsAreErrors) {
   const std::string bad = std::string(FORESIGHT_TEST_DATA) + "/bad/";
   auto act = load_model_file(bad + "hf-unknown-activation.json");
   ASSERT_FALSE(act.ok());
-  EXPECT_NE(act.error().message().find("hf-unknown-activation.json: /hidden_act: unknown activation \"SiLU\""),
-            std::string::npos) << act.error().message();
+  EXPECT_NE(
+      act.error().message().find("hf-unknown-activation.json: /hidden_act: unknown activation \"SiLU\""),
+      std::string::npos)
+      << act.error().message();
   EXPECT_NE(act.error().message().find("gelu_pytorch_tanh"), std::string::npos);
   EXPECT_NE(act.error().message().find("silu"), std::string::npos);
   auto arch = load_model_file(bad + "hf-unknown-architecture.json");
   ASSERT_FALSE(arch.ok());
-  EXPECT_NE(arch.error().message().find(
-                "hf-unknown-architecture.json: /architectures/0: unknown architecture \"Llama4ForCausalLM\" (known: "
-                "LlamaForCausalLM"), std::string::npos) << arch.error().message();
-  struct Case { const char* text; const char* message; };
+  EXPECT_NE(arch.error().message().find("hf-unknown-architecture.json: /architectures/0: unknown "
+                                        "architecture \"Llama4ForCausalLM\" (known: "
+                                        "LlamaForCausalLM"),
+            std::string::npos)
+      << arch.error().message();
+  struct Case {
+    const char* text;
+    const char* message;
+  };
   const Case cases[] = {
-      {R"({"model_type": "mamba", "num_hidden_layers": 2})", "config.json: /model_type: unknown model type \"mamba\" (known: llama"},
-      {R"({"num_hidden_layers": 2, "hidden_size": 64})", "config.json: /architectures: missing, and no model_type"},
+      {R"({"model_type": "mamba", "num_hidden_layers": 2})",
+       "config.json: /model_type: unknown model type \"mamba\" (known: llama"},
+      {R"({"num_hidden_layers": 2, "hidden_size": 64})",
+       "config.json: /architectures: missing, and no model_type"},
       {R"({"architectures": "LlamaForCausalLM"})", "config.json: /architectures: expected an array"},
       {R"({"architectures": []})", "config.json: /architectures: empty"},
-      {R"({"architectures": ["LlamaForCausalLM", 7]})", "config.json: /architectures/1: expected a model class name"},
+      {R"({"architectures": ["LlamaForCausalLM", 7]})",
+       "config.json: /architectures/1: expected a model class name"},
       {R"({"architectures": ["llamaforcausallm"]})", "config.json: /architectures/0: unknown architecture"},
       {R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 100, "activation_function": "swiglu"})",
        "config.json: /activation_function: unknown activation \"swiglu\""},
@@ -215,20 +232,24 @@ TEST(ModelSpec, UnknownArchitecturesAndActivationsAreErrors) {
            "vocab_size": 100, "hidden_act": "gelu", "hidden_activation": "GELU"})",
        "config.json: /hidden_activation: unknown activation \"GELU\""},
       {R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
-           "vocab_size": 100, "hidden_act": 3})", "config.json: /hidden_act: expected a string"},
+           "vocab_size": 100, "hidden_act": 3})",
+       "config.json: /hidden_act: expected a string"},
       // Found by fuzz_hf_config's round trip: 5000 shared experts, more than the model format holds.
       {R"({"model_type": "qwen2_moe", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
            "vocab_size": 100, "num_experts": 2, "moe_intermediate_size": 1, "shared_expert_intermediate_size": 5000})",
-       "config.json: /shared_expert_intermediate_size: 5000 is 5000 experts of moe_intermediate_size 1; at most 1024"},
+       "config.json: /shared_expert_intermediate_size: 5000 is 5000 experts of moe_intermediate_size 1; at "
+       "most 1024"},
       // Found by fuzz_hf_config's round trip: a derived head size beyond the limit of a given one.
       {R"({"architectures": ["OPTForCausalLM"], "hidden_size": 3500034, "ffn_dim": 3072, "num_hidden_layers": 12,
            "num_attention_heads": 12, "vocab_size": 50272})",
-       "config.json: /head_dim: hidden size 3500034 / 12 heads = 291669 is out of range; expected at most 65536"},
+       "config.json: /head_dim: hidden size 3500034 / 12 heads = 291669 is out of range; expected at most "
+       "65536"},
   };
   for (const auto& c : cases) {
     auto m = model_from_text(c.text, "config.json");
     ASSERT_FALSE(m.ok()) << c.text;
-    EXPECT_NE(m.error().message().find(c.message), std::string::npos) << c.text << "\n" << m.error().message();
+    EXPECT_NE(m.error().message().find(c.message), std::string::npos) << c.text << "\n"
+                                                                      << m.error().message();
   }
 }
 
@@ -237,8 +258,8 @@ TEST(ModelSpec, UnknownArchitecturesAndActivationsAreErrors) {
 TEST(ModelSpec, RopeComesFromTheConfig) {
   EXPECT_TRUE(preset("tiny").rope);
   EXPECT_FALSE(preset("gpt3-175b").rope);
-  auto gpt2 = model_from_text(R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 100})",
-                              "config.json");
+  auto gpt2 = model_from_text(
+      R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 100})", "config.json");
   ASSERT_TRUE(gpt2.ok()) << gpt2.error().message();
   EXPECT_FALSE(gpt2->rope);
   auto back = model_from_json(model_to_json(preset("tiny")), "m.json");
@@ -248,10 +269,12 @@ TEST(ModelSpec, RopeComesFromTheConfig) {
 
 TEST(ModelSpec, ErrorsNameTheField) {
   auto bad = model_from_text(R"({"name": "x", "layers": 4, "hidden": 64, "heads": 4, "kv_heads": 3,
-                                 "vocab": 100, "seq_len": 64})", "m.json");
+                                 "vocab": 100, "seq_len": 64})",
+                             "m.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message(), "m.json: /kv_heads: 3 does not divide heads (4)");
-  auto missing = model_from_text(R"({"name": "x", "layers": 4, "hidden": 64, "heads": 4, "vocab": 100})", "m.json");
+  auto missing =
+      model_from_text(R"({"name": "x", "layers": 4, "hidden": 64, "heads": 4, "vocab": 100})", "m.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().message(), "m.json: /seq_len: missing required field");
   auto hf_bad = model_from_text(R"({"model_type": "llama", "hidden_size": 64})", "config.json");

@@ -2,6 +2,7 @@
 #include "sim/spec/plan.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 namespace foresight {
@@ -28,9 +29,17 @@ std::string error_of(const Plan& p, int gpus = 0) {
 
 TEST(Plan, JsonRoundTrip) {
   Plan p;
-  p.tp = 4; p.pp = 4; p.dp = 8; p.cp = 2; p.virtual_stages = 2;
-  p.schedule = Schedule::kInterleaved1F1B; p.global_batch = 512; p.micro_batch = 2;
-  p.recompute = Recompute::kSelective; p.zero_stage = 1; p.precision = Precision::kFp8;
+  p.tp = 4;
+  p.pp = 4;
+  p.dp = 8;
+  p.cp = 2;
+  p.virtual_stages = 2;
+  p.schedule = Schedule::kInterleaved1F1B;
+  p.global_batch = 512;
+  p.micro_batch = 2;
+  p.recompute = Recompute::kSelective;
+  p.zero_stage = 1;
+  p.precision = Precision::kFp8;
   auto back = plan_from_json(plan_to_json(p), "p.json");
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(*back, p);
@@ -41,21 +50,32 @@ TEST(Plan, LayoutErrorsNameTheField) {
   p.global_batch = 64;
   p.tp = 3;
   EXPECT_EQ(error_of(p), "plan.json: /tp: 3 does not divide model heads (32)");
-  p.tp = 2; p.pp = 64;
+  p.tp = 2;
+  p.pp = 64;
   EXPECT_EQ(error_of(p), "plan.json: /pp: 64 exceeds the model's 32 layers");
-  p.pp = 1; p.dp = 2;
+  p.pp = 1;
+  p.dp = 2;
   EXPECT_EQ(error_of(p, 8), "plan.json: /dp: tp*pp*dp*cp = 2*1*2*1 = 4 does not equal the 8 accelerators");
-  p.dp = 4; p.ep = 2;
+  p.dp = 4;
+  p.ep = 2;
   EXPECT_EQ(error_of(p), "plan.json: /ep: 2 needs a mixture-of-experts model");
-  p.ep = 1; p.micro_batch = 3;
+  p.ep = 1;
+  p.micro_batch = 3;
   EXPECT_EQ(error_of(p), "plan.json: /global_batch: 64 is not a multiple of dp*micro_batch = 4*3");
-  p.micro_batch = 1; p.pp = 4; p.virtual_stages = 3;
+  p.micro_batch = 1;
+  p.pp = 4;
+  p.virtual_stages = 3;
   EXPECT_EQ(error_of(p), "plan.json: /virtual_stages: 3 needs schedule \"interleaved-1f1b\"");
   p.schedule = Schedule::kInterleaved1F1B;
-  EXPECT_EQ(error_of(p), "plan.json: /virtual_stages: pp*virtual_stages = 12 does not divide the model's 32 layers");
-  p.virtual_stages = 2; p.global_batch = 40;  // 10 micro-batches, not a multiple of pp=4
-  EXPECT_EQ(error_of(p), "plan.json: /global_batch: interleaved 1F1B needs the micro-batch count (10) to be a multiple of pp (4)");
-  p.global_batch = 64; p.cp = 3;
+  EXPECT_EQ(error_of(p),
+            "plan.json: /virtual_stages: pp*virtual_stages = 12 does not divide the model's 32 layers");
+  p.virtual_stages = 2;
+  p.global_batch = 40;  // 10 micro-batches, not a multiple of pp=4
+  EXPECT_EQ(error_of(p),
+            "plan.json: /global_batch: interleaved 1F1B needs the micro-batch count (10) to be a multiple of "
+            "pp (4)");
+  p.global_batch = 64;
+  p.cp = 3;
   EXPECT_EQ(error_of(p), "plan.json: /cp: 3 does not divide the sequence length (4096)");
   p.cp = 2;
   EXPECT_EQ(error_of(p), "");
@@ -87,8 +107,9 @@ TEST(Plan, FileErrors) {
   auto doc = nlohmann::json::parse(R"({"tp": 2, "schedule": "2f2b", "global_batch": 8})");
   auto p = plan_from_json(doc, "plan.json");
   ASSERT_FALSE(p.ok());
-  EXPECT_EQ(p.error().message(),
-            "plan.json: /schedule: \"2f2b\" is not one of: gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe");
+  EXPECT_EQ(
+      p.error().message(),
+      "plan.json: /schedule: \"2f2b\" is not one of: gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe");
   auto missing = plan_from_json(nlohmann::json::parse(R"({"tp": 2})"), "plan.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().message(), "plan.json: /global_batch: missing required field");

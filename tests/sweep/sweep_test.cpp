@@ -99,12 +99,17 @@ TEST(Sweep, ExpansionOverTheBudgetIsRefusedFirst) {
     for (int i = 0; i < n; ++i) a.push_back(from + i);
     return a;
   };
-  doc["axes"] = {{"/gpus", values(100, 1)}, {"/plan/micro_batch", values(100, 1)}, {"/plan/global_batch", values(200, 1)}};
+  doc["axes"] = {{"/gpus", values(100, 1)},
+                 {"/plan/micro_batch", values(100, 1)},
+                 {"/plan/global_batch", values(200, 1)}};
   auto s = sweep_from_json(doc, "big.json");
   ASSERT_FALSE(s.ok());
   const std::string m = s.error().message();
-  EXPECT_NE(m.find("big.json: /axes: /gpus (100) x /plan/global_batch (200) x /plan/micro_batch (100) expand to "
-                   "2000000 points"), std::string::npos) << m;
+  EXPECT_NE(
+      m.find("big.json: /axes: /gpus (100) x /plan/global_batch (200) x /plan/micro_batch (100) expand to "
+             "2000000 points"),
+      std::string::npos)
+      << m;
   EXPECT_NE(m.find("the budget is 1000000 points"), std::string::npos) << m;
   // Axes so long their product overflows 64 bits: still refused, not wrapped around.
   doc["axes"] = nlohmann::json::object();
@@ -123,7 +128,8 @@ TEST(Sweep, ExpansionOverTheBudgetIsRefusedFirst) {
   doc["axes"] = {{"/plan/global_batch", values(n, 1)}};
   auto heavy = sweep_from_json(doc, "heavy.json");
   ASSERT_FALSE(heavy.ok());
-  EXPECT_NE(heavy.error().message().find("GiB of point documents"), std::string::npos) << heavy.error().message();
+  EXPECT_NE(heavy.error().message().find("GiB of point documents"), std::string::npos)
+      << heavy.error().message();
 }
 
 // An axis value of the wrong kind is an error naming the file and the value's JSON pointer (it
@@ -134,21 +140,25 @@ TEST(Sweep, WrongTypeAxisValueNamesItsPointer) {
   Result<SweepSpec> a = Error("not run");
   ASSERT_NO_THROW(a = sweep_from_json(doc, "s.json"));
   ASSERT_FALSE(a.ok());
-  EXPECT_EQ(a.error().message(), "s.json: /axes/~1plan~1tp/1: expected a number like the base's /plan/tp, got a string \"eight\"");
+  EXPECT_EQ(a.error().message(),
+            "s.json: /axes/~1plan~1tp/1: expected a number like the base's /plan/tp, got a string \"eight\"");
   // A field the base does not set (dp is derived from tp*pp*cp): the point's field is named.
   doc = spec_json();
   doc["axes"] = {{"/plan/cp", {1, "two"}}};
   Result<SweepSpec> b = Error("not run");
   ASSERT_NO_THROW(b = sweep_from_json(doc, "s.json"));
   ASSERT_FALSE(b.ok());
-  EXPECT_NE(b.error().message().find("s.json: point 1 (/plan/cp=\"two\")"), std::string::npos) << b.error().message();
-  EXPECT_NE(b.error().message().find("/plan/cp: expected an integer"), std::string::npos) << b.error().message();
+  EXPECT_NE(b.error().message().find("s.json: point 1 (/plan/cp=\"two\")"), std::string::npos)
+      << b.error().message();
+  EXPECT_NE(b.error().message().find("/plan/cp: expected an integer"), std::string::npos)
+      << b.error().message();
   // An axis inside another axis's value would be overwritten by it.
   doc = spec_json();
   doc["axes"] = {{"/model", {"llama3-8b", "llama3-70b"}}, {"/model/layers", {16, 32}}};
   auto c = sweep_from_json(doc, "s.json");
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.error().message().find("s.json: /axes/~1model~1layers: lies under axis /model"), std::string::npos)
+  EXPECT_NE(c.error().message().find("s.json: /axes/~1model~1layers: lies under axis /model"),
+            std::string::npos)
       << c.error().message();
   // Preset names and inline objects stay interchangeable.
   auto plain = sweep_from_json(spec_json(), "s.json");
@@ -188,7 +198,8 @@ TEST(Sweep, OneWriterPerFolder) {
   ASSERT_EQ(::flock(sfd, LOCK_EX | LOCK_NB), 0);  // shard 1/2 is being written
   auto same = run_sweep(*s, shard);
   ASSERT_FALSE(same.ok());
-  EXPECT_NE(same.error().message().find("another sweep is writing shard 1/2 of this folder"), std::string::npos)
+  EXPECT_NE(same.error().message().find("another sweep is writing shard 1/2 of this folder"),
+            std::string::npos)
       << same.error().message();
   shard.shard = 0;
   auto other = run_sweep(*s, shard);
@@ -208,7 +219,8 @@ TEST(Sweep, ConcurrentCommandLinesDoNotInterleave) {
   const fs::path d = fresh_dir("concurrent");
   const fs::path spec = fs::temp_directory_path() / "foresight_sweep_concurrent.json";
   std::ofstream(spec.string()) << spec_json().dump();
-  const std::string cmd = std::string(FORESIGHT_BINARY) + " sweep " + spec.string() + " -j 1 --out " + d.string();
+  const std::string cmd =
+      std::string(FORESIGHT_BINARY) + " sweep " + spec.string() + " -j 1 --out " + d.string();
   fs::create_directories(d);
   const std::string lock = (d / kSweepLockFile).string();
   const int fd = ::open(lock.c_str(), O_RDWR | O_CREAT, 0644);
@@ -222,7 +234,8 @@ TEST(Sweep, ConcurrentCommandLinesDoNotInterleave) {
   ::close(fd);
   ASSERT_TRUE(WIFEXITED(st));
   EXPECT_EQ(WEXITSTATUS(st), 2) << out;
-  EXPECT_NE(out.find("error: " + d.string() + ": another sweep is writing this folder"), std::string::npos) << out;
+  EXPECT_NE(out.find("error: " + d.string() + ": another sweep is writing this folder"), std::string::npos)
+      << out;
   // Both at once, unlocked: every index exactly once in the results.
   const std::string both = "(" + cmd + " > /dev/null 2>&1 & " + cmd + " > /dev/null 2>&1; wait)";
   ASSERT_EQ(std::system(both.c_str()), 0);
@@ -300,7 +313,8 @@ TEST(Sweep, RefusesToResumeAnotherSpecsResults) {
   EXPECT_NE(t->id, s->id);
   auto r = run_sweep(*t, o);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message().find("holds results of a different sweep spec"), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("holds results of a different sweep spec"), std::string::npos)
+      << r.error().message();
   // The same spec resumes as before.
   auto same = run_sweep(*s, o);
   ASSERT_TRUE(same.ok());
@@ -330,9 +344,11 @@ TEST(Sweep, MpiRanksGiveTheSameResults) {
   const fs::path spec = fs::temp_directory_path() / "foresight_sweep_mpi.json";
   std::ofstream(spec.string()) << spec_json().dump();
   const std::string bin = FORESIGHT_BINARY;
-  ASSERT_EQ(std::system((bin + " sweep " + spec.string() + " --out " + clean.string() + " > /dev/null 2>&1").c_str()), 0);
-  const std::string mpi = std::string(FORESIGHT_MPIEXEC) + " --allow-run-as-root --oversubscribe -np 2 " + bin +
-                          " sweep " + spec.string() + " -j 1 --out " + d.string() + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(
+                (bin + " sweep " + spec.string() + " --out " + clean.string() + " > /dev/null 2>&1").c_str()),
+            0);
+  const std::string mpi = std::string(FORESIGHT_MPIEXEC) + " --allow-run-as-root --oversubscribe -np 2 " +
+                          bin + " sweep " + spec.string() + " -j 1 --out " + d.string() + " > /dev/null 2>&1";
   if (std::system(mpi.c_str()) != 0) GTEST_SKIP() << "mpirun could not start 2 ranks here";
   EXPECT_EQ(slurp((d / "results.csv").string()), slurp((clean / "results.csv").string()));
 #endif

@@ -1,10 +1,10 @@
 // Accuracy against published training runs (../shared/validation/training): the foundation
 // targets are a mean absolute error <= 10% and no case beyond 25%.
-#include "sim/validate/validation_case.h"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
+
+#include "sim/validate/validation_case.h"
 
 namespace foresight {
 namespace {

@@ -15,7 +15,12 @@ Workload lowered(int tp, int pp, int dp, long long gb, Schedule s = Schedule::k1
   auto c = load_cluster("dgx-a100-hdr");
   EXPECT_TRUE(resize_cluster(*c, tp * pp * dp, "test").ok());
   Plan p;
-  p.tp = tp; p.pp = pp; p.dp = dp; p.global_batch = gb; p.schedule = s; p.virtual_stages = v;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = dp;
+  p.global_batch = gb;
+  p.schedule = s;
+  p.virtual_stages = v;
   auto w = lower(m, *c, p);
   EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
   return std::move(w).value();
@@ -74,7 +79,8 @@ TEST(Workload, TheStepReducesEveryParameterOfTheStage) {
     for (const auto& s : w.stages)
       for (auto v : boost::make_iterator_range(boost::vertices(s.graph()))) {
         const Op& op = s.graph()[v];
-        if (op.kind == OpKind::kCollective && op.group == GroupKind::kDp && std::string(op.name) == "grad_reduce")
+        if (op.kind == OpKind::kCollective && op.group == GroupKind::kDp &&
+            std::string(op.name) == "grad_reduce")
           reduced += op.bytes;
         if (std::string(op.name) == "optimizer") optimizer_bytes += op.bytes;
       }
@@ -123,7 +129,10 @@ TEST(Workload, InterleavedStagesHoldEveryChunk) {
   auto c = load_cluster("dgx-a100-hdr");
   ASSERT_TRUE(resize_cluster(*c, 2, "test").ok());
   Plan p;
-  p.pp = 2; p.global_batch = 4; p.schedule = Schedule::kInterleaved1F1B; p.virtual_stages = 2;
+  p.pp = 2;
+  p.global_batch = 4;
+  p.schedule = Schedule::kInterleaved1F1B;
+  p.virtual_stages = 2;
   auto w = lower(m, *c, p);
   ASSERT_TRUE(w.ok()) << w.error().message();
   EXPECT_EQ(w->stages[0].layers, 4);
