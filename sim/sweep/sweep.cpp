@@ -254,6 +254,8 @@ Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
       } catch (const std::exception& e) {
         return Error(where + ": \"" + ptr + "\" is not a JSON pointer (" + e.what() + ")");
       }
+      if (jp.empty())
+        return Error(where + ": \"\" names the whole base; an axis names a field inside it (e.g. /plan/tp)");
       // The pointer must name an existing field, or a new key of an existing object.
       if (!s.base.contains(jp)) {
         const json::json_pointer parent = jp.parent_pointer();
@@ -382,8 +384,7 @@ json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
     row["plan"] = plan_to_json(plan);
     return row;
   }
-  const Economics e =
-      economics(pred, r->cluster, plan, plan.seq_len > 0 ? plan.seq_len : r->model.seq_len, CostOptions{});
+  const Economics e = economics(pred, r->cluster, plan, effective_seq_len(plan, r->model), CostOptions{});
   row["ok"] = true;
   row["plan"] = plan_to_json(plan);
   row["step_time_s"] = pred.step_time_s;

@@ -87,6 +87,15 @@ TEST(Sweep, BadSpecsFailBeforeAnyWork) {
   auto d = sweep_from_json(doc, "s.json");
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.error().message().find("/gpus"), std::string::npos);
+
+  // The empty pointer names the whole base: a string there left no object to read (found by
+  // fuzz_sweep_json: it threw out of sweep_from_json).
+  doc = spec_json();
+  doc["axes"][""] = {"dgx-h100-ndr"};
+  auto e = sweep_from_json(doc, "s.json");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message().find("s.json: /axes/: \"\" names the whole base"), std::string::npos)
+      << e.error().message();
 }
 
 // A spec whose axes multiply past the budget is refused before any point is built (the old
