@@ -96,7 +96,7 @@ std::string usd(double v) {
 
 // What the step (and the run, with CostOptions::tokens) costs, at the plan's sequence length.
 Economics step_economics(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost) {
-  return economics(p, in.cluster, in.plan, in.plan.seq_len > 0 ? in.plan.seq_len : in.model.seq_len, cost);
+  return economics(p, in.cluster, in.plan, effective_seq_len(in.plan, in.model), cost);
 }
 
 }  // namespace
@@ -142,7 +142,7 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostO
     fmt::print("  {}\n", stages);
   }
   fmt::print("  {:.1f}B parameters ({:.1f}B active), sequence {}\n", in.model.total_params() / 1e9,
-             in.model.active_params() / 1e9, pl.seq_len > 0 ? pl.seq_len : in.model.seq_len);
+             in.model.active_params() / 1e9, effective_seq_len(pl, in.model));
   fmt::print(
       "plan ({}): tp {} pp {} dp {} cp {} ep {}{} | micro-batch {} x {} = global batch {} | "
       "{}{} | recompute {} | ZeRO {} | {}{}{}\n\n",

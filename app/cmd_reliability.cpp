@@ -124,7 +124,7 @@ Command add_reliability_command(CLI::App& app) {
     if (r->tokens) {
       auto tok = parse_tokens(*r->tokens);
       if (!tok) return input_error(tok.error().message());
-      const int seq = in->plan.seq_len > 0 ? in->plan.seq_len : in->model.seq_len;
+      const int seq = effective_seq_len(in->plan, in->model);
       useful_s = *tok / (static_cast<double>(in->plan.global_batch) * seq) * pred->step_time_s;
     }
     // Beyond the event budget the Monte-Carlo run is not made: the closed form of the same process.

@@ -304,9 +304,8 @@ Command add_run_command(CLI::App& app) {
           "of {} x {} tokens, "
           "schedule {}, ZeRO-{}, recompute {}\n",
           in->model.name, in->model.total_params() / 1e6, world.size(), in->plan.tp, in->plan.pp, in->plan.dp,
-          in->plan.micro_batches(), in->plan.micro_batch,
-          in->plan.seq_len > 0 ? in->plan.seq_len : in->model.seq_len, to_string(in->plan.schedule),
-          in->plan.zero_stage, to_string(in->plan.recompute));
+          in->plan.micro_batches(), in->plan.micro_batch, effective_seq_len(in->plan, in->model),
+          to_string(in->plan.schedule), in->plan.zero_stage, to_string(in->plan.recompute));
       const bool cpu = t.backend().name() == "cpu";
       const std::string precision_note =
           in->plan.precision == Precision::kFp32   ? ""
@@ -406,8 +405,8 @@ Command add_run_command(CLI::App& app) {
           measured.ops.push_back({static_cast<int>(r), stage, ot.op, ot.start_s, ot.end_s});
         measured.simulated_ranks.push_back(static_cast<int>(r));
       }
-      const double tokens = static_cast<double>(in->plan.global_batch) *
-                            (in->plan.seq_len > 0 ? in->plan.seq_len : in->model.seq_len);
+      const double tokens =
+          static_cast<double>(in->plan.global_batch) * effective_seq_len(in->plan, in->model);
       const double flops_rate = w->model_flops / median;
       fmt::print(
           "median step {:.2f} ms over {} steps after {} warm-up (slowest rank): {:.0f} tokens/s, {:.2f} "

@@ -163,7 +163,7 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (m.kv_heads % p.tp != 0)
     return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide the model's kv_heads (" +
                  std::to_string(m.kv_heads) + "); the runtime splits whole kv heads");
-  const int seq = p.seq_len > 0 ? p.seq_len : m.seq_len;
+  const int seq = effective_seq_len(p, m);
   if (p.sequence_parallel && p.tp > 1 && (static_cast<long long>(p.micro_batch) * seq) % p.tp != 0)
     return Error(file + ": /tp: sequence parallelism splits the " + std::to_string(p.micro_batch * seq) +
                  " tokens of a micro-batch, which " + std::to_string(p.tp) + " does not divide");
@@ -1001,7 +1001,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
   t.chunks = static_cast<int>(prog.chunk_layers.size());
   t.micro = static_cast<int>(plan.micro_batches());
   t.mbs = plan.micro_batch;
-  t.seq = plan.seq_len > 0 ? plan.seq_len : w.model.seq_len;
+  t.seq = effective_seq_len(plan, w.model);
   t.hidden = static_cast<int>(w.model.hidden);
   t.vocab = static_cast<int>(w.model.vocab);
   t.attn_shape = {t.mbs, t.seq, w.model.heads / plan.tp, w.model.kv_heads / plan.tp,

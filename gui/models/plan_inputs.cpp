@@ -62,7 +62,7 @@ Evaluation evaluate_plan(const PlanInputs& in) {
   const AnalyticModel am(e.model, e.cluster);
   e.prediction = am.evaluate(r->plan);
   e.has_prediction = true;
-  const int seq = r->plan.seq_len > 0 ? r->plan.seq_len : e.model.seq_len;
+  const int seq = effective_seq_len(r->plan, e.model);
   e.economics = economics(e.prediction, e.cluster, r->plan, seq, CostOptions{});
   if (auto checked = predict(e.model, e.cluster, r->plan, "plan"); !checked)
     e.error = checked.error().message();

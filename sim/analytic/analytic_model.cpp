@@ -759,7 +759,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   out.devices = p.gpus();
   const double mbs = static_cast<double>(p.micro_batches());
   out.micro_batches = p.micro_batches();
-  const int seq = p.seq_len > 0 ? p.seq_len : m.seq_len;
+  const int seq = effective_seq_len(p, m);
 
   const LayerShape s = plan_layer_shape(m, p);
 
@@ -1028,7 +1028,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
 }
 
 LayerShape plan_layer_shape(const ModelSpec& m, const Plan& p) {
-  const int seq = p.seq_len > 0 ? p.seq_len : m.seq_len;
+  const int seq = effective_seq_len(p, m);
   LayerShape s;
   s.batch = p.micro_batch;
   s.seq = static_cast<double>(seq) / p.cp;

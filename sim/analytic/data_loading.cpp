@@ -7,7 +7,7 @@ namespace foresight {
 
 double sample_bytes(const ModelSpec& m, const Plan& p) {
   if (p.data.sample_bytes > 0) return p.data.sample_bytes;
-  const int seq = p.seq_len > 0 ? p.seq_len : m.seq_len;
+  const int seq = effective_seq_len(p, m);
   const int token_bytes = p.data.token_bytes > 0 ? p.data.token_bytes : (m.vocab <= 65536 ? 2 : 4);
   return static_cast<double>(seq) * token_bytes;
 }

@@ -674,7 +674,7 @@ Result<SimResult> Simulator::Impl::run() {
   const double denom = step * p.devices * peak;
   p.mfu = denom > 0 ? p.model_flops / denom : 0;
   p.hfu = denom > 0 ? p.hardware_flops / denom : 0;
-  const int seq = w.plan.seq_len > 0 ? w.plan.seq_len : w.model.seq_len;
+  const int seq = effective_seq_len(w.plan, w.model);
   p.tokens_per_s = step > 0 ? static_cast<double>(w.plan.global_batch) * seq / step : 0;
   p.data_load_s = data_load_cost(w.model, w.cluster, w.plan).seconds;
   p.tflops_per_device = step > 0 ? p.hardware_flops / step / p.devices / 1e12 : 0;

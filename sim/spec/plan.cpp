@@ -436,7 +436,7 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
     return Status(Error(file + ": /" + field + ": " + why));
   };
   auto s = [](auto v) { return std::to_string(v); };
-  const int seq = p.seq_len > 0 ? p.seq_len : m.seq_len;
+  const int seq = effective_seq_len(p, m);
   if (accelerators > 0 && p.gpus() != accelerators) {
     return fail("dp", "tp*pp*dp*cp = " + s(p.tp) + "*" + s(p.pp) + "*" + s(p.dp) + "*" + s(p.cp) + " = " +
                           s(p.gpus()) + " does not equal the " + s(accelerators) + " accelerators");

@@ -193,6 +193,11 @@ Status check_rank_order(const std::string& order);
 // "" when nothing is offloaded.
 std::string offload_string(const Plan& p);
 
+// The sequence length the plan trains at: Plan::seq_len when set, the model's otherwise.
+inline int effective_seq_len(const Plan& p, const ModelSpec& m) {
+  return p.seq_len > 0 ? p.seq_len : m.seq_len;
+}
+
 // The plan as pipeline stage `stage` runs it: with Plan::stage_tp, that stage's tp, dp and
 // micro-batch size (and no stage_tp); otherwise the plan itself.
 Plan stage_view(const Plan& p, int stage);
