@@ -229,7 +229,7 @@ std::string offload_string(const Plan& p) {
   return out;
 }
 
-Result<Plan> plan_from_json(const json& doc, const std::string& file) {
+Result<Plan> plan_from_json(const json& doc, const std::string& file, bool require_global_batch) {
   JsonReader r(doc, file);
   r.reject_unknown_keys({"tp",
                          "pp",
@@ -285,7 +285,9 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   p.sequence_parallel = r.boolean("sequence_parallel", false);
   p.virtual_stages = static_cast<int>(int_field("virtual_stages", 1, kVirtualStages));
   p.micro_batch = static_cast<int>(int_field("micro_batch", 1, kMicroBatch));
-  p.global_batch = r.required_integer("global_batch", kGlobalBatch.min, kGlobalBatch.max);
+  p.global_batch = require_global_batch
+                       ? r.required_integer("global_batch", kGlobalBatch.min, kGlobalBatch.max)
+                       : r.integer("global_batch", 0, kGlobalBatch.min, kGlobalBatch.max);
   auto read_enum = [&](std::string_view key, auto parse, auto fallback) {
     const std::string text = r.string(key, to_string(fallback));
     auto v = parse(text);
@@ -347,7 +349,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   for (JsonReader v : r.array("layer_split")) {
     if (!v.node().is_number_integer() || v.node().get<long long>() < 1 ||
         v.node().get<long long>() > 100000) {
-      v.fail("", "expected a positive number of layers");
+      v.fail("", "expected a positive number of layers, got " + describe_json_value(v.node()));
       break;
     }
     p.layer_split.push_back(v.node().get<int>());
@@ -355,14 +357,15 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file) {
   for (JsonReader v : r.array("stage_tp")) {
     if (!v.node().is_number_integer() || v.node().get<long long>() < 1 ||
         v.node().get<long long>() > kMaxDegree) {
-      v.fail("", "expected a tensor-parallel degree (a positive integer)");
+      v.fail("",
+             "expected a tensor-parallel degree (a positive integer), got " + describe_json_value(v.node()));
       break;
     }
     p.stage_tp.push_back(v.node().get<int>());
   }
   for (JsonReader v : r.array("stage_devices")) {
     if (!v.node().is_string() || v.node().get<std::string>().empty()) {
-      v.fail("", "expected a device name");
+      v.fail("", "expected a device name, got " + describe_json_value(v.node()));
       break;
     }
     p.stage_devices.push_back(v.node().get<std::string>());

@@ -203,7 +203,9 @@ inline int effective_seq_len(const Plan& p, const ModelSpec& m) {
 Plan stage_view(const Plan& p, int stage);
 
 // Reads a plan file; fields not given keep the defaults above. `global_batch` is required.
-Result<Plan> plan_from_json(const nlohmann::json& doc, const std::string& file);
+// Without `require_global_batch` a missing global_batch reads as 0 (for resolve_job to derive).
+Result<Plan> plan_from_json(const nlohmann::json& doc, const std::string& file,
+                            bool require_global_batch = true);
 Result<Plan> load_plan_file(const std::string& path);
 nlohmann::json plan_to_json(const Plan& p);
 
