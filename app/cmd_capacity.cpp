@@ -25,7 +25,7 @@ Command add_capacity_command(CLI::App& app) {
   add_plan_options(*cmd, *opts);
   cmd->add_flag("--json", *json_out, "print the result as JSON");
   return [opts, json_out]() -> int {
-    if (!opts->gpus && !opts->tp && !opts->pp && !opts->dp && opts->plan_file.empty())
+    if (!opts->gpus && !opts->has("/tp") && !opts->has("/pp") && !opts->has("/dp") && opts->plan_file.empty())
       opts->gpus = 1;  // one device
     auto in = resolve_inputs(*opts);
     if (!in) return input_error(in.error().message());

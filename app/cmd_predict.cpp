@@ -214,19 +214,6 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostO
                e.energy_to_train_mwh);
 }
 
-void apply_default_job(PlanOptions& o) {
-  const PlanOptions untouched;
-  const bool no_layout = o.plan_file.empty() && !o.gpus && !o.tp && !o.pp && !o.dp && !o.cp && !o.ep;
-  if (!no_layout || o.model != untouched.model || o.cluster != untouched.cluster) return;
-  // The built-in example: Llama 3 70B on 64 H100s (8 DGX nodes), TP 8 with sequence parallelism
-  // inside each node, 2 pipeline stages, the optimizer state sharded over the 4 DP replicas.
-  o.gpus = 64;
-  o.tp = 8;
-  o.pp = 2;
-  if (!o.sp) o.sp = true;
-  if (!o.zero) o.zero = 1;
-}
-
 Command add_predict_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("predict", "predict one training step with the analytic model");
   auto opts = std::make_shared<PlanOptions>();

@@ -159,18 +159,22 @@ Command add_run_command(CLI::App& app) {
     PlanOptions po = o->plan;
     // The CPU backend computes in fp32: unless the user asked for a precision, the plan says so,
     // and predictions of it (--predict) count 4-byte activations.
-    if (!po.precision && po.plan_file.empty()) po.precision = "fp32";
-    const int model_parallel = po.tp.value_or(1) * po.pp.value_or(1) * po.cp.value_or(1);
+    if (!po.has("/precision") && po.plan_file.empty()) po.set("/precision", "fp32");
+    // The degrees as given (the plan reader checks their ranges in resolve_inputs).
+    auto degree = [&po](const char* field) {
+      return std::clamp<long long>(po.integer(field).value_or(1), 1, 1 << 20);
+    };
+    const long long model_parallel = degree("/tp") * degree("/pp") * degree("/cp");
     if (po.plan_file.empty() && !po.gpus && world.size() % model_parallel != 0)
       return input_fail(
           fmt::format("--tp x --pp x --cp = {} needs a multiple of {} ranks, but {} {} launched",
                       model_parallel, model_parallel, world.size(), world.size() == 1 ? "was" : "were"));
     if (!po.gpus) po.gpus = world.size();
-    if (!po.global_batch && po.plan_file.empty()) {
+    if (!po.has("/global_batch") && po.plan_file.empty()) {
       // Default: enough micro-batches to fill the pipeline twice, per data-parallel rank.
-      const int tp = po.tp.value_or(1), pp = po.pp.value_or(1), mb = po.micro_batch.value_or(1);
-      const int dp = po.dp.value_or(std::max(1, world.size() / std::max(1, tp * pp)));
-      po.global_batch = static_cast<long long>(std::max(4, 2 * pp)) * dp * mb;
+      const long long tp = degree("/tp"), pp = degree("/pp"), mb = degree("/micro_batch");
+      const long long dp = po.has("/dp") ? degree("/dp") : std::max<long long>(1, world.size() / (tp * pp));
+      po.set("/global_batch", std::max<long long>(4, 2 * pp) * dp * mb);
     }
     auto in = resolve_inputs(po);
     if (!in) return input_fail(in.error().message());

@@ -32,13 +32,14 @@ int input_error(const std::string& message);
 // A message cut to a few thousand bytes (its start and end kept) for printing.
 std::string clamp_message(const std::string& message);
 
-struct ResolvedInputs;
 }  // namespace foresight::app
 namespace foresight {
 struct Prediction;
 struct CostOptions;
+struct Job;
 }  // namespace foresight
 namespace foresight::app {
+using ResolvedInputs = Job;
 // The human-readable breakdown shared by predict and simulate, ending with what the step costs
 // (and, with CostOptions::tokens, the whole run).
 void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost);
