@@ -2,48 +2,37 @@
 #include "gui/models/plan_inputs.h"
 
 #include "sim/analytic/analytic_model.h"
-#include "sim/spec/presets.h"
+#include "sim/spec/job.h"
 
 namespace foresight::gui {
 
+namespace {
+
+JobRequest request_for(const PlanInputs& in) {
+  JobRequest r;
+  r.model = in.model;
+  r.cluster = in.cluster;
+  r.plan = in.plan;
+  r.overrides_source = "plan";
+  r.gpus_label = "GPUs";
+  return r;
+}
+
+}  // namespace
+
 PlanInputs example_inputs() {
+  const JobRequest example = default_job_request();
   PlanInputs in;
-  in.model = "llama3-8b";
-  in.cluster = "dgx-h100-ndr";
-  Plan& p = in.plan;
-  p.tp = 2;
-  p.pp = 2;
-  p.dp = 4;
-  p.sequence_parallel = true;
-  p.micro_batch = 1;
-  p.global_batch = 64;
-  p.zero_stage = 1;
-  p.schedule = Schedule::k1F1B;
+  in.model = example.model;
+  in.cluster = example.cluster;
+  // The built-in presets always resolve (a test holds it); the plan keeps its defaults otherwise.
+  if (auto job = resolve_job(example)) in.plan = job->plan;
   return in;
 }
 
 Result<ResolvedPlan> resolve_plan(const PlanInputs& in) {
-  ResolvedPlan r;
-  auto src = resolve_spec(PresetKind::kModel, in.model);
-  if (!src) return src.error().with_context("model");
-  auto model = model_from_text(src->text, src->file);
-  if (!model) return model.error().with_context("model");
-  r.model = std::move(*model);
-  auto cluster = load_cluster(in.cluster);
-  if (!cluster) return cluster.error().with_context("cluster");
-  r.cluster = std::move(*cluster);
-  // Degrees multiply: check the product in 64 bits before the int arithmetic of Plan::gpus().
-  constexpr long long kMaxDevices = 1 << 20;
-  const Plan& p = in.plan;
-  for (int d : {p.tp, p.pp, p.dp, p.cp})
-    if (d < 1) return Error("plan: tp, pp, dp and cp must be >= 1");
-  if (1LL * p.tp * p.pp * p.dp * p.cp > kMaxDevices)
-    return Error("GPUs: tp*pp*dp*cp exceeds " + std::to_string(kMaxDevices) + " devices");
-  FS_RETURN_IF_ERROR(resize_cluster(r.cluster, p.gpus(), "GPUs"));
-  FS_RETURN_IF_ERROR(check_cluster_shape(r.cluster, "cluster"));
-  FS_RETURN_IF_ERROR(validate_plan(p, r.model, r.cluster.total_accelerators(), "plan"));
-  r.plan = p;
-  return r;
+  FS_ASSIGN_OR_RETURN(Job job, resolve_job(request_for(in)));
+  return ResolvedPlan{std::move(job.model), std::move(job.cluster), std::move(job.plan)};
 }
 
 Evaluation evaluate_plan(const PlanInputs& in) {
@@ -56,15 +45,15 @@ Evaluation evaluate_plan(const PlanInputs& in) {
   }
   e.model = r->model;
   e.cluster = r->cluster;
-  // predict() refuses a plan that does not fit; the Details view still wants to draw how much it
-  // overflows, so the plan is evaluated directly, and predict() -- every check the CLI makes,
-  // such as a precision the device lacks -- supplies the message.
+  // The plan is evaluated once; a plan that does not fit still has its prediction drawn (how
+  // much it overflows), and check_prediction -- the checks predict() makes after evaluating --
+  // supplies the message.
   const AnalyticModel am(e.model, e.cluster);
   e.prediction = am.evaluate(r->plan);
   e.has_prediction = true;
-  const int seq = effective_seq_len(r->plan, e.model);
-  e.economics = economics(e.prediction, e.cluster, r->plan, seq, CostOptions{});
-  if (auto checked = predict(e.model, e.cluster, r->plan, "plan"); !checked)
+  e.economics =
+      economics(e.prediction, e.cluster, r->plan, effective_seq_len(r->plan, e.model), CostOptions{});
+  if (Status checked = check_prediction(e.prediction, e.cluster, r->plan, "plan"); !checked)
     e.error = checked.error().message();
   return e;
 }

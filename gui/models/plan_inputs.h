@@ -1,7 +1,7 @@
 // What the Setup view edits (a model preset, a cluster preset and a plan) and what the Details
 // view shows about it: the analytic Prediction, its economics, or the validation error.
 //
-//   PlanInputs in = example_inputs();          // llama3-8b on 16 H100s, tp2 pp2 dp4
+//   PlanInputs in = example_inputs();          // llama3-70b on 64 H100s, tp8 pp2 dp4
 //   Evaluation e = evaluate_plan(in);
 //   if (!e.ok()) show(e.error);                 // "plan: /tp: 3 does not divide model heads (32)"
 //   if (e.has_prediction) draw(e.prediction);   // also for a plan that does not fit
@@ -21,17 +21,18 @@
 namespace foresight::gui {
 
 struct PlanInputs {
-  std::string model = "llama3-8b";       // model preset name or file
+  std::string model = "llama3-70b";      // model preset name or file
   std::string cluster = "dgx-h100-ndr";  // cluster preset name or file
   Plan plan;                             // the job uses plan.gpus() accelerators
   bool operator==(const PlanInputs&) const = default;
 };
 
-// The GUI's built-in example: Llama 3 8B on two DGX H100 nodes (16 GPUs), TP 2 with sequence
-// parallelism, 2 pipeline stages, 4 data-parallel replicas with ZeRO-1, 64 sequences per step.
+// The built-in example the CLI starts from too (sim/spec/job.h's default_job_request): Llama 3
+// 70B on 64 H100s, TP 8 with sequence parallelism, 2 pipeline stages, 4 data-parallel replicas
+// with ZeRO-1, 256 sequences per step.
 PlanInputs example_inputs();
 
-// Specs loaded and the cluster sized to the plan's device count; the plan validated.
+// Specs loaded and the cluster sized to the plan's device count; the plan validated (resolve_job).
 struct ResolvedPlan {
   ModelSpec model;
   ClusterSpec cluster;

@@ -1053,16 +1053,22 @@ double host_link_rate(const NodeSpec& node) {
                                       : host_optimizer_rate(node);
 }
 
-Result<Prediction> predict(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
-                           const std::string& plan_file) {
-  FS_RETURN_IF_ERROR(validate_plan_on(plan, model, cluster, plan_file));
+Status check_prediction(const Prediction& p, const ClusterSpec& cluster, const Plan& plan,
+                        const std::string& plan_file) {
   const DeviceSpec& d = cluster.node.accelerator();
   if (plan.stage_devices.empty() && plan.precision == Precision::kFp8 && d.peak(DType::kFp8) <= 0)
     return Error(plan_file + ": /precision: fp8 is not supported by " + d.name);
-  AnalyticModel am(model, cluster);
-  Prediction p = am.evaluate(plan);
   FS_RETURN_IF_ERROR(check_finite(p, plan_file));
   if (!p.fits()) return Error(plan_file + ": plan does not fit in memory: " + describe_memory(p.memory));
+  return Status::Ok();
+}
+
+Result<Prediction> predict(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
+                           const std::string& plan_file) {
+  FS_RETURN_IF_ERROR(validate_plan_on(plan, model, cluster, plan_file));
+  AnalyticModel am(model, cluster);
+  Prediction p = am.evaluate(plan);
+  FS_RETURN_IF_ERROR(check_prediction(p, cluster, plan, plan_file));
   return p;
 }
 

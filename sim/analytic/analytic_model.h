@@ -85,6 +85,11 @@ bool has_per_plan_rates(const ClusterSpec& cluster);
 // not fit in memory is an error that says by how much and in which category.
 Result<Prediction> predict(const ModelSpec& model, const ClusterSpec& cluster, const Plan& plan,
                            const std::string& plan_file);
+// The checks predict() makes on an evaluated plan: fp8 on a device without it, non-finite
+// figures, and the memory fit. For callers that keep the prediction of a plan that fails them
+// (the GUI draws how much a plan overflows) without evaluating it twice.
+Status check_prediction(const Prediction& p, const ClusterSpec& cluster, const Plan& plan,
+                        const std::string& plan_file);
 
 // Adam(W) step traffic per parameter: read fp32 grad, master, m, v; write master, m, v and the
 // low-precision weight; plus reading the gradient once more for the global norm.

@@ -74,7 +74,7 @@ TEST(PresetListModel, ListsTheLibraryPresets) {
 TEST(PlanInputs, ExampleIsValidAndErrorsNameTheField) {
   const Evaluation ok = evaluate_plan(example_inputs());
   ASSERT_TRUE(ok.ok()) << ok.error;
-  EXPECT_EQ(ok.prediction.devices, 16);
+  EXPECT_EQ(ok.prediction.devices, 64);  // the CLI's example too: default_job_request()
   EXPECT_TRUE(ok.prediction.fits());
 
   PlanInputs bad = example_inputs();

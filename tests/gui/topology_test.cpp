@@ -235,7 +235,7 @@ TEST(TopologyView, DrawsTheSetupsClusterAndItsSimulation) {
   w.set_inputs(example_inputs());
   ASSERT_TRUE(drawn.wait(10000));
   ASSERT_TRUE(w.topology()->picture()->has_drawing());
-  EXPECT_EQ(w.topology()->picture()->drawing().nodes, 2);
+  EXPECT_EQ(w.topology()->picture()->drawing().nodes, 8);
   EXPECT_EQ(w.topology()->picture()->drawing().reported_links, 0);
   QSignalSpy simulated(w.topology(), &TopologyView::simulated);
   w.topology()->simulate();
@@ -257,7 +257,7 @@ TEST(TopologyView, DrawsTheSetupsClusterAndItsSimulation) {
   other.plan.zero_stage = 2;
   w.set_inputs(other);
   ASSERT_TRUE(drawn.wait(10000));
-  EXPECT_EQ(w.topology()->picture()->drawing().nodes, 2);
+  EXPECT_EQ(w.topology()->picture()->drawing().nodes, 8);
   EXPECT_EQ(w.topology()->picture()->drawing().reported_links, 0);
   w.set_inputs(example_inputs());
   ASSERT_TRUE(drawn.wait(10000));

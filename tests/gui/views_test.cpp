@@ -128,8 +128,8 @@ TEST(MainWindow, SetupFeedsDetailsAndSearchFeedsSetup) {
   EXPECT_EQ(w.evaluation().inputs, example_inputs());  // the widgets map the inputs back unchanged
   EXPECT_GT(w.details()->time_model()->rowCount(), 0);
   EXPECT_TRUE(w.setup()->status_text().startsWith(QStringLiteral("Valid plan")));
-  EXPECT_EQ(w.search()->request().gpus, 16);
-  EXPECT_EQ(w.search()->request().global_batch, 64);
+  EXPECT_EQ(w.search()->request().gpus, 64);
+  EXPECT_EQ(w.search()->request().global_batch, 256);
 
   PlanInputs bad = example_inputs();
   bad.plan.tp = 3;
@@ -142,10 +142,9 @@ TEST(MainWindow, SetupFeedsDetailsAndSearchFeedsSetup) {
   // A plan chosen in Search replaces the Setup's plan and shows its details.
   w.set_inputs(example_inputs());
   Plan chosen = example_inputs().plan;
-  chosen.tp = 1;
+  chosen.tp = 8;
   chosen.pp = 1;
-  chosen.dp = 16;
-  chosen.sequence_parallel = false;
+  chosen.dp = 8;
   chosen.zero_stage = 3;
   Q_EMIT w.search()->plan_chosen(chosen);
   EXPECT_EQ(w.evaluation().inputs.plan, chosen);
