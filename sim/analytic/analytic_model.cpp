@@ -10,9 +10,9 @@
 #include "sim/analytic/compression.h"
 #include "sim/analytic/data_loading.h"
 #include "sim/analytic/layer_cost.h"
+#include "sim/analytic/layer_ops.h"
 #include "sim/analytic/recompute.h"
 #include "sim/analytic/schedule.h"
-#include "sim/workload/layer_ops.h"
 
 namespace foresight {
 

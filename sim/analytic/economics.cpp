@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "sim/workload/layer_ops.h"
+#include "sim/analytic/layer_ops.h"
 
 namespace foresight {
 

@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "sim/analytic/layer_ops.h"
 #include "sim/core/status.h"
 #include "sim/net/collective_flows.h"
 #include "sim/spec/hardware.h"
 #include "sim/spec/model.h"
 #include "sim/spec/plan.h"
-#include "sim/workload/layer_ops.h"
 
 namespace foresight {
 

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/layer_ops.h"
 #include "sim/des/simulator.h"
-#include "sim/workload/layer_ops.h"
 #include "tests/engines.h"
 #include "tests/test_util.h"
 

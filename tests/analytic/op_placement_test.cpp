@@ -8,8 +8,8 @@
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/economics.h"
+#include "sim/analytic/layer_ops.h"
 #include "sim/des/simulator.h"
-#include "sim/workload/layer_ops.h"
 #include "sim/workload/workload.h"
 #include "tests/engines.h"
 #include "tests/test_util.h"

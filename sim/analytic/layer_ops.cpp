@@ -1,5 +1,5 @@
 // The per-layer kernel list and its roofline times.
-#include "sim/workload/layer_ops.h"
+#include "sim/analytic/layer_ops.h"
 
 #include <algorithm>
 
