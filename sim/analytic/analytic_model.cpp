@@ -2,10 +2,13 @@
 #include "sim/analytic/analytic_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "sim/analytic/compression.h"
 #include "sim/analytic/data_loading.h"
@@ -483,12 +486,12 @@ double activations_in_flight(const Plan& p, int stage) {
   }
 }
 
-MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
-                                            const std::vector<RecomputeMask>* layer_masks) const {
-  const ModelSpec& m = model_;
-  const Range r = stage_layers(p, m.layers, stage);
+namespace {
+
+// Weights, gradients and optimizer state of the parameters a stage's rank holds, on the device
+// and on the host, by ZeRO stage and the offload options.
+void add_parameter_memory(const ModelSpec& m, const Plan& p, int stage, Range r, MemoryBreakdown& mem) {
   const int dense = dense_in(m, r), moe = (r.end - r.begin) - dense;
-  const LayerShape s = plan_layer_shape(m, p);
   // DualPipe keeps two copies of the parameters (DeepSeek-V3 report, Table 2): a rank also holds
   // the layers of its mirror stage pp-1-stage, and both end ranks hold embedding and head.
   const bool dualpipe = p.schedule == Schedule::kDualPipe;
@@ -514,8 +517,6 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
   const double shard = static_cast<double>(p.dp) * p.cp;
   const double expert_shard = std::max(1.0, shard / p.ep);
 
-  MemoryBreakdown mem;
-  mem.stage = stage;
   const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
   const double zero_w = p.zero_stage >= 3 ? 1.0 : 0.0, zero_g = p.zero_stage >= 2 ? 1.0 : 0.0,
                zero_o = p.zero_stage >= 1 ? 1.0 : 0.0;
@@ -547,8 +548,17 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
     mem.weights += wb * window;  // two layers gathered at a time (the current one and the prefetched next)
   }
   mem.host += host_table * (wb + gb + opt_bytes);
+}
 
-  // Activations: micro-batches in flight on this stage times the per-layer footprint.
+// The activations a stage keeps per micro-batch in flight, and those of a layer (or a group of
+// layers) while it recomputes in the backward.
+struct KeptActivations {
+  double per_mb = 0, transient = 0;
+  double dense_layer = 0, moe_layer = 0;  // one layer's under the plan's recompute (0: no MoE layer)
+};
+KeptActivations kept_activations(const ModelSpec& m, const Plan& p, const LayerShape& s, int stage, Range r,
+                                 const std::vector<RecomputeMask>* layer_masks) {
+  const int dense = dense_in(m, r), moe = (r.end - r.begin) - dense;
   // Layers past Plan::recompute_layers keep everything.
   const double f = recomputed_fraction(p, r.end - r.begin);
   auto act = [&](bool is_moe) {
@@ -557,26 +567,27 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
                   : f * with +
                         (1 - f) * layer_activation_bytes(m, s, Recompute::kNone, p.flash_attention, is_moe);
   };
-  const double act_dense = act(false);
-  const double act_moe = moe > 0 ? act(true) : 0.0;
-  double per_mb = dense * act_dense + moe * act_moe;
+  KeptActivations k;
+  k.dense_layer = act(false);
+  k.moe_layer = moe > 0 ? act(true) : 0.0;
+  k.per_mb = dense * k.dense_layer + moe * k.moe_layer;
   // One layer's full activations while it (or its group) recomputes in the backward.
   auto whole_layer = [&] {
     return layer_activation_bytes(m, s, RecomputeMask{0}, p.flash_attention, moe > 0);
   };
-  double transient = p.recompute == Recompute::kFull && f > 0 ? whole_layer() : 0.0;
+  k.transient = p.recompute == Recompute::kFull && f > 0 ? whole_layer() : 0.0;
   if (layer_masks != nullptr) {
     // Per-layer module sets (Recompute::kOptimal): each layer keeps what its set leaves.
-    per_mb = 0;
+    k.per_mb = 0;
     bool any_full = false, any_moe = false;
     for (int layer : stage_layer_list(p, m.layers, stage)) {
-      const RecomputeMask k = (*layer_masks)[static_cast<std::size_t>(layer)];
-      per_mb += layer_activation_bytes(m, s, k, p.flash_attention, layer >= m.dense_layers());
-      any_full = any_full || (k & recompute_module::kFull) != 0;
+      const RecomputeMask mask = (*layer_masks)[static_cast<std::size_t>(layer)];
+      k.per_mb += layer_activation_bytes(m, s, mask, p.flash_attention, layer >= m.dense_layers());
+      any_full = any_full || (mask & recompute_module::kFull) != 0;
       any_moe = any_moe || layer >= m.dense_layers();
     }
     // As recompute_assignment counts it: the largest layer of the stage's list.
-    transient = any_full ? layer_activation_bytes(m, s, RecomputeMask{0}, p.flash_attention, any_moe) : 0.0;
+    k.transient = any_full ? layer_activation_bytes(m, s, RecomputeMask{0}, p.flash_attention, any_moe) : 0.0;
   } else if (p.uniform_recompute()) {
     // Uniform method: only the input of each group of recompute_layers layers is kept, and a
     // group's layers all hold their full activations while it recomputes.
@@ -584,27 +595,48 @@ MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
         p.schedule == Schedule::kInterleaved1F1B && p.virtual_stages > 1 ? p.virtual_stages : 1;
     const int per_chunk = std::max(1, (r.end - r.begin) / chunks);
     const int groups = chunks * ((per_chunk + p.recompute_layers - 1) / p.recompute_layers);
-    per_mb = r.end > r.begin
-                 ? groups * layer_activation_bytes(m, s, recompute_module::kFull, p.flash_attention, false)
-                 : 0.0;
-    transient = r.end > r.begin ? std::min(p.recompute_layers, per_chunk) * whole_layer() : 0.0;
+    k.per_mb = r.end > r.begin
+                   ? groups * layer_activation_bytes(m, s, recompute_module::kFull, p.flash_attention, false)
+                   : 0.0;
+    k.transient = r.end > r.begin ? std::min(p.recompute_layers, per_chunk) * whole_layer() : 0.0;
   }
+  return k;
+}
+
+// Activations: micro-batches in flight on this stage times the per-layer footprint, the
+// embedding's output on the first stage and the logits on the last.
+void add_activation_memory(const ModelSpec& m, const Plan& p, int stage, Range r,
+                           const std::vector<RecomputeMask>* layer_masks, MemoryBreakdown& mem) {
+  const LayerShape s = plan_layer_shape(m, p);
+  const KeptActivations k = kept_activations(m, p, s, stage, r, layer_masks);
+  const int dense = dense_in(m, r);
   const double in_flight = activations_in_flight(p, stage);
-  mem.activations = per_mb * in_flight;
+  mem.activations = k.per_mb * in_flight;
   if (p.offload_activations && r.end > r.begin) {
     // Two layers' activations on the device (the one computing, the one in flight to or from the
     // host); every micro-batch's live activations on the host.
     mem.host += mem.activations;
-    mem.activations = 2.0 * std::max(act_dense * (dense > 0), act_moe);
+    mem.activations = 2.0 * std::max(k.dense_layer * (dense > 0), k.moe_layer);
   }
-  mem.activations += transient;
+  mem.activations += k.transient;
   const double tokens = s.batch * s.seq;
-  if (stage == 0)
-    mem.activations += in_flight * tokens * m.hidden * wb / (s.sp ? p.tp : 1);  // embedding output
+  if (stage == 0)  // embedding output
+    mem.activations += in_flight * tokens * m.hidden * weight_bytes(p.precision) / (s.sp ? p.tp : 1);
   if (stage == p.pp - 1) {
     // fp32 logits and their gradient for the micro-batch in flight.
     mem.buffers += 2.0 * 4.0 * tokens * static_cast<double>(m.vocab) / p.tp;
   }
+}
+
+}  // namespace
+
+MemoryBreakdown AnalyticModel::stage_memory(const Plan& p, int stage,
+                                            const std::vector<RecomputeMask>* layer_masks) const {
+  const Range r = stage_layers(p, model_.layers, stage);
+  MemoryBreakdown mem;
+  mem.stage = stage;
+  add_parameter_memory(model_, p, stage, r, mem);
+  add_activation_memory(model_, p, stage, r, layer_masks, mem);
   const DeviceSpec& dev = stage_device(p, stage);
   mem.reserved = dev.memory_reserved_bytes;
   mem.capacity = dev.memory_bytes;
@@ -654,28 +686,96 @@ MemoryBreakdown AnalyticModel::memory_with(const Plan& p, const std::vector<Reco
   return worst;
 }
 
-RecomputeAssignment AnalyticModel::recompute_assignment(const Plan& p) const {
-  const ModelSpec& m = model_;
+namespace {
+
+// The fixed policies: by each layer's place in its chunk (Plan::recomputes).
+RecomputeAssignment fixed_recompute_assignment(const ModelSpec& m, const Plan& p) {
   RecomputeAssignment out;
   out.layer_masks.assign(static_cast<std::size_t>(m.layers), 0);
-  if (p.recompute != Recompute::kOptimal) {
-    // The fixed policies: by each layer's place in its chunk (Plan::recomputes).
-    const RecomputeMask mask = recompute_mask(p.recompute);
-    const int chunks = std::max(1, p.virtual_stages);
-    for (int st = 0; st < p.pp; ++st) {
-      const std::vector<int> layers = stage_layer_list(p, m.layers, st);
-      const int per_chunk = std::max<int>(1, static_cast<int>(layers.size()) / chunks);
-      for (std::size_t i = 0; i < layers.size(); ++i)
-        if (p.recomputes(static_cast<int>(i) % per_chunk))
-          out.layer_masks[static_cast<std::size_t>(layers[i])] = mask;
-    }
-    return out;
+  const RecomputeMask mask = recompute_mask(p.recompute);
+  const int chunks = std::max(1, p.virtual_stages);
+  for (int st = 0; st < p.pp; ++st) {
+    const std::vector<int> layers = stage_layer_list(p, m.layers, st);
+    const int per_chunk = std::max<int>(1, static_cast<int>(layers.size()) / chunks);
+    for (std::size_t i = 0; i < layers.size(); ++i)
+      if (p.recomputes(static_cast<int>(i) % per_chunk))
+        out.layer_masks[static_cast<std::size_t>(layers[i])] = mask;
   }
-  // Each (accelerator group, tp) the stages run on: the options of a dense and a MoE layer.
-  struct Options {
-    std::vector<RecomputeOption> dense, moe;
+  return out;
+}
+
+// The recompute options of a dense and of a MoE layer on one accelerator group at one tp.
+struct LayerOptions {
+  std::vector<RecomputeOption> dense, moe;
+};
+LayerOptions recompute_options(const ModelSpec& m, const ClusterSpec& view, const Plan& q,
+                               const LayerShape& s) {
+  const DeviceCosts c = device_costs(m, view, q, s);
+  LayerOptions o;
+  // Seconds: what the layer's time grows by (re-run kernels, full recompute's collectives).
+  for (RecomputeMask k : candidate_recompute_masks(q.flash_attention)) {
+    o.dense.push_back({k, layer_activation_bytes(m, s, k, q.flash_attention, false),
+                       c.dense_mask[k].total() - c.dense_mask[0].total()});
+    if (m.is_moe())
+      o.moe.push_back({k, layer_activation_bytes(m, s, k, q.flash_attention, true),
+                       c.moe_mask[k].total() - c.moe_mask[0].total()});
+  }
+  o.dense = undominated(o.dense);
+  o.moe = undominated(o.moe);
+  return o;
+}
+
+// The module set per layer (`items`: each layer's options) that keeps a stage's activations
+// within `room` bytes at the least recompute time, or nullopt when nothing fits. Full recompute
+// anywhere adds one layer's activations (`whole_layer`) during its backward (stage_memory): solve
+// without full, and with full in a room that smaller, and keep the faster.
+std::optional<std::vector<RecomputeMask>> cheapest_recompute(
+    const std::vector<std::vector<RecomputeOption>>& items, double room, double in_flight,
+    double whole_layer) {
+  std::vector<std::vector<RecomputeOption>> partial_items = items;
+  for (auto& opts : partial_items)
+    std::erase_if(opts, [](const RecomputeOption& o) { return (o.mask & recompute_module::kFull) != 0; });
+  auto seconds = [](const std::vector<std::vector<RecomputeOption>>& its, const std::vector<int>& pick) {
+    double t = 0;
+    for (std::size_t i = 0; i < pick.size(); ++i) t += its[i][static_cast<std::size_t>(pick[i])].seconds;
+    return t;
   };
-  std::map<std::pair<int, int>, Options> options;
+  const auto a = choose_recompute(partial_items, room / in_flight);
+  // A choice with full recompute costs at least one layer's full recompute, and one without it
+  // fits the first, larger room: when the first answer is already that cheap, it stands.
+  double full_s = std::numeric_limits<double>::infinity();
+  for (const auto& opts : items)
+    for (const RecomputeOption& o : opts)
+      if (o.mask & recompute_module::kFull) full_s = std::min(full_s, o.seconds);
+  const auto b = a && seconds(partial_items, *a) <= full_s
+                     ? std::nullopt
+                     : choose_recompute(items, (room - whole_layer) / in_flight);
+  const std::vector<std::vector<RecomputeOption>>* chosen_items = nullptr;
+  const std::vector<int>* chosen = nullptr;
+  if (a) {
+    chosen_items = &partial_items;
+    chosen = &*a;
+  }
+  if (b && (!a || seconds(items, *b) < seconds(partial_items, *a))) {
+    chosen_items = &items;
+    chosen = &*b;
+  }
+  if (!chosen) return std::nullopt;
+  std::vector<RecomputeMask> masks;
+  for (std::size_t i = 0; i < chosen->size(); ++i)
+    masks.push_back((*chosen_items)[i][static_cast<std::size_t>((*chosen)[i])].mask);
+  return masks;
+}
+
+}  // namespace
+
+RecomputeAssignment AnalyticModel::recompute_assignment(const Plan& p) const {
+  const ModelSpec& m = model_;
+  if (p.recompute != Recompute::kOptimal) return fixed_recompute_assignment(m, p);
+  RecomputeAssignment out;
+  out.layer_masks.assign(static_cast<std::size_t>(m.layers), 0);
+  // Each (accelerator group, tp) the stages run on: the options of a dense and a MoE layer.
+  std::map<std::pair<int, int>, LayerOptions> options;
   const std::vector<RecomputeMask> none(static_cast<std::size_t>(m.layers), 0);
   for (int st = 0; st < p.pp; ++st) {
     const Plan q = p.stage_tp.empty() ? p : stage_view(p, st);
@@ -684,19 +784,7 @@ RecomputeAssignment AnalyticModel::recompute_assignment(const Plan& p) const {
     auto it = options.find({g, q.tp});
     if (it == options.end()) {
       const ClusterSpec view = p.stage_devices.empty() ? cluster_ : cluster_view(cluster_, g);
-      const DeviceCosts c = device_costs(m, view, q, s);
-      Options o;
-      // Seconds: what the layer's time grows by (re-run kernels, full recompute's collectives).
-      for (RecomputeMask k : candidate_recompute_masks(q.flash_attention)) {
-        o.dense.push_back({k, layer_activation_bytes(m, s, k, q.flash_attention, false),
-                           c.dense_mask[k].total() - c.dense_mask[0].total()});
-        if (m.is_moe())
-          o.moe.push_back({k, layer_activation_bytes(m, s, k, q.flash_attention, true),
-                           c.moe_mask[k].total() - c.moe_mask[0].total()});
-      }
-      o.dense = undominated(o.dense);
-      o.moe = undominated(o.moe);
-      it = options.emplace(std::pair{g, q.tp}, std::move(o)).first;
+      it = options.emplace(std::pair{g, q.tp}, recompute_options(m, view, q, s)).first;
     }
     const std::vector<int> layers = stage_layer_list(q, m.layers, st);
     // The room the layers' kept activations have: capacity less everything else on the stage.
@@ -713,254 +801,278 @@ RecomputeAssignment AnalyticModel::recompute_assignment(const Plan& p) const {
     }
     const double room = mem0.capacity - (mem0.total - in_flight * kept0);
     if (kept0 * in_flight <= room) continue;  // no recompute needed
-    // Full recompute anywhere adds one layer's activations during its backward (stage_memory):
-    // solve without full, and with full in a room that smaller, and keep the faster.
     const double whole_layer = layer_activation_bytes(m, s, RecomputeMask{0}, q.flash_attention, stage_moe);
-    std::vector<std::vector<RecomputeOption>> partial_items = items;
-    for (auto& opts : partial_items)
-      std::erase_if(opts, [](const RecomputeOption& o) { return (o.mask & recompute_module::kFull) != 0; });
-    auto seconds = [](const std::vector<std::vector<RecomputeOption>>& its, const std::vector<int>& pick) {
-      double t = 0;
-      for (std::size_t i = 0; i < pick.size(); ++i) t += its[i][static_cast<std::size_t>(pick[i])].seconds;
-      return t;
-    };
-    const auto a = choose_recompute(partial_items, room / in_flight);
-    // A choice with full recompute costs at least one layer's full recompute, and one without it
-    // fits the first, larger room: when the first answer is already that cheap, it stands.
-    double full_s = std::numeric_limits<double>::infinity();
-    for (const auto& opts : items)
-      for (const RecomputeOption& o : opts)
-        if (o.mask & recompute_module::kFull) full_s = std::min(full_s, o.seconds);
-    const auto b = a && seconds(partial_items, *a) <= full_s
-                       ? std::nullopt
-                       : choose_recompute(items, (room - whole_layer) / in_flight);
-    const std::vector<std::vector<RecomputeOption>>* chosen_items = nullptr;
-    const std::vector<int>* chosen = nullptr;
-    if (a) {
-      chosen_items = &partial_items;
-      chosen = &*a;
-    }
-    if (b && (!a || seconds(items, *b) < seconds(partial_items, *a))) {
-      chosen_items = &items;
-      chosen = &*b;
-    }
+    const auto masks = cheapest_recompute(items, room, in_flight, whole_layer);
     for (std::size_t i = 0; i < layers.size(); ++i)
-      out.layer_masks[static_cast<std::size_t>(layers[i])] =
-          chosen ? (*chosen_items)[i][static_cast<std::size_t>((*chosen)[i])].mask : recompute_module::kFull;
-    if (!chosen) out.fits = false;
+      out.layer_masks[static_cast<std::size_t>(layers[i])] = masks ? (*masks)[i] : recompute_module::kFull;
+    if (!masks) out.fits = false;
   }
   return out;
 }
 
-Prediction AnalyticModel::evaluate(const Plan& p) const {
-  if (per_plan_) return AnalyticModel(model_, cluster_for_plan(model_, cluster_, p)).evaluate(p);
-  const ModelSpec& m = model_;
-  Prediction out;
-  out.devices = p.gpus();
-  const double mbs = static_cast<double>(p.micro_batches());
-  out.micro_batches = p.micro_batches();
-  const int seq = effective_seq_len(p, m);
+namespace {
 
-  const LayerShape s = plan_layer_shape(m, p);
-
-  // Per accelerator type the plan uses (one, unless its stages run on different accelerators;
-  // that common case allocates nothing).
-  const DeviceCosts first_costs = device_costs(m, cluster_, p, s);
-  std::vector<DeviceCosts> mixed_costs;
+// The costs of the accelerators (or, with Plan::stage_tp, the tensor-parallel degrees) the plan's
+// stages run on, each costed once: one, unless the stages differ (that common case allocates
+// nothing).
+struct StageCosts {
+  DeviceCosts first;
+  std::vector<DeviceCosts> mixed;
   std::vector<ClusterSpec> views;  // Plan::stage_devices: each accelerator group's view of the cluster
-  std::vector<int> stage_cost;
-  // Plan::stage_tp: each stage as it runs (its tp, dp and micro-batch size), costed once per
-  // distinct degree.
-  std::vector<Plan> stage_plans;
+  std::vector<int> stage_cost;     // per stage: its entry of `mixed` (empty: `first` for every stage)
+  std::vector<Plan> stage_plans;   // Plan::stage_tp: each stage as it runs (its tp, dp, micro-batch)
+
+  StageCosts() = default;
+  StageCosts(const StageCosts&) = delete;  // DeviceCosts::d points into `views`
+  StageCosts(StageCosts&&) = default;
+  const DeviceCosts& of(int stage) const { return stage_cost.empty() ? first : mixed[stage_cost[stage]]; }
+  const Plan& plan_of(const Plan& p, int stage) const { return stage_plans.empty() ? p : stage_plans[stage]; }
+};
+
+StageCosts stage_costs(const ModelSpec& m, const ClusterSpec& cluster, const Plan& p, const LayerShape& s) {
+  StageCosts c;
+  c.first = device_costs(m, cluster, p, s);
   if (!p.stage_tp.empty()) {
     std::map<int, int> cost_of_tp;
-    stage_cost.resize(static_cast<std::size_t>(p.pp));
+    c.stage_cost.resize(static_cast<std::size_t>(p.pp));
     for (int st = 0; st < p.pp; ++st) {
-      stage_plans.push_back(stage_view(p, st));
-      const Plan& q = stage_plans.back();
-      auto [it, fresh] = cost_of_tp.emplace(q.tp, static_cast<int>(mixed_costs.size()));
-      if (fresh) mixed_costs.push_back(device_costs(m, cluster_, q, plan_layer_shape(m, q)));
-      stage_cost[st] = it->second;
+      c.stage_plans.push_back(stage_view(p, st));
+      const Plan& q = c.stage_plans.back();
+      auto [it, fresh] = cost_of_tp.emplace(q.tp, static_cast<int>(c.mixed.size()));
+      if (fresh) c.mixed.push_back(device_costs(m, cluster, q, plan_layer_shape(m, q)));
+      c.stage_cost[st] = it->second;
     }
   } else if (!p.stage_devices.empty()) {
-    std::vector<int> cost_of_group(cluster_.node.devices.size(), -1);
-    stage_cost.resize(static_cast<std::size_t>(p.pp));
-    views.reserve(cluster_.node.devices.size());  // no reallocation: DeviceCosts::d points into them
+    std::vector<int> cost_of_group(cluster.node.devices.size(), -1);
+    c.stage_cost.resize(static_cast<std::size_t>(p.pp));
+    c.views.reserve(cluster.node.devices.size());  // no reallocation: DeviceCosts::d points into them
     for (int st = 0; st < p.pp; ++st) {
-      const int g = stage_group(p, cluster_.node, st);
+      const int g = stage_group(p, cluster.node, st);
       if (cost_of_group[g] < 0) {
-        cost_of_group[g] = static_cast<int>(mixed_costs.size());
-        views.push_back(cluster_view(cluster_, g));
-        mixed_costs.push_back(device_costs(m, views.back(), p, s));
+        cost_of_group[g] = static_cast<int>(c.mixed.size());
+        c.views.push_back(cluster_view(cluster, g));
+        c.mixed.push_back(device_costs(m, c.views.back(), p, s));
       }
-      stage_cost[st] = cost_of_group[g];
+      c.stage_cost[st] = cost_of_group[g];
     }
   }
-  auto costs_of = [&](int stage) -> const DeviceCosts& {
-    return stage_cost.empty() ? first_costs : mixed_costs[stage_cost[stage]];
-  };
+  return c;
+}
 
-  // Per-stage time for one micro-batch (all its chunks), and the slowest stage. A DualPipe rank
-  // runs half the micro-batches through its own stage and half through its mirror's, so its load
-  // per micro-batch is the mean of the two (the end ranks share the LM head).
-  struct StageLoad {
-    double dense = 0, moe = 0, embed = 0, head = 0;  // layers, and embedding/head passes, per micro-batch
-  };
-  auto stage_load = [&](int i) {
-    const Range r = stage_layers(p, m.layers, i);
-    const int nd = dense_in(m, r);
-    return StageLoad{static_cast<double>(nd), static_cast<double>((r.end - r.begin) - nd), i == 0 ? 1.0 : 0.0,
-                     i == p.pp - 1 ? 1.0 : 0.0};
-  };
-  const bool dualpipe = p.schedule == Schedule::kDualPipe && p.pp > 1;
-  // The share of a stage's layers that recompute (1 unless Plan::recompute_layers limits it).
-  const bool partial = p.partial_recompute();
-  auto stage_f = [&](int i) {
-    if (!partial) return 1.0;
-    const Range r = stage_layers(p, m.layers, i);
-    return recomputed_fraction(p, r.end - r.begin);
-  };
-  // Recompute::kOptimal: each layer's module set, and per stage the mean time of its dense and
-  // of its MoE layers under their sets.
-  const bool optimal = p.recompute == Recompute::kOptimal;
-  RecomputeAssignment assignment;
-  std::vector<std::array<LayerTime, 2>> optimal_time;           // per stage: dense, MoE
-  std::array<double, 2> optimal_hw{0, 0}, optimal_model{0, 0};  // FLOPs over every stage's layers: dense, MoE
-  if (optimal) {
-    assignment = recompute_assignment(p);
-    for (int i = 0; i < p.pp; ++i) {
-      const DeviceCosts& c = costs_of(i);
-      std::array<LayerTime, 2> t{c.dense, c.moe};
-      std::array<int, 2> n{0, 0};
-      for (int layer : stage_layer_list(stage_plans.empty() ? p : stage_plans[i], m.layers, i)) {
-        const int kind = layer >= m.dense_layers() ? 1 : 0;
-        const LayerTime& x =
-            (kind == 1 ? c.moe_mask : c.dense_mask)[assignment.layer_masks[static_cast<std::size_t>(layer)]];
-        t[kind] = n[kind] == 0 ? x : blend(t[kind], x, n[kind] / (n[kind] + 1.0));  // running mean
-        ++n[kind];
-        optimal_hw[kind] += x.hw_flops;
-        optimal_model[kind] += x.model_flops;
-      }
-      optimal_time.push_back(t);
-    }
-  }
-  auto stage_dense = [&](int i) {
-    return optimal ? optimal_time[i][0] : blend(costs_of(i).dense, costs_of(i).dense_plain, stage_f(i));
-  };
-  auto stage_moe = [&](int i) {
-    return optimal ? optimal_time[i][1] : blend(costs_of(i).moe, costs_of(i).moe_plain, stage_f(i));
-  };
-  double sum_x = 0, max_x = 0;
-  int crit = 0;
-  StageLoad crit_load;
+// Per stage, the time of one of its dense and of one of its MoE layers per micro-batch: blended
+// between recomputing and not by the share of its layers that recompute (Plan::recompute_layers),
+// or under Recompute::kOptimal the mean over its layers of each one's time under its module set.
+struct StageLayerTimes {
+  std::vector<std::array<LayerTime, 2>> stage;  // per stage: dense, MoE
+  // Recompute::kOptimal: FLOPs over every stage's layers, dense and MoE (executed, and the model's).
+  std::array<double, 2> optimal_hw{0, 0}, optimal_model{0, 0};
+};
+
+StageLayerTimes stage_layer_times(const ModelSpec& m, const Plan& p, const StageCosts& costs,
+                                  const RecomputeAssignment* optimal) {
+  StageLayerTimes out;
   for (int i = 0; i < p.pp; ++i) {
-    StageLoad l = stage_load(i);
+    const DeviceCosts& c = costs.of(i);
+    if (optimal == nullptr) {
+      const Range r = stage_layers(p, m.layers, i);
+      const double f = recomputed_fraction(p, r.end - r.begin);
+      out.stage.push_back({blend(c.dense, c.dense_plain, f), blend(c.moe, c.moe_plain, f)});
+      continue;
+    }
+    std::array<LayerTime, 2> t{c.dense, c.moe};
+    std::array<int, 2> n{0, 0};
+    for (int layer : stage_layer_list(costs.plan_of(p, i), m.layers, i)) {
+      const int kind = layer >= m.dense_layers() ? 1 : 0;
+      const LayerTime& x =
+          (kind == 1 ? c.moe_mask : c.dense_mask)[optimal->layer_masks[static_cast<std::size_t>(layer)]];
+      t[kind] = n[kind] == 0 ? x : blend(t[kind], x, n[kind] / (n[kind] + 1.0));  // running mean
+      ++n[kind];
+      out.optimal_hw[kind] += x.hw_flops;
+      out.optimal_model[kind] += x.model_flops;
+    }
+    out.stage.push_back(t);
+  }
+  return out;
+}
+
+// What a stage runs per micro-batch: its layers, and the embedding's and the head's passes.
+struct StageLoad {
+  double dense = 0, moe = 0, embed = 0, head = 0;
+};
+StageLoad stage_load(const ModelSpec& m, const Plan& p, int i) {
+  const Range r = stage_layers(p, m.layers, i);
+  const int nd = dense_in(m, r);
+  return StageLoad{static_cast<double>(nd), static_cast<double>((r.end - r.begin) - nd), i == 0 ? 1.0 : 0.0,
+                   i == p.pp - 1 ? 1.0 : 0.0};
+}
+
+// The stages' times per micro-batch (all their chunks), summed and the slowest's, and which stage
+// that is. A DualPipe rank runs half the micro-batches through its own stage and half through its
+// mirror's, so its load per micro-batch is the mean of the two (the end ranks share the LM head).
+struct SlowestStage {
+  double sum = 0, max = 0;
+  int stage = 0;
+  StageLoad load;
+};
+SlowestStage slowest_stage(const ModelSpec& m, const Plan& p, const StageCosts& costs,
+                           const StageLayerTimes& times) {
+  const bool dualpipe = p.schedule == Schedule::kDualPipe && p.pp > 1;
+  SlowestStage out;
+  for (int i = 0; i < p.pp; ++i) {
+    StageLoad l = stage_load(m, p, i);
     if (dualpipe) {
-      const StageLoad mirror = stage_load(p.pp - 1 - i);
+      const StageLoad mirror = stage_load(m, p, p.pp - 1 - i);
       l = {(l.dense + mirror.dense) / 2, (l.moe + mirror.moe) / 2, (l.embed + mirror.embed) / 2,
            (l.head + mirror.head) / 2};
     }
-    const DeviceCosts& c = costs_of(i);
-    const double x = l.dense * stage_dense(i).total() + l.moe * stage_moe(i).total() +
+    const DeviceCosts& c = costs.of(i);
+    const double x = l.dense * times.stage[i][0].total() + l.moe * times.stage[i][1].total() +
                      l.embed * c.embed_time + l.head * c.head_time;
-    sum_x += x;
-    if (x > max_x) {
-      max_x = x;
-      crit = i;
-      crit_load = l;
+    out.sum += x;
+    if (x > out.max) {
+      out.max = x;
+      out.stage = i;
+      out.load = l;
     }
   }
-  const DeviceCosts& cc = costs_of(crit);  // the slowest stage's accelerator
-  // From here on, the slowest stage's own degrees (Plan::stage_tp), the plan's otherwise.
-  const Plan& pc = stage_plans.empty() ? p : stage_plans[crit];
-  const LayerTime dense = stage_dense(crit);
-  const LayerTime moe = stage_moe(crit);
-  const Links& links = cc.links;
-  const PipelineTime pipe = pipeline_time(p.schedule, sum_x, max_x, p.pp, mbs, p.virtual_stages);
-  const double p2p_total = 2 * cc.p2p * pipeline_p2p_count(p.schedule, p.pp, mbs, p.virtual_stages);
+  return out;
+}
 
-  TimeBreakdown& tb = out.time;
-  const double nd = crit_load.dense, nm = crit_load.moe;
-  tb.compute = mbs * (nd * (dense.fwd_compute + dense.bwd_compute + dense.recompute) +
-                      nm * (moe.fwd_compute + moe.bwd_compute + moe.recompute) +
-                      crit_load.embed * cc.embed_time + crit_load.head * cc.head_time);
-  tb.recompute = mbs * (nd * dense.recompute + nm * moe.recompute);
-  tb.tp_comm = mbs * (nd * (dense.fwd_tp + dense.bwd_tp) + nm * (moe.fwd_tp + moe.bwd_tp));
-  tb.cp_comm = mbs * (nd * dense.cp + nm * moe.cp);
-  tb.ep_comm = mbs * nm * moe.ep;
+// The slowest stage, which sets the step: its accelerator's costs, its own degrees
+// (Plan::stage_tp; the plan's otherwise), its layers' times and its load per micro-batch.
+struct CriticalStage {
+  const DeviceCosts& costs;
+  const Plan& plan;
+  int stage;
+  LayerTime dense, moe;
+  StageLoad load;
+  double mbs;  // micro-batches per step
+};
+
+// Compute, and the layers' exposed tensor-, context- and expert-parallel collectives, per step.
+void add_compute(const CriticalStage& c, TimeBreakdown& tb) {
+  const double nd = c.load.dense, nm = c.load.moe;
+  const LayerTime &dense = c.dense, &moe = c.moe;
+  tb.compute = c.mbs * (nd * (dense.fwd_compute + dense.bwd_compute + dense.recompute) +
+                        nm * (moe.fwd_compute + moe.bwd_compute + moe.recompute) +
+                        c.load.embed * c.costs.embed_time + c.load.head * c.costs.head_time);
+  tb.recompute = c.mbs * (nd * dense.recompute + nm * moe.recompute);
+  tb.tp_comm = c.mbs * (nd * (dense.fwd_tp + dense.bwd_tp) + nm * (moe.fwd_tp + moe.bwd_tp));
+  tb.cp_comm = c.mbs * (nd * dense.cp + nm * moe.cp);
+  tb.ep_comm = c.mbs * nm * moe.ep;
+}
+
+// The parameters the slowest stage's rank holds, as the gradient reduction and the optimizer
+// see them.
+struct HeldParams {
+  double experts = 0;     // its MoE layers' experts (reduced over dp*cp/ep)
+  double tables = 0;      // the embedding, head and final norm it holds
+  double chunk = 0;       // one chunk's parameters but the experts (DualPipe: half the tables each)
+  double replicated = 0;  // all its parameters but the experts (DualPipe: its mirror's too)
+  int layers = 0;         // layers on the stage
+};
+HeldParams held_params(const ModelSpec& m, const Plan& p, const CriticalStage& c) {
+  const bool dualpipe = p.schedule == Schedule::kDualPipe && p.pp > 1;
+  const Range cr = stage_layers(p, m.layers, c.stage);
+  const int cd = dense_in(m, cr), cm = (cr.end - cr.begin) - cd;
+  HeldParams h;
+  h.layers = cr.end - cr.begin;
+  h.experts = cm * m.moe.experts * m.expert_params() / (c.plan.tp * p.ep);
+  h.tables = m.end_params_on_stage(c.stage, p.pp, dualpipe, c.plan.tp);
+  h.chunk = cd * layer_params_per_device(m, false, c.plan.tp, 1) +
+            cm * layer_params_per_device(m, true, c.plan.tp, p.ep) - h.experts +
+            (dualpipe ? h.tables / 2 : h.tables);
+  // DualPipe: the rank also holds its mirror stage (two copies of every parameter).
+  h.replicated = (dualpipe ? 2.0 : 1.0) * h.chunk;
+  return h;
+}
+
+// Pipeline: the schedule's bubble (tb.bubble) and its point-to-point transfers (tb.pp_comm); with
+// DualPipe the two copies' gradients are summed before the step -- one chunk's gradients to the
+// mirror rank and the sums back, as in the simulator's lowering. Returns the pipeline's part of
+// the step: busy time, bubble and transfers.
+double add_pipeline(const Plan& p, const CriticalStage& c, const SlowestStage& slowest,
+                    const HeldParams& held, TimeBreakdown& tb) {
+  const PipelineTime pipe =
+      pipeline_time(p.schedule, slowest.sum, slowest.max, p.pp, c.mbs, p.virtual_stages);
+  const double p2p_total = 2 * c.costs.p2p * pipeline_p2p_count(p.schedule, p.pp, c.mbs, p.virtual_stages);
+  const bool dualpipe = p.schedule == Schedule::kDualPipe && p.pp > 1;
+  const double mirror_sync =
+      dualpipe ? 2 * sendrecv_time(c.costs.links.pp, held.chunk * grad_bytes(p.precision)) : 0.0;
   tb.pp_comm = p2p_total;
   tb.bubble = pipe.bubble;
-
-  // Data parallel: gradients (and with ZeRO, parameters) over dp*cp; experts over dp*cp/ep.
-  const MemoryBreakdown mem = memory_with(p, optimal ? &assignment.layer_masks : nullptr);
-  const Range cr = stage_layers(p, m.layers, crit);
-  const int cd = dense_in(m, cr), cm = (cr.end - cr.begin) - cd;
-  const double expert_params = cm * m.moe.experts * m.expert_params() / (pc.tp * p.ep);
-  // The embedding, head and final norm this stage holds; under DualPipe half of them are each
-  // chunk's.
-  const double tables = m.end_params_on_stage(crit, p.pp, dualpipe, pc.tp);
-  const double chunk_params = cd * layer_params_per_device(m, false, pc.tp, 1) +
-                              cm * layer_params_per_device(m, true, pc.tp, p.ep) - expert_params +
-                              (dualpipe ? tables / 2 : tables);
-  const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
-  // DualPipe: the rank also holds its mirror stage (two copies of every parameter), and the two
-  // copies' gradients are summed before the step -- one chunk's gradients to the mirror rank and
-  // the sums back, as in the simulator's lowering.
-  const double replicated = (dualpipe ? 2.0 : 1.0) * chunk_params;
-  const double mirror_sync = dualpipe ? 2 * sendrecv_time(links.pp, chunk_params * gb) : 0.0;
   tb.pp_comm += mirror_sync;
-  // The gradient reduction at the step, inside a node, over gradients the caches no longer hold
-  // (the link's own rates with the cold bandwidth, and none of its measured times, which are hot).
-  auto cold = [&](const GroupLink& link, CollectiveOp op) {
-    if (!cold_step_reduction(p) || link.crosses_nodes) return link;
-    GroupLink l = link.as(op);
-    l.bus_bandwidth = std::min(l.bus_bandwidth, cluster_.node.fabric.cold_rate_of(op));
-    return l;
-  };
-  auto dp_cost = [&](const GroupLink& link, double params) {
-    if (link.size <= 1 || params <= 0) return 0.0;
-    if (p.grad_compression != GradCompression::kNone && p.zero_stage <= 2) {
-      // Compressed gradients: a smaller all-reduce (or an all-gather of sparse sets, whose ranks
-      // then keep their shard under ZeRO-1/2) plus the compression kernels on the device.
-      const CompressionCost comp = compression_cost(p, m, params, gb, link.size);
-      const double grads =
-          (comp.gather ? allgather_time(link, comp.wire_bytes) : allreduce_time(link, comp.wire_bytes)) +
-          comp.kernel_seconds(*cc.d);
-      return grads + (p.zero_stage >= 1 ? allgather_time(link, params * wb) : 0.0);
-    }
-    switch (p.zero_stage) {
-      case 0:
-        return allreduce_time(cold(link, CollectiveOp::kAllReduce), params * gb);
-      case 1:
-      case 2:
-        return reduce_scatter_time(cold(link, CollectiveOp::kReduceScatter), params * gb) +
-               allgather_time(link, params * wb);
-      default:  // ZeRO-3 / FSDP: gather for forward and backward, reduce-scatter, every micro-batch
-        return mbs * (2 * allgather_time(link, params * wb) + reduce_scatter_time(link, params * gb));
-    }
-  };
-  const double dp_total = dp_cost(links.dp, replicated) + dp_cost(links.edp, expert_params);
-  const double backward_mb =
-      nd * (dense.bwd_compute + dense.recompute) + nm * (moe.bwd_compute + moe.recompute);
+  return pipe.total() + p2p_total + mirror_sync;
+}
+
+// The gradient reduction at the step, inside a node, over gradients the caches no longer hold
+// (the link's own rates with the cold bandwidth, and none of its measured times, which are hot).
+GroupLink cold(const Plan& p, const NodeSpec& node, const GroupLink& link, CollectiveOp op) {
+  if (!cold_step_reduction(p) || link.crosses_nodes) return link;
+  GroupLink l = link.as(op);
+  l.bus_bandwidth = std::min(l.bus_bandwidth, node.fabric.cold_rate_of(op));
+  return l;
+}
+
+// One step's data-parallel collectives for `params` parameters reduced over `link`, unhidden.
+double data_parallel_collectives(const ModelSpec& m, const Plan& p, const NodeSpec& node, const DeviceSpec& d,
+                                 const GroupLink& link, double params, double mbs) {
+  if (link.size <= 1 || params <= 0) return 0.0;
+  const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
+  if (p.grad_compression != GradCompression::kNone && p.zero_stage <= 2) {
+    // Compressed gradients: a smaller all-reduce (or an all-gather of sparse sets, whose ranks
+    // then keep their shard under ZeRO-1/2) plus the compression kernels on the device.
+    const CompressionCost comp = compression_cost(p, m, params, gb, link.size);
+    const double grads =
+        (comp.gather ? allgather_time(link, comp.wire_bytes) : allreduce_time(link, comp.wire_bytes)) +
+        comp.kernel_seconds(d);
+    return grads + (p.zero_stage >= 1 ? allgather_time(link, params * wb) : 0.0);
+  }
+  switch (p.zero_stage) {
+    case 0:
+      return allreduce_time(cold(p, node, link, CollectiveOp::kAllReduce), params * gb);
+    case 1:
+    case 2:
+      return reduce_scatter_time(cold(p, node, link, CollectiveOp::kReduceScatter), params * gb) +
+             allgather_time(link, params * wb);
+    default:  // ZeRO-3 / FSDP: gather for forward and backward, reduce-scatter, every micro-batch
+      return mbs * (2 * allgather_time(link, params * wb) + reduce_scatter_time(link, params * gb));
+  }
+}
+
+// Data parallel: gradients (and with ZeRO, parameters) over dp*cp, experts over dp*cp/ep; what
+// the backward (or with ZeRO-3 the compute) does not hide.
+double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& node, const CriticalStage& c,
+                             const HeldParams& held, double compute) {
+  const Links& links = c.costs.links;
+  const double dp_total =
+      data_parallel_collectives(m, p, node, *c.costs.d, links.dp, held.replicated, c.mbs) +
+      data_parallel_collectives(m, p, node, *c.costs.d, links.edp, held.experts, c.mbs);
+  const double backward_mb = c.load.dense * (c.dense.bwd_compute + c.dense.recompute) +
+                             c.load.moe * (c.moe.bwd_compute + c.moe.recompute);
   if (p.zero_stage >= 3) {
     // FSDP prefetches the next layer's parameters while computing this one: only what compute
     // cannot hide is exposed, plus the first layer's gather.
-    const double layers_on_stage = std::max(1, cr.end - cr.begin);
-    tb.dp_comm = std::max(0.0, dp_total - tb.compute) + dp_total / (mbs * layers_on_stage * 3.0);
-  } else if (p.overlap_grad_reduce) {
-    tb.dp_comm = std::max(dp_total * 0.05, dp_total - backward_mb);
-  } else {
-    tb.dp_comm = dp_total;
+    const double layers_on_stage = std::max(1, held.layers);
+    return std::max(0.0, dp_total - compute) + dp_total / (c.mbs * layers_on_stage * 3.0);
   }
+  if (p.overlap_grad_reduce) return std::max(dp_total * 0.05, dp_total - backward_mb);
+  return dp_total;
+}
 
-  // Optimizer: one Adam pass over the parameters this device owns.
-  const double owned = p.zero_stage >= 1 ? replicated / (static_cast<double>(pc.dp) * p.cp) +
-                                               expert_params / std::max(1.0, 1.0 * pc.dp * p.cp / p.ep)
-                                         : replicated + expert_params;
+// Optimizer: one Adam pass over the parameters this device owns (tb.optimizer); returns the
+// host's part, exposed: ZeRO-Offload's step and copies, and Plan::offload_embeddings' table.
+double add_optimizer(const ModelSpec& m, const Plan& p, const NodeSpec& node, const CriticalStage& c,
+                     const HeldParams& held, TimeBreakdown& tb) {
+  const Plan& pc = c.plan;
+  const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
+  const double owned = p.zero_stage >= 1 ? held.replicated / (static_cast<double>(pc.dp) * p.cp) +
+                                               held.experts / std::max(1.0, 1.0 * pc.dp * p.cp / p.ep)
+                                         : held.replicated + held.experts;
   // The input table of Plan::offload_embeddings is updated on the host (rank 0's stage), beside
   // the device's own step.
   const double host_table =
-      p.offload_embeddings && crit == 0 ? static_cast<double>(m.vocab) * m.hidden / pc.tp : 0.0;
+      p.offload_embeddings && c.stage == 0 ? static_cast<double>(m.vocab) * m.hidden / pc.tp : 0.0;
   const double owned_here =
       owned - (p.zero_stage >= 1 ? host_table / (static_cast<double>(pc.dp) * p.cp) : host_table);
   double offload_step = 0;
@@ -968,30 +1080,23 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
     // ZeRO-Offload: gradients down, Adam on the host, weights back. With Plan::offload_params the
     // layers' gradients went down during the backward and their weights live on the host: only
     // the embedding and head still cross.
-    const double streamed = p.offload_params && replicated + expert_params > 0
-                                ? 1.0 - tables / (replicated + expert_params)
+    const double streamed = p.offload_params && held.replicated + held.experts > 0
+                                ? 1.0 - held.tables / (held.replicated + held.experts)
                                 : 0.0;
-    offload_step = owned_here * (1 - streamed) * (gb + wb) / host_link_rate(cluster_.node) +
-                   owned_here * kAdamBytesPerParam / host_optimizer_rate(cluster_.node);
+    offload_step = owned_here * (1 - streamed) * (gb + wb) / host_link_rate(node) +
+                   owned_here * kAdamBytesPerParam / host_optimizer_rate(node);
   } else {
-    tb.optimizer = cc.d->optimizer_seconds(owned_here * kAdamBytesPerParam);
+    tb.optimizer = c.costs.d->optimizer_seconds(owned_here * kAdamBytesPerParam);
   }
   if (host_table > 0)
-    offload_step +=
-        std::max(0.0, host_table * kAdamBytesPerParam / host_optimizer_rate(cluster_.node) - tb.optimizer);
-  tb.offload = mbs * (nd * dense.offload + nm * moe.offload) + offload_step;
+    offload_step += std::max(0.0, host_table * kAdamBytesPerParam / host_optimizer_rate(node) - tb.optimizer);
+  return offload_step;
+}
 
-  tb.total = pipe.total() + p2p_total + mirror_sync + tb.dp_comm + tb.optimizer + offload_step;
-  // Input: what the data loader cannot hide behind the rest of the step.
-  const DataLoadCost load = data_load_cost(m, cluster_, p);
-  out.data_load_s = load.seconds;
-  tb.data = input_stall(load, p, tb.total);
-  tb.total += tb.data;
-  out.step_time_s = tb.total;
-  out.memory = mem;
-  out.fit = mem.fits() ? FitVerdict::kFits : FitVerdict::kOutOfMemory;
-
-  // FLOPs of the whole job per step.
+// FLOPs of the whole job per step: the model's, and those executed (recompute's too).
+void add_flops(const ModelSpec& m, const Plan& p, const CriticalStage& c, const StageLayerTimes& times,
+               Prediction& out) {
+  const int seq = effective_seq_len(p, m);
   const double sequences = static_cast<double>(p.global_batch);
   const double head_model =
       3.0 * logits_flops(m, LayerShape{1, static_cast<double>(seq), static_cast<double>(seq), 1, false, 2});
@@ -1000,30 +1105,81 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const double moe_model = m.is_moe() ? 3.0 * moe_layer_flops(m, full).total() : 0.0;
   out.model_flops = sequences * (m.dense_layers() * dense_model + m.moe_layers() * moe_model + head_model);
   // Recompute's extra FLOPs, over the whole model's layers (Plan::recompute_layers: some of them).
+  const bool partial = p.partial_recompute();
   double model_f = partial ? 0.0 : 1.0;
   for (int st = 0; partial && st < p.pp; ++st) {
     const Range r = stage_layers(p, m.layers, st);
     model_f += recomputed_fraction(p, r.end - r.begin) * (r.end - r.begin) / std::max(1, m.layers);
   }
-  const LayerTime model_dense = blend(cc.dense, cc.dense_plain, model_f),
-                  model_moe = blend(cc.moe, cc.moe_plain, model_f);
+  const LayerTime model_dense = blend(c.costs.dense, c.costs.dense_plain, model_f),
+                  model_moe = blend(c.costs.moe, c.costs.moe_plain, model_f);
   double hw_ratio_dense = model_dense.model_flops > 0 ? model_dense.hw_flops / model_dense.model_flops : 1.0;
   double hw_ratio_moe = model_moe.model_flops > 0 ? model_moe.hw_flops / model_moe.model_flops : 1.0;
-  if (optimal) {
+  if (p.recompute == Recompute::kOptimal) {
     // Every stage's layers under their own module sets.
     for (int kind = 0; kind < 2; ++kind)
       (kind == 0 ? hw_ratio_dense : hw_ratio_moe) =
-          optimal_model[kind] > 0 ? optimal_hw[kind] / optimal_model[kind] : 1.0;
+          times.optimal_model[kind] > 0 ? times.optimal_hw[kind] / times.optimal_model[kind] : 1.0;
   }
   out.hardware_flops = sequences * (m.dense_layers() * dense_model * hw_ratio_dense +
                                     m.moe_layers() * moe_model * hw_ratio_moe + head_model);
-  const double peak = mean_peak(p);
+}
+
+// MFU, HFU and the throughputs, from the step time and the FLOPs.
+void add_rates(const ModelSpec& m, const Plan& p, double peak, Prediction& out) {
+  const double sequences = static_cast<double>(p.global_batch);
   const double denom = out.step_time_s * out.devices * peak;
   out.mfu = denom > 0 ? out.model_flops / denom : 0.0;
   out.hfu = denom > 0 ? out.hardware_flops / denom : 0.0;
-  out.tokens_per_s = out.step_time_s > 0 ? sequences * seq / out.step_time_s : 0.0;
+  out.tokens_per_s = out.step_time_s > 0 ? sequences * effective_seq_len(p, m) / out.step_time_s : 0.0;
   out.tflops_per_device =
       out.step_time_s > 0 ? out.hardware_flops / out.step_time_s / out.devices / 1e12 : 0.0;
+}
+
+}  // namespace
+
+Prediction AnalyticModel::evaluate(const Plan& p) const {
+  if (per_plan_) return AnalyticModel(model_, cluster_for_plan(model_, cluster_, p)).evaluate(p);
+  const ModelSpec& m = model_;
+  const NodeSpec& node = cluster_.node;
+  // Costs per layer on each accelerator the stages use; what each layer recomputes.
+  const StageCosts costs = stage_costs(m, cluster_, p, plan_layer_shape(m, p));
+  const bool optimal = p.recompute == Recompute::kOptimal;
+  const RecomputeAssignment assignment = optimal ? recompute_assignment(p) : RecomputeAssignment{};
+  const StageLayerTimes times = stage_layer_times(m, p, costs, optimal ? &assignment : nullptr);
+  // The slowest stage sets the step.
+  const SlowestStage slowest = slowest_stage(m, p, costs, times);
+  const int crit = slowest.stage;
+  const CriticalStage c{costs.of(crit),
+                        costs.plan_of(p, crit),
+                        crit,
+                        times.stage[crit][0],
+                        times.stage[crit][1],
+                        slowest.load,
+                        static_cast<double>(p.micro_batches())};
+  Prediction out;
+  out.devices = p.gpus();
+  out.micro_batches = p.micro_batches();
+  TimeBreakdown& tb = out.time;
+
+  add_compute(c, tb);
+  const HeldParams held = held_params(m, p, c);
+  const double pipeline = add_pipeline(p, c, slowest, held, tb);
+  tb.dp_comm = data_parallel_exposed(m, p, node, c, held, tb.compute);
+  const double offload_step = add_optimizer(m, p, node, c, held, tb);
+  tb.offload = c.mbs * (c.load.dense * c.dense.offload + c.load.moe * c.moe.offload) + offload_step;
+  tb.total = pipeline + tb.dp_comm + tb.optimizer + offload_step;
+  // Input: what the data loader cannot hide behind the rest of the step.
+  const DataLoadCost load = data_load_cost(m, cluster_, p);
+  out.data_load_s = load.seconds;
+  tb.data = input_stall(load, p, tb.total);
+  tb.total += tb.data;
+  out.step_time_s = tb.total;
+
+  out.memory = memory_with(p, optimal ? &assignment.layer_masks : nullptr);
+  out.fit = out.memory.fits() ? FitVerdict::kFits : FitVerdict::kOutOfMemory;
+  add_flops(m, p, c, times, out);
+  add_rates(m, p, mean_peak(p), out);
   return out;
 }
 
