@@ -2,6 +2,7 @@
 #include "sim/analytic/layer_ops.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "sim/analytic/analytic_model.h"
 
@@ -114,48 +115,64 @@ NormPasses norm_passes(const ModelSpec& m, const Plan& p) {
   return {eager_rms ? 7.0 : 2.0, eager_rms ? 5 : 1};
 }
 
-LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
-                           bool moe, const Partner& partner) {
-  LayerKernels L;
-  const DType dt = compute_dtype(p.precision, d);
-  const double gemm_rate = d.peak(dt) * d.gemm_efficiency;
-  // Attention kernels run in 16-bit even in fp8 plans (see `attention` below).
-  // Per kernel: a launch from the host, or a node of a CUDA graph (Plan::cuda_graphs).
-  const double launch = p.cuda_graphs ? d.graph_kernel_overhead_s : d.kernel_overhead_s;
-  const bool fused = p.kernel_fusion;
-  const double e = s.bytes_per_element;
-  const double tokens = s.batch * s.seq;
-  const double th = tokens * m.hidden / (s.sp ? s.tp : 1.0);  // h-wide tensors: split only with SP
-  const double tp = s.tp;
-  const auto T = static_cast<std::int64_t>(tokens);
-  const auto H = static_cast<std::int64_t>(m.hidden);
-  const LayerFlops f = moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s);
+namespace {
 
+// Builds layer_kernels' list: the device's rates and the layer's shape, the kernels appended in
+// forward order with their tensor-parallel collectives.
+class LayerKernelBuilder {
+ public:
+  LayerKernelBuilder(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s, bool moe)
+      : m_(m),
+        d_(d),
+        p_(p),
+        s_(s),
+        moe_(moe),
+        dt_(compute_dtype(p.precision, d)),
+        gemm_rate_(d.peak(dt_) * d.gemm_efficiency),
+        launch_(p.cuda_graphs ? d.graph_kernel_overhead_s : d.kernel_overhead_s),
+        fused_(p.kernel_fusion),
+        e_(s.bytes_per_element),
+        tokens_(s.batch * s.seq),
+        th_(tokens_ * m.hidden / (s.sp ? s.tp : 1.0)),
+        tp_(s.tp),
+        T_(static_cast<std::int64_t>(tokens_)),
+        H_(static_cast<std::int64_t>(m.hidden)),
+        f_(moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s)),
+        sp_(s.sp && p.tp > 1) {}
+
+  LayerKernels build(const Partner& partner) {
+    attention_block(partner);
+    mlp_block();
+    if (p_.tp <= 1) L_.tp_count = L_.tp_bwd_count = 0;
+    L_.tp_bytes = tokens_ * m_.hidden * e_;
+    return L_;
+  }
+
+ private:
   // `kernels`: how many kernels the op runs forward (an unfused chain runs several), `bwd_kernels`
   // backward (-1: twice as many).
-  auto add = [&](KernelName name, KernelClass cls, double flops, double bytes, double fwd, double bwd,
-                 double bwd_w, std::int64_t gm = 0, std::int64_t gn = 0, std::int64_t gk = 0, int kernels = 1,
-                 int bwd_kernels = -1) {
-    KernelCost& k = L.fwd[L.count++];
+  void add(KernelName name, KernelClass cls, double flops, double bytes, double fwd, double bwd, double bwd_w,
+           std::int64_t gm = 0, std::int64_t gn = 0, std::int64_t gk = 0, int kernels = 1,
+           int bwd_kernels = -1) {
+    KernelCost& k = L_.fwd[L_.count++];
     const int back = bwd_kernels < 0 ? 2 * kernels : bwd_kernels;
-    k = KernelCost{name,           cls, flops, bytes, fwd + kernels * launch, bwd + back * launch,
-                   bwd_w + launch, gm,  gn,    gk};
-  };
+    k = KernelCost{name, cls, flops, bytes, fwd + kernels * launch_, bwd + back * launch_, bwd_w + launch_,
+                   gm,   gn,  gk};
+  }
   // A GEMM: backward = data gradient + weight gradient, each as much work as the forward.
-  auto gemm = [&](KernelName name, double flops, std::int64_t gn, std::int64_t gk) {
-    const double t = flops / gemm_rate + d.gemm_setup_s;
-    const double weight = e * static_cast<double>(gk) * gn;
-    const double wf = d.weight_pass_s(weight, false), wb = d.weight_pass_s(weight, true);
+  void gemm(KernelName name, double flops, std::int64_t gn, std::int64_t gk) {
+    const double t = flops / gemm_rate_ + d_.gemm_setup_s;
+    const double weight = e_ * static_cast<double>(gk) * gn;
+    const double wf = d_.weight_pass_s(weight, false), wb = d_.weight_pass_s(weight, true);
     // The backward's weight passes: half to its weight-gradient part (the gradient's read and write).
-    add(name, KernelClass::kGemm, flops, e * (tokens * gk + static_cast<double>(gk) * gn + tokens * gn),
-        t + wf, 2 * t + wb, t + 0.5 * wb, T, gn, gk);
-  };
+    add(name, KernelClass::kGemm, flops, e_ * (tokens_ * gk + static_cast<double>(gk) * gn + tokens_ * gn),
+        t + wf, 2 * t + wb, t + 0.5 * wb, T_, gn, gk);
+  }
   // An elementwise kernel: backward reads the saved input and the incoming gradient, writes one.
-  auto elementwise = [&](KernelName name, double bytes, int kernels = 1) {
-    add(name, KernelClass::kElementwise, 0, bytes, d.stream_seconds(bytes), d.stream_seconds(2 * bytes), 0, 0,
-        0, 0, kernels);
-  };
-  const double drop = m.dropout ? 1.0 : 0.0;
+  void elementwise(KernelName name, double bytes, int kernels = 1) {
+    add(name, KernelClass::kElementwise, 0, bytes, d_.stream_seconds(bytes), d_.stream_seconds(2 * bytes), 0,
+        0, 0, 0, kernels);
+  }
   // Unfused (PyTorch eager) chains, tensor passes over memory and kernels:
   //  - RMSNorm as Llama's reference code writes it, x * rsqrt(mean(x^2) + eps) * w: pow (read,
   //    write), mean (read), rsqrt, multiply (read, write), scale (read, write): 7 passes, 5 kernels
@@ -164,10 +181,10 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   //    passes and a mask, 2 kernels, against 3 and a mask (without dropout: the add alone).
   //  - SwiGLU: silu(gate) (read, write) then multiply (read 2, write): 5 passes, 2 kernels
   //    against 3. GeLU is one kernel either way (the bias rides in the GEMM).
-  auto norm = [&](KernelName name) {
-    const NormPasses n = norm_passes(m, p);
-    elementwise(name, n.passes * th * e, n.kernels);
-  };
+  void norm(KernelName name) {
+    const NormPasses n = norm_passes(m_, p_);
+    elementwise(name, n.passes * th_ * e_, n.kernels);
+  }
   // A residual add's backward passes the output gradient to both branches, which costs nothing; the
   // two branches' gradients are summed where they meet (one add: read two, write one), dropout's
   // gradient is the saved mask applied (read the gradient and the mask, write), and a fused
@@ -176,56 +193,101 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   // bias), where twice the forward had been counted. (On the CPU runtime the tiny model's residual
   // backwards took 0.1-0.2 us against 1.3 us priced as twice the forward, their sums running inside
   // the norms' backward.)
-  auto residual = [&](KernelName name) {
-    const bool split = m.dropout && !fused;
-    const double bytes = (split ? 5 : 3) * th * e + drop * th;
+  void residual(KernelName name) {
+    const double drop = m_.dropout ? 1.0 : 0.0;
+    const bool split = m_.dropout && !fused_;
+    const double bytes = (split ? 5 : 3) * th_ * e_ + drop * th_;
     const double bwd_bytes =
-        3 * th * e + drop * (2 * th * e + th) + (m.bias && m.dropout && fused ? th * e : 0.0);
-    add(name, KernelClass::kElementwise, 0, bytes, d.stream_seconds(bytes), d.stream_seconds(bwd_bytes), 0, 0,
-        0, 0, split ? 2 : 1, m.dropout ? 2 : 1);
-  };
-  const double out_proj = 2.0 * tokens * m.v_dim() * m.hidden / tp;
-
+        3 * th_ * e_ + drop * (2 * th_ * e_ + th_) + (m_.bias && m_.dropout && fused_ ? th_ * e_ : 0.0);
+    add(name, KernelClass::kElementwise, 0, bytes, d_.stream_seconds(bytes), d_.stream_seconds(bwd_bytes), 0,
+        0, 0, 0, split ? 2 : 1, m_.dropout ? 2 : 1);
+  }
   // Megatron sequence parallelism: norms and residuals on 1/t of the tokens, an all-gather before
   // each column-parallel GEMM and a reduce-scatter after each row-parallel one. Without it, one
   // all-reduce after each row-parallel GEMM.
-  const bool sp = s.sp && p.tp > 1;
-  auto tp_fwd = [&](TpCollective kind) {
-    L.tp_after[L.tp_count] = L.count - 1;
-    L.tp_kind[L.tp_count++] = kind;
-  };
-  auto tp_bwd = [&](int after, TpCollective kind) {
-    L.tp_bwd_after[L.tp_bwd_count] = after;
-    L.tp_bwd_kind[L.tp_bwd_count++] = kind;
-  };
-  norm(KernelName::kNorm1);
-  const int norm1 = L.count - 1;
-  if (sp) {
-    tp_fwd(TpCollective::kAllGather);
-    tp_bwd(norm1, TpCollective::kReduceScatter);
+  void tp_fwd(TpCollective kind) {
+    L_.tp_after[L_.tp_count] = L_.count - 1;
+    L_.tp_kind[L_.tp_count++] = kind;
   }
-  gemm(KernelName::kQkv, f.attn_linear - out_proj,
-       static_cast<std::int64_t>((f.attn_linear - out_proj) / (2.0 * tokens * m.hidden)), H);
-  if (m.rope) {
+  void tp_bwd(int after, TpCollective kind) {
+    L_.tp_bwd_after[L_.tp_bwd_count] = after;
+    L_.tp_bwd_kind[L_.tp_bwd_count++] = kind;
+  }
+  // A norm before a column-parallel GEMM, with SP its all-gather (backward: a reduce-scatter);
+  // returns the norm's index.
+  int norm_before_column_parallel(KernelName name) {
+    norm(name);
+    const int at = L_.count - 1;
+    if (sp_) {
+      tp_fwd(TpCollective::kAllGather);
+      tp_bwd(at, TpCollective::kReduceScatter);
+    }
+    return at;
+  }
+  // The collectives after a row-parallel GEMM: a reduce-scatter with SP (backward: an all-gather
+  // at the same place), else an all-reduce (backward: after the block's norm, `norm_at`).
+  void after_row_parallel(int norm_at) {
+    tp_fwd(sp_ ? TpCollective::kReduceScatter : TpCollective::kAllReduce);
+    tp_bwd(sp_ ? L_.count - 1 : norm_at, sp_ ? TpCollective::kAllGather : TpCollective::kAllReduce);
+  }
+
+  void attention_block(const Partner& partner);
+  void attention_core(const DeviceSpec& dev);
+  void place_attention(const Partner& partner);
+  void mlp_block();
+
+  const ModelSpec& m_;
+  const DeviceSpec& d_;
+  const Plan& p_;
+  const LayerShape& s_;
+  const bool moe_;
+  const DType dt_;
+  const double gemm_rate_;
+  // Per kernel: a launch from the host, or a node of a CUDA graph (Plan::cuda_graphs).
+  const double launch_;
+  const bool fused_;
+  const double e_;
+  const double tokens_;
+  const double th_;  // h-wide tensors: split only with SP
+  const double tp_;
+  const std::int64_t T_, H_;
+  const LayerFlops f_;
+  const bool sp_;
+  LayerKernels L_;
+};
+
+void LayerKernelBuilder::attention_block(const Partner& partner) {
+  const double out_proj = 2.0 * tokens_ * m_.v_dim() * m_.hidden / tp_;
+  const int norm1 = norm_before_column_parallel(KernelName::kNorm1);
+  gemm(KernelName::kQkv, f_.attn_linear - out_proj,
+       static_cast<std::int64_t>((f_.attn_linear - out_proj) / (2.0 * tokens_ * m_.hidden)), H_);
+  if (m_.rope) {
     // RoPE rotates q and k (MLA: their rotary parts) in place: a read and a write of each, forward,
     // and the same through the inverse rotation backward; a kernel each way, inside the QKV op.
-    const double rotated = m.mla.enabled() ? (m.heads + 1.0) * m.mla.qk_rope_head_dim
-                                           : static_cast<double>(m.q_dim() + m.kv_dim());
-    const double bytes = 2.0 * tokens * rotated / tp * e;
-    KernelCost& qkv = L.fwd[L.count - 1];
-    qkv.fwd_s += d.stream_seconds(bytes) + launch;
-    qkv.bwd_s += d.stream_seconds(bytes) + launch;
+    const double rotated = m_.mla.enabled() ? (m_.heads + 1.0) * m_.mla.qk_rope_head_dim
+                                            : static_cast<double>(m_.q_dim() + m_.kv_dim());
+    const double bytes = 2.0 * tokens_ * rotated / tp_ * e_;
+    KernelCost& qkv = L_.fwd[L_.count - 1];
+    qkv.fwd_s += d_.stream_seconds(bytes) + launch_;
+    qkv.bwd_s += d_.stream_seconds(bytes) + launch_;
     qkv.bytes += bytes;
   }
-  // The attention core on device `dev` (this one, or the partner of Plan::attention_device),
-  // appended to the list.
-  auto attention = [&](const DeviceSpec& dev) {
-    const double peak = dev.peak(DType::kBf16) > 0 ? dev.peak(DType::kBf16) : dev.peak(dt);
-    const double dev_launch = p.cuda_graphs ? dev.graph_kernel_overhead_s : dev.kernel_overhead_s;
-    const bool elsewhere = &dev != &d;
-    auto put = [&](KernelName name, KernelClass cls, double flops, double bytes, double t, double bwd,
-                   double bwd_w, int kernels = 1) {
-      L.fwd[L.count++] = KernelCost{name,
+  place_attention(partner);
+  gemm(KernelName::kProj, out_proj, H_ / static_cast<std::int64_t>(tp_),
+       m_.v_dim() / static_cast<std::int64_t>(tp_));
+  after_row_parallel(norm1);
+  residual(KernelName::kResidual1);
+}
+
+// The attention core on device `dev` (this one, or the partner of Plan::attention_device),
+// appended to the list. Attention kernels run in 16-bit even in fp8 plans.
+void LayerKernelBuilder::attention_core(const DeviceSpec& dev) {
+  const double peak = dev.peak(DType::kBf16) > 0 ? dev.peak(DType::kBf16) : dev.peak(dt_);
+  const double dev_launch = p_.cuda_graphs ? dev.graph_kernel_overhead_s : dev.kernel_overhead_s;
+  const bool elsewhere = &dev != &d_;
+  auto put = [&](KernelName name, KernelClass cls, double flops, double bytes, double t, double bwd,
+                 double bwd_w, int kernels = 1) {
+    L_.fwd[L_.count++] = KernelCost{name,
                                     cls,
                                     flops,
                                     bytes,
@@ -236,109 +298,110 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
                                     0,
                                     0,
                                     elsewhere};
-    };
-    const double scores = s.batch * m.heads * s.seq * s.kv_seq / tp;  // score elements, the full square
-    if (p.flash_attention) {
-      // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
-      const double t = 0.5 * f.attn_core / (peak * dev.attention_efficiency);
-      // The work on the scores that does not scale with the head width (DeviceSpec::attention_score_s,
-      // half forward, half backward), over the causal half.
-      // And the fixed cost per (sequence, head) loop (DeviceSpec::attention_head_s, half each way).
-      const double score =
-          0.25 * scores * dev.attention_score_s + 0.5 * s.batch * m.heads / tp * dev.attention_head_s;
-      double fwd = t + dev.attention_setup_s + score, bwd = 2.5 * t + dev.attention_setup_s + score;
-      if (dev.attention_backward_ratio >
-          0) {  // a measured split of the pair (DeviceSpec::attention_backward_ratio)
-        const double pair = fwd + bwd;
-        fwd = pair / (1 + dev.attention_backward_ratio);
-        bwd = pair - fwd;
-      }
-      put(KernelName::kAttention, KernelClass::kAttention, f.attn_core, 0, fwd, bwd, 0);
-    } else {
-      const double t =
-          0.5 * f.attn_core / (peak * dev.gemm_efficiency) + dev.gemm_setup_s;  // Q·K^T and P·V, half each
-      put(KernelName::kScores, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
-      // Fused scale-mask-softmax reads and writes the scores; dropout adds a mask and a copy.
-      // Unfused: scale, mask and softmax each read and write them (3 kernels, and dropout a 4th).
-      const double bytes = scores * ((fused ? 2 : 6) * e + (m.dropout ? 2 * e + 1 : 0.0));
-      put(KernelName::kSoftmax, KernelClass::kElementwise, 0, bytes, dev.stream_seconds(bytes),
-          dev.stream_seconds(2 * bytes), 0, fused ? 1 : (m.dropout ? 4 : 3));
-      put(KernelName::kAttnV, KernelClass::kGemm, 0.5 * f.attn_core, 0, t, 2 * t, t);
-    }
   };
+  const double scores = s_.batch * m_.heads * s_.seq * s_.kv_seq / tp_;  // score elements, the full square
+  if (p_.flash_attention) {
+    // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
+    const double t = 0.5 * f_.attn_core / (peak * dev.attention_efficiency);
+    // The work on the scores that does not scale with the head width (DeviceSpec::attention_score_s,
+    // half forward, half backward), over the causal half.
+    // And the fixed cost per (sequence, head) loop (DeviceSpec::attention_head_s, half each way).
+    const double score =
+        0.25 * scores * dev.attention_score_s + 0.5 * s_.batch * m_.heads / tp_ * dev.attention_head_s;
+    double fwd = t + dev.attention_setup_s + score, bwd = 2.5 * t + dev.attention_setup_s + score;
+    if (dev.attention_backward_ratio >
+        0) {  // a measured split of the pair (DeviceSpec::attention_backward_ratio)
+      const double pair = fwd + bwd;
+      fwd = pair / (1 + dev.attention_backward_ratio);
+      bwd = pair - fwd;
+    }
+    put(KernelName::kAttention, KernelClass::kAttention, f_.attn_core, 0, fwd, bwd, 0);
+  } else {
+    const double t =
+        0.5 * f_.attn_core / (peak * dev.gemm_efficiency) + dev.gemm_setup_s;  // Q·K^T and P·V, half each
+    put(KernelName::kScores, KernelClass::kGemm, 0.5 * f_.attn_core, 0, t, 2 * t, t);
+    // Fused scale-mask-softmax reads and writes the scores; dropout adds a mask and a copy.
+    // Unfused: scale, mask and softmax each read and write them (3 kernels, and dropout a 4th).
+    const double bytes = scores * ((fused_ ? 2 : 6) * e_ + (m_.dropout ? 2 * e_ + 1 : 0.0));
+    put(KernelName::kSoftmax, KernelClass::kElementwise, 0, bytes, dev.stream_seconds(bytes),
+        dev.stream_seconds(2 * bytes), 0, fused_ ? 1 : (m_.dropout ? 4 : 3));
+    put(KernelName::kAttnV, KernelClass::kGemm, 0.5 * f_.attn_core, 0, t, 2 * t, t);
+  }
+}
+
+// The attention core here, or on the partner device (Plan::attention_device; "auto": where that
+// is faster, transfers included).
+void LayerKernelBuilder::place_attention(const Partner& partner) {
   auto seconds = [&](int from, int to) {
     double t = 0;
-    for (int i = from; i < to; ++i) t += L.fwd[i].fwd_s + L.fwd[i].bwd_s;
+    for (int i = from; i < to; ++i) t += L_.fwd[i].fwd_s + L_.fwd[i].bwd_s;
     return t;
   };
-  L.attention_first = L.count;
-  attention(d);
+  L_.attention_first = L_.count;
+  attention_core(d_);
   if (partner.device && partner.link_rate > 0) {
     // Q, K and V go to the partner and the output comes back; backward sends the output's
     // gradient and takes back those of Q, K and V.
-    const double qkv = tokens * (m.q_dim() + 2.0 * m.kv_dim()) / tp * e, out = tokens * m.v_dim() / tp * e;
+    const double qkv = tokens_ * (m_.q_dim() + 2.0 * m_.kv_dim()) / tp_ * e_,
+                 out = tokens_ * m_.v_dim() / tp_ * e_;
     const double in_s = qkv / partner.link_rate, out_s = out / partner.link_rate;
-    const int own_end = L.count;
-    attention(*partner.device);
+    const int own_end = L_.count;
+    attention_core(*partner.device);
     if (!partner.automatic ||
-        seconds(own_end, L.count) + 2 * (in_s + out_s) < seconds(L.attention_first, own_end)) {
-      std::copy(L.fwd.begin() + own_end, L.fwd.begin() + L.count, L.fwd.begin() + L.attention_first);
-      L.count = L.attention_first + (L.count - own_end);
-      L.attention_on_partner = true;
-      L.partner_kind = partner.device->kind;
-      L.partner_in_s = in_s;
-      L.partner_out_s = out_s;
-      L.partner_grad_in_s = out_s;
-      L.partner_grad_out_s = in_s;
+        seconds(own_end, L_.count) + 2 * (in_s + out_s) < seconds(L_.attention_first, own_end)) {
+      std::copy(L_.fwd.begin() + own_end, L_.fwd.begin() + L_.count, L_.fwd.begin() + L_.attention_first);
+      L_.count = L_.attention_first + (L_.count - own_end);
+      L_.attention_on_partner = true;
+      L_.partner_kind = partner.device->kind;
+      L_.partner_in_s = in_s;
+      L_.partner_out_s = out_s;
+      L_.partner_grad_in_s = out_s;
+      L_.partner_grad_out_s = in_s;
     } else {
-      L.count = own_end;
+      L_.count = own_end;
     }
   }
-  L.attention_last = L.count - 1;
-  gemm(KernelName::kProj, out_proj, H / static_cast<std::int64_t>(tp),
-       m.v_dim() / static_cast<std::int64_t>(tp));
-  tp_fwd(sp ? TpCollective::kReduceScatter : TpCollective::kAllReduce);
-  tp_bwd(sp ? L.count - 1 : norm1, sp ? TpCollective::kAllGather : TpCollective::kAllReduce);
-  residual(KernelName::kResidual1);
-  norm(KernelName::kNorm2);
-  const int norm2 = L.count - 1;
-  if (sp) {
-    tp_fwd(TpCollective::kAllGather);
-    tp_bwd(norm2, TpCollective::kReduceScatter);
-  }
-  double ffn = static_cast<double>(m.ffn_hidden);
-  if (moe) {
-    ffn = static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts);
-    gemm(KernelName::kRouter, f.router, m.moe.experts, H);
-    elementwise(KernelName::kPermute, 2 * tokens * m.hidden * e / tp);
-    if (p.ep > 1) {
-      L.moe_dispatch_after = L.count - 1;
-      L.ep_bytes = tokens / (s.sp ? tp : 1.0) * m.moe.top_k * m.hidden * e;
+  L_.attention_last = L_.count - 1;
+}
+
+void LayerKernelBuilder::mlp_block() {
+  const int norm2 = norm_before_column_parallel(KernelName::kNorm2);
+  double ffn = static_cast<double>(m_.ffn_hidden);
+  if (moe_) {
+    ffn = static_cast<double>(m_.moe.expert_ffn_hidden) * (m_.moe.top_k + m_.moe.shared_experts);
+    gemm(KernelName::kRouter, f_.router, m_.moe.experts, H_);
+    elementwise(KernelName::kPermute, 2 * tokens_ * m_.hidden * e_ / tp_);
+    if (p_.ep > 1) {
+      L_.moe_dispatch_after = L_.count - 1;
+      L_.ep_bytes = tokens_ / (s_.sp ? tp_ : 1.0) * m_.moe.top_k * m_.hidden * e_;
     }
   }
-  const double up_mats = m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
-  const double up = 2.0 * tokens * m.hidden * ffn * up_mats / tp;
-  gemm(KernelName::kMlpUp, up, static_cast<std::int64_t>(ffn * up_mats / tp), H);
-  const bool split_glu = m.mlp == MlpKind::kSwiglu && !fused;
+  const double up_mats = m_.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
+  const double up = 2.0 * tokens_ * m_.hidden * ffn * up_mats / tp_;
+  gemm(KernelName::kMlpUp, up, static_cast<std::int64_t>(ffn * up_mats / tp_), H_);
+  const bool split_glu = m_.mlp == MlpKind::kSwiglu && !fused_;
   elementwise(KernelName::kActivation,
-              (m.mlp == MlpKind::kSwiglu ? (split_glu ? 5.0 : 3.0) : 2.0) * tokens * ffn / tp * e,
+              (m_.mlp == MlpKind::kSwiglu ? (split_glu ? 5.0 : 3.0) : 2.0) * tokens_ * ffn / tp_ * e_,
               split_glu ? 2 : 1);
-  if (d.activation_element_s > 0) {  // an exponential or tanh per output element, each way
-    KernelCost& act = L.fwd[L.count - 1];
-    act.fwd_s += tokens * ffn / tp * d.activation_element_s;
-    act.bwd_s += tokens * ffn / tp * d.activation_element_s;
+  if (d_.activation_element_s > 0) {  // an exponential or tanh per output element, each way
+    KernelCost& act = L_.fwd[L_.count - 1];
+    act.fwd_s += tokens_ * ffn / tp_ * d_.activation_element_s;
+    act.bwd_s += tokens_ * ffn / tp_ * d_.activation_element_s;
   }
-  gemm(KernelName::kMlpDown, f.mlp - up, H, static_cast<std::int64_t>(ffn / tp));
-  if (moe) {
-    if (p.ep > 1) L.moe_combine_after = L.count - 1;
-    elementwise(KernelName::kUnpermute, 2 * tokens * m.hidden * e / tp);
+  gemm(KernelName::kMlpDown, f_.mlp - up, H_, static_cast<std::int64_t>(ffn / tp_));
+  if (moe_) {
+    if (p_.ep > 1) L_.moe_combine_after = L_.count - 1;
+    elementwise(KernelName::kUnpermute, 2 * tokens_ * m_.hidden * e_ / tp_);
   }
-  tp_fwd(sp ? TpCollective::kReduceScatter : TpCollective::kAllReduce);
-  tp_bwd(sp ? L.count - 1 : norm2, sp ? TpCollective::kAllGather : TpCollective::kAllReduce);
+  after_row_parallel(norm2);
   residual(KernelName::kResidual2);
-  if (p.tp <= 1) L.tp_count = L.tp_bwd_count = 0;
-  L.tp_bytes = tokens * m.hidden * e;
-  return L;
+}
+
+}  // namespace
+
+LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
+                           bool moe, const Partner& partner) {
+  return LayerKernelBuilder(m, d, p, s, moe).build(partner);
 }
 
 HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s) {

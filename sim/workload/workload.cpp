@@ -241,6 +241,40 @@ class StageBuilder {
   StageProgram build();
 
  private:
+  // build()'s steps, in order: the stage's constants, then per task of the schedule its ops, then
+  // the step's end, then the graph.
+  void plan_stage();
+  int forward_task(const Task& t, int last);
+  int first_place_input(const Task& t, int last);  // the micro-batch arrives and is embedded
+  int forward_layers(const Task& t, const std::vector<int>& layers, int prev);
+  int head_forward(const Task& t, int prev);  // final norm, LM head and loss
+  int backward_task(const Task& t, int last);
+  int head_backward(const Task& t, int prev);
+  int backward_layers(const Task& t, const std::vector<int>& layers, int prev);
+  void weight_grad_task(const Task& t);
+  // The stage's parameters (every chunk's) as the step's end sees them.
+  struct StepParams {
+    double dense = 0;    // all but the experts, embedding and head included
+    double experts = 0;  // the MoE layers' experts (reduced over the expert data-parallel group)
+    double embed = 0;    // the input embedding, LM head and final norm on this stage
+  };
+  StepParams step_params() const;
+  int mirror_grad_sum(int prev, double embed);  // DualPipe: the two copies' gradients summed
+  int step_grad_reduce(int prev, const StepParams& params);
+  int optimizer_step(int prev, const StepParams& params);
+  StageProgram finish();  // the deferrable ops apart, and the Boost graph built
+
+  // A chunk's place in its pipeline: the first place embeds, the last computes the loss; sends go
+  // to the next place (forward) or the previous one (backward). Interleaved chunks form one
+  // pipeline of chunks*p places; DualPipe's chunk 1 runs the pipeline from rank p-1 to rank 0.
+  int place(int chunk) const {
+    const int st = prog_.stage, p = p_.pp;
+    return dualpipe_ ? (chunk == 0 ? st : p - 1 - st) : chunk * p + st;
+  }
+  // The pipeline rank at place `pl` of chunk `chunk`'s pipeline.
+  int rank_at(int chunk, int pl) const { return dualpipe_ ? (chunk == 0 ? pl : p_.pp - 1 - pl) : pl % p_.pp; }
+  // A pipeline send or receive of task `t` with pipeline rank `peer`.
+  int pipeline_op(OpKind kind, Phase ph, const Task& t, const char* name, int peer, double bytes, int dep);
   // Ops and edges are collected first and the Boost graph is built once at the end (one
   // allocation instead of growing vertex storage op by op).
   // `take_next`: the op also takes the pending next_deps_ (ops off the main chain, such as host
@@ -391,6 +425,15 @@ class StageBuilder {
   std::vector<int> act_out_;   // activation copies to the host, in order (the device keeps two layers)
   std::vector<int> grad_out_;  // offloaded gradients' copies to the host, in order (two layers' buffers)
   std::map<std::tuple<int, int, int>, int> act_copy_;  // (micro-batch, chunk, layer) -> its copy to the host
+  // The stage's constants (plan_stage).
+  HeadCosts head_;
+  double tokens_ = 0;  // per micro-batch on this device
+  int micro_batches_ = 0, chunks_ = 1, last_place_ = 0;
+  bool dualpipe_ = false, zero3_ = false;
+  // Weight gradients split off the backward somewhere in the step: their reduction cannot
+  // follow each layer's last backward.
+  bool split_w_ = false;
+  std::map<std::pair<int, int>, int> backward_end_;  // (micro-batch, chunk) -> its B's last op
 };
 
 std::vector<int> StageBuilder::chunk_layers(int chunk) const {
@@ -548,269 +591,283 @@ void StageBuilder::pending_decompressions() {
   decompress_.clear();
 }
 
-StageProgram StageBuilder::build() {
-  const int st = prog_.stage, p = p_.pp, v = std::max(1, p_.virtual_stages);
-  const int m = static_cast<int>(p_.micro_batches());
-  const double wb = weight_bytes(p_.precision), gb = grad_bytes(p_.precision);
-  const double tokens = s_.batch * s_.seq;
-  const HeadCosts head = head_costs(m_, d_, p_, s_);
-  const bool interleaved = p_.schedule == Schedule::kInterleaved1F1B && v > 1;
-  const bool dualpipe = p_.schedule == Schedule::kDualPipe;
-  const int chunks = interleaved ? v : dualpipe ? 2 : 1;
-  const bool zero3 = p_.zero_stage >= 3;
-  // Weight gradients split off the backward somewhere in the step: their reduction cannot
-  // follow each layer's last backward.
-  const bool split_w = p_.schedule == Schedule::kZeroBubble || dualpipe;
-  for (int c = 0; c < chunks; ++c) {
+void StageBuilder::plan_stage() {
+  const int v = std::max(1, p_.virtual_stages);
+  micro_batches_ = static_cast<int>(p_.micro_batches());
+  tokens_ = s_.batch * s_.seq;
+  head_ = head_costs(m_, d_, p_, s_);
+  dualpipe_ = p_.schedule == Schedule::kDualPipe;
+  chunks_ = p_.schedule == Schedule::kInterleaved1F1B && v > 1 ? v : dualpipe_ ? 2 : 1;
+  zero3_ = p_.zero_stage >= 3;
+  split_w_ = p_.schedule == Schedule::kZeroBubble || dualpipe_;
+  last_place_ = dualpipe_ ? p_.pp - 1 : chunks_ * p_.pp - 1;
+  for (int c = 0; c < chunks_; ++c) {
     prog_.chunk_layers.push_back(chunk_layers(c));
     prog_.layers += static_cast<int>(prog_.chunk_layers.back().size());
   }
   // About 2-3 x (kernels + collectives) ops per layer and micro-batch: reserve once.
-  const std::size_t estimate = static_cast<std::size_t>(m) * prog_.layers * (3 * LayerKernels::kMax + 8) + 64;
+  const std::size_t estimate =
+      static_cast<std::size_t>(micro_batches_) * prog_.layers * (3 * LayerKernels::kMax + 8) + 64;
   ops_.reserve(estimate);
   edges_.reserve(estimate + estimate / 4);
+}
 
-  int last = -1;
-  // A chunk's place in its pipeline: the first place embeds, the last computes the loss; sends go
-  // to the next place (forward) or the previous one (backward). Interleaved chunks form one
-  // pipeline of chunks*p places; DualPipe's chunk 1 runs the pipeline from rank p-1 to rank 0.
-  auto place = [&](int chunk) { return dualpipe ? (chunk == 0 ? st : p - 1 - st) : chunk * p + st; };
-  const int last_place = dualpipe ? p - 1 : chunks * p - 1;
-  auto rank_at = [&](int chunk, int pl) { return dualpipe ? (chunk == 0 ? pl : p - 1 - pl) : pl % p; };
-  std::map<std::pair<int, int>, int> backward_end;  // (micro-batch, chunk) -> its B's last op
-  for (const Task& t : schedule_tasks(p_.schedule, st, p, m, chunks)) {
-    const std::vector<int> layers = chunk_layers(t.chunk);
-    const int vs = place(t.chunk);
-    if (t.type == TaskType::kF) {
-      int prev = last;
-      if (vs > 0) {
-        Op r = base(Phase::kForward, -1, t.mb, t.chunk, "recv_activation");
-        r.kind = OpKind::kRecv;
-        r.stream = StreamId::kPp;
-        r.peer_stage = rank_at(t.chunk, vs - 1);
-        prev = add(r, {});
-      } else {
-        if (load_s_ > 0) {
-          // The data loader delivers this micro-batch: in the loop, after the previous task; beside
-          // training, back to back from the step's start (the loader-bound steady state).
-          Op op = base(Phase::kForward, -1, t.mb, t.chunk, "load_batch");
-          op.kind = OpKind::kCompute;
-          op.stream = StreamId::kLoader;
-          op.device = DeviceKind::kCpu;
-          op.seconds = load_s_;
-          next_deps_.push_back(add(op, {load_in_loop_ ? last : -1}, false));
-        }
-        if (p_.offload_embeddings) {
-          // The host gathers the micro-batch's rows of the table and sends them ahead of time.
-          const double rows = tokens * m_.hidden * s_.bytes_per_element;
-          const int gathered =
-              host_op(Phase::kForward, -1, t.mb, t.chunk, "embedding_gather", StreamId::kHost, 2 * rows, -1);
-          next_deps_.push_back(host_op(Phase::kForward, -1, t.mb, t.chunk, "embedding_rows_to_device",
-                                       StreamId::kCopyIn, rows, gathered));
-        }
-        prev = compute(Phase::kForward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
-                       d_.stream_seconds(tokens * m_.hidden * s_.bytes_per_element), 0,
-                       tokens * m_.hidden * s_.bytes_per_element, last);
-      }
-      std::vector<int> ends;  // each layer's last op, for the offload windows
-      for (int layer : layers) {
-        // Offloaded weights arrive once the layer two back is done (a two-layer window), and a
-        // layer starts once the activations of the layer two back have left for the host.
-        const int freed =
-            ends.size() >= 2 ? ends[ends.size() - 2] : -1;  // the first two: during the previous task
-        if (p_.offload_params)
-          next_deps_.push_back(host_op(Phase::kForward, layer, t.mb, t.chunk, "param_to_device",
-                                       StreamId::kCopyIn, offloaded_params(layer) * wb, freed));
-        if (p_.offload_activations && act_out_.size() >= 2)
-          next_deps_.push_back(act_out_[act_out_.size() - 2]);
-        if (zero3) {
-          const int ag =
-              collective(Phase::kForward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp,
-                         GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1, false);
-          next_deps_.push_back(ag);  // the layer's first kernel waits for its parameters
-        }
-        prev = layer_forward(Phase::kForward, layer, t.mb, t.chunk, prev);
-        ends.push_back(prev);
-        if (p_.offload_activations) {
-          act_out_.push_back(host_op(Phase::kForward, layer, t.mb, t.chunk, "act_to_host", StreamId::kCopy,
-                                     offloaded_activations(layer), prev));
-          act_copy_[{t.mb, t.chunk, layer}] = act_out_.back();
-        }
-      }
-      if (vs == last_place) {
-        prev = compute(Phase::kForward, -1, t.mb, t.chunk, "final_norm", KernelClass::kElementwise,
-                       head.norm_fwd_s, 0, head.norm_bytes, prev);
-        if (head.sp)
-          prev = collective(Phase::kForward, -1, t.mb, t.chunk, "lm_head.tp_all_gather", StreamId::kTp,
-                            GroupKind::kTp, CollectiveOp::kAllGather, head.hidden_bytes, prev);
-        prev = compute(Phase::kForward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm, head.fwd_s,
-                       head.fwd_flops, head.fwd_bytes, prev);
-        if (head.tp) {
-          prev = collective(Phase::kForward, -1, t.mb, t.chunk, "ce.tp_all_gather", StreamId::kTp,
-                            GroupKind::kTp, CollectiveOp::kAllGather, head.stats_bytes, prev);
-          prev = compute(Phase::kForward, -1, t.mb, t.chunk, "cross_entropy_grad", KernelClass::kElementwise,
-                         head.grad_s, 0, head.grad_bytes, prev);
-        }
-      } else {
-        Op s = base(Phase::kForward, -1, t.mb, t.chunk, "send_activation");
-        s.kind = OpKind::kSend;
-        s.stream = StreamId::kPp;
-        s.peer_stage = rank_at(t.chunk, vs + 1);
-        s.bytes = tokens * m_.hidden * s_.bytes_per_element;
-        prev = add(s, {prev});
-      }
-      last = prev;
-    } else if (t.type == TaskType::kB) {
-      int prev = last;
-      if (vs == last_place) {
-        prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm, head.bwd_s,
-                       2 * head.fwd_flops, head.bwd_bytes, prev);
-        if (head.tp)
-          prev = collective(Phase::kBackward, -1, t.mb, t.chunk,
-                            head.sp ? "lm_head.tp_reduce_scatter" : "lm_head.tp_all_reduce", StreamId::kTp,
-                            GroupKind::kTp, head.sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce,
-                            head.hidden_bytes, prev);
-        prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "final_norm", KernelClass::kElementwise,
-                       head.norm_bwd_s, 0, 2 * head.norm_bytes, prev);
-      } else {
-        Op r = base(Phase::kBackward, -1, t.mb, t.chunk, "recv_gradient");
-        r.kind = OpKind::kRecv;
-        r.stream = StreamId::kPp;
-        r.peer_stage = rank_at(t.chunk, vs + 1);
-        const int rv = add(r, {});
-        next_deps_.push_back(rv);  // the backward needs the gradient and this stage's own forward
-      }
-      // ZeRO-3 / FSDP backward: each layer's parameters are gathered one layer ahead (prefetch),
-      // and its gradients reduce-scattered on a separate stream as soon as it is done.
-      auto gather = [&](int layer) {
-        return collective(Phase::kBackward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp,
-                          GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1, false);
-      };
-      int next_gather = zero3 && !layers.empty() ? gather(layers.back()) : -1;
-      std::vector<int> ends;
-      for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-        const int layer = *it;
-        // Offload: the layer's weights and activations come back to the device once the layer two
-        // back is done (the current and the prefetched layer share the device).
-        const int freed =
-            ends.size() >= 2 ? ends[ends.size() - 2] : -1;  // the first two: during the previous task
-        if (p_.offload_params)
-          next_deps_.push_back(host_op(Phase::kBackward, layer, t.mb, t.chunk, "param_to_device",
-                                       StreamId::kCopyIn, offloaded_params(layer) * wb, freed));
-        if (p_.offload_activations) {
-          const int fetched = host_op(Phase::kBackward, layer, t.mb, t.chunk, "act_to_device",
-                                      StreamId::kCopyIn, offloaded_activations(layer), freed);
-          edges_.emplace_back(act_copy_.at({t.mb, t.chunk, layer}), fetched);  // it must have left first
-          next_deps_.push_back(fetched);
-        }
-        if (p_.offload_params && grad_out_.size() >= 2) next_deps_.push_back(grad_out_[grad_out_.size() - 2]);
-        if (zero3) {
-          next_deps_.push_back(next_gather);
-          next_gather = std::next(it) != layers.rend() ? gather(*std::next(it)) : -1;
-        }
-        prev = layer_backward(layer, t.mb, t.chunk, prev, t.split);
-        ends.push_back(prev);
-        if (p_.offload_params)
-          grad_out_.push_back(host_op(Phase::kBackward, layer, t.mb, t.chunk, "grad_to_host", StreamId::kCopy,
-                                      offloaded_params(layer) * gb, prev));
-        if (zero3)
-          collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDpReduce,
-                     GroupKind::kDp, CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev, false);
-        // Megatron's --overlap-grad-reduce: a layer's gradients are reduced as soon as its last
-        // micro-batch's backward is done, while the layers below still compute.
-        if (p_.overlap_grad_reduce && !zero3 && !split_w && t.mb == m - 1) {
-          const double params = layer_params(layer) - layer_expert_params(layer);
-          grad_reduce(Phase::kBackward, layer, t.mb, t.chunk,
-                      p_.zero_stage == 0 ? "grad_all_reduce" : "grad_reduce_scatter", GroupKind::kDp, params,
-                      prev, true);
-        }
-      }
-      if (vs == 0) {
-        prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
-                       d_.stream_seconds(2 * tokens * m_.hidden * s_.bytes_per_element), 0,
-                       2 * tokens * m_.hidden * s_.bytes_per_element, prev);
-        if (p_.offload_embeddings)
-          host_op(Phase::kBackward, -1, t.mb, t.chunk, "embedding_grad_to_host", StreamId::kCopy,
-                  tokens * m_.hidden * gb, prev);
-        backward_end[{t.mb, t.chunk}] = prev;
-      } else {
-        backward_end[{t.mb, t.chunk}] = prev;  // its W needs the compute, not the send
-        Op s = base(Phase::kBackward, -1, t.mb, t.chunk, "send_gradient");
-        s.kind = OpKind::kSend;
-        s.stream = StreamId::kPp;
-        s.peer_stage = rank_at(t.chunk, vs - 1);
-        s.bytes = tokens * m_.hidden * s_.bytes_per_element;
-        prev = add(s, {prev});
-      }
-      last = prev;
-    } else {  // kW: weight gradients split off a B, off the F/B chain
-      int prev = backward_end.at({t.mb, t.chunk});
-      for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
-        const LayerKernels& k = kernels(*it);
-        for (int i = k.count - 1; i >= 0; --i) {
-          const KernelCost& kc = k.fwd[i];
-          if (kc.bwd_weight_s <= 0) continue;
-          prev = compute(Phase::kWeightGrad, *it, t.mb, t.chunk, kernel_name(kc.name).data(), kc.cls,
-                         kc.bwd_weight_s, kc.flops, 0, prev, &kc);
-        }
-      }
-      weight_grad_ends_.push_back(prev);  // joined before the optimizer; the next F/B does not wait
+int StageBuilder::pipeline_op(OpKind kind, Phase ph, const Task& t, const char* name, int peer, double bytes,
+                              int dep) {
+  Op op = base(ph, -1, t.mb, t.chunk, name);
+  op.kind = kind;
+  op.stream = StreamId::kPp;
+  op.peer_stage = peer;
+  op.bytes = bytes;
+  return add(op, {dep});
+}
+
+int StageBuilder::first_place_input(const Task& t, int last) {
+  if (load_s_ > 0) {
+    // The data loader delivers this micro-batch: in the loop, after the previous task; beside
+    // training, back to back from the step's start (the loader-bound steady state).
+    Op op = base(Phase::kForward, -1, t.mb, t.chunk, "load_batch");
+    op.kind = OpKind::kCompute;
+    op.stream = StreamId::kLoader;
+    op.device = DeviceKind::kCpu;
+    op.seconds = load_s_;
+    next_deps_.push_back(add(op, {load_in_loop_ ? last : -1}, false));
+  }
+  if (p_.offload_embeddings) {
+    // The host gathers the micro-batch's rows of the table and sends them ahead of time.
+    const double rows = tokens_ * m_.hidden * s_.bytes_per_element;
+    const int gathered =
+        host_op(Phase::kForward, -1, t.mb, t.chunk, "embedding_gather", StreamId::kHost, 2 * rows, -1);
+    next_deps_.push_back(host_op(Phase::kForward, -1, t.mb, t.chunk, "embedding_rows_to_device",
+                                 StreamId::kCopyIn, rows, gathered));
+  }
+  return compute(Phase::kForward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
+                 d_.stream_seconds(tokens_ * m_.hidden * s_.bytes_per_element), 0,
+                 tokens_ * m_.hidden * s_.bytes_per_element, last);
+}
+
+int StageBuilder::forward_layers(const Task& t, const std::vector<int>& layers, int prev) {
+  const double wb = weight_bytes(p_.precision);
+  std::vector<int> ends;  // each layer's last op, for the offload windows
+  for (int layer : layers) {
+    // Offloaded weights arrive once the layer two back is done (a two-layer window), and a
+    // layer starts once the activations of the layer two back have left for the host.
+    const int freed =
+        ends.size() >= 2 ? ends[ends.size() - 2] : -1;  // the first two: during the previous task
+    if (p_.offload_params)
+      next_deps_.push_back(host_op(Phase::kForward, layer, t.mb, t.chunk, "param_to_device",
+                                   StreamId::kCopyIn, offloaded_params(layer) * wb, freed));
+    if (p_.offload_activations && act_out_.size() >= 2) next_deps_.push_back(act_out_[act_out_.size() - 2]);
+    if (zero3_) {
+      const int ag =
+          collective(Phase::kForward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp, GroupKind::kDp,
+                     CollectiveOp::kAllGather, layer_params(layer) * wb, -1, false);
+      next_deps_.push_back(ag);  // the layer's first kernel waits for its parameters
+    }
+    prev = layer_forward(Phase::kForward, layer, t.mb, t.chunk, prev);
+    ends.push_back(prev);
+    if (p_.offload_activations) {
+      act_out_.push_back(host_op(Phase::kForward, layer, t.mb, t.chunk, "act_to_host", StreamId::kCopy,
+                                 offloaded_activations(layer), prev));
+      act_copy_[{t.mb, t.chunk, layer}] = act_out_.back();
     }
   }
+  return prev;
+}
 
-  // End of step: gradient reduction not yet done, optimizer, parameter all-gather (ZeRO-1/2).
-  double dense_params = 0, expert_params = 0;
-  for (int c = 0; c < chunks; ++c)
+int StageBuilder::head_forward(const Task& t, int prev) {
+  prev = compute(Phase::kForward, -1, t.mb, t.chunk, "final_norm", KernelClass::kElementwise,
+                 head_.norm_fwd_s, 0, head_.norm_bytes, prev);
+  if (head_.sp)
+    prev = collective(Phase::kForward, -1, t.mb, t.chunk, "lm_head.tp_all_gather", StreamId::kTp,
+                      GroupKind::kTp, CollectiveOp::kAllGather, head_.hidden_bytes, prev);
+  prev = compute(Phase::kForward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm, head_.fwd_s,
+                 head_.fwd_flops, head_.fwd_bytes, prev);
+  if (head_.tp) {
+    prev = collective(Phase::kForward, -1, t.mb, t.chunk, "ce.tp_all_gather", StreamId::kTp, GroupKind::kTp,
+                      CollectiveOp::kAllGather, head_.stats_bytes, prev);
+    prev = compute(Phase::kForward, -1, t.mb, t.chunk, "cross_entropy_grad", KernelClass::kElementwise,
+                   head_.grad_s, 0, head_.grad_bytes, prev);
+  }
+  return prev;
+}
+
+int StageBuilder::forward_task(const Task& t, int last) {
+  const std::vector<int> layers = chunk_layers(t.chunk);
+  const int vs = place(t.chunk);
+  int prev = vs > 0 ? pipeline_op(OpKind::kRecv, Phase::kForward, t, "recv_activation",
+                                  rank_at(t.chunk, vs - 1), 0, -1)
+                    : first_place_input(t, last);
+  prev = forward_layers(t, layers, prev);
+  if (vs == last_place_) return head_forward(t, prev);
+  return pipeline_op(OpKind::kSend, Phase::kForward, t, "send_activation", rank_at(t.chunk, vs + 1),
+                     tokens_ * m_.hidden * s_.bytes_per_element, prev);
+}
+
+int StageBuilder::head_backward(const Task& t, int prev) {
+  prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "lm_head_loss", KernelClass::kGemm, head_.bwd_s,
+                 2 * head_.fwd_flops, head_.bwd_bytes, prev);
+  if (head_.tp)
+    prev = collective(Phase::kBackward, -1, t.mb, t.chunk,
+                      head_.sp ? "lm_head.tp_reduce_scatter" : "lm_head.tp_all_reduce", StreamId::kTp,
+                      GroupKind::kTp, head_.sp ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce,
+                      head_.hidden_bytes, prev);
+  return compute(Phase::kBackward, -1, t.mb, t.chunk, "final_norm", KernelClass::kElementwise,
+                 head_.norm_bwd_s, 0, 2 * head_.norm_bytes, prev);
+}
+
+int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers, int prev) {
+  const double wb = weight_bytes(p_.precision), gb = grad_bytes(p_.precision);
+  // ZeRO-3 / FSDP backward: each layer's parameters are gathered one layer ahead (prefetch),
+  // and its gradients reduce-scattered on a separate stream as soon as it is done.
+  auto gather = [&](int layer) {
+    return collective(Phase::kBackward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp,
+                      GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1, false);
+  };
+  int next_gather = zero3_ && !layers.empty() ? gather(layers.back()) : -1;
+  std::vector<int> ends;
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+    const int layer = *it;
+    // Offload: the layer's weights and activations come back to the device once the layer two
+    // back is done (the current and the prefetched layer share the device).
+    const int freed =
+        ends.size() >= 2 ? ends[ends.size() - 2] : -1;  // the first two: during the previous task
+    if (p_.offload_params)
+      next_deps_.push_back(host_op(Phase::kBackward, layer, t.mb, t.chunk, "param_to_device",
+                                   StreamId::kCopyIn, offloaded_params(layer) * wb, freed));
+    if (p_.offload_activations) {
+      const int fetched = host_op(Phase::kBackward, layer, t.mb, t.chunk, "act_to_device", StreamId::kCopyIn,
+                                  offloaded_activations(layer), freed);
+      edges_.emplace_back(act_copy_.at({t.mb, t.chunk, layer}), fetched);  // it must have left first
+      next_deps_.push_back(fetched);
+    }
+    if (p_.offload_params && grad_out_.size() >= 2) next_deps_.push_back(grad_out_[grad_out_.size() - 2]);
+    if (zero3_) {
+      next_deps_.push_back(next_gather);
+      next_gather = std::next(it) != layers.rend() ? gather(*std::next(it)) : -1;
+    }
+    prev = layer_backward(layer, t.mb, t.chunk, prev, t.split);
+    ends.push_back(prev);
+    if (p_.offload_params)
+      grad_out_.push_back(host_op(Phase::kBackward, layer, t.mb, t.chunk, "grad_to_host", StreamId::kCopy,
+                                  offloaded_params(layer) * gb, prev));
+    if (zero3_)
+      collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDpReduce,
+                 GroupKind::kDp, CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev, false);
+    // Megatron's --overlap-grad-reduce: a layer's gradients are reduced as soon as its last
+    // micro-batch's backward is done, while the layers below still compute.
+    if (p_.overlap_grad_reduce && !zero3_ && !split_w_ && t.mb == micro_batches_ - 1) {
+      const double params = layer_params(layer) - layer_expert_params(layer);
+      grad_reduce(Phase::kBackward, layer, t.mb, t.chunk,
+                  p_.zero_stage == 0 ? "grad_all_reduce" : "grad_reduce_scatter", GroupKind::kDp, params,
+                  prev, true);
+    }
+  }
+  return prev;
+}
+
+int StageBuilder::backward_task(const Task& t, int last) {
+  const std::vector<int> layers = chunk_layers(t.chunk);
+  const int vs = place(t.chunk);
+  int prev = last;
+  if (vs == last_place_) {
+    prev = head_backward(t, prev);
+  } else {  // the backward needs the gradient and this stage's own forward
+    next_deps_.push_back(
+        pipeline_op(OpKind::kRecv, Phase::kBackward, t, "recv_gradient", rank_at(t.chunk, vs + 1), 0, -1));
+  }
+  prev = backward_layers(t, layers, prev);
+  if (vs == 0) {
+    prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
+                   d_.stream_seconds(2 * tokens_ * m_.hidden * s_.bytes_per_element), 0,
+                   2 * tokens_ * m_.hidden * s_.bytes_per_element, prev);
+    if (p_.offload_embeddings)
+      host_op(Phase::kBackward, -1, t.mb, t.chunk, "embedding_grad_to_host", StreamId::kCopy,
+              tokens_ * m_.hidden * grad_bytes(p_.precision), prev);
+    backward_end_[{t.mb, t.chunk}] = prev;
+    return prev;
+  }
+  backward_end_[{t.mb, t.chunk}] = prev;  // its W needs the compute, not the send
+  return pipeline_op(OpKind::kSend, Phase::kBackward, t, "send_gradient", rank_at(t.chunk, vs - 1),
+                     tokens_ * m_.hidden * s_.bytes_per_element, prev);
+}
+
+void StageBuilder::weight_grad_task(const Task& t) {
+  const std::vector<int> layers = chunk_layers(t.chunk);
+  int prev = backward_end_.at({t.mb, t.chunk});
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+    const LayerKernels& k = kernels(*it);
+    for (int i = k.count - 1; i >= 0; --i) {
+      const KernelCost& kc = k.fwd[i];
+      if (kc.bwd_weight_s <= 0) continue;
+      prev = compute(Phase::kWeightGrad, *it, t.mb, t.chunk, kernel_name(kc.name).data(), kc.cls,
+                     kc.bwd_weight_s, kc.flops, 0, prev, &kc);
+    }
+  }
+  weight_grad_ends_.push_back(prev);  // joined before the optimizer; the next F/B does not wait
+}
+
+StageBuilder::StepParams StageBuilder::step_params() const {
+  StepParams s;
+  for (int c = 0; c < chunks_; ++c)
     for (int layer : chunk_layers(c)) {
-      dense_params += layer_params(layer) - layer_expert_params(layer);
-      expert_params += layer_expert_params(layer);
+      s.dense += layer_params(layer) - layer_expert_params(layer);
+      s.experts += layer_expert_params(layer);
     }
   // The input embedding, the LM head and the final norm (DualPipe's end ranks hold both ends, one
   // per direction).
-  const double embed = m_.end_params_on_stage(st, p, dualpipe, p_.tp);
-  dense_params += embed;
-  int prev = last;
-  for (int w : weight_grad_ends_) next_deps_.push_back(w);
-  if (dualpipe) {
-    // Stage st's parameters live on rank st (chunk 0) and on its mirror p-1-st (chunk 1), and the
-    // end ranks both hold the embedding and the head: the two copies' gradients are summed before
-    // the step, as a two-rank all-reduce would (each rank sends one chunk's worth twice): this
-    // rank's chunk-1 gradients go to the mirror, which adds them to its chunk 0, and the sums come
-    // back into chunk 1.
-    auto chunk_grads = [&](int c) {
-      double params = embed / 2;
-      for (int layer : chunk_layers(c)) params += layer_params(layer);
-      return params * gb;
-    };
-    auto p2p = [&](OpKind kind, const char* name, int tag, double bytes, int dep) {
-      Op op = base(Phase::kStep, -1, -1, tag, name);
-      op.kind = kind;
-      op.stream = StreamId::kPp;
-      op.peer_stage = p - 1 - st;
-      op.bytes = bytes;
-      return add(op, {dep});
-    };
-    const int sent = p2p(OpKind::kSend, "mirror_grad_send", 1, chunk_grads(1), prev);
-    const int got = p2p(OpKind::kRecv, "mirror_grad_recv", 1, 0, -1);
-    const double add_bytes = 3 * chunk_grads(0);
-    next_deps_.push_back(sent);
-    const int summed = compute(Phase::kStep, -1, -1, 0, "mirror_grad_add", KernelClass::kElementwise,
-                               d_.stream_seconds(add_bytes), 0, add_bytes, got);
-    const int back = p2p(OpKind::kSend, "mirror_sum_send", 0, chunk_grads(0), summed);
-    prev = p2p(OpKind::kRecv, "mirror_sum_recv", 0, 0, -1);
-    next_deps_.push_back(back);
-  }
-  if (!zero3) {
-    const bool layers_done = p_.overlap_grad_reduce && !split_w;
-    const double rest = layers_done ? embed : dense_params;
-    auto reduce = [&](double params, GroupKind g, const char* name) {
-      if (params <= 0) return;
-      prev = grad_reduce(Phase::kStep, -1, -1, 0, name, g, params, prev, false);
-    };
-    reduce(rest, GroupKind::kDp, "grad_reduce");
-    reduce(expert_params, GroupKind::kExpertDp, "expert_grad_reduce");
-    pending_decompressions();
-  }
+  s.embed = m_.end_params_on_stage(prog_.stage, p_.pp, dualpipe_, p_.tp);
+  s.dense += s.embed;
+  return s;
+}
+
+int StageBuilder::mirror_grad_sum(int prev, double embed) {
+  // Stage st's parameters live on rank st (chunk 0) and on its mirror p-1-st (chunk 1), and the
+  // end ranks both hold the embedding and the head: the two copies' gradients are summed before
+  // the step, as a two-rank all-reduce would (each rank sends one chunk's worth twice): this
+  // rank's chunk-1 gradients go to the mirror, which adds them to its chunk 0, and the sums come
+  // back into chunk 1.
+  const double gb = grad_bytes(p_.precision);
+  auto chunk_grads = [&](int c) {
+    double params = embed / 2;
+    for (int layer : chunk_layers(c)) params += layer_params(layer);
+    return params * gb;
+  };
+  auto p2p = [&](OpKind kind, const char* name, int tag, double bytes, int dep) {
+    Op op = base(Phase::kStep, -1, -1, tag, name);
+    op.kind = kind;
+    op.stream = StreamId::kPp;
+    op.peer_stage = p_.pp - 1 - prog_.stage;
+    op.bytes = bytes;
+    return add(op, {dep});
+  };
+  const int sent = p2p(OpKind::kSend, "mirror_grad_send", 1, chunk_grads(1), prev);
+  const int got = p2p(OpKind::kRecv, "mirror_grad_recv", 1, 0, -1);
+  const double add_bytes = 3 * chunk_grads(0);
+  next_deps_.push_back(sent);
+  const int summed = compute(Phase::kStep, -1, -1, 0, "mirror_grad_add", KernelClass::kElementwise,
+                             d_.stream_seconds(add_bytes), 0, add_bytes, got);
+  const int back = p2p(OpKind::kSend, "mirror_sum_send", 0, chunk_grads(0), summed);
+  prev = p2p(OpKind::kRecv, "mirror_sum_recv", 0, 0, -1);
+  next_deps_.push_back(back);
+  return prev;
+}
+
+int StageBuilder::step_grad_reduce(int prev, const StepParams& params) {
+  const bool layers_done = p_.overlap_grad_reduce && !split_w_;
+  const double rest = layers_done ? params.embed : params.dense;
+  auto reduce = [&](double n, GroupKind g, const char* name) {
+    if (n <= 0) return;
+    prev = grad_reduce(Phase::kStep, -1, -1, 0, name, g, n, prev, false);
+  };
+  reduce(rest, GroupKind::kDp, "grad_reduce");
+  reduce(params.experts, GroupKind::kExpertDp, "expert_grad_reduce");
+  pending_decompressions();
+  return prev;
+}
+
+int StageBuilder::optimizer_step(int prev, const StepParams& params) {
+  const double wb = weight_bytes(p_.precision), gb = grad_bytes(p_.precision);
   // The optimizer waits for every reduction issued on the dp streams.
   for (StreamId sid : {StreamId::kDp, StreamId::kDpReduce})
     for (int v2 : prog_.streams[static_cast<int>(sid)]) next_deps_.push_back(v2);
@@ -820,49 +877,42 @@ StageProgram StageBuilder::build() {
   if (last_copy >= 0) next_deps_.push_back(last_copy);
   const double shard = static_cast<double>(p_.dp) * p_.cp;
   // Plan::offload_embeddings: the input table is updated on the host, beside the device's step.
-  const double host_table = p_.offload_embeddings && st == 0 ? 1.0 * m_.vocab * m_.hidden / p_.tp : 0.0;
+  const double host_table =
+      p_.offload_embeddings && prog_.stage == 0 ? 1.0 * m_.vocab * m_.hidden / p_.tp : 0.0;
   const double owned =
       p_.zero_stage >= 1
-          ? ((dense_params - host_table) / shard + expert_params / std::max(1.0, shard / p_.ep))
-          : dense_params - host_table + expert_params;
+          ? ((params.dense - host_table) / shard + params.experts / std::max(1.0, shard / p_.ep))
+          : params.dense - host_table + params.experts;
   if (host_table > 0)
     host_op(Phase::kStep, -1, -1, 0, "host_embedding_optimizer", StreamId::kHost,
             host_table * kAdamBytesPerParam, last_copy);
-  // With Plan::offload_params the layers' gradients went to the host during the backward and
-  // their weights live there: only the rest (embedding, head) crosses at the step.
-  const double crossing = p_.offload_params && dense_params + expert_params > 0
-                              ? (embed - host_table) / (dense_params + expert_params - host_table)
-                              : 1.0;
-  if (p_.offload_optimizer) {
-    // ZeRO-Offload: gradients to the host over the copy engine, Adam on the host CPUs, updated
-    // weights back.
-    const NodeSpec& node = w_cluster_.node;
-    auto step_op = [&](const char* name, OpKind kind, StreamId stream, double bytes, double rate) {
-      Op op = base(Phase::kStep, -1, -1, 0, name);
-      op.kind = kind;
-      op.stream = stream;
-      op.device = stream == StreamId::kHost ? DeviceKind::kCpu : d_.kind;
-      op.bytes = bytes;
-      op.seconds = bytes / rate;
-      return add(op, {prev});
-    };
-    prev =
-        step_op("grad_to_host", OpKind::kCopy, StreamId::kCopy, owned * crossing * gb, host_link_rate(node));
-    prev = step_op("host_optimizer", OpKind::kCompute, StreamId::kHost, owned * kAdamBytesPerParam,
-                   host_optimizer_rate(node));
-    prev = step_op("params_to_device", OpKind::kCopy, StreamId::kCopyIn, owned * crossing * wb,
-                   host_link_rate(node));
-  } else {
-    prev = compute(Phase::kStep, -1, -1, 0, "optimizer", KernelClass::kElementwise,
+  if (!p_.offload_optimizer)
+    return compute(Phase::kStep, -1, -1, 0, "optimizer", KernelClass::kElementwise,
                    d_.optimizer_seconds(owned * kAdamBytesPerParam), 0, owned * kAdamBytesPerParam, prev);
-  }
-  if (p_.zero_stage == 1 || p_.zero_stage == 2) {
-    prev = collective(Phase::kStep, -1, -1, 0, "param_all_gather", StreamId::kDp, GroupKind::kDp,
-                      CollectiveOp::kAllGather, dense_params * wb, prev);
-    if (expert_params > 0)
-      collective(Phase::kStep, -1, -1, 0, "expert_param_all_gather", StreamId::kDp, GroupKind::kExpertDp,
-                 CollectiveOp::kAllGather, expert_params * wb, prev);
-  }
+  // ZeRO-Offload: gradients to the host over the copy engine, Adam on the host CPUs, updated
+  // weights back. With Plan::offload_params the layers' gradients went to the host during the
+  // backward and their weights live there: only the rest (embedding, head) crosses at the step.
+  const double crossing = p_.offload_params && params.dense + params.experts > 0
+                              ? (params.embed - host_table) / (params.dense + params.experts - host_table)
+                              : 1.0;
+  const NodeSpec& node = w_cluster_.node;
+  auto step_op = [&](const char* name, OpKind kind, StreamId stream, double bytes, double rate) {
+    Op op = base(Phase::kStep, -1, -1, 0, name);
+    op.kind = kind;
+    op.stream = stream;
+    op.device = stream == StreamId::kHost ? DeviceKind::kCpu : d_.kind;
+    op.bytes = bytes;
+    op.seconds = bytes / rate;
+    return add(op, {prev});
+  };
+  prev = step_op("grad_to_host", OpKind::kCopy, StreamId::kCopy, owned * crossing * gb, host_link_rate(node));
+  prev = step_op("host_optimizer", OpKind::kCompute, StreamId::kHost, owned * kAdamBytesPerParam,
+                 host_optimizer_rate(node));
+  return step_op("params_to_device", OpKind::kCopy, StreamId::kCopyIn, owned * crossing * wb,
+                 host_link_rate(node));
+}
+
+StageProgram StageBuilder::finish() {
   // Weight-gradient ops run from their own queue (see Simulator: deferrable work).
   auto& compute_ops = prog_.streams[static_cast<int>(StreamId::kCompute)];
   std::vector<int> main_ops;
@@ -874,6 +924,36 @@ StageProgram StageBuilder::build() {
   for (std::size_t i = 0; i < ops_.size(); ++i) (*g)[i] = ops_[i];
   prog_.graph_ptr = std::move(g);
   return std::move(prog_);
+}
+
+StageProgram StageBuilder::build() {
+  plan_stage();
+  // The pipeline schedule's tasks: forward, backward and (split off) weight-gradient passes.
+  int last = -1;
+  for (const Task& t : schedule_tasks(p_.schedule, prog_.stage, p_.pp, micro_batches_, chunks_)) {
+    if (t.type == TaskType::kF)
+      last = forward_task(t, last);
+    else if (t.type == TaskType::kB)
+      last = backward_task(t, last);
+    else  // kW: weight gradients split off a B, off the F/B chain
+      weight_grad_task(t);
+  }
+  // End of step: gradient reduction not yet done, optimizer, parameter all-gather (ZeRO-1/2).
+  const StepParams params = step_params();
+  int prev = last;
+  for (int w : weight_grad_ends_) next_deps_.push_back(w);
+  if (dualpipe_) prev = mirror_grad_sum(prev, params.embed);
+  if (!zero3_) prev = step_grad_reduce(prev, params);
+  prev = optimizer_step(prev, params);
+  if (p_.zero_stage == 1 || p_.zero_stage == 2) {
+    const double wb = weight_bytes(p_.precision);
+    prev = collective(Phase::kStep, -1, -1, 0, "param_all_gather", StreamId::kDp, GroupKind::kDp,
+                      CollectiveOp::kAllGather, params.dense * wb, prev);
+    if (params.experts > 0)
+      collective(Phase::kStep, -1, -1, 0, "expert_param_all_gather", StreamId::kDp, GroupKind::kExpertDp,
+                 CollectiveOp::kAllGather, params.experts * wb, prev);
+  }
+  return finish();
 }
 
 }  // namespace
