@@ -160,31 +160,48 @@ std::unordered_map<const TraceOp*, double> receive_spans(const Trace& t) {
   }
   return out;
 }
-}  // namespace
-
-Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
+// The traces are of the same plan and model.
+Status check_same_job(const Trace& p, const Trace& m) {
   if (p.metadata.contains("plan") && m.metadata.contains("plan") && p.metadata["plan"] != m.metadata["plan"])
     return Error(p.file + " and " + m.file + ": the traces are of different plans: " +
                  p.metadata["plan"].dump() + " vs " + m.metadata["plan"].dump());
   if (p.metadata.value("model", "") != m.metadata.value("model", ""))
     return Error(p.file + " and " + m.file + ": the traces are of different models (" +
                  p.metadata.value("model", "?") + " vs " + m.metadata.value("model", "?") + ")");
-  std::set<int> pr, mr;
-  for (const auto& op : p.ops) pr.insert(op.rank);
-  for (const auto& op : m.ops) mr.insert(op.rank);
-  CompareReport r;
-  r.predicted_file = p.file;
-  r.measured_file = m.file;
-  std::set_intersection(pr.begin(), pr.end(), mr.begin(), mr.end(), std::back_inserter(r.ranks));
-  if (r.ranks.empty()) return Error(p.file + " and " + m.file + ": no rank appears in both traces");
-  const std::set<int> common(r.ranks.begin(), r.ranks.end());
+  return Status::Ok();
+}
+
+// What the ops matched by id on the common ranks add up to: per kind (summed over the ranks),
+// and the compute stream's busy time per rank; each pair goes into `worst`.
+struct MatchedOps {
+  std::map<std::string, KindComparison> kinds;
+  std::map<int, double> busy_p, busy_m;
+  std::vector<OpComparison> worst;
+  int count = 0;
+};
+
+// An error naming a few ops of each trace that the other lacks.
+Error ops_differ(const Trace& p, const Trace& m, std::vector<std::string> only_p,
+                 std::vector<std::string> only_m) {
+  std::sort(only_p.begin(), only_p.end());
+  std::sort(only_m.begin(), only_m.end());
+  std::string msg = p.file + " and " + m.file + ": the ops differ (" + std::to_string(only_p.size()) +
+                    " only in the predicted trace, " + std::to_string(only_m.size()) +
+                    " only in the measured one)";
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, only_p.size()); ++i)
+    msg += "; predicted only: " + only_p[i];
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, only_m.size()); ++i)
+    msg += "; measured only: " + only_m[i];
+  return Error(msg);
+}
+
+Result<MatchedOps> match_ops(const Trace& p, const Trace& m, const std::set<int>& common) {
   std::unordered_map<std::string, const TraceOp*> by_id;
   for (const auto& op : m.ops)
     if (common.count(op.rank)) by_id[op.id] = &op;
   std::vector<std::string> only_p, only_m;
   std::set<std::string> matched;
-  std::map<std::string, KindComparison> kinds;
-  std::map<int, double> busy_p, busy_m;  // compute busy time per rank
+  MatchedOps out;
   const auto spans_p = receive_spans(p), spans_m = receive_spans(m);
   const auto span = [](const std::unordered_map<const TraceOp*, double>& spans, const TraceOp& op) {
     const auto it = spans.find(&op);
@@ -200,35 +217,43 @@ Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
     const TraceOp& mo = *it->second;
     matched.insert(op.id);
     const std::string kind = op_kind(op);
-    KindComparison& k = kinds[kind];
+    KindComparison& k = out.kinds[kind];
     k.kind = kind;
     ++k.ops;
     const double pd = span(spans_p, op), md = span(spans_m, mo);
     k.predicted_s += pd;
     k.measured_s += md;
     if (op.cat == "compute") {
-      busy_p[op.rank] += op.dur_s;
-      busy_m[op.rank] += mo.dur_s;
+      out.busy_p[op.rank] += op.dur_s;
+      out.busy_m[op.rank] += mo.dur_s;
     }
-    r.worst.push_back({op.id, kind, pd, md});
+    out.worst.push_back({op.id, kind, pd, md});
   }
   for (const auto& [id, op] : by_id)
     if (!matched.count(id)) only_m.push_back(id);
-  if (!only_p.empty() || !only_m.empty()) {
-    std::sort(only_p.begin(), only_p.end());
-    std::sort(only_m.begin(), only_m.end());
-    std::string msg = p.file + " and " + m.file + ": the ops differ (" + std::to_string(only_p.size()) +
-                      " only in the predicted trace, " + std::to_string(only_m.size()) +
-                      " only in the measured one)";
-    for (std::size_t i = 0; i < std::min<std::size_t>(3, only_p.size()); ++i)
-      msg += "; predicted only: " + only_p[i];
-    for (std::size_t i = 0; i < std::min<std::size_t>(3, only_m.size()); ++i)
-      msg += "; measured only: " + only_m[i];
-    return Error(msg);
-  }
-  r.matched_ops = static_cast<int>(matched.size());
+  if (!only_p.empty() || !only_m.empty()) return ops_differ(p, m, std::move(only_p), std::move(only_m));
+  out.count = static_cast<int>(matched.size());
+  return out;
+}
+
+}  // namespace
+
+Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
+  FS_RETURN_IF_ERROR(check_same_job(p, m));
+  std::set<int> pr, mr;
+  for (const auto& op : p.ops) pr.insert(op.rank);
+  for (const auto& op : m.ops) mr.insert(op.rank);
+  CompareReport r;
+  r.predicted_file = p.file;
+  r.measured_file = m.file;
+  std::set_intersection(pr.begin(), pr.end(), mr.begin(), mr.end(), std::back_inserter(r.ranks));
+  if (r.ranks.empty()) return Error(p.file + " and " + m.file + ": no rank appears in both traces");
+  FS_ASSIGN_OR_RETURN(MatchedOps matched, match_ops(p, m, std::set<int>(r.ranks.begin(), r.ranks.end())));
+  r.worst = std::move(matched.worst);
+  r.matched_ops = matched.count;
+  // Per kind, the mean over the compared ranks.
   const double n = static_cast<double>(r.ranks.size());
-  for (auto& [name, k] : kinds) {
+  for (auto& [name, k] : matched.kinds) {
     k.predicted_s /= n;
     k.measured_s /= n;
     k.error_pct = pct(k.predicted_s, k.measured_s);
@@ -241,8 +266,8 @@ Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
   // communication), averaged over the compared ranks.
   KindComparison idle{"idle", 0, 0, 0, 0};
   for (int rank : r.ranks) {
-    idle.predicted_s += std::max(0.0, p.step_s - busy_p[rank]) / n;
-    idle.measured_s += std::max(0.0, m.step_s - busy_m[rank]) / n;
+    idle.predicted_s += std::max(0.0, p.step_s - matched.busy_p[rank]) / n;
+    idle.measured_s += std::max(0.0, m.step_s - matched.busy_m[rank]) / n;
   }
   idle.error_pct = pct(idle.predicted_s, idle.measured_s);
   r.kinds.push_back(idle);

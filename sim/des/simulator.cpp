@@ -509,7 +509,16 @@ struct Simulator::Impl {
     try_issue(ri, stream);
   }
 
+  // run()'s steps, in order: the network, the stages' ops packed, the simulated ranks placed,
+  // the events run, every op checked, and the results.
   Result<SimResult> run();
+  void use_topology();
+  Result<std::size_t> pack_stages();                       // the number of plan classes
+  std::vector<int> place_ranks(std::size_t plan_classes);  // the simulated ranks
+  void event_loop();
+  Status check_all_ran() const;
+  Prediction prediction() const;
+  std::vector<LinkUse> busiest_links(double step) const;
   TimeBreakdown breakdown(const RankState& r) const;
 };
 
@@ -525,7 +534,7 @@ TimeBreakdown Simulator::Impl::breakdown(const RankState& r) const {
   return t;
 }
 
-Result<SimResult> Simulator::Impl::run() {
+void Simulator::Impl::use_topology() {
   if (opt.topology) {
     // A topology built once for many runs on the same cluster: start from its link capacities.
     system = opt.topology->system();
@@ -535,6 +544,9 @@ Result<SimResult> Simulator::Impl::run() {
     topo = own_topo.get();
   }
   link_bytes.assign(system.resources(), 0.0);
+}
+
+Result<std::size_t> Simulator::Impl::pack_stages() {
   info.resize(w.stages.size());
   // (stage, group kind or -1 for sends, collective (x2, +1 for cold data) or peer stage, bytes) ->
   // OpInfo::plan_class
@@ -572,6 +584,10 @@ Result<SimResult> Simulator::Impl::run() {
                            static_cast<OpState>(StreamId::kCompute) << kStreamShift);
     }
   }
+  return plan_classes.size();
+}
+
+std::vector<int> Simulator::Impl::place_ranks(std::size_t plan_classes) {
   const int n = w.ranks();
   rank_index.assign(n, -1);
   std::vector<int> simulated;
@@ -581,7 +597,7 @@ Result<SimResult> Simulator::Impl::run() {
     for (int s = 0; s < w.plan.pp; ++s) simulated.push_back(w.rank_of(0, 0, 0, s));
   }
   plan_width = opt.full ? w.stage_ranks() : 1;
-  plans.resize(plan_classes.size() * plan_width);
+  plans.resize(plan_classes * plan_width);
   if (opt.full) arrivals.resize(simulated.size());
   std::size_t words = 0;
   for (int r : simulated) words += info[w.stage_of(r)].initial.size();
@@ -604,9 +620,12 @@ Result<SimResult> Simulator::Impl::run() {
     rank_index[r] = static_cast<int>(ranks.size());
     ranks.push_back(std::move(st));
   }
+  return simulated;
+}
+
+void Simulator::Impl::event_loop() {
   for (int ri = 0; ri < static_cast<int>(ranks.size()); ++ri)
     for (int s = 0; s < kStreamCount; ++s) try_issue(ri, static_cast<StreamId>(s));
-
   while (true) {
     if (rates_stale && (queue.empty() || queue.next_time() > now)) {  // not top(): see EventQueue
       rates_stale = false;
@@ -630,8 +649,9 @@ Result<SimResult> Simulator::Impl::run() {
         break;
     }
   }
+}
 
-  // Every op must have run; otherwise the graph waits on something that never comes.
+Status Simulator::Impl::check_all_ran() const {
   for (const RankState& r : ranks) {
     const std::size_t ops = info[r.stage].ops.size();
     if (r.done_ops == ops) continue;
@@ -644,12 +664,10 @@ Result<SimResult> Simulator::Impl::run() {
       }
     }
   }
+  return Status::Ok();
+}
 
-  SimResult out;
-  out.full = opt.full;
-  out.events = events;
-  out.network_actions = actions;
-  out.simulated_ranks = simulated;
+Prediction Simulator::Impl::prediction() const {
   // The step ends when the slowest rank finishes; its timeline gives the breakdown.
   int crit = 0;
   double step = 0;
@@ -659,7 +677,7 @@ Result<SimResult> Simulator::Impl::run() {
       crit = i;
     }
   }
-  Prediction& p = out.prediction;
+  Prediction p;
   p.step_time_s = step;
   p.time = breakdown(ranks[crit]);
   p.time.total = step;
@@ -678,24 +696,45 @@ Result<SimResult> Simulator::Impl::run() {
   p.tokens_per_s = step > 0 ? static_cast<double>(w.plan.global_batch) * seq / step : 0;
   p.data_load_s = data_load_cost(w.model, w.cluster, w.plan).seconds;
   p.tflops_per_device = step > 0 ? p.hardware_flops / step / p.devices / 1e12 : 0;
+  return p;
+}
 
+std::vector<LinkUse> Simulator::Impl::busiest_links(double step) const {
+  std::vector<LinkUse> out;
+  const TopoGraph& g = topo->graph();
+  for (auto e : boost::make_iterator_range(boost::edges(g))) {
+    const TopoLink& l = g[e];
+    if (link_bytes[l.resource] <= 0) continue;
+    out.push_back({g[boost::source(e, g)].name + "->" + g[boost::target(e, g)].name, l.kind,
+                   link_bytes[l.resource], step > 0 ? link_bytes[l.resource] / (l.bandwidth * step) : 0});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const LinkUse& a, const LinkUse& b) { return a.utilisation > b.utilisation; });
+  if (out.size() > 20) out.resize(20);
+  return out;
+}
+
+Result<SimResult> Simulator::Impl::run() {
+  use_topology();
+  FS_ASSIGN_OR_RETURN(const std::size_t plan_classes, pack_stages());
+  const std::vector<int> simulated = place_ranks(plan_classes);
+  event_loop();
+  // Every op must have run; otherwise the graph waits on something that never comes.
+  FS_RETURN_IF_ERROR(check_all_ran());
+
+  SimResult out;
+  out.full = opt.full;
+  out.events = events;
+  out.network_actions = actions;
+  out.simulated_ranks = simulated;
+  out.prediction = prediction();
   if (opt.record) {
     for (const RankState& r : ranks)
       for (std::size_t v = 0; v < r.start.size(); ++v)
         out.ops.push_back({r.rank, r.stage, static_cast<std::int32_t>(v), r.start[v], r.end[v]});
   }
   // Link utilisation over the step, busiest first.
-  const TopoGraph& g = topo->graph();
-  for (auto e : boost::make_iterator_range(boost::edges(g))) {
-    const TopoLink& l = g[e];
-    if (link_bytes[l.resource] <= 0) continue;
-    out.busiest_links.push_back({g[boost::source(e, g)].name + "->" + g[boost::target(e, g)].name, l.kind,
-                                 link_bytes[l.resource],
-                                 step > 0 ? link_bytes[l.resource] / (l.bandwidth * step) : 0});
-  }
-  std::sort(out.busiest_links.begin(), out.busiest_links.end(),
-            [](const LinkUse& a, const LinkUse& b) { return a.utilisation > b.utilisation; });
-  if (out.busiest_links.size() > 20) out.busiest_links.resize(20);
+  out.busiest_links = busiest_links(out.prediction.step_time_s);
   return out;
 }
 

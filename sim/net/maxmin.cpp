@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace foresight {
 
@@ -73,6 +74,26 @@ double MaxMinSystem::load(int resource) const {
 
 void MaxMinSystem::solve(std::vector<int>* changed) {
   if (dirty_.empty()) return;
+  collect_component();
+  if (comp_actions_.size() == 1) {
+    solve_alone(changed);
+    return;
+  }
+  for (int r : comp_resources_) remaining_[r] = resources_[r].capacity;
+  old_rates_.clear();
+  for (int id : comp_actions_) {
+    old_rates_.push_back(actions_[id].rate);
+    actions_[id].fixed = false;
+  }
+  std::size_t unfixed = comp_actions_.size();
+  while (unfixed > 0) unfixed -= fill_level();
+  if (changed) {
+    for (std::size_t i = 0; i < comp_actions_.size(); ++i)
+      if (actions_[comp_actions_[i]].rate != old_rates_[i]) changed->push_back(comp_actions_[i]);
+  }
+}
+
+void MaxMinSystem::collect_component() {
   ++stamp_;
   comp_actions_.clear();
   comp_resources_.clear();
@@ -102,80 +123,69 @@ void MaxMinSystem::solve(std::vector<int>* changed) {
       }
     }
   }
-  if (comp_actions_.size() == 1) {
-    // One action alone on its resources (a collective inside a node, most often): its rate is its
-    // tightest resource share or its bound -- what progressive filling would find in one level.
-    Action& a = actions_[comp_actions_[0]];
-    for (const Usage& u : a.usages) weight_sum_[u.resource] = 0;
-    for (const Usage& u : a.usages) weight_sum_[u.resource] += u.weight;  // a link used twice
-    double level = a.bound;
-    for (const Usage& u : a.usages)
-      if (weight_sum_[u.resource] > 0)
-        level = std::min(level, std::max(0.0, resources_[u.resource].capacity) / weight_sum_[u.resource]);
-    if (!std::isfinite(level)) level = 0;
-    const double old = a.rate;
-    a.rate = level;
-    if (changed && level != old) changed->push_back(comp_actions_[0]);
-    return;
-  }
-  for (int r : comp_resources_) remaining_[r] = resources_[r].capacity;
-  old_rates_.clear();
-  for (int id : comp_actions_) {
-    old_rates_.push_back(actions_[id].rate);
-    actions_[id].fixed = false;
-  }
+}
 
-  std::size_t unfixed = comp_actions_.size();
-  while (unfixed > 0) {
-    for (int r : comp_resources_) weight_sum_[r] = 0;
-    for (int id : comp_actions_) {
-      const Action& a = actions_[id];
-      if (a.fixed) continue;
-      for (const Usage& u : a.usages) weight_sum_[u.resource] += u.weight;
-    }
-    // The tightest resource, or the tightest action bound, decides the next level. Each share is
-    // kept for the saturation test below, which divided again per usage (the same quotient).
-    double level = std::numeric_limits<double>::infinity();
-    for (int r : comp_resources_) {
-      share_[r] = weight_sum_[r] > 0 ? std::max(0.0, remaining_[r]) / weight_sum_[r]
-                                     : std::numeric_limits<double>::infinity();
-      level = std::min(level, share_[r]);
-    }
-    for (int id : comp_actions_)
-      if (!actions_[id].fixed) level = std::min(level, actions_[id].bound);
-    if (!std::isfinite(level)) level = 0;  // nothing constrains: cannot happen with usages
-    // Fix every action on a saturated resource, and every action whose bound is reached.
-    const double eps = 1e-12 * std::max(1.0, level);
-    stack_.clear();  // the actions fixed at this level
-    for (int id : comp_actions_) {
-      Action& a = actions_[id];
-      if (a.fixed) continue;
-      bool saturated = a.bound <= level + eps;
-      for (const Usage& u : a.usages) {
-        if (share_[u.resource] <= level + eps) {
-          saturated = true;
-          break;
-        }
+void MaxMinSystem::solve_alone(std::vector<int>* changed) {
+  // One action alone on its resources (a collective inside a node, most often): its rate is its
+  // tightest resource share or its bound -- what progressive filling would find in one level.
+  Action& a = actions_[comp_actions_[0]];
+  for (const Usage& u : a.usages) weight_sum_[u.resource] = 0;
+  for (const Usage& u : a.usages) weight_sum_[u.resource] += u.weight;  // a link used twice
+  double level = a.bound;
+  for (const Usage& u : a.usages)
+    if (weight_sum_[u.resource] > 0)
+      level = std::min(level, std::max(0.0, resources_[u.resource].capacity) / weight_sum_[u.resource]);
+  if (!std::isfinite(level)) level = 0;
+  const double old = a.rate;
+  a.rate = level;
+  if (changed && level != old) changed->push_back(comp_actions_[0]);
+}
+
+std::size_t MaxMinSystem::fill_level() {
+  for (int r : comp_resources_) weight_sum_[r] = 0;
+  for (int id : comp_actions_) {
+    const Action& a = actions_[id];
+    if (a.fixed) continue;
+    for (const Usage& u : a.usages) weight_sum_[u.resource] += u.weight;
+  }
+  // The tightest resource, or the tightest action bound, decides the next level. Each share is
+  // kept for the saturation test below, which divided again per usage (the same quotient).
+  double level = std::numeric_limits<double>::infinity();
+  for (int r : comp_resources_) {
+    share_[r] = weight_sum_[r] > 0 ? std::max(0.0, remaining_[r]) / weight_sum_[r]
+                                   : std::numeric_limits<double>::infinity();
+    level = std::min(level, share_[r]);
+  }
+  for (int id : comp_actions_)
+    if (!actions_[id].fixed) level = std::min(level, actions_[id].bound);
+  if (!std::isfinite(level)) level = 0;  // nothing constrains: cannot happen with usages
+  // Fix every action on a saturated resource, and every action whose bound is reached.
+  const double eps = 1e-12 * std::max(1.0, level);
+  stack_.clear();  // the actions fixed at this level
+  for (int id : comp_actions_) {
+    Action& a = actions_[id];
+    if (a.fixed) continue;
+    bool saturated = a.bound <= level + eps;
+    for (const Usage& u : a.usages) {
+      if (share_[u.resource] <= level + eps) {
+        saturated = true;
+        break;
       }
-      if (!saturated) continue;
-      stack_.push_back(id);
     }
-    if (stack_.empty()) {  // rounding left nothing exactly at the level: fix the rest there
-      for (int id : comp_actions_)
-        if (!actions_[id].fixed) stack_.push_back(id);
-    }
-    for (int id : stack_) {
-      Action& a = actions_[id];
-      a.fixed = true;
-      a.rate = level;
-      --unfixed;
-      for (const Usage& u : a.usages) remaining_[u.resource] -= u.weight * level;
-    }
+    if (!saturated) continue;
+    stack_.push_back(id);
   }
-  if (changed) {
-    for (std::size_t i = 0; i < comp_actions_.size(); ++i)
-      if (actions_[comp_actions_[i]].rate != old_rates_[i]) changed->push_back(comp_actions_[i]);
+  if (stack_.empty()) {  // rounding left nothing exactly at the level: fix the rest there
+    for (int id : comp_actions_)
+      if (!actions_[id].fixed) stack_.push_back(id);
   }
+  for (int id : stack_) {
+    Action& a = actions_[id];
+    a.fixed = true;
+    a.rate = level;
+    for (const Usage& u : a.usages) remaining_[u.resource] -= u.weight * level;
+  }
+  return stack_.size();
 }
 
 }  // namespace foresight

@@ -62,6 +62,12 @@ class MaxMinSystem {
     bool fixed = false;
     int mark = 0;
   };
+  // solve()'s steps: the component of the dirty resources into comp_actions_ and comp_resources_;
+  // the rate of an action alone in it; one level of progressive filling (the actions it fixes).
+  void collect_component();
+  void solve_alone(std::vector<int>* changed);
+  std::size_t fill_level();
+
   std::vector<Resource> resources_;
   std::vector<Action> actions_;
   std::vector<int> free_ids_;

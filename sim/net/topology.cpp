@@ -21,14 +21,7 @@ Topology::Topology(const ClusterSpec& cluster, MaxMinSystem& system) : cluster_(
   nodes_ = std::max(1, cluster.nodes);
   devices_ = per_node_ * nodes_;
   nics_ = node.nics;
-  const double fabric_bw = node.fabric.bandwidth * node.fabric.efficiency;
   const double nic_bw = node.nic.bandwidth * node.nic.efficiency;
-  const double pcie_bw =
-      node.host_link.bandwidth > 0 ? node.host_link.bandwidth * node.host_link.efficiency : nic_bw;
-  dev_up_.resize(devices_);
-  dev_down_.resize(devices_);
-  dev_nic_up_.assign(devices_, -1);
-  dev_nic_down_.assign(devices_, -1);
 
   // Tier spans, lowest first; the top tier spans everything.
   for (const NetworkTier& t : cluster.tiers)
@@ -36,6 +29,24 @@ Topology::Topology(const ClusterSpec& cluster, MaxMinSystem& system) : cluster_(
   if (tier_span_.empty() && nodes_ > 1) tier_span_.push_back(nodes_);
   if (!tier_span_.empty()) tier_span_.back() = nodes_;
 
+  const std::vector<int> nic_vertex = build_nodes(nic_bw);
+  if (tier_span_.empty() || nics_ == 0) return;
+  if (!cluster.tiers.empty() && cluster.tiers[0].topology == "torus") {
+    build_torus(cluster.tiers[0], nic_vertex, nic_bw);
+    return;
+  }
+  build_tiers(build_tier0(nic_vertex, nic_bw), nic_bw);
+}
+
+std::vector<int> Topology::build_nodes(double nic_bw) {
+  const NodeSpec& node = cluster_.node;
+  const double fabric_bw = node.fabric.bandwidth * node.fabric.efficiency;
+  const double pcie_bw =
+      node.host_link.bandwidth > 0 ? node.host_link.bandwidth * node.host_link.efficiency : nic_bw;
+  dev_up_.resize(devices_);
+  dev_down_.resize(devices_);
+  dev_nic_up_.assign(devices_, -1);
+  dev_nic_down_.assign(devices_, -1);
   std::vector<int> device_vertex(devices_), nic_vertex;
   for (int n = 0; n < nodes_; ++n) {
     const int sw = add_vertex(VertexKind::kNodeSwitch, n, -1, "node" + std::to_string(n) + "/switch");
@@ -57,14 +68,13 @@ Topology::Topology(const ClusterSpec& cluster, MaxMinSystem& system) : cluster_(
           add_link(nic, device_vertex[d], pcie_bw, node.host_link.latency_s, node.host_link.kind);
     }
   }
-  if (tier_span_.empty() || nics_ == 0) return;
-  if (!cluster.tiers.empty() && cluster.tiers[0].topology == "torus") {
-    build_torus(cluster.tiers[0], nic_vertex, nic_bw);
-    return;
-  }
+  return nic_vertex;
+}
 
+std::vector<int> Topology::build_tier0(const std::vector<int>& nic_vertex, double nic_bw) {
   // Tier 0: one (aggregated) switch per group of span nodes; every NIC of the group attaches.
-  const NetworkTier* t0 = cluster.tiers.empty() ? nullptr : &cluster.tiers[0];
+  const NodeSpec& node = cluster_.node;
+  const NetworkTier* t0 = cluster_.tiers.empty() ? nullptr : &cluster_.tiers[0];
   const double over0 = t0 ? t0->oversubscription : 1.0;
   const double lat0 = t0 ? t0->latency_s : 0.0;
   const int groups0 = (nodes_ + tier_span_[0] - 1) / tier_span_[0];
@@ -81,11 +91,15 @@ Topology::Topology(const ClusterSpec& cluster, MaxMinSystem& system) : cluster_(
       nic_down_[n * nics_ + k] = add_link(leaf, v, nic_bw / over0, node.nic.latency_s + lat0, node.nic.kind);
     }
   }
+  return group_vertex;
+}
+
+void Topology::build_tiers(std::vector<int> lower_vertex, double nic_bw) {
   // Higher tiers: each lower group connects to the `rails` switches of its parent group.
-  std::vector<int> lower_vertex = group_vertex;
+  const NodeSpec& node = cluster_.node;
   int lower_span = tier_span_[0];
   for (std::size_t t = 1; t < tier_span_.size(); ++t) {
-    const NetworkTier& tier = cluster.tiers[t];
+    const NetworkTier& tier = cluster_.tiers[t];
     TierLinks tl;
     tl.span = tier_span_[t];
     tl.rails = std::max(1, nics_);

@@ -87,6 +87,12 @@ class Topology {
   std::vector<int> torus_dims_;
   std::vector<std::array<int, 6>> torus_out_;
   double torus_latency_ = 0;
+  // The constructor's steps: each node's switch, devices and NICs (returns the NICs' vertices);
+  // the first tier's switches, one per group of nodes (returns them); the tiers above, each
+  // group of the tier below joined to its parent group's rails; or instead a torus.
+  std::vector<int> build_nodes(double nic_bw);
+  std::vector<int> build_tier0(const std::vector<int>& nic_vertex, double nic_bw);
+  void build_tiers(std::vector<int> lower_vertex, double nic_bw);
   void build_torus(const NetworkTier& t, const std::vector<int>& nic_vertex, double nic_bw);
   void torus_route(int ns, int nd, Route& r) const;
   std::vector<int> tier_span_;  // nodes per group, per tier (0 = all)

@@ -6,6 +6,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -63,146 +64,202 @@ double score_of(const RankedPlan& r, Objective o) {
   return r.prediction.step_time_s;
 }
 
-}  // namespace
-
-Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_in, const SearchOptions& o,
-                            const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
-  const auto t0 = std::chrono::steady_clock::now();
-  ClusterSpec cluster = cluster_in;
-  const int gpus = o.gpus > 0 ? o.gpus : cluster.total_accelerators();
-  FS_RETURN_IF_ERROR(resize_cluster(cluster, gpus, "--gpus"));
-  const std::int64_t gb = o.global_batch > 0 ? o.global_batch : 1024;
-  const int per_node = cluster.node.accelerators();
-  const SearchSpace& sp = o.space;
-
-  // Defaults: TP within a node, PP up to 64 stages, CP up to 16, EP over the experts.
-  const auto tps = or_default(sp.tp, powers_of_two_up_to(std::min(per_node, 8)));
-  const auto pps = or_default(sp.pp, powers_of_two_up_to(std::min(64, model.layers)));
-  const auto cps = or_default(sp.cp, powers_of_two_up_to(16));
-  const auto eps = or_default(
+// The values each knob takes: the space's, else the defaults: TP within a node, PP up to 64
+// stages, CP up to 16, EP over the experts.
+struct Axes {
+  std::vector<int> tp, pp, cp, ep, micro_batch, virtual_stages, zero_stage;
+  std::vector<Recompute> recompute;
+  std::vector<Schedule> schedules;
+  std::vector<bool> sequence_parallel, offload_optimizer, overlap_grad_reduce, offload_params,
+      offload_activations;
+};
+Axes search_axes(const ModelSpec& model, int per_node, const SearchSpace& sp) {
+  Axes a;
+  a.tp = or_default(sp.tp, powers_of_two_up_to(std::min(per_node, 8)));
+  a.pp = or_default(sp.pp, powers_of_two_up_to(std::min(64, model.layers)));
+  a.cp = or_default(sp.cp, powers_of_two_up_to(16));
+  a.ep = or_default(
       sp.ep, model.is_moe() ? powers_of_two_up_to(std::min(64, model.moe.experts)) : std::vector<int>{1});
-  const auto mbs = or_default(sp.micro_batch, std::vector<int>{1, 2, 4, 8, 16});
-  const auto vps = or_default(sp.virtual_stages, std::vector<int>{1, 2, 4});
-  const auto zeros = or_default(sp.zero_stage, std::vector<int>{0, 1, 2, 3});
-  const auto rcs = or_default(sp.recompute, std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
-                                                                   Recompute::kFull, Recompute::kOptimal});
-  const auto scheds =
-      or_default(sp.schedules, std::vector<Schedule>{Schedule::k1F1B, Schedule::kInterleaved1F1B,
-                                                     Schedule::kZeroBubble, Schedule::kDualPipe});
-  const auto sps = or_default(sp.sequence_parallel, std::vector<bool>{false, true});
-  const auto offs = or_default(sp.offload_optimizer, std::vector<bool>{false, true});
-  const auto overlaps = or_default(sp.overlap_grad_reduce, std::vector<bool>{false, true});
-  const auto off_params = or_default(sp.offload_params, std::vector<bool>{false});
-  const auto off_acts = or_default(sp.offload_activations, std::vector<bool>{false});
+  a.micro_batch = or_default(sp.micro_batch, std::vector<int>{1, 2, 4, 8, 16});
+  a.virtual_stages = or_default(sp.virtual_stages, std::vector<int>{1, 2, 4});
+  a.zero_stage = or_default(sp.zero_stage, std::vector<int>{0, 1, 2, 3});
+  a.recompute = or_default(sp.recompute, std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
+                                                                Recompute::kFull, Recompute::kOptimal});
+  a.schedules = or_default(sp.schedules, std::vector<Schedule>{Schedule::k1F1B, Schedule::kInterleaved1F1B,
+                                                               Schedule::kZeroBubble, Schedule::kDualPipe});
+  a.sequence_parallel = or_default(sp.sequence_parallel, std::vector<bool>{false, true});
+  a.offload_optimizer = or_default(sp.offload_optimizer, std::vector<bool>{false, true});
+  a.overlap_grad_reduce = or_default(sp.overlap_grad_reduce, std::vector<bool>{false, true});
+  a.offload_params = or_default(sp.offload_params, std::vector<bool>{false});
+  a.offload_activations = or_default(sp.offload_activations, std::vector<bool>{false});
+  return a;
+}
 
-  // Which accelerators the stages use. On nodes with one accelerator type: all of them. On nodes
-  // that mix types (GPUs and NPUs): every stage on one type (each type in turn), and pipelines
-  // whose first stages run on one type and the rest on another (both orders), as many stages on
-  // each as its share of the devices, with layers split by each type's speed.
-  struct DeviceLayout {
-    std::vector<std::string> stage_devices;  // empty: the node's first accelerator type
-    int ranks = 0;
-  };
+// Which accelerators the stages use. On nodes with one accelerator type: all of them. On nodes
+// that mix types (GPUs and NPUs): every stage on one type (each type in turn), and pipelines
+// whose first stages run on one type and the rest on another (both orders), as many stages on
+// each as its share of the devices, with layers split by each type's speed.
+struct DeviceLayout {
+  std::vector<std::string> stage_devices;  // empty: the node's first accelerator type
+  int ranks = 0;
+};
+std::vector<DeviceLayout> device_layouts(const ClusterSpec& cluster, int gpus, int pp) {
   std::vector<int> groups;
   for (std::size_t g = 0; g < cluster.node.devices.size(); ++g)
     if (cluster.node.devices[g].device.kind != DeviceKind::kCpu) groups.push_back(static_cast<int>(g));
-  auto layouts_for = [&](int pp) {
-    std::vector<DeviceLayout> v{{{}, gpus}};
-    if (groups.size() < 2) return v;
-    auto capacity = [&](int g) { return cluster.node.devices[g].count * cluster.nodes; };
-    const auto& name = [&](int g) -> const std::string& { return cluster.node.devices[g].device.name; };
-    for (std::size_t i = 1; i < groups.size(); ++i)
-      v.push_back(
-          {std::vector<std::string>(static_cast<std::size_t>(pp), name(groups[i])), capacity(groups[i])});
-    for (int a : groups)
-      for (int b : groups) {
-        if (a == b || pp < 2) continue;
-        const int ranks = capacity(a) + capacity(b);
-        if (ranks % pp != 0) continue;
-        const int per_stage = ranks / pp;
-        if (capacity(a) % per_stage != 0) continue;
-        const int k = capacity(a) / per_stage;
-        if (k < 1 || k > pp - 1) continue;
-        DeviceLayout l{std::vector<std::string>(static_cast<std::size_t>(k), name(a)), ranks};
-        l.stage_devices.resize(static_cast<std::size_t>(pp), name(b));
-        v.push_back(std::move(l));
-      }
-    return v;
-  };
+  std::vector<DeviceLayout> v{{{}, gpus}};
+  if (groups.size() < 2) return v;
+  auto capacity = [&](int g) { return cluster.node.devices[g].count * cluster.nodes; };
+  const auto& name = [&](int g) -> const std::string& { return cluster.node.devices[g].device.name; };
+  for (std::size_t i = 1; i < groups.size(); ++i)
+    v.push_back(
+        {std::vector<std::string>(static_cast<std::size_t>(pp), name(groups[i])), capacity(groups[i])});
+  for (int a : groups)
+    for (int b : groups) {
+      if (a == b || pp < 2) continue;
+      const int ranks = capacity(a) + capacity(b);
+      if (ranks % pp != 0) continue;
+      const int per_stage = ranks / pp;
+      if (capacity(a) % per_stage != 0) continue;
+      const int k = capacity(a) / per_stage;
+      if (k < 1 || k > pp - 1) continue;
+      DeviceLayout l{std::vector<std::string>(static_cast<std::size_t>(k), name(a)), ranks};
+      l.stage_devices.resize(static_cast<std::size_t>(pp), name(b));
+      v.push_back(std::move(l));
+    }
+  return v;
+}
 
+// The memory and recompute variants of one layout (`base`: its degrees, micro-batch and
+// schedule), those the models cover, appended to `out` in enumeration order.
+void add_variants(const Plan& base, const Axes& a, const SearchSpace& sp, std::vector<Plan>& out) {
+  const Schedule sched = base.schedule;
+  for (int zero : a.zero_stage)
+    for (Recompute rc : a.recompute)
+      for (bool s : a.sequence_parallel) {
+        // With fused attention, selective recompute has nothing to re-run: it is the same plan as
+        // no recompute.
+        if (rc == Recompute::kSelective && sp.flash_attention) continue;
+        if (s && base.tp == 1) continue;
+        for (bool off : a.offload_optimizer)
+          for (bool off_p : a.offload_params)
+            for (bool off_a : a.offload_activations)
+              for (bool overlap : a.overlap_grad_reduce) {
+                // ZeRO-3 overlaps by construction (FSDP prefetch): one variant is enough.
+                if (zero == 3 && overlap != a.overlap_grad_reduce.front()) continue;
+                // Parameter offload needs the optimizer on the host; neither it nor activation
+                // offload is modelled with split weight gradients.
+                if (off_p && !off) continue;
+                if ((off_p || off_a) && (sched == Schedule::kZeroBubble || sched == Schedule::kDualPipe))
+                  continue;
+                // Per-layer recompute is not modelled with activation offload or DualPipe.
+                if (rc == Recompute::kOptimal && (off_a || sched == Schedule::kDualPipe)) continue;
+                Plan p = base;
+                p.zero_stage = zero;
+                p.recompute = rc;
+                p.sequence_parallel = s;
+                p.offload_optimizer = off;
+                p.offload_params = off_p;
+                p.offload_activations = off_a;
+                p.overlap_grad_reduce = overlap;
+                out.push_back(p);
+              }
+      }
+}
+
+// Every plan of the space on `gpus` devices that the models cover, in enumeration order.
+std::vector<Plan> enumerate_plans(const ModelSpec& model, const ClusterSpec& cluster, int gpus,
+                                  std::int64_t gb, const SearchSpace& sp) {
+  const Axes a = search_axes(model, cluster.node.accelerators(), sp);
   std::vector<Plan> candidates;
-  SearchResult out;
-  for (int tp : tps)
-    for (int pp : pps)
-      for (const DeviceLayout& layout : layouts_for(pp))
-        for (int cp : cps) {
+  for (int tp : a.tp)
+    for (int pp : a.pp)
+      for (const DeviceLayout& layout : device_layouts(cluster, gpus, pp))
+        for (int cp : a.cp) {
           if (layout.ranks % (tp * pp * cp) != 0) continue;
           const int dp = layout.ranks / (tp * pp * cp);
-          for (int ep : eps)
-            for (int mb : mbs)
-              for (Schedule sched : scheds)
-                for (int vp : vps) {
+          for (int ep : a.ep)
+            for (int mb : a.micro_batch)
+              for (Schedule sched : a.schedules)
+                for (int vp : a.virtual_stages) {
                   if ((sched == Schedule::kInterleaved1F1B) != (vp > 1)) continue;
                   if (sched != Schedule::k1F1B && pp == 1) continue;
                   // A chunk per stage device is not modelled (validate_plan_on says so).
                   if (!layout.stage_devices.empty() && (vp > 1 || sched == Schedule::kDualPipe)) continue;
-                  for (int zero : zeros)
-                    for (Recompute rc : rcs)
-                      for (bool s : sps) {
-                        // With fused attention, selective recompute has nothing to re-run: it is
-                        // the same plan as no recompute.
-                        if (rc == Recompute::kSelective && sp.flash_attention) continue;
-                        if (s && tp == 1) continue;
-                        for (bool off : offs)
-                          for (bool off_p : off_params)
-                            for (bool off_a : off_acts)
-                              for (bool overlap : overlaps) {
-                                // ZeRO-3 overlaps by construction (FSDP prefetch): one variant is enough.
-                                if (zero == 3 && overlap != overlaps.front()) continue;
-                                // Parameter offload needs the optimizer on the host; neither it nor
-                                // activation offload is modelled with split weight gradients.
-                                if (off_p && !off) continue;
-                                if ((off_p || off_a) &&
-                                    (sched == Schedule::kZeroBubble || sched == Schedule::kDualPipe))
-                                  continue;
-                                // Per-layer recompute is not modelled with activation offload or DualPipe.
-                                if (rc == Recompute::kOptimal && (off_a || sched == Schedule::kDualPipe))
-                                  continue;
-                                Plan p;
-                                p.tp = tp;
-                                p.pp = pp;
-                                p.dp = dp;
-                                p.cp = cp;
-                                p.ep = ep;
-                                p.micro_batch = mb;
-                                p.global_batch = gb;
-                                p.schedule = sched;
-                                p.virtual_stages = vp;
-                                p.zero_stage = zero;
-                                p.recompute = rc;
-                                p.sequence_parallel = s;
-                                p.offload_optimizer = off;
-                                p.offload_params = off_p;
-                                p.offload_activations = off_a;
-                                p.precision = sp.precision;
-                                p.flash_attention = sp.flash_attention;
-                                p.overlap_grad_reduce = overlap;
-                                p.stage_devices = layout.stage_devices;
-                                candidates.push_back(p);
-                              }
-                      }
+                  Plan p;
+                  p.tp = tp;
+                  p.pp = pp;
+                  p.dp = dp;
+                  p.cp = cp;
+                  p.ep = ep;
+                  p.micro_batch = mb;
+                  p.global_batch = gb;
+                  p.schedule = sched;
+                  p.virtual_stages = vp;
+                  p.precision = sp.precision;
+                  p.flash_attention = sp.flash_attention;
+                  p.stage_devices = layout.stage_devices;
+                  add_variants(p, a, sp, candidates);
                 }
         }
-  out.candidates = candidates.size();
-  if (candidates.empty())
-    return Error("search: no layout of " + std::to_string(gpus) + " devices in the search space");
+  return candidates;
+}
 
-  // Evaluate in parallel: validate, memory check, time, economics.
+// Validates, completes (layer split, recompute layers), checks the memory of and times one
+// candidate into `r`; false, with the reason counted in `rejected`, when it is out.
+bool evaluate_candidate(const AnalyticModel& am, const ClusterSpec& cluster, const SearchOptions& o, Plan& p,
+                        std::map<std::string, std::uint64_t>& rejected, RankedPlan& r) {
+  const ModelSpec& model = am.model();
+  if (Status s = validate_plan_on(p, model, cluster, "plan"); !s) {
+    ++rejected[reason_of(s.error())];
+    return false;
+  }
+  // Stages on different accelerator types: layers by speed (needs the plan's degrees).
+  const bool mixed = std::adjacent_find(p.stage_devices.begin(), p.stage_devices.end(),
+                                        std::not_equal_to<>()) != p.stage_devices.end();
+  if (mixed && p.layer_split.empty()) p.layer_split = am.balanced_layer_split(p);
+  // Full recompute where no recompute does not fit: only as many layers per stage as memory
+  // needs (the fewest that fit is the fastest; layers cost the same). Where no recompute fits,
+  // the candidate stays full (the space's none variant covers the other).
+  if (p.recompute == Recompute::kFull && p.recompute_layers < 0) {
+    const int k = fewest_recompute_layers(am, p);
+    if (k > 0 && k < most_layers_per_chunk(p, model.layers)) p.recompute_layers = k;
+  }
+  // Per-layer recompute where no recompute fits chooses none: the space's none variant.
+  const bool optimal = p.recompute == Recompute::kOptimal;
+  if (optimal) {
+    Plan none = p;
+    none.recompute = Recompute::kNone;
+    if (am.memory(none).fits()) {
+      ++rejected["recompute optimal: none fits (same plan)"];
+      return false;
+    }
+  }
+  // The optimal assignment is solved once, by evaluate (its memory is the same).
+  Prediction pred;
+  if (optimal) pred = am.evaluate(p);
+  const MemoryBreakdown mem = optimal ? pred.memory : am.memory(p);
+  if (!mem.fits()) {
+    ++rejected[mem.total > mem.capacity ? "out of memory" : "out of host memory"];
+    return false;
+  }
+  r.plan = p;
+  r.prediction = optimal ? pred : am.evaluate(p);
+  r.economics = economics(r.prediction, cluster, p, model.seq_len, o.cost);
+  r.memory_headroom = mem.capacity - mem.total;
+  r.score = score_of(r, o.objective);
+  return true;
+}
+
+// Evaluates every candidate in parallel (o.threads) and returns those that fit, in enumeration
+// order; the rejected ones are counted in `out`.
+std::vector<RankedPlan> evaluate_candidates(const AnalyticModel& am, const ClusterSpec& cluster,
+                                            const SearchOptions& o, std::vector<Plan>& candidates,
+                                            const std::function<void(std::uint64_t, std::uint64_t)>& progress,
+                                            SearchResult& out) {
   std::unique_ptr<tbb::global_control> limit;
   if (o.threads > 0)
     limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, o.threads);
-  const AnalyticModel am(model, cluster);
-  const int seq = model.seq_len;
   std::vector<RankedPlan> results(candidates.size());
   std::vector<char> fits(candidates.size(), 0);
   tbb::combinable<std::map<std::string, std::uint64_t>> rejected;
@@ -217,49 +274,8 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
     tbb::parallel_for(next_chunk, end_chunk, [&](std::size_t c) {
       auto& rej = rejected.local();
       const std::size_t b = c * chunk, e = std::min(candidates.size(), b + chunk);
-      for (std::size_t i = b; i < e; ++i) {
-        Plan& p = candidates[i];
-        if (Status s = validate_plan_on(p, model, cluster, "plan"); !s) {
-          ++rej[reason_of(s.error())];
-          continue;
-        }
-        // Stages on different accelerator types: layers by speed (needs the plan's degrees).
-        const bool mixed = std::adjacent_find(p.stage_devices.begin(), p.stage_devices.end(),
-                                              std::not_equal_to<>()) != p.stage_devices.end();
-        if (mixed && p.layer_split.empty()) p.layer_split = am.balanced_layer_split(p);
-        // Full recompute where no recompute does not fit: only as many layers per stage as
-        // memory needs (the fewest that fit is the fastest; layers cost the same). Where no
-        // recompute fits, the candidate stays full (the space's none variant covers the other).
-        if (p.recompute == Recompute::kFull && p.recompute_layers < 0) {
-          const int k = fewest_recompute_layers(am, p);
-          if (k > 0 && k < most_layers_per_chunk(p, model.layers)) p.recompute_layers = k;
-        }
-        // Per-layer recompute where no recompute fits chooses none: the space's none variant.
-        const bool optimal = p.recompute == Recompute::kOptimal;
-        if (optimal) {
-          Plan none = p;
-          none.recompute = Recompute::kNone;
-          if (am.memory(none).fits()) {
-            ++rej["recompute optimal: none fits (same plan)"];
-            continue;
-          }
-        }
-        // The optimal assignment is solved once, by evaluate (its memory is the same).
-        Prediction pred;
-        if (optimal) pred = am.evaluate(p);
-        const MemoryBreakdown mem = optimal ? pred.memory : am.memory(p);
-        if (!mem.fits()) {
-          ++rej[mem.total > mem.capacity ? "out of memory" : "out of host memory"];
-          continue;
-        }
-        RankedPlan& r = results[i];
-        r.plan = p;
-        r.prediction = optimal ? pred : am.evaluate(p);
-        r.economics = economics(r.prediction, cluster, p, seq, o.cost);
-        r.memory_headroom = mem.capacity - mem.total;
-        r.score = score_of(r, o.objective);
-        fits[i] = 1;
-      }
+      for (std::size_t i = b; i < e; ++i)
+        if (evaluate_candidate(am, cluster, o, candidates[i], rej, results[i])) fits[i] = 1;
       done += e - b;
     });
     next_chunk = end_chunk;
@@ -271,6 +287,82 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
   std::vector<RankedPlan> survivors;
   for (std::size_t i = 0; i < results.size(); ++i)
     if (fits[i]) survivors.push_back(std::move(results[i]));
+  return survivors;
+}
+
+// Re-ranks the best `n_sim` with the discrete-event simulator (it sees contention and overlap).
+// They stay first, ordered by the simulator; the rest keep the analytic order.
+void resimulate(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& o, std::size_t n_sim,
+                std::vector<RankedPlan>& survivors) {
+  MaxMinSystem capacities;
+  const Topology shared_topology(cluster, capacities);  // built once, read by every run
+  tbb::parallel_for(std::size_t{0}, n_sim, [&](std::size_t i) {
+    RankedPlan& r = survivors[i];
+    auto w = lower(model, cluster, r.plan);
+    if (!w) return;
+    SimOptions so;
+    so.topology = &shared_topology;
+    Simulator sim(*w, so);
+    auto s = sim.run();
+    if (!s) return;
+    const Prediction& p = s->prediction;
+    r.simulated_step_s = p.step_time_s;
+    r.economics = economics(p, cluster, r.plan, model.seq_len, o.cost);
+    r.prediction.step_time_s = p.step_time_s;
+    r.prediction.time = p.time;
+    r.prediction.mfu = p.mfu;
+    r.prediction.hfu = p.hfu;
+    r.prediction.tokens_per_s = p.tokens_per_s;
+    r.score = score_of(r, o.objective);
+  });
+  std::stable_sort(survivors.begin(), survivors.begin() + static_cast<std::ptrdiff_t>(n_sim),
+                   [](const RankedPlan& a, const RankedPlan& b) { return a.score < b.score; });
+}
+
+// The Pareto front over (step time, cost per Mtok, -memory headroom), from the analytic ranking;
+// at most 64 plans.
+std::vector<RankedPlan> pareto_front(const std::vector<RankedPlan>& survivors) {
+  std::vector<RankedPlan> front;
+  std::vector<const RankedPlan*> by_time;
+  for (const auto& r : survivors) by_time.push_back(&r);
+  std::sort(by_time.begin(), by_time.end(), [](const RankedPlan* a, const RankedPlan* b) {
+    return a->prediction.step_time_s < b->prediction.step_time_s;
+  });
+  for (const RankedPlan* r : by_time) {
+    bool dominated = false;
+    for (const RankedPlan& f : front) {
+      if (f.prediction.step_time_s <= r->prediction.step_time_s &&
+          f.economics.cost_per_mtok_usd <= r->economics.cost_per_mtok_usd &&
+          f.memory_headroom >= r->memory_headroom) {
+        dominated = true;
+        break;
+      }
+    }
+    if (!dominated) front.push_back(*r);
+    if (front.size() >= 64) break;
+  }
+  return front;
+}
+
+}  // namespace
+
+Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_in, const SearchOptions& o,
+                            const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ClusterSpec cluster = cluster_in;
+  const int gpus = o.gpus > 0 ? o.gpus : cluster.total_accelerators();
+  FS_RETURN_IF_ERROR(resize_cluster(cluster, gpus, "--gpus"));
+  const std::int64_t gb = o.global_batch > 0 ? o.global_batch : 1024;
+
+  std::vector<Plan> candidates = enumerate_plans(model, cluster, gpus, gb, o.space);
+  SearchResult out;
+  out.candidates = candidates.size();
+  if (candidates.empty())
+    return Error("search: no layout of " + std::to_string(gpus) + " devices in the search space");
+
+  // Evaluate in parallel: validate, memory check, time, economics.
+  const AnalyticModel am(model, cluster);
+  std::vector<RankedPlan> survivors = evaluate_candidates(am, cluster, o, candidates, progress, out);
   out.evaluated = survivors.size();
   if (survivors.empty()) {
     out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -279,56 +371,10 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
   // Stable: equal scores keep the enumeration order, so results do not depend on threads.
   std::stable_sort(survivors.begin(), survivors.end(),
                    [](const RankedPlan& a, const RankedPlan& b) { return a.score < b.score; });
-
-  // Re-rank the best N with the discrete-event simulator (it sees contention and overlap). They
-  // stay first, ordered by the simulator; the rest keep the analytic order.
   const std::size_t n_sim =
       std::min<std::size_t>(static_cast<std::size_t>(std::max(0, o.resimulate)), survivors.size());
-  if (n_sim > 0) {
-    MaxMinSystem capacities;
-    const Topology shared_topology(cluster, capacities);  // built once, read by every run
-    tbb::parallel_for(std::size_t{0}, n_sim, [&](std::size_t i) {
-      RankedPlan& r = survivors[i];
-      auto w = lower(model, cluster, r.plan);
-      if (!w) return;
-      SimOptions so;
-      so.topology = &shared_topology;
-      Simulator sim(*w, so);
-      auto s = sim.run();
-      if (!s) return;
-      const Prediction& p = s->prediction;
-      r.simulated_step_s = p.step_time_s;
-      r.economics = economics(p, cluster, r.plan, seq, o.cost);
-      r.prediction.step_time_s = p.step_time_s;
-      r.prediction.time = p.time;
-      r.prediction.mfu = p.mfu;
-      r.prediction.hfu = p.hfu;
-      r.prediction.tokens_per_s = p.tokens_per_s;
-      r.score = score_of(r, o.objective);
-    });
-    std::stable_sort(survivors.begin(), survivors.begin() + static_cast<std::ptrdiff_t>(n_sim),
-                     [](const RankedPlan& a, const RankedPlan& b) { return a.score < b.score; });
-  }
-
-  // Pareto front over (step time, cost per Mtok, -memory headroom), from the analytic ranking.
-  std::vector<const RankedPlan*> by_time;
-  for (const auto& r : survivors) by_time.push_back(&r);
-  std::sort(by_time.begin(), by_time.end(), [](const RankedPlan* a, const RankedPlan* b) {
-    return a->prediction.step_time_s < b->prediction.step_time_s;
-  });
-  for (const RankedPlan* r : by_time) {
-    bool dominated = false;
-    for (const RankedPlan& f : out.pareto) {
-      if (f.prediction.step_time_s <= r->prediction.step_time_s &&
-          f.economics.cost_per_mtok_usd <= r->economics.cost_per_mtok_usd &&
-          f.memory_headroom >= r->memory_headroom) {
-        dominated = true;
-        break;
-      }
-    }
-    if (!dominated) out.pareto.push_back(*r);
-    if (out.pareto.size() >= 64) break;
-  }
+  if (n_sim > 0) resimulate(model, cluster, o, n_sim, survivors);
+  out.pareto = pareto_front(survivors);
   const std::size_t k =
       std::min<std::size_t>(static_cast<std::size_t>(std::max(1, o.top_k)), survivors.size());
   out.plans.assign(survivors.begin(), survivors.begin() + static_cast<std::ptrdiff_t>(k));

@@ -367,24 +367,10 @@ double NodeSpec::nic_bandwidth_per_device() const {
   return n > 0 ? nics * nic.bandwidth * nic.efficiency / n : 0.0;
 }
 
-Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, const std::string& pointer) {
-  JsonReader r(doc, file, pointer);
-  r.reject_unknown_keys({"name", "vendor", "kind", "peak", "memory", "memory_bandwidth", "efficiency",
-                         "memory_reserved", "power", "price_per_hour_usd", "reference_cluster", "cache",
-                         "shared_memory"});
-  DeviceSpec d;
-  d.name = r.required_string("name");
-  d.vendor = r.string("vendor", "");
-  const std::string kind = r.choice("kind", {"gpu", "npu", "cpu"}, "gpu");
-  d.kind = kind == "cpu" ? DeviceKind::kCpu : kind == "npu" ? DeviceKind::kNpu : DeviceKind::kGpu;
-  JsonReader peak = r.object("peak");
-  peak.reject_unknown_keys({"fp32", "tf32", "bf16", "fp16", "fp8", "int8"});
-  for (int i = 0; i < kDTypeCount; ++i)
-    d.peak_flops[i] = peak.quantity(kDTypeNames[i], Dimension::kFlopRate, 0.0);
-  if (r.ok() && d.peak(DType::kBf16) == 0 && d.peak(DType::kFp16) == 0 && d.peak(DType::kFp32) == 0)
-    r.fail("peak", "needs at least one of fp32, bf16, fp16");
-  d.memory_bytes = r.required_quantity("memory", Dimension::kBytes);
-  d.memory_bandwidth = r.required_quantity("memory_bandwidth", Dimension::kBandwidth);
+namespace {
+
+// The device's /efficiency: the fitted rates and fixed costs its kernels are priced with.
+void read_efficiency(JsonReader& r, DeviceSpec& d) {
   JsonReader eff = r.object("efficiency");
   eff.reject_unknown_keys({"gemm", "attention", "memory", "kernel_overhead", "graph_kernel_overhead",
                            "gemm_setup", "attention_setup", "gemm_weight_fwd", "gemm_weight_bwd", "optimizer",
@@ -405,41 +391,69 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.activation_element_s = eff.quantity("activation_element", Dimension::kSeconds, 0.0);
   d.gemm_weight_fwd_bandwidth = eff.quantity("gemm_weight_fwd", Dimension::kBandwidth, 0.0);
   d.gemm_weight_bwd_bandwidth = eff.quantity("gemm_weight_bwd", Dimension::kBandwidth, 0.0);
+}
+
+// The device's /cache: one level (an object) or several (an array, smallest first).
+void read_caches(JsonReader& r, DeviceSpec& d) {
+  auto level = [&](JsonReader cache) {
+    std::vector<std::string_view> keys{"size", "span"};
+    keys.insert(keys.end(), kRateKeys.begin(), kRateKeys.end());
+    cache.reject_unknown_keys(keys);
+    CacheLevel c;
+    c.bytes = cache.required_quantity("size", Dimension::kBytes);
+    read_rates(cache, c, d.gemm_efficiency);
+    c.span = cache.quantity("span", Dimension::kBytes, 0.0);
+    if (r.ok() && c.bytes <= 0) cache.fail("size", "must be positive");
+    if (r.ok() && (c.span < 0 || c.span > c.bytes))
+      cache.fail("span", "must be between 0 and the level's size");
+    if (r.ok() && !d.caches.empty() && c.bytes <= d.caches.back().bytes)
+      cache.fail("size", "must be larger than the level before (levels go smallest first)");
+    d.caches.push_back(c);
+  };
+  if (r.node()["cache"].is_array())
+    for (JsonReader& cache : r.array("cache")) level(cache);
+  else
+    level(r.object("cache"));
+}
+
+// The device's /shared_memory: {"shared_by": N, "alone": {rates}}: the memory rates above are one
+// device's while N run at once; "alone" holds them measured with one device running
+// (DeviceSpec::shared_memory).
+void read_shared_memory(JsonReader& r, DeviceSpec& d) {
+  JsonReader sm = r.object("shared_memory");
+  sm.reject_unknown_keys({"shared_by", "alone"});
+  d.shared_memory.shared_by = static_cast<int>(sm.required_integer("shared_by", 2, 1 << 20));
+  JsonReader alone = sm.object("alone");
+  alone.reject_unknown_keys(kRateKeys);
+  if (r.ok() && !sm.has("alone"))
+    sm.fail("alone", "is required: the memory rates of one device running alone");
+  if (r.ok()) read_rates(alone, d.shared_memory.alone, d.gemm_efficiency);
+}
+
+}  // namespace
+
+Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, const std::string& pointer) {
+  JsonReader r(doc, file, pointer);
+  r.reject_unknown_keys({"name", "vendor", "kind", "peak", "memory", "memory_bandwidth", "efficiency",
+                         "memory_reserved", "power", "price_per_hour_usd", "reference_cluster", "cache",
+                         "shared_memory"});
+  DeviceSpec d;
+  d.name = r.required_string("name");
+  d.vendor = r.string("vendor", "");
+  const std::string kind = r.choice("kind", {"gpu", "npu", "cpu"}, "gpu");
+  d.kind = kind == "cpu" ? DeviceKind::kCpu : kind == "npu" ? DeviceKind::kNpu : DeviceKind::kGpu;
+  JsonReader peak = r.object("peak");
+  peak.reject_unknown_keys({"fp32", "tf32", "bf16", "fp16", "fp8", "int8"});
+  for (int i = 0; i < kDTypeCount; ++i)
+    d.peak_flops[i] = peak.quantity(kDTypeNames[i], Dimension::kFlopRate, 0.0);
+  if (r.ok() && d.peak(DType::kBf16) == 0 && d.peak(DType::kFp16) == 0 && d.peak(DType::kFp32) == 0)
+    r.fail("peak", "needs at least one of fp32, bf16, fp16");
+  d.memory_bytes = r.required_quantity("memory", Dimension::kBytes);
+  d.memory_bandwidth = r.required_quantity("memory_bandwidth", Dimension::kBandwidth);
+  read_efficiency(r, d);
   d.memory_reserved_bytes = r.quantity("memory_reserved", Dimension::kBytes, 0.0);
-  if (r.has("cache")) {
-    // One level (an object) or several (an array, smallest first).
-    auto level = [&](JsonReader cache) {
-      std::vector<std::string_view> keys{"size", "span"};
-      keys.insert(keys.end(), kRateKeys.begin(), kRateKeys.end());
-      cache.reject_unknown_keys(keys);
-      CacheLevel c;
-      c.bytes = cache.required_quantity("size", Dimension::kBytes);
-      read_rates(cache, c, d.gemm_efficiency);
-      c.span = cache.quantity("span", Dimension::kBytes, 0.0);
-      if (r.ok() && c.bytes <= 0) cache.fail("size", "must be positive");
-      if (r.ok() && (c.span < 0 || c.span > c.bytes))
-        cache.fail("span", "must be between 0 and the level's size");
-      if (r.ok() && !d.caches.empty() && c.bytes <= d.caches.back().bytes)
-        cache.fail("size", "must be larger than the level before (levels go smallest first)");
-      d.caches.push_back(c);
-    };
-    if (r.node()["cache"].is_array())
-      for (JsonReader& cache : r.array("cache")) level(cache);
-    else
-      level(r.object("cache"));
-  }
-  if (r.has("shared_memory")) {
-    // {"shared_by": N, "alone": {rates}}: the memory rates above are one device's while N run at
-    // once; "alone" holds them measured with one device running (DeviceSpec::shared_memory).
-    JsonReader sm = r.object("shared_memory");
-    sm.reject_unknown_keys({"shared_by", "alone"});
-    d.shared_memory.shared_by = static_cast<int>(sm.required_integer("shared_by", 2, 1 << 20));
-    JsonReader alone = sm.object("alone");
-    alone.reject_unknown_keys(kRateKeys);
-    if (r.ok() && !sm.has("alone"))
-      sm.fail("alone", "is required: the memory rates of one device running alone");
-    if (r.ok()) read_rates(alone, d.shared_memory.alone, d.gemm_efficiency);
-  }
+  if (r.has("cache")) read_caches(r, d);
+  if (r.has("shared_memory")) read_shared_memory(r, d);
   JsonReader power = r.object("power");
   power.reject_unknown_keys({"load", "idle"});
   d.power_load_w = power.quantity("load", Dimension::kPower, 0.0);

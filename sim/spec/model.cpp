@@ -372,94 +372,127 @@ MlpKind hf_mlp(JsonReader& r, const HfArchitecture& a) {
   return act == "relu2" ? MlpKind::kSquaredRelu : MlpKind::kGelu;
 }
 
-}  // namespace
+// Where each family of configs keeps the shape (transformers' attribute names, in the order
+// read), indexed by HfNames.
+struct HfShapeKeys {
+  HfNames names;
+  std::string_view layers;
+  std::string_view hidden_alias;  // an older name read first where present (BLOOM's n_embed)
+  std::string_view hidden, heads;
+  std::string_view ffn;  // empty: 4 x hidden, fixed by the code
+  std::string_view seq;  // the position limit (ALiBi models: the training length)
+  std::int64_t seq_default;
+  std::string_view bias;        // overrides the architecture's bias; empty: none
+  std::string_view dropout[2];  // attention and residual dropout (either > 0: dropout)
+  double dropout_default;       // the first one's default
+};
+constexpr HfShapeKeys kHfShapeKeys[] = {
+    {HfNames::kLlama,
+     "num_hidden_layers",
+     "",
+     "hidden_size",
+     "num_attention_heads",
+     "intermediate_size",
+     "max_position_embeddings",
+     4096,
+     "attention_bias",
+     {"attention_dropout", "hidden_dropout"},
+     0.0},
+    {HfNames::kGpt2,
+     "n_layer",
+     "",
+     "n_embd",
+     "n_head",
+     "n_inner",
+     "n_positions",
+     1024,
+     "",
+     {"resid_pdrop", "attn_pdrop"},
+     0.0},
+    {HfNames::kGptNeoX,
+     "num_hidden_layers",
+     "",
+     "hidden_size",
+     "num_attention_heads",
+     "intermediate_size",
+     "max_position_embeddings",
+     2048,
+     "attention_bias",
+     {"attention_dropout", "hidden_dropout"},
+     0.0},
+    {HfNames::kFalcon,
+     "num_hidden_layers",
+     "",
+     "hidden_size",
+     "num_attention_heads",
+     "ffn_hidden_size",
+     "max_position_embeddings",
+     2048,
+     "bias",
+     {"attention_dropout", "hidden_dropout"},
+     0.0},
+    {HfNames::kBloom,
+     "n_layer",
+     "n_embed",
+     "hidden_size",
+     "n_head",
+     "",
+     "seq_length",
+     2048,
+     "",
+     {"attention_dropout", "hidden_dropout"},
+     0.0},
+    {HfNames::kOpt,
+     "num_hidden_layers",
+     "",
+     "hidden_size",
+     "num_attention_heads",
+     "ffn_dim",
+     "max_position_embeddings",
+     2048,
+     "enable_bias",
+     {"dropout", "attention_dropout"},
+     0.1},
+};
+static_assert(
+    [] {
+      for (std::size_t i = 0; i < std::size(kHfShapeKeys); ++i)
+        if (static_cast<std::size_t>(kHfShapeKeys[i].names) != i) return false;
+      return true;
+    }(),
+    "kHfShapeKeys is indexed by HfNames");
 
-Result<ModelSpec> model_from_hf_config(const json& doc, const std::string& file) {
-  if (!doc.is_object()) return Error(file + ": /: expected a JSON object (a Hugging Face config.json)");
-  JsonReader r(doc, file);
-  const HfArchitecture* arch = hf_architecture(r);
-  if (!arch) return r.error();
-  const std::string type = r.string("model_type", std::string(arch->model_type));
-  ModelSpec m;
-  m.name = r.string("_name_or_path", type.empty() ? "hf-model" : type);
-  m.norm = arch->norm;
-  m.bias = arch->bias;
-  m.rope = arch->rope;
-  m.tied_embeddings = r.boolean("tie_word_embeddings", arch->tied);
-  // Dropout in the attention or the residual stream (the older models' names differ).
-  const auto dropout = [&](std::string_view a, std::string_view b) {
-    return r.number(a, 0.0, 0.0, 1.0) > 0.0 || r.number(b, 0.0, 0.0, 1.0) > 0.0;
-  };
-  switch (arch->names) {
-    case HfNames::kGpt2:
-      m.layers = static_cast<int>(r.required_integer("n_layer", 1, 100000));
-      m.hidden = r.required_integer("n_embd", 1, 1 << 22);
-      m.heads = static_cast<int>(r.required_integer("n_head", 1, 1 << 16));
-      m.ffn_hidden = r.integer("n_inner", 4 * m.hidden, 1, 1 << 24);
-      m.seq_len = static_cast<int>(r.integer("n_positions", 1024, 1, 1 << 24));
-      m.dropout = dropout("resid_pdrop", "attn_pdrop");
-      break;
-    case HfNames::kBloom:  // n_embed is BLOOM's older name for hidden_size; ALiBi, so no position limit
-      m.layers = static_cast<int>(r.required_integer("n_layer", 1, 100000));
-      m.hidden = r.has("n_embed") ? r.integer("n_embed", 1, 1, 1 << 22)
-                                  : r.required_integer("hidden_size", 1, 1 << 22);
-      m.heads = static_cast<int>(r.required_integer("n_head", 1, 1 << 16));
-      m.ffn_hidden = 4 * m.hidden;
-      m.seq_len = static_cast<int>(r.integer("seq_length", 2048, 1, 1 << 24));
-      m.dropout = dropout("attention_dropout", "hidden_dropout");
-      break;
-    case HfNames::kOpt:
-      m.layers = static_cast<int>(r.required_integer("num_hidden_layers", 1, 100000));
-      m.hidden = r.required_integer("hidden_size", 1, 1 << 22);
-      m.heads = static_cast<int>(r.required_integer("num_attention_heads", 1, 1 << 16));
-      m.ffn_hidden = r.integer("ffn_dim", 4 * m.hidden, 1, 1 << 24);
-      m.seq_len = static_cast<int>(r.integer("max_position_embeddings", 2048, 1, 1 << 24));
-      m.bias = r.boolean("enable_bias", arch->bias);
-      m.dropout =
-          r.number("dropout", 0.1, 0.0, 1.0) > 0.0 || r.number("attention_dropout", 0.0, 0.0, 1.0) > 0.0;
-      break;
-    case HfNames::kGptNeoX:
-      m.layers = static_cast<int>(r.required_integer("num_hidden_layers", 1, 100000));
-      m.hidden = r.required_integer("hidden_size", 1, 1 << 22);
-      m.heads = static_cast<int>(r.required_integer("num_attention_heads", 1, 1 << 16));
-      m.ffn_hidden = r.integer("intermediate_size", 4 * m.hidden, 1, 1 << 24);
-      m.seq_len = static_cast<int>(r.integer("max_position_embeddings", 2048, 1, 1 << 24));
-      m.bias = r.boolean("attention_bias", arch->bias);
-      m.rope = r.number("rotary_pct", 0.25, 0.0, 1.0) > 0.0;
-      m.dropout = dropout("attention_dropout", "hidden_dropout");
-      break;
-    case HfNames::kFalcon: {
-      m.layers = static_cast<int>(r.required_integer("num_hidden_layers", 1, 100000));
-      m.hidden = r.required_integer("hidden_size", 1, 1 << 22);
-      m.heads = static_cast<int>(r.required_integer("num_attention_heads", 1, 1 << 16));
-      m.ffn_hidden = r.integer("ffn_hidden_size", 4 * m.hidden, 1, 1 << 24);
-      m.seq_len = static_cast<int>(r.integer("max_position_embeddings", 2048, 1, 1 << 24));
-      m.bias = r.boolean("bias", arch->bias);
-      m.rope = !r.boolean("alibi", false);
-      m.dropout = dropout("attention_dropout", "hidden_dropout");
-      // FalconAttention: the new decoder's num_kv_heads, else one shared head (multi_query) or MHA.
-      const int kv = static_cast<int>(r.integer("num_kv_heads", m.heads, 1, 1 << 16));
-      m.kv_heads = r.boolean("new_decoder_architecture", false) ? kv
-                   : r.boolean("multi_query", true)             ? 1
-                                                                : m.heads;
-      break;
-    }
-    case HfNames::kLlama:
-      m.layers = static_cast<int>(r.required_integer("num_hidden_layers", 1, 100000));
-      m.hidden = r.required_integer("hidden_size", 1, 1 << 22);
-      m.heads = static_cast<int>(r.required_integer("num_attention_heads", 1, 1 << 16));
-      m.ffn_hidden = r.integer("intermediate_size", 4 * m.hidden, 1, 1 << 24);
-      // The pre-training length: rope_scaling's original length when context was extended later.
-      m.seq_len = static_cast<int>(r.integer("max_position_embeddings", 4096, 1, 1 << 24));
-      if (r.has("rope_scaling") && r.node()["rope_scaling"].is_object()) {
-        JsonReader rs = r.object("rope_scaling");
-        m.seq_len = static_cast<int>(rs.integer("original_max_position_embeddings", m.seq_len, 1, 1 << 24));
-      }
-      m.bias = r.boolean("attention_bias", arch->bias);
-      m.dropout = dropout("attention_dropout", "hidden_dropout");
-      m.kv_heads = static_cast<int>(r.integer("num_key_value_heads", m.heads, 1, 1 << 16));
-      if (r.has("head_dim")) m.head_dim = static_cast<int>(r.integer("head_dim", 1, 1, 1 << 16));
-      break;
+// The shape of the model from the config's own names, and the family's own fields: Llama's
+// rope_scaling and head_dim, GPT-NeoX's partial rotary, Falcon's ALiBi switch and its key-value
+// heads.
+void read_hf_shape(JsonReader& r, const HfArchitecture& arch, ModelSpec& m) {
+  const HfShapeKeys& k = kHfShapeKeys[static_cast<int>(arch.names)];
+  m.layers = static_cast<int>(r.required_integer(k.layers, 1, 100000));
+  m.hidden = !k.hidden_alias.empty() && r.has(k.hidden_alias) ? r.integer(k.hidden_alias, 1, 1, 1 << 22)
+                                                              : r.required_integer(k.hidden, 1, 1 << 22);
+  m.heads = static_cast<int>(r.required_integer(k.heads, 1, 1 << 16));
+  m.ffn_hidden = k.ffn.empty() ? 4 * m.hidden : r.integer(k.ffn, 4 * m.hidden, 1, 1 << 24);
+  m.seq_len = static_cast<int>(r.integer(k.seq, k.seq_default, 1, 1 << 24));
+  if (k.names == HfNames::kLlama && r.has("rope_scaling") && r.node()["rope_scaling"].is_object()) {
+    // The pre-training length: rope_scaling's original length when context was extended later.
+    JsonReader rs = r.object("rope_scaling");
+    m.seq_len = static_cast<int>(rs.integer("original_max_position_embeddings", m.seq_len, 1, 1 << 24));
+  }
+  if (!k.bias.empty()) m.bias = r.boolean(k.bias, arch.bias);
+  if (k.names == HfNames::kGptNeoX) m.rope = r.number("rotary_pct", 0.25, 0.0, 1.0) > 0.0;
+  if (k.names == HfNames::kFalcon) m.rope = !r.boolean("alibi", false);
+  m.dropout = r.number(k.dropout[0], k.dropout_default, 0.0, 1.0) > 0.0 ||
+              r.number(k.dropout[1], 0.0, 0.0, 1.0) > 0.0;
+  if (k.names == HfNames::kFalcon) {
+    // FalconAttention: the new decoder's num_kv_heads, else one shared head (multi_query) or MHA.
+    const int kv = static_cast<int>(r.integer("num_kv_heads", m.heads, 1, 1 << 16));
+    m.kv_heads = r.boolean("new_decoder_architecture", false) ? kv
+                 : r.boolean("multi_query", true)             ? 1
+                                                              : m.heads;
+  }
+  if (k.names == HfNames::kLlama) {
+    m.kv_heads = static_cast<int>(r.integer("num_key_value_heads", m.heads, 1, 1 << 16));
+    if (r.has("head_dim")) m.head_dim = static_cast<int>(r.integer("head_dim", 1, 1, 1 << 16));
   }
   if (m.kv_heads == 0) m.kv_heads = m.heads;
   if (m.head_dim == 0 && m.heads > 0) {  // derived, so held to the limit head_dim has when given
@@ -470,10 +503,10 @@ Result<ModelSpec> model_from_hf_config(const json& doc, const std::string& file)
     else
       m.head_dim = static_cast<int>(head);
   }
-  m.vocab = r.required_integer("vocab_size", 1, 1 << 24);
-  m.mlp = hf_mlp(r, *arch);
+}
 
-  // Mixture of experts: Mixtral, Qwen2-MoE and DeepSeek spell it differently.
+// Mixture of experts: Mixtral, Qwen2-MoE and DeepSeek spell it differently; DeepSeek's MLA.
+void read_hf_experts(JsonReader& r, ModelSpec& m) {
   if (r.has("num_local_experts")) {  // Mixtral
     m.moe.experts = static_cast<int>(r.integer("num_local_experts", 0, 1, 1 << 16));
     m.moe.top_k = static_cast<int>(r.integer("num_experts_per_tok", 2, 1, 1 << 16));
@@ -506,6 +539,26 @@ Result<ModelSpec> model_from_hf_config(const json& doc, const std::string& file)
     m.mla.qk_rope_head_dim = static_cast<int>(r.integer("qk_rope_head_dim", 64, 0, 1 << 16));
     m.mla.v_head_dim = static_cast<int>(r.integer("v_head_dim", 128, 1, 1 << 16));
   }
+}
+
+}  // namespace
+
+Result<ModelSpec> model_from_hf_config(const json& doc, const std::string& file) {
+  if (!doc.is_object()) return Error(file + ": /: expected a JSON object (a Hugging Face config.json)");
+  JsonReader r(doc, file);
+  const HfArchitecture* arch = hf_architecture(r);
+  if (!arch) return r.error();
+  const std::string type = r.string("model_type", std::string(arch->model_type));
+  ModelSpec m;
+  m.name = r.string("_name_or_path", type.empty() ? "hf-model" : type);
+  m.norm = arch->norm;
+  m.bias = arch->bias;
+  m.rope = arch->rope;
+  m.tied_embeddings = r.boolean("tie_word_embeddings", arch->tied);
+  read_hf_shape(r, *arch, m);
+  m.vocab = r.required_integer("vocab_size", 1, 1 << 24);
+  m.mlp = hf_mlp(r, *arch);
+  read_hf_experts(r, m);
   if (!r.ok()) return r.error();
   FS_RETURN_IF_ERROR(validate_model(m, file));
   return m;

@@ -211,21 +211,8 @@ Status check_sweep_budget(const SweepSpec& s) {
                ": split the sweep into several specs or use fewer values");
 }
 
-}  // namespace
-
-double sweep_point_bytes(const json& base) {
-  // A parsed JSON document takes about kJsonBytesPerTextByte bytes of memory per byte of its text
-  // (nodes, maps, strings; measured: see sweep.h); each point holds the base plus its axis values.
-  return static_cast<double>(base.dump().size()) * kJsonBytesPerTextByte + 512;
-}
-
-Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
-  JsonReader r(doc, file);
-  r.reject_unknown_keys({"base", "axes", "engine"});
-  SweepSpec s;
-  s.file = file;
-  s.engine = r.choice("engine", {"analytic", "des"}, "analytic");
-  if (!r.ok()) return r.error();
+// The spec's /base: its four required fields, the model and cluster presets expanded.
+Status read_sweep_base(const json& doc, const std::string& file, SweepSpec& s) {
   if (!doc.contains("base") || !doc["base"].is_object())
     return Error(file + ": /base: missing required object");
   const json& base = doc["base"];
@@ -241,44 +228,121 @@ Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
   auto cluster = expand(base["cluster"], PresetKind::kCluster, file + ": /base/cluster");
   if (!cluster) return cluster.error();
   s.base["cluster"] = *cluster;
+  return Status::Ok();
+}
 
+// One axis: a JSON pointer to a field of the base (or a new key of one of its objects), apart
+// from the other axes, and values of the kind the base holds there.
+Status check_axis(const SweepSpec& s, const std::string& file, const std::string& ptr, const json& values) {
+  const std::string where = file + ": /axes/" + json_pointer_escape(ptr);
+  if (!values.is_array()) return Error(where + ": expected an array of values");
+  if (values.empty()) return Error(where + ": empty axis (give at least one value)");
+  json::json_pointer jp;
+  try {
+    jp = json::json_pointer(ptr);
+  } catch (const std::exception& e) {
+    return Error(where + ": \"" + ptr + "\" is not a JSON pointer (" + e.what() + ")");
+  }
+  if (jp.empty())
+    return Error(where + ": \"\" names the whole base; an axis names a field inside it (e.g. /plan/tp)");
+  // The pointer must name an existing field, or a new key of an existing object.
+  if (!s.base.contains(jp)) {
+    const json::json_pointer parent = jp.parent_pointer();
+    if (jp.empty() || !s.base.contains(parent) || !s.base[parent].is_object())
+      return Error(where + ": \"" + ptr +
+                   "\" names no field of the base (presets are expanded; see the model/cluster JSON)");
+  }
+  // An axis under another axis's pointer would be overwritten by it (or fail to be set).
+  for (const auto& axis : s.axes)
+    if (const std::string& other = axis.first;
+        ptr.rfind(other + "/", 0) == 0 || other.rfind(ptr + "/", 0) == 0)
+      return Error(where + ": lies " + (ptr.size() > other.size() ? "under" : "over") + " axis " + other +
+                   ": one would overwrite the other (give whole values on one axis)");
+  // Each value of the kind the base holds there (a preset name may stand for an object).
+  if (s.base.contains(jp)) {
+    const json& was = s.base.at(jp);
+    JsonReader ar(values, file, "/axes/" + json_pointer_escape(ptr));
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (!same_kind(was, values[i]))
+        ar.fail(std::to_string(i), "expected " + kind_name(was) + " like the base's " + ptr + ", got " +
+                                       kind_name(values[i]) + " " + values[i].dump());
+    if (!ar.ok()) return ar.error();
+  }
+  return Status::Ok();
+}
+
+// Point `i` of the cross product (the last axis varies fastest), its presets expanded.
+Result<SweepPoint> sweep_point(const SweepSpec& s, std::size_t i) {
+  SweepPoint p;
+  p.index = i;
+  p.doc = s.base;
+  p.axes = json::object();
+  std::size_t rest = i;
+  for (auto it = s.axes.rbegin(); it != s.axes.rend(); ++it) {
+    const std::size_t n = it->second.size();
+    const std::size_t k = rest % n;
+    const json& v = it->second[k];
+    rest /= n;
+    const json::json_pointer jp(it->first);
+    try {  // another axis may have made a parent of this pointer a string or a number
+      p.doc[jp] = v;
+    } catch (const json::exception&) {
+      json::json_pointer parent = jp.parent_pointer();
+      while (!parent.empty() && !p.doc.contains(parent)) parent = parent.parent_pointer();
+      std::string held = p.doc.at(parent).dump();
+      if (held.size() > 60) held = held.substr(0, 57) + "...";
+      return Error(s.file + ": /axes/" + json_pointer_escape(it->first) + "/" + std::to_string(k) +
+                   ": cannot set " + it->first + " at point " + std::to_string(i) + ": " +
+                   (parent.empty() ? "/" : parent.to_string()) + " is " + held +
+                   " there (set by another axis), not an object");
+    }
+    p.axes[it->first] = v;
+  }
+  // An axis may name presets ("/model": ["llama3-8b", "llama3-70b"]): expand them per point.
+  for (const auto& [key, kind] :
+       {std::pair{"model", PresetKind::kModel}, std::pair{"cluster", PresetKind::kCluster}}) {
+    if (!p.doc[key].is_string()) continue;
+    auto expanded = expand(p.doc[key], kind, point_name(s, p) + ": /" + key);
+    if (!expanded) return expanded.error();
+    p.doc[key] = *expanded;
+  }
+  return p;
+}
+
+// FNV-1a over the resolved spec (presets expanded: editing a preset changes it too), in hex.
+std::string sweep_id(const SweepSpec& s) {
+  json canonical = {{"base", s.base}, {"engine", s.engine}, {"axes", json::array()}};
+  for (const auto& [ptr, values] : s.axes) canonical["axes"].push_back({ptr, values});
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : canonical.dump()) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+}  // namespace
+
+double sweep_point_bytes(const json& base) {
+  // A parsed JSON document takes about kJsonBytesPerTextByte bytes of memory per byte of its text
+  // (nodes, maps, strings; measured: see sweep.h); each point holds the base plus its axis values.
+  return static_cast<double>(base.dump().size()) * kJsonBytesPerTextByte + 512;
+}
+
+Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
+  JsonReader r(doc, file);
+  r.reject_unknown_keys({"base", "axes", "engine"});
+  SweepSpec s;
+  s.file = file;
+  s.engine = r.choice("engine", {"analytic", "des"}, "analytic");
+  if (!r.ok()) return r.error();
+  FS_RETURN_IF_ERROR(read_sweep_base(doc, file, s));
   if (doc.contains("axes")) {
     if (!doc["axes"].is_object()) return Error(file + ": /axes: expected an object of pointer -> values");
     for (const auto& [ptr, values] : doc["axes"].items()) {
-      const std::string where = file + ": /axes/" + json_pointer_escape(ptr);
-      if (!values.is_array()) return Error(where + ": expected an array of values");
-      if (values.empty()) return Error(where + ": empty axis (give at least one value)");
-      json::json_pointer jp;
-      try {
-        jp = json::json_pointer(ptr);
-      } catch (const std::exception& e) {
-        return Error(where + ": \"" + ptr + "\" is not a JSON pointer (" + e.what() + ")");
-      }
-      if (jp.empty())
-        return Error(where + ": \"\" names the whole base; an axis names a field inside it (e.g. /plan/tp)");
-      // The pointer must name an existing field, or a new key of an existing object.
-      if (!s.base.contains(jp)) {
-        const json::json_pointer parent = jp.parent_pointer();
-        if (jp.empty() || !s.base.contains(parent) || !s.base[parent].is_object())
-          return Error(where + ": \"" + ptr +
-                       "\" names no field of the base (presets are expanded; see the model/cluster JSON)");
-      }
-      // An axis under another axis's pointer would be overwritten by it (or fail to be set).
-      for (const auto& axis : s.axes)
-        if (const std::string& other = axis.first;
-            ptr.rfind(other + "/", 0) == 0 || other.rfind(ptr + "/", 0) == 0)
-          return Error(where + ": lies " + (ptr.size() > other.size() ? "under" : "over") + " axis " + other +
-                       ": one would overwrite the other (give whole values on one axis)");
-      // Each value of the kind the base holds there (a preset name may stand for an object).
-      if (s.base.contains(jp)) {
-        const json& was = s.base.at(jp);
-        JsonReader ar(values, file, "/axes/" + json_pointer_escape(ptr));
-        for (std::size_t i = 0; i < values.size(); ++i)
-          if (!same_kind(was, values[i]))
-            ar.fail(std::to_string(i), "expected " + kind_name(was) + " like the base's " + ptr + ", got " +
-                                           kind_name(values[i]) + " " + values[i].dump());
-        if (!ar.ok()) return ar.error();
-      }
+      FS_RETURN_IF_ERROR(check_axis(s, file, ptr, values));
       s.axes.emplace_back(ptr, values);
     }
   }
@@ -287,54 +351,10 @@ Result<SweepSpec> sweep_from_json(const json& doc, const std::string& file) {
   const std::size_t total = sweep_points(s.axes);
   s.points.reserve(total);
   for (std::size_t i = 0; i < total; ++i) {
-    SweepPoint p;
-    p.index = i;
-    p.doc = s.base;
-    p.axes = json::object();
-    std::size_t rest = i;
-    for (auto it = s.axes.rbegin(); it != s.axes.rend(); ++it) {
-      const std::size_t n = it->second.size();
-      const std::size_t k = rest % n;
-      const json& v = it->second[k];
-      rest /= n;
-      const json::json_pointer jp(it->first);
-      try {  // another axis may have made a parent of this pointer a string or a number
-        p.doc[jp] = v;
-      } catch (const json::exception&) {
-        json::json_pointer parent = jp.parent_pointer();
-        while (!parent.empty() && !p.doc.contains(parent)) parent = parent.parent_pointer();
-        std::string held = p.doc.at(parent).dump();
-        if (held.size() > 60) held = held.substr(0, 57) + "...";
-        return Error(file + ": /axes/" + json_pointer_escape(it->first) + "/" + std::to_string(k) +
-                     ": cannot set " + it->first + " at point " + std::to_string(i) + ": " +
-                     (parent.empty() ? "/" : parent.to_string()) + " is " + held +
-                     " there (set by another axis), not an object");
-      }
-      p.axes[it->first] = v;
-    }
-    // An axis may name presets ("/model": ["llama3-8b", "llama3-70b"]): expand them per point.
-    for (const auto& [key, kind] :
-         {std::pair{"model", PresetKind::kModel}, std::pair{"cluster", PresetKind::kCluster}}) {
-      if (!p.doc[key].is_string()) continue;
-      auto expanded = expand(p.doc[key], kind, point_name(s, p) + ": /" + key);
-      if (!expanded) return expanded.error();
-      p.doc[key] = *expanded;
-    }
+    FS_ASSIGN_OR_RETURN(SweepPoint p, sweep_point(s, i));
     s.points.push_back(std::move(p));
   }
-  {
-    // FNV-1a over the resolved spec (presets expanded: editing a preset changes it too).
-    json canonical = {{"base", s.base}, {"engine", s.engine}, {"axes", json::array()}};
-    for (const auto& [ptr, values] : s.axes) canonical["axes"].push_back({ptr, values});
-    std::uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : canonical.dump()) {
-      h ^= c;
-      h *= 1099511628211ull;
-    }
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-    s.id = hex;
-  }
+  s.id = sweep_id(s);
   // Check every point before any work: units, layouts, pointers into the right types.
   for (const SweepPoint& p : s.points) {
     auto resolved = resolve_point(s, p);
@@ -348,43 +368,40 @@ Result<SweepSpec> load_sweep(const std::string& path) {
   return sweep_from_json(doc, path);
 }
 
-json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
-  json row = {{"index", p.index}, {"spec", s.id}, {"axes", p.axes}};
-  auto r = resolve_point(s, p);
-  if (!r) {
-    row["ok"] = false;
-    row["error"] = r.error().message();
-    return row;
-  }
-  Plan plan = r->plan;
+namespace {
+
+// The point's plan (the search's best under "search") and its prediction by the spec's engine;
+// an error message when the search finds nothing.
+struct PointRun {
+  Plan plan;
   Prediction pred;
-  if (r->search) {
-    auto found = search(r->model, r->cluster, r->search_options);
-    if (!found || found->plans.empty()) {
-      row["ok"] = false;
-      row["error"] = found ? "no plan fits" : found.error().message();
-      return row;
-    }
-    plan = found->plans.front().plan;
-    pred = found->plans.front().prediction;
+};
+Result<PointRun> run_point(const SweepSpec& s, const Resolved& r) {
+  PointRun run{r.plan, {}};
+  if (r.search) {
+    auto found = search(r.model, r.cluster, r.search_options);
+    if (!found || found->plans.empty()) return Error(found ? "no plan fits" : found.error().message());
+    run.plan = found->plans.front().plan;
+    run.pred = found->plans.front().prediction;
   } else {
-    AnalyticModel am(r->model, r->cluster);
-    pred = am.evaluate(plan);
+    AnalyticModel am(r.model, r.cluster);
+    run.pred = am.evaluate(run.plan);
   }
   if (s.engine == "des") {
-    auto w = lower(r->model, r->cluster, plan);
+    auto w = lower(r.model, r.cluster, run.plan);
     if (w) {
       Simulator sim(*w, SimOptions{});
-      if (auto sr = sim.run()) pred = sr->prediction;
+      if (auto sr = sim.run()) run.pred = sr->prediction;
     }
   }
-  if (!pred.fits()) {
-    row["ok"] = false;
-    row["error"] = "plan does not fit in memory: " + describe_memory(pred.memory);
-    row["plan"] = plan_to_json(plan);
-    return row;
-  }
-  const Economics e = economics(pred, r->cluster, plan, effective_seq_len(plan, r->model), CostOptions{});
+  return run;
+}
+
+// The row's figures of a plan that fits: time, memory, communication, cost.
+void add_point_figures(const Resolved& r, const PointRun& run, json& row) {
+  const Plan& plan = run.plan;
+  const Prediction& pred = run.pred;
+  const Economics e = economics(pred, r.cluster, plan, effective_seq_len(plan, r.model), CostOptions{});
   row["ok"] = true;
   row["plan"] = plan_to_json(plan);
   row["step_time_s"] = pred.step_time_s;
@@ -399,40 +416,63 @@ json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
   row["bubble_s"] = pred.time.bubble;
   row["dp_comm_s"] = pred.time.dp_comm;
   row["compression_ratio"] =
-      compression_cost(plan, r->model, 1.0, grad_bytes(plan.precision), plan.dp * plan.cp).ratio;  // per rank
+      compression_cost(plan, r.model, 1.0, grad_bytes(plan.precision), plan.dp * plan.cp).ratio;  // per rank
   row["cost_per_mtok_usd"] = e.cost_per_mtok_usd;
   row["energy_per_mtok_kwh"] = e.energy_per_mtok_kwh;
   row["offload_s"] = pred.time.offload;
   row["data_stall_s"] = pred.time.data;
   row["data_load_s"] = pred.data_load_s;
   row["host_memory_gib"] = pred.memory.host / 1073741824.0;
-  if (r->reliability) {
-    ReliabilityInputs in = reliability_inputs(r->model, r->cluster, plan, pred.step_time_s);
-    const ReliabilityInputs& given = r->reliability_inputs;
-    in.run_s = given.run_s;
-    in.restart_s = given.restart_s;
-    in.failures_per_device_hour = given.failures_per_device_hour;
-    in.interval_s = static_cast<double>(r->checkpoint_every) * pred.step_time_s;
-    in.light_interval_s = static_cast<double>(r->light_every) * pred.step_time_s;
-    in.light_write_s = given.light_write_s >= 0 ? given.light_write_s
-                                                : in_memory_snapshot_s(r->cluster, plan, in.checkpoint_bytes);
-    in.soft_fraction = given.soft_fraction;
-    in.trials = given.trials;
-    in.seed = given.seed;
-    auto rel = reliability(in);
-    if (!rel) {
-      row["ok"] = false;
-      row["error"] = rel.error().message();
-      return row;
-    }
-    row["mtbf_h"] = rel->mtbf_s / 3600;
-    row["checkpoint_write_s"] = rel->write_s;
-    row["checkpoint_interval_s"] = rel->interval_s;
-    row["effective_time"] = rel->efficiency;  // Monte-Carlo, or the closed form beyond its event budget
-    row["effective_time_method"] = rel->monte_carlo ? "monte-carlo" : "closed-form";
-    row["effective_time_model"] = rel->efficiency_model;
-    row["failures_per_run"] = rel->failures_mean;
+}
+
+// The row's reliability figures (the base's "reliability"): checkpoints and the effective time.
+Status add_point_reliability(const Resolved& r, const PointRun& run, json& row) {
+  const Plan& plan = run.plan;
+  const double step_s = run.pred.step_time_s;
+  ReliabilityInputs in = reliability_inputs(r.model, r.cluster, plan, step_s);
+  const ReliabilityInputs& given = r.reliability_inputs;
+  in.run_s = given.run_s;
+  in.restart_s = given.restart_s;
+  in.failures_per_device_hour = given.failures_per_device_hour;
+  in.interval_s = static_cast<double>(r.checkpoint_every) * step_s;
+  in.light_interval_s = static_cast<double>(r.light_every) * step_s;
+  in.light_write_s = given.light_write_s >= 0 ? given.light_write_s
+                                              : in_memory_snapshot_s(r.cluster, plan, in.checkpoint_bytes);
+  in.soft_fraction = given.soft_fraction;
+  in.trials = given.trials;
+  in.seed = given.seed;
+  FS_ASSIGN_OR_RETURN(const ReliabilityResult rel, reliability(in));
+  row["mtbf_h"] = rel.mtbf_s / 3600;
+  row["checkpoint_write_s"] = rel.write_s;
+  row["checkpoint_interval_s"] = rel.interval_s;
+  row["effective_time"] = rel.efficiency;  // Monte-Carlo, or the closed form beyond its event budget
+  row["effective_time_method"] = rel.monte_carlo ? "monte-carlo" : "closed-form";
+  row["effective_time_model"] = rel.efficiency_model;
+  row["failures_per_run"] = rel.failures_mean;
+  return Status::Ok();
+}
+
+}  // namespace
+
+json evaluate_point(const SweepSpec& s, const SweepPoint& p) {
+  json row = {{"index", p.index}, {"spec", s.id}, {"axes", p.axes}};
+  auto fail = [&row](const std::string& message) {
+    row["ok"] = false;
+    row["error"] = message;
+    return row;
+  };
+  auto r = resolve_point(s, p);
+  if (!r) return fail(r.error().message());
+  auto run = run_point(s, *r);
+  if (!run) return fail(run.error().message());
+  if (!run->pred.fits()) {
+    fail("plan does not fit in memory: " + describe_memory(run->pred.memory));
+    row["plan"] = plan_to_json(run->plan);
+    return row;
   }
+  add_point_figures(*r, *run, row);
+  if (r->reliability)
+    if (Status st = add_point_reliability(*r, *run, row); !st) return fail(st.error().message());
   return row;
 }
 
@@ -602,30 +642,26 @@ Status write_sweep_csv(const SweepSpec& s, const std::string& out_dir) {
   return write_file_atomically(csv, out.str());
 }
 
-Result<SweepStatus> run_sweep(const SweepSpec& s, const SweepOptions& o, std::atomic<std::size_t>* done) {
-  if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards)
-    return Error("--shard: " + std::to_string(o.shard) + "/" + std::to_string(o.shards) +
-                 " is not i/N with 0 <= i < N");
+namespace {
+
+// The output folder made and locked (one writer per point: a second sweep into it, of the same
+// shard, is refused), and the rows it already holds for this spec: an error where it holds
+// another spec's. Lines a kill left torn are dropped from the file (not only skipped), while no
+// other shard appends to it: rewritten whole, synced and renamed into place.
+Result<std::map<std::size_t, json>> open_output(const SweepSpec& s, const SweepOptions& o,
+                                                const SweepStatus& st, FolderLock& folder) {
   std::error_code ec;
   std::filesystem::create_directories(o.out_dir, ec);
   if (ec) return Error(o.out_dir + ": cannot create output folder: " + ec.message());
   if (!std::filesystem::is_directory(o.out_dir, ec)) return Error(o.out_dir + ": not a folder (--out)");
-  SweepStatus st;
-  st.jsonl = o.out_dir + "/results.jsonl";
-  st.csv = o.out_dir + "/results.csv";
-  // One writer per point: a second sweep into this folder (of the same shard) is refused.
-  FolderLock folder;
   FS_RETURN_IF_ERROR(lock_output(folder, o.out_dir, o.shard, o.shards));
   // The outputs can be written, before any work.
   if (o.write_csv) FS_RETURN_IF_ERROR(check_output_path(st.csv, "--out"));
-  const ResultsFile results = read_results(st.jsonl);
-  const auto& existing = results.rows;
-  for (const auto& [index, row] : existing)
+  ResultsFile results = read_results(st.jsonl);
+  for (const auto& [index, row] : results.rows)
     if (row.value("spec", std::string()) != s.id)
       return Error(st.jsonl + ": holds results of a different sweep spec (row " + std::to_string(index) +
                    "; this spec is " + s.id + "): give another --out or remove the folder");
-  // Lines a kill left torn are dropped from the file (not only skipped), while no other shard
-  // appends to it: rewritten whole, synced and renamed into place.
   if (results.torn > 0 && folder.exclusive) FS_RETURN_IF_ERROR(write_file_atomically(st.jsonl, results.kept));
   if (folder.exclusive && o.shards > 1) {  // let the other shards in
     FS_ASSIGN_OR_RETURN(bool shared, folder.share(o.out_dir + "/" + kSweepLockFile));
@@ -633,34 +669,35 @@ Result<SweepStatus> run_sweep(const SweepSpec& s, const SweepOptions& o, std::at
       return Error(o.out_dir +
                    ": another sweep is writing this folder; wait for it to finish or give another --out");
   }
-  std::vector<const SweepPoint*> todo;
-  for (const SweepPoint& p : s.points) {
-    if (p.index % static_cast<std::size_t>(o.shards) != static_cast<std::size_t>(o.shard)) continue;
-    ++st.total;
-    if (existing.count(p.index)) {
-      ++st.skipped;
-      continue;
+  return std::move(results.rows);
+}
+
+// The results file opened for appending. One write() per line on an O_APPEND descriptor: a kill
+// leaves at most one partial line, which reading skips; several shards can append to the same
+// file. A partial line left by a kill must not glue onto the next one.
+Result<int> open_for_append(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) return Error(path + ": cannot open for appending");
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (in && in.tellg() > 0) {
+    in.seekg(-1, std::ios::end);
+    char last = '\n';
+    in.get(last);
+    if (last != '\n' && ::write(fd, "\n", 1) != 1) {
+      ::close(fd);
+      return Error(path + ": write error");
     }
-    todo.push_back(&p);
   }
+  return fd;
+}
+
+// Evaluates the points in parallel (o.threads), appending each row as it comes; the number that
+// failed, or a write error.
+Result<std::size_t> evaluate_points(const SweepSpec& s, const SweepOptions& o,
+                                    const std::vector<const SweepPoint*>& todo, const std::string& jsonl,
+                                    std::atomic<std::size_t>* done) {
   if (done) *done = 0;
-  // One write() per line on an O_APPEND descriptor: a kill leaves at most one partial line, which
-  // reading skips; several shards can append to the same file.
-  const int fd = ::open(st.jsonl.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd < 0) return Error(st.jsonl + ": cannot open for appending");
-  // A partial line left by a kill must not glue onto the next one.
-  {
-    std::ifstream in(st.jsonl, std::ios::binary | std::ios::ate);
-    if (in && in.tellg() > 0) {
-      in.seekg(-1, std::ios::end);
-      char last = '\n';
-      in.get(last);
-      if (last != '\n' && ::write(fd, "\n", 1) != 1) {
-        ::close(fd);
-        return Error(st.jsonl + ": write error");
-      }
-    }
-  }
+  FS_ASSIGN_OR_RETURN(const int fd, open_for_append(jsonl));
   std::unique_ptr<tbb::global_control> limit;
   if (o.threads > 0)
     limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, o.threads);
@@ -678,9 +715,34 @@ Result<SweepStatus> run_sweep(const SweepSpec& s, const SweepOptions& o, std::at
     if (done) ++*done;
   });
   ::close(fd);
-  if (write_failed) return Error(st.jsonl + ": write error");
+  if (write_failed) return Error(jsonl + ": write error");
+  return failed.load();
+}
+
+}  // namespace
+
+Result<SweepStatus> run_sweep(const SweepSpec& s, const SweepOptions& o, std::atomic<std::size_t>* done) {
+  if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards)
+    return Error("--shard: " + std::to_string(o.shard) + "/" + std::to_string(o.shards) +
+                 " is not i/N with 0 <= i < N");
+  SweepStatus st;
+  st.jsonl = o.out_dir + "/results.jsonl";
+  st.csv = o.out_dir + "/results.csv";
+  FolderLock folder;
+  FS_ASSIGN_OR_RETURN(const auto existing, open_output(s, o, st, folder));
+  // This shard's points not yet in the results.
+  std::vector<const SweepPoint*> todo;
+  for (const SweepPoint& p : s.points) {
+    if (p.index % static_cast<std::size_t>(o.shards) != static_cast<std::size_t>(o.shard)) continue;
+    ++st.total;
+    if (existing.count(p.index)) {
+      ++st.skipped;
+      continue;
+    }
+    todo.push_back(&p);
+  }
+  FS_ASSIGN_OR_RETURN(st.failed, evaluate_points(s, o, todo, st.jsonl, done));
   st.computed = todo.size();
-  st.failed = failed;
   if (o.write_csv) FS_RETURN_IF_ERROR(write_sweep_csv(s, o.out_dir));
   return st;
 }

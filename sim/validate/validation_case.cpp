@@ -150,57 +150,58 @@ struct Choice {
   std::vector<std::pair<json, std::function<void(Plan&)>>> options;
 };
 
-}  // namespace
-
-CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
-  CaseResult out;
-  out.id = c.id;
-  out.file = c.file;
-  out.measured_step_s = c.measured_step_s;
-  JsonReader r(c.parallel, c.file, "/parallel");
-  r.reject_unknown_keys({"tp", "pp", "dp", "cp", "ep", "sequence_parallel", "virtual_stages", "zero_stage",
-                         "micro_batch", "global_batch", "recompute", "precision", "schedule"});
+// The plan a case reports (`base`), the model as its software trained it, and the values to try
+// for the fields the case leaves out.
+struct CaseLayouts {
   Plan base;
+  ModelSpec model;
+  std::vector<Choice> choices;
+};
+
+// The parallel degrees and the global batch.
+void read_degrees(JsonReader& r, Plan& base) {
   base.tp = static_cast<int>(r.integer("tp", 1, 1, 1 << 20));
   base.pp = static_cast<int>(r.integer("pp", 1, 1, 1 << 20));
   base.dp = static_cast<int>(r.integer("dp", 1, 1, 1 << 20));
   base.cp = static_cast<int>(r.integer("cp", 1, 1, 1 << 20));
   base.ep = static_cast<int>(r.integer("ep", 1, 1, 1 << 20));
   base.global_batch = r.required_integer("global_batch", 1, std::int64_t{1} << 40);
-  if (!r.ok()) {
-    out.failure = r.error().message();
-    return out;
-  }
+}
 
-  std::vector<Choice> choices;
-  // The attention kernel is not a field of the schema: known stacks fix it, otherwise it is
-  // chosen like an unreported field.
-  const SoftwareStack* stack = software_for(c.source);
-  ModelSpec model = c.model;
+// The attention kernel is not a field of the schema: known stacks fix it (and the model's dropout
+// and tied embeddings), otherwise it is chosen like an unreported field. Sequence parallelism:
+// reported, else impossible on the stack, else chosen where tp > 1.
+void read_software(const SoftwareStack* stack, JsonReader& r, CaseLayouts& l, CaseResult& out) {
   if (stack) {
-    base.flash_attention = stack->flash_attention;
-    model.dropout = stack->dropout;
-    model.tied_embeddings = stack->tied_embeddings;
+    l.base.flash_attention = stack->flash_attention;
+    l.model.dropout = stack->dropout;
+    l.model.tied_embeddings = stack->tied_embeddings;
     out.assumed = {{"software", stack->name},
                    {"flash_attention", stack->flash_attention},
                    {"dropout", stack->dropout},
                    {"tied_embeddings", stack->tied_embeddings}};
   } else {
-    choices.push_back({"flash_attention",
-                       {{true, [](Plan& p) { p.flash_attention = true; }},
-                        {false, [](Plan& p) { p.flash_attention = false; }}}});
+    l.choices.push_back({"flash_attention",
+                         {{true, [](Plan& p) { p.flash_attention = true; }},
+                          {false, [](Plan& p) { p.flash_attention = false; }}}});
   }
   auto opt_bool = r.optional_boolean("sequence_parallel");
   if (opt_bool) {
-    base.sequence_parallel = *opt_bool;
+    l.base.sequence_parallel = *opt_bool;
   } else if (stack && !stack->sequence_parallel) {
-    base.sequence_parallel = false;
+    l.base.sequence_parallel = false;
     out.assumed["sequence_parallel"] = false;
-  } else if (base.tp > 1) {
-    choices.push_back({"sequence_parallel",
-                       {{false, [](Plan& p) { p.sequence_parallel = false; }},
-                        {true, [](Plan& p) { p.sequence_parallel = true; }}}});
+  } else if (l.base.tp > 1) {
+    l.choices.push_back({"sequence_parallel",
+                         {{false, [](Plan& p) { p.sequence_parallel = false; }},
+                          {true, [](Plan& p) { p.sequence_parallel = true; }}}});
   }
+}
+
+// The schedule, and its virtual stages: reported, or for an interleaved schedule chosen among
+// the chunk counts that divide the layers.
+void read_schedule(const ValidationCase& c, JsonReader& r, CaseLayouts& l) {
+  Plan& base = l.base;
   const std::string sched = r.string("schedule", "");
   if (!sched.empty()) {
     auto s = parse_schedule(sched);
@@ -216,15 +217,21 @@ CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
     for (int chunks : divisors_up_to(c.model.layers / base.pp, 64))
       if (c.model.layers % (base.pp * chunks) == 0)
         ch.options.push_back({chunks, [chunks](Plan& p) { p.virtual_stages = chunks; }});
-    choices.push_back(ch);
+    l.choices.push_back(ch);
   }
+}
+
+// The micro-batch, ZeRO stage and recompute (each reported, fixed by the stack or chosen) and the
+// precision.
+void read_memory_fields(JsonReader& r, const SoftwareStack* stack, CaseLayouts& l, CaseResult& out) {
+  Plan& base = l.base;
   if (auto mb = r.optional_integer("micro_batch", 1, 1 << 20)) {
     base.micro_batch = static_cast<int>(*mb);
   } else {
     Choice ch{"micro_batch", {}};
     for (int b : divisors_up_to(base.global_batch / base.dp, 64))
       ch.options.push_back({b, [b](Plan& p) { p.micro_batch = b; }});
-    choices.push_back(ch);
+    l.choices.push_back(ch);
   }
   if (auto z = r.optional_integer("zero_stage", 0, 3)) {
     base.zero_stage = static_cast<int>(*z);
@@ -232,7 +239,7 @@ CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
     base.zero_stage = 0;
     out.assumed["zero_stage"] = 0;
   } else if (base.dp * base.cp > 1) {
-    choices.push_back(
+    l.choices.push_back(
         {"zero_stage", {{0, [](Plan& p) { p.zero_stage = 0; }}, {1, [](Plan& p) { p.zero_stage = 1; }}}});
   }
   const std::string rc = r.string("recompute", "");
@@ -243,25 +250,47 @@ CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
     else
       base.recompute = *parsed;
   } else {
-    choices.push_back({"recompute",
-                       {{"none", [](Plan& p) { p.recompute = Recompute::kNone; }},
-                        {"selective", [](Plan& p) { p.recompute = Recompute::kSelective; }},
-                        {"full", [](Plan& p) { p.recompute = Recompute::kFull; }}}});
+    l.choices.push_back({"recompute",
+                         {{"none", [](Plan& p) { p.recompute = Recompute::kNone; }},
+                          {"selective", [](Plan& p) { p.recompute = Recompute::kSelective; }},
+                          {"full", [](Plan& p) { p.recompute = Recompute::kFull; }}}});
   }
   const std::string prec = r.string("precision", "bf16");
   if (auto v = parse_precision(prec); v)
     base.precision = *v;
   else
     r.fail("precision", v.error().message());
+}
+
+// Reads the case's /parallel into `l`; false (out.failure says why) on a bad field.
+bool read_case_layouts(const ValidationCase& c, CaseLayouts& l, CaseResult& out) {
+  JsonReader r(c.parallel, c.file, "/parallel");
+  r.reject_unknown_keys({"tp", "pp", "dp", "cp", "ep", "sequence_parallel", "virtual_stages", "zero_stage",
+                         "micro_batch", "global_batch", "recompute", "precision", "schedule"});
+  read_degrees(r, l.base);
   if (!r.ok()) {
     out.failure = r.error().message();
-    return out;
+    return false;
   }
-  if (base.virtual_stages > 1 && base.schedule != Schedule::kInterleaved1F1B)
-    base.schedule = Schedule::kInterleaved1F1B;
+  const SoftwareStack* stack = software_for(c.source);
+  l.model = c.model;
+  read_software(stack, r, l, out);
+  read_schedule(c, r, l);
+  read_memory_fields(r, stack, l, out);
+  if (!r.ok()) {
+    out.failure = r.error().message();
+    return false;
+  }
+  if (l.base.virtual_stages > 1 && l.base.schedule != Schedule::kInterleaved1F1B)
+    l.base.schedule = Schedule::kInterleaved1F1B;
+  return true;
+}
 
-  // Try every combination of the choices; keep the fastest plan that validates and fits.
-  AnalyticModel am(model, c.cluster);
+// Tries every combination of the choices and keeps in `out` the fastest plan that validates and
+// fits; false (out.failure: the smallest memory overrun, or the first invalid field) when none.
+bool choose_fastest(const ValidationCase& c, const CaseLayouts& l, CaseResult& out) {
+  const std::vector<Choice>& choices = l.choices;
+  AnalyticModel am(l.model, c.cluster);
   const int accelerators = c.cluster.total_accelerators();
   bool found = false;
   std::string first_problem;
@@ -269,14 +298,14 @@ CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
   MemoryBreakdown least_mem_breakdown;
   std::vector<std::size_t> idx(choices.size(), 0);
   while (true) {
-    Plan plan = base;
+    Plan plan = l.base;
     json chosen = json::object();
     for (std::size_t i = 0; i < choices.size(); ++i) {
       if (choices[i].options.empty()) continue;
       choices[i].options[idx[i]].second(plan);
       chosen[choices[i].field] = choices[i].options[idx[i]].first;
     }
-    Status valid = validate_plan(plan, model, accelerators, c.file + " (at /parallel)");
+    Status valid = validate_plan(plan, l.model, accelerators, c.file + " (at /parallel)");
     if (valid) {
       Prediction pred = am.evaluate(plan);
       if (!pred.fits()) {
@@ -302,27 +331,41 @@ CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
     }
     if (i == choices.size()) break;
   }
-  if (!found) {
+  if (!found)
     out.failure = std::isfinite(least_memory)
                       ? "no layout fits in memory; the smallest " + describe_memory(least_mem_breakdown)
                       : (first_problem.empty() ? "no valid layout" : first_problem);
-    return out;
+  return found;
+}
+
+// The discrete-event simulator's step time for the chosen plan; false (out.failure) on an error.
+bool simulate_chosen(const ValidationCase& c, const ModelSpec& model, CaseResult& out) {
+  auto w = lower(model, c.cluster, out.plan);
+  if (!w) {
+    out.failure = w.error().message();
+    return false;
   }
-  if (engine == Engine::kDes) {
-    auto w = lower(model, c.cluster, out.plan);
-    if (!w) {
-      out.failure = w.error().message();
-      return out;
-    }
-    Simulator sim(*w, SimOptions{});
-    auto simulated = sim.run();
-    if (!simulated) {
-      out.failure = simulated.error().message();
-      return out;
-    }
-    out.prediction = simulated->prediction;
-    out.predicted_step_s = simulated->prediction.step_time_s;
+  Simulator sim(*w, SimOptions{});
+  auto simulated = sim.run();
+  if (!simulated) {
+    out.failure = simulated.error().message();
+    return false;
   }
+  out.prediction = simulated->prediction;
+  out.predicted_step_s = simulated->prediction.step_time_s;
+  return true;
+}
+
+}  // namespace
+
+CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
+  CaseResult out;
+  out.id = c.id;
+  out.file = c.file;
+  out.measured_step_s = c.measured_step_s;
+  CaseLayouts l;
+  if (!read_case_layouts(c, l, out) || !choose_fastest(c, l, out)) return out;
+  if (engine == Engine::kDes && !simulate_chosen(c, l.model, out)) return out;
   out.ok = true;
   out.error_pct = (out.predicted_step_s - c.measured_step_s) / c.measured_step_s * 100.0;
   return out;

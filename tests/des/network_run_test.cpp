@@ -103,9 +103,9 @@ TEST(NetworkRun, SmallMessagesTakeTheirProtocolsLatency) {
   EXPECT_EQ(group_link(two, 8, 2).small_message_bytes, 0.0);
 }
 
-// A collective's own rates on the fabric (LinkSpec::CollectiveRates, as a calibrated MPI has):
-// inside a node both engines take them, by hand's formula; across nodes the network's apply.
-TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
+// A fabric with its own rates per collective (LinkSpec::CollectiveRates, as a calibrated MPI has)
+// and a small-message protocol below 8 KiB.
+ClusterSpec own_rates_cluster() {
   ClusterSpec c = cluster("dgx-a100-hdr", 8);
   LinkSpec& f = c.node.fabric;
   f.small_message_bytes = 8192;
@@ -116,6 +116,13 @@ TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
   f.reduce_scatter.small_message_latency_s = 0.1 * f.latency_s;
   f.send_recv.bandwidth = f.bandwidth / 2;
   f.send_recv.latency_s = 2 * f.latency_s;
+  return c;
+}
+
+// A collective's own rates on the fabric: inside a node both engines take them, by hand's formula.
+TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
+  const ClusterSpec c = own_rates_cluster();
+  const LinkSpec& f = c.node.fabric;
   const GroupLink l = group_link(c, 1, 2);
   const double eff = f.efficiency;
   for (double bytes : {4096.0, 65536.0, 64.0 * (1 << 20)}) {
@@ -139,8 +146,14 @@ TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
       EXPECT_NEAR(sim->at(0), closed, 1e-6 * closed) << to_string(op) << " " << bytes;
     }
   }
-  // Data the caches no longer hold: the reduce-scatter's own cold bandwidth where it has one, the
-  // fabric's where not.
+}
+
+// Data the caches no longer hold: the reduce-scatter's own cold bandwidth where it has one, the
+// fabric's where not.
+TEST(NetworkRun, ColdDataTakesTheCollectivesOwnColdRate) {
+  ClusterSpec c = own_rates_cluster();
+  LinkSpec& f = c.node.fabric;
+  const double eff = f.efficiency;
   f.cold_bandwidth = f.bandwidth / 2;
   MaxMinSystem sys;
   Topology topo(c, sys);
@@ -158,7 +171,15 @@ TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
   cold_data(topo2, CollectiveOp::kAllGather, ag);
   EXPECT_NEAR(isolated_time(sys, ag), 0.5 * S / (f.bandwidth / 2 * eff) + 0.5 * f.latency_s,
               1e-9);  // the fabric's cold rate
-  // A send/recv with its own small-message size (4 KiB, the link's 8 KiB): its own protocol from 4 KiB.
+}
+
+// A send/recv with its own small-message size (4 KiB, the link's 8 KiB): its own protocol from
+// 4 KiB; a fabric without a small-message protocol: the op's own latency at every size. Both
+// engines alike.
+TEST(NetworkRun, CollectivesTakeTheirOwnSmallMessageProtocol) {
+  const ClusterSpec c = own_rates_cluster();
+  const LinkSpec& f = c.node.fabric;
+  const double eff = f.efficiency;
   ClusterSpec eager = c;
   eager.node.fabric.send_recv.small_message_bytes = 4096;
   eager.node.fabric.send_recv.small_message_latency_s = 0.3 * f.latency_s;
@@ -170,7 +191,6 @@ TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
     ASSERT_TRUE(sim.ok());
     EXPECT_NEAR(sim->at(0), closed, 1e-6 * closed) << bytes;
   }
-  // A fabric without a small-message protocol: the op's own latency at every size, in both engines.
   ClusterSpec flat = cluster("dgx-a100-hdr", 8);
   flat.node.fabric.all_gather = f.all_gather;
   const GroupLink lf = group_link(flat, 1, 2);
@@ -181,11 +201,17 @@ TEST(NetworkRun, CollectivesTakeTheirOwnRatesInsideANode) {
     ASSERT_TRUE(sim.ok());
     EXPECT_NEAR(sim->at(0), closed, 1e-6 * closed) << bytes;
   }
-  // Across nodes: the network's rates, none of the fabric's own.
+}
+
+// Across nodes: the network's rates, none of the fabric's own (cold ones included).
+TEST(NetworkRun, CollectivesAcrossNodesTakeTheNetworksRates) {
   ClusterSpec two = cluster("dgx-a100-hdr", 16);
-  two.node.fabric = f;
+  two.node.fabric = own_rates_cluster().node.fabric;
+  two.node.fabric.cold_bandwidth = two.node.fabric.bandwidth / 2;
+  two.node.fabric.reduce_scatter.cold_bandwidth = two.node.fabric.bandwidth / 12;
   const GroupLink across = group_link(two, 8, 2);
   EXPECT_FALSE(across.has_own_rates());
+  const double S = 64.0 * (1 << 20);
   EXPECT_EQ(allgather_time(across, S), allgather_time(group_link(cluster("dgx-a100-hdr", 16), 8, 2), S));
 }
 
