@@ -44,32 +44,6 @@ double logits_flops(const ModelSpec& m, const LayerShape& s) {
   return 2.0 * s.batch * s.seq * m.hidden * static_cast<double>(m.vocab) / s.tp;
 }
 
-double layer_elementwise_bytes(const ModelSpec& m, const LayerShape& s, bool moe_layer,
-                               bool flash_attention) {
-  const double e = s.bytes_per_element;
-  const double tokens = s.batch * s.seq;
-  // Tensors of width h are split across TP ranks only with sequence parallelism.
-  const double th = tokens * m.hidden / (s.sp ? s.tp : 1.0);
-  const double ffn = moe_layer
-                         ? static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts)
-                         : static_cast<double>(m.ffn_hidden);
-  const double tf = tokens * ffn / s.tp;
-  const double dropout_mask = m.dropout ? 1.0 : 0.0;
-  double bytes = 0;
-  bytes += 2 * (2 * th * e);                      // two norms: read x, write y
-  bytes += 2 * (3 * th * e + dropout_mask * th);  // two (dropout +) residual adds: read 2, write 1
-  // Activation: GeLU reads the pre-activation and writes the result; SwiGLU reads gate and up.
-  bytes += (m.mlp == MlpKind::kSwiglu ? 3.0 : 2.0) * tf * e;
-  if (moe_layer) bytes += 2 * tokens * m.hidden * e / s.tp;  // permute / unpermute tokens
-  if (!flash_attention) {
-    // Fused scale-mask-softmax reads and writes the score matrix; dropout reads it, writes the
-    // result and a one-byte mask.
-    const double scores = s.batch * m.heads * s.seq * s.kv_seq / s.tp;
-    bytes += scores * (2 * e + (m.dropout ? 2 * e + 1 : 0.0));
-  }
-  return bytes;
-}
-
 RecomputeMask recompute_mask(Recompute r) {
   switch (r) {
     case Recompute::kSelective:

@@ -39,11 +39,6 @@ LayerFlops moe_layer_flops(const ModelSpec& m, const LayerShape& s);
 // Output logits (LM head) forward FLOPs for one micro-batch on one device.
 double logits_flops(const ModelSpec& m, const LayerShape& s);
 
-// Bytes moved by the memory-bound (elementwise) kernels of one layer, forward, on one device:
-// norms, residual adds, dropout, activation function and, without flash attention, the softmax
-// over the s x s score matrix.
-double layer_elementwise_bytes(const ModelSpec& m, const LayerShape& s, bool moe_layer, bool flash_attention);
-
 // What one layer drops after its forward and rebuilds in its backward, as a set of modules
 // (Megatron-Core's --recompute-modules names):
 //   core_attn  the s^2 score tensors (softmax output, dropout mask and output; unfused attention

@@ -17,14 +17,12 @@ namespace foresight {
 
 namespace {
 
-std::string short_dump(const nlohmann::json& v) { return describe_json_value(v); }
-
 // A time in microseconds at `where`: a finite number >= 0, or the reason it is not.
 Result<double> trace_time(const nlohmann::json& e, const char* key, const std::string& where) {
   const std::string at = where + "/" + key;
   if (!e.contains(key)) return Error(at + ": missing (a complete event needs ts and dur, in microseconds)");
   const auto& v = e[key];
-  if (!v.is_number()) return Error(at + ": expected a number of microseconds, got " + short_dump(v));
+  if (!v.is_number()) return Error(at + ": expected a number of microseconds, got " + describe_json_value(v));
   const double us = v.get<double>();
   if (!std::isfinite(us))
     return Error(at + ": " + std::to_string(us) + " is not a finite number of microseconds");
@@ -36,7 +34,8 @@ Result<double> trace_time(const nlohmann::json& e, const char* key, const std::s
 Result<std::string> trace_string(const nlohmann::json& e, const char* key, const std::string& where,
                                  const std::string& fallback) {
   if (!e.contains(key)) return fallback;
-  if (!e[key].is_string()) return Error(where + "/" + key + ": expected a string, got " + short_dump(e[key]));
+  if (!e[key].is_string())
+    return Error(where + "/" + key + ": expected a string, got " + describe_json_value(e[key]));
   return e[key].get<std::string>();
 }
 
@@ -44,21 +43,23 @@ Result<std::string> trace_string(const nlohmann::json& e, const char* key, const
 
 Result<Trace> trace_from_json(const nlohmann::json& doc, const std::string& file) {
   if (!doc.is_object())
-    return Error(file + ": /: expected a JSON object with traceEvents, got " + short_dump(doc));
+    return Error(file + ": /: expected a JSON object with traceEvents, got " + describe_json_value(doc));
   if (!doc.contains("traceEvents")) return Error(file + ": /traceEvents: missing (not a Chrome trace)");
   if (!doc["traceEvents"].is_array())
-    return Error(file + ": /traceEvents: expected an array of events, got " + short_dump(doc["traceEvents"]));
+    return Error(file + ": /traceEvents: expected an array of events, got " +
+                 describe_json_value(doc["traceEvents"]));
   Trace t;
   t.file = file;
   t.metadata = doc.contains("metadata") ? doc["metadata"] : nlohmann::json::object();
   if (!t.metadata.is_object())
-    return Error(file + ": /metadata: expected an object, got " + short_dump(t.metadata));
+    return Error(file + ": /metadata: expected an object, got " + describe_json_value(t.metadata));
   if (t.metadata.contains("model") && !t.metadata["model"].is_string())
-    return Error(file + ": /metadata/model: expected a string, got " + short_dump(t.metadata["model"]));
+    return Error(file + ": /metadata/model: expected a string, got " +
+                 describe_json_value(t.metadata["model"]));
   if (t.metadata.contains("step_time_s")) {
     const auto& v = t.metadata["step_time_s"];
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
-      return Error(file + ": /metadata/step_time_s: expected seconds >= 0, got " + short_dump(v));
+      return Error(file + ": /metadata/step_time_s: expected seconds >= 0, got " + describe_json_value(v));
     t.step_s = v.get<double>();
   }
   std::set<std::string> seen;
@@ -66,9 +67,10 @@ Result<Trace> trace_from_json(const nlohmann::json& doc, const std::string& file
   for (std::size_t i = 0; i < events.size(); ++i) {
     const auto& e = events[i];
     const std::string where = file + ": /traceEvents/" + std::to_string(i);
-    if (!e.is_object()) return Error(where + ": expected an event object, got " + short_dump(e));
+    if (!e.is_object()) return Error(where + ": expected an event object, got " + describe_json_value(e));
     if (!e.contains("ph")) return Error(where + "/ph: missing (every Chrome trace event has a phase)");
-    if (!e["ph"].is_string()) return Error(where + "/ph: expected a string, got " + short_dump(e["ph"]));
+    if (!e["ph"].is_string())
+      return Error(where + "/ph: expected a string, got " + describe_json_value(e["ph"]));
     if (e["ph"].get<std::string>() != "X") continue;  // metadata, counters, instants: not ops
     if (!e.contains("args") || !e["args"].is_object() || !e["args"].contains("id") ||
         !e["args"]["id"].is_string())
@@ -80,7 +82,7 @@ Result<Trace> trace_from_json(const nlohmann::json& doc, const std::string& file
     if (e.contains("pid")) {
       const auto& pid = e["pid"];
       if (!pid.is_number_integer() || pid.get<std::int64_t>() < 0 || pid.get<std::int64_t>() > 1'000'000'000)
-        return Error(where + "/pid: expected a rank (an integer >= 0), got " + short_dump(pid));
+        return Error(where + "/pid: expected a rank (an integer >= 0), got " + describe_json_value(pid));
       op.rank = pid.get<int>();
     }
     FS_ASSIGN_OR_RETURN(const double ts_us, trace_time(e, "ts", where));

@@ -1,67 +1,18 @@
-// Physical quantities as value types, and parsing of quantities with their unit inside the string.
+// Parsing and formatting of quantities with their unit inside the string.
 //
-//   Result<BytesPerSecond> bw = parse_bandwidth("400Gbps");   // 5e10 bytes/s
-//   Seconds t = Bytes(1e9) / bw.value();                       // 0.02 s
+//   Result<double> bw = parse_quantity("400Gbps", Dimension::kBandwidth);   // 5e10 bytes/s
+//   std::string t = format_quantity(2e-6, Dimension::kSeconds);             // "2us"
 //
 // Every quantity is stored in SI base units (bytes, seconds, FLOP) as a double. Files always carry
 // the unit in the value ("80GiB", "2us", "989TFLOPS"); a bare number for a quantity is an error.
 #pragma once
 
-#include <compare>
 #include <string>
 #include <string_view>
 
 #include "sim/core/status.h"
 
 namespace foresight {
-
-template <typename Tag>
-class Quantity {
- public:
-  constexpr Quantity() = default;
-  constexpr explicit Quantity(double v) : v_(v) {}
-  constexpr double value() const { return v_; }
-
-  constexpr Quantity operator+(Quantity o) const { return Quantity(v_ + o.v_); }
-  constexpr Quantity operator-(Quantity o) const { return Quantity(v_ - o.v_); }
-  constexpr Quantity operator*(double k) const { return Quantity(v_ * k); }
-  constexpr Quantity operator/(double k) const { return Quantity(v_ / k); }
-  constexpr double operator/(Quantity o) const { return v_ / o.v_; }
-  constexpr Quantity& operator+=(Quantity o) {
-    v_ += o.v_;
-    return *this;
-  }
-  constexpr Quantity& operator-=(Quantity o) {
-    v_ -= o.v_;
-    return *this;
-  }
-  constexpr auto operator<=>(const Quantity&) const = default;
-
- private:
-  double v_ = 0.0;
-};
-
-template <typename Tag>
-constexpr Quantity<Tag> operator*(double k, Quantity<Tag> q) {
-  return q * k;
-}
-
-struct BytesTag {};
-struct SecondsTag {};
-struct FlopTag {};
-struct BytesPerSecondTag {};
-struct FlopsPerSecondTag {};
-struct WattsTag {};
-
-using Bytes = Quantity<BytesTag>;
-using Seconds = Quantity<SecondsTag>;
-using Flop = Quantity<FlopTag>;  // an amount of floating-point work
-using BytesPerSecond = Quantity<BytesPerSecondTag>;
-using FlopsPerSecond = Quantity<FlopsPerSecondTag>;
-using Watts = Quantity<WattsTag>;
-
-constexpr Seconds operator/(Bytes b, BytesPerSecond r) { return Seconds(b.value() / r.value()); }
-constexpr Seconds operator/(Flop f, FlopsPerSecond r) { return Seconds(f.value() / r.value()); }
 
 // What a string is expected to measure; picks the table of accepted units.
 enum class Dimension { kBytes, kSeconds, kFlop, kBandwidth, kFlopRate, kPower };
@@ -85,22 +36,5 @@ std::string format_quantity(double value, Dimension dim);
 
 // Human-readable text with 3-4 significant digits, for tables ("1.23 GiB", "45.6 ms").
 std::string pretty_quantity(double value, Dimension dim);
-
-inline Result<Bytes> parse_bytes(std::string_view t) {
-  FS_ASSIGN_OR_RETURN(double v, parse_quantity(t, Dimension::kBytes));
-  return Bytes(v);
-}
-inline Result<Seconds> parse_seconds(std::string_view t) {
-  FS_ASSIGN_OR_RETURN(double v, parse_quantity(t, Dimension::kSeconds));
-  return Seconds(v);
-}
-inline Result<BytesPerSecond> parse_bandwidth(std::string_view t) {
-  FS_ASSIGN_OR_RETURN(double v, parse_quantity(t, Dimension::kBandwidth));
-  return BytesPerSecond(v);
-}
-inline Result<FlopsPerSecond> parse_flop_rate(std::string_view t) {
-  FS_ASSIGN_OR_RETURN(double v, parse_quantity(t, Dimension::kFlopRate));
-  return FlopsPerSecond(v);
-}
 
 }  // namespace foresight

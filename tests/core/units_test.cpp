@@ -60,13 +60,5 @@ TEST(Units, FormatRoundTripsExactly) {
   EXPECT_EQ(format_quantity(50e9, Dimension::kBandwidth), "50GB/s");
 }
 
-TEST(Units, TypedQuantitiesCombine) {
-  const Seconds t = Bytes(1e9) / BytesPerSecond(50e9);
-  EXPECT_DOUBLE_EQ(t.value(), 0.02);
-  const Seconds c = Flop(989e12) / FlopsPerSecond(989e12);
-  EXPECT_DOUBLE_EQ(c.value(), 1.0);
-  EXPECT_LT(Bytes(1), Bytes(2));
-}
-
 }  // namespace
 }  // namespace foresight
