@@ -9,7 +9,7 @@
 // times come out in insertion order and runs are deterministic. In the GPT-3 1,024-rank step a
 // group holds 25 events on average and at most 28 times are pending at once, so the table stays in
 // L1. When the radix heap moved the events themselves, each was placed 3.2 times on average, a
-// sixth of the run in the queue (perf); grouped, the step ran 8% faster (des_bench, 2026-11-30).
+// sixth of the run in the queue; grouped, the step ran 8% faster.
 //
 // The radix heap: a discrete-event simulation never schedules into the past, so the keys are
 // monotone: every pushed time is >= the time last popped. For non-negative doubles the IEEE-754
@@ -19,10 +19,13 @@
 // highest digit in which they differ, the key's value of that digit). Bucket numbers order like
 // the keys they hold. Push is O(1); a group moves to a lower bucket at most 64 / kDigitBits times
 // over its life. Binary digits (64 levels of one bucket) moved each event 4.2 times on average in
-// the GPT-3 1,024-rank step (perf, 2026-11-30): a sixth of the run.
+// the GPT-3 1,024-rank step: a sixth of the run.
 //
 // It replaced a 4-ary heap whose sift-down, with thousands of ranks at equal times, spent most of
-// the event loop comparing sequence numbers (perf, 2026-11-29).
+// the event loop comparing sequence numbers.
+//
+// The figures here are of the GPT-3 1,024-rank step, profiled and timed with
+// `perf record build/bench/des_bench --benchmark_filter=Gpt3_1024`.
 #pragma once
 
 #include <algorithm>
@@ -64,7 +67,7 @@ class EventQueue {
   // By value: a 16-byte event travels in two registers. Passed by reference, the caller's separate
   // stores were read back as one 16-byte load that store forwarding cannot serve; push's share of
   // the GPT-3 step's samples fell from 13% to 4%, though the step gained only 0-4% (the stall
-  // moves to the next load that misses the cache; perf and des_bench A/B, 2026-11-30).
+  // moves to the next load that misses the cache).
   void push(Event e) {
     const std::uint64_t k = key(e.time);
     assert(k >= last_ && "events are never scheduled before the last popped time");
@@ -94,7 +97,7 @@ class EventQueue {
 
  private:
   // 4-bit digits: 16 levels of 16 buckets. 8-bit digits (8 levels of 256 buckets, 48 KiB of
-  // bucket headers) were 4% slower on the GPT-3 step (des_bench, 2026-11-30).
+  // bucket headers) were 4% slower on the GPT-3 step.
   static constexpr int kDigitBits = 4;
   static constexpr std::size_t kRadix = std::size_t{1} << kDigitBits;
   static constexpr std::size_t kBuckets = 64 / kDigitBits * kRadix;
@@ -217,8 +220,8 @@ class EventQueue {
   std::array<std::vector<Handle>, kBuckets> buckets_;
   // The smallest key of each bucket (kNoKey if empty), which are not empty (bit b % 64 of word
   // b / 64 for bucket b) and which words of that mask are not zero. A refill then moves a bucket in
-  // one pass, without first scanning it for its minimum, and next_time() scans nothing (perf,
-  // 2026-11-30: a third of the queue's time).
+  // one pass, without first scanning it for its minimum, and next_time() scans nothing (the scan was
+  // a third of the queue's time).
   std::array<std::uint64_t, kBuckets> low_;
   std::array<std::uint64_t, kWords> used_{};
   std::uint64_t words_ = 0;

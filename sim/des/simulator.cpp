@@ -73,7 +73,8 @@ struct StageInfo {
 
 // Every simulated rank's OpState, in one block the kernel is asked to back with 2 MiB pages:
 // tens of MiB in 4 KiB pages cost a page fault each on first touch and a TLB miss on most
-// accesses (GPT-3 on 1,024 ranks, 75 MiB: a quarter of the process's time, perf 2026-11-30).
+// accesses (GPT-3 on 1,024 ranks, 75 MiB: a quarter of the process's time under
+// `perf record build/bench/des_bench --benchmark_filter=Gpt3_1024`).
 class OpStateBlock {
  public:
   explicit OpStateBlock(std::size_t words) {

@@ -109,10 +109,9 @@ struct DeviceSpec {
   // efficiency over operands beyond the caches) are one device's while `shared_by` of them run at
   // once, and `alone` holds the same rates measured with this device running alone (alone.bytes
   // and alone.span unused). A plan that runs fewer of the node's devices than `shared_by` takes
-  // rates blended toward `alone`'s (see cluster_for_plan). `foresight calibrate` under mpirun
-  // measures both on a CPU: on the 2-core VM one rank alone streamed 49-54 GB/s and ran AdamW over
-  // 256 MiB at 62-75, against 44-51 and 42-69 each with both ranks at it (2026-12-01). shared_by
-  // 0: none.
+  // rates blended toward `alone`'s (see cluster_for_plan). `mpirun -np 2 foresight calibrate`
+  // measures both on a CPU; on a 2-core machine one rank alone streams and runs AdamW faster than
+  // each of two ranks at once. shared_by 0: none.
   struct SharedMemory {
     int shared_by = 0;
     CacheLevel alone;
