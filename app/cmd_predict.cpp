@@ -111,27 +111,32 @@ nlohmann::json prediction_with_cost_json(const ResolvedInputs& in, const Predict
   return j;
 }
 
-void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost) {
+namespace {
+
+// "64 x h100-sxm5-80gb", or with stages on different accelerators the ranks per device type.
+std::string device_summary(const ResolvedInputs& in, const Prediction& p) {
   const Plan& pl = in.plan;
-  const DeviceSpec& d = in.cluster.node.accelerator();
-  std::string devices = fmt::format("{} x {}", p.devices, d.name);
-  if (!pl.stage_devices.empty()) {
-    // Stages on different accelerators: ranks per device type, and which stage runs where.
-    const int per_stage = pl.tp * pl.cp * pl.dp;
-    std::vector<std::pair<std::string, int>> counts;
-    for (const std::string& name : pl.stage_devices) {
-      auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == name; });
-      if (it == counts.end())
-        counts.emplace_back(name, per_stage);
-      else
-        it->second += per_stage;
-    }
-    devices.clear();
-    for (const auto& [name, n] : counts)
-      devices += fmt::format("{}{} x {}", devices.empty() ? "" : " + ", n, name);
+  if (pl.stage_devices.empty()) return fmt::format("{} x {}", p.devices, in.cluster.node.accelerator().name);
+  const int per_stage = pl.tp * pl.cp * pl.dp;
+  std::vector<std::pair<std::string, int>> counts;
+  for (const std::string& name : pl.stage_devices) {
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == name; });
+    if (it == counts.end())
+      counts.emplace_back(name, per_stage);
+    else
+      it->second += per_stage;
   }
-  fmt::print("{} on {} ({}, {} node{})\n", in.model.name, devices, in.cluster.name, in.cluster.nodes,
-             in.cluster.nodes == 1 ? "" : "s");
+  std::string devices;
+  for (const auto& [name, n] : counts)
+    devices += fmt::format("{}{} x {}", devices.empty() ? "" : " + ", n, name);
+  return devices;
+}
+
+// The job: model, devices (and which stage runs where), parameters and the plan's settings.
+void print_job(const ResolvedInputs& in, const Prediction& p) {
+  const Plan& pl = in.plan;
+  fmt::print("{} on {} ({}, {} node{})\n", in.model.name, device_summary(in, p), in.cluster.name,
+             in.cluster.nodes, in.cluster.nodes == 1 ? "" : "s");
   if (!pl.stage_devices.empty()) {
     std::string stages;
     for (int st = 0; st < pl.pp; ++st) {
@@ -152,20 +157,27 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostO
       pl.zero_stage, to_string(pl.precision), pl.flash_attention ? " | flash attention" : "",
       std::string(pl.kernel_fusion ? "" : " | unfused kernels") + (pl.cuda_graphs ? " | CUDA graphs" : "") +
           (offload_string(pl).empty() ? "" : " | offload " + offload_string(pl)));
-  if (pl.recompute == Recompute::kOptimal) {
-    // What each stage's layers chose: "stage 0: 12 x layernorm+mlp, 8 x none".
-    const RecomputeAssignment a = recompute_assignment(in.model, in.cluster, pl);
-    for (int st = 0; st < pl.pp; ++st) {
-      std::map<RecomputeMask, int> sets;
-      for (int layer : stage_layer_list(pl, in.model.layers, st))
-        ++sets[a.layer_masks[static_cast<std::size_t>(layer)]];
-      std::string line;
-      for (const auto& [mask, n] : sets)
-        line += fmt::format("{}{} x {}", line.empty() ? "" : ", ", n, recompute_mask_string(mask));
-      fmt::print("  recompute, stage {}: {}\n", st, line);
-    }
-    fmt::print("\n");
+}
+
+// With --recompute optimal, what each stage's layers chose: "stage 0: 12 x layernorm+mlp, 8 x none".
+void print_recompute_choice(const ResolvedInputs& in) {
+  const Plan& pl = in.plan;
+  if (pl.recompute != Recompute::kOptimal) return;
+  const RecomputeAssignment a = recompute_assignment(in.model, in.cluster, pl);
+  for (int st = 0; st < pl.pp; ++st) {
+    std::map<RecomputeMask, int> sets;
+    for (int layer : stage_layer_list(pl, in.model.layers, st))
+      ++sets[a.layer_masks[static_cast<std::size_t>(layer)]];
+    std::string line;
+    for (const auto& [mask, n] : sets)
+      line += fmt::format("{}{} x {}", line.empty() ? "" : ", ", n, recompute_mask_string(mask));
+    fmt::print("  recompute, stage {}: {}\n", st, line);
   }
+  fmt::print("\n");
+}
+
+// The step time, its throughput, and where the time goes.
+void print_time(const Prediction& p) {
   fmt::print("step time {:>10}   {:.0f} tokens/s   MFU {:.1f}%   HFU {:.1f}%   {:.0f} TFLOP/s per device\n",
              secs(p.step_time_s), p.tokens_per_s, 100 * p.mfu, 100 * p.hfu, p.tflops_per_device);
   const TimeBreakdown& t = p.time;
@@ -187,6 +199,10 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostO
   if (p.data_load_s > 0.01 * t.total)
     fmt::print("  (the data loader needs {} per step; {} of it is not hidden)\n", secs(p.data_load_s),
                secs(t.data));
+}
+
+// Memory per device on the fullest stage, and host memory when state is offloaded.
+void print_memory(const Prediction& p) {
   const MemoryBreakdown& m = p.memory;
   fmt::print("\nmemory per device (pipeline stage {}): {} of {} ({:.0f}%){}\n", m.stage, gib(m.total),
              gib(m.capacity), 100 * m.total / m.capacity, p.fits() ? "" : "  -- DOES NOT FIT");
@@ -199,6 +215,10 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostO
     fmt::print("host memory per device (offloaded state): {} of its share {} ({:.0f}%){}\n", gib(m.host),
                gib(m.host_capacity), m.host_capacity > 0 ? 100 * m.host / m.host_capacity : 0.0,
                m.host_capacity > 0 && m.host > m.host_capacity ? "  -- DOES NOT FIT" : "");
+}
+
+// What the step costs, and with --tokens the whole run.
+void print_cost(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost) {
   const Economics e = step_economics(in, p, cost);
   fmt::print(
       "\ncost: {} per step, {} per million tokens; {:.3g} kWh per million tokens ({:.0f} W per device{}, PUE "
@@ -212,6 +232,16 @@ void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostO
     fmt::print("to train on {} tokens: {:.0f} steps, {:.1f} days, {}, {:.1f} MWh\n",
                token_count(*cost.tokens), e.steps, e.time_to_train_s / 86400, usd(e.cost_to_train_usd),
                e.energy_to_train_mwh);
+}
+
+}  // namespace
+
+void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost) {
+  print_job(in, p);
+  print_recompute_choice(in);
+  print_time(p);
+  print_memory(p);
+  print_cost(in, p, cost);
 }
 
 Command add_predict_command(CLI::App& app) {
