@@ -14,51 +14,95 @@
 
 namespace foresight::app {
 
+namespace {
+
+struct SimulateFlags {
+  bool json = false, full = false;
+  std::string trace, algorithm, network = "flow";
+  CostFlags cost;
+};
+
+void add_simulate_options(CLI::App& cmd, SimulateFlags& f) {
+  cmd.add_flag("--json", f.json, "print the Prediction as JSON");
+  cmd.add_flag("--full", f.full, "simulate every rank instead of one per pipeline stage");
+  cmd.add_option("--trace", f.trace, "write a Chrome trace (opens in Perfetto) to this file");
+  cmd.add_option("--network", f.network,
+                 "flow (max-min sharing, contention) or alpha-beta (isolated costs, faster)")
+      ->check(CLI::IsMember({"flow", "alpha-beta"}))
+      ->capture_default_str();
+  cmd.add_option("--algorithm", f.algorithm,
+                 "force a collective algorithm: ring, tree, hierarchical, halving_doubling, in_switch");
+}
+
+// The simulator's options from the flags; an --algorithm that names none is an error.
+Result<SimOptions> sim_options_of(const SimulateFlags& f) {
+  SimOptions so;
+  so.full = f.full;
+  so.record = !f.trace.empty();
+  so.network = f.network == "alpha-beta" ? NetworkModel::kAlphaBeta : NetworkModel::kFlow;
+  if (f.algorithm.empty()) return so;
+  bool found = false;
+  for (auto a : {Algorithm::kRing, Algorithm::kTree, Algorithm::kHierarchical, Algorithm::kHalvingDoubling,
+                 Algorithm::kInSwitch})
+    if (to_string(a) == f.algorithm) {
+      so.algorithm = a;
+      found = true;
+    }
+  if (!found)
+    return Error("--algorithm: \"" + f.algorithm +
+                 "\" is not one of: ring, tree, hierarchical, halving_doubling, in_switch");
+  return so;
+}
+
+nlohmann::json simulation_json(const ResolvedInputs& in, const SimResult& r, const CostOptions& cost,
+                               double wall) {
+  nlohmann::json j = prediction_with_cost_json(in, r.prediction, cost);
+  j["engine"] = "des";
+  j["symmetric"] = !r.full;
+  j["simulated_ranks"] = r.simulated_ranks.size();
+  j["events"] = r.events;
+  j["network_actions"] = r.network_actions;
+  j["wall_s"] = wall;
+  nlohmann::json links = nlohmann::json::array();
+  for (const auto& l : r.busiest_links)
+    links.push_back({{"link", l.name}, {"kind", l.kind}, {"bytes", l.bytes}, {"utilisation", l.utilisation}});
+  j["busiest_links"] = links;
+  return j;
+}
+
+// After the breakdown: what was simulated, the busiest links and where the trace went.
+void print_simulation(const Workload& w, const SimResult& r, const std::string& trace, double wall) {
+  fmt::print("\nsimulated {} rank{} ({}), {} ops, {} events, {} network actions in {:.2f} s\n",
+             r.simulated_ranks.size(), r.simulated_ranks.size() == 1 ? "" : "s",
+             r.full ? "every rank" : "one per pipeline stage; siblings by symmetry", w.op_count(), r.events,
+             r.network_actions, wall);
+  if (!r.busiest_links.empty()) {
+    fmt::print("busiest links:\n");
+    for (std::size_t i = 0; i < std::min<std::size_t>(5, r.busiest_links.size()); ++i)
+      fmt::print("  {:<48} {:>5.1f}%\n", r.busiest_links[i].name, 100 * r.busiest_links[i].utilisation);
+  }
+  if (!trace.empty()) fmt::print("trace written to {} (open it in https://ui.perfetto.dev)\n", trace);
+}
+
+}  // namespace
+
 Command add_simulate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("simulate", "simulate one training step with the discrete-event simulator");
   auto opts = std::make_shared<PlanOptions>();
-  auto json_out = std::make_shared<bool>(false);
-  auto full = std::make_shared<bool>(false);
-  auto trace = std::make_shared<std::string>();
-  auto algorithm = std::make_shared<std::string>();
-  auto network = std::make_shared<std::string>("flow");
-  auto cost_flags = std::make_shared<CostFlags>();
+  auto f = std::make_shared<SimulateFlags>();
   add_plan_options(*cmd, *opts);
-  add_cost_options(*cmd, *cost_flags);
-  cmd->add_flag("--json", *json_out, "print the Prediction as JSON");
-  cmd->add_flag("--full", *full, "simulate every rank instead of one per pipeline stage");
-  cmd->add_option("--trace", *trace, "write a Chrome trace (opens in Perfetto) to this file");
-  cmd->add_option("--network", *network,
-                  "flow (max-min sharing, contention) or alpha-beta (isolated costs, faster)")
-      ->check(CLI::IsMember({"flow", "alpha-beta"}))
-      ->capture_default_str();
-  cmd->add_option("--algorithm", *algorithm,
-                  "force a collective algorithm: ring, tree, hierarchical, halving_doubling, in_switch");
+  add_cost_options(*cmd, f->cost);
+  add_simulate_options(*cmd, *f);
   return [=]() -> int {
     apply_default_job(*opts);
-    auto cost = cost_options(*cost_flags);
+    auto cost = cost_options(f->cost);
     if (!cost) return input_error(cost.error().message());
     auto in = resolve_inputs(*opts);
     if (!in) return input_error(in.error().message());
-    SimOptions so;
-    so.full = *full;
-    so.record = !trace->empty();
-    so.network = *network == "alpha-beta" ? NetworkModel::kAlphaBeta : NetworkModel::kFlow;
-    if (!algorithm->empty()) {
-      bool found = false;
-      for (auto a : {Algorithm::kRing, Algorithm::kTree, Algorithm::kHierarchical,
-                     Algorithm::kHalvingDoubling, Algorithm::kInSwitch})
-        if (to_string(a) == *algorithm) {
-          so.algorithm = a;
-          found = true;
-        }
-      if (!found)
-        return input_error("--algorithm: \"" + *algorithm +
-                           "\" is not one of: ring, tree, hierarchical, halving_doubling, in_switch");
-    }
+    FS_ASSIGN_OR_RETURN_CLI(const SimOptions so, sim_options_of(*f), "");
     if (Status shape = check_cluster_shape(in->cluster, opts->cluster); !shape)
       return input_error(shape.error().message());
-    if (!trace->empty()) FS_RETURN_CLI_IF_ERROR(check_output_path(*trace, "--trace"));
+    if (!f->trace.empty()) FS_RETURN_CLI_IF_ERROR(check_output_path(f->trace, "--trace"));
     const auto t0 = std::chrono::steady_clock::now();
     FS_ASSIGN_OR_RETURN_CLI(auto w, lower(in->model, in->cluster, in->plan), in->plan_source);
     Simulator sim(w, so);
@@ -68,36 +112,12 @@ Command add_simulate_command(CLI::App& app) {
     if (!r->prediction.fits())
       return input_error(in->plan_source +
                          ": plan does not fit in memory: " + describe_memory(r->prediction.memory));
-    if (!trace->empty()) {
-      const Status s = write_chrome_trace(*trace, w, *r, "predicted");
-      if (!s) return input_error(s.error().message());
-    }
-    if (*json_out) {
-      nlohmann::json j = prediction_with_cost_json(*in, r->prediction, *cost);
-      j["engine"] = "des";
-      j["symmetric"] = !r->full;
-      j["simulated_ranks"] = r->simulated_ranks.size();
-      j["events"] = r->events;
-      j["network_actions"] = r->network_actions;
-      j["wall_s"] = wall;
-      nlohmann::json links = nlohmann::json::array();
-      for (const auto& l : r->busiest_links)
-        links.push_back(
-            {{"link", l.name}, {"kind", l.kind}, {"bytes", l.bytes}, {"utilisation", l.utilisation}});
-      j["busiest_links"] = links;
-      fmt::print("{}\n", j.dump(2));
+    if (!f->trace.empty()) FS_RETURN_CLI_IF_ERROR(write_chrome_trace(f->trace, w, *r, "predicted"));
+    if (f->json) {
+      fmt::print("{}\n", simulation_json(*in, *r, *cost, wall).dump(2));
     } else {
       print_prediction(*in, r->prediction, *cost);
-      fmt::print("\nsimulated {} rank{} ({}), {} ops, {} events, {} network actions in {:.2f} s\n",
-                 r->simulated_ranks.size(), r->simulated_ranks.size() == 1 ? "" : "s",
-                 r->full ? "every rank" : "one per pipeline stage; siblings by symmetry", w.op_count(),
-                 r->events, r->network_actions, wall);
-      if (!r->busiest_links.empty()) {
-        fmt::print("busiest links:\n");
-        for (std::size_t i = 0; i < std::min<std::size_t>(5, r->busiest_links.size()); ++i)
-          fmt::print("  {:<48} {:>5.1f}%\n", r->busiest_links[i].name, 100 * r->busiest_links[i].utilisation);
-      }
-      if (!trace->empty()) fmt::print("trace written to {} (open it in https://ui.perfetto.dev)\n", *trace);
+      print_simulation(w, *r, f->trace, wall);
     }
     return 0;
   };
