@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "app/commands.h"
@@ -12,6 +13,75 @@
 #include "sim/validate/validation_case.h"
 
 namespace foresight::app {
+
+namespace {
+
+// The training cases: predicted against measured, what was chosen for fields the source did not
+// report, and the mean and worst error.
+void print_training_cases(const ValidationSummary& s, const std::string& engine) {
+  fmt::print("{:<28} {:>11} {:>11} {:>8}  {}\n", "case", "predicted", "measured", "error",
+             "chosen for unreported fields");
+  for (const auto& r : s.cases) {
+    if (!r.ok) continue;
+    std::string chosen;
+    for (const auto& [k, v] : r.chosen.items()) chosen += (chosen.empty() ? "" : ", ") + k + "=" + v.dump();
+    if (r.assumed.contains("software"))
+      chosen +=
+          std::string(chosen.empty() ? "" : "; ") + "assumed " + r.assumed["software"].get<std::string>();
+    fmt::print("{:<28} {:>10.3f}s {:>10.3f}s {:>+7.1f}%  {}\n", r.id, r.predicted_step_s, r.measured_step_s,
+               r.error_pct, chosen);
+  }
+  int ok = 0, bad = 0;
+  for (const auto& r : s.cases) (r.ok ? ok : bad) += 1;
+  if (!s.cases.empty())
+    fmt::print(
+        "\n{} training cases predicted ({} engine), {} failed. Mean absolute error {:.2f}%, worst "
+        "{:.2f}% ({}).\n",
+        ok, engine, bad, s.mape_pct, s.max_abs_error_pct, s.worst_id.empty() ? "-" : s.worst_id);
+  for (const auto& r : s.cases)
+    if (!r.ok) fmt::print("FAILED {}: {}\n", r.id, r.failure);
+}
+
+// The collective cases: predicted against measured bus bandwidth.
+void print_collective_cases(const ValidationSummary& s) {
+  if (s.collectives.empty()) return;
+  fmt::print("\n{:<28} {:<10} {:<13} {:>14} {:>13} {:>8}\n", "collective case", "kind", "algorithm",
+             "predicted busbw", "measured", "error");
+  for (const auto& c : s.collectives) {
+    if (!c.ok) {
+      fmt::print("FAILED {}: {}\n", c.id, c.failure);
+      continue;
+    }
+    fmt::print("{:<28} {:<10} {:<13} {:>10.1f} GB/s {:>8.1f} GB/s {:>+7.1f}%\n", c.id, c.kind, c.algorithm,
+               c.predicted_busbw / 1e9, c.measured_busbw / 1e9, c.error_pct);
+  }
+  fmt::print("\nCollectives: mean absolute error {:.2f}%, worst {:.2f}%.\n", s.collectives_mape_pct,
+             s.collectives_max_abs_error_pct);
+}
+
+// The gates given (--max-mape, --max-error; std::nullopt when not given).
+struct Gates {
+  std::optional<double> max_mape, max_case;
+};
+
+// Exit 1 names every gate that failed, on stderr (stdout may be the JSON); 0 when all passed.
+int check_gates(const ValidationSummary& s, const Gates& g) {
+  int status = 0;
+  const auto gate_failed = [&](const std::string& why) {
+    fmt::print(stderr, "gate failed: {}\n", why);
+    status = 1;
+  };
+  if (s.failed > 0)
+    gate_failed(fmt::format("{} of {} cases could not be predicted", s.failed, s.cases.size()));
+  if (g.max_mape && !(s.mape_pct <= *g.max_mape))
+    gate_failed(fmt::format("MAPE {:.2f}% > --max-mape {:g}%", s.mape_pct, *g.max_mape));
+  if (g.max_case && !(s.max_abs_error_pct <= *g.max_case))
+    gate_failed(fmt::format("worst case {} error {:.2f}% > --max-error {:g}%",
+                            s.worst_id.empty() ? "-" : s.worst_id, s.max_abs_error_pct, *g.max_case));
+  return status;
+}
+
+}  // namespace
 
 Command add_validate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("validate", "predict published training runs and report the error");
@@ -42,57 +112,13 @@ Command add_validate_command(CLI::App& app) {
     if (*json_out) {
       fmt::print("{}\n", validation_to_json(s).dump(2));
     } else {
-      fmt::print("{:<28} {:>11} {:>11} {:>8}  {}\n", "case", "predicted", "measured", "error",
-                 "chosen for unreported fields");
-      for (const auto& r : s.cases) {
-        if (!r.ok) continue;
-        std::string chosen;
-        for (const auto& [k, v] : r.chosen.items())
-          chosen += (chosen.empty() ? "" : ", ") + k + "=" + v.dump();
-        if (r.assumed.contains("software"))
-          chosen +=
-              std::string(chosen.empty() ? "" : "; ") + "assumed " + r.assumed["software"].get<std::string>();
-        fmt::print("{:<28} {:>10.3f}s {:>10.3f}s {:>+7.1f}%  {}\n", r.id, r.predicted_step_s,
-                   r.measured_step_s, r.error_pct, chosen);
-      }
-      int ok = 0, bad = 0;
-      for (const auto& r : s.cases) (r.ok ? ok : bad) += 1;
-      if (!s.cases.empty())
-        fmt::print(
-            "\n{} training cases predicted ({} engine), {} failed. Mean absolute error {:.2f}%, worst "
-            "{:.2f}% ({}).\n",
-            ok, *engine, bad, s.mape_pct, s.max_abs_error_pct, s.worst_id.empty() ? "-" : s.worst_id);
-      for (const auto& r : s.cases)
-        if (!r.ok) fmt::print("FAILED {}: {}\n", r.id, r.failure);
-      if (!s.collectives.empty()) {
-        fmt::print("\n{:<28} {:<10} {:<13} {:>14} {:>13} {:>8}\n", "collective case", "kind", "algorithm",
-                   "predicted busbw", "measured", "error");
-        for (const auto& c : s.collectives) {
-          if (!c.ok) {
-            fmt::print("FAILED {}: {}\n", c.id, c.failure);
-            continue;
-          }
-          fmt::print("{:<28} {:<10} {:<13} {:>10.1f} GB/s {:>8.1f} GB/s {:>+7.1f}%\n", c.id, c.kind,
-                     c.algorithm, c.predicted_busbw / 1e9, c.measured_busbw / 1e9, c.error_pct);
-        }
-        fmt::print("\nCollectives: mean absolute error {:.2f}%, worst {:.2f}%.\n", s.collectives_mape_pct,
-                   s.collectives_max_abs_error_pct);
-      }
+      print_training_cases(s, *engine);
+      print_collective_cases(s);
     }
-    // Exit 1 names every gate that failed, on stderr (stdout may be the JSON).
-    int status = 0;
-    const auto gate_failed = [&](const std::string& why) {
-      fmt::print(stderr, "gate failed: {}\n", why);
-      status = 1;
-    };
-    if (s.failed > 0)
-      gate_failed(fmt::format("{} of {} cases could not be predicted", s.failed, s.cases.size()));
-    if (mape_opt->count() > 0 && !(s.mape_pct <= *max_mape))
-      gate_failed(fmt::format("MAPE {:.2f}% > --max-mape {:g}%", s.mape_pct, *max_mape));
-    if (case_opt->count() > 0 && !(s.max_abs_error_pct <= *max_case))
-      gate_failed(fmt::format("worst case {} error {:.2f}% > --max-error {:g}%",
-                              s.worst_id.empty() ? "-" : s.worst_id, s.max_abs_error_pct, *max_case));
-    return status;
+    Gates gates;
+    if (mape_opt->count() > 0) gates.max_mape = *max_mape;
+    if (case_opt->count() > 0) gates.max_case = *max_case;
+    return check_gates(s, gates);
   };
 }
 
