@@ -1,13 +1,18 @@
 // The command-line tool on good and bad input: a clear message and a non-zero exit, never a crash.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <ostream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -16,8 +21,11 @@ struct CliRun {
   std::string output;
 };
 
-CliRun run(const std::string& args) {
-  const std::string cmd = std::string(FORESIGHT_BINARY) + " " + args + " 2>&1";
+// Runs `foresight ARGS`; the output holds stdout and stderr together, or stdout alone with
+// stdout_only (for JSON that must parse whole).
+CliRun run(const std::string& args, bool stdout_only = false) {
+  const std::string cmd =
+      std::string(FORESIGHT_BINARY) + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
   CliRun r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
@@ -29,6 +37,53 @@ CliRun run(const std::string& args) {
 }
 
 const std::string kBad = std::string(FORESIGHT_TEST_DATA) + "/bad/";
+
+// `foresight ARGS` run for its JSON on stdout: exit 0 and an object that parses.
+nlohmann::json run_json(const std::string& args) {
+  const CliRun r = run(args, /*stdout_only=*/true);
+  EXPECT_EQ(r.status, 0) << args << "\n" << r.output;
+  auto j = nlohmann::json::parse(r.output, nullptr, /*allow_exceptions=*/false);
+  EXPECT_TRUE(j.is_object()) << args << "\n" << r.output;
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+// Bad input: exit 2 and "error: " with the message, on stderr.
+void expect_input_error(const std::string& args, const std::string& message) {
+  const CliRun r = run(args);
+  EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+  EXPECT_NE(r.output.find("error: " + message), std::string::npos) << args << "\n" << r.output;
+}
+
+void expect_keys(const nlohmann::json& j, std::initializer_list<const char*> keys) {
+  for (const char* k : keys)
+    EXPECT_TRUE(j.contains(k)) << "no \"" << k << "\" in " << j.dump().substr(0, 400);
+}
+
+// A fresh folder under the system's temporary one, removed at the end of the test.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& name)
+      : path(std::filesystem::temp_directory_path() /
+             ("foresight-cli-" + std::to_string(::getpid()) + "-" + name)) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& file) const { return (path / file).string(); }
+};
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  return lines;
+}
 
 TEST(Cli, DefaultJobPrintsATable) {
   const CliRun r = run("");
@@ -178,6 +233,322 @@ TEST(Cli, ValidateGateSaysWhyItFailed) {
   EXPECT_NE(worst.output.find("gate failed: worst case tiny-a100 error 99."), std::string::npos)
       << worst.output;
   EXPECT_NE(worst.output.find("% > --max-error 2.5%"), std::string::npos) << worst.output;
+}
+
+// ---- Every subcommand: a normal run checked on its content, --json with its keys, bad input. ----
+
+const std::string k8b = "--model llama3-8b --cluster dgx-h100-ndr --gpus 8";
+
+// predict: the time breakdown adds up to the step (recompute is "of which", inside compute), the
+// throughput is the batch's tokens over the step, and the memory fits.
+TEST(CliPredict, BreakdownAddsUpToTheStep) {
+  const std::string plan =
+      "--model llama3-8b --cluster dgx-h100-ndr --gpus 16 --tp 2 --pp 2 --zero 1 --gb 64 --recompute full";
+  const auto j = run_json("predict " + plan + " --json");
+  expect_keys(j, {"step_time_s", "tokens_per_s", "mfu", "breakdown_s", "memory_bytes", "economics", "model",
+                  "cluster", "plan", "fits"});
+  const double step = j.at("step_time_s").get<double>();
+  double sum = 0;
+  for (const auto& [k, v] : j.at("breakdown_s").items())
+    if (k != "recompute") sum += v.get<double>();
+  EXPECT_GT(j.at("breakdown_s").at("recompute").get<double>(), 0);
+  EXPECT_NEAR(sum, step, 1e-9 * step);
+  EXPECT_NEAR(j.at("tokens_per_s").get<double>() * step, 64.0 * 8192, 1e-6 * 64 * 8192);
+  EXPECT_GT(j.at("mfu").get<double>(), 0.05);
+  EXPECT_LT(j.at("mfu").get<double>(), 1.0);
+  EXPECT_TRUE(j.at("fits").get<bool>());
+  EXPECT_LE(j.at("memory_bytes").at("total").get<double>(),
+            j.at("memory_bytes").at("capacity").get<double>());
+  EXPECT_EQ(j.at("plan").at("pp").get<int>(), 2);
+  EXPECT_EQ(j.at("plan").at("dp").get<int>(), 4);  // derived: 16 / (tp 2 x pp 2)
+  // The table says the same step time and the stage the memory is for.
+  const CliRun text = run("predict " + plan);
+  ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("plan (command line): tp 2 pp 2 dp 4 cp 1 ep 1"), std::string::npos)
+      << text.output;
+  EXPECT_NE(text.output.find("memory per device (pipeline stage "), std::string::npos) << text.output;
+  expect_input_error("predict " + k8b + " --tp 3", "--gpus: 8 is not a multiple of tp*pp*cp = 3");
+}
+
+// simulate: one simulated rank per pipeline stage (all of them with --full), a step close to the
+// analytic model's, link utilisations that are shares, and a trace that parses.
+TEST(CliSimulate, RanksLinksAndTrace) {
+  const TempDir tmp("simulate");
+  const std::string plan = k8b + " --tp 2 --pp 2 --zero 1 --gb 64";
+  const auto j = run_json("simulate " + plan + " --json --trace " + tmp / "t.json");
+  expect_keys(j, {"step_time_s", "engine", "symmetric", "simulated_ranks", "events", "busiest_links",
+                  "economics", "plan"});
+  EXPECT_EQ(j.at("engine"), "des");
+  EXPECT_TRUE(j.at("symmetric").get<bool>());
+  EXPECT_EQ(j.at("simulated_ranks").get<int>(), 2);
+  EXPECT_GT(j.at("events").get<double>(), 0);
+  ASSERT_FALSE(j.at("busiest_links").empty());
+  for (const auto& l : j.at("busiest_links")) {
+    EXPECT_GT(l.at("utilisation").get<double>(), 0) << l.dump();
+    EXPECT_LE(l.at("utilisation").get<double>(), 1) << l.dump();
+  }
+  const double analytic = run_json("predict " + plan + " --json").at("step_time_s").get<double>();
+  EXPECT_NEAR(j.at("step_time_s").get<double>(), analytic, 0.2 * analytic);
+  std::ifstream trace(tmp / "t.json");
+  const auto t = nlohmann::json::parse(trace, nullptr, false);
+  ASSERT_TRUE(t.is_object());
+  EXPECT_FALSE(t.at("traceEvents").empty());
+  const auto full = run_json("simulate " + plan + " --full --network alpha-beta --json");
+  EXPECT_FALSE(full.at("symmetric").get<bool>());
+  EXPECT_EQ(full.at("simulated_ranks").get<int>(), 8);
+  const CliRun text = run("simulate " + plan);
+  ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("simulated 2 ranks (one per pipeline stage; siblings by symmetry)"),
+            std::string::npos)
+      << text.output;
+  expect_input_error(
+      "simulate " + plan + " --algorithm bogus",
+      "--algorithm: \"bogus\" is not one of: ring, tree, hierarchical, halving_doubling, in_switch");
+}
+
+// search: every candidate is either timed or rejected for a counted reason, the plans come ranked by
+// step time, and the plan written by --out predicts to the best plan's step time.
+TEST(CliSearch, RankedPlansAndTheBestPlanFile) {
+  const TempDir tmp("search");
+  const auto j = run_json("search --model llama3-8b --gpus 8 --gb 64 --top 5 --resimulate 0 --json --out " +
+                          tmp / "best.json");
+  expect_keys(j, {"model", "cluster", "objective", "candidates", "evaluated", "rejected", "plans", "pareto"});
+  long long rejected = 0;
+  for (const auto& [reason, n] : j.at("rejected").items()) rejected += n.get<long long>();
+  EXPECT_EQ(j.at("evaluated").get<long long>() + rejected, j.at("candidates").get<long long>());
+  const auto& plans = j.at("plans");
+  ASSERT_EQ(plans.size(), 5u);
+  for (std::size_t i = 1; i < plans.size(); ++i)
+    EXPECT_LE(plans[i - 1].at("prediction").at("step_time_s").get<double>(),
+              plans[i].at("prediction").at("step_time_s").get<double>());
+  EXPECT_FALSE(j.at("pareto").empty());
+  const auto best = run_json("predict --model llama3-8b --gpus 8 --plan " + tmp / "best.json" + " --json");
+  EXPECT_DOUBLE_EQ(best.at("step_time_s").get<double>(),
+                   plans[0].at("prediction").at("step_time_s").get<double>());
+  // CSV: a header and one row per ranked plan.
+  const CliRun csv = run("search --model llama3-8b --gpus 8 --gb 64 --top 5 --resimulate 0 --csv", true);
+  ASSERT_EQ(csv.status, 0) << csv.output;
+  std::istringstream rows(csv.output);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(rows, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 6u) << csv.output;
+  EXPECT_EQ(lines[0].rfind("rank,tp,pp,dp,", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].rfind("1,", 0), 0u) << lines[1];
+  expect_input_error("search --model llama3-8b --objective speed",
+                     "--objective: speed not in {time,cost,energy}");
+}
+
+// sweep: one result per point, each the step time predict gives for that point's plan; a second
+// run resumes and computes nothing.
+TEST(CliSweep, OneResultPerPointAndResume) {
+  const TempDir tmp("sweep");
+  write_file(tmp / "spec.json", R"({"base": {"model": "llama3-8b", "cluster": "dgx-h100-ndr", "gpus": 8,
+    "plan": {"global_batch": 64, "zero_stage": 1}}, "axes": {"/plan/tp": [2, 4, 8]}})");
+  const std::string cmd = "sweep " + tmp / "spec.json" + " -o " + tmp / "out" + " -j 1";
+  const CliRun first = run(cmd);
+  ASSERT_EQ(first.status, 0) << first.output;
+  EXPECT_NE(first.output.find("3 points in this shard: 3 computed, 0 already done"), std::string::npos)
+      << first.output;
+  const auto rows = read_lines(tmp / "out/results.jsonl");
+  ASSERT_EQ(rows.size(), 3u);
+  for (const std::string& line : rows) {
+    const auto row = nlohmann::json::parse(line);
+    ASSERT_TRUE(row.at("ok").get<bool>()) << line;
+    const int tp = row.at("axes").at("/plan/tp").get<int>();
+    const auto p = run_json("predict " + k8b + " --gb 64 --zero 1 --tp " + std::to_string(tp) + " --json");
+    EXPECT_NEAR(row.at("step_time_s").get<double>(), p.at("step_time_s").get<double>(),
+                1e-9 * p.at("step_time_s").get<double>())
+        << line;
+  }
+  EXPECT_EQ(read_lines(tmp / "out/results.csv").size(), 4u);
+  const CliRun again = run(cmd);
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_NE(again.output.find("3 points in this shard: 0 computed, 3 already done (resumed)"),
+            std::string::npos)
+      << again.output;
+  expect_input_error(cmd + " --shard 3/2", "--shard: \"3/2\" is not i/N with 0 <= i < N, e.g. 0/4");
+}
+
+// validate: the error is (predicted - measured) / measured; a case measured at exactly the
+// predicted step has no error and passes the tightest gate.
+TEST(CliValidate, ErrorIsAgainstTheMeasuredStep) {
+  const std::string c = std::string(FORESIGHT_TEST_DATA) + "/validate/tiny-a100.json";
+  const CliRun failing = run("validate " + c + " --json", true);
+  ASSERT_EQ(failing.status, 0) << failing.output;
+  const auto j = nlohmann::json::parse(failing.output);
+  expect_keys(j, {"engine", "cases", "failed", "mape_pct", "max_abs_error_pct", "worst_id"});
+  const auto& r = j.at("cases").at(0);
+  const double predicted = r.at("predicted_step_s").get<double>();
+  EXPECT_DOUBLE_EQ(r.at("measured_step_s").get<double>(), 1.0);
+  EXPECT_NEAR(r.at("error_pct").get<double>(), 100 * (predicted - 1.0), 1e-9);
+  EXPECT_NEAR(j.at("mape_pct").get<double>(), std::abs(r.at("error_pct").get<double>()), 1e-9);
+  // The same case measured at the predicted step.
+  const TempDir tmp("validate");
+  std::ifstream in(c);
+  auto exact = nlohmann::json::parse(in);
+  exact["id"] = "tiny-exact";
+  exact["measured"]["step_time_s"] = predicted;
+  write_file(tmp / "exact.json", exact.dump());
+  const CliRun pass = run("validate " + tmp / "exact.json" + " --max-mape 1e-6 --max-error 1e-6");
+  EXPECT_EQ(pass.status, 0) << pass.output;
+  EXPECT_NE(pass.output.find("tiny-exact"), std::string::npos) << pass.output;
+  EXPECT_NE(pass.output.find("Mean absolute error 0.00%"), std::string::npos) << pass.output;
+  expect_input_error("validate " + c + " --max-mape -1",
+                     "--max-mape: -1 is not a gate; expected a finite percentage >= 0");
+}
+
+// run (the CPU runtime) on the tiny model: every step's loss is finite and training lowers it,
+// and the throughput is the batch's tokens over the median step.
+TEST(CliRun, TrainsTheTinyModel) {
+  const TempDir tmp("run");
+  const CliRun r = run("run --model tiny --backend cpu --steps 4 --summary " + tmp / "s.json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("median step"), std::string::npos) << r.output;
+  std::ifstream in(tmp / "s.json");
+  const auto s = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_TRUE(s.is_object());
+  expect_keys(s, {"steps", "median_step_s", "tokens_per_s", "predicted_step_s", "plan", "model"});
+  const auto& steps = s.at("steps");
+  ASSERT_EQ(steps.size(), 4u);
+  for (const auto& st : steps) EXPECT_TRUE(std::isfinite(st.at("loss").get<double>())) << st.dump();
+  EXPECT_LT(steps.back().at("loss").get<double>(), steps.front().at("loss").get<double>());
+  const double tokens = s.at("plan").at("global_batch").get<double>() * 32;  // tiny's sequence
+  EXPECT_NEAR(s.at("tokens_per_s").get<double>() * s.at("median_step_s").get<double>(), tokens,
+              1e-6 * tokens);
+  expect_input_error("run --model tiny --tp 3 --steps 1",
+                     "--tp x --pp x --cp = 3 needs a multiple of 3 ranks, but 1 was launched");
+}
+
+// compare: a run's measured trace against the simulated trace of the same plan; the step times are
+// those of the two traces and the error is their relative difference.
+TEST(CliCompare, StepTimesComeFromTheTwoTraces) {
+  const TempDir tmp("compare");
+  ASSERT_EQ(run("run --model tiny --backend cpu --steps 3 --trace " + tmp / "m.json" + " --summary " +
+                tmp / "s.json")
+                .status,
+            0);
+  const auto sim = run_json(
+      "simulate --model tiny --cluster cpu-local --gpus 1 --gb 4 --precision fp32 --full "
+      "--json --trace " +
+      tmp / "p.json");
+  const auto j = run_json("compare " + tmp / "p.json" + " " + tmp / "m.json" + " --json");
+  expect_keys(
+      j, {"predicted_step_s", "measured_step_s", "step_time_error_pct", "matched_ops", "kinds", "ranks"});
+  std::ifstream in(tmp / "s.json");
+  const auto summary = nlohmann::json::parse(in);
+  const double predicted = j.at("predicted_step_s").get<double>(),
+               measured = j.at("measured_step_s").get<double>();
+  EXPECT_NEAR(predicted, sim.at("step_time_s").get<double>(), 1e-9 * predicted);
+  EXPECT_NEAR(measured, summary.at("median_step_s").get<double>(), 1e-6 * measured);
+  EXPECT_NEAR(j.at("step_time_error_pct").get<double>(), 100 * (predicted - measured) / measured, 1e-6);
+  EXPECT_GT(j.at("matched_ops").get<int>(), 0);
+  const CliRun text = run("compare " + tmp / "p.json" + " " + tmp / "m.json");
+  ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("ops matched on 1 rank)"), std::string::npos) << text.output;
+  expect_input_error("compare " + tmp / "none.json" + " " + tmp / "m.json",
+                     tmp / "none.json" + ": cannot open trace (no such file)");
+}
+
+// reliability: Daly's inputs and outputs agree with each other, and the effective time lies below
+// the ideal less the downtime every failure costs at least (restart and restore), and above the
+// ideal less the checkpoint overhead and the most a failure can cost (an interval, a write, the
+// restart and the restore).
+TEST(CliReliability, EffectiveTimeWithinItsBounds) {
+  for (const std::string extra : {"", " --failure-rate 1e-4", " --failure-rate 1e-3 --restart 30min",
+                                  " --failure-rate 1e-3 --checkpoint-every 10"}) {
+    const auto j = run_json("reliability --json" + extra);
+    expect_keys(j, {"devices", "mtbf_s", "checkpoint_write_s", "restore_s", "restart_s", "interval_s",
+                    "interval_steps", "young_interval_s", "daly_interval_s", "effective_time",
+                    "effective_time_model", "effective_time_method", "failures_per_run"});
+    const double m = j.at("mtbf_s").get<double>(), write = j.at("checkpoint_write_s").get<double>();
+    const double down = j.at("restart_s").get<double>() + j.at("restore_s").get<double>();
+    const double interval = j.at("interval_s").get<double>(), eff = j.at("effective_time").get<double>();
+    EXPECT_NEAR(m, 3600 / (j.at("devices").get<double>() * j.at("failures_per_device_hour").get<double>()),
+                1e-9 * m);
+    EXPECT_NEAR(j.at("young_interval_s").get<double>(), std::sqrt(2 * write * m),
+                1e-6 * std::sqrt(2 * write * m));
+    EXPECT_NEAR(j.at("interval_steps").get<double>() * j.at("step_time_s").get<double>(), interval,
+                1e-9 * interval);
+    EXPECT_LT(eff, 1 - down / m) << extra;
+    EXPECT_GT(eff, 1 - write / interval - (interval + write + down) / m) << extra;
+    EXPECT_NEAR(j.at("failures_per_run").get<double>(), j.at("run_s").get<double>() / m,
+                0.2 * j.at("run_s").get<double>() / m)
+        << extra;
+  }
+  const auto every = run_json("reliability --json --checkpoint-every 10");
+  EXPECT_NEAR(every.at("interval_s").get<double>(), 10 * every.at("step_time_s").get<double>(), 1e-9);
+  expect_input_error("reliability --soft-fraction 2", "--soft-fraction: 2 is not within 0..1");
+  expect_input_error("reliability --run 0", "--run: \"0\" has no unit");
+}
+
+// capacity: offloading the optimizer fits a larger model, offloading everything a larger one
+// still; each level's model fits the plan by predict, and the optimizer-offloaded one does not
+// fit without its offload.
+TEST(CliCapacity, OffloadFitsALargerModel) {
+  const TempDir tmp("capacity");
+  const std::string layout = "--cluster dgx-h100-ndr --gpus 8 --tp 2 --zero 1 --gb 64";
+  const auto j = run_json("capacity --model llama3-8b " + layout + " --json");
+  expect_keys(j, {"base", "cluster", "plan", "results"});
+  const auto& rows = j.at("results");
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& row : rows)
+    expect_keys(row, {"offload", "params", "model", "memory_bytes", "capacity_bytes"});
+  EXPECT_EQ(rows[0].at("offload"), "none");
+  EXPECT_GT(rows[1].at("params").get<double>(), rows[0].at("params").get<double>());
+  EXPECT_GT(rows[2].at("params").get<double>(), rows[1].at("params").get<double>());
+  EXPECT_GT(rows[1].at("host_bytes").get<double>(), 0);
+  EXPECT_LE(rows[2].at("host_bytes").get<double>(), rows[2].at("host_capacity_bytes").get<double>());
+  for (int level = 0; level < 2; ++level) {
+    const auto& row = rows[static_cast<std::size_t>(level)];
+    const std::string model = tmp / ("model" + std::to_string(level) + ".json");
+    write_file(model, row.at("model").dump());
+    const std::string offload = level == 0 ? "false" : "true";
+    const auto p =
+        run_json("predict --model " + model + " " + layout + " --offload-optimizer " + offload + " --json");
+    EXPECT_DOUBLE_EQ(p.at("memory_bytes").at("total").get<double>(), row.at("memory_bytes").get<double>());
+    EXPECT_LE(row.at("memory_bytes").get<double>(), row.at("capacity_bytes").get<double>());
+  }
+  const CliRun without = run("predict --model " + tmp / "model1.json" + " " + layout);
+  EXPECT_EQ(without.status, 2) << without.output;
+  EXPECT_NE(without.output.find("plan does not fit in memory"), std::string::npos) << without.output;
+  expect_input_error("capacity --model nope", "--model: unknown model 'nope'");
+}
+
+// presets: the four kinds, and every model and cluster listed is one that predict loads.
+TEST(CliPresets, ListsWhatPredictLoads) {
+  const CliRun r = run("presets");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::istringstream lines(r.output);
+  std::vector<std::pair<std::string, std::vector<std::string>>> kinds;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string kind, name;
+    words >> kind;
+    std::vector<std::string> names;
+    while (words >> name) names.push_back(name.back() == ',' ? name.substr(0, name.size() - 1) : name);
+    kinds.emplace_back(kind, names);
+  }
+  ASSERT_EQ(kinds.size(), 4u) << r.output;
+  EXPECT_EQ(kinds[0].first, "models");
+  EXPECT_EQ(kinds[3].first, "clusters");
+  for (const std::string& m : kinds[0].second) {
+    const CliRun p = run("predict --model " + m + " --cluster dgx-h100-ndr --gpus 8 --json", true);
+    EXPECT_EQ(p.output.find("unknown"), std::string::npos) << m;
+  }
+  for (const std::string& c : kinds[3].second) {
+    const CliRun p = run("predict --model tiny --cluster " + c + " --gpus 1 --gb 8 --json");
+    EXPECT_EQ(p.status, 0) << c << "\n" << p.output;
+  }
+  const CliRun bad = run("presets models");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("error: "), std::string::npos) << bad.output;
+}
+
+// calibrate measures the machine for about half a minute: its run is tested with the runtime
+// (tests/runtime); here its options are checked before any measurement.
+TEST(CliCalibrate, OptionsAreCheckedFirst) {
+  expect_input_error("calibrate --passes 0", "--passes: Value 0 not in range 1 to 20");
+  expect_input_error("calibrate --backend tpu", "--backend: tpu not in {cpu,cuda}");
 }
 
 }  // namespace

@@ -286,62 +286,75 @@ std::string quoted(const std::vector<std::string>& args) {
   return s;
 }
 
-TEST(OptionFuzz, RandomCommandLinesExitCleanly) {
+// The scratch folder with the files the command lines name (a small sweep spec, an empty file).
+fs::path make_scratch() {
   const fs::path tmp = fs::temp_directory_path() / ("foresight-option-fuzz-" + std::to_string(::getpid()));
   fs::remove_all(tmp);
   fs::create_directories(tmp);
-  {
-    std::ofstream(tmp / "sweep.json")
-        << R"({"base":{"model":"tiny","cluster":"dgx-a100-hdr","gpus":8,"plan":{"tp":1,"global_batch":8}},)"
-        << R"("axes":{"/plan/tp":[1,2]}})";
-    std::ofstream(tmp / "empty.json");
+  std::ofstream(tmp / "sweep.json")
+      << R"({"base":{"model":"tiny","cluster":"dgx-a100-hdr","gpus":8,"plan":{"tp":1,"global_batch":8}},)"
+      << R"("axes":{"/plan/tp":[1,2]}})";
+  std::ofstream(tmp / "empty.json");
+  return tmp;
+}
+
+std::size_t pick(std::mt19937_64& rng, std::size_t n) { return static_cast<std::size_t>(rng() % n); }
+
+// One random command line of `c`: its base arguments, one to four random options and its
+// positionals, each value good or a boundary one.
+std::vector<std::string> random_line(const Command& c, const std::vector<std::string>& boundary,
+                                     const fs::path& tmp, std::mt19937_64& rng) {
+  std::vector<std::string> args{c.name};
+  // The base arguments keep the job small; a random option may repeat one (CLI11 takes the last).
+  args.insert(args.end(), c.base.begin(), c.base.end());
+  // Two lines in five take only good values (they must mostly run through); the others draw
+  // each value from the boundary ones with even odds.
+  const bool all_good = pick(rng, 5) < 2;
+  const std::size_t n_opts = 1 + pick(rng, 4);
+  for (std::size_t k = 0; k < n_opts; ++k) {
+    const Option& o = c.options[pick(rng, c.options.size())];
+    args.push_back(o.name);
+    if (o.kind == Kind::kFlag) continue;
+    // Outputs only ever point into the scratch folder, the folder itself, /dev/null or a missing
+    // folder (never into the source tree).
+    const bool bad = !all_good && pick(rng, 2) == 0;
+    if (o.kind == Kind::kOutput && bad) {
+      const std::vector<std::string> outs = {"",
+                                             tmp.string(),
+                                             "/dev/null",
+                                             "/nonexistent/folder/out.json",
+                                             (tmp / std::string(300, 'o')).string(),
+                                             (tmp / "sub" / "out.json").string()};
+      args.push_back(outs[pick(rng, outs.size())]);
+    } else if (bad) {
+      args.push_back(boundary[pick(rng, boundary.size())]);
+    } else {
+      args.push_back(o.good[pick(rng, o.good.size())]);
+    }
   }
+  for (const Option& p : c.positionals) {
+    const bool bad = !all_good && pick(rng, 4) == 0;
+    args.push_back(bad ? boundary[pick(rng, boundary.size())] : p.good[pick(rng, p.good.size())]);
+  }
+  return args;
+}
+
+TEST(OptionFuzz, RandomCommandLinesExitCleanly) {
+  const fs::path tmp = make_scratch();
   const std::vector<Command> cmds = commands(tmp);
   const std::vector<std::string> boundary = boundary_values(tmp);
   // The seed is fixed so that a failure repeats; FORESIGHT_OPTION_FUZZ_SEED explores other lines.
   const char* seed_env = std::getenv("FORESIGHT_OPTION_FUZZ_SEED");
   const unsigned long long seed = seed_env ? std::strtoull(seed_env, nullptr, 10) : kSeed;
   std::mt19937_64 rng(seed);
-  const auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
   const std::regex nonfinite(R"((^|[^A-Za-z_])(nan|-?inf|NaN|-?Infinity)([^A-Za-z_]|$))");
   int exits[4] = {0, 0, 0, 0};
   double slowest = 0;
   std::string slowest_line;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < kCases; ++i) {
-    const Command& c = cmds[static_cast<std::size_t>(i) % cmds.size()];
-    std::vector<std::string> args{c.name};
-    // The base arguments keep the job small; a random option may repeat one (CLI11 takes the last).
-    args.insert(args.end(), c.base.begin(), c.base.end());
-    // Two lines in five take only good values (they must mostly run through); the others draw
-    // each value from the boundary ones with even odds.
-    const bool all_good = pick(5) < 2;
-    const std::size_t n_opts = 1 + pick(4);
-    for (std::size_t k = 0; k < n_opts; ++k) {
-      const Option& o = c.options[pick(c.options.size())];
-      args.push_back(o.name);
-      if (o.kind == Kind::kFlag) continue;
-      // Outputs only ever point into the scratch folder, the folder itself, /dev/null or a missing
-      // folder (never into the source tree).
-      const bool bad = !all_good && pick(2) == 0;
-      if (o.kind == Kind::kOutput && bad) {
-        const std::vector<std::string> outs = {"",
-                                               tmp.string(),
-                                               "/dev/null",
-                                               "/nonexistent/folder/out.json",
-                                               (tmp / std::string(300, 'o')).string(),
-                                               (tmp / "sub" / "out.json").string()};
-        args.push_back(outs[pick(outs.size())]);
-      } else if (bad) {
-        args.push_back(boundary[pick(boundary.size())]);
-      } else {
-        args.push_back(o.good[pick(o.good.size())]);
-      }
-    }
-    for (const Option& p : c.positionals) {
-      const bool bad = !all_good && pick(4) == 0;
-      args.push_back(bad ? boundary[pick(boundary.size())] : p.good[pick(p.good.size())]);
-    }
+    const std::vector<std::string> args =
+        random_line(cmds[static_cast<std::size_t>(i) % cmds.size()], boundary, tmp, rng);
     const Outcome r = run_binary(args, tmp);
     const std::string line = quoted(args);
     const std::string shown = r.output.size() > 1500 ? r.output.substr(0, 1500) + "..." : r.output;
