@@ -52,7 +52,12 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
   model_->setModel(models_);
   cluster_ = new QComboBox;
   cluster_->setModel(clusters_);
+  create_plan_widgets();
+  lay_out();
+  connect_signals();
+}
 
+void SetupView::create_plan_widgets() {
   tp_ = spin(1, 1024, tr("tensor-parallel degree"));
   pp_ = spin(1, 1024, tr("pipeline-parallel degree (stages)"));
   dp_ = spin(1, 1 << 20, tr("data-parallel degree (replicas)"));
@@ -85,7 +90,9 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
   zero_ = new QComboBox;
   for (int z = 0; z <= 3; ++z)
     zero_->addItem(z == 3 ? tr("ZeRO-3 (FSDP full shard)") : QStringLiteral("ZeRO-%1").arg(z), z);
+}
 
+QGroupBox* SetupView::job_group() {
   auto* job = new QGroupBox(tr("Job"));
   auto* job_form = new QFormLayout(job);
   model_summary_ = new QLabel;
@@ -110,7 +117,10 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
   job_form->addRow(QString(), cluster_summary_);
   gpus_ = new QLabel;
   job_form->addRow(tr("Accelerators"), gpus_);
+  return job;
+}
 
+QGroupBox* SetupView::parallelism_group() const {
   auto* par = new QGroupBox(tr("Parallelism"));
   auto* par_form = new QFormLayout(par);
   par_form->addRow(tr("Tensor (tp)"), tp_);
@@ -120,29 +130,36 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
   par_form->addRow(tr("Expert (ep)"), ep_);
   par_form->addRow(tr("Virtual stages"), virtual_stages_);
   par_form->addRow(QString(), sp_);
+  return par;
+}
 
+QGroupBox* SetupView::batch_group() const {
   auto* batch = new QGroupBox(tr("Batch"));
   auto* batch_form = new QFormLayout(batch);
   batch_form->addRow(tr("Micro-batch"), micro_batch_);
   batch_form->addRow(tr("Global batch"), global_batch_);
   batch_form->addRow(tr("Sequence length"), seq_len_);
+  return batch;
+}
 
+QGroupBox* SetupView::memory_group() const {
   auto* mem = new QGroupBox(tr("Schedule, memory and precision"));
   auto* mem_form = new QFormLayout(mem);
   mem_form->addRow(tr("Schedule"), schedule_);
   mem_form->addRow(tr("ZeRO"), zero_);
   mem_form->addRow(tr("Recompute"), recompute_);
   mem_form->addRow(tr("Precision"), precision_);
-  mem_form->addRow(QString(), flash_);
-  mem_form->addRow(QString(), overlap_grad_);
-  mem_form->addRow(QString(), overlap_tp_);
-  mem_form->addRow(QString(), offload_);
-  mem_form->addRow(QString(), offload_params_);
-  mem_form->addRow(QString(), offload_activations_);
-  mem_form->addRow(QString(), offload_embeddings_);
-  mem_form->addRow(QString(), fusion_);
-  mem_form->addRow(QString(), graphs_);
+  for (QCheckBox* c : {flash_, overlap_grad_, overlap_tp_, offload_, offload_params_, offload_activations_,
+                       offload_embeddings_, fusion_, graphs_})
+    mem_form->addRow(QString(), c);
+  return mem;
+}
 
+void SetupView::lay_out() {
+  QGroupBox* job = job_group();
+  QGroupBox* batch = batch_group();
+  QGroupBox* par = parallelism_group();
+  QGroupBox* mem = memory_group();
   status_ = new QLabel;
   status_->setWordWrap(true);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -171,7 +188,9 @@ SetupView::SetupView(QWidget* parent) : QWidget(parent) {
   top->addWidget(status_);
   top->addLayout(buttons);
   top->addStretch();
+}
 
+void SetupView::connect_signals() {
   for (QComboBox* c : {model_, cluster_, schedule_, zero_, recompute_, precision_})
     connect(c, &QComboBox::currentIndexChanged, this, &SetupView::changed);
   for (QSpinBox* s : {tp_, pp_, dp_, cp_, ep_, virtual_stages_, micro_batch_, global_batch_, seq_len_})

@@ -9,6 +9,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QGroupBox;
 class QLabel;
 class QPushButton;
 class QSpinBox;
@@ -39,6 +40,14 @@ class SetupView : public QWidget {
   void simulate_requested();
 
  private:
+  // The constructor's steps: the plan's widgets, the four groups laid out, the signals connected.
+  void create_plan_widgets();
+  QGroupBox* job_group();
+  QGroupBox* parallelism_group() const;
+  QGroupBox* batch_group() const;
+  QGroupBox* memory_group() const;
+  void lay_out();
+  void connect_signals();
   void changed();
   Status open_spec_file(PresetListModel* list, QComboBox* box, const std::string& path);
   void show_error(const std::string& message);
