@@ -20,6 +20,7 @@
 #include <QtCharts/QScatterSeries>
 #include <QtCharts/QValueAxis>
 #include <algorithm>
+#include <array>
 
 #include "gui/models/format.h"
 #include "gui/models/ranked_plan_model.h"
@@ -35,7 +36,13 @@ SearchView::SearchView(QWidget* parent) : QWidget(parent) {
   proxy_->setSortRole(Qt::UserRole);
   proxy_->setFilterKeyColumn(RankedPlanModel::kLayout);
   proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+  create_controls();
+  create_results();
+  lay_out();
+  connect_signals();
+}
 
+void SearchView::create_controls() {
   context_label_ = new QLabel;
   context_label_->setWordWrap(true);
   objective_ = new QComboBox;
@@ -65,7 +72,9 @@ SearchView::SearchView(QWidget* parent) : QWidget(parent) {
   filter_ = new QLineEdit;
   filter_->setPlaceholderText(tr("filter layouts, e.g. pp2 or cp"));
   filter_->setClearButtonEnabled(true);
+}
 
+void SearchView::create_results() {
   table_ = new QTableView;
   table_->setModel(proxy_);
   table_->setSortingEnabled(true);
@@ -83,7 +92,9 @@ SearchView::SearchView(QWidget* parent) : QWidget(parent) {
   scatter_ = new QChartView(chart);
   scatter_->setRenderHint(QPainter::Antialiasing);
   scatter_->setMinimumWidth(360);
+}
 
+void SearchView::lay_out() {
   auto* controls = new QHBoxLayout;
   controls->addWidget(new QLabel(tr("Objective")));
   controls->addWidget(objective_);
@@ -115,7 +126,9 @@ SearchView::SearchView(QWidget* parent) : QWidget(parent) {
   top->addLayout(controls);
   top->addWidget(status_);
   top->addWidget(split, 1);
+}
 
+void SearchView::connect_signals() {
   connect(run_, &QPushButton::clicked, this, &SearchView::start);
   connect(cancel_, &QPushButton::clicked, this, &SearchView::cancel);
   connect(use_, &QPushButton::clicked, this, &SearchView::choose_selected);
@@ -205,77 +218,68 @@ void SearchView::show_outcome(const SearchOutcome& out) {
   rebuild_scatter(out);
 }
 
-void SearchView::rebuild_scatter(const SearchOutcome& out) {
-  QChart* c = scatter_->chart();
-  c->removeAllSeries();
-  for (QAbstractAxis* a : c->axes()) {
-    c->removeAxis(a);
-    delete a;
+namespace {
+
+// A scatter series of one colour and marker.
+QScatterSeries* scatter_series_of(const QString& name, qreal size, const QColor& colour) {
+  auto* s = new QScatterSeries;
+  s->setName(name);
+  s->setMarkerSize(size);
+  s->setColor(colour);
+  return s;
+}
+
+// The ranked plans split by memory headroom on their fullest device (share of its capacity free).
+class HeadroomBands {
+ public:
+  HeadroomBands()
+      : bands_{{{0.10, SearchView::tr("< 10% free"), QColor(0xc6, 0x28, 0x28)},
+                {0.30, SearchView::tr("10-30% free"), QColor(0xef, 0x9a, 0x1a)},
+                {0.50, SearchView::tr("30-50% free"), QColor(0x43, 0xa0, 0x47)},
+                {2.00, SearchView::tr("> 50% free"), QColor(0x1f, 0x77, 0xb4)}}} {
+    for (const Band& b : bands_) series_.push_back(scatter_series_of(b.name, 8, b.color));
   }
-  selected_ = nullptr;
-  if (!out.ok()) return;
-  // Ranked plans coloured by memory headroom on their fullest device (share of its capacity free).
+  QScatterSeries* series_for(const RankedPlan& p) const {
+    const double capacity = p.prediction.memory.capacity;
+    const double free = capacity > 0 ? p.memory_headroom / capacity : 1.0;
+    std::size_t i = 0;
+    while (i + 1 < bands_.size() && free >= bands_[i].below) ++i;
+    return series_[i];
+  }
+  const std::vector<QScatterSeries*>& series() const { return series_; }
+
+ private:
   struct Band {
     double below;
     QString name;
     QColor color;
   };
-  const Band bands[] = {{0.10, tr("< 10% free"), QColor(0xc6, 0x28, 0x28)},
-                        {0.30, tr("10-30% free"), QColor(0xef, 0x9a, 0x1a)},
-                        {0.50, tr("30-50% free"), QColor(0x43, 0xa0, 0x47)},
-                        {2.00, tr("> 50% free"), QColor(0x1f, 0x77, 0xb4)}};
-  std::vector<QScatterSeries*> by_headroom;
-  for (const Band& b : bands) {
-    auto* series = new QScatterSeries;
-    series->setName(b.name);
-    series->setMarkerSize(8);
-    series->setColor(b.color);
-    by_headroom.push_back(series);
-  }
-  auto band_of = [&](const RankedPlan& p) {
-    const double capacity = p.prediction.memory.capacity;
-    const double free = capacity > 0 ? p.memory_headroom / capacity : 1.0;
-    std::size_t i = 0;
-    while (i + 1 < std::size(bands) && free >= bands[i].below) ++i;
-    return by_headroom[i];
-  };
-  auto* front = new QScatterSeries;
-  front->setName(tr("Pareto front"));
-  front->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
-  front->setMarkerSize(9);
-  front->setColor(QColor(0x6a, 0x1b, 0x9a));
-  selected_ = new QScatterSeries;
-  selected_->setName(tr("selected"));
-  selected_->setMarkerSize(16);
-  selected_->setColor(QColor(0, 0, 0, 0));
-  selected_->setBorderColor(QColor(0xc6, 0x28, 0x28));
+  std::array<Band, 4> bands_;
+  std::vector<QScatterSeries*> series_;
+};
+
+// The extent of the points added, for the axes' ranges.
+struct Extent {
   double x0 = 1e300, x1 = 0, y0 = 1e300, y1 = 0;
-  auto add = [&](QScatterSeries* s, const RankedPlan& p) {
+  void add(QScatterSeries* s, const RankedPlan& p) {
     const double x = p.prediction.step_time_s, y = p.economics.cost_per_mtok_usd;
     s->append(x, y);
     x0 = std::min(x0, x);
     x1 = std::max(x1, x);
     y0 = std::min(y0, y);
     y1 = std::max(y1, y);
-  };
-  for (const RankedPlan& p : out.result.plans) add(band_of(p), p);
-  for (const RankedPlan& p : out.result.pareto) add(front, p);
-  // The Pareto front (over time, $/Mtok and memory headroom) first, so the ranked plans draw on top.
-  c->addSeries(front);
-  for (QScatterSeries* s : by_headroom) {
-    if (s->count() > 0)
-      c->addSeries(s);
-    else
-      delete s;
   }
-  c->addSeries(selected_);
+};
+
+// Step time on x, $/Mtok on y, each with 8% of the range as margin, attached to every series.
+void add_axes(QChart* c, const Extent& e) {
   auto* x = new QValueAxis;
   auto* y = new QValueAxis;
-  const double dx = std::max(1e-9, (x1 - x0) * 0.08), dy = std::max(1e-9, (y1 - y0) * 0.08);
-  x->setRange(std::max(0.0, x0 - dx), x1 + dx);
-  y->setRange(std::max(0.0, y0 - dy), y1 + dy);
-  x->setTitleText(tr("step time (s, analytic or re-simulated)"));
-  y->setTitleText(tr("$ per million tokens"));
+  const double dx = std::max(1e-9, (e.x1 - e.x0) * 0.08), dy = std::max(1e-9, (e.y1 - e.y0) * 0.08);
+  x->setRange(std::max(0.0, e.x0 - dx), e.x1 + dx);
+  y->setRange(std::max(0.0, e.y0 - dy), e.y1 + dy);
+  x->setTitleText(SearchView::tr("step time (s, analytic or re-simulated)"));
+  y->setTitleText(SearchView::tr("$ per million tokens"));
   x->applyNiceNumbers();
   y->applyNiceNumbers();
   x->setLabelFormat(QStringLiteral("%.3g"));
@@ -286,6 +290,37 @@ void SearchView::rebuild_scatter(const SearchOutcome& out) {
     s->attachAxis(x);
     s->attachAxis(y);
   }
+}
+
+}  // namespace
+
+void SearchView::rebuild_scatter(const SearchOutcome& out) {
+  QChart* c = scatter_->chart();
+  c->removeAllSeries();
+  for (QAbstractAxis* a : c->axes()) {
+    c->removeAxis(a);
+    delete a;
+  }
+  selected_ = nullptr;
+  if (!out.ok()) return;
+  const HeadroomBands bands;
+  auto* front = scatter_series_of(tr("Pareto front"), 9, QColor(0x6a, 0x1b, 0x9a));
+  front->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+  selected_ = scatter_series_of(tr("selected"), 16, QColor(0, 0, 0, 0));
+  selected_->setBorderColor(QColor(0xc6, 0x28, 0x28));
+  Extent extent;
+  for (const RankedPlan& p : out.result.plans) extent.add(bands.series_for(p), p);
+  for (const RankedPlan& p : out.result.pareto) extent.add(front, p);
+  // The Pareto front (over time, $/Mtok and memory headroom) first, so the ranked plans draw on top.
+  c->addSeries(front);
+  for (QScatterSeries* s : bands.series()) {
+    if (s->count() > 0)
+      c->addSeries(s);
+    else
+      delete s;
+  }
+  c->addSeries(selected_);
+  add_axes(c, extent);
   selection_changed();
 }
 

@@ -53,6 +53,11 @@ class SearchView : public QWidget {
   void plan_chosen(const foresight::Plan& plan);
 
  private:
+  // The constructor's steps.
+  void create_controls();
+  void create_results();
+  void lay_out();
+  void connect_signals();
   void rebuild_scatter(const SearchOutcome& out);
   void selection_changed();
   void choose_selected();
