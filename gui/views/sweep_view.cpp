@@ -52,11 +52,16 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   proxy_ = new QSortFilterProxyModel(this);
   proxy_->setSourceModel(model_);
   proxy_->setSortRole(Qt::UserRole);
+  create_widgets();
+  auto* top = new QVBoxLayout(this);
+  top->addWidget(spec_label_);
+  top->addLayout(file_bar());
+  top->addWidget(status_);
+  top->addWidget(results_split(), 1);
+  connect_run();
+}
 
-  auto* open = new QPushButton(tr("Open sweep spec..."));
-  open->setToolTip(tr("a sweep spec such as scenarios/*.json (see `foresight sweep --help`)"));
-  auto* open_results_button = new QPushButton(tr("Open results..."));
-  open_results_button->setToolTip(tr("a results.jsonl or results.csv written by `foresight sweep`"));
+void SweepView::create_widgets() {
   metric_ = new QComboBox;
   for (const auto& [key, title] : kMetrics) metric_->addItem(tr(title), QString::fromLatin1(key));
   axis_ = new QComboBox;
@@ -84,13 +89,29 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   chart->legend()->hide();
   chart_ = new QChartView(chart);
   chart_->setRenderHint(QPainter::Antialiasing);
+}
 
+QHBoxLayout* SweepView::file_bar() {
+  auto* open = new QPushButton(tr("Open sweep spec..."));
+  open->setToolTip(tr("a sweep spec such as scenarios/*.json (see `foresight sweep --help`)"));
+  auto* open_results_button = new QPushButton(tr("Open results..."));
+  open_results_button->setToolTip(tr("a results.jsonl or results.csv written by `foresight sweep`"));
+  connect(open, &QPushButton::clicked, this, &SweepView::open_dialog);
+  connect(open_results_button, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open sweep results"), QString(),
+                                                      tr("Sweep results (*.jsonl *.csv);;All files (*)"));
+    if (!path.isEmpty()) (void)open_results(path.toStdString());
+  });
   auto* bar = new QHBoxLayout;
   bar->addWidget(open);
   bar->addWidget(open_results_button);
   bar->addWidget(run_);
   bar->addWidget(cancel_);
   bar->addWidget(progress_, 1);
+  return bar;
+}
+
+QSplitter* SweepView::results_split() {
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(table_);
   auto* chart_box = new QWidget;
@@ -106,18 +127,10 @@ SweepView::SweepView(QWidget* parent) : QWidget(parent) {
   chart_layout->addWidget(chart_, 1);
   split->addWidget(chart_box);
   split->setSizes({330, 370});
-  auto* top = new QVBoxLayout(this);
-  top->addWidget(spec_label_);
-  top->addLayout(bar);
-  top->addWidget(status_);
-  top->addWidget(split, 1);
+  return split;
+}
 
-  connect(open, &QPushButton::clicked, this, &SweepView::open_dialog);
-  connect(open_results_button, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open sweep results"), QString(),
-                                                      tr("Sweep results (*.jsonl *.csv);;All files (*)"));
-    if (!path.isEmpty()) (void)open_results(path.toStdString());
-  });
+void SweepView::connect_run() {
   connect(metric_, &QComboBox::currentIndexChanged, this, &SweepView::rebuild_chart);
   connect(axis_, &QComboBox::currentIndexChanged, this, &SweepView::rebuild_chart);
   connect(run_, &QPushButton::clicked, this, &SweepView::start);

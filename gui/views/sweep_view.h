@@ -14,8 +14,10 @@ class QChartView;
 class QLabel;
 class QProgressBar;
 class QComboBox;
+class QHBoxLayout;
 class QPushButton;
 class QSortFilterProxyModel;
+class QSplitter;
 class QTableView;
 
 namespace foresight::gui {
@@ -52,6 +54,12 @@ class SweepView : public QWidget {
   void open_dialog();
 
  private:
+  // The constructor's steps: the widgets, the file bar (with its open buttons), the table over the
+  // chart, and the signals of a run.
+  void create_widgets();
+  QHBoxLayout* file_bar();
+  QSplitter* results_split();
+  void connect_run();
   void rebuild_chart();
   void fill_axis_choices();
 
