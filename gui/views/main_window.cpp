@@ -26,6 +26,13 @@ namespace foresight::gui {
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle(tr("Foresight"));
+  create_tabs();
+  build_file_menu();
+  build_view_menu();
+  connect_views();
+}
+
+void MainWindow::create_tabs() {
   tabs_ = new QTabWidget;
   setup_ = new SetupView;
   details_ = new DetailsView;
@@ -43,9 +50,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tabs_->addTab(sweep_, tr("Sweep"));
   tabs_->addTab(topology_, tr("Topology"));
   setCentralWidget(tabs_);
+}
 
-  // Shortcuts: the session is the document (Ctrl+O, Ctrl+S, Ctrl+Shift+S), Ctrl+E exports the
-  // current view's plots, Ctrl+Q quits, Ctrl+1..7 select the views in tab order.
+// Shortcuts: the session is the document (Ctrl+O, Ctrl+S, Ctrl+Shift+S), Ctrl+E exports the
+// current view's plots, Ctrl+Q quits.
+void MainWindow::build_file_menu() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&Open session..."), QKeySequence::Open, this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open a session"), QString(),
@@ -81,34 +90,42 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     sweep_->open_dialog();
   });
   file->addSeparator();
-  file->addAction(tr("&Export plot..."), QKeySequence(Qt::CTRL | Qt::Key_E), this, [this] {
-    if (plots(current_view()).empty()) {
-      statusBar()->showMessage(tr("The %1 view has no plot to export").arg(view_name(current_view())), 5000);
-      return;
-    }
-    QString filters = tr("PNG image (*.png)");
-    if (svg_export_available()) filters += tr(";;SVG image (*.svg)");
-    QString selected;
-    QString path = QFileDialog::getSaveFileName(
-        this, tr("Export plot"), view_name(current_view()) + QStringLiteral(".png"), filters, &selected);
-    if (path.isEmpty()) return;
-    if (QFileInfo(path).suffix().isEmpty())
-      path += selected.contains(QStringLiteral("svg")) ? QStringLiteral(".svg") : QStringLiteral(".png");
-    if (const Status s = export_current(path); !s)
-      QMessageBox::warning(this, tr("Export plot"), qstr(s.error().message()));
-    else
-      statusBar()->showMessage(tr("Exported to %1").arg(path), 5000);
-  });
+  file->addAction(tr("&Export plot..."), QKeySequence(Qt::CTRL | Qt::Key_E), this,
+                  [this] { export_dialog(); });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence(Qt::CTRL | Qt::Key_Q), qApp, &QApplication::quit);
+}
 
+void MainWindow::export_dialog() {
+  if (plots(current_view()).empty()) {
+    statusBar()->showMessage(tr("The %1 view has no plot to export").arg(view_name(current_view())), 5000);
+    return;
+  }
+  QString filters = tr("PNG image (*.png)");
+  if (svg_export_available()) filters += tr(";;SVG image (*.svg)");
+  QString selected;
+  QString path = QFileDialog::getSaveFileName(
+      this, tr("Export plot"), view_name(current_view()) + QStringLiteral(".png"), filters, &selected);
+  if (path.isEmpty()) return;
+  if (QFileInfo(path).suffix().isEmpty())
+    path += selected.contains(QStringLiteral("svg")) ? QStringLiteral(".svg") : QStringLiteral(".png");
+  if (const Status s = export_current(path); !s)
+    QMessageBox::warning(this, tr("Export plot"), qstr(s.error().message()));
+  else
+    statusBar()->showMessage(tr("Exported to %1").arg(path), 5000);
+}
+
+// Ctrl+1..7 select the views in tab order.
+void MainWindow::build_view_menu() {
   QMenu* views = menuBar()->addMenu(tr("&View"));
   for (View v : kAllViews) {
     const int i = static_cast<int>(v);
     views->addAction(tabs_->tabText(i), QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)), this,
                      [this, v] { show_view(v); });
   }
+}
 
+void MainWindow::connect_views() {
   connect(setup_, &SetupView::inputs_changed, this, &MainWindow::evaluate);
   connect(setup_, &SetupView::simulate_requested, this, &MainWindow::simulate_current);
   connect(search_, &SearchView::plan_chosen, this, [this](const Plan& plan) {

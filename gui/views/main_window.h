@@ -66,6 +66,12 @@ class MainWindow : public QMainWindow {
   TopologyView* topology() const { return topology_; }
 
  private:
+  // The constructor's steps: the views in tabs, the File and View menus, the wiring between views.
+  void create_tabs();
+  void build_file_menu();
+  void build_view_menu();
+  void connect_views();
+  void export_dialog();  // File > Export plot: asks for a file, writes the current view's plots
   void evaluate(const PlanInputs& in);
   void simulate_current();
   void save_to(const QString& path);  // saves, remembers the path, says so (or why not) in the window
