@@ -116,15 +116,24 @@ void TopologyWidget::paintEvent(QPaintEvent*) {
     p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap, message_);
     return;
   }
+  QFont small = font();
+  small.setPointSizeF(std::max(6.0, font().pointSizeF() * 0.85));
+  paint_row_labels(p);
+  p.setFont(small);
+  paint_node_frames(p, small);
+  paint_links(p);
+  paint_vertices(p, QFontMetricsF(small));
+  p.setFont(font());
+  paint_legend(p);
+}
+
+// Row labels, and the count of switches not drawn at the end of each tier row.
+void TopologyWidget::paint_row_labels(QPainter& p) const {
   const TopologyDrawing& d = drawing_;
+  const QPalette& pal = palette();
   const QRectF area = plot();
   const double rh = row_height();
   const QFontMetricsF fm(font());
-  QFont small = font();
-  small.setPointSizeF(std::max(6.0, font().pointSizeF() * 0.85));
-  const QFontMetricsF sfm(small);
-
-  // Row labels, and the count of switches not drawn at the end of each tier row.
   p.setPen(pal.color(QPalette::Text));
   const int tiers = static_cast<int>(d.tier_names.size());
   for (int t = 0; t < tiers; ++t) {
@@ -145,11 +154,16 @@ void TopologyWidget::paintEvent(QPaintEvent*) {
              fm.elidedText(qstr(d.accelerator), Qt::ElideRight, kLabelWidth - 8));
   p.drawText(QRectF(4, row_y(d.node_switch_row) - rh / 2, kLabelWidth - 8, rh),
              Qt::AlignVCenter | Qt::AlignLeft, tr("node fabric"));
+}
 
-  // Node frames.
+// Node frames, and a dashed one for the nodes not drawn. Draws with `small`, leaves it set.
+void TopologyWidget::paint_node_frames(QPainter& p, const QFont& small) const {
+  const TopologyDrawing& d = drawing_;
+  const QPalette& pal = palette();
+  const QRectF area = plot();
+  const double rh = row_height();
   const double frame_top = row_y(d.nic_row >= 0 ? d.nic_row : d.device_row) - rh * 0.45;
   const double frame_bottom = row_y(d.node_switch_row) + rh * 0.48;
-  p.setFont(small);
   for (const NodeSlot& s : d.node_slots) {
     const QRectF frame(area.left() + s.x0 * area.width() + 3, frame_top, (s.x1 - s.x0) * area.width() - 6,
                        frame_bottom - frame_top);
@@ -161,26 +175,28 @@ void TopologyWidget::paintEvent(QPaintEvent*) {
     if (s.hidden_devices > 0) label += tr(" (+%1 devices)").arg(s.hidden_devices);
     p.drawText(frame.adjusted(6, 0, -6, -2), Qt::AlignBottom | Qt::AlignLeft, label);
   }
-  if (d.more_x >= 0) {
-    const double slot = area.width() / (d.node_slots.size() + 1);
-    const QRectF frame(area.left() + d.more_x * area.width() - slot / 2 + 3, frame_top, slot - 6,
-                       frame_bottom - frame_top);
-    p.setPen(QPen(pal.color(QPalette::Mid), 1, Qt::DashLine));
-    p.setBrush(Qt::NoBrush);
-    p.drawRoundedRect(frame, 6, 6);
-    p.setPen(pal.color(QPalette::Text));
-    p.setFont(font());
-    p.drawText(frame, Qt::AlignCenter | Qt::TextWordWrap,
-               tr("+%1 more node%2\n(%3 accelerators)")
-                   .arg(d.hidden_nodes)
-                   .arg(d.hidden_nodes == 1 ? QString() : QStringLiteral("s"))
-                   .arg(1LL * d.hidden_nodes * d.devices_per_node));
-    p.setFont(small);
-  }
+  if (d.more_x < 0) return;
+  const double slot = area.width() / (d.node_slots.size() + 1);
+  const QRectF frame(area.left() + d.more_x * area.width() - slot / 2 + 3, frame_top, slot - 6,
+                     frame_bottom - frame_top);
+  p.setPen(QPen(pal.color(QPalette::Mid), 1, Qt::DashLine));
+  p.setBrush(Qt::NoBrush);
+  p.drawRoundedRect(frame, 6, 6);
+  p.setPen(pal.color(QPalette::Text));
+  p.setFont(font());
+  p.drawText(frame, Qt::AlignCenter | Qt::TextWordWrap,
+             tr("+%1 more node%2\n(%3 accelerators)")
+                 .arg(d.hidden_nodes)
+                 .arg(d.hidden_nodes == 1 ? QString() : QStringLiteral("s"))
+                 .arg(1LL * d.hidden_nodes * d.devices_per_node));
+  p.setFont(small);
+}
 
-  // Links: unreported ones first so that the coloured ones lie on top.
+// Links: unreported ones first so that the coloured ones lie on top.
+void TopologyWidget::paint_links(QPainter& p) const {
+  const double rh = row_height();
   for (int pass = 0; pass < 2; ++pass)
-    for (const DrawnLink& l : d.links) {
+    for (const DrawnLink& l : drawing_.links) {
       if (l.reported() != (pass == 1)) continue;
       const QPointF a = vertex_position(l.a), b = vertex_position(l.b);
       p.setPen(QPen(utilisation_colour(l.utilisation), l.reported() ? 2.5 : 1.2));
@@ -195,27 +211,31 @@ void TopologyWidget::paintEvent(QPaintEvent*) {
         p.drawLine(a, b);
       }
     }
+}
 
-  // Vertices.
-  for (std::size_t i = 0; i < d.vertices.size(); ++i) {
-    const DrawnVertex& v = d.vertices[i];
+namespace {
+QColor vertex_colour(VertexKind kind) {
+  switch (kind) {
+    case VertexKind::kDevice:
+      return QColor(0x4c, 0x72, 0xb0);
+    case VertexKind::kNic:
+      return QColor(0x8c, 0x8c, 0x8c);
+    case VertexKind::kNodeSwitch:
+      return QColor(0x55, 0xa8, 0x68);
+    case VertexKind::kSwitch:
+      return QColor(0x81, 0x72, 0xb3);
+  }
+  return QColor();
+}
+}  // namespace
+
+// Vertices: a rounded box of their kind's colour, labelled when the label fits (`sfm`: the font set).
+void TopologyWidget::paint_vertices(QPainter& p, const QFontMetricsF& sfm) const {
+  for (std::size_t i = 0; i < drawing_.vertices.size(); ++i) {
+    const DrawnVertex& v = drawing_.vertices[i];
     const QSizeF s = vertex_size(v);
     const QRectF r(vertex_position(static_cast<int>(i)) - QPointF(s.width() / 2, s.height() / 2), s);
-    QColor fill;
-    switch (v.kind) {
-      case VertexKind::kDevice:
-        fill = QColor(0x4c, 0x72, 0xb0);
-        break;
-      case VertexKind::kNic:
-        fill = QColor(0x8c, 0x8c, 0x8c);
-        break;
-      case VertexKind::kNodeSwitch:
-        fill = QColor(0x55, 0xa8, 0x68);
-        break;
-      case VertexKind::kSwitch:
-        fill = QColor(0x81, 0x72, 0xb3);
-        break;
-    }
+    const QColor fill = vertex_colour(v.kind);
     p.setPen(QPen(fill.darker(140), 1));
     p.setBrush(fill);
     p.drawRoundedRect(r, 3, 3);
@@ -225,9 +245,14 @@ void TopologyWidget::paintEvent(QPaintEvent*) {
       p.drawText(r, Qt::AlignCenter, text);
     }
   }
+}
 
-  // Legend: the colour scale and what grey means.
-  p.setFont(font());
+// Legend: the colour scale and what grey means.
+void TopologyWidget::paint_legend(QPainter& p) const {
+  const TopologyDrawing& d = drawing_;
+  const QPalette& pal = palette();
+  const QRectF area = plot();
+  const QFontMetricsF fm(font());
   const QRectF legend(area.left(), height() - kMargin - kLegendHeight + 6, area.width(), kLegendHeight - 6);
   const double bar_w = std::min(220.0, legend.width() / 4);
   QLinearGradient grad(legend.left(), 0, legend.left() + bar_w, 0);

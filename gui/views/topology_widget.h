@@ -9,6 +9,10 @@
 
 #include "gui/models/topology_graph.h"
 
+class QFont;
+class QFontMetricsF;
+class QPainter;
+
 namespace foresight::gui {
 
 class TopologyWidget : public QWidget {
@@ -34,6 +38,12 @@ class TopologyWidget : public QWidget {
   bool event(QEvent* event) override;
 
  private:
+  // paintEvent's layers, bottom to top.
+  void paint_row_labels(QPainter& p) const;
+  void paint_node_frames(QPainter& p, const QFont& small) const;
+  void paint_links(QPainter& p) const;
+  void paint_vertices(QPainter& p, const QFontMetricsF& sfm) const;
+  void paint_legend(QPainter& p) const;
   QRectF plot() const;
   double row_height() const;
   double row_y(int row) const;
