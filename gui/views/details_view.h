@@ -26,7 +26,6 @@ class DetailsView : public QWidget {
   void set_evaluation(const Evaluation& e);
 
   const BreakdownModel* time_model() const { return time_; }
-  const BreakdownModel* memory_model() const { return memory_; }
   // For File > Export: the step-time and memory charts.
   std::vector<QWidget*> plots() const;
 
