@@ -47,72 +47,90 @@ Result<Timeline> load_timeline(const std::string& path) {
   return timeline_from_json(doc, path);
 }
 
-Result<Timeline> timeline_from_json(const nlohmann::json& doc, const std::string& file) {
-  const nlohmann::json* events = nullptr;
+namespace {
+
+// The events of a Chrome trace: its /traceEvents, or the whole document in the JSON Array Format.
+const nlohmann::json* trace_events(const nlohmann::json& doc) {
   if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array())
-    events = &doc["traceEvents"];
-  else if (doc.is_array())
-    events = &doc;  // the JSON Array Format of the Chrome trace spec
-  if (!events) return Error(file + ": /traceEvents: missing (not a Chrome trace)");
-  Timeline t;
-  t.file = file;
-  if (doc.is_object() && doc.contains("metadata") && doc["metadata"].is_object()) {
-    const auto& m = doc["metadata"];
-    t.kind = m.value("kind", "");
-    t.model = m.value("model", "");
-    t.cluster = m.value("cluster", "");
-    t.step_s = number_or(m, "step_time_s", 0.0);
-  }
+    return &doc["traceEvents"];
+  if (doc.is_array()) return &doc;  // the JSON Array Format of the Chrome trace spec
+  return nullptr;
+}
+
+// What Foresight's traces say of themselves in /metadata (kind, model, cluster, step time).
+void read_metadata(const nlohmann::json& doc, Timeline& t) {
+  if (!doc.is_object() || !doc.contains("metadata") || !doc["metadata"].is_object()) return;
+  const auto& m = doc["metadata"];
+  t.kind = m.value("kind", "");
+  t.model = m.value("model", "");
+  t.cluster = m.value("cluster", "");
+  t.step_s = number_or(m, "step_time_s", 0.0);
+}
+
+// One complete ("X") event as a bar, its times in seconds and its kind as compare.h tells it.
+TimelineBar bar_of(const nlohmann::json& e) {
+  TimelineBar b;
+  b.start_s = e["ts"].get<double>() * 1e-6;  // Chrome traces count microseconds
+  b.dur_s = std::max(0.0, e["dur"].get<double>() * 1e-6);
+  b.name = e.value("name", "");
+  b.cat = e.value("cat", "");
+  static const nlohmann::json kNoArgs = nlohmann::json::object();
+  const auto& args = e.contains("args") && e["args"].is_object() ? e["args"] : kNoArgs;
+  if (args.contains("id") && args["id"].is_string()) b.id = args["id"].get<std::string>();
+  b.bytes = number_or(args, "bytes", -1);
+  b.flops = number_or(args, "flops", -1);
+  TraceOp op;
+  op.name = b.name;
+  op.cat = b.cat.empty() ? "compute" : b.cat;
+  b.kind = op_kind(op);
+  return b;
+}
+
+// The events read: bars per (pid, tid) lane, and the names the metadata events give them.
+struct RawLanes {
   std::map<int, std::string> processes;
   std::map<std::pair<int, int>, std::string> threads;
-  std::map<std::pair<int, int>, std::vector<TimelineBar>> by_lane;
-  for (std::size_t i = 0; i < events->size(); ++i) {
-    const auto& e = (*events)[i];
+  std::map<std::pair<int, int>, std::vector<TimelineBar>> bars;
+};
+
+Status read_events(const nlohmann::json& events, const std::string& file, RawLanes& raw) {
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& e = events[i];
     if (!e.is_object()) continue;
     const std::string ph = e.value("ph", "");
     const int pid = int_field(e, "pid"), tid = int_field(e, "tid");
     if (ph == "M") {
       const std::string name = e.value("name", "");
       if (name == "process_name")
-        processes[pid] = meta_name(e);
+        raw.processes[pid] = meta_name(e);
       else if (name == "thread_name")
-        threads[{pid, tid}] = meta_name(e);
+        raw.threads[{pid, tid}] = meta_name(e);
       continue;
     }
     if (ph != "X") continue;
     if (!e.contains("ts") || !e.contains("dur") || !e["ts"].is_number() || !e["dur"].is_number())
       return Error(file + ": /traceEvents/" + std::to_string(i) + ": ts/dur missing or not numbers");
-    TimelineBar b;
-    b.start_s = e["ts"].get<double>() * 1e-6;  // Chrome traces count microseconds
-    b.dur_s = std::max(0.0, e["dur"].get<double>() * 1e-6);
-    b.name = e.value("name", "");
-    b.cat = e.value("cat", "");
-    static const nlohmann::json kNoArgs = nlohmann::json::object();
-    const auto& args = e.contains("args") && e["args"].is_object() ? e["args"] : kNoArgs;
-    if (args.contains("id") && args["id"].is_string()) b.id = args["id"].get<std::string>();
-    b.bytes = number_or(args, "bytes", -1);
-    b.flops = number_or(args, "flops", -1);
-    TraceOp op;
-    op.name = b.name;
-    op.cat = b.cat.empty() ? "compute" : b.cat;
-    b.kind = op_kind(op);
-    by_lane[{pid, tid}].push_back(std::move(b));
+    raw.bars[{pid, tid}].push_back(bar_of(e));
   }
-  if (by_lane.empty()) return Error(file + ": no ops (the trace has no complete events)");
+  return Status::Ok();
+}
+
+// The lanes in (pid, tid) order, each lane's bars by start time, and the trace's time span.
+void assemble_lanes(RawLanes& raw, Timeline& t) {
   t.begin_s = 1e300;
   t.end_s = -1e300;
-  for (auto& [key, bars] : by_lane) {
+  for (auto& [key, bars] : raw.bars) {
     std::stable_sort(bars.begin(), bars.end(),
                      [](const TimelineBar& a, const TimelineBar& b) { return a.start_s < b.start_s; });
     TimelineLane lane;
     lane.pid = key.first;
     lane.tid = key.second;
-    const auto p = processes.find(key.first);
+    const auto p = raw.processes.find(key.first);
     lane.process =
-        p != processes.end() && !p->second.empty() ? p->second : "pid " + std::to_string(key.first);
-    const auto th = threads.find(key);
+        p != raw.processes.end() && !p->second.empty() ? p->second : "pid " + std::to_string(key.first);
+    const auto th = raw.threads.find(key);
     lane.thread =
-        th != threads.end() && !th->second.empty() ? th->second : "tid " + std::to_string(key.second);
+        th != raw.threads.end() && !th->second.empty() ? th->second : "tid " + std::to_string(key.second);
     lane.first = t.bars.size();
     lane.count = bars.size();
     const int index = static_cast<int>(t.lanes.size());
@@ -125,6 +143,20 @@ Result<Timeline> timeline_from_json(const nlohmann::json& doc, const std::string
     }
     t.lanes.push_back(std::move(lane));
   }
+}
+
+}  // namespace
+
+Result<Timeline> timeline_from_json(const nlohmann::json& doc, const std::string& file) {
+  const nlohmann::json* events = trace_events(doc);
+  if (!events) return Error(file + ": /traceEvents: missing (not a Chrome trace)");
+  Timeline t;
+  t.file = file;
+  read_metadata(doc, t);
+  RawLanes raw;
+  FS_RETURN_IF_ERROR(read_events(*events, file, raw));
+  if (raw.bars.empty()) return Error(file + ": no ops (the trace has no complete events)");
+  assemble_lanes(raw, t);
   if (t.step_s <= 0) t.step_s = t.end_s - t.begin_s;
   return t;
 }
