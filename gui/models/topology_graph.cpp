@@ -53,27 +53,18 @@ std::string short_label(const TopoVertex& v, const ClusterSpec& c) {
 // Evenly spaced centres of `n` items over [x0, x1].
 double spread(int i, int n, double x0, double x1) { return x0 + (x1 - x0) * (i + 0.5) / std::max(1, n); }
 
-}  // namespace
+// A reported link resolved to its graph vertices.
+struct Reported {
+  int from, to;
+  const LinkUse* use;
+};
 
-Result<TopologyDrawing> draw_topology(const ClusterSpec& cluster, const std::vector<LinkUse>& busiest,
-                                      DrawLimits limits) {
-  if (cluster.nodes < 1 || cluster.node.accelerators() < 1)
-    return Error("cluster " + cluster.name + ": needs at least one node with an accelerator");
-  MaxMinSystem system;
-  const Topology topo(cluster, system);
-  const TopoGraph& g = topo.graph();
+// The census of the whole graph: totals per vertex kind, switches per tier and the tiers' names.
+// Returns the number of switch tiers; fills `by_name` (vertex name -> vertex).
+int count_graph(const TopoGraph& g, const ClusterSpec& cluster, TopologyDrawing& d,
+                std::unordered_map<std::string, int>& by_name) {
   const int nv = static_cast<int>(boost::num_vertices(g));
-
-  TopologyDrawing d;
-  d.cluster = cluster.name;
-  d.nodes = cluster.nodes;
-  d.devices_per_node = topo.devices_per_node();
-  d.nics_per_node = cluster.node.nics;
-  d.accelerator = cluster.node.accelerator().name;
-  d.torus = !cluster.tiers.empty() && cluster.tiers[0].topology == "torus";
-  d.total_links = static_cast<int>(boost::num_edges(g));
   int tiers = 0;
-  std::unordered_map<std::string, int> by_name;
   for (int v = 0; v < nv; ++v) {
     const TopoVertex& tv = g[v];
     by_name.emplace(tv.name, v);
@@ -100,12 +91,13 @@ Result<TopologyDrawing> draw_topology(const ClusterSpec& cluster, const std::vec
     d.tier_names.push_back(t < static_cast<int>(cluster.tiers.size()) && !cluster.tiers[t].name.empty()
                                ? cluster.tiers[t].name
                                : "tier " + std::to_string(t));
+  return tiers;
+}
 
-  // The reported links, resolved to vertex pairs.
-  struct Reported {
-    int from, to;
-    const LinkUse* use;
-  };
+// The reported links ("a->b"), resolved to vertex pairs; a name not in the graph is an error.
+Result<std::vector<Reported>> resolve_reported(const std::vector<LinkUse>& busiest,
+                                               const std::unordered_map<std::string, int>& by_name,
+                                               const ClusterSpec& cluster, int nodes) {
   std::vector<Reported> reported;
   for (const LinkUse& u : busiest) {
     const auto arrow = u.name.find("->");
@@ -113,15 +105,18 @@ Result<TopologyDrawing> draw_topology(const ClusterSpec& cluster, const std::vec
     const auto to = arrow == std::string::npos ? by_name.end() : by_name.find(u.name.substr(arrow + 2));
     if (from == by_name.end() || to == by_name.end())
       return Error("link \"" + u.name + "\": not a link of cluster " + cluster.name + " (" +
-                   std::to_string(d.nodes) + " nodes); was it simulated on another cluster?");
+                   std::to_string(nodes) + " nodes); was it simulated on another cluster?");
     reported.push_back({from->second, to->second, &u});
   }
-  d.reported_links = static_cast<int>(reported.size());
+  return reported;
+}
 
-  // Nodes: those the busiest links touch (busiest first), then the lowest-numbered.
+// Nodes: those the busiest links touch (busiest first), then the lowest-numbered, in number order.
+std::vector<int> choose_nodes(const TopoGraph& g, const std::vector<Reported>& reported, int total_nodes,
+                              int max_nodes) {
   std::vector<int> nodes;
   auto take = [&](int n) {
-    if (n >= 0 && static_cast<int>(nodes.size()) < limits.max_nodes &&
+    if (n >= 0 && static_cast<int>(nodes.size()) < max_nodes &&
         std::find(nodes.begin(), nodes.end(), n) == nodes.end())
       nodes.push_back(n);
   };
@@ -129,13 +124,19 @@ Result<TopologyDrawing> draw_topology(const ClusterSpec& cluster, const std::vec
     take(g[r.from].node);
     take(g[r.to].node);
   }
-  for (int n = 0; n < d.nodes && static_cast<int>(nodes.size()) < limits.max_nodes; ++n) take(n);
+  for (int n = 0; n < total_nodes && static_cast<int>(nodes.size()) < max_nodes; ++n) take(n);
   std::sort(nodes.begin(), nodes.end());
-  d.hidden_nodes = d.nodes - static_cast<int>(nodes.size());
+  return nodes;
+}
 
-  // Vertices of the drawn nodes (devices and NICs capped), then the switches above them, tier by
-  // tier: a tier-t switch is drawn when a drawn vertex one level below links to it.
-  std::vector<int> drawn(nv, -1);  // graph vertex -> index in d.vertices
+// Vertices of the drawn nodes (devices and NICs capped), then the switches above them, tier by
+// tier: a tier-t switch is drawn when a drawn vertex one level below links to it. Returns the
+// map graph vertex -> index in d.vertices (-1: not drawn).
+std::vector<int> add_drawn_vertices(const TopoGraph& g, const ClusterSpec& cluster,
+                                    const std::vector<int>& nodes, int tiers, const DrawLimits& limits,
+                                    TopologyDrawing& d) {
+  const int nv = static_cast<int>(boost::num_vertices(g));
+  std::vector<int> drawn(nv, -1);
   const std::set<int> node_set(nodes.begin(), nodes.end());
   std::map<int, int> devices_seen, nics_seen;
   auto add = [&](int v) {
@@ -166,8 +167,13 @@ Result<TopologyDrawing> draw_topology(const ClusterSpec& cluster, const std::vec
   d.hidden_switches_per_tier = d.switches_per_tier;
   for (const DrawnVertex& v : d.vertices)
     if (v.kind == VertexKind::kSwitch) --d.hidden_switches_per_tier[v.tier];
+  return drawn;
+}
 
-  // Links between drawn vertices, one per unordered pair.
+// Links between drawn vertices, one per unordered pair (the wider direction's bandwidth), with the
+// reported utilisation and bytes on those drawn.
+void add_drawn_links(const TopoGraph& g, const std::vector<int>& drawn, const std::vector<Reported>& reported,
+                     TopologyDrawing& d) {
   std::map<std::pair<int, int>, int> link_of;
   for (auto e : boost::make_iterator_range(boost::edges(g))) {
     const int s = drawn[boost::source(e, g)], t = drawn[boost::target(e, g)];
@@ -189,8 +195,11 @@ Result<TopologyDrawing> draw_topology(const ClusterSpec& cluster, const std::vec
     l.bytes += r.use->bytes;
     ++d.drawn_reported_links;
   }
+}
 
-  // Layout. Rows: tiers (highest on top), NICs, devices, node switches.
+// Layout. Rows: tiers (highest on top), NICs, devices, node switches; one slot per drawn node
+// (and one for the hidden ones).
+void place_vertices(const std::vector<int>& nodes, int tiers, const DrawLimits& limits, TopologyDrawing& d) {
   d.rows = tiers + (d.nics_per_node > 0 ? 1 : 0) + 2;
   d.nic_row = d.nics_per_node > 0 ? tiers : -1;
   d.device_row = tiers + (d.nics_per_node > 0 ? 1 : 0);
@@ -241,6 +250,36 @@ Result<TopologyDrawing> draw_topology(const ClusterSpec& cluster, const std::vec
       vs[i]->x = vs[i]->node >= 0 ? (slot_of[vs[i]->node]->x0 + slot_of[vs[i]->node]->x1) / 2
                                   : spread(static_cast<int>(i), static_cast<int>(vs.size()), 0, nodes_x1);
     }
+}
+
+}  // namespace
+
+Result<TopologyDrawing> draw_topology(const ClusterSpec& cluster, const std::vector<LinkUse>& busiest,
+                                      DrawLimits limits) {
+  if (cluster.nodes < 1 || cluster.node.accelerators() < 1)
+    return Error("cluster " + cluster.name + ": needs at least one node with an accelerator");
+  MaxMinSystem system;
+  const Topology topo(cluster, system);
+  const TopoGraph& g = topo.graph();
+
+  TopologyDrawing d;
+  d.cluster = cluster.name;
+  d.nodes = cluster.nodes;
+  d.devices_per_node = topo.devices_per_node();
+  d.nics_per_node = cluster.node.nics;
+  d.accelerator = cluster.node.accelerator().name;
+  d.torus = !cluster.tiers.empty() && cluster.tiers[0].topology == "torus";
+  d.total_links = static_cast<int>(boost::num_edges(g));
+  std::unordered_map<std::string, int> by_name;
+  const int tiers = count_graph(g, cluster, d, by_name);
+  FS_ASSIGN_OR_RETURN(const std::vector<Reported> reported,
+                      resolve_reported(busiest, by_name, cluster, d.nodes));
+  d.reported_links = static_cast<int>(reported.size());
+  const std::vector<int> nodes = choose_nodes(g, reported, d.nodes, limits.max_nodes);
+  d.hidden_nodes = d.nodes - static_cast<int>(nodes.size());
+  const std::vector<int> drawn = add_drawn_vertices(g, cluster, nodes, tiers, limits, d);
+  add_drawn_links(g, drawn, reported, d);
+  place_vertices(nodes, tiers, limits, d);
   return d;
 }
 
