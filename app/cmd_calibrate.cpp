@@ -12,8 +12,8 @@
 
 #include "app/commands.h"
 #include "foresight/config.h"
-#include "runtime/calibrate.h"
-#include "runtime/comm.h"
+#include "runtime/calibration/calibrate.h"
+#include "runtime/communication/comm.h"
 #include "sim/core/output_file.h"
 
 namespace foresight::app {

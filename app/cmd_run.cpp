@@ -18,9 +18,9 @@
 #include "app/commands.h"
 #include "app/plan_options.h"
 #include "foresight/config.h"
-#include "runtime/calibrate.h"
-#include "runtime/comm.h"
-#include "runtime/trainer.h"
+#include "runtime/calibration/calibrate.h"
+#include "runtime/communication/comm.h"
+#include "runtime/training/trainer.h"
 #include "sim/analytic/analytic_model.h"
 #include "sim/compare/compare.h"
 #include "sim/core/output_file.h"
@@ -288,7 +288,7 @@ Command add_run_command(CLI::App& app) {
     int resumed_step = -1;
     if (o->resume) {
       // Collective: the ranks agree on the newest checkpoint set that every one of them can load
-      // (runtime/checkpoint.h), or all get the same error -- bad input, exit 2, never a hang.
+      // (runtime/training/checkpoint.h), or all get the same error -- bad input, exit 2, never a hang.
       auto resumed = t.load_checkpoint(o->checkpoint_dir);
       if (!resumed) {
         if (rank == 0) fmt::print(stderr, "error: {}\n", resumed.error().message());

@@ -1,5 +1,5 @@
-// Fuzzes the checkpoint readers (runtime/trainer.h, runtime/checkpoint.h). The first byte of the
-// input picks the reader, the rest is what it reads:
+// Fuzzes the checkpoint readers (runtime/training/trainer.h, runtime/training/checkpoint.h). The first byte
+// of the input picks the reader, the rest is what it reads:
 //
 //   0  a rank's checkpoint file (FSCKPT01), as read from disk: parse_checkpoint_file, then
 //      Trainer::restore_checkpoint into a trainer of the seed's model and plan;
@@ -20,10 +20,10 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/checkpoint.h"
-#include "runtime/comm.h"
-#include "runtime/hash.h"
-#include "runtime/trainer.h"
+#include "runtime/communication/comm.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/training/hash.h"
+#include "runtime/training/trainer.h"
 #include "sim/spec/hardware.h"
 #include "sim/spec/model.h"
 #include "sim/spec/plan.h"

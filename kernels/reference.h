@@ -33,7 +33,7 @@ void embedding_backward_cpu(float* dtable, const float* dout, const int* ids, in
 
 // --- linear layers --------------------------------------------------------------------------
 // out[rows x n] = in[rows x k] * w[k x n] (the weight stored input-major, as the runtime keeps
-// it). The CPU runtime runs the same contract on Eigen (runtime/cpu_fast.h).
+// it). The CPU runtime runs the same contract on Eigen (runtime/backends/cpu_fast.h).
 void matmul_forward_cpu(float* out, const float* in, const float* w, int rows, int k, int n);
 // din = dout * w^T (overwritten); dw += in^T * dout (accumulated).
 void matmul_backward_cpu(float* din, float* dw, const float* dout, const float* in, const float* w, int rows,

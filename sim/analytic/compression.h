@@ -9,7 +9,7 @@
 // Per scheme (P parameters, g bytes per gradient element, n ranks, f the kept fraction):
 //   int8        all-reduce of P (1 + 4 / 256) bytes: one byte per element and an fp32 scale per
 //               block of kInt8BlockElements, ratio g / (1 + 4 / 256). The runtime executes it as
-//               a compressed all-reduce (runtime/grad_compression.h): an all-to-all of int8
+//               a compressed all-reduce (runtime/communication/grad_compression.h): an all-to-all of int8
 //               chunks, each rank summing its chunk in fp32 and requantising it, then an
 //               all-gather of the int8 sums -- the ring all-reduce's 2(n-1)/n of the buffer.
 //   top-k       each rank sends f P (value g + 4-byte index); sparse sets do not add up in place,

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "kernels/cuda_check.h"
-#include "runtime/comm.h"
-#include "runtime/cuda_backend.h"
-#include "runtime/nccl_comm.h"
-#include "runtime/trainer.h"
+#include "runtime/backends/cuda_backend.h"
+#include "runtime/communication/comm.h"
+#include "runtime/communication/nccl_comm.h"
+#include "runtime/training/trainer.h"
 #include "sim/spec/presets.h"
 
 namespace foresight::runtime {

@@ -23,9 +23,9 @@
 #include <map>
 #include <string>
 
-#include "runtime/comm.h"
-#include "runtime/hash.h"
-#include "runtime/trainer.h"
+#include "runtime/communication/comm.h"
+#include "runtime/training/hash.h"
+#include "runtime/training/trainer.h"
 #include "sim/spec/presets.h"
 
 using namespace foresight;

@@ -20,12 +20,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "runtime/calibrate.h"
-#include "runtime/comm.h"
-#include "runtime/cpu_fast.h"
-#include "runtime/grad_compression.h"
-#include "runtime/hash.h"
-#include "runtime/trainer.h"
+#include "runtime/backends/cpu_fast.h"
+#include "runtime/calibration/calibrate.h"
+#include "runtime/communication/comm.h"
+#include "runtime/communication/grad_compression.h"
+#include "runtime/training/hash.h"
+#include "runtime/training/trainer.h"
 #include "sim/spec/presets.h"
 #include "tests/test_util.h"
 
@@ -221,7 +221,7 @@ TEST(Runtime, Fp16UpdateEqualsTheFp32UpdateUnscaled) {
   EXPECT_EQ(a->t->params(), b->t->params());
 }
 
-// The articles' algorithmic options (runtime/algorithms.h): each formula by hand, and each option
+// The articles' algorithmic options (runtime/training/algorithms.h): each formula by hand, and each option
 // active in a real run (it changes the run) while the loss still falls.
 TEST(RuntimeAlgorithms, FormulasByHand) {
   EXPECT_DOUBLE_EQ(loss_variance({}), 0);

@@ -9,7 +9,7 @@
 //   DIR/step-00000012/MANIFEST.json     written last, by rank 0, once every rank's file is in place
 //
 // MANIFEST.json names the format, the step, the rank count, the model, the plan and, per rank, its
-// file's name, size and FNV-1a 64 hash of the whole file (runtime/hash.h). A set is complete when
+// file's name, size and FNV-1a 64 hash of the whole file (runtime/training/hash.h). A set is complete when
 // its manifest is readable and every file it names is there with that size and hash. Saving is
 // collective: each rank writes its file, the results are gathered at rank 0, which writes the
 // manifest and only then removes the other step folders; every rank gets the same outcome.
@@ -26,7 +26,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/comm.h"
+#include "runtime/communication/comm.h"
 #include "sim/core/status.h"
 
 namespace foresight::runtime {

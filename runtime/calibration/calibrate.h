@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/backend.h"
-#include "runtime/comm.h"
+#include "runtime/backends/backend.h"
+#include "runtime/communication/comm.h"
 #include "sim/core/status.h"
 #include "sim/spec/hardware.h"
 

@@ -1,5 +1,5 @@
 // Microbenchmarks of a backend's kernels and collectives, and the least-squares fits.
-#include "runtime/calibrate.h"
+#include "runtime/calibration/calibrate.h"
 
 #include <fmt/core.h>
 #include <unistd.h>
@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "kernels/reference.h"
-#include "runtime/cpu_fast.h"
-#include "runtime/trainer.h"
+#include "runtime/backends/cpu_fast.h"
+#include "runtime/training/trainer.h"
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/collective.h"
 

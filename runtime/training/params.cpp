@@ -1,9 +1,9 @@
 // Parameter layout, shard maps and the layout-independent initialisation.
-#include "runtime/params.h"
+#include "runtime/training/params.h"
 
 #include <cmath>
 
-#include "runtime/hash.h"
+#include "runtime/training/hash.h"
 
 namespace foresight::runtime {
 

@@ -5,7 +5,7 @@
 // stream (order them against the compute stream with events); errors throw
 // kernels::CudaError naming the NCCL call and its message.
 //
-//   Comm tp = world.split(color, key);          // the MPI group (runtime/comm.h)
+//   Comm tp = world.split(color, key);          // the MPI group (runtime/communication/comm.h)
 //   auto nccl = NcclComm::create(tp);           // every member calls it, its device current
 //   nccl->all_reduce(grad, n, stream);
 #pragma once
@@ -15,7 +15,7 @@
 
 #include <cstddef>
 
-#include "runtime/comm.h"
+#include "runtime/communication/comm.h"
 #include "sim/core/status.h"
 
 struct ncclComm;

@@ -1,5 +1,5 @@
 // DeviceBuffer, and choosing a backend by name (--backend auto|cpu|cuda).
-#include "runtime/backend.h"
+#include "runtime/backends/backend.h"
 
 #include <algorithm>
 
@@ -11,7 +11,7 @@
 #include <mutex>
 #include <vector>
 
-#include "runtime/cuda_backend.h"
+#include "runtime/backends/cuda_backend.h"
 #endif
 
 namespace foresight::runtime {
@@ -79,7 +79,7 @@ void DeviceBuffer::release() {
 #if FORESIGHT_RUNTIME_CUDA
 namespace {
 
-// The CUDA backend's plugin (runtime/cuda_backend.h), loaded once: from $FORESIGHT_CUDA_BACKEND
+// The CUDA backend's plugin (runtime/backends/cuda_backend.h), loaded once: from $FORESIGHT_CUDA_BACKEND
 // when set, else beside the executable, else where the build put it. Null, with the loader's
 // reasons in `why`, when none loads (CUDA's libraries missing, say).
 const CudaBackendPlugin* cuda_plugin(std::string* why) {

@@ -1,6 +1,6 @@
 // Data-parallel gradient compression: int8 compressed all-reduce and top-k with error feedback
 // (see the header).
-#include "runtime/grad_compression.h"
+#include "runtime/communication/grad_compression.h"
 
 #include <algorithm>
 #include <climits>

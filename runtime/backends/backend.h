@@ -1,8 +1,8 @@
-// The runtime's backends behind one interface. The trainer (runtime/trainer.h) keeps the schedule,
+// The runtime's backends behind one interface. The trainer (runtime/training/trainer.h) keeps the schedule,
 // the op graph and every host-side decision; a Backend owns the memory its tensors live in, runs
 // the kernels on them and moves them between ranks. The CPU backend keeps tensors in host memory
-// and computes with Eigen and the reference kernels (runtime/cpu_fast.h, kernels/reference.h),
-// over MPI; the CUDA backend (runtime/cuda_backend.h, CUDA builds only) keeps them in GPU memory
+// and computes with Eigen and the reference kernels (runtime/backends/cpu_fast.h, kernels/reference.h),
+// over MPI; the CUDA backend (runtime/backends/cuda_backend.h, CUDA builds only) keeps them in GPU memory
 // and computes with cuBLAS and kernels/*.cu, over NCCL.
 //
 //   auto be = make_cpu_backend();
@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "kernels/reference.h"
-#include "runtime/buffer.h"
-#include "runtime/comm.h"
+#include "runtime/backends/buffer.h"
+#include "runtime/communication/comm.h"
 #include "sim/core/status.h"
 #include "sim/spec/plan.h"
 
@@ -81,7 +81,7 @@ class DeviceBuffer {
 };
 
 // Sum-collectives and pipeline transfers of one group on a backend's memory. The CPU backend's
-// run over the MPI group (runtime/comm.h); the CUDA backend's over an NCCL twin of it.
+// run over the MPI group (runtime/communication/comm.h); the CUDA backend's over an NCCL twin of it.
 class GroupComm {
  public:
   virtual ~GroupComm() = default;

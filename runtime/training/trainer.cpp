@@ -1,5 +1,5 @@
 // The op interpreter: each vertex of the rank's stage program becomes an action on real tensors.
-#include "runtime/trainer.h"
+#include "runtime/training/trainer.h"
 
 #include <algorithm>
 #include <array>
@@ -17,11 +17,11 @@
 #include <string_view>
 #include <tuple>
 
-#include "runtime/algorithms.h"
-#include "runtime/checkpoint.h"
-#include "runtime/cpu_fast.h"
-#include "runtime/grad_compression.h"
-#include "runtime/hash.h"
+#include "runtime/backends/cpu_fast.h"
+#include "runtime/communication/grad_compression.h"
+#include "runtime/training/algorithms.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/training/hash.h"
 #include "sim/spec/json_reader.h"
 
 namespace foresight::runtime {

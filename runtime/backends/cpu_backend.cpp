@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "runtime/backend.h"
-#include "runtime/cpu_fast.h"
+#include "runtime/backends/backend.h"
+#include "runtime/backends/cpu_fast.h"
 
 namespace foresight::runtime {
 

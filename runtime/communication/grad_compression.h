@@ -32,7 +32,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/comm.h"
+#include "runtime/communication/comm.h"
 #include "sim/spec/plan.h"
 
 namespace foresight::runtime {

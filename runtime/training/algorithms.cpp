@@ -1,5 +1,5 @@
 // The articles' algorithmic options: variance-adaptive loss scale, decayed accumulation, ARAdam.
-#include "runtime/algorithms.h"
+#include "runtime/training/algorithms.h"
 
 #include <algorithm>
 #include <cmath>

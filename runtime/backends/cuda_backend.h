@@ -1,4 +1,4 @@
-// The CUDA backend of the runtime (runtime/backend.h), one GPU per rank: tensors in device memory
+// The CUDA backend of the runtime (runtime/backends/backend.h), one GPU per rank: tensors in device memory
 // from CUDA's stream-ordered pool (kept between micro-batches, as PyTorch's caching allocator
 // keeps them), cuBLAS GEMMs and the kernels of kernels/cuda_kernels.h on one compute stream,
 // NCCL for the TP and DP groups' collectives (bootstrapped through their MPI twins at the first
@@ -15,12 +15,12 @@
 #include <memory>
 #include <string>
 
-#include "runtime/backend.h"
+#include "runtime/backends/backend.h"
 
 namespace foresight::runtime {
 
 // The backend is built as a plugin, libforesight_cuda_backend.so, which make_backend("cuda" or
-// "auto") loads on first use (runtime/backend.cpp): a CUDA build's `foresight` then starts without
+// "auto") loads on first use (runtime/backends/backend.cpp): a CUDA build's `foresight` then starts without
 // loading CUDA's libraries (cuBLAS alone took 0.1 s and 220 MB of resident memory at every start,
 // `foresight --version` included, 2026-11-30) and runs its CPU work on a machine without them.
 // The plugin resolves the runtime's own symbols (Comm, DeviceBuffer) in the executable that loads

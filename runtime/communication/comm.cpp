@@ -1,5 +1,5 @@
 // MPI implementation of Comm (and the one-rank world of a build without MPI).
-#include "runtime/comm.h"
+#include "runtime/communication/comm.h"
 
 #include <climits>
 #include <cstdlib>

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/buffer.h"
+#include "runtime/backends/buffer.h"
 #include "sim/core/status.h"
 
 namespace foresight::runtime {
@@ -56,7 +56,7 @@ class Comm {
   // Every rank contributes block `rank()` of `data` (n / size elements) in place.
   void all_gather(float* data, std::size_t n) const;
   void barrier() const;
-  // Byte payloads of the compressed gradient reduction (runtime/grad_compression.h); every rank
+  // Byte payloads of the compressed gradient reduction (runtime/communication/grad_compression.h); every rank
   // passes the same count vectors. all_to_all_bytes: `send` holds, in rank order, send_counts[j]
   // bytes for rank j; `recv` receives recv_counts[j] bytes from rank j, in rank order.
   // all_gather_bytes: rank j's counts[j] bytes (this rank's from `mine`) land in `all`, in rank

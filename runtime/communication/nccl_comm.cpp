@@ -1,5 +1,5 @@
 // NCCL communicators bootstrapped through the runtime's MPI groups.
-#include "runtime/nccl_comm.h"
+#include "runtime/communication/nccl_comm.h"
 
 #include <nccl.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/checkpoint.h"
+#include "runtime/training/checkpoint.h"
 
 #include <fcntl.h>
 #include <fmt/core.h>
@@ -13,7 +13,7 @@
 #include <regex>
 #include <sstream>
 
-#include "runtime/hash.h"
+#include "runtime/training/hash.h"
 #include "sim/core/output_file.h"
 #include "sim/spec/json_reader.h"
 

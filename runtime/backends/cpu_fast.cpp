@@ -1,5 +1,5 @@
 // Eigen attention and fused cross-entropy for the CPU backend.
-#include "runtime/cpu_fast.h"
+#include "runtime/backends/cpu_fast.h"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/buffer.h"
+#include "runtime/backends/buffer.h"
 
 namespace foresight::runtime {
 

@@ -1,6 +1,6 @@
 // The runtime's executor: one rank runs its pipeline stage's lowered op graph (sim/workload), op by
 // op in graph order, with real tensors. The trainer decides everything host-side (the schedule,
-// which tensors live, the loss scale); its backend (runtime/backend.h) holds the tensors, runs the
+// which tensors live, the loss scale); its backend (runtime/backends/backend.h) holds the tensors, runs the
 // kernels and the collectives: the CPU backend with Eigen GEMMs and the reference kernels over
 // MPI, the CUDA backend with cuBLAS and kernels/*.cu over NCCL. The ids and order are the
 // simulator's, so a measured trace lines up with a predicted one op by op.
@@ -17,9 +17,9 @@
 // cross-entropy split by vocabulary, the embedding replicated in the TP group; optional sequence
 // parallelism), PP with GPipe, 1F1B or interleaved 1F1B, DP with
 // all-reduce (ZeRO-0) or reduce-scatter + all-gather (ZeRO-1), gradient compression on the DP
-// group (int8, top-k with error feedback: runtime/grad_compression.h), gradient accumulation, full
-// or selective recompute (block or uniform method) and per-layer recompute modules, kernel
-// fusion off (eager RMSNorm and SwiGLU passes, with flash attention: cpu_fast.h),
+// group (int8, top-k with error feedback: runtime/communication/grad_compression.h), gradient accumulation,
+// full or selective recompute (block or uniform method) and per-layer recompute modules, kernel fusion off
+// (eager RMSNorm and SwiGLU passes, with flash attention: cpu_fast.h),
 // --overlap-grad-reduce. The CPU backend computes in fp32 whatever the plan's
 // precision; with fp16 it runs dynamic loss scaling the way a GPU would (a gradient beyond the fp16
 // range skips the step and halves the scale).
@@ -32,12 +32,12 @@
 #include <vector>
 
 #include "kernels/reference.h"
-#include "runtime/algorithms.h"
-#include "runtime/backend.h"
-#include "runtime/buffer.h"
-#include "runtime/checkpoint.h"
-#include "runtime/comm.h"
-#include "runtime/params.h"
+#include "runtime/backends/backend.h"
+#include "runtime/backends/buffer.h"
+#include "runtime/communication/comm.h"
+#include "runtime/training/algorithms.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/training/params.h"
 #include "sim/core/status.h"
 #include "sim/workload/workload.h"
 
@@ -125,7 +125,7 @@ class Trainer {
   const std::vector<OpTiming>& timings() const;  // of the last step
   const Workload& workload() const;
 
-  // Checkpoints are sets, one per step (runtime/checkpoint.h): DIR/step-NNNNNNNN/ holds every
+  // Checkpoints are sets, one per step (runtime/training/checkpoint.h): DIR/step-NNNNNNNN/ holds every
   // rank's file (parameters, AdamW moments, step, loss scale, the top-k error-feedback residual,
   // with a content hash) and, written last, MANIFEST.json with every file's size and hash.
   // Both calls are collective over the trainer's world: every rank calls them, and every rank

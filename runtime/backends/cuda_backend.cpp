@@ -1,5 +1,5 @@
 // The CUDA backend: device memory, cuBLAS and kernels/*.cu on one stream, NCCL groups, CUDA events.
-#include "runtime/cuda_backend.h"
+#include "runtime/backends/cuda_backend.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -11,7 +11,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_kernels.h"
-#include "runtime/nccl_comm.h"
+#include "runtime/communication/nccl_comm.h"
 
 namespace foresight::runtime {
 
