@@ -179,8 +179,8 @@ void adamw_fast(float* params, float* m, float* v, const float* grads, std::size
   // In blocks that stay in L1 (4 arrays x 8 KiB): the three updates below are three passes over a
   // block, so over memory the step is one pass, reading parameters, gradients and moments once and
   // writing parameters and moments once (28 bytes per parameter, as fused AdamW kernels do). As
-  // three whole-tensor expressions it was three passes (40 bytes): on this project's VM, small
-  // model's 5 M parameters with their state out of cache, 2.15 ns per parameter against 1.75.
+  // three whole-tensor expressions it was three passes (40 bytes), measurably slower with the
+  // state out of cache (`foresight calibrate` prints AdamW's GB/s).
   constexpr std::size_t kBlock = 2048;
   for (std::size_t at = 0; at < n; at += kBlock) {
     const auto N = static_cast<Eigen::Index>(std::min(kBlock, n - at));

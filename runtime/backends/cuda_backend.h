@@ -21,8 +21,9 @@ namespace foresight::runtime {
 
 // The backend is built as a plugin, libforesight_cuda_backend.so, which make_backend("cuda" or
 // "auto") loads on first use (runtime/backends/backend.cpp): a CUDA build's `foresight` then starts without
-// loading CUDA's libraries (cuBLAS alone took 0.1 s and 220 MB of resident memory at every start,
-// `foresight --version` included, 2026-11-30) and runs its CPU work on a machine without them.
+// loading CUDA's libraries (cuBLAS alone costs a tenth of a second and hundreds of MB of resident
+// memory at every start: `/usr/bin/time -v foresight --version` shows it) and runs its CPU work on
+// a machine without them.
 // The plugin resolves the runtime's own symbols (Comm, DeviceBuffer) in the executable that loads
 // it, which exports them (-rdynamic).
 struct CudaBackendPlugin {

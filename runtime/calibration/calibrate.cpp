@@ -18,6 +18,7 @@
 
 #include "kernels/reference.h"
 #include "runtime/backends/cpu_fast.h"
+#include "runtime/calibration/calibrate_internal.h"
 #include "runtime/training/trainer.h"
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/collective.h"
@@ -258,8 +259,8 @@ std::size_t sysfs_cache_bytes(int wanted) {
 
 // The size of this machine's data cache of `level` (2: the core's L2, 3: the L3 it shares) as
 // Linux reports it (sysfs), else as the C library reads it from the CPU (sysconf, CPUID), 0 where
-// neither says. Some VMs have no cache entries in sysfs: this project's 2-core AMD EPYC (family 26)
-// VM of 2026-12-01 had none, and glibc read 1 MiB of L2 and 508 MiB of L3 from CPUID there.
+// neither says. Some VMs have no cache entries in sysfs (`ls /sys/devices/system/cpu/cpu0/cache`
+// shows none), and only CPUID tells (`getconf -a | grep CACHE_SIZE`).
 std::size_t cache_bytes(int wanted) {
   if (const std::size_t b = sysfs_cache_bytes(wanted); b > 0) return b;
 #if defined(_SC_LEVEL2_CACHE_SIZE) && defined(_SC_LEVEL3_CACHE_SIZE)
@@ -286,10 +287,9 @@ struct Sizes {
   std::vector<CacheFit> caches;
   std::size_t memory_footprint = kMemoryFootprint;
   // AdamW's state (parameters, gradients, moments) is cycled over this much: a training step
-  // touches it once, so the step's other data has evicted it. On this project's VM (a 2-core slice
-  // of a host whose last-level cache is shared) AdamW ran at 0.9-1.1 ns per parameter on hot state,
-  // 1.1-1.5 cycled over 64 MiB and 1.50-1.57 cycled over 256 MiB or 1 GiB, or after streaming 128
-  // MiB of other data: the last is what `foresight run` measures.
+  // touches it once, so the step's other data has evicted it. AdamW runs faster on hot state or
+  // cycled over 64 MiB than over 256 MiB or 1 GiB, or after streaming 128 MiB of other data; the
+  // last is what `foresight run` measures (its trace's optimizer ops show it).
   std::size_t optimizer_footprint = 256u << 20;
   // Attention's saved tensors (q, k, v, probabilities) are cycled over this much: activations come
   // back in the backward of their own micro-batch, after about one micro-batch's activations (a
@@ -308,28 +308,24 @@ Sizes sizes_for(const Backend& be) {
     z.stream = {2048u, 8192u, 32768u, 131072u, 524288u, 2097152u};  // from the tiny model's 8 KiB tensors
     z.adam = {262144u, 1048576u, 4194304u};
     // A plan whose whole state fits a level (the tiny model's: 75-150 k parameters) runs AdamW
-    // there: 0.70 ns per parameter cycled over 8 MiB against 0.60 at that level's streaming rate
-    // (2026-12-01); the tiny serial step's optimizer took 0.8.
+    // there, slower than that level's streaming rate (`foresight calibrate` prints both).
     z.adam_cache = {16384u, 65536u, 262144u};
     z.seqs = {16, 32, 64, 128};
     z.heads = {{2, 1, 16}, {4, 2, 16}, {8, 4, 32}};  // the tiny model with tp=2 and without, the small model
     // Cache levels: the core's L2, its operands cycled over half of it (the other half holds the
-    // hot operands and what the allocator hands out), and a span of kCacheFootprint. On this
-    // project's VM (2 MiB of L2 per core) the tiny model's forward MLP GEMM (32x64x512) took 17.6 us
-    // cycled over 1 MiB, 21.5 over 8 MiB, and 16.1 in a step whose working set is 1.6 MB; per op,
-    // the tiny model's GEMMs other than QKV came out within -7..+7% of a step at the L2 rates, and
-    // 18-35% long at the 8 MiB ones (2026-12-01, `foresight calibrate` and `run --trace`).
+    // hot operands and what the allocator hands out), and a span of kCacheFootprint. The tiny
+    // model's GEMMs, whose step's working set fits the L2, are predicted per op within a few percent
+    // at the L2 rates and far too long at the 8 MiB span's (`foresight calibrate`, then `foresight
+    // run --model tiny --predict --trace` shows each op against its prediction).
     if (const std::size_t l2 = cache_bytes(2); l2 >= (128u << 10) && l2 < kCacheFootprint)
       z.caches.push_back(
           {"l2", "the core's L2 as the machine reports it (sysfs, else CPUID)", l2 / 2, l2, {}, {}});
     z.caches.push_back({"cache", "a span of a few L2s", kCacheFootprint, kCacheFootprint, {}, {}});
     // A third level, a span of kL3Footprint, where the L3 the machine reports holds it twice. At the
     // memory rates, the small model's tp=2 plan (26 MiB of weights, gradients and activations per
-    // rank in fp32) was predicted 13-28% long per GEMM op and 17% per step, its serial and GPipe
-    // plans (50 and 59 MiB) 1-14% per op; the 128x256x1024 GEMM (tp=2's MLP) cycled over 32 MiB
-    // ran at 163 GFLOP/s forward against 134 over 256 MiB (2026-12-01, a standalone Eigen loop, and
-    // `foresight run --trace` per op). The 1F1B pp=2 plan (29 MiB) takes this level too, though
-    // its GEMM ops had run within 5% of the memory rates: the level averages the plans measured.
+    // rank in fp32) is predicted too long per GEMM op: its GEMMs cycled over 32 MiB run faster than
+    // over 256 MiB. The 1F1B pp=2 plan (29 MiB) takes this level too, though its GEMM ops run close
+    // to the memory rates: the level averages the plans measured (bench/predict_vs_measured.py).
     if (cache_bytes(3) >= 2 * kL3Footprint)
       z.caches.push_back({"l3",
                           "a span within the L3 the machine reports (sysfs, else CPUID)",
@@ -352,12 +348,6 @@ Sizes sizes_for(const Backend& be) {
   z.optimizer_footprint = 1u << 30;
   z.activation_footprint = 1u << 30;
   return z;
-}
-
-std::string size_label(double bytes) {
-  if (bytes >= 1 << 20) return fmt::format("{:g} MiB", bytes / (1 << 20));
-  if (bytes >= 1 << 10) return fmt::format("{:g} KiB", bytes / (1 << 10));
-  return fmt::format("{:g} B", bytes);
 }
 
 // Relative-residual least squares of t = sum_j x_j term(m, j) over `sel` (K terms). A negative
@@ -393,8 +383,9 @@ Eigen::Matrix<double, K, 1> fit_terms(const std::vector<Measurement*>& sel, int 
 
 // GEMMs: relative-residual least squares of t = calls a + FLOPs b + weight bytes (c_fwd or c_bwd),
 // calls 1 forward and 2 backward. The weight terms are the BLAS's passes over the weight (packing
-// it; the backward also reads and writes its gradient): with them the 36 CPU shapes fit to 6% rms
-// instead of 11-18% (2026-11-30). A negative coefficient (noise) is dropped and the rest refitted.
+// it; the backward also reads and writes its gradient): with them the CPU shapes fit about twice
+// as closely (`foresight calibrate` prints the rms fit error). A negative coefficient (noise) is
+// dropped and the rest refitted.
 LineFit fit_gemm(std::vector<Measurement>& pts, const std::string& kind) {
   const std::vector<Measurement*> sel = fitted_points(pts, kind);
   LineFit f;
@@ -449,14 +440,15 @@ LineFit fit_counted(std::vector<Measurement>& pts, const std::string& kind) {
 
 // Streaming kernels: the elements are the exponentials (SwiGLU's). Attention pairs without the head
 // term: the elements are the causal score elements, the work on the S x S scores that does not
-// scale with the head width (scale, softmax, the probabilities' gradient): with it the 8 CPU
-// shapes fit to 7.7% rms instead of 15.6% (2026-11-30).
+// scale with the head width (scale, softmax, the probabilities' gradient): with it the CPU shapes
+// fit about twice as closely (`foresight calibrate` prints the rms fit error).
 LineFit fit_with_elements(std::vector<Measurement>& pts, const std::string& kind) {
   return fit_counted<3>(pts, kind);
 }
 
 // Attention pairs with a fixed cost per (sequence, head), the CPU backend's per-head GEMMs: with the
-// tiny tp=2 plan's heads (2/1) among the shapes, 2.9% rms against 10.9% without the term (2026-12-01).
+// tiny tp=2 plan's heads (2/1) among the shapes, the three-term line cannot fit them
+// (Calibration.AttentionFitFindsThePerHeadTerm).
 LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind) {
   return fit_counted<4>(pts, kind);
 }
@@ -689,21 +681,11 @@ LineFit measure_host_copies(Backend& be, const std::vector<std::size_t>& sizes,
   return fit(pts, "host_copy");
 }
 
-namespace {
-// The collectives that get rates of their own (kOwnRateOps; their points' kind is to_string(op)):
-// the line's place in the Calibration, and its model for the profile's source.
-struct OwnCollective {
-  CollectiveOp op;
-  LineFit Calibration::*fit;
-  const char* model;
-};
-constexpr OwnCollective kOwnCollectives[] = {
-    {CollectiveOp::kAllGather, &Calibration::all_gather, "(n-1)/n*S/B"},
-    {CollectiveOp::kReduceScatter, &Calibration::reduce_scatter, "(n-1)/n*S/B"},
-    {CollectiveOp::kSendRecv, &Calibration::send_recv, "S/B, half a ping-pong between two ranks"}};
-static_assert(std::size(kOwnCollectives) == std::size(kOwnRateOps),
-              "a line for each collective with own rates");
-}  // namespace
+std::string size_label(double bytes) {
+  if (bytes >= 1 << 20) return fmt::format("{:g} MiB", bytes / (1 << 20));
+  if (bytes >= 1 << 10) return fmt::format("{:g} KiB", bytes / (1 << 10));
+  return fmt::format("{:g} B", bytes);
+}
 
 Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
                                   const std::function<void(const std::string&)>& progress,
@@ -712,81 +694,432 @@ Result<Calibration> calibrate_cpu(const ClusterSpec& base, Comm& world,
   return calibrate(base, world, *be, progress, options);
 }
 
-Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
-                              const std::function<void(const std::string&)>& progress,
-                              const CalibrateOptions& options) {
-  keep_freed_memory_in_heap();  // allocate as the trainer does
+namespace {
+
+using ProgressFn = std::function<void(const std::string&)>;
+
+// The number of points of `kind`.
+std::ptrdiff_t count_kind(const std::vector<Measurement>& pts, const std::string& kind) {
+  return std::count_if(pts.begin(), pts.end(), [&](const Measurement& m) { return m.kind == kind; });
+}
+
+// The executor's own cost per op (dispatch, buffers, timing): a training step of a model so small
+// that its kernels take next to nothing, divided by its op count; timed before the kernels and
+// again at the end. The trainer keeps pointers to the workload and the communicator, so the probe
+// lives on the heap and never moves.
+struct ExecutorProbe {
+  std::optional<Workload> workload;
+  Comm comm;
+  std::unique_ptr<Trainer> trainer;
+  std::size_t ops = 0;
+  double step_s = 1e300;  // the fastest step timed
+
+  double time_step(Backend& be) {
+    return time_call(
+        be, [&] { (void)trainer->step(); }, 0.2);
+  }
+};
+
+Result<std::unique_ptr<ExecutorProbe>> start_executor_probe(const ClusterSpec& base, Backend& be) {
+  ModelSpec micro;
+  micro.name = "calibrate-micro";
+  micro.layers = 2;
+  micro.hidden = 8;
+  micro.heads = 2;
+  micro.kv_heads = 2;
+  micro.head_dim = 4;
+  micro.ffn_hidden = 16;
+  micro.mlp = MlpKind::kSwiglu;
+  micro.norm = NormKind::kRmsNorm;
+  micro.vocab = 16;
+  micro.seq_len = 4;
+  Plan plan;
+  plan.global_batch = 4;
+  plan.precision = Precision::kFp32;
+  ClusterSpec one = base;
+  FS_RETURN_IF_ERROR(resize_cluster(one, 1, "calibrate"));
+  FS_ASSIGN_OR_RETURN(auto w, lower(micro, one, plan));
+  auto probe = std::make_unique<ExecutorProbe>();
+  probe->workload.emplace(std::move(w));
+  RunOptions ro;
+  ro.record_ops = true;  // as `foresight run` does by default (its per-op times; 2 clock reads per op)
+  FS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> own, be.another());
+  FS_ASSIGN_OR_RETURN(probe->trainer, Trainer::create(*probe->workload, probe->comm, ro, std::move(own)));
+  probe->ops = probe->workload->op_count();
+  probe->step_s = probe->time_step(be);
+  return probe;
+}
+
+// A new calibration of `be` over `world`, before anything is measured: the base's device and
+// fabric, and the sizes the microbenchmarks run at.
+Calibration start_calibration(const ClusterSpec& base, const Comm& world, const Backend& be, const Sizes& z) {
   Calibration c;
   c.device = base.node.accelerator();
   c.fabric = base.node.fabric;
   c.ranks = world.size();
   c.backend = be.name();
-  const Sizes z = sizes_for(be);
-  const std::string alone_suffix(kAloneSuffix);  // the kind suffix of rank 0's points measured alone
   // The small GEMM: the sweep's first shape (the CPU's 32 x 64 x 128, one of the tiny model's).
   c.small_gemm = {z.rows.front(), z.kn.front().first, z.kn.front().second};
   c.caches = z.caches;
   c.memory_footprint = z.memory_footprint;
   c.optimizer_footprint = z.optimizer_footprint;
   c.activation_footprint = z.activation_footprint;
-  auto& pts = c.points;
-  // The trainer's fp32 plans run full-fp32 GEMMs (no TF32): so does the calibration.
-  be.set_gemm_precision(Precision::kFp32);
+  return c;
+}
 
-  // The kernels are measured in `passes` rounds; each point keeps its fastest round. A shared VM
-  // runs slow for tens of seconds at a time (the same binary swings by a third): a point measured
-  // once may land in such a spell, and its rate would describe the spell, not the machine.
-  // The executor's own cost per op (dispatch, buffers, timing): a training step of a model so
-  // small that its kernels take next to nothing, divided by its op count; timed before the kernels
-  // and again at the end.
-  std::optional<Workload> micro_workload;  // the trainer keeps pointers to these two
-  Comm micro_comm;
-  std::unique_ptr<Trainer> micro_trainer;
-  std::size_t micro_ops = 0;
-  double executor_step_s = 1e300;
-  {
-    ModelSpec micro;
-    micro.name = "calibrate-micro";
-    micro.layers = 2;
-    micro.hidden = 8;
-    micro.heads = 2;
-    micro.kv_heads = 2;
-    micro.head_dim = 4;
-    micro.ffn_hidden = 16;
-    micro.mlp = MlpKind::kSwiglu;
-    micro.norm = NormKind::kRmsNorm;
-    micro.vocab = 16;
-    micro.seq_len = 4;
-    Plan plan;
-    plan.global_batch = 4;
-    plan.precision = Precision::kFp32;
-    ClusterSpec one = base;
-    FS_RETURN_IF_ERROR(resize_cluster(one, 1, "calibrate"));
-    FS_ASSIGN_OR_RETURN(auto w, lower(micro, one, plan));
-    micro_workload.emplace(std::move(w));
-    RunOptions ro;
-    ro.record_ops = true;  // as `foresight run` does by default (its per-op times; 2 clock reads per op)
-    FS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> own, be.another());
-    FS_ASSIGN_OR_RETURN(micro_trainer, Trainer::create(*micro_workload, micro_comm, ro, std::move(own)));
-    micro_ops = micro_workload->op_count();
-    executor_step_s = time_call(
-        be, [&] { (void)micro_trainer->step(); }, 0.2);
+// Sustained peak: a peak_n^3 GEMM, the best of at least three calls and of as many as fit in a
+// quarter of a second (at most 20): on a shared machine a slow spell of tens of milliseconds can
+// halve the best of three. Returns the fp32 call's seconds; an attempt's first pass also notes the
+// machine's speed at its start. The backend's other GEMM precisions (a GPU's tensor cores) run the
+// same GEMM, so that a bf16 plan is not predicted at the fp32 rate; the sweep stays in fp32.
+double measure_peak(Calibration& c, Backend& be, const Sizes& z, bool first_pass) {
+  const int n = z.peak_n;
+  auto a = random_tensor(be, static_cast<std::size_t>(n) * n, 1),
+       b = random_tensor(be, static_cast<std::size_t>(n) * n, 2);
+  DeviceBuffer out = filled(be, static_cast<std::size_t>(n) * n);
+  const auto best_call_s = [&] { return best_gemm_call_s(be, out.data(), a.data(), b.data(), n); };
+  const double peak_s = best_call_s();
+  if (first_pass) {
+    c.peak_gemm_start_flops = 2.0 * n * n * n / peak_s;
+    c.small_gemm_start_s = small_gemm_seconds(be, c.small_gemm);
   }
+  for (Precision p : be.gemm_precisions()) {
+    be.set_gemm_precision(p);
+    const double rate = 2.0 * n * n * n / best_call_s();
+    auto it = std::find_if(c.precision_peaks.begin(), c.precision_peaks.end(),
+                           [p](const auto& e) { return e.first == p; });
+    if (it == c.precision_peaks.end())
+      c.precision_peaks.emplace_back(p, rate);
+    else
+      it->second = std::max(it->second, rate);
+  }
+  be.set_gemm_precision(Precision::kFp32);
+  return peak_s;
+}
+
+// The kernels' microbenchmarks, one pass over every point.
+//
+// GEMMs at the shapes the runtime runs (tokens x in x out), forward and backward, and streaming
+// kernels with the byte counts the model uses (read + write of each tensor; an elementwise
+// backward moves twice its forward's bytes). In a training step a kernel meets operands that other
+// kernels used since (weights, their gradients, saved activations), so the calls cycle through
+// copies of those instead of hitting the same hot matrices; a tensor the kernel just before wrote
+// (a forward's input, a backward's output gradient) stays hot, and outputs are allocated per call,
+// as the executor does (a forward's from an OutputPool: new activations). How far the copies span
+// decides what the caches hold, so each kernel is measured over each cache level's span (the
+// profile's cache rates, for steps whose working set fits the level; only the shapes of which two
+// copies fit the span) and over 256 MiB (its memory rates), which passes the last-level cache the
+// machine gives a core whatever it reports. Measured over a smaller span (or with a hot output),
+// the memory GEMMs ran faster than `foresight run` runs them.
+//
+// Every rank times the same point at the same time (a barrier before each), so that a rate
+// measured with all ranks at it is that: unsynchronized, the ranks drift apart, one rank's AdamW
+// meeting the other's GEMMs or nothing at all, and the memory rates scatter from one calibration
+// to the next. Off for the points rank 0 measures alone.
+class KernelBench {
+ public:
+  KernelBench(Backend& be, Comm& world, const Sizes& z, std::vector<Measurement>& pts)
+      : be_(be), world_(world), z_(z), pts_(pts), together_(world.size() > 1) {}
+
+  // Every kernel point once, in the same order on every pass (the passes compare them by place).
+  void measure_pass() {
+    optimizer_points();
+    cache_points();
+    level(z_.memory_footprint, "gemm", "stream");
+    // And AdamW over each cache level where two copies of two of the sizes fit (not a 2 MiB L2's
+    // 1 MiB span): a plan whose whole state fits a level runs AdamW there (cluster_for_plan).
+    for (const CacheFit& cache : z_.caches)
+      if (std::count_if(z_.adam_cache.begin(), z_.adam_cache.end(),
+                        [&](std::size_t n) { return fits_twice(cache.footprint, n); }) >= 2)
+        adamw(cache.footprint, "optimizer-" + cache.name, z_.adam_cache, true);
+    // The node's cores share its memory: above, every rank measured at once, as in a plan that runs
+    // them all; a plan that runs fewer finds more bandwidth each. So rank 0 measures the memory
+    // level's GEMMs and streaming kernels again while the other ranks wait, as AdamW
+    // (DeviceSpec::shared_memory; `foresight calibrate` under mpirun prints both rates).
+    on_rank0_alone([&] { level(z_.memory_footprint, "gemm" + alone(), "stream" + alone()); });
+    keep_faster(pts_, [&] { optimizer_points(); });
+    attention_points();
+    keep_faster(pts_, [&] { cache_points(); });
+    keep_faster(pts_, [&] { optimizer_points(); });
+  }
+
+ private:
+  static std::string alone() { return std::string(kAloneSuffix); }
+  // Two copies of n parameters' state (parameters, gradients, two moments) fit the span.
+  static bool fits_twice(std::size_t footprint, std::size_t n) { return footprint / (16 * n) >= 2; }
+
+  template <class F>
+  double timed(F&& f) {
+    if (together_) world_.barrier();
+    return time_call(be_, f);
+  }
+
+  // `f` on rank 0 alone while the other ranks wait at a barrier (nothing with one rank).
+  template <class F>
+  void on_rank0_alone(F&& f) {
+    if (world_.size() == 1) return;
+    world_.barrier();
+    together_ = false;
+    if (world_.rank() == 0) f();
+    together_ = true;
+    world_.barrier();
+  }
+
+  // A level's GEMMs and streaming kernels, their operands cycled over `footprint`.
+  void level(std::size_t footprint, const std::string& gemm_kind, const std::string& stream_kind) {
+    const bool cache_level = footprint < z_.memory_footprint;
+    gemms(footprint, gemm_kind, cache_level);
+    streams(footprint, stream_kind, cache_level);
+  }
+
+  void gemms(std::size_t footprint, const std::string& kind, bool cache_level) {
+    std::vector<std::pair<int, int>> shapes = z_.kn;
+    if (cache_level) shapes.insert(shapes.end(), z_.kn_cache.begin(), z_.kn_cache.end());
+    for (int rows : z_.rows)
+      for (const auto& kn : shapes) {
+        const int k = kn.first,
+                  n = kn.second;  // named copies: lambdas cannot capture structured bindings in clang 14
+        const std::size_t in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n,
+                          out_n = static_cast<std::size_t>(rows) * n;
+        if (cache_level && footprint / (4 * (in_n + 2 * w_n + out_n)) < 2) continue;
+        const std::size_t copies = std::max<std::size_t>(2, footprint / (4 * (in_n + 2 * w_n + out_n)));
+        // Cycled: the weights and their gradients, the saved inputs the backward reads, the
+        // forward's outputs. Hot: the forward's input and the backward's output gradient, each
+        // written by the kernel just before.
+        auto in = random_tensor(be_, in_n * copies, 3), w = random_tensor(be_, w_n * copies, 4),
+             in_hot = random_tensor(be_, in_n, 3), dout_hot = random_tensor(be_, out_n, 5);
+        DeviceBuffer dw = filled(be_, w_n * copies);
+        OutputPool outs(be_, copies, out_n);
+        std::size_t i = 0;
+        const double flops = 2.0 * rows * k * n;
+        const double weight_bytes = 4.0 * static_cast<double>(w_n);
+        pts_.push_back({kind, fmt::format("fwd {}x{}x{}", rows, k, n), flops, timed([&] {
+                          const std::size_t at = i++ % copies;
+                          be_.gemm_forward(outs.next(), in_hot.data(), w.data() + at * w_n, rows, k, n);
+                        })});
+        pts_.back().weight_bytes = weight_bytes;
+        pts_.push_back({kind, fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, timed([&] {
+                          const std::size_t at = i++ % copies;
+                          DeviceBuffer din = filled(be_, in_n);
+                          be_.gemm_backward(din.data(), dw.data() + at * w_n, dout_hot.data(),
+                                            in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
+                        })});
+        pts_.back().weight_bytes = weight_bytes;
+        pts_.back().backward = true;
+      }
+  }
+
+  // As for the GEMMs: the forwards read tensors just written and write new activations; the
+  // backwards read the gradient just written (hot) and a saved activation (cycled).
+  void streams(std::size_t footprint, const std::string& kind, bool cache_level) {
+    for (std::size_t n : z_.stream) {
+      if (cache_level && footprint / (2 * 4 * n) < 2) continue;
+      const std::size_t copies = std::max<std::size_t>(2, footprint / (2 * 4 * n));
+      auto saved = random_tensor(be_, n * copies, 6), a = random_tensor(be_, n, 6),
+           b = random_tensor(be_, n, 7), w = random_tensor(be_, 256, 8);
+      OutputPool outs(be_, copies, n), halves(be_, copies, n / 2);  // the forwards' outputs
+      const int rows = static_cast<int>(n / 256);
+      std::size_t i = 0;
+      auto next = [&] { return (i++ % copies) * n; };  // the next copy's offset
+      pts_.push_back({kind, "residual " + size_label(4.0 * n), 12.0 * n,
+                      timed([&] { be_.add(outs.next(), a.data(), b.data(), n); })});
+      pts_.push_back({kind, "rmsnorm " + size_label(4.0 * n), 8.0 * n, timed([&] {
+                        DeviceBuffer rstd = filled(be_, static_cast<std::size_t>(rows));
+                        be_.rmsnorm_forward(outs.next(), rstd.data(), a.data(), w.data(), rows, 256, 1e-5f,
+                                            true);
+                      })});
+      pts_.push_back(
+          {kind, "swiglu " + size_label(4.0 * n), 6.0 * n, timed([&] {  // reads gate|up (n), writes n/2
+             be_.swiglu_forward(halves.next(), a.data(), rows, 128, true);
+           })});
+      pts_.back().elements = 0.5 * static_cast<double>(n);  // an exponential per output
+      pts_.push_back({kind, "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, timed([&] {
+                        const std::size_t at = next();
+                        DeviceBuffer dx = filled(be_, n), dw = filled(be_, 256),
+                                     rstd = filled(be_, static_cast<std::size_t>(rows), 1.0f);
+                        be_.rmsnorm_backward(dx.data(), dw.data(), b.data(), saved.data() + at, w.data(),
+                                             rstd.data(), rows, 256, true);
+                      })});
+      pts_.push_back({kind, "swiglu bwd " + size_label(4.0 * n), 12.0 * n, timed([&] {
+                        const std::size_t at = next();
+                        DeviceBuffer dgu = filled(be_, n);
+                        be_.swiglu_backward(dgu.data(), saved.data() + at, b.data(), rows, 128, true);
+                      })});
+      pts_.back().elements = 0.5 * static_cast<double>(n);  // the sigmoid again
+    }
+  }
+
+  // The optimizer streams every parameter with its moments, out of cache (see optimizer_footprint):
+  // the model counts kAdamBytesPerParam bytes per parameter.
+  void adamw(std::size_t footprint, const std::string& kind, const std::vector<std::size_t>& sizes,
+             bool cache_level) {
+    for (std::size_t n : sizes) {
+      if (cache_level && !fits_twice(footprint, n)) continue;  // a cache level: two copies fit
+      const std::size_t copies = std::max<std::size_t>(2, footprint / (16 * n));
+      auto p = random_tensor(be_, n * copies, 10), g = random_tensor(be_, n * copies, 11);
+      DeviceBuffer m = filled(be_, n * copies), v = filled(be_, n * copies);
+      int step = 0;
+      pts_.push_back(
+          {kind, "adamw " + size_label(4.0 * n) + " of parameters", kAdamBytesPerParam * n, timed([&] {
+             const std::size_t at = (static_cast<std::size_t>(step) % copies) * n;
+             be_.adamw(p.data() + at, m.data() + at, v.data() + at, g.data() + at, n, kernels::AdamWConfig{},
+                       ++step, 1.0f);
+           })});
+    }
+  }
+
+  // AdamW over memory, all ranks at once and, under mpirun, rank 0 alone. Its few points take a
+  // fraction of a second, and the memory bandwidth of a shared machine dips for seconds at a time:
+  // they are measured at the start, the middle and the end of the kernels, and each keeps its
+  // fastest.
+  void optimizer_points() {
+    adamw(z_.optimizer_footprint, "optimizer", z_.adam, false);
+    on_rank0_alone([&] { adamw(z_.optimizer_footprint, "optimizer" + alone(), z_.adam, false); });
+  }
+
+  // The cache levels' kernels. Their operands cycle through the last-level cache, which a VM
+  // shares with other tenants' cores, so a level's GEMMs can run slow while the peak GEMM keeps
+  // its speed: measured again after the attention, each point keeps its faster time.
+  void cache_points() {
+    for (const CacheFit& cache : z_.caches)
+      level(cache.footprint, "gemm-" + cache.name, "stream-" + cache.name);
+  }
+
+  // Attention (the fused path). As in a step: the forward reads the q, k, v just written and writes
+  // its output and probabilities as new activations; the backward reads the output gradient just
+  // written, and the saved q, k, v and probabilities after other activations have passed. The calls
+  // cycle through copies of the saved tensors over the activation span (cycled over 256 MiB
+  // instead, the small model's attention is predicted too long); each pairs the forward of one copy
+  // with the backward of the copy half a cycle behind (its forward ran untimed first).
+  void attention_points() {
+    for (int seq : z_.seqs)
+      for (const auto& shape : z_.heads) {
+        const int q = std::get<0>(shape), kv = std::get<1>(shape), d = std::get<2>(shape);
+        const kernels::AttentionShape s{1, seq, q, kv, d};
+        const std::size_t qkv_n = s.tokens() * s.qkv_width(), out_n = s.tokens() * q * d,
+                          probs_n = s.score_elems();
+        const double core = 2.0 * seq * seq * (2.0 * q * d);
+        const std::size_t copies =
+            std::max<std::size_t>(2, z_.activation_footprint / (4 * (qkv_n + out_n + probs_n)));
+        auto qkv_hot = random_tensor(be_, qkv_n, 9), dout = random_tensor(be_, out_n, 12),
+             saved_qkv = random_tensor(be_, qkv_n * copies, 13);
+        OutputPool outs(be_, copies, out_n), probs(be_, copies, probs_n);
+        for (std::size_t copy = 0; copy < copies; ++copy)
+          be_.attention_forward(outs.at(copy), probs.at(copy), saved_qkv.data() + copy * qkv_n, s);
+        std::size_t i = 0;
+        // Forward and backward together: the model times the backward as 2.5 forwards (flash
+        // attention recomputes the scores); this backend keeps the probabilities instead, so only
+        // the pair's total is comparable: work = (1 + 2.5) x half the full-square FLOPs.
+        pts_.push_back({"attention", fmt::format("fwd+bwd s={} heads={}/{} d={}", seq, q, kv, d),
+                        3.5 * 0.5 * core, timed([&] {
+                          const std::size_t f = i++ % copies, b = (f + copies / 2) % copies;
+                          be_.attention_forward(outs.renew(f), probs.renew(f), qkv_hot.data(), s);
+                          DeviceBuffer dqkv = filled(be_, qkv_n),
+                                       scratch = filled(be_, be_.attention_scratch(s));
+                          be_.attention_backward(dqkv.data(), scratch.data(), dout.data(), probs.at(b),
+                                                 saved_qkv.data() + b * qkv_n, s);
+                        })});
+        pts_.back().elements = 0.5 * q * static_cast<double>(seq) * seq;  // causal: the lower half
+        pts_.back().heads = q;
+        // The forward alone, as in the pair: the pair's split into forward and backward
+        // (DeviceSpec::attention_backward_ratio; not fitted, its model time is the pair's share).
+        pts_.push_back(
+            {"attn_fwd", fmt::format("fwd s={} heads={}/{} d={}", seq, q, kv, d), 0.5 * core, timed([&] {
+               const std::size_t f = i++ % copies;
+               be_.attention_forward(outs.renew(f), probs.renew(f), qkv_hot.data(), s);
+             })});
+        pts_.back().in_fit = false;
+      }
+  }
+
+  Backend& be_;
+  Comm& world_;
+  const Sizes& z_;
+  std::vector<Measurement>& pts_;
+  bool together_;
+};
+
+// An attempt's kernel measurements, kept while retries look for a steadier one.
+struct Attempt {
+  int index = 0;
+  double moved = 0;
+  std::vector<Measurement> pts;
+  std::vector<std::pair<Precision, double>> precision_peaks;
+  double best_peak_s = 0, start_flops = 0, end_flops = 0, small_start_s = 0, small_end_s = 0;
+};
+
+// The attempts so far: the current one's index, and the steadiest one that was retried.
+struct Attempts {
+  int current = 0;
+  std::optional<Attempt> steadiest;
+};
+
+// The end of an attempt's last pass: the peak GEMM again, and whether the machine kept its speed
+// while the kernels were measured. Returns true when the kernels are to be measured again; where
+// the retries are spent, the steadiest attempt's measurements replace the last one's.
+bool finish_attempt(Calibration& c, Comm& world, Backend& be, const Sizes& z, const ProgressFn& progress,
+                    const CalibrateOptions& options, Attempts& attempts, double& best_peak_s) {
+  const double n = z.peak_n, end_s = peak_gemm_seconds(be, z.peak_n);
+  c.peak_gemm_end_flops = 2.0 * n * n * n / end_s;
+  c.small_gemm_end_s = small_gemm_seconds(be, c.small_gemm);
+  best_peak_s = std::min(best_peak_s, end_s);
+  // Either GEMM: the small kernels' speed can move apart from the peak GEMM's (small kernels
+  // running slow while the peak GEMM keeps its speed).
+  double moved = std::max(std::fabs(speed_drift_pct(c)), std::fabs(small_gemm_drift_pct(c)));
+  world.all_reduce_max(&moved, 1);  // every rank decides alike
+  std::optional<Attempt>& steadiest = attempts.steadiest;
+  const AfterAttempt next =
+      after_attempt(moved, attempts.current, options.steady_retries, steadiest ? steadiest->moved : -1.0);
+  if (next == AfterAttempt::kRetry) {
+    if (!steadiest || moved < steadiest->moved)
+      steadiest = Attempt{attempts.current,
+                          moved,
+                          c.points,
+                          c.precision_peaks,
+                          best_peak_s,
+                          c.peak_gemm_start_flops,
+                          c.peak_gemm_end_flops,
+                          c.small_gemm_start_s,
+                          c.small_gemm_end_s};
+    ++attempts.current;
+    if (progress)
+      progress(fmt::format(
+          "kernels: the machine's speed moved by {:.1f}% while they were measured; measuring them "
+          "again (retry {} of {})",
+          moved, attempts.current, options.steady_retries));
+    return true;
+  }
+  if (next == AfterAttempt::kSteadiest) {
+    if (progress)
+      progress(fmt::format(
+          "kernels: the machine's speed moved by {:.1f}% this time too; keeping the steadiest "
+          "measurement ({:s}, {:.1f}%)",
+          moved, steadiest->index == 0 ? std::string("the first") : fmt::format("retry {}", steadiest->index),
+          steadiest->moved));
+    c.points = std::move(steadiest->pts);
+    c.precision_peaks = std::move(steadiest->precision_peaks);
+    best_peak_s = steadiest->best_peak_s;
+    c.peak_gemm_start_flops = steadiest->start_flops;
+    c.peak_gemm_end_flops = steadiest->end_flops;
+    c.small_gemm_start_s = steadiest->small_start_s;
+    c.small_gemm_end_s = steadiest->small_end_s;
+  }
+  return false;
+}
+
+// The kernels, measured in `passes` rounds; each point keeps its fastest round. A shared VM runs
+// slow for tens of seconds at a time: a point measured once may land in such a spell, and its rate
+// would describe the spell, not the machine. With options.steady_retries, kernels measured while
+// the machine's speed moved past kSpeedDriftWarnPct (speed_drift_pct or small_gemm_drift_pct, on
+// any rank) are measured again, passes and all; where every attempt moved past it, the steadiest
+// one stands, not merely the last. Returns the best peak GEMM call's seconds.
+Result<double> measure_kernels(Calibration& c, Comm& world, Backend& be, const Sizes& z,
+                               const ProgressFn& progress, const CalibrateOptions& options) {
+  auto& pts = c.points;
+  KernelBench bench(be, world, z, pts);
   double best_peak_s = 1e300;
   const int passes = std::max(1, options.passes);
-  // With options.steady_retries, kernels measured while the machine's speed moved past
-  // kSpeedDriftWarnPct (speed_drift_pct or small_gemm_drift_pct, on any rank) are measured again,
-  // passes and all; where every attempt moved past it, the steadiest one stands (on the VM three
-  // attempts in a row moved by 12-20%, and the last of them had been kept whatever it moved).
-  int attempt = 0;
-  struct Attempt {
-    int index = 0;
-    double moved = 0;
-    std::vector<Measurement> pts;
-    std::vector<std::pair<Precision, double>> precision_peaks;
-    double best_peak_s = 0, start_flops = 0, end_flops = 0, small_start_s = 0, small_end_s = 0;
-  };
-  std::optional<Attempt> steadiest;
+  Attempts attempts;
   for (int pass = 0; pass < passes; ++pass) {
     if (pass == 0) {  // an attempt starts afresh
       pts.clear();
@@ -795,308 +1128,26 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
     }
     std::vector<Measurement> earlier;
     earlier.swap(pts);
-    // Sustained peak: a peak_n^3 GEMM, the best of at least three calls and of as many as fit in
-    // a quarter of a second (at most 20): on a shared machine a slow spell of tens of milliseconds
-    // halved the best of three (71 against 140 GFLOP/s on the VM).
-    {
-      const int n = z.peak_n;
-      auto a = random_tensor(be, static_cast<std::size_t>(n) * n, 1),
-           b = random_tensor(be, static_cast<std::size_t>(n) * n, 2);
-      DeviceBuffer out = filled(be, static_cast<std::size_t>(n) * n);
-      const auto best_call_s = [&] { return best_gemm_call_s(be, out.data(), a.data(), b.data(), n); };
-      const double peak_s = best_call_s();
-      if (pass == 0) {
-        c.peak_gemm_start_flops = 2.0 * n * n * n / peak_s;
-        c.small_gemm_start_s = small_gemm_seconds(be, c.small_gemm);
-      }
-      best_peak_s = std::min(best_peak_s, peak_s);
-      // The backend's other GEMM precisions (a GPU's tensor cores): the same GEMM in each, so that
-      // a bf16 plan is not predicted at the fp32 rate. The sweep below stays in fp32.
-      for (Precision p : be.gemm_precisions()) {
-        be.set_gemm_precision(p);
-        const double rate = 2.0 * n * n * n / best_call_s();
-        auto it = std::find_if(c.precision_peaks.begin(), c.precision_peaks.end(),
-                               [p](const auto& e) { return e.first == p; });
-        if (it == c.precision_peaks.end())
-          c.precision_peaks.emplace_back(p, rate);
-        else
-          it->second = std::max(it->second, rate);
-      }
-      be.set_gemm_precision(Precision::kFp32);
-    }
-
-    // GEMMs at the shapes the runtime runs (tokens x in x out), forward and backward, and streaming
-    // kernels with the byte counts the model uses (read + write of each tensor; an elementwise
-    // backward moves twice its forward's bytes). In a training step a kernel meets operands that
-    // other kernels used since (weights, their gradients, saved activations), so the calls cycle
-    // through copies of those instead of hitting the same hot matrices; a tensor the kernel just
-    // before wrote (a forward's input, a backward's output gradient) stays hot, and outputs are
-    // allocated per call, as the executor does (a forward's from an OutputPool: new activations).
-    // How far the copies span decides what the caches hold, so each kernel is measured over each
-    // cache level's span (the profile's cache rates, for steps whose working set fits the level;
-    // only the shapes of which two copies fit the span) and over 256 MiB (its memory rates). The
-    // memory span must pass the last-level
-    // cache the machine gives this core, whatever it reports: on this project's VM the small
-    // model's forward MLP GEMM (128x256x2048) with input, weight and output cycled (the output
-    // allocated per call) ran at 117-121 GFLOP/s over 31 MiB, 96-97 over 100 MiB and over 400 MiB
-    // (2026-11-30, a standalone Eigen loop), and at 87-94 inside `foresight run` (its data: about
-    // 100 MB); over the earlier 64 MiB span, with a hot output, the calibration measured 113.
-    // Every rank times the same point at the same time (a barrier before each), so that a rate
-    // measured with all ranks at it is that: unsynchronized, the ranks drifted apart, one rank's
-    // AdamW meeting the other's GEMMs or nothing at all, and AdamW's rate over 256 MiB came out
-    // anywhere between 28 and 68 GB/s in five calibrations on the 2-core VM (rms fit errors up to
-    // 19%). Off for the points rank 0 measures alone.
-    bool together = world.size() > 1;
-    const auto timed = [&](auto&& f) {
-      if (together) world.barrier();
-      return time_call(be, f);
-    };
-    auto measure = [&](std::size_t footprint, const std::string& gemm_kind, const std::string& stream_kind) {
-      const bool cache_level = footprint < z.memory_footprint;
-      std::vector<std::pair<int, int>> shapes = z.kn;
-      if (cache_level) shapes.insert(shapes.end(), z.kn_cache.begin(), z.kn_cache.end());
-      for (int rows : z.rows)
-        for (const auto& kn : shapes) {
-          const int k = kn.first,
-                    n = kn.second;  // named copies: lambdas cannot capture structured bindings in clang 14
-          const std::size_t in_n = static_cast<std::size_t>(rows) * k, w_n = static_cast<std::size_t>(k) * n,
-                            out_n = static_cast<std::size_t>(rows) * n;
-          if (cache_level && footprint / (4 * (in_n + 2 * w_n + out_n)) < 2) continue;
-          const std::size_t copies = std::max<std::size_t>(2, footprint / (4 * (in_n + 2 * w_n + out_n)));
-          // Cycled: the weights and their gradients, the saved inputs the backward reads, the
-          // forward's outputs. Hot: the forward's input and the backward's output gradient, each
-          // written by the kernel just before.
-          auto in = random_tensor(be, in_n * copies, 3), w = random_tensor(be, w_n * copies, 4),
-               in_hot = random_tensor(be, in_n, 3), dout_hot = random_tensor(be, out_n, 5);
-          DeviceBuffer dw = filled(be, w_n * copies);
-          OutputPool outs(be, copies, out_n);
-          std::size_t i = 0;
-          const double flops = 2.0 * rows * k * n;
-          const double weight_bytes = 4.0 * static_cast<double>(w_n);
-          pts.push_back({gemm_kind, fmt::format("fwd {}x{}x{}", rows, k, n), flops, timed([&] {
-                           const std::size_t at = i++ % copies;
-                           be.gemm_forward(outs.next(), in_hot.data(), w.data() + at * w_n, rows, k, n);
-                         })});
-          pts.back().weight_bytes = weight_bytes;
-          pts.push_back({gemm_kind, fmt::format("bwd {}x{}x{}", rows, k, n), 2 * flops, timed([&] {
-                           const std::size_t at = i++ % copies;
-                           DeviceBuffer din = filled(be, in_n);
-                           be.gemm_backward(din.data(), dw.data() + at * w_n, dout_hot.data(),
-                                            in.data() + at * in_n, w.data() + at * w_n, rows, k, n);
-                         })});
-          pts.back().weight_bytes = weight_bytes;
-          pts.back().backward = true;
-        }
-      for (std::size_t n : z.stream) {
-        // As for the GEMMs: the forwards read tensors just written and write new activations; the
-        // backwards read the gradient just written (hot) and a saved activation (cycled).
-        if (cache_level && footprint / (2 * 4 * n) < 2) continue;
-        const std::size_t copies = std::max<std::size_t>(2, footprint / (2 * 4 * n));
-        auto saved = random_tensor(be, n * copies, 6), a = random_tensor(be, n, 6),
-             b = random_tensor(be, n, 7), w = random_tensor(be, 256, 8);
-        OutputPool outs(be, copies, n), halves(be, copies, n / 2);  // the forwards' outputs
-        const int rows = static_cast<int>(n / 256);
-        std::size_t i = 0;
-        auto next = [&] { return (i++ % copies) * n; };  // the next copy's offset
-        pts.push_back({stream_kind, "residual " + size_label(4.0 * n), 12.0 * n,
-                       timed([&] { be.add(outs.next(), a.data(), b.data(), n); })});
-        pts.push_back({stream_kind, "rmsnorm " + size_label(4.0 * n), 8.0 * n, timed([&] {
-                         DeviceBuffer rstd = filled(be, static_cast<std::size_t>(rows));
-                         be.rmsnorm_forward(outs.next(), rstd.data(), a.data(), w.data(), rows, 256, 1e-5f,
-                                            true);
-                       })});
-        pts.push_back({stream_kind, "swiglu " + size_label(4.0 * n), 6.0 * n,
-                       timed([&] {  // reads gate|up (n), writes n/2
-                         be.swiglu_forward(halves.next(), a.data(), rows, 128, true);
-                       })});
-        pts.back().elements = 0.5 * static_cast<double>(n);  // an exponential per output
-        pts.push_back({stream_kind, "rmsnorm bwd " + size_label(4.0 * n), 16.0 * n, timed([&] {
-                         const std::size_t at = next();
-                         DeviceBuffer dx = filled(be, n), dw = filled(be, 256),
-                                      rstd = filled(be, static_cast<std::size_t>(rows), 1.0f);
-                         be.rmsnorm_backward(dx.data(), dw.data(), b.data(), saved.data() + at, w.data(),
-                                             rstd.data(), rows, 256, true);
-                       })});
-        pts.push_back({stream_kind, "swiglu bwd " + size_label(4.0 * n), 12.0 * n, timed([&] {
-                         const std::size_t at = next();
-                         DeviceBuffer dgu = filled(be, n);
-                         be.swiglu_backward(dgu.data(), saved.data() + at, b.data(), rows, 128, true);
-                       })});
-        pts.back().elements = 0.5 * static_cast<double>(n);  // the sigmoid again
-      }
-    };
-
-    // The optimizer streams every parameter with its moments, out of cache (see optimizer_footprint):
-    // the model counts kAdamBytesPerParam bytes per parameter.
-    // Two copies of n parameters' state (parameters, gradients, two moments) fit the span.
-    const auto fits_twice = [](std::size_t footprint, std::size_t n) { return footprint / (16 * n) >= 2; };
-    auto adamw = [&](std::size_t footprint, const std::string& kind, const std::vector<std::size_t>& sizes,
-                     bool cache_level) {
-      for (std::size_t n : sizes) {
-        if (cache_level && !fits_twice(footprint, n)) continue;  // a cache level: two copies fit
-        const std::size_t copies = std::max<std::size_t>(2, footprint / (16 * n));
-        auto p = random_tensor(be, n * copies, 10), g = random_tensor(be, n * copies, 11);
-        DeviceBuffer m = filled(be, n * copies), v = filled(be, n * copies);
-        int step = 0;
-        pts.push_back(
-            {kind, "adamw " + size_label(4.0 * n) + " of parameters", kAdamBytesPerParam * n, timed([&] {
-               const std::size_t at = (static_cast<std::size_t>(step) % copies) * n;
-               be.adamw(p.data() + at, m.data() + at, v.data() + at, g.data() + at, n, kernels::AdamWConfig{},
-                        ++step, 1.0f);
-             })});
-      }
-    };
-    // `f` on rank 0 alone while the other ranks wait at a barrier (nothing with one rank).
-    const auto on_rank0_alone = [&](auto&& f) {
-      if (world.size() == 1) return;
-      world.barrier();
-      together = false;
-      if (world.rank() == 0) f();
-      together = true;
-      world.barrier();
-    };
-    // AdamW over memory, all ranks at once and, under mpirun, rank 0 alone (see below). Its few
-    // points take a fraction of a second, and the memory bandwidth of a shared VM dips for
-    // seconds at a time (AdamW alone over 256 MiB at 29, 90 and 59 GB/s in three calibrations in
-    // a row): they are measured at the start, the middle and the end of the kernels, and each
-    // keeps its fastest.
-    const auto optimizer_points = [&] {
-      adamw(z.optimizer_footprint, "optimizer", z.adam, false);
-      on_rank0_alone([&] { adamw(z.optimizer_footprint, "optimizer" + alone_suffix, z.adam, false); });
-    };
-    // The cache levels' kernels too: their operands cycle through the last-level cache, which a
-    // VM shares with other tenants' cores. In one calibration of three the 8 MiB level's GEMMs ran
-    // slow enough to predict the tiny model's plans 30-38% long, while both the peak GEMM and a
-    // small hot GEMM timed before and after kept the calibration's speed within 2%. Measured again
-    // after the attention, each point keeps its faster time.
-    const auto cache_points = [&] {
-      for (const CacheFit& level : z.caches)
-        measure(level.footprint, "gemm-" + level.name, "stream-" + level.name);
-    };
-    optimizer_points();
-    cache_points();
-    measure(z.memory_footprint, "gemm", "stream");
-    // And over each cache level where two copies of two of the sizes fit (not a 2 MiB L2's 1 MiB
-    // span): a plan whose whole state fits a level runs AdamW there (cluster_for_plan).
-    for (const CacheFit& level : z.caches)
-      if (std::count_if(z.adam_cache.begin(), z.adam_cache.end(),
-                        [&](std::size_t n) { return fits_twice(level.footprint, n); }) >= 2)
-        adamw(level.footprint, "optimizer-" + level.name, z.adam_cache, true);
-    // The node's cores share its memory: above, every rank measured at once, as in a plan that
-    // runs them all; a plan that runs fewer finds more bandwidth each (on the 2-core VM one rank
-    // alone streamed 49-54 GB/s and ran AdamW over 256 MiB at 62-75, against 44-51 and 42-69 each
-    // with both at it, 2026-12-01). So rank 0 measures the memory level's GEMMs and streaming
-    // kernels again while the other ranks wait, as AdamW above (DeviceSpec::shared_memory).
-    on_rank0_alone([&] { measure(z.memory_footprint, "gemm" + alone_suffix, "stream" + alone_suffix); });
-    keep_faster(pts, optimizer_points);
-
-    // Attention (the fused path).
-    for (int seq : z.seqs)
-      for (const auto& shape : z.heads) {
-        const int q = std::get<0>(shape), kv = std::get<1>(shape), d = std::get<2>(shape);
-        const kernels::AttentionShape s{1, seq, q, kv, d};
-        const std::size_t qkv_n = s.tokens() * s.qkv_width(), out_n = s.tokens() * q * d,
-                          probs_n = s.score_elems();
-        const double core = 2.0 * seq * seq * (2.0 * q * d);
-        // As in a step: the forward reads the q, k, v just written and writes its output and
-        // probabilities as new activations; the backward reads the output gradient just written,
-        // and the saved q, k, v and probabilities after other activations have passed. The calls
-        // cycle through copies of the saved tensors over the activation span; each pairs the
-        // forward of one copy with the backward of the copy half a cycle behind (its forward ran
-        // untimed first). Cycled over 256 MiB instead, the small model's attention was predicted
-        // 16-39% long.
-        const std::size_t copies =
-            std::max<std::size_t>(2, z.activation_footprint / (4 * (qkv_n + out_n + probs_n)));
-        auto qkv_hot = random_tensor(be, qkv_n, 9), dout = random_tensor(be, out_n, 12),
-             saved_qkv = random_tensor(be, qkv_n * copies, 13);
-        OutputPool outs(be, copies, out_n), probs(be, copies, probs_n);
-        for (std::size_t copy = 0; copy < copies; ++copy)
-          be.attention_forward(outs.at(copy), probs.at(copy), saved_qkv.data() + copy * qkv_n, s);
-        std::size_t i = 0;
-        // Forward and backward together: the model times the backward as 2.5 forwards (flash
-        // attention recomputes the scores); this backend keeps the probabilities instead, so only
-        // the pair's total is comparable: work = (1 + 2.5) x half the full-square FLOPs.
-        pts.push_back({"attention", fmt::format("fwd+bwd s={} heads={}/{} d={}", seq, q, kv, d),
-                       3.5 * 0.5 * core, timed([&] {
-                         const std::size_t f = i++ % copies, b = (f + copies / 2) % copies;
-                         be.attention_forward(outs.renew(f), probs.renew(f), qkv_hot.data(), s);
-                         DeviceBuffer dqkv = filled(be, qkv_n), scratch = filled(be, be.attention_scratch(s));
-                         be.attention_backward(dqkv.data(), scratch.data(), dout.data(), probs.at(b),
-                                               saved_qkv.data() + b * qkv_n, s);
-                       })});
-        pts.back().elements = 0.5 * q * static_cast<double>(seq) * seq;  // causal: the lower half
-        pts.back().heads = q;
-        // The forward alone, as in the pair: the pair's split into forward and backward
-        // (DeviceSpec::attention_backward_ratio; not fitted, its model time is the pair's share).
-        pts.push_back(
-            {"attn_fwd", fmt::format("fwd s={} heads={}/{} d={}", seq, q, kv, d), 0.5 * core, timed([&] {
-               const std::size_t f = i++ % copies;
-               be.attention_forward(outs.renew(f), probs.renew(f), qkv_hot.data(), s);
-             })});
-        pts.back().in_fit = false;
-      }
-    keep_faster(pts, cache_points);
-    keep_faster(pts, optimizer_points);
+    best_peak_s = std::min(best_peak_s, measure_peak(c, be, z, pass == 0));
+    bench.measure_pass();
     if (pass > 0) {
       if (earlier.size() != pts.size()) return Error("calibration: the passes measured different points");
       for (std::size_t i = 0; i < pts.size(); ++i)
         pts[i].seconds = std::min(pts[i].seconds, earlier[i].seconds);
     }
     if (progress && passes > 1) progress(fmt::format("kernels: pass {} of {} measured", pass + 1, passes));
-    if (pass + 1 == passes) {
-      // The peak GEMM again after the kernels: whether the machine kept its speed while measured.
-      const double n = z.peak_n, end_s = peak_gemm_seconds(be, z.peak_n);
-      c.peak_gemm_end_flops = 2.0 * n * n * n / end_s;
-      c.small_gemm_end_s = small_gemm_seconds(be, c.small_gemm);
-      best_peak_s = std::min(best_peak_s, end_s);
-      // Either GEMM: the small kernels' speed moved apart from the peak GEMM's on the VM (a
-      // calibration whose small kernels ran 40% slow while its peak GEMM kept its speed).
-      double moved = std::max(std::fabs(speed_drift_pct(c)), std::fabs(small_gemm_drift_pct(c)));
-      world.all_reduce_max(&moved, 1);  // every rank decides alike
-      const AfterAttempt next =
-          after_attempt(moved, attempt, options.steady_retries, steadiest ? steadiest->moved : -1.0);
-      if (next == AfterAttempt::kRetry) {
-        if (!steadiest || moved < steadiest->moved)
-          steadiest = Attempt{attempt,
-                              moved,
-                              pts,
-                              c.precision_peaks,
-                              best_peak_s,
-                              c.peak_gemm_start_flops,
-                              c.peak_gemm_end_flops,
-                              c.small_gemm_start_s,
-                              c.small_gemm_end_s};
-        ++attempt;
-        if (progress)
-          progress(fmt::format(
-              "kernels: the machine's speed moved by {:.1f}% while they were measured; measuring them "
-              "again (retry {} of {})",
-              moved, attempt, options.steady_retries));
-        pass = -1;
-      } else if (next == AfterAttempt::kSteadiest) {
-        if (progress)
-          progress(fmt::format(
-              "kernels: the machine's speed moved by {:.1f}% this time too; keeping the steadiest "
-              "measurement ({:s}, {:.1f}%)",
-              moved,
-              steadiest->index == 0 ? std::string("the first") : fmt::format("retry {}", steadiest->index),
-              steadiest->moved));
-        pts = std::move(steadiest->pts);
-        c.precision_peaks = std::move(steadiest->precision_peaks);
-        best_peak_s = steadiest->best_peak_s;
-        c.peak_gemm_start_flops = steadiest->start_flops;
-        c.peak_gemm_end_flops = steadiest->end_flops;
-        c.small_gemm_start_s = steadiest->small_start_s;
-        c.small_gemm_end_s = steadiest->small_end_s;
-      }
-    }
+    if (pass + 1 == passes && finish_attempt(c, world, be, z, progress, options, attempts, best_peak_s))
+      pass = -1;
   }
-  const auto count = [&](const std::string& kind) {
-    return std::count_if(pts.begin(), pts.end(), [&](const Measurement& m) { return m.kind == kind; });
-  };
-  // A level is fitted from its own GEMMs and streaming kernels; where too few shapes fit it (a
-  // GPU's 16 MiB holds two copies of none of its GEMM shapes' operands) it is left out, and plans
-  // take the memory rates.
+  return best_peak_s;
+}
+
+// The kernel lines: each cache level from its own GEMMs and streaming kernels, the memory level,
+// and rank 0's alone. Where too few shapes fit a level (a GPU's 16 MiB holds two copies of none of
+// its GEMM shapes' operands) it is left out, and plans take the memory rates.
+void fit_kernel_lines(Calibration& c, const ProgressFn& progress) {
+  auto& pts = c.points;
+  const auto count = [&](const std::string& kind) { return count_kind(pts, kind); };
   std::erase_if(c.caches, [&](const CacheFit& level) {
     const bool few = count("gemm-" + level.name) < 6 || count("stream-" + level.name) < 5;
     if (few && progress)
@@ -1114,86 +1165,101 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.gemm = fit_gemm(pts, "gemm");
   c.stream = fit_with_elements(pts, "stream");
   c.optimizer = fit(pts, "optimizer");
+  const std::string alone_suffix(kAloneSuffix);
   if (count("stream" + alone_suffix) > 0) {  // rank 0's (the others have none)
     c.alone_gemm = fit_gemm(pts, "gemm" + alone_suffix);
     c.alone_stream = fit_with_elements(pts, "stream" + alone_suffix);
     c.alone_optimizer = fit(pts, "optimizer" + alone_suffix);
   }
-  {
-    const int n = z.peak_n;
-    c.peak_n = n;
-    c.peak_gemm_flops = 2.0 * n * n * n / best_peak_s;
-    std::vector<const LineFit*> fits{&c.gemm};
-    for (const CacheFit& level : c.caches) fits.push_back(&level.gemm);
-    const double peak = gemm_peak(c.peak_gemm_flops, pts, fits);
-    set_precision_peaks(c.device, peak, c.precision_peaks);
-    if (progress) {
-      std::string others;
-      for (const auto& [p, rate] : c.precision_peaks)
-        others += fmt::format("; {}: {:.1f} GFLOP/s",
-                              p == Precision::kFp16 ? "fp16 plans' (TF32)" : to_string(p), rate / 1e9);
-      progress(fmt::format(
-          "peak: {}^3 GEMM at {:.1f} GFLOP/s{}{}", n, c.peak_gemm_flops / 1e9,
-          c.precision_peaks.empty()
-              ? fmt::format(" (the {} backend computes every precision in fp32)", be.name())
-              : " in fp32" + others,
-          peak > c.peak_gemm_flops
-              ? fmt::format("; the sweep's GEMMs reached {:.1f}, which is taken as the fp32 peak", peak / 1e9)
-              : ""));
-      const double drift = speed_drift_pct(c);
-      const double small_drift = small_gemm_drift_pct(c);
-      progress(fmt::format(
-          "speed: the peak GEMM at {:.1f} GFLOP/s before the kernel measurements and {:.1f} after "
-          "({:+.1f}%); "
-          "the {}x{}x{} GEMM in {:.2f} us and {:.2f} us ({:+.1f}%){}",
-          c.peak_gemm_start_flops / 1e9, c.peak_gemm_end_flops / 1e9, drift, c.small_gemm[0], c.small_gemm[1],
-          c.small_gemm[2], c.small_gemm_start_s * 1e6, c.small_gemm_end_s * 1e6, small_drift,
-          std::max(std::fabs(drift), std::fabs(small_drift)) > kSpeedDriftWarnPct
-              ? fmt::format(
-                    "; WARNING: the machine's speed moved by more than {:g}% while it was measured, so "
-                    "the rates mix two speeds: calibrate again (--passes 2 keeps each point's faster pass)",
-                    kSpeedDriftWarnPct)
-              : ""));
-    }
-  }
-  // The GEMM set-up time per call: the smallest shapes' fit is the cleanest.
-  const LineFit& setup_fit = c.caches.empty() ? c.gemm : c.caches.front().gemm;
-  const std::string setup_from = c.caches.empty() ? std::string("memory") : c.caches.front().name;
-  if (progress) {
-    const auto level_lines = [&](const std::string& where, std::size_t span, const std::string& name,
-                                 const LineFit& gemm, const LineFit& stream) {
-      progress(fmt::format(
-          "{} ({} of operands): gemm {} points, {:.1f} GFLOP/s, weight passes {:.2f} / {:.2f} ns per "
-          "weight byte forward / backward (rms fit error {:.1f}%); streaming {} points, {:.1f} GB/s "
-          "and {:.2f} ns per exponential ({:.1f}%)",
-          where, size_label(static_cast<double>(span)), count("gemm" + name), 1e-9 / gemm.slope,
-          gemm.weight_fwd_s_per_byte * 1e9, gemm.weight_bwd_s_per_byte * 1e9, 100 * gemm.rms_rel_error,
-          count("stream" + name), 1e-9 / stream.slope, 1e9 * stream.element_s, 100 * stream.rms_rel_error));
-    };
-    for (const CacheFit& level : c.caches)
-      level_lines(fmt::format("cache level of {}", size_label(static_cast<double>(level.bytes))),
-                  level.footprint, "-" + level.name, level.gemm, level.stream);
-    level_lines(
-        world.size() > 1 ? fmt::format("memory, all {} ranks at once", world.size()) : std::string("memory"),
-        z.memory_footprint, "", c.gemm, c.stream);
-    if (c.alone_stream.slope > 0)
-      level_lines(fmt::format("memory, rank 0 alone (the other {} waiting)", world.size() - 1),
-                  z.memory_footprint, alone_suffix, c.alone_gemm, c.alone_stream);
+}
+
+// The fp32 peak: the measured peak GEMM's, or the sweep's GEMMs' where they ran faster; the other
+// precisions' peaks from their own GEMM. Reports them and how far the machine's speed moved.
+void fit_peak(Calibration& c, const Backend& be, int peak_n, double best_peak_s, const ProgressFn& progress) {
+  const int n = peak_n;
+  c.peak_n = n;
+  c.peak_gemm_flops = 2.0 * n * n * n / best_peak_s;
+  std::vector<const LineFit*> fits{&c.gemm};
+  for (const CacheFit& level : c.caches) fits.push_back(&level.gemm);
+  const double peak = gemm_peak(c.peak_gemm_flops, c.points, fits);
+  set_precision_peaks(c.device, peak, c.precision_peaks);
+  if (!progress) return;
+  std::string others;
+  for (const auto& [p, rate] : c.precision_peaks)
+    others += fmt::format("; {}: {:.1f} GFLOP/s", p == Precision::kFp16 ? "fp16 plans' (TF32)" : to_string(p),
+                          rate / 1e9);
+  progress(fmt::format(
+      "peak: {}^3 GEMM at {:.1f} GFLOP/s{}{}", n, c.peak_gemm_flops / 1e9,
+      c.precision_peaks.empty() ? fmt::format(" (the {} backend computes every precision in fp32)", be.name())
+                                : " in fp32" + others,
+      peak > c.peak_gemm_flops
+          ? fmt::format("; the sweep's GEMMs reached {:.1f}, which is taken as the fp32 peak", peak / 1e9)
+          : ""));
+  const double drift = speed_drift_pct(c);
+  const double small_drift = small_gemm_drift_pct(c);
+  progress(fmt::format(
+      "speed: the peak GEMM at {:.1f} GFLOP/s before the kernel measurements and {:.1f} after "
+      "({:+.1f}%); "
+      "the {}x{}x{} GEMM in {:.2f} us and {:.2f} us ({:+.1f}%){}",
+      c.peak_gemm_start_flops / 1e9, c.peak_gemm_end_flops / 1e9, drift, c.small_gemm[0], c.small_gemm[1],
+      c.small_gemm[2], c.small_gemm_start_s * 1e6, c.small_gemm_end_s * 1e6, small_drift,
+      std::max(std::fabs(drift), std::fabs(small_drift)) > kSpeedDriftWarnPct
+          ? fmt::format(
+                "; WARNING: the machine's speed moved by more than {:g}% while it was measured, so "
+                "the rates mix two speeds: calibrate again (--passes 2 keeps each point's faster pass)",
+                kSpeedDriftWarnPct)
+          : ""));
+}
+
+// The GEMM set-up time per call: the smallest shapes' fit is the cleanest.
+const LineFit& gemm_setup_fit(const Calibration& c) {
+  return c.caches.empty() ? c.gemm : c.caches.front().gemm;
+}
+
+// Each level's lines, and AdamW's.
+void report_kernel_lines(const Calibration& c, const Sizes& z, const ProgressFn& progress) {
+  if (!progress) return;
+  const auto count = [&](const std::string& kind) { return count_kind(c.points, kind); };
+  const std::string alone_suffix(kAloneSuffix);
+  const auto level_lines = [&](const std::string& where, std::size_t span, const std::string& name,
+                               const LineFit& gemm, const LineFit& stream) {
     progress(fmt::format(
-        "gemm: {:.2f} us per call (the {} level's intercept); AdamW {:.1f} GB/s over {} ({:.1f}%)",
-        setup_fit.intercept_s * 1e6, setup_from, 1e-9 / c.optimizer.slope,
-        size_label(static_cast<double>(z.optimizer_footprint)), 100 * c.optimizer.rms_rel_error));
-    if (c.alone_optimizer.slope > 0)
-      progress(fmt::format("AdamW over {} with rank 0 alone: {:.1f} GB/s ({:.1f}%)",
-                           size_label(static_cast<double>(z.optimizer_footprint)),
-                           1e-9 / c.alone_optimizer.slope, 100 * c.alone_optimizer.rms_rel_error));
-    for (const CacheFit& level : c.caches)
-      if (level.optimizer.slope > 0)
-        progress(
-            fmt::format("AdamW over {} (for plans whose whole state fits the level): {:.1f} GB/s ({:.1f}%)",
-                        size_label(static_cast<double>(level.footprint)), 1e-9 / level.optimizer.slope,
-                        100 * level.optimizer.rms_rel_error));
-  }
+        "{} ({} of operands): gemm {} points, {:.1f} GFLOP/s, weight passes {:.2f} / {:.2f} ns per "
+        "weight byte forward / backward (rms fit error {:.1f}%); streaming {} points, {:.1f} GB/s "
+        "and {:.2f} ns per exponential ({:.1f}%)",
+        where, size_label(static_cast<double>(span)), count("gemm" + name), 1e-9 / gemm.slope,
+        gemm.weight_fwd_s_per_byte * 1e9, gemm.weight_bwd_s_per_byte * 1e9, 100 * gemm.rms_rel_error,
+        count("stream" + name), 1e-9 / stream.slope, 1e9 * stream.element_s, 100 * stream.rms_rel_error));
+  };
+  for (const CacheFit& level : c.caches)
+    level_lines(fmt::format("cache level of {}", size_label(static_cast<double>(level.bytes))),
+                level.footprint, "-" + level.name, level.gemm, level.stream);
+  level_lines(c.ranks > 1 ? fmt::format("memory, all {} ranks at once", c.ranks) : std::string("memory"),
+              z.memory_footprint, "", c.gemm, c.stream);
+  if (c.alone_stream.slope > 0)
+    level_lines(fmt::format("memory, rank 0 alone (the other {} waiting)", c.ranks - 1), z.memory_footprint,
+                alone_suffix, c.alone_gemm, c.alone_stream);
+  progress(
+      fmt::format("gemm: {:.2f} us per call (the {} level's intercept); AdamW {:.1f} GB/s over {} ({:.1f}%)",
+                  gemm_setup_fit(c).intercept_s * 1e6,
+                  c.caches.empty() ? std::string("memory") : c.caches.front().name, 1e-9 / c.optimizer.slope,
+                  size_label(static_cast<double>(z.optimizer_footprint)), 100 * c.optimizer.rms_rel_error));
+  if (c.alone_optimizer.slope > 0)
+    progress(fmt::format("AdamW over {} with rank 0 alone: {:.1f} GB/s ({:.1f}%)",
+                         size_label(static_cast<double>(z.optimizer_footprint)),
+                         1e-9 / c.alone_optimizer.slope, 100 * c.alone_optimizer.rms_rel_error));
+  for (const CacheFit& level : c.caches)
+    if (level.optimizer.slope > 0)
+      progress(
+          fmt::format("AdamW over {} (for plans whose whole state fits the level): {:.1f} GB/s ({:.1f}%)",
+                      size_label(static_cast<double>(level.footprint)), 1e-9 / level.optimizer.slope,
+                      100 * level.optimizer.rms_rel_error));
+}
+
+// The attention line, and the backward against the forward: whole calls over every shape (each
+// pair followed by its forward).
+void fit_attention_lines(Calibration& c, const ProgressFn& progress) {
+  auto& pts = c.points;
   c.attention = fit_attention(pts, "attention");
   if (progress)
     progress(fmt::format(
@@ -1201,282 +1267,311 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
         "head (rms fit error {:.1f}%)",
         1e-9 / c.attention.slope, 1e9 * c.attention.element_s, 1e6 * c.attention.head_s,
         100 * c.attention.rms_rel_error));
-  {  // The backward against the forward, whole calls over every shape (each pair followed by its forward).
-    std::vector<std::pair<const Measurement*, Measurement*>> pairs;
-    for (std::size_t i = 0; i + 1 < pts.size(); ++i)
-      if (pts[i].kind == "attention" && pts[i + 1].kind == "attn_fwd")
-        pairs.emplace_back(&pts[i], &pts[i + 1]);
-    double pair = 0, fwd = 0;
-    for (const auto& [both, alone] : pairs) {
-      pair += both->seconds;
-      fwd += alone->seconds;
-    }
-    c.attention_backward_ratio = fwd > 0 && pair > fwd ? pair / fwd - 1 : 0.0;
-    if (c.attention_backward_ratio > 0)
-      for (const auto& [both, alone] : pairs)
-        alone->fitted_s = both->fitted_s / (1 + c.attention_backward_ratio);
-    if (progress && c.attention_backward_ratio > 0)
-      progress(fmt::format(
-          "attention: the backward {:.2f}x the forward over the {} shapes (flash attention's: 2.5x)",
-          c.attention_backward_ratio, count("attention")));
+  std::vector<std::pair<const Measurement*, Measurement*>> pairs;
+  for (std::size_t i = 0; i + 1 < pts.size(); ++i)
+    if (pts[i].kind == "attention" && pts[i + 1].kind == "attn_fwd") pairs.emplace_back(&pts[i], &pts[i + 1]);
+  double pair = 0, fwd = 0;
+  for (const auto& [both, alone] : pairs) {
+    pair += both->seconds;
+    fwd += alone->seconds;
   }
-  // Host<->device copies (a device backend's: the profile's host link, which offload plans use).
-  c.host_copy = measure_host_copies(be, z.host_copy, pts);
-  if (progress)
-    progress(
-        c.host_copy.slope > 0
-            ? fmt::format(
-                  "host<->device copies: {:.2f} GB/s and {:.1f} us per copy, uploads and downloads {}-{} "
-                  "from pageable host memory (rms fit error {:.1f}%)",
-                  1e-9 / c.host_copy.slope, c.host_copy.intercept_s * 1e6,
-                  size_label(static_cast<double>(z.host_copy.front())),
-                  size_label(static_cast<double>(z.host_copy.back())), 100 * c.host_copy.rms_rel_error)
-            : fmt::format("host<->device copies: none (the {} backend's tensors are in host memory)",
-                          be.name()));
+  c.attention_backward_ratio = fwd > 0 && pair > fwd ? pair / fwd - 1 : 0.0;
+  if (c.attention_backward_ratio > 0)
+    for (const auto& [both, alone] : pairs)
+      alone->fitted_s = both->fitted_s / (1 + c.attention_backward_ratio);
+  if (progress && c.attention_backward_ratio > 0)
+    progress(fmt::format(
+        "attention: the backward {:.2f}x the forward over the {} shapes (flash attention's: 2.5x)",
+        c.attention_backward_ratio, count_kind(pts, "attention")));
+}
 
-  // Collectives over every rank, 1 KiB to kMaxCollective in steps of 2 (nccl-tests' sizes: the
-  // full buffer; all-gather's output, reduce-scatter's input). The fabric's latency and bandwidth
-  // come from the all-reduce line up to kFitCollective; every collective is then checked against
-  // the model's formulas (sim/analytic/collective.h) on the fitted fabric.
-  if (world.size() > 1) {
-    const int n = world.size();
-    FS_ASSIGN_OR_RETURN(std::unique_ptr<GroupComm> group, be.make_comm(world));
-    // Ping-pong needs host-addressable buffers (MPI); a device backend's transfers are measured by
-    // the collectives alone.
-    const bool ping_pong = be.host_addressable();
-    // Each rank's median over up to 12 repetitions (at least 3, about 0.3 s per size), averaged
-    // over the ranks.
-    // A host backend's collectives copy through the CPUs' caches: for the cold all-reduce (below),
-    // each rank first writes this much other data (untimed), which evicts the buffer, as the
-    // backward's other data evicts the gradients before their reduction.
-    std::vector<float> evictor(ping_pong ? z.optimizer_footprint / sizeof(float) : 0);
-    volatile float evict_sink = 0;
-    // Up to 64 KiB a sample times kCollectiveBackToBack calls in a row, as nccl-tests and the OSU
-    // benchmarks do: timed one by one after a barrier, a call also counts the barrier's exit skew
-    // (one rank leaves it microseconds after the other and the early one waits inside the call),
-    // while in a step the previous collective has lined the ranks up. On this VM the tiny model's
-    // tp=2 plan ran its 8 KiB all-reduces in 5.5-6.6 us, where single calls after a barrier
-    // measured 7.4-7.8.
-    // In a step a collective follows other work, and over shared memory that costs: the tiny
-    // tp=2 sp plan's 8 KiB all-gathers and reduce-scatters ran 23% slower than back to back, the
-    // small model's 128 KiB ones 70-90%. So a host backend's collectives up to kInStepUpTo are
-    // measured again as a step calls them (kInStepSuffix): before each call (untimed) each rank
-    // writes as much other data as its first cache level holds and rewrites the call's input, as
-    // the op before it would; each call is timed alone. These are the measured times plans take.
-    enum class Setting { kHot, kInStep, kCold };
-    const std::size_t step_bytes = c.caches.empty() ? std::size_t{1} << 20 : c.caches.front().bytes;
-    std::vector<float> step_work(ping_pong ? step_bytes / sizeof(float) : 0);
-    auto timed = [&](const std::string& kind, std::size_t bytes, auto&& op, Setting setting = Setting::kHot,
-                     DeviceBuffer* input = nullptr) {
-      // Calls per sample: small ones many, an in-step sample of a larger size a few (each call
-      // is timed alone, after its untimed work); one where the data is evicted before the sample.
-      int reps = 1;
-      if (setting != Setting::kCold)
-        reps = bytes <= (64u << 10) ? kCollectiveBackToBack : setting == Setting::kInStep ? 4 : 1;
-      std::vector<double> samples;
-      double spent = 0;
-      while (samples.size() < 3 || (samples.size() < 12 && spent < 0.3)) {
-        if (setting == Setting::kCold) {
-          for (float& x : evictor) x += 1.0f;
-          evict_sink = evict_sink + evictor[samples.size() % evictor.size()];
-        }
-        be.synchronize();
-        world.barrier();
-        double elapsed = 0;
-        if (setting == Setting::kInStep) {
-          for (int r = 0; r < reps; ++r) {
-            for (float& x : step_work) x += 1.0f;
-            if (input) std::fill(input->data(), input->data() + input->size(), 1.0f);
-            const auto t0 = Clock::now();
-            op();
-            elapsed += std::chrono::duration<double>(Clock::now() - t0).count();
-          }
-          evict_sink = evict_sink + step_work[samples.size() % step_work.size()];
-        } else {
+// Host<->device copies (a device backend's: the profile's host link, which offload plans use).
+void measure_host_link(Calibration& c, Backend& be, const Sizes& z, const ProgressFn& progress) {
+  c.host_copy = measure_host_copies(be, z.host_copy, c.points);
+  if (!progress) return;
+  progress(c.host_copy.slope > 0
+               ? fmt::format(
+                     "host<->device copies: {:.2f} GB/s and {:.1f} us per copy, uploads and downloads {}-{} "
+                     "from pageable host memory (rms fit error {:.1f}%)",
+                     1e-9 / c.host_copy.slope, c.host_copy.intercept_s * 1e6,
+                     size_label(static_cast<double>(z.host_copy.front())),
+                     size_label(static_cast<double>(z.host_copy.back())), 100 * c.host_copy.rms_rel_error)
+               : fmt::format("host<->device copies: none (the {} backend's tensors are in host memory)",
+                             be.name()));
+}
+
+// The collectives' microbenchmarks at one size over every rank: each rank's median over up to 12
+// repetitions (at least 3, about 0.3 s per size), averaged over the ranks.
+//
+// Up to 64 KiB a sample times kCollectiveBackToBack calls in a row, as nccl-tests and the OSU
+// benchmarks do: timed one by one after a barrier, a call also counts the barrier's exit skew (one
+// rank leaves it microseconds after the other and the early one waits inside the call), while in a
+// step the previous collective has lined the ranks up.
+//
+// In a step a collective follows other work, and over shared memory that costs (the tiny and small
+// models' tp=2 sp plans' all-gathers and reduce-scatters run slower than back to back: `foresight
+// run --trace` shows it). So a host backend's collectives up to kInStepUpTo are measured again as
+// a step calls them (kInStepSuffix): before each call (untimed) each rank writes as much other data
+// as its first cache level holds and rewrites the call's input, as the op before it would; each
+// call is timed alone. These are the measured times plans take.
+//
+// A host backend's collectives copy through the CPUs' caches: for the cold variants each rank
+// first writes the optimizer's span of other data (untimed), which evicts the buffer, as the
+// backward's other data evicts the gradients before their reduction.
+class CollectiveBench {
+ public:
+  CollectiveBench(Calibration& c, Comm& world, Backend& be, const Sizes& z, GroupComm& group)
+      : c_(c),
+        world_(world),
+        be_(be),
+        group_(group),
+        n_(world.size()),
+        ping_pong_(be.host_addressable()),
+        evictor_(ping_pong_ ? z.optimizer_footprint / sizeof(float) : 0),
+        step_work_(ping_pong_ ? step_bytes(c) / sizeof(float) : 0) {}
+
+  // Each collective back to back, then as a step calls it and with its data evicted where those
+  // apply; ping-pong between ranks 0 and 1 (half the round trip is one send) where the buffers are
+  // host-addressable (MPI): a device backend's transfers are measured by the collectives alone.
+  void measure_size(std::size_t bytes) {
+    const std::size_t elems = bytes / sizeof(float);
+    const auto n = static_cast<std::size_t>(n_);
+    DeviceBuffer buf = filled(be_, elems, 1.0f), block = filled(be_, elems / n);
+    const bool cold = ping_pong_ && bytes >= kColdCollectiveFrom && bytes <= kFitCollective;
+    const bool in_step = ping_pong_ && bytes <= kInStepUpTo;
+    const auto settings = [&](CollectiveOp op, auto&& call) {
+      const std::string kind(to_string(op));
+      timed(kind, bytes, call);
+      if (in_step) timed(kind + kInStepSuffix, bytes, call, Setting::kInStep, &buf);
+      if (cold && op != CollectiveOp::kAllGather) timed(kind + "_cold", bytes, call, Setting::kCold);
+    };
+    settings(CollectiveOp::kAllReduce, [&] { group_.all_reduce(buf.data(), elems); });
+    settings(CollectiveOp::kAllGather, [&] { group_.all_gather(buf.data(), elems - elems % n); });
+    settings(CollectiveOp::kReduceScatter,
+             [&] { group_.reduce_scatter(buf.data(), block.data(), elems - elems % n); });
+    if (!ping_pong_) return;
+    const auto ping_pong_call = [&] {
+      if (world_.rank() == 0) {
+        world_.send_blocking(buf.data(), elems, 1, 7);
+        world_.recv(buf.data(), elems, 1, 8);
+      } else if (world_.rank() == 1) {
+        world_.recv(buf.data(), elems, 0, 7);
+        world_.send_blocking(buf.data(), elems, 0, 8);
+      }
+    };
+    timed("send_recv", bytes, ping_pong_call);
+    c_.points.back().seconds /= 2;  // the send/recv just measured
+    if (in_step) {
+      timed(std::string("send_recv") + kInStepSuffix, bytes, ping_pong_call, Setting::kInStep, &buf);
+      c_.points.back().seconds /= 2;
+    }
+  }
+
+ private:
+  enum class Setting { kHot, kInStep, kCold };
+
+  static std::size_t step_bytes(const Calibration& c) {
+    return c.caches.empty() ? std::size_t{1} << 20 : c.caches.front().bytes;
+  }
+
+  // One point: calls per sample, small ones many, an in-step sample of a larger size a few (each
+  // call is timed alone, after its untimed work); one where the data is evicted before the sample.
+  template <class Op>
+  void timed(const std::string& kind, std::size_t bytes, Op&& op, Setting setting = Setting::kHot,
+             DeviceBuffer* input = nullptr) {
+    int reps = 1;
+    if (setting != Setting::kCold)
+      reps = bytes <= (64u << 10) ? kCollectiveBackToBack : setting == Setting::kInStep ? 4 : 1;
+    std::vector<double> samples;
+    double spent = 0;
+    while (samples.size() < 3 || (samples.size() < 12 && spent < 0.3)) {
+      if (setting == Setting::kCold) {
+        for (float& x : evictor_) x += 1.0f;
+        evict_sink_ = evict_sink_ + evictor_[samples.size() % evictor_.size()];
+      }
+      be_.synchronize();
+      world_.barrier();
+      double elapsed = 0;
+      if (setting == Setting::kInStep) {
+        for (int r = 0; r < reps; ++r) {
+          for (float& x : step_work_) x += 1.0f;
+          if (input) std::fill(input->data(), input->data() + input->size(), 1.0f);
           const auto t0 = Clock::now();
-          for (int r = 0; r < reps; ++r) op();
-          be.synchronize();
-          elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+          op();
+          elapsed += std::chrono::duration<double>(Clock::now() - t0).count();
         }
-        samples.push_back(elapsed / reps);
-        spent += elapsed;
-        double all = spent;  // every rank decides alike
-        world.all_reduce(&all, 1);
-        spent = all / n;
+        evict_sink_ = evict_sink_ + step_work_[samples.size() % step_work_.size()];
+      } else {
+        const auto t0 = Clock::now();
+        for (int r = 0; r < reps; ++r) op();
+        be_.synchronize();
+        elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
       }
-      const std::size_t mid = samples.size() / 2;
-      std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(mid), samples.end());
-      double sum = samples[mid];
-      world.all_reduce(&sum, 1);
-      Measurement m{kind, size_label(static_cast<double>(bytes)), static_cast<double>(bytes), sum / n};
-      m.in_fit = setting != Setting::kInStep && bytes <= kFitCollective;
-      pts.push_back(m);
-    };
-    // Sizes double until kMaxCollective, or until the next size (about twice the last one's
-    // time) would take the collectives past kCollectiveBudget_s; the fitted sizes always run.
-    const auto start = Clock::now();
-    double last_size_s = 0;
-    std::size_t largest = 0;
-    const auto measure_size = [&](std::size_t bytes) {
-      const std::size_t elems = bytes / sizeof(float);
-      DeviceBuffer buf = filled(be, elems, 1.0f), block = filled(be, elems / static_cast<std::size_t>(n));
-      const bool cold = ping_pong && bytes >= kColdCollectiveFrom && bytes <= kFitCollective;
-      const bool in_step = ping_pong && bytes <= kInStepUpTo;
-      // Each collective back to back, then as a step calls it and with its data evicted where
-      // those apply.
-      const auto settings = [&](CollectiveOp op, auto&& call) {
-        const std::string kind(to_string(op));
-        timed(kind, bytes, call);
-        if (in_step) timed(kind + kInStepSuffix, bytes, call, Setting::kInStep, &buf);
-        if (cold && op != CollectiveOp::kAllGather) timed(kind + "_cold", bytes, call, Setting::kCold);
-      };
-      settings(CollectiveOp::kAllReduce, [&] { group->all_reduce(buf.data(), elems); });
-      settings(CollectiveOp::kAllGather,
-               [&] { group->all_gather(buf.data(), elems - elems % static_cast<std::size_t>(n)); });
-      settings(CollectiveOp::kReduceScatter, [&] {
-        group->reduce_scatter(buf.data(), block.data(), elems - elems % static_cast<std::size_t>(n));
-      });
-      if (!ping_pong) return;
-      // Ping-pong between ranks 0 and 1; half the round trip is one send.
-      const auto ping_pong_call = [&] {
-        if (world.rank() == 0) {
-          world.send_blocking(buf.data(), elems, 1, 7);
-          world.recv(buf.data(), elems, 1, 8);
-        } else if (world.rank() == 1) {
-          world.recv(buf.data(), elems, 0, 7);
-          world.send_blocking(buf.data(), elems, 0, 8);
-        }
-      };
-      timed("send_recv", bytes, ping_pong_call);
-      pts.back().seconds /= 2;  // the send/recv just measured
-      if (in_step) {
-        timed(std::string("send_recv") + kInStepSuffix, bytes, ping_pong_call, Setting::kInStep, &buf);
-        pts.back().seconds /= 2;
-      }
-    };
-    for (std::size_t bytes = 1024; bytes <= kMaxCollective; bytes *= 2) {
-      double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-      world.all_reduce(&elapsed, 1);  // every rank decides alike
-      elapsed /= n;
-      if (bytes > kFitCollective && elapsed + 2 * last_size_s > kCollectiveBudget_s) break;
-      const auto size_start = Clock::now();
-      largest = bytes;
-      measure_size(bytes);
-      last_size_s = std::chrono::duration<double>(Clock::now() - size_start).count();
+      samples.push_back(elapsed / reps);
+      spent += elapsed;
+      double all = spent;  // every rank decides alike
+      world_.all_reduce(&all, 1);
+      spent = all / n_;
     }
-    // The small sizes again, each point keeping its faster time: microseconds each, they are the
-    // likeliest to land in a slow moment of a shared machine (one calibration on the VM had the
-    // tiny tp=2 plan's 8-32 KiB all-reduces run half as fast as the runs' own did), and they
-    // take a fraction of a second.
-    keep_faster(pts, [&] {
-      for (std::size_t bytes = 1024; bytes <= kRemeasureCollectiveUpTo; bytes *= 2) measure_size(bytes);
-    });
-    // t = 2(n-1) * alpha + 2(n-1)/n * S / B: regress t on S with intercept 2(n-1) alpha.
-    c.all_reduce = fit_protocols(pts, "all_reduce");
-    c.fabric.latency_s = c.all_reduce.intercept_s / (2.0 * (n - 1));
-    c.fabric.bandwidth = 2.0 * (n - 1) / n / c.all_reduce.slope;
-    c.fabric.efficiency = 1.0;
-    c.fabric.small_message_bytes = c.all_reduce.small_below;
-    c.fabric.small_message_latency_s = c.all_reduce.small_intercept_s / (2.0 * (n - 1));
-    c.fabric_measured = true;
-    c.fabric.cold_bandwidth =
-        fit_cold(pts, "all_reduce_cold", c.all_reduce, collective_bus_factor(CollectiveOp::kAllReduce, n),
-                 c.fabric.bandwidth, c.all_reduce_cold);
-    // The other collectives: each its own line over the same sizes, split where the all-reduce's
-    // protocols split (a link has one small-message size), as its own rates on the fabric. With
-    // the all-reduce's rates, the small model's tp=2 reduce-scatters with sequence parallelism were
-    // predicted 79% short, and its ZeRO-1 gradient reduction 76%.
-    for (const OwnCollective& o : kOwnCollectives)
-      *c.fabric.own_rates(o.op) = fit_collective_rates(pts, std::string(to_string(o.op)), o.op, n,
-                                                       c.fabric.small_message_bytes, c.*o.fit);
-    // The cold reduce-scatter, as the cold all-reduce.
-    if (c.fabric.reduce_scatter.bandwidth > 0)
-      c.fabric.reduce_scatter.cold_bandwidth =
-          fit_cold(pts, "reduce_scatter_cold", c.reduce_scatter,
-                   collective_bus_factor(CollectiveOp::kReduceScatter, n), c.fabric.reduce_scatter.bandwidth,
-                   c.reduce_scatter_cold);
-    // Every point against the model's formulas (sim/analytic/collective.h) on the fitted fabric
-    // (its lines: none of the base profile's measured times).
-    c.fabric.measured = {};
-    GroupLink link;
-    link.size = n;
-    link.bus_bandwidth = c.fabric.bandwidth;
-    link.latency_s = c.fabric.latency_s;
-    link.small_message_bytes = c.fabric.small_message_bytes;
-    link.small_message_latency_s = c.fabric.small_message_latency_s;
-    link.own_rates = &c.fabric;
-    constexpr std::pair<CollectiveOp, double (*)(const GroupLink&, double)> kModel[] = {
-        {CollectiveOp::kAllReduce, allreduce_time},
-        {CollectiveOp::kAllGather, allgather_time},
-        {CollectiveOp::kReduceScatter, reduce_scatter_time},
-        {CollectiveOp::kSendRecv, sendrecv_time}};  // a send/recv's time does not depend on the group's size
-    for (Measurement& m : pts)
-      for (const auto& [op, time] : kModel)
-        if (m.kind == to_string(op) || m.kind == std::string(to_string(op)) + kInStepSuffix) {
-          m.fitted_s = time(link, m.work);
-          m.bus_factor = collective_bus_factor(op, n);
-        }
-    // The measured times themselves, which plans of n ranks inside the node take between the
-    // measured sizes (LinkSpec::measured): no line follows MPI's protocol and algorithm changes.
-    // (Set after the points' fitted times, which are the lines'.)
-    c.fabric.measured = measured_collective_times(pts, n);
-    if (progress)
-      progress(
-          fmt::format("all-reduce over {} ranks: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{} "
-                      "(rms fit error {:.1f}% "
-                      "over 1 KiB-{})",
-                      n, c.fabric.bandwidth / 1e9, c.fabric.latency_s * 1e6,
-                      c.all_reduce.small_below > 0
-                          ? fmt::format(", {:.2f} us below {}", c.fabric.small_message_latency_s * 1e6,
-                                        size_label(c.all_reduce.small_below))
-                          : std::string(),
-                      100 * c.all_reduce.rms_rel_error, size_label(kFitCollective)));
-    if (progress && c.fabric.cold_bandwidth > 0)
-      progress(fmt::format(
-          "all-reduce with its buffer evicted from the caches: bus bandwidth {:.2f} GB/s ({}-{}, rms fit "
-          "error {:.1f}%), for the gradient reduction after the backward",
-          c.fabric.cold_bandwidth / 1e9, size_label(kColdCollectiveFrom), size_label(kFitCollective),
-          100 * c.all_reduce_cold.rms_rel_error));
-    if (progress)
-      for (const OwnCollective& o : kOwnCollectives) {
-        const CollectiveRates& r = *c.fabric.own_rates(o.op);
-        if (r.bandwidth <= 0) continue;
-        progress(fmt::format(
-            "{}: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{}{} (rms fit error {:.1f}%)",
-            to_string(o.op), r.bandwidth / 1e9, r.latency_s * 1e6,
-            r.small_message_latency_s > 0
-                ? fmt::format(", {:.2f} us below {}", r.small_message_latency_s * 1e6,
-                              size_label(c.fabric.small_message_bytes_of(o.op)))
-                : std::string(),
-            r.cold_bandwidth > 0
-                ? fmt::format("; {:.2f} GB/s with its input evicted (rms {:.1f}%)", r.cold_bandwidth / 1e9,
-                              100 * c.reduce_scatter_cold.rms_rel_error)
-                : std::string(),
-            100 * (c.*o.fit).rms_rel_error));
+    const std::size_t mid = samples.size() / 2;
+    std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(mid), samples.end());
+    double sum = samples[mid];
+    world_.all_reduce(&sum, 1);
+    Measurement m{kind, size_label(static_cast<double>(bytes)), static_cast<double>(bytes), sum / n_};
+    m.in_fit = setting != Setting::kInStep && bytes <= kFitCollective;
+    c_.points.push_back(m);
+  }
+
+  Calibration& c_;
+  Comm& world_;
+  Backend& be_;
+  GroupComm& group_;
+  const int n_;
+  const bool ping_pong_;
+  std::vector<float> evictor_, step_work_;
+  volatile float evict_sink_ = 0;
+};
+
+// Collectives over every rank, 1 KiB to kMaxCollective in steps of 2 (nccl-tests' sizes: the full
+// buffer; all-gather's output, reduce-scatter's input). Sizes double until kMaxCollective, or
+// until the next size (about twice the last one's time) would take the collectives past
+// kCollectiveBudget_s; the fitted sizes always run. Returns the largest size measured.
+Result<std::size_t> measure_collectives(Calibration& c, Comm& world, Backend& be, const Sizes& z) {
+  const int n = world.size();
+  FS_ASSIGN_OR_RETURN(std::unique_ptr<GroupComm> group, be.make_comm(world));
+  CollectiveBench bench(c, world, be, z, *group);
+  const auto start = Clock::now();
+  double last_size_s = 0;
+  std::size_t largest = 0;
+  for (std::size_t bytes = 1024; bytes <= kMaxCollective; bytes *= 2) {
+    double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    world.all_reduce(&elapsed, 1);  // every rank decides alike
+    elapsed /= n;
+    if (bytes > kFitCollective && elapsed + 2 * last_size_s > kCollectiveBudget_s) break;
+    const auto size_start = Clock::now();
+    largest = bytes;
+    bench.measure_size(bytes);
+    last_size_s = std::chrono::duration<double>(Clock::now() - size_start).count();
+  }
+  // The small sizes again, each point keeping its faster time: microseconds each, they are the
+  // likeliest to land in a slow moment of a shared machine, and they take a fraction of a second.
+  keep_faster(c.points, [&] {
+    for (std::size_t bytes = 1024; bytes <= kRemeasureCollectiveUpTo; bytes *= 2) bench.measure_size(bytes);
+  });
+  return largest;
+}
+
+// The fabric from the all-reduce line up to kFitCollective, each other collective's own rates, the
+// cold variants, and every point checked against the model's formulas (sim/analytic/collective.h)
+// on the fitted fabric; then the measured times themselves.
+void fit_collectives(Calibration& c, int n) {
+  auto& pts = c.points;
+  // t = 2(n-1) * alpha + 2(n-1)/n * S / B: regress t on S with intercept 2(n-1) alpha.
+  c.all_reduce = fit_protocols(pts, "all_reduce");
+  c.fabric.latency_s = c.all_reduce.intercept_s / (2.0 * (n - 1));
+  c.fabric.bandwidth = 2.0 * (n - 1) / n / c.all_reduce.slope;
+  c.fabric.efficiency = 1.0;
+  c.fabric.small_message_bytes = c.all_reduce.small_below;
+  c.fabric.small_message_latency_s = c.all_reduce.small_intercept_s / (2.0 * (n - 1));
+  c.fabric_measured = true;
+  c.fabric.cold_bandwidth =
+      fit_cold(pts, "all_reduce_cold", c.all_reduce, collective_bus_factor(CollectiveOp::kAllReduce, n),
+               c.fabric.bandwidth, c.all_reduce_cold);
+  // The other collectives: each its own line over the same sizes, split where the all-reduce's
+  // protocols split (a link has one small-message size), as its own rates on the fabric. With the
+  // all-reduce's rates, reduce-scatters and all-gathers (sequence parallelism, ZeRO-1) are
+  // predicted far too short (bench/predict_vs_measured.py --collectives).
+  for (const OwnCollective& o : kOwnCollectives)
+    *c.fabric.own_rates(o.op) = fit_collective_rates(pts, std::string(to_string(o.op)), o.op, n,
+                                                     c.fabric.small_message_bytes, c.*o.fit);
+  // The cold reduce-scatter, as the cold all-reduce.
+  if (c.fabric.reduce_scatter.bandwidth > 0)
+    c.fabric.reduce_scatter.cold_bandwidth = fit_cold(
+        pts, "reduce_scatter_cold", c.reduce_scatter, collective_bus_factor(CollectiveOp::kReduceScatter, n),
+        c.fabric.reduce_scatter.bandwidth, c.reduce_scatter_cold);
+  // Every point against the model's formulas on the fitted fabric (its lines: none of the base
+  // profile's measured times).
+  c.fabric.measured = {};
+  GroupLink link;
+  link.size = n;
+  link.bus_bandwidth = c.fabric.bandwidth;
+  link.latency_s = c.fabric.latency_s;
+  link.small_message_bytes = c.fabric.small_message_bytes;
+  link.small_message_latency_s = c.fabric.small_message_latency_s;
+  link.own_rates = &c.fabric;
+  constexpr std::pair<CollectiveOp, double (*)(const GroupLink&, double)> kModel[] = {
+      {CollectiveOp::kAllReduce, allreduce_time},
+      {CollectiveOp::kAllGather, allgather_time},
+      {CollectiveOp::kReduceScatter, reduce_scatter_time},
+      {CollectiveOp::kSendRecv, sendrecv_time}};  // a send/recv's time does not depend on the group's size
+  for (Measurement& m : pts)
+    for (const auto& [op, time] : kModel)
+      if (m.kind == to_string(op) || m.kind == std::string(to_string(op)) + kInStepSuffix) {
+        m.fitted_s = time(link, m.work);
+        m.bus_factor = collective_bus_factor(op, n);
       }
-    if (progress && !c.fabric.measured.empty())
-      progress(fmt::format(
-          "measured times kept for plans of {} ranks inside the node, interpolated between the sizes: {} "
-          "(in brackets: each size left out and interpolated from its neighbours, rms error)",
-          n, measured_times_summary(c.fabric.measured)));
-    if (progress && largest < kMaxCollective)
-      progress(fmt::format("collectives measured up to {} (the next sizes would pass the {:.0f} s budget)",
-                           size_label(largest), kCollectiveBudget_s));
-  }
+  // The measured times themselves, which plans of n ranks inside the node take between the
+  // measured sizes (LinkSpec::measured): no line follows MPI's protocol and algorithm changes.
+  // (Set after the points' fitted times, which are the lines'.)
+  c.fabric.measured = measured_collective_times(pts, n);
+}
 
-  // The executor's cost per op, timed again after everything else: each keeps its faster time
-  // (on the VM one calibration in three took 0.39 us per op against 0.26 in the others).
-  {
-    double per_step = executor_step_s;
-    for (int pass = 0; pass < passes; ++pass)
-      per_step = std::min(per_step, time_call(
-                                        be, [&] { (void)micro_trainer->step(); }, 0.2));
-    c.executor_overhead_s = per_step / static_cast<double>(micro_ops);
-    if (progress)
-      progress(fmt::format("executor: {:.2f} us per op ({} ops of a micro model in {:.1f} us)",
-                           c.executor_overhead_s * 1e6, micro_ops, per_step * 1e6));
+void report_collectives(const Calibration& c, int n, std::size_t largest, const ProgressFn& progress) {
+  if (!progress) return;
+  progress(
+      fmt::format("all-reduce over {} ranks: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{} "
+                  "(rms fit error {:.1f}% "
+                  "over 1 KiB-{})",
+                  n, c.fabric.bandwidth / 1e9, c.fabric.latency_s * 1e6,
+                  c.all_reduce.small_below > 0
+                      ? fmt::format(", {:.2f} us below {}", c.fabric.small_message_latency_s * 1e6,
+                                    size_label(c.all_reduce.small_below))
+                      : std::string(),
+                  100 * c.all_reduce.rms_rel_error, size_label(kFitCollective)));
+  if (c.fabric.cold_bandwidth > 0)
+    progress(fmt::format(
+        "all-reduce with its buffer evicted from the caches: bus bandwidth {:.2f} GB/s ({}-{}, rms fit "
+        "error {:.1f}%), for the gradient reduction after the backward",
+        c.fabric.cold_bandwidth / 1e9, size_label(kColdCollectiveFrom), size_label(kFitCollective),
+        100 * c.all_reduce_cold.rms_rel_error));
+  for (const OwnCollective& o : kOwnCollectives) {
+    const CollectiveRates& r = *c.fabric.own_rates(o.op);
+    if (r.bandwidth <= 0) continue;
+    progress(fmt::format(
+        "{}: bus bandwidth {:.2f} GB/s, latency {:.2f} us per step{}{} (rms fit error {:.1f}%)",
+        to_string(o.op), r.bandwidth / 1e9, r.latency_s * 1e6,
+        r.small_message_latency_s > 0 ? fmt::format(", {:.2f} us below {}", r.small_message_latency_s * 1e6,
+                                                    size_label(c.fabric.small_message_bytes_of(o.op)))
+                                      : std::string(),
+        r.cold_bandwidth > 0 ? fmt::format("; {:.2f} GB/s with its input evicted (rms {:.1f}%)",
+                                           r.cold_bandwidth / 1e9, 100 * c.reduce_scatter_cold.rms_rel_error)
+                             : std::string(),
+        100 * (c.*o.fit).rms_rel_error));
   }
+  if (!c.fabric.measured.empty())
+    progress(fmt::format(
+        "measured times kept for plans of {} ranks inside the node, interpolated between the sizes: {} "
+        "(in brackets: each size left out and interpolated from its neighbours, rms error)",
+        n, measured_times_summary(c.fabric.measured)));
+  if (largest < kMaxCollective)
+    progress(fmt::format("collectives measured up to {} (the next sizes would pass the {:.0f} s budget)",
+                         size_label(largest), kCollectiveBudget_s));
+}
 
+// The executor's cost per op, timed again after everything else: each keeps its faster time (a
+// shared machine's slow spell can land on either).
+void time_executor_again(Calibration& c, ExecutorProbe& probe, Backend& be, int passes,
+                         const ProgressFn& progress) {
+  double per_step = probe.step_s;
+  for (int pass = 0; pass < passes; ++pass) per_step = std::min(per_step, probe.time_step(be));
+  c.executor_overhead_s = per_step / static_cast<double>(probe.ops);
+  if (progress)
+    progress(fmt::format("executor: {:.2f} us per op ({} ops of a micro model in {:.1f} us)",
+                         c.executor_overhead_s * 1e6, probe.ops, per_step * 1e6));
+}
+
+// The device's rates from the fitted lines.
+void set_device_rates(Calibration& c) {
   const double peak = c.device.peak(DType::kFp32);
   c.device.gemm_efficiency = std::min(1.0, 1.0 / (c.gemm.slope * peak));
   c.device.attention_efficiency = std::min(1.0, 1.0 / (c.attention.slope * c.device.peak(DType::kBf16)));
@@ -1515,266 +1610,36 @@ Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be,
   c.device.kernel_overhead_s = c.executor_overhead_s;
   // The lines' intercepts: what a call costs beyond its work (the attention line's is per forward
   // and backward pair).
-  c.device.gemm_setup_s = setup_fit.intercept_s;
+  c.device.gemm_setup_s = gemm_setup_fit(c).intercept_s;
   c.device.attention_setup_s = 0.5 * c.attention.intercept_s;
   c.device.attention_score_s = c.attention.element_s;
   c.device.attention_head_s = c.attention.head_s;
   c.device.attention_backward_ratio = c.attention_backward_ratio;
-  return c;
-}
-
-namespace {
-// The profile's source line for its cache levels.
-std::string cache_source(const Calibration& c) {
-  std::string out = "fitted, smallest level first:";
-  for (std::size_t i = 0; i < c.caches.size(); ++i) {
-    const CacheFit& level = c.caches[i];
-    out += fmt::format(
-        "{} {} ({}): the same GEMMs and streaming kernels with operands cycled over {}, those of which "
-        "two copies fit; GEMM rms error {:.1f}%, streaming {:.1f}%",
-        i ? ";" : "", size_label(static_cast<double>(level.bytes)), level.what,
-        size_label(static_cast<double>(level.footprint)), 100 * level.gemm.rms_rel_error,
-        100 * level.stream.rms_rel_error);
-  }
-  return out +
-         ". A plan whose working set per device fits a level takes the smallest such level's rates, blended "
-         "toward the next level's (memory's after the last) as far as the working set passes the span "
-         "measured "
-         "on its way to the level's size";
 }
 }  // namespace
 
-nlohmann::json calibrated_cluster_json(const Calibration& c, const ClusterSpec& base, const std::string& name,
-                                       const std::string& provenance) {
-  nlohmann::json device = device_to_json(c.device);
-  device["name"] = name + "-core";
-  device["sources"] = {
-      {"peak",
-       fmt::format(
-           "measured: a {0}^3 fp32 GEMM on the runtime's {1} backend ({2}), best of 3-20 calls{4} ({3})",
-           c.backend == "cpu" ? 1024 : 4096, c.backend, c.backend == "cpu" ? "Eigen" : "cuBLAS, no TF32",
-           provenance,
-           c.device.peak(DType::kFp32) > c.peak_gemm_flops
-               ? fmt::format(" at {:.1f} GFLOP/s; raised to the fastest GEMM rate of the sweep or its fits",
-                             c.peak_gemm_flops / 1e9)
-               : "")},
-      {"efficiency.gemm",
-       fmt::format(
-           "fitted: {} GEMMs (forward and backward at the transformer shapes of calibrate.cpp's sizes_for) "
-           "with "
-           "weights, weight gradients and saved inputs cycled over {} (a forward's input and a backward's "
-           "output gradient hot, forward outputs allocated per call), t = calls a + FLOPs/(peak*eff) + "
-           "weight "
-           "bytes/gemm_weight_(fwd|bwd), rms error {:.1f}%, worst {:.1f}%",
-           std::count_if(c.points.begin(), c.points.end(),
-                         [](const Measurement& m) { return m.kind == "gemm"; }),
-           size_label(static_cast<double>(c.memory_footprint)), 100 * c.gemm.rms_rel_error,
-           100 * c.gemm.max_rel_error)},
-      {"efficiency.attention",
-       fmt::format("fitted: fused attention forward+backward, {} shapes, the saved q, k, v and probabilities "
-                   "cycled over {} (activations come back within their micro-batch), t = a + heads x "
-                   "attention_head + "
-                   "causal score elements x attention_score + 3.5 x half the full-square FLOPs (the model's "
-                   "flash forward plus "
-                   "its 2.5x backward) / (peak x eff); rms error {:.1f}%",
-                   std::count_if(c.points.begin(), c.points.end(),
-                                 [](const Measurement& m) { return m.kind == "attention"; }),
-                   size_label(static_cast<double>(c.activation_footprint)), 100 * c.attention.rms_rel_error)},
-      {"efficiency.attention_score",
-       "fitted: the score-element term of the same fit (forward and backward together)"},
-      {"efficiency.attention_head",
-       "fitted: the per-head term of the same fit (forward and backward together)"},
-      {"efficiency.attention_backward",
-       "measured: the same pairs' time over their forwards' (each forward timed alone, as in the pair), less "
-       "1, over "
-       "every shape; the model splits the pair's time by it"},
-      {"efficiency.activation_element",
-       "fitted: the exponentials' term of the streaming fit (each cache level its own)"},
-      {"memory_bandwidth",
-       fmt::format(
-           "fitted: residual, rmsnorm and swiglu (forward, their outputs allocated per call as new "
-           "activations; rmsnorm and swiglu backward, their saved inputs cycled over {}), t = a + bytes/B + "
-           "exponentials x activation_element (SwiGLU's, one per output each way); rms error {:.1f}%",
-           size_label(static_cast<double>(c.memory_footprint)), 100 * c.stream.rms_rel_error)},
-      {"efficiency.optimizer",
-       fmt::format(
-           "fitted: AdamW at {} parameter counts, its state (parameters, gradients, moments) cycled over {} "
-           "(a step's other data evicts it), t = a + kAdamBytesPerParam x parameters/B; B / "
-           "memory_bandwidth; "
-           "rms error {:.1f}%",
-           std::count_if(c.points.begin(), c.points.end(),
-                         [](const Measurement& m) { return m.kind == "optimizer"; }),
-           size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.optimizer.rms_rel_error)},
-      {"efficiency.gemm_setup",
-       fmt::format("fitted: the intercept of the GEMM line over {} of operands",
-                   size_label(static_cast<double>(c.caches.empty() ? c.memory_footprint
-                                                                   : c.caches.front().footprint)))},
-      {"efficiency.gemm_weight_fwd",
-       "fitted: the forward points' weight-bytes term of the GEMM fit over " +
-           size_label(static_cast<double>(c.memory_footprint)) +
-           " (the BLAS's pass over the weight; each cache level's from its own fit)"},
-      {"efficiency.gemm_weight_bwd",
-       "fitted: the backward points' weight-bytes term of the same fits (data and weight gradients: the "
-       "weight "
-       "packed, its gradient read and written)"},
-      {"efficiency.attention_setup",
-       "fitted: half the attention line's intercept (a forward and backward pair)"},
-      {"efficiency.kernel_overhead",
-       "measured: the executor's cost per op, a training step of a micro model (2 layers, "
-       "hidden 8) divided by its op count"},
-      {"rest", "from the base profile " + base.node.accelerator().name}};
-  if (!c.caches.empty()) device["sources"]["cache"] = cache_source(c);
-  if (c.device.shared_memory.shared_by > 1)
-    device["sources"]["shared_memory"] = fmt::format(
-        "fitted: the memory-level GEMMs, streaming kernels and AdamW (as memory_bandwidth's, "
-        "efficiency.gemm's and "
-        "efficiency.optimizer's, which every one of the {} ranks measured at once) measured again on rank 0 "
-        "while the "
-        "other ranks waited at a barrier; GEMM rms error {:.1f}%, streaming {:.1f}%, AdamW {:.1f}%. A plan "
-        "running fewer "
-        "of the node's devices takes rates blended toward these",
-        c.ranks, 100 * c.alone_gemm.rms_rel_error, 100 * c.alone_stream.rms_rel_error,
-        100 * c.alone_optimizer.rms_rel_error);
-  for (const auto& [p, rate] : c.precision_peaks)
-    device["sources"][p == Precision::kBf16 ? "peak.bf16" : "peak.fp16"] =
-        fmt::format("measured: the same GEMM with {} ({:.1f} GFLOP/s){}",
-                    p == Precision::kBf16 ? "bf16 operands" : "TF32 operands", rate / 1e9,
-                    p == Precision::kFp16 ? ", which the runtime's fp16 plans run; also the tf32 peak" : "");
-  nlohmann::json node = node_to_json(base.node);
-  node["name"] = name;
-  node["devices"] = nlohmann::json::array({{{"device", device}, {"count", base.node.accelerators()}}});
-  if (c.fabric_measured) {
-    node["fabric"]["bandwidth"] = fmt::format("{:.6g}GB/s", c.fabric.bandwidth / 1e9);
-    node["fabric"]["latency"] = fmt::format("{:.6g}us", c.fabric.latency_s * 1e6);
-    node["fabric"]["efficiency"] = 1.0;
-    if (c.fabric.cold_bandwidth > 0)
-      node["fabric"]["cold_bandwidth"] = fmt::format("{:.6g}GB/s", c.fabric.cold_bandwidth / 1e9);
-    if (c.fabric.small_message_bytes > 0)
-      node["fabric"]["small_messages"] = {
-          {"below", size_label(c.fabric.small_message_bytes)},
-          {"latency", fmt::format("{:.6g}us", c.fabric.small_message_latency_s * 1e6)}};
-    node["sources"] = {
-        {"fabric", fmt::format("fitted: {} all-reduce over {} ranks, 1 KiB-16 MiB, ring model "
-                               "t = 2(n-1)*latency + 2(n-1)/n*S/B{}; rms error {:.1f}%",
-                               c.backend == "cpu" ? "MPI" : "NCCL", c.ranks,
-                               c.fabric.small_message_bytes > 0
-                                   ? ", the latency its own below the first size of the slower protocol"
-                                   : "",
-                               100 * c.all_reduce.rms_rel_error)}};
-    if (c.fabric.cold_bandwidth > 0)
-      node["sources"]["fabric.cold_bandwidth"] = fmt::format(
-          "fitted: MPI all-reduce over {} ranks, {}-{}, each rank first writing {} of other data (untimed), "
-          "the same latency; rms error {:.1f}%",
-          c.ranks, size_label(kColdCollectiveFrom), size_label(kFitCollective),
-          size_label(static_cast<double>(c.optimizer_footprint)), 100 * c.all_reduce_cold.rms_rel_error);
-    const std::string lib = c.backend == "cpu" ? "MPI" : "NCCL";
-    for (const OwnCollective& own : kOwnCollectives) {
-      const std::string coll(to_string(own.op));
-      const CollectiveOp op = own.op;
-      const CollectiveRates& r = *c.fabric.own_rates(op);
-      if (r.bandwidth <= 0) continue;
-      nlohmann::json& o = node["fabric"]["collectives"][coll];
-      o["bandwidth"] = fmt::format("{:.6g}GB/s", r.bandwidth / 1e9);
-      if (r.latency_s > 0) o["latency"] = fmt::format("{:.6g}us", r.latency_s * 1e6);
-      if (r.small_message_latency_s > 0)
-        o["small_message_latency"] = fmt::format("{:.6g}us", r.small_message_latency_s * 1e6);
-      if (r.small_message_bytes > 0) o["small_messages_below"] = size_label(r.small_message_bytes);
-      if (r.cold_bandwidth > 0) o["cold_bandwidth"] = fmt::format("{:.6g}GB/s", r.cold_bandwidth / 1e9);
-      node["sources"][std::string("fabric.collectives.") + coll] = fmt::format(
-          "fitted: {} {} over {} ranks, 1 KiB-16 MiB, t = steps*latency + {}{}; rms error {:.1f}%", lib, coll,
-          op == CollectiveOp::kSendRecv ? 2 : c.ranks, own.model,
-          r.small_message_bytes > 0
-              ? ", split in two where its protocol changes (" + size_label(r.small_message_bytes) + ")"
-          : r.small_message_latency_s > 0 ? ", the latency its own below the all-reduce's protocol split"
-                                          : "",
-          100 * (c.*own.fit).rms_rel_error);
-      if (r.cold_bandwidth > 0)
-        node["sources"][std::string("fabric.collectives.") + coll + ".cold_bandwidth"] = fmt::format(
-            "fitted: {} {} over {} ranks, {}-{}, each rank first writing {} of other data (untimed), the "
-            "same "
-            "latency; rms error {:.1f}%",
-            lib, coll, c.ranks, size_label(kColdCollectiveFrom), size_label(kFitCollective),
-            size_label(static_cast<double>(c.optimizer_footprint)),
-            100 * c.reduce_scatter_cold.rms_rel_error);
-    }
+Result<Calibration> calibrate(const ClusterSpec& base, Comm& world, Backend& be, const ProgressFn& progress,
+                              const CalibrateOptions& options) {
+  keep_freed_memory_in_heap();  // allocate as the trainer does
+  const Sizes z = sizes_for(be);
+  Calibration c = start_calibration(base, world, be, z);
+  // The trainer's fp32 plans run full-fp32 GEMMs (no TF32): so does the calibration.
+  be.set_gemm_precision(Precision::kFp32);
+  FS_ASSIGN_OR_RETURN(std::unique_ptr<ExecutorProbe> executor, start_executor_probe(base, be));
+  FS_ASSIGN_OR_RETURN(const double best_peak_s, measure_kernels(c, world, be, z, progress, options));
+  fit_kernel_lines(c, progress);
+  fit_peak(c, be, z.peak_n, best_peak_s, progress);
+  report_kernel_lines(c, z, progress);
+  fit_attention_lines(c, progress);
+  measure_host_link(c, be, z, progress);
+  if (world.size() > 1) {
+    FS_ASSIGN_OR_RETURN(const std::size_t largest, measure_collectives(c, world, be, z));
+    fit_collectives(c, world.size());
+    report_collectives(c, world.size(), largest, progress);
   }
-  if (c.fabric_measured) {
-    node["fabric"].erase("measured");  // the base's, if it had some
-    if (!c.fabric.measured.empty()) {
-      nlohmann::json& m = node["fabric"]["measured"];
-      m["ranks"] = c.fabric.measured.ranks;
-      for (CollectiveOp op : kMeasuredOps) {
-        const std::vector<MeasuredTimes::Point>& v = *c.fabric.measured.of(op);
-        if (v.empty()) continue;
-        nlohmann::json a = nlohmann::json::array();
-        for (const MeasuredTimes::Point& p : v)
-          a.push_back({{"size", size_label(p.bytes)}, {"time", fmt::format("{:.6g}us", p.seconds * 1e6)}});
-        m[std::string(to_string(op))] = std::move(a);
-      }
-      const bool in_step = std::any_of(c.points.begin(), c.points.end(),
-                                       [](const Measurement& p) { return p.kind.ends_with(kInStepSuffix); });
-      node["sources"]["fabric.measured"] = fmt::format(
-          "measured: {} collectives over {} ranks (a send/recv: half a ping-pong between ranks 0 and 1), "
-          "each size's "
-          "median sample averaged over the ranks; {}up to {} measured twice and the faster kept; a plan's "
-          "group of {} ranks "
-          "inside the node takes them up to the largest size measured, interpolated in log size and log time "
-          "(below the "
-          "smallest, its time). Each size left out and interpolated from its neighbours: {} rms",
-          c.backend == "cpu" ? "MPI" : "NCCL", c.ranks,
-          in_step ? fmt::format("up to {} as a step calls them (before each call, untimed, each rank writes "
-                                "as much other data "
-                                "as its first cache level holds and rewrites the call's input; each call "
-                                "timed alone, up to "
-                                "64 KiB {} per sample), larger ones back to back; ",
-                                size_label(kInStepUpTo), kCollectiveBackToBack)
-                  : fmt::format("up to 64 KiB {} calls in a row per sample; ", kCollectiveBackToBack),
-          size_label(kRemeasureCollectiveUpTo), c.ranks, measured_times_summary(c.fabric.measured));
-    }
-  }
-  if (c.host_copy.slope > 0) {
-    double smallest = 1e300, largest = 0;
-    for (const Measurement& m : c.points)
-      if (m.kind == "host_copy") {
-        smallest = std::min(smallest, m.work);
-        largest = std::max(largest, m.work);
-      }
-    node["host_link"]["kind"] = base.node.host_link.kind.empty() ? "pcie" : base.node.host_link.kind;
-    node["host_link"]["bandwidth"] = fmt::format("{:.6g}GB/s", 1e-9 / c.host_copy.slope);
-    node["host_link"]["latency"] = fmt::format("{:.6g}us", c.host_copy.intercept_s * 1e6);
-    node["host_link"]["efficiency"] = 1.0;
-    node["sources"]["host_link"] = fmt::format(
-        "fitted: the {} backend's uploads and downloads of {}-{} between pageable host memory and the "
-        "device (offload engines pin their buffers, which can run faster), t = latency + bytes/B over both "
-        "directions; rms error {:.1f}%",
-        c.backend, size_label(smallest), size_label(largest), 100 * c.host_copy.rms_rel_error);
-  }
-
-  nlohmann::json cluster = cluster_to_json(base);
-  cluster["name"] = name;
-  cluster["description"] = "calibrated by `foresight calibrate` (" + provenance + ")";
-  cluster["node"] = node;
-  cluster["sources"] = {{"all", "measured on this machine: " + provenance}};
-  nlohmann::json pts = nlohmann::json::array();
-  for (const auto& p : c.points)
-    pts.push_back({{"kind", p.kind},
-                   {"shape", p.shape},
-                   {"work", p.work},
-                   {"seconds", p.seconds},
-                   {"fitted_s", p.fitted_s}});
-  cluster["notes"] = {{"measurements", pts}};
-  if (c.peak_n > 0)  // for `run --predict`'s comparison of the machine's speed with the calibration's
-    cluster["notes"]["peak_gemm"] = {{"n", c.peak_n},
-                                     {"backend", c.backend},
-                                     {"flops_per_s", c.peak_gemm_flops},
-                                     {"start_flops_per_s", c.peak_gemm_start_flops},
-                                     {"end_flops_per_s", c.peak_gemm_end_flops}};
-  if (c.peak_n > 0 && c.small_gemm_start_s > 0 && c.small_gemm_end_s > 0)
-    cluster["notes"]["peak_gemm"]["small"] = {{"shape", c.small_gemm},
-                                              {"seconds", 0.5 * (c.small_gemm_start_s + c.small_gemm_end_s)},
-                                              {"start_s", c.small_gemm_start_s},
-                                              {"end_s", c.small_gemm_end_s}};
-  return cluster;
+  time_executor_again(c, *executor, be, std::max(1, options.passes), progress);
+  set_device_rates(c);
+  return c;
 }
 
 }  // namespace foresight::runtime

@@ -206,8 +206,8 @@ struct Calibration {
 
 struct CalibrateOptions {
   // Rounds of kernel measurements; each point keeps its fastest, so that a short slow spell of a
-  // shared machine does not set a rate (spells of tens of seconds still can: on this project's VM
-  // a calibration landing in one predicted every plan 40% long). The collectives are measured once.
+  // shared machine does not set a rate (spells of tens of seconds still can, and a calibration
+  // landing in one predicts every plan too long). The collectives are measured once.
   int passes = 1;
   // Times the kernels are measured again (passes and all) when the machine's speed moved by more
   // than kSpeedDriftWarnPct while they were measured (the peak or the small GEMM before against
@@ -224,10 +224,9 @@ double peak_gemm_seconds(Backend& be, int n);
 
 // How far the machine's speed moved while the kernels were measured: the peak GEMM's rate after
 // them against before, in percent (0 where either was not timed). calibrate warns past
-// kSpeedDriftWarnPct. On this project's VM (2026-12-01) one bench round's calibration predicted
-// the tiny serial step 59% long: the runs' peak GEMM was 24% faster than the calibration's. A
-// slow spell that begins or ends within the calibration shows here; one that spans it does not
-// (`run --predict` times the peak GEMM around the run for that).
+// kSpeedDriftWarnPct: on a shared VM a calibration measured in a slow spell predicts every run
+// after it too long. A slow spell that begins or ends within the calibration shows here; one that
+// spans it does not (`run --predict` times the peak GEMM around the run for that).
 double speed_drift_pct(const Calibration& c);
 // The same for the small GEMM (Calibration::small_gemm), as a speed: + when it ran faster after.
 double small_gemm_drift_pct(const Calibration& c);
