@@ -267,10 +267,6 @@ struct Trainer::Impl {
   Flow& flow(int mb, int chunk) { return flows[static_cast<std::size_t>(mb) * chunks + chunk]; }
   float* p(const char* name, int layer) { return params.data() + layout.find(name, layer)->offset; }
   float* g(const char* name, int layer) { return grads.data() + layout.find(name, layer)->offset; }
-  const float* p_or_null(const char* name, int layer) {
-    const TensorSlot* t = layout.find(name, layer);
-    return t ? params.data() + t->offset : nullptr;
-  }
   const int* sample_tokens(Flow& f, int mb) {
     if (f.tokens.empty()) {
       f.tokens.resize(static_cast<std::size_t>(mbs) * (seq + 1));
@@ -284,11 +280,18 @@ struct Trainer::Impl {
   }
 
   Status decode();
+  Status decode_compute(const Op& op, int v, Action& a);
+  Status decode_collective(const Op& op, int v, Action& a);
+  Status decode_transfer(const Op& op, int v, Action& a);
+  Error unsupported(int v) const;
   void norm_forward(const char* w_name, const char* b_name, int layer, const Vec& x, Vec& out, Vec& rstd,
                     Vec& mean);
   void norm_backward(const char* w_name, const char* b_name, int layer, const Vec& dout, const Vec& x,
                      const Vec& rstd, const Vec& mean, Vec& dx);
   void kernel_forward(KernelName k, int layer, int mb, int chunk, bool recompute);
+  void attention_block_forward(KernelName k, int layer, LayerActs& a, RecomputeMask mask, bool recompute);
+  void mlp_block_forward(KernelName k, int layer, LayerActs& a, RecomputeMask mask, bool recompute);
+  void layer_output_forward(int layer, int mb, LayerActs& a, Flow& f, RecomputeMask mask, bool recompute);
   void kernel_backward(KernelName k, int layer, int mb, int chunk);
   void head_forward(Flow& f, int mb);
   void cross_entropy_grad(Flow& f);
@@ -325,115 +328,138 @@ struct Trainer::Impl {
   void decompress_region(int region);
   void optimizer(StepStats& st);
   void execute(int v, StepStats& st);
+  void embed_and_head(Act act, const Op& op);
+  void pipeline_transfer(const Action& a, const Op& op);
+  void tensor_parallel(const Action& a, const Op& op);
+  void gradients_and_update(const Action& a, const Op& op, StepStats& st);
+
+  // Trainer::create's steps.
+  void init_shape(const Workload& wl, Comm& world_comm, const RunOptions& o);
+  Status init_comms(Comm& world_comm);
+  std::vector<int> init_layers();
+  void init_params(const std::vector<int>& layers);
+  void init_optimizer_state();
+  Status init_compression();
+  void init_activations(const std::vector<int>& layers);
 };
 
+Error Trainer::Impl::unsupported(int v) const {
+  return Error("runtime: op " + w->op_id(rank, stage, v) + " is not executed by the runtime yet");
+}
+
+// The action of each op of this rank's stage graph, or an error naming the first op the runtime
+// does not execute.
 Status Trainer::Impl::decode() {
-  const StageProgram& prog = w->stages[stage];
-  const OpGraph& g = prog.graph();
+  const OpGraph& g = w->stages[stage].graph();
   const int n = static_cast<int>(boost::num_vertices(g));
   actions.resize(n);
-  const int max_tag = Comm::max_tag();
-  const Plan& plan = w->plan;
-  const int tp = rank % plan.tp, dp = (rank / plan.tp) % plan.dp;
-  auto kernel_of = [](const char* name) -> int {
-    for (int k = 0; k < static_cast<int>(KernelName::kCount); ++k)
-      if (kernel_name(static_cast<KernelName>(k)) == name) return k;
-    return -1;
-  };
   for (int v = 0; v < n; ++v) {
     const Op& op = g[v];
     Action& a = actions[v];
-    const std::string name = op.name;
-    auto unsupported = [&] {
-      return Error("runtime: op " + w->op_id(rank, stage, v) + " is not executed by the runtime yet");
-    };
     switch (op.kind) {
-      case OpKind::kCompute: {
-        if (name == "grad_compress" || name == "grad_decompress") {
-          if (compressors.empty()) return unsupported();
-          a.act = name == "grad_compress" ? Act::kGradCompress : Act::kGradDecompress;
-          if (a.act == Act::kGradDecompress && op.layer >= 0)
-            own_decompress[layout.region_of_layer(op.layer)] = 1;
-        } else if (op.phase == Phase::kStep) {
-          if (name != "optimizer") return unsupported();
-          a.act = Act::kOptimizer;
-        } else if (name == "embedding") {
-          a.act = op.phase == Phase::kForward ? Act::kEmbedFwd : Act::kEmbedBwd;
-        } else if (name == "lm_head_loss") {
-          a.act = op.phase == Phase::kForward ? Act::kHeadFwd : Act::kHeadBwd;
-        } else if (name == "final_norm") {
-          a.act = op.phase == Phase::kForward ? Act::kFinalNormFwd : Act::kFinalNormBwd;
-        } else if (name == "cross_entropy_grad" && op.phase == Phase::kForward) {
-          a.act = Act::kCeGrad;
-        } else {
-          const int k = kernel_of(op.name);
-          if (k < 0 || op.phase == Phase::kWeightGrad) return unsupported();
-          a.kernel = static_cast<KernelName>(k);
-          a.act = op.phase == Phase::kBackward ? Act::kKernelBwd : Act::kKernelFwd;
-          a.recompute = op.phase == Phase::kRecompute;
-        }
+      case OpKind::kCompute:
+        FS_RETURN_IF_ERROR(decode_compute(op, v, a));
         break;
-      }
-      case OpKind::kCollective: {
-        if (name == "attn.tp_all_reduce" || name == "mlp.tp_all_reduce") {
-          // Forward: the row-parallel GEMM's partial output (proj: y, mlp_down: z); backward: the
-          // input gradient of the column-parallel GEMM (qkv: dn1, mlp_up: dn2).
-          a.act = op.phase == Phase::kBackward ? Act::kTpBwd : Act::kTpFwd;
-          a.target = name[0] == 'a' ? 0 : 1;
-        } else if (name == "attn.tp_all_gather" || name == "mlp.tp_all_gather" ||
-                   name == "attn.tp_reduce_scatter" || name == "mlp.tp_reduce_scatter") {
-          // Sequence parallelism. Forward: gather the norm's output before the column-parallel
-          // GEMM, reduce-scatter the row-parallel GEMM's output. Backward (conjugates): gather the
-          // output gradient before the row-parallel GEMM, reduce-scatter the input gradient after
-          // the column-parallel one.
-          const bool gather = name.find("all_gather") != std::string::npos;
-          const bool bwd = op.phase == Phase::kBackward;
-          a.act = gather ? (bwd ? Act::kSpGatherBwd : Act::kSpGatherFwd)
-                         : (bwd ? Act::kSpScatterBwd : Act::kSpScatterFwd);
-          a.target = name[0] == 'a' ? 0 : 1;
-        } else if (name == "lm_head.tp_all_gather" && op.phase == Phase::kForward) {
-          a.act = Act::kHeadGather;
-        } else if (name == "ce.tp_all_gather" && op.phase == Phase::kForward) {
-          a.act = Act::kCeGather;
-        } else if ((name == "lm_head.tp_all_reduce" || name == "lm_head.tp_reduce_scatter") &&
-                   op.phase == Phase::kBackward) {
-          a.act = Act::kHeadReduce;
-        } else if (((name == "grad_all_reduce" || name == "grad_reduce_scatter") && op.layer >= 0) ||
-                   (name == "grad_reduce" && op.group == GroupKind::kDp)) {
-          a.act = op.layer >= 0 ? Act::kLayerGradReduce : Act::kGradReduce;
-          // A compressed reduction runs as the graph's collective kind says (grad_compression.h).
-          const CollectiveOp want = plan.grad_compression == GradCompression::kTopK
-                                        ? CollectiveOp::kAllGather
-                                        : CollectiveOp::kAllReduce;
-          if (!compressors.empty() && op.collective != want)
-            return Error("runtime: op " + w->op_id(rank, stage, v) + " is a " +
-                         std::string(to_string(op.collective)) + "; the runtime executes " +
-                         to_string(plan.grad_compression) + " compression as a " +
-                         std::string(to_string(want)));
-        } else if (name == "param_all_gather" && op.phase == Phase::kStep) {
-          a.act = Act::kParamGather;
-        } else {
-          return unsupported();
-        }
+      case OpKind::kCollective:
+        FS_RETURN_IF_ERROR(decode_collective(op, v, a));
         break;
-      }
       case OpKind::kSend:
-      case OpKind::kRecv: {
-        const bool fwd = op.phase == Phase::kForward;
-        if (op.kind == OpKind::kSend)
-          a.act = fwd ? Act::kSendAct : Act::kSendGrad;
-        else
-          a.act = fwd ? Act::kRecvAct : Act::kRecvGrad;
-        a.peer = w->rank_of(tp, 0, dp, op.peer_stage);
-        a.tag = op.kind == OpKind::kSend ? op.match : v;  // the receiving op's vertex
-        if (a.tag > max_tag)
-          return Error("runtime: pipeline message tag " + std::to_string(a.tag) + " exceeds MPI_TAG_UB");
+      case OpKind::kRecv:
+        FS_RETURN_IF_ERROR(decode_transfer(op, v, a));
         break;
-      }
       case OpKind::kCopy:
-        return unsupported();
+        return unsupported(v);
     }
   }
+  return Status::Ok();
+}
+
+Status Trainer::Impl::decode_compute(const Op& op, int v, Action& a) {
+  const std::string name = op.name;
+  if (name == "grad_compress" || name == "grad_decompress") {
+    if (compressors.empty()) return unsupported(v);
+    a.act = name == "grad_compress" ? Act::kGradCompress : Act::kGradDecompress;
+    if (a.act == Act::kGradDecompress && op.layer >= 0) own_decompress[layout.region_of_layer(op.layer)] = 1;
+  } else if (op.phase == Phase::kStep) {
+    if (name != "optimizer") return unsupported(v);
+    a.act = Act::kOptimizer;
+  } else if (name == "embedding") {
+    a.act = op.phase == Phase::kForward ? Act::kEmbedFwd : Act::kEmbedBwd;
+  } else if (name == "lm_head_loss") {
+    a.act = op.phase == Phase::kForward ? Act::kHeadFwd : Act::kHeadBwd;
+  } else if (name == "final_norm") {
+    a.act = op.phase == Phase::kForward ? Act::kFinalNormFwd : Act::kFinalNormBwd;
+  } else if (name == "cross_entropy_grad" && op.phase == Phase::kForward) {
+    a.act = Act::kCeGrad;
+  } else {
+    int k = 0;
+    while (k < static_cast<int>(KernelName::kCount) && kernel_name(static_cast<KernelName>(k)) != name) ++k;
+    if (k == static_cast<int>(KernelName::kCount) || op.phase == Phase::kWeightGrad) return unsupported(v);
+    a.kernel = static_cast<KernelName>(k);
+    a.act = op.phase == Phase::kBackward ? Act::kKernelBwd : Act::kKernelFwd;
+    a.recompute = op.phase == Phase::kRecompute;
+  }
+  return Status::Ok();
+}
+
+Status Trainer::Impl::decode_collective(const Op& op, int v, Action& a) {
+  const std::string name = op.name;
+  const Plan& plan = w->plan;
+  if (name == "attn.tp_all_reduce" || name == "mlp.tp_all_reduce") {
+    // Forward: the row-parallel GEMM's partial output (proj: y, mlp_down: z); backward: the
+    // input gradient of the column-parallel GEMM (qkv: dn1, mlp_up: dn2).
+    a.act = op.phase == Phase::kBackward ? Act::kTpBwd : Act::kTpFwd;
+    a.target = name[0] == 'a' ? 0 : 1;
+  } else if (name == "attn.tp_all_gather" || name == "mlp.tp_all_gather" ||
+             name == "attn.tp_reduce_scatter" || name == "mlp.tp_reduce_scatter") {
+    // Sequence parallelism. Forward: gather the norm's output before the column-parallel
+    // GEMM, reduce-scatter the row-parallel GEMM's output. Backward (conjugates): gather the
+    // output gradient before the row-parallel GEMM, reduce-scatter the input gradient after
+    // the column-parallel one.
+    const bool gather = name.find("all_gather") != std::string::npos;
+    const bool bwd = op.phase == Phase::kBackward;
+    a.act = gather ? (bwd ? Act::kSpGatherBwd : Act::kSpGatherFwd)
+                   : (bwd ? Act::kSpScatterBwd : Act::kSpScatterFwd);
+    a.target = name[0] == 'a' ? 0 : 1;
+  } else if (name == "lm_head.tp_all_gather" && op.phase == Phase::kForward) {
+    a.act = Act::kHeadGather;
+  } else if (name == "ce.tp_all_gather" && op.phase == Phase::kForward) {
+    a.act = Act::kCeGather;
+  } else if ((name == "lm_head.tp_all_reduce" || name == "lm_head.tp_reduce_scatter") &&
+             op.phase == Phase::kBackward) {
+    a.act = Act::kHeadReduce;
+  } else if (((name == "grad_all_reduce" || name == "grad_reduce_scatter") && op.layer >= 0) ||
+             (name == "grad_reduce" && op.group == GroupKind::kDp)) {
+    a.act = op.layer >= 0 ? Act::kLayerGradReduce : Act::kGradReduce;
+    // A compressed reduction runs as the graph's collective kind says (grad_compression.h).
+    const CollectiveOp want =
+        plan.grad_compression == GradCompression::kTopK ? CollectiveOp::kAllGather : CollectiveOp::kAllReduce;
+    if (!compressors.empty() && op.collective != want)
+      return Error("runtime: op " + w->op_id(rank, stage, v) + " is a " +
+                   std::string(to_string(op.collective)) + "; the runtime executes " +
+                   to_string(plan.grad_compression) + " compression as a " + std::string(to_string(want)));
+  } else if (name == "param_all_gather" && op.phase == Phase::kStep) {
+    a.act = Act::kParamGather;
+  } else {
+    return unsupported(v);
+  }
+  return Status::Ok();
+}
+
+// A pipeline send or receive: its peer is the same TP and DP rank on the op's peer stage; a
+// message's tag is the receiving op's vertex.
+Status Trainer::Impl::decode_transfer(const Op& op, int v, Action& a) {
+  const Plan& plan = w->plan;
+  const int tp = rank % plan.tp, dp = (rank / plan.tp) % plan.dp;
+  const bool fwd = op.phase == Phase::kForward;
+  if (op.kind == OpKind::kSend)
+    a.act = fwd ? Act::kSendAct : Act::kSendGrad;
+  else
+    a.act = fwd ? Act::kRecvAct : Act::kRecvGrad;
+  a.peer = w->rank_of(tp, 0, dp, op.peer_stage);
+  a.tag = op.kind == OpKind::kSend ? op.match : v;
+  if (a.tag > Comm::max_tag())
+    return Error("runtime: pipeline message tag " + std::to_string(a.tag) + " exceeds MPI_TAG_UB");
   return Status::Ok();
 }
 
@@ -464,18 +490,44 @@ void Trainer::Impl::norm_backward(const char* w_name, const char* b_name, int la
                            p(w_name, layer), mean.data(), rstd.data(), T, H);
 }
 
+// One forward kernel of a layer: the attention block's, the MLP block's, or the layer's output.
+// A recompute re-runs a kernel whose output the layer's recompute modules dropped.
 void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, bool recompute) {
   LayerActs& a = layer_acts(layer, mb);
   const RecomputeMask mask = layer_recompute[static_cast<std::size_t>(layer)];
-  Flow& f = flow(mb, chunk);
-  const int T = tokens(), H = hidden;
-  const int qkv_w = attn_shape.qkv_width(), attn_w = attn_shape.q_heads * attn_shape.head_dim;
-  const TensorSlot* up = layout.find("mlp_up", layer);
-  const int ffn = layout.find("mlp_down", layer)->rows;
-  const bool swiglu = w->model.mlp == MlpKind::kSwiglu;
   switch (k) {
     case KernelName::kNorm1:
-      if (!recompute) a.x_in.copy_from(f.x);
+      if (!recompute) a.x_in.copy_from(flow(mb, chunk).x);
+      [[fallthrough]];
+    case KernelName::kQkv:
+    case KernelName::kAttention:
+    case KernelName::kScores:
+    case KernelName::kSoftmax:
+    case KernelName::kAttnV:
+    case KernelName::kProj:
+      attention_block_forward(k, layer, a, mask, recompute);
+      break;
+    case KernelName::kResidual1:
+    case KernelName::kNorm2:
+    case KernelName::kMlpUp:
+    case KernelName::kActivation:
+    case KernelName::kMlpDown:
+      mlp_block_forward(k, layer, a, mask, recompute);
+      break;
+    case KernelName::kResidual2:
+      layer_output_forward(layer, mb, a, flow(mb, chunk), mask, recompute);
+      break;
+    default:
+      break;  // MoE kernels: refused by check_runtime_plan
+  }
+}
+
+void Trainer::Impl::attention_block_forward(KernelName k, int layer, LayerActs& a, RecomputeMask mask,
+                                            bool recompute) {
+  const int T = tokens(), H = hidden;
+  const int qkv_w = attn_shape.qkv_width(), attn_w = attn_shape.q_heads * attn_shape.head_dim;
+  switch (k) {
+    case KernelName::kNorm1:
       norm_forward("norm1.weight", "norm1.bias", layer, a.x_in, a.n1, a.rstd1, a.mean1);
       break;
     case KernelName::kQkv:
@@ -510,6 +562,17 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
     case KernelName::kProj:
       gemm_forward(a.y, a.attn, p("proj", layer), T, attn_w, H);
       break;
+    default:
+      break;
+  }
+}
+
+void Trainer::Impl::mlp_block_forward(KernelName k, int layer, LayerActs& a, RecomputeMask mask,
+                                      bool recompute) {
+  const int T = tokens(), H = hidden;
+  const TensorSlot* up = layout.find("mlp_up", layer);
+  const int ffn = layout.find("mlp_down", layer)->rows;
+  switch (k) {
     case KernelName::kResidual1:
       a.h.resize(a.x_in.size());
       be->add(a.h.data(), a.x_in.data(), a.y.data(), a.h.size());
@@ -523,7 +586,7 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       break;
     case KernelName::kActivation:
       a.act.resize(static_cast<std::size_t>(T) * ffn);
-      if (swiglu)
+      if (w->model.mlp == MlpKind::kSwiglu)
         be->swiglu_forward(a.act.data(), a.up.data(), T, ffn, w->plan.kernel_fusion);
       else
         be->gelu_forward(a.act.data(), a.up.data(), T, ffn);
@@ -534,26 +597,30 @@ void Trainer::Impl::kernel_forward(KernelName k, int layer, int mb, int chunk, b
       if (!recompute && (mask & (recompute_module::kAct | recompute_module::kMlp))) a.act.release();
       if (!recompute && (mask & recompute_module::kMlp)) a.up.release();
       break;
-    case KernelName::kResidual2:
-      if (recompute) {
-        // The layer's output already went on. A uniform group re-runs its layers in turn: the
-        // output is the next layer's input, which the group did not keep.
-        if (group_continues[static_cast<std::size_t>(layer)]) {
-          LayerActs& next = layer_acts(layer + 1, mb);
-          next.x_in.resize(a.h.size());
-          be->add(next.x_in.data(), a.h.data(), a.z.data(), next.x_in.size());
-        }
-        break;
-      }
-      f.x.resize(a.h.size());
-      be->add(f.x.data(), a.h.data(), a.z.data(), f.x.size());
-      if (mask & recompute_module::kFull) a.keep_only_input();
-      // Uniform method: a group keeps only its first layer's input.
-      if (layer > 0 && group_continues[static_cast<std::size_t>(layer - 1)]) a.x_in.release();
-      break;
     default:
-      break;  // MoE kernels: refused by check_runtime_plan
+      break;
   }
+}
+
+// The second residual: the layer's output goes on to the next layer (the flow's hidden state),
+// and the layer drops what its recompute modules say.
+void Trainer::Impl::layer_output_forward(int layer, int mb, LayerActs& a, Flow& f, RecomputeMask mask,
+                                         bool recompute) {
+  if (recompute) {
+    // The layer's output already went on. A uniform group re-runs its layers in turn: the
+    // output is the next layer's input, which the group did not keep.
+    if (group_continues[static_cast<std::size_t>(layer)]) {
+      LayerActs& next = layer_acts(layer + 1, mb);
+      next.x_in.resize(a.h.size());
+      be->add(next.x_in.data(), a.h.data(), a.z.data(), next.x_in.size());
+    }
+    return;
+  }
+  f.x.resize(a.h.size());
+  be->add(f.x.data(), a.h.data(), a.z.data(), f.x.size());
+  if (mask & recompute_module::kFull) a.keep_only_input();
+  // Uniform method: a group keeps only its first layer's input.
+  if (layer > 0 && group_continues[static_cast<std::size_t>(layer - 1)]) a.x_in.release();
 }
 
 void Trainer::Impl::kernel_backward(KernelName k, int layer, int mb, int chunk) {
@@ -803,100 +870,137 @@ void Trainer::Impl::optimizer(StepStats& st) {
   }
 }
 
+// Op v of this rank's stage graph, as decode mapped it.
 void Trainer::Impl::execute(int v, StepStats& st) {
   const Op& op = w->stages[stage].graph()[v];
   const Action& a = actions[v];
-  const int mb = op.micro_batch, chunk = op.chunk, R = rows(), H = hidden;
-  const int first_row = sp ? tp_rank * R : 0;  // this rank's token slice (SP)
   switch (a.act) {
+    case Act::kEmbedFwd:
+    case Act::kEmbedBwd:
+    case Act::kFinalNormFwd:
+    case Act::kFinalNormBwd:
+    case Act::kHeadGather:
+    case Act::kHeadFwd:
+    case Act::kCeGather:
+    case Act::kCeGrad:
+    case Act::kHeadBwd:
+    case Act::kHeadReduce:
+      embed_and_head(a.act, op);
+      break;
+    case Act::kKernelFwd:
+      kernel_forward(a.kernel, op.layer, op.micro_batch, op.chunk, a.recompute);
+      break;
+    case Act::kKernelBwd:
+      kernel_backward(a.kernel, op.layer, op.micro_batch, op.chunk);
+      break;
+    case Act::kSendAct:
+    case Act::kSendGrad:
+    case Act::kRecvAct:
+    case Act::kRecvGrad:
+      pipeline_transfer(a, op);
+      break;
+    case Act::kTpFwd:
+    case Act::kTpBwd:
+    case Act::kSpGatherFwd:
+    case Act::kSpScatterFwd:
+    case Act::kSpGatherBwd:
+    case Act::kSpScatterBwd:
+      tensor_parallel(a, op);
+      break;
+    case Act::kLayerGradReduce:
+    case Act::kGradReduce:
+    case Act::kGradCompress:
+    case Act::kGradDecompress:
+    case Act::kOptimizer:
+    case Act::kParamGather:
+      gradients_and_update(a, op, st);
+      break;
+  }
+}
+
+// The embedding, the final norm, the LM head and its loss (vocabulary-parallel under TP).
+void Trainer::Impl::embed_and_head(Act act, const Op& op) {
+  const int mb = op.micro_batch, R = rows(), H = hidden;
+  const int first_row = sp ? tp_rank * R : 0;  // this rank's token slice (SP)
+  Flow& f = flow(mb, op.chunk);
+  switch (act) {
     case Act::kEmbedFwd: {
-      Flow& f = flow(mb, chunk);
       const std::vector<int>& ids = input_ids(sample_tokens(f, mb), first_row, R);
       f.x.resize(static_cast<std::size_t>(R) * H);
       be->embedding_forward(f.x.data(), p("embedding", -1), ids.data(), R, H);
       break;
     }
     case Act::kEmbedBwd: {
-      Flow& f = flow(mb, chunk);
       const std::vector<int>& ids = input_ids(f.tokens.data(), first_row, R);
       be->embedding_backward(g("embedding", -1), f.dx.data(), ids.data(), R, H);
       f.reset();
       break;
     }
-    case Act::kFinalNormFwd: {
-      Flow& f = flow(mb, chunk);
+    case Act::kFinalNormFwd:
       norm_forward("final_norm.weight", "final_norm.bias", -1, f.x, f.head_n, f.head_rstd, f.head_mean);
       break;
-    }
-    case Act::kHeadGather: {  // SP: the vocabulary-parallel head reads every token (Megatron)
-      Flow& f = flow(mb, chunk);
+    case Act::kHeadGather:  // SP: the vocabulary-parallel head reads every token (Megatron)
       gather_rows(f.head_n, f.head_ng);
       break;
-    }
     case Act::kHeadFwd:
-      head_forward(flow(mb, chunk), mb);
+      head_forward(f, mb);
       break;
-    case Act::kCeGather: {
-      Flow& f = flow(mb, chunk);
+    case Act::kCeGather:
       tp->all_gather(f.ce_stats.data(), f.ce_stats.size());
       break;
-    }
     case Act::kCeGrad:
-      cross_entropy_grad(flow(mb, chunk));
+      cross_entropy_grad(f);
       break;
     case Act::kHeadBwd:
-      head_backward(flow(mb, chunk));
+      head_backward(f);
       break;
-    case Act::kHeadReduce: {  // the input gradient is partial over the vocabulary slices
-      Flow& f = flow(mb, chunk);
+    case Act::kHeadReduce:  // the input gradient is partial over the vocabulary slices
       if (sp)
         scatter_rows(f.tmp);
       else
         tp->all_reduce(f.tmp.data(), f.tmp.size());
       break;
-    }
-    case Act::kFinalNormBwd: {
-      Flow& f = flow(mb, chunk);
+    case Act::kFinalNormBwd:
       norm_backward("final_norm.weight", "final_norm.bias", -1, f.tmp, f.x, f.head_rstd, f.head_mean, f.dx);
       f.head_n.release();
       f.head_ng.release();
       break;
-    }
-    case Act::kKernelFwd:
-      kernel_forward(a.kernel, op.layer, mb, chunk, a.recompute);
+    default:
       break;
-    case Act::kKernelBwd:
-      kernel_backward(a.kernel, op.layer, mb, chunk);
-      break;
-    case Act::kSendAct:
-    case Act::kSendGrad: {  // activations forward, gradients backward; a gradient ends the micro-batch here
-      Flow& f = flow(mb, chunk);
-      pipe->send(std::move(a.act == Act::kSendAct ? f.x : f.dx), a.peer, a.tag);
-      if (a.act == Act::kSendGrad) f.reset();
-      break;
-    }
-    case Act::kRecvAct:
-    case Act::kRecvGrad: {
-      Flow& f = flow(mb, chunk);
-      Vec& into = a.act == Act::kRecvAct ? f.x : f.dx;
-      into.resize(static_cast<std::size_t>(R) * H);
-      pipe->recv(into.data(), into.size(), a.peer, a.tag);
-      break;
-    }
+  }
+}
+
+// Activations forward, gradients backward; a gradient sent ends the micro-batch on this stage.
+void Trainer::Impl::pipeline_transfer(const Action& a, const Op& op) {
+  Flow& f = flow(op.micro_batch, op.chunk);
+  if (a.act == Act::kSendAct || a.act == Act::kSendGrad) {
+    pipe->send(std::move(a.act == Act::kSendAct ? f.x : f.dx), a.peer, a.tag);
+    if (a.act == Act::kSendGrad) f.reset();
+    return;
+  }
+  Vec& into = a.act == Act::kRecvAct ? f.x : f.dx;
+  into.resize(static_cast<std::size_t>(rows()) * hidden);
+  pipe->recv(into.data(), into.size(), a.peer, a.tag);
+}
+
+// The TP group's collectives inside a layer: all-reduces, and sequence parallelism's gathers and
+// reduce-scatters.
+void Trainer::Impl::tensor_parallel(const Action& a, const Op& op) {
+  switch (a.act) {
     case Act::kTpFwd: {
-      LayerActs& la = layer_acts(op.layer, mb);
+      LayerActs& la = layer_acts(op.layer, op.micro_batch);
       Vec& t = a.target == 0 ? la.y : la.z;
       tp->all_reduce(t.data(), t.size());
       break;
     }
     case Act::kTpBwd: {
-      Flow& f = flow(mb, chunk);
+      Flow& f = flow(op.micro_batch, op.chunk);
       Vec& t = a.target == 0 ? f.dn1 : f.dn2;
       tp->all_reduce(t.data(), t.size());
       break;
     }
     case Act::kSpGatherFwd: {
-      LayerActs& la = layer_acts(op.layer, mb);
+      LayerActs& la = layer_acts(op.layer, op.micro_batch);
       if (a.target == 0)
         gather_rows(la.n1, la.n1g);
       else
@@ -904,20 +1008,29 @@ void Trainer::Impl::execute(int v, StepStats& st) {
       break;
     }
     case Act::kSpScatterFwd: {
-      LayerActs& la = layer_acts(op.layer, mb);
+      LayerActs& la = layer_acts(op.layer, op.micro_batch);
       scatter_rows(a.target == 0 ? la.y : la.z);
       break;
     }
     case Act::kSpGatherBwd: {  // the output gradient of the row-parallel GEMM (proj or mlp_down)
-      Flow& f = flow(mb, chunk);
+      Flow& f = flow(op.micro_batch, op.chunk);
       gather_rows(f.dh, f.dg);
       break;
     }
     case Act::kSpScatterBwd: {
-      Flow& f = flow(mb, chunk);
+      Flow& f = flow(op.micro_batch, op.chunk);
       scatter_rows(a.target == 0 ? f.dn1 : f.dn2);
       break;
     }
+    default:
+      break;
+  }
+}
+
+// The data-parallel gradient reduction (compressed or not), the optimizer, and ZeRO-1's
+// parameter all-gather.
+void Trainer::Impl::gradients_and_update(const Action& a, const Op& op, StepStats& st) {
+  switch (a.act) {
     case Act::kLayerGradReduce:
       reduce_region(layout.region_of_layer(op.layer));
       break;
@@ -949,28 +1062,31 @@ void Trainer::Impl::execute(int v, StepStats& st) {
       if (dp_comm.size() > 1)
         for (const Region& r : layout.regions()) dp->all_gather(params.data() + r.offset, r.padded);
       break;
+    default:
+      break;
   }
 }
 
 Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Trainer::~Trainer() = default;
 
-Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world, const RunOptions& o,
-                                                 std::unique_ptr<Backend> backend) {
+namespace {
+// What the trainer refuses before building anything: the plan's checks (the runtime's and the
+// backend's), the host-side gradient transforms on a backend whose tensors the host cannot reach,
+// the launched rank count, and the algorithmic options' ranges.
+Status check_trainer_inputs(const Workload& w, const Comm& world, const RunOptions& o,
+                            const Backend& backend) {
   FS_RETURN_IF_ERROR(check_runtime_plan(w.model, w.plan, "plan"));
-  if (!backend) backend = make_cpu_backend();
-  if (Status s = backend->check_plan(w.plan); !s) return s.error();
-  if (!backend->host_addressable()) {
+  if (Status s = backend.check_plan(w.plan); !s) return s.error();
+  if (!backend.host_addressable()) {
     // The host-side gradient transforms need tensors the host can reach.
     if (w.plan.grad_compression != GradCompression::kNone)
       return Error("plan: /grad_compression: " + to_string(w.plan.grad_compression) +
-                   " gradient compression runs on the CPU backend only so far (the " + backend->name() +
+                   " gradient compression runs on the CPU backend only so far (the " + backend.name() +
                    " backend does not compress)");
     if (o.algorithms.grad_decay > 0 || o.algorithms.aradam_gamma > 0)
       return Error("runtime: decayed gradient accumulation and ARAdam run on the CPU backend only so far");
   }
-  // The plan's precision for the GEMMs (the tensors stay fp32 on every backend).
-  backend->set_gemm_precision(w.plan.precision);
   if (world.size() != w.plan.gpus())
     return Error("runtime: the plan needs " + std::to_string(w.plan.gpus()) + " ranks (tp x pp x dp = " +
                  std::to_string(w.plan.tp) + " x " + std::to_string(w.plan.pp) + " x " +
@@ -983,111 +1099,156 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world,
   if (!(alg.grad_decay >= 0 && alg.grad_decay < 1))
     return Error("runtime: the gradient decay beta must be in [0, 1)");
   if (alg.aradam_gamma < 0) return Error("runtime: ARAdam's gamma must be >= 0");
-  keep_freed_memory_in_heap();
-  auto im = std::make_unique<Impl>();
-  Impl& t = *im;
-  t.be = std::move(backend);
-  Backend* be = t.be.get();
-  for (Vec* v : {&t.params, &t.grads, &t.adam_m, &t.adam_v, &t.residual, &t.grad_avg}) v->bind(be);
-  t.w = &w;
-  t.world = &world;
-  t.opt = o;
-  const Plan& plan = w.plan;
-  t.rank = world.rank();
-  t.stage = w.stage_of(t.rank);
-  t.tp_rank = t.rank % plan.tp;
-  t.dp_rank = (t.rank / plan.tp) % plan.dp;
-  const StageProgram& prog = w.stages[t.stage];
-  t.chunks = static_cast<int>(prog.chunk_layers.size());
-  t.micro = static_cast<int>(plan.micro_batches());
-  t.mbs = plan.micro_batch;
-  t.seq = effective_seq_len(plan, w.model);
-  t.hidden = static_cast<int>(w.model.hidden);
-  t.vocab = static_cast<int>(w.model.vocab);
-  t.attn_shape = {t.mbs, t.seq, w.model.heads / plan.tp, w.model.kv_heads / plan.tp,
-                  static_cast<int>(w.model.q_dim() / w.model.heads)};
-  t.fp16 = plan.precision == Precision::kFp16;
-  t.sp = plan.sequence_parallel && plan.tp > 1;
-  t.loss_scale = t.fp16 ? o.initial_loss_scale : 1.0;
+  return Status::Ok();
+}
+}  // namespace
 
-  // Communicators: every rank takes part in each split (MPI_Comm_split is collective).
-  const auto tp_group = w.group_members(t.rank, GroupKind::kTp);
-  const auto dp_group = w.group_members(t.rank, GroupKind::kDp);
-  t.tp_comm = world.split(tp_group.front(), t.tp_rank);
-  t.dp_comm = world.split(dp_group.front() + w.ranks(), t.dp_rank);
-  {
-    auto tp = be->make_comm(t.tp_comm);
-    if (!tp) return tp.error();
-    auto dp = be->make_comm(t.dp_comm);
-    if (!dp) return dp.error();
-    auto pipe = be->make_comm(world);
-    if (!pipe) return pipe.error();
-    t.tp = std::move(*tp);
-    t.dp = std::move(*dp);
-    t.pipe = std::move(*pipe);
-  }
+// This rank's place in the plan and the step's shapes.
+void Trainer::Impl::init_shape(const Workload& wl, Comm& world_comm, const RunOptions& o) {
+  w = &wl;
+  world = &world_comm;
+  opt = o;
+  const Plan& plan = wl.plan;
+  rank = world_comm.rank();
+  stage = wl.stage_of(rank);
+  tp_rank = rank % plan.tp;
+  dp_rank = (rank / plan.tp) % plan.dp;
+  chunks = static_cast<int>(wl.stages[stage].chunk_layers.size());
+  micro = static_cast<int>(plan.micro_batches());
+  mbs = plan.micro_batch;
+  seq = effective_seq_len(plan, wl.model);
+  hidden = static_cast<int>(wl.model.hidden);
+  vocab = static_cast<int>(wl.model.vocab);
+  attn_shape = {mbs, seq, wl.model.heads / plan.tp, wl.model.kv_heads / plan.tp,
+                static_cast<int>(wl.model.q_dim() / wl.model.heads)};
+  fp16 = plan.precision == Precision::kFp16;
+  sp = plan.sequence_parallel && plan.tp > 1;
+  loss_scale = fp16 ? o.initial_loss_scale : 1.0;
+}
 
+// The TP and DP groups (MPI), and the backend's twins of them and of the world. Every rank takes
+// part in each split (MPI_Comm_split is collective).
+Status Trainer::Impl::init_comms(Comm& world_comm) {
+  const auto tp_group = w->group_members(rank, GroupKind::kTp);
+  const auto dp_group = w->group_members(rank, GroupKind::kDp);
+  tp_comm = world_comm.split(tp_group.front(), tp_rank);
+  dp_comm = world_comm.split(dp_group.front() + w->ranks(), dp_rank);
+  auto tp_group_comm = be->make_comm(tp_comm);
+  if (!tp_group_comm) return tp_group_comm.error();
+  auto dp_group_comm = be->make_comm(dp_comm);
+  if (!dp_group_comm) return dp_group_comm.error();
+  auto pipe_comm = be->make_comm(world_comm);
+  if (!pipe_comm) return pipe_comm.error();
+  tp = std::move(*tp_group_comm);
+  dp = std::move(*dp_group_comm);
+  pipe = std::move(*pipe_comm);
+  return Status::Ok();
+}
+
+// The stage's layers in order, and per layer what its forward drops (its recompute modules) and
+// whether a uniform recompute group goes on past it.
+std::vector<int> Trainer::Impl::init_layers() {
+  const Plan& plan = w->plan;
+  const StageProgram& prog = w->stages[stage];
   std::vector<int> layers;
   for (const auto& c : prog.chunk_layers) layers.insert(layers.end(), c.begin(), c.end());
   std::sort(layers.begin(), layers.end());
-  t.layer_recompute.assign(static_cast<std::size_t>(w.model.layers), 0);
-  t.group_continues.assign(static_cast<std::size_t>(w.model.layers), 0);
+  layer_recompute.assign(static_cast<std::size_t>(w->model.layers), 0);
+  group_continues.assign(static_cast<std::size_t>(w->model.layers), 0);
   for (const auto& c : prog.chunk_layers)
     for (std::size_t i = 0; i < c.size(); ++i) {
       const auto layer = static_cast<std::size_t>(c[i]);
       const int position = static_cast<int>(i);
-      t.layer_recompute[layer] = w.recompute_of(c[i], position);
+      layer_recompute[layer] = w->recompute_of(c[i], position);
       if (plan.uniform_recompute())
-        t.group_continues[layer] = (position + 1) % plan.recompute_layers != 0 && i + 1 < c.size();
+        group_continues[layer] = (position + 1) % plan.recompute_layers != 0 && i + 1 < c.size();
     }
-  const int last_vstage = t.chunks * plan.pp - 1;
-  const bool first = t.stage == 0, last = (t.chunks - 1) * plan.pp + t.stage == last_vstage;
-  t.layout = ParamLayout::build(w.model, plan, layers, first, last, t.tp_rank);
-  {
-    Buffer init(t.layout.total());
-    t.layout.initialise(init.data(), o.seed);
-    if (be->host_memory()) {
-      t.params.host().swap(init);
-    } else {
-      t.params.resize(init.size());
-      be->upload(t.params.data(), init.data(), init.size());
-    }
+  return layers;
+}
+
+// The stage's parameters, initialised as every layout initialises them, in the backend's memory.
+void Trainer::Impl::init_params(const std::vector<int>& layers) {
+  const Plan& plan = w->plan;
+  const int last_vstage = chunks * plan.pp - 1;
+  const bool first = stage == 0, last = (chunks - 1) * plan.pp + stage == last_vstage;
+  layout = ParamLayout::build(w->model, plan, layers, first, last, tp_rank);
+  Buffer init(layout.total());
+  layout.initialise(init.data(), opt.seed);
+  if (be->host_memory()) {
+    params.host().swap(init);
+  } else {
+    params.resize(init.size());
+    be->upload(params.data(), init.data(), init.size());
   }
-  t.grads.assign_zero(t.layout.total());
+  grads.assign_zero(layout.total());
+}
+
+// The optimizer's moments (ZeRO-1: each region's owned block only), and the decayed gradient
+// accumulation's average where it is on.
+void Trainer::Impl::init_optimizer_state() {
+  const Plan& plan = w->plan;
   std::size_t owned = 0;
-  for (const Region& r : t.layout.regions()) {
-    t.owned_offset.push_back(owned);
+  for (const Region& r : layout.regions()) {
+    owned_offset.push_back(owned);
     owned += plan.zero_stage >= 1 ? r.padded / plan.dp : r.padded;
   }
-  t.adam_m.assign_zero(owned);
-  t.adam_v.assign_zero(owned);
-  if (o.algorithms.grad_decay > 0) t.grad_avg.assign_zero(owned);
-  t.reduced.assign(t.layout.regions().size(), 0);
-  if (plan.grad_compression != GradCompression::kNone) {
-    const auto& regions = t.layout.regions();
-    try {
-      for (std::size_t i = 0; i < regions.size(); ++i) {
-        std::vector<Segment> segments;
-        for (const TensorSlot& ts : t.layout.tensors())
-          if (ts.region == static_cast<int>(i))
-            segments.push_back({ts.offset - regions[i].offset, ts.size()});
-        t.compressors.emplace_back(plan.grad_compression, plan.compression_topk, segments, t.dp_comm.size(),
-                                   regions[i].padded);
-      }
-    } catch (const std::exception& e) {
-      return Error(std::string("runtime: /grad_compression: ") + e.what());
+  adam_m.assign_zero(owned);
+  adam_v.assign_zero(owned);
+  if (opt.algorithms.grad_decay > 0) grad_avg.assign_zero(owned);
+  reduced.assign(layout.regions().size(), 0);
+}
+
+// Gradient compression: a compressor per region (its tensors as segments), and top-k's residual.
+Status Trainer::Impl::init_compression() {
+  const Plan& plan = w->plan;
+  if (plan.grad_compression == GradCompression::kNone) return Status::Ok();
+  const auto& regions = layout.regions();
+  try {
+    for (std::size_t i = 0; i < regions.size(); ++i) {
+      std::vector<Segment> segments;
+      for (const TensorSlot& ts : layout.tensors())
+        if (ts.region == static_cast<int>(i)) segments.push_back({ts.offset - regions[i].offset, ts.size()});
+      compressors.emplace_back(plan.grad_compression, plan.compression_topk, segments, dp_comm.size(),
+                               regions[i].padded);
     }
-    t.compressed.assign(regions.size(), 0);
-    t.decompressed.assign(regions.size(), 0);
-    t.own_decompress.assign(regions.size(), 0);
-    if (plan.grad_compression == GradCompression::kTopK) t.residual.assign_zero(t.layout.total());
+  } catch (const std::exception& e) {
+    return Error(std::string("runtime: /grad_compression: ") + e.what());
   }
-  t.layer_index.assign(static_cast<std::size_t>(w.model.layers), -1);
-  for (std::size_t i = 0; i < layers.size(); ++i) t.layer_index[layers[i]] = static_cast<int>(i);
-  t.acts.resize(layers.size() * static_cast<std::size_t>(t.micro));
-  for (LayerActs& a : t.acts) a.bind(be);
-  t.flows.resize(static_cast<std::size_t>(t.micro) * t.chunks);
-  for (Flow& f : t.flows) f.bind(be);
+  compressed.assign(regions.size(), 0);
+  decompressed.assign(regions.size(), 0);
+  own_decompress.assign(regions.size(), 0);
+  if (plan.grad_compression == GradCompression::kTopK) residual.assign_zero(layout.total());
+  return Status::Ok();
+}
+
+// A layer's activations per micro-batch, and a flow per micro-batch and chunk, in the backend.
+void Trainer::Impl::init_activations(const std::vector<int>& layers) {
+  layer_index.assign(static_cast<std::size_t>(w->model.layers), -1);
+  for (std::size_t i = 0; i < layers.size(); ++i) layer_index[layers[i]] = static_cast<int>(i);
+  acts.resize(layers.size() * static_cast<std::size_t>(micro));
+  for (LayerActs& a : acts) a.bind(be.get());
+  flows.resize(static_cast<std::size_t>(micro) * chunks);
+  for (Flow& f : flows) f.bind(be.get());
+}
+
+Result<std::unique_ptr<Trainer>> Trainer::create(const Workload& w, Comm& world, const RunOptions& o,
+                                                 std::unique_ptr<Backend> backend) {
+  if (!backend) backend = make_cpu_backend();
+  FS_RETURN_IF_ERROR(check_trainer_inputs(w, world, o, *backend));
+  // The plan's precision for the GEMMs (the tensors stay fp32 on every backend).
+  backend->set_gemm_precision(w.plan.precision);
+  keep_freed_memory_in_heap();
+  auto im = std::make_unique<Impl>();
+  Impl& t = *im;
+  t.be = std::move(backend);
+  for (Vec* v : {&t.params, &t.grads, &t.adam_m, &t.adam_v, &t.residual, &t.grad_avg}) v->bind(t.be.get());
+  t.init_shape(w, world, o);
+  FS_RETURN_IF_ERROR(t.init_comms(world));
+  const std::vector<int> layers = t.init_layers();
+  t.init_params(layers);
+  t.init_optimizer_state();
+  FS_RETURN_IF_ERROR(t.init_compression());
+  t.init_activations(layers);
   FS_RETURN_IF_ERROR(t.decode());
   return std::unique_ptr<Trainer>(new Trainer(std::move(im)));
 }
