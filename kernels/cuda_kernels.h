@@ -80,13 +80,6 @@ void layernorm_backward(float* dx, float* dweight, float* dbias, const float* do
 void layernorm_backward(__nv_bfloat16* dx, float* dweight, float* dbias, const __nv_bfloat16* dout,
                         const __nv_bfloat16* x, const __nv_bfloat16* weight, const float* mean,
                         const float* rstd, int rows, int cols, cudaStream_t stream);
-// The bf16 overload normalises the rounded bf16 residual_out, i.e. exactly what its backward sees.
-void residual_rmsnorm_forward(float* residual_out, float* norm_out, float* rstd, const float* x,
-                              const float* y, const float* weight, int rows, int cols, float eps,
-                              cudaStream_t stream);
-void residual_rmsnorm_forward(__nv_bfloat16* residual_out, __nv_bfloat16* norm_out, float* rstd,
-                              const __nv_bfloat16* x, const __nv_bfloat16* y, const __nv_bfloat16* weight,
-                              int rows, int cols, float eps, cudaStream_t stream);
 
 // --- elementwise (kernels/elementwise.cu) ---------------------------------------------------------
 void residual_forward(float* out, const float* a, const float* b, std::size_t n, cudaStream_t stream);

@@ -31,25 +31,6 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* x, const T*
 }
 
 template <typename T>
-__global__ void residual_rmsnorm_forward_kernel(T* residual_out, T* norm_out, float* rstd, const T* x,
-                                                const T* y, const T* weight, int cols, float eps) {
-  const std::size_t off = static_cast<std::size_t>(blockIdx.x) * cols;
-  float ss = 0.0f;
-  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-    const T r = from_float<T>(to_float(x[off + c]) + to_float(y[off + c]));
-    residual_out[off + c] = r;
-    const float v = to_float(r);  // the stored (rounded) value, as the backward will see it
-    ss += v * v;
-  }
-  ss = block_sum(ss);
-  const float s = 1.0f / sqrtf(ss / static_cast<float>(cols) + eps);
-  if (threadIdx.x == 0) rstd[blockIdx.x] = s;
-  // Each thread re-reads only the elements it wrote itself, so residual_out may alias x or y.
-  for (int c = threadIdx.x; c < cols; c += blockDim.x)
-    norm_out[off + c] = from_float<T>(to_float(residual_out[off + c]) * s * to_float(weight[c]));
-}
-
-template <typename T>
 __global__ void rmsnorm_backward_dx_kernel(T* dx, const T* dout, const T* x, const T* weight,
                                            const float* rstd, int cols) {
   const std::size_t off = static_cast<std::size_t>(blockIdx.x) * cols;
@@ -169,15 +150,6 @@ void layernorm_backward_impl(T* dx, float* dweight, float* dbias, const T* dout,
   FS_CUDA_CHECK_LAUNCH();
 }
 
-template <typename T>
-void residual_rmsnorm_forward_impl(T* residual_out, T* norm_out, float* rstd, const T* x, const T* y,
-                                   const T* weight, int rows, int cols, float eps, cudaStream_t stream) {
-  if (rows <= 0 || cols <= 0) return;
-  residual_rmsnorm_forward_kernel<T>
-      <<<rows, kThreads, 0, stream>>>(residual_out, norm_out, rstd, x, y, weight, cols, eps);
-  FS_CUDA_CHECK_LAUNCH();
-}
-
 }  // namespace
 
 void rmsnorm_forward(float* out, float* rstd, const float* x, const float* weight, int rows, int cols,
@@ -215,16 +187,6 @@ void layernorm_backward(__nv_bfloat16* dx, float* dweight, float* dbias, const _
                         const __nv_bfloat16* x, const __nv_bfloat16* weight, const float* mean,
                         const float* rstd, int rows, int cols, cudaStream_t stream) {
   layernorm_backward_impl(dx, dweight, dbias, dout, x, weight, mean, rstd, rows, cols, stream);
-}
-void residual_rmsnorm_forward(float* residual_out, float* norm_out, float* rstd, const float* x,
-                              const float* y, const float* weight, int rows, int cols, float eps,
-                              cudaStream_t stream) {
-  residual_rmsnorm_forward_impl(residual_out, norm_out, rstd, x, y, weight, rows, cols, eps, stream);
-}
-void residual_rmsnorm_forward(__nv_bfloat16* residual_out, __nv_bfloat16* norm_out, float* rstd,
-                              const __nv_bfloat16* x, const __nv_bfloat16* y, const __nv_bfloat16* weight,
-                              int rows, int cols, float eps, cudaStream_t stream) {
-  residual_rmsnorm_forward_impl(residual_out, norm_out, rstd, x, y, weight, rows, cols, eps, stream);
 }
 
 }  // namespace foresight::kernels

@@ -125,12 +125,6 @@ void layernorm_backward_cpu(float* dx, float* dweight, float* dbias, const float
   }
 }
 
-void residual_rmsnorm_forward_cpu(float* residual_out, float* norm_out, float* rstd, const float* x,
-                                  const float* y, const float* weight, int rows, int cols, float eps) {
-  residual_forward_cpu(residual_out, x, y, static_cast<std::size_t>(rows) * cols);
-  rmsnorm_forward_cpu(norm_out, rstd, residual_out, weight, rows, cols, eps);
-}
-
 void residual_forward_cpu(float* out, const float* a, const float* b, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }

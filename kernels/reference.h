@@ -52,9 +52,6 @@ void layernorm_forward_cpu(float* out, float* mean, float* rstd, const float* x,
 // dx overwritten; dweight, dbias accumulated.
 void layernorm_backward_cpu(float* dx, float* dweight, float* dbias, const float* dout, const float* x,
                             const float* weight, const float* mean, const float* rstd, int rows, int cols);
-// Fused residual add + RMSNorm: residual_out = x + y, norm_out = rmsnorm(residual_out).
-void residual_rmsnorm_forward_cpu(float* residual_out, float* norm_out, float* rstd, const float* x,
-                                  const float* y, const float* weight, int rows, int cols, float eps);
 
 // --- elementwise ----------------------------------------------------------------------------
 void residual_forward_cpu(float* out, const float* a, const float* b, std::size_t n);
