@@ -393,29 +393,14 @@ std::string json_escape(const std::string& s) {
   return r;
 }
 
-int run(const Options& o) {
-  if (o.hidden % o.heads != 0) throw std::invalid_argument("hidden must be a multiple of heads");
-  int device = 0;
-  FS_CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  FS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  cudaStream_t stream = nullptr;
-  FS_CUDA_CHECK(cudaStreamCreate(&stream));
-  cublasHandle_t handle = nullptr;
-  FS_CUBLAS_CHECK(cublasCreate(&handle));
-  FS_CUBLAS_CHECK(cublasSetStream(handle, stream));
-
-  Arena arena;
-  const Block b = make_block(arena, o, stream);
-  PhaseTimer timer(stream);
-  for (int i = 0; i < o.warmup; ++i) train_step(b, handle, stream, timer);
-  FS_CUDA_CHECK(cudaStreamSynchronize(stream));
-
+// The step time of `iters` timed steps, each between two events on the stream (ms).
+std::vector<double> time_steps(const Block& b, cublasHandle_t handle, cudaStream_t stream, PhaseTimer& timer,
+                               int iters) {
   cudaEvent_t start = nullptr, stop = nullptr;
   FS_CUDA_CHECK(cudaEventCreate(&start));
   FS_CUDA_CHECK(cudaEventCreate(&stop));
   std::vector<double> step_ms;
-  for (int i = 0; i < o.iters; ++i) {
+  for (int i = 0; i < iters; ++i) {
     FS_CUDA_CHECK(cudaEventRecord(start, stream));
     train_step(b, handle, stream, timer);
     FS_CUDA_CHECK(cudaEventRecord(stop, stream));
@@ -424,7 +409,14 @@ int run(const Options& o) {
     FS_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     step_ms.push_back(ms);
   }
-  // Breakdown: median per phase over 3 instrumented steps (events between ops add a little).
+  FS_CUDA_CHECK(cudaEventDestroy(start));
+  FS_CUDA_CHECK(cudaEventDestroy(stop));
+  return step_ms;
+}
+
+// Breakdown: the median per phase over 3 instrumented steps (events between ops add a little).
+std::vector<double> phase_breakdown_ms(const Block& b, cublasHandle_t handle, cudaStream_t stream,
+                                       PhaseTimer& timer) {
   std::vector<std::vector<double>> phase_ms(kPhases);
   for (int i = 0; i < 3; ++i) {
     timer.enable(true);
@@ -433,24 +425,35 @@ int run(const Options& o) {
     for (int p = 0; p < kPhases; ++p) phase_ms[p].push_back(ms[p]);
   }
   timer.enable(false);
-  FS_CUDA_CHECK(cudaEventDestroy(start));
-  FS_CUDA_CHECK(cudaEventDestroy(stop));
+  std::vector<double> medians;
+  for (int p = 0; p < kPhases; ++p) medians.push_back(median(phase_ms[p]));
+  return medians;
+}
 
-  // Model FLOPs per step, the PaLM convention (Chowdhery et al. 2022, appendix B: 6N + 12 L H Q T
-  // per token): the GEMMs do 2 FLOPs per weight per token forward and 4 backward (dX and dW), so
-  // 6 * P * tokens with P = 12 * hidden^2 here (qkv 3h^2, proj h^2, fc and fc-proj 4h^2 each at
-  // ffn = 4h; in general (4 h + 2 ffn) * h); attention's Q K^T and P V add 2 * 2 * seq * hidden
-  // per token forward, times 3 with the backward: 12 * batch * seq^2 * hidden, counted over the
-  // full square (no halving for the causal mask) as PaLM counts it. Norms, softmax, GeLU, biases
-  // and residuals are not model FLOPs.
+// Model FLOPs per step, the PaLM convention (Chowdhery et al. 2022, appendix B: 6N + 12 L H Q T
+// per token): the GEMMs do 2 FLOPs per weight per token forward and 4 backward (dX and dW), so
+// 6 * P * tokens with P = 12 * hidden^2 here (qkv 3h^2, proj h^2, fc and fc-proj 4h^2 each at
+// ffn = 4h; in general (4 h + 2 ffn) * h); attention's Q K^T and P V add 2 * 2 * seq * hidden
+// per token forward, times 3 with the backward: 12 * batch * seq^2 * hidden, counted over the
+// full square (no halving for the causal mask) as PaLM counts it. Norms, softmax, GeLU, biases
+// and residuals are not model FLOPs.
+struct ModelFlops {
+  double gemm = 0, attention = 0;
+  double total() const { return gemm + attention; }
+};
+
+ModelFlops model_flops(const Options& o) {
   const double tokens = static_cast<double>(o.batch) * o.seq, h = o.hidden;
   const double gemm_params = (4.0 * h + 2.0 * o.ffn) * h;
-  const double gemm_flops = 6.0 * gemm_params * tokens;
-  const double attention_flops = 12.0 * o.batch * static_cast<double>(o.seq) * o.seq * h;
-  const double model_flops = gemm_flops + attention_flops;
-  const double ms = median(step_ms);
-  const double achieved = model_flops / (ms * 1e-3);
+  return {6.0 * gemm_params * tokens, 12.0 * o.batch * static_cast<double>(o.seq) * o.seq * h};
+}
 
+// The benchmark's JSON: the device, the block, the step time and its breakdown, FLOPs and MFU.
+std::string result_json(const Options& o, const cudaDeviceProp& prop, const std::vector<double>& step_ms,
+                        const std::vector<double>& phase_ms, std::size_t allocated_bytes) {
+  const ModelFlops flops = model_flops(o);
+  const double ms = median(step_ms);
+  const double achieved = flops.total() / (ms * 1e-3);
   std::ostringstream js;
   js.precision(6);
   js << "{\n"
@@ -470,25 +473,48 @@ int run(const Options& o) {
      << "  \"step_ms_min\": " << *std::min_element(step_ms.begin(), step_ms.end()) << ",\n"
      << "  \"step_ms_max\": " << *std::max_element(step_ms.begin(), step_ms.end()) << ",\n"
      << "  \"breakdown_ms\": {";
-  for (int p = 0; p < kPhases; ++p)
-    js << (p ? ", " : "") << "\"" << kPhaseNames[p] << "\": " << median(phase_ms[p]);
+  for (int p = 0; p < kPhases; ++p) js << (p ? ", " : "") << "\"" << kPhaseNames[p] << "\": " << phase_ms[p];
   js << "},\n"
      << "  \"flops_formula\": \"6 * (4*hidden + 2*ffn) * hidden * batch * seq + 12 * batch * seq^2 * "
         "hidden\",\n"
-     << "  \"gemm_flops_per_step\": " << gemm_flops << ",\n"
-     << "  \"attention_flops_per_step\": " << attention_flops << ",\n"
-     << "  \"model_flops_per_step\": " << model_flops << ",\n"
+     << "  \"gemm_flops_per_step\": " << flops.gemm << ",\n"
+     << "  \"attention_flops_per_step\": " << flops.attention << ",\n"
+     << "  \"model_flops_per_step\": " << flops.total() << ",\n"
      << "  \"achieved_tflops\": " << achieved / 1e12 << ",\n"
      << "  \"peak_flops\": " << o.peak_flops << ",\n"
      << "  \"mfu\": " << achieved / o.peak_flops << ",\n"
-     << "  \"device_memory_allocated_bytes\": " << arena.bytes() << "\n"
+     << "  \"device_memory_allocated_bytes\": " << allocated_bytes << "\n"
      << "}\n";
-  std::cout << js.str();
+  return js.str();
+}
+
+// Warm-up, the timed steps, the instrumented ones, then the JSON to stdout (and --out).
+int run(const Options& o) {
+  if (o.hidden % o.heads != 0) throw std::invalid_argument("hidden must be a multiple of heads");
+  int device = 0;
+  FS_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  FS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  cudaStream_t stream = nullptr;
+  FS_CUDA_CHECK(cudaStreamCreate(&stream));
+  cublasHandle_t handle = nullptr;
+  FS_CUBLAS_CHECK(cublasCreate(&handle));
+  FS_CUBLAS_CHECK(cublasSetStream(handle, stream));
+
+  Arena arena;
+  const Block b = make_block(arena, o, stream);
+  PhaseTimer timer(stream);
+  for (int i = 0; i < o.warmup; ++i) train_step(b, handle, stream, timer);
+  FS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<double> step_ms = time_steps(b, handle, stream, timer, o.iters);
+  const std::vector<double> phase_ms = phase_breakdown_ms(b, handle, stream, timer);
+  const std::string js = result_json(o, prop, step_ms, phase_ms, arena.bytes());
+  std::cout << js;
   FS_CUBLAS_CHECK(cublasDestroy(handle));
   FS_CUDA_CHECK(cudaStreamDestroy(stream));
   if (!o.out.empty()) {
     std::ofstream f(o.out);
-    f << js.str();
+    f << js;
     if (!f) {
       std::cerr << "gpu_block_bench: cannot write " << o.out << "\n";
       return 1;
