@@ -126,15 +126,21 @@ TEST(RuntimeBackend, AMissingCudaPluginIsAClearErrorAndAutoFallsBack) {
 }
 #endif
 
-TEST(Runtime, FastPathsMatchTheReferenceKernels) {
-  // fp32 with different summation orders (GEMM blocking vs loops): 1e-5 of the magnitude.
-  const kernels::AttentionShape s{2, 7, 4, 2, 8};
-  std::vector<float> qkv(s.tokens() * s.qkv_width()), dout(s.tokens() * s.q_heads * s.head_dim);
+// Values in [-0.5, 0.5) from a fixed LCG (Numerical Recipes' constants): the same on every platform.
+struct Uniform {
   unsigned state = 12345;
-  auto rnd = [&] {
+  float operator()() {
     state = state * 1664525u + 1013904223u;
     return static_cast<float>(state >> 8) / (1 << 24) - 0.5f;
-  };
+  }
+};
+
+// The fast paths' checks below: fp32 with different summation orders (GEMM blocking vs loops),
+// 1e-5 of the magnitude unless said otherwise.
+
+void check_attention(Uniform& rnd) {
+  const kernels::AttentionShape s{2, 7, 4, 2, 8};
+  std::vector<float> qkv(s.tokens() * s.qkv_width()), dout(s.tokens() * s.q_heads * s.head_dim);
   for (float& v : qkv) v = 2 * rnd();
   for (float& v : dout) v = rnd();
   std::vector<float> out_a(dout.size()), out_b(dout.size()), p_a(s.score_elems()), p_b(s.score_elems());
@@ -146,113 +152,117 @@ TEST(Runtime, FastPathsMatchTheReferenceKernels) {
   kernels::attention_backward_cpu(d_a.data(), s1.data(), s2.data(), dout.data(), p_a.data(), qkv.data(), s);
   attention_backward_fast(d_b.data(), s1.data(), dout.data(), p_a.data(), qkv.data(), s);
   for (std::size_t i = 0; i < d_a.size(); ++i) ASSERT_NEAR(d_a[i], d_b[i], 1e-5) << i;
+}
 
-  {  // the vocabulary-parallel cross-entropy's statistics: Eigen against the CUDA kernels' oracle
-    const int rows = 5, cols = 37;
-    std::vector<float> logits(rows * cols), scale(rows);
-    for (float& v : logits) v = 8 * rnd();
-    for (float& v : scale) v = 1 + rnd();
-    std::vector<float> m_a(rows), m_b(rows), s_a(rows), s_b(rows), e_a(logits.size()), e_b(logits.size());
-    kernels::softmax_row_stats_cpu(m_a.data(), s_a.data(), e_a.data(), logits.data(), rows, cols);
-    softmax_row_stats(m_b.data(), s_b.data(), e_b.data(), logits.data(), rows, cols);
-    for (int r = 0; r < rows; ++r) {
-      EXPECT_EQ(m_a[r], m_b[r]) << r;
-      EXPECT_NEAR(s_a[r], s_b[r], 1e-5 * s_a[r]) << r;
-    }
-    for (std::size_t i = 0; i < e_a.size(); ++i) ASSERT_NEAR(e_a[i], e_b[i], 1e-6) << i;
-    kernels::scale_rows_cpu(e_a.data(), scale.data(), rows, cols);
-    scale_rows(e_b.data(), scale.data(), rows, cols);
-    for (std::size_t i = 0; i < e_a.size(); ++i) ASSERT_NEAR(e_a[i], e_b[i], 1e-6) << i;
+// The vocabulary-parallel cross-entropy's statistics: Eigen against the CUDA kernels' oracle.
+void check_softmax_row_stats(Uniform& rnd) {
+  const int rows = 5, cols = 37;
+  std::vector<float> logits(rows * cols), scale(rows);
+  for (float& v : logits) v = 8 * rnd();
+  for (float& v : scale) v = 1 + rnd();
+  std::vector<float> m_a(rows), m_b(rows), s_a(rows), s_b(rows), e_a(logits.size()), e_b(logits.size());
+  kernels::softmax_row_stats_cpu(m_a.data(), s_a.data(), e_a.data(), logits.data(), rows, cols);
+  softmax_row_stats(m_b.data(), s_b.data(), e_b.data(), logits.data(), rows, cols);
+  for (int r = 0; r < rows; ++r) {
+    EXPECT_EQ(m_a[r], m_b[r]) << r;
+    EXPECT_NEAR(s_a[r], s_b[r], 1e-5 * s_a[r]) << r;
   }
-  {  // GEMMs: Eigen against the reference contract the cuBLAS GEMMs are tested on
-    const int rows = 9, k = 13, n = 11;
-    std::vector<float> in(rows * k), w(k * n), dy(rows * n);
-    for (float& v : in) v = rnd();
-    for (float& v : w) v = rnd();
-    for (float& v : dy) v = rnd();
-    std::vector<float> o1(rows * n), o2(rows * n), di1(in.size()), di2(in.size()), dw1(w.size(), 0.5f),
-        dw2(w.size(), 0.5f);
-    kernels::matmul_forward_cpu(o1.data(), in.data(), w.data(), rows, k, n);
-    gemm_forward(o2.data(), in.data(), w.data(), rows, k, n);
-    for (std::size_t i = 0; i < o1.size(); ++i) ASSERT_NEAR(o1[i], o2[i], 1e-5f) << i;
-    kernels::matmul_backward_cpu(di1.data(), dw1.data(), dy.data(), in.data(), w.data(), rows, k, n);
-    gemm_backward(di2.data(), dw2.data(), dy.data(), in.data(), w.data(), rows, k, n);
-    for (std::size_t i = 0; i < di1.size(); ++i) ASSERT_NEAR(di1[i], di2[i], 1e-5f) << i;
-    for (std::size_t i = 0; i < dw1.size(); ++i) ASSERT_NEAR(dw1[i], dw2[i], 1e-5f) << i;
-  }
-  {  // norms and activations
-    const int rows = 6, cols = 40;
-    std::vector<float> x(rows * cols), w(cols), dy(rows * cols), gu(rows * 2 * cols);
-    for (float& v : x) v = 3 * rnd();
-    for (float& v : w) v = 1 + rnd();
-    for (float& v : dy) v = rnd();
-    for (float& v : gu) v = 6 * rnd();
-    std::vector<float> o1(x.size()), o2(x.size()), r1(rows), r2(rows), dx1(x.size()), dx2(x.size()),
-        dw1(cols, 1), dw2(cols, 1);
-    kernels::rmsnorm_forward_cpu(o1.data(), r1.data(), x.data(), w.data(), rows, cols, 1e-5f);
-    rmsnorm_forward_fast(o2.data(), r2.data(), x.data(), w.data(), rows, cols, 1e-5f);
-    for (std::size_t i = 0; i < o1.size(); ++i)
-      ASSERT_NEAR(o1[i], o2[i], 1e-5f * (1 + std::fabs(o1[i]))) << i;
-    kernels::rmsnorm_backward_cpu(dx1.data(), dw1.data(), dy.data(), x.data(), w.data(), r1.data(), rows,
-                                  cols);
-    rmsnorm_backward_fast(dx2.data(), dw2.data(), dy.data(), x.data(), w.data(), r1.data(), rows, cols);
-    for (std::size_t i = 0; i < dx1.size(); ++i)
-      ASSERT_NEAR(dx1[i], dx2[i], 1e-5f * (1 + std::fabs(dx1[i]))) << i;
-    for (int i = 0; i < cols; ++i) ASSERT_NEAR(dw1[i], dw2[i], 1e-5f * (1 + std::fabs(dw1[i]))) << i;
-    // Eager (unfused) passes: same values, other rounding.
-    std::vector<float> o3(x.size()), r3(rows), dx3(x.size()), dw3(cols, 1);
-    rmsnorm_forward_eager(o3.data(), r3.data(), x.data(), w.data(), rows, cols, 1e-5f);
-    for (std::size_t i = 0; i < o1.size(); ++i)
-      ASSERT_NEAR(o1[i], o3[i], 1e-5f * (1 + std::fabs(o1[i]))) << "eager " << i;
-    for (int i = 0; i < rows; ++i) ASSERT_NEAR(r1[i], r3[i], 1e-5f * r1[i]) << "eager " << i;
-    rmsnorm_backward_eager(dx3.data(), dw3.data(), dy.data(), x.data(), w.data(), r1.data(), rows, cols);
-    for (std::size_t i = 0; i < dx1.size(); ++i)
-      ASSERT_NEAR(dx1[i], dx3[i], 1e-5f * (1 + std::fabs(dx1[i]))) << "eager " << i;
-    for (int i = 0; i < cols; ++i)
-      ASSERT_NEAR(dw1[i], dw3[i], 1e-5f * (1 + std::fabs(dw1[i]))) << "eager " << i;
-    std::vector<float> a1(x.size()), a2(x.size()), g1(gu.size()), g2(gu.size());
-    kernels::swiglu_forward_cpu(a1.data(), gu.data(), rows, cols);
-    swiglu_forward_fast(a2.data(), gu.data(), rows, cols);
-    for (std::size_t i = 0; i < a1.size(); ++i)
-      ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << i;
-    swiglu_forward_eager(a2.data(), gu.data(), rows, cols);
-    for (std::size_t i = 0; i < a1.size(); ++i)
-      ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << "eager " << i;
-    kernels::swiglu_backward_cpu(g1.data(), gu.data(), dy.data(), rows, cols);
-    swiglu_backward_fast(g2.data(), gu.data(), dy.data(), rows, cols);
-    for (std::size_t i = 0; i < g1.size(); ++i)
-      ASSERT_NEAR(g1[i], g2[i], 1e-5f * (1 + std::fabs(g1[i]))) << i;
-    swiglu_backward_eager(g2.data(), gu.data(), dy.data(), rows, cols);
-    for (std::size_t i = 0; i < g1.size(); ++i)
-      ASSERT_NEAR(g1[i], g2[i], 1e-5f * (1 + std::fabs(g1[i]))) << "eager " << i;
-    kernels::bias_gelu_forward_cpu(a1.data(), x.data(), nullptr, rows, cols);
-    gelu_forward_fast(a2.data(), x.data(), x.size());
-    for (std::size_t i = 0; i < a1.size(); ++i)
-      ASSERT_NEAR(a1[i], a2[i], 1e-5f * (1 + std::fabs(a1[i]))) << i;
-    kernels::bias_gelu_backward_cpu(dx1.data(), nullptr, x.data(), nullptr, dy.data(), rows, cols);
-    gelu_backward_fast(dx2.data(), x.data(), dy.data(), x.size());
-    for (std::size_t i = 0; i < dx1.size(); ++i)
-      ASSERT_NEAR(dx1[i], dx2[i], 1e-5f * (1 + std::fabs(dx1[i]))) << i;
-  }
+  for (std::size_t i = 0; i < e_a.size(); ++i) ASSERT_NEAR(e_a[i], e_b[i], 1e-6) << i;
+  kernels::scale_rows_cpu(e_a.data(), scale.data(), rows, cols);
+  scale_rows(e_b.data(), scale.data(), rows, cols);
+  for (std::size_t i = 0; i < e_a.size(); ++i) ASSERT_NEAR(e_a[i], e_b[i], 1e-6) << i;
+}
 
-  {  // AdamW in blocks: the reference's values over a length that ends inside a block, two steps
-    const std::size_t n = 5000;
-    std::vector<float> g(n), p1(n), m1(n), v1(n);
-    for (float& x : g) x = rnd();
-    for (float& x : p1) x = rnd();
-    std::vector<float> p2 = p1, m2 = m1, v2 = v1;
-    const kernels::AdamWConfig c{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
-    for (int step = 1; step <= 2; ++step) {
-      kernels::adamw_cpu(p1.data(), m1.data(), v1.data(), g.data(), n, c, step, 0.5f);
-      adamw_fast(p2.data(), m2.data(), v2.data(), g.data(), n, c, step, 0.5f);
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      ASSERT_NEAR(p1[i], p2[i], 1e-6f) << i;
-      ASSERT_NEAR(m1[i], m2[i], 1e-6f) << i;
-      ASSERT_NEAR(v1[i], v2[i], 1e-6f) << i;
-    }
-  }
+// GEMMs: Eigen against the reference contract the cuBLAS GEMMs are tested on.
+void check_gemms(Uniform& rnd) {
+  const int rows = 9, k = 13, n = 11;
+  std::vector<float> in(rows * k), w(k * n), dy(rows * n);
+  for (float& v : in) v = rnd();
+  for (float& v : w) v = rnd();
+  for (float& v : dy) v = rnd();
+  std::vector<float> o1(rows * n), o2(rows * n), di1(in.size()), di2(in.size()), dw1(w.size(), 0.5f),
+      dw2(w.size(), 0.5f);
+  kernels::matmul_forward_cpu(o1.data(), in.data(), w.data(), rows, k, n);
+  gemm_forward(o2.data(), in.data(), w.data(), rows, k, n);
+  for (std::size_t i = 0; i < o1.size(); ++i) ASSERT_NEAR(o1[i], o2[i], 1e-5f) << i;
+  kernels::matmul_backward_cpu(di1.data(), dw1.data(), dy.data(), in.data(), w.data(), rows, k, n);
+  gemm_backward(di2.data(), dw2.data(), dy.data(), in.data(), w.data(), rows, k, n);
+  for (std::size_t i = 0; i < di1.size(); ++i) ASSERT_NEAR(di1[i], di2[i], 1e-5f) << i;
+  for (std::size_t i = 0; i < dw1.size(); ++i) ASSERT_NEAR(dw1[i], dw2[i], 1e-5f) << i;
+}
 
+// a and b equal within 1e-5 of (1 + |a|), element by element.
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    ASSERT_NEAR(a[i], b[i], 1e-5f * (1 + std::fabs(a[i]))) << what << " " << i;
+}
+
+// RMSNorm, fused and eager (unfused passes: same values, other rounding).
+void check_rmsnorm(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& dy,
+                   int rows, int cols) {
+  std::vector<float> o1(x.size()), o2(x.size()), r1(rows), r2(rows), dx1(x.size()), dx2(x.size()),
+      dw1(cols, 1), dw2(cols, 1);
+  kernels::rmsnorm_forward_cpu(o1.data(), r1.data(), x.data(), w.data(), rows, cols, 1e-5f);
+  rmsnorm_forward_fast(o2.data(), r2.data(), x.data(), w.data(), rows, cols, 1e-5f);
+  ASSERT_NO_FATAL_FAILURE(expect_close(o1, o2, "forward"));
+  kernels::rmsnorm_backward_cpu(dx1.data(), dw1.data(), dy.data(), x.data(), w.data(), r1.data(), rows, cols);
+  rmsnorm_backward_fast(dx2.data(), dw2.data(), dy.data(), x.data(), w.data(), r1.data(), rows, cols);
+  ASSERT_NO_FATAL_FAILURE(expect_close(dx1, dx2, "dx"));
+  ASSERT_NO_FATAL_FAILURE(expect_close(dw1, dw2, "dw"));
+  std::vector<float> o3(x.size()), r3(rows), dx3(x.size()), dw3(cols, 1);
+  rmsnorm_forward_eager(o3.data(), r3.data(), x.data(), w.data(), rows, cols, 1e-5f);
+  ASSERT_NO_FATAL_FAILURE(expect_close(o1, o3, "eager forward"));
+  for (int i = 0; i < rows; ++i) ASSERT_NEAR(r1[i], r3[i], 1e-5f * r1[i]) << "eager " << i;
+  rmsnorm_backward_eager(dx3.data(), dw3.data(), dy.data(), x.data(), w.data(), r1.data(), rows, cols);
+  ASSERT_NO_FATAL_FAILURE(expect_close(dx1, dx3, "eager dx"));
+  ASSERT_NO_FATAL_FAILURE(expect_close(dw1, dw3, "eager dw"));
+}
+
+// SwiGLU (fused and eager) and GeLU.
+void check_activations(const std::vector<float>& x, const std::vector<float>& gu,
+                       const std::vector<float>& dy, int rows, int cols) {
+  std::vector<float> a1(x.size()), a2(x.size()), g1(gu.size()), g2(gu.size());
+  kernels::swiglu_forward_cpu(a1.data(), gu.data(), rows, cols);
+  swiglu_forward_fast(a2.data(), gu.data(), rows, cols);
+  ASSERT_NO_FATAL_FAILURE(expect_close(a1, a2, "swiglu"));
+  swiglu_forward_eager(a2.data(), gu.data(), rows, cols);
+  ASSERT_NO_FATAL_FAILURE(expect_close(a1, a2, "eager swiglu"));
+  kernels::swiglu_backward_cpu(g1.data(), gu.data(), dy.data(), rows, cols);
+  swiglu_backward_fast(g2.data(), gu.data(), dy.data(), rows, cols);
+  ASSERT_NO_FATAL_FAILURE(expect_close(g1, g2, "swiglu backward"));
+  swiglu_backward_eager(g2.data(), gu.data(), dy.data(), rows, cols);
+  ASSERT_NO_FATAL_FAILURE(expect_close(g1, g2, "eager swiglu backward"));
+  kernels::bias_gelu_forward_cpu(a1.data(), x.data(), nullptr, rows, cols);
+  gelu_forward_fast(a2.data(), x.data(), x.size());
+  ASSERT_NO_FATAL_FAILURE(expect_close(a1, a2, "gelu"));
+  std::vector<float> dx1(x.size()), dx2(x.size());
+  kernels::bias_gelu_backward_cpu(dx1.data(), nullptr, x.data(), nullptr, dy.data(), rows, cols);
+  gelu_backward_fast(dx2.data(), x.data(), dy.data(), x.size());
+  ASSERT_NO_FATAL_FAILURE(expect_close(dx1, dx2, "gelu backward"));
+}
+
+// AdamW in blocks: the reference's values over a length that ends inside a block, two steps.
+void check_adamw(Uniform& rnd) {
+  const std::size_t n = 5000;
+  std::vector<float> g(n), p1(n), m1(n), v1(n);
+  for (float& x : g) x = rnd();
+  for (float& x : p1) x = rnd();
+  std::vector<float> p2 = p1, m2 = m1, v2 = v1;
+  const kernels::AdamWConfig c{1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  for (int step = 1; step <= 2; ++step) {
+    kernels::adamw_cpu(p1.data(), m1.data(), v1.data(), g.data(), n, c, step, 0.5f);
+    adamw_fast(p2.data(), m2.data(), v2.data(), g.data(), n, c, step, 0.5f);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(p1[i], p2[i], 1e-6f) << i;
+    ASSERT_NEAR(m1[i], m2[i], 1e-6f) << i;
+    ASSERT_NEAR(v1[i], v2[i], 1e-6f) << i;
+  }
+}
+
+// The fused cross-entropy: the losses, their total and the logits' gradient in one pass.
+void check_crossentropy(Uniform& rnd) {
   const int rows = 5, vocab = 33;
   std::vector<float> logits(rows * vocab), l_a(rows), l_b(rows), g_a(logits.size()), g_b(logits.size());
   for (float& v : logits) v = 8 * rnd();
@@ -268,6 +278,25 @@ TEST(Runtime, FastPathsMatchTheReferenceKernels) {
   }
   EXPECT_NEAR(total, sum, 1e-4);
   for (std::size_t i = 0; i < g_a.size(); ++i) ASSERT_NEAR(g_a[i], g_b[i], 1e-6) << i;
+}
+
+TEST(Runtime, FastPathsMatchTheReferenceKernels) {
+  Uniform rnd;
+  ASSERT_NO_FATAL_FAILURE(check_attention(rnd));
+  ASSERT_NO_FATAL_FAILURE(check_softmax_row_stats(rnd));
+  ASSERT_NO_FATAL_FAILURE(check_gemms(rnd));
+  {  // norms and activations on the same inputs
+    const int rows = 6, cols = 40;
+    std::vector<float> x(rows * cols), w(cols), dy(rows * cols), gu(rows * 2 * cols);
+    for (float& v : x) v = 3 * rnd();
+    for (float& v : w) v = 1 + rnd();
+    for (float& v : dy) v = rnd();
+    for (float& v : gu) v = 6 * rnd();
+    ASSERT_NO_FATAL_FAILURE(check_rmsnorm(x, w, dy, rows, cols));
+    ASSERT_NO_FATAL_FAILURE(check_activations(x, gu, dy, rows, cols));
+  }
+  ASSERT_NO_FATAL_FAILURE(check_adamw(rnd));
+  check_crossentropy(rnd);
 }
 
 // The CPU backend's RoPE keeps its rotation table: the same values as the reference, bit for bit,
