@@ -64,7 +64,7 @@ TEST(RuntimeBackend, SeparateMemoryRunsBitIdentically) {
     EXPECT_EQ(host->t->params(), sep->t->params()) << c.what;
   }
   // A checkpoint written from separate memory resumes in host memory, and the other way round.
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-separate-ckpt";
+  const auto dir = test_temp_path("foresight-separate-ckpt");
   std::filesystem::remove_all(dir);
   auto sep = serial(tiny4(), plan(4), {}, make_cpu_backend(true));
   ASSERT_TRUE(sep->t->step());
@@ -106,7 +106,7 @@ TEST(RuntimeBackend, ChoosingABackendByName) {
 // The CUDA backend is a plugin loaded on first use: where it cannot be loaded, --backend cuda is a
 // clear error naming the file and the way to point at it, and --backend auto runs on the CPU.
 TEST(RuntimeBackend, AMissingCudaPluginIsAClearErrorAndAutoFallsBack) {
-  const std::string out = (std::filesystem::temp_directory_path() / "foresight-plugin.txt").string();
+  const std::string out = test_temp_path("foresight-plugin.txt").string();
   const std::string env = "FORESIGHT_CUDA_BACKEND=/nonexistent/libforesight_cuda_backend.so ";
   const std::string run = env + FORESIGHT_BINARY + " run --model tiny --steps 1 --backend ";
   auto read_file = [](const std::string& path) {

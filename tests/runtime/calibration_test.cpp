@@ -274,7 +274,7 @@ TEST(Calibration, AllReduceSplitsWhereTheProtocolChanges) {
 // after the run and reports it against the calibration's (notes.peak_gemm); other cluster
 // arguments (a preset, a file without the note or with a broken one) get no such line.
 TEST(Calibration, RunComparesTheMachinesSpeedWithTheCalibrations) {
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-speed-check";
+  const auto dir = test_temp_path("foresight-speed-check");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   nlohmann::json cluster = cluster_to_json(testing::preset_cluster("cpu-local", 1));

@@ -25,7 +25,7 @@ namespace foresight::runtime {
 namespace {
 
 TEST(Runtime, CheckpointResumeIsBitIdenticalAndCorruptionIsCaught) {
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-ckpt-test";
+  const auto dir = test_temp_path("foresight-ckpt-test");
   std::filesystem::remove_all(dir);
   auto straight = serial(tiny4(), plan(2));
   std::vector<double> losses;
@@ -86,7 +86,7 @@ void flip_byte(const std::filesystem::path& f, std::streamoff at) {
 }
 
 TEST(CheckpointSet, TheManifestNamesEveryFileAndIsWrittenOnlyAfterThem) {
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-ckpt-manifest";
+  const auto dir = test_temp_path("foresight-ckpt-manifest");
   std::filesystem::remove_all(dir);
   auto run = serial(tiny4(), plan(2));
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(run->t->step());
@@ -139,8 +139,8 @@ TEST(CheckpointSet, TheManifestNamesEveryFileAndIsWrittenOnlyAfterThem) {
 }
 
 TEST(CheckpointSet, ADamagedOrMissingFileFallsBackToThePreviousCompleteSet) {
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-ckpt-fallback";
-  const auto keep = std::filesystem::temp_directory_path() / "foresight-ckpt-fallback-step2";
+  const auto dir = test_temp_path("foresight-ckpt-fallback");
+  const auto keep = test_temp_path("foresight-ckpt-fallback-step2");
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(keep);
   auto straight = serial(tiny4(), plan(2));
@@ -199,7 +199,7 @@ TEST(CheckpointSet, ADamagedOrMissingFileFallsBackToThePreviousCompleteSet) {
 }
 
 TEST(CheckpointSet, WhatCannotBeResumedIsAClearError) {
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-ckpt-errors";
+  const auto dir = test_temp_path("foresight-ckpt-errors");
   std::filesystem::remove_all(dir);
   auto run = serial(tiny4(), plan(2));
   const auto message = [&](const std::filesystem::path& d) {

@@ -147,7 +147,7 @@ TEST(RuntimeCompression, RefusesWhatItDoesNotExecuteWithTheField) {
 TEST(RuntimeCompression, TopKCheckpointResumeIsBitIdentical) {
   // One rank: the graph still compresses, so the update is the sparse one and the residual is
   // training state that a resumed run must get back.
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-ckpt-topk-test";
+  const auto dir = test_temp_path("foresight-ckpt-topk-test");
   std::filesystem::remove_all(dir);
   Plan p = plan(2);
   p.grad_compression = GradCompression::kTopK;

@@ -61,7 +61,7 @@ INSTANTIATE_TEST_SUITE_P(
 // tp=2 with sequence parallelism). How close the predictions are is a timing, not a test:
 // bench/predict_vs_measured.py --collectives reports each plan's error (median of three runs).
 TEST(RuntimeMpi, CalibratedProfilePredictsEveryLayout) {
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-predict-loop";
+  const auto dir = test_temp_path("foresight-predict-loop");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string profile = (dir / "local.json").string();
@@ -119,7 +119,7 @@ TEST(RuntimeMpi, CalibratedProfilePredictsEveryLayout) {
 }
 
 TEST(RuntimeMpi, ResumedRunContinuesBitIdentically) {
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-mpi-ckpt";
+  const auto dir = test_temp_path("foresight-mpi-ckpt");
   std::filesystem::remove_all(dir);
   const std::string base = mpirun(2) + FORESIGHT_BINARY + " run --model " + kTiny4 + " --pp 2 --gb 4 ";
   const std::string a = (dir / "a.json").string(), b = (dir / "b.json").string();
@@ -157,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // `foresight run` with dp = 2 and a compression scheme for `steps` steps: its summary.
 nlohmann::json compressed_run(const std::string& compression, int steps, const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-mpi-compression";
+  const auto dir = test_temp_path("foresight-mpi-compression");
   std::filesystem::create_directories(dir);
   const std::string summary = (dir / (name + ".json")).string();
   const std::string cmd = mpirun(2) + FORESIGHT_BINARY + " run --model " + kTiny4 +
@@ -209,7 +209,7 @@ TEST(RuntimeMpi, TopKDataParallelLossFalls) {
 TEST(RuntimeMpi, CompressedTracesAlignOpByOp) {
   // int8 with per-layer (overlapped) reductions: grad_compress, the collective and the deferred
   // grad_decompress of every layer, and the step-end ones, all carry the simulator's op ids.
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-mpi-compressed-trace";
+  const auto dir = test_temp_path("foresight-mpi-compressed-trace");
   std::filesystem::create_directories(dir);
   const std::string pred = (dir / "pred.json").string(), meas = (dir / "meas.json").string(),
                     cmp = (dir / "cmp.json").string();
@@ -243,7 +243,7 @@ TEST(RuntimeMpi, CompressedTracesAlignOpByOp) {
 }
 
 TEST(RuntimeMpi, TopKResumedRunContinuesBitIdentically) {
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-mpi-ckpt-topk";
+  const auto dir = test_temp_path("foresight-mpi-ckpt-topk");
   std::filesystem::remove_all(dir);
   const std::string base = mpirun(2) + FORESIGHT_BINARY + " run --model " + kTiny4 +
                            " --dp 2 --gb 4 --grad-compression topk --compression-topk 0.1 ";
@@ -271,7 +271,7 @@ std::string file_text(const std::string& f) {
 // rank 0 alone could resume from step 3. Both must take step 2 (the newest set every rank can
 // load), say why step 3 was passed over, and continue bit-identically.
 TEST(RuntimeMpi, RanksAgreeOnTheNewestSetEveryRankCanLoad) {
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-mpi-ckpt-agree";
+  const auto dir = test_temp_path("foresight-mpi-ckpt-agree");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string base = mpirun(2) + FORESIGHT_BINARY + " run --model " + kTiny4 + " --pp 2 --gb 4 ";
@@ -320,7 +320,7 @@ TEST(RuntimeMpi, RanksAgreeOnTheNewestSetEveryRankCanLoad) {
 }
 
 TEST(RuntimeMpi, NoCompleteSetOrAnotherLaunchsSetIsAClearErrorNotAHang) {
-  const auto dir = std::filesystem::temp_directory_path() / "foresight-mpi-ckpt-errors";
+  const auto dir = test_temp_path("foresight-mpi-ckpt-errors");
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string run = std::string(FORESIGHT_BINARY) + " run --model " + kTiny4 + " --gb 4 ";
@@ -359,7 +359,7 @@ TEST(RuntimeMpi, NoCompleteSetOrAnotherLaunchsSetIsAClearErrorNotAHang) {
 // which runs this 100 times, with a few tries here; its seed from the clock, printed on failure).
 TEST(RuntimeMpi, AKilledRankResumesBitIdentically) {
   const auto seed = std::chrono::steady_clock::now().time_since_epoch().count() % 100000;
-  const std::string log = (std::filesystem::temp_directory_path() / "foresight-ckpt-kill.txt").string();
+  const std::string log = test_temp_path("foresight-ckpt-kill.txt").string();
   // Open MPI's own allocations look leaked to LeakSanitizer (as in mpirun() above).
   const std::string cmd =
       "ASAN_OPTIONS=detect_leaks=0 timeout 300 bash " + std::string(FORESIGHT_SOURCE_DIR) +
@@ -385,7 +385,7 @@ TEST(RuntimeMpi, ADyingRankEndsTheJobQuickly) {
 }
 
 TEST(RuntimeMpi, WrongRankCountIsAClearError) {
-  const std::string out = (std::filesystem::temp_directory_path() / "foresight-ranks.txt").string();
+  const std::string out = test_temp_path("foresight-ranks.txt").string();
   const int rc = run_shell(mpirun(2) + FORESIGHT_BINARY + " run --model " + kTiny4 +
                            " --tp 2 --pp 2 --steps 1 2> " + out);
   EXPECT_EQ(rc, 2);

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
@@ -60,6 +62,13 @@ inline Plan plan(long long gb) {
   p.global_batch = gb;
   p.precision = Precision::kFp32;
   return p;
+}
+
+// A path under the temporary folder that is this test process's own (its pid in the name): test
+// runs of other checkouts on the same machine use the same names at the same time.
+inline std::filesystem::path test_temp_path(const std::string& name) {
+  return std::filesystem::temp_directory_path() /
+         ("foresight-test-" + std::to_string(::getpid()) + "-" + name);
 }
 
 // The exit status of a shell command (128 + the signal that ended it).

@@ -314,7 +314,8 @@ TEST(Runtime, RefusesWhatItDoesNotExecuteWithTheField) {
 TEST(Runtime, PredictedAndMeasuredTracesAlignOpByOp) {
   // One graph, two executors: the simulator's trace and the runtime's trace of the same plan
   // carry the same op ids, every one of them.
-  const auto dir = std::filesystem::temp_directory_path();
+  const auto dir = test_temp_path("trainer");
+  std::filesystem::create_directories(dir);
   const std::string pred = (dir / "fs-align-pred.json").string(),
                     meas = (dir / "fs-align-meas.json").string();
   const std::string bin = FORESIGHT_BINARY;
@@ -340,7 +341,8 @@ TEST(Runtime, PredictedAndMeasuredTracesAlignOpByOp) {
 TEST(Runtime, TheMeasuredTraceIsTheMedianSteps) {
   // The measured trace (and so `--predict`'s op-by-op comparison) is of the step whose time is the
   // median one, so that its ops add up to the step time they are compared with.
-  const auto dir = std::filesystem::temp_directory_path();
+  const auto dir = test_temp_path("trainer");
+  std::filesystem::create_directories(dir);
   const std::string meas = (dir / "fs-median-meas.json").string(),
                     sum = (dir / "fs-median-sum.json").string();
   const std::string plan = " --model " + kTiny4 + " --cluster cpu-local --gpus 1 --gb 4 --precision fp32";
