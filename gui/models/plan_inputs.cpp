@@ -32,6 +32,7 @@ PlanInputs example_inputs() {
 
 Result<ResolvedPlan> resolve_plan(const PlanInputs& in) {
   FS_ASSIGN_OR_RETURN(Job job, resolve_job(request_for(in)));
+  FS_RETURN_IF_ERROR(check_cluster_shape(job.cluster, "cluster"));
   return ResolvedPlan{std::move(job.model), std::move(job.cluster), std::move(job.plan)};
 }
 

@@ -27,7 +27,8 @@ Status load_specs(const JobRequest& r, Job& job) {
   if (!model) return model.error().with_context(r.model_label);
   job.model = std::move(*model);
   auto cluster = load_cluster(r.cluster);
-  if (!cluster) return r.cluster_label.empty() ? cluster.error() : cluster.error().with_context(r.cluster_label);
+  if (!cluster)
+    return r.cluster_label.empty() ? cluster.error() : cluster.error().with_context(r.cluster_label);
   job.cluster = std::move(*cluster);
   return Status::Ok();
 }
@@ -78,7 +79,8 @@ Result<Plan> read_plan(const JobRequest& r, std::string& source, bool& auto_laye
 Result<int> device_count(const JobRequest& r, const Job& job, bool dp_known) {
   const Plan& p = job.plan;
   if (r.gpus && (*r.gpus < 1 || *r.gpus > kMaxDevices))
-    return Error(labelled(r.gpus_label, std::to_string(*r.gpus) + " is out of range; expected an integer in [1, " +
+    return Error(labelled(r.gpus_label, std::to_string(*r.gpus) +
+                                            " is out of range; expected an integer in [1, " +
                                             std::to_string(kMaxDevices) + "]"));
   if (r.gpus) return *r.gpus;
   if (dp_known) return p.gpus();
@@ -117,8 +119,8 @@ Status derive_batch(const JobRequest& r, Plan& p, int gpus, bool dp_given) {
   if (!dp_given) {
     const int others = p.tp * p.pp * p.cp;
     if (gpus % others != 0)
-      return Error(labelled(r.gpus_label, std::to_string(gpus) + " is not a multiple of tp*pp*cp = " +
-                                              std::to_string(others)));
+      return Error(labelled(
+          r.gpus_label, std::to_string(gpus) + " is not a multiple of tp*pp*cp = " + std::to_string(others)));
     p.dp = gpus / others;
   }
   if (p.global_batch <= 0) {
@@ -133,7 +135,8 @@ Status fit_recompute_layers(const JobRequest& r, Job& job) {
   const std::string where = job.plan_source + ": /recompute_layers: auto";
   if (p.recompute_method != RecomputeMethod::kBlock)
     return Error(where + " needs the block method (uniform takes a group size)");
-  if (!r.fit_recompute_layers) return Error(where + " needs the analytic model's memory (not available here)");
+  if (!r.fit_recompute_layers)
+    return Error(where + " needs the analytic model's memory (not available here)");
   if (p.recompute == Recompute::kNone) p.recompute = Recompute::kFull;
   const int k = r.fit_recompute_layers(job.model, job.cluster, p);
   if (k < 0) return Error(where + ": the plan does not fit even when every layer recomputes");
@@ -171,7 +174,6 @@ Result<Job> resolve_job(const JobRequest& r) {
   }
   FS_ASSIGN_OR_RETURN(const int gpus, device_count(r, job, dp_known));
   FS_RETURN_IF_ERROR(size_cluster(r, job, gpus, dp_known));
-  FS_RETURN_IF_ERROR(check_cluster_shape(job.cluster, r.cluster_label.empty() ? r.cluster : r.cluster_label));
   FS_RETURN_IF_ERROR(derive_batch(r, job.plan, gpus, dp_given));
   if (auto_layers) FS_RETURN_IF_ERROR(fit_recompute_layers(r, job));
   FS_RETURN_IF_ERROR(validate_plan_on(job.plan, job.model, job.cluster, job.plan_source));

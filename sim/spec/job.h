@@ -18,6 +18,8 @@
 //      (at least 4 micro-batches per stage, never below 256 sequences) when not given;
 //      recompute_layers "auto" (the fewest that fit, through `fit_recompute_layers`);
 //   4. the plan validated against the model and the cluster.
+// The cluster's shape (a torus's dims against the node count) is not checked: the analytic model
+// does not depend on it; the simulator and the GUI's topology check it (check_cluster_shape).
 #pragma once
 
 #include <functional>
@@ -53,8 +55,8 @@ struct JobRequest {
 
 struct Job {
   ModelSpec model;
-  ClusterSpec cluster;  // sized to the job
-  Plan plan;            // complete and valid on model and cluster
+  ClusterSpec cluster;      // sized to the job
+  Plan plan;                // complete and valid on model and cluster
   std::string plan_source;  // the plan file, else overrides_source: how errors name the plan
 };
 
