@@ -27,7 +27,7 @@ void swiglu_forward_fast(float* out, const float* gate_up, int rows, int cols);
 void swiglu_backward_fast(float* dgate_up, const float* gate_up, const float* dout, int rows, int cols);
 // Eager (unfused) RMSNorm and SwiGLU, for plans with kernel_fusion off: one pass over memory per
 // operator, each writing its own intermediate tensor, as PyTorch eager code runs them (the
-// passes sim/workload/layer_ops.cpp counts for unfused chains). Same contracts as the _fast ones.
+// passes sim/analytic/layer_ops.cpp counts for unfused chains). Same contracts as the _fast ones.
 //  - RMSNorm forward, x * rsqrt(mean(x^2) + eps) * w: pow (read x, write x^2), mean (read, one
 //    value per row), rsqrt (per row), multiply (read x, write y), scale (read y, write out): 7
 //    passes of the tensor where the fused kernel makes 2. Backward, as autograd replays the chain
