@@ -229,6 +229,135 @@ std::string offload_string(const Plan& p) {
   return out;
 }
 
+namespace {
+
+// plan_from_json's parts, each reading its fields in the file's documented order.
+std::int64_t read_int(JsonReader& r, std::string_view key, std::int64_t fallback, IntRange range) {
+  return r.integer(key, fallback, range.min, range.max);
+}
+
+// The degrees, the batch sizes and sequence parallelism.
+void read_layout(JsonReader& r, Plan& p, bool require_global_batch) {
+  using namespace plan_range;
+  constexpr std::int64_t kMaxDegree = kDegree.max;
+  auto int_field = [&r](std::string_view key, std::int64_t fallback, IntRange range) {
+    return read_int(r, key, fallback, range);
+  };
+
+  p.tp = static_cast<int>(int_field("tp", 1, kDegree));
+  p.pp = static_cast<int>(int_field("pp", 1, kDegree));
+  p.dp = static_cast<int>(int_field("dp", 1, kDegree));
+  p.ep = static_cast<int>(int_field("ep", 1, kDegree));
+  p.cp = static_cast<int>(int_field("cp", 1, kDegree));
+  // The product must fit Plan::gpus() (an int): bound the device count like each degree.
+  if (r.ok() && 1.0 * p.tp * p.pp * p.dp * p.cp > kMaxDegree)
+    r.fail("dp", "tp*pp*dp*cp exceeds " + std::to_string(kMaxDegree) + " devices");
+  p.sequence_parallel = r.boolean("sequence_parallel", false);
+  p.virtual_stages = static_cast<int>(int_field("virtual_stages", 1, kVirtualStages));
+  p.micro_batch = static_cast<int>(int_field("micro_batch", 1, kMicroBatch));
+  p.global_batch = require_global_batch
+                       ? r.required_integer("global_batch", kGlobalBatch.min, kGlobalBatch.max)
+                       : r.integer("global_batch", 0, kGlobalBatch.min, kGlobalBatch.max);
+}
+
+// Schedule, ZeRO, recompute, precision, kernels, offload, compression and rank placement.
+void read_techniques(JsonReader& r, Plan& p) {
+  using namespace plan_range;
+  auto int_field = [&r](std::string_view key, std::int64_t fallback, IntRange range) {
+    return read_int(r, key, fallback, range);
+  };
+  auto read_enum = [&](std::string_view key, auto parse, auto fallback) {
+    const std::string text = r.string(key, to_string(fallback));
+    auto v = parse(text);
+    if (!v) {
+      r.fail(key, v.error().message());
+      return fallback;
+    }
+    return v.value();
+  };
+  p.schedule = read_enum("schedule", parse_schedule, Schedule::k1F1B);
+  p.zero_stage = static_cast<int>(int_field("zero_stage", 0, kZeroStage));
+  p.recompute = read_enum("recompute", parse_recompute, Recompute::kNone);
+  p.recompute_layers = static_cast<int>(int_field("recompute_layers", -1, kRecomputeLayers));
+  p.recompute_method = read_enum("recompute_method", parse_recompute_method, RecomputeMethod::kBlock);
+  p.precision = read_enum("precision", parse_precision, Precision::kBf16);
+  p.flash_attention = r.boolean("flash_attention", true);
+  p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
+  p.overlap_tp_comm = r.boolean("overlap_tp_comm", false);
+  p.kernel_fusion = r.boolean("kernel_fusion", true);
+  p.cuda_graphs = r.boolean("cuda_graphs", false);
+  p.offload_optimizer = r.boolean("offload_optimizer", false);
+  p.offload_params = r.boolean("offload_params", false);
+  p.offload_activations = r.boolean("offload_activations", false);
+  p.offload_embeddings = r.boolean("offload_embeddings", false);
+  p.grad_compression = read_enum("grad_compression", parse_grad_compression, GradCompression::kNone);
+  p.compression_topk = r.number("compression_topk", 0.01, 1e-9, 1.0);
+  p.compression_rank = static_cast<int>(int_field("compression_rank", 4, kCompressionRank));
+  p.compression_penalty = r.number("compression_penalty", 0, 0, 100);
+  p.seq_len = static_cast<int>(int_field("seq_len", 0, kSeqLen));  // absent: the model's
+  p.rank_order = r.string("rank_order", p.rank_order);
+  if (auto s = check_rank_order(p.rank_order); !s.ok()) r.fail("rank_order", s.error().message());
+  p.node_order = r.string("node_order", p.node_order);
+  p.attention_device = r.string("attention_device", "");
+  if (p.node_order != "linear" && p.node_order != "shuffled")
+    r.fail("node_order", quote_excerpt(p.node_order) + " is not one of: linear, shuffled");
+}
+
+// The "data" object: how samples are loaded.
+void read_data_loading(JsonReader& r, DataLoading& dl) {
+  using namespace plan_range;
+  JsonReader d = r.object("data");
+  d.reject_null_fields();
+  d.reject_unknown_keys({"sample_bytes", "token_bytes", "compression", "compression_ratio", "decompress_rate",
+                         "preprocess_rate", "loader_cores", "prefetch", "cached_fraction"});
+  dl.sample_bytes = d.quantity("sample_bytes", Dimension::kBytes, 0.0);
+  dl.token_bytes = static_cast<int>(d.integer("token_bytes", 0, 0, 8));
+  const std::string compression = d.string("compression", "none");
+  if (!dl.set_compression(compression))
+    d.fail("compression", quote_excerpt(compression) +
+                              " is not one of: none, lz4 (or give compression_ratio and decompress_rate)");
+  dl.compression_ratio = d.number("compression_ratio", dl.compression_ratio, 1.0, 1e6);
+  dl.decompress_rate = d.quantity("decompress_rate", Dimension::kBandwidth, dl.decompress_rate);
+  dl.preprocess_rate = d.quantity("preprocess_rate", Dimension::kBandwidth, 0.0);
+  dl.loader_cores = static_cast<int>(d.integer("loader_cores", 8, kLoaderCores.min, kLoaderCores.max));
+  dl.prefetch = static_cast<int>(d.integer("prefetch", 2, kPrefetch.min, kPrefetch.max));
+  dl.cached_fraction = d.number("cached_fraction", 0.0, 0.0, 1.0);
+  if (d.ok() && dl.compression_ratio > 1 && dl.decompress_rate <= 0)
+    d.fail("decompress_rate",
+           "is needed when compression_ratio > 1 (bytes/s per loader core, e.g. \"1.8GB/s\")");
+}
+
+// layer_split, stage_tp and stage_devices: one entry per pipeline stage.
+void read_stage_lists(JsonReader& r, Plan& p) {
+  constexpr std::int64_t kMaxDegree = plan_range::kDegree.max;
+  for (JsonReader v : r.array("layer_split")) {
+    if (!v.node().is_number_integer() || v.node().get<long long>() < 1 ||
+        v.node().get<long long>() > 100000) {
+      v.fail("", "expected a positive number of layers, got " + describe_json_value(v.node()));
+      break;
+    }
+    p.layer_split.push_back(v.node().get<int>());
+  }
+  for (JsonReader v : r.array("stage_tp")) {
+    if (!v.node().is_number_integer() || v.node().get<long long>() < 1 ||
+        v.node().get<long long>() > kMaxDegree) {
+      v.fail("",
+             "expected a tensor-parallel degree (a positive integer), got " + describe_json_value(v.node()));
+      break;
+    }
+    p.stage_tp.push_back(v.node().get<int>());
+  }
+  for (JsonReader v : r.array("stage_devices")) {
+    if (!v.node().is_string() || v.node().get<std::string>().empty()) {
+      v.fail("", "expected a device name, got " + describe_json_value(v.node()));
+      break;
+    }
+    p.stage_devices.push_back(v.node().get<std::string>());
+  }
+}
+
+}  // namespace
+
 Result<Plan> plan_from_json(const json& doc, const std::string& file, bool require_global_batch) {
   JsonReader r(doc, file);
   r.reject_unknown_keys({"tp",
@@ -269,107 +398,10 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "stage_tp"});
   r.reject_null_fields();
   Plan p;
-  using namespace plan_range;
-  constexpr std::int64_t kMaxDegree = kDegree.max;
-  auto int_field = [&](std::string_view key, std::int64_t fallback, IntRange range) {
-    return r.integer(key, fallback, range.min, range.max);
-  };
-  p.tp = static_cast<int>(int_field("tp", 1, kDegree));
-  p.pp = static_cast<int>(int_field("pp", 1, kDegree));
-  p.dp = static_cast<int>(int_field("dp", 1, kDegree));
-  p.ep = static_cast<int>(int_field("ep", 1, kDegree));
-  p.cp = static_cast<int>(int_field("cp", 1, kDegree));
-  // The product must fit Plan::gpus() (an int): bound the device count like each degree.
-  if (r.ok() && 1.0 * p.tp * p.pp * p.dp * p.cp > kMaxDegree)
-    r.fail("dp", "tp*pp*dp*cp exceeds " + std::to_string(kMaxDegree) + " devices");
-  p.sequence_parallel = r.boolean("sequence_parallel", false);
-  p.virtual_stages = static_cast<int>(int_field("virtual_stages", 1, kVirtualStages));
-  p.micro_batch = static_cast<int>(int_field("micro_batch", 1, kMicroBatch));
-  p.global_batch = require_global_batch
-                       ? r.required_integer("global_batch", kGlobalBatch.min, kGlobalBatch.max)
-                       : r.integer("global_batch", 0, kGlobalBatch.min, kGlobalBatch.max);
-  auto read_enum = [&](std::string_view key, auto parse, auto fallback) {
-    const std::string text = r.string(key, to_string(fallback));
-    auto v = parse(text);
-    if (!v) {
-      r.fail(key, v.error().message());
-      return fallback;
-    }
-    return v.value();
-  };
-  p.schedule = read_enum("schedule", parse_schedule, Schedule::k1F1B);
-  p.zero_stage = static_cast<int>(int_field("zero_stage", 0, kZeroStage));
-  p.recompute = read_enum("recompute", parse_recompute, Recompute::kNone);
-  p.recompute_layers = static_cast<int>(int_field("recompute_layers", -1, kRecomputeLayers));
-  p.recompute_method = read_enum("recompute_method", parse_recompute_method, RecomputeMethod::kBlock);
-  p.precision = read_enum("precision", parse_precision, Precision::kBf16);
-  p.flash_attention = r.boolean("flash_attention", true);
-  p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
-  p.overlap_tp_comm = r.boolean("overlap_tp_comm", false);
-  p.kernel_fusion = r.boolean("kernel_fusion", true);
-  p.cuda_graphs = r.boolean("cuda_graphs", false);
-  p.offload_optimizer = r.boolean("offload_optimizer", false);
-  p.offload_params = r.boolean("offload_params", false);
-  p.offload_activations = r.boolean("offload_activations", false);
-  p.offload_embeddings = r.boolean("offload_embeddings", false);
-  p.grad_compression = read_enum("grad_compression", parse_grad_compression, GradCompression::kNone);
-  p.compression_topk = r.number("compression_topk", 0.01, 1e-9, 1.0);
-  p.compression_rank = static_cast<int>(int_field("compression_rank", 4, kCompressionRank));
-  p.compression_penalty = r.number("compression_penalty", 0, 0, 100);
-  p.seq_len = static_cast<int>(int_field("seq_len", 0, kSeqLen));  // absent: the model's
-  p.rank_order = r.string("rank_order", p.rank_order);
-  if (auto s = check_rank_order(p.rank_order); !s.ok()) r.fail("rank_order", s.error().message());
-  p.node_order = r.string("node_order", p.node_order);
-  p.attention_device = r.string("attention_device", "");
-  if (p.node_order != "linear" && p.node_order != "shuffled")
-    r.fail("node_order", quote_excerpt(p.node_order) + " is not one of: linear, shuffled");
-  {
-    JsonReader d = r.object("data");
-    d.reject_null_fields();
-    d.reject_unknown_keys({"sample_bytes", "token_bytes", "compression", "compression_ratio",
-                           "decompress_rate", "preprocess_rate", "loader_cores", "prefetch",
-                           "cached_fraction"});
-    DataLoading& dl = p.data;
-    dl.sample_bytes = d.quantity("sample_bytes", Dimension::kBytes, 0.0);
-    dl.token_bytes = static_cast<int>(d.integer("token_bytes", 0, 0, 8));
-    const std::string compression = d.string("compression", "none");
-    if (!dl.set_compression(compression))
-      d.fail("compression", quote_excerpt(compression) +
-                                " is not one of: none, lz4 (or give compression_ratio and decompress_rate)");
-    dl.compression_ratio = d.number("compression_ratio", dl.compression_ratio, 1.0, 1e6);
-    dl.decompress_rate = d.quantity("decompress_rate", Dimension::kBandwidth, dl.decompress_rate);
-    dl.preprocess_rate = d.quantity("preprocess_rate", Dimension::kBandwidth, 0.0);
-    dl.loader_cores = static_cast<int>(d.integer("loader_cores", 8, kLoaderCores.min, kLoaderCores.max));
-    dl.prefetch = static_cast<int>(d.integer("prefetch", 2, kPrefetch.min, kPrefetch.max));
-    dl.cached_fraction = d.number("cached_fraction", 0.0, 0.0, 1.0);
-    if (d.ok() && dl.compression_ratio > 1 && dl.decompress_rate <= 0)
-      d.fail("decompress_rate",
-             "is needed when compression_ratio > 1 (bytes/s per loader core, e.g. \"1.8GB/s\")");
-  }
-  for (JsonReader v : r.array("layer_split")) {
-    if (!v.node().is_number_integer() || v.node().get<long long>() < 1 ||
-        v.node().get<long long>() > 100000) {
-      v.fail("", "expected a positive number of layers, got " + describe_json_value(v.node()));
-      break;
-    }
-    p.layer_split.push_back(v.node().get<int>());
-  }
-  for (JsonReader v : r.array("stage_tp")) {
-    if (!v.node().is_number_integer() || v.node().get<long long>() < 1 ||
-        v.node().get<long long>() > kMaxDegree) {
-      v.fail("",
-             "expected a tensor-parallel degree (a positive integer), got " + describe_json_value(v.node()));
-      break;
-    }
-    p.stage_tp.push_back(v.node().get<int>());
-  }
-  for (JsonReader v : r.array("stage_devices")) {
-    if (!v.node().is_string() || v.node().get<std::string>().empty()) {
-      v.fail("", "expected a device name, got " + describe_json_value(v.node()));
-      break;
-    }
-    p.stage_devices.push_back(v.node().get<std::string>());
-  }
+  read_layout(r, p, require_global_batch);
+  read_techniques(r, p);
+  read_data_loading(r, p.data);
+  read_stage_lists(r, p);
   if (!r.ok()) return r.error();
   return p;
 }
@@ -434,12 +466,36 @@ json plan_to_json(const Plan& p) {
   return j;
 }
 
-Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const std::string& file) {
-  auto fail = [&](const std::string& field, const std::string& why) {
-    return Status(Error(file + ": /" + field + ": " + why));
-  };
-  auto s = [](auto v) { return std::to_string(v); };
-  const int seq = effective_seq_len(p, m);
+namespace {
+
+// validate_plan's checks in groups; the first check that fails is the error.
+class PlanChecks {
+ public:
+  PlanChecks(const Plan& plan, const ModelSpec& model, const std::string& file)
+      : p(plan), m(model), file_(file), seq(effective_seq_len(plan, model)) {}
+  Status layout(int accelerators) const;  // degrees against the model, the devices and the layers
+  Status batch() const;                   // global batch against dp, micro-batches and the schedule
+  Status techniques() const;              // recompute and gradient compression
+  Status stage_tp() const;                // per-stage tensor parallelism
+  Status offload_and_schedule() const;    // what offload and dualpipe can be combined with
+
+ private:
+  Status fail(const std::string& field, const std::string& why) const {
+    return Status(Error(file_ + ": /" + field + ": " + why));
+  }
+  // Micro-batches per step: only once the batch checks hold (dp * micro_batch divides it).
+  std::int64_t mbs() const { return p.micro_batches(); }
+  template <typename T>
+  static std::string s(T v) {
+    return std::to_string(v);
+  }
+  const Plan& p;
+  const ModelSpec& m;
+  const std::string& file_;
+  const int seq;
+};
+
+Status PlanChecks::layout(int accelerators) const {
   if (accelerators > 0 && p.gpus() != accelerators) {
     return fail("dp", "tp*pp*dp*cp = " + s(p.tp) + "*" + s(p.pp) + "*" + s(p.dp) + "*" + s(p.cp) + " = " +
                           s(p.gpus()) + " does not equal the " + s(accelerators) + " accelerators");
@@ -477,17 +533,25 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
       return fail("ep", s(p.ep) + " does not divide dp*cp = " + s(p.dp * p.cp) +
                             " (experts are carved out of the data-parallel ranks)");
   }
+  return Status::Ok();
+}
+
+Status PlanChecks::batch() const {
   if (p.global_batch % (std::int64_t{p.dp} * p.micro_batch) != 0)
     return fail("global_batch", s(p.global_batch) + " is not a multiple of dp*micro_batch = " + s(p.dp) +
                                     "*" + s(p.micro_batch));
-  const std::int64_t mbs = p.micro_batches();
-  if (mbs > plan_range::kMaxMicroBatches)
-    return fail("global_batch",
-                s(p.global_batch) + " sequences make " + s(mbs) + " micro-batches per step, more than the " +
-                    s(plan_range::kMaxMicroBatches) + " a step may have (raise micro_batch or dp)");
-  if (p.virtual_stages > 1 && mbs % p.pp != 0)
-    return fail("global_batch", "interleaved 1F1B needs the micro-batch count (" + s(mbs) +
+  if (mbs() > plan_range::kMaxMicroBatches)
+    return fail("global_batch", s(p.global_batch) + " sequences make " + s(mbs()) +
+                                    " micro-batches per step, more than the " +
+                                    s(plan_range::kMaxMicroBatches) +
+                                    " a step may have (raise micro_batch or dp)");
+  if (p.virtual_stages > 1 && mbs() % p.pp != 0)
+    return fail("global_batch", "interleaved 1F1B needs the micro-batch count (" + s(mbs()) +
                                     ") to be a multiple of pp (" + s(p.pp) + ")");
+  return Status::Ok();
+}
+
+Status PlanChecks::techniques() const {
   if (p.recompute_layers >= 0 && p.recompute == Recompute::kNone)
     return fail("recompute_layers",
                 "is set but recompute is none (say which recompute the first layers use)");
@@ -508,6 +572,10 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
   if (p.grad_compression != GradCompression::kNone && p.zero_stage >= 3)
     return fail("grad_compression",
                 "needs zero_stage 0, 1 or 2 (ZeRO-3 reduce-scatters each layer's gradients as it goes)");
+  return Status::Ok();
+}
+
+Status PlanChecks::stage_tp() const {
   if (!p.stage_tp.empty()) {
     if (static_cast<int>(p.stage_tp.size()) != p.pp)
       return fail("stage_tp", "has " + s(p.stage_tp.size()) + " entries for pp = " + s(p.pp) + " stages");
@@ -531,11 +599,15 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
       if (ranks % t != 0)
         return fail("stage_tp", where + " does not divide the stage's tp*dp = " + s(ranks) + " ranks");
       const long long dp_i = ranks / t;
-      if (p.global_batch % (dp_i * mbs) != 0)
-        return fail("stage_tp", where + ": its " + s(dp_i) + " replicas cannot split the " + s(mbs) +
-                                    " micro-batches of " + s(p.global_batch / mbs) + " sequences evenly");
+      if (p.global_batch % (dp_i * mbs()) != 0)
+        return fail("stage_tp", where + ": its " + s(dp_i) + " replicas cannot split the " + s(mbs()) +
+                                    " micro-batches of " + s(p.global_batch / mbs()) + " sequences evenly");
     }
   }
+  return Status::Ok();
+}
+
+Status PlanChecks::offload_and_schedule() const {
   if (p.offload_params && !p.offload_optimizer)
     return fail("offload_params",
                 "needs offload_optimizer (parameters offloaded to the host are updated there)");
@@ -550,11 +622,22 @@ Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const 
                 "(offload works with untied embeddings, or with pp > 1)");
   if (p.offload_embeddings && p.schedule == Schedule::kDualPipe)
     return fail("offload_embeddings", "cannot be combined with dualpipe (both end ranks embed)");
-  if (p.schedule == Schedule::kDualPipe && (p.pp % 2 != 0 || mbs < 2 * p.pp || mbs % 2 != 0))
+  if (p.schedule == Schedule::kDualPipe && (p.pp % 2 != 0 || mbs() < 2 * p.pp || mbs() % 2 != 0))
     return fail("schedule",
                 "dualpipe needs an even pp and an even number of micro-batches, at least 2*pp (here pp " +
-                    s(p.pp) + ", " + s(mbs) + " micro-batches)");
+                    s(p.pp) + ", " + s(mbs()) + " micro-batches)");
   return Status::Ok();
+}
+
+}  // namespace
+
+Status validate_plan(const Plan& p, const ModelSpec& m, int accelerators, const std::string& file) {
+  const PlanChecks checks(p, m, file);
+  FS_RETURN_IF_ERROR(checks.layout(accelerators));
+  FS_RETURN_IF_ERROR(checks.batch());
+  FS_RETURN_IF_ERROR(checks.techniques());
+  FS_RETURN_IF_ERROR(checks.stage_tp());
+  return checks.offload_and_schedule();
 }
 
 Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c, const std::string& file) {
