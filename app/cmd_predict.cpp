@@ -181,21 +181,13 @@ void print_time(const Prediction& p) {
   fmt::print("step time {:>10}   {:.0f} tokens/s   MFU {:.1f}%   HFU {:.1f}%   {:.0f} TFLOP/s per device\n",
              secs(p.step_time_s), p.tokens_per_s, 100 * p.mfu, 100 * p.hfu, p.tflops_per_device);
   const TimeBreakdown& t = p.time;
-  const std::pair<const char*, double> rows[] = {{"compute", t.compute},
-                                                 {"  of which recompute", t.recompute},
-                                                 {"tensor-parallel comm", t.tp_comm},
-                                                 {"context-parallel comm", t.cp_comm},
-                                                 {"expert-parallel comm", t.ep_comm},
-                                                 {"pipeline send/recv", t.pp_comm},
-                                                 {"pipeline bubble", t.bubble},
-                                                 {"data-parallel comm", t.dp_comm},
-                                                 {"optimizer", t.optimizer},
-                                                 {"offload", t.offload},
-                                                 {"input (data loading) stall", t.data}};
-  for (const auto& [name, v] : rows) {
-    if (v <= 0) continue;
-    fmt::print("  {:<24}{:>10}  {:5.1f}%\n", name, secs(v), 100 * v / t.total);
-  }
+  auto row = [&t](const char* name, double v) {
+    if (v > 0) fmt::print("  {:<24}{:>10}  {:5.1f}%\n", name, secs(v), 100 * v / t.total);
+  };
+  const auto parts = time_parts(t);
+  row(parts[0].name, parts[0].amount);
+  row("  of which recompute", t.recompute);  // the part of compute that re-runs the forward pass
+  for (std::size_t i = 1; i < parts.size(); ++i) row(parts[i].name, parts[i].amount);
   if (p.data_load_s > 0.01 * t.total)
     fmt::print("  (the data loader needs {} per step; {} of it is not hidden)\n", secs(p.data_load_s),
                secs(t.data));
@@ -206,10 +198,7 @@ void print_memory(const Prediction& p) {
   const MemoryBreakdown& m = p.memory;
   fmt::print("\nmemory per device (pipeline stage {}): {} of {} ({:.0f}%){}\n", m.stage, gib(m.total),
              gib(m.capacity), 100 * m.total / m.capacity, p.fits() ? "" : "  -- DOES NOT FIT");
-  const std::pair<const char*, double> mem_rows[] = {
-      {"weights", m.weights},         {"gradients", m.gradients}, {"optimizer state", m.optimizer},
-      {"activations", m.activations}, {"buffers", m.buffers},     {"reserved", m.reserved}};
-  for (const auto& [name, v] : mem_rows)
+  for (const auto& [name, v] : memory_parts(m))
     if (v > 0) fmt::print("  {:<24}{:>10}\n", name, gib(v));
   if (m.host > 0)
     fmt::print("host memory per device (offloaded state): {} of its share {} ({:.0f}%){}\n", gib(m.host),

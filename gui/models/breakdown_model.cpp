@@ -14,21 +14,11 @@ void BreakdownModel::set_prediction(const Prediction& p) {
   if (kind_ == Kind::kTime) {
     const TimeBreakdown& t = p.time;
     // Recompute is part of compute (TimeBreakdown::recompute), so it is not a row of its own.
-    all = {{"compute", t.compute},
-           {"tensor-parallel comm", t.tp_comm},
-           {"context-parallel comm", t.cp_comm},
-           {"expert-parallel comm", t.ep_comm},
-           {"pipeline send/recv", t.pp_comm},
-           {"pipeline bubble", t.bubble},
-           {"data-parallel comm", t.dp_comm},
-           {"optimizer", t.optimizer},
-           {"offload", t.offload},
-           {"input stall", t.data}};
+    for (const auto& [name, amount] : time_parts(t)) all.push_back({name, amount});
     denominator_ = t.total > 0 ? t.total : p.step_time_s;
   } else {
     const MemoryBreakdown& m = p.memory;
-    all = {{"weights", m.weights},         {"gradients", m.gradients}, {"optimizer state", m.optimizer},
-           {"activations", m.activations}, {"buffers", m.buffers},     {"reserved", m.reserved}};
+    for (const auto& [name, amount] : memory_parts(m)) all.push_back({name, amount});
     denominator_ = m.capacity;
   }
   for (auto& r : all)

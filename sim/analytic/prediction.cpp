@@ -32,6 +32,28 @@ Status check_finite(const Prediction& p, const std::string& source) {
   return Status::Ok();
 }
 
+std::array<NamedAmount, 10> time_parts(const TimeBreakdown& t) {
+  return {{{"compute", t.compute},
+           {"tensor-parallel comm", t.tp_comm},
+           {"context-parallel comm", t.cp_comm},
+           {"expert-parallel comm", t.ep_comm},
+           {"pipeline send/recv", t.pp_comm},
+           {"pipeline bubble", t.bubble},
+           {"data-parallel comm", t.dp_comm},
+           {"optimizer", t.optimizer},
+           {"offload", t.offload},
+           {"input (data loading) stall", t.data}}};
+}
+
+std::array<NamedAmount, 6> memory_parts(const MemoryBreakdown& m) {
+  return {{{"weights", m.weights},
+           {"gradients", m.gradients},
+           {"optimizer state", m.optimizer},
+           {"activations", m.activations},
+           {"buffers", m.buffers},
+           {"reserved", m.reserved}}};
+}
+
 std::string describe_memory(const MemoryBreakdown& m) {
   auto b = [](double v) { return pretty_quantity(v, Dimension::kBytes); };
   return "needs " + b(m.total) + " of " + b(m.capacity) + " on pipeline stage " + std::to_string(m.stage) +

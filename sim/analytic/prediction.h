@@ -1,6 +1,7 @@
 // Prediction: what the analytic model (and later the simulator) says about one training step.
 #pragma once
 
+#include <array>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
@@ -60,6 +61,16 @@ struct Prediction {
   int devices = 0;
   bool fits() const { return fit == FitVerdict::kFits; }
 };
+
+// The parts of a breakdown as tables show them, in display order (the CLI's and the GUI's).
+struct NamedAmount {
+  const char* name;
+  double amount;
+};
+// What the step time adds up to; recompute is inside compute, so it is not among them.
+std::array<NamedAmount, 10> time_parts(const TimeBreakdown& t);
+// What the device memory adds up to.
+std::array<NamedAmount, 6> memory_parts(const MemoryBreakdown& m);
 
 // "needs 91.2 GiB of 80.0 GiB on stage 0 (weights 20.1 GiB, ...)" -- for errors and tables.
 std::string describe_memory(const MemoryBreakdown& m);
