@@ -863,22 +863,33 @@ StageCosts stage_costs(const ModelSpec& m, const ClusterSpec& cluster, const Pla
 // between recomputing and not by the share of its layers that recompute (Plan::recompute_layers),
 // or under Recompute::kOptimal the mean over its layers of each one's time under its module set.
 struct StageLayerTimes {
-  std::vector<std::array<LayerTime, 2>> stage;  // per stage: dense, MoE
+  // Per stage (Recompute::kOptimal only): dense, MoE. Otherwise of() blends on demand, so the
+  // common case allocates nothing.
+  std::vector<std::array<LayerTime, 2>> optimal_stage;
   // Recompute::kOptimal: FLOPs over every stage's layers, dense and MoE (executed, and the model's).
   std::array<double, 2> optimal_hw{0, 0}, optimal_model{0, 0};
+  const ModelSpec* m = nullptr;
+  const Plan* p = nullptr;
+  const StageCosts* costs = nullptr;
+
+  std::array<LayerTime, 2> of(int i) const {
+    if (!optimal_stage.empty()) return optimal_stage[static_cast<std::size_t>(i)];
+    const DeviceCosts& c = costs->of(i);
+    const Range r = stage_layers(*p, m->layers, i);
+    const double f = recomputed_fraction(*p, r.end - r.begin);
+    return {blend(c.dense, c.dense_plain, f), blend(c.moe, c.moe_plain, f)};
+  }
 };
 
 StageLayerTimes stage_layer_times(const ModelSpec& m, const Plan& p, const StageCosts& costs,
                                   const RecomputeAssignment* optimal) {
   StageLayerTimes out;
+  out.m = &m;
+  out.p = &p;
+  out.costs = &costs;
+  if (optimal == nullptr) return out;
   for (int i = 0; i < p.pp; ++i) {
     const DeviceCosts& c = costs.of(i);
-    if (optimal == nullptr) {
-      const Range r = stage_layers(p, m.layers, i);
-      const double f = recomputed_fraction(p, r.end - r.begin);
-      out.stage.push_back({blend(c.dense, c.dense_plain, f), blend(c.moe, c.moe_plain, f)});
-      continue;
-    }
     std::array<LayerTime, 2> t{c.dense, c.moe};
     std::array<int, 2> n{0, 0};
     for (int layer : stage_layer_list(costs.plan_of(p, i), m.layers, i)) {
@@ -890,7 +901,7 @@ StageLayerTimes stage_layer_times(const ModelSpec& m, const Plan& p, const Stage
       out.optimal_hw[kind] += x.hw_flops;
       out.optimal_model[kind] += x.model_flops;
     }
-    out.stage.push_back(t);
+    out.optimal_stage.push_back(t);
   }
   return out;
 }
@@ -926,8 +937,9 @@ SlowestStage slowest_stage(const ModelSpec& m, const Plan& p, const StageCosts& 
            (l.head + mirror.head) / 2};
     }
     const DeviceCosts& c = costs.of(i);
-    const double x = l.dense * times.stage[i][0].total() + l.moe * times.stage[i][1].total() +
-                     l.embed * c.embed_time + l.head * c.head_time;
+    const std::array<LayerTime, 2> t = times.of(i);
+    const double x =
+        l.dense * t[0].total() + l.moe * t[1].total() + l.embed * c.embed_time + l.head * c.head_time;
     out.sum += x;
     if (x > out.max) {
       out.max = x;
@@ -1153,8 +1165,8 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const CriticalStage c{costs.of(crit),
                         costs.plan_of(p, crit),
                         crit,
-                        times.stage[crit][0],
-                        times.stage[crit][1],
+                        times.of(crit)[0],
+                        times.of(crit)[1],
                         slowest.load,
                         static_cast<double>(p.micro_batches())};
   Prediction out;
