@@ -47,18 +47,9 @@ fi
 
 build="$root/build-fuzz"
 findings="$build/fuzz-findings/executions"
-all=(fuzz_units fuzz_model_json fuzz_plan_json fuzz_hardware_json fuzz_trace_json fuzz_hf_config fuzz_sweep_json
-     fuzz_checkpoint)
-targets=("${all[@]}")
-if [ "$#" -gt 0 ]; then
-  for t in "$@"; do
-    if [[ " ${all[*]} " != *" $t "* ]]; then
-      echo "error: unknown target '$t' (known: ${all[*]})" >&2
-      exit 2
-    fi
-  done
-  targets=("$@")
-fi
+# shellcheck source=scripts/fuzz-common.sh
+source "$root/scripts/fuzz-common.sh"
+fuzz_select_targets "$@"
 for t in "${targets[@]}"; do
   if [ ! -d "$root/fuzz/corpus/$t" ]; then
     echo "error: fuzz/corpus/$t: no seed corpus for target $t" >&2
@@ -66,13 +57,7 @@ for t in "${targets[@]}"; do
   fi
 done
 
-echo "fuzz-executions: configuring $build"
-CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$build" -G Ninja \
-  -DFORESIGHT_FUZZ=ON -DFORESIGHT_BUILD_TESTS=OFF -DFORESIGHT_BUILD_BENCH=OFF \
-  -DFORESIGHT_WITH_CUDA=OFF -DFORESIGHT_WITH_QT=OFF -DFORESIGHT_WITH_MPI=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-echo "fuzz-executions: building ${targets[*]}"
-cmake --build "$build" --target "${targets[@]}" -- -j "${FUZZ_JOBS:-1}"
+fuzz_build fuzz-executions "$root" "$build" "${targets[@]}"
 
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/foresight-fuzz-exec.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT

@@ -19,25 +19,11 @@ fi
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-fuzz"
 findings="$build/fuzz-findings"
-targets=(fuzz_units fuzz_model_json fuzz_plan_json fuzz_hardware_json fuzz_trace_json fuzz_hf_config fuzz_sweep_json
-         fuzz_checkpoint)
-if [ "$#" -gt 1 ]; then
-  for t in "${@:2}"; do
-    if [[ " ${targets[*]} " != *" $t "* ]]; then
-      echo "$0: unknown target '$t' (known: ${targets[*]})" >&2
-      exit 2
-    fi
-  done
-  targets=("${@:2}")
-fi
+# shellcheck source=scripts/fuzz-common.sh
+source "$root/scripts/fuzz-common.sh"
+fuzz_select_targets "${@:2}"
 
-echo "run-fuzzers: configuring $build"
-CC=clang-14 CXX=clang++-14 cmake -S "$root" -B "$build" -G Ninja \
-  -DFORESIGHT_FUZZ=ON -DFORESIGHT_BUILD_TESTS=OFF -DFORESIGHT_BUILD_BENCH=OFF \
-  -DFORESIGHT_WITH_CUDA=OFF -DFORESIGHT_WITH_QT=OFF -DFORESIGHT_WITH_MPI=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-echo "run-fuzzers: building ${targets[*]}"
-cmake --build "$build" --target "${targets[@]}" -- -j "${FUZZ_JOBS:-1}"
+fuzz_build run-fuzzers "$root" "$build" "${targets[@]}"
 
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/foresight-fuzz.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
