@@ -30,6 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/cli/run_binary.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -84,66 +86,14 @@ std::string substitute(std::string s, const std::string& tmp) {
   return s;
 }
 
-struct Outcome {
-  int exit_code = -1;  // or 128 + signal
-  bool timed_out = false;
-  long max_rss_mib = 0;
-  double seconds = 0;
-  std::string output;
-};
+using foresight::test::Outcome;
 
+// A full disk is a file-size limit; without sanitizers (whose shadow memory needs the address
+// space) a 6 GiB address space is a net for a runaway allocation: the 2 GiB bound is checked on RSS.
 Outcome run_binary(const std::vector<std::string>& args, const std::string& out_file,
                    long long file_size_limit) {
-  Outcome o;
-  const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    const int null_in = ::open("/dev/null", O_RDONLY);
-    ::dup2(null_in, 0);
-    if (file_size_limit > 0) {
-      // A full disk, as a file-size limit: writes past it fail with EFBIG.
-      struct rlimit fsize {};
-      fsize.rlim_cur = fsize.rlim_max = static_cast<rlim_t>(file_size_limit);
-      ::setrlimit(RLIMIT_FSIZE, &fsize);
-    }
-    if (!kSanitized) {
-      // A safety net for a runaway allocation; the 2 GiB bound itself is checked on the RSS.
-      struct rlimit as {};
-      as.rlim_cur = as.rlim_max = rlim_t{6} << 30;
-      ::setrlimit(RLIMIT_AS, &as);
-    }
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(FORESIGHT_BINARY));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(FORESIGHT_BINARY, argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  struct rusage usage {};
-  for (;;) {
-    const pid_t done = ::wait4(pid, &status, WNOHANG, &usage);
-    if (done == pid) break;
-    o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (o.seconds > kTimeLimitS) {
-      o.timed_out = true;
-      ::kill(pid, SIGKILL);
-      ::wait4(pid, &status, 0, &usage);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  o.max_rss_mib = usage.ru_maxrss / 1024;
-  std::ifstream in(out_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  o.output = ss.str();
-  return o;
+  return foresight::test::run_binary(args, out_file,
+                                     {kTimeLimitS, "", file_size_limit, kSanitized ? 0 : (6LL << 30)});
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }

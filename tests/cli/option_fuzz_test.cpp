@@ -23,6 +23,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/cli/run_binary.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -42,52 +44,11 @@ constexpr double kTimeLimitS = 10.0;
 constexpr unsigned kSeed = 20240607;
 constexpr int kCases = 600;
 
-struct Outcome {
-  int exit_code = -1;  // or 128 + signal
-  bool timed_out = false;
-  double seconds = 0;
-  std::string output;
-};
+using foresight::test::Outcome;
 
 // Runs the binary in `cwd` (a scratch folder: a bare word given as an output path lands there).
 Outcome run_binary(const std::vector<std::string>& args, const fs::path& cwd) {
-  Outcome o;
-  const std::string out_file = (cwd / ".output").string();
-  const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    const int fd = ::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    const int null_in = ::open("/dev/null", O_RDONLY);
-    ::dup2(null_in, 0);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(FORESIGHT_BINARY));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(FORESIGHT_BINARY, argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  for (;;) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) break;
-    o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (o.seconds > kTimeLimitS) {
-      o.timed_out = true;
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream in(out_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  o.output = ss.str();
-  return o;
+  return foresight::test::run_binary(args, (cwd / ".output").string(), {kTimeLimitS, cwd.string(), 0, 0});
 }
 
 enum class Kind { kInt, kNumber, kBool, kWord, kInput, kOutput, kFlag };
