@@ -23,6 +23,17 @@ double weight_bytes(Precision p) { return p == Precision::kFp32 ? 4.0 : 2.0; }
 // Megatron reduces fp16 gradients in fp16 and bf16 gradients in fp32 (main_grad); fp8 training
 // keeps bf16/fp32 gradients.
 double grad_bytes(Precision p) { return p == Precision::kFp16 ? 2.0 : 4.0; }
+double grad_bytes(const Plan& p) {
+  if (!p.grad_reduce_precision) return grad_bytes(p.precision);
+  switch (*p.grad_reduce_precision) {
+    case Precision::kFp32:
+      return 4.0;
+    case Precision::kFp8:
+      return 1.0;
+    default:
+      return 2.0;
+  }
+}
 
 namespace {
 
@@ -282,7 +293,7 @@ double layer_offload_seconds(const ModelSpec& m, const Plan& p, const LayerShape
   const double shard =
       p.zero_stage >= 3 ? static_cast<double>(p.dp) * p.cp : 1.0;  // ZeRO-3: the host keeps a shard
   const double params = p.offload_params ? layer_params_per_device(m, moe, p.tp, p.ep) / shard : 0.0;
-  const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
+  const double wb = weight_bytes(p.precision), gb = grad_bytes(p);
   const double fwd = std::max(act, params * wb) / rate;
   const double bwd = std::max(act + params * wb, params * gb) / rate;
   return std::max(0.0, fwd - fwd_s) + std::max(0.0, bwd - bwd_s);
@@ -517,7 +528,7 @@ void add_parameter_memory(const ModelSpec& m, const Plan& p, int stage, Range r,
   const double shard = static_cast<double>(p.dp) * p.cp;
   const double expert_shard = std::max(1.0, shard / p.ep);
 
-  const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
+  const double wb = weight_bytes(p.precision), gb = grad_bytes(p);
   const double zero_w = p.zero_stage >= 3 ? 1.0 : 0.0, zero_g = p.zero_stage >= 2 ? 1.0 : 0.0,
                zero_o = p.zero_stage >= 1 ? 1.0 : 0.0;
   auto sharded = [&](double bytes_per_param, double on) {
@@ -1009,8 +1020,7 @@ double add_pipeline(const Plan& p, const CriticalStage& c, const SlowestStage& s
       pipeline_time(p.schedule, slowest.sum, slowest.max, p.pp, c.mbs, p.virtual_stages);
   const double p2p_total = 2 * c.costs.p2p * pipeline_p2p_count(p.schedule, p.pp, c.mbs, p.virtual_stages);
   const bool dualpipe = p.schedule == Schedule::kDualPipe && p.pp > 1;
-  const double mirror_sync =
-      dualpipe ? 2 * sendrecv_time(c.costs.links.pp, held.chunk * grad_bytes(p.precision)) : 0.0;
+  const double mirror_sync = dualpipe ? 2 * sendrecv_time(c.costs.links.pp, held.chunk * grad_bytes(p)) : 0.0;
   tb.pp_comm = p2p_total;
   tb.bubble = pipe.bubble;
   tb.pp_comm += mirror_sync;
@@ -1026,11 +1036,18 @@ GroupLink cold(const Plan& p, const NodeSpec& node, const GroupLink& link, Colle
   return l;
 }
 
-// One step's data-parallel collectives for `params` parameters reduced over `link`, unhidden.
-double data_parallel_collectives(const ModelSpec& m, const Plan& p, const NodeSpec& node, const DeviceSpec& d,
-                                 const GroupLink& link, double params, double mbs) {
-  if (link.size <= 1 || params <= 0) return 0.0;
-  const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
+// One step's data-parallel collectives for `params` parameters over `link`, unhidden: the
+// gradient reduction (with ZeRO-3 every collective of the step) and, with ZeRO-1/2, the
+// parameter all-gather after the optimizer step.
+struct DpCollectives {
+  double reduce = 0, gather = 0;
+};
+DpCollectives data_parallel_collectives(const ModelSpec& m, const Plan& p, const NodeSpec& node,
+                                        const DeviceSpec& d, const GroupLink& link, double params,
+                                        double mbs) {
+  if (link.size <= 1 || params <= 0) return {};
+  const double wb = weight_bytes(p.precision), gb = grad_bytes(p);
+  const double gather = p.zero_stage == 1 || p.zero_stage == 2 ? allgather_time(link, params * wb) : 0.0;
   if (p.grad_compression != GradCompression::kNone && p.zero_stage <= 2) {
     // Compressed gradients: a smaller all-reduce (or an all-gather of sparse sets, whose ranks
     // then keep their shard under ZeRO-1/2) plus the compression kernels on the device.
@@ -1038,38 +1055,46 @@ double data_parallel_collectives(const ModelSpec& m, const Plan& p, const NodeSp
     const double grads =
         (comp.gather ? allgather_time(link, comp.wire_bytes) : allreduce_time(link, comp.wire_bytes)) +
         comp.kernel_seconds(d);
-    return grads + (p.zero_stage >= 1 ? allgather_time(link, params * wb) : 0.0);
+    return {grads, gather};
   }
   switch (p.zero_stage) {
     case 0:
-      return allreduce_time(cold(p, node, link, CollectiveOp::kAllReduce), params * gb);
+      return {allreduce_time(cold(p, node, link, CollectiveOp::kAllReduce), params * gb), 0.0};
     case 1:
     case 2:
-      return reduce_scatter_time(cold(p, node, link, CollectiveOp::kReduceScatter), params * gb) +
-             allgather_time(link, params * wb);
+      return {reduce_scatter_time(cold(p, node, link, CollectiveOp::kReduceScatter), params * gb), gather};
     default:  // ZeRO-3 / FSDP: gather for forward and backward, reduce-scatter, every micro-batch
-      return mbs * (2 * allgather_time(link, params * wb) + reduce_scatter_time(link, params * gb));
+      return {mbs * (2 * allgather_time(link, params * wb) + reduce_scatter_time(link, params * gb)), 0.0};
   }
 }
 
 // Data parallel: gradients (and with ZeRO, parameters) over dp*cp, experts over dp*cp/ep; what
-// the backward (or with ZeRO-3 the compute) does not hide.
+// the compute does not hide. Megatron's --overlap-grad-reduce hides the gradient reduction behind
+// the backward of the last micro-batch; --overlap-param-gather hides the ZeRO-1/2 parameter
+// all-gather behind the next forward (the first layer's share always waits); ZeRO-3 / FSDP
+// prefetches behind all of the compute.
 double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& node, const CriticalStage& c,
                              const HeldParams& held, double compute) {
   const Links& links = c.costs.links;
-  const double dp_total =
-      data_parallel_collectives(m, p, node, *c.costs.d, links.dp, held.replicated, c.mbs) +
+  const DpCollectives dense =
+      data_parallel_collectives(m, p, node, *c.costs.d, links.dp, held.replicated, c.mbs);
+  const DpCollectives experts =
       data_parallel_collectives(m, p, node, *c.costs.d, links.edp, held.experts, c.mbs);
-  const double backward_mb = c.load.dense * (c.dense.bwd_compute + c.dense.recompute) +
-                             c.load.moe * (c.moe.bwd_compute + c.moe.recompute);
+  const double reduce = dense.reduce + experts.reduce, gather = dense.gather + experts.gather;
+  const double layers_on_stage = std::max(1, held.layers);
   if (p.zero_stage >= 3) {
     // FSDP prefetches the next layer's parameters while computing this one: only what compute
     // cannot hide is exposed, plus the first layer's gather.
-    const double layers_on_stage = std::max(1, held.layers);
-    return std::max(0.0, dp_total - compute) + dp_total / (c.mbs * layers_on_stage * 3.0);
+    return std::max(0.0, reduce - compute) + reduce / (c.mbs * layers_on_stage * 3.0);
   }
-  if (p.overlap_grad_reduce) return std::max(dp_total * 0.05, dp_total - backward_mb);
-  return dp_total;
+  const double backward_mb = c.load.dense * (c.dense.bwd_compute + c.dense.recompute) +
+                             c.load.moe * (c.moe.bwd_compute + c.moe.recompute);
+  const double forward_mb = c.load.dense * c.dense.fwd_compute + c.load.moe * c.moe.fwd_compute;
+  const double reduce_exposed =
+      p.overlap_grad_reduce ? std::max(reduce * 0.05, reduce - backward_mb) : reduce;
+  const double gather_exposed =
+      p.overlap_param_gather ? std::max(gather / layers_on_stage, gather - forward_mb) : gather;
+  return reduce_exposed + gather_exposed;
 }
 
 // Optimizer: one Adam pass over the parameters this device owns (tb.optimizer); returns the
@@ -1077,7 +1102,7 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
 double add_optimizer(const ModelSpec& m, const Plan& p, const NodeSpec& node, const CriticalStage& c,
                      const HeldParams& held, TimeBreakdown& tb) {
   const Plan& pc = c.plan;
-  const double wb = weight_bytes(p.precision), gb = grad_bytes(p.precision);
+  const double wb = weight_bytes(p.precision), gb = grad_bytes(p);
   const double owned = p.zero_stage >= 1 ? held.replicated / (static_cast<double>(pc.dp) * p.cp) +
                                                held.experts / std::max(1.0, 1.0 * pc.dp * p.cp / p.ep)
                                          : held.replicated + held.experts;

@@ -115,5 +115,7 @@ LayerShape plan_layer_shape(const ModelSpec& m, const Plan& p);
 // Bytes per element of weights/activations, and of gradients as reduced, for a precision.
 double weight_bytes(Precision p);
 double grad_bytes(Precision p);
+// Bytes per gradient element of the plan's gradient buffer and reduction (grad_reduce_precision).
+double grad_bytes(const Plan& p);
 
 }  // namespace foresight

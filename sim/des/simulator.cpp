@@ -356,10 +356,14 @@ struct Simulator::Impl {
         return {w.rank_of(tp, 0, dp, pp), c};
       case GroupKind::kDp:
         return {w.rank_of(tp, 0, 0, pp), d * c};
-      case GroupKind::kEp:
-        return {w.rank_of(tp, cp, dp / p.ep * p.ep, pp), p.ep};
-      case GroupKind::kExpertDp:
-        return {w.rank_of(tp, cp, dp % p.ep, pp), (d - dp % p.ep + p.ep - 1) / p.ep};
+      case GroupKind::kEp: {  // over x = dp * cp_size + cp, as Workload::group_members
+        const int first = (dp * c + cp) / p.ep * p.ep;
+        return {w.rank_of(tp, first % c, first / c, pp), p.ep};
+      }
+      case GroupKind::kExpertDp: {
+        const int first = (dp * c + cp) % p.ep;
+        return {w.rank_of(tp, first % c, first / c, pp), (d * c - first + p.ep - 1) / p.ep};
+      }
       case GroupKind::kNone:
         break;
     }

@@ -284,6 +284,9 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.flash_attention = r.boolean("flash_attention", true);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
   p.overlap_tp_comm = r.boolean("overlap_tp_comm", false);
+  p.overlap_param_gather = r.boolean("overlap_param_gather", false);
+  if (r.has("grad_reduce_precision"))
+    p.grad_reduce_precision = read_enum("grad_reduce_precision", parse_precision, Precision::kFp32);
   p.kernel_fusion = r.boolean("kernel_fusion", true);
   p.cuda_graphs = r.boolean("cuda_graphs", false);
   p.offload_optimizer = r.boolean("offload_optimizer", false);
@@ -376,6 +379,8 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "flash_attention",
                          "overlap_grad_reduce",
                          "overlap_tp_comm",
+                         "overlap_param_gather",
+                         "grad_reduce_precision",
                          "offload_optimizer",
                          "seq_len",
                          "layer_split",
@@ -438,6 +443,8 @@ json plan_to_json(const Plan& p) {
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.offload_params) j["offload_params"] = true;
+  if (p.overlap_param_gather) j["overlap_param_gather"] = true;
+  if (p.grad_reduce_precision) j["grad_reduce_precision"] = to_string(*p.grad_reduce_precision);
   if (p.rank_order != Plan{}.rank_order) j["rank_order"] = p.rank_order;
   if (p.node_order != Plan{}.node_order) j["node_order"] = p.node_order;
   if (!p.attention_device.empty()) j["attention_device"] = p.attention_device;

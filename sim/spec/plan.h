@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,6 +84,13 @@ struct Plan {
   bool overlap_grad_reduce =
       false;                     // DP gradient reduction overlapped with backward (opt-in, as in Megatron)
   bool overlap_tp_comm = false;  // TP collectives overlapped with GEMMs
+  // ZeRO-1/2 (distributed optimizer): the parameter all-gather after the optimizer step overlapped
+  // with the next forward pass, bucket by bucket as the forward reaches each layer (Megatron's
+  // --overlap-param-gather). false: gathered at the end of the step, exposed.
+  bool overlap_param_gather = false;
+  // The type of the gradient buffer and of its data-parallel reduction (Megatron-Core's
+  // grad_reduce_in_fp32, FSDP's reduce_dtype). Unset: fp32, except fp16 runs (fp16).
+  std::optional<Precision> grad_reduce_precision;
   // Fused elementwise chains (norm, bias/dropout + residual, activation, scale-mask-softmax as
   // one kernel each, as Megatron runs them). false: PyTorch eager, one kernel per operator, each
   // writing its result to memory and the next reading it back.

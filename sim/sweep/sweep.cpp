@@ -416,7 +416,7 @@ void add_point_figures(const Resolved& r, const PointRun& run, json& row) {
   row["bubble_s"] = pred.time.bubble;
   row["dp_comm_s"] = pred.time.dp_comm;
   row["compression_ratio"] =
-      compression_cost(plan, r.model, 1.0, grad_bytes(plan.precision), plan.dp * plan.cp).ratio;  // per rank
+      compression_cost(plan, r.model, 1.0, grad_bytes(plan), plan.dp * plan.cp).ratio;  // per rank
   row["cost_per_mtok_usd"] = e.cost_per_mtok_usd;
   row["energy_per_mtok_kwh"] = e.energy_per_mtok_kwh;
   row["offload_s"] = pred.time.offload;

@@ -56,13 +56,17 @@ std::vector<int> Workload::group_members(int rank, GroupKind g) const {
       for (int j = 0; j < d; ++j)
         for (int i = 0; i < c; ++i) out.push_back(rank_of(tp, i, j, pp));
       break;
-    case GroupKind::kEp: {  // consecutive dp ranks form an expert-parallel group
-      const int e = plan.ep, base = dp / e * e;
-      for (int j = 0; j < e; ++j) out.push_back(rank_of(tp, cp, base + j, pp));
+    // Experts are carved out of the dp x cp ranks (Megatron-Core; EP may exceed dp when cp > 1),
+    // numbered x = dp * cp_size + cp: consecutive ones form an expert-parallel group, and those
+    // congruent modulo ep hold the same experts and reduce their gradients together.
+    case GroupKind::kEp: {
+      const int e = plan.ep, base = (dp * c + cp) / e * e;
+      for (int j = 0; j < e; ++j) out.push_back(rank_of(tp, (base + j) % c, (base + j) / c, pp));
       break;
     }
-    case GroupKind::kExpertDp: {  // same expert shard: dp ranks congruent modulo ep
-      for (int j = dp % plan.ep; j < d; j += plan.ep) out.push_back(rank_of(tp, cp, j, pp));
+    case GroupKind::kExpertDp: {
+      for (int x = (dp * c + cp) % plan.ep; x < d * c; x += plan.ep)
+        out.push_back(rank_of(tp, x % c, x / c, pp));
       break;
     }
     case GroupKind::kNone:
@@ -430,6 +434,10 @@ class StageBuilder {
   double tokens_ = 0;  // per micro-batch on this device
   int micro_batches_ = 0, chunks_ = 1, last_place_ = 0;
   bool dualpipe_ = false, zero3_ = false;
+  // ZeRO-1/2 with Plan::overlap_param_gather: the layers' parameters are gathered in the forward.
+  bool gather_in_forward() const {
+    return p_.overlap_param_gather && (p_.zero_stage == 1 || p_.zero_stage == 2);
+  }
   // Weight gradients split off the backward somewhere in the step: their reduction cannot
   // follow each layer's last backward.
   bool split_w_ = false;
@@ -558,7 +566,7 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
 
 int StageBuilder::grad_reduce(Phase ph, int layer, int mb, int chunk, const char* name, GroupKind g,
                               double params, int dep, bool defer) {
-  const double gb = grad_bytes(p_.precision);
+  const double gb = grad_bytes(p_);
   if (p_.grad_compression == GradCompression::kNone) {
     const int v = collective(ph, layer, mb, chunk, name, StreamId::kDp, g,
                              p_.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter,
@@ -663,6 +671,12 @@ int StageBuilder::forward_layers(const Task& t, const std::vector<int>& layers, 
           collective(Phase::kForward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp, GroupKind::kDp,
                      CollectiveOp::kAllGather, layer_params(layer) * wb, -1, false);
       next_deps_.push_back(ag);  // the layer's first kernel waits for its parameters
+    } else if (gather_in_forward() && t.mb == 0) {
+      // --overlap-param-gather: the previous step's updated shards are gathered layer by layer as
+      // the first forward reaches them (the end of this step gathers only the tables).
+      next_deps_.push_back(collective(Phase::kForward, layer, t.mb, t.chunk, "param_all_gather",
+                                      StreamId::kDp, GroupKind::kDp, CollectiveOp::kAllGather,
+                                      (layer_params(layer) - layer_expert_params(layer)) * wb, -1, false));
     }
     prev = layer_forward(Phase::kForward, layer, t.mb, t.chunk, prev);
     ends.push_back(prev);
@@ -717,7 +731,7 @@ int StageBuilder::head_backward(const Task& t, int prev) {
 }
 
 int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers, int prev) {
-  const double wb = weight_bytes(p_.precision), gb = grad_bytes(p_.precision);
+  const double wb = weight_bytes(p_.precision), gb = grad_bytes(p_);
   // ZeRO-3 / FSDP backward: each layer's parameters are gathered one layer ahead (prefetch),
   // and its gradients reduce-scattered on a separate stream as soon as it is done.
   auto gather = [&](int layer) {
@@ -783,7 +797,7 @@ int StageBuilder::backward_task(const Task& t, int last) {
                    2 * tokens_ * m_.hidden * s_.bytes_per_element, prev);
     if (p_.offload_embeddings)
       host_op(Phase::kBackward, -1, t.mb, t.chunk, "embedding_grad_to_host", StreamId::kCopy,
-              tokens_ * m_.hidden * grad_bytes(p_.precision), prev);
+              tokens_ * m_.hidden * grad_bytes(p_), prev);
     backward_end_[{t.mb, t.chunk}] = prev;
     return prev;
   }
@@ -827,7 +841,7 @@ int StageBuilder::mirror_grad_sum(int prev, double embed) {
   // the step, as a two-rank all-reduce would (each rank sends one chunk's worth twice): this
   // rank's chunk-1 gradients go to the mirror, which adds them to its chunk 0, and the sums come
   // back into chunk 1.
-  const double gb = grad_bytes(p_.precision);
+  const double gb = grad_bytes(p_);
   auto chunk_grads = [&](int c) {
     double params = embed / 2;
     for (int layer : chunk_layers(c)) params += layer_params(layer);
@@ -867,7 +881,7 @@ int StageBuilder::step_grad_reduce(int prev, const StepParams& params) {
 }
 
 int StageBuilder::optimizer_step(int prev, const StepParams& params) {
-  const double wb = weight_bytes(p_.precision), gb = grad_bytes(p_.precision);
+  const double wb = weight_bytes(p_.precision), gb = grad_bytes(p_);
   // The optimizer waits for every reduction issued on the dp streams.
   for (StreamId sid : {StreamId::kDp, StreamId::kDpReduce})
     for (int v2 : prog_.streams[static_cast<int>(sid)]) next_deps_.push_back(v2);
@@ -947,8 +961,9 @@ StageProgram StageBuilder::build() {
   prev = optimizer_step(prev, params);
   if (p_.zero_stage == 1 || p_.zero_stage == 2) {
     const double wb = weight_bytes(p_.precision);
-    prev = collective(Phase::kStep, -1, -1, 0, "param_all_gather", StreamId::kDp, GroupKind::kDp,
-                      CollectiveOp::kAllGather, params.dense * wb, prev);
+    prev =
+        collective(Phase::kStep, -1, -1, 0, "param_all_gather", StreamId::kDp, GroupKind::kDp,
+                   CollectiveOp::kAllGather, (gather_in_forward() ? params.embed : params.dense) * wb, prev);
     if (params.experts > 0)
       collective(Phase::kStep, -1, -1, 0, "expert_param_all_gather", StreamId::kDp, GroupKind::kExpertDp,
                  CollectiveOp::kAllGather, params.experts * wb, prev);
