@@ -59,6 +59,19 @@ void print_collective_cases(const ValidationSummary& s) {
              s.collectives_max_abs_error_pct);
 }
 
+// Mean and worst absolute error per source and per class (stack, precision, sharding, scale).
+void print_groups(const ValidationSummary& s) {
+  std::string group;
+  for (const GroupError& g : errors_by_group(s)) {
+    if (g.group != group) {
+      group = g.group;
+      fmt::print("\n{:<40} {:>5} {:>8} {:>8}  {}\n", "by " + group, "cases", "MAPE", "worst", "worst case");
+    }
+    fmt::print("{:<40} {:>5} {:>7.2f}% {:>7.2f}%  {}\n", g.name, g.cases, g.mape_pct, g.max_abs_error_pct,
+               g.worst_id);
+  }
+}
+
 // The gates given (--max-mape, --max-error; std::nullopt when not given).
 struct Gates {
   std::optional<double> max_mape, max_case;
@@ -90,9 +103,14 @@ Command add_validate_command(CLI::App& app) {
   auto max_mape = std::make_shared<double>(0);
   auto max_case = std::make_shared<double>(0);
   auto engine = std::make_shared<std::string>("analytic");
-  cmd->add_option("paths", *paths, "validation case files or folders (schema foresight-validation-case/1)")
+  auto by_source = std::make_shared<bool>(false);
+  cmd->add_option("paths", *paths,
+                  "validation case files or folders (schema foresight-validation-case/1 or /2)")
       ->required();
   cmd->add_flag("--json", *json_out, "print one JSON object instead of the table");
+  cmd->add_flag("--by-source", *by_source,
+                "also the error per source and per class (stack, precision, sharding, scale); with --json "
+                "under \"groups\"");
   cmd->add_option("--engine", *engine, "analytic (closed form) or des (discrete-event simulator)")
       ->check(CLI::IsMember({"analytic", "des"}))
       ->capture_default_str();
@@ -110,9 +128,12 @@ Command add_validate_command(CLI::App& app) {
     if (!files) return input_error(files.error().message());
     const ValidationSummary s = run_validation(*files, *engine == "des" ? Engine::kDes : Engine::kAnalytic);
     if (*json_out) {
-      fmt::print("{}\n", validation_to_json(s).dump(2));
+      nlohmann::json out = validation_to_json(s);
+      if (*by_source) out["groups"] = groups_to_json(errors_by_group(s));
+      fmt::print("{}\n", out.dump(2));
     } else {
       print_training_cases(s, *engine);
+      if (*by_source) print_groups(s);
       print_collective_cases(s);
     }
     Gates gates;

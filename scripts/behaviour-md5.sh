@@ -11,7 +11,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${FORESIGHT:-$root/build/app/foresight}"
-val="${VALIDATION:-$root/../shared/validation}"
+val="${VALIDATION:-$root/validation}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 

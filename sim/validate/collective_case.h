@@ -1,4 +1,4 @@
-// Published NCCL measurements (../shared/validation/collectives, schema
+// Published NCCL measurements (validation/collectives, schema
 // foresight-validation-collectives/1) reproduced with the simulator's network model, compared in
 // the nccl-tests convention (busbw).
 //

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 
@@ -17,18 +18,36 @@ using nlohmann::json;
 
 Result<ValidationCase> validation_case_from_json(const json& doc, const std::string& file) {
   JsonReader r(doc, file);
-  r.reject_unknown_keys({"id", "model", "hardware", "parallel", "measured"});
   ValidationCase c;
   c.file = file;
+  const std::string schema = r.string("schema", "foresight-validation-case/1");
+  if (schema == "foresight-validation-case/2")
+    c.schema = 2;
+  else if (schema != "foresight-validation-case/1")
+    r.fail("schema", "\"" + schema + "\" is not foresight-validation-case/1 or /2");
+  if (c.schema == 2)
+    r.reject_unknown_keys({"id", "model", "hardware", "parallel", "measured", "software"});
+  else
+    r.reject_unknown_keys({"id", "model", "hardware", "parallel", "measured"});
   c.id = r.required_string("id");
   c.source = r.string("source", "");
-  const std::string schema = r.string("schema", "foresight-validation-case/1");
-  if (r.ok() && schema != "foresight-validation-case/1")
-    r.fail("schema", "\"" + schema + "\" is not foresight-validation-case/1");
+  if (c.schema == 2 && r.has("software")) {
+    JsonReader sw = r.object("software");
+    sw.reject_unknown_keys({"name", "version"});
+    c.software = sw.choice("name",
+                           {"megatron-lm", "megatron-core", "megatron-deepspeed", "deepspeed", "nemo",
+                            "megatron-bridge", "pytorch-fsdp", "torchtitan", "llm-foundry", "other"},
+                           "");
+    c.software_version = sw.string("version", "");
+  }
 
   JsonReader mr = r.object("model");
-  mr.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp",
-                          "vocab", "seq_len", "moe"});
+  if (c.schema == 2)
+    mr.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp",
+                            "vocab", "seq_len", "moe", "norm", "dropout", "tied_embeddings"});
+  else
+    mr.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp",
+                            "vocab", "seq_len", "moe"});
   ModelSpec& m = c.model;
   m.name = mr.string("name", c.id);
   m.layers = static_cast<int>(mr.required_integer("layers", 1, 100000));
@@ -39,7 +58,10 @@ Result<ValidationCase> validation_case_from_json(const json& doc, const std::str
   m.ffn_hidden = mr.integer("ffn_hidden", 4 * m.hidden, 1, 1 << 24);
   const std::string mlp = mr.choice("mlp", {"gelu", "swiglu", "squared-relu"}, "gelu");
   m.mlp = mlp == "swiglu" ? MlpKind::kSwiglu : mlp == "squared-relu" ? MlpKind::kSquaredRelu : MlpKind::kGelu;
-  m.norm = NormKind::kLayerNorm;
+  m.norm = mr.choice("norm", {"layernorm", "rmsnorm"}, "layernorm") == "rmsnorm" ? NormKind::kRmsNorm
+                                                                                 : NormKind::kLayerNorm;
+  c.dropout = mr.optional_boolean("dropout");
+  c.tied_embeddings = mr.optional_boolean("tied_embeddings");
   m.vocab = mr.required_integer("vocab", 1, 1 << 24);
   m.seq_len = static_cast<int>(mr.required_integer("seq_len", 1, 1 << 24));
   if (mr.has("moe")) {
@@ -104,6 +126,9 @@ namespace {
 
 // What the software stack behind a published run could do, by its source. These are facts about
 // the frameworks (not fitted numbers): a kernel that did not exist yet cannot have been used.
+// Whether a stack overlaps a communication: never, always (by design), or as an option (an
+// unreported option is chosen like any unreported field).
+enum class Can { kNo, kAlways, kOption };
 struct SoftwareStack {
   std::string_view source_prefix;
   std::string_view name;
@@ -112,6 +137,12 @@ struct SoftwareStack {
   bool dropout;                // dropout layers present in the trained model
   bool distributed_optimizer;  // ZeRO-1 style optimizer sharding available
   bool tied_embeddings;        // the output head is the input embedding's table
+  // Schema version 2 only (version-1 cases keep the behaviour they were validated with):
+  Can overlap_grad_reduce = Can::kNo;   // DP gradient reduction behind the backward
+  Can overlap_param_gather = Can::kNo;  // ZeRO-1/2 parameter all-gather behind the next forward
+  Can overlap_tp_comm = Can::kNo;       // TP collectives behind the GEMMs (userbuffers, async TP)
+  bool fully_sharded = false;           // data parallelism is FSDP unless the case says otherwise
+  bool uneven_stages = false;           // first/last stage layer counts and embedding/loss accounting
 };
 constexpr SoftwareStack kSoftwareStacks[] = {
     // Megatron-LM, 2021: before FlashAttention (Dao et al., May 2022) and before sequence
@@ -135,6 +166,70 @@ const SoftwareStack* software_for(const std::string& source) {
   for (const auto& s : kSoftwareStacks)
     if (source.starts_with(s.source_prefix)) return &s;
   return nullptr;
+}
+
+// Schema version 2: what each stack (/software/name) could do, by release. Facts from the
+// frameworks' documentation and source:
+// - Megatron-LM before May 2022 and in 2022 as above. From mid-2023 Megatron-LM (and every
+//   Megatron-Core release, NeMo 1.x/2.x, Megatron-Bridge) runs fused attention (flash-attn or
+//   Transformer Engine), sequence parallelism, the distributed optimizer and the options
+//   --overlap-grad-reduce, --overlap-param-gather and --tp-comm-overlap; Megatron-Core's
+//   --num-layers-in-first/last-pipeline-stage and --account-for-embedding/loss-in-pipeline-split
+//   date from 2024. Megatron's GPT defaults keep dropout 0.1 and tie the output layer; NeMo and
+//   Megatron-Bridge recipes (Llama, Mixtral, Nemotron) train without dropout and untied.
+// - DeepSpeed and Megatron-DeepSpeed: ZeRO (optimizer sharding) and `overlap_comm` of the
+//   gradient reduction as an option; no sequence parallelism or TP overlap; flash attention from
+//   mid-2023.
+// - PyTorch FSDP and torchtitan: data parallelism fully sharded, parameters prefetched and
+//   gradients reduce-scattered behind the compute by design, SDPA flash attention; torchtitan's
+//   TP always shards the norms' sequence (sequence parallel) and offers async TP.
+// - llm-foundry: FSDP with flash/triton attention, MPT's tied embedding, no dropout.
+SoftwareStack software_v2(const std::string& name, const std::string& version) {
+  // "24.07" (a release, YY.MM) or "2023-06" (year-month): months since year 0; 0 when not given.
+  int month = 0;
+  int a = 0, b = 0;
+  char sep = 0;
+  if (std::sscanf(version.c_str(), "%d%c%d", &a, &sep, &b) == 3 && (sep == '.' || sep == '-') && b >= 1 &&
+      b <= 12)
+    month = (a < 100 ? 2000 + a : a) * 12 + (b - 1);
+  const auto before = [&](int year, int mon) { return month > 0 && month < year * 12 + (mon - 1); };
+  SoftwareStack s{"", "", true, true, true, true, true};
+  s.overlap_grad_reduce = s.overlap_param_gather = s.overlap_tp_comm = Can::kOption;
+  s.uneven_stages = true;
+  if (name == "megatron-lm" && before(2022, 5)) return kSoftwareStacks[0];
+  if (name == "megatron-lm" && before(2023, 6)) return kSoftwareStacks[1];
+  if (name == "megatron-lm" || name == "megatron-core") {
+    s.name = name == "megatron-lm" ? "Megatron-LM 2023+" : "Megatron-Core";
+    s.uneven_stages = !before(2024, 1);
+    return s;
+  }
+  if (name == "nemo" || name == "megatron-bridge") {
+    s.name = name == "nemo" ? "NeMo" : "Megatron-Bridge";
+    s.dropout = s.tied_embeddings = false;
+    return s;
+  }
+  if (name == "deepspeed" || name == "megatron-deepspeed") {
+    s.name = name == "deepspeed" ? "DeepSpeed" : "Megatron-DeepSpeed";
+    s.flash_attention = !before(2023, 6);
+    s.sequence_parallel = false;
+    s.dropout = s.tied_embeddings = name == "megatron-deepspeed";
+    s.overlap_param_gather = s.overlap_tp_comm = Can::kNo;
+    s.uneven_stages = false;
+    return s;
+  }
+  if (name == "pytorch-fsdp" || name == "torchtitan" || name == "llm-foundry") {
+    s.name = name == "pytorch-fsdp" ? "PyTorch FSDP" : name == "torchtitan" ? "torchtitan" : "llm-foundry";
+    s.sequence_parallel = name == "torchtitan";
+    s.dropout = false;
+    s.tied_embeddings = name == "llm-foundry";
+    s.overlap_grad_reduce = s.overlap_param_gather = Can::kAlways;
+    s.overlap_tp_comm = name == "torchtitan" ? Can::kOption : Can::kNo;
+    s.fully_sharded = true;
+    s.uneven_stages = false;
+    return s;
+  }
+  s.name = "";  // "other" or not reported: nothing is known
+  return s;
 }
 
 std::vector<int> divisors_up_to(std::int64_t n, int limit) {
@@ -235,6 +330,9 @@ void read_memory_fields(JsonReader& r, const SoftwareStack* stack, CaseLayouts& 
   }
   if (auto z = r.optional_integer("zero_stage", 0, 3)) {
     base.zero_stage = static_cast<int>(*z);
+  } else if (stack && stack->fully_sharded) {
+    base.zero_stage = 3;
+    out.assumed["zero_stage"] = 3;
   } else if (stack && !stack->distributed_optimizer) {
     base.zero_stage = 0;
     out.assumed["zero_stage"] = 0;
@@ -262,21 +360,141 @@ void read_memory_fields(JsonReader& r, const SoftwareStack* stack, CaseLayouts& 
     r.fail("precision", v.error().message());
 }
 
+// Schema version 2: an overlap option, reported, fixed by the stack, or chosen.
+void read_overlap(JsonReader& r, std::string_view key, Can can, bool relevant, bool Plan::*flag,
+                  CaseLayouts& l, CaseResult& out) {
+  if (auto v = r.optional_boolean(key)) {
+    l.base.*flag = *v;
+  } else if (can == Can::kAlways || can == Can::kNo) {
+    l.base.*flag = can == Can::kAlways;
+    if (relevant) out.assumed[std::string(key)] = l.base.*flag;
+  } else if (relevant) {
+    l.choices.push_back(
+        {std::string(key),
+         {{false, [flag](Plan& p) { p.*flag = false; }}, {true, [flag](Plan& p) { p.*flag = true; }}}});
+  }
+}
+
+// Schema version 2: the pipeline's stage sizes when they are uneven (Megatron-Core's
+// --num-layers-in-first/last-pipeline-stage, or the embedding and the loss counted as layers).
+void read_uneven_stages(const ValidationCase& c, JsonReader& r, const SoftwareStack* stack, CaseLayouts& l) {
+  const auto first = r.optional_integer("first_stage_layers", 0, c.model.layers);
+  const auto last = r.optional_integer("last_stage_layers", 0, c.model.layers);
+  const int embedding = r.boolean("account_for_embedding", false) ? 1 : 0;
+  const int loss = r.boolean("account_for_loss", false) ? 1 : 0;
+  if (!first && !last && embedding + loss == 0) return;
+  Plan& base = l.base;
+  const std::string key = first || last ? (first ? "first_stage_layers" : "last_stage_layers")
+                                        : (embedding ? "account_for_embedding" : "account_for_loss");
+  if (stack && !stack->uneven_stages)
+    return r.fail(key, std::string(stack->name) + " could not split pipeline stages unevenly");
+  if (base.pp < 2) return r.fail(key, "needs pp >= 2");
+  if (base.virtual_stages > 1 || base.schedule == Schedule::kInterleaved1F1B)
+    return r.fail(key, "uneven stages with virtual stages (interleaving) are not modelled yet");
+  const int layers = c.model.layers, pp = base.pp;
+  std::vector<int> split(pp, 0);
+  if (first || last) {
+    // The stages not named share the rest evenly (Megatron-Core requires that they can).
+    const int fixed = (first ? 1 : 0) + (last ? 1 : 0);
+    const int rest = layers - static_cast<int>(first.value_or(0) + last.value_or(0));
+    if (pp - fixed < 1 || rest < 0 || rest % (pp - fixed) != 0)
+      return r.fail(key, "the other " + std::to_string(layers) + " - " +
+                             std::to_string(first.value_or(0) + last.value_or(0)) +
+                             " layers do not divide over " + std::to_string(pp - fixed) + " stages");
+    std::fill(split.begin(), split.end(), rest / (pp - fixed));
+    if (first) split.front() = static_cast<int>(*first);
+    if (last) split.back() = static_cast<int>(*last);
+  } else {
+    if ((layers + embedding + loss) % pp != 0)
+      return r.fail(key, std::to_string(layers) +
+                             " layers with the embedding/loss counted do not divide over " +
+                             std::to_string(pp) + " stages");
+    std::fill(split.begin(), split.end(), (layers + embedding + loss) / pp);
+    split.front() -= embedding;
+    split.back() -= loss;
+  }
+  base.layer_split = split;
+}
+
+// Schema version 2: the stack's overlaps, the gradient reduction's type, the FP8 recipe and uneven
+// stages.
+void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack* stack, CaseLayouts& l,
+                    CaseResult& out) {
+  const Plan& b = l.base;
+  const bool dp = b.dp * b.cp > 1;
+  read_overlap(r, "overlap_grad_reduce", stack ? stack->overlap_grad_reduce : Can::kOption, dp,
+               &Plan::overlap_grad_reduce, l, out);
+  read_overlap(r, "overlap_param_gather", stack ? stack->overlap_param_gather : Can::kOption, dp,
+               &Plan::overlap_param_gather, l, out);
+  read_overlap(r, "overlap_tp_comm", stack ? stack->overlap_tp_comm : Can::kOption, b.tp > 1,
+               &Plan::overlap_tp_comm, l, out);
+  const std::string grad = r.choice("grad_reduce_precision", {"fp32", "bf16", "fp16"}, "");
+  if (!grad.empty()) l.base.grad_reduce_precision = *parse_precision(grad);
+  const std::string recipe = r.choice("fp8_recipe", {"delayed", "current", "blockwise", "mxfp8"}, "");
+  if (!recipe.empty() && b.precision != Precision::kFp8) r.fail("fp8_recipe", "needs precision fp8");
+  read_uneven_stages(c, r, stack, l);
+}
+
 // Reads the case's /parallel into `l`; false (out.failure says why) on a bad field.
 bool read_case_layouts(const ValidationCase& c, CaseLayouts& l, CaseResult& out) {
   JsonReader r(c.parallel, c.file, "/parallel");
-  r.reject_unknown_keys({"tp", "pp", "dp", "cp", "ep", "sequence_parallel", "virtual_stages", "zero_stage",
-                         "micro_batch", "global_batch", "recompute", "precision", "schedule"});
+  if (c.schema == 2)
+    r.reject_unknown_keys({"tp",
+                           "pp",
+                           "dp",
+                           "cp",
+                           "ep",
+                           "sequence_parallel",
+                           "virtual_stages",
+                           "zero_stage",
+                           "micro_batch",
+                           "global_batch",
+                           "recompute",
+                           "precision",
+                           "schedule",
+                           "overlap_grad_reduce",
+                           "overlap_param_gather",
+                           "overlap_tp_comm",
+                           "first_stage_layers",
+                           "last_stage_layers",
+                           "account_for_embedding",
+                           "account_for_loss",
+                           "grad_reduce_precision",
+                           "fp8_recipe"});
+  else
+    r.reject_unknown_keys({"tp", "pp", "dp", "cp", "ep", "sequence_parallel", "virtual_stages", "zero_stage",
+                           "micro_batch", "global_batch", "recompute", "precision", "schedule"});
   read_degrees(r, l.base);
   if (!r.ok()) {
     out.failure = r.error().message();
     return false;
   }
-  const SoftwareStack* stack = software_for(c.source);
+  // Version 2 names its stack; version 1 is known by its source's citation.
+  SoftwareStack named{};
+  const SoftwareStack* stack = nullptr;
+  if (c.schema == 2) {
+    if (!c.software.empty() && c.software != "other") {
+      named = software_v2(c.software, c.software_version);
+      if (!named.name.empty()) stack = &named;
+    }
+  } else {
+    stack = software_for(c.source);
+  }
   l.model = c.model;
   read_software(stack, r, l, out);
+  // The case's own model facts, where it states them, over the stack's usual ones.
+  if (c.dropout) {
+    l.model.dropout = *c.dropout;
+    out.assumed.erase("dropout");
+  }
+  if (c.tied_embeddings) {
+    l.model.tied_embeddings = *c.tied_embeddings;
+    out.assumed.erase("tied_embeddings");
+  }
+  if (stack && !c.software_version.empty()) out.assumed["software_version"] = c.software_version;
   read_schedule(c, r, l);
   read_memory_fields(r, stack, l, out);
+  if (c.schema == 2) read_v2_fields(c, r, stack, l, out);
   if (!r.ok()) {
     out.failure = r.error().message();
     return false;
@@ -356,15 +574,54 @@ bool simulate_chosen(const ValidationCase& c, const ModelSpec& model, CaseResult
   return true;
 }
 
+// The classes errors are grouped by: the stack, the precision, how data parallelism shards the
+// model, and the scale.
+std::map<std::string, std::string> case_classes(const ValidationCase& c, const CaseResult& r) {
+  std::string stack = "unknown";
+  if (r.assumed.contains("software"))
+    stack = r.assumed["software"].get<std::string>();
+  else if (!c.software.empty())
+    stack = c.software;
+  const int z = r.plan.zero_stage;
+  const int gpus = c.cluster.total_accelerators();
+  return {{"stack", stack},
+          {"precision", to_string(r.plan.precision)},
+          {"sharding", z == 0   ? "replicated"
+                       : z <= 2 ? "ZeRO-1/2"
+                                : "ZeRO-3/FSDP"},
+          {"scale", gpus <= 64    ? "up to 64 GPUs"
+                    : gpus <= 512 ? "65 to 512 GPUs"
+                                  : "more than 512 GPUs"}};
+}
+
 }  // namespace
+
+std::string short_source(const std::string& source) {
+  // A repository ("owner/name path ..."): the repository.
+  const std::size_t space = source.find(' ');
+  const std::string first = source.substr(0, space);
+  if (first.find('/') != std::string::npos) return first;
+  // A paper or a page: its authors or title, up to the first ", " that does not follow "et al."
+  // (which keeps a venue: "Narayanan et al., SC'21"), a parenthesis or a quoted title.
+  std::size_t cut = std::min(source.find(" ("), source.find(", '"));
+  for (std::size_t at = source.find(", "); at != std::string::npos; at = source.find(", ", at + 1)) {
+    if (at >= 6 && source.compare(at - 6, 6, "et al.") == 0) continue;
+    cut = std::min(cut, at);
+    break;
+  }
+  for (std::string_view stop : {", arXiv", ", Table"}) cut = std::min(cut, source.find(stop));
+  return source.substr(0, cut);
+}
 
 CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
   CaseResult out;
   out.id = c.id;
   out.file = c.file;
+  out.source = short_source(c.source);
   out.measured_step_s = c.measured_step_s;
   CaseLayouts l;
   if (!read_case_layouts(c, l, out) || !choose_fastest(c, l, out)) return out;
+  out.classes = case_classes(c, out);
   if (engine == Engine::kDes && !simulate_chosen(c, l.model, out)) return out;
   out.ok = true;
   out.error_pct = (out.predicted_step_s - c.measured_step_s) / c.measured_step_s * 100.0;
@@ -459,6 +716,8 @@ json validation_to_json(const ValidationSummary& s) {
                        {"predicted_step_s", r.predicted_step_s},
                        {"measured_step_s", r.measured_step_s},
                        {"error_pct", r.error_pct},
+                       {"source", r.source},
+                       {"classes", r.classes},
                        {"chosen", r.chosen},
                        {"assumed", r.assumed},
                        {"plan", plan_to_json(r.plan)},
@@ -491,6 +750,44 @@ json validation_to_json(const ValidationSummary& s) {
                           {"mape_pct", s.collectives_mape_pct},
                           {"max_abs_error_pct", s.collectives_max_abs_error_pct}};
   }
+  return out;
+}
+
+std::vector<GroupError> errors_by_group(const ValidationSummary& s) {
+  std::vector<GroupError> out;
+  for (const char* group : {"source", "stack", "precision", "sharding", "scale"}) {
+    std::map<std::string, GroupError> by_name;
+    for (const auto& r : s.cases) {
+      if (!r.ok) continue;
+      const std::string name = std::string(group) == "source" ? r.source
+                               : r.classes.contains(group)    ? r.classes.at(group)
+                                                              : "unknown";
+      GroupError& g = by_name[name.empty() ? "unknown" : name];
+      g.group = group;
+      g.name = name.empty() ? "unknown" : name;
+      ++g.cases;
+      g.mape_pct += std::fabs(r.error_pct);
+      if (std::fabs(r.error_pct) >= g.max_abs_error_pct) {
+        g.max_abs_error_pct = std::fabs(r.error_pct);
+        g.worst_id = r.id;
+      }
+    }
+    for (auto& [name, g] : by_name) {
+      g.mape_pct /= g.cases;
+      out.push_back(g);
+    }
+  }
+  return out;
+}
+
+json groups_to_json(const std::vector<GroupError>& groups) {
+  json out = json::object();
+  for (const auto& g : groups)
+    out[g.group].push_back({{"name", g.name},
+                            {"cases", g.cases},
+                            {"mape_pct", g.mape_pct},
+                            {"max_abs_error_pct", g.max_abs_error_pct},
+                            {"worst_id", g.worst_id}});
   return out;
 }
 

@@ -1,4 +1,4 @@
-// Published training runs (../shared/validation, schema foresight-validation-case/1) turned into a
+// Published training runs (validation/training, schema foresight-validation-case/1 and /2) turned into a
 // model, a cluster and a plan, predicted, and compared with the measured step time.
 //
 //   Result<ValidationCase> c = load_validation_case("sar22-175b-full.json");
@@ -8,7 +8,9 @@
 // plausible value and keeps the best-performing one that fits in memory, and says which.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,12 @@ struct ValidationCase {
   std::string id;
   std::string file;
   std::string source;
+  int schema = 1;  // foresight-validation-case/1 or /2
+  // Version 2: the software stack that ran the case (`software.name`, `software.version`; empty:
+  // not reported) and the model facts it may state (absent: the stack's usual value).
+  std::string software;
+  std::string software_version;
+  std::optional<bool> dropout, tied_embeddings;
   ModelSpec model;
   ClusterSpec cluster;
   nlohmann::json parallel;  // as in the file, nulls included
@@ -34,6 +42,9 @@ struct ValidationCase {
 struct CaseResult {
   std::string id;
   std::string file;
+  std::string source;  // the source's short name ("Narayanan et al.", "mosaicml/llm-foundry")
+  // The case's classes, for errors per class: "stack", "precision", "sharding", "scale".
+  std::map<std::string, std::string> classes;
   bool ok = false;
   std::string failure;  // why it could not be predicted
   double predicted_step_s = 0;
@@ -71,5 +82,18 @@ Result<std::vector<std::string>> collect_case_files(const std::vector<std::strin
 // Loads and runs every case; a case that cannot be loaded or predicted is a failed result.
 ValidationSummary run_validation(const std::vector<std::string>& files, Engine engine = Engine::kAnalytic);
 nlohmann::json validation_to_json(const ValidationSummary& s);
+
+// Mean and worst absolute error of the predicted cases per group: by source and by each class.
+struct GroupError {
+  std::string group;  // "source", "stack", "precision", "sharding", "scale"
+  std::string name;   // the group's value
+  int cases = 0;
+  double mape_pct = 0, max_abs_error_pct = 0;
+  std::string worst_id;
+};
+std::vector<GroupError> errors_by_group(const ValidationSummary& s);
+nlohmann::json groups_to_json(const std::vector<GroupError>& groups);
+// "Narayanan et al., SC'21, arXiv:2104.04473, Table 1" -> "Narayanan et al., SC'21".
+std::string short_source(const std::string& source);
 
 }  // namespace foresight

@@ -312,9 +312,9 @@ TEST(NetworkRun, EveryAlgorithmCompletes) {
   EXPECT_GT(a2a->at(0), 0);
 }
 
-// ../shared/validation/collectives: every published NCCL figure within 15% (busbw).
+// validation/collectives: every published NCCL figure within 15% (busbw).
 TEST(NetworkRun, PublishedNcclMeasurementsWithin15Percent) {
-  const std::string path = std::string(FORESIGHT_SHARED_DIR) + "/validation/collectives/nccl-published.json";
+  const std::string path = std::string(FORESIGHT_VALIDATION_DIR) + "/collectives/nccl-published.json";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no validation data at " << path;
   auto doc = read_json_file(path);
   ASSERT_TRUE(doc.ok());
