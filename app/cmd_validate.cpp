@@ -9,6 +9,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "sim/spec/hardware.h"
 #include "sim/spec/presets.h"
 #include "sim/validate/validation_case.h"
 
@@ -104,6 +105,7 @@ Command add_validate_command(CLI::App& app) {
   auto max_case = std::make_shared<double>(0);
   auto engine = std::make_shared<std::string>("analytic");
   auto by_source = std::make_shared<bool>(false);
+  auto device_patches = std::make_shared<std::vector<std::string>>();
   cmd->add_option("paths", *paths,
                   "validation case files or folders (schema foresight-validation-case/1 or /2)")
       ->required();
@@ -114,6 +116,9 @@ Command add_validate_command(CLI::App& app) {
   cmd->add_option("--engine", *engine, "analytic (closed form) or des (discrete-event simulator)")
       ->check(CLI::IsMember({"analytic", "des"}))
       ->capture_default_str();
+  cmd->add_option("--device-patch", *device_patches,
+                  "DEVICE=JSON: predict with the device preset DEVICE changed by a JSON merge patch, e.g. "
+                  "h100-sxm5-80gb='{\"efficiency\": {\"gemm_fp8\": 0.5}}' (what-if; fitting a constant)");
   auto* mape_opt =
       cmd->add_option("--max-mape", *max_mape, "exit 1 if the mean absolute error (%) exceeds this");
   auto* case_opt =
@@ -124,9 +129,28 @@ Command add_validate_command(CLI::App& app) {
       if (opt->count() > 0 && !(std::isfinite(value) && value >= 0))
         return input_error(
             fmt::format("{}: {} is not a gate; expected a finite percentage >= 0", opt->get_name(), value));
+    std::vector<DevicePatch> patches;
+    for (const std::string& arg : *device_patches) {
+      const std::size_t eq = arg.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return input_error("--device-patch: \"" + arg.substr(0, 80) + "\" is not DEVICE=JSON");
+      nlohmann::json patch = nlohmann::json::parse(arg.substr(eq + 1), nullptr, false);
+      if (patch.is_discarded() || !patch.is_object())
+        return input_error("--device-patch " + arg.substr(0, eq) + ": the patch is not a JSON object");
+      // The patched preset must be a valid device: checked here, before any case runs.
+      const std::string name = arg.substr(0, eq);
+      auto device = load_device(name);
+      if (!device) return input_error("--device-patch " + name + ": " + device.error().message());
+      nlohmann::json doc = device_to_json(*device);
+      doc.merge_patch(patch);
+      if (auto patched = device_from_json(doc, "--device-patch " + name); !patched)
+        return input_error(patched.error().message());
+      patches.push_back({name, std::move(patch)});
+    }
     auto files = collect_case_files(*paths);
     if (!files) return input_error(files.error().message());
-    const ValidationSummary s = run_validation(*files, *engine == "des" ? Engine::kDes : Engine::kAnalytic);
+    const ValidationSummary s =
+        run_validation(*files, *engine == "des" ? Engine::kDes : Engine::kAnalytic, patches);
     if (*json_out) {
       nlohmann::json out = validation_to_json(s);
       if (*by_source) out["groups"] = groups_to_json(errors_by_group(s));

@@ -13,6 +13,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev xvfb
   clang-14 libclang-rt-14-dev clang-format-14
+  python3 jq  # the bench scripts (bench/*.sh) and scripts/behaviour-md5.sh
 )
 
 missing=()

@@ -650,7 +650,21 @@ Result<std::vector<std::string>> collect_case_files(const std::vector<std::strin
   return files;
 }
 
-ValidationSummary run_validation(const std::vector<std::string>& files, Engine engine) {
+Status patch_devices(ValidationCase& c, const std::vector<DevicePatch>& patches) {
+  for (const DevicePatch& dp : patches)
+    for (auto& g : c.cluster.node.devices) {
+      if (g.device.name != dp.device) continue;
+      json doc = device_to_json(g.device);
+      doc.merge_patch(dp.patch);
+      auto patched = device_from_json(doc, "--device-patch " + dp.device);
+      if (!patched) return patched.error();
+      g.device = std::move(patched).value();
+    }
+  return Status::Ok();
+}
+
+ValidationSummary run_validation(const std::vector<std::string>& files, Engine engine,
+                                 const std::vector<DevicePatch>& patches) {
   ValidationSummary s;
   s.engine = engine;
   double sum = 0, csum = 0;
@@ -681,6 +695,9 @@ ValidationSummary run_validation(const std::vector<std::string>& files, Engine e
       continue;
     }
     Result<ValidationCase> c = doc ? validation_case_from_json(*doc, f) : Result<ValidationCase>(doc.error());
+    if (c) {
+      if (Status patched = patch_devices(*c, patches); !patched) c = patched.error();
+    }
     CaseResult r;
     if (!c) {
       r.file = f;
