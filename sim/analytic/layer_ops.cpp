@@ -128,7 +128,8 @@ class LayerKernelBuilder {
         s_(s),
         moe_(moe),
         dt_(compute_dtype(p.precision, d)),
-        gemm_rate_(d.peak(dt_) * d.gemm_efficiency),
+        gemm_rate_(d.peak(dt_) * (dt_ == DType::kFp8 ? d.fp8_gemm_efficiency() : d.gemm_efficiency)),
+        gemm_rate16_(d.peak(compute_dtype(Precision::kBf16, d)) * d.gemm_efficiency),
         launch_(p.cuda_graphs ? d.graph_kernel_overhead_s : d.kernel_overhead_s),
         fused_(p.kernel_fusion),
         e_(s.bytes_per_element),
@@ -160,13 +161,30 @@ class LayerKernelBuilder {
                    gm,   gn,  gk};
   }
   // A GEMM: backward = data gradient + weight gradient, each as much work as the forward.
-  void gemm(KernelName name, double flops, std::int64_t gn, std::int64_t gk) {
-    const double t = flops / gemm_rate_ + d_.gemm_setup_s;
+  // `fp8_linear`: false for a GEMM that stays in 16 bits in fp8 plans (the MoE router).
+  void gemm(KernelName name, double flops, std::int64_t gn, std::int64_t gk, bool fp8_linear = true) {
+    const bool fp8 = fp8_linear && dt_ == DType::kFp8;
+    const double t = flops / (fp8 || dt_ != DType::kFp8 ? gemm_rate_ : gemm_rate16_) + d_.gemm_setup_s;
     const double weight = e_ * static_cast<double>(gk) * gn;
     const double wf = d_.weight_pass_s(weight, false), wb = d_.weight_pass_s(weight, true);
+    const Fp8Casts q = fp8 ? fp8_casts(gk, gn) : Fp8Casts{};
     // The backward's weight passes: half to its weight-gradient part (the gradient's read and write).
-    add(name, KernelClass::kGemm, flops, e_ * (tokens_ * gk + static_cast<double>(gk) * gn + tokens_ * gn),
-        t + wf, 2 * t + wb, t + 0.5 * wb, T_, gn, gk);
+    add(name, KernelClass::kGemm, flops,
+        e_ * (tokens_ * gk + static_cast<double>(gk) * gn + tokens_ * gn) + q.bytes, t + wf + q.fwd_s,
+        2 * t + wb + q.bwd_s, t + 0.5 * wb, T_, gn, gk);
+  }
+  // Transformer Engine's FP8 linear layers (fp8 plans): the GEMMs take FP8 operands, so each
+  // quantises its 16-bit input forward and the incoming output gradient backward, writing the
+  // FP8 tensor and its transpose (Hopper's FP8 GEMMs take only the TN layout, and the weight
+  // gradient needs the transposed operands): read 2 bytes, write 1 + 1 per element, one kernel
+  // each way. The FP8 weights are cast once per step (cached across micro-batches) and not
+  // counted; the output layer, attention and norms stay in 16 bits.
+  struct Fp8Casts {
+    double fwd_s = 0, bwd_s = 0, bytes = 0;
+  };
+  Fp8Casts fp8_casts(std::int64_t gk, std::int64_t gn) const {
+    const double in = 4.0 * tokens_ * static_cast<double>(gk), out = 4.0 * tokens_ * static_cast<double>(gn);
+    return {d_.stream_seconds(in) + launch_, d_.stream_seconds(out) + launch_, in + out};
   }
   // An elementwise kernel: backward reads the saved input and the incoming gradient, writes one.
   void elementwise(KernelName name, double bytes, int kernels = 1) {
@@ -243,6 +261,7 @@ class LayerKernelBuilder {
   const bool moe_;
   const DType dt_;
   const double gemm_rate_;
+  const double gemm_rate16_;  // a 16-bit GEMM's, for those fp8 plans keep in 16 bits
   // Per kernel: a launch from the host, or a node of a CUDA graph (Plan::cuda_graphs).
   const double launch_;
   const bool fused_;
@@ -369,7 +388,7 @@ void LayerKernelBuilder::mlp_block() {
   double ffn = static_cast<double>(m_.ffn_hidden);
   if (moe_) {
     ffn = static_cast<double>(m_.moe.expert_ffn_hidden) * (m_.moe.top_k + m_.moe.shared_experts);
-    gemm(KernelName::kRouter, f_.router, m_.moe.experts, H_);
+    gemm(KernelName::kRouter, f_.router, m_.moe.experts, H_, false);
     elementwise(KernelName::kPermute, 2 * tokens_ * m_.hidden * e_ / tp_);
     if (p_.ep > 1) {
       L_.moe_dispatch_after = L_.count - 1;
@@ -406,7 +425,10 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
 
 HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s) {
   HeadCosts h;
-  const double gemm_rate = d.peak(compute_dtype(p.precision, d)) * d.gemm_efficiency;
+  // The output layer stays in 16 bits in fp8 plans (Megatron-Core builds it outside Transformer
+  // Engine's FP8 modules).
+  const Precision head_precision = p.precision == Precision::kFp8 ? Precision::kBf16 : p.precision;
+  const double gemm_rate = d.peak(compute_dtype(head_precision, d)) * d.gemm_efficiency;
   const double launch = p.cuda_graphs ? d.graph_kernel_overhead_s : d.kernel_overhead_s;
   const double tokens = s.batch * s.seq;
   const double logits = tokens * static_cast<double>(m.vocab) / p.tp;  // this rank's slice

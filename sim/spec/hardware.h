@@ -50,7 +50,13 @@ struct DeviceSpec {
   double memory_bandwidth = 0;                   // bytes/s
   // Fitted, physical efficiencies (see each preset's sources). The defaults below apply only to a
   // device file that gives none; they are generic assumptions, not measurements.
-  double gemm_efficiency = 0.7;       // sustained fraction of peak for large training GEMMs
+  double gemm_efficiency = 0.7;  // sustained fraction of peak for large training GEMMs
+  // FP8 GEMMs (Transformer Engine's linear layers) as a fraction of the FP8 peak; 0: as
+  // gemm_efficiency. Hopper's FP8 Tensor Cores reach a smaller share of their doubled peak.
+  double gemm_fp8_efficiency = 0;
+  double fp8_gemm_efficiency() const {
+    return gemm_fp8_efficiency > 0 ? gemm_fp8_efficiency : gemm_efficiency;
+  }
   double attention_efficiency = 0.5;  // fused (flash) attention, fraction of peak
   double memory_efficiency = 0.8;     // streaming kernels, fraction of memory bandwidth
   // The optimizer's rate as a multiple of stream_rate(). The elementwise kernels meet tensors that
