@@ -59,7 +59,9 @@ void add_search_options(CLI::App& cmd, SearchFlags& o) {
       ->check(CLI::IsMember({"time", "cost", "energy"}))
       ->capture_default_str();
   cmd.add_option("--top", o.top, "plans to list")->check(int_in(1, 100000))->capture_default_str();
-  cmd.add_option("--resimulate", o.resimulate, "re-rank the best N with the discrete-event simulator")
+  cmd.add_option("--resimulate", o.resimulate,
+                 "rank with the discrete-event simulator: the best N, then more until the top is settled (0: "
+                 "analytic ranking)")
       ->check(int_in(0, 100000))
       ->capture_default_str();
   add_cost_options(cmd, o.cost);  // --price, --pue, --tokens: the same rules as predict's
@@ -112,10 +114,9 @@ void print_search_json(const ModelSpec& model, const ClusterSpec& cluster, const
   nlohmann::json plans = nlohmann::json::array(), pareto = nlohmann::json::array();
   for (const auto& p : r.plans) plans.push_back(ranked_json(p));
   for (const auto& p : r.pareto) pareto.push_back(ranked_json(p));
-  nlohmann::json j = {{"model", model.name},      {"cluster", cluster.name},
-                      {"objective", o.objective}, {"candidates", r.candidates},
-                      {"evaluated", r.evaluated}, {"rejected", r.rejected},
-                      {"plans", plans},           {"pareto", pareto},
+  nlohmann::json j = {{"model", model.name},        {"cluster", cluster.name},  {"objective", o.objective},
+                      {"candidates", r.candidates}, {"evaluated", r.evaluated}, {"simulated", r.simulated},
+                      {"rejected", r.rejected},     {"plans", plans},           {"pareto", pareto},
                       {"wall_s", r.wall_s}};
   fmt::print("{}\n", j.dump(2));
 }
@@ -151,6 +152,12 @@ void print_search_summary(const ModelSpec& model, const ClusterSpec& cluster, co
              r.wall_s);
   for (const auto& [k, v] : r.rejected) fmt::print(" {} {};", v, k);
   fmt::print("\n");
+  if (r.simulated > 0)
+    fmt::print(
+        "ranked by the simulator's step: {} plans re-simulated until no unsimulated plan could enter the "
+        "top; "
+        "'step' is the analytic model's\n",
+        r.simulated);
 }
 
 void print_ranked_plans(const SearchResult& r) {

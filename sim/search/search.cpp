@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <thread>
 
@@ -290,33 +291,62 @@ std::vector<RankedPlan> evaluate_candidates(const AnalyticModel& am, const Clust
   return survivors;
 }
 
-// Re-ranks the best `n_sim` with the discrete-event simulator (it sees contention and overlap).
-// They stay first, ordered by the simulator; the rest keep the analytic order.
-void resimulate(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& o, std::size_t n_sim,
-                std::vector<RankedPlan>& survivors) {
-  MaxMinSystem capacities;
-  const Topology shared_topology(cluster, capacities);  // built once, read by every run
-  tbb::parallel_for(std::size_t{0}, n_sim, [&](std::size_t i) {
+// Simulates survivors[i] for i in [begin, end) with the discrete-event simulator (it sees
+// contention and overlap): simulated_step_s, and the score on the simulated step. The analytic
+// prediction and economics stay as they are.
+void simulate_range(const ModelSpec& model, const ClusterSpec& cluster, const Topology& topology,
+                    const SearchOptions& o, std::size_t begin, std::size_t end,
+                    std::vector<RankedPlan>& survivors) {
+  tbb::parallel_for(begin, end, [&](std::size_t i) {
     RankedPlan& r = survivors[i];
     auto w = lower(model, cluster, r.plan);
     if (!w) return;
     SimOptions so;
-    so.topology = &shared_topology;
+    so.topology = &topology;
     Simulator sim(*w, so);
     auto s = sim.run();
     if (!s) return;
-    const Prediction& p = s->prediction;
-    r.simulated_step_s = p.step_time_s;
-    r.economics = economics(p, cluster, r.plan, model.seq_len, o.cost);
-    r.prediction.step_time_s = p.step_time_s;
-    r.prediction.time = p.time;
-    r.prediction.mfu = p.mfu;
-    r.prediction.hfu = p.hfu;
-    r.prediction.tokens_per_s = p.tokens_per_s;
-    r.score = score_of(r, o.objective);
+    r.simulated_step_s = s->prediction.step_time_s;
+    RankedPlan simulated = r;
+    simulated.prediction = s->prediction;
+    simulated.economics = economics(s->prediction, cluster, r.plan, model.seq_len, o.cost);
+    r.score = score_of(simulated, o.objective);
   });
-  std::stable_sort(survivors.begin(), survivors.begin() + static_cast<std::ptrdiff_t>(n_sim),
-                   [](const RankedPlan& a, const RankedPlan& b) { return a.score < b.score; });
+}
+
+// Ranks by one measure, the simulator's: the analytic best `n_sim` are simulated, then, while the
+// next plan in the analytic order scores better (analytically) than the k-th best simulated one
+// (k = min(top_k, n_sim)) and could therefore belong in the top k, it is simulated too, up to 4 * n_sim + 16
+// plans in all (the order is settled when the loop stops before the cap). Simulated plans come first, by
+// their simulated score; the others keep the analytic order. Returns how many were simulated.
+std::size_t resimulate(const ModelSpec& model, const ClusterSpec& cluster, const SearchOptions& o,
+                       std::size_t n_sim, std::size_t top_k, std::vector<RankedPlan>& survivors) {
+  MaxMinSystem capacities;
+  const Topology shared_topology(cluster, capacities);  // built once, read by every run
+  const std::size_t cap = std::min(survivors.size(), 4 * n_sim + 16);
+  std::vector<double> analytic(survivors.size());
+  for (std::size_t i = 0; i < survivors.size(); ++i) analytic[i] = survivors[i].score;
+  std::size_t done = 0, next = n_sim;
+  while (true) {
+    simulate_range(model, cluster, shared_topology, o, done, next, survivors);
+    done = next;
+    std::vector<double> simulated;
+    for (std::size_t i = 0; i < done; ++i)
+      if (survivors[i].simulated_step_s >= 0) simulated.push_back(survivors[i].score);
+    std::sort(simulated.begin(), simulated.end());
+    const double kth = simulated.size() >= top_k && top_k > 0 ? simulated[top_k - 1] : INFINITY;
+    next = done;
+    while (next < cap && analytic[next] < kth && next - done < std::max<std::size_t>(n_sim, 1)) ++next;
+    if (next == done) break;
+  }
+  std::stable_sort(survivors.begin(), survivors.begin() + static_cast<std::ptrdiff_t>(done),
+                   [](const RankedPlan& a, const RankedPlan& b) {
+                     // A plan the simulator could not run goes after the simulated ones.
+                     if ((a.simulated_step_s >= 0) != (b.simulated_step_s >= 0))
+                       return a.simulated_step_s >= 0;
+                     return a.score < b.score;
+                   });
+  return done;
 }
 
 // The Pareto front over (step time, cost per Mtok, -memory headroom), from the analytic ranking;
@@ -373,10 +403,10 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
                    [](const RankedPlan& a, const RankedPlan& b) { return a.score < b.score; });
   const std::size_t n_sim =
       std::min<std::size_t>(static_cast<std::size_t>(std::max(0, o.resimulate)), survivors.size());
-  if (n_sim > 0) resimulate(model, cluster, o, n_sim, survivors);
-  out.pareto = pareto_front(survivors);
   const std::size_t k =
       std::min<std::size_t>(static_cast<std::size_t>(std::max(1, o.top_k)), survivors.size());
+  out.pareto = pareto_front(survivors);  // analytic, for every plan alike
+  if (n_sim > 0) out.simulated = resimulate(model, cluster, o, n_sim, std::min(k, n_sim), survivors);
   out.plans.assign(survivors.begin(), survivors.begin() + static_cast<std::ptrdiff_t>(k));
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -39,8 +39,10 @@ struct SearchOptions {
   int gpus = 0;                   // 0: the whole cluster
   std::int64_t global_batch = 0;  // sequences; 0: 1024
   Objective objective = Objective::kTime;
-  int top_k = 10;      // plans reported
-  int resimulate = 0;  // re-rank the best N with the simulator (0: none)
+  int top_k = 10;  // plans reported
+  // Rank with the simulator: the best N (analytic), then more until the top min(N, top_k) is
+  // settled (0: none; the analytic model ranks).
+  int resimulate = 0;
   CostOptions cost;
   SearchSpace space;
   unsigned threads = 0;  // 0: all cores
@@ -48,11 +50,11 @@ struct SearchOptions {
 
 struct RankedPlan {
   Plan plan;
-  Prediction prediction;  // analytic
-  Economics economics;
+  Prediction prediction;         // analytic
+  Economics economics;           // analytic
   double simulated_step_s = -1;  // discrete-event simulator, when re-simulated
   double memory_headroom = 0;    // bytes left on the fullest device
-  double score = 0;              // the objective (lower is better)
+  double score = 0;              // the objective (lower is better): the simulated one when re-simulated
 };
 
 struct SearchResult {
@@ -61,7 +63,8 @@ struct SearchResult {
   std::map<std::string, std::uint64_t> rejected;  // reason -> count
   std::vector<RankedPlan> plans;                  // best first, top_k of them: re-simulated plans
                                                   // (ranked by the simulator) before the others
-  std::vector<RankedPlan> pareto;                 // time vs cost vs memory headroom
+  std::vector<RankedPlan> pareto;                 // analytic time vs cost vs memory headroom
+  std::uint64_t simulated = 0;                    // plans re-simulated to settle the ranking
   double wall_s = 0;
 };
 

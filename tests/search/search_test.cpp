@@ -165,6 +165,41 @@ TEST(Search, ReSimulatesTheBest) {
   int simulated = 0;
   for (const auto& p : r->plans) simulated += p.simulated_step_s > 0;
   EXPECT_GE(simulated, 1);
+  EXPECT_GE(r->simulated, 3u);
+}
+
+// One measure: the simulated plans lead, by their simulated step; each keeps its analytic
+// prediction beside it; and every plan shown is ranked by the simulator (more are simulated than
+// --resimulate asked for when the analytic order alone cannot settle the top).
+TEST(Search, RanksByOneMeasureAndShowsBothTimes) {
+  SearchOptions o;
+  o.gpus = 16;
+  o.global_batch = 64;
+  o.resimulate = 4;
+  o.top_k = 4;
+  o.threads = 2;
+  o.space.offload_optimizer = {false};
+  const ModelSpec m = model("llama3-8b");
+  ClusterSpec c = *load_cluster("dgx-h100-ndr");
+  auto r = search(m, c, o);
+  ASSERT_TRUE(r.ok());
+  ASSERT_GE(r->plans.size(), 4u);
+  ASSERT_TRUE(resize_cluster(c, 16, "test").ok());
+  const AnalyticModel am(m, c);
+  double last = 0, kth = 0;
+  std::size_t n_sim = 0;
+  for (const auto& p : r->plans) {
+    EXPECT_DOUBLE_EQ(p.prediction.step_time_s, am.evaluate(p.plan).step_time_s);  // analytic, kept
+    if (p.simulated_step_s < 0) continue;
+    ++n_sim;
+    EXPECT_GE(p.simulated_step_s, last);  // objective time: the score is the simulated step
+    last = p.simulated_step_s;
+    if (n_sim == 4) kth = p.simulated_step_s;
+  }
+  EXPECT_EQ(n_sim, 4u);  // the top 4 are all the simulator's
+  EXPECT_GT(kth, 0);
+  EXPECT_GE(r->simulated, 4u);
+  EXPECT_LE(r->simulated, 4u * 4 + 16);
 }
 
 // Cost and energy: by hand for one plan.
