@@ -86,7 +86,8 @@ constexpr PlanFlag kPlanFlags[] = {
      "share of reads served by a node-local cache (incremental loading), 0..1"},
     {"--seq-len", "/seq_len", Kind::kInteger, "Plan", "training sequence length (default: the model's)"},
     {"--layer-split", "/layer_split", Kind::kIntegers, "Plan",
-     "layers per pipeline stage, e.g. --layer-split 9,10,10,9"},
+     "layers per pipeline stage, e.g. --layer-split 9,10,10,9; with --vp one per model chunk "
+     "(pp*vp entries, chunk c of stage s at c*pp+s)"},
     {"--stage-devices", "/stage_devices", Kind::kTexts, "Plan",
      "the accelerator of each pipeline stage on nodes that mix them, e.g. h100-sxm5-80gb,ascend-910b"},
     {"--stage-tp", "/stage_tp", Kind::kIntegers, "Plan",

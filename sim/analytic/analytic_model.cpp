@@ -40,18 +40,33 @@ namespace {
 // fp32 Adam moments + master weights per parameter (Rajbhandari et al. 2020, "K = 12").
 constexpr double kOptimizerStateBytes = 12.0;
 
+// The layers a pipeline stage holds: [begin, end) of each of its model chunks, from
+// Plan::chunk_layer_range as the simulator lowers them.
 struct Range {
-  int begin, end;
+  std::vector<std::pair<int, int>> chunks;
+  int count() const {
+    int n = 0;
+    for (const auto& [begin, end] : chunks) n += end - begin;
+    return n;
+  }
+  int largest_chunk() const {
+    int n = 0;
+    for (const auto& [begin, end] : chunks) n = std::max(n, end - begin);
+    return n;
+  }
 };
 
 Range stage_layers(const Plan& p, int layers, int stage) {
-  const auto [begin, end] = p.stage_layer_range(layers, stage);
-  return {begin, end};
+  Range r;
+  for (int c = 0; c < p.chunks(); ++c) r.chunks.push_back(p.chunk_layer_range(layers, stage, c));
+  return r;
 }
 
-int dense_in(const ModelSpec& m, Range r) {
+int dense_in(const ModelSpec& m, const Range& r) {
   const int dense_end = m.dense_layers();  // dense layers come first (DeepSeek's first_k_dense)
-  return std::max(0, std::min(r.end, dense_end) - r.begin);
+  int n = 0;
+  for (const auto& [begin, end] : r.chunks) n += std::max(0, std::min(end, dense_end) - begin);
+  return n;
 }
 
 // Costs of one layer for one micro-batch on one device.
@@ -87,12 +102,13 @@ LayerTime blend(const LayerTime& a, const LayerTime& b, double f) {
   return t;
 }
 
-// The share of a stage's `layers` that recompute (Plan::recompute_layers counts per chunk).
-double recomputed_fraction(const Plan& p, int layers) {
+// The share of a stage's layers that recompute (Plan::recompute_layers counts per chunk).
+double recomputed_fraction(const Plan& p, const Range& r) {
+  const int layers = r.count();
   if (!p.partial_recompute() || layers <= 0) return 1;
-  const int chunks = p.schedule == Schedule::kInterleaved1F1B && p.virtual_stages > 1 ? p.virtual_stages : 1;
-  const int per_chunk = std::max(1, layers / chunks);
-  return std::min(per_chunk, p.recompute_layers) / static_cast<double>(per_chunk);
+  int recomputed = 0;
+  for (const auto& [begin, end] : r.chunks) recomputed += std::min(end - begin, p.recompute_layers);
+  return recomputed / static_cast<double>(layers);
 }
 
 }  // namespace
@@ -501,8 +517,9 @@ namespace {
 
 // Weights, gradients and optimizer state of the parameters a stage's rank holds, on the device
 // and on the host, by ZeRO stage and the offload options.
-void add_parameter_memory(const ModelSpec& m, const Plan& p, int stage, Range r, MemoryBreakdown& mem) {
-  const int dense = dense_in(m, r), moe = (r.end - r.begin) - dense;
+void add_parameter_memory(const ModelSpec& m, const Plan& p, int stage, const Range& r,
+                          MemoryBreakdown& mem) {
+  const int dense = dense_in(m, r), moe = r.count() - dense;
   // DualPipe keeps two copies of the parameters (DeepSeek-V3 report, Table 2): a rank also holds
   // the layers of its mirror stage pp-1-stage, and both end ranks hold embedding and head.
   const bool dualpipe = p.schedule == Schedule::kDualPipe;
@@ -511,7 +528,7 @@ void add_parameter_memory(const ModelSpec& m, const Plan& p, int stage, Range r,
     const Range mirror = stage_layers(p, m.layers, p.pp - 1 - stage);
     const int mirror_dense = dense_in(m, mirror);
     dense_held += mirror_dense;
-    moe_held += (mirror.end - mirror.begin) - mirror_dense;
+    moe_held += mirror.count() - mirror_dense;
   }
 
   // Parameters held, split into the part replicated over dp*cp and the experts (over dp*cp/ep).
@@ -567,11 +584,11 @@ struct KeptActivations {
   double per_mb = 0, transient = 0;
   double dense_layer = 0, moe_layer = 0;  // one layer's under the plan's recompute (0: no MoE layer)
 };
-KeptActivations kept_activations(const ModelSpec& m, const Plan& p, const LayerShape& s, int stage, Range r,
-                                 const std::vector<RecomputeMask>* layer_masks) {
-  const int dense = dense_in(m, r), moe = (r.end - r.begin) - dense;
+KeptActivations kept_activations(const ModelSpec& m, const Plan& p, const LayerShape& s, int stage,
+                                 const Range& r, const std::vector<RecomputeMask>* layer_masks) {
+  const int dense = dense_in(m, r), moe = r.count() - dense;
   // Layers past Plan::recompute_layers keep everything.
-  const double f = recomputed_fraction(p, r.end - r.begin);
+  const double f = recomputed_fraction(p, r);
   auto act = [&](bool is_moe) {
     const double with = layer_activation_bytes(m, s, p.recompute, p.flash_attention, is_moe);
     return f >= 1 ? with
@@ -602,28 +619,27 @@ KeptActivations kept_activations(const ModelSpec& m, const Plan& p, const LayerS
   } else if (p.uniform_recompute()) {
     // Uniform method: only the input of each group of recompute_layers layers is kept, and a
     // group's layers all hold their full activations while it recomputes.
-    const int chunks =
-        p.schedule == Schedule::kInterleaved1F1B && p.virtual_stages > 1 ? p.virtual_stages : 1;
-    const int per_chunk = std::max(1, (r.end - r.begin) / chunks);
-    const int groups = chunks * ((per_chunk + p.recompute_layers - 1) / p.recompute_layers);
-    k.per_mb = r.end > r.begin
-                   ? groups * layer_activation_bytes(m, s, recompute_module::kFull, p.flash_attention, false)
-                   : 0.0;
-    k.transient = r.end > r.begin ? std::min(p.recompute_layers, per_chunk) * whole_layer() : 0.0;
+    int groups = 0;
+    for (const auto& [begin, end] : r.chunks)
+      groups += (end - begin + p.recompute_layers - 1) / p.recompute_layers;
+    const bool any = r.count() > 0;
+    k.per_mb =
+        any ? groups * layer_activation_bytes(m, s, recompute_module::kFull, p.flash_attention, false) : 0.0;
+    k.transient = any ? std::min(p.recompute_layers, r.largest_chunk()) * whole_layer() : 0.0;
   }
   return k;
 }
 
 // Activations: micro-batches in flight on this stage times the per-layer footprint, the
 // embedding's output on the first stage and the logits on the last.
-void add_activation_memory(const ModelSpec& m, const Plan& p, int stage, Range r,
+void add_activation_memory(const ModelSpec& m, const Plan& p, int stage, const Range& r,
                            const std::vector<RecomputeMask>* layer_masks, MemoryBreakdown& mem) {
   const LayerShape s = plan_layer_shape(m, p);
   const KeptActivations k = kept_activations(m, p, s, stage, r, layer_masks);
   const int dense = dense_in(m, r);
   const double in_flight = activations_in_flight(p, stage);
   mem.activations = k.per_mb * in_flight;
-  if (p.offload_activations && r.end > r.begin) {
+  if (p.offload_activations && r.count() > 0) {
     // Two layers' activations on the device (the one computing, the one in flight to or from the
     // host); every micro-batch's live activations on the host.
     mem.host += mem.activations;
@@ -704,14 +720,12 @@ RecomputeAssignment fixed_recompute_assignment(const ModelSpec& m, const Plan& p
   RecomputeAssignment out;
   out.layer_masks.assign(static_cast<std::size_t>(m.layers), 0);
   const RecomputeMask mask = recompute_mask(p.recompute);
-  const int chunks = std::max(1, p.virtual_stages);
-  for (int st = 0; st < p.pp; ++st) {
-    const std::vector<int> layers = stage_layer_list(p, m.layers, st);
-    const int per_chunk = std::max<int>(1, static_cast<int>(layers.size()) / chunks);
-    for (std::size_t i = 0; i < layers.size(); ++i)
-      if (p.recomputes(static_cast<int>(i) % per_chunk))
-        out.layer_masks[static_cast<std::size_t>(layers[i])] = mask;
-  }
+  for (int st = 0; st < p.pp; ++st)
+    for (int c = 0; c < p.chunks(); ++c) {
+      const auto [begin, end] = p.chunk_layer_range(m.layers, st, c);
+      for (int layer = begin; layer < end; ++layer)
+        if (p.recomputes(layer - begin)) out.layer_masks[static_cast<std::size_t>(layer)] = mask;
+    }
   return out;
 }
 
@@ -887,7 +901,7 @@ struct StageLayerTimes {
     if (!optimal_stage.empty()) return optimal_stage[static_cast<std::size_t>(i)];
     const DeviceCosts& c = costs->of(i);
     const Range r = stage_layers(*p, m->layers, i);
-    const double f = recomputed_fraction(*p, r.end - r.begin);
+    const double f = recomputed_fraction(*p, r);
     return {blend(c.dense, c.dense_plain, f), blend(c.moe, c.moe_plain, f)};
   }
 };
@@ -924,7 +938,7 @@ struct StageLoad {
 StageLoad stage_load(const ModelSpec& m, const Plan& p, int i) {
   const Range r = stage_layers(p, m.layers, i);
   const int nd = dense_in(m, r);
-  return StageLoad{static_cast<double>(nd), static_cast<double>((r.end - r.begin) - nd), i == 0 ? 1.0 : 0.0,
+  return StageLoad{static_cast<double>(nd), static_cast<double>(r.count() - nd), i == 0 ? 1.0 : 0.0,
                    i == p.pp - 1 ? 1.0 : 0.0};
 }
 
@@ -997,9 +1011,9 @@ struct HeldParams {
 HeldParams held_params(const ModelSpec& m, const Plan& p, const CriticalStage& c) {
   const bool dualpipe = p.schedule == Schedule::kDualPipe && p.pp > 1;
   const Range cr = stage_layers(p, m.layers, c.stage);
-  const int cd = dense_in(m, cr), cm = (cr.end - cr.begin) - cd;
+  const int cd = dense_in(m, cr), cm = cr.count() - cd;
   HeldParams h;
-  h.layers = cr.end - cr.begin;
+  h.layers = cr.count();
   h.experts = cm * m.moe.experts * m.expert_params() / (c.plan.tp * p.ep);
   h.tables = m.end_params_on_stage(c.stage, p.pp, dualpipe, c.plan.tp);
   h.chunk = cd * layer_params_per_device(m, false, c.plan.tp, 1) +
@@ -1146,7 +1160,7 @@ void add_flops(const ModelSpec& m, const Plan& p, const CriticalStage& c, const 
   double model_f = partial ? 0.0 : 1.0;
   for (int st = 0; partial && st < p.pp; ++st) {
     const Range r = stage_layers(p, m.layers, st);
-    model_f += recomputed_fraction(p, r.end - r.begin) * (r.end - r.begin) / std::max(1, m.layers);
+    model_f += recomputed_fraction(p, r) * r.count() / std::max(1, m.layers);
   }
   const LayerTime model_dense = blend(c.costs.dense, c.costs.dense_plain, model_f),
                   model_moe = blend(c.costs.moe, c.costs.moe_plain, model_f);

@@ -100,12 +100,12 @@ Status capacity_plan_check(const ModelSpec& base, const ClusterSpec& c, const Pl
 }
 
 int most_layers_per_chunk(const Plan& p, int layers) {
-  const int chunks = p.schedule == Schedule::kInterleaved1F1B && p.virtual_stages > 1 ? p.virtual_stages : 1;
   int most = 0;
-  for (int st = 0; st < p.pp; ++st) {
-    const auto [first, last] = p.stage_layer_range(layers, st);
-    most = std::max(most, (last - first + chunks - 1) / chunks);
-  }
+  for (int st = 0; st < p.pp; ++st)
+    for (int c = 0; c < p.chunks(); ++c) {
+      const auto [first, last] = p.chunk_layer_range(layers, st, c);
+      most = std::max(most, last - first);
+    }
   return most;
 }
 

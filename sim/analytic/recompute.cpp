@@ -186,12 +186,8 @@ std::vector<RecomputeOption> undominated(const std::vector<RecomputeOption>& opt
 
 std::vector<int> stage_layer_list(const Plan& p, int layers, int stage) {
   std::vector<int> out;
-  if (p.virtual_stages > 1) {
-    const int per = layers / (p.pp * p.virtual_stages);
-    for (int chunk = 0; chunk < p.virtual_stages; ++chunk)
-      for (int i = 0; i < per; ++i) out.push_back((chunk * p.pp + stage) * per + i);
-  } else {
-    const auto [begin, end] = p.stage_layer_range(layers, stage);
+  for (int chunk = 0; chunk < p.chunks(); ++chunk) {
+    const auto [begin, end] = p.chunk_layer_range(layers, stage, chunk);
     for (int i = begin; i < end; ++i) out.push_back(i);
   }
   return out;

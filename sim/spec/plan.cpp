@@ -67,6 +67,28 @@ std::pair<int, int> Plan::stage_layer_range(int layers, int stage) const {
   return {begin, begin + base + (stage < extra ? 1 : 0)};
 }
 
+std::pair<int, int> Plan::chunk_layer_range(int layers, int stage, int chunk) const {
+  const int v = chunks();
+  if (v == 1) return stage_layer_range(layers, stage);
+  const int k = chunk * pp + stage;  // the model chunk's place in the model
+  if (static_cast<int>(layer_split.size()) == pp * v) {
+    int begin = 0;
+    for (int i = 0; i < k; ++i) begin += layer_split[static_cast<std::size_t>(i)];
+    return {begin, begin + layer_split[static_cast<std::size_t>(k)]};
+  }
+  const int per = layers / (pp * v);
+  return {k * per, (k + 1) * per};
+}
+
+int Plan::stage_layer_count(int layers, int stage) const {
+  int n = 0;
+  for (int c = 0; c < chunks(); ++c) {
+    const auto [begin, end] = chunk_layer_range(layers, stage, c);
+    n += end - begin;
+  }
+  return n;
+}
+
 std::string to_string(Schedule s) {
   switch (s) {
     case Schedule::kGpipe:
@@ -334,9 +356,9 @@ void read_data_loading(JsonReader& r, DataLoading& dl) {
 void read_stage_lists(JsonReader& r, Plan& p) {
   constexpr std::int64_t kMaxDegree = plan_range::kDegree.max;
   for (JsonReader v : r.array("layer_split")) {
-    if (!v.node().is_number_integer() || v.node().get<long long>() < 1 ||
+    if (!v.node().is_number_integer() || v.node().get<long long>() < 0 ||
         v.node().get<long long>() > 100000) {
-      v.fail("", "expected a positive number of layers, got " + describe_json_value(v.node()));
+      v.fail("", "expected a number of layers (0 or more), got " + describe_json_value(v.node()));
       break;
     }
     p.layer_split.push_back(v.node().get<int>());
@@ -514,20 +536,28 @@ Status PlanChecks::layout(int accelerators) const {
     return fail("tp", s(p.tp) + " does not divide model ffn_hidden (" + s(m.ffn_hidden) + ")");
   if (p.pp > m.layers) return fail("pp", s(p.pp) + " exceeds the model's " + s(m.layers) + " layers");
   if (!p.layer_split.empty()) {
-    if (static_cast<int>(p.layer_split.size()) != p.pp)
+    // One entry per stage, or with virtual stages one per model chunk (Megatron-Core builds a
+    // chunk of 0 layers when the embedding or the loss takes its place).
+    const int chunks = p.pp * p.chunks();
+    if (static_cast<int>(p.layer_split.size()) != chunks)
       return fail("layer_split",
-                  "has " + s(p.layer_split.size()) + " entries for pp = " + s(p.pp) + " stages");
+                  "has " + s(p.layer_split.size()) + " entries, needs " +
+                      (p.chunks() > 1 ? "pp*virtual_stages = " + s(p.pp) + "*" + s(p.virtual_stages) + " = " +
+                                            s(chunks) + " (one per model chunk, in model order)"
+                                      : "pp = " + s(p.pp) + " (one per stage)"));
     int total = 0;
-    for (int n : p.layer_split) total += n;
+    for (int n : p.layer_split) {
+      if (n < 0) return fail("layer_split", "has a negative entry (" + s(n) + ")");
+      total += n;
+    }
     if (total != m.layers)
       return fail("layer_split", "adds up to " + s(total) + " layers, the model has " + s(m.layers));
-    if (p.virtual_stages > 1) return fail("layer_split", "cannot be combined with virtual_stages");
   }
   if (p.schedule != Schedule::kInterleaved1F1B && p.virtual_stages > 1)
     return fail("virtual_stages", s(p.virtual_stages) + " needs schedule \"interleaved-1f1b\"");
   if (p.virtual_stages > 1) {
     if (p.pp < 2) return fail("virtual_stages", s(p.virtual_stages) + " needs pp >= 2");
-    if (m.layers % (p.pp * p.virtual_stages) != 0)
+    if (p.layer_split.empty() && m.layers % (p.pp * p.virtual_stages) != 0)
       return fail("virtual_stages", "pp*virtual_stages = " + s(p.pp * p.virtual_stages) +
                                         " does not divide the model's " + s(m.layers) + " layers");
   }

@@ -109,9 +109,12 @@ struct Plan {
   // The input embedding table in host memory: the host gathers the micro-batch's rows, sends them
   // and takes their gradients back; the table's update runs on the host.
   bool offload_embeddings = false;
-  int seq_len = 0;               // 0: the model's sequence length
-  std::vector<int> layer_split;  // layers per pipeline stage (empty: as even as possible,
-                                 // the extra layers on the first stages)
+  int seq_len = 0;  // 0: the model's sequence length
+  // Layers per pipeline stage (pp entries, without virtual stages), or per model chunk (pp *
+  // virtual_stages entries, in model order: chunk c of stage s is entry c*pp + s, as Megatron-Core
+  // interleaves them; a chunk may hold none). Empty: as even as possible, the extra layers on the
+  // first stages (interleaved: pp*virtual_stages must divide the layers).
+  std::vector<int> layer_split;
   // Rank placement (topology-aware or not). `rank_order`: the parallel dimensions from fastest- to
   // slowest-varying along the devices, Megatron-Core's `order` ("tp-cp-dp-pp": tensor-parallel
   // groups inside a node, data-parallel rings across nodes along rails). `node_order`: "linear"
@@ -164,6 +167,15 @@ struct Plan {
   }
   // Layers [first, last) of pipeline stage `stage` (without virtual stages).
   std::pair<int, int> stage_layer_range(int layers, int stage) const;
+  // Model chunks per pipeline stage: virtual_stages when interleaved, else 1.
+  int chunks() const { return virtual_stages > 1 ? virtual_stages : 1; }
+  // Layers [first, last) of model chunk `chunk` of pipeline stage `stage`: Megatron-Core's
+  // interleaved assignment (the stage holds model chunks stage, stage+pp, stage+2pp, ...) from
+  // layer_split, or pp*virtual_stages equal chunks; without virtual stages stage_layer_range.
+  // Every engine asks this for a stage's layers.
+  std::pair<int, int> chunk_layer_range(int layers, int stage, int chunk) const;
+  // Layers held by pipeline stage `stage`, all its chunks.
+  int stage_layer_count(int layers, int stage) const;
   std::int64_t micro_batches() const { return global_batch / (std::int64_t{dp} * micro_batch); }
   bool operator==(const Plan&) const = default;
 };

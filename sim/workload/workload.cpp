@@ -450,11 +450,8 @@ std::vector<int> StageBuilder::chunk_layers(int chunk) const {
   if (p_.schedule == Schedule::kDualPipe) {
     const auto [begin, end] = p_.stage_layer_range(L, chunk == 0 ? st : p - 1 - st);
     for (int i = begin; i < end; ++i) out.push_back(i);
-  } else if (p_.virtual_stages > 1) {
-    const int per = L / (p * p_.virtual_stages);
-    for (int i = 0; i < per; ++i) out.push_back((chunk * p + st) * per + i);
   } else {
-    const auto [begin, end] = p_.stage_layer_range(L, st);
+    const auto [begin, end] = p_.chunk_layer_range(L, st, chunk);
     for (int i = begin; i < end; ++i) out.push_back(i);
   }
   return out;

@@ -155,5 +155,49 @@ TEST(AnalyticModel, MlaModelEvaluates) {
   EXPECT_TRUE(std::isfinite(r.mfu));
 }
 
+// A per-chunk layer_split that spells out the even chunks changes nothing; the uneven one of
+// Megatron-Bridge's 405B run (126 layers, pp 8, vp 8, the embedding and the loss each taking a
+// layer's place) gives stage 0 and stage 7 one layer fewer: 15, 16, ..., 16, 15.
+TEST(AnalyticModel, PerChunkLayerSplit) {
+  ModelSpec m = model("llama3-405b");
+  const ClusterSpec c = cluster("dgx-h100-ndr", 1024);
+  Plan p = testing::make_plan(8, 8, 16, 1, 512);
+  p.sequence_parallel = true;
+  p.zero_stage = 1;
+  p.recompute = Recompute::kFull;
+  p.schedule = Schedule::kInterleaved1F1B;
+  p.virtual_stages = 8;
+  m.layers = 128;  // even: 2 per chunk
+  const AnalyticModel even(m, c);
+  const Prediction implicit = even.evaluate(p);
+  Plan spelled = p;
+  spelled.layer_split.assign(64, 2);
+  const Prediction explicit_split = even.evaluate(spelled);
+  EXPECT_EQ(implicit.step_time_s, explicit_split.step_time_s);
+  EXPECT_EQ(implicit.memory.total, explicit_split.memory.total);
+
+  m.layers = 126;
+  const AnalyticModel am(m, c);
+  EXPECT_FALSE(validate_plan(p, m, 1024, "plan").ok());  // 64 chunks do not divide 126 layers
+  p.layer_split.assign(64, 2);
+  p.layer_split.front() = 1;
+  p.layer_split.back() = 1;
+  ASSERT_TRUE(validate_plan(p, m, 1024, "plan").ok());
+  EXPECT_EQ(p.stage_layer_count(m.layers, 0), 15);
+  EXPECT_EQ(p.stage_layer_count(m.layers, 3), 16);
+  EXPECT_EQ(p.stage_layer_count(m.layers, 7), 15);
+  // A middle stage holds one layer more than stage 0: its weights are 16/15 of theirs less the
+  // embedding table, which only stage 0 holds.
+  const MemoryBreakdown first = am.stage_memory(p, 0), middle = am.stage_memory(p, 3);
+  const double table = static_cast<double>(m.vocab) * m.hidden / p.tp * weight_bytes(p.precision);
+  EXPECT_GT(middle.weights, 0.0);
+  EXPECT_NEAR(first.weights - table, 15.0 / 16.0 * middle.weights, 1e-6 * middle.weights);
+  const Prediction uneven = am.evaluate(p);
+  EXPECT_GT(uneven.step_time_s, 0);
+  // 126 of 128 layers' work, both ends still on the critical path: a little faster than 128.
+  EXPECT_LT(uneven.step_time_s, implicit.step_time_s);
+  EXPECT_GT(uneven.step_time_s, 0.95 * implicit.step_time_s);
+}
+
 }  // namespace
 }  // namespace foresight

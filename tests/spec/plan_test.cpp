@@ -95,12 +95,67 @@ TEST(Plan, UnevenLayerSplit) {
   p.layer_split = {8, 8, 8, 9};
   EXPECT_EQ(error_of(p), "plan.json: /layer_split: adds up to 33 layers, the model has 32");
   p.layer_split = {16, 16};
-  EXPECT_EQ(error_of(p), "plan.json: /layer_split: has 2 entries for pp = 4 stages");
+  EXPECT_EQ(error_of(p), "plan.json: /layer_split: has 2 entries, needs pp = 4 (one per stage)");
   // Without a split: as even as possible, extra layers first.
   Plan even;
   even.pp = 3;
   EXPECT_EQ(even.stage_layer_range(32, 0), (std::pair<int, int>{0, 11}));
   EXPECT_EQ(even.stage_layer_range(32, 2), (std::pair<int, int>{22, 32}));
+}
+
+// With virtual stages layer_split gives each model chunk's layers, in model order: chunk c of
+// stage s is entry c*pp + s (Megatron-Core's interleaving); pp*vp need not divide the layers then.
+TEST(Plan, LayerSplitPerModelChunk) {
+  Plan p;
+  p.global_batch = 64;
+  p.pp = 4;
+  p.virtual_stages = 2;
+  p.schedule = Schedule::kInterleaved1F1B;
+  // 32 layers over 8 chunks, the first short and the last long.
+  p.layer_split = {3, 4, 4, 4, 4, 4, 4, 5};
+  EXPECT_EQ(error_of(p), "");
+  EXPECT_EQ(p.chunks(), 2);
+  EXPECT_EQ(p.chunk_layer_range(32, 0, 0), (std::pair<int, int>{0, 3}));
+  EXPECT_EQ(p.chunk_layer_range(32, 3, 0), (std::pair<int, int>{11, 15}));
+  EXPECT_EQ(p.chunk_layer_range(32, 0, 1), (std::pair<int, int>{15, 19}));
+  EXPECT_EQ(p.chunk_layer_range(32, 3, 1), (std::pair<int, int>{27, 32}));
+  EXPECT_EQ(p.stage_layer_count(32, 0), 7);
+  EXPECT_EQ(p.stage_layer_count(32, 3), 9);
+  // A chunk may hold no layer (Megatron-Core builds it empty when the embedding takes its place).
+  p.layer_split = {0, 4, 4, 4, 4, 4, 4, 8};
+  EXPECT_EQ(error_of(p), "");
+  EXPECT_EQ(p.chunk_layer_range(32, 0, 0), (std::pair<int, int>{0, 0}));
+  auto back = plan_from_json(plan_to_json(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->layer_split, p.layer_split);
+  p.layer_split = {8, 8, 8, 8};
+  EXPECT_EQ(
+      error_of(p),
+      "plan.json: /layer_split: has 4 entries, needs pp*virtual_stages = 4*2 = 8 (one per model chunk, in "
+      "model order)");
+  p.layer_split = {4, 4, 4, 4, 4, 4, 4, 5};
+  EXPECT_EQ(error_of(p), "plan.json: /layer_split: adds up to 33 layers, the model has 32");
+  p.layer_split = {-1, 5, 4, 4, 4, 4, 4, 8};
+  EXPECT_EQ(error_of(p), "plan.json: /layer_split: has a negative entry (-1)");
+  // A file cannot give a negative entry either.
+  auto doc = nlohmann::json::parse(R"({"pp": 2, "global_batch": 8, "layer_split": [-1, 33]})");
+  auto bad = plan_from_json(doc, "plan.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("/layer_split/0: expected a number of layers (0 or more)"),
+            std::string::npos)
+      << bad.error().message();
+  // Without a split, 12 chunks still must divide the 32 layers.
+  p.layer_split.clear();
+  p.virtual_stages = 3;
+  EXPECT_EQ(error_of(p),
+            "plan.json: /virtual_stages: pp*virtual_stages = 12 does not divide the model's 32 layers");
+  // Even chunks without a split: chunk c of stage s holds layers [(c*pp + s)*per, ...).
+  p.virtual_stages = 2;
+  EXPECT_EQ(p.chunk_layer_range(32, 1, 1), (std::pair<int, int>{20, 24}));
+  // Without virtual stages a chunk is the whole stage.
+  Plan flat;
+  flat.pp = 3;
+  EXPECT_EQ(flat.chunk_layer_range(32, 2, 0), flat.stage_layer_range(32, 2));
 }
 
 TEST(Plan, FileErrors) {
