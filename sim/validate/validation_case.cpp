@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <optional>
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/des/simulator.h"
@@ -389,10 +390,24 @@ void read_uneven_stages(const ValidationCase& c, JsonReader& r, const SoftwareSt
   if (stack && !stack->uneven_stages)
     return r.fail(key, std::string(stack->name) + " could not split pipeline stages unevenly");
   if (base.pp < 2) return r.fail(key, "needs pp >= 2");
-  if (base.virtual_stages > 1 || base.schedule == Schedule::kInterleaved1F1B)
-    return r.fail(key, "uneven stages with virtual stages (interleaving) are not modelled yet");
+  if ((first || last) && embedding + loss > 0)
+    return r.fail(key,
+                  "cannot be combined with account_for_embedding/account_for_loss (Megatron-Core "
+                  "refuses both at once)");
+  // Interleaved: Megatron-Core splits each stage's layers evenly over its vp model chunks; the
+  // embedding (loss) takes a layer's place in the first (last) chunk of the first (last) stage
+  // (get_num_layers_to_build, megatron/core/transformer/transformer_block.py).
+  const int vp = base.virtual_stages;
+  if (vp == 1 && base.schedule == Schedule::kInterleaved1F1B)
+    return r.fail(key, "uneven stages need virtual_stages for an interleaved schedule");
   const int layers = c.model.layers, pp = base.pp;
-  std::vector<int> split(pp, 0);
+  auto per_chunk = [&](int stage_layers, const std::string& what) -> std::optional<int> {
+    if (stage_layers % vp == 0) return stage_layers / vp;
+    r.fail(key, what + " (" + std::to_string(stage_layers) +
+                    " layers) do not divide over virtual_stages = " + std::to_string(vp) + " chunks");
+    return std::nullopt;
+  };
+  std::vector<int> stage(pp, 0);  // layers of each chunk of each stage (every chunk of a stage alike)
   if (first || last) {
     // The stages not named share the rest evenly (Megatron-Core requires that they can).
     const int fixed = (first ? 1 : 0) + (last ? 1 : 0);
@@ -401,18 +416,33 @@ void read_uneven_stages(const ValidationCase& c, JsonReader& r, const SoftwareSt
       return r.fail(key, "the other " + std::to_string(layers) + " - " +
                              std::to_string(first.value_or(0) + last.value_or(0)) +
                              " layers do not divide over " + std::to_string(pp - fixed) + " stages");
-    std::fill(split.begin(), split.end(), rest / (pp - fixed));
-    if (first) split.front() = static_cast<int>(*first);
-    if (last) split.back() = static_cast<int>(*last);
+    std::fill(stage.begin(), stage.end(), rest / (pp - fixed));
+    if (first) stage.front() = static_cast<int>(*first);
+    if (last) stage.back() = static_cast<int>(*last);
+    if (vp > 1) {
+      const auto middle = per_chunk(rest / (pp - fixed), "the middle stages' layers");
+      const auto head = per_chunk(stage.front(), "the first stage's layers");
+      const auto tail = per_chunk(stage.back(), "the last stage's layers");
+      if (!middle || !head || !tail) return;
+    }
   } else {
     if ((layers + embedding + loss) % pp != 0)
       return r.fail(key, std::to_string(layers) +
                              " layers with the embedding/loss counted do not divide over " +
                              std::to_string(pp) + " stages");
-    std::fill(split.begin(), split.end(), (layers + embedding + loss) / pp);
-    split.front() -= embedding;
-    split.back() -= loss;
+    if (vp > 1 && !per_chunk((layers + embedding + loss) / pp, "each stage's layers with the embedding/loss"))
+      return;
+    std::fill(stage.begin(), stage.end(), (layers + embedding + loss) / pp);
   }
+  // Chunk c of stage s is model chunk c*pp + s.
+  std::vector<int> split(static_cast<std::size_t>(pp * vp), 0);
+  for (int chunk = 0; chunk < vp; ++chunk)
+    for (int st = 0; st < pp; ++st) split[static_cast<std::size_t>(chunk * pp + st)] = stage[st] / vp;
+  split.front() -= embedding;
+  split.back() -= loss;
+  if (split.front() < 0 || split.back() < 0)
+    return r.fail(key, "leaves the " + std::string(split.front() < 0 ? "first" : "last") +
+                           " chunk fewer than 0 layers");
   base.layer_split = split;
 }
 

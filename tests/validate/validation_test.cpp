@@ -153,14 +153,58 @@ TEST(Validation, VersionTwoUnevenStagesBecomeTheLayerSplit) {
                       {{"name", "megatron-core"}}));
   ASSERT_TRUE(r.ok) << r.failure;
   EXPECT_EQ(r.plan.layer_split, (std::vector<int>{4, 4}));
-  // A stack without uneven stages refuses them; so does interleaving (not modelled yet).
+  // A stack without uneven stages refuses them.
   r = run_doc(v2_case({{"first_stage_layers", 2}}, {{"name", "deepspeed"}}));
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.failure.find("could not split pipeline stages unevenly"), std::string::npos) << r.failure;
-  r = run_doc(v2_case({{"first_stage_layers", 2}, {"virtual_stages", 2}, {"schedule", "interleaved-1f1b"}},
+  // Megatron-Core refuses first/last stage layers together with the embedding/loss accounting.
+  r = run_doc(v2_case({{"first_stage_layers", 1}, {"account_for_loss", true}}, {{"name", "megatron-core"}}));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.failure.find("cannot be combined"), std::string::npos) << r.failure;
+}
+
+// With virtual stages each stage's layers divide evenly over its chunks (Megatron-Core's
+// get_num_layers_to_build); the layer_split has one entry per model chunk, chunk c of stage s at
+// c*pp + s.
+TEST(Validation, VersionTwoUnevenStagesWithVirtualStages) {
+  auto interleaved = [](nlohmann::json fields) {
+    fields["virtual_stages"] = 2;
+    fields["schedule"] = "interleaved-1f1b";
+    return v2_case(fields, {{"name", "megatron-core"}});
+  };
+  // 8 layers, pp 2, vp 2: the first stage 2 layers (1 a chunk), the last the other 6 (3 a chunk).
+  CaseResult r = run_doc(interleaved({{"first_stage_layers", 2}, {"pp", 2}, {"dp", 4}}));
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_EQ(r.plan.layer_split, (std::vector<int>{1, 3, 1, 3}));
+  // pp 4: the first stage's 3 layers do not divide over 2 chunks.
+  r = run_doc(interleaved({{"first_stage_layers", 3}, {"last_stage_layers", 1}}));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.failure.find("the first stage's layers (3 layers) do not divide over virtual_stages = 2"),
+            std::string::npos)
+      << r.failure;
+  // The embedding and the loss counted: (8 + 2) / 2 = 5 a stage does not divide over 2 chunks.
+  r = run_doc(
+      interleaved({{"account_for_embedding", true}, {"account_for_loss", true}, {"pp", 2}, {"dp", 4}}));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.failure.find("/parallel/account_for_embedding"), std::string::npos) << r.failure;
+  // With 6 layers: (6 + 2) / 2 = 4 a stage, 2 a chunk, the first and the last chunk one fewer.
+  nlohmann::json six =
+      interleaved({{"account_for_embedding", true}, {"account_for_loss", true}, {"pp", 2}, {"dp", 4}});
+  six["model"]["layers"] = 6;
+  r = run_doc(six);
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_EQ(r.plan.layer_split, (std::vector<int>{1, 2, 2, 1}));
+  EXPECT_EQ(r.plan.virtual_stages, 2);
+  // An interleaved schedule whose chunk count is not reported stays a failure.
+  r = run_doc(v2_case({{"first_stage_layers", 2}, {"pp", 2}, {"dp", 4}, {"schedule", "interleaved-1f1b"}},
                       {{"name", "megatron-core"}}));
   EXPECT_FALSE(r.ok);
-  EXPECT_NE(r.failure.find("not modelled yet"), std::string::npos) << r.failure;
+  EXPECT_NE(r.failure.find("need virtual_stages"), std::string::npos) << r.failure;
+  // Without the flags, chunks that do not divide the layers fail as before (8 over 2*3).
+  r = run_doc(v2_case({{"virtual_stages", 3}, {"schedule", "interleaved-1f1b"}, {"pp", 2}, {"dp", 4}},
+                      {{"name", "megatron-core"}}));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.failure.find("does not divide the model's 8 layers"), std::string::npos) << r.failure;
 }
 
 TEST(Validation, VersionTwoBadFieldsNameTheField) {
