@@ -23,6 +23,8 @@ case_md5() {
   shift
   local out rc=0
   out="$("$bin" "$@" 2>/dev/null)" || rc=$?
+  # validate exits 1 when a case cannot be predicted; its JSON still lists every case.
+  if [ "$rc" -eq 1 ] && [ "${name#validate}" != "$name" ]; then rc=0; fi
   if [ "$rc" -ne 0 ]; then
     echo "$name FAILED (exit $rc)"
     return
