@@ -32,44 +32,33 @@ int RankedPlanModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : kColumnCount;
 }
 
+// The text of a cell: its raw value (what sorting uses) formatted for the column.
 QVariant RankedPlanModel::display(const RankedPlan& r, int row, int column) const {
-  const Plan& p = r.plan;
-  const Prediction& pr = r.prediction;
+  const QVariant v = raw(r, row, column);
   switch (column) {
-    case kRank:
-      return row + 1;
-    case kLayout:
-      return layout_text(p);
-    case kMicroBatch:
-      return p.micro_batch;
-    case kZero:
-      return p.zero_stage;
     case kRecompute:
-      return qstr(to_string(p.recompute));
+      return qstr(to_string(r.plan.recompute));
     case kSchedule:
-      return qstr(to_string(p.schedule));
+      return qstr(to_string(r.plan.schedule));
     case kOffload:
-      return p.offload_optimizer ? QStringLiteral("yes") : QString();
-    case kStepTime:
-      return seconds_text(pr.step_time_s);
-    case kSimulated:
-      return r.simulated_step_s >= 0 ? seconds_text(r.simulated_step_s) : QStringLiteral("-");
-    case kTokensPerS:
-      return QString::number(pr.tokens_per_s, 'f', 0);
-    case kMfu:
-      return percent_text(pr.mfu);
-    case kMemory:
-      return bytes_text(pr.memory.total);
-    case kHeadroom:
-      return bytes_text(r.memory_headroom);
-    case kCostPerMtok:
-      return QString::number(r.economics.cost_per_mtok_usd, 'f', 4);
-    case kEnergyPerMtok:
-      return QString::number(r.economics.energy_per_mtok_kwh, 'f', 4);
     case kPareto:
-      return pareto_[static_cast<std::size_t>(row)] ? QStringLiteral("yes") : QString();
-    default:
-      return {};
+      return v.toBool() ? QStringLiteral("yes") : QString();
+    case kStepTime:
+      return seconds_text(v.toDouble());
+    case kSimulated:
+      return v.toDouble() >= 0 ? seconds_text(v.toDouble()) : QStringLiteral("-");
+    case kTokensPerS:
+      return QString::number(v.toDouble(), 'f', 0);
+    case kMfu:
+      return percent_text(v.toDouble());
+    case kMemory:
+    case kHeadroom:
+      return bytes_text(v.toDouble());
+    case kCostPerMtok:
+    case kEnergyPerMtok:
+      return QString::number(v.toDouble(), 'f', 4);
+    default:  // rank, layout, micro-batch, ZeRO stage: shown as they are
+      return v;
   }
 }
 
