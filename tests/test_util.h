@@ -2,7 +2,9 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <string>
 
 #include "sim/spec/hardware.h"
@@ -56,6 +58,13 @@ inline Plan make_plan(int tp, int pp, int dp, int mb, long long gb) {
   p.micro_batch = mb;
   p.global_batch = gb;
   return p;
+}
+
+// A path under the temporary folder that is this test process's own (its pid in the name): test
+// runs of other checkouts on the same machine use the same names at the same time.
+inline std::filesystem::path test_temp_path(const std::string& name) {
+  return std::filesystem::temp_directory_path() /
+         ("foresight-test-" + std::to_string(::getpid()) + "-" + name);
 }
 
 }  // namespace foresight::testing

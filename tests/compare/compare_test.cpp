@@ -10,6 +10,8 @@
 #include <fstream>
 #include <functional>
 
+#include "tests/test_util.h"
+
 namespace foresight {
 namespace {
 
@@ -109,7 +111,7 @@ TEST(Compare, RefusesTracesThatCannotBeCompared) {
   EXPECT_NE(r.error().message().find("predicted only: r0/L0/mb0/fwd/attn.tp_all_reduce"), std::string::npos)
       << r.error().message();
 
-  const auto empty = (std::filesystem::temp_directory_path() / "fs-cmp-empty.json").string();
+  const auto empty = testing::test_temp_path("cmp-empty.json").string();
   std::ofstream(empty).close();
   auto e = load_trace(empty);
   ASSERT_FALSE(e);

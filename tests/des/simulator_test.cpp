@@ -217,7 +217,7 @@ TEST(Simulator, TraceOpensAsChromeTraceJson) {
   Simulator sim(*w, SimOptions{.full = true, .record = true});
   auto r = sim.run();
   ASSERT_TRUE(r.ok());
-  const std::string path = (std::filesystem::temp_directory_path() / "foresight_trace_test.json").string();
+  const std::string path = testing::test_temp_path("trace.json").string();
   ASSERT_TRUE(write_chrome_trace(path, *w, *r, "predicted").ok());
   auto doc = read_json_file(path);
   ASSERT_TRUE(doc.ok()) << doc.error().message();

@@ -64,12 +64,7 @@ inline Plan plan(long long gb) {
   return p;
 }
 
-// A path under the temporary folder that is this test process's own (its pid in the name): test
-// runs of other checkouts on the same machine use the same names at the same time.
-inline std::filesystem::path test_temp_path(const std::string& name) {
-  return std::filesystem::temp_directory_path() /
-         ("foresight-test-" + std::to_string(::getpid()) + "-" + name);
-}
+using testing::test_temp_path;  // tests/test_util.h
 
 // The exit status of a shell command (128 + the signal that ended it).
 inline int run_shell(const std::string& cmd) {

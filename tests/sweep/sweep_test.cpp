@@ -14,6 +14,8 @@
 #include <sstream>
 #include <string>
 
+#include "tests/test_util.h"
+
 namespace foresight {
 namespace {
 
@@ -226,7 +228,7 @@ TEST(Sweep, OneWriterPerFolder) {
 // exit 2; no index is written twice.
 TEST(Sweep, ConcurrentCommandLinesDoNotInterleave) {
   const fs::path d = fresh_dir("concurrent");
-  const fs::path spec = fs::temp_directory_path() / "foresight_sweep_concurrent.json";
+  const fs::path spec = testing::test_temp_path("sweep_concurrent.json");
   std::ofstream(spec.string()) << spec_json().dump();
   const std::string cmd =
       std::string(FORESIGHT_BINARY) + " sweep " + spec.string() + " -j 1 --out " + d.string();
@@ -333,7 +335,7 @@ TEST(Sweep, RefusesToResumeAnotherSpecsResults) {
 // The command line, killed with SIGKILL at an arbitrary moment and run again.
 TEST(Sweep, SurvivesSigkill) {
   const fs::path d = fresh_dir("kill"), clean = fresh_dir("clean");
-  const fs::path spec = fs::temp_directory_path() / "foresight_sweep_kill.json";
+  const fs::path spec = testing::test_temp_path("sweep_kill.json");
   std::ofstream(spec.string()) << spec_json().dump();
   const std::string bin = FORESIGHT_BINARY;
   const std::string base = bin + " sweep " + spec.string() + " -j 1 --out ";
@@ -350,7 +352,7 @@ TEST(Sweep, MpiRanksGiveTheSameResults) {
   GTEST_SKIP() << "built without MPI";
 #else
   const fs::path d = fresh_dir("mpi"), clean = fresh_dir("mpi_clean");
-  const fs::path spec = fs::temp_directory_path() / "foresight_sweep_mpi.json";
+  const fs::path spec = testing::test_temp_path("sweep_mpi.json");
   std::ofstream(spec.string()) << spec_json().dump();
   const std::string bin = FORESIGHT_BINARY;
   ASSERT_EQ(std::system(
