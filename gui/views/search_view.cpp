@@ -212,7 +212,11 @@ void SearchView::show_outcome(const SearchOutcome& out) {
           .arg(r.evaluated)
           .arg(seconds_text(r.wall_s))
           .arg(rejected.isEmpty() ? tr("none") : rejected)
-          .arg(r.pareto.size()));
+          .arg(r.pareto.size()) +
+      (r.simulated > 0 ? tr(" Ranked by the simulator's step: %1 plans re-simulated until no other could "
+                            "enter the top.")
+                             .arg(r.simulated)
+                       : QString()));
   plans_->set_plans(r.plans, r.pareto);
   table_->sortByColumn(RankedPlanModel::kRank, Qt::AscendingOrder);
   rebuild_scatter(out);
