@@ -17,31 +17,10 @@ namespace foresight {
 
 using nlohmann::json;
 
-Result<ValidationCase> validation_case_from_json(const json& doc, const std::string& file) {
-  JsonReader r(doc, file);
-  ValidationCase c;
-  c.file = file;
-  const std::string schema = r.string("schema", "foresight-validation-case/1");
-  if (schema == "foresight-validation-case/2")
-    c.schema = 2;
-  else if (schema != "foresight-validation-case/1")
-    r.fail("schema", "\"" + schema + "\" is not foresight-validation-case/1 or /2");
-  if (c.schema == 2)
-    r.reject_unknown_keys({"id", "model", "hardware", "parallel", "measured", "software"});
-  else
-    r.reject_unknown_keys({"id", "model", "hardware", "parallel", "measured"});
-  c.id = r.required_string("id");
-  c.source = r.string("source", "");
-  if (c.schema == 2 && r.has("software")) {
-    JsonReader sw = r.object("software");
-    sw.reject_unknown_keys({"name", "version"});
-    c.software = sw.choice("name",
-                           {"megatron-lm", "megatron-core", "megatron-deepspeed", "deepspeed", "nemo",
-                            "megatron-bridge", "pytorch-fsdp", "torchtitan", "llm-foundry", "other"},
-                           "");
-    c.software_version = sw.string("version", "");
-  }
+namespace {
 
+// /model: the architecture (version 2 adds norm, dropout and tied embeddings).
+void read_case_model(JsonReader& r, ValidationCase& c) {
   JsonReader mr = r.object("model");
   if (c.schema == 2)
     mr.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp",
@@ -73,48 +52,93 @@ Result<ValidationCase> validation_case_from_json(const json& doc, const std::str
     m.moe.expert_ffn_hidden = moe.integer("expert_ffn_hidden", m.ffn_hidden, 1, 1 << 24);
     m.moe.dense_layers = static_cast<int>(moe.integer("dense_layers", 0, 0, 100000));
   }
+}
 
+// /hardware as read: the GPU and what the case says of its system (null: the reference's).
+struct CaseHardware {
+  std::string gpu;
+  int gpus = 0;
+  std::optional<std::int64_t> per_node, nics;
+  std::optional<double> nic_gbps;
+  std::string fabric;
+};
+
+CaseHardware read_case_hardware(JsonReader& r) {
   JsonReader hr = r.object("hardware");
   hr.reject_unknown_keys({"gpu", "gpus", "gpus_per_node", "nics_per_node", "nic_gbps", "fabric"});
-  const std::string gpu = hr.required_string("gpu");
-  const int gpus = static_cast<int>(hr.required_integer("gpus", 1, 1 << 24));
-  const auto per_node = hr.optional_integer("gpus_per_node", 1, 1024);
-  const auto nics = hr.optional_integer("nics_per_node", 0, 1024);
-  const auto nic_gbps = hr.optional_number("nic_gbps", 0.001, 1e6);
-  const std::string fabric = hr.choice("fabric", {"infiniband", "roce", "omnipath", "ethernet"}, "");
+  CaseHardware h;
+  h.gpu = hr.required_string("gpu");
+  h.gpus = static_cast<int>(hr.required_integer("gpus", 1, 1 << 24));
+  h.per_node = hr.optional_integer("gpus_per_node", 1, 1024);
+  h.nics = hr.optional_integer("nics_per_node", 0, 1024);
+  h.nic_gbps = hr.optional_number("nic_gbps", 0.001, 1e6);
+  h.fabric = hr.choice("fabric", {"infiniband", "roce", "omnipath", "ethernet"}, "");
+  return h;
+}
 
+// The GPU's reference system, adjusted to what the case reports and sized to its GPUs.
+Status build_case_cluster(const CaseHardware& h, const std::string& file, ValidationCase& c) {
+  auto device = load_device(h.gpu);
+  if (!device)
+    return Error(file + ": /hardware/gpu: unknown GPU \"" + h.gpu + "\" (" + device.error().message() + ")");
+  if (device->reference_cluster.empty())
+    return Error(file + ": /hardware/gpu: device \"" + h.gpu + "\" names no reference_cluster");
+  auto cluster = load_cluster(device->reference_cluster);
+  if (!cluster) return cluster.error().with_context(file + ": /hardware/gpu");
+  c.cluster = std::move(cluster).value();
+  NodeSpec& node = c.cluster.node;
+  if (h.per_node) {
+    for (auto& g : node.devices)
+      if (g.device.kind != DeviceKind::kCpu) {
+        g.count = static_cast<int>(*h.per_node);
+        break;
+      }
+  }
+  if (h.nics) node.nics = static_cast<int>(*h.nics);
+  if (h.nic_gbps) node.nic.bandwidth = *h.nic_gbps * 1e9 / 8;
+  if (!h.fabric.empty()) {
+    node.nic.kind = h.fabric;
+    for (auto& t : c.cluster.tiers) t.kind = h.fabric == "ethernet" ? "ethernet" : h.fabric;
+  }
+  return resize_cluster(c.cluster, h.gpus, file + ": /hardware/gpus");
+}
+
+}  // namespace
+
+Result<ValidationCase> validation_case_from_json(const json& doc, const std::string& file) {
+  JsonReader r(doc, file);
+  ValidationCase c;
+  c.file = file;
+  const std::string schema = r.string("schema", "foresight-validation-case/1");
+  if (schema == "foresight-validation-case/2")
+    c.schema = 2;
+  else if (schema != "foresight-validation-case/1")
+    r.fail("schema", "\"" + schema + "\" is not foresight-validation-case/1 or /2");
+  if (c.schema == 2)
+    r.reject_unknown_keys({"id", "model", "hardware", "parallel", "measured", "software"});
+  else
+    r.reject_unknown_keys({"id", "model", "hardware", "parallel", "measured"});
+  c.id = r.required_string("id");
+  c.source = r.string("source", "");
+  if (c.schema == 2 && r.has("software")) {
+    JsonReader sw = r.object("software");
+    sw.reject_unknown_keys({"name", "version"});
+    c.software = sw.choice("name",
+                           {"megatron-lm", "megatron-core", "megatron-deepspeed", "deepspeed", "nemo",
+                            "megatron-bridge", "pytorch-fsdp", "torchtitan", "llm-foundry", "other"},
+                           "");
+    c.software_version = sw.string("version", "");
+  }
+  read_case_model(r, c);
+  const CaseHardware hardware = read_case_hardware(r);
   c.parallel = r.node().contains("parallel") ? r.node()["parallel"] : json::object();
   if (r.ok() && !c.parallel.is_object()) r.fail("parallel", "expected an object");
   JsonReader meas = r.object("measured");
   c.measured_step_s = meas.number("step_time_s", 0.0, 1e-9, 1e12);
   if (r.ok() && !meas.has("step_time_s")) meas.fail("step_time_s", "missing required field");
   if (!r.ok()) return r.error();
-  FS_RETURN_IF_ERROR(validate_model(m, file));
-
-  // The GPU's reference system, adjusted to what the case reports.
-  auto device = load_device(gpu);
-  if (!device)
-    return Error(file + ": /hardware/gpu: unknown GPU \"" + gpu + "\" (" + device.error().message() + ")");
-  if (device->reference_cluster.empty())
-    return Error(file + ": /hardware/gpu: device \"" + gpu + "\" names no reference_cluster");
-  auto cluster = load_cluster(device->reference_cluster);
-  if (!cluster) return cluster.error().with_context(file + ": /hardware/gpu");
-  c.cluster = std::move(cluster).value();
-  NodeSpec& node = c.cluster.node;
-  if (per_node) {
-    for (auto& g : node.devices)
-      if (g.device.kind != DeviceKind::kCpu) {
-        g.count = static_cast<int>(*per_node);
-        break;
-      }
-  }
-  if (nics) node.nics = static_cast<int>(*nics);
-  if (nic_gbps) node.nic.bandwidth = *nic_gbps * 1e9 / 8;
-  if (!fabric.empty()) {
-    node.nic.kind = fabric;
-    for (auto& t : c.cluster.tiers) t.kind = fabric == "ethernet" ? "ethernet" : fabric;
-  }
-  FS_RETURN_IF_ERROR(resize_cluster(c.cluster, gpus, file + ": /hardware/gpus"));
+  FS_RETURN_IF_ERROR(validate_model(c.model, file));
+  FS_RETURN_IF_ERROR(build_case_cluster(hardware, file, c));
   return c;
 }
 
