@@ -9,7 +9,6 @@
 #include <string>
 
 #include "app/commands.h"
-#include "sim/spec/hardware.h"
 #include "sim/spec/presets.h"
 #include "sim/validate/validation_case.h"
 
@@ -137,15 +136,10 @@ Command add_validate_command(CLI::App& app) {
       nlohmann::json patch = nlohmann::json::parse(arg.substr(eq + 1), nullptr, false);
       if (patch.is_discarded() || !patch.is_object())
         return input_error("--device-patch " + arg.substr(0, eq) + ": the patch is not a JSON object");
-      // The patched preset must be a valid device: checked here, before any case runs.
-      const std::string name = arg.substr(0, eq);
-      auto device = load_device(name);
-      if (!device) return input_error("--device-patch " + name + ": " + device.error().message());
-      nlohmann::json doc = device_to_json(*device);
-      doc.merge_patch(patch);
-      if (auto patched = device_from_json(doc, "--device-patch " + name); !patched)
-        return input_error(patched.error().message());
-      patches.push_back({name, std::move(patch)});
+      // The patched preset is resolved (and checked) once, before any case runs.
+      auto patched = device_patch(arg.substr(0, eq), patch);
+      if (!patched) return input_error(patched.error().message());
+      patches.push_back(std::move(patched).value());
     }
     auto files = collect_case_files(*paths);
     if (!files) return input_error(files.error().message());

@@ -704,17 +704,13 @@ Result<std::vector<std::string>> collect_case_files(const std::vector<std::strin
   return files;
 }
 
-Status patch_devices(ValidationCase& c, const std::vector<DevicePatch>& patches) {
-  for (const DevicePatch& dp : patches)
-    for (auto& g : c.cluster.node.devices) {
-      if (g.device.name != dp.device) continue;
-      json doc = device_to_json(g.device);
-      doc.merge_patch(dp.patch);
-      auto patched = device_from_json(doc, "--device-patch " + dp.device);
-      if (!patched) return patched.error();
-      g.device = std::move(patched).value();
-    }
-  return Status::Ok();
+Result<DevicePatch> device_patch(const std::string& name, const json& patch) {
+  auto device = load_device(name);
+  if (!device) return device.error().with_context("--device-patch " + name);
+  json doc = device_to_json(*device);
+  doc.merge_patch(patch);
+  FS_ASSIGN_OR_RETURN(DeviceSpec patched, device_from_json(doc, "--device-patch " + name));
+  return DevicePatch{std::move(patched)};
 }
 
 ValidationSummary run_validation(const std::vector<std::string>& files, Engine engine,
@@ -749,9 +745,10 @@ ValidationSummary run_validation(const std::vector<std::string>& files, Engine e
       continue;
     }
     Result<ValidationCase> c = doc ? validation_case_from_json(*doc, f) : Result<ValidationCase>(doc.error());
-    if (c) {
-      if (Status patched = patch_devices(*c, patches); !patched) c = patched.error();
-    }
+    if (c)
+      for (const DevicePatch& dp : patches)
+        for (auto& g : c->cluster.node.devices)
+          if (g.device.name == dp.device.name) g.device = dp.device;
     CaseResult r;
     if (!c) {
       r.file = f;

@@ -80,16 +80,16 @@ CaseResult run_validation_case(const ValidationCase& c, Engine engine = Engine::
 // Expands files and folders (every *.json inside, sorted) into case files.
 Result<std::vector<std::string>> collect_case_files(const std::vector<std::string>& paths);
 // Loads and runs every case; a case that cannot be loaded or predicted is a failed result.
-// A what-if on the hardware: every accelerator named `device` in every case is the device preset
-// with `patch` (a JSON merge patch, e.g. {"efficiency": {"gemm_fp8": 0.5}}) applied.
+// A what-if on the hardware: every accelerator named `device.name` in every case is `device`, the
+// preset with a JSON merge patch applied (device_patch).
 struct DevicePatch {
-  std::string device;
-  nlohmann::json patch;
+  DeviceSpec device;
 };
+// The preset `name` with `patch` (e.g. {"efficiency": {"gemm_fp8": 0.5}}) applied, checked as a
+// device file is; an error names the device and the field.
+Result<DevicePatch> device_patch(const std::string& name, const nlohmann::json& patch);
 ValidationSummary run_validation(const std::vector<std::string>& files, Engine engine = Engine::kAnalytic,
                                  const std::vector<DevicePatch>& patches = {});
-// Applies the patches to the case's cluster; an error names the device and the field.
-Status patch_devices(ValidationCase& c, const std::vector<DevicePatch>& patches);
 nlohmann::json validation_to_json(const ValidationSummary& s);
 
 // Mean and worst absolute error of the predicted cases per group: by source and by each class.
