@@ -53,16 +53,16 @@ std::string reason_of(const Error& e) {
   return "invalid " + m.substr(slash + 3, end == std::string::npos ? std::string::npos : end - slash - 3);
 }
 
-double score_of(const RankedPlan& r, Objective o) {
+double score_of(const Prediction& p, const Economics& e, Objective o) {
   switch (o) {
     case Objective::kTime:
-      return r.prediction.step_time_s;
+      return p.step_time_s;
     case Objective::kCost:
-      return r.economics.cost_per_mtok_usd;
+      return e.cost_per_mtok_usd;
     case Objective::kEnergy:
-      return r.economics.energy_per_mtok_kwh;
+      return e.energy_per_mtok_kwh;
   }
-  return r.prediction.step_time_s;
+  return p.step_time_s;
 }
 
 // The values each knob takes: the space's, else the defaults: TP within a node, PP up to 64
@@ -248,7 +248,7 @@ bool evaluate_candidate(const AnalyticModel& am, const ClusterSpec& cluster, con
   r.prediction = optimal ? pred : am.evaluate(p);
   r.economics = economics(r.prediction, cluster, p, model.seq_len, o.cost);
   r.memory_headroom = mem.capacity - mem.total;
-  r.score = score_of(r, o.objective);
+  r.score = score_of(r.prediction, r.economics, o.objective);
   return true;
 }
 
@@ -307,10 +307,8 @@ void simulate_range(const ModelSpec& model, const ClusterSpec& cluster, const To
     auto s = sim.run();
     if (!s) return;
     r.simulated_step_s = s->prediction.step_time_s;
-    RankedPlan simulated = r;
-    simulated.prediction = s->prediction;
-    simulated.economics = economics(s->prediction, cluster, r.plan, model.seq_len, o.cost);
-    r.score = score_of(simulated, o.objective);
+    r.score = score_of(s->prediction, economics(s->prediction, cluster, r.plan, model.seq_len, o.cost),
+                       o.objective);
   });
 }
 
