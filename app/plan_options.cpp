@@ -42,7 +42,8 @@ constexpr PlanFlag kPlanFlags[] = {
     {"--global-batch,--gb", "/global_batch", Kind::kInteger, "Plan", "sequences per optimizer step"},
     {"--schedule", "/schedule", Kind::kText, "Plan", "gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe"},
     {"--recompute", "/recompute", Kind::kText, "Plan",
-     "none, selective, full, optimal (per layer: the recompute modules that fit memory at the least time)"},
+     "none, selective, full, optimal (per layer: the recompute modules that fit memory at the least time), "
+     "selective-op (torchtitan's op policy: every second matmul and the elementwise ops re-run)"},
     {"--recompute-method", "/recompute_method", Kind::kText, "Plan",
      "block (with --recompute-layers N: the first N layers of each stage) or uniform (full recompute, "
      "keeping only the input of each group of N layers)"},

@@ -84,7 +84,8 @@ void SetupView::create_plan_widgets() {
   fill_enum(schedule_, {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble,
                         Schedule::kDualPipe});
   recompute_ = new QComboBox;
-  fill_enum(recompute_, {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOptimal});
+  fill_enum(recompute_, {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOptimal,
+                         Recompute::kSelectiveOp});
   precision_ = new QComboBox;
   fill_enum(precision_, {Precision::kFp32, Precision::kBf16, Precision::kFp16, Precision::kFp8});
   zero_ = new QComboBox;

@@ -148,6 +148,9 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
     return bad("kernel_fusion",
                "the unfused scale, mask and softmax chain (unfused plans run with flash attention)");
   if (p.offload_activations) return bad("offload_activations", "activation offload");
+  if (p.recompute == Recompute::kSelectiveOp)
+    return bad("recompute",
+               "torchtitan's op-level policy, selective-op (none, selective, full and optimal run)");
   if (p.offload_embeddings) return bad("offload_embeddings", "embedding offload");
   if (p.grad_compression == GradCompression::kPowerSgd || p.grad_compression == GradCompression::kFourStage)
     return bad("grad_compression",

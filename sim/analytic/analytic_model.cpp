@@ -316,7 +316,7 @@ double layer_offload_seconds(const ModelSpec& m, const Plan& p, const LayerShape
 }
 
 // `mask`: the modules this layer recomputes (layer_cost.h); the kernels they re-run are
-// LayerKernels::reruns's, and full recompute repeats the forward's collectives too.
+// LayerKernels::rerun_share's, and full recompute repeats the forward's collectives too.
 LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
                      const Links& links, bool moe, double host_rate, const Partner& partner,
                      RecomputeMask mask) {
@@ -604,6 +604,9 @@ KeptActivations kept_activations(const ModelSpec& m, const Plan& p, const LayerS
     return layer_activation_bytes(m, s, RecomputeMask{0}, p.flash_attention, moe > 0);
   };
   k.transient = p.recompute == Recompute::kFull && f > 0 ? whole_layer() : 0.0;
+  // The op policy rebuilds one layer's dropped tensors at a time beside what it kept.
+  if (p.recompute == Recompute::kSelectiveOp && f > 0)
+    k.transient = std::max(0.0, whole_layer() - std::max(k.dense_layer, k.moe_layer));
   if (layer_masks != nullptr) {
     // Per-layer module sets (Recompute::kOptimal): each layer keeps what its set leaves.
     k.per_mb = 0;

@@ -114,7 +114,9 @@ int fewest_recompute_layers(const ModelSpec& m, const ClusterSpec& c, const Plan
 }
 
 int fewest_recompute_layers(const AnalyticModel& am, const Plan& p) {
-  if (p.recompute != Recompute::kSelective && p.recompute != Recompute::kFull) return -1;
+  if (p.recompute != Recompute::kSelective && p.recompute != Recompute::kFull &&
+      p.recompute != Recompute::kSelectiveOp)
+    return -1;
   const ModelSpec& m = am.model();
   auto fits = [&](int k) {
     Plan q = p;

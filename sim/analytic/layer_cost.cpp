@@ -50,6 +50,8 @@ RecomputeMask recompute_mask(Recompute r) {
       return recompute_module::kCoreAttn;
     case Recompute::kFull:
       return recompute_module::kFull;
+    case Recompute::kSelectiveOp:
+      return recompute_module::kOpPolicy;
     default:
       return 0;
   }
@@ -57,6 +59,7 @@ RecomputeMask recompute_mask(Recompute r) {
 
 std::string recompute_mask_string(RecomputeMask mask) {
   if (mask & recompute_module::kFull) return "full";
+  if (mask & recompute_module::kOpPolicy) return "op_policy";
   if (mask == 0) return "none";
   static constexpr std::pair<RecomputeMask, const char*> kNames[] = {
       {recompute_module::kCoreAttn, "core_attn"},
@@ -80,6 +83,25 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute
   const double rep = s.sp ? t : 1.0;
   const double drop = m.dropout ? 1.0 : 0.0;
   if (mask & rm::kFull) return e * sb * h / rep;  // only the layer input is kept
+  if (mask & rm::kOpPolicy) {
+    // torchtitan's op policy keeps the saved ops' outputs: the block input, Q (wq), V (wv), the
+    // attention output with its softmax statistics (fp32 per row), w1's output (the MoE experts':
+    // the routed tokens' and the shared experts') and w2's (the MLP output). K, the output
+    // projection, w3's output and every elementwise result are rebuilt in the backward.
+    double ffn1 = static_cast<double>(m.ffn_hidden);
+    if (moe_layer) ffn1 = static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts);
+    double kept = e * sb * h / rep  // block input
+                  + e * sb * (m.q_dim() + (m.mla.enabled() ? m.v_dim() : m.kv_dim()) + m.v_dim()) /
+                        t              // Q, V, attention out
+                  + e * sb * ffn1 / t  // w1's output
+                  + e * sb * h / rep;  // w2's output
+    // Unfused attention's batched matmuls and softmax are not saved ops: they re-run, keeping no
+    // s^2 tensor.
+    if (flash_attention) kept += 4.0 * s.batch * s.seq * m.heads / t;
+    if (moe_layer)
+      kept += e * sb * h * m.moe.top_k / t + 4.0 * sb * m.moe.experts;  // dispatched tokens, router
+    return kept + drop * 2 * sb * h / rep;                              // dropout masks
+  }
   const bool keep_norm_out = !(mask & rm::kLayernorm);
   const bool keep_act_in = !(mask & rm::kMlp);
   const bool keep_act_out = !(mask & (rm::kMlp | rm::kAct));

@@ -48,12 +48,20 @@ double logits_flops(const ModelSpec& m, const LayerShape& s);
 //   mlp        the MLP's internals (activation inputs and the second linear's input), re-running
 //              mlp_up and activation (mlp_down's output is not needed by the backward); implies act
 //   full       everything but the layer input, re-running the whole forward with its collectives
-// Plan::recompute none = {}, selective = {core_attn}, full = {full}.
+//   op_policy  torchtitan's op-level selective checkpointing (selective_ac_option "op", its
+//              _custom_policy in torchtitan/models/llama3/infra/parallelize.py): inside each
+//              block the outputs of the matmuls, the attention kernel and the collectives are
+//              saved except every second matmul in call order (wq, wk, wv, wo, w1, w3, w2: wk, wo
+//              and w3 re-run), and every other op (norms, RoPE, the activation, the residual
+//              adds) re-runs. It keeps the block input, Q, V, the attention output, w1's and w2's
+//              outputs; the backward re-runs the wk, wo and w3 GEMMs and the elementwise kernels.
+// Plan::recompute none = {}, selective = {core_attn}, full = {full}, selective-op = {op_policy}.
 using RecomputeMask = std::uint8_t;
 namespace recompute_module {
-inline constexpr RecomputeMask kCoreAttn = 1, kLayernorm = 2, kAct = 4, kMlp = 8, kFull = 16;
+inline constexpr RecomputeMask kCoreAttn = 1, kLayernorm = 2, kAct = 4, kMlp = 8, kFull = 16, kOpPolicy = 32;
 }  // namespace recompute_module
-// none -> {}, selective -> {core_attn}, full -> {full}; optimal has no single set ({}).
+// none -> {}, selective -> {core_attn}, full -> {full}, selective-op -> {op_policy}; optimal has
+// no single set ({}).
 RecomputeMask recompute_mask(Recompute r);
 // "none", "core_attn+layernorm", "full".
 std::string recompute_mask_string(RecomputeMask mask);

@@ -44,23 +44,41 @@ double LayerKernels::bwd_seconds() const {
   for (int i = 0; i < count; ++i) t += fwd[i].bwd_s;
   return t;
 }
-bool LayerKernels::reruns(RecomputeMask mask, int i) const {
+double LayerKernels::rerun_share(RecomputeMask mask, int i) const {
   namespace rm = recompute_module;
-  if (mask & rm::kFull) return true;
+  if (mask & rm::kFull) return 1;
+  if (mask & rm::kOpPolicy) {
+    // Every second matmul of the block (wk, wo, w3) and every elementwise op; the attention
+    // kernel is saved (flash), the unfused chain's batched matmuls and softmax are not.
+    switch (fwd[i].name) {
+      case KernelName::kQkv:
+        return k_share_of_qkv;
+      case KernelName::kProj:
+        return 1;
+      case KernelName::kMlpUp:
+        return gated_mlp ? 0.5 : 0.0;
+      case KernelName::kAttention:
+      case KernelName::kRouter:
+      case KernelName::kMlpDown:
+        return 0;
+      default:
+        return 1;  // norms, scores/softmax/attn_v, residuals, activation, permutes
+    }
+  }
   switch (fwd[i].name) {
     case KernelName::kNorm1:
     case KernelName::kNorm2:
-      return (mask & rm::kLayernorm) != 0;
+      return (mask & rm::kLayernorm) != 0 ? 1 : 0;
     case KernelName::kActivation:
-      return (mask & (rm::kAct | rm::kMlp)) != 0;
+      return (mask & (rm::kAct | rm::kMlp)) != 0 ? 1 : 0;
     case KernelName::kMlpUp:
-      return (mask & rm::kMlp) != 0;
+      return (mask & rm::kMlp) != 0 ? 1 : 0;
     case KernelName::kScores:
     case KernelName::kSoftmax:
     case KernelName::kAttnV:
-      return (mask & rm::kCoreAttn) != 0;  // unfused attention only
+      return (mask & rm::kCoreAttn) != 0 ? 1 : 0;  // unfused attention only
     default:
-      return false;
+      return 0;
   }
 }
 
@@ -68,9 +86,8 @@ double LayerKernels::recompute_seconds(RecomputeMask mask) const {
   if (mask == 0) return 0;
   if (mask & recompute_module::kFull) return fwd_seconds();
   double t = 0;
-  for (int i = 0; i < count; ++i)
-    if (reruns(mask, i)) t += fwd[i].fwd_s;
-  const bool core = attention_first < count && reruns(mask, attention_first);
+  for (int i = 0; i < count; ++i) t += rerun_share(mask, i) * fwd[i].fwd_s;
+  const bool core = attention_first < count && rerun_share(mask, attention_first) > 0;
   if (core) t += partner_in_s + partner_out_s;  // the partner re-runs it: Q, K, V go there again
   return t;
 }
@@ -79,8 +96,7 @@ double LayerKernels::recompute_flops(RecomputeMask mask) const {
   if (mask == 0) return 0;
   if (mask & recompute_module::kFull) return fwd_flops();
   double f = 0;
-  for (int i = 0; i < count; ++i)
-    if (reruns(mask, i)) f += fwd[i].flops;
+  for (int i = 0; i < count; ++i) f += rerun_share(mask, i) * fwd[i].flops;
   return f;
 }
 
@@ -146,6 +162,9 @@ class LayerKernelBuilder {
     mlp_block();
     if (p_.tp <= 1) L_.tp_count = L_.tp_bwd_count = 0;
     L_.tp_bytes = tokens_ * m_.hidden * e_;
+    const double q = static_cast<double>(m_.q_dim()), kv = static_cast<double>(m_.kv_dim());
+    L_.k_share_of_qkv = kv / (q + 2 * kv);
+    L_.gated_mlp = m_.mlp == MlpKind::kSwiglu;
     return L_;
   }
 

@@ -119,9 +119,15 @@ struct LayerKernels {
   double fwd_seconds() const;
   double bwd_seconds() const;
   double fwd_flops() const;
-  // Whether kernel `i` runs again in the backward when the layer recomputes the modules of `mask`
-  // (layer_cost.h): both engines re-run exactly these, so they price recompute the same.
-  bool reruns(RecomputeMask mask, int i) const;
+  // The share of kernel `i` (of its forward time, FLOPs and bytes) that runs again in the backward
+  // when the layer recomputes the modules of `mask` (layer_cost.h): 1 for a whole kernel, 0 for
+  // none, a fraction where the op policy re-runs one of the matmuls a kernel fuses (wk of the QKV
+  // GEMM, w3 of SwiGLU's up GEMM). Both engines re-run exactly these, so they price recompute the
+  // same.
+  double rerun_share(RecomputeMask mask, int i) const;
+  // The ratio of the kernels' K and V heads (the wk share of the QKV GEMM), set by layer_kernels.
+  double k_share_of_qkv = 0;
+  bool gated_mlp = false;  // the up GEMM fuses two matmuls (SwiGLU's w1 and w3)
   // The forward seconds and FLOPs of the kernels `mask` re-runs (with the transfers to the partner
   // device when the attention core runs there). Full recompute: the whole forward.
   double recompute_seconds(RecomputeMask mask) const;

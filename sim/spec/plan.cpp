@@ -114,6 +114,8 @@ std::string to_string(Recompute r) {
       return "full";
     case Recompute::kOptimal:
       return "optimal";
+    case Recompute::kSelectiveOp:
+      return "selective-op";
   }
   return "none";
 }
@@ -144,9 +146,10 @@ Result<Schedule> parse_schedule(const std::string& s) {
   return Error(quote_excerpt(s) + " is not one of: gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe");
 }
 Result<Recompute> parse_recompute(const std::string& s) {
-  for (auto v : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOptimal})
+  for (auto v : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOptimal,
+                 Recompute::kSelectiveOp})
     if (to_string(v) == s) return v;
-  return Error(quote_excerpt(s) + " is not one of: none, selective, full, optimal");
+  return Error(quote_excerpt(s) + " is not one of: none, selective, full, optimal, selective-op");
 }
 std::string to_string(GradCompression c) {
   switch (c) {

@@ -19,9 +19,12 @@
 namespace foresight {
 
 enum class Schedule { kGpipe, k1F1B, kInterleaved1F1B, kZeroBubble, kDualPipe };
-// kOptimal: each layer's recompute modules chosen per pipeline stage to fit memory at the least
-// recompute time (sim/analytic/recompute.h).
-enum class Recompute { kNone, kSelective, kFull, kOptimal };
+// kSelective: Megatron's selective recompute (the attention core). kOptimal: each layer's
+// recompute modules chosen per pipeline stage to fit memory at the least recompute time
+// (sim/analytic/recompute.h). kSelectiveOp: torchtitan's op-level selective activation
+// checkpointing (selective_ac_option = "op"): every op's output is kept except every second
+// matmul of a block and the elementwise ops, which the backward re-runs (layer_cost.h).
+enum class Recompute { kNone, kSelective, kFull, kOptimal, kSelectiveOp };
 // How Plan::recompute_layers applies to full recompute (Megatron's --recompute-method): block
 // recomputes the first N layers of each stage (chunk) and keeps the others; uniform recomputes
 // every layer, keeping only the input of each group of N consecutive layers.
@@ -158,7 +161,8 @@ struct Plan {
   // Whether only the first recompute_layers layers of each stage (chunk) recompute (block method).
   bool partial_recompute() const {
     return recompute_layers >= 0 && recompute_method == RecomputeMethod::kBlock &&
-           (recompute == Recompute::kSelective || recompute == Recompute::kFull);
+           (recompute == Recompute::kSelective || recompute == Recompute::kFull ||
+            recompute == Recompute::kSelectiveOp);
   }
   // Full recompute in groups of recompute_layers layers (uniform method).
   bool uniform_recompute() const {

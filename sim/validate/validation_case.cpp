@@ -168,6 +168,9 @@ struct SoftwareStack {
   Can overlap_tp_comm = Can::kNo;       // TP collectives behind the GEMMs (userbuffers, async TP)
   bool fully_sharded = false;           // data parallelism is FSDP unless the case says otherwise
   bool uneven_stages = false;           // first/last stage layer counts and embedding/loss accounting
+  // What the stack's "selective" recompute is: Megatron's attention core, or torchtitan's
+  // op-level policy (selective_ac_option "op", the default of its selective mode's configs).
+  Recompute selective = Recompute::kSelective;
 };
 constexpr SoftwareStack kSoftwareStacks[] = {
     // Megatron-LM, 2021: before FlashAttention (Dao et al., May 2022) and before sequence
@@ -249,6 +252,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.tied_embeddings = name == "llm-foundry";
     s.overlap_grad_reduce = s.overlap_param_gather = Can::kAlways;
     s.overlap_tp_comm = name == "torchtitan" ? Can::kOption : Can::kNo;
+    if (name == "torchtitan") s.selective = Recompute::kSelectiveOp;
     s.fully_sharded = true;
     s.uneven_stages = false;
     return s;
@@ -371,11 +375,12 @@ void read_memory_fields(JsonReader& r, const SoftwareStack* stack, CaseLayouts& 
     if (!parsed)
       r.fail("recompute", parsed.error().message());
     else
-      base.recompute = *parsed;
+      base.recompute = *parsed == Recompute::kSelective && stack ? stack->selective : *parsed;
   } else {
+    const Recompute selective = stack ? stack->selective : Recompute::kSelective;
     l.choices.push_back({"recompute",
                          {{"none", [](Plan& p) { p.recompute = Recompute::kNone; }},
-                          {"selective", [](Plan& p) { p.recompute = Recompute::kSelective; }},
+                          {to_string(selective), [selective](Plan& p) { p.recompute = selective; }},
                           {"full", [](Plan& p) { p.recompute = Recompute::kFull; }}}});
   }
   const std::string prec = r.string("precision", "bf16");

@@ -462,8 +462,15 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
   const bool partial = !(only & recompute_module::kFull);
   int cp_comm = -1;
   for (int i = 0; i < k.count; ++i) {
-    if (partial && !k.reruns(only, i)) continue;
-    const KernelCost& kc = k.fwd[i];
+    const double share = partial ? k.rerun_share(only, i) : 1.0;
+    if (share <= 0) continue;
+    KernelCost kc = k.fwd[i];
+    if (share < 1) {  // one of the matmuls a kernel fuses (the op policy's wk, w3)
+      kc.fwd_s *= share;
+      kc.flops *= share;
+      kc.bytes *= share;
+      kc.n = static_cast<std::int64_t>(static_cast<double>(kc.n) * share);
+    }
     const bool attention = i >= k.attention_first && i <= k.attention_last;
     if (attention && i == k.attention_first && p_.cp > 1 && !partial) {
       // Context parallelism: K/V of the other ranks arrive over the ring while attention runs.

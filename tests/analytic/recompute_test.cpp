@@ -84,6 +84,99 @@ TEST(RecomputeModules, KernelsReRun) {
   EXPECT_DOUBLE_EQ(k.recompute_seconds(0), 0.0);
 }
 
+// torchtitan's op-level policy on Llama 3 8B (GQA, SwiGLU, flash attention): it keeps the block
+// input, Q, V, the attention output and its row statistics, w1's and w2's outputs, and re-runs the
+// wk, wo and w3 matmuls (every second matmul in call order) and the elementwise kernels.
+TEST(RecomputeModules, OpPolicyKeepsEveryOtherMatmul) {
+  const ModelSpec m = testing::preset_model("llama3-8b");
+  const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 8);
+  Plan p = testing::make_plan(1, 1, 8, 1, 16);
+  p.flash_attention = true;
+  const LayerShape x = plan_layer_shape(m, p);
+  const double sb = x.seq * x.batch, h = m.hidden, kv = m.kv_dim(), ffn = m.ffn_hidden, e = 2;
+  const double kept = layer_activation_bytes(m, x, rm::kOpPolicy, true, false);
+  EXPECT_DOUBLE_EQ(kept, e * sb * (h + h + kv + h + ffn + h) + 4.0 * sb * m.heads);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, x, Recompute::kSelectiveOp, true, false), kept);
+  EXPECT_LT(kept, layer_activation_bytes(m, x, RecomputeMask{0}, true, false));
+  EXPECT_GT(kept, layer_activation_bytes(m, x, rm::kFull, true, false));
+  EXPECT_EQ(recompute_mask(Recompute::kSelectiveOp), rm::kOpPolicy);
+  EXPECT_EQ(recompute_mask_string(rm::kOpPolicy), "op_policy");
+
+  const LayerKernels k = layer_kernels(m, c.node.accelerator(), p, x, false);
+  const double tokens = sb;
+  const double wk = 2 * tokens * h * kv, wo = 2 * tokens * h * h, w3 = 2 * tokens * h * ffn;
+  EXPECT_NEAR(k.recompute_flops(rm::kOpPolicy), wk + wo + w3, 1e-9 * (wk + wo + w3));
+  double elementwise = 0, shares = 0;
+  for (int i = 0; i < k.count; ++i) {
+    const KernelName n = k.fwd[i].name;
+    if (k.fwd[i].cls == KernelClass::kElementwise) {
+      EXPECT_EQ(k.rerun_share(rm::kOpPolicy, i), 1.0) << kernel_name(n);
+      elementwise += k.fwd[i].fwd_s;
+    }
+    if (n == KernelName::kQkv) {
+      EXPECT_DOUBLE_EQ(k.rerun_share(rm::kOpPolicy, i), kv / (h + 2 * kv));
+    }
+    if (n == KernelName::kMlpUp) {
+      EXPECT_DOUBLE_EQ(k.rerun_share(rm::kOpPolicy, i), 0.5);
+    }
+    if (n == KernelName::kAttention || n == KernelName::kMlpDown) {
+      EXPECT_EQ(k.rerun_share(rm::kOpPolicy, i), 0.0);
+    }
+    shares += k.rerun_share(rm::kOpPolicy, i) * k.fwd[i].fwd_s;
+  }
+  EXPECT_GT(elementwise, 0);
+  EXPECT_DOUBLE_EQ(k.recompute_seconds(rm::kOpPolicy), shares);
+  // More than Megatron's selective (nothing, with flash attention), less than full.
+  EXPECT_GT(k.recompute_seconds(rm::kOpPolicy), k.recompute_seconds(rm::kCoreAttn));
+  EXPECT_LT(k.recompute_seconds(rm::kOpPolicy), 0.5 * k.recompute_seconds(rm::kFull));
+}
+
+// The simulator re-runs the same parts of the same kernels: the step agrees with the analytic
+// model's, each recompute pass holds the elementwise kernels and the partial GEMMs, and the
+// plan's policy round-trips through its name.
+TEST(RecomputePlan, OpPolicyEnginesAgree) {
+  const ModelSpec m = testing::preset_model("llama3-8b");
+  const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 8);
+  Plan p = testing::make_plan(1, 1, 8, 1, 16);
+  p.flash_attention = true;
+  p.zero_stage = 3;
+  p.recompute = Recompute::kSelectiveOp;
+  ASSERT_TRUE(validate_plan_on(p, m, c, "plan").ok());
+  auto w = lower(m, c, p);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  const OpGraph& g = w->stages[0].graph();
+  std::map<std::string, double> flops;
+  std::map<std::string, int> ops;
+  for (auto v : boost::make_iterator_range(boost::vertices(g)))
+    if (g[v].phase == Phase::kRecompute) {
+      flops[g[v].name] += g[v].flops;
+      ++ops[g[v].name];
+    }
+  const LayerKernels k = layer_kernels(m, c.node.accelerator(), p, plan_layer_shape(m, p), false);
+  const double runs = static_cast<double>(m.layers) * p.micro_batches();
+  for (int i = 0; i < k.count; ++i) {
+    const std::string name(kernel_name(k.fwd[i].name));
+    EXPECT_NEAR(flops[name], runs * k.rerun_share(rm::kOpPolicy, i) * k.fwd[i].flops,
+                1e-9 * (1 + runs * k.fwd[i].flops))
+        << name;
+  }
+  EXPECT_EQ(ops.count("attention"), 0u);
+  EXPECT_EQ(ops["qkv"], runs);  // wk, a share of the fused QKV GEMM
+  testing::expect_engines_agree(m, c, p, 0.03, "selective-op");
+  const AnalyticModel am(m, c);
+  Plan none = p, sel = p;
+  none.recompute = Recompute::kNone;
+  sel.recompute = Recompute::kSelective;
+  const Prediction op = am.evaluate(p), keep = am.evaluate(none);
+  EXPECT_GT(op.step_time_s, keep.step_time_s);
+  EXPECT_LT(op.memory.activations, keep.memory.activations);
+  EXPECT_GT(op.hardware_flops, am.evaluate(sel).hardware_flops);
+  auto back = plan_from_json(plan_to_json(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->recompute, Recompute::kSelectiveOp);
+  EXPECT_EQ(to_string(Recompute::kSelectiveOp), "selective-op");
+}
+
 // A deterministic pseudo-random sequence (Knuth's MMIX LCG) for the knapsack instances.
 struct Lcg {
   std::uint64_t s;
@@ -310,7 +403,7 @@ TEST(RecomputeOptimal, EnginesAgree) {
   for (int i = 0; i < k.count; ++i) want[std::string(kernel_name(k.fwd[i].name))] = 0;
   for (int layer : stage_layer_list(opt, m.layers, 1))
     for (int i = 0; i < k.count; ++i)
-      if (k.reruns(a.layer_masks[layer], i))
+      if (k.rerun_share(a.layer_masks[layer], i) > 0)
         want[std::string(kernel_name(k.fwd[i].name))] += static_cast<int>(opt.micro_batches());
   for (const auto& [name, count] : want) EXPECT_EQ(ops[name], count) << name;
   testing::expect_engines_agree(m, c, opt, 0.03, "optimal");

@@ -304,6 +304,10 @@ TEST(Runtime, RefusesWhatItDoesNotExecuteWithTheField) {
   p.zero_stage = 3;
   EXPECT_NE(check_runtime_plan(m, p, "plan.json").error().message().find("/zero_stage"), std::string::npos);
   p = plan(8);
+  p.recompute = Recompute::kSelectiveOp;  // torchtitan's op policy: predicted, not executed
+  EXPECT_NE(check_runtime_plan(m, p, "plan.json").error().message().find("plan.json: /recompute"),
+            std::string::npos);
+  p = plan(8);
   p.schedule = Schedule::kZeroBubble;
   EXPECT_NE(check_runtime_plan(m, p, "plan.json").error().message().find("/schedule"), std::string::npos);
   p = plan(8);

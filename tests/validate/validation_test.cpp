@@ -121,6 +121,23 @@ TEST(Validation, VersionTwoStackFixesWhatItAlwaysDid) {
   EXPECT_EQ(r.plan.precision, Precision::kBf16);
 }
 
+// "selective" is what the stack calls selective: torchtitan's op-level policy, Megatron's
+// attention core; an unreported recompute is chosen among the stack's own three.
+TEST(Validation, SelectiveRecomputeIsTheStacks) {
+  const nlohmann::json titan = {{"name", "torchtitan"}, {"version", "2024-12"}};
+  const CaseResult op = run_doc(v2_case({{"recompute", "selective"}, {"pp", 1}, {"dp", 8}}, titan));
+  ASSERT_TRUE(op.ok) << op.failure;
+  EXPECT_EQ(op.plan.recompute, Recompute::kSelectiveOp);
+  const CaseResult chosen = run_doc(v2_case({{"recompute", nullptr}, {"pp", 1}, {"dp", 8}}, titan));
+  ASSERT_TRUE(chosen.ok) << chosen.failure;
+  ASSERT_TRUE(chosen.chosen.contains("recompute"));
+  EXPECT_NE(chosen.plan.recompute, Recompute::kSelective);
+  const CaseResult mcore =
+      run_doc(v2_case({{"recompute", "selective"}}, {{"name", "megatron-core"}, {"version", "0.9"}}));
+  ASSERT_TRUE(mcore.ok) << mcore.failure;
+  EXPECT_EQ(mcore.plan.recompute, Recompute::kSelective);
+}
+
 TEST(Validation, VersionTwoChoosesOnlyAmongTheStacksOptions) {
   // Megatron-Core: the overlaps are options; reported ones are taken as they are.
   auto doc = v2_case({{"overlap_grad_reduce", true}, {"overlap_param_gather", nullptr}},
