@@ -55,6 +55,8 @@ constexpr PlanFlag kPlanFlags[] = {
     {"--overlap-tp-comm", "/overlap_tp_comm", Kind::kFlag, "Plan", "overlap TP collectives with GEMMs"},
     {"--overlap-param-gather", "/overlap_param_gather", Kind::kFlag, "Plan",
      "ZeRO-1/2: overlap the parameter all-gather with the next forward"},
+    {"--overlap-p2p-comm", "/overlap_p2p_comm", Kind::kFlag, "Plan",
+     "interleaved 1F1B: overlap the pipeline's sends and receives with the chunks' compute"},
     {"--grad-reduce-precision", "/grad_reduce_precision", Kind::kText, "Plan",
      "type of the gradient buffer and its DP reduction: fp32, bf16, fp16 (default fp32; fp16 runs: fp16)"},
     {"--offload-optimizer", "/offload_optimizer", Kind::kFlag, "Plan",

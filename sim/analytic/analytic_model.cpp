@@ -434,10 +434,12 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
               : allreduce_time(c.links.tp, h.hidden_bytes));
   c.embed_time = d.stream_seconds(tokens * m.hidden * s.bytes_per_element) +
                  d.stream_seconds(2 * tokens * m.hidden * s.bytes_per_element);  // forward, backward
-  // Pipeline p2p per micro-batch and direction: activations scattered over TP ranks.
+  // Pipeline p2p per micro-batch and direction: each TP rank sends its 1/tp of the activation
+  // (with SP it holds only that); without SP the TP group all-gathers it after the receive.
   if (p.pp > 1) {
     const double bytes = tokens * m.hidden * s.bytes_per_element / p.tp;
-    c.p2p = sendrecv_time(c.links.pp, bytes) + (p.tp > 1 ? allgather_time(c.links.tp, bytes * p.tp) : 0.0);
+    c.p2p = sendrecv_time(c.links.pp, bytes) +
+            (p.tp > 1 && !p.sequence_parallel ? allgather_time(c.links.tp, bytes * p.tp) : 0.0);
   }
   return c;
 }
@@ -1035,7 +1037,16 @@ double add_pipeline(const Plan& p, const CriticalStage& c, const SlowestStage& s
                     const HeldParams& held, TimeBreakdown& tb) {
   const PipelineTime pipe =
       pipeline_time(p.schedule, slowest.sum, slowest.max, p.pp, c.mbs, p.virtual_stages);
-  const double p2p_total = 2 * c.costs.p2p * pipeline_p2p_count(p.schedule, p.pp, c.mbs, p.virtual_stages);
+  double p2p_total = 2 * c.costs.p2p * pipeline_p2p_count(p.schedule, p.pp, c.mbs, p.virtual_stages);
+  if (p.p2p_overlapped()) {
+    // Megatron's overlap_p2p_comm: a chunk's send and the next chunk's receive run beside the
+    // next chunk's compute; only the fill's and the drain's hops (p-1 each way) wait whole, each
+    // other transfer only for what one chunk's forward does not cover.
+    const double chunk_fwd =
+        (c.load.dense * c.dense.fwd_compute + c.load.moe * c.moe.fwd_compute) / std::max(1, p.virtual_stages);
+    p2p_total =
+        2 * c.costs.p2p * (p.pp - 1) + 2 * c.mbs * p.virtual_stages * std::max(0.0, c.costs.p2p - chunk_fwd);
+  }
   const bool dualpipe = p.schedule == Schedule::kDualPipe && p.pp > 1;
   const double mirror_sync = dualpipe ? 2 * sendrecv_time(c.costs.links.pp, held.chunk * grad_bytes(p)) : 0.0;
   tb.pp_comm = p2p_total;

@@ -310,6 +310,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
   p.overlap_tp_comm = r.boolean("overlap_tp_comm", false);
   p.overlap_param_gather = r.boolean("overlap_param_gather", false);
+  p.overlap_p2p_comm = r.boolean("overlap_p2p_comm", false);
   if (r.has("grad_reduce_precision"))
     p.grad_reduce_precision = read_enum("grad_reduce_precision", parse_precision, Precision::kFp32);
   p.kernel_fusion = r.boolean("kernel_fusion", true);
@@ -405,6 +406,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "overlap_grad_reduce",
                          "overlap_tp_comm",
                          "overlap_param_gather",
+                         "overlap_p2p_comm",
                          "grad_reduce_precision",
                          "offload_optimizer",
                          "seq_len",
@@ -469,6 +471,7 @@ json plan_to_json(const Plan& p) {
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.offload_params) j["offload_params"] = true;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;
+  if (p.overlap_p2p_comm) j["overlap_p2p_comm"] = true;
   if (p.grad_reduce_precision) j["grad_reduce_precision"] = to_string(*p.grad_reduce_precision);
   if (p.rank_order != Plan{}.rank_order) j["rank_order"] = p.rank_order;
   if (p.node_order != Plan{}.node_order) j["node_order"] = p.node_order;

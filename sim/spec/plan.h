@@ -91,6 +91,15 @@ struct Plan {
   // with the next forward pass, bucket by bucket as the forward reaches each layer (Megatron's
   // --overlap-param-gather). false: gathered at the end of the step, exposed.
   bool overlap_param_gather = false;
+  // Pipeline sends and receives overlapped with the chunks' compute (Megatron's overlap_p2p_comm:
+  // each send and the next chunk's receive are posted asynchronously and waited only where their
+  // data is needed). As in Megatron, it applies to interleaved 1F1B with virtual stages only
+  // (its training scripts turn it on there by default, NeMo and Megatron-Bridge too, and turn it
+  // off for the other schedules, which batch each exchange).
+  bool overlap_p2p_comm = false;
+  bool p2p_overlapped() const {
+    return overlap_p2p_comm && schedule == Schedule::kInterleaved1F1B && virtual_stages > 1 && pp > 1;
+  }
   // The type of the gradient buffer and of its data-parallel reduction (Megatron-Core's
   // grad_reduce_in_fp32, FSDP's reduce_dtype). Unset: fp32, except fp16 runs (fp16).
   std::optional<Precision> grad_reduce_precision;

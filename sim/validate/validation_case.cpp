@@ -171,6 +171,8 @@ struct SoftwareStack {
   // What the stack's "selective" recompute is: Megatron's attention core, or torchtitan's
   // op-level policy (selective_ac_option "op", the default of its selective mode's configs).
   Recompute selective = Recompute::kSelective;
+  // Interleaved 1F1B's sends and receives overlapped with the chunks (Megatron's overlap_p2p_comm).
+  bool overlap_p2p = false;
 };
 constexpr SoftwareStack kSoftwareStacks[] = {
     // Megatron-LM, 2021: before FlashAttention (Dao et al., May 2022) and before sequence
@@ -204,7 +206,10 @@ const SoftwareStack* software_for(const std::string& source) {
 //   --overlap-grad-reduce, --overlap-param-gather and --tp-comm-overlap; Megatron-Core's
 //   --num-layers-in-first/last-pipeline-stage and --account-for-embedding/loss-in-pipeline-split
 //   date from 2024. Megatron's GPT defaults keep dropout 0.1 and tie the output layer; NeMo and
-//   Megatron-Bridge recipes (Llama, Mixtral, Nemotron) train without dropout and untied.
+//   Megatron-Bridge recipes (Llama, Mixtral, Nemotron) train without dropout and untied. With
+//   virtual stages all of them overlap the pipeline's sends and receives with the chunks
+//   (overlap_p2p_comm: Megatron-LM's --no-overlap-p2p-communication turns it off, the NeMo and
+//   Megatron-Bridge overlap configuration turns it on whenever virtual stages are used).
 // - DeepSpeed and Megatron-DeepSpeed: ZeRO (optimizer sharding) and `overlap_comm` of the
 //   gradient reduction as an option; no sequence parallelism or TP overlap; flash attention from
 //   mid-2023.
@@ -224,6 +229,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
   SoftwareStack s{"", "", true, true, true, true, true};
   s.overlap_grad_reduce = s.overlap_param_gather = s.overlap_tp_comm = Can::kOption;
   s.uneven_stages = true;
+  s.overlap_p2p = true;
   if (name == "megatron-lm" && before(2022, 5)) return kSoftwareStacks[0];
   if (name == "megatron-lm" && before(2023, 6)) return kSoftwareStacks[1];
   if (name == "megatron-lm" || name == "megatron-core") {
@@ -243,6 +249,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.dropout = s.tied_embeddings = name == "megatron-deepspeed";
     s.overlap_param_gather = s.overlap_tp_comm = Can::kNo;
     s.uneven_stages = false;
+    s.overlap_p2p = false;
     return s;
   }
   if (name == "pytorch-fsdp" || name == "torchtitan" || name == "llm-foundry") {
@@ -255,9 +262,11 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     if (name == "torchtitan") s.selective = Recompute::kSelectiveOp;
     s.fully_sharded = true;
     s.uneven_stages = false;
+    s.overlap_p2p = false;
     return s;
   }
   s.name = "";  // "other" or not reported: nothing is known
+  s.overlap_p2p = false;
   return s;
 }
 
@@ -487,6 +496,10 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
                &Plan::overlap_param_gather, l, out);
   read_overlap(r, "overlap_tp_comm", stack ? stack->overlap_tp_comm : Can::kOption, b.tp > 1,
                &Plan::overlap_tp_comm, l, out);
+  if (stack && stack->overlap_p2p) {  // the stack's default; it applies with virtual stages only
+    l.base.overlap_p2p_comm = true;
+    if (b.pp > 1) out.assumed["overlap_p2p_comm"] = true;
+  }
   const std::string grad = r.choice("grad_reduce_precision", {"fp32", "bf16", "fp16"}, "");
   if (!grad.empty()) l.base.grad_reduce_precision = *parse_precision(grad);
   const std::string recipe = r.choice("fp8_recipe", {"delayed", "current", "blockwise", "mxfp8"}, "");

@@ -29,8 +29,9 @@ std::string_view to_string(Phase p) {
 }
 
 std::string_view to_string(StreamId s) {
-  static constexpr std::string_view kNames[] = {
-      "compute", "tp", "pp", "dp", "ep", "cp", "copy", "host", "dp_reduce", "copy_in", "loader", "partner"};
+  static constexpr std::string_view kNames[] = {"compute", "tp",      "pp",     "dp",        "ep",
+                                                "cp",      "copy",    "host",   "dp_reduce", "copy_in",
+                                                "loader",  "partner", "pp_recv"};
   return kNames[static_cast<int>(s)];
 }
 
@@ -279,6 +280,19 @@ class StageBuilder {
   int rank_at(int chunk, int pl) const { return dualpipe_ ? (chunk == 0 ? pl : p_.pp - 1 - pl) : pl % p_.pp; }
   // A pipeline send or receive of task `t` with pipeline rank `peer`.
   int pipeline_op(OpKind kind, Phase ph, const Task& t, const char* name, int peer, double bytes, int dep);
+  // A chunk's output (or input gradient) to the neighbouring stage after op `dep`; returns what
+  // the next task waits for: the send, or with Plan::p2p_overlapped `dep` itself.
+  int send(const Task& t, Phase ph, const char* name, int peer, int dep);
+  // Each TP rank sends its 1/tp of the micro-batch's activation (Megatron's scatter-gather
+  // pipeline transfers; with SP the activation is already split by sequence): the bytes of one
+  // send, and after a receive without SP the all-gather over the TP group that rebuilds it.
+  double p2p_bytes() const { return tokens_ * m_.hidden * s_.bytes_per_element / p_.tp; }
+  int received(const Task& t, Phase ph, int recv) {
+    if (p_.tp <= 1 || p_.sequence_parallel) return recv;
+    return collective(ph, -1, t.mb, t.chunk,
+                      ph == Phase::kForward ? "pp_activation_all_gather" : "pp_gradient_all_gather",
+                      StreamId::kTp, GroupKind::kTp, CollectiveOp::kAllGather, p2p_bytes() * p_.tp, recv);
+  }
   // Ops and edges are collected first and the Boost graph is built once at the end (one
   // allocation instead of growing vertex storage op by op).
   // `take_next`: the op also takes the pending next_deps_ (ops off the main chain, such as host
@@ -417,6 +431,7 @@ class StageBuilder {
   std::vector<int> next_deps_;         // extra dependencies of the next op added
   std::vector<int> overlapped_;        // TP collectives running beside the layer's GEMMs
   std::vector<int> weight_grad_ends_;  // last op of each deferrable W task
+  std::vector<int> open_sends_;        // overlapped pipeline sends, joined at the step's end
   struct Decompress {
     int after, layer;
     double seconds, bytes;
@@ -628,10 +643,20 @@ int StageBuilder::pipeline_op(OpKind kind, Phase ph, const Task& t, const char* 
                               int dep) {
   Op op = base(ph, -1, t.mb, t.chunk, name);
   op.kind = kind;
-  op.stream = StreamId::kPp;
+  // Overlapped (Megatron's overlap_p2p_comm): the next chunk's receive is posted beside the send,
+  // not queued behind it.
+  op.stream = kind == OpKind::kRecv && p_.p2p_overlapped() ? StreamId::kPpRecv : StreamId::kPp;
   op.peer_stage = peer;
   op.bytes = bytes;
   return add(op, {dep});
+}
+
+int StageBuilder::send(const Task& t, Phase ph, const char* name, int peer, int dep) {
+  const int s = pipeline_op(OpKind::kSend, ph, t, name, peer, p2p_bytes(), dep);
+  if (!p_.p2p_overlapped()) return s;
+  // The next task does not wait for the send; the step's end does.
+  open_sends_.push_back(s);
+  return dep;
 }
 
 int StageBuilder::first_place_input(const Task& t, int last) {
@@ -713,13 +738,13 @@ int StageBuilder::head_forward(const Task& t, int prev) {
 int StageBuilder::forward_task(const Task& t, int last) {
   const std::vector<int> layers = chunk_layers(t.chunk);
   const int vs = place(t.chunk);
-  int prev = vs > 0 ? pipeline_op(OpKind::kRecv, Phase::kForward, t, "recv_activation",
-                                  rank_at(t.chunk, vs - 1), 0, -1)
+  int prev = vs > 0 ? received(t, Phase::kForward,
+                               pipeline_op(OpKind::kRecv, Phase::kForward, t, "recv_activation",
+                                           rank_at(t.chunk, vs - 1), 0, -1))
                     : first_place_input(t, last);
   prev = forward_layers(t, layers, prev);
   if (vs == last_place_) return head_forward(t, prev);
-  return pipeline_op(OpKind::kSend, Phase::kForward, t, "send_activation", rank_at(t.chunk, vs + 1),
-                     tokens_ * m_.hidden * s_.bytes_per_element, prev);
+  return send(t, Phase::kForward, "send_activation", rank_at(t.chunk, vs + 1), prev);
 }
 
 int StageBuilder::head_backward(const Task& t, int prev) {
@@ -791,8 +816,9 @@ int StageBuilder::backward_task(const Task& t, int last) {
   if (vs == last_place_) {
     prev = head_backward(t, prev);
   } else {  // the backward needs the gradient and this stage's own forward
-    next_deps_.push_back(
-        pipeline_op(OpKind::kRecv, Phase::kBackward, t, "recv_gradient", rank_at(t.chunk, vs + 1), 0, -1));
+    next_deps_.push_back(received(
+        t, Phase::kBackward,
+        pipeline_op(OpKind::kRecv, Phase::kBackward, t, "recv_gradient", rank_at(t.chunk, vs + 1), 0, -1)));
   }
   prev = backward_layers(t, layers, prev);
   if (vs == 0) {
@@ -806,8 +832,7 @@ int StageBuilder::backward_task(const Task& t, int last) {
     return prev;
   }
   backward_end_[{t.mb, t.chunk}] = prev;  // its W needs the compute, not the send
-  return pipeline_op(OpKind::kSend, Phase::kBackward, t, "send_gradient", rank_at(t.chunk, vs - 1),
-                     tokens_ * m_.hidden * s_.bytes_per_element, prev);
+  return send(t, Phase::kBackward, "send_gradient", rank_at(t.chunk, vs - 1), prev);
 }
 
 void StageBuilder::weight_grad_task(const Task& t) {
@@ -960,6 +985,7 @@ StageProgram StageBuilder::build() {
   const StepParams params = step_params();
   int prev = last;
   for (int w : weight_grad_ends_) next_deps_.push_back(w);
+  for (int s : open_sends_) next_deps_.push_back(s);
   if (dualpipe_) prev = mirror_grad_sum(prev, params.embed);
   if (!zero3_) prev = step_grad_reduce(prev, params);
   prev = optimizer_step(prev, params);

@@ -33,7 +33,8 @@ enum class Phase : std::uint8_t { kForward, kBackward, kWeightGrad, kRecompute, 
 // kCopyIn: the host -> device engine (PCIe is full duplex); kHost: work on the host CPUs;
 // kDpReduce: gradient reduce-scatters of ZeRO-3/FSDP (its post-backward stream); kLoader: the
 // data loader delivering micro-batches to the first stage; kPartner: the partner device of
-// Plan::attention_device (its kernels and the transfers to and from it, in order).
+// Plan::attention_device (its kernels and the transfers to and from it, in order); kPpRecv: the
+// pipeline's receives where they are posted ahead of the sends (Plan::p2p_overlapped).
 enum class StreamId : std::uint8_t {
   kCompute = 0,
   kTp,
@@ -47,6 +48,7 @@ enum class StreamId : std::uint8_t {
   kCopyIn,
   kLoader,
   kPartner,
+  kPpRecv,
   kCount
 };
 constexpr int kStreamCount = static_cast<int>(StreamId::kCount);
