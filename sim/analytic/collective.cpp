@@ -65,6 +65,9 @@ GroupLink group_link(const ClusterSpec& c, int stride, int size, bool scattered)
   }
   l.bus_bandwidth = std::min(intra > 0 ? intra : inter, inter);
   l.latency_s = latency;
+  l.ranks_per_node = per_node;
+  l.rank_nic_bandwidth = inter / per_node;
+  l.intra_bandwidth = intra;
   return l;
 }
 
@@ -160,6 +163,15 @@ double alltoall_time(const GroupLink& l, double bytes) {
   const int n = l.size;
   if (n <= 1 || bytes <= 0) return 0.0;
   // Direct all-to-all: the n-1 messages are in flight together, one latency deep.
+  if (l.crosses_nodes && l.rank_nic_bandwidth > 0) {
+    // Each rank sends the part for its node's other members over the fabric and the rest over
+    // its own NIC share, both at once (every rank does the same: a ring's shared rails do not
+    // apply).
+    const int k = std::min(n, std::max(1, l.ranks_per_node));
+    const double inside = l.intra_bandwidth > 0 ? 1.0 * (k - 1) / n * bytes / l.intra_bandwidth : 0.0;
+    const double across = 1.0 * (n - k) / n * bytes / l.rank_nic_bandwidth;
+    return std::max(inside, across) + l.alpha(bytes);
+  }
   return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + l.alpha(bytes);
 }
 

@@ -26,6 +26,12 @@ struct GroupLink {
     return bytes < small_message_bytes ? small_message_latency_s : latency_s;
   }
   bool crosses_nodes = false;
+  // A group across nodes: its ranks in one node, and each rank's own share of the NICs (after the
+  // tiers' limits) and of the node's fabric. bus_bandwidth is a ring's, which leaves the node
+  // over all the node's members' rails at once; an all-to-all sends each rank's off-node part over
+  // its own share.
+  int ranks_per_node = 1;
+  double rank_nic_bandwidth = 0, intra_bandwidth = 0;
   bool in_switch_reduction = false;  // NVLS-style all-reduce available (single node only)
   double in_switch_bandwidth = 0;    // line rate x NVLS efficiency, per rank
   // Inside one node, where the fabric has collectives with their own rates (LinkSpec::

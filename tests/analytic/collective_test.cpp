@@ -53,6 +53,25 @@ TEST(Collective, OversubscriptionDividesCrossTierBandwidth) {
   EXPECT_DOUBLE_EQ(across.bus_bandwidth, 25e9 * 0.96 / 4);
 }
 
+// An all-to-all across nodes sends each rank's off-node part over its own NIC share (the ring's
+// eight rails per node do not apply): 16 contiguous ranks on two DGX nodes send half of every
+// message over one HDR NIC each, the other members' part over NVLink at the same time.
+TEST(Collective, AllToAllAcrossNodesUsesEachRanksOwnNic) {
+  const ClusterSpec c = dgx();
+  const GroupLink l = group_link(c, 1, 16);
+  ASSERT_TRUE(l.crosses_nodes);
+  EXPECT_EQ(l.ranks_per_node, 8);
+  EXPECT_DOUBLE_EQ(l.rank_nic_bandwidth, 25e9 * 0.96);
+  const double bytes = 1 << 28;
+  EXPECT_NEAR(alltoall_time(l, bytes), 8.0 / 16 * bytes / (25e9 * 0.96) + l.latency_s, 1e-12);
+  // Over four times the ring formula's time on this group's bus bandwidth (all eight rails):
+  // 8/16 of the bytes on one rail against 15/16 on eight.
+  EXPECT_GT(alltoall_time(l, bytes), 4 * (15.0 / 16 * bytes / l.bus_bandwidth));
+  // Inside one node nothing changes.
+  const GroupLink in = group_link(c, 1, 8);
+  EXPECT_NEAR(alltoall_time(in, bytes), 7.0 / 8 * bytes / in.bus_bandwidth + in.latency_s, 1e-12);
+}
+
 TEST(Collective, SmallGroupsAndEmptyMessagesCostNothing) {
   const GroupLink l = group_link(dgx(), 1, 1);
   EXPECT_EQ(allreduce_time(l, 1e9), 0.0);
