@@ -798,12 +798,17 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
       collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDpReduce,
                  GroupKind::kDp, CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev, false);
     // Megatron's --overlap-grad-reduce: a layer's gradients are reduced as soon as its last
-    // micro-batch's backward is done, while the layers below still compute.
+    // micro-batch's backward is done, while the layers below still compute; the experts' (their
+    // own buffer, over the expert data-parallel group) too.
     if (p_.overlap_grad_reduce && !zero3_ && !split_w_ && t.mb == micro_batches_ - 1) {
       const double params = layer_params(layer) - layer_expert_params(layer);
       grad_reduce(Phase::kBackward, layer, t.mb, t.chunk,
                   p_.zero_stage == 0 ? "grad_all_reduce" : "grad_reduce_scatter", GroupKind::kDp, params,
                   prev, true);
+      if (layer_expert_params(layer) > 0)
+        grad_reduce(Phase::kBackward, layer, t.mb, t.chunk,
+                    p_.zero_stage == 0 ? "expert_grad_all_reduce" : "expert_grad_reduce_scatter",
+                    GroupKind::kExpertDp, layer_expert_params(layer), prev, true);
     }
   }
   return prev;
@@ -904,7 +909,7 @@ int StageBuilder::step_grad_reduce(int prev, const StepParams& params) {
     prev = grad_reduce(Phase::kStep, -1, -1, 0, name, g, n, prev, false);
   };
   reduce(rest, GroupKind::kDp, "grad_reduce");
-  reduce(params.experts, GroupKind::kExpertDp, "expert_grad_reduce");
+  if (!layers_done) reduce(params.experts, GroupKind::kExpertDp, "expert_grad_reduce");
   pending_decompressions();
   return prev;
 }

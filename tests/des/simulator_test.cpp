@@ -257,6 +257,32 @@ TEST(Simulator, MoeAndContextParallelRun) {
   EXPECT_GT(s.prediction.step_time_s, 0);
 }
 
+// Megatron-Core's --overlap-grad-reduce reduces the experts' gradients (their own buffer, over
+// the expert data-parallel group) layer by layer in the backward, as the dense ones: none is left
+// for the step's end, and the engines agree.
+TEST(Simulator, OverlappedGradientReductionCoversTheExperts) {
+  const ModelSpec m = model("mixtral-8x7b");
+  const ClusterSpec c = cluster("dgx-h100-ndr", 64);
+  Plan p = plan(1, 1, 64, 1, 128);
+  p.ep = 8;
+  p.zero_stage = 1;
+  p.recompute = Recompute::kFull;
+  p.overlap_grad_reduce = true;
+  auto w = lower(m, c, p);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  int in_backward = 0, at_step = 0;
+  for (auto v : boost::make_iterator_range(boost::vertices(w->stages[0].graph()))) {
+    const Op& op = w->stages[0].graph()[v];
+    if (op.group != GroupKind::kExpertDp || op.kind != OpKind::kCollective ||
+        op.collective != CollectiveOp::kReduceScatter)
+      continue;
+    (op.phase == Phase::kStep ? at_step : in_backward) += 1;
+  }
+  EXPECT_EQ(in_backward, m.moe_layers());
+  EXPECT_EQ(at_step, 0);
+  testing::expect_engines_agree(m, c, p, 0.10, "experts' reduction overlapped");
+}
+
 // Experts are carved out of dp x cp: with cp > 1, ep may exceed dp (Megatron-Core; NeMo's
 // Mixtral 8x22B at 64K runs dp 4, cp 8, ep 8). Its groups stay inside the stage's ranks (this
 // crashed the simulator's routing once), and the two engines agree.
