@@ -100,7 +100,7 @@ double collective_latency_steps(CollectiveOp op, int n) {
       return latency_steps(n);
     case CollectiveOp::kAllGather:
     case CollectiveOp::kReduceScatter:
-      return 0.5 * latency_steps(n);
+      return n - 1.0;  // NCCL runs them as rings only: no tree shortens their n-1 steps
     default:
       return 1.0;
   }
@@ -125,7 +125,7 @@ double measured_time(const GroupLink& l, CollectiveOp op, double bytes) {
   return l.own_rates ? l.own_rates->measured.time(op, l.size, bytes) : -1.0;
 }
 
-// All-gather and reduce-scatter: (n-1)/n of the data over the bus, half an all-reduce's steps.
+// All-gather and reduce-scatter: (n-1)/n of the data over the bus, a ring's n-1 steps.
 double half_ring_time(const GroupLink& l, CollectiveOp op, double bytes) {
   const int n = l.size;
   if (n <= 1 || bytes <= 0) return 0.0;
