@@ -1118,8 +1118,20 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
   const double backward_mb = c.load.dense * (c.dense.bwd_compute + c.dense.recompute) +
                              c.load.moe * (c.moe.bwd_compute + c.moe.recompute);
   const double forward_mb = c.load.dense * c.dense.fwd_compute + c.load.moe * c.moe.fwd_compute;
-  const double reduce_exposed =
-      p.overlap_grad_reduce ? std::max(reduce * 0.05, reduce - backward_mb) : reduce;
+  // Overlapped, the reduction runs layer by layer as the last micro-batch's backward frees each
+  // layer's gradients (a bucket a layer): every bucket pays the ring's latency steps, and the
+  // last one (the first layer's) waits whole after the backward.
+  double reduce_exposed = reduce;
+  if (p.overlap_grad_reduce && reduce > 0) {
+    const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
+    const double per_bucket =
+        (links.dp.size > 1 ? collective_latency_steps(op, links.dp.size) * links.dp.latency_s : 0.0) +
+        (held.experts > 0 && links.edp.size > 1
+             ? collective_latency_steps(op, links.edp.size) * links.edp.latency_s
+             : 0.0);
+    const double bucketed = reduce + (layers_on_stage - 1) * per_bucket;
+    reduce_exposed = std::max(bucketed / layers_on_stage, bucketed - backward_mb);
+  }
   const double gather_exposed =
       p.overlap_param_gather ? std::max(gather / layers_on_stage, gather - forward_mb) : gather;
   return reduce_exposed + gather_exposed;
