@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/capacity.h"
 #include "sim/des/simulator.h"
 #include "sim/spec/json_reader.h"
 #include "sim/workload/workload.h"
@@ -173,6 +174,10 @@ struct SoftwareStack {
   Recompute selective = Recompute::kSelective;
   // Interleaved 1F1B's sends and receives overlapped with the chunks (Megatron's overlap_p2p_comm).
   bool overlap_p2p = false;
+  // Full recompute of only the first N layers of each stage (Megatron's --recompute-num-layers
+  // with the block method), which the Megatron family's recipes use where full recompute of
+  // every layer is not needed to fit.
+  bool partial_recompute = false;
 };
 constexpr SoftwareStack kSoftwareStacks[] = {
     // Megatron-LM, 2021: before FlashAttention (Dao et al., May 2022) and before sequence
@@ -230,6 +235,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
   s.overlap_grad_reduce = s.overlap_param_gather = s.overlap_tp_comm = Can::kOption;
   s.uneven_stages = true;
   s.overlap_p2p = true;
+  s.partial_recompute = true;
   if (name == "megatron-lm" && before(2022, 5)) return kSoftwareStacks[0];
   if (name == "megatron-lm" && before(2023, 6)) return kSoftwareStacks[1];
   if (name == "megatron-lm" || name == "megatron-core") {
@@ -249,7 +255,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.dropout = s.tied_embeddings = name == "megatron-deepspeed";
     s.overlap_param_gather = s.overlap_tp_comm = Can::kNo;
     s.uneven_stages = false;
-    s.overlap_p2p = false;
+    s.overlap_p2p = s.partial_recompute = false;
     return s;
   }
   if (name == "pytorch-fsdp" || name == "torchtitan" || name == "llm-foundry") {
@@ -262,11 +268,11 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     if (name == "torchtitan") s.selective = Recompute::kSelectiveOp;
     s.fully_sharded = true;
     s.uneven_stages = false;
-    s.overlap_p2p = false;
+    s.overlap_p2p = s.partial_recompute = false;
     return s;
   }
   s.name = "";  // "other" or not reported: nothing is known
-  s.overlap_p2p = false;
+  s.overlap_p2p = s.partial_recompute = false;
   return s;
 }
 
@@ -289,6 +295,9 @@ struct CaseLayouts {
   Plan base;
   ModelSpec model;
   std::vector<Choice> choices;
+  // An unreported recompute may also be full recompute of the fewest layers per stage that fit
+  // (SoftwareStack::partial_recompute).
+  bool partial_recompute = false;
 };
 
 // The parallel degrees and the global batch.
@@ -387,6 +396,7 @@ void read_memory_fields(JsonReader& r, const SoftwareStack* stack, CaseLayouts& 
       base.recompute = *parsed == Recompute::kSelective && stack ? stack->selective : *parsed;
   } else {
     const Recompute selective = stack ? stack->selective : Recompute::kSelective;
+    l.partial_recompute = stack && stack->partial_recompute;
     l.choices.push_back({"recompute",
                          {{"none", [](Plan& p) { p.recompute = Recompute::kNone; }},
                           {to_string(selective), [selective](Plan& p) { p.recompute = selective; }},
@@ -596,8 +606,8 @@ bool choose_fastest(const ValidationCase& c, const CaseLayouts& l, CaseResult& o
       chosen[choices[i].field] = choices[i].options[idx[i]].first;
     }
     Status valid = validate_plan(plan, l.model, accelerators, c.file + " (at /parallel)");
-    if (valid) {
-      Prediction pred = am.evaluate(plan);
+    auto consider = [&](const Plan& candidate, const json& picked) {
+      Prediction pred = am.evaluate(candidate);
       if (!pred.fits()) {
         if (pred.memory.total < least_memory) {
           least_memory = pred.memory.total;
@@ -607,8 +617,22 @@ bool choose_fastest(const ValidationCase& c, const CaseLayouts& l, CaseResult& o
         found = true;
         out.predicted_step_s = pred.step_time_s;
         out.prediction = pred;
-        out.plan = plan;
-        out.chosen = chosen;
+        out.plan = candidate;
+        out.chosen = picked;
+      }
+    };
+    if (valid) {
+      consider(plan, chosen);
+      // Full recompute of only the layers needed to fit, as the stack's recipes do.
+      if (l.partial_recompute && plan.recompute == Recompute::kFull && plan.recompute_layers < 0) {
+        Plan partial = plan;
+        partial.recompute_layers = fewest_recompute_layers(am, plan);
+        if (partial.recompute_layers >= 0 &&
+            partial.recompute_layers < most_layers_per_chunk(plan, l.model.layers)) {
+          json picked = chosen;
+          picked["recompute_layers"] = partial.recompute_layers;
+          consider(partial, picked);
+        }
       }
     } else if (first_problem.empty()) {
       first_problem = valid.error().message();

@@ -138,6 +138,34 @@ TEST(Validation, SelectiveRecomputeIsTheStacks) {
   EXPECT_EQ(mcore.plan.recompute, Recompute::kSelective);
 }
 
+// An unreported recompute in the Megatron family may also be full recompute of the fewest
+// layers per stage that fit (--recompute-num-layers, block method), as its recipes run it.
+TEST(Validation, PartialFullRecomputeIsAStacksOption) {
+  auto doc = v2_case({{"recompute", nullptr},
+                      {"tp", 1},
+                      {"pp", 1},
+                      {"dp", 16},
+                      {"global_batch", 16},
+                      {"schedule", nullptr},
+                      {"sequence_parallel", false}},
+                     {{"name", "megatron-core"}, {"version", "0.12"}});
+  doc["model"] = {{"layers", 32},      {"hidden", 4096},          {"heads", 32},         {"kv_heads", 8},
+                  {"vocab", 128256},   {"seq_len", 8192},         {"ffn_hidden", 14336}, {"mlp", "swiglu"},
+                  {"norm", "rmsnorm"}, {"tied_embeddings", false}};
+  const CaseResult r = run_doc(doc);
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_EQ(r.plan.recompute, Recompute::kFull);
+  ASSERT_TRUE(r.chosen.contains("recompute_layers")) << r.chosen.dump();
+  EXPECT_GT(r.plan.recompute_layers, 0);
+  EXPECT_LT(r.plan.recompute_layers, 32);
+  // torchtitan has no such option: whole-model full recompute (or its op policy) only.
+  doc["software"] = {{"name", "torchtitan"}, {"version", "2024-12"}};
+  const CaseResult t = run_doc(doc);
+  ASSERT_TRUE(t.ok) << t.failure;
+  EXPECT_FALSE(t.chosen.contains("recompute_layers"));
+  EXPECT_LT(t.plan.recompute_layers, 0);
+}
+
 TEST(Validation, VersionTwoChoosesOnlyAmongTheStacksOptions) {
   // Megatron-Core: the overlaps are options; reported ones are taken as they are.
   auto doc = v2_case({{"overlap_grad_reduce", true}, {"overlap_param_gather", nullptr}},
