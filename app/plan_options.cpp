@@ -34,6 +34,8 @@ constexpr PlanFlag kPlanFlags[] = {
     {"--pp", "/pp", Kind::kInteger, "Plan", "pipeline-parallel degree"},
     {"--dp", "/dp", Kind::kInteger, "Plan", "data-parallel degree (default: gpus / (tp*pp*cp))"},
     {"--ep", "/ep", Kind::kInteger, "Plan", "expert-parallel degree (carved out of dp)"},
+    {"--expert-tp", "/expert_tp", Kind::kInteger, "Plan",
+     "experts' tensor-parallel degree: tp (default) or 1 (ep carved out of tp*cp*dp, MoE parallel folding)"},
     {"--cp", "/cp", Kind::kInteger, "Plan", "context-parallel degree"},
     {"--sp", "/sequence_parallel", Kind::kFlag, "Plan", "sequence parallelism (true/false)"},
     {"--virtual-stages,--vp", "/virtual_stages", Kind::kInteger, "Plan",

@@ -308,7 +308,7 @@ double layer_offload_seconds(const ModelSpec& m, const Plan& p, const LayerShape
       p.offload_activations ? layer_activation_bytes(m, s, p.recompute, p.flash_attention, moe) : 0.0;
   const double shard =
       p.zero_stage >= 3 ? static_cast<double>(p.dp) * p.cp : 1.0;  // ZeRO-3: the host keeps a shard
-  const double params = p.offload_params ? layer_params_per_device(m, moe, p.tp, p.ep) / shard : 0.0;
+  const double params = p.offload_params ? layer_params_per_device(m, moe, p.tp, p.ep, p.etp()) / shard : 0.0;
   const double wb = weight_bytes(p.precision), gb = grad_bytes(p);
   const double fwd = std::max(act, params * wb) / rate;
   const double bwd = std::max(act + params * wb, params * gb) / rate;
@@ -400,8 +400,11 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   c.links.tp = group_link(cluster, st[0], p.tp, scattered);
   c.links.cp = group_link(cluster, st[1], p.cp, scattered);
   c.links.dp = group_link(cluster, dp_stride, p.dp * p.cp, scattered);
-  c.links.ep = group_link(cluster, st[2], p.ep, scattered);
-  c.links.edp = group_link(cluster, st[2] * p.ep, std::max(1, p.dp * p.cp / p.ep), scattered);
+  // Expert groups: consecutive data-parallel ranks, or with expert_tp 1 consecutive ranks of the
+  // whole stage (MoE parallel folding).
+  const int ep_stride = p.etp() == p.tp ? st[2] : st[0];
+  c.links.ep = group_link(cluster, ep_stride, p.ep, scattered);
+  c.links.edp = group_link(cluster, ep_stride * p.ep, p.edp(), scattered);
   c.links.pp = group_link(cluster, st[3], p.pp > 1 ? 2 : 1, scattered);
   const double host_rate = host_link_rate(cluster.node);
   const Partner partner = attention_partner(p, cluster.node);
@@ -535,9 +538,9 @@ void add_parameter_memory(const ModelSpec& m, const Plan& p, int stage, const Ra
 
   // Parameters held, split into the part replicated over dp*cp and the experts (over dp*cp/ep).
   const double dense_params = dense_held * layer_params_per_device(m, false, p.tp, 1) +
-                              moe_held * (layer_params_per_device(m, true, p.tp, p.ep) -
-                                          m.moe.experts * m.expert_params() / (p.tp * p.ep));
-  const double expert_params = moe_held * m.moe.experts * m.expert_params() / (p.tp * p.ep);
+                              moe_held * (layer_params_per_device(m, true, p.tp, p.ep, p.etp()) -
+                                          m.moe.experts * m.expert_params() / (p.etp() * p.ep));
+  const double expert_params = moe_held * m.moe.experts * m.expert_params() / (p.etp() * p.ep);
   // Plan::offload_embeddings keeps the input table (and its gradients and optimizer state) on the
   // host.
   const double input_table = static_cast<double>(m.vocab) * m.hidden / p.tp;
@@ -545,7 +548,7 @@ void add_parameter_memory(const ModelSpec& m, const Plan& p, int stage, const Ra
   const double embed = m.end_params_on_stage(stage, p.pp, dualpipe, p.tp) - host_table;
   const double replicated = dense_params + embed;
   const double shard = static_cast<double>(p.dp) * p.cp;
-  const double expert_shard = std::max(1.0, shard / p.ep);
+  const double expert_shard = static_cast<double>(p.edp());
 
   const double wb = weight_bytes(p.precision), gb = grad_bytes(p);
   const double zero_w = p.zero_stage >= 3 ? 1.0 : 0.0, zero_g = p.zero_stage >= 2 ? 1.0 : 0.0,
@@ -562,7 +565,7 @@ void add_parameter_memory(const ModelSpec& m, const Plan& p, int stage, const Ra
   // parameter, Ren et al. 2021).
   if (p.offload_optimizer) mem.host += sharded(opt_bytes + 4.0, zero_o);
   const double window =
-      2.0 * layer_params_per_device(m, moe > 0, p.tp, p.ep);  // the current and the next layer
+      2.0 * layer_params_per_device(m, moe > 0, p.tp, p.ep, p.etp());  // the current and the next layer
   if (p.offload_params) {
     // Only embedding and head stay; the layers' weights and gradients stream through a two-layer
     // window. The host adds the layers' low-precision weights (a 1/dp shard each under ZeRO-3):
@@ -1019,10 +1022,10 @@ HeldParams held_params(const ModelSpec& m, const Plan& p, const CriticalStage& c
   const int cd = dense_in(m, cr), cm = cr.count() - cd;
   HeldParams h;
   h.layers = cr.count();
-  h.experts = cm * m.moe.experts * m.expert_params() / (c.plan.tp * p.ep);
+  h.experts = cm * m.moe.experts * m.expert_params() / (c.plan.etp() * p.ep);
   h.tables = m.end_params_on_stage(c.stage, p.pp, dualpipe, c.plan.tp);
   h.chunk = cd * layer_params_per_device(m, false, c.plan.tp, 1) +
-            cm * layer_params_per_device(m, true, c.plan.tp, p.ep) - h.experts +
+            cm * layer_params_per_device(m, true, c.plan.tp, p.ep, c.plan.etp()) - h.experts +
             (dualpipe ? h.tables / 2 : h.tables);
   // DualPipe: the rank also holds its mirror stage (two copies of every parameter).
   h.replicated = (dualpipe ? 2.0 : 1.0) * h.chunk;
@@ -1144,7 +1147,7 @@ double add_optimizer(const ModelSpec& m, const Plan& p, const NodeSpec& node, co
   const Plan& pc = c.plan;
   const double wb = weight_bytes(p.precision), gb = grad_bytes(p);
   const double owned = p.zero_stage >= 1 ? held.replicated / (static_cast<double>(pc.dp) * p.cp) +
-                                               held.experts / std::max(1.0, 1.0 * pc.dp * p.cp / p.ep)
+                                               held.experts / static_cast<double>(pc.edp())
                                          : held.replicated + held.experts;
   // The input table of Plan::offload_embeddings is updated on the host (rank 0's stage), beside
   // the device's own step.

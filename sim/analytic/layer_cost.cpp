@@ -133,10 +133,10 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute
   return attn + mlp + norms;
 }
 
-double layer_params_per_device(const ModelSpec& m, bool moe_layer, double tp, double ep) {
+double layer_params_per_device(const ModelSpec& m, bool moe_layer, double tp, double ep, double etp) {
   const double attn = attention_matrix_params(m) / tp + norm_params(m);
   if (!moe_layer) return attn + (m.dense_mlp_params() - norm_params(m)) / tp + norm_params(m);
-  const double experts = m.moe.experts * m.expert_params() / (tp * ep);
+  const double experts = m.moe.experts * m.expert_params() / ((etp > 0 ? etp : tp) * ep);
   const double shared = m.moe.shared_experts * m.expert_params() / tp;
   return attn + experts + shared + 1.0 * m.hidden * m.moe.experts + norm_params(m);
 }

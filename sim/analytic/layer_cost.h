@@ -77,7 +77,8 @@ inline double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Re
   return layer_activation_bytes(m, s, recompute_mask(r), flash_attention, moe_layer);
 }
 
-// Parameters of one layer held by one device (TP shard; experts also divided by `ep`).
-double layer_params_per_device(const ModelSpec& m, bool moe_layer, double tp, double ep);
+// Parameters of one layer held by one device (TP shard; experts divided by `ep` and by the
+// experts' tensor-parallel degree `etp`, 0: tp).
+double layer_params_per_device(const ModelSpec& m, bool moe_layer, double tp, double ep, double etp = 0);
 
 }  // namespace foresight

@@ -403,7 +403,18 @@ void LayerKernelBuilder::place_attention(const Partner& partner) {
 }
 
 void LayerKernelBuilder::mlp_block() {
-  const int norm2 = norm_before_column_parallel(KernelName::kNorm2);
+  // MoE parallel folding (Plan::expert_tp 1 below tp, with SP): each TP rank dispatches its own
+  // sequence shard's tokens to whole experts, so the MLP block has no TP collective (the shared
+  // experts, where a model has them, are counted with the routed ones).
+  const bool folded = moe_ && p_.etp() != p_.tp && tp_ > 1;
+  int norm2 = -1;
+  if (folded) {
+    norm(KernelName::kNorm2);
+    norm2 = L_.count - 1;
+  } else {
+    norm2 = norm_before_column_parallel(KernelName::kNorm2);
+  }
+  const double etp = folded ? static_cast<double>(p_.etp()) : tp_;
   double ffn = static_cast<double>(m_.ffn_hidden);
   if (moe_) {
     ffn = static_cast<double>(m_.moe.expert_ffn_hidden) * (m_.moe.top_k + m_.moe.shared_experts);
@@ -416,7 +427,7 @@ void LayerKernelBuilder::mlp_block() {
   }
   const double up_mats = m_.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
   const double up = 2.0 * tokens_ * m_.hidden * ffn * up_mats / tp_;
-  gemm(KernelName::kMlpUp, up, static_cast<std::int64_t>(ffn * up_mats / tp_), H_);
+  gemm(KernelName::kMlpUp, up, static_cast<std::int64_t>(ffn * up_mats / etp), H_);
   const bool split_glu = m_.mlp == MlpKind::kSwiglu && !fused_;
   elementwise(KernelName::kActivation,
               (m_.mlp == MlpKind::kSwiglu ? (split_glu ? 5.0 : 3.0) : 2.0) * tokens_ * ffn / tp_ * e_,
@@ -426,12 +437,12 @@ void LayerKernelBuilder::mlp_block() {
     act.fwd_s += tokens_ * ffn / tp_ * d_.activation_element_s;
     act.bwd_s += tokens_ * ffn / tp_ * d_.activation_element_s;
   }
-  gemm(KernelName::kMlpDown, f_.mlp - up, H_, static_cast<std::int64_t>(ffn / tp_));
+  gemm(KernelName::kMlpDown, f_.mlp - up, H_, static_cast<std::int64_t>(ffn / etp));
   if (moe_) {
     if (p_.ep > 1) L_.moe_combine_after = L_.count - 1;
     elementwise(KernelName::kUnpermute, 2 * tokens_ * m_.hidden * e_ / tp_);
   }
-  after_row_parallel(norm2);
+  if (!folded) after_row_parallel(norm2);
   residual(KernelName::kResidual2);
 }
 

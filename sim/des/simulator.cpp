@@ -356,13 +356,12 @@ struct Simulator::Impl {
         return {w.rank_of(tp, 0, dp, pp), c};
       case GroupKind::kDp:
         return {w.rank_of(tp, 0, 0, pp), d * c};
-      case GroupKind::kEp: {  // over x = dp * cp_size + cp, as Workload::group_members
-        const int first = (dp * c + cp) / p.ep * p.ep;
-        return {w.rank_of(tp, first % c, first / c, pp), p.ep};
-      }
+      case GroupKind::kEp:  // local = lane + etp * y, as Workload::group_members
       case GroupKind::kExpertDp: {
-        const int first = (dp * c + cp) % p.ep;
-        return {w.rank_of(tp, first % c, first / c, pp), (d * c - first + p.ep - 1) / p.ep};
+        const int etp = p.etp(), y = local / etp, lane = local % etp, base = pp * w.stage_ranks();
+        if (g == GroupKind::kEp) return {base + lane + etp * (y / p.ep * p.ep), p.ep};
+        const int first = y % p.ep;
+        return {base + lane + etp * first, (t * c * d / etp - first + p.ep - 1) / p.ep};
       }
       case GroupKind::kNone:
         break;

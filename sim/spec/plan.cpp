@@ -273,6 +273,7 @@ void read_layout(JsonReader& r, Plan& p, bool require_global_batch) {
   p.pp = static_cast<int>(int_field("pp", 1, kDegree));
   p.dp = static_cast<int>(int_field("dp", 1, kDegree));
   p.ep = static_cast<int>(int_field("ep", 1, kDegree));
+  p.expert_tp = static_cast<int>(int_field("expert_tp", 0, kDegree));
   p.cp = static_cast<int>(int_field("cp", 1, kDegree));
   // The product must fit Plan::gpus() (an int): bound the device count like each degree.
   if (r.ok() && 1.0 * p.tp * p.pp * p.dp * p.cp > kMaxDegree)
@@ -393,6 +394,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "pp",
                          "dp",
                          "ep",
+                         "expert_tp",
                          "cp",
                          "sequence_parallel",
                          "virtual_stages",
@@ -472,6 +474,7 @@ json plan_to_json(const Plan& p) {
   if (p.offload_params) j["offload_params"] = true;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;
   if (p.overlap_p2p_comm) j["overlap_p2p_comm"] = true;
+  if (p.expert_tp != 0) j["expert_tp"] = p.expert_tp;
   if (p.grad_reduce_precision) j["grad_reduce_precision"] = to_string(*p.grad_reduce_precision);
   if (p.rank_order != Plan{}.rank_order) j["rank_order"] = p.rank_order;
   if (p.node_order != Plan{}.node_order) j["node_order"] = p.node_order;
@@ -572,9 +575,23 @@ Status PlanChecks::layout(int accelerators) const {
     if (!m.is_moe()) return fail("ep", s(p.ep) + " needs a mixture-of-experts model");
     if (m.moe.experts % p.ep != 0)
       return fail("ep", s(p.ep) + " does not divide the model's " + s(m.moe.experts) + " experts");
-    if ((p.dp * p.cp) % p.ep != 0)
+    if (p.etp() == p.tp && (p.dp * p.cp) % p.ep != 0)
       return fail("ep", s(p.ep) + " does not divide dp*cp = " + s(p.dp * p.cp) +
-                            " (experts are carved out of the data-parallel ranks)");
+                            " (experts are carved out of the data-parallel ranks; with expert_tp 1 they are "
+                            "carved out of tp*cp*dp)");
+    if (p.etp() != p.tp && (p.tp * p.dp * p.cp) % p.ep != 0)
+      return fail("ep", s(p.ep) + " does not divide tp*cp*dp = " + s(p.tp * p.dp * p.cp) +
+                            " (with expert_tp 1 the experts are carved out of all of a stage's ranks)");
+  }
+  if (p.expert_tp != 0 && p.expert_tp != p.tp) {
+    if (p.expert_tp != 1)
+      return fail("expert_tp", s(p.expert_tp) + " is neither 1 nor tp (" + s(p.tp) +
+                                   "); other expert tensor-parallel degrees are not modelled");
+    if (!m.is_moe()) return fail("expert_tp", "needs a mixture-of-experts model");
+    if (!p.sequence_parallel)
+      return fail("expert_tp",
+                  "1 below tp " + s(p.tp) +
+                      " needs sequence_parallel (each TP rank dispatches its own share of the tokens)");
   }
   return Status::Ok();
 }

@@ -4,6 +4,7 @@
 //   plan.json: /tp: 3 does not divide model heads (32)
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
@@ -69,6 +70,16 @@ struct DataLoading {
 
 struct Plan {
   int tp = 1, pp = 1, dp = 1, ep = 1, cp = 1;
+  // The experts' tensor-parallel degree (Megatron-Core's --expert-tensor-parallel-size; 0: tp).
+  // The expert layers regroup a stage's tp*cp*dp ranks as expert_tp x ep x expert-dp (MoE
+  // parallel folding): with expert_tp = tp, ep divides dp*cp (experts carved out of the
+  // data-parallel ranks); with expert_tp = 1, ep divides tp*cp*dp and each expert runs whole on
+  // its rank, on the tokens of the rank's sequence-parallel shard. (Other degrees are not
+  // modelled.)
+  int expert_tp = 0;
+  int etp() const { return expert_tp > 0 ? expert_tp : tp; }
+  // The ranks that hold the same experts (their gradients are reduced together).
+  int edp() const { return std::max(1, tp * cp * dp / (etp() * ep)); }
   bool sequence_parallel = false;
   int virtual_stages = 1;         // model chunks per pipeline rank (interleaved 1F1B)
   int micro_batch = 1;            // sequences per micro-batch

@@ -318,10 +318,10 @@ void read_software(const SoftwareStack* stack, JsonReader& r, CaseLayouts& l, Ca
     l.base.flash_attention = stack->flash_attention;
     l.model.dropout = stack->dropout;
     l.model.tied_embeddings = stack->tied_embeddings;
-    out.assumed = {{"software", stack->name},
-                   {"flash_attention", stack->flash_attention},
-                   {"dropout", stack->dropout},
-                   {"tied_embeddings", stack->tied_embeddings}};
+    out.assumed.update(json{{"software", stack->name},
+                            {"flash_attention", stack->flash_attention},
+                            {"dropout", stack->dropout},
+                            {"tied_embeddings", stack->tied_embeddings}});
   } else {
     l.choices.push_back({"flash_attention",
                          {{true, [](Plan& p) { p.flash_attention = true; }},
@@ -550,6 +550,14 @@ bool read_case_layouts(const ValidationCase& c, CaseLayouts& l, CaseResult& out)
   if (!r.ok()) {
     out.failure = r.error().message();
     return false;
+  }
+  // An EP the data-parallel ranks cannot hold but the stage's ranks can: the experts are folded
+  // over tp*cp*dp with expert tensor parallelism 1 (Megatron-Core's MoE parallel folding, as its
+  // MoE recipes set --expert-tensor-parallel-size 1); the reported degrees imply it.
+  Plan& b = l.base;
+  if (b.ep > 1 && b.tp > 1 && (b.dp * b.cp) % b.ep != 0 && (b.tp * b.dp * b.cp) % b.ep == 0) {
+    b.expert_tp = 1;
+    out.assumed["expert_tp"] = 1;
   }
   // Version 2 names its stack; version 1 is known by its source's citation.
   SoftwareStack named{};

@@ -58,16 +58,20 @@ std::vector<int> Workload::group_members(int rank, GroupKind g) const {
         for (int i = 0; i < c; ++i) out.push_back(rank_of(tp, i, j, pp));
       break;
     // Experts are carved out of the dp x cp ranks (Megatron-Core; EP may exceed dp when cp > 1),
-    // numbered x = dp * cp_size + cp: consecutive ones form an expert-parallel group, and those
-    // congruent modulo ep hold the same experts and reduce their gradients together.
-    case GroupKind::kEp: {
-      const int e = plan.ep, base = (dp * c + cp) / e * e;
-      for (int j = 0; j < e; ++j) out.push_back(rank_of(tp, (base + j) % c, (base + j) / c, pp));
-      break;
-    }
+    // or with expert_tp 1 out of all the stage's ranks (MoE parallel folding): the stage's local
+    // rank is e + etp * y, with y numbering the expert tensor-parallel groups; consecutive y form
+    // an expert-parallel group, and those congruent modulo ep hold the same experts and reduce
+    // their gradients together.
+    case GroupKind::kEp:
     case GroupKind::kExpertDp: {
-      for (int x = (dp * c + cp) % plan.ep; x < d * c; x += plan.ep)
-        out.push_back(rank_of(tp, x % c, x / c, pp));
+      const int etp = s.etp(), e = plan.ep, first = pp * stage_ranks();
+      const int x = tp + t * (cp + c * dp), y = x / etp, lane = x % etp;
+      if (g == GroupKind::kEp) {
+        const int base = y / e * e;
+        for (int j = 0; j < e; ++j) out.push_back(first + lane + etp * (base + j));
+      } else {
+        for (int z = y % e; z < t * c * d / etp; z += e) out.push_back(first + lane + etp * z);
+      }
       break;
     }
     case GroupKind::kNone:
@@ -413,10 +417,10 @@ class StageBuilder {
   void pending_decompressions();
   int layer_backward(int layer, int mb, int chunk, int prev, bool weight_split);
   double layer_params(int layer) const {
-    return layer_params_per_device(m_, layer >= m_.dense_layers(), p_.tp, p_.ep);
+    return layer_params_per_device(m_, layer >= m_.dense_layers(), p_.tp, p_.ep, p_.etp());
   }
   double layer_expert_params(int layer) const {
-    return layer >= m_.dense_layers() ? m_.moe.experts * m_.expert_params() / (p_.tp * p_.ep) : 0.0;
+    return layer >= m_.dense_layers() ? m_.moe.experts * m_.expert_params() / (p_.etp() * p_.ep) : 0.0;
   }
 
   const ClusterSpec& w_cluster_;
@@ -594,7 +598,7 @@ int StageBuilder::grad_reduce(Phase ph, int layer, int mb, int chunk, const char
     ops_[v].cold = ph == Phase::kStep && cold_step_reduction(p_);
     return v;
   }
-  const int ranks = g == GroupKind::kExpertDp ? std::max(1, p_.dp * p_.cp / p_.ep) : p_.dp * p_.cp;
+  const int ranks = g == GroupKind::kExpertDp ? p_.edp() : p_.dp * p_.cp;
   const CompressionCost c = compression_cost(p_, m_, params, gb, ranks);
   const double half_s = c.kernel_seconds(d_) / 2, half_bytes = c.kernel_bytes / 2;
   const bool expert = g == GroupKind::kExpertDp;
@@ -929,7 +933,7 @@ int StageBuilder::optimizer_step(int prev, const StepParams& params) {
       p_.offload_embeddings && prog_.stage == 0 ? 1.0 * m_.vocab * m_.hidden / p_.tp : 0.0;
   const double owned =
       p_.zero_stage >= 1
-          ? ((params.dense - host_table) / shard + params.experts / std::max(1.0, shard / p_.ep))
+          ? ((params.dense - host_table) / shard + params.experts / static_cast<double>(p_.edp()))
           : params.dense - host_table + params.experts;
   if (host_table > 0)
     host_op(Phase::kStep, -1, -1, 0, "host_embedding_optimizer", StreamId::kHost,

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/layer_ops.h"
 #include "sim/des/trace.h"
 #include "sim/spec/json_reader.h"
 #include "sim/spec/presets.h"
@@ -361,6 +362,44 @@ TEST(Simulator, OverlappedPipelineTransfersHideBehindTheChunks) {
     gathers += w2->stages[3].graph()[v].name == std::string("pp_activation_all_gather");
   EXPECT_EQ(gathers, 8 * 10);
   testing::expect_engines_agree(m, c, no_sp, 0.10, "without SP");
+}
+
+// MoE parallel folding (expert_tp 1 below tp): the expert groups number all of a stage's ranks,
+// consecutive ones forming an EP group, those congruent modulo ep the expert data-parallel
+// group; the MLP block has no TP collective; each rank holds 1/ep of the experts, whole; the two
+// engines agree.
+TEST(Simulator, FoldedExpertParallelismSpansTheTensorParallelRanks) {
+  const ModelSpec m = model("mixtral-8x7b");
+  const ClusterSpec c = cluster("dgx-h100-ndr", 16);
+  Plan p = plan(4, 1, 4, 1, 16);
+  p.ep = 8;  // more than the 4 data-parallel ranks could hold
+  p.expert_tp = 1;
+  p.sequence_parallel = true;
+  p.zero_stage = 1;
+  p.recompute = Recompute::kFull;
+  ASSERT_TRUE(validate_plan_on(p, m, c, "plan").ok());
+  auto w = lower(m, c, p);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  for (int rank = 0; rank < p.gpus(); ++rank) {
+    const auto ep = w->group_members(rank, GroupKind::kEp);
+    ASSERT_EQ(static_cast<int>(ep.size()), 8);
+    EXPECT_EQ(ep.front(), rank / 8 * 8);  // ranks 0-7 and 8-15
+    for (std::size_t i = 1; i < ep.size(); ++i) EXPECT_EQ(ep[i], ep[i - 1] + 1);
+    const auto edp = w->group_members(rank, GroupKind::kExpertDp);
+    ASSERT_EQ(static_cast<int>(edp.size()), 2);
+    EXPECT_EQ(edp[0], rank % 8);
+    EXPECT_EQ(edp[1], rank % 8 + 8);
+  }
+  const LayerKernels folded = layer_kernels(m, c.node.accelerator(), p, plan_layer_shape(m, p), true);
+  Plan classic = p;
+  classic.expert_tp = 0;
+  classic.ep = 4;
+  const LayerKernels carved =
+      layer_kernels(m, c.node.accelerator(), classic, plan_layer_shape(m, classic), true);
+  EXPECT_EQ(carved.tp_count - folded.tp_count, 2);  // the MLP's all-gather and reduce-scatter
+  EXPECT_DOUBLE_EQ(layer_params_per_device(m, true, 4, 8, 1) - layer_params_per_device(m, true, 4, 8),
+                   m.moe.experts * m.expert_params() * (1.0 / 8 - 1.0 / 32));
+  testing::expect_engines_agree(m, c, p, 0.05, "expert_tp 1");
 }
 
 // ZeRO-Offload: copies over the host link and Adam on the host, as copy-engine and host ops.

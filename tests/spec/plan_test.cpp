@@ -81,6 +81,48 @@ TEST(Plan, LayoutErrorsNameTheField) {
   EXPECT_EQ(error_of(p), "");
 }
 
+// Expert tensor parallelism 1 below tp (MoE parallel folding): EP is carved out of tp*cp*dp;
+// other degrees, a dense model or no SP are refused with the field named.
+TEST(Plan, ExpertTensorParallelFolding) {
+  ModelSpec moe = small_model();
+  moe.moe.experts = 128;
+  moe.moe.top_k = 8;
+  moe.moe.expert_ffn_hidden = 1536;
+  ASSERT_TRUE(moe.is_moe());
+  Plan p;
+  p.tp = 2;
+  p.dp = 16;
+  p.ep = 32;
+  p.global_batch = 64;
+  p.sequence_parallel = true;
+  auto check = [&](const ModelSpec& m) {
+    const Status s = validate_plan(p, m, 0, "plan.json");
+    return s.ok() ? std::string() : s.error().message();
+  };
+  EXPECT_NE(check(moe).find("/ep: 32 does not divide dp*cp = 16"), std::string::npos) << check(moe);
+  p.expert_tp = 1;
+  EXPECT_EQ(check(moe), "");
+  EXPECT_EQ(p.etp(), 1);
+  EXPECT_EQ(p.edp(), 1);
+  p.ep = 64;
+  EXPECT_NE(check(moe).find("/ep: 64 does not divide tp*cp*dp = 32"), std::string::npos) << check(moe);
+  p.ep = 32;
+  p.sequence_parallel = false;
+  EXPECT_NE(check(moe).find("/expert_tp: 1 below tp 2 needs sequence_parallel"), std::string::npos)
+      << check(moe);
+  p.sequence_parallel = true;
+  p.tp = 4;
+  p.dp = 8;
+  p.expert_tp = 2;
+  EXPECT_NE(check(moe).find("/expert_tp: 2 is neither 1 nor tp (4)"), std::string::npos) << check(moe);
+  p.expert_tp = 1;
+  EXPECT_EQ(check(moe), "");
+  auto back = plan_from_json(plan_to_json(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->expert_tp, 1);
+  EXPECT_EQ(*back, p);
+}
+
 TEST(Plan, UnevenLayerSplit) {
   Plan p;
   p.global_batch = 64;

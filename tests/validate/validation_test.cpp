@@ -166,6 +166,19 @@ TEST(Validation, PartialFullRecomputeIsAStacksOption) {
   EXPECT_LT(t.plan.recompute_layers, 0);
 }
 
+// An EP the data-parallel ranks cannot hold but the stage's ranks can implies Megatron-Core's
+// MoE parallel folding (expert tensor parallelism 1), and says so.
+TEST(Validation, FoldedExpertParallelismIsImpliedByTheDegrees) {
+  auto doc = v2_case({{"tp", 2}, {"pp", 1}, {"dp", 8}, {"ep", 16}, {"schedule", nullptr}},
+                     {{"name", "megatron-bridge"}, {"version", "25.11"}});
+  doc["model"]["moe"] = {{"experts", 64}, {"top_k", 8}, {"expert_ffn_hidden", 512}};
+  const CaseResult r = run_doc(doc);
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_EQ(r.assumed["expert_tp"], 1);
+  EXPECT_EQ(r.plan.expert_tp, 1);
+  EXPECT_EQ(r.plan.ep, 16);
+}
+
 TEST(Validation, VersionTwoChoosesOnlyAmongTheStacksOptions) {
   // Megatron-Core: the overlaps are options; reported ones are taken as they are.
   auto doc = v2_case({{"overlap_grad_reduce", true}, {"overlap_param_gather", nullptr}},
