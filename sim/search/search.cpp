@@ -197,6 +197,9 @@ std::vector<Plan> enumerate_plans(const ModelSpec& model, const ClusterSpec& clu
                   p.global_batch = gb;
                   p.schedule = sched;
                   p.virtual_stages = vp;
+                  // Megatron's default with virtual stages (its training scripts, NeMo and
+                  // Megatron-Bridge turn it on there): never slower in either engine.
+                  p.overlap_p2p_comm = vp > 1;
                   p.precision = sp.precision;
                   p.flash_attention = sp.flash_attention;
                   p.stage_devices = layout.stage_devices;

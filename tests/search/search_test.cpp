@@ -39,6 +39,29 @@ TEST(Search, TinyModelPrefersPureDataParallelism) {
   for (std::size_t i = 1; i < r->plans.size(); ++i) EXPECT_LE(r->plans[i - 1].score, r->plans[i].score);
 }
 
+// Interleaved plans carry Megatron's default, overlap_p2p_comm; the others do not need it.
+TEST(Search, InterleavedPlansOverlapTheirTransfers) {
+  SearchOptions o;
+  o.gpus = 32;
+  o.global_batch = 64;
+  o.top_k = 1 << 20;
+  o.threads = 1;
+  o.space.tp = {8};
+  o.space.pp = {4};
+  o.space.micro_batch = {1};
+  o.space.virtual_stages = {1, 2};
+  o.space.schedules = {Schedule::k1F1B, Schedule::kInterleaved1F1B};
+  o.space.offload_optimizer = {false};
+  auto r = search(model("llama3-70b"), *load_cluster("dgx-h100-ndr"), o);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  int interleaved = 0;
+  for (const auto& p : r->plans) {
+    EXPECT_EQ(p.plan.overlap_p2p_comm, p.plan.virtual_stages > 1);
+    interleaved += p.plan.virtual_stages > 1;
+  }
+  EXPECT_GT(interleaved, 0);
+}
+
 // Brute force on a small space: every plan that validates and fits must have been timed, and
 // every rejection for memory must really not fit.
 TEST(Search, MemoryPruningNeverDropsAPlanThatFits) {
