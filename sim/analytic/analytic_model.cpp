@@ -1075,7 +1075,7 @@ struct DpCollectives {
 };
 DpCollectives data_parallel_collectives(const ModelSpec& m, const Plan& p, const NodeSpec& node,
                                         const DeviceSpec& d, const GroupLink& link, double params,
-                                        double mbs) {
+                                        double mbs, int layers) {
   if (link.size <= 1 || params <= 0) return {};
   const double wb = weight_bytes(p.precision), gb = grad_bytes(p);
   const double gather = p.zero_stage == 1 || p.zero_stage == 2 ? allgather_time(link, params * wb) : 0.0;
@@ -1094,8 +1094,13 @@ DpCollectives data_parallel_collectives(const ModelSpec& m, const Plan& p, const
     case 1:
     case 2:
       return {reduce_scatter_time(cold(p, node, link, CollectiveOp::kReduceScatter), params * gb), gather};
-    default:  // ZeRO-3 / FSDP: gather for forward and backward, reduce-scatter, every micro-batch
-      return {mbs * (2 * allgather_time(link, params * wb) + reduce_scatter_time(link, params * gb)), 0.0};
+    default: {  // ZeRO-3 / FSDP: gather for forward and backward, reduce-scatter, every micro-batch,
+      // a layer (FSDP unit) at a time: each message pays the ring's latency steps.
+      const double n = std::max(1, layers);
+      return {mbs * n *
+                  (2 * allgather_time(link, params * wb / n) + reduce_scatter_time(link, params * gb / n)),
+              0.0};
+    }
   }
 }
 
@@ -1108,9 +1113,9 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
                              const HeldParams& held, double compute) {
   const Links& links = c.costs.links;
   const DpCollectives dense =
-      data_parallel_collectives(m, p, node, *c.costs.d, links.dp, held.replicated, c.mbs);
+      data_parallel_collectives(m, p, node, *c.costs.d, links.dp, held.replicated, c.mbs, held.layers);
   const DpCollectives experts =
-      data_parallel_collectives(m, p, node, *c.costs.d, links.edp, held.experts, c.mbs);
+      data_parallel_collectives(m, p, node, *c.costs.d, links.edp, held.experts, c.mbs, held.layers);
   const double reduce = dense.reduce + experts.reduce, gather = dense.gather + experts.gather;
   const double layers_on_stage = std::max(1, held.layers);
   if (p.zero_stage >= 3) {
