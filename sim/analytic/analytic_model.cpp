@@ -1074,8 +1074,8 @@ struct DpCollectives {
   double reduce = 0, gather = 0;
 };
 DpCollectives data_parallel_collectives(const ModelSpec& m, const Plan& p, const NodeSpec& node,
-                                        const DeviceSpec& d, const GroupLink& link, double params,
-                                        double mbs, int layers) {
+                                        const DeviceSpec& d, const GroupLink& link, double params, double mbs,
+                                        int layers) {
   if (link.size <= 1 || params <= 0) return {};
   const double wb = weight_bytes(p.precision), gb = grad_bytes(p);
   const double gather = p.zero_stage == 1 || p.zero_stage == 2 ? allgather_time(link, params * wb) : 0.0;
@@ -1097,9 +1097,9 @@ DpCollectives data_parallel_collectives(const ModelSpec& m, const Plan& p, const
     default: {  // ZeRO-3 / FSDP: gather for forward and backward, reduce-scatter, every micro-batch,
       // a layer (FSDP unit) at a time: each message pays the ring's latency steps.
       const double n = std::max(1, layers);
-      return {mbs * n *
-                  (2 * allgather_time(link, params * wb / n) + reduce_scatter_time(link, params * gb / n)),
-              0.0};
+      return {
+          mbs * n * (2 * allgather_time(link, params * wb / n) + reduce_scatter_time(link, params * gb / n)),
+          0.0};
     }
   }
 }
@@ -1277,6 +1277,7 @@ LayerShape plan_layer_shape(const ModelSpec& m, const Plan& p) {
   s.tp = p.tp;
   s.sp = p.sequence_parallel && p.tp > 1;
   s.bytes_per_element = weight_bytes(p.precision);
+  if (p.precision == Precision::kFp8) s.linear_input_bytes = 1;
   return s;
 }
 

@@ -75,7 +75,7 @@ std::string recompute_mask_string(RecomputeMask mask) {
 double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, RecomputeMask mask,
                               bool flash_attention, bool moe_layer) {
   namespace rm = recompute_module;
-  const double e = s.bytes_per_element;
+  const double e = s.bytes_per_element, el = s.linear_bytes();
   const double sb = s.seq * s.batch;
   const double h = static_cast<double>(m.hidden);
   const double t = s.tp;
@@ -108,10 +108,10 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute
 
   // Attention block (Korthikanti et al. Sec. 4.1 generalised to GQA/MLA widths).
   double attn = 0;
-  if (keep_norm_out) attn += e * sb * h / rep;                      // norm output = QKV input
+  if (keep_norm_out) attn += el * sb * h / rep;                     // norm output = QKV input
   attn += e * sb * (m.q_dim() + m.kv_dim()) / t;                    // Q and K for Q·K^T
   attn += e * sb * (m.mla.enabled() ? m.v_dim() : m.kv_dim()) / t;  // V
-  attn += e * sb * m.v_dim() / t;                                   // output projection input
+  attn += el * sb * m.v_dim() / t;                                  // output projection input
   attn += drop * sb * h / rep;                                      // attention dropout mask
   const bool keep_scores = !flash_attention && !(mask & rm::kCoreAttn);
   if (keep_scores) {
@@ -123,13 +123,13 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute
   // MLP block.
   double ffn = static_cast<double>(m.ffn_hidden);
   if (moe_layer) ffn = static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts);
-  double mlp = keep_norm_out ? e * sb * h / rep : 0.0;  // first linear input (the norm's output)
+  double mlp = keep_norm_out ? el * sb * h / rep : 0.0;  // first linear input (the norm's output)
   if (keep_act_in) mlp += e * sb * ffn / t * (m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0);  // activation input(s)
-  if (keep_act_out) mlp += e * sb * ffn / t;                                           // second linear input
+  if (keep_act_out) mlp += el * sb * ffn / t;                                          // second linear input
   mlp += drop * sb * h / rep;                                                          // dropout mask
   if (moe_layer)
-    mlp += e * sb * h * m.moe.top_k / t + 4.0 * sb * m.moe.experts;  // dispatched tokens, router probs
-  const double norms = 2 * e * sb * h / rep;                         // inputs of the two norms
+    mlp += el * sb * h * m.moe.top_k / t + 4.0 * sb * m.moe.experts;  // dispatched tokens, router probs
+  const double norms = 2 * e * sb * h / rep;                          // inputs of the two norms
   return attn + mlp + norms;
 }
 

@@ -22,6 +22,10 @@ struct LayerShape {
   double tp = 1;      // tensor-parallel degree
   bool sp = false;    // sequence parallel: norms/dropout split across TP ranks too
   double bytes_per_element = 2;
+  // The linear layers' saved inputs (0: bytes_per_element). FP8 (Transformer Engine) keeps them
+  // as the FP8 copies its weight-gradient GEMMs read: one byte.
+  double linear_input_bytes = 0;
+  double linear_bytes() const { return linear_input_bytes > 0 ? linear_input_bytes : bytes_per_element; }
 };
 
 // Forward FLOPs of one layer on one device (multiply-add = 2 FLOPs). Backward costs twice these

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/analytic/analytic_model.h"
 #include "tests/test_util.h"
 
 namespace foresight {
@@ -57,6 +58,24 @@ TEST(LayerCost, ActivationsEqualKorthikanti) {
   EXPECT_DOUBLE_EQ(act(t, true, Recompute::kNone), sbh / t * (34 + 5 * a * s / h));              // Eq. 4
   EXPECT_DOUBLE_EQ(act(t, true, Recompute::kSelective), sbh / t * 34);                           // Eq. 6
   EXPECT_DOUBLE_EQ(act(1, false, Recompute::kFull), 2 * sbh);                                    // Sec. 4.3
+}
+
+// FP8 (Transformer Engine) keeps the four linear layers' inputs as their FP8 copies, one byte:
+// the QKV and first MLP inputs (the norms' outputs), the projection's and the second MLP
+// linear's, 2 + 2 + 2 + 8 sbh of Korthikanti's 34 (GPT, 4h MLP) at half their 16-bit size.
+TEST(LayerCost, Fp8KeepsTheLinearInputsInOneByte) {
+  const ModelSpec m = testing::gpt3_shape();
+  const double s = 2048, h = 12288;
+  LayerShape x = shape(1, s);
+  const double bf16 = layer_activation_bytes(m, x, Recompute::kNone, true, false);
+  x.linear_input_bytes = 1;
+  const double fp8 = layer_activation_bytes(m, x, Recompute::kNone, true, false);
+  EXPECT_DOUBLE_EQ(bf16 - fp8, (1 + 1 + 1 + 4) * s * h);
+  Plan p;
+  p.precision = Precision::kFp8;
+  EXPECT_EQ(plan_layer_shape(m, p).linear_bytes(), 1.0);
+  p.precision = Precision::kBf16;
+  EXPECT_EQ(plan_layer_shape(m, p).linear_bytes(), 2.0);
 }
 
 TEST(LayerCost, FlashAttentionDropsTheQuadraticTerm) {
