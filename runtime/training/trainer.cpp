@@ -47,6 +47,7 @@ enum class Act : std::uint8_t {
   kSendAct,
   kRecvGrad,
   kSendGrad,
+  kPpGather,
   kTpFwd,
   kTpBwd,
   kSpGatherFwd,
@@ -173,6 +174,11 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (m.vocab % p.tp != 0)
     return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide the vocabulary (" +
                  std::to_string(m.vocab) + "); the LM head is split by vocabulary");
+  if (p.pp > 1 && p.tp > 1 && !p.sequence_parallel &&
+      (static_cast<long long>(p.micro_batch) * seq) % p.tp != 0)
+    return Error(file + ": /tp: pipeline transfers send 1/tp of the " + std::to_string(p.micro_batch * seq) +
+                 " tokens of a micro-batch from each TP rank, which " + std::to_string(p.tp) +
+                 " does not divide");
   if (m.ffn_hidden % p.tp != 0)
     return Error(file + ": /tp: " + std::to_string(p.tp) + " does not divide ffn_hidden (" +
                  std::to_string(m.ffn_hidden) + ")");
@@ -443,6 +449,8 @@ Status Trainer::Impl::decode_collective(const Op& op, int v, Action& a) {
                    to_string(plan.grad_compression) + " compression as a " + std::string(to_string(want)));
   } else if (name == "param_all_gather" && op.phase == Phase::kStep) {
     a.act = Act::kParamGather;
+  } else if (name == "pp_activation_all_gather" || name == "pp_gradient_all_gather") {
+    a.act = Act::kPpGather;  // after a pipeline receive of 1/tp of the rows (no SP)
   } else {
     return unsupported(v);
   }
@@ -900,6 +908,7 @@ void Trainer::Impl::execute(int v, StepStats& st) {
     case Act::kSendGrad:
     case Act::kRecvAct:
     case Act::kRecvGrad:
+    case Act::kPpGather:
       pipeline_transfer(a, op);
       break;
     case Act::kTpFwd:
@@ -976,14 +985,34 @@ void Trainer::Impl::embed_and_head(Act act, const Op& op) {
 // Activations forward, gradients backward; a gradient sent ends the micro-batch on this stage.
 void Trainer::Impl::pipeline_transfer(const Action& a, const Op& op) {
   Flow& f = flow(op.micro_batch, op.chunk);
+  const bool fwd = op.phase == Phase::kForward;
+  // Without SP the TP ranks hold the same rows: each sends its 1/tp of them and the receiving
+  // group all-gathers them (Megatron's scatter-gather pipeline transfers), as the graph says.
+  const bool sliced = tp_comm.size() > 1 && !sp;
+  const std::size_t full = static_cast<std::size_t>(rows()) * hidden;
+  const std::size_t part = sliced ? full / static_cast<std::size_t>(tp_comm.size()) : full;
+  const std::size_t offset = sliced ? part * static_cast<std::size_t>(tp_comm.rank()) : 0;
   if (a.act == Act::kSendAct || a.act == Act::kSendGrad) {
-    pipe->send(std::move(a.act == Act::kSendAct ? f.x : f.dx), a.peer, a.tag);
+    Vec& t = a.act == Act::kSendAct ? f.x : f.dx;
+    if (sliced) {
+      Vec slice(be.get());
+      slice.resize(part);
+      be->copy(slice.data(), t.data() + offset, part);
+      t.release();
+      pipe->send(std::move(slice), a.peer, a.tag);
+    } else {
+      pipe->send(std::move(t), a.peer, a.tag);
+    }
     if (a.act == Act::kSendGrad) f.reset();
     return;
   }
-  Vec& into = a.act == Act::kRecvAct ? f.x : f.dx;
-  into.resize(static_cast<std::size_t>(rows()) * hidden);
-  pipe->recv(into.data(), into.size(), a.peer, a.tag);
+  Vec& into = (a.act == Act::kPpGather ? fwd : a.act == Act::kRecvAct) ? f.x : f.dx;
+  if (a.act == Act::kPpGather) {
+    tp->all_gather(into.data(), into.size());
+    return;
+  }
+  into.resize(full);
+  pipe->recv(into.data() + offset, part, a.peer, a.tag);
 }
 
 // The TP group's collectives inside a layer: all-reduces, and sequence parallelism's gathers and

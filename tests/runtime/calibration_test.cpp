@@ -352,7 +352,7 @@ TEST(Calibration, RunComparesTheMachinesSpeedWithTheCalibrations) {
 }
 
 // Each other collective gets its own rates from its own points, read as the model counts them (an
-// all-gather over 4 ranks: (n-1)/n S/B and 2 latency steps; a send/recv: S/B and one), split where
+// all-gather over 4 ranks: (n-1)/n S/B and a ring's 3 latency steps; a send/recv: S/B and one), split where
 // the link's protocols split; the profile writes them under the fabric with their sources, and
 // they read back.
 TEST(Calibration, CollectivesGetTheirOwnRates) {
@@ -360,7 +360,7 @@ TEST(Calibration, CollectivesGetTheirOwnRates) {
   c.backend = "cpu";
   c.ranks = 4;
   for (double S = 1024; S <= 16 * 1048576.0; S *= 2) {
-    c.points.push_back({"all_gather", "", S, 2 * (S < 8192 ? 0.4e-6 : 1.5e-6) + 0.75 * S / 20e9, 0});
+    c.points.push_back({"all_gather", "", S, 3 * (S < 8192 ? 0.4e-6 : 1.5e-6) + 0.75 * S / 20e9, 0});
     c.points.push_back({"send_recv", "", S, 3e-6 + S / 8e9, 0});
   }
   c.points.push_back({"reduce_scatter", "", 1024, 1e-6, 0});  // too few points: no rates
