@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/container/small_vector.hpp>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -41,9 +42,10 @@ namespace {
 constexpr double kOptimizerStateBytes = 12.0;
 
 // The layers a pipeline stage holds: [begin, end) of each of its model chunks, from
-// Plan::chunk_layer_range as the simulator lowers them.
+// Plan::chunk_layer_range as the simulator lowers them. Inline up to 16 chunks: a heap
+// allocation per stage and per evaluation made evaluate 60% slower.
 struct Range {
-  std::vector<std::pair<int, int>> chunks;
+  boost::container::small_vector<std::pair<int, int>, 16> chunks;
   int count() const {
     int n = 0;
     for (const auto& [begin, end] : chunks) n += end - begin;
