@@ -80,6 +80,8 @@ TEST(Session, RelativePathsAreRelativeToTheSessionsFolder) {
   EXPECT_EQ(s->inputs.plan.tp, 1);
 }
 
+// Long by its table, not its logic: one row per bad session file (the text and the message it must
+// give), then a loop that loads each.
 TEST(Session, BadFilesNameTheFieldAndTheReason) {
   QTemporaryDir dir;
   ASSERT_TRUE(dir.isValid());
