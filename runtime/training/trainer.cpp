@@ -59,7 +59,10 @@ enum class Act : std::uint8_t {
   kOptimizer,
   kParamGather,
   kGradCompress,
-  kGradDecompress
+  kGradDecompress,
+  // Nothing to run: the last quarter of a pipelined reduce-scatter (TpOverlap::kPipeline), which
+  // the runtime reduces whole at its first op.
+  kNone
 };
 
 struct Action {
@@ -430,6 +433,8 @@ Status Trainer::Impl::decode_collective(const Op& op, int v, Action& a) {
     a.act = gather ? (bwd ? Act::kSpGatherBwd : Act::kSpGatherFwd)
                    : (bwd ? Act::kSpScatterBwd : Act::kSpScatterFwd);
     a.target = name[0] == 'a' ? 0 : 1;
+  } else if (name == "attn.tp_reduce_scatter_tail" || name == "mlp.tp_reduce_scatter_tail") {
+    a.act = Act::kNone;
   } else if (name == "lm_head.tp_all_gather" && op.phase == Phase::kForward) {
     a.act = Act::kHeadGather;
   } else if (name == "ce.tp_all_gather" && op.phase == Phase::kForward) {
@@ -926,6 +931,8 @@ void Trainer::Impl::execute(int v, StepStats& st) {
     case Act::kOptimizer:
     case Act::kParamGather:
       gradients_and_update(a, op, st);
+      break;
+    case Act::kNone:
       break;
   }
 }

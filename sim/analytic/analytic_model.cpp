@@ -335,30 +335,38 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
     attn_bwd += k.fwd[i].bwd_s;
   }
   // Tensor parallel: the layer's collectives, forward and again backward (and in full recompute).
+  // Overlapped (Plan::overlap_tp_comm) each is exposed only where it outlasts the GEMM it pairs
+  // with (TpOverlap; the pipelined reduce-scatter's last quarter always).
   if (k.tp_count > 0) {
-    double one_pass = 0;
-    for (int i = 0; i < k.tp_count; ++i) {
-      switch (k.tp_kind[i]) {
+    const auto time = [&](TpCollective kind, double bytes) {
+      switch (kind) {
         case TpCollective::kAllReduce:
-          one_pass += allreduce_time(links.tp, k.tp_bytes);
-          break;
+          return allreduce_time(links.tp, bytes);
         case TpCollective::kAllGather:
-          one_pass += allgather_time(links.tp, k.tp_bytes);
-          break;
+          return allgather_time(links.tp, bytes);
         case TpCollective::kReduceScatter:
-          one_pass += reduce_scatter_time(links.tp, k.tp_bytes);
           break;
       }
+      return reduce_scatter_time(links.tp, bytes);
+    };
+    constexpr double kHead = (kTpPipelineSplits - 1.0) / kTpPipelineSplits;
+    double fwd = 0, bwd = 0;
+    for (int i = 0; i < k.tp_count; ++i) {
+      const TpOverlap o = k.tp_overlap[i];
+      if (o == TpOverlap::kPipeline)
+        fwd += tp_overlap_exposed(o, k.fwd[k.tp_gemm[i]].fwd_s, time(k.tp_kind[i], kHead * k.tp_bytes),
+                                  time(k.tp_kind[i], (1 - kHead) * k.tp_bytes));
+      else
+        fwd += tp_overlap_exposed(o, o == TpOverlap::kNone ? 0.0 : k.fwd[k.tp_gemm[i]].fwd_s,
+                                  time(k.tp_kind[i], k.tp_bytes));
     }
-    t.fwd_tp = one_pass;
-    t.bwd_tp = one_pass + (full ? one_pass : 0.0);
-    if (p.overlap_tp_comm) {
-      double gemm = 0;
-      for (int i = 0; i < k.count; ++i)
-        if (k.fwd[i].cls == KernelClass::kGemm) gemm += k.fwd[i].fwd_s;
-      t.fwd_tp = std::max(0.0, t.fwd_tp - gemm);
-      t.bwd_tp = std::max(0.0, t.bwd_tp - 2.0 * gemm);
+    for (int i = 0; i < k.tp_bwd_count; ++i) {
+      const TpOverlap o = k.tp_bwd_overlap[i];
+      bwd += tp_overlap_exposed(o, o == TpOverlap::kNone ? 0.0 : k.fwd[k.tp_bwd_gemm[i]].bwd_s,
+                                time(k.tp_bwd_kind[i], k.tp_bytes));
     }
+    t.fwd_tp = fwd;
+    t.bwd_tp = bwd + (full ? fwd : 0.0);
   }
   // Context parallel: ring exchange of K and V (cp-1 steps), hidden behind attention when it can.
   if (p.cp > 1) {

@@ -155,12 +155,15 @@ class LayerKernelBuilder {
         T_(static_cast<std::int64_t>(tokens_)),
         H_(static_cast<std::int64_t>(m.hidden)),
         f_(moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s)),
-        sp_(s.sp && p.tp > 1) {}
+        sp_(s.sp && p.tp > 1),
+        ub_(sp_ && p.overlap_tp_comm),
+        ub_stretch_(d.sm_count > kTpOverlapSms ? d.sm_count / (d.sm_count - kTpOverlapSms) : 1.0) {}
 
   LayerKernels build(const Partner& partner) {
     attention_block(partner);
     mlp_block();
     if (p_.tp <= 1) L_.tp_count = L_.tp_bwd_count = 0;
+    pair_tp_overlap();
     L_.tp_bytes = tokens_ * m_.hidden * e_;
     const double q = static_cast<double>(m_.q_dim()), kv = static_cast<double>(m_.kv_dim());
     L_.k_share_of_qkv = kv / (q + 2 * kv);
@@ -187,10 +190,62 @@ class LayerKernelBuilder {
     const double weight = e_ * static_cast<double>(gk) * gn;
     const double wf = d_.weight_pass_s(weight, false), wb = d_.weight_pass_s(weight, true);
     const Fp8Casts q = fp8 ? fp8_casts(gk, gn) : Fp8Casts{};
+    // TP overlap (TpOverlap): the row-parallel GEMMs' forward and the column-parallel GEMMs'
+    // weight gradient run on the SMs the communication kernels leave.
+    const TpOverlap ub = ub_method(name);
+    const double tf = ub == TpOverlap::kPipeline ? t * ub_stretch_ : t;
+    const double tw = ub == TpOverlap::kBulk ? t * ub_stretch_ : t;
     // The backward's weight passes: half to its weight-gradient part (the gradient's read and write).
     add(name, KernelClass::kGemm, flops,
-        e_ * (tokens_ * gk + static_cast<double>(gk) * gn + tokens_ * gn) + q.bytes, t + wf + q.fwd_s,
-        2 * t + wb + q.bwd_s, t + 0.5 * wb, T_, gn, gk);
+        e_ * (tokens_ * gk + static_cast<double>(gk) * gn + tokens_ * gn) + q.bytes, tf + wf + q.fwd_s,
+        t + tw + wb + q.bwd_s, tw + 0.5 * wb, T_, gn, gk);
+  }
+  // The overlap a GEMM's SMs take part in (Plan::overlap_tp_comm with SP; not the MoE experts'):
+  // kPipeline for the row-parallel GEMMs' forward, kBulk for the column-parallel ones' weight
+  // gradient, kNone otherwise.
+  TpOverlap ub_method(KernelName name) const {
+    if (!ub_) return TpOverlap::kNone;
+    switch (name) {
+      case KernelName::kProj:
+        return TpOverlap::kPipeline;
+      case KernelName::kMlpDown:
+        return moe_ ? TpOverlap::kNone : TpOverlap::kPipeline;
+      case KernelName::kQkv:
+        return TpOverlap::kBulk;
+      case KernelName::kMlpUp:
+        return moe_ ? TpOverlap::kNone : TpOverlap::kBulk;
+      default:
+        return TpOverlap::kNone;
+    }
+  }
+  // Each TP collective's overlap and paired GEMM (LayerKernels::tp_overlap).
+  void pair_tp_overlap() {
+    L_.tp_overlap.fill(TpOverlap::kNone);
+    L_.tp_bwd_overlap.fill(TpOverlap::kNone);
+    L_.tp_gemm.fill(-1);
+    L_.tp_bwd_gemm.fill(-1);
+    if (!ub_) return;
+    auto next_gemm = [&](int after) {
+      for (int i = after + 1; i < L_.count; ++i)
+        if (L_.fwd[i].cls == KernelClass::kGemm) return i;
+      return -1;
+    };
+    for (int j = 0; j < L_.tp_count; ++j) {
+      const bool gather = L_.tp_kind[j] == TpCollective::kAllGather;
+      const int g = gather ? next_gemm(L_.tp_after[j]) : L_.tp_after[j];
+      const TpOverlap m = g >= 0 ? ub_method(L_.fwd[g].name) : TpOverlap::kNone;
+      if (m == TpOverlap::kNone) continue;
+      L_.tp_overlap[j] = gather ? TpOverlap::kRing : TpOverlap::kPipeline;
+      L_.tp_gemm[j] = g;
+    }
+    for (int j = 0; j < L_.tp_bwd_count; ++j) {
+      const bool gather = L_.tp_bwd_kind[j] == TpCollective::kAllGather;
+      const int g = gather ? L_.tp_bwd_after[j] : next_gemm(L_.tp_bwd_after[j]);
+      const TpOverlap m = g >= 0 ? ub_method(L_.fwd[g].name) : TpOverlap::kNone;
+      if (m == TpOverlap::kNone) continue;
+      L_.tp_bwd_overlap[j] = gather ? TpOverlap::kRing : TpOverlap::kBulk;
+      L_.tp_bwd_gemm[j] = g;
+    }
   }
   // Transformer Engine's FP8 linear layers (fp8 plans): the GEMMs take FP8 operands, so each
   // quantises its 16-bit input forward and the incoming output gradient backward, writing the
@@ -291,6 +346,8 @@ class LayerKernelBuilder {
   const std::int64_t T_, H_;
   const LayerFlops f_;
   const bool sp_;
+  const bool ub_;            // TP collectives overlapped with their GEMMs (TpOverlap)
+  const double ub_stretch_;  // a GEMM's time on the SMs the overlap leaves it, over its time on all
   LayerKernels L_;
 };
 

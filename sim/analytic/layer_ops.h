@@ -43,6 +43,33 @@ std::string_view kernel_name(KernelName k);
 // Where a layer's tensor-parallel collective sits: after kernel `after` (forward order).
 enum class TpCollective : std::uint8_t { kAllReduce, kAllGather, kReduceScatter };
 
+// How a TP collective runs beside its GEMM under Plan::overlap_tp_comm (Megatron's
+// --tp-comm-overlap: Transformer Engine's userbuffers, which need sequence parallelism; PyTorch's
+// async TP is priced the same). TE's defaults (transformer_engine/pytorch/module/base.py,
+// initialize_ub):
+//  - kRing: the all-gathers before the QKV and MLP-up GEMMs (qkv_fprop, fc1_fprop) and the
+//    backward's all-gathers of the output gradient before the projection and MLP-down data
+//    gradients (proj_dgrad, fc2_dgrad) exchange chunks peer to peer on copy engines while the GEMM
+//    computes the chunks already there: the pair takes max(GEMM, collective).
+//  - kPipeline: the reduce-scatters after the projection and MLP-down GEMMs (proj_fprop, fc2_fprop)
+//    split the GEMM in 4 and reduce-scatter each part while the next computes; the last part's
+//    reduce-scatter is exposed, and the communication kernels' 16 SMs are taken from the GEMM
+//    (set_sm_margin), which runs that much slower.
+//  - kBulk: the backward's reduce-scatter of the QKV and MLP-up input gradients runs beside the
+//    same GEMMs' weight gradient (qkv_wgrad, fc1_wgrad), on 16 SMs taken from it.
+// MoE layers' expert GEMMs (grouped, outside TE's overlapped linears) are not overlapped.
+enum class TpOverlap : std::uint8_t { kNone, kRing, kPipeline, kBulk };
+inline constexpr int kTpPipelineSplits = 4;  // TE's num_splits for the pipeline method
+inline constexpr double kTpOverlapSms = 16;  // TE's num_sm for the pipeline and bulk methods
+// The exposed seconds of an overlapped TP collective beside a GEMM of `gemm_s` (as priced: the SMs
+// it lost included): kNone all of `comm_s`; kRing and kBulk what outlasts the GEMM; kPipeline what
+// the first 3/4 of the bytes (`comm_s`) take beyond the GEMM, then the last quarter (`tail_s`).
+inline double tp_overlap_exposed(TpOverlap o, double gemm_s, double comm_s, double tail_s = 0) {
+  if (o == TpOverlap::kNone) return comm_s;
+  const double beyond = comm_s > gemm_s ? comm_s - gemm_s : 0.0;
+  return o == TpOverlap::kPipeline ? beyond + tail_s : beyond;
+}
+
 struct KernelCost {
   KernelName name = KernelName::kNorm1;
   KernelClass cls = KernelClass::kElementwise;
@@ -105,6 +132,13 @@ struct LayerKernels {
   std::array<int, 4> tp_bwd_after{};
   std::array<TpCollective, 4> tp_bwd_kind{};
   int tp_bwd_count = 0;
+  // Plan::overlap_tp_comm: how each collective overlaps (TpOverlap) and the GEMM kernel it pairs
+  // with. Forward: the next GEMM for an all-gather, the GEMM before for a reduce-scatter. Backward:
+  // the projection's or MLP-down's data gradient for an all-gather, the QKV's or MLP-up's weight
+  // gradient for a reduce-scatter (both engines start it with that GEMM's backward). The GEMMs
+  // that give up SMs (kPipeline, kBulk) are priced slower in `fwd` already.
+  std::array<TpOverlap, 4> tp_overlap{}, tp_bwd_overlap{};
+  std::array<int, 4> tp_gemm{}, tp_bwd_gemm{};
   double tp_bytes = 0;                          // bytes of each TP collective (the full b*s*h activation)
   int attention_first = 0, attention_last = 0;  // the attention core's kernel range (selective recompute)
   int moe_dispatch_after = -1;                  // EP all-to-all positions (MoE layers with ep > 1)

@@ -438,7 +438,7 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   JsonReader r(doc, file, pointer);
   r.reject_unknown_keys({"name", "vendor", "kind", "peak", "memory", "memory_bandwidth", "efficiency",
                          "memory_reserved", "power", "price_per_hour_usd", "reference_cluster", "cache",
-                         "shared_memory"});
+                         "shared_memory", "sm_count"});
   DeviceSpec d;
   d.name = r.required_string("name");
   d.vendor = r.string("vendor", "");
@@ -454,6 +454,7 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   d.memory_bandwidth = r.required_quantity("memory_bandwidth", Dimension::kBandwidth);
   read_efficiency(r, d);
   d.memory_reserved_bytes = r.quantity("memory_reserved", Dimension::kBytes, 0.0);
+  d.sm_count = static_cast<int>(r.integer("sm_count", 0, 0, 1 << 16));
   if (r.has("cache")) read_caches(r, d);
   if (r.has("shared_memory")) read_shared_memory(r, d);
   JsonReader power = r.object("power");
@@ -493,6 +494,7 @@ json device_to_json(const DeviceSpec& d) {
               {"idle", format_quantity(d.power_idle_w, Dimension::kPower)}}},
             {"price_per_hour_usd", d.price_per_hour_usd}};
   if (!d.reference_cluster.empty()) j["reference_cluster"] = d.reference_cluster;
+  if (d.sm_count > 0) j["sm_count"] = d.sm_count;
   if (d.optimizer_efficiency != 1.0) j["efficiency"]["optimizer"] = d.optimizer_efficiency;
   if (d.gemm_fp8_efficiency > 0) j["efficiency"]["gemm_fp8"] = d.gemm_fp8_efficiency;
   if (d.attention_score_s > 0)

@@ -124,6 +124,10 @@ struct DeviceSpec {
     bool operator==(const SharedMemory&) const = default;
   } shared_memory;
   double memory_reserved_bytes = 0;  // runtime context, allocator fragmentation, workspaces
+  // Streaming multiprocessors (NVIDIA) from the datasheet; 0: not stated. Communication kernels
+  // that run beside a GEMM take some of them (Transformer Engine's userbuffers TP overlap reserves
+  // its SMs from the GEMM: layer_ops.h, tp_overlap_seconds).
+  int sm_count = 0;
   double power_load_w = 0, power_idle_w = 0;
   double price_per_hour_usd = 0;
   std::string reference_cluster;  // the usual system this device ships in (a cluster preset)

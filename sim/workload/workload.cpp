@@ -390,10 +390,16 @@ class StageBuilder {
   std::vector<int> chunk_layers(int chunk) const;
   // Named by block ("attn." or "mlp.") so that each op id in a layer is unique: a layer has two
   // (four with SP) TP collectives per direction.
-  int tp_collective(Phase ph, int layer, int mb, int chunk, TpCollective kind, int after, int dep) {
+  // `share`: the part of the bytes this op moves (a pipelined reduce-scatter runs as two ops, the
+  // second named with `suffix`).
+  // `off_chain`: started beside the compute chain (an overlapped part), leaving the pending
+  // next_deps_ to the chain's next op.
+  int tp_collective(Phase ph, int layer, int mb, int chunk, TpCollective kind, int after, int dep,
+                    double share = 1.0, const char* suffix = "", bool off_chain = false) {
     static constexpr const char* kNames[2][3] = {
         {"attn.tp_all_reduce", "attn.tp_all_gather", "attn.tp_reduce_scatter"},
         {"mlp.tp_all_reduce", "mlp.tp_all_gather", "mlp.tp_reduce_scatter"}};
+    static constexpr const char* kTails[2] = {"attn.tp_reduce_scatter_tail", "mlp.tp_reduce_scatter_tail"};
     const LayerKernels& lk = kernels(layer);
     int residual1 = 0;
     while (residual1 < lk.count && lk.fwd[residual1].name != KernelName::kResidual1) ++residual1;
@@ -401,9 +407,14 @@ class StageBuilder {
     const CollectiveOp c = kind == TpCollective::kAllReduce   ? CollectiveOp::kAllReduce
                            : kind == TpCollective::kAllGather ? CollectiveOp::kAllGather
                                                               : CollectiveOp::kReduceScatter;
-    return collective(ph, layer, mb, chunk, kNames[block][static_cast<int>(kind)], StreamId::kTp,
-                      GroupKind::kTp, c, kernels(layer).tp_bytes, dep);
+    const char* name = *suffix != '\0' && kind == TpCollective::kReduceScatter
+                           ? kTails[block]
+                           : kNames[block][static_cast<int>(kind)];
+    return collective(ph, layer, mb, chunk, name, StreamId::kTp, GroupKind::kTp, c,
+                      share * kernels(layer).tp_bytes, dep, !off_chain);
   }
+  // The share of a pipelined reduce-scatter's bytes that runs beside its GEMM (TpOverlap::kPipeline).
+  static constexpr double kPipelineHead = (kTpPipelineSplits - 1.0) / kTpPipelineSplits;
   // The layer's forward kernels, or (`only` without kFull) those the recompute modules re-run.
   int layer_forward(Phase ph, int layer, int mb, int chunk, int prev,
                     RecomputeMask only = recompute_module::kFull);
@@ -433,7 +444,7 @@ class StageBuilder {
   const Workload& w_;
   StageProgram prog_;
   std::vector<int> next_deps_;         // extra dependencies of the next op added
-  std::vector<int> overlapped_;        // TP collectives running beside the layer's GEMMs
+  std::array<int, 4> ring_{};          // the forward's overlapped all-gathers, by collective (TpOverlap)
   std::vector<int> weight_grad_ends_;  // last op of each deferrable W task
   std::vector<int> open_sends_;        // overlapped pipeline sends, joined at the step's end
   struct Decompress {
@@ -499,21 +510,34 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
     }
     if (i == k.attention_first && k.attention_on_partner)
       prev = partner_copy(ph, layer, mb, chunk, "qkv_to_partner", k.partner_in_s, prev);
+    const int before = prev;
     prev = compute(ph, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, kc.fwd_s, kc.flops, kc.bytes,
                    prev, &kc);
     if (i == k.attention_last && k.attention_on_partner)
       prev = partner_copy(ph, layer, mb, chunk, "attn_out_from_partner", k.partner_out_s, prev);
     if (attention && i == k.attention_last && cp_comm >= 0) edges_.emplace_back(cp_comm, prev);
     if (partial) continue;
+    // An all-gather overlapped with this GEMM: what follows waits for both.
+    for (int j = 0; j < k.tp_count; ++j)
+      if (k.tp_overlap[j] == TpOverlap::kRing && k.tp_gemm[j] == i) next_deps_.push_back(ring_[j]);
     for (int j = 0; j < k.tp_count; ++j) {
       if (k.tp_after[j] != i) continue;
-      const int c = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, prev);
-      // With TP communication overlap (Megatron's --tp-comm-overlap), the next GEMMs proceed in
-      // chunks while the collective runs; the layer's end waits for it.
-      if (p_.overlap_tp_comm)
-        overlapped_.push_back(c);
-      else
-        prev = c;
+      switch (k.tp_overlap[j]) {
+        case TpOverlap::kRing:  // runs beside the next GEMM
+          ring_[j] = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, prev);
+          break;
+        case TpOverlap::kPipeline: {
+          // The first 3/4 start with the GEMM (added after it, so that the graph's order stays
+          // the data's: the runtime runs ops in that order), the last quarter after both.
+          const int head =
+              tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, before, kPipelineHead, "", true);
+          prev = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, prev, 1 - kPipelineHead, "_tail");
+          edges_.emplace_back(head, prev);
+          break;
+        }
+        default:
+          prev = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, prev);
+      }
     }
     if (i == k.moe_dispatch_after)
       prev = collective(ph, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp,
@@ -522,8 +546,6 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
       prev = collective(ph, layer, mb, chunk, "ep_combine", StreamId::kEp, GroupKind::kEp,
                         CollectiveOp::kAllToAll, k.ep_bytes, prev);
   }
-  for (int c : overlapped_) next_deps_.push_back(c);
-  overlapped_.clear();
   return prev;
 }
 
@@ -551,14 +573,20 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
     if (i == k.moe_combine_after)
       prev = collective(Phase::kBackward, layer, mb, chunk, "ep_combine", StreamId::kEp, GroupKind::kEp,
                         CollectiveOp::kAllToAll, k.ep_bytes, prev);
+    // TP overlap (TpOverlap): an all-gather at this GEMM (ring) or the reduce-scatter of its
+    // input gradient (bulk, registered at the norm before it) starts with its backward, and what
+    // follows the GEMM waits for it. (The reduce-scatter is added after the GEMM, in the data's
+    // order, which the runtime follows.)
+    int beside = -1, bulk = -1;
     for (int j = k.tp_bwd_count - 1; j >= 0; --j) {
-      if (k.tp_bwd_after[j] != i) continue;
-      const int c = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[j], i, prev);
-      if (p_.overlap_tp_comm)
-        overlapped_.push_back(c);
-      else
-        prev = c;
+      const TpOverlap o = k.tp_bwd_overlap[j];
+      if (o == TpOverlap::kRing && k.tp_bwd_gemm[j] == i)
+        beside = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[j], i, prev);
+      if (o == TpOverlap::kBulk && k.tp_bwd_gemm[j] == i) bulk = j;
+      if (o != TpOverlap::kNone || k.tp_bwd_after[j] != i) continue;
+      prev = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[j], i, prev);
     }
+    const int before = prev;
     const bool attention = i >= k.attention_first && i <= k.attention_last;
     if (attention && i == k.attention_last && p_.cp > 1) {
       const double kv = s_.batch * s_.seq * 2.0 * m_.kv_dim() * s_.bytes_per_element / s_.tp;
@@ -574,6 +602,10 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
           partner_copy(Phase::kBackward, layer, mb, chunk, "attn_grad_to_partner", k.partner_grad_in_s, prev);
     prev = compute(Phase::kBackward, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, seconds, flops,
                    2 * kc.bytes, prev, &kc);
+    if (bulk >= 0)
+      beside = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[bulk], k.tp_bwd_after[bulk],
+                             before, 1.0, "", true);
+    if (beside >= 0) next_deps_.push_back(beside);
     if (i == k.attention_first && k.attention_on_partner)
       prev = partner_copy(Phase::kBackward, layer, mb, chunk, "qkv_grad_from_partner", k.partner_grad_out_s,
                           prev);
@@ -582,8 +614,6 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
       prev = collective(Phase::kBackward, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp,
                         CollectiveOp::kAllToAll, k.ep_bytes, prev);
   }
-  for (int c : overlapped_) next_deps_.push_back(c);
-  overlapped_.clear();
   return prev;
 }
 

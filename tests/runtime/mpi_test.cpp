@@ -47,6 +47,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Layout{"pp=2 recompute=selective flash=0", 2},
                       Layout{"tp=2 dp=2 mb=2 gb=8 overlap_tp=1", 4}, Layout{"tp=2 precision=fp16", 2},
                       Layout{"tp=2 sp=1", 2}, Layout{"tp=2 sp=1 pp=2 recompute=full", 4},
+                      // TP overlap's pairs (TpOverlap): collectives added beside their GEMMs.
+                      Layout{"tp=2 sp=1 overlap_tp=1 recompute=full", 2},
                       Layout{"tp=2 sp=1 dp=2 zero=1 overlap_grad=1", 4},
                       Layout{"tp=2 sp=1 recompute=full recompute_method=uniform recompute_layers=3", 2},
                       Layout{"pp=2 recompute=full recompute_layers=1", 2},

@@ -1,0 +1,162 @@
+// TP communication overlap (Plan::overlap_tp_comm, TpOverlap): each collective paired with its
+// GEMM as Transformer Engine's userbuffers pair them, the SMs the communication kernels take from
+// the GEMMs, the exposed part by hand, and the simulator running the same pairs.
+#include <gtest/gtest.h>
+
+#include <boost/range/iterator_range.hpp>
+#include <string>
+
+#include "sim/analytic/analytic_model.h"
+#include "sim/analytic/layer_ops.h"
+#include "sim/des/simulator.h"
+#include "sim/workload/workload.h"
+#include "tests/engines.h"
+#include "tests/test_util.h"
+
+namespace foresight {
+namespace {
+
+int index_of(const LayerKernels& k, KernelName name) {
+  for (int i = 0; i < k.count; ++i)
+    if (k.fwd[i].name == name) return i;
+  ADD_FAILURE() << "no kernel " << kernel_name(name);
+  return 0;
+}
+
+struct Tp8 {
+  ModelSpec m = testing::preset_model("llama3-70b");
+  ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 64);
+  Plan p = [] {
+    Plan p = testing::make_plan(8, 4, 2, 1, 32);
+    p.sequence_parallel = true;
+    p.zero_stage = 1;
+    return p;
+  }();
+  LayerKernels kernels(const Plan& plan, bool moe = false) const {
+    return layer_kernels(m, c.node.accelerator(), plan, plan_layer_shape(m, plan), moe);
+  }
+};
+
+// Forward: the all-gathers ring-exchanged beside the QKV and MLP-up GEMMs, the reduce-scatters
+// pipelined after the projection and MLP-down GEMMs; backward: the gradient all-gathers beside the
+// projection's and MLP-down's backward, the input-gradient reduce-scatters beside the QKV's and
+// MLP-up's. The pipelined GEMMs' forward and the bulk ones' weight gradient lose 16 of the H100's
+// 132 SMs; nothing else changes.
+TEST(TpOverlap, PairsEachCollectiveWithItsGemm) {
+  Tp8 t;
+  Plan on = t.p;
+  on.overlap_tp_comm = true;
+  const LayerKernels a = t.kernels(t.p), b = t.kernels(on);
+  const int qkv = index_of(b, KernelName::kQkv), proj = index_of(b, KernelName::kProj),
+            up = index_of(b, KernelName::kMlpUp), down = index_of(b, KernelName::kMlpDown);
+  ASSERT_EQ(b.tp_count, 4);
+  const TpOverlap fwd[4] = {TpOverlap::kRing, TpOverlap::kPipeline, TpOverlap::kRing, TpOverlap::kPipeline};
+  const int fwd_gemm[4] = {qkv, proj, up, down};
+  for (int j = 0; j < 4; ++j) {
+    EXPECT_EQ(b.tp_overlap[j], fwd[j]) << j;
+    EXPECT_EQ(b.tp_gemm[j], fwd_gemm[j]) << j;
+    EXPECT_EQ(a.tp_overlap[j], TpOverlap::kNone) << j;
+  }
+  ASSERT_EQ(b.tp_bwd_count, 4);
+  for (int j = 0; j < 4; ++j) {
+    const bool gather = b.tp_bwd_kind[j] == TpCollective::kAllGather;
+    EXPECT_EQ(b.tp_bwd_overlap[j], gather ? TpOverlap::kRing : TpOverlap::kBulk) << j;
+    const int g = b.tp_bwd_gemm[j];
+    EXPECT_TRUE(gather ? (g == proj || g == down) : (g == qkv || g == up)) << j;
+  }
+  EXPECT_EQ(t.c.node.accelerator().sm_count, 132);
+  const double stretch = 132.0 / (132 - kTpOverlapSms);
+  for (int i = 0; i < b.count; ++i) {
+    const KernelCost &x = a.fwd[i], &y = b.fwd[i];
+    if (i == proj || i == down) {
+      EXPECT_GT(y.fwd_s, x.fwd_s * 1.05) << i;
+      EXPECT_DOUBLE_EQ(y.bwd_s, x.bwd_s) << i;
+    } else if (i == qkv || i == up) {
+      EXPECT_DOUBLE_EQ(y.fwd_s, x.fwd_s) << i;
+      EXPECT_GT(y.bwd_weight_s, x.bwd_weight_s * 1.05) << i;
+      EXPECT_LE(y.bwd_weight_s, x.bwd_weight_s * stretch + 1e-12) << i;
+      EXPECT_NEAR(y.bwd_s - x.bwd_s, y.bwd_weight_s - x.bwd_weight_s, 1e-12) << i;
+    } else {
+      EXPECT_DOUBLE_EQ(y.fwd_s, x.fwd_s) << i;
+      EXPECT_DOUBLE_EQ(y.bwd_s, x.bwd_s) << i;
+    }
+  }
+  // Megatron's overlap needs sequence parallelism: without it nothing pairs or slows.
+  Plan no_sp = on;
+  no_sp.sequence_parallel = false;
+  const LayerKernels c = t.kernels(no_sp), d = t.kernels([&] {
+    Plan q = no_sp;
+    q.overlap_tp_comm = false;
+    return q;
+  }());
+  for (int j = 0; j < c.tp_count; ++j) EXPECT_EQ(c.tp_overlap[j], TpOverlap::kNone);
+  for (int i = 0; i < c.count; ++i) EXPECT_DOUBLE_EQ(c.fwd[i].fwd_s, d.fwd[i].fwd_s);
+}
+
+// An MoE layer's expert GEMMs are outside TE's overlapped linears: its MLP block's collectives are
+// not overlapped, its attention block's are.
+TEST(TpOverlap, MoeExpertsAreNotOverlapped) {
+  Tp8 t;
+  t.m = testing::preset_model("mixtral-8x7b");
+  Plan on = t.p;
+  on.overlap_tp_comm = true;
+  const LayerKernels k = t.kernels(on, true);
+  ASSERT_EQ(k.tp_count, 4);
+  EXPECT_EQ(k.tp_overlap[0], TpOverlap::kRing);
+  EXPECT_EQ(k.tp_overlap[1], TpOverlap::kPipeline);
+  EXPECT_EQ(k.tp_overlap[2], TpOverlap::kNone);
+  EXPECT_EQ(k.tp_overlap[3], TpOverlap::kNone);
+}
+
+// The exposed part by hand: a ring exchange or a bulk overlap shows only what outlasts the GEMM;
+// a pipelined reduce-scatter shows that and its last quarter.
+TEST(TpOverlap, ExposedPartByHand) {
+  EXPECT_DOUBLE_EQ(tp_overlap_exposed(TpOverlap::kNone, 5, 2), 2);
+  EXPECT_DOUBLE_EQ(tp_overlap_exposed(TpOverlap::kRing, 5, 2), 0);
+  EXPECT_DOUBLE_EQ(tp_overlap_exposed(TpOverlap::kRing, 2, 5), 3);
+  EXPECT_DOUBLE_EQ(tp_overlap_exposed(TpOverlap::kBulk, 2, 5), 3);
+  EXPECT_DOUBLE_EQ(tp_overlap_exposed(TpOverlap::kPipeline, 5, 1.5, 0.5), 0.5);
+  EXPECT_DOUBLE_EQ(tp_overlap_exposed(TpOverlap::kPipeline, 1, 1.5, 0.5), 1.0);
+}
+
+// Overlap hides most of the TP time but not all of it (the pipelined reduce-scatters' last
+// quarters), and costs the GEMMs the SMs it takes; both engines price the same pairs.
+TEST(TpOverlap, EnginesAgreeAndSomeTimeStaysExposed) {
+  Tp8 t;
+  Plan on = t.p;
+  on.overlap_tp_comm = true;
+  const AnalyticModel am(t.m, t.c);
+  const Prediction off = am.evaluate(t.p), with = am.evaluate(on);
+  EXPECT_GT(with.time.tp_comm, 0);
+  EXPECT_LT(with.time.tp_comm, 0.5 * off.time.tp_comm);
+  EXPECT_GT(with.time.compute, off.time.compute);  // the SMs the overlap takes
+  EXPECT_LT(with.step_time_s, off.step_time_s);
+  const SimResult d = testing::expect_engines_agree(t.m, t.c, on, 0.03, "overlap_tp_comm");
+  testing::expect_engines_agree(t.m, t.c, t.p, 0.03, "without overlap");
+
+  // The simulator's graph: each pipelined reduce-scatter runs as 3/4 beside its GEMM and a
+  // last quarter after it; the runtime reduces whole at the first and skips the second.
+  auto w = lower(t.m, t.c, on);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  const double bytes = t.kernels(on).tp_bytes;
+  int heads = 0, tails = 0;
+  for (auto v : boost::make_iterator_range(boost::vertices(w->stages[1].graph()))) {
+    const Op& op = w->stages[1].graph()[v];
+    if (op.phase != Phase::kForward || op.layer < 0) continue;
+    const std::string name = op.name;
+    if (name == "attn.tp_reduce_scatter" || name == "mlp.tp_reduce_scatter") {
+      ++heads;
+      EXPECT_DOUBLE_EQ(op.bytes, 0.75 * bytes);
+    }
+    if (name == "attn.tp_reduce_scatter_tail" || name == "mlp.tp_reduce_scatter_tail") {
+      ++tails;
+      EXPECT_DOUBLE_EQ(op.bytes, 0.25 * bytes);
+    }
+  }
+  EXPECT_GT(heads, 0);
+  EXPECT_EQ(heads, tails);
+  EXPECT_GT(d.prediction.time.tp_comm, 0);
+}
+
+}  // namespace
+}  // namespace foresight
