@@ -178,6 +178,10 @@ struct SoftwareStack {
   // with the block method), which the Megatron family's recipes use where full recompute of
   // every layer is not needed to fit.
   bool partial_recompute = false;
+  // Flash attention an option of the release (chosen like an unreported field), not fixed.
+  bool flash_optional = false;
+  // With pipeline parallelism the gradients are reduced after the last backward, not beside it.
+  bool pipeline_reduces_at_end = false;
 };
 constexpr SoftwareStack kSoftwareStacks[] = {
     // Megatron-LM, 2021: before FlashAttention (Dao et al., May 2022) and before sequence
@@ -205,8 +209,9 @@ const SoftwareStack* software_for(const std::string& source) {
 
 // Schema version 2: what each stack (/software/name) could do, by release. Facts from the
 // frameworks' documentation and source:
-// - Megatron-LM before May 2022 and in 2022 as above. From mid-2023 Megatron-LM (and every
-//   Megatron-Core release, NeMo 1.x/2.x, Megatron-Bridge) runs fused attention (flash-attn or
+// - Megatron-LM before May 2022 and in 2022 as above. From 2023 Megatron-LM offers flash
+//   attention, and its overlap options as each was merged (software_v2 lists the dates); every
+//   Megatron-Core release, NeMo 1.x/2.x and Megatron-Bridge runs fused attention (flash-attn or
 //   Transformer Engine), sequence parallelism, the distributed optimizer and the options
 //   --overlap-grad-reduce, --overlap-param-gather and --tp-comm-overlap; Megatron-Core's
 //   --num-layers-in-first/last-pipeline-stage and --account-for-embedding/loss-in-pipeline-split
@@ -216,20 +221,25 @@ const SoftwareStack* software_for(const std::string& source) {
 //   (overlap_p2p_comm: Megatron-LM's --no-overlap-p2p-communication turns it off, the NeMo and
 //   Megatron-Bridge overlap configuration turns it on whenever virtual stages are used).
 // - DeepSpeed and Megatron-DeepSpeed: ZeRO (optimizer sharding) and `overlap_comm` of the
-//   gradient reduction as an option; no sequence parallelism or TP overlap; flash attention from
-//   mid-2023.
+//   gradient reduction as an option, but not with pipeline parallelism (its pipeline engine
+//   reduces after the last backward); no sequence parallelism or TP overlap; flash attention from
+//   mid-2023. A version given as a bare year ("2021") counts as that year's middle.
 // - PyTorch FSDP and torchtitan: data parallelism fully sharded, parameters prefetched and
 //   gradients reduce-scattered behind the compute by design, SDPA flash attention; torchtitan's
 //   TP always shards the norms' sequence (sequence parallel) and offers async TP.
 // - llm-foundry: FSDP with flash/triton attention, MPT's tied embedding, no dropout.
 SoftwareStack software_v2(const std::string& name, const std::string& version) {
   // "24.07" (a release, YY.MM) or "2023-06" (year-month): months since year 0; 0 when not given.
+  // A bare year ("2021") is taken as its middle month.
   int month = 0;
   int a = 0, b = 0;
   char sep = 0;
-  if (std::sscanf(version.c_str(), "%d%c%d", &a, &sep, &b) == 3 && (sep == '.' || sep == '-') && b >= 1 &&
-      b <= 12)
+  const int fields = std::sscanf(version.c_str(), "%d%c%d", &a, &sep, &b);
+  if (fields == 3 && (sep == '.' || sep == '-') && b >= 1 && b <= 12)
     month = (a < 100 ? 2000 + a : a) * 12 + (b - 1);
+  else if (fields == 1 && a >= 1990 && a <= 2200 &&
+           version.find_first_not_of("0123456789") == std::string::npos)
+    month = a * 12 + 5;
   const auto before = [&](int year, int mon) { return month > 0 && month < year * 12 + (mon - 1); };
   SoftwareStack s{"", "", true, true, true, true, true};
   s.overlap_grad_reduce = s.overlap_param_gather = s.overlap_tp_comm = Can::kOption;
@@ -237,10 +247,20 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
   s.overlap_p2p = true;
   s.partial_recompute = true;
   if (name == "megatron-lm" && before(2022, 5)) return kSoftwareStacks[0];
-  if (name == "megatron-lm" && before(2023, 6)) return kSoftwareStacks[1];
+  if (name == "megatron-lm" && before(2023, 1)) return kSoftwareStacks[1];
   if (name == "megatron-lm" || name == "megatron-core") {
     s.name = name == "megatron-lm" ? "Megatron-LM 2023+" : "Megatron-Core";
     s.uneven_stages = !before(2024, 1);
+    // Megatron-LM's options by the date they were merged (its git history): --use-flash-attn
+    // 2023-01-11, --overlap-p2p-communication 2023-05-31, --overlap-grad-reduce 2023-09-05,
+    // --tp-comm-overlap 2023-10-23, --overlap-param-gather 2023-12-26.
+    if (name == "megatron-lm") {
+      s.flash_optional = before(2023, 6);
+      s.overlap_p2p = !before(2023, 6);
+      if (before(2023, 9)) s.overlap_grad_reduce = Can::kNo;
+      if (before(2023, 11)) s.overlap_tp_comm = Can::kNo;
+      if (before(2024, 1)) s.overlap_param_gather = Can::kNo;
+    }
     return s;
   }
   if (name == "nemo" || name == "megatron-bridge") {
@@ -254,6 +274,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.sequence_parallel = false;
     s.dropout = s.tied_embeddings = name == "megatron-deepspeed";
     s.overlap_param_gather = s.overlap_tp_comm = Can::kNo;
+    s.pipeline_reduces_at_end = true;
     s.uneven_stages = false;
     s.overlap_p2p = s.partial_recompute = false;
     return s;
@@ -314,7 +335,15 @@ void read_degrees(JsonReader& r, Plan& base) {
 // and tied embeddings), otherwise it is chosen like an unreported field. Sequence parallelism:
 // reported, else impossible on the stack, else chosen where tp > 1.
 void read_software(const SoftwareStack* stack, JsonReader& r, CaseLayouts& l, CaseResult& out) {
-  if (stack) {
+  if (stack && stack->flash_optional) {
+    l.model.dropout = stack->dropout;
+    l.model.tied_embeddings = stack->tied_embeddings;
+    out.assumed.update(json{
+        {"software", stack->name}, {"dropout", stack->dropout}, {"tied_embeddings", stack->tied_embeddings}});
+    l.choices.push_back({"flash_attention",
+                         {{true, [](Plan& p) { p.flash_attention = true; }},
+                          {false, [](Plan& p) { p.flash_attention = false; }}}});
+  } else if (stack) {
     l.base.flash_attention = stack->flash_attention;
     l.model.dropout = stack->dropout;
     l.model.tied_embeddings = stack->tied_embeddings;
@@ -500,8 +529,12 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
                     CaseResult& out) {
   const Plan& b = l.base;
   const bool dp = b.dp * b.cp > 1;
-  read_overlap(r, "overlap_grad_reduce", stack ? stack->overlap_grad_reduce : Can::kOption, dp,
-               &Plan::overlap_grad_reduce, l, out);
+  // DeepSpeed's pipeline engine all-reduces the gradients after the step's last backward
+  // (PipelineEngine's ReduceGrads instruction), whatever overlap_comm says.
+  const Can grad_reduce = !stack                                       ? Can::kOption
+                          : stack->pipeline_reduces_at_end && b.pp > 1 ? Can::kNo
+                                                                       : stack->overlap_grad_reduce;
+  read_overlap(r, "overlap_grad_reduce", grad_reduce, dp, &Plan::overlap_grad_reduce, l, out);
   read_overlap(r, "overlap_param_gather", stack ? stack->overlap_param_gather : Can::kOption, dp,
                &Plan::overlap_param_gather, l, out);
   read_overlap(r, "overlap_tp_comm", stack ? stack->overlap_tp_comm : Can::kOption, b.tp > 1,

@@ -197,6 +197,43 @@ TEST(Validation, VersionTwoChoosesOnlyAmongTheStacksOptions) {
   EXPECT_EQ(ds.assumed["overlap_tp_comm"], false);
 }
 
+// Megatron-LM's options by the date each was merged: a January 2023 commit could choose flash
+// attention but overlapped nothing; a 2024 one overlaps. A bare year is that year's middle.
+TEST(Validation, MegatronLmOptionsFollowTheRelease) {
+  const CaseResult early =
+      run_doc(v2_case(nlohmann::json::object(), {{"name", "megatron-lm"}, {"version", "2023-01"}}));
+  ASSERT_TRUE(early.ok) << early.failure;
+  EXPECT_TRUE(early.chosen.contains("flash_attention"));
+  EXPECT_FALSE(early.plan.overlap_grad_reduce);
+  EXPECT_FALSE(early.plan.overlap_tp_comm);
+  EXPECT_EQ(early.assumed["overlap_tp_comm"], false);
+  const CaseResult later =
+      run_doc(v2_case(nlohmann::json::object(), {{"name", "megatron-lm"}, {"version", "2024-03"}}));
+  ASSERT_TRUE(later.ok) << later.failure;
+  EXPECT_FALSE(later.chosen.contains("flash_attention"));
+  EXPECT_TRUE(later.plan.flash_attention);
+  EXPECT_TRUE(later.chosen.contains("overlap_tp_comm"));
+  // "2021": before FlashAttention existed.
+  const CaseResult ds =
+      run_doc(v2_case(nlohmann::json::object(), {{"name", "megatron-deepspeed"}, {"version", "2021"}}));
+  ASSERT_TRUE(ds.ok) << ds.failure;
+  EXPECT_FALSE(ds.plan.flash_attention);
+  EXPECT_EQ(ds.assumed["flash_attention"], false);
+}
+
+// DeepSpeed's pipeline engine reduces the gradients after the last backward: with pp > 1 the
+// overlap is fixed off, without it it stays an option.
+TEST(Validation, DeepSpeedPipelinesReduceAtTheEnd) {
+  const nlohmann::json ds = {{"name", "deepspeed"}, {"version", "0.14"}};
+  const CaseResult piped = run_doc(v2_case({{"sequence_parallel", false}}, ds));
+  ASSERT_TRUE(piped.ok) << piped.failure;
+  EXPECT_FALSE(piped.plan.overlap_grad_reduce);
+  EXPECT_EQ(piped.assumed["overlap_grad_reduce"], false);
+  const CaseResult flat = run_doc(v2_case({{"sequence_parallel", false}, {"pp", 1}, {"dp", 8}}, ds));
+  ASSERT_TRUE(flat.ok) << flat.failure;
+  EXPECT_TRUE(flat.chosen.contains("overlap_grad_reduce"));
+}
+
 TEST(Validation, VersionTwoUnevenStagesBecomeTheLayerSplit) {
   auto doc = v2_case({{"first_stage_layers", 1}, {"last_stage_layers", 1}}, {{"name", "megatron-core"}});
   CaseResult r = run_doc(doc);
