@@ -123,12 +123,13 @@ Result<ValidationCase> validation_case_from_json(const json& doc, const std::str
   c.source = r.string("source", "");
   if (c.schema == 2 && r.has("software")) {
     JsonReader sw = r.object("software");
-    sw.reject_unknown_keys({"name", "version"});
+    sw.reject_unknown_keys({"name", "version", "compile"});
     c.software = sw.choice("name",
                            {"megatron-lm", "megatron-core", "megatron-deepspeed", "deepspeed", "nemo",
                             "megatron-bridge", "pytorch-fsdp", "torchtitan", "llm-foundry", "other"},
                            "");
     c.software_version = sw.string("version", "");
+    c.compiled = sw.optional_boolean("compile");
   }
   read_case_model(r, c);
   const CaseHardware hardware = read_case_hardware(r);
@@ -180,6 +181,9 @@ struct SoftwareStack {
   bool partial_recompute = false;
   // Flash attention an option of the release (chosen like an unreported field), not fixed.
   bool flash_optional = false;
+  // PyTorch eager unless the case says it compiled (torch.compile): the elementwise chains one
+  // kernel per operator (Plan::kernel_fusion false). The Megatron family fuses its own.
+  bool eager_unless_compiled = false;
   // With pipeline parallelism the gradients are reduced after the last backward, not beside it.
   bool pipeline_reduces_at_end = false;
 };
@@ -287,6 +291,9 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.overlap_grad_reduce = s.overlap_param_gather = Can::kAlways;
     s.overlap_tp_comm = name == "torchtitan" ? Can::kOption : Can::kNo;
     if (name == "torchtitan") s.selective = Recompute::kSelectiveOp;
+    // torchtitan's compile.enable and plain FSDP scripts default to eager; llm-foundry's MPT
+    // runs its own fused kernels.
+    s.eager_unless_compiled = name != "llm-foundry";
     s.fully_sharded = true;
     s.uneven_stages = false;
     s.overlap_p2p = s.partial_recompute = false;
@@ -615,6 +622,10 @@ bool read_case_layouts(const ValidationCase& c, CaseLayouts& l, CaseResult& out)
     out.assumed.erase("tied_embeddings");
   }
   if (stack && !c.software_version.empty()) out.assumed["software_version"] = c.software_version;
+  if (stack && stack->eager_unless_compiled) {
+    l.base.kernel_fusion = c.compiled.value_or(false);
+    out.assumed["kernel_fusion"] = l.base.kernel_fusion;
+  }
   read_schedule(c, r, l);
   read_memory_fields(r, stack, l, out);
   if (c.schema == 2) read_v2_fields(c, r, stack, l, out);

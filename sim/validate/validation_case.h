@@ -32,6 +32,9 @@ struct ValidationCase {
   // not reported) and the model facts it may state (absent: the stack's usual value).
   std::string software;
   std::string software_version;
+  // software.compile: the run compiled its model (torch.compile), fusing the elementwise chains
+  // PyTorch's eager mode runs one operator at a time (Plan::kernel_fusion).
+  std::optional<bool> compiled;
   std::optional<bool> dropout, tied_embeddings;
   ModelSpec model;
   ClusterSpec cluster;

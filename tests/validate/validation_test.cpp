@@ -221,6 +221,27 @@ TEST(Validation, MegatronLmOptionsFollowTheRelease) {
   EXPECT_EQ(ds.assumed["flash_attention"], false);
 }
 
+// PyTorch stacks run eager (one kernel per operator) unless software.compile says the run compiled;
+// the Megatron family fuses its chains either way.
+TEST(Validation, PyTorchStacksAreEagerUnlessCompiled) {
+  const nlohmann::json layout = {{"pp", 1}, {"dp", 8}, {"schedule", nullptr}};
+  const CaseResult eager = run_doc(v2_case(layout, {{"name", "torchtitan"}, {"version", "2024-12"}}));
+  ASSERT_TRUE(eager.ok) << eager.failure;
+  EXPECT_FALSE(eager.plan.kernel_fusion);
+  EXPECT_EQ(eager.assumed["kernel_fusion"], false);
+  const CaseResult compiled =
+      run_doc(v2_case(layout, {{"name", "torchtitan"}, {"version", "2024-12"}, {"compile", true}}));
+  ASSERT_TRUE(compiled.ok) << compiled.failure;
+  EXPECT_TRUE(compiled.plan.kernel_fusion);
+  EXPECT_LT(compiled.predicted_step_s, eager.predicted_step_s);
+  const CaseResult megatron = run_doc(v2_case(layout, {{"name", "megatron-core"}, {"version", "0.9"}}));
+  ASSERT_TRUE(megatron.ok) << megatron.failure;
+  EXPECT_TRUE(megatron.plan.kernel_fusion);
+  EXPECT_FALSE(megatron.assumed.contains("kernel_fusion"));
+  auto bad = v2_case(layout, {{"name", "torchtitan"}, {"compile", "yes"}});
+  EXPECT_FALSE(validation_case_from_json(bad, "v2.json").ok());
+}
+
 // DeepSpeed's pipeline engine reduces the gradients after the last backward: with pp > 1 the
 // overlap is fixed off, without it it stays an option.
 TEST(Validation, DeepSpeedPipelinesReduceAtTheEnd) {
