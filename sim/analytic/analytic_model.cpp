@@ -412,7 +412,7 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   c.links.dp = group_link(cluster, dp_stride, p.dp * p.cp, scattered);
   // Expert groups: consecutive data-parallel ranks, or with expert_tp 1 consecutive ranks of the
   // whole stage (MoE parallel folding).
-  const int ep_stride = p.etp() == p.tp ? st[2] : st[0];
+  const int ep_stride = p.experts_folded() ? st[0] : st[2];
   c.links.ep = group_link(cluster, ep_stride, p.ep, scattered);
   c.links.edp = group_link(cluster, ep_stride * p.ep, p.edp(), scattered);
   c.links.pp = group_link(cluster, st[3], p.pp > 1 ? 2 : 1, scattered);

@@ -463,7 +463,7 @@ void LayerKernelBuilder::mlp_block() {
   // MoE parallel folding (Plan::expert_tp 1 below tp, with SP): each TP rank dispatches its own
   // sequence shard's tokens to whole experts, so the MLP block has no TP collective (the shared
   // experts, where a model has them, are counted with the routed ones).
-  const bool folded = moe_ && p_.etp() != p_.tp && tp_ > 1;
+  const bool folded = moe_ && p_.experts_folded() && tp_ > 1;
   int norm2 = -1;
   if (folded) {
     norm(KernelName::kNorm2);

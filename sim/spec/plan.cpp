@@ -575,11 +575,11 @@ Status PlanChecks::layout(int accelerators) const {
     if (!m.is_moe()) return fail("ep", s(p.ep) + " needs a mixture-of-experts model");
     if (m.moe.experts % p.ep != 0)
       return fail("ep", s(p.ep) + " does not divide the model's " + s(m.moe.experts) + " experts");
-    if (p.etp() == p.tp && (p.dp * p.cp) % p.ep != 0)
+    if (!p.experts_folded() && (p.dp * p.cp) % p.ep != 0)
       return fail("ep", s(p.ep) + " does not divide dp*cp = " + s(p.dp * p.cp) +
                             " (experts are carved out of the data-parallel ranks; with expert_tp 1 they are "
                             "carved out of tp*cp*dp)");
-    if (p.etp() != p.tp && (p.tp * p.dp * p.cp) % p.ep != 0)
+    if (p.experts_folded() && (p.tp * p.dp * p.cp) % p.ep != 0)
       return fail("ep", s(p.ep) + " does not divide tp*cp*dp = " + s(p.tp * p.dp * p.cp) +
                             " (with expert_tp 1 the experts are carved out of all of a stage's ranks)");
   }

@@ -78,6 +78,9 @@ struct Plan {
   // modelled.)
   int expert_tp = 0;
   int etp() const { return expert_tp > 0 ? expert_tp : tp; }
+  // MoE parallel folding: the experts' tensor-parallel degree below tp (expert groups drawn from
+  // all of a stage's ranks, the MoE block without TP collectives).
+  bool experts_folded() const { return etp() != tp; }
   // The ranks that hold the same experts (their gradients are reduced together).
   int edp() const { return std::max(1, tp * cp * dp / (etp() * ep)); }
   bool sequence_parallel = false;
