@@ -107,8 +107,30 @@ for ((i = 1; i <= tries; ++i)); do
   else
     what="no kill ($what: the job had ended)"
   fi
+  # Every rank gone but mpirun still up: Open MPI 4.1's launcher can deadlock when a rank dies
+  # while it connects to the launcher's PMIx server ("PMIX ERROR: UNREACHABLE", its other rank
+  # left a zombie it never reaps; about 1 start-up kill in 40 here). The job has ended -- no rank
+  # runs -- so mpirun is killed after 5 s of that and the try goes on to the resume, saying so.
+  launcher_stuck=0
+  idle=0
+  while kill -0 "$guard" 2>/dev/null; do
+    launcher=$(pgrep -P "$guard" 2>/dev/null | head -1)
+    [[ -n $launcher ]] || break
+    live=0
+    for child in $(pgrep -P "$launcher" 2>/dev/null); do
+      [[ $(awk '{print $3}' "/proc/$child/stat" 2>/dev/null) == Z ]] || live=1
+    done
+    if [[ $live == 0 ]]; then idle=$((idle + 1)); else idle=0; fi
+    if [[ $idle -ge 50 ]]; then
+      launcher_stuck=1
+      kill -KILL "$launcher" 2>/dev/null
+      break
+    fi
+    sleep 0.1
+  done
   wait "$guard"
   killed_rc=$?
+  [[ $launcher_stuck == 1 ]] && what="$what; every rank had exited but mpirun hung (Open MPI), killed after 5 s"
   # A job that ended before its kill tests nothing: the window shrinks to the delay it outlived and
   # the try is drawn again (at most 5 times).
   if [[ -z $pid && $killed_rc == 0 && $redraws -lt 5 ]]; then
