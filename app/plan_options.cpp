@@ -49,6 +49,10 @@ constexpr PlanFlag kPlanFlags[] = {
     {"--recompute-method", "/recompute_method", Kind::kText, "Plan",
      "block (with --recompute-layers N: the first N layers of each stage) or uniform (full recompute, "
      "keeping only the input of each group of N layers)"},
+    {"--cp-comm", "/cp_comm", Kind::kText, "Plan",
+     "context parallelism's K/V exchange: ring (overlapped with attention) or all-gather (exposed, as Llama "
+     "3 "
+     "and torchtitan)"},
     {"--zero", "/zero_stage", Kind::kInteger, "Plan", "ZeRO stage 0-3 (3 = FSDP full shard)"},
     {"--precision", "/precision", Kind::kText, "Plan", "fp32, bf16, fp16, fp8"},
     {"--flash-attention", "/flash_attention", Kind::kFlag, "Plan", "fused attention kernels (true/false)"},

@@ -368,11 +368,18 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
     t.fwd_tp = fwd;
     t.bwd_tp = bwd + (full ? fwd : 0.0);
   }
-  // Context parallel: ring exchange of K and V (cp-1 steps), hidden behind attention when it can.
+  // Context parallel: ring exchange of K and V (cp-1 steps), hidden behind attention when it can;
+  // or (CpComm::kAllGather) K and V gathered before the attention, again before its backward
+  // (and in full recompute), their gradients reduce-scattered after it, all exposed.
   if (p.cp > 1) {
     const double kv = s.batch * s.seq * 2.0 * m.kv_dim() * s.bytes_per_element / s.tp;
-    const double ring = (p.cp - 1) * sendrecv_time(links.cp, kv);
-    t.cp = std::max(0.0, ring - attn_fwd) + std::max(0.0, 2 * ring - attn_bwd);
+    if (p.cp_comm == CpComm::kAllGather) {
+      const double gather = allgather_time(links.cp, kv * p.cp);
+      t.cp = (full ? 3 : 2) * gather + reduce_scatter_time(links.cp, 2 * kv * p.cp);
+    } else {
+      const double ring = (p.cp - 1) * sendrecv_time(links.cp, kv);
+      t.cp = std::max(0.0, ring - attn_fwd) + std::max(0.0, 2 * ring - attn_bwd);
+    }
   }
   // Expert parallel: dispatch and combine all-to-alls, forward, backward and in full recompute.
   if (moe && p.ep > 1) {

@@ -125,6 +125,12 @@ Result<RecomputeMethod> parse_recompute_method(const std::string& s) {
     if (to_string(v) == s) return v;
   return Error(quote_excerpt(s) + " is not one of: block, uniform");
 }
+std::string to_string(CpComm c) { return c == CpComm::kAllGather ? "all-gather" : "ring"; }
+Result<CpComm> parse_cp_comm(const std::string& s) {
+  for (auto v : {CpComm::kRing, CpComm::kAllGather})
+    if (to_string(v) == s) return v;
+  return Error(quote_excerpt(s) + " is not one of: ring, all-gather");
+}
 std::string to_string(Precision p) {
   switch (p) {
     case Precision::kFp32:
@@ -306,6 +312,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.recompute = read_enum("recompute", parse_recompute, Recompute::kNone);
   p.recompute_layers = static_cast<int>(int_field("recompute_layers", -1, kRecomputeLayers));
   p.recompute_method = read_enum("recompute_method", parse_recompute_method, RecomputeMethod::kBlock);
+  p.cp_comm = read_enum("cp_comm", parse_cp_comm, CpComm::kRing);
   p.precision = read_enum("precision", parse_precision, Precision::kBf16);
   p.flash_attention = r.boolean("flash_attention", true);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
@@ -420,6 +427,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "compression_penalty",
                          "recompute_layers",
                          "recompute_method",
+                         "cp_comm",
                          "offload_params",
                          "offload_activations",
                          "offload_embeddings",
@@ -469,6 +477,7 @@ json plan_to_json(const Plan& p) {
   if (!p.stage_tp.empty()) j["stage_tp"] = p.stage_tp;
   if (p.recompute_layers >= 0) j["recompute_layers"] = p.recompute_layers;
   if (p.recompute_method != RecomputeMethod::kBlock) j["recompute_method"] = to_string(p.recompute_method);
+  if (p.cp_comm != CpComm::kRing) j["cp_comm"] = to_string(p.cp_comm);
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.offload_params) j["offload_params"] = true;

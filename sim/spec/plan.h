@@ -30,6 +30,8 @@ enum class Recompute { kNone, kSelective, kFull, kOptimal, kSelectiveOp };
 // recomputes the first N layers of each stage (chunk) and keeps the others; uniform recomputes
 // every layer, keeping only the input of each group of N consecutive layers.
 enum class RecomputeMethod { kBlock, kUniform };
+// How context parallelism exchanges K and V (Plan::cp_comm).
+enum class CpComm { kRing, kAllGather };
 enum class Precision { kFp32, kBf16, kFp16, kFp8 };
 // Gradient compression for the data-parallel reduction (sim/analytic/compression.h).
 enum class GradCompression { kNone, kInt8, kTopK, kPowerSgd, kFourStage };
@@ -39,6 +41,8 @@ std::string to_string(Recompute r);
 std::string to_string(Precision p);
 std::string to_string(RecomputeMethod m);
 Result<RecomputeMethod> parse_recompute_method(const std::string& s);
+std::string to_string(CpComm c);
+Result<CpComm> parse_cp_comm(const std::string& s);
 Result<Schedule> parse_schedule(const std::string& s);
 Result<Recompute> parse_recompute(const std::string& s);
 Result<Precision> parse_precision(const std::string& s);
@@ -136,6 +140,13 @@ struct Plan {
   // and takes their gradients back; the table's update runs on the host.
   bool offload_embeddings = false;
   int seq_len = 0;  // 0: the model's sequence length
+  // Context parallelism's K/V exchange. kRing (Megatron's and Transformer Engine's p2p ring, the
+  // default): each step's K/V shard travels while the previous step's block of attention runs.
+  // kAllGather: the whole K and V gathered before the attention and their gradients
+  // reduce-scattered after its backward (which gathers them again), all exposed -- Llama 3's
+  // long-context training (Llama Team 2024, Section 3.3.2: "the all-gather communication latency
+  // is exposed in the critical path") and torchtitan's default rotate method.
+  CpComm cp_comm = CpComm::kRing;
   // Layers per pipeline stage (pp entries, without virtual stages), or per model chunk (pp *
   // virtual_stages entries, in model order: chunk c of stage s is entry c*pp + s, as Megatron-Core
   // interleaves them; a chunk may hold none). Empty: as even as possible, the extra layers on the

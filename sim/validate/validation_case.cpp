@@ -186,6 +186,9 @@ struct SoftwareStack {
   bool eager_unless_compiled = false;
   // With pipeline parallelism the gradients are reduced after the last backward, not beside it.
   bool pipeline_reduces_at_end = false;
+  // Context parallelism gathers K and V whole (Plan::cp_comm): torchtitan's default
+  // context_parallel_rotate_method, "allgather".
+  bool cp_all_gather = false;
 };
 constexpr SoftwareStack kSoftwareStacks[] = {
     // Megatron-LM, 2021: before FlashAttention (Dao et al., May 2022) and before sequence
@@ -291,6 +294,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.overlap_grad_reduce = s.overlap_param_gather = Can::kAlways;
     s.overlap_tp_comm = name == "torchtitan" ? Can::kOption : Can::kNo;
     if (name == "torchtitan") s.selective = Recompute::kSelectiveOp;
+    s.cp_all_gather = name == "torchtitan";
     // torchtitan's compile.enable and plain FSDP scripts default to eager; llm-foundry's MPT
     // runs its own fused kernels.
     s.eager_unless_compiled = name != "llm-foundry";
@@ -552,6 +556,15 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
   }
   const std::string grad = r.choice("grad_reduce_precision", {"fp32", "bf16", "fp16"}, "");
   if (!grad.empty()) l.base.grad_reduce_precision = *parse_precision(grad);
+  // Context parallelism's K/V exchange: reported, else the stack's (torchtitan all-gathers), else
+  // Megatron's ring.
+  const std::string cp_comm = r.choice("cp_comm", {"ring", "all-gather"}, "");
+  if (!cp_comm.empty()) {
+    l.base.cp_comm = *parse_cp_comm(cp_comm);
+  } else if (stack && stack->cp_all_gather && b.cp > 1) {
+    l.base.cp_comm = CpComm::kAllGather;
+    out.assumed["cp_comm"] = "all-gather";
+  }
   const std::string recipe = r.choice("fp8_recipe", {"delayed", "current", "blockwise", "mxfp8"}, "");
   if (!recipe.empty() && b.precision != Precision::kFp8) r.fail("fp8_recipe", "needs precision fp8");
   read_uneven_stages(c, r, stack, l);
@@ -582,7 +595,8 @@ bool read_case_layouts(const ValidationCase& c, CaseLayouts& l, CaseResult& out)
                            "account_for_embedding",
                            "account_for_loss",
                            "grad_reduce_precision",
-                           "fp8_recipe"});
+                           "fp8_recipe",
+                           "cp_comm"});
   else
     r.reject_unknown_keys({"tp", "pp", "dp", "cp", "ep", "sequence_parallel", "virtual_stages", "zero_stage",
                            "micro_batch", "global_batch", "recompute", "precision", "schedule"});

@@ -507,6 +507,10 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
       const double kv = s_.batch * s_.seq * 2.0 * m_.kv_dim() * s_.bytes_per_element / s_.tp;
       cp_comm = collective(ph, layer, mb, chunk, "cp_kv_all_gather", StreamId::kCp, GroupKind::kCp,
                            CollectiveOp::kAllGather, kv * p_.cp, prev);
+      if (p_.cp_comm == CpComm::kAllGather) {  // gathered before the attention, exposed
+        prev = cp_comm;
+        cp_comm = -1;
+      }
     }
     if (i == k.attention_first && k.attention_on_partner)
       prev = partner_copy(ph, layer, mb, chunk, "qkv_to_partner", k.partner_in_s, prev);
@@ -588,10 +592,15 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
     }
     const int before = prev;
     const bool attention = i >= k.attention_first && i <= k.attention_last;
+    const double kv = s_.batch * s_.seq * 2.0 * m_.kv_dim() * s_.bytes_per_element / s_.tp;
+    const bool gathered = p_.cp > 1 && p_.cp_comm == CpComm::kAllGather;
     if (attention && i == k.attention_last && p_.cp > 1) {
-      const double kv = s_.batch * s_.seq * 2.0 * m_.kv_dim() * s_.bytes_per_element / s_.tp;
-      cp_comm = collective(Phase::kBackward, layer, mb, chunk, "cp_dkv_reduce_scatter", StreamId::kCp,
-                           GroupKind::kCp, CollectiveOp::kReduceScatter, 2 * kv * p_.cp, prev);
+      if (gathered)  // K and V gathered again, before the attention's backward
+        prev = collective(Phase::kBackward, layer, mb, chunk, "cp_kv_all_gather", StreamId::kCp,
+                          GroupKind::kCp, CollectiveOp::kAllGather, kv * p_.cp, prev);
+      else
+        cp_comm = collective(Phase::kBackward, layer, mb, chunk, "cp_dkv_reduce_scatter", StreamId::kCp,
+                             GroupKind::kCp, CollectiveOp::kReduceScatter, 2 * kv * p_.cp, prev);
     }
     const double seconds = weight_split ? kc.bwd_s - kc.bwd_weight_s : kc.bwd_s;
     const double flops = kc.cls == KernelClass::kGemm        ? (weight_split ? 1.0 : 2.0) * kc.flops
@@ -610,6 +619,9 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
       prev = partner_copy(Phase::kBackward, layer, mb, chunk, "qkv_grad_from_partner", k.partner_grad_out_s,
                           prev);
     if (attention && i == k.attention_first && cp_comm >= 0) edges_.emplace_back(cp_comm, prev);
+    if (attention && i == k.attention_first && gathered)  // their gradients, after it
+      prev = collective(Phase::kBackward, layer, mb, chunk, "cp_dkv_reduce_scatter", StreamId::kCp,
+                        GroupKind::kCp, CollectiveOp::kReduceScatter, 2 * kv * p_.cp, prev);
     if (i == k.moe_dispatch_after)
       prev = collective(Phase::kBackward, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp,
                         CollectiveOp::kAllToAll, k.ep_bytes, prev);

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/collective.h"
 #include "sim/analytic/layer_ops.h"
 #include "sim/des/trace.h"
 #include "sim/spec/json_reader.h"
@@ -362,6 +363,37 @@ TEST(Simulator, OverlappedPipelineTransfersHideBehindTheChunks) {
     gathers += w2->stages[3].graph()[v].name == std::string("pp_activation_all_gather");
   EXPECT_EQ(gathers, 8 * 10);
   testing::expect_engines_agree(m, c, no_sp, 0.10, "without SP");
+}
+
+// All-gather context parallelism (Plan::cp_comm, Llama 3's and torchtitan's): each layer gathers
+// K and V before the attention and again before its backward, and reduce-scatters their gradients
+// after it, all exposed -- by hand, per layer and micro-batch; the ring hides its exchange behind
+// the attention; both engines agree on both.
+TEST(Simulator, AllGatherContextParallelIsExposed) {
+  const ModelSpec m = model("llama3-8b");
+  const ClusterSpec c = cluster("dgx-h100-ndr", 8);
+  Plan ring = plan(1, 1, 4, 1, 8);
+  ring.cp = 2;
+  ring.zero_stage = 1;
+  Plan gathered = ring;
+  gathered.cp_comm = CpComm::kAllGather;
+  const AnalyticModel am(m, c);
+  const Prediction a0 = am.evaluate(ring), a1 = am.evaluate(gathered);
+  const double kv = 1.0 * m.seq_len / ring.cp * 2 * m.kv_dim() * 2;  // one rank's K and V, bf16
+  const GroupLink link = group_link(c, 1, 2);
+  const double per_layer = 2 * allgather_time(link, 2 * kv) + reduce_scatter_time(link, 4 * kv);
+  const int micro_batches = 8 / 4;
+  EXPECT_NEAR(a1.time.cp_comm, per_layer * m.layers * micro_batches, 1e-9 * a1.time.cp_comm);
+  EXPECT_LT(a0.time.cp_comm, 0.1 * a1.time.cp_comm);
+  EXPECT_NEAR(a1.step_time_s - a0.step_time_s, a1.time.cp_comm - a0.time.cp_comm, 1e-9 * a1.step_time_s);
+  testing::expect_engines_agree(m, c, ring, 0.03, "ring");
+  const SimResult d = testing::expect_engines_agree(m, c, gathered, 0.03, "all-gather");
+  EXPECT_GT(d.prediction.time.cp_comm, 0.5 * a1.time.cp_comm);
+  // The plan file and the option carry it.
+  auto back = plan_from_json(plan_to_json(gathered), "plan.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->cp_comm, CpComm::kAllGather);
+  EXPECT_FALSE(parse_cp_comm("allgather").ok());
 }
 
 // MoE parallel folding (expert_tp 1 below tp): the expert groups number all of a stage's ranks,

@@ -242,6 +242,30 @@ TEST(Validation, PyTorchStacksAreEagerUnlessCompiled) {
   EXPECT_FALSE(validation_case_from_json(bad, "v2.json").ok());
 }
 
+// Context parallelism's exchange: reported, else torchtitan's all-gather (its default rotate
+// method), else Megatron's ring.
+TEST(Validation, ContextParallelExchangeIsTheStacks) {
+  const nlohmann::json layout = {{"pp", 1}, {"dp", 4}, {"cp", 2}, {"schedule", nullptr}};
+  const CaseResult titan = run_doc(v2_case(layout, {{"name", "torchtitan"}, {"version", "2025-06"}}));
+  ASSERT_TRUE(titan.ok) << titan.failure;
+  EXPECT_EQ(titan.plan.cp_comm, CpComm::kAllGather);
+  EXPECT_EQ(titan.assumed["cp_comm"], "all-gather");
+  const CaseResult mcore = run_doc(v2_case(layout, {{"name", "megatron-core"}, {"version", "0.9"}}));
+  ASSERT_TRUE(mcore.ok) << mcore.failure;
+  EXPECT_EQ(mcore.plan.cp_comm, CpComm::kRing);
+  nlohmann::json said = layout;
+  said["cp_comm"] = "all-gather";
+  const CaseResult other = run_doc(v2_case(said, nullptr));
+  ASSERT_TRUE(other.ok) << other.failure;
+  EXPECT_EQ(other.plan.cp_comm, CpComm::kAllGather);
+  said["cp_comm"] = "rotate";
+  auto c = validation_case_from_json(v2_case(said, nullptr), "v2.json");
+  ASSERT_TRUE(c.ok());
+  const CaseResult bad = run_validation_case(*c);
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.failure.find("cp_comm"), std::string::npos) << bad.failure;
+}
+
 // DeepSpeed's pipeline engine reduces the gradients after the last backward: with pp > 1 the
 // overlap is fixed off, without it it stays an option.
 TEST(Validation, DeepSpeedPipelinesReduceAtTheEnd) {
