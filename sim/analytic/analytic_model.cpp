@@ -1145,7 +1145,8 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
   const double forward_mb = c.load.dense * c.dense.fwd_compute + c.load.moe * c.moe.fwd_compute;
   // Overlapped, the reduction runs layer by layer as the last micro-batch's backward frees each
   // layer's gradients (a bucket a layer): every bucket pays the ring's latency steps, and the
-  // last one (the first layer's) waits whole after the backward.
+  // last one (the first layer's) waits whole after the backward. The tables' gradients (embedding,
+  // head) are reduced after the backward, as the simulator's lowering does.
   double reduce_exposed = reduce;
   if (p.overlap_grad_reduce && reduce > 0) {
     const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
@@ -1154,8 +1155,9 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
         (held.experts > 0 && links.edp.size > 1
              ? collective_latency_steps(op, links.edp.size) * links.edp.latency_s
              : 0.0);
-    const double bucketed = reduce + (layers_on_stage - 1) * per_bucket;
-    reduce_exposed = std::max(bucketed / layers_on_stage, bucketed - backward_mb);
+    const double tables = held.replicated > 0 ? dense.reduce * held.tables / held.replicated : 0.0;
+    const double bucketed = reduce - tables + (layers_on_stage - 1) * per_bucket;
+    reduce_exposed = std::max(bucketed / layers_on_stage, bucketed - backward_mb) + tables;
   }
   const double gather_exposed =
       p.overlap_param_gather ? std::max(gather / layers_on_stage, gather - forward_mb) : gather;

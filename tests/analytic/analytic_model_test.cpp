@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "sim/analytic/collective.h"
+#include "sim/analytic/layer_cost.h"
 #include "sim/spec/presets.h"
 #include "tests/test_util.h"
 
@@ -217,6 +219,27 @@ TEST(AnalyticModel, OverlappedReductionPaysEachBucketsLatency) {
   const GroupLink ring = group_link(cluster("dgx-h100-ndr", 8 * 256), 8, 256);
   const double bucket_latency = collective_latency_steps(CollectiveOp::kReduceScatter, 256) * ring.latency_s;
   EXPECT_GT(large - small, 0.5 * (m.layers - 1) * (bucket_latency * (1 - 31.0 / 255)));
+}
+
+// With the gradient reduction overlapped, the layers' buckets hide behind the backward but the
+// tables' share (embedding and head, whose gradients the simulator reduces after the backward)
+// waits whole: by hand, on one 8-GPU node.
+TEST(AnalyticModel, OverlappedReductionExposesTheTables) {
+  const ModelSpec m = model("llama3-8b");
+  const ClusterSpec c = cluster("dgx-h100-ndr", 8);
+  Plan p = plan(1, 1, 8, 1, 16);
+  p.zero_stage = 0;  // an all-reduce, nothing to gather after the step
+  p.overlap_grad_reduce = true;
+  const Prediction pr = AnalyticModel(m, c).evaluate(p);
+  const double tables = m.end_params_on_stage(0, 1, false, 1);
+  const double all = m.layers * layer_params_per_device(m, false, 1, 1) + tables;
+  const GroupLink link = group_link(c, 1, 8);
+  const double reduce = allreduce_time(link, all * 4.0);  // fp32 gradients
+  const double table_share = reduce * tables / all;
+  const double per_bucket = collective_latency_steps(CollectiveOp::kAllReduce, 8) * link.latency_s;
+  const double layers_part = reduce - table_share + (m.layers - 1) * per_bucket;
+  EXPECT_NEAR(pr.time.dp_comm, layers_part / m.layers + table_share, 1e-6 * pr.time.dp_comm);
+  EXPECT_GT(table_share, 0.1 * reduce);  // a 128K vocabulary: a large share
 }
 
 }  // namespace
