@@ -410,6 +410,18 @@ void LayerKernelBuilder::attention_core(const DeviceSpec& dev) {
       fwd = pair / (1 + dev.attention_backward_ratio);
       bwd = pair - fwd;
     }
+    if (p_.cp > 1) {
+      // Context parallelism runs the attention as cp steps, one per K/V shard (Transformer
+      // Engine's AttnFuncWithCPAndKVP2P, PyTorch's ring and all-gather rotaters): a kernel per
+      // step, and from the second step on a correction of the running output by the step's
+      // log-sum-exp (read both, write one, in fp32); backward, a kernel per step and the
+      // accumulation of dQ, dK and dV (read and write, fp32).
+      const double steps = p_.cp - 1.0;
+      const double o = tokens_ * static_cast<double>(m_.q_dim()) / tp_ * 4.0,
+                   kv = tokens_ * 2.0 * static_cast<double>(m_.kv_dim()) / tp_ * 4.0;
+      fwd += steps * (2 * dev_launch + dev.attention_setup_s + dev.stream_seconds(3 * o));
+      bwd += steps * (2 * dev_launch + dev.attention_setup_s + dev.stream_seconds(2 * (o + kv)));
+    }
     put(KernelName::kAttention, KernelClass::kAttention, f_.attn_core, 0, fwd, bwd, 0);
   } else {
     const double t =

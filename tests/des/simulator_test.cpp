@@ -396,6 +396,34 @@ TEST(Simulator, AllGatherContextParallelIsExposed) {
   EXPECT_FALSE(parse_cp_comm("allgather").ok());
 }
 
+// Context parallelism runs the attention as cp steps: each step after the first adds a kernel
+// and a correction of the running output (3 fp32 passes) forward, a kernel and the dQ/dK/dV
+// accumulations (2 fp32 passes each) backward -- by hand against the same local shape without
+// context parallelism.
+TEST(Simulator, ContextParallelStepsCostAKernelAndACorrectionEach) {
+  const ModelSpec m = model("llama3-8b");
+  const DeviceSpec d = cluster("dgx-h100-ndr", 8).node.accelerator();
+  Plan p = plan(1, 1, 2, 1, 2);
+  p.cp = 4;
+  const LayerShape s = plan_layer_shape(m, p);
+  Plan one = p;
+  one.cp = 1;
+  const LayerKernels with = layer_kernels(m, d, p, s, false), without = layer_kernels(m, d, one, s, false);
+  const KernelCost &a = with.fwd[with.attention_first], &b = without.fwd[without.attention_first];
+  ASSERT_EQ(a.name, KernelName::kAttention);
+  const double tokens = s.batch * s.seq;
+  const double o = tokens * m.q_dim() * 4.0, kv = tokens * 2.0 * m.kv_dim() * 4.0;
+  const double launch = d.kernel_overhead_s;
+  EXPECT_NEAR(a.fwd_s - b.fwd_s, 3 * (2 * launch + d.attention_setup_s + d.stream_seconds(3 * o)), 1e-12);
+  EXPECT_NEAR(a.bwd_s - b.bwd_s, 3 * (2 * launch + d.attention_setup_s + d.stream_seconds(2 * (o + kv))),
+              1e-12);
+  for (int i = 0; i < with.count; ++i) {
+    if (i != with.attention_first) {
+      EXPECT_DOUBLE_EQ(with.fwd[i].fwd_s, without.fwd[i].fwd_s) << i;
+    }
+  }
+}
+
 // MoE parallel folding (expert_tp 1 below tp): the expert groups number all of a stage's ranks,
 // consecutive ones forming an EP group, those congruent modulo ep the expert data-parallel
 // group; the MLP block has no TP collective; each rank holds 1/ep of the experts, whole; the two
