@@ -449,8 +449,15 @@ LineFit fit_with_elements(std::vector<Measurement>& pts, const std::string& kind
 // Attention pairs with a fixed cost per (sequence, head), the CPU backend's per-head GEMMs: with the
 // tiny tp=2 plan's heads (2/1) among the shapes, the three-term line cannot fit them
 // (Calibration.AttentionFitFindsThePerHeadTerm).
+//
+// On a loaded machine a term's least-squares coefficient can come out negative (CI once wrote an
+// attention efficiency of -0.47: a FLOP slope below zero is no rate): the per-head term, then the
+// per-element one, is dropped until every term is physical, and the plain line is the last resort.
 LineFit fit_attention(std::vector<Measurement>& pts, const std::string& kind) {
-  return fit_counted<4>(pts, kind);
+  const auto physical = [](const LineFit& f) { return f.slope > 0 && f.element_s >= 0 && f.head_s >= 0; };
+  if (LineFit f = fit_counted<4>(pts, kind); physical(f)) return f;
+  if (LineFit f = fit_counted<3>(pts, kind); physical(f)) return f;
+  return fit(pts, kind);
 }
 
 double gemm_peak(double measured_flops, const std::vector<Measurement>& pts,
@@ -1574,7 +1581,10 @@ void time_executor_again(Calibration& c, ExecutorProbe& probe, Backend& be, int 
 void set_device_rates(Calibration& c) {
   const double peak = c.device.peak(DType::kFp32);
   c.device.gemm_efficiency = std::min(1.0, 1.0 / (c.gemm.slope * peak));
-  c.device.attention_efficiency = std::min(1.0, 1.0 / (c.attention.slope * c.device.peak(DType::kBf16)));
+  // (A line with no positive slope says nothing about the rate: the GEMMs' efficiency stands in.)
+  c.device.attention_efficiency =
+      c.attention.slope > 0 ? std::clamp(1.0 / (c.attention.slope * c.device.peak(DType::kBf16)), 0.01, 1.0)
+                            : c.device.gemm_efficiency;
   c.device.memory_bandwidth = 1.0 / c.stream.slope;
   auto rate = [](double s_per_byte) { return s_per_byte > 0 ? 1.0 / s_per_byte : 0.0; };
   c.device.gemm_weight_fwd_bandwidth = rate(c.gemm.weight_fwd_s_per_byte);

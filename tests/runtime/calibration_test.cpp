@@ -116,6 +116,47 @@ TEST(Calibration, AttentionFitFindsThePerHeadTerm) {
   EXPECT_GT(fit_with_elements(pts, "attention").rms_rel_error, 1e-3);
 }
 
+// Timings whose per-head costs swamp the FLOPs (a loaded machine) drive the four-term fit's FLOP
+// slope below zero: the fit drops terms until every one is physical, so the profile never holds a
+// negative attention efficiency.
+TEST(Calibration, AttentionFitKeepsEveryTermPhysical) {
+  std::vector<Measurement> pts;
+  for (int seq : {16, 32, 64, 128})
+    for (auto [q, d] : std::vector<std::pair<int, int>>{{2, 16}, {4, 16}, {8, 32}}) {
+      const double flops = 3.5 * 0.5 * 2.0 * seq * seq * 2.0 * q * d, scores = 0.5 * q * seq * seq;
+      // More time per head and per score element than the work explains, less the more FLOPs.
+      pts.push_back({"attention", "", flops, 3e-6 + q * 5e-6 + scores * 4e-9 - flops / 400e9});
+      pts.back().elements = scores;
+      pts.back().heads = q;
+    }
+  // The unconstrained four-term least squares (1, heads, elements, FLOPs, each column scaled to
+  // its largest value), by its normal equations: its FLOP slope.
+  std::array<double, 4> scale{};
+  for (const Measurement& m : pts) {
+    const std::array<double, 4> row{1.0, m.heads, m.elements, m.work};
+    for (int j = 0; j < 4; ++j) scale[j] = std::max(scale[j], row[j]);
+  }
+  std::array<std::array<double, 5>, 4> n{};
+  for (const Measurement& m : pts) {
+    const std::array<double, 4> row{1.0, m.heads / scale[1], m.elements / scale[2], m.work / scale[3]};
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 4; ++j) n[i][j] += row[i] * row[j];
+      n[i][4] += row[i] * m.seconds;
+    }
+  }
+  for (int c = 0; c < 4; ++c)
+    for (int r = c + 1; r < 4; ++r) {
+      const double f = n[r][c] / n[c][c];
+      for (int j = c; j < 5; ++j) n[r][j] -= f * n[c][j];
+    }
+  const double flop_slope = n[3][4] / n[3][3];  // the last unknown, back-substituted first
+  ASSERT_LE(flop_slope, 0) << "the data must make the unconstrained fit unphysical";
+  const LineFit f = fit_attention(pts, "attention");
+  EXPECT_GT(f.slope, 0);
+  EXPECT_GE(f.element_s, 0);
+  EXPECT_GE(f.head_s, 0);
+}
+
 // Streaming kernels with an exponential per element for some (SwiGLU's): the same fit recovers the
 // bandwidth and the cost per exponential, which one bytes line could not.
 TEST(Calibration, StreamFitFindsTheExponentials) {
