@@ -349,13 +349,13 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
       }
       return reduce_scatter_time(links.tp, bytes);
     };
-    constexpr double kHead = (kTpPipelineSplits - 1.0) / kTpPipelineSplits;
     double fwd = 0, bwd = 0;
     for (int i = 0; i < k.tp_count; ++i) {
       const TpOverlap o = k.tp_overlap[i];
       if (o == TpOverlap::kPipeline)
-        fwd += tp_overlap_exposed(o, k.fwd[k.tp_gemm[i]].fwd_s, time(k.tp_kind[i], kHead * k.tp_bytes),
-                                  time(k.tp_kind[i], (1 - kHead) * k.tp_bytes));
+        fwd +=
+            tp_overlap_exposed(o, k.fwd[k.tp_gemm[i]].fwd_s, time(k.tp_kind[i], kTpPipelineHead * k.tp_bytes),
+                               time(k.tp_kind[i], (1 - kTpPipelineHead) * k.tp_bytes));
       else
         fwd += tp_overlap_exposed(o, o == TpOverlap::kNone ? 0.0 : k.fwd[k.tp_gemm[i]].fwd_s,
                                   time(k.tp_kind[i], k.tp_bytes));
@@ -372,7 +372,7 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   // or (CpComm::kAllGather) K and V gathered before the attention, again before its backward
   // (and in full recompute), their gradients reduce-scattered after it, all exposed.
   if (p.cp > 1) {
-    const double kv = s.batch * s.seq * 2.0 * m.kv_dim() * s.bytes_per_element / s.tp;
+    const double kv = cp_kv_bytes(m, s);
     if (p.cp_comm == CpComm::kAllGather) {
       const double gather = allgather_time(links.cp, kv * p.cp);
       t.cp = (full ? 3 : 2) * gather + reduce_scatter_time(links.cp, 2 * kv * p.cp);

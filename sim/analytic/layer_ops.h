@@ -61,6 +61,8 @@ enum class TpCollective : std::uint8_t { kAllReduce, kAllGather, kReduceScatter 
 enum class TpOverlap : std::uint8_t { kNone, kRing, kPipeline, kBulk };
 inline constexpr int kTpPipelineSplits = 4;  // TE's num_splits for the pipeline method
 inline constexpr double kTpOverlapSms = 16;  // TE's num_sm for the pipeline and bulk methods
+// The share of a pipelined reduce-scatter's bytes that runs beside its GEMM (the rest after it).
+inline constexpr double kTpPipelineHead = (kTpPipelineSplits - 1.0) / kTpPipelineSplits;
 // The exposed seconds of an overlapped TP collective beside a GEMM of `gemm_s` (as priced: the SMs
 // it lost included): kNone all of `comm_s`; kRing and kBulk what outlasts the GEMM; kPipeline what
 // the first 3/4 of the bytes (`comm_s`) take beyond the GEMM, then the last quarter (`tail_s`).
@@ -167,6 +169,12 @@ struct LayerKernels {
   double recompute_seconds(RecomputeMask mask) const;
   double recompute_flops(RecomputeMask mask) const;
 };
+
+// Context parallelism: one rank's K and V of a layer for one micro-batch (its sequence shard, its
+// TP share of the KV heads), the unit both engines exchange.
+inline double cp_kv_bytes(const ModelSpec& m, const LayerShape& s) {
+  return s.batch * s.seq * 2.0 * m.kv_dim() * s.bytes_per_element / s.tp;
+}
 
 LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
                            bool moe_layer, const Partner& partner = {});

@@ -346,22 +346,15 @@ void read_degrees(JsonReader& r, Plan& base) {
 // and tied embeddings), otherwise it is chosen like an unreported field. Sequence parallelism:
 // reported, else impossible on the stack, else chosen where tp > 1.
 void read_software(const SoftwareStack* stack, JsonReader& r, CaseLayouts& l, CaseResult& out) {
-  if (stack && stack->flash_optional) {
+  if (stack) {
     l.model.dropout = stack->dropout;
     l.model.tied_embeddings = stack->tied_embeddings;
     out.assumed.update(json{
         {"software", stack->name}, {"dropout", stack->dropout}, {"tied_embeddings", stack->tied_embeddings}});
-    l.choices.push_back({"flash_attention",
-                         {{true, [](Plan& p) { p.flash_attention = true; }},
-                          {false, [](Plan& p) { p.flash_attention = false; }}}});
-  } else if (stack) {
+  }
+  if (stack && !stack->flash_optional) {
     l.base.flash_attention = stack->flash_attention;
-    l.model.dropout = stack->dropout;
-    l.model.tied_embeddings = stack->tied_embeddings;
-    out.assumed.update(json{{"software", stack->name},
-                            {"flash_attention", stack->flash_attention},
-                            {"dropout", stack->dropout},
-                            {"tied_embeddings", stack->tied_embeddings}});
+    out.assumed["flash_attention"] = stack->flash_attention;
   } else {
     l.choices.push_back({"flash_attention",
                          {{true, [](Plan& p) { p.flash_attention = true; }},

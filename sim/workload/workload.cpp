@@ -391,11 +391,11 @@ class StageBuilder {
   // Named by block ("attn." or "mlp.") so that each op id in a layer is unique: a layer has two
   // (four with SP) TP collectives per direction.
   // `share`: the part of the bytes this op moves (a pipelined reduce-scatter runs as two ops, the
-  // second named with `suffix`).
+  // second, the `tail`, named "..._tail").
   // `off_chain`: started beside the compute chain (an overlapped part), leaving the pending
   // next_deps_ to the chain's next op.
   int tp_collective(Phase ph, int layer, int mb, int chunk, TpCollective kind, int after, int dep,
-                    double share = 1.0, const char* suffix = "", bool off_chain = false) {
+                    double share = 1.0, bool tail = false, bool off_chain = false) {
     static constexpr const char* kNames[2][3] = {
         {"attn.tp_all_reduce", "attn.tp_all_gather", "attn.tp_reduce_scatter"},
         {"mlp.tp_all_reduce", "mlp.tp_all_gather", "mlp.tp_reduce_scatter"}};
@@ -407,14 +407,11 @@ class StageBuilder {
     const CollectiveOp c = kind == TpCollective::kAllReduce   ? CollectiveOp::kAllReduce
                            : kind == TpCollective::kAllGather ? CollectiveOp::kAllGather
                                                               : CollectiveOp::kReduceScatter;
-    const char* name = *suffix != '\0' && kind == TpCollective::kReduceScatter
-                           ? kTails[block]
-                           : kNames[block][static_cast<int>(kind)];
+    const char* name =
+        tail && kind == TpCollective::kReduceScatter ? kTails[block] : kNames[block][static_cast<int>(kind)];
     return collective(ph, layer, mb, chunk, name, StreamId::kTp, GroupKind::kTp, c,
                       share * kernels(layer).tp_bytes, dep, !off_chain);
   }
-  // The share of a pipelined reduce-scatter's bytes that runs beside its GEMM (TpOverlap::kPipeline).
-  static constexpr double kPipelineHead = (kTpPipelineSplits - 1.0) / kTpPipelineSplits;
   // The layer's forward kernels, or (`only` without kFull) those the recompute modules re-run.
   int layer_forward(Phase ph, int layer, int mb, int chunk, int prev,
                     RecomputeMask only = recompute_module::kFull);
@@ -504,9 +501,8 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
     const bool attention = i >= k.attention_first && i <= k.attention_last;
     if (attention && i == k.attention_first && p_.cp > 1 && !partial) {
       // Context parallelism: K/V of the other ranks arrive over the ring while attention runs.
-      const double kv = s_.batch * s_.seq * 2.0 * m_.kv_dim() * s_.bytes_per_element / s_.tp;
       cp_comm = collective(ph, layer, mb, chunk, "cp_kv_all_gather", StreamId::kCp, GroupKind::kCp,
-                           CollectiveOp::kAllGather, kv * p_.cp, prev);
+                           CollectiveOp::kAllGather, cp_kv_bytes(m_, s_) * p_.cp, prev);
       if (p_.cp_comm == CpComm::kAllGather) {  // gathered before the attention, exposed
         prev = cp_comm;
         cp_comm = -1;
@@ -534,8 +530,8 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
           // The first 3/4 start with the GEMM (added after it, so that the graph's order stays
           // the data's: the runtime runs ops in that order), the last quarter after both.
           const int head =
-              tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, before, kPipelineHead, "", true);
-          prev = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, prev, 1 - kPipelineHead, "_tail");
+              tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, before, kTpPipelineHead, false, true);
+          prev = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, prev, 1 - kTpPipelineHead, true);
           edges_.emplace_back(head, prev);
           break;
         }
@@ -572,6 +568,9 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
     if (mask != 0) prev = layer_forward(Phase::kRecompute, layer, mb, chunk, prev, mask);
   }
   int cp_comm = -1;
+  // Context parallelism's K and V, and whether they are gathered whole (CpComm::kAllGather).
+  const double kv = cp_kv_bytes(m_, s_);
+  const bool gathered = p_.cp > 1 && p_.cp_comm == CpComm::kAllGather;
   for (int i = k.count - 1; i >= 0; --i) {
     const KernelCost& kc = k.fwd[i];
     if (i == k.moe_combine_after)
@@ -592,8 +591,6 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
     }
     const int before = prev;
     const bool attention = i >= k.attention_first && i <= k.attention_last;
-    const double kv = s_.batch * s_.seq * 2.0 * m_.kv_dim() * s_.bytes_per_element / s_.tp;
-    const bool gathered = p_.cp > 1 && p_.cp_comm == CpComm::kAllGather;
     if (attention && i == k.attention_last && p_.cp > 1) {
       if (gathered)  // K and V gathered again, before the attention's backward
         prev = collective(Phase::kBackward, layer, mb, chunk, "cp_kv_all_gather", StreamId::kCp,
@@ -613,7 +610,7 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
                    2 * kc.bytes, prev, &kc);
     if (bulk >= 0)
       beside = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[bulk], k.tp_bwd_after[bulk],
-                             before, 1.0, "", true);
+                             before, 1.0, false, true);
     if (beside >= 0) next_deps_.push_back(beside);
     if (i == k.attention_first && k.attention_on_partner)
       prev = partner_copy(Phase::kBackward, layer, mb, chunk, "qkv_grad_from_partner", k.partner_grad_out_s,
