@@ -88,13 +88,13 @@ Status build_case_cluster(const CaseHardware& h, const std::string& file, Valida
   if (!cluster) return cluster.error().with_context(file + ": /hardware/gpu");
   c.cluster = std::move(cluster).value();
   NodeSpec& node = c.cluster.node;
-  if (h.per_node) {
-    for (auto& g : node.devices)
-      if (g.device.kind != DeviceKind::kCpu) {
-        g.count = static_cast<int>(*h.per_node);
-        break;
-      }
-  }
+  // The case's GPU in its reference system's node (a variant shares its reference's system).
+  for (auto& g : node.devices)
+    if (g.device.kind != DeviceKind::kCpu) {
+      g.device = *device;
+      if (h.per_node) g.count = static_cast<int>(*h.per_node);
+      break;
+    }
   if (h.nics) node.nics = static_cast<int>(*h.nics);
   if (h.nic_gbps) node.nic.bandwidth = *h.nic_gbps * 1e9 / 8;
   if (!h.fabric.empty()) {

@@ -266,6 +266,23 @@ TEST(Validation, ContextParallelExchangeIsTheStacks) {
   EXPECT_NE(bad.failure.find("cp_comm"), std::string::npos) << bad.failure;
 }
 
+// A case's GPU is the GPU of its cluster, also for a variant that borrows its reference's system
+// (torchtitan's 96 GB, 500 W H100s in a DGX H100-like node).
+TEST(Validation, CaseGpuVariantIsTheClustersGpu) {
+  auto doc = v2_case(nlohmann::json::object(), nullptr);
+  doc["hardware"]["gpu"] = "h100-sxm5-96gb-500w";
+  auto c = validation_case_from_json(doc, "v2.json");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  const DeviceSpec& gpu = c->cluster.node.devices.front().device;
+  EXPECT_EQ(gpu.name, "h100-sxm5-96gb-500w");
+  EXPECT_DOUBLE_EQ(gpu.memory_bytes, 95.0 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(gpu.memory_bandwidth, 2400e9);
+  const CaseResult variant = run_validation_case(*c);
+  const CaseResult stock = run_doc(v2_case(nlohmann::json::object(), nullptr));
+  ASSERT_TRUE(variant.ok && stock.ok) << variant.failure << stock.failure;
+  EXPECT_GT(variant.predicted_step_s, stock.predicted_step_s);  // a lower peak and HBM2e
+}
+
 // DeepSpeed's pipeline engine reduces the gradients after the last backward: with pp > 1 the
 // overlap is fixed off, without it it stays an option.
 TEST(Validation, DeepSpeedPipelinesReduceAtTheEnd) {
