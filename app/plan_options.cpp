@@ -56,6 +56,9 @@ constexpr PlanFlag kPlanFlags[] = {
     {"--zero", "/zero_stage", Kind::kInteger, "Plan", "ZeRO stage 0-3 (3 = FSDP full shard)"},
     {"--precision", "/precision", Kind::kText, "Plan", "fp32, bf16, fp16, fp8"},
     {"--flash-attention", "/flash_attention", Kind::kFlag, "Plan", "fused attention kernels (true/false)"},
+    {"--attention-kernel", "/attention_kernel", Kind::kText, "Plan",
+     "best (the device's fastest fused attention: cuDNN/FlashAttention-3 on Hopper) or flash2 "
+     "(FlashAttention-2 class, PyTorch SDPA's default)"},
     {"--overlap-grad-reduce", "/overlap_grad_reduce", Kind::kFlag, "Plan",
      "overlap DP gradient reduction with backward"},
     {"--overlap-tp-comm", "/overlap_tp_comm", Kind::kFlag, "Plan", "overlap TP collectives with GEMMs"},

@@ -397,7 +397,10 @@ void LayerKernelBuilder::attention_core(const DeviceSpec& dev) {
   const double scores = s_.batch * m_.heads * s_.seq * s_.kv_seq / tp_;  // score elements, the full square
   if (p_.flash_attention) {
     // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
-    const double t = 0.5 * f_.attn_core / (peak * dev.attention_efficiency);
+    const double eff = p_.attention_kernel == AttentionKernel::kFlash2 && dev.attention_flash2_efficiency > 0
+                           ? dev.attention_flash2_efficiency
+                           : dev.attention_efficiency;
+    const double t = 0.5 * f_.attn_core / (peak * eff);
     // The work on the scores that does not scale with the head width (DeviceSpec::attention_score_s,
     // half forward, half backward), over the causal half.
     // And the fixed cost per (sequence, head) loop (DeviceSpec::attention_head_s, half each way).

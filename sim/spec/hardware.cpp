@@ -375,10 +375,12 @@ void read_efficiency(JsonReader& r, DeviceSpec& d) {
   eff.reject_unknown_keys({"gemm", "gemm_fp8", "attention", "memory", "kernel_overhead",
                            "graph_kernel_overhead", "gemm_setup", "attention_setup", "gemm_weight_fwd",
                            "gemm_weight_bwd", "optimizer", "attention_score", "activation_element",
-                           "attention_head", "attention_backward"});
+                           "attention_head", "attention_backward", "attention_flash2"});
   d.gemm_efficiency = eff.number("gemm", d.gemm_efficiency, 0.01, 1.0);
   if (eff.has("gemm_fp8")) d.gemm_fp8_efficiency = eff.number("gemm_fp8", 0.0, 0.01, 1.0);
   d.attention_efficiency = eff.number("attention", d.attention_efficiency, 0.01, 1.0);
+  if (eff.has("attention_flash2"))
+    d.attention_flash2_efficiency = eff.number("attention_flash2", 0.0, 0.01, 1.0);
   d.memory_efficiency = eff.number("memory", d.memory_efficiency, 0.01, 1.0);
   d.optimizer_efficiency =
       eff.number("optimizer", 1.0, DeviceSpec::kOptimizerEfficiencyMin, DeviceSpec::kOptimizerEfficiencyMax);
@@ -497,6 +499,7 @@ json device_to_json(const DeviceSpec& d) {
   if (d.sm_count > 0) j["sm_count"] = d.sm_count;
   if (d.optimizer_efficiency != 1.0) j["efficiency"]["optimizer"] = d.optimizer_efficiency;
   if (d.gemm_fp8_efficiency > 0) j["efficiency"]["gemm_fp8"] = d.gemm_fp8_efficiency;
+  if (d.attention_flash2_efficiency > 0) j["efficiency"]["attention_flash2"] = d.attention_flash2_efficiency;
   if (d.attention_score_s > 0)
     j["efficiency"]["attention_score"] = format_quantity(d.attention_score_s, Dimension::kSeconds);
   if (d.attention_head_s > 0)

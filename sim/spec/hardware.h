@@ -58,7 +58,10 @@ struct DeviceSpec {
     return gemm_fp8_efficiency > 0 ? gemm_fp8_efficiency : gemm_efficiency;
   }
   double attention_efficiency = 0.5;  // fused (flash) attention, fraction of peak
-  double memory_efficiency = 0.8;     // streaming kernels, fraction of memory bandwidth
+  // FlashAttention-2-class kernels (Plan::attention_kernel kFlash2), fraction of peak; 0: the same
+  // as attention_efficiency (where they are the device's best kernels, as on A100).
+  double attention_flash2_efficiency = 0;
+  double memory_efficiency = 0.8;  // streaming kernels, fraction of memory bandwidth
   // The optimizer's rate as a multiple of stream_rate(). The elementwise kernels meet tensors that
   // the step just wrote; the optimizer streams the parameters and moments, untouched since the last
   // step: where a cache holds part of a step (a CPU's last level), it reads them from memory

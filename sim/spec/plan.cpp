@@ -131,6 +131,12 @@ Result<CpComm> parse_cp_comm(const std::string& s) {
     if (to_string(v) == s) return v;
   return Error(quote_excerpt(s) + " is not one of: ring, all-gather");
 }
+std::string to_string(AttentionKernel k) { return k == AttentionKernel::kFlash2 ? "flash2" : "best"; }
+Result<AttentionKernel> parse_attention_kernel(const std::string& s) {
+  for (auto v : {AttentionKernel::kBest, AttentionKernel::kFlash2})
+    if (to_string(v) == s) return v;
+  return Error(quote_excerpt(s) + " is not one of: best, flash2");
+}
 std::string to_string(Precision p) {
   switch (p) {
     case Precision::kFp32:
@@ -315,6 +321,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.cp_comm = read_enum("cp_comm", parse_cp_comm, CpComm::kRing);
   p.precision = read_enum("precision", parse_precision, Precision::kBf16);
   p.flash_attention = r.boolean("flash_attention", true);
+  p.attention_kernel = read_enum("attention_kernel", parse_attention_kernel, AttentionKernel::kBest);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
   p.overlap_tp_comm = r.boolean("overlap_tp_comm", false);
   p.overlap_param_gather = r.boolean("overlap_param_gather", false);
@@ -412,6 +419,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "recompute",
                          "precision",
                          "flash_attention",
+                         "attention_kernel",
                          "overlap_grad_reduce",
                          "overlap_tp_comm",
                          "overlap_param_gather",
@@ -478,6 +486,7 @@ json plan_to_json(const Plan& p) {
   if (p.recompute_layers >= 0) j["recompute_layers"] = p.recompute_layers;
   if (p.recompute_method != RecomputeMethod::kBlock) j["recompute_method"] = to_string(p.recompute_method);
   if (p.cp_comm != CpComm::kRing) j["cp_comm"] = to_string(p.cp_comm);
+  if (p.attention_kernel != AttentionKernel::kBest) j["attention_kernel"] = to_string(p.attention_kernel);
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.offload_params) j["offload_params"] = true;

@@ -32,6 +32,9 @@ enum class Recompute { kNone, kSelective, kFull, kOptimal, kSelectiveOp };
 enum class RecomputeMethod { kBlock, kUniform };
 // How context parallelism exchanges K and V (Plan::cp_comm).
 enum class CpComm { kRing, kAllGather };
+// The attention kernel's class (Plan::attention_kernel): the device's best fused kernel, or a
+// FlashAttention-2-class one (DeviceSpec::attention_flash2_efficiency).
+enum class AttentionKernel { kBest, kFlash2 };
 enum class Precision { kFp32, kBf16, kFp16, kFp8 };
 // Gradient compression for the data-parallel reduction (sim/analytic/compression.h).
 enum class GradCompression { kNone, kInt8, kTopK, kPowerSgd, kFourStage };
@@ -43,6 +46,8 @@ std::string to_string(RecomputeMethod m);
 Result<RecomputeMethod> parse_recompute_method(const std::string& s);
 std::string to_string(CpComm c);
 Result<CpComm> parse_cp_comm(const std::string& s);
+std::string to_string(AttentionKernel k);
+Result<AttentionKernel> parse_attention_kernel(const std::string& s);
 Result<Schedule> parse_schedule(const std::string& s);
 Result<Recompute> parse_recompute(const std::string& s);
 Result<Precision> parse_precision(const std::string& s);
@@ -102,6 +107,11 @@ struct Plan {
   RecomputeMethod recompute_method = RecomputeMethod::kBlock;
   Precision precision = Precision::kBf16;
   bool flash_attention = true;  // fused attention: no s^2 activation traffic or memory
+  // Which fused attention kernel runs: kBest, the device's fastest (on Hopper, cuDNN's fused
+  // attention as Transformer Engine picks it, or FlashAttention-3); kFlash2, FlashAttention-2 or a
+  // kernel of its class (PyTorch SDPA's flash backend, which PyTorch prefers to cuDNN on Hopper:
+  // pytorch/pytorch#138522), which does not use Hopper's asynchronous tensor cores.
+  AttentionKernel attention_kernel = AttentionKernel::kBest;
   bool overlap_grad_reduce =
       false;                     // DP gradient reduction overlapped with backward (opt-in, as in Megatron)
   bool overlap_tp_comm = false;  // TP collectives overlapped with GEMMs

@@ -189,6 +189,19 @@ struct SoftwareStack {
   // Context parallelism gathers K and V whole (Plan::cp_comm): torchtitan's default
   // context_parallel_rotate_method, "allgather".
   bool cp_all_gather = false;
+  // The published runs reduce (and keep) the gradients of a bf16/fp8 plan in bf16: NeMo's
+  // launcher configs set optim.grad_sync_dtype: bf16 (e.g. conf/training/nemotron/
+  // nemotron_340b.yaml), NeMo 2.x performance recipes set plugins.grad_reduce_in_fp32 = False, and
+  // Megatron-Bridge's performance configs ddp.grad_reduce_in_fp32 = False. Megatron-LM itself
+  // accumulates bf16 gradients in fp32 (--accumulate-allreduce-grads-in-fp32 forced with --bf16),
+  // and torchtitan's FSDP2 reduces in fp32 (training.mixed_precision_reduce).
+  bool grad_reduce_bf16 = false;
+  // Attention runs FlashAttention-2-class kernels (Plan::attention_kernel kFlash2): PyTorch SDPA's
+  // flash backend, which PyTorch prefers to cuDNN's fused attention since 2.5.1
+  // (pytorch/pytorch#138522 made cuDNN opt-in; its default preference returns only with cuDNN
+  // newer than 9.15), and the flash-attn/triton kernels of llm-foundry. Hopper-native kernels
+  // (cuDNN, FlashAttention-3) are Transformer Engine's, which the Megatron family runs.
+  bool attention_flash2 = false;
 };
 constexpr SoftwareStack kSoftwareStacks[] = {
     // Megatron-LM, 2021: before FlashAttention (Dao et al., May 2022) and before sequence
@@ -273,6 +286,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
   if (name == "nemo" || name == "megatron-bridge") {
     s.name = name == "nemo" ? "NeMo" : "Megatron-Bridge";
     s.dropout = s.tied_embeddings = false;
+    s.grad_reduce_bf16 = true;
     return s;
   }
   if (name == "deepspeed" || name == "megatron-deepspeed") {
@@ -295,6 +309,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.overlap_tp_comm = name == "torchtitan" ? Can::kOption : Can::kNo;
     if (name == "torchtitan") s.selective = Recompute::kSelectiveOp;
     s.cp_all_gather = name == "torchtitan";
+    s.attention_flash2 = true;
     // torchtitan's compile.enable and plain FSDP scripts default to eager; llm-foundry's MPT
     // runs its own fused kernels.
     s.eager_unless_compiled = name != "llm-foundry";
@@ -548,7 +563,13 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
     if (b.pp > 1) out.assumed["overlap_p2p_comm"] = true;
   }
   const std::string grad = r.choice("grad_reduce_precision", {"fp32", "bf16", "fp16"}, "");
-  if (!grad.empty()) l.base.grad_reduce_precision = *parse_precision(grad);
+  if (!grad.empty()) {
+    l.base.grad_reduce_precision = *parse_precision(grad);
+  } else if (stack && stack->grad_reduce_bf16 && b.precision != Precision::kFp16 &&
+             b.precision != Precision::kFp32) {
+    l.base.grad_reduce_precision = Precision::kBf16;
+    out.assumed["grad_reduce_precision"] = "bf16";
+  }
   // Context parallelism's K/V exchange: reported, else the stack's (torchtitan all-gathers), else
   // Megatron's ring.
   const std::string cp_comm = r.choice("cp_comm", {"ring", "all-gather"}, "");
@@ -632,6 +653,10 @@ bool read_case_layouts(const ValidationCase& c, CaseLayouts& l, CaseResult& out)
   if (stack && stack->eager_unless_compiled) {
     l.base.kernel_fusion = c.compiled.value_or(false);
     out.assumed["kernel_fusion"] = l.base.kernel_fusion;
+  }
+  if (stack && stack->attention_flash2 && l.base.flash_attention) {
+    l.base.attention_kernel = AttentionKernel::kFlash2;
+    out.assumed["attention_kernel"] = to_string(AttentionKernel::kFlash2);
   }
   read_schedule(c, r, l);
   read_memory_fields(r, stack, l, out);

@@ -396,6 +396,41 @@ TEST(Simulator, AllGatherContextParallelIsExposed) {
   EXPECT_FALSE(parse_cp_comm("allgather").ok());
 }
 
+// FlashAttention-2-class attention (Plan::attention_kernel, PyTorch SDPA's default) on Hopper runs
+// at its own efficiency: only the attention kernels slow down, by the ratio of the two
+// efficiencies, in both engines; on A100, where it is the best kernel, nothing changes.
+TEST(Simulator, Flash2AttentionRunsAtItsOwnEfficiency) {
+  const ModelSpec m = model("llama3-8b");
+  const ClusterSpec h100 = cluster("dgx-h100-ndr", 8);
+  Plan best = plan(1, 1, 8, 1, 8);
+  best.zero_stage = 3;  // FSDP, as the PyTorch stacks that run it
+  Plan fa2 = best;
+  fa2.attention_kernel = AttentionKernel::kFlash2;
+  const DeviceSpec& d = h100.node.accelerator();
+  ASSERT_GT(d.attention_flash2_efficiency, 0);
+  ASSERT_LT(d.attention_flash2_efficiency, d.attention_efficiency);
+  const Prediction a = AnalyticModel(m, h100).evaluate(best), b = AnalyticModel(m, h100).evaluate(fa2);
+  EXPECT_GT(b.step_time_s, a.step_time_s);
+  // The attention share of the compute grows by exactly the efficiency ratio.
+  const LayerKernels ka = layer_kernels(m, d, best, plan_layer_shape(m, best), false),
+                     kb = layer_kernels(m, d, fa2, plan_layer_shape(m, fa2), false);
+  double ta = 0, tb = 0, other_a = 0, other_b = 0;
+  for (int i = 0; i < ka.count; ++i) {
+    (ka.fwd[i].cls == KernelClass::kAttention ? ta : other_a) += ka.fwd[i].fwd_s;
+    (kb.fwd[i].cls == KernelClass::kAttention ? tb : other_b) += kb.fwd[i].fwd_s;
+  }
+  EXPECT_DOUBLE_EQ(other_a, other_b);
+  EXPECT_GT(tb, ta * 1.2);
+  testing::expect_engines_agree(m, h100, fa2, 0.03, "flash2");
+  const ClusterSpec a100 = cluster("dgx-a100-hdr", 8);
+  EXPECT_DOUBLE_EQ(AnalyticModel(m, a100).evaluate(best).step_time_s,
+                   AnalyticModel(m, a100).evaluate(fa2).step_time_s);
+  auto back = plan_from_json(plan_to_json(fa2), "plan.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->attention_kernel, AttentionKernel::kFlash2);
+  EXPECT_FALSE(parse_attention_kernel("fa2").ok());
+}
+
 // Context parallelism runs the attention as cp steps: each step after the first adds a kernel
 // and a correction of the running output (3 fp32 passes) forward, a kernel and the dQ/dK/dV
 // accumulations (2 fp32 passes each) backward -- by hand against the same local shape without

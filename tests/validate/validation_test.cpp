@@ -266,6 +266,36 @@ TEST(Validation, ContextParallelExchangeIsTheStacks) {
   EXPECT_NE(bad.failure.find("cp_comm"), std::string::npos) << bad.failure;
 }
 
+// The stack's kernels and gradient type: PyTorch SDPA stacks run FlashAttention-2-class attention;
+// NeMo and Megatron-Bridge recipes reduce bf16 gradients (a reported type wins); Megatron-Core
+// keeps both defaults.
+TEST(Validation, AttentionKernelAndGradientTypeAreTheStacks) {
+  const nlohmann::json layout = {{"pp", 1}, {"dp", 8}, {"schedule", nullptr}};
+  const CaseResult titan = run_doc(v2_case(layout, {{"name", "torchtitan"}, {"version", "2024-12"}}));
+  ASSERT_TRUE(titan.ok) << titan.failure;
+  EXPECT_EQ(titan.plan.attention_kernel, AttentionKernel::kFlash2);
+  EXPECT_EQ(titan.assumed["attention_kernel"], "flash2");
+  EXPECT_FALSE(titan.plan.grad_reduce_precision.has_value());
+  const CaseResult nemo = run_doc(v2_case(layout, {{"name", "nemo"}, {"version", "24.07"}}));
+  ASSERT_TRUE(nemo.ok) << nemo.failure;
+  EXPECT_EQ(nemo.plan.attention_kernel, AttentionKernel::kBest);
+  ASSERT_TRUE(nemo.plan.grad_reduce_precision.has_value());
+  EXPECT_EQ(*nemo.plan.grad_reduce_precision, Precision::kBf16);
+  EXPECT_EQ(nemo.assumed["grad_reduce_precision"], "bf16");
+  nlohmann::json said = layout;
+  said["grad_reduce_precision"] = "fp32";
+  const CaseResult reported = run_doc(v2_case(said, {{"name", "megatron-bridge"}, {"version", "25.11"}}));
+  ASSERT_TRUE(reported.ok) << reported.failure;
+  EXPECT_EQ(*reported.plan.grad_reduce_precision, Precision::kFp32);
+  EXPECT_FALSE(reported.assumed.contains("grad_reduce_precision"));
+  // Half the gradient bytes: a faster step than the same plan reducing in fp32.
+  EXPECT_LT(nemo.predicted_step_s, reported.predicted_step_s);
+  const CaseResult mcore = run_doc(v2_case(layout, {{"name", "megatron-core"}, {"version", "0.9"}}));
+  ASSERT_TRUE(mcore.ok) << mcore.failure;
+  EXPECT_EQ(mcore.plan.attention_kernel, AttentionKernel::kBest);
+  EXPECT_FALSE(mcore.plan.grad_reduce_precision.has_value());
+}
+
 // A case's GPU is the GPU of its cluster, also for a variant that borrows its reference's system
 // (torchtitan's 96 GB, 500 W H100s in a DGX H100-like node).
 TEST(Validation, CaseGpuVariantIsTheClustersGpu) {
