@@ -584,6 +584,28 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
   read_uneven_stages(c, r, stack, l);
 }
 
+// The case's own model facts, where it states them, over the stack's usual ones; the kernels
+// the stack runs (PyTorch eager unless compiled, its attention kernel).
+void apply_case_facts(const ValidationCase& c, const SoftwareStack* stack, CaseLayouts& l, CaseResult& out) {
+  if (c.dropout) {
+    l.model.dropout = *c.dropout;
+    out.assumed.erase("dropout");
+  }
+  if (c.tied_embeddings) {
+    l.model.tied_embeddings = *c.tied_embeddings;
+    out.assumed.erase("tied_embeddings");
+  }
+  if (stack && !c.software_version.empty()) out.assumed["software_version"] = c.software_version;
+  if (stack && stack->eager_unless_compiled) {
+    l.base.kernel_fusion = c.compiled.value_or(false);
+    out.assumed["kernel_fusion"] = l.base.kernel_fusion;
+  }
+  if (stack && stack->attention_flash2 && l.base.flash_attention) {
+    l.base.attention_kernel = AttentionKernel::kFlash2;
+    out.assumed["attention_kernel"] = to_string(AttentionKernel::kFlash2);
+  }
+}
+
 // Reads the case's /parallel into `l`; false (out.failure says why) on a bad field.
 bool read_case_layouts(const ValidationCase& c, CaseLayouts& l, CaseResult& out) {
   JsonReader r(c.parallel, c.file, "/parallel");
@@ -640,24 +662,7 @@ bool read_case_layouts(const ValidationCase& c, CaseLayouts& l, CaseResult& out)
   }
   l.model = c.model;
   read_software(stack, r, l, out);
-  // The case's own model facts, where it states them, over the stack's usual ones.
-  if (c.dropout) {
-    l.model.dropout = *c.dropout;
-    out.assumed.erase("dropout");
-  }
-  if (c.tied_embeddings) {
-    l.model.tied_embeddings = *c.tied_embeddings;
-    out.assumed.erase("tied_embeddings");
-  }
-  if (stack && !c.software_version.empty()) out.assumed["software_version"] = c.software_version;
-  if (stack && stack->eager_unless_compiled) {
-    l.base.kernel_fusion = c.compiled.value_or(false);
-    out.assumed["kernel_fusion"] = l.base.kernel_fusion;
-  }
-  if (stack && stack->attention_flash2 && l.base.flash_attention) {
-    l.base.attention_kernel = AttentionKernel::kFlash2;
-    out.assumed["attention_kernel"] = to_string(AttentionKernel::kFlash2);
-  }
+  apply_case_facts(c, stack, l, out);
   read_schedule(c, r, l);
   read_memory_fields(r, stack, l, out);
   if (c.schema == 2) read_v2_fields(c, r, stack, l, out);
