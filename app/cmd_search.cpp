@@ -109,6 +109,25 @@ Result<SearchResult> search_with_progress(const ModelSpec& model, const ClusterS
   return r;
 }
 
+// The communication a plan overlaps, as the search varies it: "grad+param+tp" (those set: the
+// data-parallel reduction, ZeRO-1/2's parameter all-gather, the TP collectives), "" for none.
+std::string overlap_string(const Plan& p) {
+  std::string out;
+  for (auto [on, name] : {std::pair{p.overlap_grad_reduce && p.zero_stage < 3, "grad"},
+                          {p.overlap_param_gather, "param"},
+                          {p.overlap_tp_comm, "tp"}})
+    if (on) out.append(out.empty() ? "" : "+").append(name);
+  return out;
+}
+
+// The layout column: degrees, then what is offloaded and what is overlapped.
+std::string layout_column(const Plan& p) {
+  std::string s = layout_string(p);
+  if (!offload_string(p).empty()) s.append(" off:").append(offload_string(p));
+  if (!overlap_string(p).empty()) s.append(" ov:").append(overlap_string(p));
+  return s;
+}
+
 void print_search_json(const ModelSpec& model, const ClusterSpec& cluster, const SearchFlags& o,
                        const SearchResult& r) {
   nlohmann::json plans = nlohmann::json::array(), pareto = nlohmann::json::array();
@@ -123,16 +142,17 @@ void print_search_json(const ModelSpec& model, const ClusterSpec& cluster, const
 
 void print_search_csv(const SearchResult& r) {
   fmt::print(
-      "rank,tp,pp,dp,cp,ep,sp,vp,micro_batch,zero,recompute,schedule,offload,step_s,simulated_step_s,"
+      "rank,tp,pp,dp,cp,ep,sp,vp,micro_batch,zero,recompute,schedule,offload,overlap,step_s,simulated_step_"
+      "s,"
       "tokens_per_s,mfu,memory_gib,capacity_gib,cost_per_mtok_usd,energy_per_mtok_kwh\n");
   int i = 0;
   for (const auto& p : r.plans) {
     const Plan& pl = p.plan;
     fmt::print(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.4f},{:.3f},{:.3f},{:.6g},{:.6g}"
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.4f},{:.3f},{:.3f},{:.6g},{:.6g}"
         "\n",
         ++i, pl.tp, pl.pp, pl.dp, pl.cp, pl.ep, pl.sequence_parallel, pl.virtual_stages, pl.micro_batch,
-        pl.zero_stage, recompute_string(pl), to_string(pl.schedule), offload_string(pl),
+        pl.zero_stage, recompute_string(pl), to_string(pl.schedule), offload_string(pl), overlap_string(pl),
         p.prediction.step_time_s, p.simulated_step_s, p.prediction.tokens_per_s, p.prediction.mfu,
         p.prediction.memory.total / 1073741824.0, p.prediction.memory.capacity / 1073741824.0,
         p.economics.cost_per_mtok_usd, p.economics.energy_per_mtok_kwh);
@@ -170,8 +190,7 @@ void print_ranked_plans(const SearchResult& r) {
     fmt::print(
         "{:>3}  {:<26} {:>3} {:>4} {:<9} {:<16} {:>9} {:>9} {:>10.0f} {:>5.1f}% {:>6.1f}/{:<4.0f}GiB "
         "{:>9.3f} {:>9.3f}\n",
-        ++i, layout_string(pl) + (offload_string(pl).empty() ? "" : " off:" + offload_string(pl)),
-        pl.micro_batch, pl.zero_stage, recompute_string(pl), to_string(pl.schedule),
+        ++i, layout_column(pl), pl.micro_batch, pl.zero_stage, recompute_string(pl), to_string(pl.schedule),
         pretty_quantity(p.prediction.step_time_s, Dimension::kSeconds),
         p.simulated_step_s >= 0 ? pretty_quantity(p.simulated_step_s, Dimension::kSeconds) : "-",
         p.prediction.tokens_per_s, 100 * p.prediction.mfu, p.prediction.memory.total / 1073741824.0,
@@ -185,7 +204,7 @@ void print_pareto_and_best(const SearchFlags& o, const SearchResult& r) {
   fmt::print("\nPareto front (step time vs $/Mtok vs memory headroom): {} plan{}\n", r.pareto.size(),
              r.pareto.size() == 1 ? "" : "s");
   for (const auto& p : r.pareto)
-    fmt::print("  {:<30} mb{} z{} {:<9} {:>9}  ${:.3f}/Mtok  {:.1f} GiB free\n", layout_string(p.plan),
+    fmt::print("  {:<30} mb{} z{} {:<9} {:>9}  ${:.3f}/Mtok  {:.1f} GiB free\n", layout_column(p.plan),
                p.plan.micro_batch, p.plan.zero_stage, recompute_string(p.plan),
                pretty_quantity(p.prediction.step_time_s, Dimension::kSeconds), p.economics.cost_per_mtok_usd,
                p.memory_headroom / 1073741824.0);

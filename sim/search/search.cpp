@@ -72,17 +72,49 @@ struct Axes {
   std::vector<Recompute> recompute;
   std::vector<Schedule> schedules;
   std::vector<bool> sequence_parallel, offload_optimizer, overlap_grad_reduce, offload_params,
-      offload_activations;
+      offload_activations, overlap_tp_comm, overlap_param_gather;
 };
+
+// Pipeline degrees: the powers of two and every divisor of the layer count, up to 64 stages.
+std::vector<int> pipeline_degrees(int layers) {
+  std::vector<int> v = powers_of_two_up_to(std::min(64, layers));
+  for (int d = 3; d <= std::min(64, layers); ++d)
+    if (layers % d == 0 && (d & (d - 1)) != 0) v.push_back(d);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// Virtual stages for `pp` stages: every v > 1 whose pp * v chunks take the layers evenly, or
+// take them with the first and/or last chunk one layer short (Megatron-Core's
+// --account-for-embedding/loss-in-pipeline-split, Llama 3 405B's 126 layers on 16 stages), each
+// with its chunk layer split (empty: even). Up to 32 chunks per stage.
+std::vector<std::pair<int, std::vector<int>>> interleavings(int layers, int pp) {
+  std::vector<std::pair<int, std::vector<int>>> out;
+  for (int v = 2; v <= 32 && pp * v <= layers + 2; ++v) {
+    const int n = pp * v;
+    if (layers % n == 0) {
+      out.push_back({v, {}});
+      continue;
+    }
+    for (int short_chunks : {1, 2}) {
+      if ((layers + short_chunks) % n != 0) continue;
+      std::vector<int> split(static_cast<std::size_t>(n), (layers + short_chunks) / n);
+      split.back() -= 1;                          // the loss's chunk
+      if (short_chunks == 2) split.front() -= 1;  // and the embedding's
+      out.push_back({v, std::move(split)});
+    }
+  }
+  return out;
+}
 Axes search_axes(const ModelSpec& model, int per_node, const SearchSpace& sp) {
   Axes a;
   a.tp = or_default(sp.tp, powers_of_two_up_to(std::min(per_node, 8)));
-  a.pp = or_default(sp.pp, powers_of_two_up_to(std::min(64, model.layers)));
+  a.pp = or_default(sp.pp, pipeline_degrees(model.layers));
   a.cp = or_default(sp.cp, powers_of_two_up_to(16));
   a.ep = or_default(
       sp.ep, model.is_moe() ? powers_of_two_up_to(std::min(64, model.moe.experts)) : std::vector<int>{1});
   a.micro_batch = or_default(sp.micro_batch, std::vector<int>{1, 2, 4, 8, 16});
-  a.virtual_stages = or_default(sp.virtual_stages, std::vector<int>{1, 2, 4});
+  a.virtual_stages = sp.virtual_stages;  // empty: interleavings() per pipeline degree
   a.zero_stage = or_default(sp.zero_stage, std::vector<int>{0, 1, 2, 3});
   a.recompute = or_default(sp.recompute, std::vector<Recompute>{Recompute::kNone, Recompute::kSelective,
                                                                 Recompute::kFull, Recompute::kOptimal});
@@ -93,6 +125,8 @@ Axes search_axes(const ModelSpec& model, int per_node, const SearchSpace& sp) {
   a.overlap_grad_reduce = or_default(sp.overlap_grad_reduce, std::vector<bool>{false, true});
   a.offload_params = or_default(sp.offload_params, std::vector<bool>{false});
   a.offload_activations = or_default(sp.offload_activations, std::vector<bool>{false});
+  a.overlap_tp_comm = or_default(sp.overlap_tp_comm, std::vector<bool>{false, true});
+  a.overlap_param_gather = or_default(sp.overlap_param_gather, std::vector<bool>{false, true});
   return a;
 }
 
@@ -131,6 +165,27 @@ std::vector<DeviceLayout> device_layouts(const ClusterSpec& cluster, int gpus, i
   return v;
 }
 
+// The overlap variants of one plan: the gradient reduction (ZeRO-3 overlaps by construction,
+// FSDP's prefetch: one variant), TP communication (with SP: Transformer Engine's userbuffers
+// split the SP collectives) and ZeRO-1/2's parameter all-gather (only beside the overlapped
+// reduction, as Megatron requires).
+void add_overlaps(const Plan& base, const Axes& a, std::vector<Plan>& out) {
+  for (bool grad : a.overlap_grad_reduce) {
+    if (base.zero_stage == 3 && grad != a.overlap_grad_reduce.front()) continue;
+    for (bool tp : a.overlap_tp_comm) {
+      if (tp && !base.sequence_parallel) continue;
+      for (bool gather : a.overlap_param_gather) {
+        if (gather && (base.zero_stage == 0 || base.zero_stage == 3 || !grad)) continue;
+        Plan p = base;
+        p.overlap_grad_reduce = grad;
+        p.overlap_tp_comm = tp;
+        p.overlap_param_gather = gather;
+        out.push_back(std::move(p));
+      }
+    }
+  }
+}
+
 // The memory and recompute variants of one layout (`base`: its degrees, micro-batch and
 // schedule), those the models cover, appended to `out` in enumeration order.
 void add_variants(const Plan& base, const Axes& a, const SearchSpace& sp, std::vector<Plan>& out) {
@@ -144,27 +199,49 @@ void add_variants(const Plan& base, const Axes& a, const SearchSpace& sp, std::v
         if (s && base.tp == 1) continue;
         for (bool off : a.offload_optimizer)
           for (bool off_p : a.offload_params)
-            for (bool off_a : a.offload_activations)
-              for (bool overlap : a.overlap_grad_reduce) {
-                // ZeRO-3 overlaps by construction (FSDP prefetch): one variant is enough.
-                if (zero == 3 && overlap != a.overlap_grad_reduce.front()) continue;
-                // Parameter offload needs the optimizer on the host; neither it nor activation
-                // offload is modelled with split weight gradients.
-                if (off_p && !off) continue;
-                if ((off_p || off_a) && (sched == Schedule::kZeroBubble || sched == Schedule::kDualPipe))
-                  continue;
-                // Per-layer recompute is not modelled with activation offload or DualPipe.
-                if (rc == Recompute::kOptimal && (off_a || sched == Schedule::kDualPipe)) continue;
-                Plan p = base;
-                p.zero_stage = zero;
-                p.recompute = rc;
-                p.sequence_parallel = s;
-                p.offload_optimizer = off;
-                p.offload_params = off_p;
-                p.offload_activations = off_a;
-                p.overlap_grad_reduce = overlap;
-                out.push_back(p);
-              }
+            for (bool off_a : a.offload_activations) {
+              // Parameter offload needs the optimizer on the host; neither it nor activation
+              // offload is modelled with split weight gradients.
+              if (off_p && !off) continue;
+              if ((off_p || off_a) && (sched == Schedule::kZeroBubble || sched == Schedule::kDualPipe))
+                continue;
+              // Per-layer recompute is not modelled with activation offload or DualPipe.
+              if (rc == Recompute::kOptimal && (off_a || sched == Schedule::kDualPipe)) continue;
+              Plan p = base;
+              p.zero_stage = zero;
+              p.recompute = rc;
+              p.sequence_parallel = s;
+              p.offload_optimizer = off;
+              p.offload_params = off_p;
+              p.offload_activations = off_a;
+              add_overlaps(p, a, out);
+            }
+      }
+}
+
+// The schedules and micro-batches of one layout (`base`: its degrees), each with its variants,
+// appended to `out`.
+void add_schedules(const Plan& base, const Axes& a, const SearchSpace& sp, const DeviceLayout& devices,
+                   const std::vector<std::pair<int, std::vector<int>>>& chunkings, std::vector<Plan>& out) {
+  for (int mb : a.micro_batch)
+    for (Schedule sched : a.schedules)
+      for (const auto& [vp, split] : chunkings) {
+        if ((sched == Schedule::kInterleaved1F1B) != (vp > 1)) continue;
+        if (sched != Schedule::k1F1B && base.pp == 1) continue;
+        // A chunk per stage device is not modelled (validate_plan_on says so).
+        if (!devices.stage_devices.empty() && (vp > 1 || sched == Schedule::kDualPipe)) continue;
+        Plan p = base;
+        p.micro_batch = mb;
+        p.schedule = sched;
+        p.virtual_stages = vp;
+        p.layer_split = split;
+        // Megatron's default with virtual stages (its training scripts, NeMo and Megatron-Bridge
+        // turn it on there): never slower in either engine.
+        p.overlap_p2p_comm = vp > 1;
+        p.precision = sp.precision;
+        p.flash_attention = sp.flash_attention;
+        p.stage_devices = devices.stage_devices;
+        add_variants(p, a, sp, out);
       }
 }
 
@@ -173,39 +250,32 @@ std::vector<Plan> enumerate_plans(const ModelSpec& model, const ClusterSpec& clu
                                   std::int64_t gb, const SearchSpace& sp) {
   const Axes a = search_axes(model, cluster.node.accelerators(), sp);
   std::vector<Plan> candidates;
-  for (int tp : a.tp)
-    for (int pp : a.pp)
-      for (const DeviceLayout& layout : device_layouts(cluster, gpus, pp))
+  for (int pp : a.pp) {
+    // Virtual stages: the space's, else every interleaving of the layers over pp stages.
+    std::vector<std::pair<int, std::vector<int>>> chunkings;
+    if (a.virtual_stages.empty()) {
+      chunkings.push_back({1, {}});
+      if (pp > 1)
+        for (auto& c : interleavings(model.layers, pp)) chunkings.push_back(std::move(c));
+    } else {
+      for (int vp : a.virtual_stages) chunkings.push_back({vp, {}});
+    }
+    for (int tp : a.tp)
+      for (const DeviceLayout& devices : device_layouts(cluster, gpus, pp))
         for (int cp : a.cp) {
-          if (layout.ranks % (tp * pp * cp) != 0) continue;
-          const int dp = layout.ranks / (tp * pp * cp);
-          for (int ep : a.ep)
-            for (int mb : a.micro_batch)
-              for (Schedule sched : a.schedules)
-                for (int vp : a.virtual_stages) {
-                  if ((sched == Schedule::kInterleaved1F1B) != (vp > 1)) continue;
-                  if (sched != Schedule::k1F1B && pp == 1) continue;
-                  // A chunk per stage device is not modelled (validate_plan_on says so).
-                  if (!layout.stage_devices.empty() && (vp > 1 || sched == Schedule::kDualPipe)) continue;
-                  Plan p;
-                  p.tp = tp;
-                  p.pp = pp;
-                  p.dp = dp;
-                  p.cp = cp;
-                  p.ep = ep;
-                  p.micro_batch = mb;
-                  p.global_batch = gb;
-                  p.schedule = sched;
-                  p.virtual_stages = vp;
-                  // Megatron's default with virtual stages (its training scripts, NeMo and
-                  // Megatron-Bridge turn it on there): never slower in either engine.
-                  p.overlap_p2p_comm = vp > 1;
-                  p.precision = sp.precision;
-                  p.flash_attention = sp.flash_attention;
-                  p.stage_devices = layout.stage_devices;
-                  add_variants(p, a, sp, candidates);
-                }
+          if (devices.ranks % (tp * pp * cp) != 0) continue;
+          for (int ep : a.ep) {
+            Plan p;
+            p.tp = tp;
+            p.pp = pp;
+            p.cp = cp;
+            p.dp = devices.ranks / (tp * pp * cp);
+            p.ep = ep;
+            p.global_batch = gb;
+            add_schedules(p, a, sp, devices, chunkings, candidates);
+          }
         }
+  }
   return candidates;
 }
 

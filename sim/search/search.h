@@ -29,6 +29,9 @@ struct SearchSpace {
   std::vector<Recompute> recompute;
   std::vector<Schedule> schedules;
   std::vector<bool> sequence_parallel, offload_optimizer, overlap_grad_reduce;
+  // TP communication overlap (with SP) and ZeRO-1/2's parameter all-gather behind the next
+  // forward (with the gradient reduction overlapped, as Megatron requires): default both ways.
+  std::vector<bool> overlap_tp_comm, overlap_param_gather;
   // Parameter and activation offload (default: off; parameter offload only with the optimizer's).
   std::vector<bool> offload_params, offload_activations;
   Precision precision = Precision::kBf16;

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <numeric>
+
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/capacity.h"
 #include "sim/spec/presets.h"
@@ -79,6 +81,8 @@ TEST(Search, MemoryPruningNeverDropsAPlanThatFits) {
   o.space.virtual_stages = {1};
   o.space.schedules = {Schedule::k1F1B};
   o.space.overlap_grad_reduce = {true};
+  o.space.overlap_tp_comm = {false};
+  o.space.overlap_param_gather = {false};
   auto r = search(m, c, o);
   ASSERT_TRUE(r.ok()) << r.error().message();
   ASSERT_TRUE(resize_cluster(c, 16, "test").ok());
@@ -123,6 +127,49 @@ TEST(Search, MemoryPruningNeverDropsAPlanThatFits) {
   EXPECT_GT(oom, 0u);
 }
 
+// The search tries what the stacks can do: every interleaving of the layers (126 layers on 16
+// stages: 128 chunks with the first and last one short, as Llama 3 405B ran), pipeline degrees
+// that divide the layers, and the TP and parameter-gather overlaps.
+TEST(Search, TriesUnevenInterleavingAndOverlaps) {
+  const ModelSpec m = model("llama3-405b");
+  ASSERT_EQ(m.layers, 126);
+  SearchOptions o;
+  o.gpus = 2304;
+  o.global_batch = 576;
+  o.top_k = 1 << 20;
+  o.threads = 2;
+  o.space.tp = {8};
+  o.space.cp = {1};
+  o.space.pp = {9, 16};
+  o.space.micro_batch = {1};
+  o.space.zero_stage = {1};
+  o.space.recompute = {Recompute::kFull};
+  o.space.schedules = {Schedule::kInterleaved1F1B};
+  o.space.sequence_parallel = {true};
+  o.space.offload_optimizer = {false};
+  o.space.overlap_grad_reduce = {true};
+  auto r = search(m, *load_cluster("dgx-h100-ndr"), o);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  bool meta = false, nine = false, tp_overlap = false, gather = false;
+  for (const RankedPlan& p : r->plans) {
+    const Plan& pl = p.plan;
+    if (pl.pp == 16 && pl.virtual_stages == 8) {
+      ASSERT_EQ(pl.layer_split.size(), 128u);
+      EXPECT_EQ(pl.layer_split.front(), 0);
+      EXPECT_EQ(pl.layer_split.back(), 0);
+      EXPECT_EQ(std::accumulate(pl.layer_split.begin(), pl.layer_split.end(), 0), 126);
+      meta = true;
+    }
+    nine |= pl.pp == 9 && pl.virtual_stages == 2 && pl.layer_split.empty();  // 18 chunks of 7 layers
+    tp_overlap |= pl.overlap_tp_comm;
+    gather |= pl.overlap_param_gather;
+  }
+  EXPECT_TRUE(meta);
+  EXPECT_TRUE(nine);
+  EXPECT_TRUE(tp_overlap);
+  EXPECT_TRUE(gather);
+}
+
 // Full recompute in the search recomputes only the layers memory needs: the fewest that fit.
 TEST(Search, FullRecomputeTakesOnlyTheLayersItNeeds) {
   const ModelSpec m = model("llama3-70b");
@@ -160,6 +207,8 @@ TEST(Search, ParetoFrontIsNotDominated) {
   o.gpus = 64;
   o.global_batch = 256;
   o.threads = 2;
+  o.space.pp = {1, 2, 4, 8};
+  o.space.virtual_stages = {1, 2, 4};
   auto r = search(model("llama3-70b"), *load_cluster("dgx-h100-ndr"), o);
   ASSERT_TRUE(r.ok());
   ASSERT_FALSE(r->pareto.empty());
