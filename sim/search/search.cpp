@@ -16,6 +16,7 @@
 #include "sim/analytic/capacity.h"
 #include "sim/des/simulator.h"
 #include "sim/net/topology.h"
+#include "sim/spec/interleavings.h"
 
 namespace foresight {
 
@@ -84,28 +85,6 @@ std::vector<int> pipeline_degrees(int layers) {
   return v;
 }
 
-// Virtual stages for `pp` stages: every v > 1 whose pp * v chunks take the layers evenly, or
-// take them with the first and/or last chunk one layer short (Megatron-Core's
-// --account-for-embedding/loss-in-pipeline-split, Llama 3 405B's 126 layers on 16 stages), each
-// with its chunk layer split (empty: even). Up to 32 chunks per stage.
-std::vector<std::pair<int, std::vector<int>>> interleavings(int layers, int pp) {
-  std::vector<std::pair<int, std::vector<int>>> out;
-  for (int v = 2; v <= 32 && pp * v <= layers + 2; ++v) {
-    const int n = pp * v;
-    if (layers % n == 0) {
-      out.push_back({v, {}});
-      continue;
-    }
-    for (int short_chunks : {1, 2}) {
-      if ((layers + short_chunks) % n != 0) continue;
-      std::vector<int> split(static_cast<std::size_t>(n), (layers + short_chunks) / n);
-      split.back() -= 1;                          // the loss's chunk
-      if (short_chunks == 2) split.front() -= 1;  // and the embedding's
-      out.push_back({v, std::move(split)});
-    }
-  }
-  return out;
-}
 Axes search_axes(const ModelSpec& model, int per_node, const SearchSpace& sp) {
   Axes a;
   a.tp = or_default(sp.tp, powers_of_two_up_to(std::min(per_node, 8)));

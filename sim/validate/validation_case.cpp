@@ -11,6 +11,7 @@
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/capacity.h"
 #include "sim/des/simulator.h"
+#include "sim/spec/interleavings.h"
 #include "sim/spec/json_reader.h"
 #include "sim/workload/workload.h"
 
@@ -202,7 +203,30 @@ struct SoftwareStack {
   // newer than 9.15), and the flash-attn/triton kernels of llm-foundry. Hopper-native kernels
   // (cuDNN, FlashAttention-3) are Transformer Engine's, which the Megatron family runs.
   bool attention_flash2 = false;
+  // The pipeline splits each step's local batch into as many micro-batches as it has ranks:
+  // torchtitan's experimental.pipeline_parallel_microbatches defaulted to the pipeline degree
+  // (torchtitan/parallelisms/pipeline_llama.py, 2024) before its 2025 configuration set a
+  // micro-batch size instead.
+  bool pp_microbatches_are_ranks = false;
+  // An interleaved schedule whose stages per rank are not given runs 2 of them, the layers split
+  // by torchtitan's generate_split_points: the first stage the quotient, the middle ones one
+  // more while the remainder lasts, the last what is left.
+  bool two_stages_per_rank = false;
 };
+
+// torchtitan's default split of `layers` over `stages` pipeline stages (generate_split_points).
+std::vector<int> torchtitan_split(int layers, int stages) {
+  const int base = layers / stages;
+  int extra = layers % stages, used = base;
+  std::vector<int> split{base};
+  for (int i = 1; i + 1 < stages; ++i) {
+    split.push_back(base + (extra > 0 ? 1 : 0));
+    extra -= extra > 0 ? 1 : 0;
+    used += split.back();
+  }
+  split.push_back(layers - used);
+  return split;
+}
 constexpr SoftwareStack kSoftwareStacks[] = {
     // Megatron-LM, 2021: before FlashAttention (Dao et al., May 2022) and before sequence
     // parallelism (Korthikanti et al., May 2022); GPT models with dropout 0.1, whose output layer
@@ -255,8 +279,10 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
   int a = 0, b = 0;
   char sep = 0;
   const int fields = std::sscanf(version.c_str(), "%d%c%d", &a, &sep, &b);
-  if (fields == 3 && (sep == '.' || sep == '-') && b >= 1 && b <= 12)
-    month = (a < 100 ? 2000 + a : a) * 12 + (b - 1);
+  // A library's semantic version ("0.9", Megatron-Core's) is not a date: only YY.MM from 2015 on.
+  const int released = a < 100 ? 2000 + a : a;
+  if (fields == 3 && (sep == '.' || sep == '-') && b >= 1 && b <= 12 && released >= 2015)
+    month = released * 12 + (b - 1);
   else if (fields == 1 && a >= 1990 && a <= 2200 &&
            version.find_first_not_of("0123456789") == std::string::npos)
     month = a * 12 + 5;
@@ -310,6 +336,8 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     if (name == "torchtitan") s.selective = Recompute::kSelectiveOp;
     s.cp_all_gather = name == "torchtitan";
     s.attention_flash2 = true;
+    s.pp_microbatches_are_ranks = name == "torchtitan" && month > 0 && before(2025, 1);
+    s.two_stages_per_rank = name == "torchtitan";
     // torchtitan's compile.enable and plain FSDP scripts default to eager; llm-foundry's MPT
     // runs its own fused kernels.
     s.eager_unless_compiled = name != "llm-foundry";
@@ -390,7 +418,8 @@ void read_software(const SoftwareStack* stack, JsonReader& r, CaseLayouts& l, Ca
 
 // The schedule, and its virtual stages: reported, or for an interleaved schedule chosen among
 // the chunk counts that divide the layers.
-void read_schedule(const ValidationCase& c, JsonReader& r, CaseLayouts& l) {
+void read_schedule(const ValidationCase& c, JsonReader& r, const SoftwareStack* stack, CaseLayouts& l,
+                   CaseResult& out) {
   Plan& base = l.base;
   const std::string sched = r.string("schedule", "");
   if (!sched.empty()) {
@@ -402,11 +431,23 @@ void read_schedule(const ValidationCase& c, JsonReader& r, CaseLayouts& l) {
   }
   if (auto v = r.optional_integer("virtual_stages", 1, 1024)) {
     base.virtual_stages = static_cast<int>(*v);
+  } else if (base.schedule == Schedule::kInterleaved1F1B && base.pp > 1 && stack &&
+             stack->two_stages_per_rank && c.model.layers >= 2 * base.pp) {
+    base.virtual_stages = 2;
+    if (c.model.layers % (2 * base.pp) != 0) base.layer_split = torchtitan_split(c.model.layers, 2 * base.pp);
+    out.assumed["virtual_stages"] = 2;
   } else if (base.schedule == Schedule::kInterleaved1F1B && base.pp > 1) {
+    // Every interleaving of the layers, evenly or (stacks with uneven stages) with the first/last
+    // chunk short as Megatron-Core lays them out; a split the case states stays.
     Choice ch{"virtual_stages", {}};
-    for (int chunks : divisors_up_to(c.model.layers / base.pp, 64))
-      if (c.model.layers % (base.pp * chunks) == 0)
-        ch.options.push_back({chunks, [chunks](Plan& p) { p.virtual_stages = chunks; }});
+    if (c.model.layers % base.pp == 0) ch.options.push_back({1, [](Plan& p) { p.virtual_stages = 1; }});
+    const bool uneven = !stack || stack->uneven_stages;  // the first/last chunk short
+    for (auto& [chunks, split] : interleavings(c.model.layers, base.pp, 64))
+      if (uneven || split.empty())
+        ch.options.push_back({chunks, [chunks, split](Plan& p) {
+                                p.virtual_stages = chunks;
+                                if (p.layer_split.empty()) p.layer_split = split;
+                              }});
     l.choices.push_back(ch);
   }
 }
@@ -415,12 +456,15 @@ void read_schedule(const ValidationCase& c, JsonReader& r, CaseLayouts& l) {
 // precision.
 void read_memory_fields(JsonReader& r, const SoftwareStack* stack, CaseLayouts& l, CaseResult& out) {
   Plan& base = l.base;
+  const std::int64_t local = base.global_batch / base.dp;
   if (auto mb = r.optional_integer("micro_batch", 1, 1 << 20)) {
     base.micro_batch = static_cast<int>(*mb);
+  } else if (stack && stack->pp_microbatches_are_ranks && base.pp > 1 && local % base.pp == 0) {
+    base.micro_batch = static_cast<int>(local / base.pp);
+    out.assumed["micro_batch"] = base.micro_batch;
   } else {
     Choice ch{"micro_batch", {}};
-    for (int b : divisors_up_to(base.global_batch / base.dp, 64))
-      ch.options.push_back({b, [b](Plan& p) { p.micro_batch = b; }});
+    for (int b : divisors_up_to(local, 64)) ch.options.push_back({b, [b](Plan& p) { p.micro_batch = b; }});
     l.choices.push_back(ch);
   }
   if (auto z = r.optional_integer("zero_stage", 0, 3)) {
@@ -663,7 +707,7 @@ bool read_case_layouts(const ValidationCase& c, CaseLayouts& l, CaseResult& out)
   l.model = c.model;
   read_software(stack, r, l, out);
   apply_case_facts(c, stack, l, out);
-  read_schedule(c, r, l);
+  read_schedule(c, r, stack, l, out);
   read_memory_fields(r, stack, l, out);
   if (c.schema == 2) read_v2_fields(c, r, stack, l, out);
   if (!r.ok()) {

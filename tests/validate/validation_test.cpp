@@ -296,6 +296,38 @@ TEST(Validation, AttentionKernelAndGradientTypeAreTheStacks) {
   EXPECT_FALSE(mcore.plan.grad_reduce_precision.has_value());
 }
 
+// torchtitan's pipelines as its 2024 code ran them: as many micro-batches as pipeline ranks, and an
+// interleaved schedule with 2 stages per rank split by generate_split_points (the middle stages
+// take the remainder's extra layers). Megatron-Core's uneven interleaving is chosen among the
+// layouts when the layers do not divide.
+TEST(Validation, PipelinesAreLaidOutAsTheStackDid) {
+  auto doc = v2_case({{"pp", 4},
+                      {"dp", 4},
+                      {"tp", 1},
+                      {"sequence_parallel", nullptr},
+                      {"zero_stage", nullptr},
+                      {"micro_batch", nullptr},
+                      {"schedule", "interleaved-1f1b"}},
+                     {{"name", "torchtitan"}, {"version", "2024-12"}});
+  doc["model"]["layers"] = 14;
+  const CaseResult titan = run_doc(doc);
+  ASSERT_TRUE(titan.ok) << titan.failure;
+  EXPECT_EQ(titan.plan.micro_batch, 64 / 4 / 4);
+  EXPECT_EQ(titan.assumed["micro_batch"], 4);
+  EXPECT_EQ(titan.plan.virtual_stages, 2);
+  EXPECT_EQ(titan.plan.layer_split, (std::vector<int>{1, 2, 2, 2, 2, 2, 2, 1}));
+  // Megatron-Core: the micro-batch is chosen; 14 layers on 4 stages interleave as 16 chunks with
+  // the first and last one short.
+  doc["software"] = {{"name", "megatron-core"}, {"version", "0.9"}};
+  doc["parallel"]["sequence_parallel"] = false;
+  const CaseResult mcore = run_doc(doc);
+  ASSERT_TRUE(mcore.ok) << mcore.failure;
+  EXPECT_TRUE(mcore.chosen.contains("micro_batch"));
+  ASSERT_TRUE(mcore.chosen.contains("virtual_stages"));
+  EXPECT_EQ(mcore.plan.virtual_stages, 4);
+  EXPECT_EQ(mcore.plan.layer_split.front() + 1, mcore.plan.layer_split[1]);
+}
+
 // A case's GPU is the GPU of its cluster, also for a variant that borrows its reference's system
 // (torchtitan's 96 GB, 500 W H100s in a DGX H100-like node).
 TEST(Validation, CaseGpuVariantIsTheClustersGpu) {
