@@ -442,12 +442,15 @@ void read_schedule(const ValidationCase& c, JsonReader& r, const SoftwareStack* 
     Choice ch{"virtual_stages", {}};
     if (c.model.layers % base.pp == 0) ch.options.push_back({1, [](Plan& p) { p.virtual_stages = 1; }});
     const bool uneven = !stack || stack->uneven_stages;  // the first/last chunk short
-    for (auto& [chunks, split] : interleavings(c.model.layers, base.pp, 64))
+    for (const auto& option : interleavings(c.model.layers, base.pp, 64)) {
+      const int chunks = option.first;
+      const std::vector<int> split = option.second;  // named copies: clang 14 cannot capture bindings
       if (uneven || split.empty())
         ch.options.push_back({chunks, [chunks, split](Plan& p) {
                                 p.virtual_stages = chunks;
                                 if (p.layer_split.empty()) p.layer_split = split;
                               }});
+    }
     l.choices.push_back(ch);
   }
 }
