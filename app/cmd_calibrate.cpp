@@ -6,15 +6,19 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
 #include "foresight/config.h"
 #include "runtime/calibration/calibrate.h"
+#include "runtime/calibration/nccl_tests.h"
 #include "runtime/communication/comm.h"
 #include "sim/core/output_file.h"
+#include "sim/core/units.h"
 
 namespace foresight::app {
 
@@ -26,6 +30,8 @@ struct CalibrateCli {
   std::string backend = "cpu";
   runtime::CalibrateOptions options;
   CLI::Option* base_option = nullptr;  // whether --cluster was given
+  std::vector<std::string> nccl_logs;  // --from-nccl-tests: files or folders
+  runtime::NcclTestsColumn nccl_column = runtime::NcclTestsColumn::kOutOfPlace;
 };
 
 void add_profile_options(CLI::App& cmd, CalibrateCli& o) {
@@ -91,9 +97,113 @@ void print_written(const runtime::Calibration& cal, const std::string& profile_n
   fmt::print("use it with --cluster {}\n", path);
 }
 
+// The logs named by --from-nccl-tests: files as given, and a folder's regular files whose names hold
+// "_perf" (all_reduce_perf.log, ...), by name.
+Result<std::vector<runtime::NcclTestsLog>> read_nccl_logs(const std::vector<std::string>& args) {
+  std::vector<runtime::NcclTestsLog> logs;
+  for (const std::string& a : args) {
+    std::vector<std::string> files;
+    std::error_code ec;
+    if (std::filesystem::is_directory(a, ec)) {
+      for (const auto& e : std::filesystem::directory_iterator(a, ec))
+        if (e.is_regular_file() && e.path().filename().string().find("_perf") != std::string::npos)
+          files.push_back(e.path().string());
+      std::sort(files.begin(), files.end());
+      if (files.empty())
+        return Error("--from-nccl-tests " + a +
+                     ": the folder holds no file whose name has \"_perf\" (all_reduce_perf.log, ...)");
+    } else {
+      files.push_back(a);
+    }
+    for (const std::string& f : files) {
+      auto log = runtime::load_nccl_tests_log(f);
+      if (!log) return log.error().with_context("--from-nccl-tests");
+      logs.push_back(std::move(*log));
+    }
+  }
+  return logs;
+}
+
+// Each log's sizes against the profile's prediction, busbw as nccl-tests reports it: with `rows`
+// every size, else each log's median and largest |error|.
+void print_nccl_checks(const std::vector<runtime::NcclTestsCheck>& checks, bool rows) {
+  if (rows)
+    fmt::print("\n{:<20} {:>5} {:>10} {:>12} {:>14} {:>8}\n", "collective", "ranks", "size", "logged GB/s",
+               "predicted GB/s", "error");
+  std::map<std::string, std::vector<double>> errors;  // by file
+  std::vector<std::string> order;
+  for (const auto& k : checks) {
+    if (!errors.count(k.file)) order.push_back(k.file);
+    auto& e = errors[k.file];
+    if (k.failure.empty()) e.push_back(std::abs(k.error_pct));
+    if (!rows) continue;
+    if (!k.failure.empty())
+      fmt::print("{:<20} {:>5} {:>10} {:>12.2f} {:>14} {}\n", k.collective, k.ranks,
+                 format_quantity(k.bytes, Dimension::kBytes), k.logged_busbw / 1e9, "-", k.failure);
+    else
+      fmt::print("{:<20} {:>5} {:>10} {:>12.2f} {:>14.2f} {:>+7.1f}%\n", k.collective, k.ranks,
+                 format_quantity(k.bytes, Dimension::kBytes), k.logged_busbw / 1e9, k.predicted_busbw / 1e9,
+                 k.error_pct);
+  }
+  fmt::print("\n");
+  for (const auto& f : order) {
+    auto& e = errors[f];
+    if (e.empty()) {
+      fmt::print("  {}: not compared\n", f);
+      continue;
+    }
+    std::sort(e.begin(), e.end());
+    fmt::print("  {}: {} sizes, median |error| {:.1f}%, largest {:.1f}%\n", f, e.size(), e[e.size() / 2],
+               e.back());
+  }
+}
+
+// `foresight calibrate --from-nccl-tests`: no measurement, no MPI; the logs into a profile.
+int calibrate_from_nccl_tests(const CalibrateCli& o) {
+  if (o.base_option->count() == 0)
+    return input_error(
+        "--from-nccl-tests: name the profile the logs were measured on with --cluster (e.g. "
+        "--cluster dgx-h100-ndr): its devices, node and network are kept, the fabric fitted");
+  auto cluster = load_cluster(o.base);
+  if (!cluster) return input_error(cluster.error().with_context("--cluster").message());
+  auto logs = read_nccl_logs(o.nccl_logs);
+  if (!logs) return input_error(logs.error().message());
+  const std::string profile_name = o.name.empty() ? cluster->name + "-nccl-tests" : o.name;
+  const std::string path = o.out.empty() ? "hwprofiles/" + profile_name + ".json" : o.out;
+  FS_RETURN_CLI_IF_ERROR(check_output_path(path, o.out.empty() ? "the profile (--out)" : "--out"));
+  for (const auto& l : *logs) {
+    fmt::print("{}: {}, {} rank{} on {} host{}, {} sizes{}\n", l.file, l.program, l.ranks,
+               l.ranks == 1 ? "" : "s", l.hosts.size(), l.hosts.size() == 1 ? "" : "s", l.rows.size(),
+               l.version.empty() ? "" : ", nccl-tests " + l.version);
+    for (const auto& w : l.warnings) fmt::print("  warning: {}\n", w);
+  }
+  fmt::print("\nbefore calibration, busbw predicted on profile {} against the logs':", cluster->name);
+  print_nccl_checks(runtime::check_against_nccl_tests(*cluster, *logs, o.nccl_column), false);
+  auto cal = runtime::calibrate_from_nccl_tests(*cluster, *logs, o.nccl_column);
+  if (!cal) return input_error(cal.error().message());
+  fmt::print("\nfitted:\n");
+  for (const auto& f : cal->fitted) fmt::print("  {}\n", f);
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  const std::string provenance =
+      fmt::format("{}, `foresight calibrate --from-nccl-tests` {}", date, FORESIGHT_VERSION);
+  const auto j = runtime::nccl_tests_cluster_json(*cal, profile_name, provenance);
+  FS_RETURN_CLI_IF_ERROR(write_file_atomically(path, j.dump(2) + "\n"));
+  // The check reads the written profile back: what a plan will be priced with.
+  auto written = load_cluster(path);
+  if (!written) return input_error(written.error().with_context("the written profile").message());
+  fmt::print("\nafter calibration, busbw predicted on profile {} (as written to {}) against the logs':",
+             profile_name, path);
+  print_nccl_checks(runtime::check_against_nccl_tests(*written, *logs, o.nccl_column), true);
+  fmt::print("use it with --cluster {}\n", path);
+  return 0;
+}
+
 // `foresight calibrate` on every rank: the backend and base profile, the measurements, and on rank
 // 0 the points and the profile written.
 int calibrate(const CalibrateCli& o) {
+  if (!o.nccl_logs.empty()) return calibrate_from_nccl_tests(o);
   runtime::Comm world = runtime::Comm::world();
   const int rank = world.rank();
   auto finish = [&](int code) {
@@ -160,6 +270,18 @@ Command add_calibrate_command(CLI::App& app) {
   auto o = std::make_shared<CalibrateCli>();
   add_profile_options(*cmd, *o);
   add_measurement_options(*cmd, *o);
+  cmd->add_option(
+         "--from-nccl-tests", o->nccl_logs,
+         "fit the node's fabric (logs of one host) or the NICs (logs across hosts) from nccl-tests "
+         "output (all_reduce_perf, all_gather_perf, reduce_scatter_perf, sendrecv_perf, alltoall_perf; "
+         "files, or folders of *_perf* files) instead of measuring; needs --cluster")
+      ->check(CLI::ExistingPath);
+  const std::map<std::string, runtime::NcclTestsColumn> columns = {
+      {"out-of-place", runtime::NcclTestsColumn::kOutOfPlace},
+      {"in-place", runtime::NcclTestsColumn::kInPlace}};
+  cmd->add_option("--nccl-tests-column", o->nccl_column, "which of nccl-tests' time columns to fit")
+      ->transform(CLI::CheckedTransformer(columns, CLI::ignore_case))
+      ->capture_default_str();
   return [o]() -> int { return calibrate(*o); };
 }
 

@@ -1468,22 +1468,23 @@ Result<std::size_t> measure_collectives(Calibration& c, Comm& world, Backend& be
   return largest;
 }
 
-// The fabric from the all-reduce line up to kFitCollective, each other collective's own rates, the
-// cold variants, and every point checked against the model's formulas (sim/analytic/collective.h)
-// on the fitted fabric; then the measured times themselves.
+}  // namespace
+
 void fit_collectives(Calibration& c, int n) {
   auto& pts = c.points;
   // t = 2(n-1) * alpha + 2(n-1)/n * S / B: regress t on S with intercept 2(n-1) alpha.
-  c.all_reduce = fit_protocols(pts, "all_reduce");
-  c.fabric.latency_s = c.all_reduce.intercept_s / (2.0 * (n - 1));
-  c.fabric.bandwidth = 2.0 * (n - 1) / n / c.all_reduce.slope;
-  c.fabric.efficiency = 1.0;
-  c.fabric.small_message_bytes = c.all_reduce.small_below;
-  c.fabric.small_message_latency_s = c.all_reduce.small_intercept_s / (2.0 * (n - 1));
-  c.fabric_measured = true;
-  c.fabric.cold_bandwidth =
-      fit_cold(pts, "all_reduce_cold", c.all_reduce, collective_bus_factor(CollectiveOp::kAllReduce, n),
-               c.fabric.bandwidth, c.all_reduce_cold);
+  if (!fitted_points(pts, "all_reduce").empty()) {
+    c.all_reduce = fit_protocols(pts, "all_reduce");
+    c.fabric.latency_s = c.all_reduce.intercept_s / (2.0 * (n - 1));
+    c.fabric.bandwidth = 2.0 * (n - 1) / n / c.all_reduce.slope;
+    c.fabric.efficiency = 1.0;
+    c.fabric.small_message_bytes = c.all_reduce.small_below;
+    c.fabric.small_message_latency_s = c.all_reduce.small_intercept_s / (2.0 * (n - 1));
+    c.fabric_measured = true;
+    c.fabric.cold_bandwidth =
+        fit_cold(pts, "all_reduce_cold", c.all_reduce, collective_bus_factor(CollectiveOp::kAllReduce, n),
+                 c.fabric.bandwidth, c.all_reduce_cold);
+  }
   // The other collectives: each its own line over the same sizes, split where the all-reduce's
   // protocols split (a link has one small-message size), as its own rates on the fabric. With the
   // all-reduce's rates, reduce-scatters and all-gathers (sequence parallelism, ZeRO-1) are
@@ -1522,6 +1523,8 @@ void fit_collectives(Calibration& c, int n) {
   // (Set after the points' fitted times, which are the lines'.)
   c.fabric.measured = measured_collective_times(pts, n);
 }
+
+namespace {
 
 void report_collectives(const Calibration& c, int n, std::size_t largest, const ProgressFn& progress) {
   if (!progress) return;

@@ -26,4 +26,10 @@ inline constexpr OwnCollective kOwnCollectives[] = {
 static_assert(std::size(kOwnCollectives) == std::size(kOwnRateOps),
               "a line for each collective with own rates");
 
+// The collectives' points of `c` over `n` ranks (kinds as Measurement's) read into c.fabric: the
+// all-reduce's line (where it has points; else the fabric's own stands), each other collective's
+// own rates, the cold variants, every point's time on the fitted fabric (fitted_s, bus_factor), and
+// the measured times themselves (LinkSpec::measured).
+void fit_collectives(Calibration& c, int n);
+
 }  // namespace foresight::runtime

@@ -162,6 +162,8 @@ double reduce_scatter_time(const GroupLink& l, double bytes) {
 double alltoall_time(const GroupLink& l, double bytes) {
   const int n = l.size;
   if (n <= 1 || bytes <= 0) return 0.0;
+  if (l.has_own_rates() && !l.crosses_nodes)
+    if (const double t = measured_time(l, CollectiveOp::kAllToAll, bytes); t >= 0) return t;
   // Direct all-to-all: the n-1 messages are in flight together, one latency deep.
   if (l.crosses_nodes && l.rank_nic_bandwidth > 0) {
     // Each rank sends the part for its node's other members over the fabric and the rest over

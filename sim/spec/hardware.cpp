@@ -47,7 +47,7 @@ void read_collective_rates(JsonReader r, LinkSpec& link) {
 
 // {"ranks": 2, "all_reduce": [{"size": "1KiB", "time": "0.33us"}, ...], ...}: MeasuredTimes.
 void read_measured_times(JsonReader r, MeasuredTimes& m) {
-  r.reject_unknown_keys({"ranks", "all_reduce", "all_gather", "reduce_scatter", "send_recv"});
+  r.reject_unknown_keys({"ranks", "all_reduce", "all_gather", "reduce_scatter", "send_recv", "all_to_all"});
   m.ranks = static_cast<int>(r.required_integer("ranks", 2, 1 << 20));
   for (CollectiveOp op : kMeasuredOps) {
     const std::string_view key = to_string(op);
@@ -181,6 +181,8 @@ auto measured_of(Times& m, CollectiveOp op) -> decltype(&m.all_reduce) {
       return &m.reduce_scatter;
     case CollectiveOp::kSendRecv:
       return &m.send_recv;
+    case CollectiveOp::kAllToAll:
+      return &m.all_to_all;
     default:
       return nullptr;
   }

@@ -199,10 +199,11 @@ struct MeasuredTimes {
   };
   int ranks = 0;
   // Sizes strictly increasing, two at least, per collective (all-reduce, all-gather, reduce-scatter,
-  // send/recv); empty: not measured.
-  std::vector<Point> all_reduce, all_gather, reduce_scatter, send_recv;
+  // send/recv, all-to-all: nccl-tests' alltoall_perf); empty: not measured.
+  std::vector<Point> all_reduce, all_gather, reduce_scatter, send_recv, all_to_all;
   bool empty() const {
-    return all_reduce.empty() && all_gather.empty() && reduce_scatter.empty() && send_recv.empty();
+    return all_reduce.empty() && all_gather.empty() && reduce_scatter.empty() && send_recv.empty() &&
+           all_to_all.empty();
   }
   const std::vector<Point>* of(CollectiveOp op) const;
   std::vector<Point>* of(CollectiveOp op);
@@ -258,7 +259,8 @@ struct LinkSpec {
 };
 // The collectives a fabric may carry measured times for (MeasuredTimes::of is not null for them).
 inline constexpr CollectiveOp kMeasuredOps[] = {CollectiveOp::kAllReduce, CollectiveOp::kAllGather,
-                                                CollectiveOp::kReduceScatter, CollectiveOp::kSendRecv};
+                                                CollectiveOp::kReduceScatter, CollectiveOp::kSendRecv,
+                                                CollectiveOp::kAllToAll};
 // The collectives a link may give rates of their own (LinkSpec::own_rates is not null for them).
 inline constexpr CollectiveOp kOwnRateOps[] = {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter,
                                                CollectiveOp::kSendRecv};
