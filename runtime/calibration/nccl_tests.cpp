@@ -114,8 +114,8 @@ Result<NcclTestsLog> nccl_tests_log_from_text(std::string_view text, const std::
     const std::string where = fmt::format("{}:{}", file, line_no);
     if (w[0] == "#") {
       std::string host, device;
-      if (line.find("nccl-tests version") != std::string::npos) {
-        log.version = line.substr(line.find("version") + 8);
+      if (const auto v = line.find("nccl-tests version "); v != std::string::npos) {
+        log.version = line.substr(v + 19);
       } else if (line.find("Collective test starting:") != std::string::npos && w.size() >= 5) {
         log.program = w.back();
       } else if (read_rank_line(w, host, device)) {
