@@ -2,13 +2,17 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "app/commands.h"
 #include "sim/compare/compare.h"
+#include "sim/compare/foreign_trace.h"
 #include "sim/core/output_file.h"
+#include "sim/spec/json_reader.h"
 
 namespace foresight::app {
 
@@ -34,24 +38,104 @@ void print_compare_report(const CompareReport& r) {
                w.predicted_s * 1e3, w.measured_s * 1e3);
 }
 
+void print_foreign_report(const ForeignCompareReport& r) {
+  fmt::print(
+      "step time: predicted {:.3f} ms, measured {:.3f} ms (median of {} step{} after {} of warm-up, mean "
+      "over {} "
+      "trace{}), error {:+.1f}%\n",
+      r.predicted_step_s * 1e3, r.measured_step_s * 1e3, r.steps_compared, r.steps_compared == 1 ? "" : "s",
+      r.warmup_steps, r.measured_files.size(), r.measured_files.size() == 1 ? "" : "s",
+      r.step_time_error_pct);
+  fmt::print("\n{:<24} {:>14} {:>14} {:>9}\n", "kind (per rank, step)", "predicted ms", "measured ms",
+             "error");
+  for (const auto& k : r.kinds)
+    fmt::print("{:<24} {:>14.3f} {:>14.3f} {:>9}\n", k.kind, k.predicted_s * 1e3, k.measured_s * 1e3,
+               std::max(k.predicted_s, k.measured_s) < 1e-6 || k.measured_s <= 0
+                   ? std::string("-")
+                   : fmt::format("{:+.1f}%", k.error_pct));
+  if (!r.unmapped.empty()) {
+    fmt::print("\nnames no kind rule maps (per rank and step; extend the table with --kinds FILE):\n");
+    for (const auto& [name, s] : r.unmapped) fmt::print("  {:>10.3f} ms  {}\n", s * 1e3, name);
+  }
+  for (const auto& n : r.notes) fmt::print("note: {}\n", n);
+}
+
+// The measured traces named: files as given, a folder's *.json files by name.
+std::vector<std::string> measured_paths(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const auto& a : args) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(a, ec)) {
+      out.push_back(a);
+      continue;
+    }
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(a, ec))
+      if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+    out.insert(out.end(), files.begin(), files.end());
+  }
+  return out;
+}
+
 Command add_compare_command(CLI::App& app) {
   auto* cmd =
       app.add_subcommand("compare", "align a predicted and a measured trace op by op and report the errors");
   auto predicted = std::make_shared<std::string>();
-  auto measured = std::make_shared<std::string>();
+  auto measured = std::make_shared<std::vector<std::string>>();
+  auto kinds_file = std::make_shared<std::string>();
+  auto warmup = std::make_shared<int>(-1);
   auto json_out = std::make_shared<bool>(false);
   auto out = std::make_shared<std::string>();
   cmd->add_option("predicted", *predicted,
                   "trace from `foresight simulate --trace` (use --full for every rank)")
       ->required();
-  cmd->add_option("measured", *measured, "trace from `foresight run --trace`")->required();
+  cmd->add_option(
+         "measured", *measured,
+         "trace from `foresight run --trace`, or PyTorch profiler traces (export_chrome_trace: Kineto's, or "
+         "a CPU-only build's), one per rank, or folders of them")
+      ->required();
+  cmd->add_option("--kinds", *kinds_file,
+                  "more kernel/op name rules for PyTorch traces, tried before compare/kernel-kinds.json's "
+                  "({\"rules\": [{\"pattern\": ..., \"kind\": ...}]})");
+  cmd->add_option("--warmup", *warmup,
+                  "PyTorch traces: steps left out at the start (default: 1 when there are three or more)")
+      ->check(CLI::Range(0, 1000000));
   cmd->add_flag("--json", *json_out, "print the report as JSON");
   cmd->add_option("--out", *out, "also write the JSON report to this file (the GUI reads it)");
   return [=]() -> int {
     if (!out->empty()) FS_RETURN_CLI_IF_ERROR(check_output_path(*out, "--out"));
     auto p = load_trace(*predicted);
     if (!p) return input_error(p.error().message());
-    auto m = load_trace(*measured);
+    const std::vector<std::string> paths = measured_paths(*measured);
+    if (paths.empty()) return input_error("measured: the folders hold no .json traces");
+    if (paths.size() > 1 || !is_foresight_trace(paths.front())) {
+      auto table = default_kind_table();
+      if (!table) return input_error(table.error().message());
+      if (!kinds_file->empty()) {
+        auto doc = read_json_file(*kinds_file);
+        if (!doc) return input_error(doc.error().with_context("--kinds").message());
+        auto extra = kind_table_from_json(*doc, *kinds_file);
+        if (!extra) return input_error(extra.error().with_context("--kinds").message());
+        *table = extend_kind_table(*table, *extra);
+      }
+      std::vector<ForeignTrace> traces;
+      for (const auto& path : paths) {
+        auto t = load_foreign_trace(path, *table);
+        if (!t) return input_error(t.error().message());
+        traces.push_back(std::move(*t));
+      }
+      auto r = compare_foreign(*p, traces, *warmup);
+      if (!r) return input_error(r.error().message());
+      const auto j = foreign_report_to_json(*r);
+      if (!out->empty()) FS_RETURN_CLI_IF_ERROR(write_file_atomically(*out, j.dump(2) + "\n"));
+      if (*json_out)
+        fmt::print("{}\n", j.dump(2));
+      else
+        print_foreign_report(*r);
+      return 0;
+    }
+    auto m = load_trace(paths.front());
     if (!m) return input_error(m.error().message());
     auto r = compare_traces(*p, *m);
     if (!r) return input_error(r.error().message());

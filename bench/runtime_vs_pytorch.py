@@ -44,12 +44,12 @@ def foresight_step(binary, model_path, gb, mb, steps, ranks):
             return json.load(f)["median_step_s"]
 
 
-def torch_step(cfg, gb, mb, steps, threads, accumulate=True):
+def make_model(cfg):
+    """The runtime's architecture as a PyTorch module (fp32, seeded)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
 
-    torch.set_num_threads(threads)
     torch.manual_seed(0)
     H, heads, kv, ffn = cfg["hidden"], cfg["heads"], cfg["kv_heads"], cfg["ffn_hidden"]
     V, S, D = cfg["vocab"], cfg["seq_len"], cfg["hidden"] // cfg["heads"]
@@ -112,7 +112,16 @@ def torch_step(cfg, gb, mb, steps, threads, accumulate=True):
                 x = blk(x)
             return self.head(self.norm(x))
 
-    model = Model()
+    return Model()
+
+
+def torch_step(cfg, gb, mb, steps, threads, accumulate=True):
+    import torch
+    import torch.nn.functional as F
+
+    torch.set_num_threads(threads)
+    V, S = cfg["vocab"], cfg["seq_len"]
+    model = make_model(cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.0)
     data = torch.randint(0, V, (gb, S + 1))
     micro = mb if accumulate else gb

@@ -3,7 +3,7 @@
 # (clang-14, ASan + UBSan, as the fuzz preset).
 
 fuzz_all_targets=(fuzz_units fuzz_model_json fuzz_plan_json fuzz_hardware_json fuzz_trace_json fuzz_hf_config
-                  fuzz_sweep_json fuzz_checkpoint fuzz_nccl_tests)
+                  fuzz_sweep_json fuzz_checkpoint fuzz_nccl_tests fuzz_pytorch_trace)
 
 # Sets `targets` to the names given (every target when none is); exits 2 on an unknown name.
 fuzz_select_targets() {

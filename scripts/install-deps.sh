@@ -14,6 +14,9 @@ packages=(
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev xvfb
   clang-14 libclang-rt-14-dev clang-format-14
   python3 jq  # the bench scripts (bench/*.sh) and scripts/behaviour-md5.sh
+  # Real PyTorch profiler traces on the CPU for `foresight compare` (tests/pytorch, bench/pytorch_trace.py);
+  # without OpenBLAS Debian's PyTorch runs the reference BLAS, an order of magnitude slower.
+  python3-torch libopenblas0-pthread
 )
 
 missing=()

@@ -46,6 +46,8 @@ std::string summary_of(PresetKind kind, const std::string& name) {
       if (!d) return d.error().message();
       return fmt::format("{}, {:.0f} GiB", d->vendor, d->memory_bytes / 1073741824.0);
     }
+    case PresetKind::kTable:
+      return {};
   }
   return {};
 }

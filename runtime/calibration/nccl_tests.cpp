@@ -38,20 +38,23 @@ struct NamedOp {
 };
 // hypercube, gather, scatter and reduce run on no plan's groups; they are read and compared as
 // the collective with their bus factor.
-constexpr NamedOp kNamedOps[] = {
-    {"all_reduce", CollectiveOp::kAllReduce, true},  {"all_gather", CollectiveOp::kAllGather, true},
-    {"reduce_scatter", CollectiveOp::kReduceScatter, true}, {"alltoallv", CollectiveOp::kAllToAll, false},
-    {"alltoall", CollectiveOp::kAllToAll, true},    {"sendrecv", CollectiveOp::kSendRecv, true},
-    {"broadcast", CollectiveOp::kBroadcast, true},   {"reduce", CollectiveOp::kBroadcast, false},
-    {"gather", CollectiveOp::kAllToAll, false},      {"scatter", CollectiveOp::kAllToAll, false},
-    {"hypercube", CollectiveOp::kAllGather, false}};
+constexpr NamedOp kNamedOps[] = {{"all_reduce", CollectiveOp::kAllReduce, true},
+                                 {"all_gather", CollectiveOp::kAllGather, true},
+                                 {"reduce_scatter", CollectiveOp::kReduceScatter, true},
+                                 {"alltoallv", CollectiveOp::kAllToAll, false},
+                                 {"alltoall", CollectiveOp::kAllToAll, true},
+                                 {"sendrecv", CollectiveOp::kSendRecv, true},
+                                 {"broadcast", CollectiveOp::kBroadcast, true},
+                                 {"reduce", CollectiveOp::kBroadcast, false},
+                                 {"gather", CollectiveOp::kAllToAll, false},
+                                 {"scatter", CollectiveOp::kAllToAll, false},
+                                 {"hypercube", CollectiveOp::kAllGather, false}};
 
 // The collective a program or file name names ("all_reduce_perf", "logs/ar-all_reduce.txt"): the
 // longest name it contains (reduce_scatter before reduce).
 const NamedOp* op_named_in(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) {
-    return ch == '-' ? '_' : static_cast<char>(std::tolower(ch));
-  });
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char ch) { return ch == '-' ? '_' : static_cast<char>(std::tolower(ch)); });
   const NamedOp* best = nullptr;
   for (const NamedOp& o : kNamedOps)
     if (name.find(o.name) != std::string::npos &&
@@ -160,22 +163,25 @@ Result<NcclTestsLog> nccl_tests_log_from_text(std::string_view text, const std::
     row.in_place_busbw = ip_bw * 1e9;
     row.wrong = wrong < 0 || ip_wrong < 0 ? -1.0 : wrong + ip_wrong;
     if (row.wrong > 0)
-      log.warnings.push_back(fmt::format("{}: {} wrong elements at {} B: nccl-tests found the results corrupt",
-                                         where, row.wrong, row.bytes));
+      log.warnings.push_back(
+          fmt::format("{}: {} wrong elements at {} B: nccl-tests found the results corrupt", where, row.wrong,
+                      row.bytes));
     log.rows.push_back(std::move(row));
   }
   if (cols.empty())
-    return Error(file + ": no nccl-tests table (a header line \"#  size  count  type ... time  algbw  busbw\")");
+    return Error(file +
+                 ": no nccl-tests table (a header line \"#  size  count  type ... time  algbw  busbw\")");
   if (log.rows.empty()) return Error(file + ": the nccl-tests table has no rows");
   if (log.ranks == 0)
     return Error(file + ": no \"#  Rank N ... on HOST device D\" lines: the log's rank count is unknown");
-  const NamedOp* named = op_named_in(log.program.empty() ? std::filesystem::path(file).filename().string()
-                                                         : log.program);
+  const NamedOp* named =
+      op_named_in(log.program.empty() ? std::filesystem::path(file).filename().string() : log.program);
   if (!named)
-    return Error(file +
-                 ": cannot tell the collective: the log has no \"# Collective test starting:\" line (nccl-tests "
-                 "before 2.14) and its file name names none of all_reduce, all_gather, reduce_scatter, alltoall, "
-                 "sendrecv, broadcast (name it e.g. all_reduce_perf.log)");
+    return Error(
+        file +
+        ": cannot tell the collective: the log has no \"# Collective test starting:\" line (nccl-tests "
+        "before 2.14) and its file name names none of all_reduce, all_gather, reduce_scatter, alltoall, "
+        "sendrecv, broadcast (name it e.g. all_reduce_perf.log)");
   if (log.program.empty()) log.program = std::string(named->name) + "_perf";
   log.op = named->op;
   log.modelled_op = named->modelled;
@@ -185,10 +191,11 @@ Result<NcclTestsLog> nccl_tests_log_from_text(std::string_view text, const std::
     if (r.out_of_place_s > 0 && r.out_of_place_busbw >= 1e9) {
       const double bw = bus_bandwidth(log.op, log.ranks, r.bytes, r.out_of_place_s);
       if (std::abs(bw - r.out_of_place_busbw) > 0.03 * r.out_of_place_busbw) {
-        log.warnings.push_back(fmt::format(
-            "{}:{}: busbw {:.2f} GB/s logged, {:.2f} GB/s from the time with {}'s bus factor over {} ranks: the "
-            "collective or the rank count is not what the log ran",
-            file, r.line, r.out_of_place_busbw / 1e9, bw / 1e9, to_string(log.op), log.ranks));
+        log.warnings.push_back(
+            fmt::format("{}:{}: busbw {:.2f} GB/s logged, {:.2f} GB/s from the time with {}'s bus factor "
+                        "over {} ranks: the "
+                        "collective or the rank count is not what the log ran",
+                        file, r.line, r.out_of_place_busbw / 1e9, bw / 1e9, to_string(log.op), log.ranks));
         break;
       }
     }
@@ -197,7 +204,8 @@ Result<NcclTestsLog> nccl_tests_log_from_text(std::string_view text, const std::
 
 Result<NcclTestsLog> load_nccl_tests_log(const std::string& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return Error(path + ": cannot open nccl-tests log (no such file)");
+  if (!std::filesystem::is_regular_file(path, ec))
+    return Error(path + ": cannot open nccl-tests log (no such file)");
   FS_ASSIGN_OR_RETURN(std::string text, read_text_file(path, kMaxLogBytes));
   return nccl_tests_log_from_text(text, path);
 }
@@ -225,7 +233,8 @@ std::vector<int> log_devices(const NcclTestsLog& log, const ClusterSpec& cluster
 Status check_fits(const NcclTestsLog& log, const ClusterSpec& cluster) {
   const int hosts = std::max<int>(1, static_cast<int>(log.hosts.size()));
   if (log.ranks % hosts != 0)
-    return Error(fmt::format("{}: {} ranks over {} hosts: not as many on each host", log.file, log.ranks, hosts));
+    return Error(
+        fmt::format("{}: {} ranks over {} hosts: not as many on each host", log.file, log.ranks, hosts));
   if (log.ranks / hosts > cluster.node.accelerators())
     return Error(fmt::format("{}: {} ranks per host, but a node of cluster {} has {} accelerators", log.file,
                              log.ranks / hosts, cluster.name, cluster.node.accelerators()));
@@ -268,9 +277,10 @@ Status fit_node_fabric(NcclTestsCalibration& out, const std::vector<const NcclTe
   const int n = logs.front()->ranks;
   for (const NcclTestsLog* l : logs)
     if (l->ranks != n)
-      return Error(fmt::format("{} has {} ranks and {} has {}: the node's measured times are for one group size; "
-                               "give logs of one rank count",
-                               logs.front()->file, n, l->file, l->ranks));
+      return Error(
+          fmt::format("{} has {} ranks and {} has {}: the node's measured times are for one group size; "
+                      "give logs of one rank count",
+                      logs.front()->file, n, l->file, l->ranks));
   if (n < 2) return Error(logs.front()->file + ": one rank: no collective to calibrate");
   Calibration& c = out.fabric;
   c.backend = "cuda";
@@ -296,27 +306,31 @@ Status fit_node_fabric(NcclTestsCalibration& out, const std::vector<const NcclTe
   if (c.points.empty()) return Status::Ok();  // all-to-alls and the like: compared, not fitted
   fit_collectives(c, n);
   out.cluster.node.fabric = c.fabric;
-  const std::string from = fmt::format("nccl-tests {} times of {}", column_name(column), fmt::join(used, ", "));
+  const std::string from =
+      fmt::format("nccl-tests {} times of {}", column_name(column), fmt::join(used, ", "));
   if (c.fabric_measured) {
     out.fitted.push_back(fmt::format(
         "node fabric: all-reduce line over {} ranks, bus bandwidth {:.1f} GB/s, latency {:.2f} us per step{} "
         "(rms error {:.1f}% over the logged sizes)",
         n, c.fabric.bandwidth / 1e9, c.fabric.latency_s * 1e6,
-        c.fabric.small_message_bytes > 0 ? fmt::format(", {:.2f} us below {}", c.fabric.small_message_latency_s * 1e6,
-                                                       size_label(c.fabric.small_message_bytes))
-                                         : std::string(),
+        c.fabric.small_message_bytes > 0
+            ? fmt::format(", {:.2f} us below {}", c.fabric.small_message_latency_s * 1e6,
+                          size_label(c.fabric.small_message_bytes))
+            : std::string(),
         100 * c.all_reduce.rms_rel_error));
     out.sources["fabric"] = fmt::format(
-        "fitted: {}; ring model t = 2(n-1)*latency + 2(n-1)/n*S/B{}, weighted by 1/t; rms error {:.1f}%", from,
-        c.fabric.small_message_bytes > 0 ? ", a second latency below the size where the protocol changes" : "",
+        "fitted: {}; ring model t = 2(n-1)*latency + 2(n-1)/n*S/B{}, weighted by 1/t; rms error {:.1f}%",
+        from,
+        c.fabric.small_message_bytes > 0 ? ", a second latency below the size where the protocol changes"
+                                         : "",
         100 * c.all_reduce.rms_rel_error);
   }
   for (const OwnCollective& o : kOwnCollectives) {
     const CollectiveRates& r = *c.fabric.own_rates(o.op);
     if (r.bandwidth <= 0) continue;
-    out.fitted.push_back(fmt::format("node fabric: {} bus bandwidth {:.1f} GB/s, latency {:.2f} us per step (rms {:.1f}%)",
-                                     to_string(o.op), r.bandwidth / 1e9, r.latency_s * 1e6,
-                                     100 * (c.*o.fit).rms_rel_error));
+    out.fitted.push_back(
+        fmt::format("node fabric: {} bus bandwidth {:.1f} GB/s, latency {:.2f} us per step (rms {:.1f}%)",
+                    to_string(o.op), r.bandwidth / 1e9, r.latency_s * 1e6, 100 * (c.*o.fit).rms_rel_error));
     out.sources[std::string("fabric.collectives.") + std::string(to_string(o.op))] =
         fmt::format("fitted: {}; t = steps*latency + {}; rms error {:.1f}%", from, o.model,
                     100 * (c.*o.fit).rms_rel_error);
@@ -356,14 +370,15 @@ void fit_network(NcclTestsCalibration& out, const NcclTestsLog& log, NcclTestsCo
   const double reached = time_at(big.bytes);
   std::string note;
   if (std::abs(reached - target) > 0.01 * target) {
-    note = fmt::format("; the model's time at efficiency {:.2f} is {:.1f} us against {:.1f} us logged (the log "
-                       "ran faster than the NICs' line rate allows, or slower than 1% of it: a fabric the model "
-                       "does not describe)",
-                       e, reached * 1e6, target * 1e6);
+    note = fmt::format(
+        "; the model's time at efficiency {:.2f} is {:.1f} us against {:.1f} us logged (the log "
+        "ran faster than the NICs' line rate allows, or slower than 1% of it: a fabric the model "
+        "does not describe)",
+        e, reached * 1e6, target * 1e6);
     if (reached > target * 1.01) e = 1.0, c.node.nic.efficiency = 1.0;
   }
-  out.fitted.push_back(fmt::format("NIC efficiency {:.3f} (was {:.3f}) from {} at {}{}", e, eff0, describe_log(log),
-                                   size_label(big.bytes), note));
+  out.fitted.push_back(fmt::format("NIC efficiency {:.3f} (was {:.3f}) from {} at {}{}", e, eff0,
+                                   describe_log(log), size_label(big.bytes), note));
   out.sources["node.nic.efficiency"] = fmt::format(
       "fitted: nccl-tests {} time of {} at {} ({:.1f} us), matched by the simulator's collective model{}",
       column_name(column), describe_log(log), size_label(big.bytes), target * 1e6, note);
@@ -376,14 +391,15 @@ void fit_network(NcclTestsCalibration& out, const NcclTestsLog& log, NcclTestsCo
   const double at_zero = with_latency(0.0);
   if (at_zero >= small_target) {
     c.node.nic.latency_s = 0.0;
-    out.fitted.push_back(fmt::format(
-        "NIC latency 0 (was {:.2f} us): at {} the model takes {:.1f} us with no network latency, the log {:.1f} us",
-        lat0 * 1e6, size_label(small.bytes), at_zero * 1e6, small_target * 1e6));
+    out.fitted.push_back(
+        fmt::format("NIC latency 0 (was {:.2f} us): at {} the model takes {:.1f} us with no network latency, "
+                    "the log {:.1f} us",
+                    lat0 * 1e6, size_label(small.bytes), at_zero * 1e6, small_target * 1e6));
   } else {
     const double l = solve(with_latency, 0.0, 1e-3, small_target, true);
     c.node.nic.latency_s = l;
-    out.fitted.push_back(fmt::format("NIC latency {:.2f} us (was {:.2f} us) from {} at {}", l * 1e6, lat0 * 1e6,
-                                     describe_log(log), size_label(small.bytes)));
+    out.fitted.push_back(fmt::format("NIC latency {:.2f} us (was {:.2f} us) from {} at {}", l * 1e6,
+                                     lat0 * 1e6, describe_log(log), size_label(small.bytes)));
   }
   out.sources["node.nic.latency"] = fmt::format(
       "fitted: nccl-tests {} time of {} at {} ({:.1f} us), matched by the simulator's collective model",
@@ -411,8 +427,9 @@ Result<NcclTestsCalibration> calibrate_from_nccl_tests(const ClusterSpec& base,
   if (!one_host.empty()) FS_RETURN_IF_ERROR(fit_node_fabric(out, one_host, column));
   if (across) fit_network(out, *across, column);
   if (out.fitted.empty())
-    return Error("the logs hold no collective the profile has rates for (all-reduce, all-gather, reduce-scatter, "
-                 "send/recv inside a node; any modelled collective across hosts)");
+    return Error(
+        "the logs hold no collective the profile has rates for (all-reduce, all-gather, reduce-scatter, "
+        "send/recv inside a node; any modelled collective across hosts)");
   return out;
 }
 
@@ -420,9 +437,11 @@ nlohmann::json nccl_tests_cluster_json(const NcclTestsCalibration& c, const std:
                                        const std::string& provenance) {
   nlohmann::json j = cluster_to_json(c.cluster);
   j["name"] = name;
-  j["description"] = "calibrated from nccl-tests logs by `foresight calibrate --from-nccl-tests` (" + provenance + ")";
+  j["description"] =
+      "calibrated from nccl-tests logs by `foresight calibrate --from-nccl-tests` (" + provenance + ")";
   nlohmann::json sources = c.sources;
-  sources["all"] = "the rest as in profile " + c.cluster.name + " (hwprofiles/, with its sources); " + provenance;
+  sources["all"] =
+      "the rest as in profile " + c.cluster.name + " (hwprofiles/, with its sources); " + provenance;
   j["sources"] = sources;
   return j;
 }

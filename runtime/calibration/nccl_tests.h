@@ -21,11 +21,11 @@
 namespace foresight::runtime {
 
 struct NcclTestsRow {
-  int line = 0;        // in the log, from 1
-  double bytes = 0;    // the "size" column: nccl-tests' size (all-gather's output, reduce-scatter's input)
-  double count = 0;    // elements
+  int line = 0;      // in the log, from 1
+  double bytes = 0;  // the "size" column: nccl-tests' size (all-gather's output, reduce-scatter's input)
+  double count = 0;  // elements
   std::string type, redop;
-  double out_of_place_s = 0, in_place_s = 0;  // the "time" columns (0: not printed)
+  double out_of_place_s = 0, in_place_s = 0;          // the "time" columns (0: not printed)
   double out_of_place_busbw = 0, in_place_busbw = 0;  // bytes/s as logged
   double wrong = 0;                                   // the "#wrong" columns summed (-1: N/A)
 };
@@ -35,8 +35,8 @@ struct NcclTestsLog {
   std::string program;  // "all_reduce_perf": the log's "Collective test starting" line or the file's name
   std::string version;  // "2.13.9 nccl-headers=22107 nccl-library=22107" where the log says
   CollectiveOp op = CollectiveOp::kAllReduce;
-  bool modelled_op = true;  // false: a collective the model has no rates for (reduce, gather, ...)
-  int ranks = 0;            // "#  Rank" lines
+  bool modelled_op = true;         // false: a collective the model has no rates for (reduce, gather, ...)
+  int ranks = 0;                   // "#  Rank" lines
   std::vector<std::string> hosts;  // distinct, in rank order
   std::string device;              // the first rank's device, as logged
   std::vector<NcclTestsRow> rows;  // sizes as logged
@@ -53,8 +53,8 @@ Result<NcclTestsLog> load_nccl_tests_log(const std::string& path);
 enum class NcclTestsColumn { kOutOfPlace, kInPlace };
 
 struct NcclTestsCalibration {
-  ClusterSpec cluster;      // the base, its fabric and network as the logs measured them
-  Calibration fabric;       // the node's fabric fit (points, lines); ranks 0: no log of one host
+  ClusterSpec cluster;              // the base, its fabric and network as the logs measured them
+  Calibration fabric;               // the node's fabric fit (points, lines); ranks 0: no log of one host
   std::vector<std::string> fitted;  // one line per fitted quantity: what, from which log, how well
   nlohmann::json sources;           // profile "sources" entries for what was fitted
 };

@@ -26,6 +26,8 @@ std::string_view to_string(PresetKind k) {
       return "cluster";
     case PresetKind::kModel:
       return "model";
+    case PresetKind::kTable:
+      return "table";
   }
   return "preset";
 }

@@ -13,7 +13,8 @@
 
 namespace foresight {
 
-enum class PresetKind { kDevice, kNode, kCluster, kModel };
+// kTable: the built-in tables that are not specs (compare/kernel-kinds.json).
+enum class PresetKind { kDevice, kNode, kCluster, kModel, kTable };
 
 std::string_view to_string(PresetKind k);
 std::optional<std::string_view> preset_text(PresetKind kind, std::string_view name);

@@ -51,17 +51,22 @@ TEST(NcclTestsLog, ReadsTheTableRanksAndCollective) {
 // where later versions print "#wrong"; the collective comes from the file's name.
 TEST(NcclTestsLog, ReadsTheOlderFormatNamedByItsFile) {
   const std::string text =
-      "# nThread 1 nGpus 2 minBytes 1024 maxBytes 4096 step: 2(factor) warmup iters: 5 iters: 20 validation: 1\n"
+      "# nThread 1 nGpus 2 minBytes 1024 maxBytes 4096 step: 2(factor) warmup iters: 5 iters: 20 validation: "
+      "1\n"
       "#\n# Using devices\n"
       "#   Rank  0 Pid  12345 on   gpu-box device  0 [0x06] Tesla V100-SXM2-32GB\n"
       "#   Rank  1 Pid  12345 on   gpu-box device  1 [0x07] Tesla V100-SXM2-32GB\n"
       "#\n"
       "#                                                     out-of-place                       in-place\n"
-      "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+      "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  "
+      "error\n"
       "#        (B)    (elements)                     (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n"
-      "        1024           256   float     sum    10.00    0.10    0.10  0e+00     9.00    0.11    0.11  0e+00\n"
-      "        2048           512   float     sum    12.00    0.17    0.17  0e+00    11.00    0.19    0.19  0e+00\n"
-      "        4096          1024   float     sum    16.00    0.26    0.26  0e+00    15.00    0.27    0.27  0e+00\n"
+      "        1024           256   float     sum    10.00    0.10    0.10  0e+00     9.00    0.11    0.11  "
+      "0e+00\n"
+      "        2048           512   float     sum    12.00    0.17    0.17  0e+00    11.00    0.19    0.19  "
+      "0e+00\n"
+      "        4096          1024   float     sum    16.00    0.26    0.26  0e+00    15.00    0.27    0.27  "
+      "0e+00\n"
       "# Out of bounds values : 0 OK\n";
   auto log = nccl_tests_log_from_text(text, "logs/v100-all_reduce_perf.txt");
   ASSERT_TRUE(log) << log.error().message();
@@ -83,7 +88,8 @@ TEST(NcclTestsLog, DamagedLogsGetTheFileLineAndReason) {
       "# Collective test starting: all_gather_perf\n"
       "#  Rank  0 Group  0 Pid  1 on  h device  0 [0x18] NVIDIA H100 80GB HBM3\n"
       "#  Rank  1 Group  0 Pid  2 on  h device  1 [0x19] NVIDIA H100 80GB HBM3\n"
-      "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   "
+      "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   "
+      "algbw   "
       "busbw  #wrong\n";
   auto error_of = [](const std::string& text) {
     auto log = nccl_tests_log_from_text(text, "ag.log");
@@ -92,22 +98,27 @@ TEST(NcclTestsLog, DamagedLogsGetTheFileLineAndReason) {
   EXPECT_NE(error_of("").find("ag.log: no nccl-tests table"), std::string::npos);
   EXPECT_NE(error_of("{\"traceEvents\": []}\n").find("no nccl-tests table"), std::string::npos);
   EXPECT_NE(error_of(head).find("the nccl-tests table has no rows"), std::string::npos);
-  EXPECT_NE(error_of(head + "        1024    128   float   none   -1   abc   0.1   0.1   0   9.0   0.1   0.1   0\n")
-                .find("ag.log:5: column \"time\": \"abc\" is not a number"),
+  EXPECT_NE(
+      error_of(head + "        1024    128   float   none   -1   abc   0.1   0.1   0   9.0   0.1   0.1   0\n")
+          .find("ag.log:5: column \"time\": \"abc\" is not a number"),
+      std::string::npos);
+  EXPECT_NE(error_of(head + "        1024    128   float\n").find("ag.log:5: a row of 3 columns"),
             std::string::npos);
-  EXPECT_NE(error_of(head + "        1024    128   float\n").find("ag.log:5: a row of 3 columns"), std::string::npos);
   std::string no_ranks = head;
   no_ranks.erase(no_ranks.find("#  Rank"), no_ranks.find("#       size") - no_ranks.find("#  Rank"));
-  EXPECT_NE(error_of(no_ranks + "1024 128 float none -1 9.0 0.11 0.06 0 9.0 0.11 0.06 0\n").find("rank count is unknown"),
+  EXPECT_NE(error_of(no_ranks + "1024 128 float none -1 9.0 0.11 0.06 0 9.0 0.11 0.06 0\n")
+                .find("rank count is unknown"),
             std::string::npos);
   // Wrong elements and a busbw that another rank count would give are reported, not dropped.
-  auto log = nccl_tests_log_from_text(head + "  1048576  131072  float  none  -1  100.0  10.49  1.00  3  100.0  "
-                                             "10.49  5.24  0\n",
+  auto log = nccl_tests_log_from_text(head +
+                                          "  1048576  131072  float  none  -1  100.0  10.49  1.00  3  100.0  "
+                                          "10.49  5.24  0\n",
                                       "ag.log");
   ASSERT_TRUE(log) << log.error().message();
   ASSERT_EQ(log->warnings.size(), 2u);
   EXPECT_NE(log->warnings[0].find("3 wrong elements"), std::string::npos);
-  EXPECT_NE(log->warnings[1].find("the collective or the rank count is not what the log ran"), std::string::npos);
+  EXPECT_NE(log->warnings[1].find("the collective or the rank count is not what the log ran"),
+            std::string::npos);
 }
 
 // Inside the node every logged size is predicted within 5% (the acceptance): the measured times

@@ -1,0 +1,538 @@
+// PyTorch profiler traces, streamed into steps and kinds; compared with a prediction.
+#include "sim/compare/foreign_trace.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "sim/spec/json_reader.h"
+#include "sim/spec/presets.h"
+
+namespace foresight {
+
+namespace {
+
+// The arguments' text, one after another.
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+bool known_kind(const std::string& k) {
+  if (k == "step") return true;
+  for (const char* f : kForeignKinds)
+    if (k == f) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string KindTable::kind_of(const std::string& name) const {
+  const std::string n = lower(name);
+  for (const KindRule& r : rules)
+    if (n.find(r.pattern) != std::string::npos) return r.kind;
+  return "";
+}
+
+Result<KindTable> kind_table_from_json(const nlohmann::json& doc, const std::string& file) {
+  if (!doc.is_object() || !doc.contains("rules") || !doc["rules"].is_array())
+    return Error(file + ": /rules: expected an array of {\"pattern\", \"kind\"} rules");
+  KindTable t;
+  const auto& rules = doc["rules"];
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    const std::string at = file + ": /rules/" + std::to_string(i);
+    const auto& r = rules[i];
+    if (!r.is_object() || !r.contains("pattern") || !r["pattern"].is_string() || r["pattern"].get<std::string>().empty())
+      return Error(at + "/pattern: expected a non-empty string");
+    if (!r.contains("kind") || !r["kind"].is_string())
+      return Error(at + "/kind: expected a string");
+    const std::string kind = r["kind"].get<std::string>();
+    if (!known_kind(kind))
+      return Error(at + "/kind: \"" + kind +
+                   "\" is not a kind (gemm, attention, elementwise, optimizer, communication, memcpy, step)");
+    t.rules.push_back({lower(r["pattern"].get<std::string>()), kind});
+  }
+  return t;
+}
+
+Result<KindTable> default_kind_table() {
+  const auto text = preset_text(PresetKind::kTable, "kernel-kinds");
+  if (!text) return Error("the built-in kernel-kinds table is missing from this build");
+  FS_ASSIGN_OR_RETURN(nlohmann::json doc, parse_json_text(*text, "compare/kernel-kinds.json"));
+  return kind_table_from_json(doc, "compare/kernel-kinds.json");
+}
+
+KindTable extend_kind_table(const KindTable& base, const KindTable& extra) {
+  KindTable t = extra;
+  t.rules.insert(t.rules.end(), base.rules.begin(), base.rules.end());
+  return t;
+}
+
+namespace {
+
+enum class Where : std::uint8_t { kCpu, kUserRange, kDevice, kSkip };
+
+struct RawEvent {
+  double ts = 0, dur = 0;  // microseconds
+  std::uint32_t name = 0, track = 0;
+  Where where = Where::kCpu;
+};
+
+// Collects the complete ("X") events of a Chrome trace: the top-level array, or the object's
+// "traceEvents" array.
+class EventSax {
+ public:
+  EventSax(std::vector<RawEvent>& out, std::vector<std::string>& names, std::size_t max_events)
+      : out_(out), names_(names), max_events_(max_events) {}
+
+  bool null() { return value(); }
+  bool boolean(bool) { return value(); }
+  bool number_integer(std::int64_t v) { return number(static_cast<double>(v), std::to_string(v)); }
+  bool number_unsigned(std::uint64_t v) { return number(static_cast<double>(v), std::to_string(v)); }
+  bool number_float(double v, const std::string& s) { return number(v, s); }
+  bool string(std::string& s) {
+    if (in_event_field()) {
+      if (key_ == "name") cur_.name = s, has_name_ = true;
+      else if (key_ == "ph") cur_.ph = s;
+      else if (key_ == "cat") cur_.cat = s;
+      else if (key_ == "pid") cur_.pid = s;
+      else if (key_ == "tid") cur_.tid = s;
+      else if (key_ == "ts" || key_ == "dur") return fail(key_, "a string \"" + s + "\"");
+    }
+    return true;
+  }
+  bool binary(nlohmann::json::binary_t&) { return value(); }
+  bool start_object(std::size_t) {
+    ++depth_;
+    if (events_depth_ > 0 && depth_ == events_depth_ + 1) {
+      cur_ = {};
+      has_name_ = false;
+      ++index_;
+    }
+    return true;
+  }
+  bool end_object() {
+    if (events_depth_ > 0 && depth_ == events_depth_ + 1) finish();
+    --depth_;
+    return error_.empty();
+  }
+  bool start_array(std::size_t) {
+    ++depth_;
+    if (depth_ == 1) events_depth_ = 1, found_events_ = true;
+    else if (depth_ == 2 && top_key_ == "traceEvents") events_depth_ = 2, found_events_ = true;
+    return true;
+  }
+  bool end_array() {
+    if (depth_ == events_depth_) events_depth_ = -1;
+    --depth_;
+    return true;
+  }
+  bool key(std::string& k) {
+    if (depth_ == 1) top_key_ = k;
+    key_ = k;
+    return true;
+  }
+  bool parse_error(std::size_t pos, const std::string&, const nlohmann::json::exception& e) {
+    parse_error_ = cat("not JSON at byte ", pos, ": ", e.what());
+    return false;
+  }
+
+  bool found_events() const { return found_events_; }
+  const std::string& error() const { return error_.empty() ? parse_error_ : error_; }
+  bool has_cat = false, cpu_functions = false;
+
+ private:
+  struct Current {
+    std::string name, ph, cat, pid, tid;
+    double ts = -1, dur = -1;
+  };
+  bool in_event_field() const { return events_depth_ > 0 && depth_ == events_depth_ + 1; }
+  bool value() { return true; }
+  bool number(double v, const std::string& text) {
+    if (!in_event_field()) return true;
+    if (key_ == "ts") cur_.ts = v;
+    else if (key_ == "dur") cur_.dur = v;
+    else if (key_ == "pid") cur_.pid = text;
+    else if (key_ == "tid") cur_.tid = text;
+    return true;
+  }
+  bool fail(const std::string& field, const std::string& got) {
+    error_ = cat("event ", index_ - 1, ": \"", field, "\": expected a number of microseconds, got ", got);
+    return false;
+  }
+  std::uint32_t intern(const std::string& s, std::unordered_map<std::string, std::uint32_t>& ids,
+                       std::vector<std::string>* keep) {
+    const auto [it, added] = ids.emplace(s, static_cast<std::uint32_t>(ids.size()));
+    if (added && keep) keep->push_back(s);
+    return it->second;
+  }
+  void finish() {
+    if (cur_.ph != "X") return;
+    // A time past 1e15 us (31 years) is no profiler's: refused, as its sums would not be finite.
+    if (!has_name_ || !(cur_.ts >= 0 && cur_.ts <= 1e15) || !(cur_.dur >= 0 && cur_.dur <= 1e15)) {
+      error_ = cat("event ", index_ - 1,
+                   ": a complete event (\"ph\": \"X\") needs a name, and ts and dur in microseconds, >= 0 and <= 1e15");
+      return;
+    }
+    if (out_.size() >= max_events_) {
+      error_ = cat("more than ", max_events_, " complete events: refused (ForeignOptions::max_events)");
+      return;
+    }
+    has_cat = has_cat || !cur_.cat.empty();
+    cpu_functions = cpu_functions || cur_.pid == "CPU functions";
+    RawEvent e;
+    e.ts = cur_.ts;
+    e.dur = cur_.dur;
+    const std::string& c = cur_.cat;
+    if (c == "kernel" || c == "gpu_memcpy" || c == "gpu_memset" || c == "Kernel" || c == "Memcpy" || c == "Memset")
+      e.where = Where::kDevice;
+    else if (c == "user_annotation")
+      e.where = Where::kUserRange;
+    else if (c.empty() || c == "cpu_op" || c == "Operator")
+      e.where = c.empty() && cur_.name.find("::") == std::string::npos ? Where::kUserRange : Where::kCpu;
+    else
+      e.where = Where::kSkip;  // runtime calls, python frames, GPU-side ranges, flows
+    if (e.where == Where::kSkip) return;
+    e.name = intern(cur_.name, name_ids_, &names_);
+    e.track = intern(cur_.pid + "/" + cur_.tid, track_ids_, nullptr);
+    out_.push_back(e);
+  }
+
+  std::vector<RawEvent>& out_;
+  std::vector<std::string>& names_;
+  std::size_t max_events_;
+  std::unordered_map<std::string, std::uint32_t> name_ids_, track_ids_;
+  int depth_ = 0, events_depth_ = -1;
+  std::size_t index_ = 0;
+  std::string top_key_, key_, error_, parse_error_;
+  Current cur_;
+  bool has_name_ = false, found_events_ = false;
+};
+
+// The length of the union of [a, b) intervals (sorted in place).
+double union_length(std::vector<std::pair<double, double>>& iv) {
+  std::sort(iv.begin(), iv.end());
+  double total = 0, lo = 0, hi = -1;
+  for (const auto& [a, b] : iv) {
+    if (a > hi) {
+      if (hi > lo) total += hi - lo;
+      lo = a, hi = b;
+    } else {
+      hi = std::max(hi, b);
+    }
+  }
+  if (hi > lo) total += hi - lo;
+  return total;
+}
+
+// |A \ B| for unions of intervals.
+double uncovered(std::vector<std::pair<double, double>> a, std::vector<std::pair<double, double>> b) {
+  std::vector<std::pair<double, double>> both = a;
+  both.insert(both.end(), b.begin(), b.end());
+  return union_length(both) - union_length(b);
+}
+
+struct Classified {
+  std::vector<std::string> kind;  // per name id
+};
+
+// CPU traces: each event's self time (its time less its children's) goes to the outermost user
+// range above it that maps, else to its own kind or the innermost mapped op above it; the step's
+// own self time is idle; the rest is unmapped under the event's name.
+void attribute_cpu(const std::vector<RawEvent>& ev, const std::vector<std::string>& names,
+                   const Classified& cls, std::vector<ForeignStep>& steps,
+                   std::map<std::string, double>& unmapped) {
+  std::map<std::uint32_t, std::vector<std::size_t>> by_track;
+  for (std::size_t i = 0; i < ev.size(); ++i)
+    if (ev[i].where != Where::kDevice) by_track[ev[i].track].push_back(i);
+  struct Open {
+    std::size_t event;
+    double end;
+    double child_s = 0;
+    std::string claim, inherit;  // the outermost user range's kind, the innermost mapped kind
+    int step = -1;
+  };
+  for (auto& [track, idx] : by_track) {
+    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+      return ev[a].ts != ev[b].ts ? ev[a].ts < ev[b].ts : ev[a].dur > ev[b].dur;
+    });
+    std::vector<Open> stack;
+    auto close = [&](const Open& o) {
+      const RawEvent& e = ev[o.event];
+      const std::string& own = cls.kind[e.name];
+      const double self = std::max(0.0, e.dur - o.child_s) * 1e-6;
+      if (o.step < 0) return;
+      ForeignStep& st = steps[static_cast<std::size_t>(o.step)];
+      if (own == "step") {
+        st.idle_s += self;
+        return;
+      }
+      const std::string kind = !o.claim.empty() ? o.claim : !own.empty() ? own : o.inherit;
+      if (!kind.empty())
+        st.kind_s[kind] += self;
+      else
+        unmapped[names[e.name]] += self;
+    };
+    for (std::size_t i : idx) {
+      const RawEvent& e = ev[i];
+      while (!stack.empty() && stack.back().end <= e.ts) {
+        close(stack.back());
+        stack.pop_back();
+      }
+      Open o{i, e.ts + e.dur};
+      const std::string& own = cls.kind[e.name];
+      if (!stack.empty()) {
+        Open& parent = stack.back();
+        parent.child_s += std::min(e.dur, parent.end - e.ts);
+        o.claim = parent.claim;
+        o.inherit = parent.inherit;
+        o.step = parent.step;
+      }
+      if (own == "step") {
+        for (std::size_t s = 0; s < steps.size(); ++s)
+          if (steps[s].start_s == e.ts * 1e-6 && steps[s].name == names[e.name]) o.step = static_cast<int>(s);
+      } else if (!own.empty()) {
+        if (e.where == Where::kUserRange && o.claim.empty()) o.claim = own;
+        o.inherit = own;
+      }
+      stack.push_back(std::move(o));
+    }
+    while (!stack.empty()) {
+      close(stack.back());
+      stack.pop_back();
+    }
+  }
+  for (ForeignStep& s : steps)
+    s.exposed_communication_s = s.kind_s.count("communication") ? s.kind_s["communication"] : 0.0;
+}
+
+// Device traces: each kernel's duration to its kind, in the step whose range (on the CPU) last
+// began before it (the device runs behind the host); idle is the step's time no kernel covers.
+void attribute_device(const std::vector<RawEvent>& ev, const std::vector<std::string>& names,
+                      const Classified& cls, std::vector<ForeignStep>& steps,
+                      std::map<std::string, double>& unmapped) {
+  std::vector<std::vector<std::pair<double, double>>> all(steps.size()), comm(steps.size()), compute(steps.size());
+  for (const RawEvent& e : ev) {
+    if (e.where != Where::kDevice) continue;
+    const double ts = e.ts * 1e-6;
+    auto it = std::upper_bound(steps.begin(), steps.end(), ts,
+                               [](double t, const ForeignStep& s) { return t < s.start_s; });
+    if (it == steps.begin()) continue;
+    --it;
+    if (it + 1 == steps.end() && ts > it->start_s + 2 * it->dur_s) continue;  // after the last step
+    const std::size_t s = static_cast<std::size_t>(it - steps.begin());
+    const std::string& kind = cls.kind[e.name];
+    const double dur = e.dur * 1e-6;
+    if (kind.empty() || kind == "step")
+      unmapped[names[e.name]] += dur;
+    else
+      steps[s].kind_s[kind] += dur;
+    all[s].push_back({ts, ts + dur});
+    (kind == "communication" ? comm : compute)[s].push_back({ts, ts + dur});
+  }
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    steps[s].idle_s = std::max(0.0, steps[s].dur_s - union_length(all[s]));
+    steps[s].exposed_communication_s = uncovered(comm[s], compute[s]);
+  }
+}
+
+Result<ForeignTrace> finish_trace(std::vector<RawEvent>& ev, const std::vector<std::string>& names,
+                                  const EventSax& sax, const std::string& file, const KindTable& kinds) {
+  ForeignTrace t;
+  t.file = file;
+  t.events = ev.size();
+  t.format = sax.has_cat ? "kineto" : "chrome-cpu";
+  if (ev.empty()) return Error(file + ": no complete events (\"ph\": \"X\"): not a profiler trace");
+  Classified cls;
+  cls.kind.reserve(names.size());
+  for (const std::string& n : names) cls.kind.push_back(kinds.kind_of(n));
+  for (const RawEvent& e : ev) {
+    t.device = t.device || e.where == Where::kDevice;
+    if (e.where != Where::kDevice && cls.kind[e.name] == "step")
+      t.steps.push_back({names[e.name], e.ts * 1e-6, e.dur * 1e-6, {}, 0, 0});
+  }
+  if (t.steps.empty())
+    return Error(file +
+                 ": no step ranges (ProfilerStep#N): profile with torch.profiler.schedule and call prof.step() "
+                 "each step, or wrap each step in record_function(\"ProfilerStep#N\")");
+  std::sort(t.steps.begin(), t.steps.end(),
+            [](const ForeignStep& a, const ForeignStep& b) { return a.start_s < b.start_s; });
+  std::map<std::string, double> unmapped;
+  if (t.device)
+    attribute_device(ev, names, cls, t.steps, unmapped);
+  else
+    attribute_cpu(ev, names, cls, t.steps, unmapped);
+  t.unmapped.assign(unmapped.begin(), unmapped.end());
+  std::sort(t.unmapped.begin(), t.unmapped.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return t;
+}
+
+}  // namespace
+
+Result<ForeignTrace> load_foreign_trace(const std::string& path, const KindTable& kinds,
+                                        const ForeignOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error(path + ": cannot open trace");
+  std::vector<RawEvent> ev;
+  std::vector<std::string> names;
+  EventSax sax(ev, names, options.max_events);
+  const bool ok = nlohmann::json::sax_parse(in, &sax);
+  if (!ok || !sax.error().empty()) return Error(path + ": " + (sax.error().empty() ? "unreadable" : sax.error()));
+  if (!sax.found_events()) return Error(path + ": no trace events (neither an array nor \"traceEvents\")");
+  return finish_trace(ev, names, sax, path, kinds);
+}
+
+Result<ForeignTrace> foreign_trace_from_text(const std::string& text, const std::string& file,
+                                             const KindTable& kinds, const ForeignOptions& options) {
+  std::vector<RawEvent> ev;
+  std::vector<std::string> names;
+  EventSax sax(ev, names, options.max_events);
+  const bool ok = nlohmann::json::sax_parse(text, &sax);
+  if (!ok || !sax.error().empty()) return Error(file + ": " + (sax.error().empty() ? "unreadable" : sax.error()));
+  if (!sax.found_events()) return Error(file + ": no trace events (neither an array nor \"traceEvents\")");
+  return finish_trace(ev, names, sax, file, kinds);
+}
+
+bool is_foresight_trace(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(64 * 1024, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  const auto meta = head.find("\"metadata\"");
+  const auto events = head.find("\"traceEvents\"");
+  return meta != std::string::npos && head.find("\"plan\"", meta) != std::string::npos &&
+         (events == std::string::npos || meta < events);
+}
+
+namespace {
+
+// The measured kind of a predicted op.
+std::string predicted_kind(const TraceOp& op) {
+  if (op.cat == "collective" || op.cat == "p2p") return "communication";
+  if (op.cat == "copy") return "memcpy";
+  const std::string k = op_kind(op);
+  return k == "lm_head" ? (op.name == "final_norm" ? "elementwise" : "gemm") : k;
+}
+
+int plan_ranks(const nlohmann::json& meta) {
+  if (!meta.contains("plan") || !meta["plan"].is_object()) return 0;
+  const auto& p = meta["plan"];
+  int n = 1;
+  for (const char* k : {"dp", "tp", "pp", "cp"})
+    if (p.contains(k) && p[k].is_number_integer()) n *= p[k].get<int>();
+  return n;
+}
+
+double pct(double p, double m) { return m > 0 ? (p - m) / m * 100 : 0.0; }
+
+}  // namespace
+
+Result<ForeignCompareReport> compare_foreign(const Trace& predicted, const std::vector<ForeignTrace>& measured,
+                                             int warmup) {
+  if (measured.empty()) return Error("no measured traces");
+  ForeignCompareReport r;
+  r.predicted_file = predicted.file;
+  r.ranks_predicted = plan_ranks(predicted.metadata);
+  r.predicted_step_s = predicted.step_s;
+  // The prediction per rank.
+  std::map<int, std::map<std::string, double>> pk;
+  std::map<int, std::vector<std::pair<double, double>>> pcomm, pcompute;
+  for (const TraceOp& op : predicted.ops) {
+    const std::string k = predicted_kind(op);
+    pk[op.rank][k] += op.dur_s;
+    (k == "communication" ? pcomm : pcompute)[op.rank].push_back({op.start_s, op.start_s + op.dur_s});
+  }
+  const double nranks = static_cast<double>(pk.size());
+  std::map<std::string, double> pred;
+  for (auto& [rank, kinds] : pk) {
+    for (const auto& [k, s] : kinds) pred[k] += s / nranks;
+    pred["idle"] += std::max(0.0, predicted.step_s - union_length(pcompute[rank])) / nranks;
+    pred["exposed_communication"] += uncovered(pcomm[rank], pcompute[rank]) / nranks;
+  }
+  // The measured steps after warm-up, per rank.
+  std::size_t nsteps = measured.front().steps.size();
+  for (const ForeignTrace& t : measured) nsteps = std::min(nsteps, t.steps.size());
+  for (const ForeignTrace& t : measured)
+    if (t.steps.size() != nsteps)
+      r.notes.push_back(cat(t.file, " has ", t.steps.size(), " steps, others fewer: the first ", nsteps, " compared"));
+  r.warmup_steps = warmup >= 0 ? warmup : nsteps >= 3 ? 1 : 0;
+  if (static_cast<std::size_t>(r.warmup_steps) >= nsteps)
+    return Error(cat(nsteps, nsteps == 1 ? " step" : " steps", " measured and ", r.warmup_steps,
+                     " of warm-up: none left to compare"));
+  r.steps_compared = static_cast<int>(nsteps) - r.warmup_steps;
+  std::map<std::string, double> meas;
+  std::map<std::string, double> unmapped;
+  std::vector<double> step_times;
+  const double per = 1.0 / (static_cast<double>(measured.size()) * r.steps_compared);
+  for (std::size_t s = static_cast<std::size_t>(r.warmup_steps); s < nsteps; ++s) {
+    double step = 0;
+    for (const ForeignTrace& t : measured) {
+      const ForeignStep& st = t.steps[s];
+      step += st.dur_s / static_cast<double>(measured.size());
+      for (const auto& [k, v] : st.kind_s) meas[k] += v * per;
+      meas["idle"] += st.idle_s * per;
+      meas["exposed_communication"] += st.exposed_communication_s * per;
+    }
+    step_times.push_back(step);
+  }
+  for (const ForeignTrace& t : measured)
+    for (const auto& [name, s] : t.unmapped)
+      unmapped[name] += s / (static_cast<double>(measured.size()) * static_cast<double>(nsteps));
+  std::sort(step_times.begin(), step_times.end());
+  r.measured_step_s = step_times[step_times.size() / 2];
+  r.step_time_error_pct = pct(r.predicted_step_s, r.measured_step_s);
+  std::vector<std::string> order(std::begin(kForeignKinds), std::end(kForeignKinds));
+  order.push_back("idle");
+  order.push_back("exposed_communication");
+  for (const std::string& k : order) {
+    if (!pred.count(k) && !meas.count(k)) continue;
+    r.kinds.push_back({k, pred[k], meas[k], pct(pred[k], meas[k])});
+  }
+  r.unmapped.assign(unmapped.begin(), unmapped.end());
+  std::sort(r.unmapped.begin(), r.unmapped.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (r.unmapped.size() > 10) r.unmapped.resize(10);
+  for (const ForeignTrace& t : measured) r.measured_files.push_back(t.file);
+  if (r.ranks_predicted > 0 && static_cast<int>(measured.size()) != r.ranks_predicted)
+    r.notes.push_back(cat("the plan has ", r.ranks_predicted, " ranks and ", measured.size(),
+                                  measured.size() == 1 ? " measured trace" : " measured traces",
+                                  " given: the measured means are over those given"));
+  const bool pred_comm = pred["communication"] > 0, meas_comm = meas["communication"] > 0;
+  if (pred_comm != meas_comm)
+    r.notes.push_back(pred_comm ? "the plan communicates but the measured trace has no communication: a trace of "
+                                  "another plan (or of one rank of a single-process run)?"
+                                : "the measured trace communicates but the plan does not: a trace of another plan?");
+  return r;
+}
+
+nlohmann::json foreign_report_to_json(const ForeignCompareReport& r) {
+  nlohmann::json kinds = nlohmann::json::array();
+  for (const auto& k : r.kinds)
+    kinds.push_back(
+        {{"kind", k.kind}, {"predicted_s", k.predicted_s}, {"measured_s", k.measured_s}, {"error_pct", k.error_pct}});
+  nlohmann::json unmapped = nlohmann::json::array();
+  for (const auto& [name, s] : r.unmapped) unmapped.push_back({{"name", name}, {"measured_s", s}});
+  return {{"predicted_file", r.predicted_file},
+          {"measured_files", r.measured_files},
+          {"ranks_predicted", r.ranks_predicted},
+          {"steps_compared", r.steps_compared},
+          {"warmup_steps", r.warmup_steps},
+          {"predicted_step_s", r.predicted_step_s},
+          {"measured_step_s", r.measured_step_s},
+          {"step_time_error_pct", r.step_time_error_pct},
+          {"kinds", kinds},
+          {"unmapped", unmapped},
+          {"notes", r.notes}};
+}
+
+}  // namespace foresight

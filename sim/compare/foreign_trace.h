@@ -1,0 +1,103 @@
+// Measured traces from other tools, read as time per op kind per step, and compared with a
+// prediction: PyTorch profiler Chrome traces (Kineto's: "cat" kernel, cpu_op, user_annotation,
+// gpu_memcpy, ...; and the older export of builds without Kineto, such as Debian's python3-torch:
+// a bare array of events under "pid": "CPU functions", no "cat"). One file per rank. Files are
+// streamed (nlohmann's SAX parser): memory grows with the events kept (about 40 bytes each), not
+// with the file.
+//
+//   auto kinds = default_kind_table();                          // compare/kernel-kinds.json
+//   auto t = load_foreign_trace("rank0.json", *kinds, {});      // steps, time per kind, unmapped names
+//   auto r = compare_foreign(*load_trace("pred.json"), {*t});   // predicted against measured, per kind
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/compare/compare.h"
+#include "sim/core/status.h"
+
+namespace foresight {
+
+// The kinds a measured trace's names map to. "step" marks a step's range (ProfilerStep#N).
+inline constexpr const char* kForeignKinds[] = {"gemm",          "attention", "elementwise", "optimizer",
+                                                "communication", "memcpy"};
+
+struct KindRule {
+  std::string pattern;  // matched as a case-insensitive substring of the name
+  std::string kind;     // one of kForeignKinds, or "step"
+};
+struct KindTable {
+  std::vector<KindRule> rules;  // the first rule whose pattern the name contains wins
+  // The kind of `name` ("" where no rule maps it).
+  std::string kind_of(const std::string& name) const;
+};
+// The table that ships with the project (compare/kernel-kinds.json, embedded at build time).
+Result<KindTable> default_kind_table();
+// A table file of the same form ({"rules": [{"pattern", "kind"}]}); errors name the file and field.
+Result<KindTable> kind_table_from_json(const nlohmann::json& doc, const std::string& file);
+// `extra`'s rules ahead of `base`'s.
+KindTable extend_kind_table(const KindTable& base, const KindTable& extra);
+
+struct ForeignStep {
+  std::string name;  // "ProfilerStep#3"
+  double start_s = 0, dur_s = 0;
+  std::map<std::string, double> kind_s;  // time per kind (see ForeignTrace)
+  double idle_s = 0;                     // the step's time no mapped op covers (the host between ops)
+  double exposed_communication_s = 0;    // communication no compute overlaps
+};
+
+struct ForeignTrace {
+  std::string file;
+  std::string format;  // "kineto" or "chrome-cpu" (a profiler without Kineto)
+  bool device = false;  // GPU kernels found: kinds are the kernels' (a device's time); else the CPU ops'
+  std::size_t events = 0;  // complete events read
+  std::vector<ForeignStep> steps;
+  // Names no rule maps, with their time inside the steps (self time on a CPU thread, a kernel's
+  // duration on a device), largest first.
+  std::vector<std::pair<std::string, double>> unmapped;
+};
+
+struct ForeignOptions {
+  std::size_t max_events = std::size_t{50} << 20;  // refused past this many complete events
+};
+
+// Errors name the file: not JSON (with the byte offset), no events, no step ranges (the trace
+// needs torch.profiler's ProfilerStep#N ranges: profile with a schedule and prof.step(), or wrap
+// each step in record_function("ProfilerStep#N")), an event field of the wrong type.
+Result<ForeignTrace> load_foreign_trace(const std::string& path, const KindTable& kinds,
+                                        const ForeignOptions& options = {});
+Result<ForeignTrace> foreign_trace_from_text(const std::string& text, const std::string& file,
+                                             const KindTable& kinds, const ForeignOptions& options = {});
+
+// Whether `path` holds a trace of Foresight's own (simulate --trace, run --trace): its metadata
+// names a plan within the first 64 KiB (both write "metadata" before "traceEvents").
+bool is_foresight_trace(const std::string& path);
+
+struct ForeignKindComparison {
+  std::string kind;
+  double predicted_s = 0, measured_s = 0;  // per rank and step
+  double error_pct = 0;
+};
+
+struct ForeignCompareReport {
+  std::string predicted_file;
+  std::vector<std::string> measured_files;
+  int ranks_predicted = 0;  // the prediction's plan's ranks
+  int steps_compared = 0, warmup_steps = 0;
+  double predicted_step_s = 0, measured_step_s = 0;  // measured: the median step over the ranks' mean
+  double step_time_error_pct = 0;
+  std::vector<ForeignKindComparison> kinds;  // kForeignKinds then idle, then exposed_communication
+  std::vector<std::pair<std::string, double>> unmapped;  // per rank and step, largest first (ten at most)
+  std::vector<std::string> notes;  // where the traces contradict the plan, or say less than it
+};
+
+// The prediction's ops in the measured kinds (lm_head's GEMM and loss under gemm, collectives and
+// p2p under communication) against the measured steps after `warmup` (default: the first step
+// when there are three or more).
+Result<ForeignCompareReport> compare_foreign(const Trace& predicted, const std::vector<ForeignTrace>& measured,
+                                             int warmup = -1);
+nlohmann::json foreign_report_to_json(const ForeignCompareReport& r);
+
+}  // namespace foresight

@@ -1,0 +1,173 @@
+// PyTorch profiler traces: the kind table, Kineto's GPU format and the CPU-only export (nested
+// aten:: ops under "CPU functions"), steps, unmapped names, damaged files, and the comparison
+// with a prediction.
+#include "sim/compare/foreign_trace.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace foresight {
+namespace {
+
+KindTable table() {
+  auto t = default_kind_table();
+  EXPECT_TRUE(static_cast<bool>(t)) << (t ? "" : t.error().message());
+  return t ? *t : KindTable{};
+}
+
+TEST(KindTable, MapsTheNamesTheToolsWrite) {
+  const KindTable t = table();
+  EXPECT_EQ(t.kind_of("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"), "gemm");
+  EXPECT_EQ(t.kind_of("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTN"), "gemm");
+  EXPECT_EQ(t.kind_of("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>"), "attention");
+  EXPECT_EQ(t.kind_of("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+            "communication");
+  EXPECT_EQ(t.kind_of("void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>>"), "optimizer");
+  EXPECT_EQ(t.kind_of("Memcpy HtoD (Pageable -> Device)"), "memcpy");
+  EXPECT_EQ(t.kind_of("aten::addmm"), "gemm");
+  EXPECT_EQ(t.kind_of("aten::bmm"), "attention");  // a transformer's batched matmuls: scores and context
+  EXPECT_EQ(t.kind_of("autograd::engine::evaluate_function: MmBackward0"), "gemm");
+  EXPECT_EQ(t.kind_of("aten::_softmax"), "attention");
+  EXPECT_EQ(t.kind_of("aten::_log_softmax"), "elementwise");
+  EXPECT_EQ(t.kind_of("aten::add_"), "elementwise");
+  EXPECT_EQ(t.kind_of("ProfilerStep#7"), "step");
+  EXPECT_EQ(t.kind_of("Optimizer.step#AdamW.step"), "optimizer");
+  EXPECT_EQ(t.kind_of("my_custom_kernel"), "");
+  // A user's rules come first.
+  auto extra = kind_table_from_json(nlohmann::json::parse(R"({"rules": [{"pattern": "my_custom", "kind": "gemm"}]})"),
+                                    "mine.json");
+  ASSERT_TRUE(extra) << extra.error().message();
+  EXPECT_EQ(extend_kind_table(t, *extra).kind_of("my_custom_kernel"), "gemm");
+  auto bad = kind_table_from_json(nlohmann::json::parse(R"({"rules": [{"pattern": "x", "kind": "gemmm"}]})"), "mine.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("mine.json: /rules/0/kind: \"gemmm\" is not a kind"), std::string::npos);
+}
+
+// The CPU-only export: nested ops on one thread. A moment goes to the innermost op that maps;
+// the step's own time is idle; a user range that maps claims what is inside it.
+TEST(ForeignTrace, CpuOpsTakeTheirSelfTime) {
+  const std::string text = R"([
+    {"name": "ProfilerStep#0", "ph": "X", "ts": 0, "dur": 100, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "aten::linear", "ph": "X", "ts": 10, "dur": 40, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "aten::t", "ph": "X", "ts": 10, "dur": 5, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "aten::addmm", "ph": "X", "ts": 15, "dur": 30, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "all_reduce", "ph": "X", "ts": 60, "dur": 20, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "aten::cat", "ph": "X", "ts": 60, "dur": 4, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "mystery", "ph": "X", "ts": 85, "dur": 5, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "ProfilerStep#1", "ph": "X", "ts": 200, "dur": 50, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "aten::mm", "ph": "X", "ts": 210, "dur": 30, "tid": 1, "pid": "CPU functions", "args": {}}
+  ])";
+  auto t = foreign_trace_from_text(text, "cpu.json", table());
+  ASSERT_TRUE(t) << t.error().message();
+  EXPECT_EQ(t->format, "chrome-cpu");
+  EXPECT_FALSE(t->device);
+  ASSERT_EQ(t->steps.size(), 2u);
+  const ForeignStep& s = t->steps[0];
+  EXPECT_DOUBLE_EQ(s.dur_s, 100e-6);
+  // linear's own 5 us (40 - 5 - 30) and addmm's 30: gemm; aten::t inside linear maps itself.
+  EXPECT_NEAR(s.kind_s.at("gemm"), 35e-6, 1e-12);
+  EXPECT_NEAR(s.kind_s.at("elementwise"), 5e-6, 1e-12);
+  // The "all_reduce" range claims the cat inside it.
+  EXPECT_NEAR(s.kind_s.at("communication"), 20e-6, 1e-12);
+  EXPECT_NEAR(s.exposed_communication_s, 20e-6, 1e-12);
+  EXPECT_NEAR(s.idle_s, 100e-6 - 40e-6 - 20e-6 - 5e-6, 1e-12);
+  ASSERT_EQ(t->unmapped.size(), 1u);
+  EXPECT_EQ(t->unmapped[0].first, "mystery");
+  EXPECT_NEAR(t->steps[1].kind_s.at("gemm"), 30e-6, 1e-12);
+}
+
+// Kineto's GPU trace: kernels on streams, each in the step whose CPU range last began before it;
+// communication that no compute kernel overlaps is exposed.
+TEST(ForeignTrace, KinetoKernelsByStep) {
+  const std::string text = R"J({"schemaVersion": 1, "traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 100, "tid": 100, "ts": 1000, "dur": 500},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 100, "tid": 100, "ts": 1010, "dur": 20},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": 1015, "dur": 5},
+    {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7, "ts": 1100, "dur": 200},
+    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "pid": 0, "tid": 20, "ts": 1250, "dur": 150},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "pid": 0, "tid": 7, "ts": 1420, "dur": 10},
+    {"ph": "X", "cat": "kernel", "name": "my_custom_kernel", "pid": 0, "tid": 7, "ts": 1440, "dur": 10},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 100, "tid": 100, "ts": 1500, "dur": 500},
+    {"ph": "X", "cat": "kernel", "name": "flash_fwd_kernel", "pid": 0, "tid": 7, "ts": 1600, "dur": 100},
+    {"ph": "i", "cat": "Trace", "name": "instant", "pid": 0, "tid": 7, "ts": 1600}
+  ]})J";
+  auto t = foreign_trace_from_text(text, "gpu.json", table());
+  ASSERT_TRUE(t) << t.error().message();
+  EXPECT_EQ(t->format, "kineto");
+  EXPECT_TRUE(t->device);
+  ASSERT_EQ(t->steps.size(), 2u);
+  const ForeignStep& s = t->steps[0];
+  EXPECT_NEAR(s.kind_s.at("gemm"), 200e-6, 1e-12);
+  EXPECT_NEAR(s.kind_s.at("communication"), 150e-6, 1e-12);
+  EXPECT_NEAR(s.kind_s.at("memcpy"), 10e-6, 1e-12);
+  EXPECT_EQ(s.kind_s.count("elementwise"), 0u);  // the CPU's aten::mm is not the device's time
+  EXPECT_NEAR(s.exposed_communication_s, 100e-6, 1e-12);  // 1300-1400: the GEMM ended at 1300
+  EXPECT_NEAR(s.idle_s, 500e-6 - 300e-6 - 10e-6 - 10e-6, 1e-12);
+  ASSERT_EQ(t->unmapped.size(), 1u);
+  EXPECT_EQ(t->unmapped[0].first, "my_custom_kernel");
+  EXPECT_NEAR(t->steps[1].kind_s.at("attention"), 100e-6, 1e-12);
+}
+
+TEST(ForeignTrace, DamagedTracesGetAReason) {
+  auto error_of = [](const std::string& text) {
+    auto t = foreign_trace_from_text(text, "t.json", table());
+    return t ? std::string("(read)") : t.error().message();
+  };
+  EXPECT_NE(error_of("[{\"name\": \"ProfilerStep#0\", \"ph\": \"X\", \"ts\": 0, \"dur\": 5").find("t.json: not JSON at byte"),
+            std::string::npos);
+  EXPECT_NE(error_of("{\"model\": \"llama\"}").find("no trace events"), std::string::npos);
+  EXPECT_NE(error_of("[]").find("no complete events"), std::string::npos);
+  EXPECT_NE(error_of(R"([{"name": "aten::mm", "ph": "X", "ts": 0, "dur": 5}])").find("no step ranges (ProfilerStep#N)"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"name": "aten::mm", "ph": "X", "ts": "0", "dur": 5}])").find("event 0: \"ts\": expected a number"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"([{"ph": "X", "ts": 0, "dur": 5}])").find("needs a name"), std::string::npos);
+  ForeignOptions few;
+  few.max_events = 1;
+  auto t = foreign_trace_from_text(
+      R"([{"name": "ProfilerStep#0", "ph": "X", "ts": 0, "dur": 5}, {"name": "aten::mm", "ph": "X", "ts": 1, "dur": 2}])",
+      "t.json", table(), few);
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message().find("more than 1 complete events"), std::string::npos);
+}
+
+// The prediction's kinds against the measured steps after warm-up.
+TEST(ForeignCompare, PredictedKindsAgainstMeasuredSteps) {
+  Trace pred;
+  pred.file = "pred.json";
+  pred.metadata = {{"plan", {{"dp", 1}, {"tp", 1}, {"pp", 1}}}};
+  pred.step_s = 100e-6;
+  pred.ops = {{"r0/L0/mb0/fwd/qkv", "qkv", "compute", 0, 0, 30e-6},
+              {"r0/L0/mb0/fwd/softmax", "softmax", "compute", 0, 30e-6, 10e-6},
+              {"r0/mb0/fwd/lm_head_loss", "lm_head_loss", "compute", 0, 40e-6, 20e-6},
+              {"r0/step/optimizer", "optimizer", "compute", 0, 60e-6, 30e-6}};
+  ForeignTrace m;
+  m.file = "rank0.json";
+  for (int s = 0; s < 3; ++s) {
+    ForeignStep st;
+    st.dur_s = s == 0 ? 500e-6 : 110e-6;  // a slow first step: warm-up
+    st.kind_s = {{"gemm", 55e-6}, {"attention", 10e-6}, {"optimizer", 30e-6}};
+    st.idle_s = 15e-6;
+    m.steps.push_back(st);
+  }
+  m.unmapped = {{"mystery", 3e-6}};
+  auto r = compare_foreign(pred, {m});
+  ASSERT_TRUE(r) << r.error().message();
+  EXPECT_EQ(r->warmup_steps, 1);
+  EXPECT_EQ(r->steps_compared, 2);
+  EXPECT_NEAR(r->measured_step_s, 110e-6, 1e-12);
+  EXPECT_NEAR(r->step_time_error_pct, (100.0 - 110.0) / 110.0 * 100, 1e-9);
+  ASSERT_FALSE(r->kinds.empty());
+  EXPECT_EQ(r->kinds[0].kind, "gemm");
+  EXPECT_NEAR(r->kinds[0].predicted_s, 50e-6, 1e-12);  // qkv + lm_head_loss
+  EXPECT_NEAR(r->kinds[0].measured_s, 55e-6, 1e-12);
+  ASSERT_EQ(r->unmapped.size(), 1u);
+  EXPECT_NEAR(r->unmapped[0].second, 1e-6, 1e-12);  // per step over the 3 steps read
+  auto none_left = compare_foreign(pred, {m}, 3);
+  ASSERT_FALSE(none_left);
+  EXPECT_NE(none_left.error().message().find("none left to compare"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace foresight

@@ -1,0 +1,50 @@
+#!/bin/bash
+# Real PyTorch profiler traces (Debian's python3-torch, CPU, bench/pytorch_trace.py) of the
+# small model over RANKS processes, compared with Foresight's prediction of the same plan. Checks
+# what a broken reader would get wrong, not timings: the steps found, every kind present, the
+# time attributed adding up to the step, few unmapped names, communication only with 2+ ranks.
+#   tests/pytorch/compare_pytorch_trace.sh FORESIGHT_BINARY RANKS
+# Exits 77 (skipped) without python3-torch.
+set -euo pipefail
+bin="$1"
+ranks="$2"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  echo "SKIP: Debian's python3-torch is not installed (scripts/install-deps.sh installs it)"
+  exit 77
+fi
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+"$root/bench/pytorch_trace.py" --model small --gb 4 --mb 1 --steps 3 --ranks "$ranks" --out "$tmp/traces"
+"$bin" simulate --model small --cluster cpu-local --gpus "$ranks" --dp "$ranks" --gb 4 --mb 1 --precision fp32 \
+  --full --trace "$tmp/pred.json" >/dev/null
+"$bin" compare "$tmp/pred.json" "$tmp/traces"
+"$bin" compare "$tmp/pred.json" "$tmp/traces" --json >"$tmp/report.json"
+/usr/bin/python3 - "$tmp/report.json" "$ranks" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ranks = int(sys.argv[2])
+kinds = {k["kind"]: k for k in r["kinds"]}
+fail = []
+def need(ok, what):
+    if not ok:
+        fail.append(what)
+need(len(r["measured_files"]) == ranks, "one trace per rank")
+need(r["steps_compared"] == 2 and r["warmup_steps"] == 1, "3 steps found, 1 of warm-up")
+for k in ("gemm", "attention", "elementwise", "optimizer"):
+    need(kinds.get(k, {}).get("measured_s", 0) > 0, k + " measured")
+comm = kinds.get("communication", {}).get("measured_s", 0)
+need((comm > 0) == (ranks > 1), "communication measured only with 2+ ranks")
+attributed = sum(k["measured_s"] for k in r["kinds"] if k["kind"] != "exposed_communication")
+unmapped = sum(u["measured_s"] for u in r["unmapped"])
+step = r["measured_step_s"]
+need(abs(attributed + unmapped - step) < 0.15 * step,
+     "the kinds, idle and unmapped add up to the step (%.3f + %.3f against %.3f s)" % (attributed, unmapped, step))
+need(unmapped < 0.05 * step, "under 5%% of the step unmapped (%.3f s)" % unmapped)
+need(r["predicted_step_s"] > 0 and 0.1 < r["measured_step_s"] / r["predicted_step_s"] < 10,
+     "measured and predicted steps within 10x")
+if fail:
+    print("FAILED: " + "; ".join(fail))
+    sys.exit(1)
+print("ok: %d rank(s), step predicted %.1f ms, measured %.1f ms" % (ranks, r["predicted_step_s"] * 1e3, step * 1e3))
+PY
