@@ -105,6 +105,15 @@ Command add_compare_command(CLI::App& app) {
   cmd->add_option("--out", *out, "also write the JSON report to this file (the GUI reads it)");
   return [=]() -> int {
     if (!out->empty()) FS_RETURN_CLI_IF_ERROR(check_output_path(*out, "--out"));
+    // The report: written to --out, printed as JSON or as a table.
+    auto report = [&](const nlohmann::json& j, const auto& print_table) -> int {
+      if (!out->empty()) FS_RETURN_CLI_IF_ERROR(write_file_atomically(*out, j.dump(2) + "\n"));
+      if (*json_out)
+        fmt::print("{}\n", j.dump(2));
+      else
+        print_table();
+      return 0;
+    };
     auto p = load_trace(*predicted);
     if (!p) return input_error(p.error().message());
     const std::vector<std::string> paths = measured_paths(*measured);
@@ -127,25 +136,13 @@ Command add_compare_command(CLI::App& app) {
       }
       auto r = compare_foreign(*p, traces, *warmup);
       if (!r) return input_error(r.error().message());
-      const auto j = foreign_report_to_json(*r);
-      if (!out->empty()) FS_RETURN_CLI_IF_ERROR(write_file_atomically(*out, j.dump(2) + "\n"));
-      if (*json_out)
-        fmt::print("{}\n", j.dump(2));
-      else
-        print_foreign_report(*r);
-      return 0;
+      return report(foreign_report_to_json(*r), [&] { print_foreign_report(*r); });
     }
     auto m = load_trace(paths.front());
     if (!m) return input_error(m.error().message());
     auto r = compare_traces(*p, *m);
     if (!r) return input_error(r.error().message());
-    const auto j = compare_report_to_json(*r);
-    if (!out->empty()) FS_RETURN_CLI_IF_ERROR(write_file_atomically(*out, j.dump(2) + "\n"));
-    if (*json_out)
-      fmt::print("{}\n", j.dump(2));
-    else
-      print_compare_report(*r);
-    return 0;
+    return report(compare_report_to_json(*r), [&] { print_compare_report(*r); });
   };
 }
 

@@ -25,7 +25,8 @@ std::string cat(const Args&... args) {
 }
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
@@ -53,10 +54,10 @@ Result<KindTable> kind_table_from_json(const nlohmann::json& doc, const std::str
   for (std::size_t i = 0; i < rules.size(); ++i) {
     const std::string at = file + ": /rules/" + std::to_string(i);
     const auto& r = rules[i];
-    if (!r.is_object() || !r.contains("pattern") || !r["pattern"].is_string() || r["pattern"].get<std::string>().empty())
+    if (!r.is_object() || !r.contains("pattern") || !r["pattern"].is_string() ||
+        r["pattern"].get<std::string>().empty())
       return Error(at + "/pattern: expected a non-empty string");
-    if (!r.contains("kind") || !r["kind"].is_string())
-      return Error(at + "/kind: expected a string");
+    if (!r.contains("kind") || !r["kind"].is_string()) return Error(at + "/kind: expected a string");
     const std::string kind = r["kind"].get<std::string>();
     if (!known_kind(kind))
       return Error(at + "/kind: \"" + kind +
@@ -103,12 +104,18 @@ class EventSax {
   bool number_float(double v, const std::string& s) { return number(v, s); }
   bool string(std::string& s) {
     if (in_event_field()) {
-      if (key_ == "name") cur_.name = s, has_name_ = true;
-      else if (key_ == "ph") cur_.ph = s;
-      else if (key_ == "cat") cur_.cat = s;
-      else if (key_ == "pid") cur_.pid = s;
-      else if (key_ == "tid") cur_.tid = s;
-      else if (key_ == "ts" || key_ == "dur") return fail(key_, "a string \"" + s + "\"");
+      if (key_ == "name")
+        cur_.name = s, has_name_ = true;
+      else if (key_ == "ph")
+        cur_.ph = s;
+      else if (key_ == "cat")
+        cur_.cat = s;
+      else if (key_ == "pid")
+        cur_.pid = s;
+      else if (key_ == "tid")
+        cur_.tid = s;
+      else if (key_ == "ts" || key_ == "dur")
+        return fail(key_, "a string \"" + s + "\"");
     }
     return true;
   }
@@ -129,8 +136,10 @@ class EventSax {
   }
   bool start_array(std::size_t) {
     ++depth_;
-    if (depth_ == 1) events_depth_ = 1, found_events_ = true;
-    else if (depth_ == 2 && top_key_ == "traceEvents") events_depth_ = 2, found_events_ = true;
+    if (depth_ == 1)
+      events_depth_ = 1, found_events_ = true;
+    else if (depth_ == 2 && top_key_ == "traceEvents")
+      events_depth_ = 2, found_events_ = true;
     return true;
   }
   bool end_array() {
@@ -161,10 +170,14 @@ class EventSax {
   bool value() { return true; }
   bool number(double v, const std::string& text) {
     if (!in_event_field()) return true;
-    if (key_ == "ts") cur_.ts = v;
-    else if (key_ == "dur") cur_.dur = v;
-    else if (key_ == "pid") cur_.pid = text;
-    else if (key_ == "tid") cur_.tid = text;
+    if (key_ == "ts")
+      cur_.ts = v;
+    else if (key_ == "dur")
+      cur_.dur = v;
+    else if (key_ == "pid")
+      cur_.pid = text;
+    else if (key_ == "tid")
+      cur_.tid = text;
     return true;
   }
   bool fail(const std::string& field, const std::string& got) {
@@ -182,7 +195,8 @@ class EventSax {
     // A time past 1e15 us (31 years) is no profiler's: refused, as its sums would not be finite.
     if (!has_name_ || !(cur_.ts >= 0 && cur_.ts <= 1e15) || !(cur_.dur >= 0 && cur_.dur <= 1e15)) {
       error_ = cat("event ", index_ - 1,
-                   ": a complete event (\"ph\": \"X\") needs a name, and ts and dur in microseconds, >= 0 and <= 1e15");
+                   ": a complete event (\"ph\": \"X\") needs a name, and ts and dur in microseconds, >= 0 "
+                   "and <= 1e15");
       return;
     }
     if (out_.size() >= max_events_) {
@@ -195,7 +209,8 @@ class EventSax {
     e.ts = cur_.ts;
     e.dur = cur_.dur;
     const std::string& c = cur_.cat;
-    if (c == "kernel" || c == "gpu_memcpy" || c == "gpu_memset" || c == "Kernel" || c == "Memcpy" || c == "Memset")
+    if (c == "kernel" || c == "gpu_memcpy" || c == "gpu_memset" || c == "Kernel" || c == "Memcpy" ||
+        c == "Memset")
       e.where = Where::kDevice;
     else if (c == "user_annotation")
       e.where = Where::kUserRange;
@@ -322,7 +337,8 @@ void attribute_cpu(const std::vector<RawEvent>& ev, const std::vector<std::strin
 void attribute_device(const std::vector<RawEvent>& ev, const std::vector<std::string>& names,
                       const Classified& cls, std::vector<ForeignStep>& steps,
                       std::map<std::string, double>& unmapped) {
-  std::vector<std::vector<std::pair<double, double>>> all(steps.size()), comm(steps.size()), compute(steps.size());
+  std::vector<std::vector<std::pair<double, double>>> all(steps.size()), comm(steps.size()),
+      compute(steps.size());
   for (const RawEvent& e : ev) {
     if (e.where != Where::kDevice) continue;
     const double ts = e.ts * 1e-6;
@@ -363,9 +379,10 @@ Result<ForeignTrace> finish_trace(std::vector<RawEvent>& ev, const std::vector<s
       t.steps.push_back({names[e.name], e.ts * 1e-6, e.dur * 1e-6, {}, 0, 0});
   }
   if (t.steps.empty())
-    return Error(file +
-                 ": no step ranges (ProfilerStep#N): profile with torch.profiler.schedule and call prof.step() "
-                 "each step, or wrap each step in record_function(\"ProfilerStep#N\")");
+    return Error(
+        file +
+        ": no step ranges (ProfilerStep#N): profile with torch.profiler.schedule and call prof.step() "
+        "each step, or wrap each step in record_function(\"ProfilerStep#N\")");
   std::sort(t.steps.begin(), t.steps.end(),
             [](const ForeignStep& a, const ForeignStep& b) { return a.start_s < b.start_s; });
   std::map<std::string, double> unmapped;
@@ -374,34 +391,39 @@ Result<ForeignTrace> finish_trace(std::vector<RawEvent>& ev, const std::vector<s
   else
     attribute_cpu(ev, names, cls, t.steps, unmapped);
   t.unmapped.assign(unmapped.begin(), unmapped.end());
-  std::sort(t.unmapped.begin(), t.unmapped.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::sort(t.unmapped.begin(), t.unmapped.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
   return t;
 }
 
+}  // namespace
+
+namespace {
+// Streams `input` (a stream or text) through the event reader.
+template <typename Input>
+Result<ForeignTrace> read_trace(Input&& input, const std::string& file, const KindTable& kinds,
+                                const ForeignOptions& options) {
+  std::vector<RawEvent> ev;
+  std::vector<std::string> names;
+  EventSax sax(ev, names, options.max_events);
+  const bool ok = nlohmann::json::sax_parse(std::forward<Input>(input), &sax);
+  if (!ok || !sax.error().empty())
+    return Error(file + ": " + (sax.error().empty() ? "unreadable" : sax.error()));
+  if (!sax.found_events()) return Error(file + ": no trace events (neither an array nor \"traceEvents\")");
+  return finish_trace(ev, names, sax, file, kinds);
+}
 }  // namespace
 
 Result<ForeignTrace> load_foreign_trace(const std::string& path, const KindTable& kinds,
                                         const ForeignOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(path + ": cannot open trace");
-  std::vector<RawEvent> ev;
-  std::vector<std::string> names;
-  EventSax sax(ev, names, options.max_events);
-  const bool ok = nlohmann::json::sax_parse(in, &sax);
-  if (!ok || !sax.error().empty()) return Error(path + ": " + (sax.error().empty() ? "unreadable" : sax.error()));
-  if (!sax.found_events()) return Error(path + ": no trace events (neither an array nor \"traceEvents\")");
-  return finish_trace(ev, names, sax, path, kinds);
+  return read_trace(in, path, kinds, options);
 }
 
 Result<ForeignTrace> foreign_trace_from_text(const std::string& text, const std::string& file,
                                              const KindTable& kinds, const ForeignOptions& options) {
-  std::vector<RawEvent> ev;
-  std::vector<std::string> names;
-  EventSax sax(ev, names, options.max_events);
-  const bool ok = nlohmann::json::sax_parse(text, &sax);
-  if (!ok || !sax.error().empty()) return Error(file + ": " + (sax.error().empty() ? "unreadable" : sax.error()));
-  if (!sax.found_events()) return Error(file + ": no trace events (neither an array nor \"traceEvents\")");
-  return finish_trace(ev, names, sax, file, kinds);
+  return read_trace(text, file, kinds, options);
 }
 
 bool is_foresight_trace(const std::string& path) {
@@ -438,8 +460,8 @@ double pct(double p, double m) { return m > 0 ? (p - m) / m * 100 : 0.0; }
 
 }  // namespace
 
-Result<ForeignCompareReport> compare_foreign(const Trace& predicted, const std::vector<ForeignTrace>& measured,
-                                             int warmup) {
+Result<ForeignCompareReport> compare_foreign(const Trace& predicted,
+                                             const std::vector<ForeignTrace>& measured, int warmup) {
   if (measured.empty()) return Error("no measured traces");
   ForeignCompareReport r;
   r.predicted_file = predicted.file;
@@ -465,7 +487,8 @@ Result<ForeignCompareReport> compare_foreign(const Trace& predicted, const std::
   for (const ForeignTrace& t : measured) nsteps = std::min(nsteps, t.steps.size());
   for (const ForeignTrace& t : measured)
     if (t.steps.size() != nsteps)
-      r.notes.push_back(cat(t.file, " has ", t.steps.size(), " steps, others fewer: the first ", nsteps, " compared"));
+      r.notes.push_back(
+          cat(t.file, " has ", t.steps.size(), " steps, others fewer: the first ", nsteps, " compared"));
   r.warmup_steps = warmup >= 0 ? warmup : nsteps >= 3 ? 1 : 0;
   if (static_cast<std::size_t>(r.warmup_steps) >= nsteps)
     return Error(cat(nsteps, nsteps == 1 ? " step" : " steps", " measured and ", r.warmup_steps,
@@ -500,26 +523,30 @@ Result<ForeignCompareReport> compare_foreign(const Trace& predicted, const std::
     r.kinds.push_back({k, pred[k], meas[k], pct(pred[k], meas[k])});
   }
   r.unmapped.assign(unmapped.begin(), unmapped.end());
-  std::sort(r.unmapped.begin(), r.unmapped.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::sort(r.unmapped.begin(), r.unmapped.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
   if (r.unmapped.size() > 10) r.unmapped.resize(10);
   for (const ForeignTrace& t : measured) r.measured_files.push_back(t.file);
   if (r.ranks_predicted > 0 && static_cast<int>(measured.size()) != r.ranks_predicted)
     r.notes.push_back(cat("the plan has ", r.ranks_predicted, " ranks and ", measured.size(),
-                                  measured.size() == 1 ? " measured trace" : " measured traces",
-                                  " given: the measured means are over those given"));
+                          measured.size() == 1 ? " measured trace" : " measured traces",
+                          " given: the measured means are over those given"));
   const bool pred_comm = pred["communication"] > 0, meas_comm = meas["communication"] > 0;
   if (pred_comm != meas_comm)
-    r.notes.push_back(pred_comm ? "the plan communicates but the measured trace has no communication: a trace of "
-                                  "another plan (or of one rank of a single-process run)?"
-                                : "the measured trace communicates but the plan does not: a trace of another plan?");
+    r.notes.push_back(
+        pred_comm ? "the plan communicates but the measured trace has no communication: a trace of "
+                    "another plan (or of one rank of a single-process run)?"
+                  : "the measured trace communicates but the plan does not: a trace of another plan?");
   return r;
 }
 
 nlohmann::json foreign_report_to_json(const ForeignCompareReport& r) {
   nlohmann::json kinds = nlohmann::json::array();
   for (const auto& k : r.kinds)
-    kinds.push_back(
-        {{"kind", k.kind}, {"predicted_s", k.predicted_s}, {"measured_s", k.measured_s}, {"error_pct", k.error_pct}});
+    kinds.push_back({{"kind", k.kind},
+                     {"predicted_s", k.predicted_s},
+                     {"measured_s", k.measured_s},
+                     {"error_pct", k.error_pct}});
   nlohmann::json unmapped = nlohmann::json::array();
   for (const auto& [name, s] : r.unmapped) unmapped.push_back({{"name", name}, {"measured_s", s}});
   return {{"predicted_file", r.predicted_file},

@@ -21,8 +21,8 @@
 namespace foresight {
 
 // The kinds a measured trace's names map to. "step" marks a step's range (ProfilerStep#N).
-inline constexpr const char* kForeignKinds[] = {"gemm",          "attention", "elementwise", "optimizer",
-                                                "communication", "memcpy"};
+inline constexpr const char* kForeignKinds[] = {"gemm",      "attention",     "elementwise",
+                                                "optimizer", "communication", "memcpy"};
 
 struct KindRule {
   std::string pattern;  // matched as a case-insensitive substring of the name
@@ -50,8 +50,8 @@ struct ForeignStep {
 
 struct ForeignTrace {
   std::string file;
-  std::string format;  // "kineto" or "chrome-cpu" (a profiler without Kineto)
-  bool device = false;  // GPU kernels found: kinds are the kernels' (a device's time); else the CPU ops'
+  std::string format;      // "kineto" or "chrome-cpu" (a profiler without Kineto)
+  bool device = false;     // GPU kernels found: kinds are the kernels' (a device's time); else the CPU ops'
   std::size_t events = 0;  // complete events read
   std::vector<ForeignStep> steps;
   // Names no rule maps, with their time inside the steps (self time on a CPU thread, a kernel's
@@ -96,8 +96,8 @@ struct ForeignCompareReport {
 // The prediction's ops in the measured kinds (lm_head's GEMM and loss under gemm, collectives and
 // p2p under communication) against the measured steps after `warmup` (default: the first step
 // when there are three or more).
-Result<ForeignCompareReport> compare_foreign(const Trace& predicted, const std::vector<ForeignTrace>& measured,
-                                             int warmup = -1);
+Result<ForeignCompareReport> compare_foreign(const Trace& predicted,
+                                             const std::vector<ForeignTrace>& measured, int warmup = -1);
 nlohmann::json foreign_report_to_json(const ForeignCompareReport& r);
 
 }  // namespace foresight

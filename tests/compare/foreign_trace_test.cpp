@@ -18,12 +18,14 @@ KindTable table() {
 
 TEST(KindTable, MapsTheNamesTheToolsWrite) {
   const KindTable t = table();
-  EXPECT_EQ(t.kind_of("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"), "gemm");
+  EXPECT_EQ(t.kind_of("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"),
+            "gemm");
   EXPECT_EQ(t.kind_of("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTN"), "gemm");
   EXPECT_EQ(t.kind_of("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>"), "attention");
   EXPECT_EQ(t.kind_of("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
             "communication");
-  EXPECT_EQ(t.kind_of("void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>>"), "optimizer");
+  EXPECT_EQ(t.kind_of("void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>>"),
+            "optimizer");
   EXPECT_EQ(t.kind_of("Memcpy HtoD (Pageable -> Device)"), "memcpy");
   EXPECT_EQ(t.kind_of("aten::addmm"), "gemm");
   EXPECT_EQ(t.kind_of("aten::bmm"), "attention");  // a transformer's batched matmuls: scores and context
@@ -35,13 +37,15 @@ TEST(KindTable, MapsTheNamesTheToolsWrite) {
   EXPECT_EQ(t.kind_of("Optimizer.step#AdamW.step"), "optimizer");
   EXPECT_EQ(t.kind_of("my_custom_kernel"), "");
   // A user's rules come first.
-  auto extra = kind_table_from_json(nlohmann::json::parse(R"({"rules": [{"pattern": "my_custom", "kind": "gemm"}]})"),
-                                    "mine.json");
+  auto extra = kind_table_from_json(
+      nlohmann::json::parse(R"({"rules": [{"pattern": "my_custom", "kind": "gemm"}]})"), "mine.json");
   ASSERT_TRUE(extra) << extra.error().message();
   EXPECT_EQ(extend_kind_table(t, *extra).kind_of("my_custom_kernel"), "gemm");
-  auto bad = kind_table_from_json(nlohmann::json::parse(R"({"rules": [{"pattern": "x", "kind": "gemmm"}]})"), "mine.json");
+  auto bad = kind_table_from_json(nlohmann::json::parse(R"({"rules": [{"pattern": "x", "kind": "gemmm"}]})"),
+                                  "mine.json");
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message().find("mine.json: /rules/0/kind: \"gemmm\" is not a kind"), std::string::npos);
+  EXPECT_NE(bad.error().message().find("mine.json: /rules/0/kind: \"gemmm\" is not a kind"),
+            std::string::npos);
 }
 
 // The CPU-only export: nested ops on one thread. A moment goes to the innermost op that maps;
@@ -101,7 +105,7 @@ TEST(ForeignTrace, KinetoKernelsByStep) {
   EXPECT_NEAR(s.kind_s.at("gemm"), 200e-6, 1e-12);
   EXPECT_NEAR(s.kind_s.at("communication"), 150e-6, 1e-12);
   EXPECT_NEAR(s.kind_s.at("memcpy"), 10e-6, 1e-12);
-  EXPECT_EQ(s.kind_s.count("elementwise"), 0u);  // the CPU's aten::mm is not the device's time
+  EXPECT_EQ(s.kind_s.count("elementwise"), 0u);           // the CPU's aten::mm is not the device's time
   EXPECT_NEAR(s.exposed_communication_s, 100e-6, 1e-12);  // 1300-1400: the GEMM ended at 1300
   EXPECT_NEAR(s.idle_s, 500e-6 - 300e-6 - 10e-6 - 10e-6, 1e-12);
   ASSERT_EQ(t->unmapped.size(), 1u);
@@ -114,13 +118,16 @@ TEST(ForeignTrace, DamagedTracesGetAReason) {
     auto t = foreign_trace_from_text(text, "t.json", table());
     return t ? std::string("(read)") : t.error().message();
   };
-  EXPECT_NE(error_of("[{\"name\": \"ProfilerStep#0\", \"ph\": \"X\", \"ts\": 0, \"dur\": 5").find("t.json: not JSON at byte"),
+  EXPECT_NE(error_of("[{\"name\": \"ProfilerStep#0\", \"ph\": \"X\", \"ts\": 0, \"dur\": 5")
+                .find("t.json: not JSON at byte"),
             std::string::npos);
   EXPECT_NE(error_of("{\"model\": \"llama\"}").find("no trace events"), std::string::npos);
   EXPECT_NE(error_of("[]").find("no complete events"), std::string::npos);
-  EXPECT_NE(error_of(R"([{"name": "aten::mm", "ph": "X", "ts": 0, "dur": 5}])").find("no step ranges (ProfilerStep#N)"),
+  EXPECT_NE(error_of(R"([{"name": "aten::mm", "ph": "X", "ts": 0, "dur": 5}])")
+                .find("no step ranges (ProfilerStep#N)"),
             std::string::npos);
-  EXPECT_NE(error_of(R"([{"name": "aten::mm", "ph": "X", "ts": "0", "dur": 5}])").find("event 0: \"ts\": expected a number"),
+  EXPECT_NE(error_of(R"([{"name": "aten::mm", "ph": "X", "ts": "0", "dur": 5}])")
+                .find("event 0: \"ts\": expected a number"),
             std::string::npos);
   EXPECT_NE(error_of(R"([{"ph": "X", "ts": 0, "dur": 5}])").find("needs a name"), std::string::npos);
   ForeignOptions few;
