@@ -491,7 +491,10 @@ void LayerKernelBuilder::mlp_block() {
   if (moe_) {
     ffn = static_cast<double>(m_.moe.expert_ffn_hidden) * (m_.moe.top_k + m_.moe.shared_experts);
     gemm(KernelName::kRouter, f_.router, m_.moe.experts, H_, false);
-    elementwise(KernelName::kPermute, 2 * tokens_ * m_.hidden * e_ / tp_);
+    // The permute reads each token once and writes its top_k copies (grouped by expert); the
+    // unpermute reads the copies back and writes one weighted sum: (1 + top_k) passes each
+    // (Megatron's moe_utils permute/unpermute, a gather and a scatter of the hidden states).
+    elementwise(KernelName::kPermute, (1.0 + m_.moe.top_k) * tokens_ * m_.hidden * e_ / tp_);
     if (p_.ep > 1) {
       L_.moe_dispatch_after = L_.count - 1;
       L_.ep_bytes = tokens_ / (s_.sp ? tp_ : 1.0) * m_.moe.top_k * m_.hidden * e_;
@@ -512,7 +515,7 @@ void LayerKernelBuilder::mlp_block() {
   gemm(KernelName::kMlpDown, f_.mlp - up, H_, static_cast<std::int64_t>(ffn / etp));
   if (moe_) {
     if (p_.ep > 1) L_.moe_combine_after = L_.count - 1;
-    elementwise(KernelName::kUnpermute, 2 * tokens_ * m_.hidden * e_ / tp_);
+    elementwise(KernelName::kUnpermute, (1.0 + m_.moe.top_k) * tokens_ * m_.hidden * e_ / tp_);
   }
   if (!folded) after_row_parallel(norm2);
   residual(KernelName::kResidual2);
