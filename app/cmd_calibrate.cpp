@@ -17,6 +17,7 @@
 #include "runtime/calibration/calibrate.h"
 #include "runtime/calibration/nccl_tests.h"
 #include "runtime/communication/comm.h"
+#include "sim/compare/foreign_trace.h"
 #include "sim/core/output_file.h"
 #include "sim/core/units.h"
 
@@ -31,6 +32,8 @@ struct CalibrateCli {
   runtime::CalibrateOptions options;
   CLI::Option* base_option = nullptr;  // whether --cluster was given
   std::vector<std::string> nccl_logs;  // --from-nccl-tests: files or folders
+  std::vector<std::string> traces;     // --from-trace: PyTorch profiler traces, files or folders
+  std::string predicted;               // --predicted: Foresight's trace of the same plan
   runtime::NcclTestsColumn nccl_column = runtime::NcclTestsColumn::kOutOfPlace;
 };
 
@@ -200,10 +203,51 @@ int calibrate_from_nccl_tests(const CalibrateCli& o) {
   return 0;
 }
 
+// `foresight calibrate --from-trace`: the kinds' measured times against the prediction's, into the
+// rates each kind is priced with.
+int calibrate_from_traces(const CalibrateCli& o) {
+  if (o.base_option->count() == 0 || o.predicted.empty())
+    return input_error(
+        "--from-trace: give --cluster (the profile the prediction used) and --predicted (its "
+        "`foresight simulate --full --trace` of the plan the traces ran)");
+  auto cluster = load_cluster(o.base);
+  if (!cluster) return input_error(cluster.error().with_context("--cluster").message());
+  auto pred = load_trace(o.predicted);
+  if (!pred) return input_error(pred.error().with_context("--predicted").message());
+  if (pred->metadata.contains("cluster") && pred->metadata["cluster"] != cluster->name)
+    return input_error(fmt::format("--predicted {} was predicted on cluster {}, not on --cluster {}",
+                                   o.predicted, pred->metadata["cluster"].dump(), cluster->name));
+  const auto paths = measured_paths(o.traces);
+  if (paths.empty()) return input_error("--from-trace: the folders hold no .json traces");
+  auto report = compare_with_foreign(*pred, paths, "", -1);
+  if (!report) return input_error(report.error().message());
+  auto cal = calibrate_from_trace(*cluster, *report);
+  if (!cal) return input_error(cal.error().message());
+  const std::string profile_name = o.name.empty() ? cluster->name + "-from-trace" : o.name;
+  const std::string path = o.out.empty() ? "hwprofiles/" + profile_name + ".json" : o.out;
+  FS_RETURN_CLI_IF_ERROR(check_output_path(path, o.out.empty() ? "the profile (--out)" : "--out"));
+  nlohmann::json j = cluster_to_json(cal->cluster);
+  j["name"] = profile_name;
+  j["description"] = std::string("calibrated from measured traces by `foresight calibrate --from-trace` ") +
+                     FORESIGHT_VERSION;
+  j["sources"] = cal->sources;
+  j["sources"]["all"] = "the rest as in profile " + cluster->name + " (its own sources)";
+  FS_RETURN_CLI_IF_ERROR(write_file_atomically(path, j.dump(2) + "\n"));
+  auto written = load_cluster(path);
+  if (!written) return input_error(written.error().with_context("the written profile").message());
+  fmt::print("step: predicted {:.3f} ms, measured {:.3f} ms ({:+.1f}%) on {} before calibration\nfitted:\n",
+             report->predicted_step_s * 1e3, report->measured_step_s * 1e3, report->step_time_error_pct,
+             cluster->name);
+  for (const auto& f : cal->fitted) fmt::print("  {}\n", f);
+  fmt::print("profile {} written to {}; predict other plans with --cluster {}\n", profile_name, path, path);
+  return 0;
+}
+
 // `foresight calibrate` on every rank: the backend and base profile, the measurements, and on rank
 // 0 the points and the profile written.
 int calibrate(const CalibrateCli& o) {
   if (!o.nccl_logs.empty()) return calibrate_from_nccl_tests(o);
+  if (!o.traces.empty()) return calibrate_from_traces(o);
   runtime::Comm world = runtime::Comm::world();
   const int rank = world.rank();
   auto finish = [&](int code) {
@@ -276,6 +320,14 @@ Command add_calibrate_command(CLI::App& app) {
          "output (all_reduce_perf, all_gather_perf, reduce_scatter_perf, sendrecv_perf, alltoall_perf; "
          "files, or folders of *_perf* files) instead of measuring; needs --cluster")
       ->check(CLI::ExistingPath);
+  cmd->add_option(
+         "--from-trace", o->traces,
+         "fit the device's GEMM, attention, streaming and optimizer rates and the fabric from PyTorch "
+         "profiler traces (one per rank, or folders) of a plan, against --predicted; needs --cluster")
+      ->check(CLI::ExistingPath);
+  cmd->add_option("--predicted", o->predicted,
+                  "with --from-trace: `foresight simulate --full --trace` of the same plan on --cluster")
+      ->check(CLI::ExistingFile);
   const std::map<std::string, runtime::NcclTestsColumn> columns = {
       {"out-of-place", runtime::NcclTestsColumn::kOutOfPlace},
       {"in-place", runtime::NcclTestsColumn::kInPlace}};

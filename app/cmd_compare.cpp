@@ -60,7 +60,25 @@ void print_foreign_report(const ForeignCompareReport& r) {
   for (const auto& n : r.notes) fmt::print("note: {}\n", n);
 }
 
-// The measured traces named: files as given, a folder's *.json files by name.
+Result<ForeignCompareReport> compare_with_foreign(const Trace& predicted,
+                                                  const std::vector<std::string>& paths,
+                                                  const std::string& kinds_file, int warmup) {
+  FS_ASSIGN_OR_RETURN(KindTable table, default_kind_table());
+  if (!kinds_file.empty()) {
+    auto doc = read_json_file(kinds_file);
+    if (!doc) return doc.error().with_context("--kinds");
+    auto extra = kind_table_from_json(*doc, kinds_file);
+    if (!extra) return extra.error().with_context("--kinds");
+    table = extend_kind_table(table, *extra);
+  }
+  std::vector<ForeignTrace> traces;
+  for (const auto& path : paths) {
+    FS_ASSIGN_OR_RETURN(ForeignTrace t, load_foreign_trace(path, table));
+    traces.push_back(std::move(t));
+  }
+  return compare_foreign(predicted, traces, warmup);
+}
+
 std::vector<std::string> measured_paths(const std::vector<std::string>& args) {
   std::vector<std::string> out;
   for (const auto& a : args) {
@@ -119,22 +137,7 @@ Command add_compare_command(CLI::App& app) {
     const std::vector<std::string> paths = measured_paths(*measured);
     if (paths.empty()) return input_error("measured: the folders hold no .json traces");
     if (paths.size() > 1 || !is_foresight_trace(paths.front())) {
-      auto table = default_kind_table();
-      if (!table) return input_error(table.error().message());
-      if (!kinds_file->empty()) {
-        auto doc = read_json_file(*kinds_file);
-        if (!doc) return input_error(doc.error().with_context("--kinds").message());
-        auto extra = kind_table_from_json(*doc, *kinds_file);
-        if (!extra) return input_error(extra.error().with_context("--kinds").message());
-        *table = extend_kind_table(*table, *extra);
-      }
-      std::vector<ForeignTrace> traces;
-      for (const auto& path : paths) {
-        auto t = load_foreign_trace(path, *table);
-        if (!t) return input_error(t.error().message());
-        traces.push_back(std::move(*t));
-      }
-      auto r = compare_foreign(*p, traces, *warmup);
+      auto r = compare_with_foreign(*p, paths, *kinds_file, *warmup);
       if (!r) return input_error(r.error().message());
       return report(foreign_report_to_json(*r), [&] { print_foreign_report(*r); });
     }

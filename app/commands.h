@@ -60,10 +60,19 @@ nlohmann::json prediction_with_cost_json(const ResolvedInputs& in, const Predict
 }  // namespace foresight::app
 namespace foresight {
 struct CompareReport;
-}
+struct ForeignCompareReport;
+struct Trace;
+}  // namespace foresight
 namespace foresight::app {
 // The human-readable comparison shared by compare and run --predict.
 void print_compare_report(const CompareReport& r);
+// Measured traces named on a command line: files as given, a folder's *.json files by name.
+std::vector<std::string> measured_paths(const std::vector<std::string>& args);
+// PyTorch profiler traces (`paths`) read with the built-in kind table and `kinds_file`'s rules
+// (empty: none), compared with `predicted` (compare and calibrate --from-trace).
+Result<ForeignCompareReport> compare_with_foreign(const Trace& predicted,
+                                                  const std::vector<std::string>& paths,
+                                                  const std::string& kinds_file, int warmup);
 
 // Unwraps a Result into `lhs` or returns input_error with `context` in front.
 #define FS_ASSIGN_OR_RETURN_CLI(lhs, expr, context)                                            \

@@ -24,6 +24,15 @@ for r in 1 2; do
     --trace "$tmp/p$r.json" >/dev/null
   "$bin" compare "$tmp/p$r.json" "$tmp/t$r" --json >"$tmp/r$r.json"
 done
+# Calibrated on one layout's traces, predicting the other's (calibrate --from-trace).
+for from in 1 2; do
+  to=$((3 - from))
+  "$bin" calibrate --from-trace "$tmp/t$from" --predicted "$tmp/p$from.json" --cluster "$cluster" \
+    --out "$tmp/cal$from.json" >&2
+  "$bin" simulate --model small --cluster "$tmp/cal$from.json" --gpus "$to" --dp "$to" --gb 8 --mb 1 --precision fp32 \
+    --full --trace "$tmp/pc$to.json" >/dev/null
+  "$bin" compare "$tmp/pc$to.json" "$tmp/t$to" --json >"$tmp/c$to.json"
+done
 torch=$(/usr/bin/python3 -c "import torch; print(torch.__version__)")
 /usr/bin/python3 - "$tmp" "$torch" "$cluster" >docs/pytorch-compare.md <<'PY'
 import datetime, json, os, platform, sys
@@ -64,5 +73,18 @@ print("\nUnmapped names (ms per rank and step): " + "; ".join(
 for r, rep in rs.items():
     for n in rep["notes"]:
         print("\nNote (%d proc.): %s" % (r, n))
+cs = {r: json.load(open(os.path.join(tmp, "c%d.json" % r))) for r in (1, 2)}
+print("\n## Calibrated on the other layout\n")
+print("`foresight calibrate --from-trace` on one layout's traces (each kind's rates scaled by its measured over "
+      "predicted time), then the other layout predicted on that profile and compared with its traces. A 1-process "
+      "trace has no communication: the fabric keeps the profile's.\n")
+print("| calibrated on | predicted | predicted step ms | measured step ms | error | " +
+      " | ".join(k for k in ("gemm", "attention", "elementwise", "optimizer", "communication")) + " |")
+print("|---|---|---:|---:|---:|" + "---:|" * 5)
+for to, rep in cs.items():
+    errs = {k["kind"]: ("%+.1f%%" % k["error_pct"]) if k["measured_s"] > 0 else "-" for k in rep["kinds"]}
+    print("| %d proc. | %d proc. | %.1f | %.1f | %+.1f%% | %s |" % (
+        3 - to, to, rep["predicted_step_s"] * 1e3, rep["measured_step_s"] * 1e3, rep["step_time_error_pct"],
+        " | ".join(errs.get(k, "-") for k in ("gemm", "attention", "elementwise", "optimizer", "communication"))))
 PY
 echo "pytorch_compare: wrote docs/pytorch-compare.md" >&2

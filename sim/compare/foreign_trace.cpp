@@ -513,7 +513,10 @@ Result<ForeignCompareReport> compare_foreign(const Trace& predicted,
     for (const auto& [name, s] : t.unmapped)
       unmapped[name] += s / (static_cast<double>(measured.size()) * static_cast<double>(nsteps));
   std::sort(step_times.begin(), step_times.end());
-  r.measured_step_s = step_times[step_times.size() / 2];
+  const std::size_t half = step_times.size() / 2;
+  r.measured_step_s =
+      step_times.size() % 2 ? step_times[half] : 0.5 * (step_times[half - 1] + step_times[half]);
+  for (double t : step_times) r.measured_step_mean_s += t / static_cast<double>(step_times.size());
   r.step_time_error_pct = pct(r.predicted_step_s, r.measured_step_s);
   std::vector<std::string> order(std::begin(kForeignKinds), std::end(kForeignKinds));
   order.push_back("idle");
@@ -556,10 +559,151 @@ nlohmann::json foreign_report_to_json(const ForeignCompareReport& r) {
           {"warmup_steps", r.warmup_steps},
           {"predicted_step_s", r.predicted_step_s},
           {"measured_step_s", r.measured_step_s},
+          {"measured_step_mean_s", r.measured_step_mean_s},
           {"step_time_error_pct", r.step_time_error_pct},
           {"kinds", kinds},
           {"unmapped", unmapped},
           {"notes", r.notes}};
+}
+
+}  // namespace foresight
+
+namespace foresight {
+
+namespace {
+
+// Every rate a GEMM is priced with divided by `r`, every fixed time times `r`.
+void scale_gemm(DeviceSpec& d, double r) {
+  d.gemm_efficiency /= r;
+  d.gemm_fp8_efficiency /= r;
+  auto level = [r](CacheLevel& c) {
+    c.gemm_efficiency /= r;
+    c.gemm_weight_fwd_bandwidth /= r;
+    c.gemm_weight_bwd_bandwidth /= r;
+  };
+  for (CacheLevel& c : d.caches) level(c);
+  level(d.shared_memory.alone);
+  d.gemm_weight_fwd_bandwidth /= r;
+  d.gemm_weight_bwd_bandwidth /= r;
+  d.gemm_setup_s *= r;
+}
+
+void scale_attention(DeviceSpec& d, double r) {
+  d.attention_efficiency /= r;
+  d.attention_flash2_efficiency /= r;
+  d.attention_setup_s *= r;
+  d.attention_score_s *= r;
+  d.attention_head_s *= r;
+}
+
+void scale_streaming(DeviceSpec& d, double r) {
+  d.memory_bandwidth /= r;
+  d.activation_element_s *= r;
+  auto level = [r](CacheLevel& c) {
+    c.memory_bandwidth /= r;
+    c.activation_element_s *= r;
+  };
+  for (CacheLevel& c : d.caches) level(c);
+  level(d.shared_memory.alone);
+}
+
+// The optimizer runs at optimizer_efficiency x the streaming rate, or a level's own rate.
+void scale_optimizer(DeviceSpec& d, double r) {
+  d.optimizer_efficiency /= r;
+  for (CacheLevel& c : d.caches) c.optimizer_bandwidth /= r;
+  d.shared_memory.alone.optimizer_bandwidth /= r;
+}
+
+// Efficiencies above 1 (a device faster than its profile's peak) moved into the peak: every
+// dtype's peak times the largest, every efficiency of a peak divided by it.
+double renormalise_peak(DeviceSpec& d) {
+  double m = std::max({d.gemm_efficiency, d.gemm_fp8_efficiency, d.attention_efficiency,
+                       d.attention_flash2_efficiency, d.shared_memory.alone.gemm_efficiency});
+  for (const CacheLevel& c : d.caches) m = std::max(m, c.gemm_efficiency);
+  if (m <= 1.0) return 1.0;
+  for (double& p : d.peak_flops) p *= m;
+  d.gemm_efficiency /= m;
+  d.gemm_fp8_efficiency /= m;
+  d.attention_efficiency /= m;
+  d.attention_flash2_efficiency /= m;
+  d.shared_memory.alone.gemm_efficiency /= m;
+  for (CacheLevel& c : d.caches) c.gemm_efficiency /= m;
+  return m;
+}
+
+void scale_fabric(LinkSpec& f, double r) {
+  f.bandwidth /= r;
+  f.latency_s *= r;
+  f.small_message_latency_s *= r;
+  f.cold_bandwidth /= r;
+  for (CollectiveOp op : kOwnRateOps) {
+    CollectiveRates& c = *f.own_rates(op);
+    c.bandwidth /= r;
+    c.latency_s *= r;
+    c.small_message_latency_s *= r;
+    c.cold_bandwidth /= r;
+  }
+  for (CollectiveOp op : kMeasuredOps)
+    for (MeasuredTimes::Point& p : *f.measured.of(op)) p.seconds *= r;
+}
+
+}  // namespace
+
+Result<TraceCalibration> calibrate_from_trace(const ClusterSpec& base, const ForeignCompareReport& report) {
+  TraceCalibration out;
+  out.cluster = base;
+  out.sources = nlohmann::json::object();
+  DeviceSpec& d = out.cluster.node.devices.front().device;
+  const std::string from = cat("fitted: ", report.measured_files.size(), " measured trace(s) (",
+                               report.measured_files.empty() ? std::string() : report.measured_files.front(),
+                               report.measured_files.size() > 1 ? ", ..." : "", "), ", report.steps_compared,
+                               " steps after ", report.warmup_steps, " of warm-up, against ",
+                               report.predicted_file, " predicted on ", base.name, ": ");
+  for (const ForeignKindComparison& k : report.kinds) {
+    if (k.predicted_s <= 0 || k.measured_s <= 0) continue;
+    const double r = k.measured_s / k.predicted_s;
+    const std::string line = cat(k.kind, ": time x", r, " (predicted ", k.predicted_s * 1e3, " ms, measured ",
+                                 k.measured_s * 1e3, " ms per rank and step)");
+    if (k.kind == "gemm") {
+      scale_gemm(d, r);
+      out.sources["efficiency.gemm"] = from + line;
+    } else if (k.kind == "attention") {
+      scale_attention(d, r);
+      out.sources["efficiency.attention"] = from + line;
+    } else if (k.kind == "elementwise") {
+      scale_streaming(d, r);
+      d.optimizer_efficiency *= r;  // the optimizer's own time stays until its own kind scales it
+      out.sources["memory_bandwidth"] = from + line;
+    } else if (k.kind == "optimizer") {
+      scale_optimizer(d, r);
+      out.sources["efficiency.optimizer"] = from + line;
+    } else if (k.kind == "communication") {
+      scale_fabric(out.cluster.node.fabric, r);
+      out.sources["node.fabric"] = from + line;
+    } else {
+      continue;  // idle, exposed communication, memcpy: not fitted
+    }
+    out.fitted.push_back(line);
+  }
+  if (const double m = renormalise_peak(d); m > 1.0)
+    out.fitted.push_back(
+        cat("peak: x", m, " (an efficiency passed 1: the device ran faster than its profile's peak)"));
+  // A profile keeps the optimizer within kOptimizerEfficiencyMin-Max of the streaming rate: where
+  // the streaming kernels were fitted far slower than the optimizer (PyTorch's eager elementwise
+  // ops pay a dispatch per small op), the optimizer's efficiency stops at the bound, said so.
+  const double opt = std::clamp(d.optimizer_efficiency, DeviceSpec::kOptimizerEfficiencyMin,
+                                DeviceSpec::kOptimizerEfficiencyMax);
+  if (opt != d.optimizer_efficiency) {
+    out.fitted.push_back(cat("optimizer efficiency ", d.optimizer_efficiency, " held at ", opt,
+                             " (a profile's bound): its time is predicted x", d.optimizer_efficiency / opt,
+                             " of the measured"));
+    d.optimizer_efficiency = opt;
+  }
+  if (out.fitted.empty()) return Error("no kind was both predicted and measured: nothing to fit");
+  if (std::min({d.gemm_efficiency, d.attention_efficiency}) < 0.01)
+    return Error(cat("a fitted efficiency fell below 0.01 (GEMM ", d.gemm_efficiency, ", attention ",
+                     d.attention_efficiency, "): the traces and the prediction are of different work"));
+  return out;
 }
 
 }  // namespace foresight

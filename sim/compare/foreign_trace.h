@@ -17,6 +17,7 @@
 
 #include "sim/compare/compare.h"
 #include "sim/core/status.h"
+#include "sim/spec/hardware.h"
 
 namespace foresight {
 
@@ -87,6 +88,7 @@ struct ForeignCompareReport {
   int ranks_predicted = 0;  // the prediction's plan's ranks
   int steps_compared = 0, warmup_steps = 0;
   double predicted_step_s = 0, measured_step_s = 0;  // measured: the median step over the ranks' mean
+  double measured_step_mean_s = 0;                   // the mean step (the kinds' times are means)
   double step_time_error_pct = 0;
   std::vector<ForeignKindComparison> kinds;  // kForeignKinds then idle, then exposed_communication
   std::vector<std::pair<std::string, double>> unmapped;  // per rank and step, largest first (ten at most)
@@ -99,5 +101,27 @@ struct ForeignCompareReport {
 Result<ForeignCompareReport> compare_foreign(const Trace& predicted,
                                              const std::vector<ForeignTrace>& measured, int warmup = -1);
 nlohmann::json foreign_report_to_json(const ForeignCompareReport& r);
+
+}  // namespace foresight
+
+namespace foresight {
+
+// A profile calibrated from a measured trace: each op kind's measured time against its predicted
+// time on `base` (ForeignCompareReport) scales the rates that kind is priced with, so that the same
+// plan is predicted as measured, kind by kind:
+//   gemm           GEMM efficiencies (every dtype, every cache level, running alone), the weight
+//                  passes' rates, the set-up time per GEMM
+//   attention      attention efficiencies, the set-up, score-element and per-head times
+//   elementwise    memory bandwidths (device, levels, alone), the time per exponential
+//   optimizer      the optimizer's efficiency and the levels' optimizer rates
+//   communication  the node fabric's bandwidths and latencies, its measured times
+// A kind measured or predicted at zero is left as it was (a one-rank trace says nothing about the
+// fabric); idle time (the host between ops) is not fitted.
+struct TraceCalibration {
+  ClusterSpec cluster;
+  std::vector<std::string> fitted;  // "gemm: x0.97 (predicted 575.9 ms, measured 557.5 ms)"
+  nlohmann::json sources;           // profile "sources" entries
+};
+Result<TraceCalibration> calibrate_from_trace(const ClusterSpec& base, const ForeignCompareReport& report);
 
 }  // namespace foresight

@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "sim/spec/hardware.h"
+
 namespace foresight {
 namespace {
 
@@ -174,6 +176,41 @@ TEST(ForeignCompare, PredictedKindsAgainstMeasuredSteps) {
   auto none_left = compare_foreign(pred, {m}, 3);
   ASSERT_FALSE(none_left);
   EXPECT_NE(none_left.error().message().find("none left to compare"), std::string::npos);
+}
+
+// Each kind's measured over predicted time scales the rates it is priced with; an efficiency that
+// passes 1 moves into the peak; a kind not measured stays.
+TEST(TraceCalibration, ScalesEachKindsRates) {
+  auto base = load_cluster("dgx-h100-ndr");
+  ASSERT_TRUE(base) << base.error().message();
+  const DeviceSpec& d0 = base->node.accelerator();
+  ForeignCompareReport r;
+  r.predicted_file = "pred.json";
+  r.measured_files = {"rank0.json"};
+  r.kinds = {{"gemm", 1.0, 2.0, 0},      {"attention", 1.0, 0.25, 0},    {"elementwise", 1.0, 4.0, 0},
+             {"optimizer", 1.0, 1.0, 0}, {"communication", 1.0, 0.0, 0}, {"idle", 0.1, 0.3, 0}};
+  auto cal = calibrate_from_trace(*base, r);
+  ASSERT_TRUE(cal) << cal.error().message();
+  const DeviceSpec& d = cal->cluster.node.accelerator();
+  // attention 4x faster: its efficiency 4x, past 1, so the peak rises by it and every efficiency falls.
+  const double m = d0.attention_efficiency * 4;
+  ASSERT_GT(m, 1.0);
+  EXPECT_NEAR(d.peak(DType::kBf16), d0.peak(DType::kBf16) * m, 1e3);
+  EXPECT_NEAR(d.attention_efficiency, 1.0, 1e-12);
+  EXPECT_NEAR(d.gemm_efficiency, d0.gemm_efficiency / 2 / m, 1e-12);
+  EXPECT_NEAR(d.memory_bandwidth, d0.memory_bandwidth / 4, 1.0);
+  // The optimizer's time unchanged: its efficiency makes up for the slower streaming rate.
+  EXPECT_NEAR(d.optimizer_efficiency, d0.optimizer_efficiency * 4, 1e-12);
+  EXPECT_EQ(cal->cluster.node.fabric, base->node.fabric);  // communication not measured
+  EXPECT_EQ(cal->fitted.size(), 5u);                       // 4 kinds and the peak
+  EXPECT_TRUE(cal->sources.contains("efficiency.gemm"));
+  // The profile it makes loads back.
+  nlohmann::json j = cluster_to_json(cal->cluster);
+  EXPECT_TRUE(static_cast<bool>(cluster_from_json(j, "cal.json")));
+  // Nothing both predicted and measured: refused.
+  ForeignCompareReport empty = r;
+  empty.kinds = {{"gemm", 1.0, 0.0, 0}};
+  EXPECT_FALSE(calibrate_from_trace(*base, empty));
 }
 
 }  // namespace
