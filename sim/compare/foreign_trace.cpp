@@ -266,8 +266,8 @@ struct Classified {
 // range above it that maps, else to its own kind or the innermost mapped op above it; the step's
 // own self time is idle; the rest is unmapped under the event's name.
 void attribute_cpu(const std::vector<RawEvent>& ev, const std::vector<std::string>& names,
-                   const Classified& cls, std::vector<ForeignStep>& steps,
-                   std::map<std::string, double>& unmapped) {
+                   const Classified& cls, const std::unordered_map<std::size_t, int>& step_of,
+                   std::vector<ForeignStep>& steps, std::map<std::string, double>& unmapped) {
   std::map<std::uint32_t, std::vector<std::size_t>> by_track;
   for (std::size_t i = 0; i < ev.size(); ++i)
     if (ev[i].where != Where::kDevice) by_track[ev[i].track].push_back(i);
@@ -315,8 +315,7 @@ void attribute_cpu(const std::vector<RawEvent>& ev, const std::vector<std::strin
         o.step = parent.step;
       }
       if (own == "step") {
-        for (std::size_t s = 0; s < steps.size(); ++s)
-          if (steps[s].start_s == e.ts * 1e-6 && steps[s].name == names[e.name]) o.step = static_cast<int>(s);
+        o.step = step_of.at(i);
       } else if (!own.empty()) {
         if (e.where == Where::kUserRange && o.claim.empty()) o.claim = own;
         o.inherit = own;
@@ -373,23 +372,28 @@ Result<ForeignTrace> finish_trace(std::vector<RawEvent>& ev, const std::vector<s
   Classified cls;
   cls.kind.reserve(names.size());
   for (const std::string& n : names) cls.kind.push_back(kinds.kind_of(n));
-  for (const RawEvent& e : ev) {
-    t.device = t.device || e.where == Where::kDevice;
-    if (e.where != Where::kDevice && cls.kind[e.name] == "step")
-      t.steps.push_back({names[e.name], e.ts * 1e-6, e.dur * 1e-6, {}, 0, 0});
+  std::vector<std::size_t> step_events;  // in time order; step_of: event -> its place in t.steps
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    t.device = t.device || ev[i].where == Where::kDevice;
+    if (ev[i].where != Where::kDevice && cls.kind[ev[i].name] == "step") step_events.push_back(i);
+  }
+  std::stable_sort(step_events.begin(), step_events.end(),
+                   [&](std::size_t a, std::size_t b) { return ev[a].ts < ev[b].ts; });
+  std::unordered_map<std::size_t, int> step_of;
+  for (std::size_t i : step_events) {
+    step_of[i] = static_cast<int>(t.steps.size());
+    t.steps.push_back({names[ev[i].name], ev[i].ts * 1e-6, ev[i].dur * 1e-6, {}, 0, 0});
   }
   if (t.steps.empty())
     return Error(
         file +
         ": no step ranges (ProfilerStep#N): profile with torch.profiler.schedule and call prof.step() "
         "each step, or wrap each step in record_function(\"ProfilerStep#N\")");
-  std::sort(t.steps.begin(), t.steps.end(),
-            [](const ForeignStep& a, const ForeignStep& b) { return a.start_s < b.start_s; });
   std::map<std::string, double> unmapped;
   if (t.device)
     attribute_device(ev, names, cls, t.steps, unmapped);
   else
-    attribute_cpu(ev, names, cls, t.steps, unmapped);
+    attribute_cpu(ev, names, cls, step_of, t.steps, unmapped);
   t.unmapped.assign(unmapped.begin(), unmapped.end());
   std::sort(t.unmapped.begin(), t.unmapped.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });
