@@ -40,6 +40,7 @@ nlohmann::json ranked_json(const RankedPlan& r) {
 struct SearchFlags {
   std::string model = "llama3-70b", cluster = "dgx-h100-ndr", objective = "time", out, tokens;
   int gpus = 0, top = 10, resimulate = 5;
+  double min_headroom_pct = 100 * kDefaultMinHeadroom;
   long long global_batch = 0;
   CostFlags cost;
   unsigned threads = 0;
@@ -64,6 +65,11 @@ void add_search_options(CLI::App& cmd, SearchFlags& o) {
                  "analytic ranking)")
       ->check(int_in(0, 100000))
       ->capture_default_str();
+  cmd.add_option("--min-headroom", o.min_headroom_pct,
+                 "percent of the fullest device's memory every plan must leave free, a margin for the "
+                 "allocator's fragmentation (0: fitting is enough)")
+      ->check(number_in(0, 99))
+      ->capture_default_str();
   add_cost_options(cmd, o.cost);  // --price, --pue, --tokens: the same rules as predict's
   cmd.add_option("--threads", o.threads, "worker threads (default: all cores)");
   cmd.add_option("--out", o.out, "write the best plan to this plan file");
@@ -84,6 +90,7 @@ SearchOptions search_options_of(const SearchFlags& o) {
                                            : Objective::kTime;
   so.top_k = o.top;
   so.resimulate = o.resimulate;
+  so.min_headroom = o.min_headroom_pct / 100;
   so.threads = o.threads;
   if (o.try_offload) {
     so.space.offload_params = {false, true};
@@ -133,9 +140,11 @@ void print_search_json(const ModelSpec& model, const ClusterSpec& cluster, const
   nlohmann::json plans = nlohmann::json::array(), pareto = nlohmann::json::array();
   for (const auto& p : r.plans) plans.push_back(ranked_json(p));
   for (const auto& p : r.pareto) pareto.push_back(ranked_json(p));
-  nlohmann::json j = {{"model", model.name},        {"cluster", cluster.name},  {"objective", o.objective},
-                      {"candidates", r.candidates}, {"evaluated", r.evaluated}, {"simulated", r.simulated},
-                      {"rejected", r.rejected},     {"plans", plans},           {"pareto", pareto},
+  nlohmann::json j = {{"model", model.name},      {"cluster", cluster.name},
+                      {"objective", o.objective}, {"candidates", r.candidates},
+                      {"evaluated", r.evaluated}, {"simulated", r.simulated},
+                      {"rejected", r.rejected},   {"plans", plans},
+                      {"pareto", pareto},         {"min_headroom", o.min_headroom_pct / 100},
                       {"wall_s", r.wall_s}};
   fmt::print("{}\n", j.dump(2));
 }
@@ -144,18 +153,19 @@ void print_search_csv(const SearchResult& r) {
   fmt::print(
       "rank,tp,pp,dp,cp,ep,sp,vp,micro_batch,zero,recompute,schedule,offload,overlap,step_s,simulated_step_"
       "s,"
-      "tokens_per_s,mfu,memory_gib,capacity_gib,cost_per_mtok_usd,energy_per_mtok_kwh\n");
+      "tokens_per_s,mfu,memory_gib,capacity_gib,cost_per_mtok_usd,energy_per_mtok_kwh,headroom_gib\n");
   int i = 0;
   for (const auto& p : r.plans) {
     const Plan& pl = p.plan;
     fmt::print(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.4f},{:.3f},{:.3f},{:.6g},{:.6g}"
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.4f},{:.3f},{:.3f},{:.6g},{:.6g},{:"
+        ".3f}"
         "\n",
         ++i, pl.tp, pl.pp, pl.dp, pl.cp, pl.ep, pl.sequence_parallel, pl.virtual_stages, pl.micro_batch,
         pl.zero_stage, recompute_string(pl), to_string(pl.schedule), offload_string(pl), overlap_string(pl),
         p.prediction.step_time_s, p.simulated_step_s, p.prediction.tokens_per_s, p.prediction.mfu,
         p.prediction.memory.total / 1073741824.0, p.prediction.memory.capacity / 1073741824.0,
-        p.economics.cost_per_mtok_usd, p.economics.energy_per_mtok_kwh);
+        p.economics.cost_per_mtok_usd, p.economics.energy_per_mtok_kwh, p.memory_headroom / 1073741824.0);
   }
 }
 
@@ -168,8 +178,8 @@ void print_search_summary(const ModelSpec& model, const ClusterSpec& cluster, co
       accelerators.append(accelerators.empty() ? "" : " + ").append(g.device.name);
   fmt::print("{} on {} ({}), objective: {}; the best plan uses {} devices\n", model.name, accelerators,
              cluster.name, o.objective, r.plans.front().prediction.devices);
-  fmt::print("{} candidate plans, {} fit and were timed, in {:.2f} s; rejected:", r.candidates, r.evaluated,
-             r.wall_s);
+  fmt::print("{} candidate plans, {} fit with {:g}% of memory free and were timed, in {:.2f} s; rejected:",
+             r.candidates, r.evaluated, o.min_headroom_pct, r.wall_s);
   for (const auto& [k, v] : r.rejected) fmt::print(" {} {};", v, k);
   fmt::print("\n");
   if (r.simulated > 0)

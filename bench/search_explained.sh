@@ -95,7 +95,7 @@ for job, case_id, search in (("Llama 3 70B, 64 H100, 128 x 8K", "dgxc2409-llama3
     best_time = sim if sim > 0 else best["prediction"]["step_time_s"]
     notes[case_id] = {"gain": 100 * (1 - best_time / built["sim"]), "err": a["error_pct"],
                       "best_free": best["memory_headroom_bytes"] / GiB, "built_free": cap - used,
-                      "candidates": s["candidates"]}
+                      "candidates": s["candidates"], "best": best["plan"], "margin": s["min_headroom"]}
 
 n70, n405 = notes["dgxc2409-llama31-70b-64-bf16"], notes["llama3-405b-8k-16384gpu"]
 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -117,19 +117,18 @@ for r in rows:
 w("")
 w("## Llama 3 70B on 64 H100s")
 w("")
+fsdp = n70["best"]["zero_stage"] == 3
 w("NVIDIA's DGX Cloud benchmark (NeMo 24.09) trained it with tensor parallelism 4, four pipeline stages "
   "of five interleaved chunks and context parallelism 2, overlapping every collective; Foresight predicts "
-  f"that run within {abs(n70['err']):.1f}%. The search prefers fully sharded data parallelism with context "
-  "parallelism 2 and no tensor or pipeline parallelism: no TP collectives and no pipeline bubble, the "
-  "per-layer all-gathers and reduce-scatters of ZeRO-3 hidden behind the layers' compute on the nodes' "
-  f"eight 400 Gb/s NICs. It is {n70['gain']:.1f}% faster than the builders' layout in the simulator, but it "
-  f"leaves {n70['best_free']:.1f} GiB free, within the memory model's margin (allocator fragmentation, "
-  "NCCL buffers), where the builders' layout leaves "
-  f"{n70['built_free']:.1f} GiB. The fastest plan with 8 GiB or more to spare is listed under it; take "
-  "that one unless a trial run shows the best one fits. How far to trust the FSDP plans: Foresight predicts "
-  "the fully sharded runs of Megatron-FSDP and llm-foundry on H100 within 5%, but torchtitan's (eager "
-  "PyTorch, FlashAttention-2, a 500 W H100) 15-25% faster than they ran (docs/accuracy.md), so on a "
-  "PyTorch-native stack the builders' layout is the safer choice.")
+  f"that run within {abs(n70['err']):.1f}%. The search's best plan is {layout(n70['best'])}: "
+  f"{n70['gain']:.1f}% faster than the builders' layout in the simulator, with {n70['best_free']:.1f} GiB "
+  f"free where the builders' layout leaves {n70['built_free']:.1f} GiB. Every plan the search lists leaves "
+  f"at least {100 * n70['margin']:g}% of the device free (`--min-headroom`), a margin for the allocator's "
+  "fragmentation, which the memory model does not price"
+  + (". How far to trust a fully sharded plan: Foresight predicts "
+     "the fully sharded runs of Megatron-FSDP and llm-foundry on H100 within 5%, but torchtitan's (eager "
+     "PyTorch, FlashAttention-2, a 500 W H100) 15-25% faster than they ran (docs/accuracy.md), so on a "
+     "PyTorch-native stack the builders' layout is the safer choice." if fsdp else "."))
 w("")
 w("## Llama 3 405B on 16,384 H100s")
 w("")
@@ -139,9 +138,9 @@ w("Meta trained it with tensor parallelism 8, sixteen pipeline stages and data p
   "38-43% MFU; the model sees no stragglers and no other traffic on the fabric). The search, which tries "
   "every interleaving of the 126 layers, "
   "pipeline degrees that divide them, and the TP and parameter-gather overlaps "
-  f"({n405['candidates']:,} candidates), prefers eight stages of sixteen chunks with data parallelism "
-  "256 and ZeRO-2: a shallower pipeline with more chunks per stage has about a quarter of the bubble, and "
-  f"ZeRO-2's sharded gradients make room for the twice as many weights per stage. It is {n405['gain']:.1f}% faster than Meta's layout in the simulator with "
+  f"({n405['candidates']:,} candidates), prefers {layout(n405['best'])}"
+  + (": a shallower pipeline with more chunks per stage has less bubble" if n405["best"]["pp"] < 16 else "")
+  + f". It is {n405['gain']:.1f}% faster than Meta's layout in the simulator with "
   f"{n405['best_free']:.1f} GiB free (Meta's layout: {n405['built_free']:.1f} GiB). Both are predictions "
   "from the same model, so the comparison between them is closer than either absolute time: expect the "
   "real step of the search's plan to be slower by about the error above.")

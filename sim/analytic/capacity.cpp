@@ -113,7 +113,7 @@ int fewest_recompute_layers(const ModelSpec& m, const ClusterSpec& c, const Plan
   return fewest_recompute_layers(AnalyticModel(m, c), p);
 }
 
-int fewest_recompute_layers(const AnalyticModel& am, const Plan& p) {
+int fewest_recompute_layers(const AnalyticModel& am, const Plan& p, double min_free) {
   if (p.recompute != Recompute::kSelective && p.recompute != Recompute::kFull &&
       p.recompute != Recompute::kSelectiveOp)
     return -1;
@@ -123,7 +123,7 @@ int fewest_recompute_layers(const AnalyticModel& am, const Plan& p) {
     q.recompute_layers = k;
     q.recompute_method = RecomputeMethod::kBlock;
     const MemoryBreakdown mem = am.memory(q);
-    return mem.fits();
+    return mem.fits() && mem.capacity - mem.total >= min_free * mem.capacity;
   };
   const int most = most_layers_per_chunk(p, m.layers);  // more recomputes nothing more
   if (!fits(most)) return -1;

@@ -31,11 +31,12 @@ ModelSpec scale_model(const ModelSpec& base, double s);
 // for the plan to fit (Plan::recompute_layers): memory falls as layers recompute, and every
 // recomputed layer costs the same, so the fewest that fit is the fastest such plan (exact for
 // uniform layers). -1 when even recomputing every layer does not fit, or the plan recomputes
-// nothing.
+// nothing. `min_free`: the share of the fullest device's memory that must stay free as well (the
+// search's allocator margin, SearchOptions::min_headroom); 0: fitting is enough.
 int fewest_recompute_layers(const ModelSpec& m, const ClusterSpec& c, const Plan& p);
 // The most layers one chunk of a pipeline stage holds (the largest useful recompute_layers).
 int most_layers_per_chunk(const Plan& p, int layers);
-int fewest_recompute_layers(const AnalyticModel& am, const Plan& p);
+int fewest_recompute_layers(const AnalyticModel& am, const Plan& p, double min_free = 0);
 
 // The base scaled by `s` and made splittable by the plan, as largest_model probes it: the head
 // count rounded up to a multiple of tp (and of every stage_tp; the hidden size grown to keep the

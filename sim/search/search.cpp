@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "sim/analytic/analytic_model.h"
@@ -258,6 +260,19 @@ std::vector<Plan> enumerate_plans(const ModelSpec& model, const ClusterSpec& clu
   return candidates;
 }
 
+// Fits, and leaves the options' share of the fullest device free.
+bool leaves_margin(const MemoryBreakdown& mem, const SearchOptions& o) {
+  return mem.fits() && mem.capacity - mem.total >= o.min_headroom * mem.capacity;
+}
+
+// The rejection reason of a plan that fits but leaves less than the margin: "under 5% of memory
+// free (allocator margin)".
+std::string margin_reason(const SearchOptions& o) {
+  std::ostringstream s;
+  s << "under " << 100 * o.min_headroom << "% of memory free (allocator margin)";
+  return s.str();
+}
+
 // Validates, completes (layer split, recompute layers), checks the memory of and times one
 // candidate into `r`; false, with the reason counted in `rejected`, when it is out.
 bool evaluate_candidate(const AnalyticModel& am, const ClusterSpec& cluster, const SearchOptions& o, Plan& p,
@@ -275,7 +290,7 @@ bool evaluate_candidate(const AnalyticModel& am, const ClusterSpec& cluster, con
   // needs (the fewest that fit is the fastest; layers cost the same). Where no recompute fits,
   // the candidate stays full (the space's none variant covers the other).
   if (p.recompute == Recompute::kFull && p.recompute_layers < 0) {
-    const int k = fewest_recompute_layers(am, p);
+    const int k = fewest_recompute_layers(am, p, o.min_headroom);
     if (k > 0 && k < most_layers_per_chunk(p, model.layers)) p.recompute_layers = k;
   }
   // Per-layer recompute where no recompute fits chooses none: the space's none variant.
@@ -283,7 +298,7 @@ bool evaluate_candidate(const AnalyticModel& am, const ClusterSpec& cluster, con
   if (optimal) {
     Plan none = p;
     none.recompute = Recompute::kNone;
-    if (am.memory(none).fits()) {
+    if (leaves_margin(am.memory(none), o)) {
       ++rejected["recompute optimal: none fits (same plan)"];
       return false;
     }
@@ -294,6 +309,10 @@ bool evaluate_candidate(const AnalyticModel& am, const ClusterSpec& cluster, con
   const MemoryBreakdown mem = optimal ? pred.memory : am.memory(p);
   if (!mem.fits()) {
     ++rejected[mem.total > mem.capacity ? "out of memory" : "out of host memory"];
+    return false;
+  }
+  if (!leaves_margin(mem, o)) {
+    ++rejected[margin_reason(o)];
     return false;
   }
   r.plan = p;
@@ -433,6 +452,9 @@ Result<SearchResult> search(const ModelSpec& model, const ClusterSpec& cluster_i
   const int gpus = o.gpus > 0 ? o.gpus : cluster.total_accelerators();
   FS_RETURN_IF_ERROR(resize_cluster(cluster, gpus, "--gpus"));
   const std::int64_t gb = o.global_batch > 0 ? o.global_batch : 1024;
+  if (!(o.min_headroom >= 0 && o.min_headroom < 1))
+    return Error("min_headroom: " + std::to_string(o.min_headroom) +
+                 " is not a share of memory in [0, 1) (0.05 leaves 5% free)");
 
   std::vector<Plan> candidates = enumerate_plans(model, cluster, gpus, gb, o.space);
   SearchResult out;

@@ -38,11 +38,20 @@ struct SearchSpace {
   bool flash_attention = true;
 };
 
+// The share of the fullest device's memory a searched plan leaves free by default: a margin for
+// what the memory model does not price (the caching allocator's fragmentation and rounding,
+// transient peaks between the ops it sums). A chosen default, not a measurement; users with
+// measured reserved-versus-allocated figures set their own (`search --min-headroom`).
+inline constexpr double kDefaultMinHeadroom = 0.05;
+
 struct SearchOptions {
   int gpus = 0;                   // 0: the whole cluster
   std::int64_t global_batch = 0;  // sequences; 0: 1024
   Objective objective = Objective::kTime;
   int top_k = 10;  // plans reported
+  // Plans must leave this share of the fullest device's memory free (0: fitting is enough);
+  // the others are rejected as "under N% of memory free".
+  double min_headroom = kDefaultMinHeadroom;
   // Rank with the simulator: the best N (analytic), then more until the top min(N, top_k) is
   // settled (0: none; the analytic model ranks).
   int resimulate = 0;

@@ -129,13 +129,14 @@ Result<Resolved> resolve_point(const SweepSpec& s, const SweepPoint& p) {
     r.search_options.gpus = gpus;
     const json& so = p.doc.contains("search") ? p.doc["search"] : json::object();
     JsonReader sr(so, where, "/search");
-    sr.reject_unknown_keys({"global_batch", "objective", "resimulate"});
+    sr.reject_unknown_keys({"global_batch", "objective", "resimulate", "min_headroom"});
     r.search_options.global_batch = sr.integer("global_batch", 1024, 1, std::int64_t{1} << 40);
     const std::string obj = sr.choice("objective", {"time", "cost", "energy"}, "time");
     r.search_options.objective = obj == "cost"     ? Objective::kCost
                                  : obj == "energy" ? Objective::kEnergy
                                                    : Objective::kTime;
     r.search_options.resimulate = static_cast<int>(sr.integer("resimulate", 0, 0, 1000));
+    r.search_options.min_headroom = sr.number("min_headroom", kDefaultMinHeadroom, 0, 0.99);
     r.search_options.threads = 1;  // points already run in parallel
     if (!sr.ok()) return sr.error();
     return r;

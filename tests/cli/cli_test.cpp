@@ -338,6 +338,24 @@ TEST(CliSearch, RankedPlansAndTheBestPlanFile) {
                      "--objective: speed not in {time,cost,energy}");
 }
 
+// search --min-headroom: every listed plan leaves that share of its fullest device free, the JSON
+// says which margin was applied, and the rejected plans are counted under it.
+TEST(CliSearch, MinimumHeadroom) {
+  const auto j = run_json("search --model llama3-8b --gpus 8 --gb 64 --top 50 --resimulate 0 --json");
+  EXPECT_DOUBLE_EQ(j.at("min_headroom").get<double>(), 0.05);
+  const auto k =
+      run_json("search --model llama3-8b --gpus 8 --gb 64 --top 50 --resimulate 0 --min-headroom 40 --json");
+  EXPECT_DOUBLE_EQ(k.at("min_headroom").get<double>(), 0.40);
+  ASSERT_FALSE(k.at("plans").empty());
+  for (const auto& p : k.at("plans"))
+    EXPECT_GE(p.at("memory_headroom_bytes").get<double>(),
+              0.40 * p.at("prediction").at("memory_bytes").at("capacity").get<double>());
+  EXPECT_TRUE(k.at("rejected").contains("under 40% of memory free (allocator margin)")) << k.at("rejected");
+  EXPECT_LT(k.at("evaluated").get<long long>(), j.at("evaluated").get<long long>());
+  expect_input_error("search --model llama3-8b --min-headroom 120",
+                     "--min-headroom: \"120\" is not a number in [0, 99]");
+}
+
 // sweep: one result per point, each the step time predict gives for that point's plan; a second
 // run resumes and computes nothing.
 TEST(CliSweep, OneResultPerPointAndResume) {

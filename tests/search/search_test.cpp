@@ -83,6 +83,7 @@ TEST(Search, MemoryPruningNeverDropsAPlanThatFits) {
   o.space.overlap_grad_reduce = {true};
   o.space.overlap_tp_comm = {false};
   o.space.overlap_param_gather = {false};
+  o.min_headroom = 0;  // checked against fits() alone; the margin has its own test
   auto r = search(m, c, o);
   ASSERT_TRUE(r.ok()) << r.error().message();
   ASSERT_TRUE(resize_cluster(c, 16, "test").ok());
@@ -171,6 +172,62 @@ TEST(Search, TriesUnevenInterleavingAndOverlaps) {
 }
 
 // Full recompute in the search recomputes only the layers memory needs: the fewest that fit.
+// Every plan the search keeps leaves the margin free; a plan that fits with less is rejected
+// under a reason that names the margin, and without a margin it is kept. A margin takes more
+// recomputed layers where fewer would fit, never fewer.
+TEST(Search, PlansLeaveTheAllocatorMarginFree) {
+  const ModelSpec m = model("llama3-70b");
+  const ClusterSpec c = *load_cluster("dgx-h100-ndr");
+  SearchOptions o;
+  o.gpus = 64;
+  o.global_batch = 128;
+  o.top_k = 1 << 20;
+  o.threads = 2;
+  o.space.tp = {4, 8};
+  o.space.pp = {2, 4};
+  o.space.cp = {1};
+  o.space.micro_batch = {1, 2};
+  o.space.schedules = {Schedule::k1F1B};
+  EXPECT_EQ(o.min_headroom, kDefaultMinHeadroom);
+  o.min_headroom = 0.20;
+  auto with = search(m, c, o);
+  ASSERT_TRUE(with.ok()) << with.error().message();
+  o.min_headroom = 0;
+  auto without = search(m, c, o);
+  ASSERT_TRUE(without.ok()) << without.error().message();
+  ASSERT_FALSE(with->plans.empty());
+  for (const RankedPlan& p : with->plans)
+    EXPECT_GE(p.memory_headroom, 0.20 * p.prediction.memory.capacity) << layout_string(p.plan);
+  const auto reason = with->rejected.find("under 20% of memory free (allocator margin)");
+  ASSERT_NE(reason, with->rejected.end());
+  std::uint64_t tight = 0;  // plans kept without the margin that leave less than 20% free
+  for (const RankedPlan& p : without->plans)
+    if (p.memory_headroom < 0.20 * p.prediction.memory.capacity) ++tight;
+  EXPECT_GT(tight, 0u);
+  EXPECT_EQ(without->rejected.count("under 20% of memory free (allocator margin)"), 0u);
+  EXPECT_GT(without->evaluated, with->evaluated);
+
+  ClusterSpec sized = c;
+  ASSERT_TRUE(resize_cluster(sized, 64, "test").ok());
+  const AnalyticModel am(m, sized);
+  Plan p;
+  p.tp = 8;
+  p.pp = 4;
+  p.dp = 2;
+  p.global_batch = 128;
+  p.recompute = Recompute::kFull;
+  const int fits = fewest_recompute_layers(am, p), margin = fewest_recompute_layers(am, p, 0.20);
+  ASSERT_GE(fits, 0);
+  EXPECT_GE(margin, fits);
+  if (margin >= 0) {
+    p.recompute_layers = margin;
+    const MemoryBreakdown mem = am.memory(p);
+    EXPECT_GE(mem.capacity - mem.total, 0.20 * mem.capacity);
+  }
+  o.min_headroom = 1.0;
+  EXPECT_FALSE(search(m, c, o).ok());
+}
+
 TEST(Search, FullRecomputeTakesOnlyTheLayersItNeeds) {
   const ModelSpec m = model("llama3-70b");
   const ClusterSpec c = *load_cluster("dgx-h100-ndr");
@@ -198,7 +255,7 @@ TEST(Search, FullRecomputeTakesOnlyTheLayersItNeeds) {
   ASSERT_TRUE(resize_cluster(sized, 64, "test").ok());
   Plan all = best;
   all.recompute_layers = -1;
-  EXPECT_EQ(best.recompute_layers, fewest_recompute_layers(m, sized, all));
+  EXPECT_EQ(best.recompute_layers, fewest_recompute_layers(AnalyticModel(m, sized), all, o.min_headroom));
   EXPECT_LT(r->plans.front().prediction.step_time_s, AnalyticModel(m, sized).evaluate(all).step_time_s);
 }
 

@@ -98,6 +98,18 @@ TEST(Sweep, BadSpecsFailBeforeAnyWork) {
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().message().find("s.json: /axes/: \"\" names the whole base"), std::string::npos)
       << e.error().message();
+
+  // A searched base: the search's memory margin is a share of the device, read with the rest.
+  doc = spec_json();
+  doc["base"]["plan"] = "search";
+  doc["base"]["search"] = {{"global_batch", 64}, {"min_headroom", 0.2}};
+  doc["axes"].erase("/plan/micro_batch");
+  auto f = sweep_from_json(doc, "s.json");
+  ASSERT_TRUE(f.ok()) << f.error().message();
+  doc["base"]["search"]["min_headroom"] = 5;  // a percentage where a share belongs
+  auto g = sweep_from_json(doc, "s.json");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.error().message().find("/search/min_headroom"), std::string::npos) << g.error().message();
 }
 
 // A spec whose axes multiply past the budget is refused before any point is built (the old
