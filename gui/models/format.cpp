@@ -38,4 +38,15 @@ QString tick_text(double seconds, double step) {
 
 QString layout_text(const Plan& p) { return qstr(layout_string(p)); }
 
+QString plan_text(const Plan& p) {
+  std::string s = layout_string(p);
+  s.append(" | mb").append(std::to_string(p.micro_batch));
+  s.append(" | ZeRO-").append(std::to_string(p.zero_stage));
+  if (p.recompute != Recompute::kNone) s.append(" | recompute ").append(recompute_string(p));
+  if (p.schedule != Schedule::k1F1B && p.schedule != Schedule::kInterleaved1F1B)
+    s.append(" | ").append(to_string(p.schedule));
+  if (!offload_string(p).empty()) s.append(" | offload ").append(offload_string(p));
+  return qstr(s);
+}
+
 }  // namespace foresight::gui

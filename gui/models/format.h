@@ -22,5 +22,10 @@ QString percent_text(double fraction);  // 0.461 -> "46.1%"
 QString tick_text(double seconds, double step);
 // "tp2 pp2 dp4 cp2 ep4 sp v2", the CLI's layout column.
 QString layout_text(const Plan& p);
+// The whole plan in one line, as the search table shows it: the layout, then the micro-batch and
+// ZeRO stage, and what is not the default (recompute, a schedule other than (interleaved) 1F1B,
+// offload): "tp2 pp4 dp8 sp v2 | mb1 | ZeRO-1 | recompute selective". The precision is the
+// search's, the same for every plan, and left out.
+QString plan_text(const Plan& p);
 
 }  // namespace foresight::gui

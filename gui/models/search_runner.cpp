@@ -48,6 +48,7 @@ SearchOutcome run_search(const SearchRequest& request,
   o.objective = request.objective;
   o.top_k = std::max(1, request.top_k);
   o.resimulate = std::max(0, request.resimulate);
+  o.min_headroom = request.min_headroom;
   o.threads = request.threads;
   auto report = [&](std::uint64_t done, std::uint64_t total) {
     if (cancel && cancel->load()) throw SearchCancelled{};

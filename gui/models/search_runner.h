@@ -27,9 +27,10 @@ struct SearchRequest {
   int gpus = 16;
   std::int64_t global_batch = 64;  // sequences per step
   Objective objective = Objective::kTime;
-  int top_k = 50;        // plans listed
-  int resimulate = 5;    // re-rank the best N with the discrete-event simulator
-  unsigned threads = 0;  // 0: all cores
+  int top_k = 50;                             // plans listed
+  int resimulate = 5;                         // re-rank the best N with the discrete-event simulator
+  double min_headroom = kDefaultMinHeadroom;  // share of the fullest device every plan leaves free
+  unsigned threads = 0;                       // 0: all cores
 };
 
 struct SearchOutcome {

@@ -1,21 +1,30 @@
-// Search view: controls, ranked table, Pareto scatter.
+// Search view: controls, ranked table, plot, side-by-side comparison.
 #include "gui/views/search_view.h"
 
+#include <QAction>
 #include <QComboBox>
+#include <QDialog>
+#include <QDoubleSpinBox>
+#include <QFile>
+#include <QFileDialog>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
+#include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QSortFilterProxyModel>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableView>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <QtCharts/QChart>
 #include <QtCharts/QChartView>
+#include <QtCharts/QLegendMarker>
+#include <QtCharts/QLineSeries>
 #include <QtCharts/QLogValueAxis>
 #include <QtCharts/QScatterSeries>
 #include <QtCharts/QValueAxis>
@@ -31,16 +40,17 @@ namespace foresight::gui {
 SearchView::SearchView(QWidget* parent) : QWidget(parent) {
   controller_ = new SearchController(this);
   plans_ = new RankedPlanModel(this);
-  proxy_ = new QSortFilterProxyModel(this);
+  proxy_ = new RankedPlanFilter(this);
   proxy_->setSourceModel(plans_);
-  proxy_->setSortRole(Qt::UserRole);
-  proxy_->setFilterKeyColumn(RankedPlanModel::kLayout);
-  proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+  side_by_side_ = new PlanSideBySideModel(this);
   create_controls();
   create_results();
+  create_column_menu();
   lay_out();
   connect_signals();
 }
+
+QSortFilterProxyModel* SearchView::proxy() const { return proxy_; }
 
 void SearchView::create_controls() {
   context_label_ = new QLabel;
@@ -56,12 +66,31 @@ void SearchView::create_controls() {
   resimulate_->setRange(0, 100);
   resimulate_->setValue(5);
   resimulate_->setToolTip(tr("re-rank the best N with the discrete-event simulator"));
+  min_free_ = new QDoubleSpinBox;
+  min_free_->setRange(0, 90);
+  min_free_->setDecimals(1);
+  min_free_->setSingleStep(1);
+  min_free_->setSuffix(QStringLiteral(" %"));
+  min_free_->setValue(100 * kDefaultMinHeadroom);
+  min_free_->setToolTip(
+      tr("memory every plan must leave free on its fullest device: a margin for the allocator's "
+         "fragmentation, which the memory model does not price. Filters the table now; the next search "
+         "applies it too."));
   run_ = new QPushButton(tr("Search"));
   cancel_ = new QPushButton(tr("Cancel"));
   cancel_->setEnabled(false);
   use_ = new QPushButton(tr("Use selected plan"));
   use_->setEnabled(false);
   use_->setToolTip(tr("copy the selected plan into Setup and show its details (or double-click a row)"));
+  compare_ = new QPushButton(tr("Compare selected"));
+  compare_->setEnabled(false);
+  compare_->setToolTip(
+      tr("select two or more rows (Ctrl+click) to see their breakdown and memory side by side"));
+  export_ = new QPushButton(tr("Export CSV..."));
+  export_->setToolTip(tr("the table as shown: filtered, sorted, shown columns"));
+  columns_ = new QToolButton;
+  columns_->setText(tr("Columns"));
+  columns_->setPopupMode(QToolButton::InstantPopup);
   progress_ = new QProgressBar;
   progress_->setRange(0, 1);
   progress_->setValue(0);
@@ -70,8 +99,9 @@ void SearchView::create_controls() {
   status_->setWordWrap(true);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   filter_ = new QLineEdit;
-  filter_->setPlaceholderText(tr("filter layouts, e.g. pp2 or cp"));
+  filter_->setPlaceholderText(tr("filter plans, e.g. pp2, ZeRO-1 or recompute full"));
   filter_->setClearButtonEnabled(true);
+  plot_choice_ = new QComboBox;
 }
 
 void SearchView::create_results() {
@@ -80,18 +110,48 @@ void SearchView::create_results() {
   table_->setSortingEnabled(true);
   table_->sortByColumn(RankedPlanModel::kRank, Qt::AscendingOrder);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   make_compact(table_);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
+  // The knobs the Layout column already names start hidden; the column chooser shows them.
+  for (int c : {RankedPlanModel::kMicroBatch, RankedPlanModel::kZero, RankedPlanModel::kRecompute,
+                RankedPlanModel::kSchedule, RankedPlanModel::kOffload, RankedPlanModel::kEnergyPerMtok,
+                RankedPlanModel::kPareto})
+    table_->setColumnHidden(c, true);
 
   auto* chart = new QChart;
   chart->setAnimationOptions(QChart::NoAnimation);
-  chart->setTitle(tr("Step time vs cost"));
   chart->legend()->setAlignment(Qt::AlignBottom);
+  chart->legend()->setShowToolTips(true);  // the whole name where a narrow window elides it
   scatter_ = new QChartView(chart);
   scatter_->setRenderHint(QPainter::Antialiasing);
   scatter_->setMinimumWidth(360);
+}
+
+// The Columns button and the header's context menu: one checkable entry per column.
+void SearchView::create_column_menu() {
+  auto* menu = new QMenu(this);
+  for (int c = 0; c < RankedPlanModel::kColumnCount; ++c) {
+    if (c == RankedPlanModel::kLayout) continue;  // always shown
+    QAction* a = menu->addAction(plans_->headerData(c, Qt::Horizontal).toString());
+    a->setCheckable(true);
+    a->setChecked(!table_->isColumnHidden(c));
+    connect(a, &QAction::toggled, this, [this, c](bool on) { table_->setColumnHidden(c, !on); });
+  }
+  connect(menu, &QMenu::aboutToShow, this, [this, menu] {
+    const auto actions = menu->actions();
+    int i = 0;
+    for (int c = 0; c < RankedPlanModel::kColumnCount; ++c) {
+      if (c == RankedPlanModel::kLayout) continue;
+      QSignalBlocker block(actions[i]);
+      actions[i++]->setChecked(!table_->isColumnHidden(c));
+    }
+  });
+  columns_->setMenu(menu);
+  table_->horizontalHeader()->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(table_->horizontalHeader(), &QWidget::customContextMenuRequested, this,
+          [this, menu](const QPoint& at) { menu->popup(table_->horizontalHeader()->mapToGlobal(at)); });
 }
 
 void SearchView::lay_out() {
@@ -102,11 +162,16 @@ void SearchView::lay_out() {
   controls->addWidget(top_k_);
   controls->addWidget(new QLabel(tr("Re-simulate")));
   controls->addWidget(resimulate_);
+  controls->addWidget(new QLabel(tr("Min. free")));
+  controls->addWidget(min_free_);
   controls->addWidget(run_);
   controls->addWidget(cancel_);
   controls->addWidget(progress_, 1);
   auto* table_bar = new QHBoxLayout;
   table_bar->addWidget(filter_, 1);
+  table_bar->addWidget(columns_);
+  table_bar->addWidget(export_);
+  table_bar->addWidget(compare_);
   table_bar->addWidget(use_);
 
   auto* left = new QWidget;
@@ -114,9 +179,17 @@ void SearchView::lay_out() {
   left_layout->setContentsMargins(0, 0, 0, 0);
   left_layout->addLayout(table_bar);
   left_layout->addWidget(table_, 1);
+  auto* right = new QWidget;
+  auto* right_layout = new QVBoxLayout(right);
+  right_layout->setContentsMargins(0, 0, 0, 0);
+  auto* plot_bar = new QHBoxLayout;
+  plot_bar->addWidget(new QLabel(tr("Plot")));
+  plot_bar->addWidget(plot_choice_, 1);
+  right_layout->addLayout(plot_bar);
+  right_layout->addWidget(scatter_, 1);
   auto* split = new QSplitter(Qt::Horizontal);
   split->addWidget(left);
-  split->addWidget(scatter_);
+  split->addWidget(right);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 2);
   split->setSizes({760, 420});
@@ -132,8 +205,16 @@ void SearchView::connect_signals() {
   connect(run_, &QPushButton::clicked, this, &SearchView::start);
   connect(cancel_, &QPushButton::clicked, this, &SearchView::cancel);
   connect(use_, &QPushButton::clicked, this, &SearchView::choose_selected);
+  connect(compare_, &QPushButton::clicked, this, &SearchView::compare_selected);
+  connect(export_, &QPushButton::clicked, this, &SearchView::ask_export_csv);
   connect(table_, &QTableView::doubleClicked, this, &SearchView::choose_selected);
   connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
+  connect(min_free_, &QDoubleSpinBox::valueChanged, this, [this](double percent) {
+    proxy_->set_min_free(percent / 100);
+    rebuild_plot();
+  });
+  connect(plot_choice_, &QComboBox::activated, this,
+          [this](int i) { set_plot(static_cast<SearchPlot>(plot_choice_->itemData(i).toInt())); });
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
           &SearchView::selection_changed);
   connect(controller_, &SearchController::progress, this, [this](quint64 done, quint64 total) {
@@ -145,6 +226,7 @@ void SearchView::connect_signals() {
 }
 
 std::vector<QWidget*> SearchView::plots() const { return {scatter_}; }
+QChart* SearchView::chart() const { return scatter_->chart(); }
 
 void SearchView::set_context(const PlanInputs& in) {
   context_ = in;
@@ -166,8 +248,12 @@ SearchRequest SearchView::request() const {
   r.objective = static_cast<Objective>(objective_->currentData().toInt());
   r.top_k = top_k_->value();
   r.resimulate = resimulate_->value();
+  r.min_headroom = min_free();
   return r;
 }
+
+void SearchView::set_min_free(double share) { min_free_->setValue(100 * share); }
+double SearchView::min_free() const { return min_free_->value() / 100; }
 
 void SearchView::start() {
   if (!controller_->start(request())) return;
@@ -198,7 +284,8 @@ void SearchView::show_outcome(const SearchOutcome& out) {
     status_->setStyleSheet(QStringLiteral("color: #c62828;"));
     status_->setText(qstr(out.error));
     plans_->clear();
-    rebuild_scatter(out);
+    rebuild_plot_choices();
+    rebuild_plot();
     return;
   }
   const SearchResult& r = out.result;
@@ -207,19 +294,20 @@ void SearchView::show_outcome(const SearchOutcome& out) {
   if (rejected.endsWith(QStringLiteral("; "))) rejected.chop(2);
   status_->setStyleSheet(QString());
   status_->setText(
-      tr("%1 candidate plans, %2 fit and were timed in %3; rejected: %4. Pareto front: %5 plans.")
+      tr("%1 candidate plans, %2 fit with %3% of memory free and were timed in %4; rejected: %5.")
           .arg(r.candidates)
           .arg(r.evaluated)
+          .arg(100 * out.request.min_headroom, 0, 'g', 3)
           .arg(seconds_text(r.wall_s))
-          .arg(rejected.isEmpty() ? tr("none") : rejected)
-          .arg(r.pareto.size()) +
+          .arg(rejected.isEmpty() ? tr("none") : rejected) +
       (r.simulated > 0 ? tr(" Ranked by the simulator's step: %1 plans re-simulated until no other could "
-                            "enter the top.")
+                            "enter the top; the Simulated column has their times.")
                              .arg(r.simulated)
                        : QString()));
   plans_->set_plans(r.plans, r.pareto);
   table_->sortByColumn(RankedPlanModel::kRank, Qt::AscendingOrder);
-  rebuild_scatter(out);
+  rebuild_plot_choices();
+  rebuild_plot();
 }
 
 namespace {
@@ -230,22 +318,25 @@ QScatterSeries* scatter_series_of(const QString& name, qreal size, const QColor&
   s->setName(name);
   s->setMarkerSize(size);
   s->setColor(colour);
+  s->setBorderColor(colour.darker(130));
   return s;
 }
 
+QString plot_name(SearchPlot p) { return plot_axes(p).title; }
+
 // The ranked plans split by memory headroom on their fullest device (share of its capacity free).
+// Plain-text names: the legend reads "<" as the start of a tag.
 class HeadroomBands {
  public:
   HeadroomBands()
-      : bands_{{{0.10, SearchView::tr("< 10% free"), QColor(0xc6, 0x28, 0x28)},
+      : bands_{{{0.10, SearchView::tr("under 10% free"), QColor(0xc6, 0x28, 0x28)},
                 {0.30, SearchView::tr("10-30% free"), QColor(0xef, 0x9a, 0x1a)},
                 {0.50, SearchView::tr("30-50% free"), QColor(0x43, 0xa0, 0x47)},
-                {2.00, SearchView::tr("> 50% free"), QColor(0x1f, 0x77, 0xb4)}}} {
+                {2.00, SearchView::tr("over 50% free"), QColor(0x1f, 0x77, 0xb4)}}} {
     for (const Band& b : bands_) series_.push_back(scatter_series_of(b.name, 8, b.color));
   }
   QScatterSeries* series_for(const RankedPlan& p) const {
-    const double capacity = p.prediction.memory.capacity;
-    const double free = capacity > 0 ? p.memory_headroom / capacity : 1.0;
+    const double free = p.prediction.memory.capacity > 0 ? free_share(p) : 1.0;
     std::size_t i = 0;
     while (i + 1 < bands_.size() && free >= bands_[i].below) ++i;
     return series_[i];
@@ -262,43 +353,50 @@ class HeadroomBands {
   std::vector<QScatterSeries*> series_;
 };
 
-// The extent of the points added, for the axes' ranges.
-struct Extent {
-  double x0 = 1e300, x1 = 0, y0 = 1e300, y1 = 0;
-  void add(QScatterSeries* s, const RankedPlan& p) {
-    const double x = p.prediction.step_time_s, y = p.economics.cost_per_mtok_usd;
-    s->append(x, y);
-    x0 = std::min(x0, x);
-    x1 = std::max(x1, x);
-    y0 = std::min(y0, y);
-    y1 = std::max(y1, y);
+QAbstractAxis* make_axis(const AxisRange& r, const QString& title) {
+  if (r.log) {
+    auto* a = new QLogValueAxis;
+    a->setBase(10);
+    a->setRange(r.lo, r.hi);
+    a->setMinorTickCount(8);
+    a->setLabelFormat(QStringLiteral("%.3g"));
+    a->setTitleText(title);
+    return a;
   }
-};
-
-// Step time on x, $/Mtok on y, each with 8% of the range as margin, attached to every series.
-void add_axes(QChart* c, const Extent& e) {
-  auto* x = new QValueAxis;
-  auto* y = new QValueAxis;
-  const double dx = std::max(1e-9, (e.x1 - e.x0) * 0.08), dy = std::max(1e-9, (e.y1 - e.y0) * 0.08);
-  x->setRange(std::max(0.0, e.x0 - dx), e.x1 + dx);
-  y->setRange(std::max(0.0, e.y0 - dy), e.y1 + dy);
-  x->setTitleText(SearchView::tr("step time (s, analytic or re-simulated)"));
-  y->setTitleText(SearchView::tr("$ per million tokens"));
-  x->applyNiceNumbers();
-  y->applyNiceNumbers();
-  x->setLabelFormat(QStringLiteral("%.3g"));
-  y->setLabelFormat(QStringLiteral("%.3g"));
-  c->addAxis(x, Qt::AlignBottom);
-  c->addAxis(y, Qt::AlignLeft);
-  for (QAbstractSeries* s : c->series()) {
-    s->attachAxis(x);
-    s->attachAxis(y);
-  }
+  auto* a = new QValueAxis;
+  a->setRange(r.lo, r.hi);
+  a->applyNiceNumbers();
+  a->setLabelFormat(QStringLiteral("%.3g"));
+  a->setTitleText(title);
+  return a;
 }
 
 }  // namespace
 
-void SearchView::rebuild_scatter(const SearchOutcome& out) {
+std::vector<SearchPlot> SearchView::offered_plots() const { return useful_plots(plans_->plans()); }
+
+void SearchView::rebuild_plot_choices() {
+  QSignalBlocker block(plot_choice_);
+  plot_choice_->clear();
+  const auto offered = offered_plots();
+  for (SearchPlot p : offered) plot_choice_->addItem(plot_name(p), static_cast<int>(p));
+  if (std::find(offered.begin(), offered.end(), plot_) == offered.end()) plot_ = offered.front();
+  plot_choice_->setCurrentIndex(plot_choice_->findData(static_cast<int>(plot_)));
+}
+
+void SearchView::set_plot(SearchPlot plot) {
+  const auto offered = offered_plots();
+  if (std::find(offered.begin(), offered.end(), plot) == offered.end()) return;
+  plot_ = plot;
+  QSignalBlocker block(plot_choice_);
+  plot_choice_->setCurrentIndex(plot_choice_->findData(static_cast<int>(plot_)));
+  rebuild_plot();
+}
+
+// The ranked plans that pass the table's filters, drawn on the chosen axes: coloured by memory
+// free, the Pareto front of the points drawn (in these two dimensions), the allocator margin
+// where the x axis is memory free, the selection on top; axes fitted to the drawn points.
+void SearchView::rebuild_plot() {
   QChart* c = scatter_->chart();
   c->removeAllSeries();
   for (QAbstractAxis* a : c->axes()) {
@@ -306,25 +404,75 @@ void SearchView::rebuild_scatter(const SearchOutcome& out) {
     delete a;
   }
   selected_ = nullptr;
-  if (!out.ok()) return;
+  const PlotAxes axes = plot_axes(plot_);
+  c->setTitle(axes.title);
+  points_ = plot_points(plans_->plans(), axes);
+  std::vector<QPointF> shown;
+  for (int row = 0; row < plans_->rowCount(); ++row)
+    if (proxy_->mapFromSource(plans_->index(row, 0)).isValid()) shown.push_back(points_[row]);
+  if (shown.empty()) return;
+
+  // Where memory free is the x axis the plans are one series; against cost, colour says how much
+  // memory each leaves free.
   const HeadroomBands bands;
-  auto* front = scatter_series_of(tr("Pareto front"), 9, QColor(0x6a, 0x1b, 0x9a));
-  front->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
-  selected_ = scatter_series_of(tr("selected"), 16, QColor(0, 0, 0, 0));
-  selected_->setBorderColor(QColor(0xc6, 0x28, 0x28));
-  Extent extent;
-  for (const RankedPlan& p : out.result.plans) extent.add(bands.series_for(p), p);
-  for (const RankedPlan& p : out.result.pareto) extent.add(front, p);
-  // The Pareto front (over time, $/Mtok and memory headroom) first, so the ranked plans draw on top.
+  const std::vector<QScatterSeries*> plan_series =
+      plot_ != SearchPlot::kTimeVsCost
+          ? std::vector<QScatterSeries*>{scatter_series_of(tr("ranked plans"), 8, QColor(0x1f, 0x77, 0xb4))}
+          : bands.series();
+  if (plot_ != SearchPlot::kTimeVsCost)
+    for (QScatterSeries* s : bands.series()) delete s;
+  for (int row = 0; row < plans_->rowCount(); ++row)
+    if (proxy_->mapFromSource(plans_->index(row, 0)).isValid())
+      (plan_series.size() == 1 ? plan_series.front() : bands.series_for(plans_->plan(row)))
+          ->append(points_[row]);
+  auto* front = new QLineSeries;
+  front->setName(tr("Pareto front"));
+  front->setColor(QColor(0x6a, 0x1b, 0x9a));
+  front->setPointsVisible(true);
+  for (std::size_t i : pareto_2d(shown, axes)) front->append(shown[i]);
   c->addSeries(front);
-  for (QScatterSeries* s : bands.series()) {
-    if (s->count() > 0)
+  for (QScatterSeries* s : plan_series) {
+    if (s->count() > 0) {
       c->addSeries(s);
-    else
+      connect(s, &QScatterSeries::clicked, this, &SearchView::click_point);
+    } else {
       delete s;
+    }
   }
+  std::vector<double> xs, ys;
+  for (const QPointF& p : shown) {
+    xs.push_back(p.x());
+    ys.push_back(p.y());
+  }
+  AxisRange xr = fit_axis(xs);
+  const AxisRange yr = fit_axis(ys);
+  const double margin = 100 * min_free();
+  if (plot_ != SearchPlot::kTimeVsCost && !xr.log && margin >= xr.lo - 0.15 * (xr.hi - xr.lo)) {
+    // The margin every plan must leave: a dashed line at it, when it is near the plans (a line far
+    // to the left of them all would squeeze them to one side).
+    xr.lo = std::max(0.0, std::min(xr.lo, margin - 0.02 * (xr.hi - xr.lo)));
+    auto* line = new QLineSeries;
+    line->setName(tr("min. free %1%").arg(margin, 0, 'g', 3));
+    QPen pen(QColor(0xc6, 0x28, 0x28));
+    pen.setStyle(Qt::DashLine);
+    line->setPen(pen);
+    line->append(margin, yr.lo);
+    line->append(margin, yr.hi);
+    c->addSeries(line);
+  }
+  selected_ = scatter_series_of(tr("selected"), 16, QColor(0, 0, 0, 0));
+  selected_->setBorderColor(QColor(0x21, 0x21, 0x21));
   c->addSeries(selected_);
-  add_axes(c, extent);
+  QAbstractAxis* x = make_axis(xr, axes.x_title);
+  QAbstractAxis* y = make_axis(yr, axes.y_title);
+  c->addAxis(x, Qt::AlignBottom);
+  c->addAxis(y, Qt::AlignLeft);
+  for (QAbstractSeries* s : c->series()) {
+    s->attachAxis(x);
+    s->attachAxis(y);
+  }
+  // The selection ring is not a legend entry.
+  for (QLegendMarker* m : c->legend()->markers(selected_)) m->setVisible(false);
   selection_changed();
 }
 
@@ -335,25 +483,111 @@ std::vector<std::pair<QString, int>> SearchView::scatter_series() const {
   return out;
 }
 
+void SearchView::click_point(const QPointF& point) {
+  // The plan drawn nearest to the click, in the axes' own scale (a point is where its plan is).
+  int best = -1;
+  double best_d = INFINITY;
+  for (int row = 0; row < static_cast<int>(points_.size()); ++row) {
+    const QModelIndex at = proxy_->mapFromSource(plans_->index(row, 0));
+    if (!at.isValid()) continue;
+    const double dx = (points_[row].x() - point.x()) / std::max(1e-12, std::abs(point.x()) + 1e-9),
+                 dy = (points_[row].y() - point.y()) / std::max(1e-12, std::abs(point.y()) + 1e-9);
+    const double d = dx * dx + dy * dy;
+    if (d < best_d) {
+      best_d = d;
+      best = at.row();
+    }
+  }
+  if (best >= 0) select_row(best);
+}
+
 void SearchView::select_row(int proxy_row) {
   if (proxy_row < 0 || proxy_row >= proxy_->rowCount()) return;
   table_->selectRow(proxy_row);
+  table_->scrollTo(proxy_->index(proxy_row, 0));
+}
+
+std::vector<int> SearchView::selected_plan_rows() const {
+  QModelIndexList rows = table_->selectionModel()->selectedRows();
+  std::sort(rows.begin(), rows.end(),
+            [](const QModelIndex& a, const QModelIndex& b) { return a.row() < b.row(); });
+  std::vector<int> out;
+  for (const QModelIndex& r : rows) out.push_back(proxy_->mapToSource(r).row());
+  return out;
 }
 
 void SearchView::selection_changed() {
-  const QModelIndexList rows = table_->selectionModel()->selectedRows();
-  use_->setEnabled(!rows.isEmpty());
+  const std::vector<int> rows = selected_plan_rows();
+  use_->setEnabled(rows.size() == 1);
+  compare_->setEnabled(rows.size() >= 2);
   if (!selected_) return;
   selected_->clear();
-  if (rows.isEmpty()) return;
-  const RankedPlan& p = plans_->plan(proxy_->mapToSource(rows.front()).row());
-  selected_->append(p.prediction.step_time_s, p.economics.cost_per_mtok_usd);
+  for (int row : rows)
+    if (row < static_cast<int>(points_.size())) selected_->append(points_[row]);
 }
 
 void SearchView::choose_selected() {
-  const QModelIndexList rows = table_->selectionModel()->selectedRows();
-  if (rows.isEmpty()) return;
-  Q_EMIT plan_chosen(plans_->plan(proxy_->mapToSource(rows.front()).row()).plan);
+  const std::vector<int> rows = selected_plan_rows();
+  if (rows.empty()) return;
+  Q_EMIT plan_chosen(plans_->plan(rows.front()).plan);
+}
+
+void SearchView::set_column_shown(int column, bool shown) { table_->setColumnHidden(column, !shown); }
+
+QString SearchView::visible_csv() const {
+  std::vector<int> columns;
+  for (int v = 0; v < RankedPlanModel::kColumnCount; ++v) {
+    const int c = table_->horizontalHeader()->logicalIndex(v);
+    if (!table_->isColumnHidden(c)) columns.push_back(c);
+  }
+  return table_csv(*proxy_, columns);
+}
+
+bool SearchView::export_csv(const QString& path, QString* error) const {
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Text)) {
+    if (error) *error = path + QStringLiteral(": ") + f.errorString();
+    return false;
+  }
+  const QByteArray bytes = visible_csv().toUtf8();
+  if (f.write(bytes) != bytes.size()) {
+    if (error) *error = path + QStringLiteral(": ") + f.errorString();
+    return false;
+  }
+  return true;
+}
+
+void SearchView::ask_export_csv() {
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export ranked plans"),
+                                                    QStringLiteral("plans.csv"), tr("CSV (*.csv)"));
+  if (path.isEmpty()) return;
+  QString error;
+  if (!export_csv(path, &error)) QMessageBox::warning(this, tr("Export ranked plans"), error);
+}
+
+void SearchView::compare_selected() {
+  const std::vector<int> rows = selected_plan_rows();
+  if (rows.size() < 2) return;
+  std::vector<RankedPlan> chosen;
+  for (int row : rows) chosen.push_back(plans_->plan(row));
+  side_by_side_->set_plans(std::move(chosen));
+  if (!compare_window_) {
+    compare_window_ = new QDialog(this);
+    compare_window_->setWindowTitle(tr("Plans side by side"));
+    auto* table = new QTableView;
+    table->setModel(side_by_side_);
+    make_compact(table);
+    table->verticalHeader()->show();
+    table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    auto* layout = new QVBoxLayout(compare_window_);
+    layout->addWidget(
+        new QLabel(tr("The best of each row in bold. Times are the slowest stage's; memory is "
+                      "the fullest device's.")));
+    layout->addWidget(table);
+    compare_window_->resize(900, 600);
+  }
+  compare_window_->show();
+  compare_window_->raise();
 }
 
 }  // namespace foresight::gui

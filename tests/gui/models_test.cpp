@@ -10,9 +10,11 @@
 #include "gui/models/breakdown_model.h"
 #include "gui/models/compare_models.h"
 #include "gui/models/comparison.h"
+#include "gui/models/format.h"
 #include "gui/models/plan_inputs.h"
 #include "gui/models/preset_list_model.h"
 #include "gui/models/ranked_plan_model.h"
+#include "gui/models/search_plot.h"
 #include "gui/models/search_runner.h"
 #include "gui/models/timeline_model.h"
 #include "gui/models/traces.h"
@@ -159,6 +161,134 @@ TEST(RankedPlanModel, SortsByRawNumbersThroughAProxy) {
     const bool on_front = std::any_of(out.result.pareto.begin(), out.result.pareto.end(),
                                       [&](const RankedPlan& p) { return p.plan == m.plan(r).plan; });
     EXPECT_EQ(m.on_pareto_front(r), on_front) << r;
+  }
+}
+
+// A ranked plan with only the figures the search view reads.
+RankedPlan ranked(double step_s, double free_gib, double cost, double mfu = 0.4) {
+  RankedPlan r;
+  r.prediction.step_time_s = step_s;
+  r.prediction.mfu = mfu;
+  r.prediction.memory.capacity = 80.0 * (1 << 30);
+  r.prediction.memory.total = r.prediction.memory.capacity - free_gib * (1 << 30);
+  r.memory_headroom = free_gib * (1 << 30);
+  r.economics.cost_per_mtok_usd = cost;
+  return r;
+}
+
+// The plan in one line names every knob a user chooses by.
+TEST(RankedPlanModel, PlanTextNamesTheWholeLayout) {
+  Plan p;
+  p.tp = 2;
+  p.pp = 4;
+  p.dp = 8;
+  p.sequence_parallel = true;
+  p.virtual_stages = 2;
+  p.schedule = Schedule::kInterleaved1F1B;
+  p.micro_batch = 2;
+  p.zero_stage = 1;
+  p.recompute = Recompute::kSelective;
+  EXPECT_EQ(plan_text(p).toStdString(), "tp2 pp4 dp8 sp v2 | mb2 | ZeRO-1 | recompute selective");
+  p.offload_optimizer = true;
+  p.schedule = Schedule::kZeroBubble;
+  EXPECT_NE(plan_text(p).indexOf(QStringLiteral("| offload optimizer")), -1) << plan_text(p).toStdString();
+  EXPECT_NE(plan_text(p).indexOf(qstr(to_string(Schedule::kZeroBubble))), -1);
+}
+
+// The minimum-free filter keeps exactly the plans with that share free; the CSV of the filtered
+// table has its rows, raw numbers and quoted text.
+TEST(RankedPlanModel, FilterByFreeMemoryAndCsv) {
+  RankedPlanModel m;
+  RankedPlanFilter f;
+  f.setSourceModel(&m);
+  ModelCheck check(&f);
+  std::vector<RankedPlan> plans = {ranked(1.0, 2, 3), ranked(1.2, 10, 3.6), ranked(1.5, 40, 4.5)};
+  m.set_plans(plans);
+  EXPECT_EQ(f.rowCount(), 3);
+  f.set_min_free(0.05);  // 4 GiB of 80
+  ASSERT_EQ(f.rowCount(), 2);
+  for (int r = 0; r < f.rowCount(); ++r)
+    EXPECT_GE(free_share(m.plan(f.mapToSource(f.index(r, 0)).row())), 0.05);
+  f.set_min_free(0.6);
+  EXPECT_EQ(f.rowCount(), 0);
+  f.set_min_free(0);
+  EXPECT_EQ(f.rowCount(), 3);
+  EXPECT_TRUE(check.ok()) << check.report();
+  f.set_min_free(0.05);
+  const QString csv = table_csv(f, {RankedPlanModel::kRank, RankedPlanModel::kLayout,
+                                    RankedPlanModel::kStepTime, RankedPlanModel::kHeadroom});
+  const QStringList lines = csv.split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+  ASSERT_EQ(lines.size(), 3) << csv.toStdString();
+  EXPECT_EQ(lines[0].toStdString(), "rank,plan,step_s,headroom_bytes");
+  EXPECT_TRUE(lines[1].startsWith(QStringLiteral("2,tp1 pp1 dp1 | mb1 | ZeRO-0,1.2,")))
+      << lines[1].toStdString();
+  EXPECT_TRUE(lines[1].endsWith(QString::number(10.0 * (1 << 30), 'g', 10))) << lines[1].toStdString();
+}
+
+// The 2-D Pareto front keeps the points no other beats on both axes, each in its better
+// direction; fitted axes hold every point, go logarithmic over decades, and a few far points
+// do not squeeze the rest into one spot on a linear axis they do not reach.
+TEST(SearchPlot, ParetoInTheAxesShownAndFittedRanges) {
+  const PlotAxes time_free = plot_axes(SearchPlot::kTimeVsFree);  // x: free (higher better), y: time (lower)
+  const std::vector<QPointF> pts = {{5, 1.0}, {10, 1.0}, {20, 1.5}, {15, 2.0}, {30, 3.0}, {30, 2.5}};
+  const auto front = pareto_2d(pts, time_free);
+  std::vector<std::size_t> expected = {1, 2, 5};  // (10,1.0), (20,1.5), (30,2.5)
+  EXPECT_EQ(front, expected);
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    bool dominated = false;
+    for (std::size_t j = 0; j < pts.size(); ++j)
+      dominated = dominated || (pts[j].x() >= pts[i].x() && pts[j].y() <= pts[i].y() &&
+                                (pts[j].x() > pts[i].x() || pts[j].y() < pts[i].y()));
+    EXPECT_EQ(std::find(front.begin(), front.end(), i) != front.end(), !dominated) << i;
+  }
+  const PlotAxes mfu = plot_axes(SearchPlot::kMfuVsFree);  // both higher better
+  EXPECT_EQ(pareto_2d({{5, 40}, {10, 45}, {20, 30}, {8, 50}}, mfu), (std::vector<std::size_t>{3, 1, 2}));
+
+  const AxisRange lin = fit_axis({1.0, 1.2, 1.4});
+  EXPECT_LE(lin.lo, 1.0);
+  EXPECT_GE(lin.hi, 1.4);
+  EXPECT_FALSE(lin.log);
+  EXPECT_LT(lin.hi - lin.lo, 0.6);  // the points fill most of the axis
+  const AxisRange wide = fit_axis({0.5, 2.0, 190.0});
+  EXPECT_TRUE(wide.log);
+  EXPECT_LE(wide.lo, 0.5);
+  EXPECT_GE(wide.hi, 190.0);
+  EXPECT_GE(fit_axis({0.0, 3.0}).lo, 0.0);
+
+  // Cost that is step time times one constant (same devices, same price) is not offered.
+  std::vector<RankedPlan> same = {ranked(1.0, 10, 2.0), ranked(2.0, 20, 4.0)};
+  auto offered = useful_plots(same);
+  EXPECT_EQ(std::count(offered.begin(), offered.end(), SearchPlot::kTimeVsCost), 0);
+  same.push_back(ranked(1.5, 5, 9.0));
+  offered = useful_plots(same);
+  EXPECT_EQ(std::count(offered.begin(), offered.end(), SearchPlot::kTimeVsCost), 1);
+}
+
+// Plans side by side: one column per plan, each row the plan's own figure; the breakdown rows
+// add up to the step.
+TEST(PlanSideBySideModel, OneColumnPerPlan) {
+  const SearchOutcome out = run_search(tiny_search());
+  ASSERT_TRUE(out.ok()) << out.error;
+  ASSERT_GE(out.result.plans.size(), 2u);
+  PlanSideBySideModel m;
+  ModelCheck check(&m);
+  m.set_plans({out.result.plans[0], out.result.plans[1]});
+  EXPECT_TRUE(check.ok()) << check.report();
+  ASSERT_EQ(m.columnCount(), 2);
+  for (int c = 0; c < 2; ++c) {
+    const RankedPlan& p = out.result.plans[static_cast<std::size_t>(c)];
+    EXPECT_EQ(m.headerData(c, Qt::Horizontal).toString(), plan_text(p.plan));
+    double parts = 0;
+    for (int r = 0; r < m.rowCount(); ++r) {
+      if (m.row_name(r) == QStringLiteral("step time (analytic)")) {
+        EXPECT_EQ(m.value(r, c), p.prediction.step_time_s);
+      }
+      if (m.row_name(r) == QStringLiteral("memory: total")) {
+        EXPECT_EQ(m.value(r, c), p.prediction.memory.total);
+      }
+      if (m.row_name(r).startsWith(QStringLiteral("time: "))) parts += m.value(r, c);
+    }
+    EXPECT_NEAR(parts, p.prediction.step_time_s, 1e-6 * p.prediction.step_time_s);
   }
 }
 

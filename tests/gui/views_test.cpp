@@ -4,12 +4,19 @@
 
 #include <QFile>
 #include <QImage>
+#include <QItemSelectionModel>
 #include <QSet>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QWheelEvent>
+#include <QtCharts/QChart>
+#include <QtCharts/QLegendMarker>
+#include <QtCharts/QLineSeries>
+#include <QtCharts/QScatterSeries>
+#include <QtCharts/QValueAxis>
 #include <nlohmann/json.hpp>
 
 #include "gui/models/breakdown_model.h"
@@ -248,24 +255,185 @@ TEST(SearchView, ShowsOutcomeSortedByRank) {
   v.show_outcome(out);
   ASSERT_EQ(v.proxy()->rowCount(), static_cast<int>(out.result.plans.size()));
   EXPECT_EQ(v.proxy()->index(0, 0).data(Qt::UserRole).toInt(), 1);
-  // The scatter colours ranked plans by memory headroom: its bands hold every ranked plan once,
-  // each in the band of its own free share.
+  // The plot holds every ranked plan once.
   int ranked = 0;
-  for (const auto& [name, count] : v.scatter_series()) {
-    if (!name.endsWith(QStringLiteral("free"))) continue;
-    ranked += count;
-  }
+  for (const auto& [name, count] : v.scatter_series())
+    if (name == QStringLiteral("ranked plans")) ranked += count;
+  EXPECT_EQ(ranked, static_cast<int>(out.result.plans.size()));
+}
+
+// Against cost (offered when plans differ in price per second, as plans on fewer devices do) the
+// plans are coloured by memory free: the bands hold every plan once, each in its own band.
+TEST(SearchView, CostPlotBandsByFreeMemory) {
+  SearchView v;
+  PlanInputs in;
+  in.model = "llama3-8b";
+  in.cluster = "dgx-h100-ndr";
+  in.plan.dp = 8;
+  in.plan.global_batch = 64;
+  v.set_context(in);
+  SearchOutcome out = run_search(v.request());
+  ASSERT_TRUE(out.ok()) << out.error;
+  ASSERT_GE(out.result.plans.size(), 2u);
+  out.result.plans[1].economics.cost_per_mtok_usd *= 3;  // a plan priced differently
+  v.show_outcome(out);
+  const auto offered = v.offered_plots();
+  ASSERT_EQ(std::count(offered.begin(), offered.end(), SearchPlot::kTimeVsCost), 1);
+  v.set_plot(SearchPlot::kTimeVsCost);
+  int ranked = 0;
+  for (const auto& [name, count] : v.scatter_series())
+    if (name.endsWith(QStringLiteral("free"))) ranked += count;
   EXPECT_EQ(ranked, static_cast<int>(out.result.plans.size()));
   const RankedPlan& first = out.result.plans.front();
   const double free = first.memory_headroom / first.prediction.memory.capacity;
-  const QString band = free < 0.10   ? QStringLiteral("< 10%")
+  const QString band = free < 0.10   ? QStringLiteral("under 10%")
                        : free < 0.30 ? QStringLiteral("10-30%")
                        : free < 0.50 ? QStringLiteral("30-50%")
-                                     : QStringLiteral("> 50%");
+                                     : QStringLiteral("over 50%");
   bool has_band = false;
   for (const auto& [name, count] : v.scatter_series())
     has_band = has_band || (name.contains(band) && count > 0);
   EXPECT_TRUE(has_band) << band.toStdString();
+}
+
+// Llama 3 8B on 8 H100s, a search of a few thousand candidates whose plans differ in memory.
+SearchOutcome llama_search(SearchView& v) {
+  PlanInputs in;
+  in.model = "llama3-8b";
+  in.cluster = "dgx-h100-ndr";
+  in.plan.dp = 8;
+  in.plan.global_batch = 64;
+  v.set_context(in);
+  SearchRequest req = v.request();
+  req.top_k = 50;
+  req.resimulate = 0;
+  return run_search(req);
+}
+
+// The plot separates plans: with the device count fixed, cost is step time times a constant, so
+// the default plot is step time against memory free, and time-vs-cost is not offered; the axes
+// are fitted to the plotted plans (they fill most of each axis); the legend's names are plain
+// text that names what is drawn; the Pareto front is the one of the two axes shown.
+TEST(SearchView, PlotSeparatesThePlans) {
+  SearchView v;
+  v.resize(1200, 800);
+  v.show();  // the legend lays its markers out only when shown
+  const SearchOutcome out = llama_search(v);
+  ASSERT_TRUE(out.ok()) << out.error;
+  v.show_outcome(out);
+  QCoreApplication::processEvents();
+  EXPECT_EQ(v.plot(), SearchPlot::kTimeVsFree);
+  const auto offered = v.offered_plots();
+  EXPECT_EQ(std::count(offered.begin(), offered.end(), SearchPlot::kTimeVsCost), 0);
+  QChart* c = v.chart();
+  EXPECT_EQ(c->title(), plot_axes(SearchPlot::kTimeVsFree).title);
+  // Every plotted plan within the axes, spread over most of them.
+  const auto* x = qobject_cast<QValueAxis*>(c->axes(Qt::Horizontal).value(0));
+  ASSERT_NE(x, nullptr);
+  double x0 = 1e300, x1 = -1e300;
+  int ranked = 0;
+  for (QAbstractSeries* s : c->series()) {
+    auto* sc = qobject_cast<QScatterSeries*>(s);
+    if (!sc || sc->name() != QStringLiteral("ranked plans")) continue;
+    for (const QPointF& p : sc->points()) {
+      EXPECT_GE(p.x(), x->min());
+      EXPECT_LE(p.x(), x->max());
+      x0 = std::min(x0, p.x());
+      x1 = std::max(x1, p.x());
+      ++ranked;
+    }
+  }
+  EXPECT_EQ(ranked, v.proxy()->rowCount());
+  EXPECT_GT(x1 - x0, 0.5 * (x->max() - x->min())) << "plans collapsed into a corner of the axis";
+  // The legend: plain-text names, each a series that is drawn.
+  QStringList names;
+  for (QLegendMarker* m : c->legend()->markers())
+    if (m->isVisible()) names << m->label();
+  EXPECT_TRUE(names.contains(QStringLiteral("Pareto front"))) << names.join(", ").toStdString();
+  // The margin's line, at 5% and inside the axis, where plans come near it.
+  if (x0 < 10) {
+    EXPECT_TRUE(names.contains(QStringLiteral("min. free 5%"))) << names.join(", ").toStdString();
+  }
+  for (QAbstractSeries* s : c->series())
+    if (s->name() == QStringLiteral("min. free 5%"))
+      for (const QPointF& p : qobject_cast<QLineSeries*>(s)->points()) {
+        EXPECT_EQ(p.x(), 5.0);
+        EXPECT_GE(p.x(), x->min());
+      }
+  EXPECT_FALSE(names.contains(QStringLiteral("selected")));
+  for (const QString& n : names)
+    EXPECT_FALSE(n.contains(QLatin1Char('<')) || n.contains(QLatin1Char('&'))) << n.toStdString();
+  // Pareto: no plotted plan beats a front point on both axes (more free, less time).
+  for (const auto& [name, count] : v.scatter_series())
+    if (name == QStringLiteral("Pareto front")) {
+      EXPECT_GT(count, 0);
+    }
+  QLineSeries* front = nullptr;
+  for (QAbstractSeries* s : c->series())
+    if (s->name() == QStringLiteral("Pareto front")) front = qobject_cast<QLineSeries*>(s);
+  ASSERT_NE(front, nullptr);
+  for (const QPointF& f : front->points())
+    for (int r = 0; r < v.plans()->rowCount(); ++r) {
+      const RankedPlan& p = v.plans()->plan(r);
+      const double free = 100 * free_share(p), t = p.prediction.step_time_s;
+      EXPECT_FALSE(free > f.x() + 1e-9 && t < f.y() - 1e-12) << r;
+    }
+  // MFU against memory free: the y axis is MFU in percent.
+  v.set_plot(SearchPlot::kMfuVsFree);
+  EXPECT_EQ(v.plot(), SearchPlot::kMfuVsFree);
+  EXPECT_EQ(c->title(), plot_axes(SearchPlot::kMfuVsFree).title);
+}
+
+// Clicking a plotted point selects its plan's row, and selecting rows rings their points; the
+// margin filters the table and goes into the next search; two selected plans compare side by side;
+// the CSV export has the shown rows and columns.
+TEST(SearchView, PointsRowsMarginCompareAndCsv) {
+  SearchView v;
+  const SearchOutcome out = llama_search(v);
+  ASSERT_TRUE(out.ok()) << out.error;
+  v.show_outcome(out);
+  ASSERT_GE(v.proxy()->rowCount(), 3);
+  // Click the point of the third ranked plan.
+  const RankedPlan& third = v.plans()->plan(2);
+  v.click_point(QPointF(100 * free_share(third), third.prediction.step_time_s));
+  const std::vector<int> rows = v.selected_plan_rows();
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(v.plans()->plan(rows[0]).prediction.step_time_s, third.prediction.step_time_s);
+  EXPECT_EQ(100 * free_share(v.plans()->plan(rows[0])), 100 * free_share(third));
+  int ringed = -1;
+  for (const auto& [name, count] : v.scatter_series())
+    if (name == QStringLiteral("selected")) ringed = count;
+  EXPECT_EQ(ringed, 1);
+
+  // Two rows side by side.
+  v.table()->selectionModel()->select(
+      QItemSelection(v.proxy()->index(0, 0), v.proxy()->index(1, RankedPlanModel::kColumnCount - 1)),
+      QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+  ASSERT_EQ(v.selected_plan_rows().size(), 2u);
+  v.compare_selected();
+  ASSERT_EQ(v.side_by_side()->columnCount(), 2);
+  EXPECT_EQ(v.side_by_side()->value(0, 0), v.plans()->plan(v.selected_plan_rows()[0]).prediction.step_time_s);
+
+  // The margin: every shown plan leaves it free, and the next search asks for it.
+  v.set_min_free(0.30);
+  EXPECT_DOUBLE_EQ(v.request().min_headroom, 0.30);
+  EXPECT_LT(v.proxy()->rowCount(), v.plans()->rowCount());
+  for (int r = 0; r < v.proxy()->rowCount(); ++r)
+    EXPECT_GE(free_share(v.plans()->plan(v.proxy()->mapToSource(v.proxy()->index(r, 0)).row())), 0.30);
+
+  // CSV of the table as shown, without a column the user hid.
+  v.set_column_shown(RankedPlanModel::kMfu, false);
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("plans.csv"));
+  ASSERT_TRUE(v.export_csv(path));
+  QFile f(path);
+  ASSERT_TRUE(f.open(QIODevice::ReadOnly));
+  const QStringList lines = QString::fromUtf8(f.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+  ASSERT_EQ(lines.size(), v.proxy()->rowCount() + 1);
+  EXPECT_TRUE(lines[0].startsWith(QStringLiteral("rank,plan,step_s,simulated_step_s,headroom_bytes")))
+      << lines[0].toStdString();
+  EXPECT_FALSE(lines[0].contains(QStringLiteral("mfu")));
+  EXPECT_FALSE(v.export_csv(dir.filePath(QStringLiteral("no/such/dir/plans.csv"))));
 }
 
 // Three lanes: rank 0 compute with qkv [0, 10] us and mlp_up [30, 50] us, rank 0 tp, rank 1.
