@@ -1,6 +1,7 @@
 // foresight-gui: the desktop GUI.
 //
-//   foresight-gui [TRACE.json | SESSION.json] [--sweep SPEC.json] [--predicted P.json --measured M.json]
+//   foresight-gui [TRACE.json | SESSION.json] [--sweep SPEC.json|results.jsonl|results.csv] [--predicted
+//   P.json --measured M.json]
 //       open the window; a trace opens in Timeline, a sweep spec in Sweep, two traces in Compare,
 //       a session (File > Save session) restores the Setup, its files and its view
 //   foresight-gui --screenshot out.png --view details [SESSION.json]
@@ -51,9 +52,11 @@ struct Options {
   const QCommandLineOption size{QStringLiteral("size"),
                                 QStringLiteral("window size for --screenshot and --export"),
                                 QStringLiteral("WxH"), QStringLiteral("1200x800")};
-  const QCommandLineOption sweep{QStringLiteral("sweep"),
-                                 QStringLiteral("a sweep spec to open in the Sweep view"),
-                                 QStringLiteral("SPEC")};
+  const QCommandLineOption sweep{
+      QStringLiteral("sweep"),
+      QStringLiteral(
+          "a sweep spec, or a results.jsonl or results.csv of foresight sweep, to open in the Sweep view"),
+      QStringLiteral("SPEC")};
   const QCommandLineOption predicted{
       QStringLiteral("predicted"),
       QStringLiteral("predicted trace for the Compare view (foresight simulate --trace)"),

@@ -12,7 +12,9 @@ namespace foresight::gui {
 
 namespace {
 QString tr(const char* s) { return QCoreApplication::translate("SearchPlot", s); }
-double step_of(const RankedPlan& p) { return p.simulated_step_s >= 0 ? p.simulated_step_s : p.prediction.step_time_s; }
+double step_of(const RankedPlan& p) {
+  return p.simulated_step_s >= 0 ? p.simulated_step_s : p.prediction.step_time_s;
+}
 double free_percent(const RankedPlan& p) { return 100 * free_share(p); }
 double mfu_percent(const RankedPlan& p) { return 100 * p.prediction.mfu; }
 double cost_of(const RankedPlan& p) { return p.economics.cost_per_mtok_usd; }
@@ -25,7 +27,8 @@ PlotAxes plot_axes(SearchPlot plot) {
     case SearchPlot::kMfuVsFree:
       return {plot, tr("MFU vs memory free"), free, tr("MFU (%)"), true, true, free_percent, mfu_percent};
     case SearchPlot::kTimeVsCost:
-      return {plot, tr("Step time vs cost"), tr("$ per million tokens"), step, false, false, cost_of, step_of};
+      return {plot,   tr("Step time vs cost"), tr("$ per million tokens"), step, false, false, cost_of,
+              step_of};
     case SearchPlot::kTimeVsFree:
     default:
       return {plot, tr("Step time vs memory free"), free, step, true, false, free_percent, step_of};
@@ -71,7 +74,8 @@ std::vector<std::size_t> pareto_2d(const std::vector<QPointF>& points, const Plo
       best = oy(points[i]);
       front.push_back(i);
     }
-  std::sort(front.begin(), front.end(), [&](std::size_t a, std::size_t b) { return points[a].x() < points[b].x(); });
+  std::sort(front.begin(), front.end(),
+            [&](std::size_t a, std::size_t b) { return points[a].x() < points[b].x(); });
   return front;
 }
 

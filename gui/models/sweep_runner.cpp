@@ -8,6 +8,10 @@
 #include <fstream>
 #include <thread>
 
+#include "gui/models/sweep_model.h"
+#include "sim/core/units.h"
+#include "sim/spec/plan.h"
+
 namespace foresight::gui {
 
 Result<SweepSpec> example_sweep() {
@@ -144,6 +148,36 @@ nlohmann::json cell_value(const std::string& text) {
   return text;
 }
 
+// The CSV's plan columns (tp ... zero_stage, recompute as tables show it: "full x10", "full /5",
+// sequence_parallel, virtual_stages, global_batch)
+// moved into the row's "plan" object, as results.jsonl holds it, so both files show the layout.
+void gather_plan(nlohmann::json& row) {
+  nlohmann::json plan = nlohmann::json::object();
+  for (const char* k :
+       {"tp", "pp", "dp", "cp", "ep", "micro_batch", "zero_stage", "virtual_stages", "global_batch"}) {
+    if (!row.contains(k)) continue;
+    const nlohmann::json v = row[k];
+    row.erase(k);
+    if (v.is_number() && std::floor(v.get<double>()) == v.get<double>())
+      plan[k] = static_cast<long long>(v.get<double>());
+  }
+  if (row.contains("sequence_parallel")) {
+    plan["sequence_parallel"] = row["sequence_parallel"] == "true";
+    row.erase("sequence_parallel");
+  }
+  if (row.contains("recompute") && row["recompute"].is_string()) {
+    const std::string rc = row["recompute"].get<std::string>();
+    row.erase("recompute");
+    const std::size_t space = rc.find(' ');
+    plan["recompute"] = rc.substr(0, space);
+    if (space != std::string::npos && space + 2 < rc.size()) {
+      plan["recompute_method"] = rc[space + 1] == '/' ? "uniform" : "block";
+      plan["recompute_layers"] = std::atoi(rc.c_str() + space + 2);
+    }
+  }
+  if (plan.contains("tp") && plan.contains("pp") && plan.contains("dp")) row["plan"] = std::move(plan);
+}
+
 // results.csv -> the rows results.jsonl would hold (axis values, metrics, the error).
 Result<SweepOutcome> load_sweep_csv(const std::string& csv) {
   std::ifstream in(csv);
@@ -178,6 +212,7 @@ Result<SweepOutcome> load_sweep_csv(const std::string& csv) {
         row[h] = cell_value(f[k]);
     }
     row["ok"] = !row.contains("error");
+    gather_plan(row);
     const std::size_t i = row["index"].get<std::size_t>();
     if (out.rows.size() <= i) out.rows.resize(i + 1);
     out.rows[i] = std::move(row);
@@ -226,11 +261,59 @@ Result<SweepOutcome> load_sweep_results(const std::string& jsonl) {
   return out;
 }
 
+double axis_number(const nlohmann::json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (!v.is_string()) return std::nan("");
+  const std::string t = v.get<std::string>();
+  char* end = nullptr;
+  const double plain = std::strtod(t.c_str(), &end);
+  if (!t.empty() && end && *end == '\0') return plain;
+  for (Dimension d : {Dimension::kBandwidth, Dimension::kBytes, Dimension::kSeconds, Dimension::kFlopRate,
+                      Dimension::kFlop, Dimension::kPower})
+    if (auto q = parse_quantity(t, d)) return *q;
+  return std::nan("");
+}
+
+std::string sweep_base_text(const nlohmann::json& base) {
+  auto name = [](const nlohmann::json& v) {
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_object() && v.contains("name") && v["name"].is_string()) return v["name"].get<std::string>();
+    return std::string("?");
+  };
+  std::string s =
+      name(base.value("model", nlohmann::json())) + " on " + name(base.value("cluster", nlohmann::json()));
+  if (base.contains("gpus")) s += ", " + base["gpus"].dump() + " GPUs";
+  const nlohmann::json plan = base.value("plan", nlohmann::json());
+  if (plan.is_string()) {
+    const nlohmann::json search = base.value("search", nlohmann::json::object());
+    s += ", searched plan";
+    if (search.contains("global_batch")) s += ", global batch " + search["global_batch"].dump();
+  } else if (plan.is_object()) {
+    if (plan.contains("global_batch")) s += ", global batch " + plan["global_batch"].dump();
+    nlohmann::json full = plan;
+    if (!full.contains("dp")) full["dp"] = 1;  // the layout text needs a dp; the points set theirs
+    if (auto p = plan_from_json(full, "base")) {
+      std::string layout = layout_string(*p);
+      if (const auto at = layout.find(" dp1"); !plan.contains("dp") && at != std::string::npos)
+        layout.erase(at, 4);
+      s += ", " + layout + ", ZeRO-" + std::to_string(p->zero_stage);
+    }
+  }
+  return s;
+}
+
 SweepChart sweep_chart(const SweepOutcome& out, const std::string& metric, int axis) {
   SweepChart c;
   if (axis < 0 || axis >= static_cast<int>(out.axes.size())) return c;
   const std::string& x = out.axes[static_cast<std::size_t>(axis)];
-  auto label = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  auto label = [](const nlohmann::json& v) {
+    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+        std::abs(v.get<double>()) < 1e15)
+      return std::to_string(static_cast<long long>(v.get<double>()));  // a CSV's 16 reads as 16.0
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  };
+  for (const std::string& a : out.axes)
+    if (a != x) c.series_title += (c.series_title.empty() ? "" : ", ") + axis_title(a).toStdString();
   auto index_of = [](std::vector<std::string>& list, const std::string& v) {
     auto it = std::find(list.begin(), list.end(), v);
     if (it != list.end()) return static_cast<std::size_t>(it - list.begin());
@@ -246,16 +329,53 @@ SweepChart sweep_chart(const SweepOutcome& out, const std::string& metric, int a
     if (!row.is_object() || !row.contains("axes")) continue;
     const auto& axes = row["axes"];
     if (!axes.contains(x)) continue;
-    std::string rest;
+    std::string rest;  // "gpus 16, nic/bandwidth 100Gbps": the other axes' values, named
     for (const std::string& a : out.axes)
-      if (a != x && axes.contains(a)) rest += (rest.empty() ? "" : ", ") + label(axes[a]);
+      if (a != x && axes.contains(a))
+        rest += (rest.empty() ? "" : ", ") + axis_title(a).toStdString() + " " + label(axes[a]);
     const double v = row.value("ok", false) && row.contains(metric) && row[metric].is_number()
                          ? row[metric].get<double>()
                          : std::nan("");
-    cells.push_back({index_of(c.series, rest), index_of(c.categories, label(axes[x])), v});
+    const std::size_t category = index_of(c.categories, label(axes[x]));
+    if (category == c.x.size()) c.x.push_back(NAN);
+    cells.push_back({index_of(c.series, rest), category, v});
   }
   c.values.assign(c.series.size(), std::vector<double>(c.categories.size(), std::nan("")));
   for (const Cell& cell : cells) c.values[cell.series][cell.category] = cell.value;
+  // Numbers in the labels' own unit when they share one ("100Gbps", "400Gbps": 100 and 400 Gbps),
+  // else in SI base units.
+  std::vector<std::string> units(c.categories.size());
+  for (std::size_t j = 0; j < c.categories.size(); ++j) {
+    char* end = nullptr;
+    const double v = std::strtod(c.categories[j].c_str(), &end);
+    if (end != c.categories[j].c_str()) {
+      c.x[j] = v;
+      units[j] = end;
+    }
+  }
+  const bool one_unit =
+      std::all_of(c.x.begin(), c.x.end(), [](double v) { return std::isfinite(v); }) &&
+      std::all_of(units.begin(), units.end(), [&](const std::string& u) { return u == units.front(); });
+  if (one_unit) {
+    c.x_unit = units.empty() ? "" : units.front();
+  } else {
+    for (std::size_t j = 0; j < c.categories.size(); ++j) c.x[j] = axis_number(c.categories[j]);
+  }
+  c.numeric = !c.x.empty() && std::all_of(c.x.begin(), c.x.end(), [](double v) { return std::isfinite(v); });
+  if (!c.numeric) c.x_unit.clear();
+  if (c.numeric) {  // categories in the order of their numbers (a line chart's x)
+    std::vector<std::size_t> order(c.x.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return c.x[a] < c.x[b]; });
+    SweepChart sorted = c;
+    for (std::size_t j = 0; j < order.size(); ++j) {
+      sorted.categories[j] = c.categories[order[j]];
+      sorted.x[j] = c.x[order[j]];
+      for (std::size_t i = 0; i < c.values.size(); ++i) sorted.values[i][j] = c.values[i][order[j]];
+    }
+    c = std::move(sorted);
+  }
   return c;
 }
 

@@ -40,12 +40,27 @@ Result<SweepOutcome> load_sweep_results(const std::string& jsonl);
 // What a chart of one metric against one axis shows: the axis' values as categories (in the
 // points' order), one series per combination of the other axes' values, NaN where a point has no
 // value. `metric` is a row key such as "step_time_s".
+// When every value of the axis is a number or a quantity ("100Gbps", "80GiB"), the chart is
+// `numeric`: `x` holds each category's number (SI base units) and the categories are in its order,
+// for a line chart; otherwise (preset names, for instance) the categories keep the points' order.
 struct SweepChart {
   std::vector<std::string> categories;
-  std::vector<std::string> series;          // "" when the sweep has one axis
+  std::vector<double> x;  // per category: its number, NaN where it is none
+  bool numeric = false;
+  std::string x_unit;                       // the unit the labels share ("Gbps"), "" for none or SI
+  std::string series_title;                 // the other axes' titles: "gpus, nic/bandwidth"
+  std::vector<std::string> series;          // "gpus 16, nic/bandwidth 100Gbps"; "" with one axis
   std::vector<std::vector<double>> values;  // [series][category]
 };
 SweepChart sweep_chart(const SweepOutcome& out, const std::string& metric, int axis);
+
+// An axis value as a number: a JSON number, or a string that reads as a number or as a quantity
+// with its unit (in SI base units: "100Gbps" is 1.25e10 bytes/s); NaN otherwise.
+double axis_number(const nlohmann::json& v);
+
+// The base of a sweep in a line: "llama3-8b on dgx-h100-ndr, 16 GPUs, global batch 256, tp2 pp2 sp,
+// ZeRO-1" (model and cluster by name, expanded presets included; "searched plan" for a search).
+std::string sweep_base_text(const nlohmann::json& base);
 
 // The GUI's built-in example: Llama 3 8B on 16, 32 and 64 H100s with 100, 200 and 400 Gb/s NICs
 // (tp 2, pp 2, sequence parallel, ZeRO-1, 256 sequences per step).

@@ -33,6 +33,7 @@
 
 #include "gui/models/format.h"
 #include "gui/models/ranked_plan_model.h"
+#include "gui/views/chart_axes.h"
 #include "gui/views/tables.h"
 
 namespace foresight::gui {
@@ -353,24 +354,6 @@ class HeadroomBands {
   std::vector<QScatterSeries*> series_;
 };
 
-QAbstractAxis* make_axis(const AxisRange& r, const QString& title) {
-  if (r.log) {
-    auto* a = new QLogValueAxis;
-    a->setBase(10);
-    a->setRange(r.lo, r.hi);
-    a->setMinorTickCount(8);
-    a->setLabelFormat(QStringLiteral("%.3g"));
-    a->setTitleText(title);
-    return a;
-  }
-  auto* a = new QValueAxis;
-  a->setRange(r.lo, r.hi);
-  a->applyNiceNumbers();
-  a->setLabelFormat(QStringLiteral("%.3g"));
-  a->setTitleText(title);
-  return a;
-}
-
 }  // namespace
 
 std::vector<SearchPlot> SearchView::offered_plots() const { return useful_plots(plans_->plans()); }
@@ -463,8 +446,8 @@ void SearchView::rebuild_plot() {
   selected_ = scatter_series_of(tr("selected"), 16, QColor(0, 0, 0, 0));
   selected_->setBorderColor(QColor(0x21, 0x21, 0x21));
   c->addSeries(selected_);
-  QAbstractAxis* x = make_axis(xr, axes.x_title);
-  QAbstractAxis* y = make_axis(yr, axes.y_title);
+  QAbstractAxis* x = value_axis(xr, axes.x_title);
+  QAbstractAxis* y = value_axis(yr, axes.y_title);
   c->addAxis(x, Qt::AlignBottom);
   c->addAxis(y, Qt::AlignLeft);
   for (QAbstractSeries* s : c->series()) {

@@ -19,12 +19,15 @@
 #include <QtCharts/QBarSet>
 #include <QtCharts/QChart>
 #include <QtCharts/QChartView>
+#include <QtCharts/QLineSeries>
 #include <QtCharts/QValueAxis>
 #include <QtConcurrent/QtConcurrentRun>
 #include <cmath>
 
 #include "gui/models/format.h"
+#include "gui/models/search_plot.h"
 #include "gui/models/sweep_model.h"
+#include "gui/views/chart_axes.h"
 #include "gui/views/tables.h"
 
 namespace foresight::gui {
@@ -160,6 +163,13 @@ void SweepView::open_dialog() {
 
 void SweepView::open_file(const QString& path) {
   if (loader_.isRunning() || controller_->running()) return;
+  // A results file (results.jsonl or results.csv of `foresight sweep`) opens as the Open results
+  // button opens it; anything else is a spec.
+  if (path.endsWith(QStringLiteral(".jsonl"), Qt::CaseInsensitive) ||
+      path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive)) {
+    (void)open_results(path.toStdString());
+    return;
+  }
   status_->setStyleSheet(QString());
   status_->setText(tr("Checking %1...").arg(path));
   loader_.setFuture(QtConcurrent::run([p = path.toStdString()] { return load_sweep(p); }));
@@ -171,10 +181,11 @@ void SweepView::set_spec(SweepSpec spec) {
   QStringList axes;
   for (const auto& [pointer, values] : spec_.axes)
     axes << tr("%1 (%2 values)").arg(qstr(pointer)).arg(values.size());
-  spec_label_->setText(tr("<b>%1</b>: %2 points, %3 engine; axes: %4")
+  spec_label_->setText(tr("<b>%1</b>: %2 points, %3 engine; base: %4; axes: %5")
                            .arg(QFileInfo(qstr(spec_.file)).fileName().toHtmlEscaped())
                            .arg(spec_.points.size())
                            .arg(qstr(spec_.engine))
+                           .arg(qstr(sweep_base_text(spec_.base)).toHtmlEscaped())
                            .arg(axes.join(QStringLiteral(", ")).toHtmlEscaped()));
   status_->setStyleSheet(QString());
   status_->setText(tr("Every point checked; press Run."));
@@ -233,7 +244,20 @@ Status SweepView::open_results(const std::string& jsonl) {
     status_->setText(qstr(out.error().message()).toHtmlEscaped());
     return out.error();
   }
-  spec_label_->setText(tr("Results: %1").arg(qstr(jsonl)));
+  // A results file has no base; its plans tell the batch.
+  QString batch;
+  for (const auto& row : out->rows)
+    if (row.is_object() && row.contains("plan") && row["plan"].contains("global_batch")) {
+      batch = tr("; global batch %1").arg(qstr(row["plan"]["global_batch"].dump()));
+      break;
+    }
+  QStringList axes;
+  for (const std::string& a : out->axes) axes << qstr(a);
+  spec_label_->setText(tr("<b>Results</b>: %1 (%2 points%3); axes: %4")
+                           .arg(qstr(jsonl).toHtmlEscaped())
+                           .arg(out->rows.size())
+                           .arg(batch)
+                           .arg(axes.join(QStringLiteral(", ")).toHtmlEscaped()));
   show_outcome(*out);
   return Status::Ok();
 }
@@ -258,6 +282,8 @@ std::string SweepView::chart_metric() const { return metric_->currentData().toSt
 int SweepView::chart_axis() const { return axis_->currentIndex(); }
 
 QString SweepView::status_text() const { return status_->text(); }
+QString SweepView::header_text() const { return spec_label_->text(); }
+QChart* SweepView::chart() const { return chart_->chart(); }
 
 void SweepView::rebuild_chart() {
   QChart* c = chart_->chart();
@@ -272,42 +298,81 @@ void SweepView::rebuild_chart() {
     c->setTitle(QString());
     return;
   }
-  // One bar set per combination of the other axes (the first few), categories = the axis' values.
-  auto* series = new QBarSeries;
-  double top = 0;
   const std::size_t sets = std::min<std::size_t>(data.series.size(), kMaxSeries);
   const std::size_t cats = std::min<std::size_t>(data.categories.size(), kMaxBars);
-  for (std::size_t i = 0; i < sets; ++i) {
-    auto* set = new QBarSet(data.series[i].empty() ? metric_->currentText() : qstr(data.series[i]));
-    for (std::size_t j = 0; j < cats; ++j) {
-      const double v = data.values[i][j];
-      *set << (std::isnan(v) ? 0.0 : v);  // a failed point shows no bar
-      if (!std::isnan(v)) top = std::max(top, v);
+  auto series_name = [&](std::size_t i) {
+    return data.series[i].empty() ? metric_->currentText() : qstr(data.series[i]);
+  };
+  if (data.numeric) {
+    // A numeric axis: one line per combination of the other axes, on value axes (logarithmic where
+    // the values span decades: 8 to 2,048 GPUs).
+    std::vector<double> xs(data.x.begin(), data.x.begin() + static_cast<std::ptrdiff_t>(cats)), ys;
+    std::vector<QLineSeries*> lines;
+    for (std::size_t i = 0; i < sets; ++i) {
+      auto* line = new QLineSeries;
+      line->setName(series_name(i));
+      line->setPointsVisible(true);
+      for (std::size_t j = 0; j < cats; ++j) {
+        const double v = data.values[i][j];
+        if (std::isnan(v)) continue;  // a failed point leaves a gap in the line
+        line->append(data.x[j], v);
+        ys.push_back(v);
+      }
+      c->addSeries(line);
+      lines.push_back(line);
     }
-    series->append(set);
+    if (ys.empty()) ys.push_back(0);
+    QAbstractAxis* x = value_axis(
+        fit_axis(xs), data.x_unit.empty() ? axis_->currentText()
+                                          : tr("%1 (%2)").arg(axis_->currentText(), qstr(data.x_unit)));
+    QAbstractAxis* y = value_axis(fit_axis(ys), metric_->currentText());
+    c->addAxis(x, Qt::AlignBottom);
+    c->addAxis(y, Qt::AlignLeft);
+    for (QLineSeries* l : lines) {
+      l->attachAxis(x);
+      l->attachAxis(y);
+    }
+  } else {
+    // One bar set per combination of the other axes (the first few), categories = the axis' values.
+    auto* series = new QBarSeries;
+    double top = 0;
+    for (std::size_t i = 0; i < sets; ++i) {
+      auto* set = new QBarSet(series_name(i));
+      for (std::size_t j = 0; j < cats; ++j) {
+        const double v = data.values[i][j];
+        *set << (std::isnan(v) ? 0.0 : v);  // a failed point shows no bar
+        if (!std::isnan(v)) top = std::max(top, v);
+      }
+      series->append(set);
+    }
+    c->addSeries(series);
+    QStringList categories;
+    for (std::size_t j = 0; j < cats; ++j) categories << qstr(data.categories[j]);
+    auto* x = new QBarCategoryAxis;
+    x->append(categories);
+    if (categories.size() > 12) x->setLabelsAngle(-60);
+    x->setTitleText(axis_->currentText());
+    c->addAxis(x, Qt::AlignBottom);
+    series->attachAxis(x);
+    auto* y = new QValueAxis;
+    y->setRange(0, top > 0 ? top * 1.1 : 1.0);
+    y->applyNiceNumbers();
+    y->setTitleText(metric_->currentText());
+    y->setLabelFormat(QStringLiteral("%.3g"));
+    c->addAxis(y, Qt::AlignLeft);
+    series->attachAxis(y);
   }
-  c->addSeries(series);
-  QStringList categories;
-  for (std::size_t j = 0; j < cats; ++j) categories << qstr(data.categories[j]);
-  auto* x = new QBarCategoryAxis;
-  x->append(categories);
-  if (categories.size() > 12) x->setLabelsAngle(-60);
-  x->setTitleText(axis_->currentText());
-  c->addAxis(x, Qt::AlignBottom);
-  series->attachAxis(x);
-  auto* y = new QValueAxis;
-  y->setRange(0, top > 0 ? top * 1.1 : 1.0);
-  y->applyNiceNumbers();
-  y->setTitleText(metric_->currentText());
-  y->setLabelFormat(QStringLiteral("%.3g"));
-  c->addAxis(y, Qt::AlignLeft);
-  series->attachAxis(y);
   if (sets > 1)
     c->legend()->show();
   else
     c->legend()->hide();
-  c->setTitle(tr("%1 against %2%3")
+  // The legend has no title of its own: the chart's title names what its entries are.
+  c->setTitle(tr("%1 against %2%3%4")
                   .arg(metric_->currentText(), axis_->currentText())
+                  .arg(sets > 1 ? tr(", one %1 per %2")
+                                      .arg(data.numeric ? tr("line") : tr("bar colour"))
+                                      .arg(qstr(data.series_title))
+                                : QString())
                   .arg(data.series.size() > sets
                            ? tr(" (first %1 of %2 series)").arg(sets).arg(data.series.size())
                            : QString()));

@@ -1,6 +1,8 @@
 // Sweep: a what-if study (a sweep spec such as scenarios/*.json) run on a worker thread with
-// progress and cancel; one row per point (axis values, step time, MFU, memory, cost, or why it
-// failed) in a sortable table, and the step time of every point as a bar chart.
+// progress and cancel, or the results file of `foresight sweep` (JSONL or CSV, alike); one row
+// per point (axis values, step time, MFU, memory, cost, layout, or why it failed) in a sortable
+// table, and any metric against any axis: lines on value axes (logarithmic over decades) for a
+// numeric axis, bars for named values, one line or bar colour per combination of the other axes.
 #pragma once
 
 #include <QFutureWatcher>
@@ -10,6 +12,7 @@
 #include "gui/models/sweep_runner.h"
 #include "sim/core/status.h"
 
+class QChart;
 class QChartView;
 class QLabel;
 class QProgressBar;
@@ -49,6 +52,9 @@ class SweepView : public QWidget {
   // The spec's file ("" for none; the built-in example has no file).
   QString spec_file() const;
   QString status_text() const;
+  // The header: the spec's file, points, engine, base (model, cluster, GPUs, batch, layout) and axes.
+  QString header_text() const;
+  QChart* chart() const;
 
  public Q_SLOTS:
   void open_dialog();

@@ -611,7 +611,8 @@ Status write_sweep_csv(const SweepSpec& s, const std::string& out_dir) {
                            "recompute_s",
                            "activations_gib"};
   for (const char* m : metrics) out << "," << m;
-  out << ",tp,pp,dp,cp,ep,micro_batch,zero_stage,recompute,error\n";
+  out << ",tp,pp,dp,cp,ep,micro_batch,zero_stage,recompute,sequence_parallel,virtual_stages,global_batch,"
+         "error\n";
   auto cell = [](const json& v) {
     std::string t = v.is_string() ? v.get<std::string>() : v.dump();
     if (t.find_first_of(",\"\n") != std::string::npos) {
@@ -638,6 +639,8 @@ Status write_sweep_csv(const SweepSpec& s, const std::string& out_dir) {
       rc += (plan.value("recompute_method", "block") == "uniform" ? " /" : " x") +
             plan["recompute_layers"].dump();
     out << "," << cell(rc);
+    for (const char* k : {"sequence_parallel", "virtual_stages", "global_batch"})
+      out << "," << (plan.contains(k) ? cell(plan[k]) : "");
     out << "," << (row.contains("error") ? cell(row["error"]) : "") << "\n";
   }
   return write_file_atomically(csv, out.str());

@@ -7,11 +7,16 @@
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTemporaryDir>
+#include <QtCharts/QBarSeries>
+#include <QtCharts/QChart>
+#include <QtCharts/QLineSeries>
+#include <QtCharts/QLogValueAxis>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
 
+#include "gui/models/format.h"
 #include "gui/models/sweep_model.h"
 #include "gui/models/sweep_runner.h"
 #include "gui/views/sweep_view.h"
@@ -96,6 +101,71 @@ TEST(Sweep, ControllerRunsOnItsThread) {
   EXPECT_FALSE(c.running());
 }
 
+// Numeric axes chart as numbers in the labels' own unit, sorted; named values stay categories;
+// each series names the other axes' values.
+TEST(Sweep, NumericAxesAndNamedSeries) {
+  auto spec = example_sweep();
+  ASSERT_TRUE(spec.ok());
+  const SweepOutcome out = run_sweep_points(*spec, {}, nullptr, 1);
+  const int gpus = out.axes[0] == "/gpus" ? 0 : 1;
+  const SweepChart by_gpus = sweep_chart(out, "step_time_s", gpus);
+  EXPECT_TRUE(by_gpus.numeric);
+  EXPECT_EQ(by_gpus.x, (std::vector<double>{16, 32, 64}));
+  EXPECT_EQ(by_gpus.x_unit, "");
+  EXPECT_EQ(by_gpus.series_title, "nic/bandwidth");
+  EXPECT_EQ(by_gpus.series.front(), "nic/bandwidth 100Gbps");
+  const SweepChart by_nic = sweep_chart(out, "step_time_s", 1 - gpus);
+  EXPECT_TRUE(by_nic.numeric);
+  EXPECT_EQ(by_nic.x, (std::vector<double>{100, 200, 400}));
+  EXPECT_EQ(by_nic.x_unit, "Gbps");
+  EXPECT_EQ(by_nic.series.front(), "gpus 16");
+  EXPECT_DOUBLE_EQ(axis_number("400Gbps"), 50e9);
+  EXPECT_TRUE(std::isnan(axis_number("llama3-8b")));
+
+  // Preset names: categories in the points' order; 8 to 2,048 GPUs: numbers spanning decades.
+  SweepOutcome named;
+  named.axes = {"/model"};
+  SweepOutcome wide;
+  wide.axes = {"/gpus"};
+  const std::vector<int> counts = {2048, 8, 64, 512};
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    named.rows.push_back({{"index", i},
+                          {"ok", true},
+                          {"step_time_s", 1.0 + i},
+                          {"axes", {{"/model", i % 2 ? "gpt3-175b" : "llama3-8b-" + std::to_string(i)}}}});
+    wide.rows.push_back(
+        {{"index", i}, {"ok", true}, {"step_time_s", 4096.0 / counts[i]}, {"axes", {{"/gpus", counts[i]}}}});
+  }
+  const SweepChart n = sweep_chart(named, "step_time_s", 0);
+  EXPECT_FALSE(n.numeric);
+  EXPECT_EQ(n.categories.front(), "llama3-8b-0");
+  const SweepChart w = sweep_chart(wide, "step_time_s", 0);
+  ASSERT_TRUE(w.numeric);
+  EXPECT_EQ(w.x, (std::vector<double>{8, 64, 512, 2048}));
+  EXPECT_EQ(w.values[0], (std::vector<double>{512, 64, 8, 2}));
+  // The view draws it as a line on logarithmic axes, so 2,048 GPUs is as visible as 8.
+  SweepView v;
+  v.show_outcome(wide);
+  QChart* c = v.chart();
+  ASSERT_EQ(c->series().size(), 1);
+  EXPECT_NE(qobject_cast<QLineSeries*>(c->series().front()), nullptr);
+  EXPECT_NE(qobject_cast<QLogValueAxis*>(c->axes(Qt::Horizontal).value(0)), nullptr);
+  EXPECT_NE(qobject_cast<QLogValueAxis*>(c->axes(Qt::Vertical).value(0)), nullptr);
+  // Named values: bars.
+  v.show_outcome(named);
+  EXPECT_NE(qobject_cast<QBarSeries*>(v.chart()->series().front()), nullptr);
+  // The example's header names its base, and its chart's title what the lines are.
+  SweepView e;
+  e.set_spec(*spec);
+  EXPECT_TRUE(
+      e.header_text().contains(QStringLiteral("llama3-8b on dgx-h100-ndr, 16 GPUs, global batch 256")))
+      << e.header_text().toStdString();
+  e.show_outcome(out);
+  e.set_chart("step_time_s", gpus);
+  EXPECT_TRUE(e.chart()->title().contains(QStringLiteral("one line per nic/bandwidth")))
+      << e.chart()->title().toStdString();
+}
+
 TEST(Sweep, AxisTitles) {
   EXPECT_EQ(axis_title("/cluster/node/nic/bandwidth"), QStringLiteral("nic/bandwidth"));
   EXPECT_EQ(axis_title("/gpus"), QStringLiteral("gpus"));
@@ -141,6 +211,24 @@ TEST(Sweep, ResultsFileAndAnyMetricAgainstAnyAxis) {
   ASSERT_EQ(cc.values.size(), c.values.size());
   for (std::size_t i = 0; i < c.values.size(); ++i)
     for (std::size_t j = 0; j < c.values[i].size(); ++j) EXPECT_NEAR(cc.values[i][j], c.values[i][j], 1e-12);
+  // The CSV's plans give the same Layout column as the JSONL's.
+  SweepModel from_jsonl_model, from_csv_model;
+  from_jsonl_model.set_outcome(*out);
+  from_csv_model.set_outcome(*from_csv);
+  const int layout = from_csv_model.column_of(SweepModel::kLayout);
+  for (int r = 0; r < from_csv_model.rowCount(); ++r) {
+    EXPECT_FALSE(from_csv_model.index(r, layout).data().toString().isEmpty()) << r;
+    EXPECT_EQ(from_csv_model.index(r, layout).data().toString(),
+              from_jsonl_model.index(r, layout).data().toString());
+  }
+  // --sweep and Open alike: a results file given as a file opens as results, CSV or JSONL.
+  for (const std::string& file : {jsonl, o.out_dir + "/results.csv"}) {
+    SweepView w;
+    w.open_file(qstr(file));
+    EXPECT_EQ(w.model()->rowCount(), 9) << file;
+    EXPECT_TRUE(w.header_text().contains(QStringLiteral("global batch 256")))
+        << w.header_text().toStdString();
+  }
   // The view shows it and re-plots on request.
   SweepView v;
   ASSERT_TRUE(v.open_results(jsonl).ok());
