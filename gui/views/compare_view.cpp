@@ -55,6 +55,17 @@ QWidget* titled(const QString& title, QWidget* w) {
   return box;
 }
 
+// The comparison's notes as lines under the summary; a synthetic trace's in the warning colour.
+QString notes_html(const Comparison& c) {
+  QString out;
+  for (const std::string& n : c.notes)
+    out += QStringLiteral("<br>") +
+           (c.synthetic ? QStringLiteral("<span style=\"color:#b36b00\"><b>Note:</b> ")
+                        : QStringLiteral("<span><b>Note:</b> ")) +
+           qstr(n).toHtmlEscaped() + QStringLiteral("</span>");
+  return out;
+}
+
 }  // namespace
 
 CompareView::CompareView(QWidget* parent) : QWidget(parent) {
@@ -70,8 +81,8 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   compare_ = new QPushButton(tr("Compare"));
   compare_->setEnabled(false);
   summary_ =
-      new QLabel(tr("Open a trace from `foresight simulate --trace` and one from `foresight run --trace` "
-                    "of the same plan."));
+      new QLabel(tr("Open a trace from `foresight simulate --trace` and, of the same plan, one from "
+                    "`foresight run --trace` or a PyTorch profiler trace (compared by kind of op)."));
   summary_->setWordWrap(true);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
@@ -99,7 +110,9 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   tables->setSizes({500, 680});
   auto* charts = new QSplitter(Qt::Vertical);
   charts->addWidget(titled(tr("Predicted"), predicted_gantt_));
-  charts->addWidget(titled(tr("Measured"), measured_gantt_));
+  QWidget* measured_box = titled(tr("Measured"), measured_gantt_);
+  measured_title_ = measured_box->findChild<QLabel*>();
+  charts->addWidget(measured_box);
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(tables);
   split->addWidget(charts);
@@ -113,9 +126,9 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   top->addWidget(split, 1);
 
   auto pick = [this](bool predicted) {
-    const QString path =
-        QFileDialog::getOpenFileName(this, predicted ? tr("Predicted trace") : tr("Measured trace"),
-                                     QString(), tr("Chrome traces (*.json);;All files (*)"));
+    const QString path = QFileDialog::getOpenFileName(
+        this, predicted ? tr("Predicted trace") : tr("Measured trace"), QString(),
+        tr("Chrome and PyTorch profiler traces (*.json);;All files (*)"));
     if (path.isEmpty()) return;
     set_files(predicted ? path : predicted_path_, predicted ? measured_path_ : path);
   };
@@ -167,7 +180,12 @@ void CompareView::set_comparison(Comparison c) {
                              err >= 0 ? QStringLiteral("+") : QString(), QString::number(err, 'f', 1))
                         .arg(r.matched_ops)
                         .arg(r.ranks.size())
-                        .arg(r.ranks.size() == 1 ? QString() : QStringLiteral("s")));
+                        .arg(r.ranks.size() == 1 ? QString() : QStringLiteral("s")) +
+                    notes_html(c));
+  measured_title_->setText(c.synthetic ? tr("Measured (synthetic: not a measurement)")
+                           : c.measured_source == "foresight"
+                               ? tr("Measured")
+                               : tr("Measured (%1)").arg(qstr(c.measured_source)));
   kinds_->set_report(r);
   worst_->set_report(r);
   predicted_->set_timeline(std::move(c.predicted));
@@ -187,5 +205,6 @@ void CompareView::show_error(const QString& message) {
 }
 
 QString CompareView::summary_text() const { return summary_->text(); }
+QString CompareView::measured_title() const { return measured_title_->text(); }
 
 }  // namespace foresight::gui

@@ -37,6 +37,7 @@ class CompareView : public QWidget {
   const TimelineModel* predicted_timeline() const { return predicted_; }
   const TimelineModel* measured_timeline() const { return measured_; }
   QString summary_text() const;
+  QString measured_title() const;
   // For File > Export: both Gantt charts, one above the other.
   std::vector<QWidget*> plots() const;
   QString predicted_path() const { return predicted_path_; }
@@ -55,6 +56,7 @@ class CompareView : public QWidget {
   QLabel* measured_label_;
   QPushButton* compare_;
   QLabel* summary_;
+  QLabel* measured_title_ = nullptr;  // "Measured", or what kind of measurement it is
   TimelineWidget* predicted_gantt_;
   TimelineWidget* measured_gantt_;
   QFutureWatcher<Result<Comparison>> watcher_;

@@ -162,11 +162,35 @@ std::unordered_map<const TraceOp*, double> receive_spans(const Trace& t) {
   }
   return out;
 }
+// The plan fields two traces' plans disagree on, each with both values: "precision: bf16 in the
+// predicted trace, fp32 in the measured one; micro_batch: 2, 1" (a field one plan lacks reads
+// "(unset)").
+std::string plan_differences(const nlohmann::json& predicted, const nlohmann::json& measured) {
+  std::set<std::string> keys;
+  for (const auto* plan : {&predicted, &measured})
+    if (plan->is_object())
+      for (const auto& [k, v] : plan->items()) keys.insert(k);
+  std::string out;
+  auto text = [](const nlohmann::json& plan, const std::string& k) {
+    if (!plan.is_object() || !plan.contains(k)) return std::string("(unset)");
+    return plan[k].is_string() ? plan[k].get<std::string>() : plan[k].dump();
+  };
+  for (const std::string& k : keys) {
+    const std::string a = text(predicted, k), b = text(measured, k);
+    if (a == b) continue;
+    out += (out.empty() ? "" : "; ") + k + ": " + a +
+           (out.empty() ? " in the predicted trace, " + b + " in the measured one" : ", " + b);
+  }
+  return out;
+}
+
 // The traces are of the same plan and model.
 Status check_same_job(const Trace& p, const Trace& m) {
   if (p.metadata.contains("plan") && m.metadata.contains("plan") && p.metadata["plan"] != m.metadata["plan"])
-    return Error(p.file + " and " + m.file + ": the traces are of different plans: " +
-                 p.metadata["plan"].dump() + " vs " + m.metadata["plan"].dump());
+    return Error(p.file + " and " + m.file + ": the traces are of different plans (" +
+                 plan_differences(p.metadata["plan"], m.metadata["plan"]) +
+                 "); trace the same plan file with both, e.g. `foresight simulate --plan P --trace` and "
+                 "`foresight run --plan P --trace`");
   if (p.metadata.value("model", "") != m.metadata.value("model", ""))
     return Error(p.file + " and " + m.file + ": the traces are of different models (" +
                  p.metadata.value("model", "?") + " vs " + m.metadata.value("model", "?") + ")");

@@ -102,6 +102,20 @@ TEST(Compare, RefusesTracesThatCannotBeCompared) {
   auto r = compare_traces(*p, *other);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message().find("different plans"), std::string::npos);
+  // The error names the field that differs, with both values, not both plans whole.
+  EXPECT_NE(r.error().message().find("tp: 2 in the predicted trace, 4 in the measured one"),
+            std::string::npos)
+      << r.error().message();
+  auto more = load_trace(
+      write("fs-cmp-m.json", trace(200e-6, 100, 50, {{"tp", 2}, {"precision", "fp32"}, {"micro_batch", 2}})));
+  auto two = load_trace(write("fs-cmp-b.json", trace(200e-6, 100, 50, {{"tp", 2}, {"precision", "bf16"}})));
+  r = compare_traces(*two, *more);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("(micro_batch: (unset) in the predicted trace, 2 in the measured one; "
+                                     "precision: bf16, fp32)"),
+            std::string::npos)
+      << r.error().message();
+  EXPECT_EQ(r.error().message().find("{\""), std::string::npos) << "no plan JSON in the message";
 
   nlohmann::json fewer = trace(200e-6, 100, 50);
   fewer["traceEvents"].erase(fewer["traceEvents"].begin() + 2);  // r0's all-reduce

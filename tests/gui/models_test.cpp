@@ -6,6 +6,7 @@
 #include <QSortFilterProxyModel>
 #include <QTemporaryDir>
 #include <algorithm>
+#include <fstream>
 
 #include "gui/models/breakdown_model.h"
 #include "gui/models/compare_models.h"
@@ -318,6 +319,49 @@ TEST(TimelineModel, OneRowPerOpOfTheTrace) {
   EXPECT_DOUBLE_EQ(m.timeline().step_s, sim->step_s);
 }
 
+// A PyTorch profiler trace as the measured side: compared by kind per step (after the first of
+// three steps), with a note that says so; the kind table holds the measured kinds.
+TEST(CompareModels, ProfilerTraceComparedByKind) {
+  QTemporaryDir dir;
+  ASSERT_TRUE(dir.isValid());
+  auto traces = write_example_traces(tiny_inputs(), dir.path().toStdString());
+  ASSERT_TRUE(traces.ok()) << traces.error().message();
+  std::string events;
+  for (int s = 0; s < 3; ++s) {
+    const int t0 = 1000 * s;
+    events += (s ? ",\n" : "") +
+              std::string(R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)") +
+              std::to_string(s) + R"(", "pid": 100, "tid": 100, "ts": )" + std::to_string(t0) +
+              R"(, "dur": 900},
+{"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7, "ts": )" +
+              std::to_string(t0 + 100) + R"(, "dur": 500},
+{"ph": "X", "cat": "kernel", "name": "flash_fwd_kernel", "pid": 0, "tid": 7, "ts": )" +
+              std::to_string(t0 + 650) + R"(, "dur": 200})";
+  }
+  const std::string kineto = dir.filePath(QStringLiteral("rank0.json")).toStdString();
+  std::ofstream(kineto) << "{\"schemaVersion\": 1, \"traceEvents\": [\n" << events << "\n]}\n";
+  auto c = load_comparison(traces->predicted, kineto);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->measured_source, "pytorch (kineto)");
+  EXPECT_FALSE(c->synthetic);
+  EXPECT_NEAR(c->report.measured_step_s, 900e-6, 1e-12);
+  ASSERT_FALSE(c->notes.empty());
+  EXPECT_NE(c->notes.front().find("2 steps compared by kind"), std::string::npos) << c->notes.front();
+  bool gemm = false;
+  for (const KindComparison& k : c->report.kinds)
+    if (k.kind == "gemm") {
+      gemm = true;
+      EXPECT_NEAR(k.measured_s, 500e-6, 1e-12);
+    }
+  EXPECT_TRUE(gemm);
+  // A file that is neither kind of trace is refused with its name.
+  const std::string junk = dir.filePath(QStringLiteral("junk.json")).toStdString();
+  std::ofstream(junk) << "[]";
+  auto bad = load_comparison(traces->predicted, junk);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("junk.json"), std::string::npos) << bad.error().message();
+}
+
 TEST(CompareModels, TablesMatchTheReport) {
   QTemporaryDir dir;
   ASSERT_TRUE(dir.isValid());
@@ -325,8 +369,12 @@ TEST(CompareModels, TablesMatchTheReport) {
   ASSERT_TRUE(traces.ok()) << traces.error().message();
   auto c = load_comparison(traces->predicted, traces->measured);
   ASSERT_TRUE(c.ok()) << c.error().message();
-  // The stand-in measurement runs every kernel slower, so the prediction is below it.
+  // The stand-in measurement runs every kernel slower, so the prediction is below it; and it says
+  // it is not a measurement.
   EXPECT_LT(c->report.step_time_error_pct, 0);
+  EXPECT_TRUE(c->synthetic);
+  ASSERT_FALSE(c->notes.empty());
+  EXPECT_NE(c->notes.front().find("synthetic"), std::string::npos) << c->notes.front();
   EXPECT_EQ(c->predicted.bars.size(), c->measured.bars.size());
   EXPECT_EQ(static_cast<std::size_t>(c->report.matched_ops), c->predicted.bars.size());
 

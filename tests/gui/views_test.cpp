@@ -194,6 +194,11 @@ TEST(MainWindow, BackgroundJobsFinishInTheViews) {
   EXPECT_EQ(w.compare()->predicted_timeline()->rowCount(), w.compare()->measured_timeline()->rowCount());
   EXPECT_TRUE(w.compare()->summary_text().contains(QStringLiteral("error")))
       << w.compare()->summary_text().toStdString();
+  // The example's stand-in measurement says it is synthetic, above its chart and in the summary.
+  EXPECT_TRUE(w.compare()->measured_title().contains(QStringLiteral("synthetic")))
+      << w.compare()->measured_title().toStdString();
+  EXPECT_TRUE(w.compare()->summary_text().contains(QStringLiteral("not a measurement")))
+      << w.compare()->summary_text().toStdString();
 
   // A failed comparison says why in the view (here: a trace compared with a missing file).
   w.compare()->set_files(qstr(traces->predicted), dir.filePath(QStringLiteral("missing.json")));
