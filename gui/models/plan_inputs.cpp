@@ -51,6 +51,7 @@ Evaluation evaluate_plan(const PlanInputs& in) {
   // supplies the message.
   const AnalyticModel am(e.model, e.cluster);
   e.prediction = am.evaluate(r->plan);
+  e.stages = am.stage_memories(r->plan);
   e.has_prediction = true;
   e.economics =
       economics(e.prediction, e.cluster, r->plan, effective_seq_len(r->plan, e.model), CostOptions{});

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sim/analytic/economics.h"
 #include "sim/analytic/prediction.h"
@@ -48,6 +49,7 @@ struct Evaluation {
   ModelSpec model;
   ClusterSpec cluster;
   Prediction prediction;
+  std::vector<MemoryBreakdown> stages;  // each pipeline stage's memory (prediction.memory: the fullest)
   Economics economics;
   bool ok() const { return error.empty(); }
 };

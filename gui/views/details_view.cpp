@@ -12,6 +12,7 @@
 #include <QtCharts/QChartView>
 #include <QtCharts/QHorizontalBarSeries>
 #include <QtCharts/QHorizontalStackedBarSeries>
+#include <QtCharts/QLineSeries>
 #include <QtCharts/QValueAxis>
 #include <algorithm>
 
@@ -120,6 +121,7 @@ DetailsView::DetailsView(QWidget* parent) : QWidget(parent) {
 }
 
 std::vector<QWidget*> DetailsView::plots() const { return {time_chart_, memory_chart_}; }
+QChart* DetailsView::memory_chart() const { return memory_chart_->chart(); }
 
 void DetailsView::set_evaluation(const Evaluation& e) {
   const PlanInputs& in = e.inputs;
@@ -169,7 +171,7 @@ void DetailsView::set_evaluation(const Evaluation& e) {
   for (int i = 0; i < figure_values_.size(); ++i) figure_values_[i]->setText(values[i]);
   figure_values_[5]->setStyleSheet(p.fits() ? QString() : QStringLiteral("color: #c62828;"));
   rebuild_time_chart();
-  rebuild_memory_chart(p);
+  rebuild_memory_chart(p, e.stages);
 }
 
 void DetailsView::rebuild_time_chart() {
@@ -204,44 +206,92 @@ void DetailsView::rebuild_time_chart() {
   c->setTitle(tr("Step time %1 by category").arg(seconds_text(time_->denominator())));
 }
 
-void DetailsView::rebuild_memory_chart(const Prediction& p) {
+namespace {
+
+// The stages drawn: all of them up to 16; past that the first and last four, every stage in
+// between at an even stride, and the fullest (a 64-stage pipeline stays readable).
+std::vector<int> drawn_stages(const std::vector<MemoryBreakdown>& stages, int fullest) {
+  const int n = static_cast<int>(stages.size());
+  std::vector<int> out;
+  for (int st = 0; st < n; ++st)
+    if (n <= 16 || st < 4 || st >= n - 4 || st == fullest || st % ((n + 7) / 8) == 0) out.push_back(st);
+  return out;
+}
+
+}  // namespace
+
+void DetailsView::rebuild_memory_chart(const Prediction& p, const std::vector<MemoryBreakdown>& stages_in) {
   QChart* c = memory_chart_->chart();
   clear_chart(c);
+  // Every stage's bar (the fullest's breakdown is the table's); a single-stage plan: that one.
+  const std::vector<MemoryBreakdown> stages =
+      stages_in.empty() ? std::vector<MemoryBreakdown>{p.memory} : stages_in;
+  const int fullest = stages_in.empty() ? 0 : p.memory.stage;
+  const std::vector<int> drawn = drawn_stages(stages, fullest);
   auto* series = new QHorizontalStackedBarSeries;
-  for (int r = 0; r < memory_->rowCount(); ++r) {
-    auto* set = new QBarSet(qstr(memory_->category(r)));
-    set->setColor(memory_color(memory_->category(r)));
-    *set << memory_->amount(r) / kGiB;
+  const auto parts = memory_parts(MemoryBreakdown{});
+  double widest = p.memory.capacity;
+  // Stage 0 on top: a horizontal bar chart draws its first category at the bottom.
+  std::vector<int> order(drawn.rbegin(), drawn.rend());
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    double any = 0;
+    for (int st : order) any += memory_parts(stages[static_cast<std::size_t>(st)])[i].amount;
+    if (any <= 0) continue;  // a kind no stage holds (no buffers) takes no legend entry
+    auto* set = new QBarSet(QString::fromLatin1(parts[i].name));
+    set->setColor(memory_color(parts[i].name));
+    for (int st : order) *set << memory_parts(stages[static_cast<std::size_t>(st)])[i].amount / kGiB;
     series->append(set);
   }
-  const double free_bytes = p.memory.capacity - p.memory.total;
-  if (free_bytes > 0) {
-    auto* set = new QBarSet(tr("free"));
-    set->setColor(QColor(0xe0, 0xe0, 0xe0));
-    set->setBorderColor(QColor(0xa0, 0xa0, 0xa0));
-    *set << free_bytes / kGiB;
-    series->append(set);
+  auto* free_set = new QBarSet(tr("free"));
+  free_set->setColor(QColor(0xe0, 0xe0, 0xe0));
+  free_set->setBorderColor(QColor(0xa0, 0xa0, 0xa0));
+  for (int st : order) {
+    const MemoryBreakdown& m = stages[static_cast<std::size_t>(st)];
+    *free_set << std::max(0.0, m.capacity - m.total) / kGiB;
+    widest = std::max(widest, m.total);
   }
+  series->append(free_set);
   series->setBarWidth(0.6);
   c->addSeries(series);
   auto* y = new QBarCategoryAxis;
-  y->append(tr("stage %1").arg(p.memory.stage));
+  for (int st : order)
+    y->append(st == fullest && drawn.size() > 1 ? tr("stage %1 (fullest)").arg(st) : tr("stage %1").arg(st));
   c->addAxis(y, Qt::AlignLeft);
   series->attachAxis(y);
   auto* x = new QValueAxis;
-  // The axis ends at the device's capacity, so the bar fills it exactly when the plan fits and
-  // runs past it when it does not.
-  x->setRange(0, std::max(p.memory.capacity, p.memory.total) / kGiB);
-  x->setTitleText(tr("GiB on the most loaded device (capacity %1)").arg(bytes_text(p.memory.capacity)));
+  // Past the capacity by a margin, so a plan that does not fit shows by how much.
+  x->setRange(0, widest * (widest > p.memory.capacity ? 1.05 : 1.0) / kGiB);
+  x->setTitleText(tr("GiB per device (capacity %1)").arg(bytes_text(p.memory.capacity)));
   x->setLabelFormat(QStringLiteral("%.0f"));
   c->addAxis(x, Qt::AlignBottom);
   series->attachAxis(x);
+  // The capacity as a line across the bars, on a hidden axis holding the categories' span.
+  auto* cap = new QLineSeries;
+  cap->setName(tr("capacity"));
+  QPen pen(QColor(0xc6, 0x28, 0x28));
+  pen.setWidth(2);
+  pen.setStyle(Qt::DashLine);
+  cap->setPen(pen);
+  cap->append(p.memory.capacity / kGiB, -0.5);
+  cap->append(p.memory.capacity / kGiB, static_cast<double>(drawn.size()) - 0.5);
+  c->addSeries(cap);
+  auto* span = new QValueAxis;
+  span->setRange(-0.5, static_cast<double>(drawn.size()) - 0.5);
+  span->setVisible(false);
+  c->addAxis(span, Qt::AlignRight);
+  cap->attachAxis(x);
+  cap->attachAxis(span);
+  c->legend()->setAlignment(Qt::AlignRight);  // beside the bars: the names fit unelided
   c->legend()->show();
-  c->setTitle(p.fits() ? tr("Memory per device: %1 of %2 (%3)")
-                             .arg(bytes_text(p.memory.total), bytes_text(p.memory.capacity),
-                                  percent_text(p.memory.total / p.memory.capacity))
-                       : tr("Memory per device: %1 of %2 -- does not fit")
-                             .arg(bytes_text(p.memory.total), bytes_text(p.memory.capacity)));
+  const QString shown = drawn.size() < stages.size()
+                            ? tr(" (%1 of %2 stages drawn)").arg(drawn.size()).arg(stages.size())
+                            : QString();
+  c->setTitle((p.fits() ? tr("Memory per device: %1 of %2 (%3) on the fullest stage")
+                              .arg(bytes_text(p.memory.total), bytes_text(p.memory.capacity),
+                                   percent_text(p.memory.total / p.memory.capacity))
+                        : tr("Memory per device: %1 of %2 -- does not fit")
+                              .arg(bytes_text(p.memory.total), bytes_text(p.memory.capacity))) +
+              shown);
 }
 
 }  // namespace foresight::gui

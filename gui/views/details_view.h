@@ -1,6 +1,6 @@
-// Plan details: the analytic Prediction of the Setup's plan -- step time by category and memory
-// per device by category against the device's capacity (Qt Charts bar charts drawn from the
-// BreakdownModels), MFU, throughput and cost.
+// Plan details: the analytic Prediction of the Setup's plan -- step time by category, memory per
+// device by category for every pipeline stage against the device's capacity (a dashed line, which
+// a plan that does not fit runs past), MFU, throughput and cost.
 #pragma once
 
 #include <QWidget>
@@ -28,10 +28,12 @@ class DetailsView : public QWidget {
   const BreakdownModel* time_model() const { return time_; }
   // For File > Export: the step-time and memory charts.
   std::vector<QWidget*> plots() const;
+  // The memory chart: a bar per pipeline stage against the capacity line.
+  QChart* memory_chart() const;
 
  private:
   void rebuild_time_chart();
-  void rebuild_memory_chart(const Prediction& p);
+  void rebuild_memory_chart(const Prediction& p, const std::vector<MemoryBreakdown>& stages);
 
   BreakdownModel* time_;
   BreakdownModel* memory_;

@@ -704,6 +704,18 @@ MemoryBreakdown AnalyticModel::memory(const Plan& p) const {
   return memory_with(p, &a.layer_masks);
 }
 
+std::vector<MemoryBreakdown> AnalyticModel::stage_memories(const Plan& p) const {
+  RecomputeAssignment a;
+  if (p.recompute == Recompute::kOptimal) a = recompute_assignment(p);
+  const std::vector<RecomputeMask>* masks = p.recompute == Recompute::kOptimal ? &a.layer_masks : nullptr;
+  std::vector<MemoryBreakdown> out;
+  out.reserve(static_cast<std::size_t>(p.pp));
+  for (int st = 0; st < p.pp; ++st)
+    out.push_back(p.stage_tp.empty() ? stage_memory(p, st, masks)
+                                     : stage_memory(stage_view(p, st), st, masks));
+  return out;
+}
+
 MemoryBreakdown AnalyticModel::memory_with(const Plan& p, const std::vector<RecomputeMask>* masks) const {
   if (!p.stage_tp.empty()) {
     // Stages of different degrees: the stage with the least headroom.

@@ -34,6 +34,9 @@ class AnalyticModel {
   // gives them) overrides what each layer keeps.
   MemoryBreakdown stage_memory(const Plan& plan, int stage,
                                const std::vector<RecomputeMask>* layer_masks = nullptr) const;
+  // Every pipeline stage's memory, stage by stage, as memory() weighs them (each stage at its own
+  // degrees under Plan::stage_tp, and with its layers' recompute under Recompute::kOptimal).
+  std::vector<MemoryBreakdown> stage_memories(const Plan& plan) const;
   // What each layer recomputes under the plan (recompute.h): for Recompute::kOptimal, per stage
   // the module sets that fit the stage's device at the least recompute time.
   RecomputeAssignment recompute_assignment(const Plan& plan) const;

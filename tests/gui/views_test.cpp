@@ -12,6 +12,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QWheelEvent>
+#include <QtCharts/QBarCategoryAxis>
 #include <QtCharts/QChart>
 #include <QtCharts/QLegendMarker>
 #include <QtCharts/QLineSeries>
@@ -299,6 +300,45 @@ TEST(SearchView, CostPlotBandsByFreeMemory) {
   for (const auto& [name, count] : v.scatter_series())
     has_band = has_band || (name.contains(band) && count > 0);
   EXPECT_TRUE(has_band) << band.toStdString();
+}
+
+// Details draws every pipeline stage's memory against a capacity line; a plan that does not fit
+// runs past the line, which stays inside the axis.
+TEST(DetailsView, EveryStageAgainstTheCapacityLine) {
+  for (const bool fits : {true, false}) {
+    PlanInputs in;
+    in.model = "llama3-70b";
+    in.cluster = "dgx-h100-ndr";
+    in.plan.tp = fits ? 8 : 1;
+    in.plan.pp = 4;
+    in.plan.dp = fits ? 2 : 1;
+    in.plan.global_batch = 64;
+    in.plan.sequence_parallel = fits;
+    const Evaluation e = evaluate_plan(in);
+    ASSERT_TRUE(e.has_prediction) << e.error;
+    ASSERT_EQ(e.prediction.fits(), fits) << e.error;
+    ASSERT_EQ(e.stages.size(), 4u);
+    double fullest = 0;
+    for (const MemoryBreakdown& m : e.stages) fullest = std::max(fullest, m.total);
+    EXPECT_DOUBLE_EQ(fullest, e.prediction.memory.total);
+    DetailsView v;
+    v.set_evaluation(e);
+    QChart* c = v.memory_chart();
+    auto* stages = qobject_cast<QBarCategoryAxis*>(c->axes(Qt::Vertical).value(0));
+    ASSERT_NE(stages, nullptr);
+    EXPECT_EQ(stages->count(), 4);
+    QLineSeries* cap = nullptr;
+    for (QAbstractSeries* s : c->series())
+      if (s->name().startsWith(QStringLiteral("capacity"))) cap = qobject_cast<QLineSeries*>(s);
+    ASSERT_NE(cap, nullptr) << "no capacity line";
+    const double cap_gib = e.prediction.memory.capacity / 1073741824.0;
+    for (const QPointF& pt : cap->points()) EXPECT_DOUBLE_EQ(pt.x(), cap_gib);
+    auto* x = qobject_cast<QValueAxis*>(c->axes(Qt::Horizontal).value(0));
+    ASSERT_NE(x, nullptr);
+    EXPECT_GE(x->max(), fullest / 1073741824.0 - 1e-9);
+    EXPECT_GE(x->max(), cap_gib);
+    EXPECT_EQ(c->title().contains(QStringLiteral("does not fit")), !fits) << c->title().toStdString();
+  }
 }
 
 // Llama 3 8B on 8 H100s, a search of a few thousand candidates whose plans differ in memory.
