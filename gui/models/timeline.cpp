@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -145,6 +146,44 @@ void assemble_lanes(RawLanes& raw, Timeline& t) {
   }
 }
 
+// A measured trace's ranks each count time from their own start. A collective ends on every
+// rank at about the same moment (no rank leaves it before the last one's data arrived), so each
+// rank's clock is shifted by the median, over the collectives it shares with the lowest rank (by
+// op id less its "rN/" prefix), of the lowest rank's end minus its own. Returns what was done
+// ("" when there was nothing to align).
+std::string align_rank_clocks(RawLanes& raw) {
+  std::map<int, std::map<std::string, double>> ends;  // pid -> shared key -> end
+  for (const auto& [key, bars] : raw.bars)
+    for (const TimelineBar& b : bars) {
+      if (b.cat != "collective" || b.id.size() < 3 || b.id[0] != 'r') continue;
+      const auto slash = b.id.find('/');
+      if (slash == std::string::npos) continue;
+      ends[key.first].emplace(b.id.substr(slash + 1), b.end_s());
+    }
+  if (ends.size() < 2) return "";
+  const auto& reference = ends.begin()->second;
+  std::map<int, double> shift;
+  std::size_t shared = 0;
+  for (const auto& [pid, keyed] : ends) {
+    std::vector<double> d;
+    for (const auto& [k, end] : keyed)
+      if (const auto it = reference.find(k); it != reference.end()) d.push_back(it->second - end);
+    if (d.empty()) continue;
+    std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
+    shift[pid] = d[d.size() / 2];
+    shared = std::max(shared, d.size());
+  }
+  double largest = 0;
+  for (auto& [key, bars] : raw.bars) {
+    const auto it = shift.find(key.first);
+    if (it == shift.end()) continue;
+    for (TimelineBar& b : bars) b.start_s += it->second;
+    largest = std::max(largest, std::abs(it->second));
+  }
+  return "ranks' clocks aligned on the ends of up to " + std::to_string(shared) +
+         " shared collectives (largest shift " + pretty_quantity(largest, Dimension::kSeconds) + ")";
+}
+
 }  // namespace
 
 Result<Timeline> timeline_from_json(const nlohmann::json& doc, const std::string& file) {
@@ -156,6 +195,7 @@ Result<Timeline> timeline_from_json(const nlohmann::json& doc, const std::string
   RawLanes raw;
   FS_RETURN_IF_ERROR(read_events(*events, file, raw));
   if (raw.bars.empty()) return Error(file + ": no ops (the trace has no complete events)");
+  if (t.kind == "measured") t.clock_note = align_rank_clocks(raw);
   assemble_lanes(raw, t);
   if (t.step_s <= 0) t.step_s = t.end_s - t.begin_s;
   return t;
@@ -248,6 +288,58 @@ Timeline collapse_by_stage(const Timeline& t) {
     out.lanes.push_back(std::move(nl));
   }
   return out;
+}
+
+RangeStats range_stats(const Timeline& t, double t0, double t1) {
+  RangeStats r;
+  r.t0 = t0;
+  r.t1 = t1;
+  if (!(t1 > t0)) return r;
+  // Per rank (pid): the compute lanes' and the communication lanes' busy intervals, clipped.
+  std::map<int, std::vector<std::pair<double, double>>> compute, comm;
+  std::map<std::string, double> kinds, streams;
+  for (std::size_t lane = 0; lane < t.lanes.size(); ++lane) {
+    const TimelineLane& l = t.lanes[lane];
+    const auto [first, last] = visible_bars(t, static_cast<int>(lane), t0, t1);
+    for (std::size_t i = first; i < last; ++i) {
+      const TimelineBar& b = t.bars[i];
+      const double a = std::max(t0, b.start_s), e = std::min(t1, b.end_s());
+      if (e <= a) continue;
+      kinds[b.kind] += e - a;
+      streams[l.thread] += e - a;
+      const bool communication = b.cat == "collective" || b.cat == "p2p";
+      (communication ? comm : compute)[l.pid].emplace_back(a, e);
+    }
+  }
+  // Exposed communication: a rank's communication time its compute does not cover.
+  auto merged = [](std::vector<std::pair<double, double>> v) {
+    std::sort(v.begin(), v.end());
+    std::vector<std::pair<double, double>> out;
+    for (const auto& iv : v)
+      if (!out.empty() && iv.first <= out.back().second)
+        out.back().second = std::max(out.back().second, iv.second);
+      else
+        out.push_back(iv);
+    return out;
+  };
+  for (auto& [pid, intervals] : comm) {
+    const auto c = merged(intervals), busy = merged(compute[pid]);
+    std::size_t j = 0;  // both sorted and disjoint: one sweep
+    for (const auto& [a, e] : c) {
+      while (j < busy.size() && busy[j].second <= a) ++j;
+      double covered = 0;
+      for (std::size_t k = j; k < busy.size() && busy[k].first < e; ++k)
+        covered += std::max(0.0, std::min(e, busy[k].second) - std::max(a, busy[k].first));
+      r.exposed_communication_s += (e - a) - covered;
+    }
+  }
+  r.ranks = static_cast<int>(std::max(compute.size(), comm.size()));
+  r.kinds.assign(kinds.begin(), kinds.end());
+  r.streams.assign(streams.begin(), streams.end());
+  auto larger = [](const auto& a, const auto& b) { return a.second > b.second; };
+  std::sort(r.kinds.begin(), r.kinds.end(), larger);
+  std::sort(r.streams.begin(), r.streams.end(), larger);
+  return r;
 }
 
 }  // namespace foresight::gui

@@ -50,7 +50,20 @@ struct Timeline {
   double begin_s = 0, end_s = 0;    // first start, last end
   std::vector<TimelineLane> lanes;  // by (pid, tid)
   std::vector<TimelineBar> bars;    // grouped by lane, each lane by start time
+  // A measured trace's ranks count time from their own starts: they are aligned on the ends of
+  // the collectives they share, and this says so ("" when nothing was aligned).
+  std::string clock_note;
 };
+
+// What a time range of a timeline holds: busy time by op kind and by stream (summed over the
+// lanes, clipped to the range), and communication that no compute of its rank overlaps.
+struct RangeStats {
+  double t0 = 0, t1 = 0;
+  int ranks = 0;
+  std::vector<std::pair<std::string, double>> kinds, streams;  // largest first
+  double exposed_communication_s = 0;                          // summed over the ranks
+};
+RangeStats range_stats(const Timeline& t, double t0, double t1);
 
 // Errors name the file and what is wrong (unreadable, not JSON, no traceEvents, an X event without
 // numeric ts/dur).

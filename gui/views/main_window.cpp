@@ -261,6 +261,7 @@ void MainWindow::simulate_current() {
   const std::string path =
       traces_dir_.filePath(QStringLiteral("simulated-%1.json").arg(++simulations_)).toStdString();
   statusBar()->showMessage(tr("Simulating one step..."));
+  timeline_->show_busy(tr("Simulating one step of the Setup's plan with the discrete-event simulator..."));
   simulation_.setFuture(
       QtConcurrent::run([in = evaluation_.inputs, path] { return simulate_to_trace(in, path); }));
 }

@@ -89,6 +89,7 @@ Status load_example(MainWindow& w, View v, const ViewFiles& files) {
         w.timeline()->set_timeline(std::move(t));
         w.timeline()->focus_bar(focus);
         w.timeline()->gantt()->set_range(start - 2e-3, start + 14e-3);
+        w.timeline()->refresh_range();  // the table and the sums follow the zoom at once
       } else {
         FS_ASSIGN_OR_RETURN(Comparison c, load_comparison(traces.predicted, traces.measured));
         w.compare()->set_comparison(std::move(c));

@@ -13,6 +13,7 @@
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QTableView>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -23,9 +24,39 @@
 
 namespace foresight::gui {
 
+namespace {
+
+// The op table's proxy: the id filter, and (when on) only the ops that overlap the Gantt's range.
+class RangeFilter : public QSortFilterProxyModel {
+ public:
+  using QSortFilterProxyModel::QSortFilterProxyModel;
+  void set_range(bool on, double t0, double t1) {
+    if (on == on_ && t0 == t0_ && t1 == t1_) return;
+    on_ = on;
+    t0_ = t0;
+    t1_ = t1;
+    invalidateRowsFilter();
+  }
+
+ protected:
+  bool filterAcceptsRow(int row, const QModelIndex& parent) const override {
+    if (!QSortFilterProxyModel::filterAcceptsRow(row, parent)) return false;
+    if (!on_) return true;
+    const auto* m = static_cast<const TimelineModel*>(sourceModel());
+    const TimelineBar& b = m->timeline().bars[static_cast<std::size_t>(row)];
+    return b.end_s() >= t0_ && b.start_s <= t1_;
+  }
+
+ private:
+  bool on_ = false;
+  double t0_ = 0, t1_ = 0;
+};
+
+}  // namespace
+
 TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   model_ = new TimelineModel(this);
-  proxy_ = new QSortFilterProxyModel(this);
+  proxy_ = new RangeFilter(this);
   proxy_->setSourceModel(model_);
   proxy_->setSortRole(Qt::UserRole);
   proxy_->setFilterKeyColumn(TimelineModel::kId);
@@ -45,6 +76,16 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   filter_ = new QLineEdit;
   filter_->setPlaceholderText(tr("filter op ids, e.g. L3/mb2 or grad_reduce"));
   filter_->setClearButtonEnabled(true);
+  in_view_ = new QCheckBox(tr("Only ops in view"));
+  in_view_->setChecked(true);
+  in_view_->setToolTip(tr("the table lists the ops the chart shows, and follows zoom and pan"));
+  stats_ = new QLabel;
+  stats_->setWordWrap(true);
+  stats_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  // Zoom and pan re-filter the table and re-sum the range once the wheel rests.
+  refresh_ = new QTimer(this);
+  refresh_->setSingleShot(true);
+  refresh_->setInterval(120);
   table_ = new QTableView;
   table_->setModel(proxy_);
   table_->setSortingEnabled(true);
@@ -69,7 +110,11 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   auto* lower = new QWidget;
   auto* lower_layout = new QVBoxLayout(lower);
   lower_layout->setContentsMargins(0, 0, 0, 0);
-  lower_layout->addWidget(filter_);
+  auto* filters = new QHBoxLayout;
+  filters->addWidget(filter_, 1);
+  filters->addWidget(in_view_);
+  lower_layout->addWidget(stats_);
+  lower_layout->addLayout(filters);
   lower_layout->addWidget(table_, 1);
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(gantt_);
@@ -85,6 +130,9 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   connect(fit, &QPushButton::clicked, gantt_, &TimelineWidget::fit);
   connect(collapse_, &QCheckBox::toggled, this, &TimelineView::set_collapsed);
   connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
+  connect(gantt_, &TimelineWidget::range_changed, refresh_, qOverload<>(&QTimer::start));
+  connect(refresh_, &QTimer::timeout, this, &TimelineView::refresh_range);
+  connect(in_view_, &QCheckBox::toggled, this, &TimelineView::refresh_range);
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
             if (current.isValid())
@@ -122,13 +170,49 @@ void TimelineView::set_timeline(Timeline t) {
                      .arg(seconds_text(t.step_s));
   if (!t.kind.empty() || !t.model.empty())
     what += tr(" -- %1 %2 on %3").arg(qstr(t.kind), qstr(t.model), qstr(t.cluster)).toHtmlEscaped();
+  if (!t.clock_note.empty()) what += QStringLiteral("; ") + qstr(t.clock_note).toHtmlEscaped();
   what += tr(". Wheel: zoom, drag: pan, Shift+wheel: scroll rows, double-click: fit.");
   info_->setStyleSheet(QString());
   info_->setText(what);
   full_ = std::move(t);
   model_->set_timeline(collapse_->isChecked() ? collapse_by_stage(full_) : full_);
+  refresh_range();
   Q_EMIT loaded();
 }
+
+void TimelineView::show_busy(const QString& message) {
+  info_->setStyleSheet(QString());
+  info_->setText(message.toHtmlEscaped());
+}
+
+void TimelineView::refresh_range() {
+  refresh_->stop();
+  const double t0 = gantt_->range_begin(), t1 = gantt_->range_end();
+  static_cast<RangeFilter*>(proxy_)->set_range(in_view_->isChecked(), t0, t1);
+  if (model_->rowCount() == 0) {
+    stats_->clear();
+    return;
+  }
+  // What the view holds, summed over its lanes: the largest kinds and streams, and the
+  // communication no compute of its rank hides.
+  const Timeline& tl = model_->timeline();
+  const RangeStats r = range_stats(tl, std::max(t0, tl.begin_s), std::min(t1, tl.end_s));
+  auto top = [](const std::vector<std::pair<std::string, double>>& v, std::size_t n) {
+    QStringList out;
+    for (std::size_t i = 0; i < std::min(n, v.size()); ++i)
+      out << QStringLiteral("%1 %2").arg(qstr(v[i].first), seconds_text(v[i].second));
+    return out.join(QStringLiteral(", "));
+  };
+  stats_->setText(tr("In view %1 to %2 (%3): by kind %4; by stream %5; exposed communication %6 over %7 "
+                     "rank(s).")
+                      .arg(seconds_text(r.t0), seconds_text(r.t1), seconds_text(r.t1 - r.t0), top(r.kinds, 5),
+                           top(r.streams, 4), seconds_text(r.exposed_communication_s))
+                      .arg(r.ranks));
+}
+
+QString TimelineView::info_text() const { return info_->text(); }
+QString TimelineView::range_text() const { return stats_->text(); }
+int TimelineView::table_rows() const { return proxy_->rowCount(); }
 
 void TimelineView::set_collapsed(bool on) {
   if (collapse_->isChecked() != on) {
@@ -136,6 +220,7 @@ void TimelineView::set_collapsed(bool on) {
     return;
   }
   model_->set_timeline(on ? collapse_by_stage(full_) : full_);
+  refresh_range();
 }
 
 void TimelineView::focus_bar(std::size_t bar) {

@@ -1,6 +1,8 @@
 // Timeline: a Chrome trace (from `foresight simulate --trace`, `foresight run --trace` or the
-// Setup's "Simulate" button) as a Gantt per rank and stream, with the ops in a sortable table
-// below; selecting a row zooms the Gantt to that op. Files load on a worker thread.
+// Setup's "Simulate" button) as a Gantt per rank and stream (a measured trace's rank clocks
+// aligned on their shared collectives), with what the visible range holds (time by kind and by
+// stream, exposed communication) and the ops in view in a sortable table below; selecting a row
+// zooms the Gantt to that op. Files load on a worker thread.
 #pragma once
 
 #include <QFutureWatcher>
@@ -15,6 +17,7 @@ class QLabel;
 class QLineEdit;
 class QSortFilterProxyModel;
 class QTableView;
+class QTimer;
 
 namespace foresight::gui {
 
@@ -34,6 +37,14 @@ class TimelineView : public QWidget {
   void focus_bar(std::size_t bar);
   // Shows one rank per pipeline stage (collapse_by_stage) or every rank.
   void set_collapsed(bool on);
+  // Says what is being made while a trace is on its way (the Setup's simulation).
+  void show_busy(const QString& message);
+  // Re-filters the op table to the chart's range and re-sums the range (zoom and pan do this
+  // after a short rest).
+  void refresh_range();
+  QString info_text() const;
+  QString range_text() const;  // "In view 0 s to 35.2 s (35.2 s): by kind gemm 22.9 s, ..."
+  int table_rows() const;
 
   const TimelineModel* model() const { return model_; }
   TimelineWidget* gantt() const { return gantt_; }
@@ -53,6 +64,9 @@ class TimelineView : public QWidget {
   QLabel* info_;
   QLineEdit* filter_;
   QCheckBox* collapse_;
+  QCheckBox* in_view_;
+  QLabel* stats_;
+  QTimer* refresh_;
   Timeline full_;  // the trace as loaded (the model may hold it collapsed)
   QTableView* table_;
   QFutureWatcher<Result<Timeline>> watcher_;

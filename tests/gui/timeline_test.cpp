@@ -122,6 +122,58 @@ TEST(Timeline, VisibleBarsAndHitTests) {
   EXPECT_NE(tip.find("bytes 1.00 KiB"), std::string::npos) << tip;
 }
 
+// Two ranks of a measured trace whose rank 1 clock runs 5 ms ahead: aligned on their shared
+// collectives' ends (the median), so rank 1's all-reduce no longer ends before rank 0's starts. A
+// predicted trace (one clock) is left alone.
+TEST(Timeline, MeasuredRanksAlignedOnSharedCollectives) {
+  auto doc = nlohmann::json::parse(R"json({
+    "metadata": {"kind": "measured"},
+    "traceEvents": [
+      {"ph": "X", "name": "qkv", "cat": "compute", "pid": 0, "tid": 0, "ts": 0, "dur": 50, "args": {"id": "r0/L0/mb0/fwd/qkv"}},
+      {"ph": "X", "name": "grad_reduce", "cat": "collective", "pid": 0, "tid": 1, "ts": 80, "dur": 20, "args": {"id": "r0/step/grad_reduce"}},
+      {"ph": "X", "name": "param_all_gather", "cat": "collective", "pid": 0, "tid": 1, "ts": 110, "dur": 10, "args": {"id": "r0/step/param_all_gather"}},
+      {"ph": "X", "name": "qkv", "cat": "compute", "pid": 1, "tid": 0, "ts": 5000, "dur": 60, "args": {"id": "r1/L0/mb0/fwd/qkv"}},
+      {"ph": "X", "name": "grad_reduce", "cat": "collective", "pid": 1, "tid": 1, "ts": 5070, "dur": 30, "args": {"id": "r1/step/grad_reduce"}},
+      {"ph": "X", "name": "param_all_gather", "cat": "collective", "pid": 1, "tid": 1, "ts": 5112, "dur": 8, "args": {"id": "r1/step/param_all_gather"}}
+    ]})json");
+  auto t = timeline_from_json(doc, "m.json");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_NE(t->clock_note.find("aligned on the ends of up to 2 shared collectives"), std::string::npos)
+      << t->clock_note;
+  for (const TimelineBar& b : t->bars)
+    if (b.name == "grad_reduce") {
+      EXPECT_NEAR(b.end_s(), 100e-6, 1e-12) << b.id;
+    }
+  EXPECT_NEAR(t->begin_s, 0, 1e-12);
+  doc["metadata"]["kind"] = "predicted";
+  auto p = timeline_from_json(doc, "p.json");
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->clock_note.empty());
+  EXPECT_NEAR(p->end_s, 5120e-6, 1e-12);
+}
+
+// A range's time by kind and stream is clipped to it; exposed communication is what no compute
+// of the same rank covers.
+TEST(Timeline, RangeStatsClipAndExposedCommunication) {
+  auto t = timeline_from_json(small_trace(), "small.json");
+  ASSERT_TRUE(t.ok());
+  // qkv [0, 10], all-reduce [10, 25] on rank 0, mlp_up [30, 50], send [60, 65] on rank 1.
+  const RangeStats all = range_stats(*t, 0, 100e-6);
+  EXPECT_EQ(all.ranks, 2);
+  EXPECT_NEAR(all.exposed_communication_s, 15e-6 + 5e-6, 1e-12);
+  double kinds = 0, streams = 0;
+  for (const auto& [k, v] : all.kinds) kinds += v;
+  for (const auto& [k, v] : all.streams) streams += v;
+  EXPECT_NEAR(kinds, 10e-6 + 15e-6 + 20e-6 + 5e-6, 1e-12);
+  EXPECT_NEAR(streams, kinds, 1e-12);
+  EXPECT_EQ(all.streams.front().first, "compute");  // 30 us, the largest
+  const RangeStats part = range_stats(*t, 5e-6, 20e-6);
+  double in_part = 0;
+  for (const auto& [k, v] : part.kinds) in_part += v;
+  EXPECT_NEAR(in_part, 5e-6 + 10e-6, 1e-12);  // qkv's last 5 us, the all-reduce's first 10
+  EXPECT_NEAR(part.exposed_communication_s, 10e-6, 1e-12);
+}
+
 TEST(Timeline, ErrorsNameTheFile) {
   auto no_events = timeline_from_json(nlohmann::json::object(), "x.json");
   ASSERT_FALSE(no_events.ok());

@@ -2,6 +2,7 @@
 // window's wiring (Setup -> Details, Search -> Setup), and the Gantt's hit test, zoom and pan.
 #include <gtest/gtest.h>
 
+#include <QCheckBox>
 #include <QFile>
 #include <QImage>
 #include <QItemSelectionModel>
@@ -492,6 +493,33 @@ TimelineModel* small_model(QObject* parent) {
   auto* m = new TimelineModel(parent);
   m->set_timeline(std::move(*t));
   return m;
+}
+
+// The op table follows the chart's range (or lists every op when asked), the range's sums are
+// shown under the chart, and a simulation on its way says so instead of "No trace loaded".
+TEST(TimelineView, TableFollowsTheViewAndSaysWhatItHolds) {
+  TimelineView v;
+  v.show_busy(QStringLiteral("Simulating one step..."));
+  EXPECT_TRUE(v.info_text().contains(QStringLiteral("Simulating"))) << v.info_text().toStdString();
+  auto t = timeline_from_json(nlohmann::json::parse(R"json({"traceEvents": [
+      {"ph": "X", "name": "qkv", "cat": "compute", "pid": 0, "tid": 0, "ts": 0, "dur": 10, "args": {"id": "a"}},
+      {"ph": "X", "name": "mlp_up", "cat": "compute", "pid": 0, "tid": 0, "ts": 30, "dur": 20, "args": {"id": "b"}},
+      {"ph": "X", "name": "attn.tp_all_reduce", "cat": "collective", "pid": 0, "tid": 1, "ts": 10, "dur": 15},
+      {"ph": "X", "name": "send_activation", "cat": "p2p", "pid": 1, "tid": 2, "ts": 60, "dur": 5}]})json"),
+                              "small.json");
+  ASSERT_TRUE(t.ok());
+  v.set_timeline(std::move(*t));
+  EXPECT_EQ(v.table_rows(), 4);  // fitted: every op is in view
+  EXPECT_TRUE(v.range_text().contains(QStringLiteral("exposed communication")))
+      << v.range_text().toStdString();
+  v.gantt()->set_range(0, 12e-6);  // qkv and the first 2 us of the all-reduce
+  v.refresh_range();               // what the rested wheel does
+  EXPECT_EQ(v.table_rows(), 2);
+  EXPECT_TRUE(v.range_text().contains(QStringLiteral("In view 0 s to 12.0 us")))
+      << v.range_text().toStdString();
+  for (QCheckBox* box : v.findChildren<QCheckBox*>())
+    if (box->text() == QStringLiteral("Only ops in view")) box->setChecked(false);
+  EXPECT_EQ(v.table_rows(), 4);
 }
 
 TEST(TimelineWidget, HitTestZoomAndPan) {
