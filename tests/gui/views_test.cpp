@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <QCheckBox>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QImage>
 #include <QItemSelectionModel>
+#include <QPushButton>
 #include <QSet>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
@@ -19,6 +21,7 @@
 #include <QtCharts/QLineSeries>
 #include <QtCharts/QScatterSeries>
 #include <QtCharts/QValueAxis>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "gui/models/breakdown_model.h"
@@ -128,6 +131,71 @@ TEST(MainWindow, Shortcuts) {
   w.show_view(View::kSetup);
   w.action_for(QKeySequence(Qt::CTRL | Qt::Key_E))->trigger();
   EXPECT_EQ(w.current_view(), View::kSetup);
+}
+
+// The button with this text in `w` (the test fails if there is none).
+QPushButton* button(QWidget* w, const QString& text) {
+  for (QPushButton* b : w->findChildren<QPushButton*>())
+    if (b->text() == text) return b;
+  ADD_FAILURE() << "no button " << text.toStdString();
+  return nullptr;
+}
+
+// The workflow issue 30 asks for, by the buttons a user presses: a model and a cluster in Setup,
+// a search with a stated memory margin, the best plan chosen into Setup, its simulated timeline,
+// and the plan side by side with the runner-up. Its wall time is printed (a record of the run,
+// not a check: timings belong in benchmarks).
+TEST(MainWindow, FromModelAndClusterToAChosenPlanItsTimelineAndTheRunnerUp) {
+  QElapsedTimer clock;
+  clock.start();
+  MainWindow w;
+  w.resize(1200, 800);
+  w.show();
+  PlanInputs in = example_inputs();
+  in.model = "llama3-8b";
+  in.cluster = "dgx-h100-ndr";
+  in.plan = Plan{};
+  in.plan.dp = 16;
+  in.plan.global_batch = 64;
+  w.set_inputs(in);  // a starting plan that need not fit: the search looks for one that does
+  ASSERT_EQ(w.search()->request().gpus, 16);
+
+  // Search with 10% of memory kept free.
+  w.show_view(View::kSearch);
+  SearchView* s = w.search();
+  s->set_min_free(0.10);
+  QSignalSpy found(s->controller(), &SearchController::finished);
+  QTest::mouseClick(button(s, QStringLiteral("Search")), Qt::LeftButton);
+  ASSERT_TRUE(found.wait(60000));
+  ASSERT_GE(s->proxy()->rowCount(), 2);
+  for (int r = 0; r < s->proxy()->rowCount(); ++r)
+    ASSERT_GE(free_share(s->plans()->plan(s->proxy()->mapToSource(s->proxy()->index(r, 0)).row())), 0.10);
+
+  // The best plan into Setup: Details shows it.
+  s->select_row(0);
+  const Plan best = s->plans()->plan(s->selected_plan_rows().front()).plan;
+  QTest::mouseClick(button(s, QStringLiteral("Use selected plan")), Qt::LeftButton);
+  EXPECT_EQ(w.current_view(), View::kDetails);
+  EXPECT_EQ(w.evaluation().inputs.plan, best);
+  ASSERT_TRUE(w.evaluation().ok()) << w.evaluation().error;
+
+  // Its timeline, simulated.
+  QSignalSpy loaded(w.timeline(), &TimelineView::loaded);
+  QTest::mouseClick(button(w.setup(), QStringLiteral("Simulate step and show timeline")), Qt::LeftButton);
+  ASSERT_TRUE(loaded.wait(60000));
+  EXPECT_EQ(w.current_view(), View::kTimeline);
+  EXPECT_GT(w.timeline()->model()->rowCount(), 0);
+
+  // The best and the runner-up side by side.
+  w.show_view(View::kSearch);
+  s->table()->selectionModel()->select(
+      QItemSelection(s->proxy()->index(0, 0), s->proxy()->index(1, RankedPlanModel::kColumnCount - 1)),
+      QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+  QTest::mouseClick(button(s, QStringLiteral("Compare selected")), Qt::LeftButton);
+  ASSERT_EQ(s->side_by_side()->columnCount(), 2);
+  EXPECT_EQ(s->side_by_side()->headerData(0, Qt::Horizontal).toString(), plan_text(best));
+  std::cout << "[ workflow ] model and cluster to chosen plan, timeline and runner-up: " << clock.elapsed()
+            << " ms\n";
 }
 
 TEST(MainWindow, SetupFeedsDetailsAndSearchFeedsSetup) {
