@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <boost/range/iterator_range.hpp>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string_view>
@@ -304,6 +305,28 @@ QColor utilisation_colour(double u) {
   // Hue 120 (green) at 0 to 0 (red) at 1; yellow (60) at one half.
   const double clamped = std::clamp(u, 0.0, 1.0);
   return QColor::fromHsvF(static_cast<float>((1.0 - clamped) / 3.0), 0.85f, 0.85f);
+}
+
+double utilisation_scale(const TopologyDrawing& d) {
+  double top = -1;
+  for (const DrawnLink& l : d.links) top = std::max(top, l.utilisation);
+  if (top < 0) return 1.0;
+  return std::clamp(std::ceil(top * 10 - 1e-9) / 10, 0.1, 1.0);
+}
+
+QColor link_colour(const TopologyDrawing& d, const DrawnLink& l) {
+  return l.reported() ? utilisation_colour(l.utilisation / utilisation_scale(d)) : utilisation_colour(-1);
+}
+
+std::vector<std::size_t> busiest_drawn_links(const TopologyDrawing& d, std::size_t n) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < d.links.size(); ++i)
+    if (d.links[i].reported()) out.push_back(i);
+  std::stable_sort(out.begin(), out.end(), [&](std::size_t a, std::size_t b) {
+    return d.links[a].utilisation > d.links[b].utilisation;
+  });
+  if (out.size() > n) out.resize(n);
+  return out;
 }
 
 Result<LinkReport> simulate_link_use(const PlanInputs& in) {

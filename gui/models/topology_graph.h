@@ -99,6 +99,16 @@ std::string describe(const TopologyDrawing& d);
 // Green (idle) through yellow (half) to red (saturated); grey when not reported.
 QColor utilisation_colour(double utilisation);
 
+// The top of the colour scale: the busiest reported link's utilisation rounded up to the next
+// 10% (at least 10%, at most 100%), so that the busiest links are drawn in the scale's hot end
+// even when no link is near saturation (1 when nothing is reported).
+double utilisation_scale(const TopologyDrawing& d);
+// A link's colour on that scale (grey when not reported).
+QColor link_colour(const TopologyDrawing& d, const DrawnLink& l);
+// The reported links by utilisation, busiest first, at most `n` (indices into d.links): those the
+// view labels with their figure.
+std::vector<std::size_t> busiest_drawn_links(const TopologyDrawing& d, std::size_t n);
+
 // The network part of a simulation of `in`: its busiest links and step time (no trace written).
 struct LinkReport {
   PlanInputs inputs;    // what was simulated: utilisation belongs to this plan only

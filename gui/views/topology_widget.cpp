@@ -150,8 +150,9 @@ void TopologyWidget::paint_row_labels(QPainter& p) const {
   if (d.nic_row >= 0)
     p.drawText(QRectF(4, row_y(d.nic_row) - rh / 2, kLabelWidth - 8, rh), Qt::AlignVCenter | Qt::AlignLeft,
                tr("NICs"));
-  p.drawText(QRectF(4, row_y(d.device_row) - rh / 2, kLabelWidth - 8, rh), Qt::AlignVCenter | Qt::AlignLeft,
-             fm.elidedText(qstr(d.accelerator), Qt::ElideRight, kLabelWidth - 8));
+  // The accelerator's name on as many lines as it needs ("h100-sxm5-" / "80gb"), not elided.
+  p.drawText(QRectF(4, row_y(d.device_row) - rh / 2, kLabelWidth - 8, rh),
+             Qt::AlignVCenter | Qt::AlignLeft | Qt::TextWrapAnywhere, qstr(d.accelerator));
   p.drawText(QRectF(4, row_y(d.node_switch_row) - rh / 2, kLabelWidth - 8, rh),
              Qt::AlignVCenter | Qt::AlignLeft, tr("node fabric"));
 }
@@ -199,7 +200,7 @@ void TopologyWidget::paint_links(QPainter& p) const {
     for (const DrawnLink& l : drawing_.links) {
       if (l.reported() != (pass == 1)) continue;
       const QPointF a = vertex_position(l.a), b = vertex_position(l.b);
-      p.setPen(QPen(utilisation_colour(l.utilisation), l.reported() ? 2.5 : 1.2));
+      p.setPen(QPen(link_colour(drawing_, l), l.reported() ? 2.5 : 1.2));
       p.setBrush(Qt::NoBrush);
       if (std::abs(a.y() - b.y()) < 1) {
         // Same row (torus neighbours): an arc above the row so that rings do not overlap.
@@ -211,6 +212,34 @@ void TopologyWidget::paint_links(QPainter& p) const {
         p.drawLine(a, b);
       }
     }
+  // The busiest links carry their figure on a small box, a quarter of the way down from their
+  // upper end (where links that meet below are still apart); a box that would cover another is
+  // left out.
+  const QFont before = p.font();
+  QFont small = before;
+  small.setPointSizeF(small.pointSizeF() * 0.8);
+  p.setFont(small);
+  const QFontMetricsF fm(small);
+  std::vector<QRectF> placed;
+  for (std::size_t i : busiest_drawn_links(drawing_, 8)) {
+    const DrawnLink& l = drawing_.links[i];
+    QPointF top = vertex_position(l.a), bottom = vertex_position(l.b);
+    if (top.y() > bottom.y()) std::swap(top, bottom);
+    const QPointF at = top + 0.3 * (bottom - top);
+    const QString text = percent_text(l.utilisation);
+    const QRectF box(at.x() - fm.horizontalAdvance(text) / 2 - 2, at.y() - fm.height() / 2,
+                     fm.horizontalAdvance(text) + 4, fm.height());
+    if (std::any_of(placed.begin(), placed.end(), [&](const QRectF& r) { return r.intersects(box); }))
+      continue;
+    placed.push_back(box);
+    p.setPen(QPen(link_colour(drawing_, l), 1));
+    p.setBrush(Qt::white);
+    p.drawRect(box);
+    p.setPen(Qt::black);
+    p.drawText(box, Qt::AlignCenter, text);
+  }
+  p.setBrush(Qt::NoBrush);
+  p.setFont(before);
 }
 
 namespace {
@@ -264,10 +293,11 @@ void TopologyWidget::paint_legend(QPainter& p) const {
   p.drawText(QRectF(legend.left(), legend.top() + 12, bar_w, legend.height() - 12),
              Qt::AlignLeft | Qt::AlignVCenter, QStringLiteral("0%"));
   p.drawText(QRectF(legend.left(), legend.top() + 12, bar_w, legend.height() - 12),
-             Qt::AlignRight | Qt::AlignVCenter, QStringLiteral("100%"));
+             Qt::AlignRight | Qt::AlignVCenter, percent_text(utilisation_scale(d)));
   const QString note =
       d.reported_links > 0
-          ? tr("link utilisation in the last simulated step (%1); grey: not among its %2 busiest links")
+          ? tr("utilisation in the simulated step (%1), scaled to the busiest link; grey: not among its %2 "
+               "busiest")
                 .arg(seconds_text(d.step_s))
                 .arg(d.reported_links)
           : tr("grey: no simulation yet -- press \"Simulate network use\"");

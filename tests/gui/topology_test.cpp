@@ -271,5 +271,28 @@ TEST(TopologyView, DrawsTheSetupsClusterAndItsSimulation) {
   EXPECT_TRUE(w.topology()->status_text().contains(QStringLiteral("/tp")));
 }
 
+// The colour scale ends at the busiest link (rounded up to 10%), so busy links are drawn hot even
+// far from saturation; the busiest come first for their figures.
+TEST(Topology, ColourScaleEndsAtTheBusiestLink) {
+  TopologyDrawing d;
+  EXPECT_DOUBLE_EQ(utilisation_scale(d), 1.0);
+  for (double u : {-1.0, 0.05, 0.186, 0.12, -1.0}) {
+    DrawnLink l;
+    l.utilisation = u;
+    d.links.push_back(l);
+  }
+  EXPECT_NEAR(utilisation_scale(d), 0.2, 1e-12);
+  EXPECT_EQ(link_colour(d, d.links[2]), utilisation_colour(0.186 / 0.2));
+  EXPECT_EQ(link_colour(d, d.links[0]), utilisation_colour(-1));
+  EXPECT_EQ(busiest_drawn_links(d, 2), (std::vector<std::size_t>{2, 3}));
+  EXPECT_EQ(busiest_drawn_links(d, 10).size(), 3u);
+  d.links[1].utilisation = 0.004;
+  d.links[2].utilisation = 0.01;
+  d.links[3].utilisation = 0.0;
+  EXPECT_NEAR(utilisation_scale(d), 0.1, 1e-12);  // at least 10%
+  d.links[3].utilisation = 1.7;                   // more than saturated: the scale stops at 100%
+  EXPECT_NEAR(utilisation_scale(d), 1.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace foresight::gui
