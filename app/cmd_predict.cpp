@@ -12,6 +12,7 @@
 #include "sim/analytic/economics.h"
 #include "sim/analytic/recompute.h"
 #include "sim/core/units.h"
+#include "sim/validate/error_band.h"
 
 namespace foresight::app {
 
@@ -228,10 +229,23 @@ void print_cost(const ResolvedInputs& in, const Prediction& p, const CostOptions
 
 }  // namespace
 
+// Where published runs of the plan's class measured, against this prediction (error_band.h).
+void print_error_band(const ResolvedInputs& in, const Prediction& p) {
+  auto band = error_band(in.plan, p.devices);
+  if (!band) return;
+  const auto [lo, hi] = band->measured_range(p.step_time_s);
+  fmt::print(
+      "  likely {} to {}: published runs of its class ({} {}, {} runs) measured {:.2f}x to {:.2f}x the "
+      "model's "
+      "step (10th to 90th percentile)\n",
+      secs(lo), secs(hi), band->dimension, band->cls, band->cases, lo / p.step_time_s, hi / p.step_time_s);
+}
+
 void print_prediction(const ResolvedInputs& in, const Prediction& p, const CostOptions& cost) {
   print_job(in, p);
   print_recompute_choice(in);
   print_time(p);
+  print_error_band(in, p);
   print_memory(p);
   print_cost(in, p, cost);
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Writes docs/accuracy.md (and the accuracy rows of the README's headline table) from
+# Writes docs/accuracy.md (and the accuracy rows of the README's headline table, and the error
+# bands per class of plan in validation/accuracy-classes.json, which the build embeds) from
 # `foresight validate --json` on the published cases: every training run with the analytic model
 # and with the simulator, per case, per source and per class, and the NCCL bus bandwidths.
 # A figure in those pages changes by re-running this script and committing what it writes.
@@ -197,6 +198,31 @@ head = [
     f"| {coll['mape_pct']:.2f}% / {abs(worst_c['error_pct']):.1f}% ({worst_c['id']}) | {now[:10]} |",
 ]
 open("docs/headline/accuracy.md", "w").write("\n".join(head) + "\n")
+
+# The error bands the GUI and `predict` show beside a prediction: per class of plan (precision,
+# sharding, scale), how far published runs of that class were from the analytic model's step,
+# as the 10th and 90th percentiles of the signed error (embedded in the build as a table).
+def percentile(values, q):
+    v = sorted(values)
+    at = q * (len(v) - 1)
+    lo = int(at)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (at - lo)
+
+bands = {}
+for dim in ("precision", "sharding", "scale"):
+    groups = {}
+    for r in rows:
+        groups.setdefault(r[dim], []).append(r["analytic_err"])
+    bands[dim] = {k: {"cases": len(v), "mape_pct": round(sum(map(abs, v)) / len(v), 2),
+                      "p10_pct": round(percentile(v, 0.1), 2), "p90_pct": round(percentile(v, 0.9), 2)}
+                  for k, v in sorted(groups.items()) if len(v) >= 5}
+classes = {"schema": "foresight-accuracy-classes/1", "generated": now,
+           "command": f"bench/accuracy_table.sh {binary} ({cmd_a})", "engine": "analytic",
+           "note": "signed error = (predicted - measured) / measured x 100, per class of the "
+                   "published runs in validation/training (classes with 5 or more cases)",
+           "classes": bands}
+open("validation/accuracy-classes.json", "w").write(json.dumps(classes, indent=2) + "\n")
 PY
 bash bench/headline.sh
-echo "accuracy_table: wrote docs/accuracy.md and docs/headline/accuracy.md"
+echo "accuracy_table: wrote docs/accuracy.md, docs/headline/accuracy.md and validation/accuracy-classes.json"

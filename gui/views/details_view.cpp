@@ -19,6 +19,7 @@
 #include "gui/models/breakdown_model.h"
 #include "gui/models/format.h"
 #include "gui/views/tables.h"
+#include "sim/validate/error_band.h"
 
 namespace foresight::gui {
 
@@ -116,12 +117,17 @@ DetailsView::DetailsView(QWidget* parent) : QWidget(parent) {
   auto* top = new QVBoxLayout(this);
   top->addWidget(title_);
   top->addWidget(message_);
+  band_ = new QLabel;
+  band_->setWordWrap(true);
+  band_->setStyleSheet(QStringLiteral("color: palette(mid);"));
   top->addLayout(figures_);
+  top->addWidget(band_);
   top->addLayout(grid, 1);
 }
 
 std::vector<QWidget*> DetailsView::plots() const { return {time_chart_, memory_chart_}; }
 QChart* DetailsView::memory_chart() const { return memory_chart_->chart(); }
+QString DetailsView::band_text() const { return band_->text(); }
 
 void DetailsView::set_evaluation(const Evaluation& e) {
   const PlanInputs& in = e.inputs;
@@ -149,6 +155,7 @@ void DetailsView::set_evaluation(const Evaluation& e) {
     time_->clear();
     memory_->clear();
     for (QLabel* v : figure_values_) v->setText(QStringLiteral("-"));
+    band_->clear();
     clear_chart(time_chart_->chart());
     clear_chart(memory_chart_->chart());
     time_chart_->chart()->setTitle(QString());
@@ -169,6 +176,19 @@ void DetailsView::set_evaluation(const Evaluation& e) {
       QString::number(e.economics.energy_per_mtok_kwh, 'f', 3),
       QStringLiteral("$") + QString::number(e.economics.cost_per_step_usd, 'f', 3)};
   for (int i = 0; i < figure_values_.size(); ++i) figure_values_[i]->setText(values[i]);
+  // Where published runs like this one measured: the validation's error band of its class.
+  if (auto band = error_band(in.plan, p.devices)) {
+    const auto [lo, hi] = band->measured_range(p.step_time_s);
+    band_->setText(tr("Likely %1 to %2 per step: published runs of its class (%3 %4, %5 runs) measured "
+                      "between %6x and %7x the model's step (10th to 90th percentile; table of %8).")
+                       .arg(seconds_text(lo), seconds_text(hi), qstr(band->dimension), qstr(band->cls))
+                       .arg(band->cases)
+                       .arg(lo / p.step_time_s, 0, 'f', 2)
+                       .arg(hi / p.step_time_s, 0, 'f', 2)
+                       .arg(qstr(band->generated.substr(0, 10))));
+  } else {
+    band_->setText(qstr(band.error().message()));
+  }
   figure_values_[5]->setStyleSheet(p.fits() ? QString() : QStringLiteral("color: #c62828;"));
   rebuild_time_chart();
   rebuild_memory_chart(p, e.stages);

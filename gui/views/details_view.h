@@ -30,6 +30,9 @@ class DetailsView : public QWidget {
   std::vector<QWidget*> plots() const;
   // The memory chart: a bar per pipeline stage against the capacity line.
   QChart* memory_chart() const;
+  // "Likely 33.1 s to 45.0 s per step: published runs of its class ...": the validation's error
+  // band of the plan's class (error_band.h).
+  QString band_text() const;
 
  private:
   void rebuild_time_chart();
@@ -39,6 +42,7 @@ class DetailsView : public QWidget {
   BreakdownModel* memory_;
   QLabel* title_;
   QLabel* message_;
+  QLabel* band_;
   QGridLayout* figures_;
   QList<QLabel*> figure_values_;
   QChartView* time_chart_;

@@ -13,6 +13,7 @@
 #include "sim/des/simulator.h"
 #include "sim/spec/interleavings.h"
 #include "sim/spec/json_reader.h"
+#include "sim/validate/error_band.h"
 #include "sim/workload/workload.h"
 
 namespace foresight {
@@ -814,16 +815,9 @@ std::map<std::string, std::string> case_classes(const ValidationCase& c, const C
     stack = r.assumed["software"].get<std::string>();
   else if (!c.software.empty())
     stack = c.software;
-  const int z = r.plan.zero_stage;
-  const int gpus = c.cluster.total_accelerators();
-  return {{"stack", stack},
-          {"precision", to_string(r.plan.precision)},
-          {"sharding", z == 0   ? "replicated"
-                       : z <= 2 ? "ZeRO-1/2"
-                                : "ZeRO-3/FSDP"},
-          {"scale", gpus <= 64    ? "up to 64 GPUs"
-                    : gpus <= 512 ? "65 to 512 GPUs"
-                                  : "more than 512 GPUs"}};
+  auto classes = plan_classes(r.plan, c.cluster.total_accelerators());
+  classes["stack"] = stack;
+  return classes;
 }
 
 }  // namespace

@@ -261,9 +261,13 @@ TEST(CliPredict, BreakdownAddsUpToTheStep) {
             j.at("memory_bytes").at("capacity").get<double>());
   EXPECT_EQ(j.at("plan").at("pp").get<int>(), 2);
   EXPECT_EQ(j.at("plan").at("dp").get<int>(), 4);  // derived: 16 / (tp 2 x pp 2)
-  // The table says the same step time and the stage the memory is for.
+  // The table says the same step time and the stage the memory is for, and where published runs
+  // of the plan's class measured against such a prediction.
   const CliRun text = run("predict " + plan);
   ASSERT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("likely "), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("published runs of its class (sharding ZeRO-1/2, "), std::string::npos)
+      << text.output;
   EXPECT_NE(text.output.find("plan (command line): tp 2 pp 2 dp 4 cp 1 ep 1"), std::string::npos)
       << text.output;
   EXPECT_NE(text.output.find("memory per device (pipeline stage "), std::string::npos) << text.output;

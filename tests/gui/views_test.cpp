@@ -407,6 +407,9 @@ TEST(DetailsView, EveryStageAgainstTheCapacityLine) {
     EXPECT_GE(x->max(), fullest / 1073741824.0 - 1e-9);
     EXPECT_GE(x->max(), cap_gib);
     EXPECT_EQ(c->title().contains(QStringLiteral("does not fit")), !fits) << c->title().toStdString();
+    // The step time's likely range, from the published runs of the plan's class.
+    EXPECT_TRUE(v.band_text().startsWith(QStringLiteral("Likely "))) << v.band_text().toStdString();
+    EXPECT_TRUE(v.band_text().contains(QStringLiteral("(sharding "))) << v.band_text().toStdString();
   }
 }
 
