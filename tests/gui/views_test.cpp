@@ -310,6 +310,20 @@ TEST(SweepView, OpensAndRunsASpecFile) {
   for (int r = 0; r < 6; ++r) EXPECT_TRUE(w.sweep()->model()->point_ok(r)) << r;
 }
 
+// Llama 3 8B on 8 H100s, a search of a few thousand candidates whose plans differ in memory.
+SearchOutcome llama_search(SearchView& v) {
+  PlanInputs in;
+  in.model = "llama3-8b";
+  in.cluster = "dgx-h100-ndr";
+  in.plan.dp = 8;
+  in.plan.global_batch = 64;
+  v.set_context(in);
+  SearchRequest req = v.request();
+  req.top_k = 50;
+  req.resimulate = 0;
+  return run_search(req);
+}
+
 TEST(SearchView, ShowsOutcomeSortedByRank) {
   SearchView v;
   PlanInputs in;
@@ -341,13 +355,7 @@ TEST(SearchView, ShowsOutcomeSortedByRank) {
 // plans are coloured by memory free: the bands hold every plan once, each in its own band.
 TEST(SearchView, CostPlotBandsByFreeMemory) {
   SearchView v;
-  PlanInputs in;
-  in.model = "llama3-8b";
-  in.cluster = "dgx-h100-ndr";
-  in.plan.dp = 8;
-  in.plan.global_batch = 64;
-  v.set_context(in);
-  SearchOutcome out = run_search(v.request());
+  SearchOutcome out = llama_search(v);
   ASSERT_TRUE(out.ok()) << out.error;
   ASSERT_GE(out.result.plans.size(), 2u);
   out.result.plans[1].economics.cost_per_mtok_usd *= 3;  // a plan priced differently
@@ -411,20 +419,6 @@ TEST(DetailsView, EveryStageAgainstTheCapacityLine) {
     EXPECT_TRUE(v.band_text().startsWith(QStringLiteral("Likely "))) << v.band_text().toStdString();
     EXPECT_TRUE(v.band_text().contains(QStringLiteral("(sharding "))) << v.band_text().toStdString();
   }
-}
-
-// Llama 3 8B on 8 H100s, a search of a few thousand candidates whose plans differ in memory.
-SearchOutcome llama_search(SearchView& v) {
-  PlanInputs in;
-  in.model = "llama3-8b";
-  in.cluster = "dgx-h100-ndr";
-  in.plan.dp = 8;
-  in.plan.global_batch = 64;
-  v.set_context(in);
-  SearchRequest req = v.request();
-  req.top_k = 50;
-  req.resimulate = 0;
-  return run_search(req);
 }
 
 // The plot separates plans: with the device count fixed, cost is step time times a constant, so
