@@ -149,7 +149,7 @@ Result<NcclTestsLog> nccl_tests_log_from_text(std::string_view text, const std::
     row.line = line_no;
     FS_ASSIGN_OR_RETURN(row.bytes, column("size"));
     FS_ASSIGN_OR_RETURN(row.count, column("count"));
-    if (at.count("type")) row.type = w[at["type"]];
+    if (at.count("type") && at["type"] < w.size()) row.type = w[at["type"]];
     if (at.count("redop") && at["redop"] < w.size()) row.redop = w[at["redop"]];
     FS_ASSIGN_OR_RETURN(const double t, column("time"));
     FS_ASSIGN_OR_RETURN(const double bw, column("busbw"));

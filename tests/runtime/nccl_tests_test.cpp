@@ -109,6 +109,17 @@ TEST(NcclTestsLog, DamagedLogsGetTheFileLineAndReason) {
   EXPECT_NE(error_of(no_ranks + "1024 128 float none -1 9.0 0.11 0.06 0 9.0 0.11 0.06 0\n")
                 .find("rank count is unknown"),
             std::string::npos);
+  // A header whose type column comes after busbw, and a row that ends at busbw: the row is read
+  // without its type (found by fuzz_nccl_tests: the type was read past the row's words).
+  auto short_row = nccl_tests_log_from_text(
+      "#  Rank  0 Group  0 Pid  1 on  h device  0 [0x18] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  1 Group  0 Pid  2 on  h device  1 [0x19] NVIDIA H100 80GB HBM3\n"
+      "#       size     time   busbw   type\n"
+      "        1024      9.0    0.06\n",
+      "all_gather_perf.log");
+  ASSERT_TRUE(short_row) << short_row.error().message();
+  ASSERT_EQ(short_row->rows.size(), 1u);
+  EXPECT_TRUE(short_row->rows[0].type.empty());
   // Wrong elements and a busbw that another rank count would give are reported, not dropped.
   auto log = nccl_tests_log_from_text(head +
                                           "  1048576  131072  float  none  -1  100.0  10.49  1.00  3  100.0  "
