@@ -1097,18 +1097,17 @@ GroupLink cold(const Plan& p, const NodeSpec& node, const GroupLink& link, Colle
 }
 
 // One step's data-parallel collectives for `params` parameters over `link`, unhidden: the
-// gradient reduction (with ZeRO-3 every collective of the step) and, with ZeRO-1/2, the
-// parameter all-gather after the optimizer step.
+// gradient reduction and, with ZeRO-1/2, the parameter all-gather after the optimizer step
+// (ZeRO-3's, a layer at a time, are zero3_exposed's).
 struct DpCollectives {
   double reduce = 0, gather = 0;
 };
 DpCollectives data_parallel_collectives(const ModelSpec& m, const Plan& p, const NodeSpec& node,
-                                        const DeviceSpec& d, const GroupLink& link, double params, double mbs,
-                                        int layers) {
+                                        const DeviceSpec& d, const GroupLink& link, double params) {
   if (link.size <= 1 || params <= 0) return {};
   const double wb = weight_bytes(p.precision), gb = grad_bytes(p);
   const double gather = p.zero_stage == 1 || p.zero_stage == 2 ? allgather_time(link, params * wb) : 0.0;
-  if (p.grad_compression != GradCompression::kNone && p.zero_stage <= 2) {
+  if (p.grad_compression != GradCompression::kNone) {
     // Compressed gradients: a smaller all-reduce (or an all-gather of sparse sets, whose ranks
     // then keep their shard under ZeRO-1/2) plus the compression kernels on the device.
     const CompressionCost comp = compression_cost(p, m, params, gb, link.size);
@@ -1120,41 +1119,62 @@ DpCollectives data_parallel_collectives(const ModelSpec& m, const Plan& p, const
   switch (p.zero_stage) {
     case 0:
       return {allreduce_time(cold(p, node, link, CollectiveOp::kAllReduce), params * gb), 0.0};
-    case 1:
-    case 2:
+    default:
       return {reduce_scatter_time(cold(p, node, link, CollectiveOp::kReduceScatter), params * gb), gather};
-    default: {  // ZeRO-3 / FSDP: gather for forward and backward, reduce-scatter, every micro-batch,
-      // a layer (FSDP unit) at a time: each message pays the ring's latency steps.
-      const double n = std::max(1, layers);
-      return {
-          mbs * n * (2 * allgather_time(link, params * wb / n) + reduce_scatter_time(link, params * gb / n)),
-          0.0};
-    }
   }
+}
+
+// ZeRO-3 / FSDP, a layer (FSDP unit) at a time and every micro-batch. The forward gathers each
+// layer's parameters one layer ahead, behind the layer before it; the backward gathers them again
+// while the gradients of the layer after are reduce-scattered, two collectives on their own
+// streams that share the links (their bandwidth terms add, their latencies overlap). What a
+// layer's compute cannot hide waits, phase by phase (the forward's spare time does not hide the
+// backward's collectives); so do the step's first gather and its last reduce-scatter. Per-layer
+// compute is the stage's per micro-batch over its layers.
+double zero3_exposed(const Plan& p, const CriticalStage& c, const HeldParams& held, double forward_mb,
+                     double backward_mb) {
+  struct Part {
+    double total = 0, latency = 0;
+  };
+  const double layers = std::max(1, held.layers);
+  auto part = [&](const GroupLink& l, CollectiveOp op, double bytes) {
+    Part r;
+    if (l.size <= 1 || bytes <= 0) return r;
+    r.total = op == CollectiveOp::kAllGather ? allgather_time(l, bytes) : reduce_scatter_time(l, bytes);
+    r.latency = std::min(r.total, collective_latency(l, op, bytes));
+    return r;
+  };
+  auto both = [&](CollectiveOp op, double bytes_per_param) {
+    const Part a = part(c.costs.links.dp, op, held.replicated * bytes_per_param / layers);
+    const Part b = part(c.costs.links.edp, op, held.experts * bytes_per_param / layers);
+    return Part{a.total + b.total, a.latency + b.latency};
+  };
+  const Part gather = both(CollectiveOp::kAllGather, weight_bytes(p.precision));
+  const Part reduce = both(CollectiveOp::kReduceScatter, grad_bytes(p));
+  const double backward_comm = gather.total - gather.latency + reduce.total - reduce.latency +
+                               std::max(gather.latency, reduce.latency);
+  return c.mbs * layers *
+             (std::max(0.0, gather.total - forward_mb / layers) +
+              std::max(0.0, backward_comm - backward_mb / layers)) +
+         gather.total + reduce.total;
 }
 
 // Data parallel: gradients (and with ZeRO, parameters) over dp*cp, experts over dp*cp/ep; what
 // the compute does not hide. Megatron's --overlap-grad-reduce hides the gradient reduction behind
 // the backward of the last micro-batch; --overlap-param-gather hides the ZeRO-1/2 parameter
 // all-gather behind the next forward (the first layer's share always waits); ZeRO-3 / FSDP
-// prefetches behind all of the compute.
+// prefetches layer by layer (zero3_exposed).
 double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& node, const CriticalStage& c,
-                             const HeldParams& held, double compute) {
+                             const HeldParams& held) {
   const Links& links = c.costs.links;
-  const DpCollectives dense =
-      data_parallel_collectives(m, p, node, *c.costs.d, links.dp, held.replicated, c.mbs, held.layers);
-  const DpCollectives experts =
-      data_parallel_collectives(m, p, node, *c.costs.d, links.edp, held.experts, c.mbs, held.layers);
-  const double reduce = dense.reduce + experts.reduce, gather = dense.gather + experts.gather;
-  const double layers_on_stage = std::max(1, held.layers);
-  if (p.zero_stage >= 3) {
-    // FSDP prefetches the next layer's parameters while computing this one: only what compute
-    // cannot hide is exposed, plus the first layer's gather.
-    return std::max(0.0, reduce - compute) + reduce / (c.mbs * layers_on_stage * 3.0);
-  }
   const double backward_mb = c.load.dense * (c.dense.bwd_compute + c.dense.recompute) +
                              c.load.moe * (c.moe.bwd_compute + c.moe.recompute);
   const double forward_mb = c.load.dense * c.dense.fwd_compute + c.load.moe * c.moe.fwd_compute;
+  if (p.zero_stage >= 3) return zero3_exposed(p, c, held, forward_mb, backward_mb);
+  const DpCollectives dense = data_parallel_collectives(m, p, node, *c.costs.d, links.dp, held.replicated);
+  const DpCollectives experts = data_parallel_collectives(m, p, node, *c.costs.d, links.edp, held.experts);
+  const double reduce = dense.reduce + experts.reduce, gather = dense.gather + experts.gather;
+  const double layers_on_stage = std::max(1, held.layers);
   // Overlapped, the reduction runs layer by layer as the last micro-batch's backward frees each
   // layer's gradients (a bucket a layer): every bucket pays the ring's latency steps, and the
   // last one (the first layer's) waits whole after the backward. The tables' gradients (embedding,
@@ -1163,10 +1183,7 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
   if (p.overlap_grad_reduce && reduce > 0) {
     const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
     const double per_bucket =
-        (links.dp.size > 1 ? collective_latency_steps(op, links.dp.size) * links.dp.latency_s : 0.0) +
-        (held.experts > 0 && links.edp.size > 1
-             ? collective_latency_steps(op, links.edp.size) * links.edp.latency_s
-             : 0.0);
+        collective_latency(links.dp, op) + (held.experts > 0 ? collective_latency(links.edp, op) : 0.0);
     const double tables = held.replicated > 0 ? dense.reduce * held.tables / held.replicated : 0.0;
     const double bucketed = reduce - tables + (layers_on_stage - 1) * per_bucket;
     reduce_exposed = std::max(bucketed / layers_on_stage, bucketed - backward_mb) + tables;
@@ -1281,7 +1298,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   add_compute(c, tb);
   const HeldParams held = held_params(m, p, c);
   const double pipeline = add_pipeline(p, c, slowest, held, tb);
-  tb.dp_comm = data_parallel_exposed(m, p, node, c, held, tb.compute);
+  tb.dp_comm = data_parallel_exposed(m, p, node, c, held);
   const double offload_step = add_optimizer(m, p, node, c, held, tb);
   tb.offload = c.mbs * (c.load.dense * c.dense.offload + c.load.moe * c.moe.offload) + offload_step;
   tb.total = pipeline + tb.dp_comm + tb.optimizer + offload_step;

@@ -68,6 +68,8 @@ GroupLink group_link(const ClusterSpec& c, int stride, int size, bool scattered)
   l.ranks_per_node = per_node;
   l.rank_nic_bandwidth = inter / per_node;
   l.intra_bandwidth = intra;
+  l.nodes = (size + per_node - 1) / per_node;
+  l.intra_latency_s = node.fabric.latency_s;
   return l;
 }
 
@@ -106,6 +108,16 @@ double collective_latency_steps(CollectiveOp op, int n) {
   }
 }
 
+double collective_latency(const GroupLink& l, CollectiveOp op, double bytes) {
+  const int n = l.size;
+  if (n <= 1) return 0.0;
+  if (op == CollectiveOp::kAllReduce)
+    return std::min(2.0 * (n - 1) * l.ring_alpha(bytes), latency_steps(n) * l.alpha(bytes));
+  if (op == CollectiveOp::kAllGather || op == CollectiveOp::kReduceScatter)
+    return collective_latency_steps(op, n) * l.ring_alpha(bytes);
+  return collective_latency_steps(op, n) * l.alpha(bytes);
+}
+
 double collective_bus_factor(CollectiveOp op, int n) {
   switch (op) {
     case CollectiveOp::kAllReduce:
@@ -129,7 +141,7 @@ double measured_time(const GroupLink& l, CollectiveOp op, double bytes) {
 double half_ring_time(const GroupLink& l, CollectiveOp op, double bytes) {
   const int n = l.size;
   if (n <= 1 || bytes <= 0) return 0.0;
-  return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + collective_latency_steps(op, n) * l.alpha(bytes);
+  return 1.0 * (n - 1) / n * bytes / l.bus_bandwidth + collective_latency(l, op, bytes);
 }
 
 // The formulas copy the link only where it has own rates (the analytic model's hot path has none).
@@ -144,7 +156,10 @@ double allreduce_time(const GroupLink& l, double bytes) {
   const int n = l.size;
   if (n <= 1 || bytes <= 0) return 0.0;
   if (const double t = measured_time(l, CollectiveOp::kAllReduce, bytes); t >= 0) return t;
-  const double ring = 2.0 * (n - 1) / n * bytes / l.bus_bandwidth + latency_steps(n) * l.alpha(bytes);
+  // The ring's 2(n-1) steps at its hops' mean latency, or the tree's 2*ceil(log2 n) at the
+  // network's (its depth is mostly between nodes).
+  const double ring =
+      2.0 * (n - 1) / n * bytes / l.bus_bandwidth + collective_latency(l, CollectiveOp::kAllReduce, bytes);
   if (!l.in_switch_reduction) return ring;
   // NVLS: busbw = 2(n-1)/n * line rate * measured efficiency, two latencies (up and down).
   const double nvls = bytes / l.in_switch_bandwidth + 2 * l.alpha(bytes);

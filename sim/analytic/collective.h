@@ -32,6 +32,19 @@ struct GroupLink {
   // its own share.
   int ranks_per_node = 1;
   double rank_nic_bandwidth = 0, intra_bandwidth = 0;
+  // A group across nodes: the nodes that hold its ranks, and the latency of a hop between two of
+  // its ranks in one node (the fabric's).
+  int nodes = 1;
+  double intra_latency_s = 0;
+  // The latency a step of a ring over this group pays: its hops alternate between the node's
+  // fabric and the network (ranks_per_node - 1 inside for each one between nodes), and the data
+  // flows around the ring pipelined, so each step costs the hops' mean. NCCL's tuning model
+  // (src/graph/tuning.cc: (nsteps - nInterSteps) * intraLat + nInterSteps * interLat) counts a
+  // ring the same way, and so does the simulator's ring (net/collective_flows.cpp).
+  double ring_alpha(double bytes) const {
+    if (!crosses_nodes || nodes >= size) return alpha(bytes);
+    return ((size - nodes) * intra_latency_s + nodes * latency_s) / size;
+  }
   bool in_switch_reduction = false;  // NVLS-style all-reduce available (single node only)
   double in_switch_bandwidth = 0;    // line rate x NVLS efficiency, per rank
   // Inside one node, where the fabric has collectives with their own rates (LinkSpec::
@@ -59,6 +72,10 @@ double torus_mean_hops(const std::vector<int>& dims);
 
 // Latency steps of `op` over n ranks, as the formulas below count them.
 double collective_latency_steps(CollectiveOp op, int n);
+// The latency part of `op`'s time over `l` (a message of `bytes`), as the formulas below count
+// it: a ring's steps at its hops' mean (GroupLink::ring_alpha), an all-reduce's the cheaper of
+// the ring's and the tree's.
+double collective_latency(const GroupLink& l, CollectiveOp op, double bytes = 0);
 // The bytes `op` moves over each rank's bus per byte of its size, as the formulas below count them
 // (nccl-tests' busbw factor: an all-reduce 2(n-1)/n, an all-gather or reduce-scatter (n-1)/n, a
 // send/recv 1).

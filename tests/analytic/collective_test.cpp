@@ -76,6 +76,32 @@ TEST(Collective, AllToAllAcrossNodesUsesEachRanksOwnNic) {
   EXPECT_NEAR(alltoall_time(in, bytes), 7.0 / 8 * bytes / in.bus_bandwidth + in.latency_s, 1e-12);
 }
 
+// A ring across nodes alternates NVLink hops and network hops: with eight ranks in each node, a
+// step costs seven parts the fabric's latency and one the network's (NCCL's tuning model counts
+// (nsteps - nInterSteps) * intraLat + nInterSteps * interLat); with one rank per node every hop
+// crosses the network.
+TEST(Collective, RingStepsAcrossNodesPayTheirHopsMeanLatency) {
+  const ClusterSpec c = dgx();
+  const GroupLink full = group_link(c, 1, 512);  // 64 whole nodes
+  ASSERT_TRUE(full.crosses_nodes);
+  EXPECT_EQ(full.nodes, 64);
+  const double intra = c.node.fabric.latency_s, inter = full.latency_s;
+  ASSERT_GT(inter, intra);
+  const double mean = (448 * intra + 64 * inter) / 512;
+  EXPECT_NEAR(full.ring_alpha(0), mean, 1e-15);
+  const double bytes = 1 << 30;
+  EXPECT_NEAR(allgather_time(full, bytes), 511.0 / 512 * bytes / full.bus_bandwidth + 511 * mean, 1e-12);
+  EXPECT_NEAR(reduce_scatter_time(full, bytes), allgather_time(full, bytes), 1e-12);
+  // An all-reduce takes the cheaper of the ring (its 2(n-1) steps at the mean) and the tree.
+  EXPECT_NEAR(collective_latency(full, CollectiveOp::kAllReduce),
+              std::min(2 * 511 * mean, 2 * std::ceil(std::log2(512.0)) * inter), 1e-15);
+  // One rank per node: all network hops, as before.
+  const GroupLink rails = group_link(c, 8, 64);
+  EXPECT_EQ(rails.nodes, 64);
+  EXPECT_DOUBLE_EQ(rails.ring_alpha(0), rails.latency_s);
+  EXPECT_NEAR(collective_latency(rails, CollectiveOp::kAllGather), 63 * rails.latency_s, 1e-15);
+}
+
 TEST(Collective, SmallGroupsAndEmptyMessagesCostNothing) {
   const GroupLink l = group_link(dgx(), 1, 1);
   EXPECT_EQ(allreduce_time(l, 1e9), 0.0);
