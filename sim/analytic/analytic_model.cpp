@@ -1322,6 +1322,12 @@ LayerShape plan_layer_shape(const ModelSpec& m, const Plan& p) {
   s.batch = p.micro_batch;
   s.seq = static_cast<double>(seq) / p.cp;
   s.kv_seq = seq;
+  if (m.sliding_window > 0 && m.sliding_window < seq) {
+    // A window of w keys: the causal half of a seq x w band (seq*w - w^2/2 pairs), as the keys
+    // per query over the full square the attention kernels halve for causality: 2w - w^2/seq.
+    const double w = m.sliding_window;
+    s.kv_seq = 2 * w - w * w / seq;
+  }
   s.tp = p.tp;
   s.sp = p.sequence_parallel && p.tp > 1;
   s.bytes_per_element = weight_bytes(p.precision);

@@ -156,6 +156,7 @@ class LayerKernelBuilder {
         H_(static_cast<std::int64_t>(m.hidden)),
         f_(moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s)),
         sp_(s.sp && p.tp > 1),
+        parallel_(m.parallel_block && !(moe && p.experts_folded() && s.tp > 1)),
         ub_(sp_ && p.overlap_tp_comm),
         ub_stretch_(d.sm_count > kTpOverlapSms ? d.sm_count / (d.sm_count - kTpOverlapSms) : 1.0) {}
 
@@ -346,6 +347,10 @@ class LayerKernelBuilder {
   const std::int64_t T_, H_;
   const LayerFlops f_;
   const bool sp_;
+  // ModelSpec::parallel_block (not with MoE parallel folding, whose MLP has its own norm): one norm
+  // and, with TP, one gather before both blocks and one reduction after both.
+  const bool parallel_;
+  int block_norm_ = -1;
   const bool ub_;            // TP collectives overlapped with their GEMMs (TpOverlap)
   const double ub_stretch_;  // a GEMM's time on the SMs the overlap leaves it, over its time on all
   LayerKernels L_;
@@ -370,6 +375,10 @@ void LayerKernelBuilder::attention_block(const Partner& partner) {
   place_attention(partner);
   gemm(KernelName::kProj, out_proj, H_ / static_cast<std::int64_t>(tp_),
        m_.v_dim() / static_cast<std::int64_t>(tp_));
+  if (parallel_) {  // the MLP reads the same norm output; one reduction and add after it
+    block_norm_ = norm1;
+    return;
+  }
   after_row_parallel(norm1);
   residual(KernelName::kResidual1);
 }
@@ -480,7 +489,9 @@ void LayerKernelBuilder::mlp_block() {
   // experts, where a model has them, are counted with the routed ones).
   const bool folded = moe_ && p_.experts_folded() && tp_ > 1;
   int norm2 = -1;
-  if (folded) {
+  if (parallel_) {
+    norm2 = block_norm_;  // ModelSpec::parallel_block: the attention's norm, gathered once
+  } else if (folded) {
     norm(KernelName::kNorm2);
     norm2 = L_.count - 1;
   } else {

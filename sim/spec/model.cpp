@@ -151,8 +151,8 @@ Status validate_model(const ModelSpec& m, const std::string& file) {
 Result<ModelSpec> model_from_json(const json& doc, const std::string& file) {
   JsonReader r(doc, file);
   r.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp",
-                         "norm", "vocab", "seq_len", "tied_embeddings", "bias", "dropout", "rope", "moe",
-                         "mla"});
+                         "norm", "vocab", "seq_len", "tied_embeddings", "bias", "dropout", "rope",
+                         "parallel_block", "sliding_window", "moe", "mla"});
   ModelSpec m;
   m.name = r.string("name", "unnamed");
   m.layers = static_cast<int>(r.required_integer("layers", 1, 100000));
@@ -170,6 +170,8 @@ Result<ModelSpec> model_from_json(const json& doc, const std::string& file) {
   m.bias = r.boolean("bias", false);
   m.dropout = r.boolean("dropout", false);
   m.rope = r.boolean("rope", false);
+  m.parallel_block = r.boolean("parallel_block", false);
+  m.sliding_window = static_cast<int>(r.integer("sliding_window", 0, 0, 1 << 24));
   if (r.has("moe")) {
     JsonReader moe = r.object("moe");
     moe.reject_unknown_keys({"experts", "top_k", "shared_experts", "expert_ffn_hidden", "dense_layers"});
@@ -210,6 +212,8 @@ json model_to_json(const ModelSpec& m) {
             {"bias", m.bias},
             {"dropout", m.dropout},
             {"rope", m.rope}};
+  if (m.parallel_block) j["parallel_block"] = true;
+  if (m.sliding_window > 0) j["sliding_window"] = m.sliding_window;
   if (m.is_moe()) {
     j["moe"] = {{"experts", m.moe.experts},
                 {"top_k", m.moe.top_k},
@@ -489,6 +493,20 @@ void read_hf_shape(JsonReader& r, const HfArchitecture& arch, ModelSpec& m) {
     m.kv_heads = r.boolean("new_decoder_architecture", false) ? kv
                  : r.boolean("multi_query", true)             ? 1
                                                               : m.heads;
+  }
+  // GPTNeoXLayer's use_parallel_residual (default true); FalconDecoderLayer runs attention and MLP
+  // side by side with parallel_attn (default true) or the new decoder architecture.
+  if (k.names == HfNames::kGptNeoX) m.parallel_block = r.boolean("use_parallel_residual", true);
+  if (k.names == HfNames::kFalcon)
+    m.parallel_block = r.boolean("parallel_attn", true) || r.boolean("new_decoder_architecture", false);
+  // Sliding windows: Mistral's and Mixtral's sliding_window (null: none); Qwen2's and Qwen3's only
+  // with use_sliding_window (default false). Gemma 2 alternates windowed and global layers, which
+  // one window for every layer cannot say: its layers are read as global.
+  if (k.names == HfNames::kLlama && arch.model_type != "gemma2" && r.has("sliding_window") &&
+      r.node()["sliding_window"].is_number_integer()) {
+    const bool qwen = arch.model_type.substr(0, 4) == "qwen";
+    if (!qwen || r.boolean("use_sliding_window", false))
+      m.sliding_window = static_cast<int>(r.integer("sliding_window", 0, 0, 1 << 24));
   }
   if (k.names == HfNames::kLlama) {
     m.kv_heads = static_cast<int>(r.integer("num_key_value_heads", m.heads, 1, 1 << 16));

@@ -60,6 +60,13 @@ struct ModelSpec {
   // rotated after the QKV projection, one elementwise pass each way. Without: learned or ALiBi
   // positions (GPT-3, BERT, BLOOM, MPT), whose cost the model leaves out.
   bool rope = false;
+  // Attention and MLP side by side on one norm's output, their sums added to the residual together
+  // (GPT-J, PaLM, GPT-NeoX's use_parallel_residual, Falcon's parallel_attn, MegaScale): one norm a
+  // layer, and with tensor parallelism one reduction for both blocks' row-parallel outputs.
+  bool parallel_block = false;
+  // Sliding-window attention (Mistral, MegaScale): each query attends to at most this many keys
+  // before it; 0: the whole causal prefix. The same window on every layer.
+  int sliding_window = 0;
   MoeSpec moe;
   MlaSpec mla;
 

@@ -205,6 +205,36 @@ TEST(AnalyticModel, PerChunkLayerSplit) {
 // steps: at a fixed batch per rank the exposed part grows with the data-parallel group (as
 // Nemotron-4 15B's step did from 768 to 2,304 GPUs, Parmar et al. Table 2), where one
 // collective's latency would hardly move it.
+// A parallel block (attention and MLP on one norm's output) reduces both blocks' row-parallel
+// outputs at once: half the TP collectives of a sequential layer, one norm, less activation
+// memory; a sliding window of w keys prices the attention over seq*w - w^2/2 pairs instead of
+// seq^2/2.
+TEST(AnalyticModel, ParallelBlocksAndSlidingWindows) {
+  const ModelSpec m = model("gpt3-175b");
+  const ClusterSpec c = cluster("dgx-a100-hdr", 64);
+  Plan p = plan(8, 8, 1, 1, 64);
+  p.sequence_parallel = true;
+  const Prediction seq = AnalyticModel(m, c).evaluate(p);
+  ModelSpec par = m;
+  par.parallel_block = true;
+  const Prediction side = AnalyticModel(par, c).evaluate(p);
+  EXPECT_NEAR(side.time.tp_comm / seq.time.tp_comm, 0.5, 0.02);
+  EXPECT_LT(side.memory.activations, seq.memory.activations);
+  EXPECT_LT(side.time.compute, seq.time.compute);  // a norm and a residual add fewer
+
+  const LayerShape full = plan_layer_shape(m, p);
+  ModelSpec swa = m;
+  swa.sliding_window = 512;
+  const LayerShape band = plan_layer_shape(swa, p);
+  const double s = m.seq_len, w = 512;
+  EXPECT_NEAR(0.5 * s * band.kv_seq, s * w - w * w / 2, 1e-6);  // causal pairs of the band
+  EXPECT_NEAR(dense_layer_flops(swa, band).attn_core / dense_layer_flops(m, full).attn_core,
+              (2 * w - w * w / s) / s, 1e-12);
+  EXPECT_LT(AnalyticModel(swa, c).evaluate(p).time.compute, seq.time.compute);
+  swa.sliding_window = m.seq_len;  // a window as long as the sequence changes nothing
+  EXPECT_DOUBLE_EQ(plan_layer_shape(swa, p).kv_seq, full.kv_seq);
+}
+
 TEST(AnalyticModel, OverlappedReductionPaysEachBucketsLatency) {
   const ModelSpec m = model("llama3-8b");
   auto exposed = [&](int dp) {

@@ -681,6 +681,20 @@ TEST(Simulator, Zero3PipelineKeepsItsBubble) {
             7.0 / 4.0 * (d.prediction.time.compute + d.prediction.time.tp_comm) * 0.95);
 }
 
+// A parallel block's single TP reduction and a sliding window's shorter attention, simulated as
+// the analytic model prices them.
+TEST(Simulator, ParallelBlockAndSlidingWindowAgreeWithTheAnalyticModel) {
+  ModelSpec m = testing::preset_model("gpt3-175b");
+  m.parallel_block = true;
+  m.sliding_window = 512;
+  const ClusterSpec c = testing::preset_cluster("dgx-a100-hdr", 64);
+  Plan p = testing::make_plan(8, 8, 1, 1, 16);
+  p.sequence_parallel = true;
+  const SimResult d = testing::expect_engines_agree(m, c, p, 0.05);
+  EXPECT_NEAR(d.prediction.time.tp_comm, AnalyticModel(m, c).evaluate(p).time.tp_comm,
+              0.01 * d.prediction.time.tp_comm);
+}
+
 // ZeRO-3 at fixed work per rank: a layer's gathers and reduce-scatter take a ring's n-1 steps,
 // so past some scale they outgrow the layer's compute and the throughput per GPU falls. Both
 // engines see it phase by phase (the forward's gathers behind the forward, the backward's gather

@@ -267,6 +267,40 @@ TEST(ModelSpec, RopeComesFromTheConfig) {
   EXPECT_TRUE(back->rope);
 }
 
+// Parallel blocks and sliding windows: GPT-NeoX's use_parallel_residual and Falcon's
+// parallel_attn (both default true), Mistral's sliding_window (null: none), Qwen2's only with
+// use_sliding_window; the model file's own fields round-trip.
+TEST(ModelSpec, ParallelBlocksAndSlidingWindowsComeFromTheConfig) {
+  EXPECT_TRUE(hf("gpt-neox-20b-config.json").parallel_block);
+  EXPECT_TRUE(hf("falcon-7b-config.json").parallel_block);
+  EXPECT_FALSE(hf("llama3-8b-config.json").parallel_block);
+  EXPECT_EQ(hf("mixtral-8x7b-config.json").sliding_window, 0);  // null
+  EXPECT_EQ(hf("qwen2-7b-config.json").sliding_window, 0);      // use_sliding_window false
+  auto mistral = model_from_text(R"({"model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "vocab_size": 100, "sliding_window": 4096})",
+                                 "config.json");
+  ASSERT_TRUE(mistral.ok()) << mistral.error().message();
+  EXPECT_EQ(mistral->sliding_window, 4096);
+  auto neox = model_from_text(R"({"model_type": "gpt_neox", "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "vocab_size": 100, "use_parallel_residual": false})",
+                              "config.json");
+  ASSERT_TRUE(neox.ok()) << neox.error().message();
+  EXPECT_FALSE(neox->parallel_block);
+
+  ModelSpec m = preset("gpt3-175b");
+  m.parallel_block = true;
+  m.sliding_window = 512;
+  auto back = model_from_json(model_to_json(m), "m.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back.value(), m);
+  auto bad = model_from_text(R"({"layers": 2, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 64,
+      "sliding_window": -1})",
+                             "m.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("m.json: /sliding_window"), std::string::npos)
+      << bad.error().message();
+}
+
 TEST(ModelSpec, ErrorsNameTheField) {
   auto bad = model_from_text(R"({"name": "x", "layers": 4, "hidden": 64, "heads": 4, "kv_heads": 3,
                                  "vocab": 100, "seq_len": 64})",
