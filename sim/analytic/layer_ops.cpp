@@ -362,14 +362,20 @@ void LayerKernelBuilder::attention_block(const Partner& partner) {
   gemm(KernelName::kQkv, f_.attn_linear - out_proj,
        static_cast<std::int64_t>((f_.attn_linear - out_proj) / (2.0 * tokens_ * m_.hidden)), H_);
   if (m_.rope) {
-    // RoPE rotates q and k (MLA: their rotary parts) in place: a read and a write of each, forward,
-    // and the same through the inverse rotation backward; a kernel each way, inside the QKV op.
+    // RoPE rotates q and k (MLA: their rotary parts) in place: fused (Megatron, Transformer
+    // Engine, compiled), a read and a write of each, forward, and the same through the inverse
+    // rotation backward, a kernel each way, inside the QKV op. PyTorch eager runs the reference
+    // code's chain (Llama's and torchtitan's apply_rotary_emb) on each of q and k: x.float() (read
+    // e, write 4 bytes), the complex multiply by the table (read 4, write 4), type_as back (read
+    // 4, write e), three kernels, and its autograd the same chain backward.
     const double rotated = m_.mla.enabled() ? (m_.heads + 1.0) * m_.mla.qk_rope_head_dim
                                             : static_cast<double>(m_.q_dim() + m_.kv_dim());
-    const double bytes = 2.0 * tokens_ * rotated / tp_ * e_;
+    const double elements = tokens_ * rotated / tp_;
+    const double bytes = fused_ ? 2.0 * elements * e_ : (2.0 * e_ + 16.0) * elements;
+    const int kernels = fused_ ? 1 : 6;
     KernelCost& qkv = L_.fwd[L_.count - 1];
-    qkv.fwd_s += d_.stream_seconds(bytes) + launch_;
-    qkv.bwd_s += d_.stream_seconds(bytes) + launch_;
+    qkv.fwd_s += d_.stream_seconds(bytes) + kernels * launch_;
+    qkv.bwd_s += d_.stream_seconds(bytes) + kernels * launch_;
     qkv.bytes += bytes;
   }
   place_attention(partner);

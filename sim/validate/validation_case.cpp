@@ -27,8 +27,8 @@ void read_case_model(JsonReader& r, ValidationCase& c) {
   JsonReader mr = r.object("model");
   if (c.schema == 2)
     mr.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp",
-                            "vocab", "seq_len", "moe", "norm", "dropout", "tied_embeddings", "parallel_block",
-                            "sliding_window"});
+                            "vocab", "seq_len", "moe", "norm", "dropout", "tied_embeddings", "rope",
+                            "parallel_block", "sliding_window"});
   else
     mr.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp",
                             "vocab", "seq_len", "moe"});
@@ -48,6 +48,7 @@ void read_case_model(JsonReader& r, ValidationCase& c) {
   c.tied_embeddings = mr.optional_boolean("tied_embeddings");
   m.vocab = mr.required_integer("vocab", 1, 1 << 24);
   m.seq_len = static_cast<int>(mr.required_integer("seq_len", 1, 1 << 24));
+  m.rope = mr.boolean("rope", false);
   m.parallel_block = mr.boolean("parallel_block", false);
   m.sliding_window = static_cast<int>(mr.integer("sliding_window", 0, 0, 1 << 24));
   if (mr.has("moe")) {

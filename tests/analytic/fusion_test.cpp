@@ -151,6 +151,14 @@ TEST(Fusion, UnfusedChainsByHand) {
   const double tf = s.seq * m.ffn_hidden * 2.0;
   EXPECT_DOUBLE_EQ(find(eager, KernelName::kActivation).bytes, 5 * tf);
   EXPECT_DOUBLE_EQ(find(fused, KernelName::kActivation).bytes, 3 * tf);
+  // RoPE on q and k: eager, the reference chain (float, complex multiply, cast back: 2e + 16
+  // bytes an element, 3 kernels a tensor) in place of one fused read and write, each way.
+  ASSERT_TRUE(m.rope);
+  const double rotated = s.seq * static_cast<double>(m.q_dim() + m.kv_dim());
+  const KernelCost &qkv_eager = find(eager, KernelName::kQkv), &qkv_fused = find(fused, KernelName::kQkv);
+  EXPECT_NEAR(qkv_eager.bytes - qkv_fused.bytes, 16 * rotated, 1e-3);
+  EXPECT_NEAR(qkv_eager.fwd_s - qkv_fused.fwd_s, 16 * rotated / rate + 5 * launch, 1e-12);
+  EXPECT_NEAR(qkv_eager.bwd_s - qkv_fused.bwd_s, 16 * rotated / rate + 5 * launch, 1e-12);
   // No dropout: the residual add is one kernel either way; GEMMs do not change.
   EXPECT_DOUBLE_EQ(find(eager, KernelName::kResidual1).fwd_s, find(fused, KernelName::kResidual1).fwd_s);
   EXPECT_DOUBLE_EQ(find(eager, KernelName::kMlpUp).fwd_s, find(fused, KernelName::kMlpUp).fwd_s);

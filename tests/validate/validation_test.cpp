@@ -48,6 +48,13 @@ TEST(Validation, EveryCaseReadsAndCitesItsSource) {
     EXPECT_FALSE(c->source.empty()) << f;
     EXPECT_TRUE((*doc)["measured"].contains("derived_from")) << f;
     sources.insert(short_source(c->source));
+    // Rotary positions are the architecture's: every Llama, Mixtral, Qwen, DeepSeek and Nemotron
+    // case says so (GPT-3, BLOOM and MPT learn or ALiBi their positions).
+    const std::string name = c->model.name;
+    bool rotary = false;
+    for (const char* family : {"Llama", "Mixtral", "Qwen", "DeepSeek", "Nemotron"})
+      rotary = rotary || name.find(family) != std::string::npos;
+    EXPECT_EQ(c->model.rope, rotary) << f;
   }
   EXPECT_GE(sources.size(), 8u);
 }
