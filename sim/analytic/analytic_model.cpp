@@ -529,7 +529,11 @@ double activations_in_flight(const Plan& p, int stage) {
     case Schedule::kDualPipe:
       return std::min(mbs, p.pp + 1.0);
     case Schedule::kInterleaved1F1B:
-      return std::min(mbs, (p.pp - stage) * (1.0 + (p.pp - 1.0) / (p.pp * p.virtual_stages)));
+      // One model chunk per rank is plain 1F1B (Megatron runs the non-interleaved schedule
+      // without virtual stages; the bubble and the transfers count it so too).
+      if (p.virtual_stages > 1)
+        return std::min(mbs, (p.pp - stage) * (1.0 + (p.pp - 1.0) / (p.pp * p.virtual_stages)));
+      [[fallthrough]];
     default:
       return std::min(mbs, static_cast<double>(p.pp - stage));
   }
