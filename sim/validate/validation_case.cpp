@@ -27,7 +27,7 @@ void read_case_model(JsonReader& r, ValidationCase& c) {
   JsonReader mr = r.object("model");
   if (c.schema == 2)
     mr.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp",
-                            "vocab", "seq_len", "moe", "norm", "dropout", "tied_embeddings", "rope",
+                            "vocab", "seq_len", "moe", "mla", "norm", "dropout", "tied_embeddings", "rope",
                             "parallel_block", "sliding_window"});
   else
     mr.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp",
@@ -58,6 +58,16 @@ void read_case_model(JsonReader& r, ValidationCase& c) {
     m.moe.shared_experts = static_cast<int>(moe.integer("shared_experts", 0, 0, 1 << 10));
     m.moe.expert_ffn_hidden = moe.integer("expert_ffn_hidden", m.ffn_hidden, 1, 1 << 24);
     m.moe.dense_layers = static_cast<int>(moe.integer("dense_layers", 0, 0, 100000));
+  }
+  if (c.schema == 2 && mr.has("mla")) {  // DeepSeek's latent attention, as in model files
+    JsonReader mla = mr.object("mla");
+    mla.reject_unknown_keys(
+        {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+    m.mla.q_lora_rank = static_cast<int>(mla.integer("q_lora_rank", 0, 0, 1 << 20));
+    m.mla.kv_lora_rank = static_cast<int>(mla.required_integer("kv_lora_rank", 1, 1 << 20));
+    m.mla.qk_nope_head_dim = static_cast<int>(mla.required_integer("qk_nope_head_dim", 1, 1 << 16));
+    m.mla.qk_rope_head_dim = static_cast<int>(mla.integer("qk_rope_head_dim", 0, 0, 1 << 16));
+    m.mla.v_head_dim = static_cast<int>(mla.required_integer("v_head_dim", 1, 1 << 16));
   }
 }
 

@@ -55,6 +55,7 @@ TEST(Validation, EveryCaseReadsAndCitesItsSource) {
     for (const char* family : {"Llama", "Mixtral", "Qwen", "DeepSeek", "Nemotron"})
       rotary = rotary || name.find(family) != std::string::npos;
     EXPECT_EQ(c->model.rope, rotary) << f;
+    EXPECT_EQ(c->model.mla.enabled(), name.find("DeepSeek") != std::string::npos) << f;
   }
   EXPECT_GE(sources.size(), 8u);
 }
