@@ -564,15 +564,23 @@ HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   h.norm_bwd_s = d.stream_seconds(2 * h.norm_bytes) + 2 * n.kernels * launch;
   // fp32 cross-entropy: the forward reads the logits, the backward writes their gradient and
   // reads what it needs (12 bytes per logit in all).
+  // PyTorch eager (torchtitan's cross_entropy(pred.float(), labels)) runs it as separate kernels:
+  // the cast to fp32 (read e, write 4 bytes; none for fp32 logits), log_softmax over rows too long
+  // for one pass (read for the maximum, read for the sum, read and write the output) and the
+  // loss's gather; backward, the loss's zero-filled gradient (write 4), log_softmax's (read the
+  // gradient for its row sum, then it and the output, write 4) and the cast back.
+  const double e = s.bytes_per_element, cast = e < 4 ? e + 4 : 0;
+  const bool eager = !p.kernel_fusion;
   h.fwd_flops = logits_flops(m, s);
-  h.fwd_bytes = 4.0 * logits;
-  h.bwd_bytes = 8.0 * logits;
+  h.fwd_bytes = (eager ? cast + 16.0 : 4.0) * logits;
+  h.bwd_bytes = (eager ? cast + 20.0 : 8.0) * logits;
+  const int fwd_kernels = eager ? 3 : 1, bwd_kernels = eager ? 4 : 2;
   const double head_weight = s.bytes_per_element * m.hidden * static_cast<double>(m.vocab) / p.tp;
   // The softmax's exponential per logit: in the forward.
   h.fwd_s = h.fwd_flops / gemm_rate + d.gemm_setup_s + d.weight_pass_s(head_weight, false) +
-            d.stream_seconds(h.fwd_bytes) + logits * d.activation_element_s + launch;
+            d.stream_seconds(h.fwd_bytes) + logits * d.activation_element_s + fwd_kernels * launch;
   h.bwd_s = 2 * (h.fwd_flops / gemm_rate + d.gemm_setup_s) + d.weight_pass_s(head_weight, true) +
-            d.stream_seconds(h.bwd_bytes) + 2 * launch;
+            d.stream_seconds(h.bwd_bytes) + bwd_kernels * launch;
   if (h.tp) {
     h.grad_bytes = 8.0 * logits;  // read and write the gradient once more
     h.grad_s = d.stream_seconds(h.grad_bytes) + launch;

@@ -185,6 +185,16 @@ TEST(Fusion, UnfusedChainsByHand) {
   EXPECT_DOUBLE_EQ(eager_head.norm_bytes, 7 * th);
   EXPECT_NEAR(eager_head.norm_fwd_s, 7 * th / rate + 5 * launch, 1e-12);
   EXPECT_NEAR(eager_head.norm_bwd_s, 2 * 7 * th / rate + 10 * launch, 1e-12);
+  // The loss: fused, 4 bytes a logit forward and 8 backward; eager, the cast to fp32 and
+  // log_softmax's three reads and a write (2 + 4 + 16) forward, the zero-filled gradient,
+  // log_softmax's backward and the cast back (4 + 16 + 4 + 2) backward.
+  const double logits = s.seq * static_cast<double>(m.vocab);
+  EXPECT_DOUBLE_EQ(fused_head.fwd_bytes, 4 * logits);
+  EXPECT_DOUBLE_EQ(fused_head.bwd_bytes, 8 * logits);
+  EXPECT_DOUBLE_EQ(eager_head.fwd_bytes, 22 * logits);
+  EXPECT_DOUBLE_EQ(eager_head.bwd_bytes, 26 * logits);
+  EXPECT_NEAR(eager_head.fwd_s - fused_head.fwd_s, 18 * logits / rate + 2 * launch, 1e-12);
+  EXPECT_NEAR(eager_head.bwd_s - fused_head.bwd_s, 18 * logits / rate + 2 * launch, 1e-12);
 }
 
 TEST(Fusion, CudaGraphsCutEachKernelsLaunch) {
