@@ -127,7 +127,7 @@ w("NVIDIA's DGX Cloud benchmark (NeMo 24.09) trained it with tensor parallelism 
   "fragmentation, which the memory model does not price"
   + (". How far to trust a fully sharded plan: Foresight predicts "
      "the fully sharded runs of Megatron-FSDP and llm-foundry on H100 within 5%, but torchtitan's (eager "
-     "PyTorch, FlashAttention-2, a 500 W H100) 15-25% faster than they ran (docs/accuracy.md), so on a "
+     "PyTorch, FlashAttention-2, a 500 W H100) 15-21% faster than they ran (docs/accuracy.md), so on a "
      "PyTorch-native stack the builders' layout is the safer choice." if fsdp else "."))
 w("")
 w("## Llama 3 405B on 16,384 H100s")

@@ -853,9 +853,11 @@ RecomputeAssignment AnalyticModel::recompute_assignment(const Plan& p) const {
       it = options.emplace(std::pair{g, q.tp}, recompute_options(m, view, q, s)).first;
     }
     const std::vector<int> layers = stage_layer_list(q, m.layers, st);
-    // The room the layers' kept activations have: capacity less everything else on the stage.
+    // The room the layers' kept activations have: capacity (less the plan's headroom) less
+    // everything else on the stage.
     const MemoryBreakdown mem0 = stage_memory(q, st, &none);
     const double in_flight = std::max(1e-9, activations_in_flight(q, st));
+    const double capacity = mem0.capacity * (1.0 - p.recompute_headroom);
     std::vector<std::vector<RecomputeOption>> items;
     double kept0 = 0;
     bool stage_moe = false;
@@ -865,7 +867,7 @@ RecomputeAssignment AnalyticModel::recompute_assignment(const Plan& p) const {
       items.push_back(moe ? it->second.moe : it->second.dense);
       kept0 += layer_activation_bytes(m, s, RecomputeMask{0}, q.flash_attention, moe);
     }
-    const double room = mem0.capacity - (mem0.total - in_flight * kept0);
+    const double room = capacity - (mem0.total - in_flight * kept0);
     if (kept0 * in_flight <= room) continue;  // no recompute needed
     const double whole_layer = layer_activation_bytes(m, s, RecomputeMask{0}, q.flash_attention, stage_moe);
     const auto masks = cheapest_recompute(items, room, in_flight, whole_layer);

@@ -295,6 +295,7 @@ bool evaluate_candidate(const AnalyticModel& am, const ClusterSpec& cluster, con
   }
   // Per-layer recompute where no recompute fits chooses none: the space's none variant.
   const bool optimal = p.recompute == Recompute::kOptimal;
+  if (optimal) p.recompute_headroom = o.min_headroom;  // solve to the margin it is held to
   if (optimal) {
     Plan none = p;
     none.recompute = Recompute::kNone;

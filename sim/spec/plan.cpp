@@ -318,6 +318,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.recompute = read_enum("recompute", parse_recompute, Recompute::kNone);
   p.recompute_layers = static_cast<int>(int_field("recompute_layers", -1, kRecomputeLayers));
   p.recompute_method = read_enum("recompute_method", parse_recompute_method, RecomputeMethod::kBlock);
+  p.recompute_headroom = r.number("recompute_headroom", 0, 0, 0.99);
   p.cp_comm = read_enum("cp_comm", parse_cp_comm, CpComm::kRing);
   p.precision = read_enum("precision", parse_precision, Precision::kBf16);
   p.flash_attention = r.boolean("flash_attention", true);
@@ -435,6 +436,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "compression_penalty",
                          "recompute_layers",
                          "recompute_method",
+                         "recompute_headroom",
                          "cp_comm",
                          "offload_params",
                          "offload_activations",
@@ -485,6 +487,7 @@ json plan_to_json(const Plan& p) {
   if (!p.stage_tp.empty()) j["stage_tp"] = p.stage_tp;
   if (p.recompute_layers >= 0) j["recompute_layers"] = p.recompute_layers;
   if (p.recompute_method != RecomputeMethod::kBlock) j["recompute_method"] = to_string(p.recompute_method);
+  if (p.recompute_headroom > 0) j["recompute_headroom"] = p.recompute_headroom;
   if (p.cp_comm != CpComm::kRing) j["cp_comm"] = to_string(p.cp_comm);
   if (p.attention_kernel != AttentionKernel::kBest) j["attention_kernel"] = to_string(p.attention_kernel);
   if (!p.kernel_fusion) j["kernel_fusion"] = false;

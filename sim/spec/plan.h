@@ -105,6 +105,10 @@ struct Plan {
   // the size of each group of layers whose input alone is kept.
   int recompute_layers = -1;
   RecomputeMethod recompute_method = RecomputeMethod::kBlock;
+  // Recompute::kOptimal: the share of each device's memory its per-layer choice leaves free (the
+  // search's allocator margin, SearchOptions::min_headroom, so that its plans solve to the margin
+  // they are held to); 0: to capacity.
+  double recompute_headroom = 0;
   Precision precision = Precision::kBf16;
   bool flash_attention = true;  // fused attention: no s^2 activation traffic or memory
   // Which fused attention kernel runs: kBest, the device's fastest (on Hopper, cuDNN's fused

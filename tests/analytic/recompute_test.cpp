@@ -322,6 +322,27 @@ TEST(RecomputeOptimal, FitsAndBeatsTheFixedPolicies) {
   }
 }
 
+// With a headroom the choice solves to capacity less that share: it leaves it free, at the cost
+// of more recompute; the plan file keeps it, so the simulator and a later predict choose the same.
+TEST(RecomputeOptimal, LeavesThePlansHeadroomFree) {
+  const ModelSpec m = testing::preset_model("llama3-70b");
+  const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 64);
+  const AnalyticModel am(m, c);
+  Plan opt = seventy_b(true);
+  opt.recompute = Recompute::kOptimal;
+  const Prediction tight = am.evaluate(opt);
+  ASSERT_TRUE(tight.memory.fits());
+  ASSERT_LT(tight.memory.capacity - tight.memory.total, 0.10 * tight.memory.capacity);
+  opt.recompute_headroom = 0.10;
+  const Prediction loose = am.evaluate(opt);
+  EXPECT_GE(loose.memory.capacity - loose.memory.total, 0.10 * loose.memory.capacity);
+  EXPECT_GT(loose.hardware_flops, tight.hardware_flops);
+  EXPECT_GE(loose.step_time_s, tight.step_time_s);
+  auto back = plan_from_json(plan_to_json(opt), "plan.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_DOUBLE_EQ(back->recompute_headroom, 0.10);
+}
+
 TEST(RecomputeOptimal, ChoosesNoneWhenItFitsAndFullWhenNothingElseDoes) {
   const ModelSpec m = testing::preset_model("llama3-8b");
   const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 8);
