@@ -148,6 +148,18 @@ Status validate_model(const ModelSpec& m, const std::string& file) {
   return Status::Ok();
 }
 
+MlaSpec read_mla(JsonReader& mla) {
+  mla.reject_unknown_keys(
+      {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+  MlaSpec out;
+  out.q_lora_rank = static_cast<int>(mla.integer("q_lora_rank", 0, 0, 1 << 20));
+  out.kv_lora_rank = static_cast<int>(mla.required_integer("kv_lora_rank", 1, 1 << 20));
+  out.qk_nope_head_dim = static_cast<int>(mla.required_integer("qk_nope_head_dim", 1, 1 << 16));
+  out.qk_rope_head_dim = static_cast<int>(mla.integer("qk_rope_head_dim", 0, 0, 1 << 16));
+  out.v_head_dim = static_cast<int>(mla.required_integer("v_head_dim", 1, 1 << 16));
+  return out;
+}
+
 Result<ModelSpec> model_from_json(const json& doc, const std::string& file) {
   JsonReader r(doc, file);
   r.reject_unknown_keys({"name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "mlp",
@@ -183,13 +195,7 @@ Result<ModelSpec> model_from_json(const json& doc, const std::string& file) {
   }
   if (r.has("mla")) {
     JsonReader mla = r.object("mla");
-    mla.reject_unknown_keys(
-        {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
-    m.mla.q_lora_rank = static_cast<int>(mla.integer("q_lora_rank", 0, 0, 1 << 20));
-    m.mla.kv_lora_rank = static_cast<int>(mla.required_integer("kv_lora_rank", 1, 1 << 20));
-    m.mla.qk_nope_head_dim = static_cast<int>(mla.required_integer("qk_nope_head_dim", 1, 1 << 16));
-    m.mla.qk_rope_head_dim = static_cast<int>(mla.integer("qk_rope_head_dim", 0, 0, 1 << 16));
-    m.mla.v_head_dim = static_cast<int>(mla.required_integer("v_head_dim", 1, 1 << 16));
+    m.mla = read_mla(mla);
   }
   if (!r.ok()) return r.error();
   FS_RETURN_IF_ERROR(validate_model(m, file));

@@ -16,6 +16,8 @@
 
 namespace foresight {
 
+class JsonReader;  // sim/spec/json_reader.h
+
 // kSwiglu stands for every gated MLP, act(gate(x)) * up(x): SwiGLU and Gemma's GeGLU cost the same
 // three matrices and one product. kGelu is any ungated act(up(x)) but squared ReLU.
 enum class MlpKind { kGelu, kSwiglu, kSquaredRelu };
@@ -101,6 +103,9 @@ struct ModelSpec {
 Status validate_model(const ModelSpec& m, const std::string& file);
 
 Result<ModelSpec> model_from_json(const nlohmann::json& doc, const std::string& file);
+// The "mla" object of a model description (model files, validation cases): DeepSeek's latent
+// attention ranks; failures are recorded in `mla` (JsonReader's own error).
+MlaSpec read_mla(JsonReader& mla);
 nlohmann::json model_to_json(const ModelSpec& m);
 // A Hugging Face config.json (detected by "model_type" or "architectures"). The architecture comes
 // from "architectures" (or, without it, "model_type") and decides the field names and whether the

@@ -61,13 +61,7 @@ void read_case_model(JsonReader& r, ValidationCase& c) {
   }
   if (c.schema == 2 && mr.has("mla")) {  // DeepSeek's latent attention, as in model files
     JsonReader mla = mr.object("mla");
-    mla.reject_unknown_keys(
-        {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
-    m.mla.q_lora_rank = static_cast<int>(mla.integer("q_lora_rank", 0, 0, 1 << 20));
-    m.mla.kv_lora_rank = static_cast<int>(mla.required_integer("kv_lora_rank", 1, 1 << 20));
-    m.mla.qk_nope_head_dim = static_cast<int>(mla.required_integer("qk_nope_head_dim", 1, 1 << 16));
-    m.mla.qk_rope_head_dim = static_cast<int>(mla.integer("qk_rope_head_dim", 0, 0, 1 << 16));
-    m.mla.v_head_dim = static_cast<int>(mla.required_integer("v_head_dim", 1, 1 << 16));
+    m.mla = read_mla(mla);
   }
 }
 
