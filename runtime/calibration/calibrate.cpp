@@ -1584,6 +1584,8 @@ void time_executor_again(Calibration& c, ExecutorProbe& probe, Backend& be, int 
 void set_device_rates(Calibration& c) {
   const double peak = c.device.peak(DType::kFp32);
   c.device.gemm_efficiency = std::min(1.0, 1.0 / (c.gemm.slope * peak));
+  // The fitted line is one rate over the measured shapes, not a large GEMM's: no shape model on top.
+  c.device.gemm_tile = {};
   // (A line with no positive slope says nothing about the rate: the GEMMs' efficiency stands in.)
   c.device.attention_efficiency =
       c.attention.slope > 0 ? std::clamp(1.0 / (c.attention.slope * c.device.peak(DType::kBf16)), 0.01, 1.0)

@@ -133,6 +133,11 @@ NormPasses norm_passes(const ModelSpec& m, const Plan& p) {
 
 namespace {
 
+// A GEMM problem as the library runs it: `groups` products of an m x n output over k.
+struct GemmShape {
+  double m = 0, n = 0, k = 0, groups = 1;
+};
+
 // Builds layer_kernels' list: the device's rates and the layer's shape, the kernels appended in
 // forward order with their tensor-parallel collectives.
 class LayerKernelBuilder {
@@ -183,11 +188,21 @@ class LayerKernelBuilder {
     k = KernelCost{name, cls, flops, bytes, fwd + kernels * launch_, bwd + back * launch_, bwd_w + launch_,
                    gm,   gn,  gk};
   }
-  // A GEMM: backward = data gradient + weight gradient, each as much work as the forward.
-  // `fp8_linear`: false for a GEMM that stays in 16 bits in fp8 plans (the MoE router).
-  void gemm(KernelName name, double flops, std::int64_t gn, std::int64_t gk, bool fp8_linear = true) {
+  // A GEMM: backward = data gradient + weight gradient, each as much work as the forward, each at
+  // the rate its own shape reaches (DeviceSpec::gemm_shape_efficiency): forward an m x n output
+  // over k, the data gradient m x k over n, the weight gradient k x n over the m tokens.
+  // `fp8_linear`: false for a GEMM that stays in 16 bits in fp8 plans (the MoE router). `shape`:
+  // the problem's real shape where it is not tokens x gn over gk (the experts' grouped GEMMs).
+  void gemm(KernelName name, double flops, std::int64_t gn, std::int64_t gk, bool fp8_linear = true,
+            const GemmShape* shape = nullptr) {
     const bool fp8 = fp8_linear && dt_ == DType::kFp8;
-    const double t = flops / (fp8 || dt_ != DType::kFp8 ? gemm_rate_ : gemm_rate16_) + d_.gemm_setup_s;
+    const double rate = fp8 || dt_ != DType::kFp8 ? gemm_rate_ : gemm_rate16_;
+    const GemmShape dense{tokens_, static_cast<double>(gn), static_cast<double>(gk), 1};
+    const GemmShape& g = shape ? *shape : dense;
+    auto at = [&](double m, double n, double k) {
+      return flops / (rate * d_.gemm_shape_efficiency(m, n, k, g.groups, fp8)) + d_.gemm_setup_s;
+    };
+    const double t = at(g.m, g.n, g.k), td = at(g.m, g.k, g.n), tw_own = at(g.k, g.n, g.m);
     const double weight = e_ * static_cast<double>(gk) * gn;
     const double wf = d_.weight_pass_s(weight, false), wb = d_.weight_pass_s(weight, true);
     const Fp8Casts q = fp8 ? fp8_casts(gk, gn) : Fp8Casts{};
@@ -195,11 +210,11 @@ class LayerKernelBuilder {
     // weight gradient run on the SMs the communication kernels leave.
     const TpOverlap ub = ub_method(name);
     const double tf = ub == TpOverlap::kPipeline ? t * ub_stretch_ : t;
-    const double tw = ub == TpOverlap::kBulk ? t * ub_stretch_ : t;
+    const double tw = ub == TpOverlap::kBulk ? tw_own * ub_stretch_ : tw_own;
     // The backward's weight passes: half to its weight-gradient part (the gradient's read and write).
     add(name, KernelClass::kGemm, flops,
         e_ * (tokens_ * gk + static_cast<double>(gk) * gn + tokens_ * gn) + q.bytes, tf + wf + q.fwd_s,
-        t + tw + wb + q.bwd_s, tw + 0.5 * wb, T_, gn, gk);
+        td + tw + wb + q.bwd_s, tw + 0.5 * wb, T_, gn, gk);
   }
   // The overlap a GEMM's SMs take part in (Plan::overlap_tp_comm with SP; not the MoE experts'):
   // kPipeline for the row-parallel GEMMs' forward, kBulk for the column-parallel ones' weight
@@ -519,7 +534,22 @@ void LayerKernelBuilder::mlp_block() {
   }
   const double up_mats = m_.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
   const double up = 2.0 * tokens_ * m_.hidden * ffn * up_mats / tp_;
-  gemm(KernelName::kMlpUp, up, static_cast<std::int64_t>(ffn * up_mats / etp), H_);
+  // The routed experts run as one grouped GEMM over this rank's experts, each on the tokens routed
+  // to it (an even share); the shared experts' tokens are all of them, their width added to each.
+  GemmShape up_shape, down_shape;
+  const GemmShape* up_at = nullptr;
+  const GemmShape* down_at = nullptr;
+  if (moe_ && m_.moe.experts > 0) {
+    const double local = std::max(1.0, static_cast<double>(m_.moe.experts) / p_.ep);
+    const double width = static_cast<double>(m_.moe.expert_ffn_hidden) / etp;
+    const double routed = up * m_.moe.top_k / (m_.moe.top_k + m_.moe.shared_experts) /
+                          (2.0 * m_.hidden * width * up_mats) / local;  // tokens per local expert
+    up_shape = {routed, width * up_mats, static_cast<double>(m_.hidden), local};
+    down_shape = {routed, static_cast<double>(m_.hidden), width, local};
+    up_at = &up_shape;
+    down_at = &down_shape;
+  }
+  gemm(KernelName::kMlpUp, up, static_cast<std::int64_t>(ffn * up_mats / etp), H_, true, up_at);
   const bool split_glu = m_.mlp == MlpKind::kSwiglu && !fused_;
   elementwise(KernelName::kActivation,
               (m_.mlp == MlpKind::kSwiglu ? (split_glu ? 5.0 : 3.0) : 2.0) * tokens_ * ffn / tp_ * e_,
@@ -529,7 +559,7 @@ void LayerKernelBuilder::mlp_block() {
     act.fwd_s += tokens_ * ffn / tp_ * d_.activation_element_s;
     act.bwd_s += tokens_ * ffn / tp_ * d_.activation_element_s;
   }
-  gemm(KernelName::kMlpDown, f_.mlp - up, H_, static_cast<std::int64_t>(ffn / etp));
+  gemm(KernelName::kMlpDown, f_.mlp - up, H_, static_cast<std::int64_t>(ffn / etp), true, down_at);
   if (moe_) {
     if (p_.ep > 1) L_.moe_combine_after = L_.count - 1;
     elementwise(KernelName::kUnpermute, (1.0 + m_.moe.top_k) * tokens_ * m_.hidden * e_ / tp_);
@@ -577,9 +607,15 @@ HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   const int fwd_kernels = eager ? 3 : 1, bwd_kernels = eager ? 4 : 2;
   const double head_weight = s.bytes_per_element * m.hidden * static_cast<double>(m.vocab) / p.tp;
   // The softmax's exponential per logit: in the forward.
-  h.fwd_s = h.fwd_flops / gemm_rate + d.gemm_setup_s + d.weight_pass_s(head_weight, false) +
-            d.stream_seconds(h.fwd_bytes) + logits * d.activation_element_s + fwd_kernels * launch;
-  h.bwd_s = 2 * (h.fwd_flops / gemm_rate + d.gemm_setup_s) + d.weight_pass_s(head_weight, true) +
+  // Each GEMM at its shape's rate (DeviceSpec::gemm_shape_efficiency): the logits tokens x vocab/tp
+  // over the hidden size; backward the hidden states' gradient and the weight's.
+  const double v = static_cast<double>(m.vocab) / p.tp, hid = static_cast<double>(m.hidden);
+  auto at = [&](double mm, double nn, double kk) {
+    return h.fwd_flops / (gemm_rate * d.gemm_shape_efficiency(mm, nn, kk)) + d.gemm_setup_s;
+  };
+  h.fwd_s = at(tokens, v, hid) + d.weight_pass_s(head_weight, false) + d.stream_seconds(h.fwd_bytes) +
+            logits * d.activation_element_s + fwd_kernels * launch;
+  h.bwd_s = at(tokens, hid, v) + at(hid, v, tokens) + d.weight_pass_s(head_weight, true) +
             d.stream_seconds(h.bwd_bytes) + bwd_kernels * launch;
   if (h.tp) {
     h.grad_bytes = 8.0 * logits;  // read and write the gradient once more

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "sim/spec/json_reader.h"
 #include "sim/spec/presets.h"
@@ -346,6 +347,48 @@ json rates_to_json(const CacheLevel& c) {
 }
 }  // namespace
 
+namespace {
+// Ceiling and floor of a positive count below 2^53, inline: std::ceil and std::floor are library
+// calls on x86-64 without SSE4.1, and the shape model takes a dozen per GEMM, several GEMMs per plan.
+inline double floor_of(double x) { return static_cast<double>(static_cast<std::int64_t>(x)); }
+inline double ceil_of(double x) {
+  const double f = floor_of(x);
+  return f < x ? f + 1 : f;
+}
+}  // namespace
+
+double DeviceSpec::gemm_shape_efficiency(double m, double n, double k, double groups, bool fp8) const {
+  if (gemm_tile.m <= 0 || sm_count <= 0 || !(m > 0 && n > 0 && k > 0 && groups > 0)) return 1.0;
+  const double sms = sm_count, step = gemm_tile.k * (fp8 ? 2.0 : 1.0), fixed = gemm_tile.fixed_k_steps;
+  // The tiles are spread evenly over the SMs: the library balances them (cuBLAS picks among tile
+  // shapes, and on Hopper splits tiles' main loops across SMs, stream-K), so a last wave's idle SMs
+  // are not charged; a problem with fewer tiles than SMs splits its reduction (split-K), each slice
+  // at least this many main-loop steps deep.
+  constexpr double kMinStepsPerSplit = 4;
+  const double k_steps = k / step, k_share = k_steps / (ceil_of(k_steps) + fixed);
+  // The library runs the problem or its transpose (C^T = B^T A^T): the better of the two. A
+  // dimension narrower than the tile gets a narrower kernel, one tile rounded up to the MMA
+  // instructions' 16.
+  const double tile_a = gemm_tile.m, tile_b = gemm_tile.n, inv_a = 1 / tile_a, inv_b = 1 / tile_b;
+  auto cover = [](double dim, double tile, double inv) {  // the tiles' span over `dim`, and their count
+    if (dim < tile) return std::pair{16 * ceil_of(dim * (1.0 / 16)), 1.0};
+    double count = ceil_of(dim * inv);
+    if ((count - 1) * tile >= dim) count -= 1;  // dim * inv rounded up past a whole count
+    return std::pair{count * tile, count};
+  };
+  auto with_tile = [&](std::pair<double, double> rows, std::pair<double, double> cols) {
+    const double tiles = groups * rows.second * cols.second;
+    const double filled = m * n / (rows.first * cols.first);  // the output's share of the tiles
+    if (tiles >= sms) return filled * k_share;
+    const double split =
+        std::max(1.0, std::min(floor_of(sms / tiles), floor_of(k_steps / kMinStepsPerSplit)));
+    // tiles * split slices on as many SMs (at most one wave), each ceil(k_steps / split) steps deep
+    return filled * tiles * k_steps / (sms * (ceil_of(k_steps / split) + fixed));
+  };
+  return std::min(1.0, std::max(with_tile(cover(m, tile_a, inv_a), cover(n, tile_b, inv_b)),
+                                with_tile(cover(m, tile_b, inv_b), cover(n, tile_a, inv_a))));
+}
+
 DeviceSpec device_at_speed(DeviceSpec d, double factor) {
   for (double& f : d.peak_flops) f *= factor;
   d.memory_bandwidth *= factor;
@@ -442,7 +485,7 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   JsonReader r(doc, file, pointer);
   r.reject_unknown_keys({"name", "vendor", "kind", "peak", "memory", "memory_bandwidth", "efficiency",
                          "memory_reserved", "power", "price_per_hour_usd", "reference_cluster", "cache",
-                         "shared_memory", "sm_count"});
+                         "shared_memory", "sm_count", "gemm_tile"});
   DeviceSpec d;
   d.name = r.required_string("name");
   d.vendor = r.string("vendor", "");
@@ -459,6 +502,18 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   read_efficiency(r, d);
   d.memory_reserved_bytes = r.quantity("memory_reserved", Dimension::kBytes, 0.0);
   d.sm_count = static_cast<int>(r.integer("sm_count", 0, 0, 1 << 16));
+  if (r.has("gemm_tile")) {
+    JsonReader t = r.object("gemm_tile");
+    t.reject_unknown_keys({"m", "n", "k", "fixed_k_steps"});
+    d.gemm_tile.m = static_cast<int>(t.integer("m", 0, 1, 4096));
+    d.gemm_tile.n = static_cast<int>(t.integer("n", 0, 1, 4096));
+    d.gemm_tile.k = static_cast<int>(t.integer("k", 0, 1, 4096));
+    d.gemm_tile.fixed_k_steps = t.number("fixed_k_steps", 0.0, 0.0, 1000.0);
+    if (r.ok() && (d.gemm_tile.m == 0 || d.gemm_tile.n == 0 || d.gemm_tile.k == 0))
+      r.fail("gemm_tile", "needs m, n and k (the GEMM kernels' tile, in elements)");
+    if (r.ok() && d.sm_count == 0)
+      r.fail("gemm_tile", "needs sm_count (the tiles run in waves over the SMs)");
+  }
   if (r.has("cache")) read_caches(r, d);
   if (r.has("shared_memory")) read_shared_memory(r, d);
   JsonReader power = r.object("power");
@@ -499,6 +554,11 @@ json device_to_json(const DeviceSpec& d) {
             {"price_per_hour_usd", d.price_per_hour_usd}};
   if (!d.reference_cluster.empty()) j["reference_cluster"] = d.reference_cluster;
   if (d.sm_count > 0) j["sm_count"] = d.sm_count;
+  if (d.gemm_tile.m > 0)
+    j["gemm_tile"] = {{"m", d.gemm_tile.m},
+                      {"n", d.gemm_tile.n},
+                      {"k", d.gemm_tile.k},
+                      {"fixed_k_steps", d.gemm_tile.fixed_k_steps}};
   if (d.optimizer_efficiency != 1.0) j["efficiency"]["optimizer"] = d.optimizer_efficiency;
   if (d.gemm_fp8_efficiency > 0) j["efficiency"]["gemm_fp8"] = d.gemm_fp8_efficiency;
   if (d.attention_flash2_efficiency > 0) j["efficiency"]["attention_flash2"] = d.attention_flash2_efficiency;

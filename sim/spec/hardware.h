@@ -57,6 +57,22 @@ struct DeviceSpec {
   double fp8_gemm_efficiency() const {
     return gemm_fp8_efficiency > 0 ? gemm_fp8_efficiency : gemm_efficiency;
   }
+  // The output tile a GPU's GEMM library computes on one SM (the tile in its kernels' names: cuBLAS's
+  // ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_64x3, sm90_xmma_gemm_..._tilesize128x256x64)
+  // and the fixed cost of each tile in main-loop iterations (the pipeline's fill and the epilogue's
+  // store). With a tile and sm_count, gemm_efficiency is the rate of a GEMM large in every
+  // dimension, and gemm_shape_efficiency() the share of it a given shape reaches; without (m 0, the
+  // CPU and calibrated profiles) every GEMM runs at gemm_efficiency.
+  struct GemmTile {
+    int m = 0, n = 0, k = 0;  // k: the main loop's step in 16-bit elements (FP8: twice as many)
+    double fixed_k_steps = 0;
+    bool operator==(const GemmTile&) const = default;
+  } gemm_tile;
+  // The share of gemm_efficiency a GEMM with an m x n output and reduction k reaches (`groups` of
+  // them in one launch: a grouped GEMM's experts; `fp8`: FP8 operands, a main-loop step twice as
+  // deep): the tiles' padding of m, n and k and each tile's fixed cost, the tiles spread evenly over
+  // the SMs; a problem with fewer tiles than SMs splits its reduction (split-K). 1 without a tile.
+  double gemm_shape_efficiency(double m, double n, double k, double groups = 1, bool fp8 = false) const;
   double attention_efficiency = 0.5;  // fused (flash) attention, fraction of peak
   // FlashAttention-2-class kernels (Plan::attention_kernel kFlash2), fraction of peak; 0: the same
   // as attention_efficiency (where they are the device's best kernels, as on A100).

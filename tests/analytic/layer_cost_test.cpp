@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "sim/analytic/analytic_model.h"
+#include "sim/analytic/layer_ops.h"
+#include "sim/spec/hardware.h"
 #include "tests/test_util.h"
 
 namespace foresight {
@@ -120,6 +122,71 @@ TEST(LayerCost, MoeLayerCountsVisitedExperts) {
   // Parameters: all 8 experts held; with ep=4 a device holds 2.
   EXPECT_NEAR(layer_params_per_device(m, true, 1, 1) - layer_params_per_device(m, true, 1, 4),
               6 * m.expert_params(), 1.0);
+}
+
+const KernelCost& kernel(const LayerKernels& k, KernelName name) {
+  for (int i = 0; i < k.count; ++i)
+    if (k.fwd[i].name == name) return k.fwd[i];
+  ADD_FAILURE() << "no kernel " << kernel_name(name);
+  return k.fwd[0];
+}
+
+// Each GEMM runs at gemm_efficiency times its shape's share (DeviceSpec::gemm_shape_efficiency):
+// forward tokens x n over k, the data gradient tokens x k over n, the weight gradient k x n over
+// the tokens. Llama 3 8B's QKV on an H100, 2 x 8192 tokens; without a tile, the flat rate.
+TEST(LayerCost, EachGemmRunsAtItsShapesRate) {
+  const ModelSpec m = testing::preset_model("llama3-8b");
+  auto loaded = load_device("h100-sxm5-80gb");
+  ASSERT_TRUE(loaded.ok());
+  DeviceSpec d = *loaded;
+  const Plan p = testing::make_plan(1, 1, 1, 2, 2);
+  const LayerShape s = plan_layer_shape(m, p);
+  const double rate = d.peak(DType::kBf16) * d.gemm_efficiency, launch = d.kernel_overhead_s;
+  const double tokens = 2.0 * m.seq_len, n = m.q_dim() + 2.0 * m.kv_dim(), k = m.hidden;
+  const KernelCost qkv = kernel(layer_kernels(m, d, p, s, false), KernelName::kQkv);
+  ASSERT_EQ(qkv.flops, 2 * tokens * n * k);
+  const double fwd = qkv.flops / (rate * d.gemm_shape_efficiency(tokens, n, k));
+  const double data = qkv.flops / (rate * d.gemm_shape_efficiency(tokens, k, n));
+  const double weight = qkv.flops / (rate * d.gemm_shape_efficiency(k, n, tokens));
+  // RoPE rides in the QKV op (a fused kernel each way, reading and writing q and k).
+  const double rope =
+      m.rope ? d.stream_seconds(2.0 * tokens * (m.q_dim() + m.kv_dim()) * s.bytes_per_element) + launch : 0.0;
+  EXPECT_NEAR(qkv.fwd_s, fwd + launch + rope, 1e-12);
+  EXPECT_NEAR(qkv.bwd_s, data + weight + 2 * launch + rope, 1e-12);
+  EXPECT_NEAR(qkv.bwd_weight_s, weight + launch, 1e-12);
+  EXPECT_LT(fwd, qkv.flops / (rate * 0.9));  // a large GEMM: within 10% of the flat rate
+  d.gemm_tile = {};
+  const KernelCost flat = kernel(layer_kernels(m, d, p, s, false), KernelName::kQkv);
+  EXPECT_NEAR(flat.fwd_s, qkv.flops / rate + launch + rope, 1e-12);
+  EXPECT_LT(flat.fwd_s, qkv.fwd_s);
+}
+
+// The routed experts run as one grouped GEMM over the rank's experts, each on its share of the
+// routed tokens: Mixtral 8x7B with 8-way expert parallelism has one expert per rank, which
+// receives the top-2 copies of the 8 ranks' tokens: 2 x tokens rows.
+TEST(LayerCost, ExpertsRunAsAGroupedGemmOfTheirTokens) {
+  const ModelSpec m = testing::preset_model("mixtral-8x7b");
+  auto loaded = load_device("h100-sxm5-80gb");
+  ASSERT_TRUE(loaded.ok());
+  const DeviceSpec& d = *loaded;
+  Plan p = testing::make_plan(1, 1, 8, 1, 8);
+  p.ep = 8;
+  const LayerShape s = plan_layer_shape(m, p);
+  const double tokens = s.batch * s.seq, width = 2.0 * m.moe.expert_ffn_hidden;
+  const double rate = d.peak(DType::kBf16) * d.gemm_efficiency;
+  const KernelCost up = kernel(layer_kernels(m, d, p, s, true), KernelName::kMlpUp);
+  const double routed = tokens * m.moe.top_k * p.ep / m.moe.experts;
+  ASSERT_EQ(routed, 2 * tokens);
+  EXPECT_NEAR(up.fwd_s,
+              up.flops / (rate * d.gemm_shape_efficiency(routed, width, m.hidden, 1)) + d.kernel_overhead_s,
+              1e-12);
+  // Without expert parallelism each rank runs all 8 experts on a quarter of its tokens each.
+  p.ep = 1;
+  const KernelCost all = kernel(layer_kernels(m, d, p, s, true), KernelName::kMlpUp);
+  EXPECT_NEAR(
+      all.fwd_s,
+      all.flops / (rate * d.gemm_shape_efficiency(tokens / 4, width, m.hidden, 8)) + d.kernel_overhead_s,
+      1e-12);
 }
 
 }  // namespace

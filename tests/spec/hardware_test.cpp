@@ -79,6 +79,63 @@ TEST(Hardware, DatasheetFigures) {
   EXPECT_EQ(hetero->node.devices[2].device.kind, DeviceKind::kCpu);
 }
 
+// A GEMM's share of the large-GEMM rate, by hand on the H100 preset's tile (128x256, main loop 64
+// deep, 3 fixed steps per tile, 132 SMs).
+TEST(Hardware, GemmShapeEfficiencyByHand) {
+  auto h100 = load_device("h100-sxm5-80gb");
+  ASSERT_TRUE(h100.ok());
+  const DeviceSpec& d = *h100;
+  ASSERT_EQ(d.gemm_tile.m, 128);
+  ASSERT_EQ(d.gemm_tile.n, 256);
+  ASSERT_EQ(d.gemm_tile.k, 64);
+  ASSERT_EQ(d.gemm_tile.fixed_k_steps, 3);
+  ASSERT_EQ(d.sm_count, 132);
+  // Large in every dimension: only the fixed steps, 256 of 259.
+  EXPECT_NEAR(d.gemm_shape_efficiency(16384, 16384, 16384), 256.0 / 259, 1e-12);
+  // FP8's main loop is twice as deep in elements: 128 of 131.
+  EXPECT_NEAR(d.gemm_shape_efficiency(16384, 16384, 16384, 1, true), 128.0 / 131, 1e-12);
+  // A shallow reduction: 100 of 128 elements in 2 steps, plus 3.
+  EXPECT_NEAR(d.gemm_shape_efficiency(16384, 16384, 100), (100.0 / 64) / 5, 1e-12);
+  // Padding: 129 rows take two 128-row tiles (129/256), or one of the transposed kernel's 256-row
+  // tiles narrowed to 144 (nine of the MMA's 16): 129/144.
+  EXPECT_NEAR(d.gemm_shape_efficiency(129, 16384 * 4, 16384), 129.0 / 144 * 256.0 / 259, 1e-12);
+  // Two tiles' worth of output over a long reduction: split-K 66 ways fills the 132 SMs, each
+  // slice 16 steps (ceil(65536/66/64)) and its 3 fixed ones: 2048 steps of work over 132 x 19.
+  EXPECT_NEAR(d.gemm_shape_efficiency(256, 256, 65536), 2048.0 / (132 * 19), 1e-12);
+  // A dimension narrower than the tile runs a narrower kernel: 8 experts' 8-column router output
+  // is padded to 16, not to 128.
+  EXPECT_NEAR(d.gemm_shape_efficiency(16384 * 8, 8, 16384), 0.5 * 256.0 / 259, 1e-12);
+  // Grouped: 8 experts of 1024 tokens each run as one dense 8192-row GEMM would.
+  EXPECT_NEAR(d.gemm_shape_efficiency(1024, 4096, 4096, 8), d.gemm_shape_efficiency(8192, 4096, 4096), 1e-12);
+  // Without a tile (CPU and calibrated profiles) every shape runs at the flat rate.
+  DeviceSpec flat = d;
+  flat.gemm_tile = {};
+  EXPECT_EQ(flat.gemm_shape_efficiency(129, 8, 100), 1.0);
+}
+
+TEST(Hardware, GemmTileNamesItsFields) {
+  auto doc = parse_json_text(*preset_text(PresetKind::kDevice, "h100-sxm5-80gb"), "d.json");
+  ASSERT_TRUE(doc.ok());
+  auto expect_error = [&](nlohmann::json d, const std::string& why) {
+    auto bad = device_from_json(d, "d.json");
+    ASSERT_FALSE(bad.ok()) << d.dump();
+    EXPECT_NE(bad.error().message().find("gemm_tile"), std::string::npos) << bad.error().message();
+    EXPECT_NE(bad.error().message().find(why), std::string::npos) << bad.error().message();
+  };
+  nlohmann::json no_k = *doc;
+  no_k["gemm_tile"].erase("k");
+  expect_error(no_k, "needs m, n and k");
+  nlohmann::json no_sms = *doc;
+  no_sms.erase("sm_count");
+  expect_error(no_sms, "needs sm_count");
+  nlohmann::json unknown = *doc;
+  unknown["gemm_tile"]["stages"] = 3;
+  expect_error(unknown, "stages");
+  nlohmann::json negative = *doc;
+  negative["gemm_tile"]["fixed_k_steps"] = -1;
+  expect_error(negative, "fixed_k_steps");
+}
+
 TEST(Hardware, UnknownPresetListsTheKnownOnes) {
   auto c = load_cluster("dgx-z100");
   ASSERT_FALSE(c.ok());
