@@ -1336,6 +1336,7 @@ LayerShape plan_layer_shape(const ModelSpec& m, const Plan& p) {
   }
   s.tp = p.tp;
   s.sp = p.sequence_parallel && p.tp > 1;
+  s.experts_folded = p.experts_folded() && p.tp > 1;
   s.bytes_per_element = weight_bytes(p.precision);
   if (p.precision == Precision::kFp8) s.linear_input_bytes = 1;
   return s;

@@ -123,14 +123,16 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute
   // MLP block.
   double ffn = static_cast<double>(m.ffn_hidden);
   if (moe_layer) ffn = static_cast<double>(m.moe.expert_ffn_hidden) * (m.moe.top_k + m.moe.shared_experts);
-  // First linear input (the norm's output; a parallel block's MLP shares the attention's).
-  double mlp = keep_norm_out && !m.parallel_block ? el * sb * h / rep : 0.0;
+  // First linear input (the norm's output; a parallel block's MLP shares the attention's, except
+  // a folded MoE layer's, which has its own norm as the kernel list does).
+  const bool parallel = m.parallel_block && !(moe_layer && s.experts_folded);
+  double mlp = keep_norm_out && !parallel ? el * sb * h / rep : 0.0;
   if (keep_act_in) mlp += e * sb * ffn / t * (m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0);  // activation input(s)
   if (keep_act_out) mlp += el * sb * ffn / t;                                          // second linear input
   mlp += drop * sb * h / rep;                                                          // dropout mask
   if (moe_layer)
-    mlp += el * sb * h * m.moe.top_k / t + 4.0 * sb * m.moe.experts;   // dispatched tokens, router probs
-  const double norms = (m.parallel_block ? 1 : 2) * e * sb * h / rep;  // inputs of the norms
+    mlp += el * sb * h * m.moe.top_k / t + 4.0 * sb * m.moe.experts;  // dispatched tokens, router probs
+  const double norms = (parallel ? 1 : 2) * e * sb * h / rep;         // inputs of the norms
   return attn + mlp + norms;
 }
 

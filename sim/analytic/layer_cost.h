@@ -25,6 +25,9 @@ struct LayerShape {
   // The linear layers' saved inputs (0: bytes_per_element). FP8 (Transformer Engine) keeps them
   // as the FP8 copies its weight-gradient GEMMs read: one byte.
   double linear_input_bytes = 0;
+  // MoE parallel folding (Plan::experts_folded() with tp > 1): an MoE layer's MLP has its own norm
+  // and no TP collective, even in a ModelSpec::parallel_block model.
+  bool experts_folded = false;
   double linear_bytes() const { return linear_input_bytes > 0 ? linear_input_bytes : bytes_per_element; }
 };
 

@@ -161,7 +161,8 @@ class LayerKernelBuilder {
         H_(static_cast<std::int64_t>(m.hidden)),
         f_(moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s)),
         sp_(s.sp && p.tp > 1),
-        parallel_(m.parallel_block && !(moe && p.experts_folded() && s.tp > 1)),
+        folded_(moe && s.experts_folded),
+        parallel_(m.parallel_block && !folded_),
         ub_(sp_ && p.overlap_tp_comm),
         ub_stretch_(d.sm_count > kTpOverlapSms ? d.sm_count / (d.sm_count - kTpOverlapSms) : 1.0) {}
 
@@ -362,6 +363,10 @@ class LayerKernelBuilder {
   const std::int64_t T_, H_;
   const LayerFlops f_;
   const bool sp_;
+  // MoE parallel folding (Plan::expert_tp 1 below tp, with SP): each TP rank dispatches its own
+  // sequence shard's tokens to whole experts, so the MLP block has no TP collective (the shared
+  // experts, where a model has them, are counted with the routed ones).
+  const bool folded_;
   // ModelSpec::parallel_block (not with MoE parallel folding, whose MLP has its own norm): one norm
   // and, with TP, one gather before both blocks and one reduction after both.
   const bool parallel_;
@@ -505,20 +510,16 @@ void LayerKernelBuilder::place_attention(const Partner& partner) {
 }
 
 void LayerKernelBuilder::mlp_block() {
-  // MoE parallel folding (Plan::expert_tp 1 below tp, with SP): each TP rank dispatches its own
-  // sequence shard's tokens to whole experts, so the MLP block has no TP collective (the shared
-  // experts, where a model has them, are counted with the routed ones).
-  const bool folded = moe_ && p_.experts_folded() && tp_ > 1;
   int norm2 = -1;
   if (parallel_) {
     norm2 = block_norm_;  // ModelSpec::parallel_block: the attention's norm, gathered once
-  } else if (folded) {
+  } else if (folded_) {
     norm(KernelName::kNorm2);
     norm2 = L_.count - 1;
   } else {
     norm2 = norm_before_column_parallel(KernelName::kNorm2);
   }
-  const double etp = folded ? static_cast<double>(p_.etp()) : tp_;
+  const double etp = folded_ ? static_cast<double>(p_.etp()) : tp_;
   double ffn = static_cast<double>(m_.ffn_hidden);
   if (moe_) {
     ffn = static_cast<double>(m_.moe.expert_ffn_hidden) * (m_.moe.top_k + m_.moe.shared_experts);
@@ -564,7 +565,7 @@ void LayerKernelBuilder::mlp_block() {
     if (p_.ep > 1) L_.moe_combine_after = L_.count - 1;
     elementwise(KernelName::kUnpermute, (1.0 + m_.moe.top_k) * tokens_ * m_.hidden * e_ / tp_);
   }
-  if (!folded) after_row_parallel(norm2);
+  if (!folded_) after_row_parallel(norm2);
   residual(KernelName::kResidual2);
 }
 

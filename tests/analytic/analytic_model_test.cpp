@@ -235,6 +235,34 @@ TEST(AnalyticModel, ParallelBlocksAndSlidingWindows) {
   EXPECT_DOUBLE_EQ(plan_layer_shape(swa, p).kv_seq, full.kv_seq);
 }
 
+// With MoE parallel folding an MoE layer's MLP keeps its own norm even in a parallel-block model
+// (the kernel list runs it): its activations keep both norms' inputs and the MLP's own norm
+// output, as a sequential layer's do; dense layers and unfolded MoE layers share one norm.
+TEST(AnalyticModel, FoldedExpertsKeepTheirNormInParallelBlocks) {
+  const ModelSpec m = model("mixtral-8x7b");
+  ModelSpec par = m;
+  par.parallel_block = true;
+  Plan p = plan(4, 1, 8, 1, 64);
+  p.sequence_parallel = true;
+  p.ep = 8;
+  p.expert_tp = 1;
+  LayerShape s = plan_layer_shape(m, p);
+  ASSERT_TRUE(s.experts_folded);
+  for (bool moe : {false, true}) {
+    const double seq = layer_activation_bytes(m, s, Recompute::kNone, true, moe);
+    const double side = layer_activation_bytes(par, s, Recompute::kNone, true, moe);
+    if (moe)
+      EXPECT_DOUBLE_EQ(side, seq);
+    else
+      EXPECT_LT(side, seq);
+  }
+  p.expert_tp = 0;  // unfolded: the MoE layer shares the attention's norm too
+  s = plan_layer_shape(m, p);
+  ASSERT_FALSE(s.experts_folded);
+  EXPECT_LT(layer_activation_bytes(par, s, Recompute::kNone, true, true),
+            layer_activation_bytes(m, s, Recompute::kNone, true, true));
+}
+
 // An "interleaved" plan with one model chunk per rank is 1F1B: the same micro-batches in flight
 // (it once counted 2p-1 on the first stage and refused Llama 3 70B on 64 H100s at 139 GiB), the
 // same bubble and the same step.
