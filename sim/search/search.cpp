@@ -274,9 +274,11 @@ std::string margin_reason(const SearchOptions& o) {
 }
 
 // Validates, completes (layer split, recompute layers), checks the memory of and times one
-// candidate into `r`; false, with the reason counted in `rejected`, when it is out.
-bool evaluate_candidate(const AnalyticModel& am, const ClusterSpec& cluster, const SearchOptions& o, Plan& p,
-                        std::map<std::string, std::uint64_t>& rejected, RankedPlan& r) {
+// candidate into `r`; false, with the reason counted in `rejected`, when it is out. `margin`:
+// margin_reason(o), built once per search.
+bool evaluate_candidate(const AnalyticModel& am, const ClusterSpec& cluster, const SearchOptions& o,
+                        const std::string& margin, Plan& p, std::map<std::string, std::uint64_t>& rejected,
+                        RankedPlan& r) {
   const ModelSpec& model = am.model();
   if (Status s = validate_plan_on(p, model, cluster, "plan"); !s) {
     ++rejected[reason_of(s.error())];
@@ -313,7 +315,7 @@ bool evaluate_candidate(const AnalyticModel& am, const ClusterSpec& cluster, con
     return false;
   }
   if (!leaves_margin(mem, o)) {
-    ++rejected[margin_reason(o)];
+    ++rejected[margin];
     return false;
   }
   r.plan = p;
@@ -337,6 +339,7 @@ std::vector<RankedPlan> evaluate_candidates(const AnalyticModel& am, const Clust
   std::vector<char> fits(candidates.size(), 0);
   tbb::combinable<std::map<std::string, std::uint64_t>> rejected;
   std::atomic<std::uint64_t> done{0};
+  const std::string margin = margin_reason(o);
   const std::size_t chunk = 4096;
   const std::size_t chunks = (candidates.size() + chunk - 1) / chunk;
   std::size_t next_chunk = 0;
@@ -348,7 +351,7 @@ std::vector<RankedPlan> evaluate_candidates(const AnalyticModel& am, const Clust
       auto& rej = rejected.local();
       const std::size_t b = c * chunk, e = std::min(candidates.size(), b + chunk);
       for (std::size_t i = b; i < e; ++i)
-        if (evaluate_candidate(am, cluster, o, candidates[i], rej, results[i])) fits[i] = 1;
+        if (evaluate_candidate(am, cluster, o, margin, candidates[i], rej, results[i])) fits[i] = 1;
       done += e - b;
     });
     next_chunk = end_chunk;

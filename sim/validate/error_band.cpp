@@ -22,12 +22,24 @@ std::pair<double, double> ErrorBand::measured_range(double predicted_s) const {
   return {predicted_s / (1 + p90_pct / 100), predicted_s / (1 + p10_pct / 100)};
 }
 
+namespace {
+// The built-in table, parsed once (a search asks for a band per listed plan); null when missing
+// or not a table of classes.
+const nlohmann::json* classes_table() {
+  static const nlohmann::json doc = [] {
+    const auto text = preset_text(PresetKind::kTable, "accuracy-classes");
+    return text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
+  }();
+  return doc.is_object() && doc.contains("classes") && doc["classes"].is_object() ? &doc : nullptr;
+}
+}  // namespace
+
 Result<ErrorBand> error_band(const Plan& p, int gpus) {
-  const auto text = preset_text(PresetKind::kTable, "accuracy-classes");
-  if (!text) return Error("the built-in accuracy-classes table is missing from this build");
-  const auto doc = nlohmann::json::parse(*text, nullptr, false);
-  if (doc.is_discarded() || !doc.contains("classes") || !doc["classes"].is_object())
-    return Error("validation/accuracy-classes.json: not a table of classes");
+  if (!preset_text(PresetKind::kTable, "accuracy-classes"))
+    return Error("the built-in accuracy-classes table is missing from this build");
+  const nlohmann::json* table = classes_table();
+  if (!table) return Error("validation/accuracy-classes.json: not a table of classes");
+  const nlohmann::json& doc = *table;
   const auto classes = plan_classes(p, gpus);
   for (const char* dimension : {"sharding", "precision", "scale"}) {
     const std::string& cls = classes.at(dimension);
