@@ -138,6 +138,19 @@ struct GemmShape {
   double m = 0, n = 0, k = 0, groups = 1;
 };
 
+// A GEMM's three passes, each `flops` at `rate` scaled by its own shape's share
+// (DeviceSpec::gemm_shape_efficiency) plus the device's set-up: forward an m x n output over k,
+// the data gradient m x k over n, the weight gradient k x n over the m rows.
+struct GemmPasses {
+  double fwd = 0, data = 0, weight = 0;
+};
+GemmPasses gemm_passes(const DeviceSpec& d, double flops, double rate, const GemmShape& g, bool fp8 = false) {
+  auto at = [&](double m, double n, double k) {
+    return flops / (rate * d.gemm_shape_efficiency(m, n, k, g.groups, fp8)) + d.gemm_setup_s;
+  };
+  return {at(g.m, g.n, g.k), at(g.m, g.k, g.n), at(g.k, g.n, g.m)};
+}
+
 // Builds layer_kernels' list: the device's rates and the layer's shape, the kernels appended in
 // forward order with their tensor-parallel collectives.
 class LayerKernelBuilder {
@@ -190,8 +203,7 @@ class LayerKernelBuilder {
                    gm,   gn,  gk};
   }
   // A GEMM: backward = data gradient + weight gradient, each as much work as the forward, each at
-  // the rate its own shape reaches (DeviceSpec::gemm_shape_efficiency): forward an m x n output
-  // over k, the data gradient m x k over n, the weight gradient k x n over the m tokens.
+  // the rate its own shape reaches (gemm_passes).
   // `fp8_linear`: false for a GEMM that stays in 16 bits in fp8 plans (the MoE router). `shape`:
   // the problem's real shape where it is not tokens x gn over gk (the experts' grouped GEMMs).
   void gemm(KernelName name, double flops, std::int64_t gn, std::int64_t gk, bool fp8_linear = true,
@@ -199,11 +211,8 @@ class LayerKernelBuilder {
     const bool fp8 = fp8_linear && dt_ == DType::kFp8;
     const double rate = fp8 || dt_ != DType::kFp8 ? gemm_rate_ : gemm_rate16_;
     const GemmShape dense{tokens_, static_cast<double>(gn), static_cast<double>(gk), 1};
-    const GemmShape& g = shape ? *shape : dense;
-    auto at = [&](double m, double n, double k) {
-      return flops / (rate * d_.gemm_shape_efficiency(m, n, k, g.groups, fp8)) + d_.gemm_setup_s;
-    };
-    const double t = at(g.m, g.n, g.k), td = at(g.m, g.k, g.n), tw_own = at(g.k, g.n, g.m);
+    const GemmPasses g = gemm_passes(d_, flops, rate, shape ? *shape : dense, fp8);
+    const double t = g.fwd, td = g.data, tw_own = g.weight;
     const double weight = e_ * static_cast<double>(gk) * gn;
     const double wf = d_.weight_pass_s(weight, false), wb = d_.weight_pass_s(weight, true);
     const Fp8Casts q = fp8 ? fp8_casts(gk, gn) : Fp8Casts{};
@@ -543,8 +552,8 @@ void LayerKernelBuilder::mlp_block() {
   if (moe_ && m_.moe.experts > 0) {
     const double local = std::max(1.0, static_cast<double>(m_.moe.experts) / p_.ep);
     const double width = static_cast<double>(m_.moe.expert_ffn_hidden) / etp;
-    const double routed = up * m_.moe.top_k / (m_.moe.top_k + m_.moe.shared_experts) /
-                          (2.0 * m_.hidden * width * up_mats) / local;  // tokens per local expert
+    // this rank's tokens' top_k copies (per TP rank of the experts' width), over its experts
+    const double routed = tokens_ * m_.moe.top_k * etp / tp_ / local;
     up_shape = {routed, width * up_mats, static_cast<double>(m_.hidden), local};
     down_shape = {routed, static_cast<double>(m_.hidden), width, local};
     up_at = &up_shape;
@@ -610,14 +619,13 @@ HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   // The softmax's exponential per logit: in the forward.
   // Each GEMM at its shape's rate (DeviceSpec::gemm_shape_efficiency): the logits tokens x vocab/tp
   // over the hidden size; backward the hidden states' gradient and the weight's.
-  const double v = static_cast<double>(m.vocab) / p.tp, hid = static_cast<double>(m.hidden);
-  auto at = [&](double mm, double nn, double kk) {
-    return h.fwd_flops / (gemm_rate * d.gemm_shape_efficiency(mm, nn, kk)) + d.gemm_setup_s;
-  };
-  h.fwd_s = at(tokens, v, hid) + d.weight_pass_s(head_weight, false) + d.stream_seconds(h.fwd_bytes) +
+  const GemmPasses g =
+      gemm_passes(d, h.fwd_flops, gemm_rate,
+                  {tokens, static_cast<double>(m.vocab) / p.tp, static_cast<double>(m.hidden)});
+  h.fwd_s = g.fwd + d.weight_pass_s(head_weight, false) + d.stream_seconds(h.fwd_bytes) +
             logits * d.activation_element_s + fwd_kernels * launch;
-  h.bwd_s = at(tokens, hid, v) + at(hid, v, tokens) + d.weight_pass_s(head_weight, true) +
-            d.stream_seconds(h.bwd_bytes) + bwd_kernels * launch;
+  h.bwd_s = g.data + g.weight + d.weight_pass_s(head_weight, true) + d.stream_seconds(h.bwd_bytes) +
+            bwd_kernels * launch;
   if (h.tp) {
     h.grad_bytes = 8.0 * logits;  // read and write the gradient once more
     h.grad_s = d.stream_seconds(h.grad_bytes) + launch;
