@@ -1586,6 +1586,9 @@ void set_device_rates(Calibration& c) {
   c.device.gemm_efficiency = std::min(1.0, 1.0 / (c.gemm.slope * peak));
   // The fitted line is one rate over the measured shapes, not a large GEMM's: no shape model on top.
   c.device.gemm_tile = {};
+  // The same for attention: its line's rate already holds the measured blocks and head width.
+  c.device.attention_tile = {};
+  c.device.special_function_rate = 0;
   // (A line with no positive slope says nothing about the rate: the GEMMs' efficiency stands in.)
   c.device.attention_efficiency =
       c.attention.slope > 0 ? std::clamp(1.0 / (c.attention.slope * c.device.peak(DType::kBf16)), 0.01, 1.0)

@@ -441,10 +441,18 @@ void LayerKernelBuilder::attention_core(const DeviceSpec& dev) {
   const double scores = s_.batch * m_.heads * s_.seq * s_.kv_seq / tp_;  // score elements, the full square
   if (p_.flash_attention) {
     // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
-    const double eff = p_.attention_kernel == AttentionKernel::kFlash2 && dev.attention_flash2_efficiency > 0
-                           ? dev.attention_flash2_efficiency
-                           : dev.attention_efficiency;
-    const double t = 0.5 * f_.attn_core / (peak * eff);
+    const bool flash2 =
+        p_.attention_kernel == AttentionKernel::kFlash2 && dev.attention_flash2_efficiency > 0;
+    const double eff = flash2 ? dev.attention_flash2_efficiency : dev.attention_efficiency;
+    // The efficiencies are long-sequence rates at head dimension 128: the call's blocks
+    // (DeviceSpec::attention_shape_efficiency; context parallelism runs one call per step) and its
+    // head width (DeviceSpec::attention_head_dim_factor) scale them.
+    const double width = static_cast<double>(m_.q_dim() + m_.v_dim()) / (2.0 * m_.heads);
+    const double shape = dev.attention_shape_efficiency(s_.seq, s_.kv_seq, s_.batch * m_.heads / tp_,
+                                                        p_.cp > 1 ? static_cast<double>(p_.cp) : 1.0);
+    const double t = 0.5 * f_.attn_core / (peak * eff) *
+                     dev.attention_head_dim_factor(width, eff, peak, dev.attention_exp_overlap && !flash2) /
+                     shape;
     // The work on the scores that does not scale with the head width (DeviceSpec::attention_score_s,
     // half forward, half backward), over the causal half.
     // And the fixed cost per (sequence, head) loop (DeviceSpec::attention_head_s, half each way).

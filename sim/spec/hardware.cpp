@@ -389,9 +389,41 @@ double DeviceSpec::gemm_shape_efficiency(double m, double n, double k, double gr
                                 with_tile(cover(m, tile_b, inv_b), cover(n, tile_a, inv_a))));
 }
 
+double DeviceSpec::attention_shape_efficiency(double q_len, double kv_len, double heads, double calls) const {
+  if (attention_tile.q <= 0 || sm_count <= 0 || !(q_len > 0 && kv_len > 0 && heads > 0 && calls > 0))
+    return 1.0;
+  const double bq = attention_tile.q, bk = attention_tile.kv, fixed = calls * attention_tile.fixed_kv_steps;
+  const double rows = ceil_of(q_len / bq), cols = ceil_of(kv_len / bk);
+  // Causal: a block row runs the key blocks up to its last query, half of them on average, and the
+  // blocks the diagonal cuts in full (bq / bk of them per row, half wasted on average). The work is
+  // the causal half of the scores, the model's FLOP count, in block-iteration units.
+  const double steps = rows * (cols + bq / bk) / 2;
+  const double useful = 0.5 * q_len * kv_len / (bq * bk);
+  const double sms = sm_count;
+  // The block rows spread evenly over the SMs, but none finishes before its own loop: with few
+  // rows (a short sequence, few heads per tensor-parallel rank) the longest one sets the time.
+  const double time = std::max(heads * (steps + rows * fixed) / sms, cols + fixed);
+  return std::min(1.0, heads * useful / sms / time);
+}
+
+double DeviceSpec::attention_head_dim_factor(double head_dim, double efficiency, double peak,
+                                             bool overlap) const {
+  if (special_function_rate <= 0 || !(head_dim > 0 && efficiency > 0 && peak > 0)) return 1.0;
+  // Per score element, forward and backward together: 14 x head_dim multiply FLOPs (Q.K^T and P.V
+  // forward; Q.K^T again, dV, dP, dQ and dK backward) and two exponentials. `efficiency` was
+  // measured at head dimension 128 with the exponentials included.
+  constexpr double kReference = 128;
+  const double at_reference = 14 * kReference / (efficiency * peak), exps = 2 / special_function_rate;
+  const double scale = head_dim / kReference;
+  const double t =
+      overlap ? std::max(at_reference * scale, exps) : std::max(0.0, at_reference - exps) * scale + exps;
+  return t / (at_reference * scale);
+}
+
 DeviceSpec device_at_speed(DeviceSpec d, double factor) {
   for (double& f : d.peak_flops) f *= factor;
   d.memory_bandwidth *= factor;
+  d.special_function_rate *= factor;
   d.gemm_weight_fwd_bandwidth *= factor;
   d.gemm_weight_bwd_bandwidth *= factor;
   for (double* t : {&d.kernel_overhead_s, &d.graph_kernel_overhead_s, &d.gemm_setup_s, &d.attention_setup_s,
@@ -485,7 +517,8 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
   JsonReader r(doc, file, pointer);
   r.reject_unknown_keys({"name", "vendor", "kind", "peak", "memory", "memory_bandwidth", "efficiency",
                          "memory_reserved", "power", "price_per_hour_usd", "reference_cluster", "cache",
-                         "shared_memory", "sm_count", "gemm_tile"});
+                         "shared_memory", "sm_count", "gemm_tile", "attention_tile", "special_functions",
+                         "attention_exp_overlap"});
   DeviceSpec d;
   d.name = r.required_string("name");
   d.vendor = r.string("vendor", "");
@@ -514,6 +547,20 @@ Result<DeviceSpec> device_from_json(const json& doc, const std::string& file, co
     if (r.ok() && d.sm_count == 0)
       r.fail("gemm_tile", "needs sm_count (the tiles run in waves over the SMs)");
   }
+  if (r.has("attention_tile")) {
+    JsonReader t = r.object("attention_tile");
+    t.reject_unknown_keys({"q", "kv", "fixed_kv_steps"});
+    d.attention_tile.q = static_cast<int>(t.integer("q", 0, 1, 4096));
+    d.attention_tile.kv = static_cast<int>(t.integer("kv", 0, 1, 4096));
+    d.attention_tile.fixed_kv_steps = t.number("fixed_kv_steps", 0.0, 0.0, 1000.0);
+    if (r.ok() && (d.attention_tile.q == 0 || d.attention_tile.kv == 0))
+      r.fail("attention_tile",
+             "needs q and kv (the flash-attention kernels' query and key blocks, in tokens)");
+    if (r.ok() && d.sm_count == 0)
+      r.fail("attention_tile", "needs sm_count (the block rows run over the SMs)");
+  }
+  d.special_function_rate = r.quantity("special_functions", Dimension::kFlopRate, 0.0);
+  d.attention_exp_overlap = r.boolean("attention_exp_overlap", false);
   if (r.has("cache")) read_caches(r, d);
   if (r.has("shared_memory")) read_shared_memory(r, d);
   JsonReader power = r.object("power");
@@ -559,6 +606,13 @@ json device_to_json(const DeviceSpec& d) {
                       {"n", d.gemm_tile.n},
                       {"k", d.gemm_tile.k},
                       {"fixed_k_steps", d.gemm_tile.fixed_k_steps}};
+  if (d.attention_tile.q > 0)
+    j["attention_tile"] = {{"q", d.attention_tile.q},
+                           {"kv", d.attention_tile.kv},
+                           {"fixed_kv_steps", d.attention_tile.fixed_kv_steps}};
+  if (d.special_function_rate > 0)
+    j["special_functions"] = format_quantity(d.special_function_rate, Dimension::kFlopRate);
+  if (d.attention_exp_overlap) j["attention_exp_overlap"] = true;
   if (d.optimizer_efficiency != 1.0) j["efficiency"]["optimizer"] = d.optimizer_efficiency;
   if (d.gemm_fp8_efficiency > 0) j["efficiency"]["gemm_fp8"] = d.gemm_fp8_efficiency;
   if (d.attention_flash2_efficiency > 0) j["efficiency"]["attention_flash2"] = d.attention_flash2_efficiency;

@@ -74,6 +74,36 @@ struct DeviceSpec {
   // the SMs; a problem with fewer tiles than SMs splits its reduction (split-K). 1 without a tile.
   double gemm_shape_efficiency(double m, double n, double k, double groups = 1, bool fp8 = false) const;
   double attention_efficiency = 0.5;  // fused (flash) attention, fraction of peak
+  // The blocks a GPU's flash-attention kernels work in (FlashAttention's kBlockM x kBlockN: a block
+  // of q query rows per thread block, looping over blocks of kv keys) and each thread block's fixed
+  // cost in loop iterations (loading its queries, rescaling and storing its output). With a tile
+  // and sm_count, the attention efficiencies are the rates of a long sequence, and
+  // attention_shape_efficiency() the share of it a given call reaches.
+  struct AttentionTile {
+    int q = 0, kv = 0;
+    double fixed_kv_steps = 0;
+    bool operator==(const AttentionTile&) const = default;
+  } attention_tile;
+  // The share of the long-sequence attention rate one flash-attention call reaches: `heads` (heads
+  // times sequences) thread-block rows of q_len queries each against kv_len keys, causal (a query
+  // sees the keys up to its own position; the queries are the last q_len of the kv_len), in
+  // `calls` launches (context parallelism's steps, each paying the fixed cost again). The blocks
+  // the causal diagonal cuts are computed whole; a call with fewer blocks than SMs waits for its
+  // longest block row. 1 without a tile.
+  double attention_shape_efficiency(double q_len, double kv_len, double heads, double calls = 1) const;
+  // Exponentials per second (the SMs' special-function units: 16 per clock per SM on sm_80 to
+  // sm_100, CUDA C++ Programming Guide, arithmetic instruction throughput); 0: not modelled.
+  // Flash attention computes one per score element forward and one backward (re-forming P).
+  double special_function_rate = 0;
+  // Whether the device's best attention kernels (attention_efficiency, not flash2) overlap the
+  // exponentials with the matrix multiplies (FlashAttention-3's and cuDNN's ping-pong and
+  // intra-warpgroup pipelining on Hopper and later); FlashAttention-2 runs them in turn.
+  bool attention_exp_overlap = false;
+  // Attention's time per FLOP at head dimension `head_dim` against at 128, the width the
+  // efficiencies were measured at: matrix-multiply work per score grows with the width, the
+  // exponential per score does not. `efficiency` is the kernel's rate at 128 (fraction of `peak`),
+  // `overlap` whether its exponentials hide under the multiplies. 1 without special_function_rate.
+  double attention_head_dim_factor(double head_dim, double efficiency, double peak, bool overlap) const;
   // FlashAttention-2-class kernels (Plan::attention_kernel kFlash2), fraction of peak; 0: the same
   // as attention_efficiency (where they are the device's best kernels, as on A100).
   double attention_flash2_efficiency = 0;

@@ -161,6 +161,49 @@ TEST(LayerCost, EachGemmRunsAtItsShapesRate) {
   EXPECT_LT(flat.fwd_s, qkv.fwd_s);
 }
 
+// Flash attention runs at its long-sequence rate times the call's block share
+// (DeviceSpec::attention_shape_efficiency) and the head width's factor
+// (DeviceSpec::attention_head_dim_factor): Llama 3 8B on an A100, one 8,192-token sequence, head
+// dimension 128, so only the blocks move it; without a tile, the flat rate.
+TEST(LayerCost, AttentionRunsAtItsBlocksRate) {
+  const ModelSpec m = testing::preset_model("llama3-8b");
+  auto loaded = load_device("a100-sxm4-80gb");
+  ASSERT_TRUE(loaded.ok());
+  DeviceSpec d = *loaded;
+  const Plan p = testing::make_plan(1, 1, 1, 1, 1);
+  const LayerShape s = plan_layer_shape(m, p);
+  ASSERT_EQ(m.q_dim() / m.heads, 128);
+  const KernelCost at = kernel(layer_kernels(m, d, p, s, false), KernelName::kAttention);
+  const double t = 0.5 * at.flops / (d.peak(DType::kBf16) * d.attention_efficiency);
+  const double share = d.attention_shape_efficiency(s.seq, s.kv_seq, s.batch * m.heads);
+  EXPECT_LT(share, 1.0);
+  EXPECT_NEAR(at.fwd_s, t / share + d.kernel_overhead_s, 1e-12);
+  EXPECT_NEAR(at.bwd_s, 2.5 * t / share + 2 * d.kernel_overhead_s, 1e-12);
+  d.attention_tile = {};
+  const KernelCost flat = kernel(layer_kernels(m, d, p, s, false), KernelName::kAttention);
+  EXPECT_NEAR(flat.fwd_s, t + d.kernel_overhead_s, 1e-12);
+}
+
+// Narrower heads spend more of attention on exponentials: GPT-3 175B's 128-wide heads against the
+// same model with twice as many 64-wide ones (the same FLOPs), FlashAttention-2 on an A100.
+TEST(LayerCost, NarrowHeadsAttendSlowerPerFlop) {
+  ModelSpec wide = testing::preset_model("gpt3-175b");
+  ModelSpec narrow = wide;
+  wide.heads = static_cast<int>(wide.hidden / 128);
+  wide.head_dim = 128;
+  narrow.heads = static_cast<int>(narrow.hidden / 64);
+  narrow.head_dim = 64;
+  auto d = load_device("a100-sxm4-80gb");
+  ASSERT_TRUE(d.ok());
+  const Plan p = testing::make_plan(1, 1, 1, 1, 1);
+  const KernelCost a =
+      kernel(layer_kernels(wide, *d, p, plan_layer_shape(wide, p), false), KernelName::kAttention);
+  const KernelCost b =
+      kernel(layer_kernels(narrow, *d, p, plan_layer_shape(narrow, p), false), KernelName::kAttention);
+  ASSERT_DOUBLE_EQ(a.flops, b.flops);
+  EXPECT_GT(b.fwd_s, a.fwd_s * 1.03);
+}
+
 // The routed experts run as one grouped GEMM over the rank's experts, each on its share of the
 // routed tokens: Mixtral 8x7B with 8-way expert parallelism has one expert per rank, which
 // receives the top-2 copies of the 8 ranks' tokens: 2 x tokens rows.

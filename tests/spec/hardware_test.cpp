@@ -136,6 +136,90 @@ TEST(Hardware, GemmTileNamesItsFields) {
   expect_error(negative, "fixed_k_steps");
 }
 
+// A flash-attention call's share of the long-sequence rate, by hand on the A100 preset's blocks
+// (128 queries by 64 keys, 2 fixed iterations per block row, 108 SMs).
+TEST(Hardware, AttentionShapeEfficiencyByHand) {
+  auto a100 = load_device("a100-sxm4-80gb");
+  ASSERT_TRUE(a100.ok());
+  const DeviceSpec& d = *a100;
+  ASSERT_EQ(d.attention_tile.q, 128);
+  ASSERT_EQ(d.attention_tile.kv, 64);
+  ASSERT_EQ(d.attention_tile.fixed_kv_steps, 2);
+  ASSERT_EQ(d.sm_count, 108);
+  // 2,048 tokens, causal: 16 block rows over 32 key blocks run 16 x (32 + 2) / 2 = 272 iterations
+  // for 256 of work (the diagonal's blocks whole), plus 2 fixed per row: 256 of 304.
+  EXPECT_NEAR(d.attention_shape_efficiency(2048, 2048, 1024), 256.0 / 304, 1e-12);
+  // A long sequence: 1,024 rows of 2,048 blocks: 1,048,576 of 1,049,600 + 2,048.
+  EXPECT_NEAR(d.attention_shape_efficiency(131072, 131072, 1024), 1048576.0 / (1049600 + 2048), 1e-12);
+  // One head of one sequence: 16 rows on 108 SMs, and the longest (32 blocks + 2) sets the time.
+  EXPECT_NEAR(d.attention_shape_efficiency(2048, 2048, 1), 256.0 / 108 / 34, 1e-12);
+  // Context parallelism: 2,048 local queries against 8,192 keys in 4 calls, each paying the fixed
+  // cost per row: 16 x (128 + 2) / 2 = 1,040 iterations and 4 x 2 x 16 fixed for 1,024 of work.
+  EXPECT_NEAR(d.attention_shape_efficiency(2048, 8192, 1024, 4), 1024.0 / (1040 + 128), 1e-12);
+  // Longer sequences reach more of the rate.
+  EXPECT_LT(d.attention_shape_efficiency(512, 512, 1024), d.attention_shape_efficiency(8192, 8192, 1024));
+  DeviceSpec flat = d;
+  flat.attention_tile = {};
+  EXPECT_EQ(flat.attention_shape_efficiency(512, 512, 1), 1.0);
+}
+
+// Attention's time per FLOP against head dimension 128, by hand: each score costs 14 x head_dim
+// multiply FLOPs and 2 exponentials.
+TEST(Hardware, AttentionHeadDimFactorByHand) {
+  auto a100 = load_device("a100-sxm4-80gb");
+  auto h100 = load_device("h100-sxm5-80gb");
+  ASSERT_TRUE(a100.ok() && h100.ok());
+  // A100, FlashAttention-2: exponentials in turn with the multiplies; 2.44e12 a second, a 0.55
+  // rate of 312 TFLOPS at width 128 (A: a score's time there, E: its exponentials' share of it).
+  ASSERT_FALSE(a100->attention_exp_overlap);
+  const double A = 14 * 128 / (0.55 * 312e12), E = 2 / 2.44e12;
+  EXPECT_DOUBLE_EQ(a100->attention_head_dim_factor(128, 0.55, 312e12, false), 1.0);
+  // Half the width halves the multiplies, not the exponentials: (A - E) / 2 + E over A / 2.
+  EXPECT_NEAR(a100->attention_head_dim_factor(64, 0.55, 312e12, false), 1 + E / A, 1e-12);
+  EXPECT_NEAR(a100->attention_head_dim_factor(256, 0.55, 312e12, false), 1 - E / (2 * A), 1e-12);
+  // H100, overlapped: the multiplies hide the exponentials down to a width where they no longer do.
+  const double Ah = 14 * 128 / (0.5 * 989.4e12), Eh = 2 / 3.9e12;
+  EXPECT_DOUBLE_EQ(h100->attention_head_dim_factor(64, 0.5, 989.4e12, true), 1.0);
+  EXPECT_NEAR(h100->attention_head_dim_factor(16, 0.5, 989.4e12, true), Eh / (Ah / 8), 1e-12);
+  // Run in turn (FlashAttention-2 on the H100), the same width is slower.
+  EXPECT_GT(h100->attention_head_dim_factor(64, 0.35, 989.4e12, false), 1.0);
+  DeviceSpec none = *a100;
+  none.special_function_rate = 0;
+  EXPECT_EQ(none.attention_head_dim_factor(64, 0.55, 312e12, false), 1.0);
+}
+
+TEST(Hardware, AttentionTileNamesItsFields) {
+  auto doc = parse_json_text(*preset_text(PresetKind::kDevice, "a100-sxm4-80gb"), "d.json");
+  ASSERT_TRUE(doc.ok());
+  auto expect_error = [&](nlohmann::json d, const std::string& field, const std::string& why) {
+    auto bad = device_from_json(d, "d.json");
+    ASSERT_FALSE(bad.ok()) << d.dump();
+    EXPECT_NE(bad.error().message().find(field), std::string::npos) << bad.error().message();
+    EXPECT_NE(bad.error().message().find(why), std::string::npos) << bad.error().message();
+  };
+  nlohmann::json no_kv = *doc;
+  no_kv["attention_tile"].erase("kv");
+  expect_error(no_kv, "attention_tile", "needs q and kv");
+  nlohmann::json no_sms = *doc;
+  no_sms.erase("sm_count");
+  no_sms.erase("gemm_tile");
+  expect_error(no_sms, "attention_tile", "needs sm_count");
+  nlohmann::json unknown = *doc;
+  unknown["attention_tile"]["warps"] = 4;
+  expect_error(unknown, "attention_tile", "warps");
+  nlohmann::json unit = *doc;
+  unit["special_functions"] = "2.44GB/s";
+  expect_error(unit, "special_functions", "");
+  // What it reads, it writes back.
+  auto d = device_from_json(*doc, "d.json");
+  ASSERT_TRUE(d.ok());
+  auto back = device_from_json(device_to_json(*d), "back.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->attention_tile, d->attention_tile);
+  EXPECT_NEAR(back->special_function_rate, d->special_function_rate, 1e-6 * d->special_function_rate);
+  EXPECT_EQ(back->attention_exp_overlap, d->attention_exp_overlap);
+}
+
 TEST(Hardware, UnknownPresetListsTheKnownOnes) {
   auto c = load_cluster("dgx-z100");
   ASSERT_FALSE(c.ok());
