@@ -1181,6 +1181,15 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
   const DpCollectives experts = data_parallel_collectives(m, p, node, *c.costs.d, links.edp, held.experts);
   const double reduce = dense.reduce + experts.reduce, gather = dense.gather + experts.gather;
   const double layers_on_stage = std::max(1, held.layers);
+  // Interleaved, a model chunk's gradients are complete after its last micro-batch's backward, and
+  // the last group of micro-batches runs its backward chunk by chunk (Megatron-Core's interleaved
+  // schedule: a group of pp micro-batches per chunk, the chunks in reverse): the first chunk's
+  // reduction starts while the group's backward of the v-1 others remains. The forward gathers
+  // the parameters in the same order: the last chunk's are needed a group's forward of v-1 chunks
+  // later. Without chunks, one micro-batch's backward (forward) is the window.
+  const int v = p.chunks();
+  const double group = std::min(static_cast<double>(p.pp), c.mbs);
+  const double window = v > 1 && p.schedule == Schedule::kInterleaved1F1B ? (1 + (v - 1) * group) / v : 1.0;
   // Overlapped, the reduction runs layer by layer as the last micro-batch's backward frees each
   // layer's gradients (a bucket a layer): every bucket pays the ring's latency steps, and the
   // last one (the first layer's) waits whole after the backward. The tables' gradients (embedding,
@@ -1192,7 +1201,7 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
         collective_latency(links.dp, op) + (held.experts > 0 ? collective_latency(links.edp, op) : 0.0);
     const double tables = held.replicated > 0 ? dense.reduce * held.tables / held.replicated : 0.0;
     const double bucketed = reduce - tables + (layers_on_stage - 1) * per_bucket;
-    reduce_exposed = std::max(bucketed / layers_on_stage, bucketed - backward_mb) + tables;
+    reduce_exposed = std::max(bucketed / layers_on_stage, bucketed - window * backward_mb) + tables;
   }
   const double gather_exposed =
       p.overlap_param_gather ? std::max(gather / layers_on_stage, gather - forward_mb) : gather;
