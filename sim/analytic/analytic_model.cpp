@@ -1203,8 +1203,15 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
     const double bucketed = reduce - tables + (layers_on_stage - 1) * per_bucket;
     reduce_exposed = std::max(bucketed / layers_on_stage, bucketed - window * backward_mb) + tables;
   }
-  const double gather_exposed =
-      p.overlap_param_gather ? std::max(gather / layers_on_stage, gather - forward_mb) : gather;
+  // Overlapped, the layers' parameters are gathered as the first forward reaches them, a bucket
+  // ahead; the tables' (embedding, head) are gathered after the optimizer step, as the simulator's
+  // lowering does: they wait whole.
+  double gather_exposed = gather;
+  if (p.overlap_param_gather && gather > 0) {
+    const double tables = held.replicated > 0 ? dense.gather * held.tables / held.replicated : 0.0;
+    const double layered = gather - tables;
+    gather_exposed = std::max(layered / layers_on_stage, layered - forward_mb) + tables;
+  }
   return reduce_exposed + gather_exposed;
 }
 

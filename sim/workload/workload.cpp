@@ -749,6 +749,11 @@ int StageBuilder::forward_layers(const Task& t, const std::vector<int>& layers, 
       next_deps_.push_back(collective(Phase::kForward, layer, t.mb, t.chunk, "param_all_gather",
                                       StreamId::kDp, GroupKind::kDp, CollectiveOp::kAllGather,
                                       (layer_params(layer) - layer_expert_params(layer)) * wb, -1, false));
+      // The experts' own buffer is gathered the same way, over the expert data-parallel group.
+      if (layer_expert_params(layer) > 0)
+        next_deps_.push_back(collective(Phase::kForward, layer, t.mb, t.chunk, "expert_param_all_gather",
+                                        StreamId::kDp, GroupKind::kExpertDp, CollectiveOp::kAllGather,
+                                        layer_expert_params(layer) * wb, -1, false));
     }
     prev = layer_forward(Phase::kForward, layer, t.mb, t.chunk, prev);
     ends.push_back(prev);
@@ -1042,7 +1047,7 @@ StageProgram StageBuilder::build() {
     prev =
         collective(Phase::kStep, -1, -1, 0, "param_all_gather", StreamId::kDp, GroupKind::kDp,
                    CollectiveOp::kAllGather, (gather_in_forward() ? params.embed : params.dense) * wb, prev);
-    if (params.experts > 0)
+    if (params.experts > 0 && !gather_in_forward())
       collective(Phase::kStep, -1, -1, 0, "expert_param_all_gather", StreamId::kDp, GroupKind::kExpertDp,
                  CollectiveOp::kAllGather, params.experts * wb, prev);
   }

@@ -285,6 +285,39 @@ TEST(Simulator, MoeAndContextParallelRun) {
   EXPECT_GT(s.prediction.step_time_s, 0);
 }
 
+// Megatron-Core's --overlap-param-gather gathers the experts' parameters (their own buffer, over
+// the expert data-parallel group) as the first forward reaches each layer, as the dense ones: none
+// waits at the step's end; the tables' (embedding, head) gather does, in both engines.
+TEST(Simulator, OverlappedParamGatherCoversTheExperts) {
+  const ModelSpec m = model("mixtral-8x7b");
+  const ClusterSpec c = cluster("dgx-h100-ndr", 64);
+  Plan p = plan(1, 1, 64, 1, 128);
+  p.ep = 8;
+  p.zero_stage = 1;
+  p.recompute = Recompute::kFull;
+  p.overlap_grad_reduce = true;
+  p.overlap_param_gather = true;
+  auto w = lower(m, c, p);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  int in_forward = 0, at_step = 0;
+  for (auto v : boost::make_iterator_range(boost::vertices(w->stages[0].graph()))) {
+    const Op& op = w->stages[0].graph()[v];
+    if (op.group != GroupKind::kExpertDp || op.kind != OpKind::kCollective ||
+        op.collective != CollectiveOp::kAllGather)
+      continue;
+    (op.phase == Phase::kStep ? at_step : in_forward) += 1;
+  }
+  EXPECT_EQ(in_forward, m.moe_layers());
+  EXPECT_EQ(at_step, 0);
+  const SimResult d = testing::expect_engines_agree(m, c, p, 0.03, "experts' gather overlapped");
+  const Prediction a = AnalyticModel(m, c).evaluate(p);
+  EXPECT_NEAR(a.time.dp_comm, d.prediction.time.dp_comm, 0.25 * d.prediction.time.dp_comm);
+  // The tables wait whole: more exposed than the layers' one-bucket share alone.
+  const double tables = m.end_params_on_stage(0, 1, false, 1);
+  const GroupLink link = group_link(c, 1, 64);
+  EXPECT_GT(a.time.dp_comm, allgather_time(link, tables * 2.0));
+}
+
 // Megatron-Core's --overlap-grad-reduce reduces the experts' gradients (their own buffer, over
 // the expert data-parallel group) layer by layer in the backward, as the dense ones: none is left
 // for the step's end, and the engines agree.
