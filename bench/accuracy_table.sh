@@ -115,6 +115,15 @@ for name in ("foundation", "enlarged"):
         label = ("foundation (schema 1: SC'21, Korthikanti et al., BLOOM, MPT)" if name == "foundation"
                  else "enlarged (schema 2: 2023-2026 stacks)")
         lines.append(f"| {label}: {len(group)} | {a} | {s} |")
+# The two engines on the same cases: how far apart their predicted steps are.
+gaps = sorted(((100 * (r["des"] / r["analytic"] - 1), r["id"]) for r in rows if r["analytic"] and r["des"]),
+              key=lambda g: -abs(g[0]))
+if gaps:
+    mean_gap = sum(abs(g) for g, _ in gaps) / len(gaps)
+    apart = [f"{i} ({g:+.1f}%)" for g, i in gaps if abs(g) > 5]
+    lines += ["", f"The engines agree: the simulator's step is {mean_gap:.2f}% from the analytic model's "
+              f"on average, at most {abs(gaps[0][0]):.1f}% ({gaps[0][1]}); "
+              + (f"more than 5% apart: {', '.join(apart)}." if apart else "no case is more than 5% apart.")]
 failed = analytic.get("failed", [])
 des_only = sorted({f["id"] for f in des.get("failed", [])} - {f["id"] for f in failed})
 lines += ["", f"Cases that could not be predicted: {len(failed)}" + ("." if not failed else
