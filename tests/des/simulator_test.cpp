@@ -285,30 +285,39 @@ TEST(Simulator, MoeAndContextParallelRun) {
   EXPECT_GT(s.prediction.step_time_s, 0);
 }
 
+// Mixtral 8x7B on 64 H100s, 8-way expert parallelism, ZeRO-1, full recompute, the gradient
+// reduction overlapped.
+Plan mixtral_zero1_plan() {
+  Plan p = plan(1, 1, 64, 1, 128);
+  p.ep = 8;
+  p.zero_stage = 1;
+  p.recompute = Recompute::kFull;
+  p.overlap_grad_reduce = true;
+  return p;
+}
+
+// Stage 0's expert data-parallel collectives `op`: how many run in the passes, and at the step's end.
+std::pair<int, int> expert_collectives(const Workload& w, CollectiveOp op) {
+  int in_passes = 0, at_step = 0;
+  for (auto v : boost::make_iterator_range(boost::vertices(w.stages[0].graph()))) {
+    const Op& o = w.stages[0].graph()[v];
+    if (o.group == GroupKind::kExpertDp && o.kind == OpKind::kCollective && o.collective == op)
+      (o.phase == Phase::kStep ? at_step : in_passes) += 1;
+  }
+  return {in_passes, at_step};
+}
+
 // Megatron-Core's --overlap-param-gather gathers the experts' parameters (their own buffer, over
 // the expert data-parallel group) as the first forward reaches each layer, as the dense ones: none
 // waits at the step's end; the tables' (embedding, head) gather does, in both engines.
 TEST(Simulator, OverlappedParamGatherCoversTheExperts) {
   const ModelSpec m = model("mixtral-8x7b");
   const ClusterSpec c = cluster("dgx-h100-ndr", 64);
-  Plan p = plan(1, 1, 64, 1, 128);
-  p.ep = 8;
-  p.zero_stage = 1;
-  p.recompute = Recompute::kFull;
-  p.overlap_grad_reduce = true;
+  Plan p = mixtral_zero1_plan();
   p.overlap_param_gather = true;
   auto w = lower(m, c, p);
   ASSERT_TRUE(w.ok()) << w.error().message();
-  int in_forward = 0, at_step = 0;
-  for (auto v : boost::make_iterator_range(boost::vertices(w->stages[0].graph()))) {
-    const Op& op = w->stages[0].graph()[v];
-    if (op.group != GroupKind::kExpertDp || op.kind != OpKind::kCollective ||
-        op.collective != CollectiveOp::kAllGather)
-      continue;
-    (op.phase == Phase::kStep ? at_step : in_forward) += 1;
-  }
-  EXPECT_EQ(in_forward, m.moe_layers());
-  EXPECT_EQ(at_step, 0);
+  EXPECT_EQ(expert_collectives(*w, CollectiveOp::kAllGather), std::make_pair(m.moe_layers(), 0));
   const SimResult d = testing::expect_engines_agree(m, c, p, 0.03, "experts' gather overlapped");
   const Prediction a = AnalyticModel(m, c).evaluate(p);
   EXPECT_NEAR(a.time.dp_comm, d.prediction.time.dp_comm, 0.25 * d.prediction.time.dp_comm);
@@ -324,23 +333,10 @@ TEST(Simulator, OverlappedParamGatherCoversTheExperts) {
 TEST(Simulator, OverlappedGradientReductionCoversTheExperts) {
   const ModelSpec m = model("mixtral-8x7b");
   const ClusterSpec c = cluster("dgx-h100-ndr", 64);
-  Plan p = plan(1, 1, 64, 1, 128);
-  p.ep = 8;
-  p.zero_stage = 1;
-  p.recompute = Recompute::kFull;
-  p.overlap_grad_reduce = true;
+  const Plan p = mixtral_zero1_plan();
   auto w = lower(m, c, p);
   ASSERT_TRUE(w.ok()) << w.error().message();
-  int in_backward = 0, at_step = 0;
-  for (auto v : boost::make_iterator_range(boost::vertices(w->stages[0].graph()))) {
-    const Op& op = w->stages[0].graph()[v];
-    if (op.group != GroupKind::kExpertDp || op.kind != OpKind::kCollective ||
-        op.collective != CollectiveOp::kReduceScatter)
-      continue;
-    (op.phase == Phase::kStep ? at_step : in_backward) += 1;
-  }
-  EXPECT_EQ(in_backward, m.moe_layers());
-  EXPECT_EQ(at_step, 0);
+  EXPECT_EQ(expert_collectives(*w, CollectiveOp::kReduceScatter), std::make_pair(m.moe_layers(), 0));
   testing::expect_engines_agree(m, c, p, 0.10, "experts' reduction overlapped");
 }
 
