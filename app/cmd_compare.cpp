@@ -89,7 +89,8 @@ std::vector<std::string> measured_paths(const std::vector<std::string>& args) {
     }
     std::vector<std::string> files;
     for (const auto& e : std::filesystem::directory_iterator(a, ec))
-      if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path().string());
+      if (e.is_regular_file() && (e.path().extension() == ".json" || e.path().extension() == ".sqlite"))
+        files.push_back(e.path().string());
     std::sort(files.begin(), files.end());
     out.insert(out.end(), files.begin(), files.end());
   }
@@ -111,7 +112,8 @@ Command add_compare_command(CLI::App& app) {
   cmd->add_option(
          "measured", *measured,
          "trace from `foresight run --trace`, or PyTorch profiler traces (export_chrome_trace: Kineto's, or "
-         "a CPU-only build's), one per rank, or folders of them")
+         "a CPU-only build's) or Nsight Systems reports (nsys export --type sqlite), one per rank, or "
+         "folders of them")
       ->required();
   cmd->add_option("--kinds", *kinds_file,
                   "more kernel/op name rules for PyTorch traces, tried before compare/kernel-kinds.json's "

@@ -13,6 +13,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev xvfb
   clang-14 libclang-rt-14-dev clang-format-14
+  libsqlite3-dev  # Nsight Systems reports (nsys export --type sqlite) in `foresight compare`
   python3 jq  # the bench scripts (bench/*.sh) and scripts/behaviour-md5.sh
   # Real PyTorch profiler traces on the CPU for `foresight compare` (tests/pytorch, bench/pytorch_trace.py);
   # without OpenBLAS Debian's PyTorch runs the reference BLAS, an order of magnitude slower.

@@ -9,8 +9,13 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "foresight/config.h"
 #include "sim/spec/json_reader.h"
 #include "sim/spec/presets.h"
+
+#if FORESIGHT_HAVE_SQLITE
+#include <sqlite3.h>
+#endif
 
 namespace foresight {
 
@@ -363,12 +368,16 @@ void attribute_device(const std::vector<RawEvent>& ev, const std::vector<std::st
 }
 
 Result<ForeignTrace> finish_trace(std::vector<RawEvent>& ev, const std::vector<std::string>& names,
-                                  const EventSax& sax, const std::string& file, const KindTable& kinds) {
+                                  const std::string& format, const std::string& file,
+                                  const KindTable& kinds) {
   ForeignTrace t;
   t.file = file;
   t.events = ev.size();
-  t.format = sax.has_cat ? "kineto" : "chrome-cpu";
-  if (ev.empty()) return Error(file + ": no complete events (\"ph\": \"X\"): not a profiler trace");
+  t.format = format;
+  if (ev.empty())
+    return Error(file + (format == "nsys-sqlite"
+                             ? ": no kernels, copies or NVTX ranges: nothing to compare"
+                             : ": no complete events (\"ph\": \"X\"): not a profiler trace"));
   Classified cls;
   cls.kind.reserve(names.size());
   for (const std::string& n : names) cls.kind.push_back(kinds.kind_of(n));
@@ -384,6 +393,11 @@ Result<ForeignTrace> finish_trace(std::vector<RawEvent>& ev, const std::vector<s
     step_of[i] = static_cast<int>(t.steps.size());
     t.steps.push_back({names[ev[i].name], ev[i].ts * 1e-6, ev[i].dur * 1e-6, {}, 0, 0});
   }
+  if (t.steps.empty() && format == "nsys-sqlite")
+    return Error(
+        file +
+        ": no step ranges: mark each step with an NVTX range (torch.cuda.nvtx.range_push(\"ProfilerStep#N\") "
+        "... range_pop(), or nvtx.annotate) or map your ranges' name to \"step\" with --kinds");
   if (t.steps.empty())
     return Error(
         file +
@@ -414,12 +428,152 @@ Result<ForeignTrace> read_trace(Input&& input, const std::string& file, const Ki
   if (!ok || !sax.error().empty())
     return Error(file + ": " + (sax.error().empty() ? "unreadable" : sax.error()));
   if (!sax.found_events()) return Error(file + ": no trace events (neither an array nor \"traceEvents\")");
-  return finish_trace(ev, names, sax, file, kinds);
+  return finish_trace(ev, names, sax.has_cat ? "kineto" : "chrome-cpu", file, kinds);
 }
+
+// Nsight Systems' SQLite export (`nsys export --type sqlite`; its schema reference, "SQLite Schema
+// Reference" in the Nsight Systems user guide): kernels from CUPTI_ACTIVITY_KIND_KERNEL (their
+// shortName in StringIds), copies and sets from CUPTI_ACTIVITY_KIND_MEMCPY/MEMSET, ranges from
+// NVTX_EVENTS (push/pop and start/end ranges, their text inline or in StringIds). Times are
+// nanoseconds. One report per rank: a report with several GPUs' kernels is refused.
+bool is_sqlite_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[16] = {};
+  in.read(head, sizeof head);
+  return in.gcount() == 16 && std::string(head, 16) == std::string("SQLite format 3\0", 16);
+}
+
+#if FORESIGHT_HAVE_SQLITE
+class Sqlite {
+ public:
+  explicit Sqlite(const std::string& path) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+      error_ = db_ ? sqlite3_errmsg(db_) : "cannot open";
+    }
+  }
+  ~Sqlite() {
+    if (db_) sqlite3_close(db_);
+  }
+  Sqlite(const Sqlite&) = delete;
+  Sqlite& operator=(const Sqlite&) = delete;
+  const std::string& error() const { return error_; }
+  // Runs `sql`, calling row(statement) per row; false (and error()) on failure.
+  template <typename Row>
+  bool each(const std::string& sql, Row row) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) != SQLITE_OK) {
+      error_ = sqlite3_errmsg(db_);
+      return false;
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+      if (!row(st)) break;
+    const bool ok = rc == SQLITE_ROW || rc == SQLITE_DONE;
+    if (!ok) error_ = sqlite3_errmsg(db_);
+    sqlite3_finalize(st);
+    return ok;
+  }
+  std::set<std::string> tables() {
+    std::set<std::string> out;
+    each("SELECT name FROM sqlite_master WHERE type = 'table'", [&](sqlite3_stmt* st) {
+      const unsigned char* t = sqlite3_column_text(st, 0);
+      if (t) out.insert(reinterpret_cast<const char*>(t));
+      return true;
+    });
+    return out;
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::string error_;
+};
+
+Result<ForeignTrace> read_nsys_sqlite(const std::string& path, const KindTable& kinds,
+                                      const ForeignOptions& options) {
+  Sqlite db(path);
+  if (!db.error().empty()) return Error(path + ": cannot open the SQLite file: " + db.error());
+  const std::set<std::string> tables = db.tables();
+  if (!db.error().empty()) return Error(path + ": not a readable SQLite database: " + db.error());
+  const bool kernels = tables.count("CUPTI_ACTIVITY_KIND_KERNEL") > 0, nvtx = tables.count("NVTX_EVENTS") > 0;
+  if (!tables.count("StringIds") || (!kernels && !nvtx))
+    return Error(path +
+                 ": not an Nsight Systems export (no StringIds table, or neither CUPTI_ACTIVITY_KIND_KERNEL "
+                 "nor NVTX_EVENTS): export the report with `nsys export --type sqlite`");
+  std::vector<RawEvent> ev;
+  std::vector<std::string> names;
+  std::unordered_map<std::string, std::uint32_t> ids;
+  auto id_of = [&](const std::string& name) {
+    auto [it, added] = ids.emplace(name, static_cast<std::uint32_t>(names.size()));
+    if (added) names.push_back(name);
+    return it->second;
+  };
+  std::string error;
+  auto add = [&](sqlite3_stmt* st, int name_col, Where where, std::uint32_t track) {
+    if (ev.size() >= options.max_events) {
+      error = cat("more than ", options.max_events, " events: refused (ForeignOptions::max_events)");
+      return false;
+    }
+    const unsigned char* text = sqlite3_column_text(st, name_col);
+    const double start = static_cast<double>(sqlite3_column_int64(st, 0)),
+                 end = static_cast<double>(sqlite3_column_int64(st, 1));
+    RawEvent e;
+    e.ts = start * 1e-3;  // microseconds, as the Chrome traces
+    e.dur = std::max(0.0, end - start) * 1e-3;
+    e.name = id_of(text ? reinterpret_cast<const char*>(text) : "(unnamed)");
+    e.track = track;
+    e.where = where;
+    ev.push_back(e);
+    return true;
+  };
+  std::set<long long> devices;
+  if (kernels && !db.each("SELECT k.start, k.end, s.value, k.deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL AS k "
+                          "LEFT JOIN StringIds AS s ON s.id = k.shortName",
+                          [&](sqlite3_stmt* st) {
+                            devices.insert(sqlite3_column_int64(st, 3));
+                            return add(st, 2, Where::kDevice, 0);
+                          }))
+    return Error(path + ": CUPTI_ACTIVITY_KIND_KERNEL: " + db.error());
+  if (devices.size() > 1)
+    return Error(cat(path, ": kernels of ", devices.size(),
+                     " GPUs in one report: profile one report per rank (nsys profile -o report.%q{RANK})"));
+  // CUPTI's copy kinds (CUpti_ActivityMemcpyKind): 1 host to device, 2 device to host, 8 device to
+  // device, 10 peer to peer; the names Kineto gives them.
+  if (tables.count("CUPTI_ACTIVITY_KIND_MEMCPY") &&
+      !db.each("SELECT start, end, CASE copyKind WHEN 1 THEN 'Memcpy HtoD' WHEN 2 THEN 'Memcpy DtoH' "
+               "WHEN 8 THEN 'Memcpy DtoD' WHEN 10 THEN 'Memcpy PtoP' ELSE 'Memcpy' END "
+               "FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+               [&](sqlite3_stmt* st) { return add(st, 2, Where::kDevice, 0); }))
+    return Error(path + ": CUPTI_ACTIVITY_KIND_MEMCPY: " + db.error());
+  if (tables.count("CUPTI_ACTIVITY_KIND_MEMSET") &&
+      !db.each("SELECT start, end, 'Memset' FROM CUPTI_ACTIVITY_KIND_MEMSET",
+               [&](sqlite3_stmt* st) { return add(st, 2, Where::kDevice, 0); }))
+    return Error(path + ": CUPTI_ACTIVITY_KIND_MEMSET: " + db.error());
+  // NVTX event types 59 (push/pop range) and 60 (start/end range); the text inline or by id.
+  if (nvtx && !db.each("SELECT n.start, n.end, COALESCE(n.text, s.value), n.globalTid FROM NVTX_EVENTS AS n "
+                       "LEFT JOIN StringIds AS s ON s.id = n.textId "
+                       "WHERE n.eventType IN (59, 60) AND n.end IS NOT NULL",
+                       [&](sqlite3_stmt* st) {
+                         return add(st, 2, Where::kUserRange,
+                                    static_cast<std::uint32_t>(sqlite3_column_int64(st, 3) & 0xffffffff) + 1);
+                       }))
+    return Error(path + ": NVTX_EVENTS: " + db.error());
+  if (!error.empty()) return Error(path + ": " + error);
+  return finish_trace(ev, names, "nsys-sqlite", path, kinds);
+}
+#endif
 }  // namespace
 
 Result<ForeignTrace> load_foreign_trace(const std::string& path, const KindTable& kinds,
                                         const ForeignOptions& options) {
+  if (is_sqlite_file(path)) {
+#if FORESIGHT_HAVE_SQLITE
+    return read_nsys_sqlite(path, kinds, options);
+#else
+    return Error(path +
+                 ": an SQLite file (an Nsight Systems export?), but this build has no SQLite "
+                 "(install libsqlite3-dev and configure again)");
+#endif
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(path + ": cannot open trace");
   return read_trace(in, path, kinds, options);

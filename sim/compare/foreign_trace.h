@@ -1,9 +1,10 @@
 // Measured traces from other tools, read as time per op kind per step, and compared with a
 // prediction: PyTorch profiler Chrome traces (Kineto's: "cat" kernel, cpu_op, user_annotation,
 // gpu_memcpy, ...; and the older export of builds without Kineto, such as Debian's python3-torch:
-// a bare array of events under "pid": "CPU functions", no "cat"). One file per rank. Files are
-// streamed (nlohmann's SAX parser): memory grows with the events kept (about 40 bytes each), not
-// with the file.
+// a bare array of events under "pid": "CPU functions", no "cat"), and Nsight Systems reports
+// exported to SQLite (`nsys export --type sqlite`: kernels, copies, NVTX ranges as the steps; needs
+// a build with SQLite). One file per rank. JSON files are streamed (nlohmann's SAX parser): memory
+// grows with the events kept (about 40 bytes each), not with the file.
 //
 //   auto kinds = default_kind_table();                          // compare/kernel-kinds.json
 //   auto t = load_foreign_trace("rank0.json", *kinds, {});      // steps, time per kind, unmapped names
@@ -51,7 +52,7 @@ struct ForeignStep {
 
 struct ForeignTrace {
   std::string file;
-  std::string format;      // "kineto" or "chrome-cpu" (a profiler without Kineto)
+  std::string format;      // "kineto", "chrome-cpu" (a profiler without Kineto) or "nsys-sqlite"
   bool device = false;     // GPU kernels found: kinds are the kernels' (a device's time); else the CPU ops'
   std::size_t events = 0;  // complete events read
   std::vector<ForeignStep> steps;

@@ -5,9 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 
+#include "foresight/config.h"
 #include "sim/spec/hardware.h"
+#include "tests/test_util.h"
+
+#if FORESIGHT_HAVE_SQLITE
+#include <sqlite3.h>
+#endif
 
 namespace foresight {
 namespace {
@@ -139,6 +146,106 @@ TEST(ForeignTrace, DamagedTracesGetAReason) {
       "t.json", table(), few);
   ASSERT_FALSE(t);
   EXPECT_NE(t.error().message().find("more than 1 complete events"), std::string::npos);
+}
+
+#if FORESIGHT_HAVE_SQLITE
+// A synthetic Nsight Systems export: the tables and columns `nsys export --type sqlite` writes (its
+// SQLite schema reference) that the reader uses, with the rows given as SQL.
+std::string synthetic_nsys_report(const std::string& name, const std::string& rows) {
+  const std::string path = testing::test_temp_path(name).string();
+  std::remove(path.c_str());
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const std::string schema =
+      "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+      "deviceId INTEGER NOT NULL, contextId INTEGER, streamId INTEGER NOT NULL, correlationId INTEGER, "
+      "globalPid INTEGER, demangledName INTEGER NOT NULL, shortName INTEGER NOT NULL);"
+      "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER NOT NULL, end INTEGER NOT NULL, "
+      "deviceId INTEGER NOT NULL, streamId INTEGER NOT NULL, bytes INTEGER NOT NULL, copyKind INTEGER NOT "
+      "NULL);"
+      "CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, "
+      "text TEXT, globalTid INTEGER, textId INTEGER);";
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, (schema + rows).c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+  return path;
+}
+
+// The Kineto test's trace as Nsight Systems records it (nanoseconds; NVTX ranges for the steps,
+// one text inline and one by id; a mark, eventType 34, left out): the same steps and kinds.
+TEST(ForeignTrace, NsightSystemsReportByStep) {
+  const std::string path = synthetic_nsys_report(
+      "nsys_synthetic.sqlite",
+      "INSERT INTO StringIds VALUES (1, 'sm90_xmma_gemm_bf16'), (2, "
+      "'ncclDevKernel_AllReduce_Sum_bf16_RING_LL'), "
+      "(3, 'my_custom_kernel'), (4, 'flash_fwd_kernel'), (5, 'ProfilerStep#2');"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, demangledName, shortName) "
+      "VALUES "
+      "(1100000, 1300000, 0, 7, 1, 1), (1250000, 1400000, 0, 20, 2, 2), (1440000, 1450000, 0, 7, 3, 3), "
+      "(1600000, 1700000, 0, 7, 4, 4);"
+      "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (1420000, 1430000, 0, 7, 4096, 8);"
+      "INSERT INTO NVTX_EVENTS VALUES (1000000, 1500000, 59, 'ProfilerStep#1', 100, NULL), "
+      "(1500000, 2000000, 59, NULL, 100, 5), (1200000, NULL, 34, 'a mark', 100, NULL);");
+  auto t = load_foreign_trace(path, table());
+  ASSERT_TRUE(t) << t.error().message();
+  EXPECT_EQ(t->format, "nsys-sqlite");
+  EXPECT_TRUE(t->device);
+  ASSERT_EQ(t->steps.size(), 2u);
+  const ForeignStep& s = t->steps[0];
+  EXPECT_NEAR(s.kind_s.at("gemm"), 200e-6, 1e-12);
+  EXPECT_NEAR(s.kind_s.at("communication"), 150e-6, 1e-12);
+  EXPECT_NEAR(s.kind_s.at("memcpy"), 10e-6, 1e-12);
+  EXPECT_NEAR(s.exposed_communication_s, 100e-6, 1e-12);
+  EXPECT_NEAR(s.idle_s, 500e-6 - 300e-6 - 10e-6 - 10e-6, 1e-12);
+  ASSERT_EQ(t->unmapped.size(), 1u);
+  EXPECT_EQ(t->unmapped[0].first, "my_custom_kernel");
+  EXPECT_EQ(t->steps[1].name, "ProfilerStep#2");
+  EXPECT_NEAR(t->steps[1].kind_s.at("attention"), 100e-6, 1e-12);
+}
+
+// Reports that cannot be compared say why: not an Nsight export, several GPUs, no step ranges.
+TEST(ForeignTrace, NsightSystemsReportsThatCannotBeRead) {
+  auto error_of = [](const std::string& path) {
+    auto t = load_foreign_trace(path, table());
+    return t ? std::string("(read)") : t.error().message();
+  };
+  const std::string other = testing::test_temp_path("other.sqlite").string();
+  std::remove(other.c_str());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(other.c_str(), &db), SQLITE_OK);
+  sqlite3_exec(db, "CREATE TABLE t (x INTEGER);", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  EXPECT_NE(error_of(other).find("not an Nsight Systems export"), std::string::npos) << error_of(other);
+  const std::string two = synthetic_nsys_report("two_gpus.sqlite",
+                                                "INSERT INTO StringIds VALUES (1, 'gemm');"
+                                                "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, "
+                                                "deviceId, streamId, demangledName, shortName) VALUES "
+                                                "(0, 10, 0, 7, 1, 1), (0, 10, 1, 7, 1, 1);");
+  EXPECT_NE(error_of(two).find("kernels of 2 GPUs in one report"), std::string::npos) << error_of(two);
+  const std::string no_steps = synthetic_nsys_report("no_steps.sqlite",
+                                                     "INSERT INTO StringIds VALUES (1, 'gemm');"
+                                                     "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL (start, end, "
+                                                     "deviceId, streamId, demangledName, shortName) VALUES "
+                                                     "(0, 10, 0, 7, 1, 1);");
+  EXPECT_NE(error_of(no_steps).find("mark each step with an NVTX range"), std::string::npos)
+      << error_of(no_steps);
+}
+#endif
+
+// A file that starts as SQLite but is not a database is refused with its name, with or without
+// SQLite in the build.
+TEST(ForeignTrace, DamagedSqliteFileGetsAReason) {
+  const std::string path = testing::test_temp_path("damaged.sqlite").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << std::string("SQLite format 3\0", 16) << std::string(200, 'x');
+  }
+  auto t = load_foreign_trace(path, table());
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message().find(path), std::string::npos) << t.error().message();
+  EXPECT_NE(t.error().message().find("SQLite"), std::string::npos) << t.error().message();
 }
 
 // The prediction's kinds against the measured steps after warm-up.
