@@ -16,7 +16,8 @@ Result<Comparison> load_foreign_comparison(const Trace& p, const std::string& pr
   FS_ASSIGN_OR_RETURN(ForeignTrace f, load_foreign_trace(measured_path, kinds));
   FS_ASSIGN_OR_RETURN(ForeignCompareReport fr, compare_foreign(p, {f}));
   Comparison c;
-  c.measured_source = "pytorch (" + f.format + ")";
+  const std::string tool = f.format == "nsys-sqlite" ? "Nsight Systems report" : "PyTorch profiler trace";
+  c.measured_source = (f.format == "nsys-sqlite" ? "nsight systems (" : "pytorch (") + f.format + ")";
   CompareReport& r = c.report;
   r.predicted_file = predicted_path;
   r.measured_file = measured_path;
@@ -26,7 +27,7 @@ Result<Comparison> load_foreign_comparison(const Trace& p, const std::string& pr
   r.ranks = {0};
   for (const ForeignKindComparison& k : fr.kinds)
     r.kinds.push_back(KindComparison{k.kind, 0, k.predicted_s, k.measured_s, k.error_pct});
-  c.notes.push_back("PyTorch profiler trace (" + f.format + "): " + std::to_string(fr.steps_compared) +
+  c.notes.push_back(tool + " (" + f.format + "): " + std::to_string(fr.steps_compared) +
                     " steps compared by kind of op, after " + std::to_string(fr.warmup_steps) +
                     " warm-up; ops are not matched one by one");
   for (const std::string& n : fr.notes) c.notes.push_back(n);

@@ -128,7 +128,8 @@ CompareView::CompareView(QWidget* parent) : QWidget(parent) {
   auto pick = [this](bool predicted) {
     const QString path = QFileDialog::getOpenFileName(
         this, predicted ? tr("Predicted trace") : tr("Measured trace"), QString(),
-        tr("Chrome and PyTorch profiler traces (*.json);;All files (*)"));
+        tr("Chrome and PyTorch profiler traces, Nsight Systems SQLite exports (*.json *.sqlite);;All files "
+           "(*)"));
     if (path.isEmpty()) return;
     set_files(predicted ? path : predicted_path_, predicted ? measured_path_ : path);
   };
