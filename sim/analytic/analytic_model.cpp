@@ -1184,12 +1184,15 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
   // Interleaved, a model chunk's gradients are complete after its last micro-batch's backward, and
   // the last group of micro-batches runs its backward chunk by chunk (Megatron-Core's interleaved
   // schedule: a group of pp micro-batches per chunk, the chunks in reverse): the first chunk's
-  // reduction starts while the group's backward of the v-1 others remains. The forward gathers
-  // the parameters in the same order: the last chunk's are needed a group's forward of v-1 chunks
-  // later. Without chunks, one micro-batch's backward (forward) is the window.
+  // reduction starts while the group's backward of the v-1 others remains. Without chunks, one
+  // micro-batch's backward is the window. (The parameter gather runs a bucket ahead of the first
+  // forward, so its window stays one micro-batch's forward.)
   const int v = p.chunks();
   const double group = std::min(static_cast<double>(p.pp), c.mbs);
   const double window = v > 1 && p.schedule == Schedule::kInterleaved1F1B ? (1 + (v - 1) * group) / v : 1.0;
+  // The tables' (embedding, head) share of the dense collectives: reduced and gathered after the
+  // step's passes, as the simulator's lowering does, so they wait whole.
+  const double table_share = held.replicated > 0 ? held.tables / held.replicated : 0.0;
   // Overlapped, the reduction runs layer by layer as the last micro-batch's backward frees each
   // layer's gradients (a bucket a layer): every bucket pays the ring's latency steps, and the
   // last one (the first layer's) waits whole after the backward. The tables' gradients (embedding,
@@ -1199,16 +1202,15 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
     const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
     const double per_bucket =
         collective_latency(links.dp, op) + (held.experts > 0 ? collective_latency(links.edp, op) : 0.0);
-    const double tables = held.replicated > 0 ? dense.reduce * held.tables / held.replicated : 0.0;
+    const double tables = dense.reduce * table_share;
     const double bucketed = reduce - tables + (layers_on_stage - 1) * per_bucket;
     reduce_exposed = std::max(bucketed / layers_on_stage, bucketed - window * backward_mb) + tables;
   }
   // Overlapped, the layers' parameters are gathered as the first forward reaches them, a bucket
-  // ahead; the tables' (embedding, head) are gathered after the optimizer step, as the simulator's
-  // lowering does: they wait whole.
+  // ahead; the tables' after the optimizer step.
   double gather_exposed = gather;
   if (p.overlap_param_gather && gather > 0) {
-    const double tables = held.replicated > 0 ? dense.gather * held.tables / held.replicated : 0.0;
+    const double tables = dense.gather * table_share;
     const double layered = gather - tables;
     gather_exposed = std::max(layered / layers_on_stage, layered - forward_mb) + tables;
   }
