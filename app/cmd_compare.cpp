@@ -53,6 +53,15 @@ void print_foreign_report(const ForeignCompareReport& r) {
                std::max(k.predicted_s, k.measured_s) < 1e-6 || k.measured_s <= 0
                    ? std::string("-")
                    : fmt::format("{:+.1f}%", k.error_pct));
+  if (!r.layers.empty()) {
+    fmt::print("\n{:<32} {:>14} {:>14} {:>9}\n", "layer (forward; measured / plan)", "predicted ms",
+               "measured ms", "error");
+    for (const auto& l : r.layers)
+      fmt::print("{:<32} {:>14.3f} {:>14.3f} {:>9}\n",
+                 fmt::format("{} / L{}", l.measured_layer, l.predicted_layer), l.predicted_s * 1e3,
+                 l.measured_s * 1e3,
+                 l.measured_s <= 0 ? std::string("-") : fmt::format("{:+.1f}%", l.error_pct));
+  }
   if (!r.unmapped.empty()) {
     fmt::print("\nnames no kind rule maps (per rank and step; extend the table with --kinds FILE):\n");
     for (const auto& [name, s] : r.unmapped) fmt::print("  {:>10.3f} ms  {}\n", s * 1e3, name);

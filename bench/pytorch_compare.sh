@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Writes docs/pytorch-compare.md: Foresight's prediction of a plan against real PyTorch profiler
 # traces of the same model and plan on this machine's CPU (bench/pytorch_trace.py: the small
-# model, fp32, AdamW, one thread per rank; 1 process, and 2 processes joined by gloo), step time
-# and time per op kind, as `foresight compare` reports them. The prediction prices Foresight's
+# model, fp32, AdamW, one thread per rank; 1 process, and 2 processes joined by gloo), step time,
+# time per op kind and each layer's forward, as `foresight compare` reports them. The prediction prices Foresight's
 # runtime on the cpu-local profile, so the table says where PyTorch's eager execution of the same
 # model differs from it as much as where the model errs.
 #
@@ -67,6 +67,20 @@ for kind in kinds:
         err = "%+.1f%%" % k["error_pct"] if k["measured_s"] > 0 else "-"
         cells += ["%.1f" % (k["predicted_s"] * 1e3), "%.1f" % (k["measured_s"] * 1e3), err]
     print("| %s | %s |" % (kind, " | ".join(cells)))
+print("\nPer layer, forward (ms per rank and step; the traces' `layers.N` ranges against the prediction's "
+      "forward ops of each layer):\n")
+print("| layer | " + " | ".join("%d proc. predicted | measured | error" % r for r in rs) + " |")
+print("|---|" + "---:|---:|---:|" * len(rs))
+for i in range(max(len(rep["layers"]) for rep in rs.values())):
+    cells = []
+    for rep in rs.values():
+        if i >= len(rep["layers"]):
+            cells += ["", "", ""]
+            continue
+        l = rep["layers"][i]
+        cells += ["%.1f" % (l["predicted_forward_s"] * 1e3), "%.1f" % (l["measured_forward_s"] * 1e3),
+                  "%+.1f%%" % l["error_pct"] if l["measured_forward_s"] > 0 else "-"]
+    print("| %d | %s |" % (rs[1]["layers"][i]["measured_layer"] if i < len(rs[1]["layers"]) else i, " | ".join(cells)))
 print("\nUnmapped names (ms per rank and step): " + "; ".join(
     "%d proc.: %s" % (r, ", ".join("%s %.2f" % (u["name"], u["measured_s"] * 1e3) for u in rep["unmapped"][:3]) or "none")
     for r, rep in rs.items()) + ".")

@@ -3,11 +3,11 @@
 
 Trains the model bench/runtime_vs_pytorch.py builds (the runtime's architecture in ordinary
 PyTorch, fp32, AdamW) for a few steps under torch.profiler and writes one Chrome trace per rank
-(prof.export_chrome_trace), each step inside a ProfilerStep#N range. With --ranks 2 or more the
-ranks are processes joined by torch.distributed (gloo, a file store: no network) that split the
-global batch and average their gradients with one all-reduce after the backward (inside an
-"all_reduce" range), as the runtime's data parallelism does. One thread per rank (OpenBLAS's
-threads included).
+(prof.export_chrome_trace), each step inside a ProfilerStep#N range and each block's forward
+inside a "layers.N" range. With --ranks 2 or more the ranks are processes joined by
+torch.distributed (gloo, a file store: no network) that split the global batch and average their
+gradients with one all-reduce after the backward (inside an "all_reduce" range), as the runtime's
+data parallelism does. One thread per rank (OpenBLAS's threads included).
 
     bench/pytorch_trace.py --model small --gb 8 --mb 1 --steps 4 --ranks 2 --out traces/
     foresight simulate --model small --cluster cpu-local --gpus 2 --dp 2 --gb 8 --mb 1 \\
@@ -26,6 +26,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from runtime_vs_pytorch import load_model, make_model  # noqa: E402
 
 
+def in_range(name, forward, record_function):
+    def ranged(*a, **kw):
+        with record_function(name):
+            return forward(*a, **kw)
+
+    return ranged
+
+
 def train(rank, ranks, cfg, args, store):
     import torch
     import torch.distributed as dist
@@ -37,6 +45,10 @@ def train(rank, ranks, cfg, args, store):
         dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=ranks)
     V, S = cfg["vocab"], cfg["seq_len"]
     model = make_model(cfg)
+    # Each block's forward in a "layers.N" range, as torchtitan's module paths name them: compare
+    # reports the forward per layer.
+    for i, blk in enumerate(model.blocks):
+        blk.forward = in_range("layers.%d" % i, blk.forward, record_function)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), weight_decay=0.0)
     g = torch.Generator().manual_seed(1234 + rank)
     per_rank = args.gb // ranks

@@ -36,7 +36,7 @@ std::string lower(std::string s) {
 }
 
 bool known_kind(const std::string& k) {
-  if (k == "step") return true;
+  if (k == "step" || k == "layer") return true;
   for (const char* f : kForeignKinds)
     if (k == f) return true;
   return false;
@@ -66,7 +66,8 @@ Result<KindTable> kind_table_from_json(const nlohmann::json& doc, const std::str
     const std::string kind = r["kind"].get<std::string>();
     if (!known_kind(kind))
       return Error(at + "/kind: \"" + kind +
-                   "\" is not a kind (gemm, attention, elementwise, optimizer, communication, memcpy, step)");
+                   "\" is not a kind (gemm, attention, elementwise, optimizer, communication, memcpy, step, "
+                   "layer)");
     t.rules.push_back({lower(r["pattern"].get<std::string>()), kind});
   }
   return t;
@@ -87,7 +88,12 @@ KindTable extend_kind_table(const KindTable& base, const KindTable& extra) {
 
 namespace {
 
-enum class Where : std::uint8_t { kCpu, kUserRange, kDevice, kSkip };
+// kDeviceRange: a host range's span on the device (Kineto's gpu_user_annotation); kModule: the
+// profiler's range of an nn.Module's forward (a python_function event "nn.Module: Name_k"). Both
+// serve only to find layers.
+enum class Where : std::uint8_t { kCpu, kUserRange, kDevice, kDeviceRange, kModule, kSkip };
+
+bool host_op(Where w) { return w == Where::kCpu || w == Where::kUserRange; }
 
 struct RawEvent {
   double ts = 0, dur = 0;  // microseconds
@@ -219,6 +225,10 @@ class EventSax {
       e.where = Where::kDevice;
     else if (c == "user_annotation")
       e.where = Where::kUserRange;
+    else if (c == "gpu_user_annotation")
+      e.where = Where::kDeviceRange;
+    else if (c == "python_function" && cur_.name.rfind("nn.Module: ", 0) == 0)
+      e.where = Where::kModule;
     else if (c.empty() || c == "cpu_op" || c == "Operator")
       e.where = c.empty() && cur_.name.find("::") == std::string::npos ? Where::kUserRange : Where::kCpu;
     else
@@ -275,7 +285,7 @@ void attribute_cpu(const std::vector<RawEvent>& ev, const std::vector<std::strin
                    std::vector<ForeignStep>& steps, std::map<std::string, double>& unmapped) {
   std::map<std::uint32_t, std::vector<std::size_t>> by_track;
   for (std::size_t i = 0; i < ev.size(); ++i)
-    if (ev[i].where != Where::kDevice) by_track[ev[i].track].push_back(i);
+    if (host_op(ev[i].where)) by_track[ev[i].track].push_back(i);
   struct Open {
     std::size_t event;
     double end;
@@ -294,7 +304,7 @@ void attribute_cpu(const std::vector<RawEvent>& ev, const std::vector<std::strin
       const double self = std::max(0.0, e.dur - o.child_s) * 1e-6;
       if (o.step < 0) return;
       ForeignStep& st = steps[static_cast<std::size_t>(o.step)];
-      if (own == "step") {
+      if (own == "step" || own == "layer") {  // the host between ops
         st.idle_s += self;
         return;
       }
@@ -321,7 +331,7 @@ void attribute_cpu(const std::vector<RawEvent>& ev, const std::vector<std::strin
       }
       if (own == "step") {
         o.step = step_of.at(i);
-      } else if (!own.empty()) {
+      } else if (!own.empty() && own != "layer") {
         if (e.where == Where::kUserRange && o.claim.empty()) o.claim = own;
         o.inherit = own;
       }
@@ -354,7 +364,7 @@ void attribute_device(const std::vector<RawEvent>& ev, const std::vector<std::st
     const std::size_t s = static_cast<std::size_t>(it - steps.begin());
     const std::string& kind = cls.kind[e.name];
     const double dur = e.dur * 1e-6;
-    if (kind.empty() || kind == "step")
+    if (kind.empty() || kind == "step" || kind == "layer")
       unmapped[names[e.name]] += dur;
     else
       steps[s].kind_s[kind] += dur;
@@ -364,6 +374,66 @@ void attribute_device(const std::vector<RawEvent>& ev, const std::vector<std::st
   for (std::size_t s = 0; s < steps.size(); ++s) {
     steps[s].idle_s = std::max(0.0, steps[s].dur_s - union_length(all[s]));
     steps[s].exposed_communication_s = uncovered(comm[s], compute[s]);
+  }
+}
+
+// A layer range's layer: the number right after the pattern that made it a layer ("layers.3.mlp"
+// -> 3, "nn.Module: Qwen2DecoderLayer_5" -> 5), else the last number in the name, else -1.
+int layer_number(const std::string& name, const KindTable& kinds) {
+  const std::string n = lower(name);
+  std::size_t at = std::string::npos;
+  for (const KindRule& r : kinds.rules)
+    if (const auto p = n.find(r.pattern); p != std::string::npos) {
+      if (r.kind == "layer") at = p + r.pattern.size();
+      break;
+    }
+  auto digit = [&](std::size_t i) { return i < n.size() && std::isdigit(static_cast<unsigned char>(n[i])); };
+  std::size_t first = at, last = at;
+  if (!digit(at)) {
+    const auto l = n.find_last_of("0123456789");
+    if (l == std::string::npos) return -1;
+    first = last = l;
+    while (first > 0 && digit(first - 1)) --first;
+  } else {
+    while (digit(last + 1)) ++last;
+  }
+  if (last - first > 6) return -1;
+  return std::stoi(n.substr(first, last - first + 1));
+}
+
+// Each layer range's duration to its layer in the step whose range last began before it: the
+// device's ranges in a device trace, the host's otherwise. A layer range inside another on its
+// track (a layer's sub-module) is not counted again.
+void attribute_layers(const std::vector<RawEvent>& ev, const std::vector<std::string>& names,
+                      const Classified& cls, const KindTable& kinds, bool device,
+                      std::vector<ForeignStep>& steps) {
+  std::vector<int> layer(names.size(), -1);
+  for (std::size_t n = 0; n < names.size(); ++n)
+    if (cls.kind[n] == "layer") layer[n] = layer_number(names[n], kinds);
+  std::map<std::uint32_t, std::vector<std::size_t>> by_track;
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    const Where w = ev[i].where;
+    const bool source = device ? w == Where::kDeviceRange : w == Where::kUserRange || w == Where::kModule;
+    if (source && layer[ev[i].name] >= 0) by_track[ev[i].track].push_back(i);
+  }
+  for (auto& [track, idx] : by_track) {
+    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+      return ev[a].ts != ev[b].ts ? ev[a].ts < ev[b].ts : ev[a].dur > ev[b].dur;
+    });
+    double open_until = -1;
+    for (std::size_t i : idx) {
+      const RawEvent& e = ev[i];
+      if (e.ts < open_until) continue;
+      open_until = e.ts + e.dur;
+      const double ts = e.ts * 1e-6;
+      auto it = std::upper_bound(steps.begin(), steps.end(), ts,
+                                 [](double t, const ForeignStep& s) { return t < s.start_s; });
+      if (it == steps.begin()) continue;
+      --it;
+      if (!device && ts >= it->start_s + it->dur_s) continue;                             // between steps
+      if (device && it + 1 == steps.end() && ts > it->start_s + 2 * it->dur_s) continue;  // after the last
+      it->layer_s[layer[e.name]] += e.dur * 1e-6;
+    }
   }
 }
 
@@ -384,7 +454,7 @@ Result<ForeignTrace> finish_trace(std::vector<RawEvent>& ev, const std::vector<s
   std::vector<std::size_t> step_events;  // in time order; step_of: event -> its place in t.steps
   for (std::size_t i = 0; i < ev.size(); ++i) {
     t.device = t.device || ev[i].where == Where::kDevice;
-    if (ev[i].where != Where::kDevice && cls.kind[ev[i].name] == "step") step_events.push_back(i);
+    if (host_op(ev[i].where) && cls.kind[ev[i].name] == "step") step_events.push_back(i);
   }
   std::stable_sort(step_events.begin(), step_events.end(),
                    [&](std::size_t a, std::size_t b) { return ev[a].ts < ev[b].ts; });
@@ -408,6 +478,7 @@ Result<ForeignTrace> finish_trace(std::vector<RawEvent>& ev, const std::vector<s
     attribute_device(ev, names, cls, t.steps, unmapped);
   else
     attribute_cpu(ev, names, cls, step_of, t.steps, unmapped);
+  attribute_layers(ev, names, cls, kinds, t.device, t.steps);
   t.unmapped.assign(unmapped.begin(), unmapped.end());
   std::sort(t.unmapped.begin(), t.unmapped.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -616,6 +687,62 @@ int plan_ranks(const nlohmann::json& meta) {
 
 double pct(double p, double m) { return m > 0 ? (p - m) / m * 100 : 0.0; }
 
+// The layer of a predicted op's id ("r0/L3/mb0/fwd/qkv" -> 3) when it is a forward op, else -1.
+int predicted_forward_layer(const std::string& id) {
+  const auto l = id.find("/L");
+  if (l == std::string::npos || id.find("/fwd/") == std::string::npos) return -1;
+  std::size_t end = l + 2;
+  while (end < id.size() && std::isdigit(static_cast<unsigned char>(id[end]))) ++end;
+  if (end == l + 2 || end - l - 2 > 6 || end >= id.size() || id[end] != '/') return -1;
+  return std::stoi(id.substr(l + 2, end - l - 2));
+}
+
+// The k-th layer of each rank, measured against predicted, where every measured trace shows the
+// same number of layers in each compared step and the prediction gives each rank as many.
+void compare_layers(const std::map<int, std::map<int, double>>& predicted,
+                    const std::vector<ForeignTrace>& measured, std::size_t first_step, std::size_t nsteps,
+                    ForeignCompareReport& r) {
+  std::set<std::size_t> counts;
+  for (const ForeignTrace& t : measured)
+    for (std::size_t s = first_step; s < nsteps; ++s) counts.insert(t.steps[s].layer_s.size());
+  const std::size_t shown = *counts.rbegin();
+  if (shown == 0) return;
+  if (counts.size() > 1) {
+    r.notes.push_back(
+        "the measured traces show different numbers of layer ranges per step: no per-layer comparison");
+    return;
+  }
+  for (const auto& [rank, layers] : predicted)
+    if (layers.size() != shown) {
+      r.notes.push_back(cat("the measured traces show ", shown, " layers per rank and step, the plan puts ",
+                            layers.size(), " on rank ", rank, ": no per-layer comparison"));
+      return;
+    }
+  if (predicted.empty()) return;
+  const double per = 1.0 / (static_cast<double>(measured.size()) * static_cast<double>(nsteps - first_step));
+  const double nranks = static_cast<double>(predicted.size());
+  std::vector<ForeignLayerComparison> out(shown);
+  for (const auto& [rank, layers] : predicted) {
+    std::size_t k = 0;
+    for (const auto& [layer, s] : layers) {
+      out[k].predicted_s += s / nranks;
+      if (rank == predicted.begin()->first) out[k].predicted_layer = layer;
+      ++k;
+    }
+  }
+  for (const ForeignTrace& t : measured)
+    for (std::size_t s = first_step; s < nsteps; ++s) {
+      std::size_t k = 0;
+      for (const auto& [layer, v] : t.steps[s].layer_s) {
+        out[k].measured_s += v * per;
+        if (&t == &measured.front() && s == first_step) out[k].measured_layer = layer;
+        ++k;
+      }
+    }
+  for (auto& l : out) l.error_pct = pct(l.predicted_s, l.measured_s);
+  r.layers = std::move(out);
+}
+
 }  // namespace
 
 Result<ForeignCompareReport> compare_foreign(const Trace& predicted,
@@ -628,8 +755,10 @@ Result<ForeignCompareReport> compare_foreign(const Trace& predicted,
   // The prediction per rank.
   std::map<int, std::map<std::string, double>> pk;
   std::map<int, std::vector<std::pair<double, double>>> pcomm, pcompute;
+  std::map<int, std::map<int, double>> player;  // rank -> layer -> forward time
   for (const TraceOp& op : predicted.ops) {
     const std::string k = predicted_kind(op);
+    if (const int layer = predicted_forward_layer(op.id); layer >= 0) player[op.rank][layer] += op.dur_s;
     pk[op.rank][k] += op.dur_s;
     (k == "communication" ? pcomm : pcompute)[op.rank].push_back({op.start_s, op.start_s + op.dur_s});
   }
@@ -687,6 +816,7 @@ Result<ForeignCompareReport> compare_foreign(const Trace& predicted,
   std::sort(r.unmapped.begin(), r.unmapped.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });
   if (r.unmapped.size() > 10) r.unmapped.resize(10);
+  compare_layers(player, measured, static_cast<std::size_t>(r.warmup_steps), nsteps, r);
   for (const ForeignTrace& t : measured) r.measured_files.push_back(t.file);
   if (r.ranks_predicted > 0 && static_cast<int>(measured.size()) != r.ranks_predicted)
     r.notes.push_back(cat("the plan has ", r.ranks_predicted, " ranks and ", measured.size(),
@@ -710,6 +840,13 @@ nlohmann::json foreign_report_to_json(const ForeignCompareReport& r) {
                      {"error_pct", k.error_pct}});
   nlohmann::json unmapped = nlohmann::json::array();
   for (const auto& [name, s] : r.unmapped) unmapped.push_back({{"name", name}, {"measured_s", s}});
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : r.layers)
+    layers.push_back({{"measured_layer", l.measured_layer},
+                      {"predicted_layer", l.predicted_layer},
+                      {"predicted_forward_s", l.predicted_s},
+                      {"measured_forward_s", l.measured_s},
+                      {"error_pct", l.error_pct}});
   return {{"predicted_file", r.predicted_file},
           {"measured_files", r.measured_files},
           {"ranks_predicted", r.ranks_predicted},
@@ -720,6 +857,7 @@ nlohmann::json foreign_report_to_json(const ForeignCompareReport& r) {
           {"measured_step_mean_s", r.measured_step_mean_s},
           {"step_time_error_pct", r.step_time_error_pct},
           {"kinds", kinds},
+          {"layers", layers},
           {"unmapped", unmapped},
           {"notes", r.notes}};
 }

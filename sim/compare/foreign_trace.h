@@ -22,7 +22,10 @@
 
 namespace foresight {
 
-// The kinds a measured trace's names map to. "step" marks a step's range (ProfilerStep#N).
+// The kinds a measured trace's names map to. "step" marks a step's range (ProfilerStep#N); "layer"
+// a transformer layer's range (record_function("layers.3"), an NVTX range, or the profiler's
+// module ranges "nn.Module: TransformerBlock_3" of with_stack traces), its layer the last number in
+// the name. Neither is a kind of time: a layer range claims nothing, its ops keep their kinds.
 inline constexpr const char* kForeignKinds[] = {"gemm",      "attention",     "elementwise",
                                                 "optimizer", "communication", "memcpy"};
 
@@ -48,6 +51,10 @@ struct ForeignStep {
   std::map<std::string, double> kind_s;  // time per kind (see ForeignTrace)
   double idle_s = 0;                     // the step's time no mapped op covers (the host between ops)
   double exposed_communication_s = 0;    // communication no compute overlaps
+  // Time inside each layer's outermost ranges (by the layer's number): on the host in a CPU trace,
+  // on the device in a Kineto GPU trace (its gpu_user_annotation ranges, the host ranges' device
+  // side); none in an Nsight Systems report (its NVTX ranges are the host's).
+  std::map<int, double> layer_s;
 };
 
 struct ForeignTrace {
@@ -77,6 +84,12 @@ Result<ForeignTrace> foreign_trace_from_text(const std::string& text, const std:
 // names a plan within the first 64 KiB (both write "metadata" before "traceEvents").
 bool is_foresight_trace(const std::string& path);
 
+struct ForeignLayerComparison {
+  int measured_layer = 0, predicted_layer = 0;  // the layer's number in each (k-th on its rank)
+  double predicted_s = 0, measured_s = 0;       // forward, per rank and step
+  double error_pct = 0;
+};
+
 struct ForeignKindComparison {
   std::string kind;
   double predicted_s = 0, measured_s = 0;  // per rank and step
@@ -92,6 +105,11 @@ struct ForeignCompareReport {
   double measured_step_mean_s = 0;                   // the mean step (the kinds' times are means)
   double step_time_error_pct = 0;
   std::vector<ForeignKindComparison> kinds;  // kForeignKinds then idle, then exposed_communication
+  // Per layer, where the measured traces show layer ranges and every rank shows as many layers as
+  // the plan gives it: the k-th layer of each rank against the k-th the prediction places there.
+  // Forward only: a module's range covers its forward (and a recompute's), not the backward that
+  // autograd runs later outside it.
+  std::vector<ForeignLayerComparison> layers;
   std::vector<std::pair<std::string, double>> unmapped;  // per rank and step, largest first (ten at most)
   std::vector<std::string> notes;  // where the traces contradict the plan, or say less than it
 };

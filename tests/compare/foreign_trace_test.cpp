@@ -45,6 +45,10 @@ TEST(KindTable, MapsTheNamesTheToolsWrite) {
   EXPECT_EQ(t.kind_of("ProfilerStep#7"), "step");
   EXPECT_EQ(t.kind_of("Optimizer.step#AdamW.step"), "optimizer");
   EXPECT_EQ(t.kind_of("my_custom_kernel"), "");
+  EXPECT_EQ(t.kind_of("layers.3"), "layer");
+  EXPECT_EQ(t.kind_of("nn.Module: TransformerBlock_12"), "layer");
+  EXPECT_EQ(t.kind_of("nn.Module: LlamaDecoderLayer_7"), "layer");
+  EXPECT_EQ(t.kind_of("nn.Module: Linear_0"), "");
   // A user's rules come first.
   auto extra = kind_table_from_json(
       nlohmann::json::parse(R"({"rules": [{"pattern": "my_custom", "kind": "gemm"}]})"), "mine.json");
@@ -88,6 +92,77 @@ TEST(ForeignTrace, CpuOpsTakeTheirSelfTime) {
   ASSERT_EQ(t->unmapped.size(), 1u);
   EXPECT_EQ(t->unmapped[0].first, "mystery");
   EXPECT_NEAR(t->steps[1].kind_s.at("gemm"), 30e-6, 1e-12);
+}
+
+// Layer ranges on the host: each outermost range's time to its layer (the number after the
+// pattern), a sub-module's range inside it not counted again; a layer claims nothing (the ops
+// inside keep their kinds) and its own time between ops is the host's, idle.
+TEST(ForeignTrace, LayerRangesOnTheHost) {
+  const std::string text = R"([
+    {"name": "ProfilerStep#0", "ph": "X", "ts": 0, "dur": 100, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "layers.0", "ph": "X", "ts": 5, "dur": 40, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "aten::mm", "ph": "X", "ts": 10, "dur": 20, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "layers.0.mlp", "ph": "X", "ts": 32, "dur": 10, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "aten::add", "ph": "X", "ts": 33, "dur": 8, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "layers.1", "ph": "X", "ts": 50, "dur": 30, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "aten::mm", "ph": "X", "ts": 52, "dur": 25, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "ProfilerStep#1", "ph": "X", "ts": 200, "dur": 50, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "layers.0", "ph": "X", "ts": 210, "dur": 12, "tid": 1, "pid": "CPU functions", "args": {}},
+    {"name": "layers.1", "ph": "X", "ts": 230, "dur": 14, "tid": 1, "pid": "CPU functions", "args": {}}
+  ])";
+  auto t = foreign_trace_from_text(text, "cpu.json", table());
+  ASSERT_TRUE(t) << t.error().message();
+  ASSERT_EQ(t->steps.size(), 2u);
+  const ForeignStep& s = t->steps[0];
+  ASSERT_EQ(s.layer_s.size(), 2u);
+  EXPECT_NEAR(s.layer_s.at(0), 40e-6, 1e-12);
+  EXPECT_NEAR(s.layer_s.at(1), 30e-6, 1e-12);
+  EXPECT_NEAR(s.kind_s.at("gemm"), 45e-6, 1e-12);
+  EXPECT_NEAR(s.kind_s.at("elementwise"), 8e-6, 1e-12);
+  EXPECT_NEAR(s.idle_s, 100e-6 - 45e-6 - 8e-6, 1e-12);  // the ranges' own time is the host's
+  EXPECT_TRUE(t->unmapped.empty());
+  EXPECT_NEAR(t->steps[1].layer_s.at(0), 12e-6, 1e-12);
+  EXPECT_NEAR(t->steps[1].layer_s.at(1), 14e-6, 1e-12);
+}
+
+// A Kineto GPU trace: the layers are the device-side spans of the host's ranges
+// (gpu_user_annotation); the profiler's module ranges on the host do not count there, and they
+// take no time from the host's ops.
+TEST(ForeignTrace, LayerRangesOnTheDevice) {
+  const std::string text = R"J({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 100, "tid": 100, "ts": 1000, "dur": 500},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 7, "ts": 1090, "dur": 400},
+    {"ph": "X", "cat": "python_function", "name": "nn.Module: TransformerBlock_0", "pid": 100, "tid": 100, "ts": 1005, "dur": 30},
+    {"ph": "X", "cat": "user_annotation", "name": "layers.0", "pid": 100, "tid": 100, "ts": 1006, "dur": 28},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "layers.0", "pid": 0, "tid": 7, "ts": 1100, "dur": 210},
+    {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7, "ts": 1100, "dur": 200},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "layers.1", "pid": 0, "tid": 7, "ts": 1320, "dur": 90},
+    {"ph": "X", "cat": "kernel", "name": "flash_fwd_kernel", "pid": 0, "tid": 7, "ts": 1320, "dur": 90}
+  ]})J";
+  auto t = foreign_trace_from_text(text, "gpu.json", table());
+  ASSERT_TRUE(t) << t.error().message();
+  ASSERT_EQ(t->steps.size(), 1u);  // the step's device-side span is not a second step
+  const ForeignStep& s = t->steps[0];
+  ASSERT_EQ(s.layer_s.size(), 2u);
+  EXPECT_NEAR(s.layer_s.at(0), 210e-6, 1e-12);
+  EXPECT_NEAR(s.layer_s.at(1), 90e-6, 1e-12);
+  EXPECT_NEAR(s.kind_s.at("gemm"), 200e-6, 1e-12);
+  EXPECT_TRUE(t->unmapped.empty());
+  // The same module ranges in a CPU-only trace are its layers.
+  const std::string cpu = R"J({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+    {"ph": "X", "cat": "python_function", "name": "nn.Module: TransformerBlock_0", "pid": 1, "tid": 1, "ts": 10, "dur": 30},
+    {"ph": "X", "cat": "python_function", "name": "nn.Module: Linear_3", "pid": 1, "tid": 1, "ts": 12, "dur": 20},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 12, "dur": 20},
+    {"ph": "X", "cat": "python_function", "name": "nn.Module: TransformerBlock_1", "pid": 1, "tid": 1, "ts": 50, "dur": 40}
+  ]})J";
+  auto c = foreign_trace_from_text(cpu, "cpu.json", table());
+  ASSERT_TRUE(c) << c.error().message();
+  ASSERT_EQ(c->steps[0].layer_s.size(), 2u);
+  EXPECT_NEAR(c->steps[0].layer_s.at(1), 40e-6, 1e-12);
+  EXPECT_NEAR(c->steps[0].kind_s.at("gemm"), 20e-6, 1e-12);
+  EXPECT_NEAR(c->steps[0].idle_s, 80e-6, 1e-12);
+  EXPECT_TRUE(c->unmapped.empty());
 }
 
 // The device trace of the Kineto and Nsight tests (microseconds): step 1 from 1000 to 1500 with a
@@ -278,9 +353,56 @@ TEST(ForeignCompare, PredictedKindsAgainstMeasuredSteps) {
   EXPECT_NEAR(r->kinds[0].measured_s, 55e-6, 1e-12);
   ASSERT_EQ(r->unmapped.size(), 1u);
   EXPECT_NEAR(r->unmapped[0].second, 1e-6, 1e-12);  // per step over the 3 steps read
+  EXPECT_TRUE(r->layers.empty());                   // no layer ranges measured
   auto none_left = compare_foreign(pred, {m}, 3);
   ASSERT_FALSE(none_left);
   EXPECT_NE(none_left.error().message().find("none left to compare"), std::string::npos);
+}
+
+// The k-th measured layer of each rank against the k-th predicted there, forward only; a trace
+// whose layer count differs from the plan's is noted, not compared.
+TEST(ForeignCompare, LayersByPosition) {
+  Trace pred;
+  pred.file = "pred.json";
+  pred.metadata = {{"plan", {{"dp", 1}, {"tp", 1}, {"pp", 1}}}};
+  pred.step_s = 200e-6;
+  pred.ops = {{"r0/mb0/fwd/embedding", "embedding", "compute", 0, 0, 5e-6},
+              {"r0/L0/mb0/fwd/qkv", "qkv", "compute", 0, 5e-6, 30e-6},
+              {"r0/L0/mb0/fwd/mlp_up", "mlp_up", "compute", 0, 35e-6, 20e-6},
+              {"r0/L1/mb0/fwd/qkv", "qkv", "compute", 0, 55e-6, 40e-6},
+              {"r0/L1/mb0/bwd/qkv", "qkv", "compute", 0, 95e-6, 80e-6}};
+  ForeignTrace m;
+  m.file = "rank0.json";
+  for (int s = 0; s < 3; ++s) {
+    ForeignStep st;
+    st.dur_s = 210e-6;
+    st.kind_s = {{"gemm", 170e-6}};
+    st.layer_s = {{4, 50e-6 + s * 10e-6}, {5, 40e-6}};
+    m.steps.push_back(st);
+  }
+  auto r = compare_foreign(pred, {m});
+  ASSERT_TRUE(r) << r.error().message();
+  ASSERT_EQ(r->layers.size(), 2u);
+  EXPECT_EQ(r->layers[0].measured_layer, 4);
+  EXPECT_EQ(r->layers[0].predicted_layer, 0);
+  EXPECT_NEAR(r->layers[0].predicted_s, 50e-6, 1e-12);  // qkv + mlp_up; the embedding is no layer's
+  EXPECT_NEAR(r->layers[0].measured_s, 65e-6, 1e-12);   // steps 1 and 2 after the warm-up
+  EXPECT_NEAR(r->layers[0].error_pct, (50.0 - 65.0) / 65.0 * 100, 1e-9);
+  EXPECT_NEAR(r->layers[1].predicted_s, 40e-6, 1e-12);  // the backward is not in a layer's range
+  const auto json = foreign_report_to_json(*r);
+  EXPECT_EQ(json["layers"][1]["measured_layer"], 5);
+  m.steps[2].layer_s[6] = 1e-6;
+  auto uneven = compare_foreign(pred, {m});
+  ASSERT_TRUE(uneven) << uneven.error().message();
+  EXPECT_TRUE(uneven->layers.empty());
+  ASSERT_FALSE(uneven->notes.empty());
+  EXPECT_NE(uneven->notes.back().find("different numbers of layer ranges"), std::string::npos);
+  for (auto& st : m.steps) st.layer_s = {{0, 1e-6}, {1, 1e-6}, {2, 1e-6}};
+  auto other = compare_foreign(pred, {m});
+  ASSERT_TRUE(other) << other.error().message();
+  EXPECT_TRUE(other->layers.empty());
+  EXPECT_NE(other->notes.back().find("show 3 layers per rank and step, the plan puts 2 on rank 0"),
+            std::string::npos);
 }
 
 // Each kind's measured over predicted time scales the rates it is priced with; an efficiency that

@@ -2,7 +2,8 @@
 # Real PyTorch profiler traces (Debian's python3-torch, CPU, bench/pytorch_trace.py) of the
 # small model over RANKS processes, compared with Foresight's prediction of the same plan. Checks
 # what a broken reader would get wrong, not timings: the steps found, every kind present, the
-# time attributed adding up to the step, few unmapped names, communication only with 2+ ranks.
+# time attributed adding up to the step, few unmapped names, communication only with 2+ ranks,
+# each layer's forward found.
 #   tests/pytorch/compare_pytorch_trace.sh FORESIGHT_BINARY RANKS
 # Exits 77 (skipped) without python3-torch.
 set -euo pipefail
@@ -20,7 +21,7 @@ trap 'rm -rf "$tmp"' EXIT
   --full --trace "$tmp/pred.json" >/dev/null
 "$bin" compare "$tmp/pred.json" "$tmp/traces"
 "$bin" compare "$tmp/pred.json" "$tmp/traces" --json >"$tmp/report.json"
-/usr/bin/python3 - "$tmp/report.json" "$ranks" <<'PY'
+/usr/bin/python3 - "$tmp/report.json" "$ranks" "$root/models/small.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 ranks = int(sys.argv[2])
@@ -43,6 +44,10 @@ need(abs(attributed + unmapped - step) < 0.15 * step,
 need(unmapped < 0.05 * step, "under 5%% of the step unmapped (%.3f s)" % unmapped)
 need(r["predicted_step_s"] > 0 and 0.1 < r["measured_step_s"] / r["predicted_step_s"] < 10,
      "measured and predicted steps within 10x")
+layers = json.load(open(sys.argv[3]))["layers"]
+need([l["measured_layer"] for l in r["layers"]] == list(range(layers)) and
+     all(l["measured_forward_s"] > 0 and l["predicted_forward_s"] > 0 for l in r["layers"]),
+     "each of the %d layers' forward measured and predicted" % layers)
 if fail:
     print("FAILED: " + "; ".join(fail))
     sys.exit(1)
