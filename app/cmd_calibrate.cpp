@@ -20,6 +20,10 @@
 #include "sim/compare/foreign_trace.h"
 #include "sim/core/output_file.h"
 #include "sim/core/units.h"
+#include "sim/des/simulator.h"
+#include "sim/des/trace.h"
+#include "sim/spec/job.h"
+#include "sim/workload/workload.h"
 
 namespace foresight::app {
 
@@ -34,6 +38,8 @@ struct CalibrateCli {
   std::vector<std::string> nccl_logs;  // --from-nccl-tests: files or folders
   std::vector<std::string> traces;     // --from-trace: PyTorch profiler traces, files or folders
   std::string predicted;               // --predicted: Foresight's trace of the same plan
+  std::string model;                   // --model: the prediction's model, where not a preset
+  int trace_passes = 4;                // --trace-passes: fits, the plan re-predicted after each
   runtime::NcclTestsColumn nccl_column = runtime::NcclTestsColumn::kOutOfPlace;
 };
 
@@ -203,8 +209,63 @@ int calibrate_from_nccl_tests(const CalibrateCli& o) {
   return 0;
 }
 
+// A folder of scratch files, removed with everything in it when it goes out of scope.
+struct ScratchDir {
+  std::filesystem::path path;
+  ScratchDir() {
+    path = std::filesystem::temp_directory_path() / fmt::format("foresight-calibrate-{}", ::getpid());
+    std::filesystem::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+};
+
+// The traced plan predicted again on a fitted profile, as `simulate --full --trace` predicted it
+// first, and compared with the measured traces.
+Result<ForeignCompareReport> repredict(const Trace& first, const std::string& model,
+                                       const std::vector<ForeignTrace>& measured, const ClusterSpec& cluster,
+                                       const ScratchDir& scratch) {
+  const std::string profile = (scratch.path / "profile.json").string();
+  const std::string trace = (scratch.path / "predicted.json").string();
+  FS_RETURN_IF_ERROR(write_file_atomically(profile, cluster_to_json(cluster).dump() + "\n"));
+  JobRequest req;
+  req.model = model;
+  req.cluster = profile;
+  FS_ASSIGN_OR_RETURN(req.plan, plan_from_json(first.metadata["plan"], first.file + ": metadata/plan"));
+  FS_ASSIGN_OR_RETURN(Job job, resolve_job(req));
+  FS_ASSIGN_OR_RETURN(Workload w, lower(job.model, job.cluster, job.plan));
+  SimOptions so;
+  so.full = first.metadata.value("symmetric", false) == false;
+  so.record = true;
+  Simulator sim(w, so);
+  FS_ASSIGN_OR_RETURN(SimResult r, sim.run());
+  FS_RETURN_IF_ERROR(write_chrome_trace(trace, w, r, "predicted"));
+  FS_ASSIGN_OR_RETURN(Trace again, load_trace(trace));
+  again.file = first.file + " re-predicted";
+  return compare_foreign(again, measured);
+}
+
+// Whether the prediction's plan can be predicted again: its model (--model, else the preset its
+// metadata names) and plan resolve on the base profile. The reason where not.
+Status can_repredict(const Trace& first, const std::string& model, const std::string& base) {
+  if (!first.metadata.contains("plan") || !first.metadata["plan"].is_object())
+    return Error(first.file + ": its metadata holds no plan");
+  JobRequest req;
+  req.model = model;
+  req.cluster = base;
+  req.model_label = "the prediction's model (--model)";
+  FS_ASSIGN_OR_RETURN(req.plan, plan_from_json(first.metadata["plan"], first.file + ": metadata/plan"));
+  FS_ASSIGN_OR_RETURN(Job job, resolve_job(req));
+  return {};
+}
+
 // `foresight calibrate --from-trace`: the kinds' measured times against the prediction's, into the
-// rates each kind is priced with.
+// rates each kind is priced with; then, while it brings the kinds closer, the plan predicted again
+// on the fitted profile and what is still off fitted again (--trace-passes).
 int calibrate_from_traces(const CalibrateCli& o) {
   if (o.base_option->count() == 0 || o.predicted.empty())
     return input_error(
@@ -219,9 +280,25 @@ int calibrate_from_traces(const CalibrateCli& o) {
                                    o.predicted, pred->metadata["cluster"].dump(), cluster->name));
   const auto paths = measured_paths(o.traces);
   if (paths.empty()) return input_error("--from-trace: the folders hold no .json traces");
-  auto report = compare_with_foreign(*pred, paths, "", -1);
+  auto measured = load_measured(paths, "");
+  if (!measured) return input_error(measured.error().message());
+  auto report = compare_foreign(*pred, *measured);
   if (!report) return input_error(report.error().message());
-  auto cal = calibrate_from_trace(*cluster, *report);
+  const std::string model =
+      !o.model.empty() ? o.model : pred->metadata.value("model", std::string("(no model in its metadata)"));
+  Result<TraceCalibration> cal = Error("");
+  std::string one_pass;  // why the plan was not predicted again
+  if (o.trace_passes > 1) {
+    if (Status ok = can_repredict(*pred, model, o.base); !ok) one_pass = ok.error().message();
+  }
+  if (o.trace_passes > 1 && one_pass.empty()) {
+    ScratchDir scratch;
+    cal = calibrate_from_trace_passes(
+        *cluster, *report,
+        [&](const ClusterSpec& c) { return repredict(*pred, model, *measured, c, scratch); }, o.trace_passes);
+  } else {
+    cal = calibrate_from_trace(*cluster, *report);
+  }
   if (!cal) return input_error(cal.error().message());
   const std::string profile_name = o.name.empty() ? cluster->name + "-from-trace" : o.name;
   const std::string path = o.out.empty() ? "hwprofiles/" + profile_name + ".json" : o.out;
@@ -239,6 +316,19 @@ int calibrate_from_traces(const CalibrateCli& o) {
              report->predicted_step_s * 1e3, report->measured_step_s * 1e3, report->step_time_error_pct,
              cluster->name);
   for (const auto& f : cal->fitted) fmt::print("  {}\n", f);
+  if (!one_pass.empty())
+    fmt::print("one pass: the plan could not be predicted again to check it ({}); --model names its model\n",
+               one_pass);
+  for (const TraceResidual& r : cal->residuals) {
+    fmt::print("after {} pass{}, the plan predicted again on the profile:", r.passes,
+               r.passes == 1 ? "" : "es");
+    for (const auto& k : r.kinds) fmt::print(" {} {:+.1f}%", k.kind, k.error_pct);
+    fmt::print(" (mean |error| {:.1f}%)\n", r.mean_abs_pct);
+  }
+  if (!cal->residuals.empty() && cal->residuals.back().passes < o.trace_passes &&
+      cal->residuals.back().max_abs_pct > 1.0)
+    fmt::print("stopped after {} pass{}: another did not bring the kinds closer\n", cal->passes,
+               cal->passes == 1 ? "" : "es");
   fmt::print("profile {} written to {}; predict other plans with --cluster {}\n", profile_name, path, path);
   return 0;
 }
@@ -328,6 +418,14 @@ Command add_calibrate_command(CLI::App& app) {
   cmd->add_option("--predicted", o->predicted,
                   "with --from-trace: `foresight simulate --full --trace` of the same plan on --cluster")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--trace-passes", o->trace_passes,
+                  "with --from-trace: fits at most, the plan predicted again on the profile after each and "
+                  "what is still off fitted again (1: one fit)")
+      ->check(CLI::Range(1, 20))
+      ->capture_default_str();
+  cmd->add_option("--model", o->model,
+                  "with --from-trace: the prediction's model (preset or file), to predict its plan again; "
+                  "default: the preset its trace names");
   const std::map<std::string, runtime::NcclTestsColumn> columns = {
       {"out-of-place", runtime::NcclTestsColumn::kOutOfPlace},
       {"in-place", runtime::NcclTestsColumn::kInPlace}};

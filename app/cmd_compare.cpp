@@ -72,6 +72,12 @@ void print_foreign_report(const ForeignCompareReport& r) {
 Result<ForeignCompareReport> compare_with_foreign(const Trace& predicted,
                                                   const std::vector<std::string>& paths,
                                                   const std::string& kinds_file, int warmup) {
+  FS_ASSIGN_OR_RETURN(std::vector<ForeignTrace> traces, load_measured(paths, kinds_file));
+  return compare_foreign(predicted, traces, warmup);
+}
+
+Result<std::vector<ForeignTrace>> load_measured(const std::vector<std::string>& paths,
+                                                const std::string& kinds_file) {
   FS_ASSIGN_OR_RETURN(KindTable table, default_kind_table());
   if (!kinds_file.empty()) {
     auto doc = read_json_file(kinds_file);
@@ -85,7 +91,7 @@ Result<ForeignCompareReport> compare_with_foreign(const Trace& predicted,
     FS_ASSIGN_OR_RETURN(ForeignTrace t, load_foreign_trace(path, table));
     traces.push_back(std::move(t));
   }
-  return compare_foreign(predicted, traces, warmup);
+  return traces;
 }
 
 std::vector<std::string> measured_paths(const std::vector<std::string>& args) {

@@ -61,6 +61,7 @@ nlohmann::json prediction_with_cost_json(const ResolvedInputs& in, const Predict
 namespace foresight {
 struct CompareReport;
 struct ForeignCompareReport;
+struct ForeignTrace;
 struct Trace;
 }  // namespace foresight
 namespace foresight::app {
@@ -73,6 +74,9 @@ std::vector<std::string> measured_paths(const std::vector<std::string>& args);
 Result<ForeignCompareReport> compare_with_foreign(const Trace& predicted,
                                                   const std::vector<std::string>& paths,
                                                   const std::string& kinds_file, int warmup);
+// The measured traces alone, read the same way.
+Result<std::vector<ForeignTrace>> load_measured(const std::vector<std::string>& paths,
+                                                const std::string& kinds_file);
 
 // Unwraps a Result into `lhs` or returns input_error with `context` in front.
 #define FS_ASSIGN_OR_RETURN_CLI(lhs, expr, context)                                            \

@@ -11,6 +11,7 @@
 //   auto r = compare_foreign(*load_trace("pred.json"), {*t});   // predicted against measured, per kind
 #pragma once
 
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -136,11 +137,35 @@ namespace foresight {
 //   communication  the node fabric's bandwidths and latencies, its measured times
 // A kind measured or predicted at zero is left as it was (a one-rank trace says nothing about the
 // fabric); idle time (the host between ops) is not fitted.
+// The traced plan's kinds re-predicted on a calibrated profile, against the measured.
+struct TraceResidual {
+  int passes = 0;                            // fits behind the profile
+  std::vector<ForeignKindComparison> kinds;  // the fitted kinds (gemm ... communication) measured
+  double mean_abs_pct = 0, max_abs_pct = 0;  // over those kinds
+};
+
 struct TraceCalibration {
   ClusterSpec cluster;
   std::vector<std::string> fitted;  // "gemm: x0.97 (predicted 575.9 ms, measured 557.5 ms)"
   nlohmann::json sources;           // profile "sources" entries
+  int passes = 1;
+  std::vector<TraceResidual> residuals;  // after each pass, where the plan was re-predicted
 };
 Result<TraceCalibration> calibrate_from_trace(const ClusterSpec& base, const ForeignCompareReport& report);
+
+// The kinds a calibration fits, compared: their mean and largest |error|.
+TraceResidual trace_residual(const ForeignCompareReport& report, int passes);
+
+// Calibration in passes. The kinds are not independent (a small GEMM's memory-bound part moves
+// with the streaming rate, the optimizer's with the elementwise rate), so one fit leaves each kind
+// some percent off. After each fit `repredict` predicts the traced plan again on the profile fitted
+// so far and the kinds still off are fitted again, up to `max_passes` fits, until every fitted kind
+// is within `tolerance_pct`. A pass is kept only while the mean error of the fitted kinds falls
+// (a kind held at a profile's bound cannot close); the profile returned is the best re-predicted.
+using TraceRepredict = std::function<Result<ForeignCompareReport>(const ClusterSpec&)>;
+Result<TraceCalibration> calibrate_from_trace_passes(const ClusterSpec& base,
+                                                     const ForeignCompareReport& report,
+                                                     const TraceRepredict& repredict, int max_passes,
+                                                     double tolerance_pct = 1.0);
 
 }  // namespace foresight

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <string>
 
@@ -438,6 +439,64 @@ TEST(TraceCalibration, ScalesEachKindsRates) {
   ForeignCompareReport empty = r;
   empty.kinds = {{"gemm", 1.0, 0.0, 0}};
   EXPECT_FALSE(calibrate_from_trace(*base, empty));
+}
+
+// A GEMM time that moves as the square root of the efficiency (as if half of it were memory-bound):
+// one fit leaves it 29% off, each further pass halves what is left in the exponent, and the passes
+// stop once it is within the tolerance.
+TEST(TraceCalibration, PassesUntilTheKindsAgree) {
+  auto base = load_cluster("dgx-h100-ndr");
+  ASSERT_TRUE(base) << base.error().message();
+  const double e0 = base->node.accelerator().gemm_efficiency;
+  auto report = [](double predicted) {
+    ForeignCompareReport r;
+    r.predicted_file = "pred.json";
+    r.measured_files = {"rank0.json"};
+    r.kinds = {{"gemm", predicted, 2.0, (predicted - 2.0) / 2.0 * 100}, {"attention", 1.0, 1.0, 0}};
+    return r;
+  };
+  int calls = 0;
+  const TraceRepredict sqrt_gemm = [&](const ClusterSpec& c) -> Result<ForeignCompareReport> {
+    ++calls;
+    return report(std::sqrt(e0 / c.node.accelerator().gemm_efficiency));
+  };
+  auto cal = calibrate_from_trace_passes(*base, report(1.0), sqrt_gemm, 10, 1.0);
+  ASSERT_TRUE(cal) << cal.error().message();
+  ASSERT_FALSE(cal->residuals.empty());
+  EXPECT_NEAR(cal->residuals.front().kinds.front().error_pct, (std::sqrt(2.0) - 2) / 2 * 100, 1e-9);
+  // After n fits the GEMM time is 2^(1 - 2^-n): within 1% of 2 from n = 7.
+  EXPECT_EQ(cal->passes, 7);
+  EXPECT_EQ(calls, 7);
+  EXPECT_LE(cal->residuals.back().max_abs_pct, 1.0);
+  EXPECT_NEAR(cal->cluster.node.accelerator().gemm_efficiency, e0 / std::pow(2.0, 2 - std::pow(2.0, -6)),
+              1e-9);
+  EXPECT_NE(cal->sources["efficiency.gemm"].get<std::string>().find("then pass 7"), std::string::npos);
+  // Only the kinds still off are listed after the first pass (attention was right).
+  for (const auto& line : cal->fitted) {
+    if (line.rfind("pass ", 0) == 0) {
+      EXPECT_EQ(line.find("attention"), std::string::npos) << line;
+    }
+  }
+  // Capped at max_passes.
+  calls = 0;
+  auto three = calibrate_from_trace_passes(*base, report(1.0), sqrt_gemm, 3, 1.0);
+  ASSERT_TRUE(three);
+  EXPECT_EQ(three->passes, 3);
+  EXPECT_EQ(calls, 3);
+  // A re-prediction that does not move (a kind held at a bound): the first fit is kept.
+  const TraceRepredict stuck = [&](const ClusterSpec&) -> Result<ForeignCompareReport> {
+    return report(1.5);
+  };
+  auto kept = calibrate_from_trace_passes(*base, report(1.0), stuck, 10, 1.0);
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->passes, 1);
+  EXPECT_EQ(kept->residuals.size(), 1u);
+  EXPECT_NEAR(kept->cluster.node.accelerator().gemm_efficiency, e0 / 2, 1e-12);
+  // A failed re-prediction is an error.
+  const TraceRepredict fails = [](const ClusterSpec&) -> Result<ForeignCompareReport> {
+    return Error("model small: not found");
+  };
+  EXPECT_FALSE(calibrate_from_trace_passes(*base, report(1.0), fails, 4, 1.0));
 }
 
 }  // namespace

@@ -64,13 +64,15 @@ PY
 /usr/bin/python3 - "$tmp/report-cal.json" "$tmp/cal.txt" <<'PY'
 import json, sys
 kinds = {k["kind"]: k for k in json.load(open(sys.argv[1]))["kinds"]}
-limits = {"attention": 5, "optimizer": 5, "elementwise": 10, "gemm": 25, "communication": 10}
+# calibrate fits in passes, predicting the plan again after each: the kinds come back within a few
+# percent (one pass left GEMMs up to 25% off, their memory-bound part moving with the streaming rate).
+limits = {"attention": 3, "optimizer": 3, "elementwise": 3, "gemm": 3, "communication": 3}
 # Where the optimizer's efficiency was held at the profile's bound, calibrate says by how much its
-# time stays off ("predicted xF of the measured"): that is the optimizer's limit then.
+# time stays off ("predicted xF of the measured", the last pass's): that is the optimizer's limit then.
 held = [l for l in open(sys.argv[2]) if "optimizer efficiency" in l and "held at" in l]
 if held:
-    factor = float(held[0].rsplit(" x", 1)[1].split()[0])
-    limits["optimizer"] = 5 + abs(factor - 1) * 100
+    factor = float(held[-1].rsplit(" x", 1)[1].split()[0])
+    limits["optimizer"] = 3 + abs(factor - 1) * 100
 bad = ["%s %+.1f%%" % (k, kinds[k]["error_pct"]) for k, lim in limits.items()
        if k in kinds and kinds[k]["measured_s"] > 0 and abs(kinds[k]["error_pct"]) > lim]
 if bad:
