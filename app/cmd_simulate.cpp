@@ -9,6 +9,7 @@
 #include "app/plan_options.h"
 #include "sim/analytic/economics.h"
 #include "sim/core/output_file.h"
+#include "sim/des/critical_path.h"
 #include "sim/des/simulator.h"
 #include "sim/des/trace.h"
 
@@ -54,10 +55,16 @@ Result<SimOptions> sim_options_of(const SimulateFlags& f) {
   return so;
 }
 
-nlohmann::json simulation_json(const ResolvedInputs& in, const SimResult& r, const CostOptions& cost,
-                               double wall) {
+nlohmann::json simulation_json(const ResolvedInputs& in, const Workload& w, const SimResult& r,
+                               const CostOptions& cost, double wall) {
   nlohmann::json j = prediction_with_cost_json(in, r.prediction, cost);
   j["engine"] = "des";
+  if (const CriticalPath p = critical_path(w, r); !p.ops.empty())
+    j["critical_path"] = {{"ops", p.ops.size()},
+                          {"ranks", p.ranks},
+                          {"compute_s", p.compute_s},
+                          {"communication_s", p.communication_s},
+                          {"waiting_s", p.waiting_s}};
   j["symmetric"] = !r.full;
   j["simulated_ranks"] = r.simulated_ranks.size();
   j["events"] = r.events;
@@ -81,6 +88,11 @@ void print_simulation(const Workload& w, const SimResult& r, const std::string& 
     for (std::size_t i = 0; i < std::min<std::size_t>(5, r.busiest_links.size()); ++i)
       fmt::print("  {:<48} {:>5.1f}%\n", r.busiest_links[i].name, 100 * r.busiest_links[i].utilisation);
   }
+  if (const CriticalPath p = critical_path(w, r); !p.ops.empty())
+    fmt::print(
+        "critical path: {} ops on {} rank{}: compute {:.3f} s, communication {:.3f} s, waiting {:.3f} s (the "
+        "trace marks its ops and draws it as arrows)\n",
+        p.ops.size(), p.ranks, p.ranks == 1 ? "" : "s", p.compute_s, p.communication_s, p.waiting_s);
   if (!trace.empty()) fmt::print("trace written to {} (open it in https://ui.perfetto.dev)\n", trace);
 }
 
@@ -114,7 +126,7 @@ Command add_simulate_command(CLI::App& app) {
                          ": plan does not fit in memory: " + describe_memory(r->prediction.memory));
     if (!f->trace.empty()) FS_RETURN_CLI_IF_ERROR(write_chrome_trace(f->trace, w, *r, "predicted"));
     if (f->json) {
-      fmt::print("{}\n", simulation_json(*in, *r, *cost, wall).dump(2));
+      fmt::print("{}\n", simulation_json(*in, w, *r, *cost, wall).dump(2));
     } else {
       print_prediction(*in, r->prediction, *cost);
       print_simulation(w, *r, f->trace, wall);

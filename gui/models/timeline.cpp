@@ -66,6 +66,18 @@ void read_metadata(const nlohmann::json& doc, Timeline& t) {
   t.model = m.value("model", "");
   t.cluster = m.value("cluster", "");
   t.step_s = number_or(m, "step_time_s", 0.0);
+  if (m.contains("critical_path") && m["critical_path"].is_object()) {
+    const auto& c = m["critical_path"];
+    auto time = [](double s) {
+      return s == 0 ? std::string("0 s") : pretty_quantity(s, Dimension::kSeconds);
+    };
+    const int ranks = static_cast<int>(number_or(c, "ranks", 0));
+    t.critical_note = "critical path: " + std::to_string(static_cast<long long>(number_or(c, "ops", 0))) +
+                      " ops on " + std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks") + ": compute " +
+                      time(number_or(c, "compute_s", 0)) + ", communication " +
+                      time(number_or(c, "communication_s", 0)) + ", waiting " +
+                      time(number_or(c, "waiting_s", 0));
+  }
 }
 
 // One complete ("X") event as a bar, its times in seconds and its kind as compare.h tells it.
@@ -80,6 +92,7 @@ TimelineBar bar_of(const nlohmann::json& e) {
   if (args.contains("id") && args["id"].is_string()) b.id = args["id"].get<std::string>();
   b.bytes = number_or(args, "bytes", -1);
   b.flops = number_or(args, "flops", -1);
+  b.critical = number_or(args, "critical", 0) != 0;
   TraceOp op;
   op.name = b.name;
   op.cat = b.cat.empty() ? "compute" : b.cat;

@@ -66,6 +66,11 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   auto* fit = new QPushButton(tr("Fit"));
   collapse_ = new QCheckBox(tr("One rank per stage"));
   collapse_->setToolTip(tr("ranks of a pipeline stage run the same program: show the lowest rank of each"));
+  critical_ = new QCheckBox(tr("Critical path"));
+  critical_->setChecked(true);
+  critical_->setToolTip(
+      tr("underline the ops the step waits on, from its start to its last end (simulate --trace marks them; "
+         "Perfetto draws them as arrows)"));
   fit->setToolTip(tr("show the whole step (or double-click the chart)"));
   info_ = new QLabel(tr("No trace loaded."));
   info_->setWordWrap(true);
@@ -106,6 +111,7 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   bar->addWidget(open);
   bar->addWidget(fit);
   bar->addWidget(collapse_);
+  bar->addWidget(critical_);
   bar->addWidget(info_, 1);
   auto* lower = new QWidget;
   auto* lower_layout = new QVBoxLayout(lower);
@@ -129,6 +135,7 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   connect(open, &QPushButton::clicked, this, &TimelineView::open_dialog);
   connect(fit, &QPushButton::clicked, gantt_, &TimelineWidget::fit);
   connect(collapse_, &QCheckBox::toggled, this, &TimelineView::set_collapsed);
+  connect(critical_, &QCheckBox::toggled, gantt_, &TimelineWidget::set_show_critical);
   connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
   connect(gantt_, &TimelineWidget::range_changed, refresh_, qOverload<>(&QTimer::start));
   connect(refresh_, &QTimer::timeout, this, &TimelineView::refresh_range);
@@ -171,6 +178,7 @@ void TimelineView::set_timeline(Timeline t) {
   if (!t.kind.empty() || !t.model.empty())
     what += tr(" -- %1 %2 on %3").arg(qstr(t.kind), qstr(t.model), qstr(t.cluster)).toHtmlEscaped();
   if (!t.clock_note.empty()) what += QStringLiteral("; ") + qstr(t.clock_note).toHtmlEscaped();
+  if (!t.critical_note.empty()) what += QStringLiteral("; ") + qstr(t.critical_note).toHtmlEscaped();
   what += tr(". Wheel: zoom, drag: pan, Shift+wheel: scroll rows, double-click: fit.");
   info_->setStyleSheet(QString());
   info_->setText(what);

@@ -64,6 +64,7 @@ class TimelineView : public QWidget {
   QLabel* info_;
   QLineEdit* filter_;
   QCheckBox* collapse_;
+  QCheckBox* critical_;
   QCheckBox* in_view_;
   QLabel* stats_;
   QTimer* refresh_;

@@ -25,6 +25,9 @@ constexpr int kLegendHeight = 22;
 constexpr int kRowHeight = 20;  // at least; rows grow to fill the chart when there are few
 constexpr int kMaxRowHeight = 40;
 constexpr int kBarMargin = 3;
+// The critical path: a line in the margin under its bars, in a colour no kind uses.
+constexpr int kCriticalLine = 3;
+const QColor kCriticalColor(0x11, 0x11, 0x11);
 
 // Fixed colours for the kinds every trace has; other kinds (collective names) get one of a few
 // warm colours by hash, so communication reads as one family.
@@ -82,10 +85,18 @@ void TimelineWidget::set_model(const TimelineModel* model) {
 
 void TimelineWidget::model_reset() {
   kinds_.clear();
+  has_critical_ = false;
   if (model_)
-    for (const TimelineBar& b : model_->timeline().bars)
+    for (const TimelineBar& b : model_->timeline().bars) {
       if (std::find(kinds_.begin(), kinds_.end(), b.kind) == kinds_.end()) kinds_.push_back(b.kind);
+      has_critical_ = has_critical_ || b.critical;
+    }
   fit();
+}
+
+void TimelineWidget::set_show_critical(bool on) {
+  show_critical_ = on;
+  update();
 }
 
 QSize TimelineWidget::sizeHint() const { return {900, 360}; }
@@ -216,6 +227,17 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
         p.setPen(Qt::NoPen);
       }
     }
+    // The critical path under its bars, over the merged ones too: a line no narrower than a pixel.
+    if (has_critical_ && show_critical_)
+      for (std::size_t i = first; i < last; ++i) {
+        const TimelineBar& b = t.bars[i];
+        if (!b.critical) continue;
+        const double x0 = std::max(x_at(b.start_s), static_cast<double>(plot_left()));
+        const double x1 = std::min(x_at(b.end_s()), static_cast<double>(plot_left() + plot_width()));
+        if (x1 < plot_left() || x0 > plot_left() + plot_width()) continue;
+        p.fillRect(QRectF(x0, y + rh - margin, std::max(1.0, x1 - x0), std::min(kCriticalLine, margin)),
+                   kCriticalColor);
+      }
   }
   if (highlight_ && *highlight_ < t.bars.size()) {
     const TimelineBar& b = t.bars[*highlight_];
@@ -256,6 +278,14 @@ void TimelineWidget::draw_legend(QPainter& p) {
   const int y = lanes_bottom();
   p.fillRect(0, y, width(), kLegendHeight, pal.window());
   int x = 4;
+  if (has_critical_ && show_critical_) {
+    const QString text = tr("critical path");
+    const int w = 14 + fm.horizontalAdvance(text) + 12;
+    p.fillRect(x, y + 11, 10, kCriticalLine, kCriticalColor);
+    p.setPen(pal.color(QPalette::Text));
+    p.drawText(QRect(x + 14, y, w - 14, kLegendHeight), Qt::AlignVCenter | Qt::AlignLeft, text);
+    x += w;
+  }
   for (const std::string& k : kinds_) {
     const QString text = qstr(k);
     const int w = 14 + fm.horizontalAdvance(text) + 12;

@@ -35,6 +35,8 @@ class TimelineWidget : public QWidget {
   void fit();
   // Zooms to one bar (with context around it) and outlines it.
   void show_bar(std::size_t bar);
+  // Underlines the ops on the step's critical path (where the trace marks them); on by default.
+  void set_show_critical(bool on);
 
  Q_SIGNALS:
   void range_changed(double t0_s, double t1_s);
@@ -64,6 +66,8 @@ class TimelineWidget : public QWidget {
 
   const TimelineModel* model_ = nullptr;
   std::vector<std::string> kinds_;  // op kinds in order of first appearance, for the legend
+  bool has_critical_ = false;       // the trace marks a critical path
+  bool show_critical_ = true;
   double t0_ = 0, t1_ = 1;
   int row_offset_ = 0;  // pixels scrolled down
   std::optional<std::size_t> highlight_;

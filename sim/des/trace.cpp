@@ -6,6 +6,7 @@
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/core/output_file.h"
+#include "sim/des/critical_path.h"
 
 namespace foresight {
 
@@ -19,6 +20,9 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
   // Written whole or not at all: a full disk leaves no truncated trace under `path`.
   FS_ASSIGN_OR_RETURN(OutputFile out, OutputFile::open(path));
   std::FILE* f = out.stream();
+  const CriticalPath crit = critical_path(w, r);
+  std::vector<bool> on_path(r.ops.size(), false);
+  for (std::size_t i : crit.ops) on_path[i] = true;
   nlohmann::json meta = {{"kind", kind},
                          {"model", w.model.name},
                          {"cluster", w.cluster.name},
@@ -26,6 +30,12 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
                          {"plan", plan_to_json(w.plan)},
                          {"step_time_s", r.prediction.step_time_s},
                          {"symmetric", !r.full}};
+  if (!crit.ops.empty())
+    meta["critical_path"] = {{"ops", crit.ops.size()},
+                             {"compute_s", crit.compute_s},
+                             {"communication_s", crit.communication_s},
+                             {"waiting_s", crit.waiting_s},
+                             {"ranks", crit.ranks}};
   for (const auto& [key, value] : extra_metadata.items()) meta[key] = value;
   std::fprintf(f, "{\"displayTimeUnit\":\"ms\",\"metadata\":%s,\"traceEvents\":[\n", meta.dump().c_str());
   bool first = true;
@@ -48,7 +58,8 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
                    rank, s, std::string(to_string(static_cast<StreamId>(s))).c_str());
     }
   }
-  for (const OpRecord& rec : r.ops) {
+  for (std::size_t i = 0; i < r.ops.size(); ++i) {
+    const OpRecord& rec = r.ops[i];
     const Op& op = w.stages[rec.stage].graph()[rec.op];
     sep();
     const std::string id = w.op_id(rec.rank, rec.stage, rec.op);
@@ -59,9 +70,23 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
     std::fprintf(
         f,
         "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-        "\"args\":{\"id\":\"%s\",\"bytes\":%.0f,\"flops\":%.0f}}",
+        "\"args\":{\"id\":\"%s\",\"bytes\":%.0f,\"flops\":%.0f%s}}",
         op.name, cat, rec.rank, static_cast<int>(op.stream), rec.start_s * 1e6,
-        (rec.end_s - rec.start_s) * 1e6, id.c_str(), op.bytes, op.flops);
+        (rec.end_s - rec.start_s) * 1e6, id.c_str(), op.bytes, op.flops, on_path[i] ? ",\"critical\":1" : "");
+  }
+  // The critical path as flow arrows (Perfetto draws them): from each op on it to the next, each
+  // end bound to the op's own slice.
+  for (std::size_t k = 0; k + 1 < crit.ops.size(); ++k) {
+    const OpRecord& a = r.ops[crit.ops[k]];
+    const OpRecord& b = r.ops[crit.ops[k + 1]];
+    const int sa = static_cast<int>(w.stages[a.stage].graph()[a.op].stream);
+    const int sb = static_cast<int>(w.stages[b.stage].graph()[b.op].stream);
+    sep();
+    std::fprintf(f,
+                 "{\"ph\":\"s\",\"name\":\"critical path\",\"cat\":\"critical_path\",\"id\":%zu,\"pid\":%d,"
+                 "\"tid\":%d,\"ts\":%.3f},\n{\"ph\":\"f\",\"bp\":\"e\",\"name\":\"critical path\",\"cat\":"
+                 "\"critical_path\",\"id\":%zu,\"pid\":%d,\"tid\":%d,\"ts\":%.3f}",
+                 k, a.rank, sa, a.start_s * 1e6, k, b.rank, sb, b.start_s * 1e6);
   }
   std::fputs("\n]}\n", f);
   return out.commit();

@@ -60,6 +60,29 @@ TEST(Timeline, LanesByRankAndStreamBarsByStart) {
   EXPECT_EQ(t->bars[t->lanes[2].first].bytes, 512);
 }
 
+// `simulate --trace` marks the critical path's ops (args.critical) and sums the path up in its
+// metadata; a trace without them has none.
+TEST(Timeline, CriticalPathFromTheTrace) {
+  auto doc = small_trace();
+  doc["metadata"]["critical_path"] = {
+      {"ops", 2}, {"ranks", 1}, {"compute_s", 30e-6}, {"communication_s", 0}, {"waiting_s", 20e-6}};
+  for (auto& e : doc["traceEvents"])
+    if (e.value("name", "") == "qkv" || e.value("name", "") == "mlp_up") e["args"]["critical"] = 1;
+  auto t = timeline_from_json(doc, "small.json");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  int critical = 0;
+  for (const TimelineBar& b : t->bars) critical += b.critical ? 1 : 0;
+  EXPECT_EQ(critical, 2);
+  EXPECT_TRUE(t->bars[t->lanes[0].first].critical);  // qkv
+  EXPECT_FALSE(t->bars[t->lanes[1].first].critical);
+  EXPECT_EQ(t->critical_note,
+            "critical path: 2 ops on 1 rank: compute 30.0 us, communication 0 s, waiting 20.0 us");
+  auto plain = timeline_from_json(small_trace(), "small.json");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->critical_note.empty());
+  for (const TimelineBar& b : plain->bars) EXPECT_FALSE(b.critical);
+}
+
 // Ranks collapsed by symmetry: four ranks, two per stage -> the lowest of each stage, labelled
 // with how many it stands for; every kept bar points at its new lane.
 TEST(Timeline, CollapseByStageKeepsOneRankPerStage) {

@@ -587,6 +587,40 @@ TEST(TimelineView, TableFollowsTheViewAndSaysWhatItHolds) {
   EXPECT_EQ(v.table_rows(), 4);
 }
 
+// The critical path is a dark line under its bars (and a legend entry) while shown; the toggle
+// hides it; a trace without one draws none.
+TEST(TimelineWidget, CriticalPathUnderlined) {
+  auto dark_pixels = [](TimelineWidget& w) {
+    const QImage img = w.grab().toImage();
+    int n = 0;
+    for (int y = 0; y < img.height(); ++y)
+      for (int x = 0; x < img.width(); ++x) n += img.pixel(x, y) == qRgb(0x11, 0x11, 0x11) ? 1 : 0;
+    return n;
+  };
+  TimelineWidget w;
+  w.resize(800, 200);
+  auto t = timeline_from_json(nlohmann::json::parse(R"json({"traceEvents": [
+      {"ph": "X", "name": "qkv", "cat": "compute", "pid": 0, "tid": 0, "ts": 0, "dur": 10,
+       "args": {"id": "a", "critical": 1}},
+      {"ph": "X", "name": "mlp_up", "cat": "compute", "pid": 0, "tid": 0, "ts": 30, "dur": 20,
+       "args": {"id": "b", "critical": 1}},
+      {"ph": "X", "name": "send_activation", "cat": "p2p", "pid": 1, "tid": 2, "ts": 60, "dur": 5}]})json"),
+                              "critical.json");
+  ASSERT_TRUE(t.ok());
+  auto* marked = new TimelineModel(&w);
+  marked->set_timeline(std::move(*t));
+  w.set_model(marked);
+  // Under qkv (10 us) and mlp_up (20 us) of a 65 us view 642 px wide, 3 px deep, and the legend's
+  // 10x3 (antialiased text has a few pixels of that colour too, shown or not).
+  const int shown = dark_pixels(w);
+  w.set_show_critical(false);
+  const int hidden = dark_pixels(w);
+  EXPECT_GT(shown - hidden, (10 + 20) * 642 / 66 * 3 * 9 / 10);
+  EXPECT_LT(hidden, 40);
+  w.set_show_critical(true);
+  EXPECT_EQ(dark_pixels(w), shown);
+}
+
 TEST(TimelineWidget, HitTestZoomAndPan) {
   TimelineWidget w;
   w.resize(800, 200);
