@@ -4,38 +4,66 @@
 
 #include <algorithm>
 #include <boost/range/iterator_range.hpp>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <tuple>
-#include <unordered_map>
 
 namespace foresight {
 
 CriticalPath critical_path(const Workload& w, const SimResult& r) {
   CriticalPath path;
   if (r.ops.empty()) return path;
-  // Records by (rank, stage, op); each record's predecessor on its stream (the same rank's previous
-  // op on that stream, by start).
-  auto key = [](std::int64_t rank, std::int64_t stage, std::int64_t op) {
-    return (rank << 42) | (stage << 21) | op;
-  };
-  std::unordered_map<std::int64_t, std::size_t> at;
-  at.reserve(r.ops.size());
-  std::map<std::pair<int, int>, std::vector<std::size_t>> by_stream;  // (rank, stream) -> records
-  std::map<std::pair<int, int>, std::vector<std::size_t>> by_op;      // (stage, op) -> records of any rank
-  for (std::size_t i = 0; i < r.ops.size(); ++i) {
+  // Lean tables, a few bytes per record (a full simulation of hundreds of ranks records tens of
+  // millions of ops): each record by (rank, op), and its predecessor on its rank's stream.
+  const std::size_t n = r.ops.size();
+  if (n >= static_cast<std::size_t>(INT32_MAX)) return path;
+  std::vector<int> slot(static_cast<std::size_t>(w.ranks()), -1);  // rank -> its row of `index`
+  std::vector<int> stage_rank(w.stages.size(), -1);                // a simulated rank of each stage
+  std::vector<std::vector<std::int32_t>> index;                    // [slot][op] -> record, or -1
+  for (std::size_t i = 0; i < n; ++i) {
     const OpRecord& o = r.ops[i];
-    at[key(o.rank, o.stage, o.op)] = i;
-    const Op& op = w.stages[o.stage].graph()[o.op];
-    by_stream[{o.rank, static_cast<int>(op.stream)}].push_back(i);
-    by_op[{o.stage, o.op}].push_back(i);
+    int& sl = slot[static_cast<std::size_t>(o.rank)];
+    if (sl < 0) {
+      sl = static_cast<int>(index.size());
+      index.emplace_back(boost::num_vertices(w.stages[o.stage].graph()), -1);
+      if (stage_rank[o.stage] < 0) stage_rank[o.stage] = o.rank;
+    }
+    index[sl][o.op] = static_cast<std::int32_t>(i);
   }
-  std::vector<std::ptrdiff_t> stream_prev(r.ops.size(), -1);
-  for (auto& [lane, idx] : by_stream) {
-    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
-      return r.ops[a].start_s != r.ops[b].start_s ? r.ops[a].start_s < r.ops[b].start_s : a < b;
+  auto record = [&](int rank, int op) -> std::int64_t {
+    const int sl = slot[static_cast<std::size_t>(rank)];
+    return sl < 0 ? -1 : index[sl][op];
+  };
+  auto stream_of = [&](std::size_t i) {
+    return static_cast<std::size_t>(w.stages[r.ops[i].stage].graph()[r.ops[i].op].stream);
+  };
+  // The records come in the order ops end, so a stream's (one op at a time) are in order already:
+  // one pass, each record's predecessor the last seen on its rank's stream. Sorted where not.
+  std::vector<std::int32_t> stream_prev(n, -1);
+  std::vector<std::int32_t> last(index.size() * kStreamCount, -1);
+  bool in_order = true;
+  for (std::size_t i = 0; i < n && in_order; ++i) {
+    std::int32_t& l =
+        last[static_cast<std::size_t>(slot[static_cast<std::size_t>(r.ops[i].rank)]) * kStreamCount +
+             stream_of(i)];
+    if (l >= 0 && r.ops[static_cast<std::size_t>(l)].start_s > r.ops[i].start_s) in_order = false;
+    stream_prev[i] = l;
+    l = static_cast<std::int32_t>(i);
+  }
+  if (!in_order) {
+    std::vector<std::uint32_t> order(n);
+    for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
+    std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      const OpRecord& x = r.ops[a];
+      const OpRecord& y = r.ops[b];
+      const std::size_t sa = stream_of(a), sb = stream_of(b);
+      return std::tie(x.rank, sa, x.start_s, a) < std::tie(y.rank, sb, y.start_s, b);
     });
-    for (std::size_t k = 1; k < idx.size(); ++k) stream_prev[idx[k]] = static_cast<std::ptrdiff_t>(idx[k - 1]);
+    std::fill(stream_prev.begin(), stream_prev.end(), -1);
+    for (std::size_t k = 1; k < n; ++k)
+      if (r.ops[order[k]].rank == r.ops[order[k - 1]].rank && stream_of(order[k]) == stream_of(order[k - 1]))
+        stream_prev[order[k]] = static_cast<std::int32_t>(order[k - 1]);
   }
   // The send each receive waits for: (receiving stage, recv op) -> (sending stage, send op).
   std::map<std::pair<int, int>, std::pair<int, int>> send_of;
@@ -63,28 +91,22 @@ CriticalPath critical_path(const Workload& w, const SimResult& r) {
     const double dur = o.end_s - o.start_s;
     (op.kind == OpKind::kCompute || op.kind == OpKind::kCopy ? path.compute_s : path.communication_s) += dur;
     // The candidates: its program's dependencies, its stream's previous op, a receive's send.
-    std::ptrdiff_t best = -1;
-    auto consider = [&](std::ptrdiff_t c) {
+    std::int64_t best = -1;
+    auto consider = [&](std::int64_t c) {
       if (c < 0 || seen[static_cast<std::size_t>(c)]) return;
       const OpRecord& p = r.ops[static_cast<std::size_t>(c)];
       if (p.end_s > o.start_s + eps) return;  // ended after this op began: not what it waited for
       if (best < 0 || p.end_s > r.ops[static_cast<std::size_t>(best)].end_s) best = c;
     };
-    for (auto e : boost::make_iterator_range(boost::in_edges(static_cast<std::size_t>(o.op), g))) {
-      const auto it = at.find(key(o.rank, o.stage, static_cast<std::int64_t>(boost::source(e, g))));
-      if (it != at.end()) consider(static_cast<std::ptrdiff_t>(it->second));
-    }
+    for (auto e : boost::make_iterator_range(boost::in_edges(static_cast<std::size_t>(o.op), g)))
+      consider(record(o.rank, static_cast<int>(boost::source(e, g))));
     consider(stream_prev[cur]);
     if (op.kind == OpKind::kRecv) {
       if (const auto s = send_of.find({o.stage, o.op}); s != send_of.end()) {
-        // The counterpart rank's send, or (symmetric simulation) the simulated rank of that stage
-        // whose send ended last before the receive.
-        const auto it = at.find(key(w.counterpart(o.rank, s->second.first), s->second.first, s->second.second));
-        if (it != at.end()) {
-          consider(static_cast<std::ptrdiff_t>(it->second));
-        } else if (const auto b = by_op.find(s->second); b != by_op.end()) {
-          for (std::size_t c : b->second) consider(static_cast<std::ptrdiff_t>(c));
-        }
+        // The counterpart rank's send, or (symmetric simulation) the simulated rank's of that stage.
+        const auto [stage, send] = s->second;
+        const std::int64_t c = record(w.counterpart(o.rank, stage), send);
+        consider(c >= 0 || stage_rank[stage] < 0 ? c : record(stage_rank[stage], send));
       }
     }
     if (best < 0) {

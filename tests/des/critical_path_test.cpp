@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
+#include <vector>
 
 #include "sim/des/trace.h"
 #include "sim/spec/json_reader.h"
@@ -67,8 +70,18 @@ TEST(CriticalPath, UnbrokenChainThroughThePipeline) {
   expect_chain(simulate_tiny(1, 2, 1, true), 2);
   expect_chain(simulate_tiny(2, 2, 2, false), 2);  // symmetric: one rank per stage simulated
   expect_chain(simulate_tiny(2, 1, 2, true), 1);
-  // Without op records there is no path.
+  // Records in any order (not the order ops ended): the same path.
   Simulated s = simulate_tiny(1, 2, 1, true);
+  auto keys = [](const Simulated& x, const CriticalPath& p) {
+    std::vector<std::tuple<int, int, int>> k;
+    for (std::size_t i : p.ops) k.emplace_back(x.r.ops[i].rank, x.r.ops[i].stage, x.r.ops[i].op);
+    return k;
+  };
+  const auto in_order = keys(s, critical_path(s.w, s.r));
+  Simulated reversed = simulate_tiny(1, 2, 1, true);
+  std::reverse(reversed.r.ops.begin(), reversed.r.ops.end());
+  EXPECT_EQ(keys(reversed, critical_path(reversed.w, reversed.r)), in_order);
+  // Without op records there is no path.
   s.r.ops.clear();
   EXPECT_TRUE(critical_path(s.w, s.r).ops.empty());
 }
