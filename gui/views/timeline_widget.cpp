@@ -85,12 +85,20 @@ void TimelineWidget::set_model(const TimelineModel* model) {
 
 void TimelineWidget::model_reset() {
   kinds_.clear();
-  has_critical_ = false;
-  if (model_)
-    for (const TimelineBar& b : model_->timeline().bars) {
-      if (std::find(kinds_.begin(), kinds_.end(), b.kind) == kinds_.end()) kinds_.push_back(b.kind);
-      has_critical_ = has_critical_ || b.critical;
+  critical_.clear();
+  if (model_) {
+    const auto& bars = model_->timeline().bars;
+    for (std::size_t i = 0; i < bars.size(); ++i) {
+      if (std::find(kinds_.begin(), kinds_.end(), bars[i].kind) == kinds_.end())
+        kinds_.push_back(bars[i].kind);
+      if (bars[i].critical) critical_.push_back(i);
     }
+    std::stable_sort(critical_.begin(), critical_.end(), [&](std::size_t a, std::size_t b) {
+      return bars[a].start_s != bars[b].start_s ? bars[a].start_s < bars[b].start_s
+                                                : bars[a].end_s() < bars[b].end_s();
+    });
+  }
+  has_critical_ = !critical_.empty();
   fit();
 }
 
@@ -239,6 +247,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
                    kCriticalColor);
       }
   }
+  if (has_critical_ && show_critical_) draw_critical_arrows(p);
   if (highlight_ && *highlight_ < t.bars.size()) {
     const TimelineBar& b = t.bars[*highlight_];
     const int y = top + b.lane * rh - row_offset_;
@@ -270,6 +279,39 @@ void TimelineWidget::draw_axis(QPainter& p) {
              fm.elidedText(tr("rank / stream"), Qt::ElideRight, kLabelWidth - 8));
   p.setPen(pal.color(QPalette::Mid));
   p.drawLine(0, kAxisHeight - 1, width(), kAxisHeight - 1);
+}
+
+// Where the critical path moves to another lane (a stream waiting on another, a stage on the one
+// before it), an arrow from the end of the op it leaves to the start of the one it reaches.
+void TimelineWidget::draw_critical_arrows(QPainter& p) {
+  const Timeline& t = model_->timeline();
+  const int rh = row_height();
+  auto mid_y = [&](int lane) { return lanes_top() + lane * rh - row_offset_ + rh / 2.0; };
+  // The path's ops by start; the first that ends inside the view, on to the last that starts in it.
+  auto it = std::lower_bound(critical_.begin(), critical_.end(), t0_,
+                             [&](std::size_t i, double v) { return t.bars[i].end_s() < v; });
+  if (it != critical_.begin()) --it;
+  p.save();
+  p.setClipRect(plot_left(), lanes_top(), plot_width(), lanes_bottom() - lanes_top());
+  p.setRenderHint(QPainter::Antialiasing, true);
+  p.setPen(QPen(kCriticalColor, 1.5));
+  p.setBrush(kCriticalColor);
+  for (; it != critical_.end() && it + 1 != critical_.end(); ++it) {
+    const TimelineBar& a = t.bars[*it];
+    const TimelineBar& b = t.bars[*(it + 1)];
+    if (a.start_s > t1_) break;
+    if (a.lane == b.lane) continue;
+    const QPointF from(x_at(a.end_s()), mid_y(a.lane)), to(x_at(b.start_s), mid_y(b.lane));
+    p.drawLine(from, to);
+    // The head: a small triangle pointing along the line, at its end.
+    const double dx = to.x() - from.x(), dy = to.y() - from.y(), len = std::hypot(dx, dy);
+    if (len < 1) continue;
+    const double ux = dx / len, uy = dy / len, s = 6;
+    const QPointF head[3] = {to, QPointF(to.x() - s * ux - s / 2 * uy, to.y() - s * uy + s / 2 * ux),
+                             QPointF(to.x() - s * ux + s / 2 * uy, to.y() - s * uy - s / 2 * ux)};
+    p.drawPolygon(head, 3);
+  }
+  p.restore();
 }
 
 void TimelineWidget::draw_legend(QPainter& p) {

@@ -61,6 +61,7 @@ class TimelineWidget : public QWidget {
   void scroll_rows(int dy);
   void draw_axis(QPainter& p);
   void draw_legend(QPainter& p);
+  void draw_critical_arrows(QPainter& p);
 
   void model_reset();
 
@@ -68,6 +69,7 @@ class TimelineWidget : public QWidget {
   std::vector<std::string> kinds_;  // op kinds in order of first appearance, for the legend
   bool has_critical_ = false;       // the trace marks a critical path
   bool show_critical_ = true;
+  std::vector<std::size_t> critical_;  // its bars in path order (by start: each starts after the last ends)
   double t0_ = 0, t1_ = 1;
   int row_offset_ = 0;  // pixels scrolled down
   std::optional<std::size_t> highlight_;

@@ -604,7 +604,8 @@ TEST(TimelineWidget, CriticalPathUnderlined) {
        "args": {"id": "a", "critical": 1}},
       {"ph": "X", "name": "mlp_up", "cat": "compute", "pid": 0, "tid": 0, "ts": 30, "dur": 20,
        "args": {"id": "b", "critical": 1}},
-      {"ph": "X", "name": "send_activation", "cat": "p2p", "pid": 1, "tid": 2, "ts": 60, "dur": 5}]})json"),
+      {"ph": "X", "name": "send_activation", "cat": "p2p", "pid": 1, "tid": 2, "ts": 60, "dur": 5,
+       "args": {"critical": 1}}]})json"),
                               "critical.json");
   ASSERT_TRUE(t.ok());
   auto* marked = new TimelineModel(&w);
@@ -613,10 +614,23 @@ TEST(TimelineWidget, CriticalPathUnderlined) {
   // Under qkv (10 us) and mlp_up (20 us) of a 65 us view 642 px wide, 3 px deep, and the legend's
   // 10x3 (antialiased text has a few pixels of that colour too, shown or not).
   const int shown = dark_pixels(w);
+  // Where the path leaves rank 0's lane for rank 1's (mlp_up's end at 50 us, send_activation's
+  // start at 60 us), an arrow between them: dark pixels in that band, none without the path.
+  auto arrow_pixels = [&] {
+    const QImage img = w.grab().toImage();
+    const double left = 150, width = 642, t0 = w.range_begin(), span = w.range_end() - w.range_begin();
+    int n = 0;
+    for (int x = static_cast<int>(left + (52e-6 - t0) / span * width);
+         x < static_cast<int>(left + (58e-6 - t0) / span * width); ++x)
+      for (int y = 24; y < img.height() - 22; ++y) n += qGray(img.pixel(x, y)) < 100 ? 1 : 0;
+    return n;
+  };
+  EXPECT_GT(arrow_pixels(), 20);
   w.set_show_critical(false);
   const int hidden = dark_pixels(w);
   EXPECT_GT(shown - hidden, (10 + 20) * 642 / 66 * 3 * 9 / 10);
   EXPECT_LT(hidden, 40);
+  EXPECT_EQ(arrow_pixels(), 0);
   w.set_show_critical(true);
   EXPECT_EQ(dark_pixels(w), shown);
 }
