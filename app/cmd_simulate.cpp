@@ -1,6 +1,7 @@
 // `foresight simulate`: the discrete-event simulator on one plan; same options as predict.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "sim/analytic/economics.h"
 #include "sim/core/output_file.h"
 #include "sim/des/critical_path.h"
+#include "sim/des/memory_timeline.h"
 #include "sim/des/simulator.h"
 #include "sim/des/trace.h"
 
@@ -93,6 +95,16 @@ void print_simulation(const Workload& w, const SimResult& r, const std::string& 
         "critical path: {} ops on {} rank{}: compute {:.3f} s, communication {:.3f} s, waiting {:.3f} s (the "
         "trace marks its ops and draws it as arrows)\n",
         p.ops.size(), p.ranks, p.ranks == 1 ? "" : "s", p.compute_s, p.communication_s, p.waiting_s);
+  const std::vector<MemoryTrack> tracks = memory_tracks(w, r);
+  if (const auto top = std::max_element(
+          tracks.begin(), tracks.end(),
+          [](const MemoryTrack& a, const MemoryTrack& b) { return a.peak_bytes < b.peak_bytes; });
+      top != tracks.end())
+    fmt::print(
+        "memory over the simulated schedule: peak {:.1f} GiB on rank {} (stage {}) at {:.3f} s; the analytic "
+        "model's {:.1f} GiB for that stage (the trace has the memory track)\n",
+        top->peak_bytes / 1073741824.0, top->rank, top->stage, top->peak_s,
+        top->analytic_bytes / 1073741824.0);
   if (!trace.empty()) fmt::print("trace written to {} (open it in https://ui.perfetto.dev)\n", trace);
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "sim/compare/compare.h"
 #include "sim/core/units.h"
@@ -105,6 +106,8 @@ struct RawLanes {
   std::map<int, std::string> processes;
   std::map<std::pair<int, int>, std::string> threads;
   std::map<std::pair<int, int>, std::vector<TimelineBar>> bars;
+  // (pid, event name, argument) -> samples
+  std::map<std::tuple<int, std::string, std::string>, std::vector<std::pair<double, double>>> counters;
 };
 
 Status read_events(const nlohmann::json& events, const std::string& file, RawLanes& raw) {
@@ -119,6 +122,14 @@ Status read_events(const nlohmann::json& events, const std::string& file, RawLan
         raw.processes[pid] = meta_name(e);
       else if (name == "thread_name")
         raw.threads[{pid, tid}] = meta_name(e);
+      continue;
+    }
+    if (ph == "C" && e.contains("ts") && e["ts"].is_number() && e.contains("args") && e["args"].is_object()) {
+      // A counter: each numeric argument its own series ("memory" {"GiB": 42.0}).
+      for (const auto& [key, value] : e["args"].items())
+        if (value.is_number())
+          raw.counters[{pid, e.value("name", ""), key}].emplace_back(e["ts"].get<double>() * 1e-6,
+                                                                     value.get<double>());
       continue;
     }
     if (ph != "X") continue;
@@ -210,6 +221,21 @@ Result<Timeline> timeline_from_json(const nlohmann::json& doc, const std::string
   if (raw.bars.empty()) return Error(file + ": no ops (the trace has no complete events)");
   if (t.kind == "measured") t.clock_note = align_rank_clocks(raw);
   assemble_lanes(raw, t);
+  for (auto& [key, samples] : raw.counters) {
+    TimelineCounter c;
+    c.pid = std::get<0>(key);
+    c.name = std::get<1>(key);
+    c.unit = std::get<2>(key);
+    const auto p = raw.processes.find(c.pid);
+    c.process = p != raw.processes.end() && !p->second.empty() ? p->second : "pid " + std::to_string(c.pid);
+    std::stable_sort(samples.begin(), samples.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    c.min = samples.empty() ? 0 : samples.front().second;
+    c.max = c.min;
+    for (const auto& [at, v] : samples) c.min = std::min(c.min, v), c.max = std::max(c.max, v);
+    c.samples = std::move(samples);
+    t.counters.push_back(std::move(c));
+  }
   if (t.step_s <= 0) t.step_s = t.end_s - t.begin_s;
   return t;
 }
@@ -251,6 +277,17 @@ std::string lane_label(const TimelineLane& l) {
   const auto paren = p.find(" (");
   if (paren != std::string::npos) p.resize(paren);
   return p + " " + l.thread;
+}
+
+std::string counter_label(const TimelineCounter& c) {
+  TimelineLane l;
+  l.process = c.process;
+  l.thread = c.name;
+  return lane_label(l);
+}
+
+std::string counter_range(const TimelineCounter& c) {
+  return fmt::format("{:.1f}-{:.1f} {}", c.min, c.max, c.unit);
 }
 
 std::string bar_tooltip(const Timeline& t, std::size_t bar) {
@@ -299,6 +336,15 @@ Timeline collapse_by_stage(const Timeline& t) {
       out.bars.push_back(std::move(b));
     }
     out.lanes.push_back(std::move(nl));
+  }
+  out.counters.clear();
+  for (const TimelineCounter& c : t.counters) {
+    const auto kept = std::find_if(out.lanes.begin(), out.lanes.end(),
+                                   [&](const TimelineLane& l) { return l.pid == c.pid; });
+    if (kept == out.lanes.end()) continue;
+    TimelineCounter nc = c;
+    nc.process = kept->process;
+    out.counters.push_back(std::move(nc));
   }
   return out;
 }

@@ -43,14 +43,25 @@ struct TimelineLane {
   double longest_s = 0;              // its longest bar (for range queries)
 };
 
+// A counter over time ("C" events): `simulate --trace`'s memory in use per rank, in GiB.
+struct TimelineCounter {
+  int pid = 0;
+  std::string process;                             // as the lanes name the pid
+  std::string name;                                // the event's name ("memory")
+  std::string unit;                                // its argument's name ("GiB")
+  std::vector<std::pair<double, double>> samples;  // (seconds, value), by time; each holds until the next
+  double min = 0, max = 0;
+};
+
 struct Timeline {
   std::string file;
   std::string kind;  // metadata.kind: predicted or measured ("" if absent)
   std::string model, cluster;
-  double step_s = 0;                // metadata.step_time_s, else the makespan
-  double begin_s = 0, end_s = 0;    // first start, last end
-  std::vector<TimelineLane> lanes;  // by (pid, tid)
-  std::vector<TimelineBar> bars;    // grouped by lane, each lane by start time
+  double step_s = 0;                      // metadata.step_time_s, else the makespan
+  double begin_s = 0, end_s = 0;          // first start, last end
+  std::vector<TimelineLane> lanes;        // by (pid, tid)
+  std::vector<TimelineBar> bars;          // grouped by lane, each lane by start time
+  std::vector<TimelineCounter> counters;  // by (pid, name)
   // A measured trace's ranks count time from their own starts: they are aligned on the ends of
   // the collectives they share, and this says so ("" when nothing was aligned).
   std::string clock_note;
@@ -86,6 +97,9 @@ Timeline collapse_by_stage(const Timeline& t);
 
 // "rank 0 compute" -- short lane label for the Gantt's left column.
 std::string lane_label(const TimelineLane& l);
+// "rank 0 memory": a counter row's label; "38.1-42.3 GiB": the range its row spans.
+std::string counter_label(const TimelineCounter& c);
+std::string counter_range(const TimelineCounter& c);
 // Multi-line tooltip: op id, name, kind, start, duration, bytes, FLOPs.
 std::string bar_tooltip(const Timeline& t, std::size_t bar);
 

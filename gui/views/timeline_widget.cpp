@@ -113,8 +113,12 @@ QSize TimelineWidget::minimumSizeHint() const {
   return {kLabelWidth + 200, kAxisHeight + kLegendHeight + 2 * kRowHeight};
 }
 
+int TimelineWidget::rows() const {
+  return model_ ? static_cast<int>(model_->timeline().lanes.size() + model_->timeline().counters.size()) : 0;
+}
+
 int TimelineWidget::row_height() const {
-  const int lanes = model_ ? static_cast<int>(model_->timeline().lanes.size()) : 0;
+  const int lanes = rows();
   if (lanes == 0) return kRowHeight;
   return std::clamp((lanes_bottom() - lanes_top()) / lanes, kRowHeight, kMaxRowHeight);
 }
@@ -167,7 +171,7 @@ void TimelineWidget::show_bar(std::size_t bar) {
 }
 
 void TimelineWidget::scroll_rows(int dy) {
-  const int lanes = model_ ? static_cast<int>(model_->timeline().lanes.size()) : 0;
+  const int lanes = rows();
   const int max_offset = std::max(0, lanes * row_height() - (lanes_bottom() - lanes_top()));
   row_offset_ = std::clamp(row_offset_ + dy, 0, max_offset);
   update();
@@ -247,6 +251,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
                    kCriticalColor);
       }
   }
+  draw_counters(p);
   if (has_critical_ && show_critical_) draw_critical_arrows(p);
   if (highlight_ && *highlight_ < t.bars.size()) {
     const TimelineBar& b = t.bars[*highlight_];
@@ -279,6 +284,52 @@ void TimelineWidget::draw_axis(QPainter& p) {
              fm.elidedText(tr("rank / stream"), Qt::ElideRight, kLabelWidth - 8));
   p.setPen(pal.color(QPalette::Mid));
   p.drawLine(0, kAxisHeight - 1, width(), kAxisHeight - 1);
+}
+
+// Counters (the memory in use per rank) in rows under the lanes: a step line filled below, scaled
+// to the counter's largest value, which the row's label gives.
+void TimelineWidget::draw_counters(QPainter& p) {
+  const Timeline& t = model_->timeline();
+  const QPalette& pal = palette();
+  const QFontMetrics fm(font());
+  const int rh = row_height();
+  const QColor line(0x2c, 0x7f, 0xb8), fill(0x2c, 0x7f, 0xb8, 60);
+  for (std::size_t k = 0; k < t.counters.size(); ++k) {
+    const TimelineCounter& c = t.counters[k];
+    const int y = lanes_top() + static_cast<int>(t.lanes.size() + k) * rh - row_offset_;
+    if (y + rh < lanes_top() || y >= lanes_bottom()) continue;
+    if ((t.lanes.size() + k) % 2 == 1) p.fillRect(0, y, width(), rh, pal.alternateBase());
+    p.setPen(pal.color(QPalette::Text));
+    p.drawText(QRect(4, y, kLabelWidth - 8, rh), Qt::AlignVCenter | Qt::AlignLeft,
+               fm.elidedText(qstr(counter_label(c)), Qt::ElideRight, kLabelWidth - 8));
+    if (c.samples.empty()) continue;
+    // The samples in view, with the one before the view (its value holds into it).
+    auto first = std::upper_bound(c.samples.begin(), c.samples.end(), t0_,
+                                  [](double v, const auto& s) { return v < s.first; });
+    if (first != c.samples.begin()) --first;
+    // Scaled from just under the smallest value to the largest, so that what changes shows.
+    const double top = y + 3, height = rh - 6;
+    const double low = c.min - 0.1 * std::max(c.max - c.min, 1e-9 * std::abs(c.max)), span = c.max - low;
+    auto y_of = [&](double v) { return span > 0 ? top + height * (1 - (v - low) / span) : top; };
+    QPolygonF area;
+    area << QPointF(std::max(x_at(first->first), static_cast<double>(plot_left())), top + height);
+    for (auto it = first; it != c.samples.end(); ++it) {
+      const double x = std::clamp(x_at(it->first), static_cast<double>(plot_left()),
+                                  static_cast<double>(plot_left() + plot_width()));
+      if (it != first) area << QPointF(x, area.back().y());
+      area << QPointF(x, y_of(it->second));
+      if (it->first > t1_) break;
+    }
+    area << QPointF(plot_left() + plot_width(), area.back().y())
+         << QPointF(plot_left() + plot_width(), top + height);
+    p.setPen(QPen(line, 1));
+    p.setBrush(fill);
+    p.drawPolygon(area);
+    p.setBrush(Qt::NoBrush);
+    p.setPen(pal.color(QPalette::Text));
+    p.drawText(QRect(plot_left() + 4, y, plot_width() - 8, rh), Qt::AlignVCenter | Qt::AlignRight,
+               qstr(counter_range(c)));
+  }
 }
 
 // Where the critical path moves to another lane (a stream waiting on another, a stage on the one

@@ -62,6 +62,8 @@ class TimelineWidget : public QWidget {
   void draw_axis(QPainter& p);
   void draw_legend(QPainter& p);
   void draw_critical_arrows(QPainter& p);
+  void draw_counters(QPainter& p);
+  int rows() const;  // lanes and counters
 
   void model_reset();
 

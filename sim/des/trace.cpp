@@ -7,6 +7,7 @@
 #include "sim/analytic/analytic_model.h"
 #include "sim/core/output_file.h"
 #include "sim/des/critical_path.h"
+#include "sim/des/memory_timeline.h"
 
 namespace foresight {
 
@@ -74,6 +75,13 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
         op.name, cat, rec.rank, static_cast<int>(op.stream), rec.start_s * 1e6,
         (rec.end_s - rec.start_s) * 1e6, id.c_str(), op.bytes, op.flops, on_path[i] ? ",\"critical\":1" : "");
   }
+  // Memory in use over the step, a counter track per rank (memory_timeline.h).
+  for (const MemoryTrack& t : memory_tracks(w, r))
+    for (const auto& [at, bytes] : t.samples) {
+      sep();
+      std::fprintf(f, "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":%d,\"ts\":%.3f,\"args\":{\"GiB\":%.4f}}",
+                   t.rank, at * 1e6, bytes / (1024.0 * 1024.0 * 1024.0));
+    }
   // The critical path as flow arrows (Perfetto draws them): from each op on it to the next, each
   // end bound to the op's own slice.
   for (std::size_t k = 0; k + 1 < crit.ops.size(); ++k) {

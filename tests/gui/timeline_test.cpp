@@ -83,6 +83,31 @@ TEST(Timeline, CriticalPathFromTheTrace) {
   for (const TimelineBar& b : plain->bars) EXPECT_FALSE(b.critical);
 }
 
+// Counter events ("C"): a series per pid and argument, by time, with its largest value; collapsing
+// ranks keeps the counters of the ranks kept.
+TEST(Timeline, CountersFromTheTrace) {
+  auto doc = small_trace();
+  auto& ev = doc["traceEvents"];
+  ev.push_back({{"ph", "C"}, {"name", "memory"}, {"pid", 0}, {"ts", 40}, {"args", {{"GiB", 3.5}}}});
+  ev.push_back({{"ph", "C"}, {"name", "memory"}, {"pid", 0}, {"ts", 0}, {"args", {{"GiB", 1.0}}}});
+  ev.push_back({{"ph", "C"}, {"name", "memory"}, {"pid", 1}, {"ts", 0}, {"args", {{"GiB", 2.0}}}});
+  auto t = timeline_from_json(doc, "small.json");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  ASSERT_EQ(t->counters.size(), 2u);
+  const TimelineCounter& c = t->counters[0];
+  EXPECT_EQ(c.pid, 0);
+  EXPECT_EQ(c.name, "memory");
+  EXPECT_EQ(c.unit, "GiB");
+  ASSERT_EQ(c.samples.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.samples[0].first, 0);  // sorted by time though listed second
+  EXPECT_DOUBLE_EQ(c.samples[1].second, 3.5);
+  EXPECT_DOUBLE_EQ(c.min, 1.0);
+  EXPECT_DOUBLE_EQ(c.max, 3.5);
+  EXPECT_EQ(counter_label(c), "rank 0 memory");
+  EXPECT_EQ(counter_range(c), "1.0-3.5 GiB");
+  EXPECT_EQ(t->bars.size(), 4u);  // counters are not ops
+}
+
 // Ranks collapsed by symmetry: four ranks, two per stage -> the lowest of each stage, labelled
 // with how many it stands for; every kept bar points at its new lane.
 TEST(Timeline, CollapseByStageKeepsOneRankPerStage) {

@@ -635,6 +635,34 @@ TEST(TimelineWidget, CriticalPathUnderlined) {
   EXPECT_EQ(dark_pixels(w), shown);
 }
 
+// A memory counter is a row under the lanes: its filled step line is drawn there, and no op is hit.
+TEST(TimelineWidget, CounterRowsUnderTheLanes) {
+  TimelineWidget w;
+  w.resize(800, 200);
+  auto doc = nlohmann::json::parse(R"json({"traceEvents": [
+      {"ph": "X", "name": "qkv", "cat": "compute", "pid": 0, "tid": 0, "ts": 0, "dur": 10, "args": {"id": "a"}},
+      {"ph": "X", "name": "mlp_up", "cat": "compute", "pid": 0, "tid": 0, "ts": 30, "dur": 20, "args": {"id": "b"}},
+      {"ph": "C", "name": "memory", "pid": 0, "ts": 0, "args": {"GiB": 1.0}},
+      {"ph": "C", "name": "memory", "pid": 0, "ts": 20, "args": {"GiB": 4.0}},
+      {"ph": "C", "name": "memory", "pid": 0, "ts": 40, "args": {"GiB": 2.0}}]})json");
+  auto t = timeline_from_json(doc, "counter.json");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  auto* m = new TimelineModel(&w);
+  m->set_timeline(std::move(*t));
+  w.set_model(m);
+  // Two rows (the lane, the counter) share 154 px, 40 px each at most: the counter's is 64-104.
+  const QImage img = w.grab().toImage();
+  int filled_lane = 0, filled_counter = 0;
+  for (int x = 160; x < 790; ++x) {
+    for (int y = 26; y < 62; ++y) filled_lane += qBlue(img.pixel(x, y)) > 150 && qRed(img.pixel(x, y)) < 150;
+    for (int y = 66; y < 102; ++y)
+      filled_counter += qBlue(img.pixel(x, y)) > 150 && qRed(img.pixel(x, y)) < 150;
+  }
+  EXPECT_GT(filled_counter, 1000);
+  EXPECT_FALSE(w.bar_at_position(QPoint(400, 84)).has_value());
+  EXPECT_TRUE(w.bar_at_position(QPoint(160, 44)).has_value());
+}
+
 TEST(TimelineWidget, HitTestZoomAndPan) {
   TimelineWidget w;
   w.resize(800, 200);

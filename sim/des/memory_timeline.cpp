@@ -1,0 +1,106 @@
+// Device memory over a simulated step from its op records: the static part per stage, and each
+// (layer, micro-batch)'s kept activations from its forward's end to its backward's end.
+#include "sim/des/memory_timeline.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string_view>
+#include <unordered_map>
+
+#include "sim/analytic/analytic_model.h"
+#include "sim/analytic/layer_cost.h"
+#include "sim/analytic/recompute.h"
+
+namespace foresight {
+
+std::vector<MemoryTrack> memory_tracks(const Workload& w, const SimResult& r) {
+  std::vector<MemoryTrack> out;
+  if (r.ops.empty()) return out;
+  const ModelSpec& m = w.model;
+  const Plan& p = w.plan;
+  const AnalyticModel am(m, w.cluster);
+  const std::vector<MemoryBreakdown> stages = am.stage_memories(p);
+  const RecomputeAssignment masks = am.recompute_assignment(p);
+  const LayerShape shape = plan_layer_shape(m, p);
+  // Per layer: what it keeps for the backward, and what its recompute rebuilds beside that.
+  std::vector<double> kept(static_cast<std::size_t>(std::max(0, m.layers)), 0.0);
+  std::vector<double> rebuilt(kept.size(), 0.0);
+  for (int layer = 0; layer < m.layers; ++layer) {
+    const RecomputeMask mask = static_cast<std::size_t>(layer) < masks.layer_masks.size()
+                                   ? masks.layer_masks[static_cast<std::size_t>(layer)]
+                                   : recompute_mask(p.recompute);
+    const bool moe = layer >= m.dense_layers();
+    kept[static_cast<std::size_t>(layer)] = layer_activation_bytes(m, shape, mask, p.flash_attention, moe);
+    rebuilt[static_cast<std::size_t>(layer)] =
+        layer_activation_bytes(m, shape, RecomputeMask{0}, p.flash_attention, moe) - kept[static_cast<std::size_t>(layer)];
+  }
+  // The embedding's output, kept on the first stage for the backward of its first layer.
+  const double embedding_out = shape.batch * shape.seq * m.hidden * weight_bytes(p.precision) / (shape.sp ? p.tp : 1);
+  auto kept_bytes = [&](std::int64_t layer) {
+    return layer < 0 ? embedding_out : kept[static_cast<std::size_t>(layer)];
+  };
+  // Per (rank, layer, micro-batch): when its forward ended, and when the last of its backward
+  // (weight gradients and recompute included) did. The embedding counts as layer -1.
+  struct Span {
+    double kept_from = -1, freed_at = -1;
+    double rebuilt_from = -1;  // its recompute's first start
+  };
+  std::map<int, std::unordered_map<std::int64_t, Span>> spans;  // rank -> (layer, mb) -> span
+  std::map<int, int> stage_of_rank;
+  for (const OpRecord& o : r.ops) {
+    stage_of_rank.emplace(o.rank, o.stage);
+    const Op& op = w.stages[o.stage].graph()[o.op];
+    const bool embedding = op.layer < 0 && std::string_view(op.name) == "embedding";
+    if ((op.layer < 0 && !embedding) || op.micro_batch < 0 || op.phase == Phase::kStep) continue;
+    Span& s = spans[o.rank][static_cast<std::int64_t>(op.layer) * (std::int64_t{1} << 32) +
+                            static_cast<std::uint32_t>(op.micro_batch)];
+    // The deferred weight gradients of zero-bubble schedules keep only their GEMMs' inputs, which
+    // the schedule's design counts as the 1F1B footprint: freed with the backward proper.
+    if (op.phase == Phase::kForward)
+      s.kept_from = std::max(s.kept_from, o.end_s);
+    else if (op.phase != Phase::kWeightGrad)
+      s.freed_at = std::max(s.freed_at, o.end_s);
+    if (op.phase == Phase::kRecompute && (s.rebuilt_from < 0 || o.start_s < s.rebuilt_from))
+      s.rebuilt_from = o.start_s;
+  }
+  double step = 0;
+  for (const OpRecord& o : r.ops) step = std::max(step, o.end_s);
+  for (const auto& [rank, stage] : stage_of_rank) {
+    MemoryTrack t;
+    t.rank = rank;
+    t.stage = stage;
+    const MemoryBreakdown& mem = stages[static_cast<std::size_t>(std::min<int>(stage, static_cast<int>(stages.size()) - 1))];
+    t.static_bytes = mem.weights + mem.gradients + mem.optimizer + mem.buffers + mem.reserved;
+    t.analytic_bytes = mem.total;
+    t.capacity_bytes = mem.capacity;
+    std::vector<std::pair<double, double>> changes;  // (time, +/- bytes)
+    for (const auto& [key, s] : spans[rank]) {
+      if (s.kept_from < 0) continue;
+      const std::int64_t layer = key >= 0 ? key >> 32 : -1;
+      const double bytes = kept_bytes(layer);
+      const double freed = s.freed_at >= s.kept_from ? s.freed_at : step;
+      changes.emplace_back(s.kept_from, bytes);
+      changes.emplace_back(freed, -bytes);
+      if (layer >= 0 && s.rebuilt_from >= 0 && rebuilt[static_cast<std::size_t>(layer)] > 0) {
+        changes.emplace_back(s.rebuilt_from, rebuilt[static_cast<std::size_t>(layer)]);
+        changes.emplace_back(freed, -rebuilt[static_cast<std::size_t>(layer)]);
+      }
+    }
+    // Frees before allocations at the same moment: a layer's backward ending as another's forward does.
+    std::sort(changes.begin(), changes.end());
+    double in_use = t.static_bytes;
+    t.samples.emplace_back(0.0, in_use);
+    t.peak_bytes = in_use;
+    for (std::size_t i = 0; i < changes.size();) {
+      const double at = changes[i].first;
+      for (; i < changes.size() && changes[i].first == at; ++i) in_use += changes[i].second;
+      t.samples.emplace_back(at, in_use);
+      if (in_use > t.peak_bytes) t.peak_bytes = in_use, t.peak_s = at;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace foresight
