@@ -365,28 +365,53 @@ void TimelineWidget::draw_critical_arrows(QPainter& p) {
   p.restore();
 }
 
+// The legend's entries as they fit the width: the critical path (when shown), then the kinds in
+// order of first appearance; where they do not all fit, the last place says how many are left out
+// ("+3 more", the tooltip over the legend lists them all).
+std::vector<TimelineWidget::LegendEntry> TimelineWidget::legend_layout() const {
+  const QFontMetrics fm(font());
+  std::vector<LegendEntry> all;
+  if (has_critical_ && show_critical_) all.push_back({tr("critical path"), "", true, 0, 0});
+  for (const std::string& k : kinds_) all.push_back({qstr(k), k, false, 0, 0});
+  auto width_of = [&](const QString& text) { return 14 + fm.horizontalAdvance(text) + 12; };
+  std::vector<LegendEntry> out;
+  int x = 4;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    LegendEntry e = all[i];
+    e.x = x;
+    e.w = width_of(e.text);
+    const std::size_t left = all.size() - i - 1;
+    const int more = left > 0 ? fm.horizontalAdvance(tr("+%1 more").arg(left)) + 8 : 0;
+    if (x + e.w + more > width()) {
+      const QString rest = tr("+%1 more").arg(all.size() - i);
+      out.push_back({rest, "", false, x, fm.horizontalAdvance(rest) + 8});
+      break;
+    }
+    out.push_back(e);
+    x += e.w;
+  }
+  return out;
+}
+
+QStringList TimelineWidget::legend_texts() const {
+  QStringList out;
+  for (const LegendEntry& e : legend_layout()) out << e.text;
+  return out;
+}
+
 void TimelineWidget::draw_legend(QPainter& p) {
   const QPalette& pal = palette();
-  const QFontMetrics fm(font());
   const int y = lanes_bottom();
   p.fillRect(0, y, width(), kLegendHeight, pal.window());
-  int x = 4;
-  if (has_critical_ && show_critical_) {
-    const QString text = tr("critical path");
-    const int w = 14 + fm.horizontalAdvance(text) + 12;
-    p.fillRect(x, y + 11, 10, kCriticalLine, kCriticalColor);
-    p.setPen(pal.color(QPalette::Text));
-    p.drawText(QRect(x + 14, y, w - 14, kLegendHeight), Qt::AlignVCenter | Qt::AlignLeft, text);
-    x += w;
-  }
-  for (const std::string& k : kinds_) {
-    const QString text = qstr(k);
-    const int w = 14 + fm.horizontalAdvance(text) + 12;
-    if (x + w > width()) break;
-    p.fillRect(x, y + 6, 10, 10, kind_color(k));
-    p.setPen(pal.color(QPalette::Text));
-    p.drawText(QRect(x + 14, y, w - 14, kLegendHeight), Qt::AlignVCenter | Qt::AlignLeft, text);
-    x += w;
+  p.setPen(pal.color(QPalette::Text));
+  for (const LegendEntry& e : legend_layout()) {
+    if (e.critical)
+      p.fillRect(e.x, y + 11, 10, kCriticalLine, kCriticalColor);
+    else if (!e.kind.empty())
+      p.fillRect(e.x, y + 6, 10, 10, kind_color(e.kind));
+    const int text_x = e.critical || !e.kind.empty() ? e.x + 14 : e.x;
+    p.drawText(QRect(text_x, y, e.w - (text_x - e.x), kLegendHeight), Qt::AlignVCenter | Qt::AlignLeft,
+               e.text);
   }
 }
 
@@ -437,7 +462,11 @@ void TimelineWidget::mouseDoubleClickEvent(QMouseEvent*) { fit(); }
 bool TimelineWidget::event(QEvent* event) {
   if (event->type() == QEvent::ToolTip) {
     auto* help = static_cast<QHelpEvent*>(event);
-    if (auto bar = bar_at_position(help->pos()))
+    if (help->pos().y() >= lanes_bottom() && !kinds_.empty()) {  // the legend: every kind
+      QStringList kinds;
+      for (const std::string& k : kinds_) kinds << qstr(k);
+      QToolTip::showText(help->globalPos(), kinds.join(QStringLiteral(", ")), this);
+    } else if (auto bar = bar_at_position(help->pos()))
       QToolTip::showText(help->globalPos(), qstr(bar_tooltip(model_->timeline(), *bar)), this);
     else
       QToolTip::hideText();

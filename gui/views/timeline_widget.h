@@ -4,6 +4,7 @@
 // share their time range (range_changed -> set_range), as the Compare view does.
 #pragma once
 
+#include <QStringList>
 #include <QWidget>
 #include <cstddef>
 #include <optional>
@@ -26,6 +27,8 @@ class TimelineWidget : public QWidget {
   double range_end() const { return t1_; }
   // The bar under a widget position (for tooltips and tests), if any.
   std::optional<std::size_t> bar_at_position(QPoint pos) const;
+  // The legend's texts as drawn at the current width, "+N more" last where some did not fit.
+  QStringList legend_texts() const;
 
   QSize sizeHint() const override;
   QSize minimumSizeHint() const override;
@@ -62,6 +65,13 @@ class TimelineWidget : public QWidget {
   void draw_axis(QPainter& p);
   void draw_legend(QPainter& p);
   void draw_critical_arrows(QPainter& p);
+  struct LegendEntry {
+    QString text;
+    std::string kind;  // "" for the critical path and "+N more"
+    bool critical = false;
+    int x = 0, w = 0;
+  };
+  std::vector<LegendEntry> legend_layout() const;
   void draw_counters(QPainter& p);
   int rows() const;  // lanes and counters
 

@@ -33,10 +33,12 @@ std::vector<MemoryTrack> memory_tracks(const Workload& w, const SimResult& r) {
     const bool moe = layer >= m.dense_layers();
     kept[static_cast<std::size_t>(layer)] = layer_activation_bytes(m, shape, mask, p.flash_attention, moe);
     rebuilt[static_cast<std::size_t>(layer)] =
-        layer_activation_bytes(m, shape, RecomputeMask{0}, p.flash_attention, moe) - kept[static_cast<std::size_t>(layer)];
+        layer_activation_bytes(m, shape, RecomputeMask{0}, p.flash_attention, moe) -
+        kept[static_cast<std::size_t>(layer)];
   }
   // The embedding's output, kept on the first stage for the backward of its first layer.
-  const double embedding_out = shape.batch * shape.seq * m.hidden * weight_bytes(p.precision) / (shape.sp ? p.tp : 1);
+  const double embedding_out =
+      shape.batch * shape.seq * m.hidden * weight_bytes(p.precision) / (shape.sp ? p.tp : 1);
   auto kept_bytes = [&](std::int64_t layer) {
     return layer < 0 ? embedding_out : kept[static_cast<std::size_t>(layer)];
   };
@@ -70,7 +72,8 @@ std::vector<MemoryTrack> memory_tracks(const Workload& w, const SimResult& r) {
     MemoryTrack t;
     t.rank = rank;
     t.stage = stage;
-    const MemoryBreakdown& mem = stages[static_cast<std::size_t>(std::min<int>(stage, static_cast<int>(stages.size()) - 1))];
+    const MemoryBreakdown& mem =
+        stages[static_cast<std::size_t>(std::min<int>(stage, static_cast<int>(stages.size()) - 1))];
     t.static_bytes = mem.weights + mem.gradients + mem.optimizer + mem.buffers + mem.reserved;
     t.analytic_bytes = mem.total;
     t.capacity_bytes = mem.capacity;

@@ -44,11 +44,13 @@ TEST(MemoryTimeline, PeaksAgreeWithTheClosedFormsWhereTheyAreExact) {
         EXPECT_DOUBLE_EQ(t.samples.front().second, t.static_bytes);
         EXPECT_NEAR(t.samples.back().second, t.static_bytes, 1e-6 * t.static_bytes);
         EXPECT_GT(t.peak_bytes, t.static_bytes);
-        for (std::size_t i = 1; i < t.samples.size(); ++i) EXPECT_GE(t.samples[i].first, t.samples[i - 1].first);
+        for (std::size_t i = 1; i < t.samples.size(); ++i)
+          EXPECT_GE(t.samples[i].first, t.samples[i - 1].first);
       }
       // 1F1B: the first stage holds the most (pp micro-batches); GPipe: every stage all of them.
       if (s == Schedule::k1F1B) {
-        EXPECT_GT(tracks[0].peak_bytes - tracks[0].static_bytes, tracks[3].peak_bytes - tracks[3].static_bytes);
+        EXPECT_GT(tracks[0].peak_bytes - tracks[0].static_bytes,
+                  tracks[3].peak_bytes - tracks[3].static_bytes);
       }
     }
   // Full recompute: a layer's rebuilt activations on top of what the stage keeps, within what the

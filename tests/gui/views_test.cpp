@@ -663,6 +663,22 @@ TEST(TimelineWidget, CounterRowsUnderTheLanes) {
   EXPECT_TRUE(w.bar_at_position(QPoint(160, 44)).has_value());
 }
 
+// The legend lists every kind where they fit; where they do not, none is cut silently: the last
+// place says how many are left out.
+TEST(TimelineWidget, LegendSaysWhatDoesNotFit) {
+  TimelineWidget w;
+  w.resize(800, 200);
+  TimelineModel* m = small_model(&w);
+  w.set_model(m);
+  EXPECT_EQ(w.legend_texts(), (QStringList{"gemm", "tp_all_reduce", "p2p"}));
+  w.resize(200, 200);
+  const QStringList narrow = w.legend_texts();
+  ASSERT_FALSE(narrow.isEmpty());
+  EXPECT_TRUE(narrow.back().startsWith(QStringLiteral("+"))) << narrow.join(",").toStdString();
+  const int shown = static_cast<int>(narrow.size()) - 1;
+  EXPECT_EQ(narrow.back(), QStringLiteral("+%1 more").arg(3 - shown));
+}
+
 TEST(TimelineWidget, HitTestZoomAndPan) {
   TimelineWidget w;
   w.resize(800, 200);
