@@ -1,6 +1,10 @@
 // Trace comparison plus timelines.
 #include "gui/models/comparison.h"
 
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "sim/compare/foreign_trace.h"
@@ -27,9 +31,22 @@ Result<Comparison> load_foreign_comparison(const Trace& p, const std::string& pr
   r.ranks = {0};
   for (const ForeignKindComparison& k : fr.kinds)
     r.kinds.push_back(KindComparison{k.kind, 0, k.predicted_s, k.measured_s, k.error_pct});
+  // No op is matched one by one; where the trace shows layers, their forward times take the
+  // differences table's place, the largest difference first.
+  for (const ForeignLayerComparison& l : fr.layers)
+    r.worst.push_back({fmt::format("L{} forward (measured: layer {})", l.predicted_layer, l.measured_layer),
+                       "layer", l.predicted_s, l.measured_s});
+  std::stable_sort(r.worst.begin(), r.worst.end(), [](const OpComparison& a, const OpComparison& b) {
+    return std::abs(a.predicted_s - a.measured_s) > std::abs(b.predicted_s - b.measured_s);
+  });
   c.notes.push_back(tool + " (" + f.format + "): " + std::to_string(fr.steps_compared) +
                     " steps compared by kind of op, after " + std::to_string(fr.warmup_steps) +
                     " warm-up; ops are not matched one by one");
+  if (!fr.layers.empty())
+    c.notes.push_back(fmt::format(
+        "the differences table holds each layer's forward time ({} layers per rank), as the trace's layer "
+        "ranges measure it",
+        fr.layers.size()));
   for (const std::string& n : fr.notes) c.notes.push_back(n);
   if (!fr.unmapped.empty())
     c.notes.push_back("largest op no kind rule maps: " + fr.unmapped.front().first +

@@ -336,7 +336,9 @@ TEST(CompareModels, ProfilerTraceComparedByKind) {
 {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7, "ts": )" +
               std::to_string(t0 + 100) + R"(, "dur": 500},
 {"ph": "X", "cat": "kernel", "name": "flash_fwd_kernel", "pid": 0, "tid": 7, "ts": )" +
-              std::to_string(t0 + 650) + R"(, "dur": 200})";
+              std::to_string(t0 + 650) + R"(, "dur": 200},
+{"ph": "X", "cat": "gpu_user_annotation", "name": "layers.0", "pid": 0, "tid": 7, "ts": )" +
+              std::to_string(t0 + 100) + R"(, "dur": 750})";
   }
   const std::string kineto = dir.filePath(QStringLiteral("rank0.json")).toStdString();
   std::ofstream(kineto) << "{\"schemaVersion\": 1, \"traceEvents\": [\n" << events << "\n]}\n";
@@ -354,6 +356,11 @@ TEST(CompareModels, ProfilerTraceComparedByKind) {
       EXPECT_NEAR(k.measured_s, 500e-6, 1e-12);
     }
   EXPECT_TRUE(gemm);
+  // Its layer range (one layer per rank: tiny's 2 layers on 2 stages): the differences table's row.
+  ASSERT_EQ(c->report.worst.size(), 1u);
+  EXPECT_EQ(c->report.worst[0].kind, "layer");
+  EXPECT_NEAR(c->report.worst[0].measured_s, 750e-6, 1e-12);
+  EXPECT_GT(c->report.worst[0].predicted_s, 0);
   // A file that is neither kind of trace is refused with its name.
   const std::string junk = dir.filePath(QStringLiteral("junk.json")).toStdString();
   std::ofstream(junk) << "[]";
