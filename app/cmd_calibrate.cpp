@@ -224,34 +224,9 @@ struct ScratchDir {
   ScratchDir& operator=(const ScratchDir&) = delete;
 };
 
-// The traced plan predicted again on a fitted profile, as `simulate --full --trace` predicted it
-// first, and compared with the measured traces.
-Result<ForeignCompareReport> repredict(const Trace& first, const std::string& model,
-                                       const std::vector<ForeignTrace>& measured, const ClusterSpec& cluster,
-                                       const ScratchDir& scratch) {
-  const std::string profile = (scratch.path / "profile.json").string();
-  const std::string trace = (scratch.path / "predicted.json").string();
-  FS_RETURN_IF_ERROR(write_file_atomically(profile, cluster_to_json(cluster).dump() + "\n"));
-  JobRequest req;
-  req.model = model;
-  req.cluster = profile;
-  FS_ASSIGN_OR_RETURN(req.plan, plan_from_json(first.metadata["plan"], first.file + ": metadata/plan"));
-  FS_ASSIGN_OR_RETURN(Job job, resolve_job(req));
-  FS_ASSIGN_OR_RETURN(Workload w, lower(job.model, job.cluster, job.plan));
-  SimOptions so;
-  so.full = first.metadata.value("symmetric", false) == false;
-  so.record = true;
-  Simulator sim(w, so);
-  FS_ASSIGN_OR_RETURN(SimResult r, sim.run());
-  FS_RETURN_IF_ERROR(write_chrome_trace(trace, w, r, "predicted"));
-  FS_ASSIGN_OR_RETURN(Trace again, load_trace(trace));
-  again.file = first.file + " re-predicted";
-  return compare_foreign(again, measured);
-}
-
-// Whether the prediction's plan can be predicted again: its model (--model, else the preset its
-// metadata names) and plan resolve on the base profile. The reason where not.
-Status can_repredict(const Trace& first, const std::string& model, const std::string& base) {
+// The job the prediction's trace ran: its model (--model, else the preset its metadata names) and
+// plan, resolved on the base profile. Resolved once; each pass swaps in the fitted profile.
+Result<Job> traced_job(const Trace& first, const std::string& model, const std::string& base) {
   if (!first.metadata.contains("plan") || !first.metadata["plan"].is_object())
     return Error(first.file + ": its metadata holds no plan");
   JobRequest req;
@@ -259,8 +234,27 @@ Status can_repredict(const Trace& first, const std::string& model, const std::st
   req.cluster = base;
   req.model_label = "the prediction's model (--model)";
   FS_ASSIGN_OR_RETURN(req.plan, plan_from_json(first.metadata["plan"], first.file + ": metadata/plan"));
-  FS_ASSIGN_OR_RETURN(Job job, resolve_job(req));
-  return {};
+  return resolve_job(req);
+}
+
+// The traced plan predicted again on a fitted profile (sized to the job as the base was), as
+// `simulate --trace` predicted it first, and compared with the measured traces.
+Result<ForeignCompareReport> repredict(const Trace& first, const Job& job,
+                                       const std::vector<ForeignTrace>& measured, const ClusterSpec& fitted,
+                                       const ScratchDir& scratch) {
+  ClusterSpec sized = fitted;
+  FS_RETURN_IF_ERROR(resize_cluster(sized, job.cluster.nodes * job.cluster.node.accelerators(), "the job"));
+  FS_ASSIGN_OR_RETURN(Workload w, lower(job.model, sized, job.plan));
+  SimOptions so;
+  so.full = first.metadata.value("symmetric", false) == false;
+  so.record = true;
+  Simulator sim(w, so);
+  FS_ASSIGN_OR_RETURN(SimResult r, sim.run());
+  const std::string trace = (scratch.path / "predicted.json").string();
+  FS_RETURN_IF_ERROR(write_chrome_trace(trace, w, r, "predicted"));
+  FS_ASSIGN_OR_RETURN(Trace again, load_trace(trace));
+  again.file = first.file + " re-predicted";
+  return compare_foreign(again, measured);
 }
 
 // `foresight calibrate --from-trace`: the kinds' measured times against the prediction's, into the
@@ -288,14 +282,16 @@ int calibrate_from_traces(const CalibrateCli& o) {
       !o.model.empty() ? o.model : pred->metadata.value("model", std::string("(no model in its metadata)"));
   Result<TraceCalibration> cal = Error("");
   std::string one_pass;  // why the plan was not predicted again
+  Result<Job> job = Error("");
   if (o.trace_passes > 1) {
-    if (Status ok = can_repredict(*pred, model, o.base); !ok) one_pass = ok.error().message();
+    job = traced_job(*pred, model, o.base);
+    if (!job) one_pass = job.error().message();
   }
-  if (o.trace_passes > 1 && one_pass.empty()) {
+  if (o.trace_passes > 1 && job) {
     ScratchDir scratch;
     cal = calibrate_from_trace_passes(
         *cluster, *report,
-        [&](const ClusterSpec& c) { return repredict(*pred, model, *measured, c, scratch); }, o.trace_passes);
+        [&](const ClusterSpec& c) { return repredict(*pred, *job, *measured, c, scratch); }, o.trace_passes);
   } else {
     cal = calibrate_from_trace(*cluster, *report);
   }

@@ -10,8 +10,6 @@
 #include "app/plan_options.h"
 #include "sim/analytic/economics.h"
 #include "sim/core/output_file.h"
-#include "sim/des/critical_path.h"
-#include "sim/des/memory_timeline.h"
 #include "sim/des/simulator.h"
 #include "sim/des/trace.h"
 
@@ -57,11 +55,11 @@ Result<SimOptions> sim_options_of(const SimulateFlags& f) {
   return so;
 }
 
-nlohmann::json simulation_json(const ResolvedInputs& in, const Workload& w, const SimResult& r,
+nlohmann::json simulation_json(const ResolvedInputs& in, const StepAnnotations& a, const SimResult& r,
                                const CostOptions& cost, double wall) {
   nlohmann::json j = prediction_with_cost_json(in, r.prediction, cost);
   j["engine"] = "des";
-  if (const CriticalPath p = critical_path(w, r); !p.ops.empty())
+  if (const CriticalPath& p = a.critical; !p.ops.empty())
     j["critical_path"] = {{"ops", p.ops.size()},
                           {"ranks", p.ranks},
                           {"compute_s", p.compute_s},
@@ -80,7 +78,8 @@ nlohmann::json simulation_json(const ResolvedInputs& in, const Workload& w, cons
 }
 
 // After the breakdown: what was simulated, the busiest links and where the trace went.
-void print_simulation(const Workload& w, const SimResult& r, const std::string& trace, double wall) {
+void print_simulation(const Workload& w, const SimResult& r, const StepAnnotations& a,
+                      const std::string& trace, double wall) {
   fmt::print("\nsimulated {} rank{} ({}), {} ops, {} events, {} network actions in {:.2f} s\n",
              r.simulated_ranks.size(), r.simulated_ranks.size() == 1 ? "" : "s",
              r.full ? "every rank" : "one per pipeline stage; siblings by symmetry", w.op_count(), r.events,
@@ -90,15 +89,15 @@ void print_simulation(const Workload& w, const SimResult& r, const std::string& 
     for (std::size_t i = 0; i < std::min<std::size_t>(5, r.busiest_links.size()); ++i)
       fmt::print("  {:<48} {:>5.1f}%\n", r.busiest_links[i].name, 100 * r.busiest_links[i].utilisation);
   }
-  if (const CriticalPath p = critical_path(w, r); !p.ops.empty())
+  if (const CriticalPath& p = a.critical; !p.ops.empty())
     fmt::print(
         "critical path: {} ops on {} rank{}: compute {:.3f} s, communication {:.3f} s, waiting {:.3f} s (the "
         "trace marks its ops and draws it as arrows)\n",
         p.ops.size(), p.ranks, p.ranks == 1 ? "" : "s", p.compute_s, p.communication_s, p.waiting_s);
-  const std::vector<MemoryTrack> tracks = memory_tracks(w, r);
+  const std::vector<MemoryTrack>& tracks = a.memory;
   if (const auto top = std::max_element(
           tracks.begin(), tracks.end(),
-          [](const MemoryTrack& a, const MemoryTrack& b) { return a.peak_bytes < b.peak_bytes; });
+          [](const MemoryTrack& x, const MemoryTrack& y) { return x.peak_bytes < y.peak_bytes; });
       top != tracks.end())
     fmt::print(
         "memory over the simulated schedule: peak {:.1f} GiB on rank {} (stage {}) at {:.3f} s; the analytic "
@@ -136,12 +135,16 @@ Command add_simulate_command(CLI::App& app) {
     if (!r->prediction.fits())
       return input_error(in->plan_source +
                          ": plan does not fit in memory: " + describe_memory(r->prediction.memory));
-    if (!f->trace.empty()) FS_RETURN_CLI_IF_ERROR(write_chrome_trace(f->trace, w, *r, "predicted"));
+    // The critical path and memory tracks, once: for the trace and for what is printed.
+    const StepAnnotations annotations = annotate_step(w, *r);
+    if (!f->trace.empty())
+      FS_RETURN_CLI_IF_ERROR(
+          write_chrome_trace(f->trace, w, *r, "predicted", nlohmann::json::object(), annotations));
     if (f->json) {
-      fmt::print("{}\n", simulation_json(*in, w, *r, *cost, wall).dump(2));
+      fmt::print("{}\n", simulation_json(*in, annotations, *r, *cost, wall).dump(2));
     } else {
       print_prediction(*in, r->prediction, *cost);
-      print_simulation(w, *r, f->trace, wall);
+      print_simulation(w, *r, annotations, f->trace, wall);
     }
     return 0;
   };

@@ -65,8 +65,8 @@ struct Timeline {
   // A measured trace's ranks count time from their own starts: they are aligned on the ends of
   // the collectives they share, and this says so ("" when nothing was aligned).
   std::string clock_note;
-  // The critical path as the trace's metadata sums it up ("critical path: 3,635 ops on 4 ranks:
-  // compute 2.115 s, communication 145 ms, waiting 0 s"; "" when the trace has none).
+  // The critical path as the trace's metadata sums it up ("critical path: 3635 ops on 4 ranks:
+  // compute 2.11 s, communication 145 ms, waiting 0 s"; "" when the trace has none).
   std::string critical_note;
 };
 

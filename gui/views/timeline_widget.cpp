@@ -98,7 +98,6 @@ void TimelineWidget::model_reset() {
                                                 : bars[a].end_s() < bars[b].end_s();
     });
   }
-  has_critical_ = !critical_.empty();
   fit();
 }
 
@@ -240,7 +239,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       }
     }
     // The critical path under its bars, over the merged ones too: a line no narrower than a pixel.
-    if (has_critical_ && show_critical_)
+    if (show_critical())
       for (std::size_t i = first; i < last; ++i) {
         const TimelineBar& b = t.bars[i];
         if (!b.critical) continue;
@@ -252,7 +251,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       }
   }
   draw_counters(p);
-  if (has_critical_ && show_critical_) draw_critical_arrows(p);
+  if (show_critical()) draw_critical_arrows(p);
   if (highlight_ && *highlight_ < t.bars.size()) {
     const TimelineBar& b = t.bars[*highlight_];
     const int y = top + b.lane * rh - row_offset_;
@@ -371,7 +370,7 @@ void TimelineWidget::draw_critical_arrows(QPainter& p) {
 std::vector<TimelineWidget::LegendEntry> TimelineWidget::legend_layout() const {
   const QFontMetrics fm(font());
   std::vector<LegendEntry> all;
-  if (has_critical_ && show_critical_) all.push_back({tr("critical path"), "", true, 0, 0});
+  if (show_critical()) all.push_back({tr("critical path"), "", true, 0, 0});
   for (const std::string& k : kinds_) all.push_back({qstr(k), k, false, 0, 0});
   auto width_of = [&](const QString& text) { return 14 + fm.horizontalAdvance(text) + 12; };
   std::vector<LegendEntry> out;

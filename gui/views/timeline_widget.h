@@ -79,8 +79,8 @@ class TimelineWidget : public QWidget {
 
   const TimelineModel* model_ = nullptr;
   std::vector<std::string> kinds_;  // op kinds in order of first appearance, for the legend
-  bool has_critical_ = false;       // the trace marks a critical path
   bool show_critical_ = true;
+  bool show_critical() const { return show_critical_ && !critical_.empty(); }  // marked and shown
   std::vector<std::size_t> critical_;  // its bars in path order (by start: each starts after the last ends)
   double t0_ = 0, t1_ = 1;
   int row_offset_ = 0;  // pixels scrolled down

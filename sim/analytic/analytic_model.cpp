@@ -521,6 +521,10 @@ double AnalyticModel::mean_peak(const Plan& p) const {
   return sum / p.pp;
 }
 
+double embedding_output_bytes(const ModelSpec& m, const Plan& p, const LayerShape& s) {
+  return s.batch * s.seq * m.hidden * weight_bytes(p.precision) / (s.sp ? p.tp : 1);
+}
+
 double activations_in_flight(const Plan& p, int stage) {
   const double mbs = static_cast<double>(p.micro_batches());
   switch (p.schedule) {
@@ -676,8 +680,7 @@ void add_activation_memory(const ModelSpec& m, const Plan& p, int stage, const R
   }
   mem.activations += k.transient;
   const double tokens = s.batch * s.seq;
-  if (stage == 0)  // embedding output
-    mem.activations += in_flight * tokens * m.hidden * weight_bytes(p.precision) / (s.sp ? p.tp : 1);
+  if (stage == 0) mem.activations += in_flight * embedding_output_bytes(m, p, s);
   if (stage == p.pp - 1) {
     // fp32 logits and their gradient for the micro-batch in flight.
     mem.buffers += 2.0 * 4.0 * tokens * static_cast<double>(m.vocab) / p.tp;

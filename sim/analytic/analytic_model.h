@@ -114,6 +114,8 @@ double host_link_rate(const NodeSpec& node);
 double activations_in_flight(const Plan& p, int stage);
 // What one device sees of a layer under a plan: micro-batch, sequence split by CP, TP degree, SP.
 LayerShape plan_layer_shape(const ModelSpec& m, const Plan& p);
+// The embedding's output per micro-batch, kept on the first stage for the backward.
+double embedding_output_bytes(const ModelSpec& m, const Plan& p, const LayerShape& s);
 
 // Bytes per element of weights/activations, and of gradients as reduced, for a precision.
 double weight_bytes(Precision p);

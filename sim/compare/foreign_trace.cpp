@@ -45,11 +45,19 @@ bool known_kind(const std::string& k) {
 
 }  // namespace
 
-std::string KindTable::kind_of(const std::string& name) const {
+const KindRule* KindTable::rule_of(const std::string& name, std::size_t* at) const {
   const std::string n = lower(name);
   for (const KindRule& r : rules)
-    if (n.find(r.pattern) != std::string::npos) return r.kind;
-  return "";
+    if (const auto p = n.find(r.pattern); p != std::string::npos) {
+      if (at) *at = p;
+      return &r;
+    }
+  return nullptr;
+}
+
+std::string KindTable::kind_of(const std::string& name) const {
+  const KindRule* r = rule_of(name);
+  return r ? r->kind : "";
 }
 
 Result<KindTable> kind_table_from_json(const nlohmann::json& doc, const std::string& file) {
@@ -383,11 +391,10 @@ void attribute_device(const std::vector<RawEvent>& ev, const std::vector<std::st
 int layer_number(const std::string& name, const KindTable& kinds) {
   const std::string n = lower(name);
   std::size_t at = std::string::npos;
-  for (const KindRule& r : kinds.rules)
-    if (const auto p = n.find(r.pattern); p != std::string::npos) {
-      if (r.kind == "layer") at = p + r.pattern.size();
-      break;
-    }
+  if (const KindRule* r = kinds.rule_of(name, &at); r && r->kind == "layer")
+    at += r->pattern.size();
+  else
+    at = std::string::npos;
   auto digit = [&](std::size_t i) { return i < n.size() && std::isdigit(static_cast<unsigned char>(n[i])); };
   std::size_t first = at, last = at;
   if (!digit(at)) {
@@ -961,25 +968,28 @@ Result<TraceCalibration> calibrate_from_trace(const ClusterSpec& base, const For
     const double r = k.measured_s / k.predicted_s;
     const std::string line = cat(k.kind, ": time x", r, " (predicted ", k.predicted_s * 1e3, " ms, measured ",
                                  k.measured_s * 1e3, " ms per rank and step)");
+    const char* key = nullptr;  // the profile's "sources" entry
     if (k.kind == "gemm") {
       scale_gemm(d, r);
-      out.sources["efficiency.gemm"] = from + line;
+      key = "efficiency.gemm";
     } else if (k.kind == "attention") {
       scale_attention(d, r);
-      out.sources["efficiency.attention"] = from + line;
+      key = "efficiency.attention";
     } else if (k.kind == "elementwise") {
       scale_streaming(d, r);
       d.optimizer_efficiency *= r;  // the optimizer's own time stays until its own kind scales it
-      out.sources["memory_bandwidth"] = from + line;
+      key = "memory_bandwidth";
     } else if (k.kind == "optimizer") {
       scale_optimizer(d, r);
-      out.sources["efficiency.optimizer"] = from + line;
+      key = "efficiency.optimizer";
     } else if (k.kind == "communication") {
       scale_fabric(out.cluster.node.fabric, r);
-      out.sources["node.fabric"] = from + line;
+      key = "node.fabric";
     } else {
-      continue;  // idle, exposed communication, memcpy: not fitted
+      continue;  // idle, exposed communication, memcpy: not fitted (fitted_kind)
     }
+    out.sources[key] = from + line;
+    out.source_lines[key] = line;
     out.fitted.push_back(line);
   }
   if (const double m = renormalise_peak(d); m > 1.0)
@@ -1003,13 +1013,19 @@ Result<TraceCalibration> calibrate_from_trace(const ClusterSpec& base, const For
   return out;
 }
 
+namespace {
+// The kinds calibrate_from_trace fits (its branches).
+bool fitted_kind(const std::string& kind) {
+  return kind == "gemm" || kind == "attention" || kind == "elementwise" || kind == "optimizer" ||
+         kind == "communication";
+}
+}  // namespace
+
 TraceResidual trace_residual(const ForeignCompareReport& report, int passes) {
   TraceResidual r;
   r.passes = passes;
   for (const ForeignKindComparison& k : report.kinds) {
-    const bool fitted = k.kind == "gemm" || k.kind == "attention" || k.kind == "elementwise" ||
-                        k.kind == "optimizer" || k.kind == "communication";
-    if (!fitted || k.predicted_s <= 0 || k.measured_s <= 0) continue;
+    if (!fitted_kind(k.kind) || k.predicted_s <= 0 || k.measured_s <= 0) continue;
     r.kinds.push_back(k);
     r.mean_abs_pct += std::abs(k.error_pct);
     r.max_abs_pct = std::max(r.max_abs_pct, std::abs(k.error_pct));
@@ -1044,16 +1060,9 @@ Result<TraceCalibration> calibrate_from_trace_passes(const ClusterSpec& base,
       if (off || line.find("held at") != std::string::npos || line.rfind("peak:", 0) == 0)
         current.fitted.push_back(cat("pass ", pass + 1, ": ", line));
     }
-    for (const auto& [key, value] : next->sources.items()) {
-      // The kind's line ("gemm: time x0.98 (...)") without the measured traces named again.
-      const std::string text = value.get<std::string>();
-      const auto times = text.find(": time x");
-      const auto start =
-          times == std::string::npos || times == 0 ? std::string::npos : text.rfind(": ", times - 1);
+    for (const auto& [key, line] : next->source_lines)
       current.sources[key] = cat(current.sources.value(key, std::string()), "; then pass ", pass + 1,
-                                 ", against the plan re-predicted on the profile: ",
-                                 start == std::string::npos ? text : text.substr(start + 2));
-    }
+                                 ", against the plan re-predicted on the profile: ", line);
     current.cluster = next->cluster;
     current.passes = pass + 1;
   }

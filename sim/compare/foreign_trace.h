@@ -25,8 +25,9 @@ namespace foresight {
 
 // The kinds a measured trace's names map to. "step" marks a step's range (ProfilerStep#N); "layer"
 // a transformer layer's range (record_function("layers.3"), an NVTX range, or the profiler's
-// module ranges "nn.Module: TransformerBlock_3" of with_stack traces), its layer the last number in
-// the name. Neither is a kind of time: a layer range claims nothing, its ops keep their kinds.
+// module ranges "nn.Module: TransformerBlock_3" of with_stack traces), its layer the number right
+// after the pattern (else the last number in the name). Neither is a kind of time: a layer range claims
+// nothing, its ops keep their kinds.
 inline constexpr const char* kForeignKinds[] = {"gemm",      "attention",     "elementwise",
                                                 "optimizer", "communication", "memcpy"};
 
@@ -38,6 +39,8 @@ struct KindTable {
   std::vector<KindRule> rules;  // the first rule whose pattern the name contains wins
   // The kind of `name` ("" where no rule maps it).
   std::string kind_of(const std::string& name) const;
+  // The rule that maps `name` (null: none), and where in the name its pattern matched.
+  const KindRule* rule_of(const std::string& name, std::size_t* at = nullptr) const;
 };
 // The table that ships with the project (compare/kernel-kinds.json, embedded at build time).
 Result<KindTable> default_kind_table();
@@ -126,6 +129,13 @@ nlohmann::json foreign_report_to_json(const ForeignCompareReport& r);
 
 namespace foresight {
 
+// The traced plan's kinds re-predicted on a calibrated profile, against the measured.
+struct TraceResidual {
+  int passes = 0;                            // fits behind the profile
+  std::vector<ForeignKindComparison> kinds;  // the fitted kinds (gemm ... communication) measured
+  double mean_abs_pct = 0, max_abs_pct = 0;  // over those kinds
+};
+
 // A profile calibrated from a measured trace: each op kind's measured time against its predicted
 // time on `base` (ForeignCompareReport) scales the rates that kind is priced with, so that the same
 // plan is predicted as measured, kind by kind:
@@ -137,17 +147,11 @@ namespace foresight {
 //   communication  the node fabric's bandwidths and latencies, its measured times
 // A kind measured or predicted at zero is left as it was (a one-rank trace says nothing about the
 // fabric); idle time (the host between ops) is not fitted.
-// The traced plan's kinds re-predicted on a calibrated profile, against the measured.
-struct TraceResidual {
-  int passes = 0;                            // fits behind the profile
-  std::vector<ForeignKindComparison> kinds;  // the fitted kinds (gemm ... communication) measured
-  double mean_abs_pct = 0, max_abs_pct = 0;  // over those kinds
-};
-
 struct TraceCalibration {
   ClusterSpec cluster;
-  std::vector<std::string> fitted;  // "gemm: x0.97 (predicted 575.9 ms, measured 557.5 ms)"
-  nlohmann::json sources;           // profile "sources" entries
+  std::vector<std::string> fitted;                  // "gemm: x0.97 (predicted 575.9 ms, measured 557.5 ms)"
+  nlohmann::json sources;                           // profile "sources" entries
+  std::map<std::string, std::string> source_lines;  // each "sources" key's kind line, the traces unnamed
   int passes = 1;
   std::vector<TraceResidual> residuals;  // after each pass, where the plan was re-predicted
 };

@@ -37,8 +37,7 @@ std::vector<MemoryTrack> memory_tracks(const Workload& w, const SimResult& r) {
         kept[static_cast<std::size_t>(layer)];
   }
   // The embedding's output, kept on the first stage for the backward of its first layer.
-  const double embedding_out =
-      shape.batch * shape.seq * m.hidden * weight_bytes(p.precision) / (shape.sp ? p.tp : 1);
+  const double embedding_out = embedding_output_bytes(m, p, shape);
   auto kept_bytes = [&](std::int64_t layer) {
     return layer < 0 ? embedding_out : kept[static_cast<std::size_t>(layer)];
   };

@@ -6,8 +6,6 @@
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/core/output_file.h"
-#include "sim/des/critical_path.h"
-#include "sim/des/memory_timeline.h"
 
 namespace foresight {
 
@@ -18,10 +16,20 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
 
 Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r,
                           const std::string& kind, const nlohmann::json& extra_metadata) {
+  return write_chrome_trace(path, w, r, kind, extra_metadata, annotate_step(w, r));
+}
+
+StepAnnotations annotate_step(const Workload& w, const SimResult& r) {
+  return {critical_path(w, r), memory_tracks(w, r)};
+}
+
+Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r,
+                          const std::string& kind, const nlohmann::json& extra_metadata,
+                          const StepAnnotations& annotations) {
   // Written whole or not at all: a full disk leaves no truncated trace under `path`.
   FS_ASSIGN_OR_RETURN(OutputFile out, OutputFile::open(path));
   std::FILE* f = out.stream();
-  const CriticalPath crit = critical_path(w, r);
+  const CriticalPath& crit = annotations.critical;
   std::vector<bool> on_path(r.ops.size(), false);
   for (std::size_t i : crit.ops) on_path[i] = true;
   nlohmann::json meta = {{"kind", kind},
@@ -76,7 +84,7 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
         (rec.end_s - rec.start_s) * 1e6, id.c_str(), op.bytes, op.flops, on_path[i] ? ",\"critical\":1" : "");
   }
   // Memory in use over the step, a counter track per rank (memory_timeline.h).
-  for (const MemoryTrack& t : memory_tracks(w, r))
+  for (const MemoryTrack& t : annotations.memory)
     for (const auto& [at, bytes] : t.samples) {
       sep();
       std::fprintf(f, "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":%d,\"ts\":%.3f,\"args\":{\"GiB\":%.4f}}",

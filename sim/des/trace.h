@@ -8,6 +8,8 @@
 #include <string>
 
 #include "sim/core/status.h"
+#include "sim/des/critical_path.h"
+#include "sim/des/memory_timeline.h"
 #include "sim/des/simulator.h"
 #include "sim/workload/workload.h"
 
@@ -20,5 +22,16 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
 // The same with more metadata (the runtime adds backend, host and measured figures).
 Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r,
                           const std::string& kind, const nlohmann::json& extra_metadata);
+
+// What a trace adds to the op records: the step's critical path and the memory tracks, computed
+// once where a caller also prints them.
+struct StepAnnotations {
+  CriticalPath critical;
+  std::vector<MemoryTrack> memory;
+};
+StepAnnotations annotate_step(const Workload& w, const SimResult& r);
+Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r,
+                          const std::string& kind, const nlohmann::json& extra_metadata,
+                          const StepAnnotations& annotations);
 
 }  // namespace foresight
