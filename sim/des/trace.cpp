@@ -16,7 +16,11 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
 
 Status write_chrome_trace(const std::string& path, const Workload& w, const SimResult& r,
                           const std::string& kind, const nlohmann::json& extra_metadata) {
-  return write_chrome_trace(path, w, r, kind, extra_metadata, annotate_step(w, r));
+  // A measured run's trace has no memory track: the track's bytes are the model's, and a measured
+  // trace shows what was measured.
+  StepAnnotations a{critical_path(w, r), {}};
+  if (kind == "predicted") a.memory = memory_tracks(w, r);
+  return write_chrome_trace(path, w, r, kind, extra_metadata, a);
 }
 
 StepAnnotations annotate_step(const Workload& w, const SimResult& r) {

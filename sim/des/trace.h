@@ -24,7 +24,8 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
                           const std::string& kind, const nlohmann::json& extra_metadata);
 
 // What a trace adds to the op records: the step's critical path and the memory tracks, computed
-// once where a caller also prints them.
+// once where a caller also prints them. The overloads above add the memory tracks to predicted
+// traces only (their bytes are the model's).
 struct StepAnnotations {
   CriticalPath critical;
   std::vector<MemoryTrack> memory;

@@ -81,6 +81,11 @@ TEST(MemoryTimeline, EveryRankAndTheTrace) {
     }
   EXPECT_EQ(counters, expected);
   EXPECT_NEAR(peak_gib, tracks[0].peak_bytes / (1024.0 * 1024 * 1024), 1e-3);
+  // A measured run's trace: no memory track (its bytes would be the model's, not measured).
+  ASSERT_TRUE(write_chrome_trace(path, w, r, "measured").ok());
+  auto measured = read_json_file(path);
+  ASSERT_TRUE(measured.ok()) << measured.error().message();
+  for (const auto& e : (*measured)["traceEvents"]) EXPECT_NE(e["ph"], "C");
   std::remove(path.c_str());
   r.ops.clear();
   EXPECT_TRUE(memory_tracks(w, r).empty());
