@@ -165,7 +165,10 @@ namespace {
 // the frameworks (not fitted numbers): a kernel that did not exist yet cannot have been used.
 // Whether a stack overlaps a communication: never, always (by design), or as an option (an
 // unreported option is chosen like any unreported field).
-enum class Can { kNo, kAlways, kOption };
+// What a stack could do with an option the case does not report: never, always, either (chosen
+// like an unreported field), or only when asked for (off unless the case reports it: an opt-in
+// that needs its own setup, which a run that does not mention it is taken not to have done).
+enum class Can { kNo, kAlways, kOption, kOptIn };
 struct SoftwareStack {
   std::string_view source_prefix;
   std::string_view name;
@@ -273,6 +276,9 @@ const SoftwareStack* software_for(const std::string& source) {
 //   virtual stages all of them overlap the pipeline's sends and receives with the chunks
 //   (overlap_p2p_comm: Megatron-LM's --no-overlap-p2p-communication turns it off, the NeMo and
 //   Megatron-Bridge overlap configuration turns it on whenever virtual stages are used).
+//   --tp-comm-overlap is an opt-in (Can::kOptIn) outside NeMo and Megatron-Bridge, whose
+//   performance recipes set it where tp > 1; so is torchtitan's async TP, and TP overlap on a
+//   stack that is not named.
 // - DeepSpeed and Megatron-DeepSpeed: ZeRO (optimizer sharding) and `overlap_comm` of the
 //   gradient reduction as an option, but not with pipeline parallelism (its pipeline engine
 //   reduces after the last backward); no sequence parallelism or TP overlap; flash attention from
@@ -316,6 +322,10 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
       if (before(2023, 11)) s.overlap_tp_comm = Can::kNo;
       if (before(2024, 1)) s.overlap_param_gather = Can::kNo;
     }
+    // --tp-comm-overlap is off unless given (store_true) and needs Transformer Engine's userbuffers
+    // with their own bootstrap and per-GEMM configuration; NeMo and Megatron-Bridge set it in their
+    // performance recipes, Megatron-LM's own scripts do not.
+    if (s.overlap_tp_comm == Can::kOption) s.overlap_tp_comm = Can::kOptIn;
     return s;
   }
   if (name == "nemo" || name == "megatron-bridge") {
@@ -341,7 +351,9 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.dropout = false;
     s.tied_embeddings = name == "llm-foundry";
     s.overlap_grad_reduce = s.overlap_param_gather = Can::kAlways;
-    s.overlap_tp_comm = name == "torchtitan" ? Can::kOption : Can::kNo;
+    // torchtitan's async TP: experimental.enable_async_tensor_parallel, off by default, and only
+    // with torch.compile.
+    s.overlap_tp_comm = name == "torchtitan" ? Can::kOptIn : Can::kNo;
     if (name == "torchtitan") s.selective = Recompute::kSelectiveOp;
     s.cp_all_gather = name == "torchtitan";
     s.attention_flash2 = true;
@@ -518,7 +530,7 @@ void read_overlap(JsonReader& r, std::string_view key, Can can, bool relevant, b
                   CaseLayouts& l, CaseResult& out) {
   if (auto v = r.optional_boolean(key)) {
     l.base.*flag = *v;
-  } else if (can == Can::kAlways || can == Can::kNo) {
+  } else if (can == Can::kAlways || can == Can::kNo || can == Can::kOptIn) {
     l.base.*flag = can == Can::kAlways;
     if (relevant) out.assumed[std::string(key)] = l.base.*flag;
   } else if (relevant) {
@@ -612,7 +624,8 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
   read_overlap(r, "overlap_grad_reduce", grad_reduce, dp, &Plan::overlap_grad_reduce, l, out);
   read_overlap(r, "overlap_param_gather", stack ? stack->overlap_param_gather : Can::kOption, dp,
                &Plan::overlap_param_gather, l, out);
-  read_overlap(r, "overlap_tp_comm", stack ? stack->overlap_tp_comm : Can::kOption, b.tp > 1,
+  // TP overlap on an unnamed stack: an opt-in everywhere it exists (see software_v2).
+  read_overlap(r, "overlap_tp_comm", stack ? stack->overlap_tp_comm : Can::kOptIn, b.tp > 1,
                &Plan::overlap_tp_comm, l, out);
   if (stack && stack->overlap_p2p) {  // the stack's default; it applies with virtual stages only
     l.base.overlap_p2p_comm = true;

@@ -123,7 +123,10 @@ TEST(Validation, VersionTwoStackFixesWhatItAlwaysDid) {
   EXPECT_EQ(r.assumed["zero_stage"], 3);
   EXPECT_EQ(r.plan.zero_stage, 3);
   EXPECT_TRUE(r.plan.overlap_grad_reduce);
-  EXPECT_TRUE(r.chosen.contains("overlap_tp_comm"));  // async TP is an option there
+  // Async TP is an opt-in there (experimental.enable_async_tensor_parallel): off unless reported.
+  EXPECT_FALSE(r.chosen.contains("overlap_tp_comm"));
+  EXPECT_EQ(r.assumed["overlap_tp_comm"], false);
+  EXPECT_FALSE(r.plan.overlap_tp_comm);
   EXPECT_EQ(r.classes.at("sharding"), "ZeRO-3/FSDP");
   EXPECT_EQ(r.source, "Somebody et al.");
   EXPECT_EQ(r.plan.precision, Precision::kBf16);
@@ -196,7 +199,26 @@ TEST(Validation, VersionTwoChoosesOnlyAmongTheStacksOptions) {
   EXPECT_TRUE(r.plan.overlap_grad_reduce);
   EXPECT_FALSE(r.chosen.contains("overlap_grad_reduce"));
   EXPECT_TRUE(r.chosen.contains("overlap_param_gather"));
-  EXPECT_TRUE(r.chosen.contains("overlap_tp_comm"));
+  // --tp-comm-overlap is an opt-in with its own setup: off unless reported, taken when reported;
+  // NeMo's and Megatron-Bridge's performance recipes set it, so there it is chosen.
+  EXPECT_FALSE(r.chosen.contains("overlap_tp_comm"));
+  EXPECT_EQ(r.assumed["overlap_tp_comm"], false);
+  EXPECT_FALSE(r.plan.overlap_tp_comm);
+  const CaseResult asked =
+      run_doc(v2_case({{"overlap_tp_comm", true}}, {{"name", "megatron-core"}, {"version", "0.9"}}));
+  ASSERT_TRUE(asked.ok) << asked.failure;
+  EXPECT_TRUE(asked.plan.overlap_tp_comm);
+  const CaseResult nemo =
+      run_doc(v2_case(nlohmann::json::object(), {{"name", "nemo"}, {"version", "24.07"}}));
+  ASSERT_TRUE(nemo.ok) << nemo.failure;
+  EXPECT_TRUE(nemo.chosen.contains("overlap_tp_comm"));
+  // A stack that is not named: TP overlap only where the case says so.
+  const CaseResult unnamed =
+      run_doc(v2_case(nlohmann::json::object(), {{"name", "other"}, {"version", "2024-06"}}));
+  ASSERT_TRUE(unnamed.ok) << unnamed.failure;
+  EXPECT_FALSE(unnamed.chosen.contains("overlap_tp_comm"));
+  EXPECT_FALSE(unnamed.plan.overlap_tp_comm);
+  EXPECT_TRUE(unnamed.chosen.contains("overlap_grad_reduce"));
   // DeepSpeed had no TP overlap: it is fixed off and said so.
   const CaseResult ds =
       run_doc(v2_case({{"sequence_parallel", false}}, {{"name", "deepspeed"}, {"version", "0.14"}}));
@@ -220,7 +242,8 @@ TEST(Validation, MegatronLmOptionsFollowTheRelease) {
   ASSERT_TRUE(later.ok) << later.failure;
   EXPECT_FALSE(later.chosen.contains("flash_attention"));
   EXPECT_TRUE(later.plan.flash_attention);
-  EXPECT_TRUE(later.chosen.contains("overlap_tp_comm"));
+  EXPECT_TRUE(later.chosen.contains("overlap_grad_reduce"));
+  EXPECT_EQ(later.assumed["overlap_tp_comm"], false);  // merged 2023-10, but an opt-in
   // "2021": before FlashAttention existed.
   const CaseResult ds =
       run_doc(v2_case(nlohmann::json::object(), {{"name", "megatron-deepspeed"}, {"version", "2021"}}));
