@@ -34,6 +34,7 @@
 #include "gui/models/format.h"
 #include "gui/models/ranked_plan_model.h"
 #include "gui/views/chart_axes.h"
+#include "gui/views/plan_timelines.h"
 #include "gui/views/tables.h"
 
 namespace foresight::gui {
@@ -562,13 +563,25 @@ void SearchView::compare_selected() {
     make_compact(table);
     table->verticalHeader()->show();
     table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    auto* layout = new QVBoxLayout(compare_window_);
-    layout->addWidget(
+    auto* top = new QWidget;
+    auto* top_layout = new QVBoxLayout(top);
+    top_layout->setContentsMargins(0, 0, 0, 0);
+    top_layout->addWidget(
         new QLabel(tr("The best of each row in bold. Times are the slowest stage's; memory is "
                       "the fullest device's.")));
-    layout->addWidget(table);
-    compare_window_->resize(900, 600);
+    top_layout->addWidget(table);
+    timelines_ = new PlanTimelines;
+    auto* split = new QSplitter(Qt::Vertical);
+    split->addWidget(top);
+    split->addWidget(timelines_);
+    split->setStretchFactor(1, 1);
+    auto* layout = new QVBoxLayout(compare_window_);
+    layout->addWidget(split);
+    compare_window_->resize(1000, 800);
   }
+  std::vector<PlanInputs> inputs;
+  for (int row : rows) inputs.push_back({context_.model, context_.cluster, plans_->plan(row).plan});
+  timelines_->set_plans(inputs);
   compare_window_->show();
   compare_window_->raise();
 }

@@ -7,7 +7,8 @@
 // - a plot whose axes separate plans (step time or MFU against memory free, time against cost
 //   when cost is not just time), the Pareto front in the dimensions shown, axes fitted to the
 //   ranked plans, the allocator margin drawn; clicking a point selects its row and back;
-// - two or more selected plans compared side by side (breakdown, memory, cost).
+// - two or more selected plans compared side by side (breakdown, memory, cost), and their steps
+//   simulated and drawn on one time axis (PlanTimelines).
 // A chosen row is handed back to the Setup by plan_chosen().
 #pragma once
 
@@ -37,6 +38,7 @@ class QToolButton;
 namespace foresight::gui {
 
 class PlanSideBySideModel;
+class PlanTimelines;
 class RankedPlanFilter;
 class RankedPlanModel;
 
@@ -84,6 +86,9 @@ class SearchView : public QWidget {
   // The selected plans side by side (two or more), in a window of their own.
   void compare_selected();
   const PlanSideBySideModel* side_by_side() const { return side_by_side_; }
+  // Their steps simulated and drawn on one time axis, under the table (null before the first
+  // comparison).
+  PlanTimelines* side_by_side_timelines() const { return timelines_; }
 
  Q_SIGNALS:
   void plan_chosen(const foresight::Plan& plan);
@@ -125,6 +130,7 @@ class SearchView : public QWidget {
   QChartView* scatter_;
   QScatterSeries* selected_ = nullptr;
   QDialog* compare_window_ = nullptr;
+  PlanTimelines* timelines_ = nullptr;
   SearchPlot plot_ = SearchPlot::kTimeVsFree;
   std::vector<QPointF> points_;  // per row of plans_, where the plot draws it
 };

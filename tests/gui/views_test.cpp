@@ -35,6 +35,7 @@
 #include "gui/views/compare_view.h"
 #include "gui/views/details_view.h"
 #include "gui/views/main_window.h"
+#include "gui/views/plan_timelines.h"
 #include "gui/views/screenshot.h"
 #include "gui/views/search_view.h"
 #include "gui/views/setup_view.h"
@@ -194,6 +195,16 @@ TEST(MainWindow, FromModelAndClusterToAChosenPlanItsTimelineAndTheRunnerUp) {
   QTest::mouseClick(button(s, QStringLiteral("Compare selected")), Qt::LeftButton);
   ASSERT_EQ(s->side_by_side()->columnCount(), 2);
   EXPECT_EQ(s->side_by_side()->headerData(0, Qt::Horizontal).toString(), plan_text(best));
+  // ... and their steps on one time axis.
+  PlanTimelines* both = s->side_by_side_timelines();
+  ASSERT_NE(both, nullptr);
+  if (both->busy()) {
+    QSignalSpy ready(both, &PlanTimelines::ready);
+    ASSERT_TRUE(ready.wait(60000));
+  }
+  ASSERT_EQ(both->count(), 2);
+  EXPECT_NE(both->chart(0), nullptr) << both->label(0).toStdString();
+  EXPECT_NE(both->chart(1), nullptr) << both->label(1).toStdString();
   std::cout << "[ workflow ] model and cluster to chosen plan, timeline and runner-up: " << clock.elapsed()
             << " ms\n";
 }
@@ -524,6 +535,30 @@ TEST(SearchView, PointsRowsMarginCompareAndCsv) {
   v.compare_selected();
   ASSERT_EQ(v.side_by_side()->columnCount(), 2);
   EXPECT_EQ(v.side_by_side()->value(0, 0), v.plans()->plan(v.selected_plan_rows()[0]).prediction.step_time_s);
+  // Their steps simulated and drawn on one time axis, the longer one whole.
+  PlanTimelines* timelines = v.side_by_side_timelines();
+  ASSERT_NE(timelines, nullptr);
+  ASSERT_EQ(timelines->count(), 2);
+  if (timelines->busy()) {
+    QSignalSpy ready(timelines, &PlanTimelines::ready);
+    ASSERT_TRUE(ready.wait(60000));
+  }
+  TimelineWidget* first = timelines->chart(0);
+  TimelineWidget* second = timelines->chart(1);
+  ASSERT_NE(first, nullptr) << timelines->label(0).toStdString();
+  ASSERT_NE(second, nullptr) << timelines->label(1).toStdString();
+  EXPECT_TRUE(timelines->label(0).startsWith(plan_text(v.plans()->plan(v.selected_plan_rows()[0]).plan)));
+  EXPECT_TRUE(timelines->label(1).contains(QStringLiteral("simulated step")));
+  EXPECT_EQ(first->range_begin(), second->range_begin());
+  EXPECT_EQ(first->range_end(), second->range_end());
+  const double simulated_a = v.plans()->plan(v.selected_plan_rows()[0]).simulated_step_s;
+  const double simulated_b = v.plans()->plan(v.selected_plan_rows()[1]).simulated_step_s;
+  if (simulated_a > 0 && simulated_b > 0) {
+    EXPECT_GE(first->range_end(), std::max(simulated_a, simulated_b));
+  }
+  // Zooming one moves the other.
+  first->set_range(first->range_begin(), 0.5 * first->range_end());
+  EXPECT_EQ(second->range_end(), first->range_end());
 
   // The margin: every shown plan leaves it free, and the next search asks for it.
   v.set_min_free(0.30);
