@@ -39,8 +39,7 @@ Result<Timeline> simulate_timeline(const PlanInputs& in, const std::string& path
 
 }  // namespace
 
-PlanTimelines::PlanTimelines(QWidget* parent)
-    : QWidget(parent), dir_(std::make_unique<QTemporaryDir>()) {
+PlanTimelines::PlanTimelines(QWidget* parent) : QWidget(parent), dir_(std::make_unique<QTemporaryDir>()) {
   status_ = new QLabel;
   status_->setWordWrap(true);
   auto* inner = new QWidget;
@@ -67,9 +66,10 @@ void PlanTimelines::set_plans(const std::vector<PlanInputs>& plans) {
   }
   rows_.clear();
   pending_ = static_cast<int>(plans.size());
-  status_->setText(tr("Simulating %n plan(s) with the discrete-event simulator (one rank per pipeline "
-                      "stage), to draw their steps on one time axis...",
-                      nullptr, pending_));
+  status_->setText(
+      tr("Simulating %n plan(s) with the discrete-event simulator (one rank per pipeline "
+         "stage), to draw their steps on one time axis...",
+         nullptr, pending_));
   for (std::size_t i = 0; i < plans.size(); ++i) {
     auto row = std::make_unique<Row>();
     row->layout = plan_text(plans[i].plan);
@@ -81,16 +81,14 @@ void PlanTimelines::set_plans(const std::vector<PlanInputs>& plans) {
     charts_->insertWidget(charts_->count() - 1, row->label);
     charts_->insertWidget(charts_->count() - 1, row->chart);
     const int index = static_cast<int>(i);
-    connect(&row->watcher, &QFutureWatcher<Result<Timeline>>::finished, this,
-            [this, generation, index] {
-              if (generation != generation_ || index >= count()) return;
-              finished(generation, index, rows_[index]->watcher.result());
-            });
-    const std::string path = dir_->isValid() ? dir_->filePath(QStringLiteral("plan-%1-%2.json")
-                                                                  .arg(generation)
-                                                                  .arg(index))
-                                                   .toStdString()
-                                             : std::string();
+    connect(&row->watcher, &QFutureWatcher<Result<Timeline>>::finished, this, [this, generation, index] {
+      if (generation != generation_ || index >= count()) return;
+      finished(generation, index, rows_[index]->watcher.result());
+    });
+    const std::string path =
+        dir_->isValid()
+            ? dir_->filePath(QStringLiteral("plan-%1-%2.json").arg(generation).arg(index)).toStdString()
+            : std::string();
     row->watcher.setFuture(QtConcurrent::run([in = plans[i], path]() -> Result<Timeline> {
       if (path.empty()) return Error("no temporary folder for the traces");
       return simulate_timeline(in, path);
@@ -106,16 +104,18 @@ void PlanTimelines::finished(int generation, int index, const Result<Timeline>& 
   row.done = true;
   --pending_;
   if (r) {
-    row.label->setText(tr("%1: simulated step %2, %3 ops")
-                           .arg(row.layout, seconds_text(r->step_s), QLocale().toString(qulonglong(r->bars.size()))));
+    row.label->setText(
+        tr("%1: simulated step %2, %3 ops")
+            .arg(row.layout, seconds_text(r->step_s), QLocale().toString(qulonglong(r->bars.size()))));
     row.model->set_timeline(*r);
     row.chart->show();
   } else {
     row.label->setText(tr("%1: not simulated: %2").arg(row.layout, qstr(r.error().message())));
   }
   if (pending_ > 0) return;
-  status_->setText(tr("Each chart is one plan's step, one rank per pipeline stage, on one time axis: "
-                      "zoom or pan any of them and the others follow; a double click fits its own step."));
+  status_->setText(
+      tr("Each chart is one plan's step, one rank per pipeline stage, on one time axis: "
+         "zoom or pan any of them and the others follow; a double click fits its own step."));
   share_range();
   Q_EMIT ready();
 }
