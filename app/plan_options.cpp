@@ -46,6 +46,10 @@ constexpr PlanFlag kPlanFlags[] = {
     {"--recompute", "/recompute", Kind::kText, "Plan",
      "none, selective, full, optimal (per layer: the recompute modules that fit memory at the least time), "
      "selective-op (torchtitan's op policy: every second matmul and the elementwise ops re-run)"},
+    {"--recompute-modules", "/recompute_modules", Kind::kTexts, "Plan",
+     "with --recompute selective: the modules each layer drops and rebuilds, by Megatron-Core's "
+     "--recompute-modules names (core_attn, layernorm, mlp, moe_act, mla_up_proj), e.g. "
+     "layernorm,mla_up_proj,moe_act as DeepSeek-V3 (default: core_attn)"},
     {"--recompute-method", "/recompute_method", Kind::kText, "Plan",
      "block (with --recompute-layers N: the first N layers of each stage) or uniform (full recompute, "
      "keeping only the input of each group of N layers)"},

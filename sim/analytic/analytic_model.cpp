@@ -307,7 +307,7 @@ double layer_offload_seconds(const ModelSpec& m, const Plan& p, const LayerShape
                              double fwd_s, double bwd_s) {
   if (!(p.offload_activations || p.offload_params) || rate <= 0) return 0;
   const double act =
-      p.offload_activations ? layer_activation_bytes(m, s, p.recompute, p.flash_attention, moe) : 0.0;
+      p.offload_activations ? layer_activation_bytes(m, s, recompute_mask(p), p.flash_attention, moe) : 0.0;
   const double shard =
       p.zero_stage >= 3 ? static_cast<double>(p.dp) * p.cp : 1.0;  // ZeRO-3: the host keeps a shard
   const double params = p.offload_params ? layer_params_per_device(m, moe, p.tp, p.ep, p.etp()) / shard : 0.0;
@@ -425,7 +425,7 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   c.links.pp = group_link(cluster, st[3], p.pp > 1 ? 2 : 1, scattered);
   const double host_rate = host_link_rate(cluster.node);
   const Partner partner = attention_partner(p, cluster.node);
-  const RecomputeMask mask = recompute_mask(p.recompute);
+  const RecomputeMask mask = recompute_mask(p);
   c.dense = layer_time(m, d, p, s, c.links, false, host_rate, partner, mask);
   if (m.is_moe()) c.moe = layer_time(m, d, p, s, c.links, true, host_rate, partner, mask);
   c.dense_plain = c.dense;
@@ -620,7 +620,7 @@ KeptActivations kept_activations(const ModelSpec& m, const Plan& p, const LayerS
   // Layers past Plan::recompute_layers keep everything.
   const double f = recomputed_fraction(p, r);
   auto act = [&](bool is_moe) {
-    const double with = layer_activation_bytes(m, s, p.recompute, p.flash_attention, is_moe);
+    const double with = layer_activation_bytes(m, s, recompute_mask(p), p.flash_attention, is_moe);
     return f >= 1 ? with
                   : f * with +
                         (1 - f) * layer_activation_bytes(m, s, Recompute::kNone, p.flash_attention, is_moe);
@@ -763,7 +763,7 @@ namespace {
 RecomputeAssignment fixed_recompute_assignment(const ModelSpec& m, const Plan& p) {
   RecomputeAssignment out;
   out.layer_masks.assign(static_cast<std::size_t>(m.layers), 0);
-  const RecomputeMask mask = recompute_mask(p.recompute);
+  const RecomputeMask mask = recompute_mask(p);
   for (int st = 0; st < p.pp; ++st)
     for (int c = 0; c < p.chunks(); ++c) {
       const auto [begin, end] = p.chunk_layer_range(m.layers, st, c);

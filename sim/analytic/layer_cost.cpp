@@ -1,6 +1,7 @@
 // Closed forms for one layer: FLOPs, elementwise traffic, activation memory, parameters.
 #include "sim/analytic/layer_cost.h"
 
+#include <string_view>
 #include <utility>
 
 namespace foresight {
@@ -57,6 +58,21 @@ RecomputeMask recompute_mask(Recompute r) {
   }
 }
 
+RecomputeMask recompute_mask(const Plan& p) {
+  if (p.recompute != Recompute::kSelective || p.recompute_modules.empty()) return recompute_mask(p.recompute);
+  namespace rm = recompute_module;
+  static constexpr std::pair<std::string_view, RecomputeMask> kModules[] = {{"core_attn", rm::kCoreAttn},
+                                                                            {"layernorm", rm::kLayernorm},
+                                                                            {"mlp", rm::kMlp},
+                                                                            {"moe_act", rm::kMoeAct},
+                                                                            {"mla_up_proj", rm::kMlaUpProj}};
+  RecomputeMask mask = 0;
+  for (const std::string& name : p.recompute_modules)
+    for (const auto& [known, bit] : kModules)
+      if (name == known) mask |= bit;
+  return mask;
+}
+
 std::string recompute_mask_string(RecomputeMask mask) {
   if (mask & recompute_module::kFull) return "full";
   if (mask & recompute_module::kOpPolicy) return "op_policy";
@@ -65,7 +81,9 @@ std::string recompute_mask_string(RecomputeMask mask) {
       {recompute_module::kCoreAttn, "core_attn"},
       {recompute_module::kLayernorm, "layernorm"},
       {recompute_module::kAct, "act"},
-      {recompute_module::kMlp, "mlp"}};
+      {recompute_module::kMlp, "mlp"},
+      {recompute_module::kMoeAct, "moe_act"},
+      {recompute_module::kMlaUpProj, "mla_up_proj"}};
   std::string out;
   for (const auto& [bit, name] : kNames)
     if (mask & bit) out.append(out.empty() ? "" : "+").append(name);
@@ -104,15 +122,25 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute
   }
   const bool keep_norm_out = !(mask & rm::kLayernorm);
   const bool keep_act_in = !(mask & rm::kMlp);
-  const bool keep_act_out = !(mask & (rm::kMlp | rm::kAct));
+  const bool keep_act_out = !(mask & (rm::kMlp | rm::kAct)) && !(moe_layer && (mask & rm::kMoeAct));
 
-  // Attention block (Korthikanti et al. Sec. 4.1 generalised to GQA/MLA widths).
+  // Attention block (Korthikanti et al. Sec. 4.1 generalised to GQA widths).
   double attn = 0;
-  if (keep_norm_out) attn += el * sb * h / rep;                     // norm output = QKV input
-  attn += e * sb * (m.q_dim() + m.kv_dim()) / t;                    // Q and K for Q·K^T
-  attn += e * sb * (m.mla.enabled() ? m.v_dim() : m.kv_dim()) / t;  // V
-  attn += el * sb * m.v_dim() / t;                                  // output projection input
-  attn += drop * sb * h / rep;                                      // attention dropout mask
+  if (keep_norm_out) attn += el * sb * h / rep;  // norm output = QKV input
+  if (m.mla.enabled()) {
+    // Multi-head latent attention as Megatron-Core's MLASelfAttention runs it: the up-projections
+    // keep their inputs, the compressed q and kv after their norms; the core attention keeps q and
+    // k at every head's full width (no-RoPE and RoPE parts) and v, which mla_up_proj drops.
+    const double qk_head = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim;
+    const double q_in = m.mla.q_lora_rank > 0 ? m.mla.q_lora_rank : 0.0;  // else q comes from the norm output
+    attn += el * sb * (q_in + m.mla.kv_lora_rank) / rep;
+    if (!(mask & rm::kMlaUpProj)) attn += e * sb * (2.0 * m.heads * qk_head + m.v_dim()) / t;
+  } else {
+    attn += e * sb * (m.q_dim() + m.kv_dim()) / t;  // Q and K for Q·K^T
+    attn += e * sb * m.kv_dim() / t;                // V
+  }
+  attn += el * sb * m.v_dim() / t;  // output projection input
+  attn += drop * sb * h / rep;      // attention dropout mask
   const bool keep_scores = !flash_attention && !(mask & rm::kCoreAttn);
   if (keep_scores) {
     // Softmax output (2 bytes), dropout mask (1) and dropout output (2): 5*a*s^2*b.

@@ -54,6 +54,10 @@ double logits_flops(const ModelSpec& m, const LayerShape& s);
 //   act        the activation function's output (the second linear's input), re-running activation
 //   mlp        the MLP's internals (activation inputs and the second linear's input), re-running
 //              mlp_up and activation (mlp_down's output is not needed by the backward); implies act
+//   moe_act    as act, in MoE layers only (their experts' activation)
+//   mla_up_proj  multi-head latent attention's up-projections: their outputs, the core
+//              attention's q, k and v at every head's width, are dropped (their inputs, the
+//              compressed q and kv, stay), re-running the up-projection GEMMs
 //   full       everything but the layer input, re-running the whole forward with its collectives
 //   op_policy  torchtitan's op-level selective checkpointing (selective_ac_option "op", its
 //              _custom_policy in torchtitan/models/llama3/infra/parallelize.py): inside each
@@ -62,14 +66,18 @@ double logits_flops(const ModelSpec& m, const LayerShape& s);
 //              and w3 re-run), and every other op (norms, RoPE, the activation, the residual
 //              adds) re-runs. It keeps the block input, Q, V, the attention output, w1's and w2's
 //              outputs; the backward re-runs the wk, wo and w3 GEMMs and the elementwise kernels.
-// Plan::recompute none = {}, selective = {core_attn}, full = {full}, selective-op = {op_policy}.
+// Plan::recompute none = {}, selective = {core_attn} (or Plan::recompute_modules), full = {full},
+// selective-op = {op_policy}.
 using RecomputeMask = std::uint8_t;
 namespace recompute_module {
-inline constexpr RecomputeMask kCoreAttn = 1, kLayernorm = 2, kAct = 4, kMlp = 8, kFull = 16, kOpPolicy = 32;
+inline constexpr RecomputeMask kCoreAttn = 1, kLayernorm = 2, kAct = 4, kMlp = 8, kFull = 16, kOpPolicy = 32,
+                               kMlaUpProj = 64, kMoeAct = 128;
 }  // namespace recompute_module
 // none -> {}, selective -> {core_attn}, full -> {full}, selective-op -> {op_policy}; optimal has
 // no single set ({}).
 RecomputeMask recompute_mask(Recompute r);
+// The plan's: as above, but selective with Plan::recompute_modules is those modules.
+RecomputeMask recompute_mask(const Plan& p);
 // "none", "core_attn+layernorm", "full".
 std::string recompute_mask_string(RecomputeMask mask);
 

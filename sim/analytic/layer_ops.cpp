@@ -69,8 +69,10 @@ double LayerKernels::rerun_share(RecomputeMask mask, int i) const {
     case KernelName::kNorm1:
     case KernelName::kNorm2:
       return (mask & rm::kLayernorm) != 0 ? 1 : 0;
+    case KernelName::kQkv:
+      return (mask & rm::kMlaUpProj) != 0 ? mla_up_share_of_qkv : 0;
     case KernelName::kActivation:
-      return (mask & (rm::kAct | rm::kMlp)) != 0 ? 1 : 0;
+      return (mask & (rm::kAct | rm::kMlp)) != 0 || (moe_layer && (mask & rm::kMoeAct) != 0) ? 1 : 0;
     case KernelName::kMlpUp:
       return (mask & rm::kMlp) != 0 ? 1 : 0;
     case KernelName::kScores:
@@ -188,6 +190,16 @@ class LayerKernelBuilder {
     const double q = static_cast<double>(m_.q_dim()), kv = static_cast<double>(m_.kv_dim());
     L_.k_share_of_qkv = kv / (q + 2 * kv);
     L_.gated_mlp = m_.mlp == MlpKind::kSwiglu;
+    L_.moe_layer = moe_;
+    if (m_.mla.enabled()) {
+      // q: down (hidden x q_lora_rank) then up (q_lora_rank x heads*(nope+rope)), or one direct
+      // projection; kv: down (hidden x kv_lora_rank+rope) then up (kv_lora_rank x heads*(nope+v)).
+      const double heads = m_.heads, nope = m_.mla.qk_nope_head_dim, rope = m_.mla.qk_rope_head_dim;
+      const double h = static_cast<double>(m_.hidden), ql = m_.mla.q_lora_rank, kvl = m_.mla.kv_lora_rank;
+      const double q_up = ql * heads * (nope + rope), q_other = ql > 0 ? h * ql : h * heads * (nope + rope);
+      const double kv_up = kvl * heads * (nope + m_.mla.v_head_dim), kv_down = h * (kvl + rope);
+      L_.mla_up_share_of_qkv = (q_up + kv_up) / (q_up + q_other + kv_up + kv_down);
+    }
     return L_;
   }
 

@@ -164,6 +164,10 @@ struct LayerKernels {
   // The ratio of the kernels' K and V heads (the wk share of the QKV GEMM), set by layer_kernels.
   double k_share_of_qkv = 0;
   bool gated_mlp = false;  // the up GEMM fuses two matmuls (SwiGLU's w1 and w3)
+  bool moe_layer = false;  // an MoE layer (recompute module moe_act)
+  // Multi-head latent attention: the up-projections' share of the QKV GEMM's FLOPs (recompute
+  // module mla_up_proj re-runs them).
+  double mla_up_share_of_qkv = 0;
   // The forward seconds and FLOPs of the kernels `mask` re-runs (with the transfers to the partner
   // device when the attention core runs there). Full recompute: the whole forward.
   double recompute_seconds(RecomputeMask mask) const;

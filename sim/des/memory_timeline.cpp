@@ -29,7 +29,7 @@ std::vector<MemoryTrack> memory_tracks(const Workload& w, const SimResult& r) {
   for (int layer = 0; layer < m.layers; ++layer) {
     const RecomputeMask mask = static_cast<std::size_t>(layer) < masks.layer_masks.size()
                                    ? masks.layer_masks[static_cast<std::size_t>(layer)]
-                                   : recompute_mask(p.recompute);
+                                   : recompute_mask(p);
     const bool moe = layer >= m.dense_layers();
     kept[static_cast<std::size_t>(layer)] = layer_activation_bytes(m, shape, mask, p.flash_attention, moe);
     rebuilt[static_cast<std::size_t>(layer)] =

@@ -47,6 +47,10 @@ std::string layout_string(const Plan& p) {
 
 std::string recompute_string(const Plan& p) {
   std::string s = to_string(p.recompute);
+  for (std::size_t i = 0; i < p.recompute_modules.size(); ++i)
+    s.append(i == 0 ? " (" : "+")
+        .append(p.recompute_modules[i])
+        .append(i + 1 == p.recompute_modules.size() ? ")" : "");
   if (p.uniform_recompute())
     s.append(" /").append(std::to_string(p.recompute_layers));
   else if (p.partial_recompute())
@@ -392,6 +396,13 @@ void read_stage_lists(JsonReader& r, Plan& p) {
     }
     p.stage_tp.push_back(v.node().get<int>());
   }
+  for (JsonReader v : r.array("recompute_modules")) {
+    if (!v.node().is_string()) {
+      v.fail("", "expected a recompute module name, got " + describe_json_value(v.node()));
+      break;
+    }
+    p.recompute_modules.push_back(v.node().get<std::string>());
+  }
   for (JsonReader v : r.array("stage_devices")) {
     if (!v.node().is_string() || v.node().get<std::string>().empty()) {
       v.fail("", "expected a device name, got " + describe_json_value(v.node()));
@@ -418,6 +429,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "schedule",
                          "zero_stage",
                          "recompute",
+                         "recompute_modules",
                          "precision",
                          "flash_attention",
                          "attention_kernel",
@@ -481,6 +493,7 @@ json plan_to_json(const Plan& p) {
             {"overlap_grad_reduce", p.overlap_grad_reduce},
             {"overlap_tp_comm", p.overlap_tp_comm},
             {"offload_optimizer", p.offload_optimizer}};
+  if (!p.recompute_modules.empty()) j["recompute_modules"] = p.recompute_modules;
   if (p.seq_len > 0) j["seq_len"] = p.seq_len;
   if (!p.layer_split.empty()) j["layer_split"] = p.layer_split;
   if (!p.stage_devices.empty()) j["stage_devices"] = p.stage_devices;
@@ -650,6 +663,23 @@ Status PlanChecks::techniques() const {
     return fail("recompute", to_string(p.recompute) +
                                  (p.recompute_method == RecomputeMethod::kUniform ? " (uniform)" : "") +
                                  " cannot be combined with dualpipe or offload_activations (not modelled)");
+  if (!p.recompute_modules.empty()) {
+    if (p.recompute != Recompute::kSelective)
+      return fail("recompute_modules",
+                  "needs recompute selective (the modules are what selective recompute drops)");
+    for (const std::string& name : p.recompute_modules) {
+      if (name == "mla_up_proj" && !m.mla.enabled())
+        return fail("recompute_modules",
+                    "mla_up_proj needs a model with multi-head latent attention (model.mla)");
+      if (name != "core_attn" && name != "layernorm" && name != "mlp" && name != "moe_act" &&
+          name != "mla_up_proj")
+        return fail(
+            "recompute_modules",
+            "unknown module \"" + name +
+                "\" (modelled: core_attn, layernorm, mlp, moe_act, mla_up_proj; Megatron-Core's moe and "
+                "shared_experts are not)");
+    }
+  }
   if (p.grad_compression != GradCompression::kNone && p.zero_stage >= 3)
     return fail("grad_compression",
                 "needs zero_stage 0, 1 or 2 (ZeRO-3 reduce-scatters each layer's gradients as it goes)");

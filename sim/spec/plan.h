@@ -99,6 +99,11 @@ struct Plan {
   Schedule schedule = Schedule::k1F1B;
   int zero_stage = 0;  // 0..3 (ZeRO-3 = FSDP full shard)
   Recompute recompute = Recompute::kNone;
+  // With recompute selective: the modules each layer drops and rebuilds in its backward, by
+  // Megatron-Core's --recompute-modules names (core_attn, layernorm, mlp, moe_act, mla_up_proj);
+  // empty: core_attn, Megatron's selective recompute. DeepSeek-V3 recomputes layernorm and
+  // mla_up_proj (its report, Sec. 3.2.3).
+  std::vector<std::string> recompute_modules;
   // Recompute only the first `recompute_layers` layers of each pipeline stage (of each chunk with
   // virtual stages) and keep the others' activations -- Megatron's --recompute-num-layers with the
   // block method. -1: every layer follows `recompute`. With the uniform method (full recompute):
@@ -257,7 +262,7 @@ inline constexpr IntRange kPrefetch{0, 1 << 16};
 std::string layout_string(const Plan& p);
 // The recompute policy as tables show it: "none", "selective", "full", "optimal", "full x4" when
 // only the first 4 layers of each stage recompute, "full /5" when every layer recomputes in groups
-// of 5 (uniform method).
+// of 5 (uniform method), "selective (layernorm+mla_up_proj)" with recompute modules.
 std::string recompute_string(const Plan& p);
 // Checks a Plan::rank_order: a permutation of tp, cp, dp and pp joined by '-'.
 Status check_rank_order(const std::string& order);

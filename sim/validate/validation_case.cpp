@@ -510,6 +510,19 @@ void read_memory_fields(JsonReader& r, const SoftwareStack* stack, CaseLayouts& 
       r.fail("recompute", parsed.error().message());
     else
       base.recompute = *parsed == Recompute::kSelective && stack ? stack->selective : *parsed;
+    // Schema version 2: the modules a selective recompute drops (Megatron-Core's
+    // --recompute-modules; DeepSeek-V3's norms and MLA up-projections), checked with the plan.
+    for (JsonReader v : r.array("recompute_modules")) {
+      if (!v.node().is_string()) {
+        v.fail("", "expected a recompute module name");
+        break;
+      }
+      base.recompute_modules.push_back(v.node().get<std::string>());
+    }
+    if (!base.recompute_modules.empty() && parsed && *parsed != Recompute::kSelective)
+      r.fail("recompute_modules", "needs recompute \"selective\"");
+    else if (!base.recompute_modules.empty())
+      base.recompute = Recompute::kSelective;  // the modules name what the stack's selective is
   } else {
     const Recompute selective = stack ? stack->selective : Recompute::kSelective;
     l.partial_recompute = stack && stack->partial_recompute;
@@ -690,6 +703,7 @@ bool read_case_layouts(const ValidationCase& c, CaseLayouts& l, CaseResult& out)
                            "micro_batch",
                            "global_batch",
                            "recompute",
+                           "recompute_modules",
                            "precision",
                            "schedule",
                            "overlap_grad_reduce",

@@ -384,7 +384,7 @@ class StageBuilder {
   }
   double offloaded_activations(int layer) const {
     if (!p_.offload_activations) return 0;
-    return layer_activation_bytes(m_, s_, p_.recompute, p_.flash_attention, layer >= m_.dense_layers());
+    return layer_activation_bytes(m_, s_, recompute_mask(p_), p_.flash_attention, layer >= m_.dense_layers());
   }
   const LayerKernels& kernels(int layer) const { return layer < m_.dense_layers() ? dense_ : moe_; }
   std::vector<int> chunk_layers(int chunk) const;

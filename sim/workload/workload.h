@@ -124,7 +124,7 @@ struct Workload {
   // assignment's choice, else the plan's policy for that position.
   RecomputeMask recompute_of(int layer, int position) const {
     if (!layer_recompute.empty()) return layer_recompute[static_cast<std::size_t>(layer)];
-    return plan.recomputes(position) ? recompute_mask(plan.recompute) : RecomputeMask{0};
+    return plan.recomputes(position) ? recompute_mask(plan) : RecomputeMask{0};
   }
   // Ranks per pipeline stage (the same for every stage, whatever its own tp and dp).
   int stage_ranks() const { return plan.tp * plan.cp * plan.dp; }

@@ -177,6 +177,79 @@ TEST(RecomputePlan, OpPolicyEnginesAgree) {
   EXPECT_EQ(to_string(Recompute::kSelectiveOp), "selective-op");
 }
 
+// Megatron-Core's --recompute-modules as DeepSeek-V3 uses them (layernorm, mla_up_proj, moe_act):
+// MLA's core attention keeps q and k at every head's full width and v; mla_up_proj drops them
+// (the compressed q and kv stay) and re-runs the up-projections' share of the QKV GEMM; moe_act
+// drops the experts' activation output in MoE layers only. Both engines re-run the same kernels.
+TEST(RecomputePlan, ModulesAsMegatronCoreNamesThem) {
+  ModelSpec m = testing::preset_model("deepseek-v3");
+  m.layers = 4;  // DeepSeek-V3's layers, fewer of them and of its experts, to fit 16 GPUs
+  m.moe.experts = 16;
+  m.moe.dense_layers = 1;
+  ASSERT_TRUE(m.mla.enabled());
+  LayerShape x;
+  x.batch = 1;
+  x.seq = 4096;
+  x.kv_seq = 4096;
+  const double sb = x.seq * x.batch, e = x.bytes_per_element;
+  const double qk = m.heads * (m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim);
+  auto kept = [&](RecomputeMask k, bool moe) { return layer_activation_bytes(m, x, k, true, moe); };
+  EXPECT_DOUBLE_EQ(kept(0, false) - kept(rm::kMlaUpProj, false), e * sb * (2 * qk + m.v_dim()));
+  const double expert_act = e * sb * m.moe.expert_ffn_hidden * (m.moe.top_k + m.moe.shared_experts);
+  EXPECT_DOUBLE_EQ(kept(0, true) - kept(rm::kMoeAct, true), expert_act);
+  EXPECT_DOUBLE_EQ(kept(rm::kMoeAct, false), kept(0, false));  // dense layers keep theirs
+  EXPECT_EQ(recompute_mask_string(rm::kLayernorm | rm::kMlaUpProj | rm::kMoeAct),
+            "layernorm+moe_act+mla_up_proj");
+
+  const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 16);
+  Plan p = testing::make_plan(1, 2, 8, 1, 16);
+  p.ep = 8;
+  p.precision = Precision::kBf16;
+  p.recompute = Recompute::kSelective;
+  p.recompute_modules = {"layernorm", "mla_up_proj", "moe_act"};
+  EXPECT_EQ(recompute_mask(p), rm::kLayernorm | rm::kMlaUpProj | rm::kMoeAct);
+  const LayerKernels k = layer_kernels(m, c.node.accelerator(), p, plan_layer_shape(m, p), true);
+  int qkv = -1;
+  for (int i = 0; i < k.count; ++i)
+    if (k.fwd[i].name == KernelName::kQkv) qkv = i;
+  ASSERT_GE(qkv, 0);
+  // DeepSeek-V3: q up 1536 x 128*192, kv up 512 x 128*256 against q down 7168 x 1536 and kv down
+  // 7168 x 576.
+  const double up = 1536.0 * 128 * 192 + 512.0 * 128 * 256, down = 7168.0 * 1536 + 7168.0 * 576;
+  EXPECT_NEAR(k.rerun_share(rm::kMlaUpProj, qkv), up / (up + down), 1e-12);
+  EXPECT_EQ(k.rerun_share(rm::kCoreAttn | rm::kLayernorm, qkv), 0.0);
+
+  // The plan: checked, round-tripped, cheaper in memory than core_attn alone and dearer in time.
+  ASSERT_TRUE(validate_plan_on(p, m, c, "plan").ok()) << validate_plan_on(p, m, c, "plan").error().message();
+  auto back = plan_from_json(plan_to_json(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->recompute_modules, p.recompute_modules);
+  const AnalyticModel am(m, c);
+  Plan plain = p;
+  plain.recompute_modules.clear();
+  const Prediction with = am.evaluate(p), without = am.evaluate(plain);
+  EXPECT_LT(with.memory.activations, 0.8 * without.memory.activations);
+  EXPECT_GT(with.time.recompute, without.time.recompute);
+  testing::expect_engines_agree(m, c, p, 0.05, "recompute modules");
+
+  Plan wrong = p;
+  wrong.recompute = Recompute::kFull;
+  auto err = validate_plan_on(wrong, m, c, "plan");
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.error().message().find("/recompute_modules: needs recompute selective"), std::string::npos);
+  wrong = p;
+  wrong.recompute_modules = {"moe"};
+  err = validate_plan_on(wrong, m, c, "plan");
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.error().message().find("unknown module \"moe\""), std::string::npos);
+  wrong.recompute_modules = {"mla_up_proj"};
+  wrong.ep = 1;
+  err = validate_plan_on(wrong, testing::preset_model("llama3-8b"), c, "plan");
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.error().message().find("multi-head latent attention"), std::string::npos)
+      << err.error().message();
+}
+
 // A deterministic pseudo-random sequence (Knuth's MMIX LCG) for the knapsack instances.
 struct Lcg {
   std::uint64_t s;

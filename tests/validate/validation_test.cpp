@@ -149,6 +149,26 @@ TEST(Validation, SelectiveRecomputeIsTheStacks) {
   EXPECT_EQ(mcore.plan.recompute, Recompute::kSelective);
 }
 
+// The modules a selective recompute drops, as Megatron-Core's --recompute-modules names them.
+TEST(Validation, RecomputeModulesAreThePlans) {
+  const nlohmann::json mcore = {{"name", "megatron-core"}, {"version", "0.12"}};
+  nlohmann::json doc = v2_case({{"recompute", "selective"}}, mcore);
+  doc["parallel"]["recompute_modules"] = {"layernorm", "moe_act"};
+  const CaseResult r = run_doc(doc);
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_EQ(r.plan.recompute, Recompute::kSelective);
+  EXPECT_EQ(r.plan.recompute_modules, (std::vector<std::string>{"layernorm", "moe_act"}));
+  doc["parallel"]["recompute"] = "full";
+  const CaseResult full = run_doc(doc);
+  EXPECT_FALSE(full.ok);
+  EXPECT_NE(full.failure.find("recompute_modules"), std::string::npos) << full.failure;
+  doc["parallel"]["recompute"] = "selective";
+  doc["parallel"]["recompute_modules"] = {"mla_up_proj"};  // the test model has no MLA
+  const CaseResult mla = run_doc(doc);
+  EXPECT_FALSE(mla.ok);
+  EXPECT_NE(mla.failure.find("multi-head latent attention"), std::string::npos) << mla.failure;
+}
+
 // An unreported recompute in the Megatron family may also be full recompute of the fewest
 // layers per stage that fit (--recompute-num-layers, block method), as its recipes run it.
 TEST(Validation, PartialFullRecomputeIsAStacksOption) {
