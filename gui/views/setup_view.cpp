@@ -267,6 +267,9 @@ PlanInputs SetupView::inputs() const {
   p.schedule = enum_of<Schedule>(schedule_);
   p.zero_stage = zero_->currentData().toInt();
   p.recompute = enum_of<Recompute>(recompute_);
+  // A plan file's recompute modules (no widget of their own) go with selective recompute only:
+  // choosing another recompute here drops them rather than leave an invalid pair.
+  if (p.recompute != Recompute::kSelective) p.recompute_modules.clear();
   p.precision = enum_of<Precision>(precision_);
   p.flash_attention = flash_->isChecked();
   p.overlap_grad_reduce = overlap_grad_->isChecked();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QImage>
@@ -226,6 +227,23 @@ TEST(MainWindow, SetupFeedsDetailsAndSearchFeedsSetup) {
   EXPECT_TRUE(w.setup()->status_text().contains(QStringLiteral("/tp")))
       << w.setup()->status_text().toStdString();
   EXPECT_EQ(w.details()->time_model()->rowCount(), 0);
+
+  // A plan file's recompute modules ride along with selective recompute; choosing another
+  // recompute in the Setup drops them instead of leaving an invalid plan.
+  PlanInputs modules = example_inputs();
+  modules.plan.recompute = Recompute::kSelective;
+  modules.plan.recompute_modules = {"layernorm"};
+  w.set_inputs(modules);
+  ASSERT_TRUE(w.evaluation().ok()) << w.evaluation().error;
+  EXPECT_EQ(w.evaluation().inputs.plan.recompute_modules, modules.plan.recompute_modules);
+  QComboBox* recompute = nullptr;
+  for (QComboBox* c : w.setup()->findChildren<QComboBox*>())
+    if (c->findText(QStringLiteral("selective-op")) >= 0) recompute = c;
+  ASSERT_NE(recompute, nullptr);
+  recompute->setCurrentIndex(recompute->findText(QStringLiteral("full")));
+  EXPECT_EQ(w.evaluation().inputs.plan.recompute, Recompute::kFull);
+  EXPECT_TRUE(w.evaluation().inputs.plan.recompute_modules.empty());
+  EXPECT_TRUE(w.evaluation().ok()) << w.evaluation().error;
 
   // A plan chosen in Search replaces the Setup's plan and shows its details.
   w.set_inputs(example_inputs());
