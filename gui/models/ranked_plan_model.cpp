@@ -258,6 +258,15 @@ void PlanSideBySideModel::set_plans(std::vector<RankedPlan> plans) {
   endResetModel();
 }
 
+void PlanSideBySideModel::set_simulated(int column, double step_s) {
+  if (column < 0 || column >= columnCount() || !(step_s > 0)) return;
+  RankedPlan& p = plans_[static_cast<std::size_t>(column)];
+  if (p.simulated_step_s > 0) return;
+  beginResetModel();  // the best of the row may change
+  p.simulated_step_s = step_s;
+  endResetModel();
+}
+
 int PlanSideBySideModel::rowCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : static_cast<int>(rows().size());
 }

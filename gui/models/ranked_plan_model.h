@@ -100,6 +100,9 @@ class PlanSideBySideModel : public QAbstractTableModel {
  public:
   explicit PlanSideBySideModel(QObject* parent = nullptr);
   void set_plans(std::vector<RankedPlan> plans);
+  // Plan `column`'s simulated step, where the search did not re-simulate it (the comparison's
+  // timelines did).
+  void set_simulated(int column, double step_s);
 
   int rowCount(const QModelIndex& parent = QModelIndex()) const override;
   int columnCount(const QModelIndex& parent = QModelIndex()) const override;

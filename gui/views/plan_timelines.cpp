@@ -144,6 +144,11 @@ TimelineWidget* PlanTimelines::chart(int i) const {
   return row.model->empty() ? nullptr : row.chart;
 }
 
+double PlanTimelines::step_s(int i) const {
+  const Row& row = *rows_.at(i);
+  return row.model->empty() ? 0.0 : row.model->timeline().step_s;
+}
+
 QString PlanTimelines::status_text() const { return status_->text(); }
 
 }  // namespace foresight::gui

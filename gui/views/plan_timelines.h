@@ -43,6 +43,8 @@ class PlanTimelines : public QWidget {
   // simulated) and its chart (null while it simulates or when it failed).
   QString label(int i) const;
   TimelineWidget* chart(int i) const;
+  // Plan i's simulated step in seconds (0 while it simulates or when it failed).
+  double step_s(int i) const;
   QString status_text() const;
 
  Q_SIGNALS:

@@ -571,6 +571,10 @@ void SearchView::compare_selected() {
                       "the fullest device's.")));
     top_layout->addWidget(table);
     timelines_ = new PlanTimelines;
+    // The simulations the timelines ran fill the table's simulated step where the search did not.
+    connect(timelines_, &PlanTimelines::ready, this, [this] {
+      for (int i = 0; i < timelines_->count(); ++i) side_by_side_->set_simulated(i, timelines_->step_s(i));
+    });
     auto* split = new QSplitter(Qt::Vertical);
     split->addWidget(top);
     split->addWidget(timelines_);

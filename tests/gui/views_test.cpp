@@ -574,6 +574,15 @@ TEST(SearchView, PointsRowsMarginCompareAndCsv) {
   if (simulated_a > 0 && simulated_b > 0) {
     EXPECT_GE(first->range_end(), std::max(simulated_a, simulated_b));
   }
+  // Their simulations fill the table's simulated step (row 1) where the search had none.
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_GT(v.side_by_side()->value(1, i), 0.0) << i;
+    EXPECT_DOUBLE_EQ(
+        v.side_by_side()->value(1, i),
+        v.plans()->plan(v.selected_plan_rows()[static_cast<std::size_t>(i)]).simulated_step_s > 0
+            ? v.plans()->plan(v.selected_plan_rows()[static_cast<std::size_t>(i)]).simulated_step_s
+            : timelines->step_s(i));
+  }
   // Zooming one moves the other.
   first->set_range(first->range_begin(), 0.5 * first->range_end());
   EXPECT_EQ(second->range_end(), first->range_end());
