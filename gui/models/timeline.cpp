@@ -132,6 +132,24 @@ Status read_events(const nlohmann::json& events, const std::string& file, RawLan
                                                                      value.get<double>());
       continue;
     }
+    if ((ph == "i" || ph == "I") && e.value("name", "") == "[memory]" && e.contains("ts") &&
+        e["ts"].is_number() && e.contains("args") && e["args"].is_object()) {
+      // The PyTorch profiler's memory events (profile_memory=True): an instant per allocation and
+      // free, with the device's total allocated after it. One track per process and device.
+      const auto& a = e["args"];
+      const auto total = a.find("Total Allocated");
+      if (total == a.end() || !total->is_number()) continue;
+      const int type =
+          a.contains("Device Type") && a["Device Type"].is_number_integer() ? a["Device Type"].get<int>() : 0;
+      const int device =
+          a.contains("Device Id") && a["Device Id"].is_number_integer() ? a["Device Id"].get<int>() : 0;
+      const std::string name =
+          type == 0 ? "host memory"
+                    : (device > 0 ? "memory (device " + std::to_string(device) + ")" : std::string("memory"));
+      raw.counters[{pid, name, "GiB"}].emplace_back(e["ts"].get<double>() * 1e-6,
+                                                    total->get<double>() / 1073741824.0);
+      continue;
+    }
     if (ph != "X") continue;
     if (!e.contains("ts") || !e.contains("dur") || !e["ts"].is_number() || !e["dur"].is_number())
       return Error(file + ": /traceEvents/" + std::to_string(i) + ": ts/dur missing or not numbers");
@@ -204,6 +222,10 @@ std::string align_rank_clocks(RawLanes& raw) {
     for (TimelineBar& b : bars) b.start_s += it->second;
     largest = std::max(largest, std::abs(it->second));
   }
+  // A rank's counters (its memory) count time on its clock too.
+  for (auto& [key, samples] : raw.counters)
+    if (const auto it = shift.find(std::get<0>(key)); it != shift.end())
+      for (auto& sample : samples) sample.first += it->second;
   return "ranks' clocks aligned on the ends of up to " + std::to_string(shared) +
          " shared collectives (largest shift " + pretty_quantity(largest, Dimension::kSeconds) + ")";
 }

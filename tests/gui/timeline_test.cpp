@@ -200,6 +200,51 @@ TEST(Timeline, MeasuredRanksAlignedOnSharedCollectives) {
   EXPECT_NEAR(p->end_s, 5120e-6, 1e-12);
 }
 
+// A measured PyTorch profiler trace's memory events (profile_memory=True: "[memory]" instants with
+// the device's total allocated) become a memory track per process and device, on the rank's
+// aligned clock.
+TEST(Timeline, MeasuredMemoryFromProfilerEvents) {
+  auto doc = nlohmann::json::parse(R"json({
+    "metadata": {"kind": "measured"},
+    "traceEvents": [
+      {"ph": "X", "name": "qkv", "cat": "compute", "pid": 0, "tid": 0, "ts": 0, "dur": 50, "args": {"id": "r0/L0/mb0/fwd/qkv"}},
+      {"ph": "X", "name": "grad_reduce", "cat": "collective", "pid": 0, "tid": 1, "ts": 80, "dur": 20, "args": {"id": "r0/step/grad_reduce"}},
+      {"ph": "X", "name": "qkv", "cat": "compute", "pid": 1, "tid": 0, "ts": 5000, "dur": 60, "args": {"id": "r1/L0/mb0/fwd/qkv"}},
+      {"ph": "X", "name": "grad_reduce", "cat": "collective", "pid": 1, "tid": 1, "ts": 5070, "dur": 30, "args": {"id": "r1/step/grad_reduce"}},
+      {"ph": "i", "s": "t", "name": "[memory]", "pid": 0, "tid": 0, "ts": 10,
+       "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": 1073741824, "Total Allocated": 2147483648, "Total Reserved": 4294967296}},
+      {"ph": "i", "s": "t", "name": "[memory]", "pid": 0, "tid": 0, "ts": 40,
+       "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": -1073741824, "Total Allocated": 1073741824, "Total Reserved": 4294967296}},
+      {"ph": "i", "s": "t", "name": "[memory]", "pid": 0, "tid": 0, "ts": 20,
+       "args": {"Device Type": 0, "Device Id": -1, "Addr": 2, "Bytes": 512, "Total Allocated": 536870912}},
+      {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 0, "ts": 5010,
+       "args": {"Device Type": 1, "Device Id": 0, "Bytes": 1024, "Total Allocated": 3221225472}},
+      {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 0, "ts": 5020, "args": {"Bytes": 8}}
+    ]})json");
+  auto t = timeline_from_json(doc, "m.json");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  ASSERT_EQ(t->counters.size(), 3u);  // rank 0's device and host memory, rank 1's device
+  const TimelineCounter* dev0 = nullptr;
+  const TimelineCounter* host0 = nullptr;
+  const TimelineCounter* dev1 = nullptr;
+  for (const TimelineCounter& c : t->counters) {
+    if (c.pid == 0 && c.name == "memory") dev0 = &c;
+    if (c.pid == 0 && c.name == "host memory") host0 = &c;
+    if (c.pid == 1 && c.name == "memory") dev1 = &c;
+  }
+  ASSERT_TRUE(dev0 && host0 && dev1);
+  EXPECT_EQ(dev0->unit, "GiB");
+  ASSERT_EQ(dev0->samples.size(), 2u);
+  EXPECT_DOUBLE_EQ(dev0->samples[0].second, 2.0);
+  EXPECT_DOUBLE_EQ(dev0->samples[1].second, 1.0);
+  EXPECT_DOUBLE_EQ(host0->samples[0].second, 0.5);
+  // Rank 1's clock is shifted by -5,000 us (its grad_reduce ends with rank 0's), its memory too.
+  ASSERT_EQ(dev1->samples.size(), 1u);  // the event without a total is not a sample
+  EXPECT_NEAR(dev1->samples[0].first, 10e-6, 1e-12);
+  EXPECT_DOUBLE_EQ(dev1->samples[0].second, 3.0);
+  EXPECT_EQ(t->bars.size(), 4u);  // memory events are not ops
+}
+
 // A range's time by kind and stream is clipped to it; exposed communication is what no compute
 // of the same rank covers.
 TEST(Timeline, RangeStatsClipAndExposedCommunication) {
