@@ -16,13 +16,19 @@
 
 namespace foresight::gui {
 
+// One plan's line, chart and simulation. Its widgets and model go with it; so does its watcher,
+// so a replaced set's simulations report to nobody.
 struct PlanTimelines::Row {
   QString layout;
   QLabel* label = nullptr;
   TimelineModel* model = nullptr;
   TimelineWidget* chart = nullptr;
   QFutureWatcher<Result<Timeline>> watcher;
-  bool done = false;
+  ~Row() {
+    delete label;
+    delete chart;
+    delete model;
+  }
 };
 
 namespace {
@@ -58,12 +64,7 @@ PlanTimelines::PlanTimelines(QWidget* parent) : QWidget(parent), dir_(std::make_
 PlanTimelines::~PlanTimelines() = default;
 
 void PlanTimelines::set_plans(const std::vector<PlanInputs>& plans) {
-  const int generation = ++generation_;
-  for (auto& row : rows_) {
-    row->watcher.disconnect(this);
-    delete row->label;
-    delete row->chart;
-  }
+  const int generation = ++generation_;  // names this set's trace files apart from a running set's
   rows_.clear();
   pending_ = static_cast<int>(plans.size());
   status_->setText(
@@ -81,10 +82,8 @@ void PlanTimelines::set_plans(const std::vector<PlanInputs>& plans) {
     charts_->insertWidget(charts_->count() - 1, row->label);
     charts_->insertWidget(charts_->count() - 1, row->chart);
     const int index = static_cast<int>(i);
-    connect(&row->watcher, &QFutureWatcher<Result<Timeline>>::finished, this, [this, generation, index] {
-      if (generation != generation_ || index >= count()) return;
-      finished(generation, index, rows_[index]->watcher.result());
-    });
+    connect(&row->watcher, &QFutureWatcher<Result<Timeline>>::finished, this,
+            [this, index] { finished(index, rows_[index]->watcher.result()); });
     const std::string path =
         dir_->isValid()
             ? dir_->filePath(QStringLiteral("plan-%1-%2.json").arg(generation).arg(index)).toStdString()
@@ -98,10 +97,8 @@ void PlanTimelines::set_plans(const std::vector<PlanInputs>& plans) {
   if (plans.empty()) Q_EMIT ready();
 }
 
-void PlanTimelines::finished(int generation, int index, const Result<Timeline>& r) {
+void PlanTimelines::finished(int index, const Result<Timeline>& r) {
   Row& row = *rows_[index];
-  if (row.done || generation != generation_) return;
-  row.done = true;
   --pending_;
   if (r) {
     row.label->setText(

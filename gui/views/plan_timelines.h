@@ -53,7 +53,7 @@ class PlanTimelines : public QWidget {
 
  private:
   struct Row;
-  void finished(int generation, int index, const Result<Timeline>& r);
+  void finished(int index, const Result<Timeline>& r);
   void share_range();
 
   std::unique_ptr<QTemporaryDir> dir_;

@@ -58,17 +58,23 @@ RecomputeMask recompute_mask(Recompute r) {
   }
 }
 
+namespace {
+// The modules' bits and names: Plan::recompute_modules (kRecomputeModules) and the optimal
+// choice's "act", in the order recompute_mask_string lists them.
+constexpr std::pair<RecomputeMask, std::string_view> kModuleNames[] = {
+    {recompute_module::kCoreAttn, "core_attn"},
+    {recompute_module::kLayernorm, "layernorm"},
+    {recompute_module::kAct, "act"},
+    {recompute_module::kMlp, "mlp"},
+    {recompute_module::kMoeAct, "moe_act"},
+    {recompute_module::kMlaUpProj, "mla_up_proj"}};
+}  // namespace
+
 RecomputeMask recompute_mask(const Plan& p) {
   if (p.recompute != Recompute::kSelective || p.recompute_modules.empty()) return recompute_mask(p.recompute);
-  namespace rm = recompute_module;
-  static constexpr std::pair<std::string_view, RecomputeMask> kModules[] = {{"core_attn", rm::kCoreAttn},
-                                                                            {"layernorm", rm::kLayernorm},
-                                                                            {"mlp", rm::kMlp},
-                                                                            {"moe_act", rm::kMoeAct},
-                                                                            {"mla_up_proj", rm::kMlaUpProj}};
   RecomputeMask mask = 0;
   for (const std::string& name : p.recompute_modules)
-    for (const auto& [known, bit] : kModules)
+    for (const auto& [bit, known] : kModuleNames)
       if (name == known) mask |= bit;
   return mask;
 }
@@ -77,15 +83,8 @@ std::string recompute_mask_string(RecomputeMask mask) {
   if (mask & recompute_module::kFull) return "full";
   if (mask & recompute_module::kOpPolicy) return "op_policy";
   if (mask == 0) return "none";
-  static constexpr std::pair<RecomputeMask, const char*> kNames[] = {
-      {recompute_module::kCoreAttn, "core_attn"},
-      {recompute_module::kLayernorm, "layernorm"},
-      {recompute_module::kAct, "act"},
-      {recompute_module::kMlp, "mlp"},
-      {recompute_module::kMoeAct, "moe_act"},
-      {recompute_module::kMlaUpProj, "mla_up_proj"}};
   std::string out;
-  for (const auto& [bit, name] : kNames)
+  for (const auto& [bit, name] : kModuleNames)
     if (mask & bit) out.append(out.empty() ? "" : "+").append(name);
   return out;
 }
@@ -132,8 +131,8 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute
     // keep their inputs, the compressed q and kv after their norms; the core attention keeps q and
     // k at every head's full width (no-RoPE and RoPE parts) and v, which mla_up_proj drops.
     const double qk_head = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim;
-    const double q_in = m.mla.q_lora_rank > 0 ? m.mla.q_lora_rank : 0.0;  // else q comes from the norm output
-    attn += el * sb * (q_in + m.mla.kv_lora_rank) / rep;
+    attn +=
+        el * sb * (m.mla.q_lora_rank + m.mla.kv_lora_rank) / rep;  // q_lora_rank 0: q from the norm output
     if (!(mask & rm::kMlaUpProj)) attn += e * sb * (2.0 * m.heads * qk_head + m.v_dim()) / t;
   } else {
     attn += e * sb * (m.q_dim() + m.kv_dim()) / t;  // Q and K for Q·K^T

@@ -2,6 +2,7 @@
 #include "sim/spec/plan.h"
 
 #include <algorithm>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -43,6 +44,16 @@ std::string layout_string(const Plan& p) {
     s.append("]");
   }
   return s;
+}
+
+void read_recompute_modules(JsonReader& r, std::vector<std::string>& out) {
+  for (JsonReader v : r.array("recompute_modules")) {
+    if (!v.node().is_string()) {
+      v.fail("", "expected a recompute module name, got " + describe_json_value(v.node()));
+      break;
+    }
+    out.push_back(v.node().get<std::string>());
+  }
 }
 
 std::string recompute_string(const Plan& p) {
@@ -396,13 +407,7 @@ void read_stage_lists(JsonReader& r, Plan& p) {
     }
     p.stage_tp.push_back(v.node().get<int>());
   }
-  for (JsonReader v : r.array("recompute_modules")) {
-    if (!v.node().is_string()) {
-      v.fail("", "expected a recompute module name, got " + describe_json_value(v.node()));
-      break;
-    }
-    p.recompute_modules.push_back(v.node().get<std::string>());
-  }
+  read_recompute_modules(r, p.recompute_modules);
   for (JsonReader v : r.array("stage_devices")) {
     if (!v.node().is_string() || v.node().get<std::string>().empty()) {
       v.fail("", "expected a device name, got " + describe_json_value(v.node()));
@@ -671,13 +676,13 @@ Status PlanChecks::techniques() const {
       if (name == "mla_up_proj" && !m.mla.enabled())
         return fail("recompute_modules",
                     "mla_up_proj needs a model with multi-head latent attention (model.mla)");
-      if (name != "core_attn" && name != "layernorm" && name != "mlp" && name != "moe_act" &&
-          name != "mla_up_proj")
-        return fail(
-            "recompute_modules",
-            "unknown module \"" + name +
-                "\" (modelled: core_attn, layernorm, mlp, moe_act, mla_up_proj; Megatron-Core's moe and "
-                "shared_experts are not)");
+      if (std::find(std::begin(kRecomputeModules), std::end(kRecomputeModules), name) ==
+          std::end(kRecomputeModules)) {
+        std::string known;
+        for (std::string_view k : kRecomputeModules) known.append(known.empty() ? "" : ", ").append(k);
+        return fail("recompute_modules", "unknown module \"" + name + "\" (modelled: " + known +
+                                             "; Megatron-Core's moe and shared_experts are not)");
+      }
     }
   }
   if (p.grad_compression != GradCompression::kNone && p.zero_stage >= 3)

@@ -10,6 +10,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -260,6 +261,12 @@ inline constexpr IntRange kPrefetch{0, 1 << 16};
 // The parallel layout in a few words, as tables show it: "tp8 pp4 dp16 cp2 ep8 sp v2" (degrees of 1
 // and switches that are off are left out, except tp, pp and dp).
 std::string layout_string(const Plan& p);
+// The recompute modules a plan may name (Plan::recompute_modules), Megatron-Core's names.
+inline constexpr std::string_view kRecomputeModules[] = {"core_attn", "layernorm", "mlp", "moe_act",
+                                                         "mla_up_proj"};
+// Reads a JSON array of recompute module names into `out` (shape only; validate_plan checks the
+// names against the model).
+void read_recompute_modules(JsonReader& r, std::vector<std::string>& out);
 // The recompute policy as tables show it: "none", "selective", "full", "optimal", "full x4" when
 // only the first 4 layers of each stage recompute, "full /5" when every layer recomputes in groups
 // of 5 (uniform method), "selective (layernorm+mla_up_proj)" with recompute modules.

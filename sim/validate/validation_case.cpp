@@ -506,23 +506,15 @@ void read_memory_fields(JsonReader& r, const SoftwareStack* stack, CaseLayouts& 
   const std::string rc = r.string("recompute", "");
   if (!rc.empty()) {
     auto parsed = parse_recompute(rc);
-    if (!parsed)
-      r.fail("recompute", parsed.error().message());
-    else
-      base.recompute = *parsed == Recompute::kSelective && stack ? stack->selective : *parsed;
+    if (!parsed) r.fail("recompute", parsed.error().message());
     // Schema version 2: the modules a selective recompute drops (Megatron-Core's
-    // --recompute-modules; DeepSeek-V3's norms and MLA up-projections), checked with the plan.
-    for (JsonReader v : r.array("recompute_modules")) {
-      if (!v.node().is_string()) {
-        v.fail("", "expected a recompute module name");
-        break;
-      }
-      base.recompute_modules.push_back(v.node().get<std::string>());
-    }
-    if (!base.recompute_modules.empty() && parsed && *parsed != Recompute::kSelective)
-      r.fail("recompute_modules", "needs recompute \"selective\"");
-    else if (!base.recompute_modules.empty())
-      base.recompute = Recompute::kSelective;  // the modules name what the stack's selective is
+    // --recompute-modules; DeepSeek-V3's norms and MLA up-projections): they name what the
+    // stack's selective is. validate_plan checks them with the plan.
+    read_recompute_modules(r, base.recompute_modules);
+    if (parsed)
+      base.recompute = *parsed == Recompute::kSelective && stack && base.recompute_modules.empty()
+                           ? stack->selective
+                           : *parsed;
   } else {
     const Recompute selective = stack ? stack->selective : Recompute::kSelective;
     l.partial_recompute = stack && stack->partial_recompute;

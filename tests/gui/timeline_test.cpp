@@ -173,8 +173,9 @@ TEST(Timeline, VisibleBarsAndHitTests) {
 // Two ranks of a measured trace whose rank 1 clock runs 5 ms ahead: aligned on their shared
 // collectives' ends (the median), so rank 1's all-reduce no longer ends before rank 0's starts. A
 // predicted trace (one clock) is left alone.
-TEST(Timeline, MeasuredRanksAlignedOnSharedCollectives) {
-  auto doc = nlohmann::json::parse(R"json({
+// Two measured ranks whose clocks start 5 ms apart: both collectives end 5,000 us later on rank 1.
+nlohmann::json two_measured_ranks() {
+  return nlohmann::json::parse(R"json({
     "metadata": {"kind": "measured"},
     "traceEvents": [
       {"ph": "X", "name": "qkv", "cat": "compute", "pid": 0, "tid": 0, "ts": 0, "dur": 50, "args": {"id": "r0/L0/mb0/fwd/qkv"}},
@@ -184,6 +185,10 @@ TEST(Timeline, MeasuredRanksAlignedOnSharedCollectives) {
       {"ph": "X", "name": "grad_reduce", "cat": "collective", "pid": 1, "tid": 1, "ts": 5070, "dur": 30, "args": {"id": "r1/step/grad_reduce"}},
       {"ph": "X", "name": "param_all_gather", "cat": "collective", "pid": 1, "tid": 1, "ts": 5112, "dur": 8, "args": {"id": "r1/step/param_all_gather"}}
     ]})json");
+}
+
+TEST(Timeline, MeasuredRanksAlignedOnSharedCollectives) {
+  auto doc = two_measured_ranks();
   auto t = timeline_from_json(doc, "m.json");
   ASSERT_TRUE(t.ok()) << t.error().message();
   EXPECT_NE(t->clock_note.find("aligned on the ends of up to 2 shared collectives"), std::string::npos)
@@ -204,23 +209,15 @@ TEST(Timeline, MeasuredRanksAlignedOnSharedCollectives) {
 // the device's total allocated) become a memory track per process and device, on the rank's
 // aligned clock.
 TEST(Timeline, MeasuredMemoryFromProfilerEvents) {
-  auto doc = nlohmann::json::parse(R"json({
-    "metadata": {"kind": "measured"},
-    "traceEvents": [
-      {"ph": "X", "name": "qkv", "cat": "compute", "pid": 0, "tid": 0, "ts": 0, "dur": 50, "args": {"id": "r0/L0/mb0/fwd/qkv"}},
-      {"ph": "X", "name": "grad_reduce", "cat": "collective", "pid": 0, "tid": 1, "ts": 80, "dur": 20, "args": {"id": "r0/step/grad_reduce"}},
-      {"ph": "X", "name": "qkv", "cat": "compute", "pid": 1, "tid": 0, "ts": 5000, "dur": 60, "args": {"id": "r1/L0/mb0/fwd/qkv"}},
-      {"ph": "X", "name": "grad_reduce", "cat": "collective", "pid": 1, "tid": 1, "ts": 5070, "dur": 30, "args": {"id": "r1/step/grad_reduce"}},
-      {"ph": "i", "s": "t", "name": "[memory]", "pid": 0, "tid": 0, "ts": 10,
-       "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": 1073741824, "Total Allocated": 2147483648, "Total Reserved": 4294967296}},
-      {"ph": "i", "s": "t", "name": "[memory]", "pid": 0, "tid": 0, "ts": 40,
-       "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": -1073741824, "Total Allocated": 1073741824, "Total Reserved": 4294967296}},
-      {"ph": "i", "s": "t", "name": "[memory]", "pid": 0, "tid": 0, "ts": 20,
-       "args": {"Device Type": 0, "Device Id": -1, "Addr": 2, "Bytes": 512, "Total Allocated": 536870912}},
-      {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 0, "ts": 5010,
-       "args": {"Device Type": 1, "Device Id": 0, "Bytes": 1024, "Total Allocated": 3221225472}},
-      {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 0, "ts": 5020, "args": {"Bytes": 8}}
-    ]})json");
+  auto doc = two_measured_ranks();
+  for (
+      const char* e :
+      {R"({"ph": "i", "s": "t", "name": "[memory]", "pid": 0, "tid": 0, "ts": 10, "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": 1073741824, "Total Allocated": 2147483648, "Total Reserved": 4294967296}})",
+       R"({"ph": "i", "s": "t", "name": "[memory]", "pid": 0, "tid": 0, "ts": 40, "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": -1073741824, "Total Allocated": 1073741824, "Total Reserved": 4294967296}})",
+       R"({"ph": "i", "s": "t", "name": "[memory]", "pid": 0, "tid": 0, "ts": 20, "args": {"Device Type": 0, "Device Id": -1, "Addr": 2, "Bytes": 512, "Total Allocated": 536870912}})",
+       R"({"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 0, "ts": 5010, "args": {"Device Type": 1, "Device Id": 0, "Bytes": 1024, "Total Allocated": 3221225472}})",
+       R"({"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 0, "ts": 5020, "args": {"Bytes": 8}})"})
+    doc["traceEvents"].push_back(nlohmann::json::parse(e));
   auto t = timeline_from_json(doc, "m.json");
   ASSERT_TRUE(t.ok()) << t.error().message();
   ASSERT_EQ(t->counters.size(), 3u);  // rank 0's device and host memory, rank 1's device
@@ -242,7 +239,7 @@ TEST(Timeline, MeasuredMemoryFromProfilerEvents) {
   ASSERT_EQ(dev1->samples.size(), 1u);  // the event without a total is not a sample
   EXPECT_NEAR(dev1->samples[0].first, 10e-6, 1e-12);
   EXPECT_DOUBLE_EQ(dev1->samples[0].second, 3.0);
-  EXPECT_EQ(t->bars.size(), 4u);  // memory events are not ops
+  EXPECT_EQ(t->bars.size(), 6u);  // memory events are not ops
 }
 
 // A range's time by kind and stream is clipped to it; exposed communication is what no compute
