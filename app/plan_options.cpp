@@ -70,6 +70,9 @@ constexpr PlanFlag kPlanFlags[] = {
      "ZeRO-1/2: overlap the parameter all-gather with the next forward"},
     {"--overlap-p2p-comm", "/overlap_p2p_comm", Kind::kFlag, "Plan",
      "interleaved 1F1B: overlap the pipeline's sends and receives with the chunks' compute"},
+    {"--overlap-ep-comm", "/overlap_ep_comm", Kind::kFlag, "Plan",
+     "MoE: hide the expert all-to-alls behind a second micro-batch's compute (merged forward/backward "
+     "pairs; interleaved 1F1B, dualpipe or pp 1)"},
     {"--grad-reduce-precision", "/grad_reduce_precision", Kind::kText, "Plan",
      "type of the gradient buffer and its DP reduction: fp32, bf16, fp16 (default fp32; fp16 runs: fp16)"},
     {"--offload-optimizer", "/offload_optimizer", Kind::kFlag, "Plan",

@@ -77,6 +77,7 @@ struct LayerTime {
   double fwd_tp = 0, bwd_tp = 0;  // exposed TP comm (bwd includes recompute's)
   double cp = 0, ep = 0;          // exposed, fwd + bwd
   double offload = 0;             // exposed host copies (Plan::offload_params/_activations), fwd + bwd
+  double a2a = 0;                 // one expert all-to-all alone (not part of total())
   double hw_flops = 0;            // executed FLOPs incl. recompute, fwd + bwd
   double model_flops = 0;         // fwd + bwd without recompute
   double total() const { return fwd_compute + bwd_compute + recompute + fwd_tp + bwd_tp + cp + ep + offload; }
@@ -99,6 +100,7 @@ LayerTime blend(const LayerTime& a, const LayerTime& b, double f) {
   t.cp = mix(a.cp, b.cp);
   t.ep = mix(a.ep, b.ep);
   t.offload = mix(a.offload, b.offload);
+  t.a2a = mix(a.a2a, b.a2a);
   t.hw_flops = mix(a.hw_flops, b.hw_flops);
   t.model_flops = mix(a.model_flops, b.model_flops);
   return t;
@@ -317,6 +319,22 @@ double layer_offload_seconds(const ModelSpec& m, const Plan& p, const LayerShape
   return std::max(0.0, fwd - fwd_s) + std::max(0.0, bwd - bwd_s);
 }
 
+// One MoE layer's all-to-all seconds left exposed when its forward (of one micro-batch) and its
+// backward (of another) run as one merged pair, as Megatron-Core's combined 1F1B runs them
+// (TransformerLayerSchedulePlan.run): the compute stream runs the forward's attention, the
+// backward's experts, the forward's experts, the backward's attention; the communication stream
+// the backward's combine, the forward's dispatch, the backward's dispatch, the forward's
+// combine. Each all-to-all waits for the compute before it, so a pair takes
+//   max(attn_b + attn_f, 2 a2a) + max(experts_b, a2a) + max(experts_f, a2a)
+// of which the compute is the rest. `rest_*`: the layer's compute and exposed collectives outside
+// the experts (attention, router, norms; the backward's recompute).
+double merged_pair_exposed(double rest_fwd, double experts_fwd, double rest_bwd, double experts_bwd,
+                           double a2a) {
+  const double pair =
+      std::max(rest_bwd + rest_fwd, 2 * a2a) + std::max(experts_bwd, a2a) + std::max(experts_fwd, a2a);
+  return pair - (rest_fwd + experts_fwd + rest_bwd + experts_bwd);
+}
+
 // `mask`: the modules this layer recomputes (layer_cost.h); the kernels they re-run are
 // LayerKernels::rerun_share's, and full recompute repeats the forward's collectives too.
 LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
@@ -381,9 +399,24 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
       t.cp = std::max(0.0, ring - attn_fwd) + std::max(0.0, 2 * ring - attn_bwd);
     }
   }
-  // Expert parallel: dispatch and combine all-to-alls, forward, backward and in full recompute.
+  // Expert parallel: dispatch and combine all-to-alls, forward, backward and in full recompute;
+  // merged forward/backward pairs (Plan::overlap_ep_comm) hide them behind each other's compute.
   if (moe && p.ep > 1) {
-    t.ep = (full ? 6 : 4) * alltoall_time(links.ep, k.ep_bytes);
+    const double a2a = alltoall_time(links.ep, k.ep_bytes);
+    t.a2a = a2a;
+    t.ep = (full ? 6 : 4) * a2a;
+    const double merged = merged_pair_share(p);
+    if (merged > 0) {
+      double experts_fwd = 0, experts_bwd = 0;  // the kernels between dispatch and combine
+      for (int i = k.moe_dispatch_after + 1; i <= k.moe_combine_after; ++i) {
+        experts_fwd += k.fwd[i].fwd_s;
+        experts_bwd += k.fwd[i].bwd_s;
+      }
+      const double rest_fwd = t.fwd_compute + t.fwd_tp - experts_fwd;
+      const double rest_bwd = t.bwd_compute + t.recompute + t.bwd_tp - experts_bwd;
+      t.ep = merged * merged_pair_exposed(rest_fwd, experts_fwd, rest_bwd, experts_bwd, a2a) +
+             (1 - merged) * t.ep;
+    }
   }
   t.model_flops = 3.0 * f.total();
   t.hw_flops = t.model_flops + k.recompute_flops(mask);
@@ -1087,6 +1120,19 @@ double add_pipeline(const Plan& p, const CriticalStage& c, const SlowestStage& s
         (c.load.dense * c.dense.fwd_compute + c.load.moe * c.moe.fwd_compute) / std::max(1, p.virtual_stages);
     p2p_total =
         2 * c.costs.p2p * (p.pp - 1) + 2 * c.mbs * p.virtual_stages * std::max(0.0, c.costs.p2p - chunk_fwd);
+  }
+  // Merged forward/backward pairs (Plan::overlap_ep_comm) on an interleaved schedule: a pair's
+  // sends leave only at its end, and the two chunks of slack the schedule keeps between
+  // neighbouring stages are the pair itself, so each pair's period grows by the mean of its two
+  // sends (the forward's to the next stage, the backward's to the previous one). A send that
+  // leaves the node shares its NIC with the all-to-all's off-node flows (max-min fair) for the
+  // share of the pair the all-to-alls run.
+  if (p.overlap_ep_comm && p.schedule == Schedule::kInterleaved1F1B && p.virtual_stages > 1 && p.pp > 1) {
+    const GroupLink &ep = c.costs.links.ep, &pp = c.costs.links.pp;
+    const double per_mb = c.load.dense * c.dense.total() + c.load.moe * c.moe.total();
+    const double busy = per_mb > 0 ? std::min(1.0, 4 * c.load.moe * c.moe.a2a / per_mb) : 0.0;
+    const double flows = ep.crosses_nodes && pp.crosses_nodes ? busy * (ep.size - ep.ranks_per_node) : 0.0;
+    p2p_total += c.mbs * p.virtual_stages * merged_pair_share(p) * c.costs.p2p * (1 + flows);
   }
   const bool dualpipe = p.schedule == Schedule::kDualPipe && p.pp > 1;
   const double mirror_sync = dualpipe ? 2 * sendrecv_time(c.costs.links.pp, held.chunk * grad_bytes(p)) : 0.0;

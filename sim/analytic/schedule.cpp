@@ -40,4 +40,26 @@ double pipeline_p2p_count(Schedule s, int stages, double micro_batches, int virt
   return micro_batches * v + stages - 1;
 }
 
+double merged_pair_share(const Plan& p) {
+  const std::int64_t m = p.micro_batches();
+  if (!p.overlap_ep_comm || m < 1) return 0.0;
+  const int pp = p.pp;
+  double pairs = 0;  // summed over the stages
+  for (int s = 0; s < pp; ++s) {
+    if (p.schedule == Schedule::kDualPipe) {
+      const int half = pp / 2, h = std::min(s, pp - 1 - s);
+      const std::int64_t step4 = std::max<std::int64_t>(0, m / 2 - pp + h + 1);
+      const bool middle = h == half - 1;
+      pairs += static_cast<double>(std::max<std::int64_t>(0, 2 * step4 - (middle && step4 > 0 ? 1 : 0)) +
+                                   (half - h - 1));
+    } else {
+      const std::int64_t total = m * p.chunks();
+      const std::int64_t warmup =
+          pp == 1 ? 1 : std::min<std::int64_t>(total, 2 * (pp - s - 1) + (p.chunks() - 1) * pp + 1);
+      pairs += static_cast<double>(total - std::min(total, warmup)) / static_cast<double>(p.chunks());
+    }
+  }
+  return pairs / (static_cast<double>(pp) * static_cast<double>(m));
+}
+
 }  // namespace foresight

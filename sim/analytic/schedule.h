@@ -28,4 +28,14 @@ PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int s
 // interleaved schedule, (m + p - 1) otherwise; zero for one stage.
 double pipeline_p2p_count(Schedule s, int stages, double micro_batches, int virtual_stages);
 
+// With Plan::overlap_ep_comm: the share of a stage's forward chunks that run merged with a
+// backward (the steady state), averaged over the stages; 0 when the plan does not merge. The
+// rest, the warm-up's forwards and the cool-down's backwards, run alone.
+//   interleaved:  1 - mean warm-up / (m*v), warm-up = 2(p-s-1) + (v-1)p + 1 (Megatron-Core adds
+//                 one forward so that every pair's halves are independent)
+//   pp 1:         (m-1)/m
+//   DualPipe:     the pairs of its steps 4 and 5 (deepseek-ai/DualPipe's DualPipe.step; the
+//                 middle ranks run the first pair of step 4 apart)
+double merged_pair_share(const Plan& p);
+
 }  // namespace foresight

@@ -342,6 +342,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.overlap_tp_comm = r.boolean("overlap_tp_comm", false);
   p.overlap_param_gather = r.boolean("overlap_param_gather", false);
   p.overlap_p2p_comm = r.boolean("overlap_p2p_comm", false);
+  p.overlap_ep_comm = r.boolean("overlap_ep_comm", false);
   if (r.has("grad_reduce_precision"))
     p.grad_reduce_precision = read_enum("grad_reduce_precision", parse_precision, Precision::kFp32);
   p.kernel_fusion = r.boolean("kernel_fusion", true);
@@ -442,6 +443,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "overlap_tp_comm",
                          "overlap_param_gather",
                          "overlap_p2p_comm",
+                         "overlap_ep_comm",
                          "grad_reduce_precision",
                          "offload_optimizer",
                          "seq_len",
@@ -513,6 +515,7 @@ json plan_to_json(const Plan& p) {
   if (p.offload_params) j["offload_params"] = true;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;
   if (p.overlap_p2p_comm) j["overlap_p2p_comm"] = true;
+  if (p.overlap_ep_comm) j["overlap_ep_comm"] = true;
   if (p.expert_tp != 0) j["expert_tp"] = p.expert_tp;
   if (p.grad_reduce_precision) j["grad_reduce_precision"] = to_string(*p.grad_reduce_precision);
   if (p.rank_order != Plan{}.rank_order) j["rank_order"] = p.rank_order;
@@ -742,6 +745,24 @@ Status PlanChecks::offload_and_schedule() const {
     return fail("schedule",
                 "dualpipe needs an even pp and an even number of micro-batches, at least 2*pp (here pp " +
                     s(p.pp) + ", " + s(mbs()) + " micro-batches)");
+  if (p.overlap_ep_comm) {
+    if (m.moe.experts == 0 || p.ep < 2)
+      return fail("overlap_ep_comm", "needs a MoE model with expert parallelism (ep > 1)");
+    const bool pairs = p.schedule == Schedule::kDualPipe ||
+                       (p.schedule == Schedule::kInterleaved1F1B && p.virtual_stages > 1) ||
+                       (p.pp == 1 && p.schedule == Schedule::k1F1B);
+    if (!pairs)
+      return fail(
+          "overlap_ep_comm",
+          "needs interleaved-1f1b with virtual_stages > 1, dualpipe, or pp 1 with 1f1b (Megatron-Core "
+          "pairs a forward with a backward only there)");
+    if (p.recompute == Recompute::kFull || p.recompute == Recompute::kOptimal ||
+        p.recompute_method == RecomputeMethod::kUniform || p.recompute_layers >= 0)
+      return fail("overlap_ep_comm",
+                  "cannot be combined with recompute " + to_string(p.recompute) +
+                      (p.recompute_layers >= 0 ? " of some layers" : "") +
+                      " (Megatron-Core refuses full and per-layer recompute with it; selective works)");
+  }
   return Status::Ok();
 }
 

@@ -135,6 +135,12 @@ struct Plan {
   // (its training scripts turn it on there by default, NeMo and Megatron-Bridge too, and turn it
   // off for the other schedules, which batch each exchange).
   bool overlap_p2p_comm = false;
+  // MoE expert-parallel all-to-alls hidden behind a second micro-batch: in the steady state a
+  // forward and a backward of different micro-batches run as one merged pair, layer by layer,
+  // each one's dispatch and combine beside the other's attention or experts (Megatron-Core's
+  // --overlap-moe-expert-parallel-comm, which needs virtual stages when pp > 1; DeepSeek-V3's
+  // DualPipe, Sec. 3.2.1). Needs ep > 1 and no full recompute.
+  bool overlap_ep_comm = false;
   bool p2p_overlapped() const {
     return overlap_p2p_comm && schedule == Schedule::kInterleaved1F1B && virtual_stages > 1 && pp > 1;
   }

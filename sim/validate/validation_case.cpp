@@ -632,6 +632,11 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
   // TP overlap on an unnamed stack: an opt-in everywhere it exists (see software_v2).
   read_overlap(r, "overlap_tp_comm", stack ? stack->overlap_tp_comm : Can::kOptIn, b.tp > 1,
                &Plan::overlap_tp_comm, l, out);
+  // Merged forward/backward pairs hiding the expert all-to-alls: opt-in wherever they exist
+  // (Megatron-Core's --overlap-moe-expert-parallel-comm is off by default; Megatron-Bridge's
+  // recipes set it per model and GPU; DualPipe's overlap needs the model's own overlapped code).
+  read_overlap(r, "overlap_ep_comm", Can::kOptIn, c.model.moe.experts > 0 && b.ep > 1, &Plan::overlap_ep_comm,
+               l, out);
   if (stack && stack->overlap_p2p) {  // the stack's default; it applies with virtual stages only
     l.base.overlap_p2p_comm = true;
     if (b.pp > 1) out.assumed["overlap_p2p_comm"] = true;
@@ -701,6 +706,7 @@ bool read_case_layouts(const ValidationCase& c, CaseLayouts& l, CaseResult& out)
                            "overlap_grad_reduce",
                            "overlap_param_gather",
                            "overlap_tp_comm",
+                           "overlap_ep_comm",
                            "first_stage_layers",
                            "last_stage_layers",
                            "account_for_embedding",

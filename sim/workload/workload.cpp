@@ -3,6 +3,7 @@
 #include "sim/workload/workload.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <tuple>
 
@@ -118,7 +119,8 @@ struct Task {
   TaskType type;
   int mb;
   int chunk;
-  bool split = false;  // kB: input gradients only; the weight gradients follow as a kW task
+  bool split = false;   // kB: input gradients only; the weight gradients follow as a kW task
+  bool merged = false;  // kB: runs merged with the kF before it (Plan::overlap_ep_comm)
 };
 
 // DeepSeek's DualPipe (DeepSeek-V3 report Sec. 3.2.1; the order of deepseek-ai/DualPipe's
@@ -128,7 +130,9 @@ struct Task {
 // In DeepSeek's code "phase 0" is the direction in which a rank sits in the first half; ranks
 // of the second half swap the two. A B with zero bubble splits off its weight gradients, which
 // run later at explicit W slots in FIFO order (not as gap fillers like ZB-H1).
-std::vector<Task> dualpipe_tasks(int stage, int p, int m) {
+// With `merge` (Plan::overlap_ep_comm), the pairs DualPipe overlaps (its _forward_backward_chunk:
+// steps 4 and 5, but the first pair of step 4 on the middle ranks) are marked merged.
+std::vector<Task> dualpipe_tasks(int stage, int p, int m, bool merge) {
   std::vector<Task> tasks;
   const int half = p / 2, h = std::min(stage, p - 1 - stage), half_m = m / 2;
   const int second = stage >= half ? 1 : 0;
@@ -140,9 +144,9 @@ std::vector<Task> dualpipe_tasks(int stage, int p, int m) {
     const int c = chunk(phase);
     tasks.push_back({TaskType::kF, c * half_m + next_f[c]++, c});
   };
-  auto B = [&](int phase, bool zb) {
+  auto B = [&](int phase, bool zb, bool merged = false) {
     const int c = chunk(phase);
-    const Task t{TaskType::kB, c * half_m + next_b[c]++, c, zb};
+    const Task t{TaskType::kB, c * half_m + next_b[c]++, c, zb, merged && merge};
     tasks.push_back(t);
     if (zb) weights.push_back({TaskType::kW, t.mb, c});
   };
@@ -159,14 +163,14 @@ std::vector<Task> dualpipe_tasks(int stage, int p, int m) {
   }  // 3: nB1W1F1
   for (int i = 0; i < half_m - p + h + 1; ++i) {
     F(0);
-    B(1, false);
+    B(1, false, i > 0 || h != half - 1);
     F(1);
-    B(0, false);
+    B(0, false, true);
   }  // 4: nF0B1F1B0
   for (int i = 0; i < half - h - 1; ++i) {
     B(1, false);
     F(1);
-    B(0, false);
+    B(0, false, true);
   }                 // 5: nB1F1B0
   bool zb = false;  // 6: nB1B0, the later half split
   for (int i = 0; i < h + 1; ++i) {
@@ -183,10 +187,13 @@ std::vector<Task> dualpipe_tasks(int stage, int p, int m) {
   return tasks;
 }
 
-// The order in which a pipeline stage runs its forward/backward tasks.
-std::vector<Task> schedule_tasks(Schedule sched, int stage, int p, int m, int v) {
+// The order in which a pipeline stage runs its forward/backward tasks. With `merge`
+// (Plan::overlap_ep_comm; interleaved with virtual stages, DualPipe, or one stage) each
+// steady-state backward runs merged with the forward before it, and Megatron-Core's warm-up runs
+// one forward more so that the two are independent.
+std::vector<Task> schedule_tasks(Schedule sched, int stage, int p, int m, int v, bool merge) {
   std::vector<Task> tasks;
-  if (sched == Schedule::kDualPipe) return dualpipe_tasks(stage, p, m);
+  if (sched == Schedule::kDualPipe) return dualpipe_tasks(stage, p, m, merge);
   if (sched == Schedule::kGpipe) {
     for (int i = 0; i < m; ++i) tasks.push_back({TaskType::kF, i, 0});
     for (int i = 0; i < m; ++i) tasks.push_back({TaskType::kB, i, 0});
@@ -203,11 +210,12 @@ std::vector<Task> schedule_tasks(Schedule sched, int stage, int p, int m, int v)
       const int in_group = k % (p * v);
       return Task{TaskType::kB, (k / (p * v)) * p + k % p, v - 1 - in_group / p};
     };
-    const int warmup = std::min(total, (p - stage - 1) * 2 + (v - 1) * p);
+    const int warmup = std::min(total, (p - stage - 1) * 2 + (v - 1) * p + (merge ? 1 : 0));
     for (int k = 0; k < warmup; ++k) tasks.push_back(fwd(k));
     for (int k = 0; k < total - warmup; ++k) {
       tasks.push_back(fwd(k + warmup));
       tasks.push_back(bwd(k));
+      tasks.back().merged = merge;
     }
     for (int k = total - warmup; k < total; ++k) tasks.push_back(bwd(k));
     return tasks;
@@ -215,18 +223,18 @@ std::vector<Task> schedule_tasks(Schedule sched, int stage, int p, int m, int v)
   // 1F1B. ZB-H1 has the same order of F and B, and a W (weight gradients) after each B; its W
   // ops are deferrable: the executor runs them only when the next F or B is not ready, which is
   // how ZB-H1 fills the pipeline bubbles (Qi et al. 2024, Sec. 3).
-  const int warmup = std::min(m, p - stage - 1);
+  const int warmup = std::min(m, p - stage - 1 + (merge ? 1 : 0));
   const bool zb = sched == Schedule::kZeroBubble;
-  auto backward = [&](int mb) {
-    tasks.push_back({TaskType::kB, mb, 0, zb});
+  auto backward = [&](int mb, bool merged) {
+    tasks.push_back({TaskType::kB, mb, 0, zb, merged});
     if (zb) tasks.push_back({TaskType::kW, mb, 0});
   };
   for (int i = 0; i < warmup; ++i) tasks.push_back({TaskType::kF, i, 0});
   for (int i = 0; i < m - warmup; ++i) {
     tasks.push_back({TaskType::kF, warmup + i, 0});
-    backward(i);
+    backward(i, merge);
   }
-  for (int i = m - warmup; i < m; ++i) backward(i);
+  for (int i = m - warmup; i < m; ++i) backward(i, false);
   return tasks;
 }
 
@@ -261,6 +269,9 @@ class StageBuilder {
   int head_backward(const Task& t, int prev);
   int backward_layers(const Task& t, const std::vector<int>& layers, int prev);
   void weight_grad_task(const Task& t);
+  // A forward and a backward of different micro-batches as one pair (Plan::overlap_ep_comm): both
+  // start after `last`, and their ops are issued alternately, split at the expert all-to-alls.
+  int merged_pair(const Task& f, const Task& b, int last);
   // The stage's parameters (every chunk's) as the step's end sees them.
   struct StepParams {
     double dense = 0;    // all but the experts, embedding and head included
@@ -573,8 +584,13 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
   const bool gathered = p_.cp > 1 && p_.cp_comm == CpComm::kAllGather;
   for (int i = k.count - 1; i >= 0; --i) {
     const KernelCost& kc = k.fwd[i];
+    // The all-to-alls in reverse: the combine's before the experts' backward, the dispatch's
+    // after it (before the permutation that preceded the dispatch).
     if (i == k.moe_combine_after)
       prev = collective(Phase::kBackward, layer, mb, chunk, "ep_combine", StreamId::kEp, GroupKind::kEp,
+                        CollectiveOp::kAllToAll, k.ep_bytes, prev);
+    if (i == k.moe_dispatch_after)
+      prev = collective(Phase::kBackward, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp,
                         CollectiveOp::kAllToAll, k.ep_bytes, prev);
     // TP overlap (TpOverlap): an all-gather at this GEMM (ring) or the reduce-scatter of its
     // input gradient (bulk, registered at the norm before it) starts with its backward, and what
@@ -619,9 +635,6 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
     if (attention && i == k.attention_first && gathered)  // their gradients, after it
       prev = collective(Phase::kBackward, layer, mb, chunk, "cp_dkv_reduce_scatter", StreamId::kCp,
                         GroupKind::kCp, CollectiveOp::kReduceScatter, 2 * kv * p_.cp, prev);
-    if (i == k.moe_dispatch_after)
-      prev = collective(Phase::kBackward, layer, mb, chunk, "ep_dispatch", StreamId::kEp, GroupKind::kEp,
-                        CollectiveOp::kAllToAll, k.ep_bytes, prev);
   }
   return prev;
 }
@@ -888,6 +901,40 @@ int StageBuilder::backward_task(const Task& t, int last) {
   return send(t, Phase::kBackward, "send_gradient", rank_at(t.chunk, vs - 1), prev);
 }
 
+int StageBuilder::merged_pair(const Task& f, const Task& b, int last) {
+  std::array<std::size_t, kStreamCount> from{};
+  for (int s = 0; s < kStreamCount; ++s) from[static_cast<std::size_t>(s)] = prog_.streams[s].size();
+  const int first = static_cast<int>(ops_.size());
+  const int f_end = forward_task(f, last);
+  const int b_first = static_cast<int>(ops_.size());
+  const int b_end = backward_task(b, last);
+  // Each task's ops in segments that end at an expert all-to-all; the streams then take the
+  // backward's first segment, the forward's first, the backward's second, ... (Megatron-Core's
+  // order: the backward's combine beside the forward's attention, the forward's dispatch beside
+  // the backward's experts, and so on). Each task keeps its own order, so the order stays one
+  // the graph allows.
+  std::vector<int> key(ops_.size() - static_cast<std::size_t>(first));
+  auto segments = [&](int begin, int end, int parity) {
+    int seg = 0;
+    for (int v = begin; v < end; ++v) {
+      key[static_cast<std::size_t>(v - first)] = 2 * seg + parity;
+      if (ops_[static_cast<std::size_t>(v)].stream == StreamId::kEp) ++seg;
+    }
+  };
+  segments(first, b_first, 1);
+  segments(b_first, static_cast<int>(ops_.size()), 0);
+  for (int s = 0; s < kStreamCount; ++s) {
+    auto& order = prog_.streams[s];
+    std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(from[static_cast<std::size_t>(s)]),
+                     order.end(), [&](int x, int y) {
+                       return key[static_cast<std::size_t>(x - first)] <
+                              key[static_cast<std::size_t>(y - first)];
+                     });
+  }
+  next_deps_.push_back(f_end);  // what follows the pair waits for both halves
+  return b_end;
+}
+
 void StageBuilder::weight_grad_task(const Task& t) {
   const std::vector<int> layers = chunk_layers(t.chunk);
   int prev = backward_end_.at({t.mb, t.chunk});
@@ -1026,8 +1073,13 @@ StageProgram StageBuilder::build() {
   plan_stage();
   // The pipeline schedule's tasks: forward, backward and (split off) weight-gradient passes.
   int last = -1;
-  for (const Task& t : schedule_tasks(p_.schedule, prog_.stage, p_.pp, micro_batches_, chunks_)) {
-    if (t.type == TaskType::kF)
+  const std::vector<Task> tasks =
+      schedule_tasks(p_.schedule, prog_.stage, p_.pp, micro_batches_, chunks_, p_.overlap_ep_comm);
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const Task& t = tasks[i];
+    if (t.type == TaskType::kF && i + 1 < tasks.size() && tasks[i + 1].merged)
+      last = merged_pair(t, tasks[++i], last);
+    else if (t.type == TaskType::kF)
       last = forward_task(t, last);
     else if (t.type == TaskType::kB)
       last = backward_task(t, last);

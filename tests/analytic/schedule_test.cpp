@@ -39,6 +39,28 @@ TEST(Schedule, ZeroBubbleAndDualPipeShrinkTheBubble) {
   EXPECT_NEAR(pipeline_time(Schedule::kDualPipe, p * x, x, p, m, 1).bubble, (p / 2.0 - 1) * x / 3, 1e-12);
 }
 
+// The steady state's share of forwards merged with a backward (Plan::overlap_ep_comm), counted
+// by hand from the schedules' orders.
+TEST(Schedule, MergedPairsAreTheSteadyState) {
+  Plan p;
+  p.global_batch = 8;
+  EXPECT_EQ(merged_pair_share(p), 0.0);  // not asked for
+  p.overlap_ep_comm = true;
+  EXPECT_DOUBLE_EQ(merged_pair_share(p), 7.0 / 8);  // one stage: F0, then F(i+1) with B(i)
+  // Interleaved, p 4, v 2, 16 micro-batches (32 chunk forwards): warm-ups 11, 9, 7, 5 forwards
+  // (Megatron-Core's 2(p-s-1) + (v-1)p, one more to merge), so 21..27 pairs, 24 on average.
+  p.pp = 4;
+  p.virtual_stages = 2;
+  p.schedule = Schedule::kInterleaved1F1B;
+  p.global_batch = 16;
+  EXPECT_DOUBLE_EQ(merged_pair_share(p), 24.0 / 32);
+  // DualPipe, p 4, 16 micro-batches: step 4 runs 5 + h rounds of two pairs (the middle ranks'
+  // first apart), step 5 one pair each of p/2 - h - 1 rounds: 11 pairs on every rank.
+  p.virtual_stages = 1;
+  p.schedule = Schedule::kDualPipe;
+  EXPECT_DOUBLE_EQ(merged_pair_share(p), 11.0 / 16);
+}
+
 TEST(Schedule, SingleStageHasNoBubble) {
   EXPECT_EQ(pipeline_time(Schedule::k1F1B, 2.0, 2.0, 1, 10, 1).bubble, 0.0);
 }

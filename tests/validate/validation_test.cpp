@@ -210,6 +210,35 @@ TEST(Validation, FoldedExpertParallelismIsImpliedByTheDegrees) {
   EXPECT_EQ(r.plan.ep, 16);
 }
 
+// overlap_ep_comm (merged forward/backward pairs) is an opt-in everywhere: off unless the case
+// reports it, taken when it does, and not mentioned for a case without expert parallelism.
+TEST(Validation, ExpertAllToAllOverlapIsAnOptIn) {
+  const nlohmann::json mcore = {{"name", "megatron-core"}, {"version", "0.14"}};
+  auto moe = [&](const nlohmann::json& parallel) {
+    auto doc = v2_case(parallel, mcore);
+    doc["parallel"].merge_patch({{"tp", 1},
+                                 {"pp", 2},
+                                 {"dp", 8},
+                                 {"ep", 8},
+                                 {"virtual_stages", 2},
+                                 {"schedule", "interleaved-1f1b"},
+                                 {"sequence_parallel", false}});
+    doc["model"]["moe"] = {{"experts", 64}, {"top_k", 8}, {"expert_ffn_hidden", 512}};
+    return doc;
+  };
+  const CaseResult unsaid = run_doc(moe(nlohmann::json::object()));
+  ASSERT_TRUE(unsaid.ok) << unsaid.failure;
+  EXPECT_EQ(unsaid.assumed["overlap_ep_comm"], false);
+  EXPECT_FALSE(unsaid.plan.overlap_ep_comm);
+  const CaseResult said = run_doc(moe({{"overlap_ep_comm", true}}));
+  ASSERT_TRUE(said.ok) << said.failure;
+  EXPECT_TRUE(said.plan.overlap_ep_comm);
+  EXPECT_LT(said.prediction.step_time_s, unsaid.prediction.step_time_s);
+  const CaseResult dense = run_doc(v2_case(nlohmann::json::object(), mcore));
+  ASSERT_TRUE(dense.ok) << dense.failure;
+  EXPECT_FALSE(dense.assumed.contains("overlap_ep_comm"));
+}
+
 TEST(Validation, VersionTwoChoosesOnlyAmongTheStacksOptions) {
   // Megatron-Core: the overlaps are options; reported ones are taken as they are.
   auto doc = v2_case({{"overlap_grad_reduce", true}, {"overlap_param_gather", nullptr}},

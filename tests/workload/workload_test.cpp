@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "sim/analytic/analytic_model.h"
 #include "sim/spec/presets.h"
 
@@ -112,6 +117,53 @@ TEST(Workload, OneFOneBWarmupDependsOnTheStage) {
   };
   EXPECT_EQ(first_phases(0), (std::vector<Phase>{Phase::kForward, Phase::kForward, Phase::kBackward}));
   EXPECT_EQ(first_phases(1), (std::vector<Phase>{Phase::kForward, Phase::kBackward, Phase::kForward}));
+}
+
+// Plan::overlap_ep_comm: a steady-state forward and backward run as one pair, issued in
+// Megatron-Core's order -- the backward's combine, the forward's attention and dispatch, the
+// backward's experts and dispatch, the forward's experts and combine, ... -- so the compute stream
+// alternates between the two micro-batches inside every MoE layer.
+TEST(Workload, MergedPairsAlternateTheirLayersHalves) {
+  auto src = resolve_spec(PresetKind::kModel, "tiny-moe");
+  const ModelSpec m = *model_from_text(src->text, src->file);
+  auto c = load_cluster("dgx-h100-ndr");
+  ASSERT_TRUE(resize_cluster(*c, 8, "test").ok());
+  Plan p;
+  p.dp = 8;
+  p.ep = 4;
+  p.global_batch = 32;  // 4 micro-batches per replica
+  auto switches = [&](bool merged) {
+    p.overlap_ep_comm = merged;
+    auto w = lower(m, *c, p);
+    EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
+    if (!w.ok()) return std::pair<int, int>{-1, -1};
+    const StageProgram& s = w->stages[0];
+    int compute = 0, ep = 0;
+    Phase last = Phase::kStep;
+    for (int v : s.streams[static_cast<int>(StreamId::kCompute)]) {
+      const Phase ph = s.graph()[v].phase;
+      if (ph != Phase::kForward && ph != Phase::kBackward) continue;
+      compute += last != Phase::kStep && ph != last;
+      last = ph;
+    }
+    std::vector<std::string> order;
+    for (int v : s.streams[static_cast<int>(StreamId::kEp)])
+      order.push_back(std::string(s.graph()[v].phase == Phase::kForward ? "F." : "B.") + s.graph()[v].name);
+    // The first pair (forward of micro-batch 1, backward of 0) starts with the backward's combine.
+    const auto first_b = std::find(order.begin(), order.end(), "B.ep_combine");
+    if (first_b != order.end() && first_b + 2 < order.end()) {
+      ep = *(first_b + 1) == "F.ep_dispatch" && *(first_b + 2) == "B.ep_dispatch";
+    }
+    return std::pair<int, int>{compute, ep};
+  };
+  const auto [plain, plain_order] = switches(false);
+  const auto [merged, merged_order] = switches(true);
+  // One stage, 4 micro-batches: alone the phases switch F B F B ... (7 times); merged, every MoE
+  // layer of the 3 pairs switches 4 times.
+  EXPECT_EQ(plain, 7);
+  EXPECT_GE(merged, plain + 3 * 4 * (m.layers - m.moe.dense_layers) - 3 * 2);
+  EXPECT_EQ(plain_order, 0);
+  EXPECT_EQ(merged_order, 1);
 }
 
 TEST(Workload, GroupsFollowMegatronRankOrder) {
