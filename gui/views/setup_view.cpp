@@ -72,6 +72,11 @@ void SetupView::create_plan_widgets() {
   flash_ = new QCheckBox(tr("flash attention"));
   overlap_grad_ = new QCheckBox(tr("overlap gradient reduction"));
   overlap_tp_ = new QCheckBox(tr("overlap TP communication"));
+  overlap_ep_ = new QCheckBox(tr("overlap expert all-to-alls (merged forward/backward pairs)"));
+  overlap_ep_->setToolTip(
+      tr("MoE with ep > 1: a forward and a backward of different micro-batches run as one "
+         "pair (Megatron-Core's --overlap-moe-expert-parallel-comm; interleaved 1F1B, "
+         "dualpipe or one stage)"));
   offload_ = new QCheckBox(tr("offload optimizer to host"));
   offload_params_ = new QCheckBox(tr("offload parameters to host (needs the optimizer's)"));
   offload_activations_ = new QCheckBox(tr("offload activations to host"));
@@ -150,8 +155,8 @@ QGroupBox* SetupView::memory_group() const {
   mem_form->addRow(tr("ZeRO"), zero_);
   mem_form->addRow(tr("Recompute"), recompute_);
   mem_form->addRow(tr("Precision"), precision_);
-  for (QCheckBox* c : {flash_, overlap_grad_, overlap_tp_, offload_, offload_params_, offload_activations_,
-                       offload_embeddings_, fusion_, graphs_})
+  for (QCheckBox* c : {flash_, overlap_grad_, overlap_tp_, overlap_ep_, offload_, offload_params_,
+                       offload_activations_, offload_embeddings_, fusion_, graphs_})
     mem_form->addRow(QString(), c);
   return mem;
 }
@@ -196,7 +201,7 @@ void SetupView::connect_signals() {
     connect(c, &QComboBox::currentIndexChanged, this, &SetupView::changed);
   for (QSpinBox* s : {tp_, pp_, dp_, cp_, ep_, virtual_stages_, micro_batch_, global_batch_, seq_len_})
     connect(s, &QSpinBox::valueChanged, this, &SetupView::changed);
-  for (QCheckBox* c : {sp_, flash_, overlap_grad_, overlap_tp_, offload_, offload_params_,
+  for (QCheckBox* c : {sp_, flash_, overlap_grad_, overlap_tp_, overlap_ep_, offload_, offload_params_,
                        offload_activations_, offload_embeddings_, fusion_, graphs_})
     connect(c, &QCheckBox::toggled, this, &SetupView::changed);
   connect(simulate_, &QPushButton::clicked, this, &SetupView::simulate_requested);
@@ -274,6 +279,7 @@ PlanInputs SetupView::inputs() const {
   p.flash_attention = flash_->isChecked();
   p.overlap_grad_reduce = overlap_grad_->isChecked();
   p.overlap_tp_comm = overlap_tp_->isChecked();
+  p.overlap_ep_comm = overlap_ep_->isChecked();
   p.offload_optimizer = offload_->isChecked();
   p.offload_params = offload_params_->isChecked();
   p.offload_activations = offload_activations_->isChecked();
@@ -309,6 +315,7 @@ void SetupView::set_inputs(const PlanInputs& in) {
   flash_->setChecked(p.flash_attention);
   overlap_grad_->setChecked(p.overlap_grad_reduce);
   overlap_tp_->setChecked(p.overlap_tp_comm);
+  overlap_ep_->setChecked(p.overlap_ep_comm);
   offload_->setChecked(p.offload_optimizer);
   offload_params_->setChecked(p.offload_params);
   offload_activations_->setChecked(p.offload_activations);

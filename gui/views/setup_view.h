@@ -57,7 +57,7 @@ class SetupView : public QWidget {
   QComboBox* model_;
   QComboBox* cluster_;
   QSpinBox *tp_, *pp_, *dp_, *cp_, *ep_, *virtual_stages_, *micro_batch_, *global_batch_, *seq_len_;
-  QCheckBox *sp_, *flash_, *overlap_grad_, *overlap_tp_, *offload_;
+  QCheckBox *sp_, *flash_, *overlap_grad_, *overlap_tp_, *overlap_ep_, *offload_;
   QCheckBox *offload_params_, *offload_activations_, *offload_embeddings_, *fusion_, *graphs_;
   QComboBox *schedule_, *zero_, *recompute_, *precision_;
   QLabel* gpus_;

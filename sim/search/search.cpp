@@ -75,7 +75,7 @@ struct Axes {
   std::vector<Recompute> recompute;
   std::vector<Schedule> schedules;
   std::vector<bool> sequence_parallel, offload_optimizer, overlap_grad_reduce, offload_params,
-      offload_activations, overlap_tp_comm, overlap_param_gather;
+      offload_activations, overlap_tp_comm, overlap_param_gather, overlap_ep_comm;
 };
 
 // Pipeline degrees: the powers of two and every divisor of the layer count, up to 64 stages.
@@ -108,6 +108,7 @@ Axes search_axes(const ModelSpec& model, int per_node, const SearchSpace& sp) {
   a.offload_activations = or_default(sp.offload_activations, std::vector<bool>{false});
   a.overlap_tp_comm = or_default(sp.overlap_tp_comm, std::vector<bool>{false, true});
   a.overlap_param_gather = or_default(sp.overlap_param_gather, std::vector<bool>{false, true});
+  a.overlap_ep_comm = or_default(sp.overlap_ep_comm, std::vector<bool>{false, true});
   return a;
 }
 
@@ -148,20 +149,31 @@ std::vector<DeviceLayout> device_layouts(const ClusterSpec& cluster, int gpus, i
 
 // The overlap variants of one plan: the gradient reduction (ZeRO-3 overlaps by construction,
 // FSDP's prefetch: one variant), TP communication (with SP: Transformer Engine's userbuffers
-// split the SP collectives) and ZeRO-1/2's parameter all-gather (only beside the overlapped
-// reduction, as Megatron requires).
+// split the SP collectives), ZeRO-1/2's parameter all-gather (only beside the overlapped
+// reduction, as Megatron requires) and the expert all-to-alls behind merged forward/backward
+// pairs (where the plan's experts, schedule and recompute allow them).
 void add_overlaps(const Plan& base, const Axes& a, std::vector<Plan>& out) {
+  const bool pairs = base.ep > 1 &&
+                     (base.schedule == Schedule::kDualPipe ||
+                      (base.schedule == Schedule::kInterleaved1F1B && base.virtual_stages > 1) ||
+                      (base.pp == 1 && base.schedule == Schedule::k1F1B)) &&
+                     (base.recompute == Recompute::kNone || base.recompute == Recompute::kSelective) &&
+                     base.recompute_layers < 0;
   for (bool grad : a.overlap_grad_reduce) {
     if (base.zero_stage == 3 && grad != a.overlap_grad_reduce.front()) continue;
     for (bool tp : a.overlap_tp_comm) {
       if (tp && !base.sequence_parallel) continue;
       for (bool gather : a.overlap_param_gather) {
         if (gather && (base.zero_stage == 0 || base.zero_stage == 3 || !grad)) continue;
-        Plan p = base;
-        p.overlap_grad_reduce = grad;
-        p.overlap_tp_comm = tp;
-        p.overlap_param_gather = gather;
-        out.push_back(std::move(p));
+        for (bool ep : a.overlap_ep_comm) {
+          if (ep && !pairs) continue;
+          Plan p = base;
+          p.overlap_grad_reduce = grad;
+          p.overlap_tp_comm = tp;
+          p.overlap_param_gather = gather;
+          p.overlap_ep_comm = ep;
+          out.push_back(std::move(p));
+        }
       }
     }
   }

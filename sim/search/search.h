@@ -32,6 +32,9 @@ struct SearchSpace {
   // TP communication overlap (with SP) and ZeRO-1/2's parameter all-gather behind the next
   // forward (with the gradient reduction overlapped, as Megatron requires): default both ways.
   std::vector<bool> overlap_tp_comm, overlap_param_gather;
+  // Merged forward/backward pairs hiding the expert all-to-alls (MoE with ep > 1, on the
+  // schedules that pair): default both ways.
+  std::vector<bool> overlap_ep_comm;
   // Parameter and activation offload (default: off; parameter offload only with the optimizer's).
   std::vector<bool> offload_params, offload_activations;
   Precision precision = Precision::kBf16;

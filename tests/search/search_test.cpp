@@ -171,6 +171,44 @@ TEST(Search, TriesUnevenInterleavingAndOverlaps) {
   EXPECT_TRUE(gather);
 }
 
+// The search tries merged forward/backward pairs (overlap_ep_comm) where a plan's experts are
+// spread and its schedule and recompute allow them, and only there.
+TEST(Search, MergedPairsWhereTheScheduleAllowsThem) {
+  const ModelSpec m = model("mixtral-8x7b");
+  SearchOptions o;
+  o.gpus = 64;
+  o.global_batch = 256;
+  o.top_k = 1 << 20;
+  o.threads = 2;
+  o.space.tp = {1};
+  o.space.pp = {1, 4};
+  o.space.cp = {1};
+  o.space.ep = {1, 8};
+  o.space.micro_batch = {1};
+  o.space.zero_stage = {1};
+  o.space.recompute = {Recompute::kNone, Recompute::kFull};
+  o.space.schedules = {Schedule::k1F1B, Schedule::kInterleaved1F1B};
+  o.space.sequence_parallel = {false};
+  o.space.offload_optimizer = {false};
+  o.space.overlap_grad_reduce = {true};
+  o.space.overlap_tp_comm = {false};
+  o.space.overlap_param_gather = {false};
+  auto r = search(m, *load_cluster("dgx-h100-ndr"), o);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  int merged = 0, alone = 0;
+  for (const RankedPlan& p : r->plans) {
+    const Plan& pl = p.plan;
+    (pl.overlap_ep_comm ? merged : alone) += 1;
+    if (!pl.overlap_ep_comm) continue;
+    EXPECT_GT(pl.ep, 1);
+    EXPECT_TRUE(pl.pp == 1 || (pl.schedule == Schedule::kInterleaved1F1B && pl.virtual_stages > 1))
+        << layout_string(pl);
+    EXPECT_NE(pl.recompute, Recompute::kFull);
+  }
+  EXPECT_GT(merged, 0);
+  EXPECT_GT(alone, merged);
+}
+
 // Full recompute in the search recomputes only the layers memory needs: the fewest that fit.
 // Every plan the search keeps leaves the margin free; a plan that fits with less is rejected
 // under a reason that names the margin, and without a margin it is kept. A margin takes more
