@@ -560,6 +560,9 @@ double embedding_output_bytes(const ModelSpec& m, const Plan& p, const LayerShap
 
 double activations_in_flight(const Plan& p, int stage) {
   const double mbs = static_cast<double>(p.micro_batches());
+  // Merged forward/backward pairs (Plan::overlap_ep_comm): Megatron-Core's warm-up runs one
+  // forward more, one chunk's activations (DualPipe's pairs are inside its own schedule).
+  const double merged = p.overlap_ep_comm ? 1.0 / p.chunks() : 0.0;
   switch (p.schedule) {
     case Schedule::kGpipe:
       return mbs;
@@ -569,10 +572,10 @@ double activations_in_flight(const Plan& p, int stage) {
       // One model chunk per rank is plain 1F1B (Megatron runs the non-interleaved schedule
       // without virtual stages; the bubble and the transfers count it so too).
       if (p.virtual_stages > 1)
-        return std::min(mbs, (p.pp - stage) * (1.0 + (p.pp - 1.0) / (p.pp * p.virtual_stages)));
+        return std::min(mbs, (p.pp - stage) * (1.0 + (p.pp - 1.0) / (p.pp * p.virtual_stages)) + merged);
       [[fallthrough]];
     default:
-      return std::min(mbs, static_cast<double>(p.pp - stage));
+      return std::min(mbs, p.pp - stage + merged);
   }
 }
 

@@ -284,6 +284,29 @@ TEST(AnalyticModel, InterleavedWithOneVirtualStageIsOneFOneB) {
   EXPECT_GT(activations_in_flight(p, 0), 4.0);
 }
 
+// Merged forward/backward pairs (overlap_ep_comm) keep one chunk's activations more: Megatron-Core
+// runs one more warm-up forward (interleaved), and one stage runs the next forward before the
+// backward (two micro-batches in flight); DualPipe's pairs are inside its own schedule.
+TEST(AnalyticModel, MergedPairsKeepOneMoreChunkInFlight) {
+  Plan p = plan(1, 4, 16, 1, 256);
+  p.ep = 8;
+  p.schedule = Schedule::kInterleaved1F1B;
+  p.virtual_stages = 2;
+  const double alone = activations_in_flight(p, 0);
+  p.overlap_ep_comm = true;
+  EXPECT_DOUBLE_EQ(activations_in_flight(p, 0), alone + 0.5);
+  p.schedule = Schedule::kDualPipe;
+  p.virtual_stages = 1;
+  const double dualpipe = activations_in_flight(p, 0);
+  p.overlap_ep_comm = false;
+  EXPECT_DOUBLE_EQ(activations_in_flight(p, 0), dualpipe);
+  p = plan(1, 1, 64, 1, 256);
+  p.ep = 8;
+  EXPECT_DOUBLE_EQ(activations_in_flight(p, 0), 1.0);
+  p.overlap_ep_comm = true;
+  EXPECT_DOUBLE_EQ(activations_in_flight(p, 0), 2.0);
+}
+
 TEST(AnalyticModel, OverlappedReductionPaysEachBucketsLatency) {
   const ModelSpec m = model("llama3-8b");
   auto exposed = [&](int dp) {
