@@ -408,6 +408,7 @@ MedianStep median_step(const RunCli& o, const StepRecord& rec, const runtime::Co
 // Every rank's traced ops and peak memory, gathered on rank 0 (collective; empty elsewhere).
 struct Gathered {
   SimResult measured;
+  std::vector<MemoryTrack> memory;  // per rank: the backend's tensors held after each op
   double rss_max = 0, device_max = 0;
 };
 
@@ -416,7 +417,8 @@ Gathered gather_measured(const runtime::Comm& world, const runtime::Trainer& t,
   std::ostringstream mine;
   mine.precision(17);
   mine << peak_rss_mib() << ' ' << t.backend().peak_device_bytes() / (1024.0 * 1024.0) << '|';
-  for (const auto& ot : traced_ops) mine << ot.op << ' ' << ot.start_s << ' ' << ot.end_s << ' ';
+  for (const auto& ot : traced_ops)
+    mine << ot.op << ' ' << ot.start_s << ' ' << ot.end_s << ' ' << ot.bytes << ' ';
   const auto blobs = world.gather_bytes(mine.str());
   Gathered g;
   if (world.rank() != 0) return g;
@@ -434,8 +436,22 @@ Gathered gather_measured(const runtime::Comm& world, const runtime::Trainer& t,
     std::istringstream os(part);
     runtime::OpTiming ot;
     const int stage = w.stage_of(static_cast<int>(r));
-    while (os >> ot.op >> ot.start_s >> ot.end_s)
+    MemoryTrack track;
+    track.rank = static_cast<int>(r);
+    track.stage = stage;
+    while (os >> ot.op >> ot.start_s >> ot.end_s >> ot.bytes) {
       g.measured.ops.push_back({static_cast<int>(r), stage, ot.op, ot.start_s, ot.end_s});
+      track.samples.emplace_back(ot.end_s, ot.bytes);
+    }
+    // By time: the ops were issued in program order, which is not the streams' finishing order.
+    std::stable_sort(track.samples.begin(), track.samples.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [at, bytes] : track.samples)
+      if (bytes > track.peak_bytes) {
+        track.peak_bytes = bytes;
+        track.peak_s = at;
+      }
+    if (!track.samples.empty()) g.memory.push_back(std::move(track));
     g.measured.simulated_ranks.push_back(static_cast<int>(r));
   }
   return g;
@@ -592,7 +608,9 @@ int report_on_rank0(const RunCli& o, RunResults& r, int ranks) {
     // the median (robust to one noisy step).
     SimResult measured = r.g.measured;
     measured.prediction.step_time_s = r.m.seconds;
-    if (Status s = write_chrome_trace(measured_path, r.w, measured, "measured", metadata); !s) {
+    // The memory track is the runtime's own: the bytes its backend's tensors held after each op.
+    const StepAnnotations annotations{critical_path(r.w, measured), r.g.memory};
+    if (Status s = write_chrome_trace(measured_path, r.w, measured, "measured", metadata, annotations); !s) {
       fmt::print(stderr, "error: {}\n", s.error().message());
       code = 2;
     } else if (!o.trace.empty()) {

@@ -19,13 +19,22 @@ namespace foresight::runtime {
 // --- DeviceBuffer -------------------------------------------------------------------------------
 
 void DeviceBuffer::bind(Backend* backend) {
+  if (be_ != nullptr) be_->add_live_bytes(-static_cast<std::int64_t>(held_bytes()));
   be_ = backend;
   on_host_ = be_ == nullptr || be_->host_memory();
+  if (be_ != nullptr) be_->add_live_bytes(static_cast<std::int64_t>(held_bytes()));
+}
+
+void DeviceBuffer::account(std::size_t before) {
+  if (be_ != nullptr)
+    be_->add_live_bytes(static_cast<std::int64_t>(held_bytes()) - static_cast<std::int64_t>(before));
 }
 
 void DeviceBuffer::resize(std::size_t n) {
+  const std::size_t before = held_bytes();
   if (on_host_) {
     host_.resize(n);
+    account(before);
     return;
   }
   if (n <= cap_) {
@@ -39,11 +48,14 @@ void DeviceBuffer::resize(std::size_t n) {
   if (dev_ != nullptr) be_->deallocate(dev_);
   dev_ = p;
   n_ = cap_ = n;
+  account(before);
 }
 
 void DeviceBuffer::assign_zero(std::size_t n) {
   if (on_host_) {
+    const std::size_t before = held_bytes();
     host_.assign(n, 0.0f);
+    account(before);
     return;
   }
   resize(n);
@@ -59,21 +71,40 @@ void DeviceBuffer::zero() {
 
 void DeviceBuffer::copy_from(const DeviceBuffer& o) {
   if (on_host_) {
+    const std::size_t before = held_bytes();
     host_ = o.host_;
+    account(before);
     return;
   }
   resize(o.n_);
   if (n_ > 0) be_->copy(dev_, o.dev_, n_);
 }
 
+void DeviceBuffer::adopt(Buffer&& b) {
+  const std::size_t before = held_bytes();
+  host_ = std::move(b);
+  account(before);
+}
+
+Buffer DeviceBuffer::take() {
+  const std::size_t before = held_bytes();
+  Buffer out;
+  out.swap(host_);
+  account(before);
+  return out;
+}
+
 void DeviceBuffer::release() {
+  const std::size_t before = held_bytes();
   if (on_host_) {
     Buffer().swap(host_);
+    account(before);
     return;
   }
   if (dev_ != nullptr) be_->deallocate(dev_);
   dev_ = nullptr;
   n_ = cap_ = 0;
+  account(before);
 }
 
 #if FORESIGHT_RUNTIME_CUDA

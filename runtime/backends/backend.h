@@ -68,11 +68,16 @@ class DeviceBuffer {
     std::swap(n_, o.n_);
     std::swap(cap_, o.cap_);
   }
-  // Host backends: the storage itself (the pipeline's non-blocking sends take it over).
-  Buffer& host() { return host_; }
+  // Host backends: the storage itself; adopt() replaces it and take() hands it over (the
+  // pipeline's non-blocking sends), both counted in the backend's live bytes.
   const Buffer& host() const { return host_; }
+  void adopt(Buffer&& b);
+  Buffer take();
 
  private:
+  std::size_t held_bytes() const { return (on_host_ ? host_.capacity() : cap_) * sizeof(float); }
+  void account(std::size_t before);  // tells the backend what the storage grew or shrank by
+
   Backend* be_ = nullptr;
   bool on_host_ = true;  // be_ is null or keeps its tensors in host memory (fixed by bind)
   Buffer host_;
@@ -133,6 +138,10 @@ class Backend {
   // The most device memory its tensors have held at once, in bytes (0 for a host backend, whose
   // tensors the process's resident memory counts).
   virtual double peak_device_bytes() const { return 0; }
+  // The bytes its DeviceBuffers hold now (their capacities), as the trainer's measured memory
+  // track samples them after each op.
+  std::int64_t live_bytes() const { return live_bytes_; }
+  void add_live_bytes(std::int64_t delta) { live_bytes_ += delta; }
 
   // A fresh backend of the same kind on the same device (a trainer takes ownership of its own).
   virtual Result<std::unique_ptr<Backend>> another() const = 0;
@@ -209,6 +218,9 @@ class Backend {
   virtual void adamw(float* params, float* m, float* v, const float* grads, std::size_t n,
                      const kernels::AdamWConfig& c, int step, float grad_scale) = 0;
   virtual bool has_overflow(const float* grads, std::size_t n, float limit) = 0;
+
+ private:
+  std::int64_t live_bytes_ = 0;
 };
 
 // The CPU backend (always built). With `separate_memory` its tensors are not Buffers but blocks it

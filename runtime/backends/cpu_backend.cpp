@@ -32,7 +32,7 @@ class CpuComm final : public GroupComm {
     if (separate_)
       c_.send(Buffer(data.data(), data.data() + data.size()), peer, tag);
     else
-      c_.send(std::move(data.host()), peer, tag);
+      c_.send(data.take(), peer, tag);
     data.release();
   }
   void recv(float* data, std::size_t n, int peer, int tag) override { c_.recv(data, n, peer, tag); }

@@ -195,7 +195,7 @@ constexpr std::size_t kTileFloats = 1u << 20;
 DeviceBuffer random_tensor(Backend& be, std::size_t n, unsigned seed) {
   DeviceBuffer t(&be);
   if (be.host_memory()) {
-    t.host() = random_vector(n, seed);
+    t.adopt(random_vector(n, seed));
     return t;
   }
   t.resize(n);
@@ -207,7 +207,7 @@ DeviceBuffer random_tensor(Backend& be, std::size_t n, unsigned seed) {
 DeviceBuffer filled(Backend& be, std::size_t n, float value = 0.0f) {
   DeviceBuffer t(&be);
   if (be.host_memory()) {
-    t.host().assign(n, value);
+    t.adopt(Buffer(n, value));
     return t;
   }
   t.resize(n);  // zero-filled

@@ -245,6 +245,7 @@ struct Trainer::Impl {
   Buffer stats_host, scale_host;  // the vocabulary-parallel cross-entropy's host side
   struct Marked {
     int op, start, end;
+    double bytes;  // Backend::live_bytes after the op was issued
   };
   std::vector<Marked> marks;  // this step's ops and their backend clock marks
 
@@ -1214,7 +1215,7 @@ void Trainer::Impl::init_params(const std::vector<int>& layers) {
   Buffer init(layout.total());
   layout.initialise(init.data(), opt.seed);
   if (be->host_memory()) {
-    params.host().swap(init);
+    params.adopt(std::move(init));
   } else {
     params.resize(init.size());
     be->upload(params.data(), init.data(), init.size());
@@ -1330,7 +1331,7 @@ Result<StepStats> Trainer::step(bool apply_update) {
       } catch (const std::exception& e) {
         return Error("runtime: op " + t.w->op_id(t.rank, t.stage, v) + ": " + e.what());
       }
-      if (t.opt.record_ops) t.marks.push_back({v, s, be.mark()});
+      if (t.opt.record_ops) t.marks.push_back({v, s, be.mark(), static_cast<double>(be.live_bytes())});
     }
     t.pipe->wait_sends();
     be.synchronize();
@@ -1338,7 +1339,8 @@ Result<StepStats> Trainer::step(bool apply_update) {
     return Error("runtime: step " + std::to_string(st.step) + ": " + e.what());
   }
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (const Impl::Marked& m : t.marks) t.timings.push_back({m.op, be.seconds(m.start), be.seconds(m.end)});
+  for (const Impl::Marked& m : t.marks)
+    t.timings.push_back({m.op, be.seconds(m.start), be.seconds(m.end), m.bytes});
   st.dp_grad_bytes = t.dp_bytes;
   if (!apply_update) t.residual.swap(residual_before);
   double loss = t.loss_sum;

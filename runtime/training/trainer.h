@@ -67,6 +67,7 @@ struct StepStats {
 struct OpTiming {
   int op = 0;                     // vertex of the stage program
   double start_s = 0, end_s = 0;  // from the start of the step
+  double bytes = 0;               // the backend's tensors held once the op was issued (Backend::live_bytes)
 };
 
 // Empty Status when the runtime can execute `plan` for `model`; otherwise the reason, naming the field.

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -469,6 +470,29 @@ TEST(CliCompare, StepTimesComeFromTheTwoTraces) {
   EXPECT_NE(text.output.find("ops matched on 1 rank)"), std::string::npos) << text.output;
   expect_input_error("compare " + tmp / "none.json" + " " + tmp / "m.json",
                      tmp / "none.json" + ": cannot open trace (no such file)");
+}
+
+// run --trace: the measured trace carries the runtime's own memory track, the bytes its tensors
+// held after each op: at least the parameters and their gradients (as the prediction of the same
+// plan counts them), and rising and falling with the micro-batches' activations.
+TEST(CliRun, MeasuredTraceHasTheRuntimesMemoryTrack) {
+  const TempDir tmp("memory-track");
+  const CliRun r = run("run --model tiny --backend cpu --steps 2 --trace " + tmp / "m.json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream in(tmp / "m.json");
+  const auto doc = nlohmann::json::parse(in);
+  std::vector<double> gib;
+  for (const auto& e : doc.at("traceEvents"))
+    if (e.value("ph", "") == "C" && e.value("name", "") == "memory")
+      gib.push_back(e["args"]["GiB"].get<double>());
+  ASSERT_GT(gib.size(), 10u);
+  const auto sim =
+      run_json("simulate --model tiny --cluster cpu-local --gpus 1 --gb 4 --precision fp32 --json");
+  const auto& mem = sim.at("memory_bytes");
+  const double state = mem.at("weights").get<double>() + mem.at("gradients").get<double>();
+  const auto [lo, hi] = std::minmax_element(gib.begin(), gib.end());
+  EXPECT_GE(*lo * (1 << 30), state);
+  EXPECT_GT(*hi, *lo);
 }
 
 // reliability: Daly's inputs and outputs agree with each other, and the effective time lies below
