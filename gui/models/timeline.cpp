@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -94,6 +95,10 @@ TimelineBar bar_of(const nlohmann::json& e) {
   b.bytes = number_or(args, "bytes", -1);
   b.flops = number_or(args, "flops", -1);
   b.critical = number_or(args, "critical", 0) != 0;
+  if (args.contains("op") && args["op"].is_number_integer()) b.op = args["op"].get<int>();
+  if (args.contains("after") && args["after"].is_array())
+    for (const auto& v : args["after"])
+      if (v.is_number_integer()) b.after_ops.push_back(v.get<int>());
   TraceOp op;
   op.name = b.name;
   op.cat = b.cat.empty() ? "compute" : b.cat;
@@ -186,6 +191,16 @@ void assemble_lanes(RawLanes& raw, Timeline& t) {
     }
     t.lanes.push_back(std::move(lane));
   }
+  // Dependencies: each bar's waited-for vertices as bars of the same rank (pid).
+  std::map<std::pair<int, int>, std::size_t> by_op;  // (pid, vertex) -> bar
+  for (std::size_t i = 0; i < t.bars.size(); ++i)
+    if (t.bars[i].op >= 0)
+      by_op.emplace(std::pair{t.lanes[static_cast<std::size_t>(t.bars[i].lane)].pid, t.bars[i].op}, i);
+  for (TimelineBar& b : t.bars) {
+    const int pid = t.lanes[static_cast<std::size_t>(b.lane)].pid;
+    for (int v : b.after_ops)
+      if (const auto it = by_op.find({pid, v}); it != by_op.end()) b.after.push_back(it->second);
+  }
 }
 
 // A measured trace's ranks each count time from their own start. A collective ends on every
@@ -260,6 +275,31 @@ Result<Timeline> timeline_from_json(const nlohmann::json& doc, const std::string
   }
   if (t.step_s <= 0) t.step_s = t.end_s - t.begin_s;
   return t;
+}
+
+std::vector<std::size_t> bars_before(const Timeline& t, std::size_t bar) {
+  if (bar >= t.bars.size()) return {};
+  std::vector<std::size_t> out = t.bars[bar].after;
+  std::stable_sort(out.begin(), out.end(),
+                   [&](std::size_t a, std::size_t b) { return t.bars[a].start_s < t.bars[b].start_s; });
+  return out;
+}
+
+std::vector<std::size_t> bars_after(const Timeline& t, std::size_t bar) {
+  std::vector<std::size_t> out;
+  if (bar >= t.bars.size()) return out;
+  const int lane = t.bars[bar].lane;
+  const int pid = t.lanes[static_cast<std::size_t>(lane)].pid;
+  // Only the rank's own lanes can hold them.
+  for (const TimelineLane& l : t.lanes) {
+    if (l.pid != pid) continue;
+    for (std::size_t i = l.first; i < l.first + l.count; ++i)
+      if (std::find(t.bars[i].after.begin(), t.bars[i].after.end(), bar) != t.bars[i].after.end())
+        out.push_back(i);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [&](std::size_t a, std::size_t b) { return t.bars[a].start_s < t.bars[b].start_s; });
+  return out;
 }
 
 std::pair<std::size_t, std::size_t> visible_bars(const Timeline& t, int lane, double t0, double t1) {
@@ -344,6 +384,7 @@ Timeline collapse_by_stage(const Timeline& t) {
   Timeline out = t;
   out.lanes.clear();
   out.bars.clear();
+  std::vector<std::size_t> moved(t.bars.size(), SIZE_MAX);  // old bar -> new (SIZE_MAX: dropped)
   for (const TimelineLane& l : t.lanes) {
     const int st = stage_of(l.process);
     if (st >= 0 && first_pid[st] != l.pid) continue;
@@ -355,9 +396,16 @@ Timeline collapse_by_stage(const Timeline& t) {
     for (std::size_t i = l.first; i < l.first + l.count; ++i) {
       TimelineBar b = t.bars[i];
       b.lane = lane;
+      moved[i] = out.bars.size();
       out.bars.push_back(std::move(b));
     }
     out.lanes.push_back(std::move(nl));
+  }
+  for (TimelineBar& b : out.bars) {  // dependencies are on the bar's own rank, which is kept whole
+    std::vector<std::size_t> after;
+    for (std::size_t a : b.after)
+      if (moved[a] != SIZE_MAX) after.push_back(moved[a]);
+    b.after = std::move(after);
   }
   out.counters.clear();
   for (const TimelineCounter& c : t.counters) {

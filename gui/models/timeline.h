@@ -31,7 +31,10 @@ struct TimelineBar {
   std::string kind;   // compare.h's op_kind: gemm, attention, elementwise, ..., the collective's name
   double bytes = -1;  // -1: not in the trace
   double flops = -1;
-  bool critical = false;  // on the step's critical path (args.critical in `simulate --trace`)
+  bool critical = false;       // on the step's critical path (args.critical in `simulate --trace`)
+  int op = -1;                 // its vertex in the rank's program (args.op of Foresight's traces); -1: none
+  std::vector<int> after_ops;  // the vertices it waited for on its rank (args.after)
+  std::vector<std::size_t> after;  // those ops' bars (resolved by timeline_from_json)
   double end_s() const { return start_s + dur_s; }
 };
 
@@ -69,6 +72,11 @@ struct Timeline {
   // compute 2.11 s, communication 145 ms, waiting 0 s"; "" when the trace has none).
   std::string critical_note;
 };
+
+// The bars `bar` waited for (its dependencies on its rank) and those that waited for it, each by
+// start time; empty for traces that carry no dependencies (foreign ones).
+std::vector<std::size_t> bars_before(const Timeline& t, std::size_t bar);
+std::vector<std::size_t> bars_after(const Timeline& t, std::size_t bar);
 
 // What a time range of a timeline holds: busy time by op kind and by stream (summed over the
 // lanes, clipped to the range), and communication that no compute of its rank overlaps.

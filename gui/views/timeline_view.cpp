@@ -142,9 +142,19 @@ TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   connect(in_view_, &QCheckBox::toggled, this, &TimelineView::refresh_range);
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
-            if (current.isValid())
+            if (current.isValid() && !following_chart_)
               gantt_->show_bar(static_cast<std::size_t>(proxy_->mapToSource(current).row()));
           });
+  // A bar clicked in the chart is selected in the table too (where the table shows it).
+  connect(gantt_, &TimelineWidget::bar_selected, this, [this](std::size_t clicked) {
+    const QModelIndex row = proxy_->mapFromSource(model_->index(static_cast<int>(clicked), 0));
+    if (!row.isValid()) return;
+    following_chart_ = true;
+    table_->selectionModel()->setCurrentIndex(
+        row, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    table_->scrollTo(row);
+    following_chart_ = false;
+  });
   connect(&watcher_, &QFutureWatcher<Result<Timeline>>::finished, this, [this] {
     Result<Timeline> r = watcher_.result();
     if (!r)

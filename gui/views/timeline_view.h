@@ -70,6 +70,7 @@ class TimelineView : public QWidget {
   QTimer* refresh_;
   Timeline full_;  // the trace as loaded (the model may hold it collapsed)
   QTableView* table_;
+  bool following_chart_ = false;  // the table selects the chart's clicked bar: do not zoom to it
   QFutureWatcher<Result<Timeline>> watcher_;
 };
 

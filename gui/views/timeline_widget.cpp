@@ -252,6 +252,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   }
   draw_counters(p);
   if (show_critical()) draw_critical_arrows(p);
+  draw_dependency_arrows(p);
   if (highlight_ && *highlight_ < t.bars.size()) {
     const TimelineBar& b = t.bars[*highlight_];
     const int y = top + b.lane * rh - row_offset_;
@@ -352,15 +353,48 @@ void TimelineWidget::draw_critical_arrows(QPainter& p) {
     if (a.start_s > t1_) break;
     if (a.lane == b.lane) continue;
     const QPointF from(x_at(a.end_s()), mid_y(a.lane)), to(x_at(b.start_s), mid_y(b.lane));
-    p.drawLine(from, to);
-    // The head: a small triangle pointing along the line, at its end.
-    const double dx = to.x() - from.x(), dy = to.y() - from.y(), len = std::hypot(dx, dy);
-    if (len < 1) continue;
-    const double ux = dx / len, uy = dy / len, s = 6;
-    const QPointF head[3] = {to, QPointF(to.x() - s * ux - s / 2 * uy, to.y() - s * uy + s / 2 * ux),
-                             QPointF(to.x() - s * ux + s / 2 * uy, to.y() - s * uy - s / 2 * ux)};
-    p.drawPolygon(head, 3);
+    draw_arrow(p, from, to);
   }
+  p.restore();
+}
+
+// A line with a small triangle at its end pointing along it.
+void TimelineWidget::draw_arrow(QPainter& p, QPointF from, QPointF to) const {
+  p.drawLine(from, to);
+  const double dx = to.x() - from.x(), dy = to.y() - from.y(), len = std::hypot(dx, dy);
+  if (len < 1) return;
+  const double ux = dx / len, uy = dy / len, s = 6;
+  const QPointF head[3] = {to, QPointF(to.x() - s * ux - s / 2 * uy, to.y() - s * uy + s / 2 * ux),
+                           QPointF(to.x() - s * ux + s / 2 * uy, to.y() - s * uy - s / 2 * ux)};
+  p.drawPolygon(head, 3);
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> TimelineWidget::dependency_arrows() const {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  if (!model_ || !highlight_ || *highlight_ >= model_->timeline().bars.size()) return out;
+  const Timeline& t = model_->timeline();
+  for (std::size_t b : bars_before(t, *highlight_)) out.emplace_back(b, *highlight_);
+  for (std::size_t b : bars_after(t, *highlight_)) out.emplace_back(*highlight_, b);
+  return out;
+}
+
+// The selected op's dependencies: an arrow from the end of each op it waited for to its start,
+// and from its end to the start of each op that waited for it (on its rank; the trace's edges).
+void TimelineWidget::draw_dependency_arrows(QPainter& p) {
+  const auto arrows = dependency_arrows();
+  if (arrows.empty()) return;
+  const Timeline& t = model_->timeline();
+  const int rh = row_height();
+  auto mid_y = [&](int lane) { return lanes_top() + lane * rh - row_offset_ + rh / 2.0; };
+  const QColor colour = palette().color(QPalette::Highlight);
+  p.save();
+  p.setClipRect(plot_left(), lanes_top(), plot_width(), lanes_bottom() - lanes_top());
+  p.setRenderHint(QPainter::Antialiasing, true);
+  p.setPen(QPen(colour, 1.5));
+  p.setBrush(colour);
+  for (const auto& [a, b] : arrows)
+    draw_arrow(p, QPointF(x_at(t.bars[a].end_s()), mid_y(t.bars[a].lane)),
+               QPointF(x_at(t.bars[b].start_s), mid_y(t.bars[b].lane)));
   p.restore();
 }
 
@@ -435,6 +469,7 @@ void TimelineWidget::wheelEvent(QWheelEvent* event) {
 void TimelineWidget::mousePressEvent(QMouseEvent* event) {
   if (event->button() != Qt::LeftButton) return;
   dragging_ = true;
+  dragged_ = false;
   drag_start_ = event->position().toPoint();
   drag_t0_ = t0_;
   drag_t1_ = t1_;
@@ -445,15 +480,23 @@ void TimelineWidget::mousePressEvent(QMouseEvent* event) {
 void TimelineWidget::mouseMoveEvent(QMouseEvent* event) {
   if (!dragging_) return;
   const QPoint d = event->position().toPoint() - drag_start_;
+  if (d.manhattanLength() > 3) dragged_ = true;
   const double dt = -d.x() * (drag_t1_ - drag_t0_) / plot_width();
   set_range(drag_t0_ + dt, drag_t1_ + dt);
   row_offset_ = drag_row_offset_;
   scroll_rows(-d.y());
 }
 
-void TimelineWidget::mouseReleaseEvent(QMouseEvent*) {
+void TimelineWidget::mouseReleaseEvent(QMouseEvent* event) {
+  const bool click = dragging_ && !dragged_;
   dragging_ = false;
   unsetCursor();
+  if (!click) return;
+  // A click selects the bar under it (and draws its dependencies), or clears the selection.
+  const auto bar = bar_at_position(event->position().toPoint());
+  highlight_ = bar;
+  update();
+  if (bar) Q_EMIT bar_selected(*bar);
 }
 
 void TimelineWidget::mouseDoubleClickEvent(QMouseEvent*) { fit(); }

@@ -1,6 +1,7 @@
 // A Gantt chart of a TimelineModel: one row per (rank, stream), one bar per op, coloured by op
 // kind. Wheel zooms around the pointer (Shift+wheel scrolls the rows), dragging pans, a double
-// click fits the whole step; hovering a bar shows its op id, duration and bytes. Two widgets can
+// click fits the whole step; hovering a bar shows its op id, duration and bytes; clicking one
+// selects it and draws its dependencies (where the trace has them). Two widgets can
 // share their time range (range_changed -> set_range), as the Compare view does.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 class QHelpEvent;
@@ -41,8 +43,15 @@ class TimelineWidget : public QWidget {
   // Underlines the ops on the step's critical path (where the trace marks them); on by default.
   void set_show_critical(bool on);
 
+ public:
+  // The selected bar (show_bar, or a click), and the dependency arrows drawn for it: (from, to)
+  // bars, from each op it waited for to it and from it to each op that waited for it.
+  std::optional<std::size_t> selected_bar() const { return highlight_; }
+  std::vector<std::pair<std::size_t, std::size_t>> dependency_arrows() const;
+
  Q_SIGNALS:
   void range_changed(double t0_s, double t1_s);
+  void bar_selected(std::size_t bar);
 
  protected:
   void paintEvent(QPaintEvent* event) override;
@@ -65,6 +74,8 @@ class TimelineWidget : public QWidget {
   void draw_axis(QPainter& p);
   void draw_legend(QPainter& p);
   void draw_critical_arrows(QPainter& p);
+  void draw_dependency_arrows(QPainter& p);
+  void draw_arrow(QPainter& p, QPointF from, QPointF to) const;
   struct LegendEntry {
     QString text;
     std::string kind;  // "" for the critical path and "+N more"
@@ -89,6 +100,7 @@ class TimelineWidget : public QWidget {
   double drag_t0_ = 0, drag_t1_ = 0;
   int drag_row_offset_ = 0;
   bool dragging_ = false;
+  bool dragged_ = false;  // the press moved the view: its release is no click
 };
 
 }  // namespace foresight::gui

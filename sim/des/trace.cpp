@@ -1,6 +1,7 @@
 // Streams a simulated timeline to Chrome Trace Event JSON.
 #include "sim/des/trace.h"
 
+#include <boost/range/iterator_range.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -80,12 +81,19 @@ Status write_chrome_trace(const std::string& path, const Workload& w, const SimR
                       : op.kind == OpKind::kCollective ? "collective"
                       : op.kind == OpKind::kCopy       ? "copy"
                                                        : "p2p";
+    // "op": its vertex in the rank's program; "after": the vertices it waited for on that rank
+    // (the graph's edges; a receive's sender is on another rank and not among them).
+    std::string after;
+    for (auto e : boost::make_iterator_range(boost::in_edges(rec.op, w.stages[rec.stage].graph())))
+      after.append(after.empty() ? "" : ",")
+          .append(std::to_string(boost::source(e, w.stages[rec.stage].graph())));
     std::fprintf(
         f,
         "{\"ph\":\"X\",\"name\":\"%s\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-        "\"args\":{\"id\":\"%s\",\"bytes\":%.0f,\"flops\":%.0f%s}}",
+        "\"args\":{\"id\":\"%s\",\"bytes\":%.0f,\"flops\":%.0f%s,\"op\":%d,\"after\":[%s]}}",
         op.name, cat, rec.rank, static_cast<int>(op.stream), rec.start_s * 1e6,
-        (rec.end_s - rec.start_s) * 1e6, id.c_str(), op.bytes, op.flops, on_path[i] ? ",\"critical\":1" : "");
+        (rec.end_s - rec.start_s) * 1e6, id.c_str(), op.bytes, op.flops, on_path[i] ? ",\"critical\":1" : "",
+        rec.op, after.c_str());
   }
   // Memory in use over the step, a counter track per rank (memory_timeline.h).
   for (const MemoryTrack& t : annotations.memory)

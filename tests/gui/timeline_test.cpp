@@ -83,6 +83,45 @@ TEST(Timeline, CriticalPathFromTheTrace) {
   for (const TimelineBar& b : plain->bars) EXPECT_FALSE(b.critical);
 }
 
+// Foresight's traces give each op its vertex (args.op) and the vertices it waited for on its rank
+// (args.after); they become each bar's dependencies, the bars before and after a selected one,
+// and collapsing ranks keeps them. A trace without them has none.
+TEST(Timeline, DependenciesFromTheTrace) {
+  auto doc = small_trace();
+  for (auto& e : doc["traceEvents"]) {
+    const std::string name = e.value("name", "");
+    if (name == "qkv") e["args"].update({{"op", 0}, {"after", nlohmann::json::array()}});
+    if (name == "attn.tp_all_reduce") e["args"].update({{"op", 1}, {"after", {0}}});
+    if (name == "mlp_up") e["args"].update({{"op", 2}, {"after", {1, 7}}});        // 7: not in the trace
+    if (name == "send_activation") e["args"].update({{"op", 1}, {"after", {0}}});  // rank 1's vertex 0: none
+  }
+  auto t = timeline_from_json(doc, "small.json");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  const std::size_t qkv = t->lanes[0].first, mlp = t->lanes[0].first + 1, ar = t->lanes[1].first,
+                    send = t->lanes[2].first;
+  EXPECT_EQ(t->bars[ar].after, (std::vector<std::size_t>{qkv}));
+  EXPECT_EQ(t->bars[mlp].after, (std::vector<std::size_t>{ar}));
+  EXPECT_TRUE(t->bars[send].after.empty());  // its vertex 0 is rank 1's, which the trace lacks
+  EXPECT_EQ(bars_before(*t, ar), (std::vector<std::size_t>{qkv}));
+  EXPECT_EQ(bars_after(*t, ar), (std::vector<std::size_t>{mlp}));
+  EXPECT_EQ(bars_after(*t, qkv), (std::vector<std::size_t>{ar}));
+  EXPECT_TRUE(bars_after(*t, send).empty());
+  const Timeline c = collapse_by_stage(*t);
+  std::size_t c_ar = c.bars.size(), c_mlp = c.bars.size();
+  for (std::size_t i = 0; i < c.bars.size(); ++i) {
+    if (c.bars[i].name == "attn.tp_all_reduce") c_ar = i;
+    if (c.bars[i].name == "mlp_up") c_mlp = i;
+  }
+  ASSERT_LT(c_mlp, c.bars.size());
+  EXPECT_EQ(c.bars[c_mlp].after, (std::vector<std::size_t>{c_ar}));
+  auto plain = timeline_from_json(small_trace(), "small.json");
+  ASSERT_TRUE(plain.ok());
+  for (std::size_t i = 0; i < plain->bars.size(); ++i) {
+    EXPECT_TRUE(bars_before(*plain, i).empty());
+    EXPECT_TRUE(bars_after(*plain, i).empty());
+  }
+}
+
 // Counter events ("C"): a series per pid and argument, by time, with its largest value; collapsing
 // ranks keeps the counters of the ranks kept.
 TEST(Timeline, CountersFromTheTrace) {

@@ -791,5 +791,53 @@ TEST(TimelineWidget, HitTestZoomAndPan) {
   EXPECT_NEAR(w.range_end(), 65.65e-6, 1e-12);
 }
 
+// Clicking an op selects it and draws its dependencies (args.op/after of Foresight's traces):
+// an arrow from the op it waited for, and one to the op that waited for it, in the selection's
+// colour; clicking where no op is clears them; a drag selects nothing.
+TEST(TimelineWidget, ClickedOpShowsItsDependencies) {
+  TimelineWidget w;
+  w.resize(800, 200);
+  auto t = timeline_from_json(nlohmann::json::parse(R"json({"traceEvents": [
+      {"ph": "X", "name": "qkv", "cat": "compute", "pid": 0, "tid": 0, "ts": 0, "dur": 10,
+       "args": {"id": "a", "op": 0, "after": []}},
+      {"ph": "X", "name": "mlp_up", "cat": "compute", "pid": 0, "tid": 0, "ts": 30, "dur": 20,
+       "args": {"id": "b", "op": 2, "after": [1]}},
+      {"ph": "X", "name": "attn.tp_all_reduce", "cat": "collective", "pid": 0, "tid": 1, "ts": 10, "dur": 15,
+       "args": {"id": "c", "op": 1, "after": [0]}}]})json"),
+                              "deps.json");
+  ASSERT_TRUE(t.ok());
+  auto* m = new TimelineModel(&w);
+  m->set_timeline(std::move(*t));
+  w.set_model(m);
+  const QColor colour = w.palette().color(QPalette::Highlight);
+  auto coloured = [&] {
+    const QImage img = w.grab().toImage();
+    int n = 0;
+    for (int y = 24; y < img.height() - 22; ++y)
+      for (int x = 150; x < img.width(); ++x) n += QColor(img.pixel(x, y)) == colour ? 1 : 0;
+    return n;
+  };
+  const int before = coloured();
+  // Geometry as in HitTestZoomAndPan: 2 lanes of 40 px under the 24 px axis.
+  const double span = w.range_end() - w.range_begin();
+  auto x_of = [&](double s) { return static_cast<int>(150 + (s - w.range_begin()) / span * 642); };
+  const QPoint on_all_reduce(x_of(17e-6), 24 + 40 + 20);
+  std::vector<std::size_t> selected;
+  QObject::connect(&w, &TimelineWidget::bar_selected, [&](std::size_t b) { selected.push_back(b); });
+  QTest::mouseClick(&w, Qt::LeftButton, Qt::NoModifier, on_all_reduce);
+  ASSERT_EQ(w.selected_bar(), std::optional<std::size_t>(2));  // lane 1's bar
+  EXPECT_EQ(selected, (std::vector<std::size_t>{2}));
+  using Arrow = std::pair<std::size_t, std::size_t>;
+  EXPECT_EQ(w.dependency_arrows(), (std::vector<Arrow>{{0, 2}, {2, 1}}));
+  EXPECT_GT(coloured(), before + 40);  // the outline and two arrows
+  QTest::mouseClick(&w, Qt::LeftButton, Qt::NoModifier, QPoint(x_of(27e-6), 24 + 20));  // between ops
+  EXPECT_FALSE(w.selected_bar().has_value());
+  EXPECT_TRUE(w.dependency_arrows().empty());
+  QTest::mousePress(&w, Qt::LeftButton, Qt::NoModifier, on_all_reduce);
+  QTest::mouseMove(&w, on_all_reduce + QPoint(-60, 0));
+  QTest::mouseRelease(&w, Qt::LeftButton, Qt::NoModifier, on_all_reduce + QPoint(-60, 0));
+  EXPECT_FALSE(w.selected_bar().has_value());
+}
+
 }  // namespace
 }  // namespace foresight::gui
