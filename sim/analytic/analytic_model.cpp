@@ -335,6 +335,26 @@ double merged_pair_exposed(double rest_fwd, double experts_fwd, double rest_bwd,
   return pair - (rest_fwd + experts_fwd + rest_bwd + experts_bwd);
 }
 
+// Expert parallel: dispatch and combine all-to-alls, forward, backward and in full recompute,
+// exposed; merged forward/backward pairs (Plan::overlap_ep_comm) hide them behind each other's
+// compute over the steady state's share. `t`'s compute and TP times are the layer's already.
+void add_expert_all_to_alls(const LayerKernels& k, const Plan& p, const Links& links, bool full,
+                            LayerTime& t) {
+  t.a2a = alltoall_time(links.ep, k.ep_bytes);
+  t.ep = (full ? 6 : 4) * t.a2a;
+  const double merged = merged_pair_share(p);
+  if (merged <= 0) return;
+  double experts_fwd = 0, experts_bwd = 0;  // the kernels between dispatch and combine
+  for (int i = k.moe_dispatch_after + 1; i <= k.moe_combine_after; ++i) {
+    experts_fwd += k.fwd[i].fwd_s;
+    experts_bwd += k.fwd[i].bwd_s;
+  }
+  const double rest_fwd = t.fwd_compute + t.fwd_tp - experts_fwd;
+  const double rest_bwd = t.bwd_compute + t.recompute + t.bwd_tp - experts_bwd;
+  t.ep =
+      merged * merged_pair_exposed(rest_fwd, experts_fwd, rest_bwd, experts_bwd, t.a2a) + (1 - merged) * t.ep;
+}
+
 // `mask`: the modules this layer recomputes (layer_cost.h); the kernels they re-run are
 // LayerKernels::rerun_share's, and full recompute repeats the forward's collectives too.
 LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
@@ -399,25 +419,7 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
       t.cp = std::max(0.0, ring - attn_fwd) + std::max(0.0, 2 * ring - attn_bwd);
     }
   }
-  // Expert parallel: dispatch and combine all-to-alls, forward, backward and in full recompute;
-  // merged forward/backward pairs (Plan::overlap_ep_comm) hide them behind each other's compute.
-  if (moe && p.ep > 1) {
-    const double a2a = alltoall_time(links.ep, k.ep_bytes);
-    t.a2a = a2a;
-    t.ep = (full ? 6 : 4) * a2a;
-    const double merged = merged_pair_share(p);
-    if (merged > 0) {
-      double experts_fwd = 0, experts_bwd = 0;  // the kernels between dispatch and combine
-      for (int i = k.moe_dispatch_after + 1; i <= k.moe_combine_after; ++i) {
-        experts_fwd += k.fwd[i].fwd_s;
-        experts_bwd += k.fwd[i].bwd_s;
-      }
-      const double rest_fwd = t.fwd_compute + t.fwd_tp - experts_fwd;
-      const double rest_bwd = t.bwd_compute + t.recompute + t.bwd_tp - experts_bwd;
-      t.ep = merged * merged_pair_exposed(rest_fwd, experts_fwd, rest_bwd, experts_bwd, a2a) +
-             (1 - merged) * t.ep;
-    }
-  }
+  if (moe && p.ep > 1) add_expert_all_to_alls(k, p, links, full, t);
   t.model_flops = 3.0 * f.total();
   t.hw_flops = t.model_flops + k.recompute_flops(mask);
   t.offload = layer_offload_seconds(m, p, s, moe, host_rate, t.fwd_compute, t.bwd_compute + t.recompute);
