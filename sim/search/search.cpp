@@ -153,12 +153,7 @@ std::vector<DeviceLayout> device_layouts(const ClusterSpec& cluster, int gpus, i
 // reduction, as Megatron requires) and the expert all-to-alls behind merged forward/backward
 // pairs (where the plan's experts, schedule and recompute allow them).
 void add_overlaps(const Plan& base, const Axes& a, std::vector<Plan>& out) {
-  const bool pairs = base.ep > 1 &&
-                     (base.schedule == Schedule::kDualPipe ||
-                      (base.schedule == Schedule::kInterleaved1F1B && base.virtual_stages > 1) ||
-                      (base.pp == 1 && base.schedule == Schedule::k1F1B)) &&
-                     (base.recompute == Recompute::kNone || base.recompute == Recompute::kSelective) &&
-                     base.recompute_layers < 0;
+  const bool pairs = base.ep > 1 && base.schedule_pairs() && base.recompute_pairs();
   for (bool grad : a.overlap_grad_reduce) {
     if (base.zero_stage == 3 && grad != a.overlap_grad_reduce.front()) continue;
     for (bool tp : a.overlap_tp_comm) {

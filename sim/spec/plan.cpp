@@ -748,16 +748,12 @@ Status PlanChecks::offload_and_schedule() const {
   if (p.overlap_ep_comm) {
     if (m.moe.experts == 0 || p.ep < 2)
       return fail("overlap_ep_comm", "needs a MoE model with expert parallelism (ep > 1)");
-    const bool pairs = p.schedule == Schedule::kDualPipe ||
-                       (p.schedule == Schedule::kInterleaved1F1B && p.virtual_stages > 1) ||
-                       (p.pp == 1 && p.schedule == Schedule::k1F1B);
-    if (!pairs)
+    if (!p.schedule_pairs())
       return fail(
           "overlap_ep_comm",
           "needs interleaved-1f1b with virtual_stages > 1, dualpipe, or pp 1 with 1f1b (Megatron-Core "
           "pairs a forward with a backward only there)");
-    if (p.recompute == Recompute::kFull || p.recompute == Recompute::kOptimal ||
-        p.recompute_method == RecomputeMethod::kUniform || p.recompute_layers >= 0)
+    if (!p.recompute_pairs())
       return fail("overlap_ep_comm",
                   "cannot be combined with recompute " + to_string(p.recompute) +
                       (p.recompute_layers >= 0 ? " of some layers" : "") +

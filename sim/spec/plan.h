@@ -141,6 +141,17 @@ struct Plan {
   // --overlap-moe-expert-parallel-comm, which needs virtual stages when pp > 1; DeepSeek-V3's
   // DualPipe, Sec. 3.2.1). Needs ep > 1 and no full recompute.
   bool overlap_ep_comm = false;
+  // The schedules that pair a forward with a backward (where overlap_ep_comm can apply), and the
+  // recompute that lets them (Megatron-Core refuses full and per-layer recompute with it).
+  bool schedule_pairs() const {
+    return schedule == Schedule::kDualPipe ||
+           (schedule == Schedule::kInterleaved1F1B && virtual_stages > 1) ||
+           (pp == 1 && schedule == Schedule::k1F1B);
+  }
+  bool recompute_pairs() const {
+    return recompute != Recompute::kFull && recompute != Recompute::kOptimal &&
+           recompute_method != RecomputeMethod::kUniform && recompute_layers < 0;
+  }
   bool p2p_overlapped() const {
     return overlap_p2p_comm && schedule == Schedule::kInterleaved1F1B && virtual_stages > 1 && pp > 1;
   }
