@@ -116,19 +116,6 @@ Result<SearchResult> search_with_progress(const ModelSpec& model, const ClusterS
   return r;
 }
 
-// The communication a plan overlaps, as the search varies it: "grad+param+tp+ep" (those set: the
-// data-parallel reduction, ZeRO-1/2's parameter all-gather, the TP collectives, the expert
-// all-to-alls behind merged pairs), "" for none.
-std::string overlap_string(const Plan& p) {
-  std::string out;
-  for (auto [on, name] : {std::pair{p.overlap_grad_reduce && p.zero_stage < 3, "grad"},
-                          {p.overlap_param_gather, "param"},
-                          {p.overlap_tp_comm, "tp"},
-                          {p.overlap_ep_comm, "ep"}})
-    if (on) out.append(out.empty() ? "" : "+").append(name);
-  return out;
-}
-
 // The layout column: degrees, then what is offloaded and what is overlapped.
 std::string layout_column(const Plan& p) {
   std::string s = layout_string(p);

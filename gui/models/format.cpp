@@ -46,6 +46,7 @@ QString plan_text(const Plan& p) {
   if (p.schedule != Schedule::k1F1B && p.schedule != Schedule::kInterleaved1F1B)
     s.append(" | ").append(to_string(p.schedule));
   if (!offload_string(p).empty()) s.append(" | offload ").append(offload_string(p));
+  if (!overlap_string(p).empty()) s.append(" | overlap ").append(overlap_string(p));
   return qstr(s);
 }
 

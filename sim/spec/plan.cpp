@@ -281,6 +281,16 @@ std::string offload_string(const Plan& p) {
   return out;
 }
 
+std::string overlap_string(const Plan& p) {
+  std::string out;
+  for (auto [on, name] : {std::pair{p.overlap_grad_reduce && p.zero_stage < 3, "grad"},
+                          {p.overlap_param_gather, "param"},
+                          {p.overlap_tp_comm, "tp"},
+                          {p.overlap_ep_comm, "ep"}})
+    if (on) out.append(out.empty() ? "" : "+").append(name);
+  return out;
+}
+
 namespace {
 
 // plan_from_json's parts, each reading its fields in the file's documented order.

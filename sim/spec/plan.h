@@ -293,6 +293,10 @@ Status check_rank_order(const std::string& order);
 // What the plan keeps in host memory: "optimizer+params+activations+embeddings" (those set), or
 // "" when nothing is offloaded.
 std::string offload_string(const Plan& p);
+// The communication a plan overlaps, as the search varies it: "grad+param+tp+ep" (those set: the
+// data-parallel reduction, ZeRO-1/2's parameter all-gather, the TP collectives, the expert
+// all-to-alls behind merged pairs), "" for none.
+std::string overlap_string(const Plan& p);
 
 // The sequence length the plan trains at: Plan::seq_len when set, the model's otherwise.
 inline int effective_seq_len(const Plan& p, const ModelSpec& m) {

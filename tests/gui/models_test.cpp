@@ -194,6 +194,10 @@ TEST(RankedPlanModel, PlanTextNamesTheWholeLayout) {
   p.schedule = Schedule::kZeroBubble;
   EXPECT_NE(plan_text(p).indexOf(QStringLiteral("| offload optimizer")), -1) << plan_text(p).toStdString();
   EXPECT_NE(plan_text(p).indexOf(qstr(to_string(Schedule::kZeroBubble))), -1);
+  // The overlaps the search varies tell apart plans of one layout.
+  p.overlap_grad_reduce = true;
+  p.overlap_ep_comm = true;
+  EXPECT_NE(plan_text(p).indexOf(QStringLiteral("| overlap grad+ep")), -1) << plan_text(p).toStdString();
 }
 
 // The minimum-free filter keeps exactly the plans with that share free; the CSV of the filtered
