@@ -13,6 +13,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "app/cli_checks.h"
 #include "app/commands.h"
@@ -446,13 +447,12 @@ Gathered gather_measured(const runtime::Comm& world, const runtime::Trainer& t,
     // By time: the ops were issued in program order, which is not the streams' finishing order.
     std::stable_sort(track.samples.begin(), track.samples.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const auto& [at, bytes] : track.samples)
-      if (bytes > track.peak_bytes) {
-        track.peak_bytes = bytes;
-        track.peak_s = at;
-      }
-    if (!track.samples.empty()) g.memory.push_back(std::move(track));
     g.measured.simulated_ranks.push_back(static_cast<int>(r));
+    if (track.samples.empty()) continue;
+    const auto peak = std::max_element(track.samples.begin(), track.samples.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    std::tie(track.peak_s, track.peak_bytes) = *peak;
+    g.memory.push_back(std::move(track));
   }
   return g;
 }

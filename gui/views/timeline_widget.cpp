@@ -142,7 +142,7 @@ void TimelineWidget::set_range(double t0_s, double t1_s) {
 }
 
 void TimelineWidget::fit() {
-  highlight_.reset();
+  select(std::nullopt);
   row_offset_ = 0;
   if (!model_ || model_->empty()) {
     set_range(0, 1);
@@ -159,7 +159,7 @@ void TimelineWidget::show_bar(std::size_t bar) {
   if (!model_ || bar >= model_->timeline().bars.size()) return;
   const TimelineBar& b = model_->timeline().bars[bar];
   const double pad = std::max(b.dur_s * 10, 1e-6);
-  highlight_ = bar;
+  select(bar);
   // Scroll so the bar's row is visible.
   const int row_y = b.lane * row_height();
   const int visible = lanes_bottom() - lanes_top();
@@ -369,19 +369,21 @@ void TimelineWidget::draw_arrow(QPainter& p, QPointF from, QPointF to) const {
   p.drawPolygon(head, 3);
 }
 
-std::vector<std::pair<std::size_t, std::size_t>> TimelineWidget::dependency_arrows() const {
-  std::vector<std::pair<std::size_t, std::size_t>> out;
-  if (!model_ || !highlight_ || *highlight_ >= model_->timeline().bars.size()) return out;
+// The selection's arrows are found here, once, not on every repaint (the ops after it are a scan
+// of its rank's bars).
+void TimelineWidget::select(std::optional<std::size_t> bar) {
+  highlight_ = bar;
+  arrows_.clear();
+  if (!model_ || !bar || *bar >= model_->timeline().bars.size()) return;
   const Timeline& t = model_->timeline();
-  for (std::size_t b : bars_before(t, *highlight_)) out.emplace_back(b, *highlight_);
-  for (std::size_t b : bars_after(t, *highlight_)) out.emplace_back(*highlight_, b);
-  return out;
+  for (std::size_t b : bars_before(t, *bar)) arrows_.emplace_back(b, *bar);
+  for (std::size_t b : bars_after(t, *bar)) arrows_.emplace_back(*bar, b);
 }
 
 // The selected op's dependencies: an arrow from the end of each op it waited for to its start,
 // and from its end to the start of each op that waited for it (on its rank; the trace's edges).
 void TimelineWidget::draw_dependency_arrows(QPainter& p) {
-  const auto arrows = dependency_arrows();
+  const auto& arrows = arrows_;
   if (arrows.empty()) return;
   const Timeline& t = model_->timeline();
   const int rh = row_height();
@@ -494,7 +496,7 @@ void TimelineWidget::mouseReleaseEvent(QMouseEvent* event) {
   if (!click) return;
   // A click selects the bar under it (and draws its dependencies), or clears the selection.
   const auto bar = bar_at_position(event->position().toPoint());
-  highlight_ = bar;
+  select(bar);
   update();
   if (bar) Q_EMIT bar_selected(*bar);
 }

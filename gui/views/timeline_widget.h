@@ -47,7 +47,7 @@ class TimelineWidget : public QWidget {
   // The selected bar (show_bar, or a click), and the dependency arrows drawn for it: (from, to)
   // bars, from each op it waited for to it and from it to each op that waited for it.
   std::optional<std::size_t> selected_bar() const { return highlight_; }
-  std::vector<std::pair<std::size_t, std::size_t>> dependency_arrows() const;
+  const std::vector<std::pair<std::size_t, std::size_t>>& dependency_arrows() const { return arrows_; }
 
  Q_SIGNALS:
   void range_changed(double t0_s, double t1_s);
@@ -96,6 +96,8 @@ class TimelineWidget : public QWidget {
   double t0_ = 0, t1_ = 1;
   int row_offset_ = 0;  // pixels scrolled down
   std::optional<std::size_t> highlight_;
+  std::vector<std::pair<std::size_t, std::size_t>> arrows_;  // highlight_'s dependencies, found once
+  void select(std::optional<std::size_t> bar);               // sets highlight_ and arrows_
   QPoint drag_start_;
   double drag_t0_ = 0, drag_t1_ = 0;
   int drag_row_offset_ = 0;

@@ -54,8 +54,7 @@ double merged_pair_share(const Plan& p) {
                                    (half - h - 1));
     } else {
       const std::int64_t total = m * p.chunks();
-      const std::int64_t warmup =
-          pp == 1 ? 1 : std::min<std::int64_t>(total, 2 * (pp - s - 1) + (p.chunks() - 1) * pp + 1);
+      const std::int64_t warmup = std::min<std::int64_t>(total, 2 * (pp - s - 1) + (p.chunks() - 1) * pp + 1);
       pairs += static_cast<double>(total - std::min(total, warmup)) / static_cast<double>(p.chunks());
     }
   }
