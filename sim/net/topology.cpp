@@ -21,6 +21,7 @@ Topology::Topology(const ClusterSpec& cluster, MaxMinSystem& system) : cluster_(
   nodes_ = std::max(1, cluster.nodes);
   devices_ = per_node_ * nodes_;
   nics_ = node.nics;
+  rail_ = !cluster.tiers.empty() && cluster.tiers[0].topology == "rail" && nics_ > 0;
   const double nic_bw = node.nic.bandwidth * node.nic.efficiency;
 
   // Tier spans, lowest first; the top tier spans everything.
@@ -72,26 +73,31 @@ std::vector<int> Topology::build_nodes(double nic_bw) {
 }
 
 std::vector<int> Topology::build_tier0(const std::vector<int>& nic_vertex, double nic_bw) {
-  // Tier 0: one (aggregated) switch per group of span nodes; every NIC of the group attaches.
+  // Tier 0: one (aggregated) switch per group of span nodes, every NIC of the group attached; or,
+  // rail-optimised, one per group and rail, NIC k of each node on the group's leaf k.
   const NodeSpec& node = cluster_.node;
   const NetworkTier* t0 = cluster_.tiers.empty() ? nullptr : &cluster_.tiers[0];
   const double over0 = t0 ? t0->oversubscription : 1.0;
   const double lat0 = t0 ? t0->latency_s : 0.0;
   const int groups0 = (nodes_ + tier_span_[0] - 1) / tier_span_[0];
-  std::vector<int> group_vertex(groups0);
+  const int leaves = rail_ ? nics_ : 1;
+  std::vector<int> leaf_vertex(static_cast<std::size_t>(groups0) * leaves);
   for (int gi = 0; gi < groups0; ++gi)
-    group_vertex[gi] = add_vertex(VertexKind::kSwitch, -1, 0, "tier0/group" + std::to_string(gi));
+    for (int k = 0; k < leaves; ++k)
+      leaf_vertex[gi * leaves + k] = add_vertex(
+          VertexKind::kSwitch, -1, 0,
+          "tier0/group" + std::to_string(gi) + (rail_ ? "/rail" + std::to_string(k) : std::string()));
   nic_up_.resize(static_cast<std::size_t>(nodes_) * nics_);
   nic_down_.resize(nic_up_.size());
   for (int n = 0; n < nodes_; ++n) {
     for (int k = 0; k < nics_; ++k) {
       const int v = nic_vertex[n * nics_ + k];
-      const int leaf = group_vertex[n / tier_span_[0]];
+      const int leaf = leaf_vertex[(n / tier_span_[0]) * leaves + (rail_ ? k : 0)];
       nic_up_[n * nics_ + k] = add_link(v, leaf, nic_bw / over0, node.nic.latency_s + lat0, node.nic.kind);
       nic_down_[n * nics_ + k] = add_link(leaf, v, nic_bw / over0, node.nic.latency_s + lat0, node.nic.kind);
     }
   }
-  return group_vertex;
+  return leaf_vertex;
 }
 
 void Topology::build_tiers(std::vector<int> lower_vertex, double nic_bw) {
@@ -113,7 +119,9 @@ void Topology::build_tiers(std::vector<int> lower_vertex, double nic_bw) {
         upper[gi * tl.rails + r] = add_vertex(
             VertexKind::kSwitch, -1, static_cast<int>(t),
             "tier" + std::to_string(t) + "/group" + std::to_string(gi) + "/rail" + std::to_string(r));
-    const int lower_groups = static_cast<int>(lower_vertex.size());
+    // Rail-optimised leaves (tier 1 only): the lower end of rail r's links is the group's leaf r.
+    const bool by_rail = rail_ && t == 1;
+    const int lower_groups = static_cast<int>(lower_vertex.size()) / (by_rail ? tl.rails : 1);
     tl.up.resize(static_cast<std::size_t>(lower_groups) * tl.rails);
     tl.down.resize(tl.up.size());
     for (int lg = 0; lg < lower_groups; ++lg) {
@@ -121,10 +129,11 @@ void Topology::build_tiers(std::vector<int> lower_vertex, double nic_bw) {
       const double cap = nodes_in * per_node / tier.oversubscription / tl.rails;
       const int parent = lg * lower_span / tl.span;
       for (int r = 0; r < tl.rails; ++r) {
+        const int lower = lower_vertex[by_rail ? lg * tl.rails + r : lg];
         tl.up[lg * tl.rails + r] =
-            add_link(lower_vertex[lg], upper[parent * tl.rails + r], cap, tier.latency_s, tier.kind);
+            add_link(lower, upper[parent * tl.rails + r], cap, tier.latency_s, tier.kind);
         tl.down[lg * tl.rails + r] =
-            add_link(upper[parent * tl.rails + r], lower_vertex[lg], cap, tier.latency_s, tier.kind);
+            add_link(upper[parent * tl.rails + r], lower, cap, tier.latency_s, tier.kind);
       }
     }
     tiers_.push_back(std::move(tl));
@@ -202,9 +211,18 @@ Route Topology::route(int src, int dst) const {
     return r;
   }
   r.crosses_nodes = true;
-  const int nic_s = ns * nics_ + (src % per_node_) * nics_ / per_node_;
-  const int nic_d = nd * nics_ + (dst % per_node_) * nics_ / per_node_;
-  r.usages = {{dev_nic_up_[src], 1.0}, {nic_up_[nic_s], 1.0}};
+  const int rail_d = (dst % per_node_) * nics_ / per_node_;
+  int from = src;  // the device whose NIC the message leaves by
+  if (rail_ && (src % per_node_) * nics_ / per_node_ != rail_d) {
+    // PXN: over the node's fabric to the first device on the destination's rail.
+    from = ns * per_node_ + (rail_d * per_node_ + nics_ - 1) / nics_;
+    r.usages = {{dev_up_[src], 1.0}, {dev_down_[from], 1.0}};
+    r.latency_s += node.fabric.latency_s;
+  }
+  const int nic_s = ns * nics_ + (from % per_node_) * nics_ / per_node_;
+  const int nic_d = nd * nics_ + rail_d;
+  r.usages.push_back({dev_nic_up_[from], 1.0});
+  r.usages.push_back({nic_up_[nic_s], 1.0});
   if (!torus_dims_.empty()) {
     r.latency_s = node.host_link.latency_s + node.nic.latency_s;
     torus_route(ns, nd, r);
@@ -212,18 +230,25 @@ Route Topology::route(int src, int dst) const {
     r.usages.push_back({dev_nic_down_[dst], 1.0});
     return r;
   }
-  r.latency_s = node.host_link.latency_s + node.nic.latency_s +
-                (cluster_.tiers.empty() ? 0.0 : cluster_.tiers[0].latency_s);
+  r.latency_s += node.host_link.latency_s + node.nic.latency_s +
+                 (cluster_.tiers.empty() ? 0.0 : cluster_.tiers[0].latency_s);
   // Climb until both nodes share a group; ECMP spreads evenly over the rails of each tier crossed.
+  // Rail-optimised, the first tier above the leaves is crossed on the message's rail only.
   int lower_span = tier_span_[0];
   std::vector<Usage> down;
-  for (const TierLinks& tl : tiers_) {
+  for (std::size_t t = 0; t < tiers_.size(); ++t) {
+    const TierLinks& tl = tiers_[t];
     if (ns / lower_span == nd / lower_span) break;
     const int gs = ns / lower_span, gd = nd / lower_span;
-    const double w = 1.0 / tl.rails;
-    for (int k = 0; k < tl.rails; ++k) {
-      r.usages.push_back({tl.up[gs * tl.rails + k], w});
-      down.push_back({tl.down[gd * tl.rails + k], w});
+    if (rail_ && t == 0) {
+      r.usages.push_back({tl.up[gs * tl.rails + rail_d], 1.0});
+      down.push_back({tl.down[gd * tl.rails + rail_d], 1.0});
+    } else {
+      const double w = 1.0 / tl.rails;
+      for (int k = 0; k < tl.rails; ++k) {
+        r.usages.push_back({tl.up[gs * tl.rails + k], w});
+        down.push_back({tl.down[gd * tl.rails + k], w});
+      }
     }
     r.latency_s += tl.latency_s;
     lower_span = tl.span;

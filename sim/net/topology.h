@@ -10,6 +10,12 @@
 // Layout: ranks are numbered node by node; device i of node n is rank n*g + i and uses NIC
 // i * nics / g. Each tier groups `span_nodes` nodes under one switch layer; a tier above it has
 // `rails` parallel switches, so crossing it offers that many equal-cost paths.
+// A "rail" first tier (NetworkTier::topology) is built as a rail-optimised fat tree is cabled:
+// each group has one leaf per rail (NIC k of every node of the group on leaf k), and leaf k joins
+// only the tier above's rail-k switch. A message between two nodes leaves on the destination's
+// rail: where the source device's NIC is another rail, it first crosses the node's fabric to the
+// device on that rail (NCCL's PXN, NCCL_P2P_PXN_LEVEL's default), so it never needs a spine to
+// change rails.
 #pragma once
 
 #include <array>
@@ -72,6 +78,7 @@ class Topology {
   MaxMinSystem& system_;
   TopoGraph g_;
   int devices_ = 0, per_node_ = 1, nodes_ = 1, nics_ = 0;
+  bool rail_ = false;                           // a rail-optimised first tier (one leaf per rail and group)
   std::vector<int> dev_up_, dev_down_;          // device <-> node switch
   std::vector<int> dev_nic_up_, dev_nic_down_;  // device <-> its NIC (PCIe)
   std::vector<int> nic_up_, nic_down_;          // NIC <-> its leaf switch, per node*nics + nic
@@ -88,8 +95,9 @@ class Topology {
   std::vector<std::array<int, 6>> torus_out_;
   double torus_latency_ = 0;
   // The constructor's steps: each node's switch, devices and NICs (returns the NICs' vertices);
-  // the first tier's switches, one per group of nodes (returns them); the tiers above, each
-  // group of the tier below joined to its parent group's rails; or instead a torus.
+  // the first tier's switches, one per group of nodes or, rail-optimised, one per group and rail
+  // (returns them); the tiers above, each group of the tier below joined to its parent group's
+  // rails; or instead a torus.
   std::vector<int> build_nodes(double nic_bw);
   std::vector<int> build_tier0(const std::vector<int>& nic_vertex, double nic_bw);
   void build_tiers(std::vector<int> lower_vertex, double nic_bw);

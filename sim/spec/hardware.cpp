@@ -723,7 +723,9 @@ Result<ClusterSpec> cluster_from_json(const json& doc, const std::string& file, 
     tier.name = t.required_string("name");
     tier.kind = t.choice("kind", {"infiniband", "ethernet", "roce", "omnipath"}, "infiniband");
     tier.span_nodes = static_cast<int>(t.integer("span_nodes", 0, 0, 1 << 24));
-    tier.topology = t.choice("topology", {"tree", "torus"}, "tree");
+    tier.topology = t.choice("topology", {"tree", "rail", "torus"}, "tree");
+    if (t.ok() && tier.topology == "rail" && !c.tiers.empty())
+      t.fail("topology", "rail-optimised leaves (\"rail\") are a first-tier layout");
     if (tier.topology == "torus") {
       for (JsonReader d : t.array("dims")) {
         if (!d.node().is_number_integer() || d.node().get<long long>() < 1 ||

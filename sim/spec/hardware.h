@@ -336,8 +336,12 @@ struct NodeSpec {
 struct NetworkTier {
   std::string name;
   std::string kind;  // infiniband, ethernet, roce, omnipath
-  // "tree" (switched: fat tree, leaf/spine) or "torus" (nodes on a 2D/3D torus, each joined to
-  // its neighbours by direct links of `link_bandwidth`; `dims` multiply to the node count).
+  // "tree" (switched: fat tree, leaf/spine; each group of the first tier one aggregated leaf),
+  // "rail" (first tier only: a rail-optimised fat tree, one leaf switch per rail -- NIC index --
+  // in each group, the tier above joining the leaves of one rail; traffic between different rails
+  // of two nodes crosses the node's fabric first, as NCCL's PXN sends it) or "torus" (nodes on a
+  // 2D/3D torus, each joined to its neighbours by direct links of `link_bandwidth`; `dims` multiply
+  // to the node count).
   std::string topology = "tree";
   std::vector<int> dims;
   double link_bandwidth = 0;  // torus: bytes/s per link and direction

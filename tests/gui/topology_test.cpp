@@ -53,9 +53,10 @@ void expect_layout_ok(const TopologyDrawing& d) {
 }
 
 // dgx-h100-ndr sized to 16 GPUs: 2 DGX H100 nodes (8 GPUs, 8 NICs each); the leaf tier spans
-// both nodes (one leaf group), the spine has one switch per rail (8). Directed links: per node
-// 8 GPU<->NVSwitch pairs and 8 GPU<->NIC pairs (32), 16 NIC<->leaf pairs (32), leaf<->8 spine
-// rails (16): 2*32 + 32 + 16 = 112.
+// both nodes (one leaf group) and is rail-optimised, as the preset's cluster is cabled: a leaf
+// per rail (8), NIC k of each node on leaf k; the spine has one switch per rail (8), each joined
+// to its rail's leaf. Directed links: per node 8 GPU<->NVSwitch pairs and 8 GPU<->NIC pairs
+// (32), 16 NIC<->leaf pairs (32), 8 leaf<->spine pairs (16): 2*32 + 32 + 16 = 112.
 TEST(TopologyDrawing, SmallClusterIsDrawnWhole) {
   auto d = draw_topology(sized("dgx-h100-ndr", 16));
   ASSERT_TRUE(d.ok()) << d.error().message();
@@ -63,7 +64,7 @@ TEST(TopologyDrawing, SmallClusterIsDrawnWhole) {
   EXPECT_EQ(d->total_devices, 16);
   EXPECT_EQ(d->total_node_switches, 2);
   EXPECT_EQ(d->total_nics, 16);
-  EXPECT_EQ(d->switches_per_tier, (std::vector<int>{1, 8}));
+  EXPECT_EQ(d->switches_per_tier, (std::vector<int>{8, 8}));
   EXPECT_EQ(d->tier_names, (std::vector<std::string>{"leaf", "spine"}));
   EXPECT_EQ(d->total_links, 112);
   // Everything drawn; each cable (two directed links) is one line.
@@ -73,13 +74,13 @@ TEST(TopologyDrawing, SmallClusterIsDrawnWhole) {
   EXPECT_EQ(d->count(VertexKind::kDevice), 16);
   EXPECT_EQ(d->count(VertexKind::kNic), 16);
   EXPECT_EQ(d->count(VertexKind::kNodeSwitch), 2);
-  EXPECT_EQ(d->count(VertexKind::kSwitch), 9);
+  EXPECT_EQ(d->count(VertexKind::kSwitch), 16);
   EXPECT_EQ(d->links.size(), 56u);
   EXPECT_EQ(d->hidden_switches_per_tier, (std::vector<int>{0, 0}));
   // Rows: spine, leaf, NICs, GPUs, NVSwitch.
   EXPECT_EQ(d->rows, 5);
   const std::map<std::string, int> rows = {{"tier1/group0/rail3", 0},
-                                           {"tier0/group0", 1},
+                                           {"tier0/group0/rail7", 1},
                                            {"node1/nic7", d->nic_row},
                                            {"rank9", d->device_row},
                                            {"node0/switch", d->node_switch_row}};
@@ -93,31 +94,35 @@ TEST(TopologyDrawing, SmallClusterIsDrawnWhole) {
   const DrawnLink* nvlink = find_link(*d, "rank9", "node1/switch");
   ASSERT_NE(nvlink, nullptr);
   EXPECT_FALSE(nvlink->reported());
-  EXPECT_NE(find_link(*d, "node1/nic7", "tier0/group0"), nullptr);
+  EXPECT_NE(find_link(*d, "node1/nic7", "tier0/group0/rail7"), nullptr);
+  EXPECT_EQ(find_link(*d, "node1/nic7", "tier0/group0/rail6"), nullptr);  // a NIC is on its rail's leaf
+  EXPECT_NE(find_link(*d, "tier0/group0/rail3", "tier1/group0/rail3"), nullptr);
+  EXPECT_EQ(find_link(*d, "tier0/group0/rail3", "tier1/group0/rail4"), nullptr);
   EXPECT_EQ(find_link(*d, "rank9", "node0/switch"), nullptr);  // GPUs reach only their own node's switch
   expect_layout_ok(*d);
   EXPECT_EQ(describe(*d),
-            "dgx-h100-ndr, 2 nodes x 8 h100-sxm5-80gb: 2 node switches, 16 NICs, 9 network switches "
-            "(leaf 1, spine 8), 112 directed links; 2 of 2 nodes drawn")
+            "dgx-h100-ndr, 2 nodes x 8 h100-sxm5-80gb: 2 node switches, 16 NICs, 16 network switches "
+            "(leaf 8, spine 8), 112 directed links; 2 of 2 nodes drawn")
       << describe(*d);
 }
 
-// The preset's own 128 nodes: 4 leaf groups of 32 nodes, 8 spine rails. Six nodes are drawn
-// (0..5, all under leaf 0), so 1 of 4 leaves and all 8 spine rails above it; the other 122 nodes
-// are one "more" box. Directed links: 128*32 + 1024*2 + 4 leaves * 8 rails * 2 = 6208.
+// The preset's own 128 nodes: 4 leaf groups of 32 nodes, each with a leaf per rail (32 leaves),
+// 8 spine rails. Six nodes are drawn (0..5, all in group 0), so the 8 leaves of group 0 and all 8
+// spine rails above them; the other 122 nodes are one "more" box. Directed links: 128*32 +
+// 1024*2 + 32 leaves * 1 rail * 2 = 6208.
 TEST(TopologyDrawing, LargeClusterDrawsABoundedPart) {
   auto d = draw_topology(sized("dgx-h100-ndr", 0));
   ASSERT_TRUE(d.ok()) << d.error().message();
   EXPECT_EQ(d->nodes, 128);
   EXPECT_EQ(d->total_devices, 1024);
-  EXPECT_EQ(d->switches_per_tier, (std::vector<int>{4, 8}));
+  EXPECT_EQ(d->switches_per_tier, (std::vector<int>{32, 8}));
   EXPECT_EQ(d->total_links, 6208);
   ASSERT_EQ(d->drawn_nodes(), 6);
   for (int i = 0; i < 6; ++i) EXPECT_EQ(d->node_slots[i].node, i);
   EXPECT_EQ(d->hidden_nodes, 122);
   EXPECT_GT(d->more_x, d->node_slots.back().x1);
-  EXPECT_EQ(d->hidden_switches_per_tier, (std::vector<int>{3, 0}));
-  EXPECT_EQ(d->vertices.size(), 6u * (8 + 8 + 1) + 1 + 8);
+  EXPECT_EQ(d->hidden_switches_per_tier, (std::vector<int>{24, 0}));
+  EXPECT_EQ(d->vertices.size(), 6u * (8 + 8 + 1) + 8 + 8);
   EXPECT_EQ(d->links.size(), 6u * 16 + 6 * 8 + 8);
   for (const DrawnVertex& v : d->vertices) EXPECT_TRUE(v.node < 6) << v.name;
   expect_layout_ok(*d);
@@ -132,8 +137,8 @@ TEST(TopologyDrawing, LargeClusterDrawsABoundedPart) {
   const DrawnLink* l = find_link(*focused, "rank1000", "node125/switch");
   ASSERT_NE(l, nullptr);
   EXPECT_DOUBLE_EQ(l->utilisation, 0.5);
-  // Node 125 sits under leaf 3: two leaves drawn now.
-  EXPECT_EQ(focused->hidden_switches_per_tier, (std::vector<int>{2, 0}));
+  // Node 125 sits in group 3: two groups' leaves drawn now.
+  EXPECT_EQ(focused->hidden_switches_per_tier, (std::vector<int>{16, 0}));
 
   // Fewer nodes when asked.
   auto two = draw_topology(sized("dgx-h100-ndr", 0), {}, DrawLimits{2, 16});
