@@ -74,6 +74,7 @@ int dense_in(const ModelSpec& m, const Range& r) {
 // Costs of one layer for one micro-batch on one device.
 struct LayerTime {
   double fwd_compute = 0, bwd_compute = 0, recompute = 0;
+  double bwd_weight = 0;          // the weight-gradient part of bwd_compute (ZB-H1 defers it)
   double fwd_tp = 0, bwd_tp = 0;  // exposed TP comm (bwd includes recompute's)
   double cp = 0, ep = 0;          // exposed, fwd + bwd
   double offload = 0;             // exposed host copies (Plan::offload_params/_activations), fwd + bwd
@@ -94,6 +95,7 @@ LayerTime blend(const LayerTime& a, const LayerTime& b, double f) {
   LayerTime t;
   t.fwd_compute = mix(a.fwd_compute, b.fwd_compute);
   t.bwd_compute = mix(a.bwd_compute, b.bwd_compute);
+  t.bwd_weight = mix(a.bwd_weight, b.bwd_weight);
   t.recompute = mix(a.recompute, b.recompute);
   t.fwd_tp = mix(a.fwd_tp, b.fwd_tp);
   t.bwd_tp = mix(a.bwd_tp, b.bwd_tp);
@@ -366,6 +368,7 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   const bool full = (mask & recompute_module::kFull) != 0;
   t.fwd_compute = k.fwd_seconds();
   t.bwd_compute = k.bwd_seconds();
+  t.bwd_weight = k.bwd_weight_seconds();
   t.recompute = k.recompute_seconds(mask);
   double attn_fwd = 0, attn_bwd = 0;
   for (int i = k.attention_first; i <= k.attention_last; ++i) {
@@ -1114,8 +1117,12 @@ HeldParams held_params(const ModelSpec& m, const Plan& p, const CriticalStage& c
 // the step: busy time, bubble and transfers.
 double add_pipeline(const Plan& p, const CriticalStage& c, const SlowestStage& slowest,
                     const HeldParams& held, TimeBreakdown& tb) {
-  const PipelineTime pipe =
-      pipeline_time(p.schedule, slowest.sum, slowest.max, p.pp, c.mbs, p.virtual_stages);
+  // ZB-H1's bubble: the weight gradients' share of the critical stage's time per micro-batch.
+  const double stage_mb = c.load.dense * c.dense.total() + c.load.moe * c.moe.total() +
+                          c.load.embed * c.costs.embed_time + c.load.head * c.costs.head_time;
+  const double weights = c.load.dense * c.dense.bwd_weight + c.load.moe * c.moe.bwd_weight;
+  const PipelineTime pipe = pipeline_time(p.schedule, slowest.sum, slowest.max, p.pp, c.mbs, p.virtual_stages,
+                                          stage_mb > 0 ? weights / stage_mb : 1.0 / 3.0);
   double p2p_total = 2 * c.costs.p2p * pipeline_p2p_count(p.schedule, p.pp, c.mbs, p.virtual_stages);
   if (p.p2p_overlapped()) {
     // Megatron's overlap_p2p_comm: a chunk's send and the next chunk's receive run beside the

@@ -44,6 +44,11 @@ double LayerKernels::bwd_seconds() const {
   for (int i = 0; i < count; ++i) t += fwd[i].bwd_s;
   return t;
 }
+double LayerKernels::bwd_weight_seconds() const {
+  double t = 0;
+  for (int i = 0; i < count; ++i) t += fwd[i].bwd_weight_s;
+  return t;
+}
 double LayerKernels::rerun_share(RecomputeMask mask, int i) const {
   namespace rm = recompute_module;
   if (mask & rm::kFull) return 1;

@@ -154,6 +154,7 @@ struct LayerKernels {
 
   double fwd_seconds() const;
   double bwd_seconds() const;
+  double bwd_weight_seconds() const;  // the weight-gradient part of bwd_seconds()
   double fwd_flops() const;
   // The share of kernel `i` (of its forward time, FLOPs and bytes) that runs again in the backward
   // when the layer recomputes the modules of `mask` (layer_cost.h): 1 for a whole kernel, 0 for

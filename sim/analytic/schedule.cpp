@@ -6,7 +6,7 @@
 namespace foresight {
 
 PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int stages, double micro_batches,
-                           int virtual_stages) {
+                           int virtual_stages, double weight_share) {
   const double p = stages, m = micro_batches, v = virtual_stages;
   PipelineTime t;
   t.busy = m * max_stage;
@@ -25,7 +25,8 @@ PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int s
     case Schedule::kZeroBubble:
       // The (p-1)(F+B-W) bubble needs at least p micro-batches in flight to hide the deferred
       // weight gradients; with fewer, the schedule is 1F1B's.
-      t.bubble = micro_batches >= stages ? (sum_stage - max_stage) / 3.0 : sum_stage - max_stage;
+      t.bubble = (sum_stage - max_stage) *
+                 (micro_batches >= stages ? std::clamp(1.0 - 2.0 * weight_share, 0.0, 1.0) : 1.0);
       break;
     case Schedule::kDualPipe:
       t.bubble = std::max(0.0, p / 2 - 1) * max_stage / 3.0;

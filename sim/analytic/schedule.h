@@ -19,10 +19,12 @@ struct PipelineTime {
 // the slowest stage (all of a rank's chunks together for interleaving).
 //   GPipe / 1F1B:  total = sum + (m-1)*max              (uniform: (m+p-1)*x)
 //   interleaved:   total = (m + (p-1)/v) * max          (Narayanan et al. 2021, Sec. 2.2.2)
-//   ZB-H1:         bubble = (p-1) * x/3                 (Qi et al. 2024, with F = B = W; m >= p)
+//   ZB-H1:         bubble = (p-1)(F+B-W) = (p-1) * x * (1 - 2w)   (Qi et al. 2024, Sec. 3.1; m >= p)
+//                  w: the weight gradients' share of x (1/3 when F = B = W; B counts the
+//                  recompute and exposed collectives of the backward proper)
 //   DualPipe:      bubble = (p/2-1) * x/3               (DeepSeek-V3 report, Table 2)
 PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int stages, double micro_batches,
-                           int virtual_stages);
+                           int virtual_stages, double weight_share = 1.0 / 3.0);
 
 // Point-to-point transfers on the critical path, counted per direction: (m*v + p - 1) for an
 // interleaved schedule, (m + p - 1) otherwise; zero for one stage.

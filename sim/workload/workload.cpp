@@ -6,6 +6,7 @@
 #include <array>
 #include <map>
 #include <tuple>
+#include <unordered_set>
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/compression.h"
@@ -119,8 +120,9 @@ struct Task {
   TaskType type;
   int mb;
   int chunk;
-  bool split = false;   // kB: input gradients only; the weight gradients follow as a kW task
-  bool merged = false;  // kB: runs merged with the kF before it (Plan::overlap_ep_comm)
+  bool split = false;       // kB: input gradients only; the weight gradients follow as a kW task
+  bool merged = false;      // kB: runs merged with the kF before it (Plan::overlap_ep_comm)
+  bool deferrable = false;  // kW: fills gaps (Program::deferred) instead of taking its turn
 };
 
 // DeepSeek's DualPipe (DeepSeek-V3 report Sec. 3.2.1; the order of deepseek-ai/DualPipe's
@@ -220,21 +222,30 @@ std::vector<Task> schedule_tasks(Schedule sched, int stage, int p, int m, int v,
     for (int k = total - warmup; k < total; ++k) tasks.push_back(bwd(k));
     return tasks;
   }
-  // 1F1B. ZB-H1 has the same order of F and B, and a W (weight gradients) after each B; its W
-  // ops are deferrable: the executor runs them only when the next F or B is not ready, which is
-  // how ZB-H1 fills the pipeline bubbles (Qi et al. 2024, Sec. 3).
+  // 1F1B. ZB-H1 (Qi et al. 2024, Sec. 3.1) has the same order of F and B, each B computing
+  // input gradients only. Stage i runs the W (weight gradients) of micro-batch k after the B of
+  // micro-batch k + i: the later a stage, the more W's it holds back, so that in the cooldown its
+  // B's -- which the stages before it wait for -- are not queued behind W's; the held-back W's
+  // (the last p - 1 of each stage) fill the gaps between the cooldown's B's (deferrable: run only
+  // when the next F or B is not ready) and the stage's end. A stage then keeps p - i micro-batches'
+  // activations as in 1F1B plus i W's inputs: p at most, 1F1B's peak, and the bubble is
+  // (p-1)(F+B-W). (Without the hold-back, W's wait for gaps and, with none in the steady state,
+  // pile up at the end: a bubble of (p-1)(F+B) and every micro-batch's inputs kept.)
   const int warmup = std::min(m, p - stage - 1 + (merge ? 1 : 0));
   const bool zb = sched == Schedule::kZeroBubble;
-  auto backward = [&](int mb, bool merged) {
+  const int lag = stage;
+  int next_w = 0;
+  auto backward = [&](int mb, bool merged, bool steady) {
     tasks.push_back({TaskType::kB, mb, 0, zb, merged});
-    if (zb) tasks.push_back({TaskType::kW, mb, 0});
+    if (zb && steady && mb - lag >= next_w) tasks.push_back({TaskType::kW, next_w++, 0});
   };
   for (int i = 0; i < warmup; ++i) tasks.push_back({TaskType::kF, i, 0});
   for (int i = 0; i < m - warmup; ++i) {
     tasks.push_back({TaskType::kF, warmup + i, 0});
-    backward(i, merge);
+    backward(i, merge, true);
   }
-  for (int i = m - warmup; i < m; ++i) backward(i, false);
+  for (int i = m - warmup; i < m; ++i) backward(i, false, false);
+  while (zb && next_w < m) tasks.push_back({TaskType::kW, next_w++, 0, false, false, true});
   return tasks;
 }
 
@@ -451,10 +462,11 @@ class StageBuilder {
   LayerShape s_;
   const Workload& w_;
   StageProgram prog_;
-  std::vector<int> next_deps_;         // extra dependencies of the next op added
-  std::array<int, 4> ring_{};          // the forward's overlapped all-gathers, by collective (TpOverlap)
-  std::vector<int> weight_grad_ends_;  // last op of each deferrable W task
-  std::vector<int> open_sends_;        // overlapped pipeline sends, joined at the step's end
+  std::vector<int> next_deps_;              // extra dependencies of the next op added
+  std::array<int, 4> ring_{};               // the forward's overlapped all-gathers, by collective (TpOverlap)
+  std::vector<int> weight_grad_ends_;       // last op of each W task
+  std::unordered_set<int> deferrable_ops_;  // ops of deferrable W tasks (Program::deferred)
+  std::vector<int> open_sends_;             // overlapped pipeline sends, joined at the step's end
   struct Decompress {
     int after, layer;
     double seconds, bytes;
@@ -945,6 +957,7 @@ void StageBuilder::weight_grad_task(const Task& t) {
       if (kc.bwd_weight_s <= 0) continue;
       prev = compute(Phase::kWeightGrad, *it, t.mb, t.chunk, kernel_name(kc.name).data(), kc.cls,
                      kc.bwd_weight_s, kc.flops, 0, prev, &kc);
+      if (t.deferrable) deferrable_ops_.insert(prev);
     }
   }
   weight_grad_ends_.push_back(prev);  // joined before the optimizer; the next F/B does not wait
@@ -1059,9 +1072,7 @@ StageProgram StageBuilder::finish() {
   // Weight-gradient ops run from their own queue (see Simulator: deferrable work).
   auto& compute_ops = prog_.streams[static_cast<int>(StreamId::kCompute)];
   std::vector<int> main_ops;
-  const bool deferrable_w = p_.schedule == Schedule::kZeroBubble;  // DualPipe's W run at their slots
-  for (int op : compute_ops)
-    (deferrable_w && ops_[op].phase == Phase::kWeightGrad ? prog_.deferred : main_ops).push_back(op);
+  for (int op : compute_ops) (deferrable_ops_.count(op) ? prog_.deferred : main_ops).push_back(op);
   compute_ops = std::move(main_ops);
   auto g = std::make_unique<OpGraph>(edges_.begin(), edges_.end(), ops_.size());
   for (std::size_t i = 0; i < ops_.size(); ++i) (*g)[i] = ops_[i];

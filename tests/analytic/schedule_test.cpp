@@ -36,6 +36,10 @@ TEST(Schedule, ZeroBubbleAndDualPipeShrinkTheBubble) {
   const double x = 1.0;
   const double plain = pipeline_time(Schedule::k1F1B, p * x, x, p, m, 1).bubble;
   EXPECT_NEAR(pipeline_time(Schedule::kZeroBubble, p * x, x, p, m, 1).bubble, plain / 3, 1e-12);
+  // (p-1)(F+B-W): with full recompute F = R = B = W, the weights a quarter of x: half the bubble.
+  EXPECT_NEAR(pipeline_time(Schedule::kZeroBubble, p * x, x, p, m, 1, 0.25).bubble, plain / 2, 1e-12);
+  // Fewer micro-batches than stages: 1F1B's.
+  EXPECT_NEAR(pipeline_time(Schedule::kZeroBubble, p * x, x, p, p - 1, 1, 0.25).bubble, plain, 1e-12);
   EXPECT_NEAR(pipeline_time(Schedule::kDualPipe, p * x, x, p, m, 1).bubble, (p / 2.0 - 1) * x / 3, 1e-12);
 }
 

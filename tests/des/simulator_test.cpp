@@ -84,14 +84,38 @@ TEST(Simulator, ZeroBubbleBeatsOneFOneB) {
   const SimResult b = run(m, c, p);
   EXPECT_LT(b.prediction.step_time_s, a.prediction.step_time_s);
   EXPECT_NEAR(b.prediction.time.compute, a.prediction.time.compute, 1e-6 * a.prediction.time.compute);
-  // ZB-H1's bubble is about a third of 1F1B's (Qi et al. 2024): F = B = W here, up to the
-  // elementwise kernels whose backward has no weight part.
+  // ZB-H1's bubble is (p-1)(F+B-W) (Qi et al. 2024): a third of 1F1B's when F = B = W; here
+  // attention and the elementwise kernels have no weight part, so W is under a third of the work
+  // and the bubble between a third and a half of 1F1B's.
   const double bubble_1f1b = a.prediction.step_time_s - a.prediction.time.compute;
   const double bubble_zb = b.prediction.step_time_s - b.prediction.time.compute;
-  EXPECT_NEAR(bubble_zb / bubble_1f1b, 1.0 / 3, 0.08);
+  EXPECT_GT(bubble_zb / bubble_1f1b, 1.0 / 3);
+  EXPECT_LT(bubble_zb / bubble_1f1b, 0.5);
   // And the simulator agrees with the analytic formula.
   const Prediction analytic = AnalyticModel(m, c).evaluate(p);
   EXPECT_NEAR(b.prediction.step_time_s / analytic.step_time_s, 1.0, 0.03);
+}
+
+// ZB-H1 with tensor parallelism and full recompute, as many micro-batches as stages (where the
+// bubble weighs most): the weight gradients are a quarter of a micro-batch's work, not a third,
+// and the later stages hold theirs back so that the cooldown's backwards pass through unqueued.
+// Both engines were 16-21% apart on such plans (the simulator ran every W as a gap filler, which
+// a steady state without gaps piles up at the end; the closed form took W as a third).
+TEST(Simulator, ZeroBubbleWithRecomputeAgreesWithTheClosedForm) {
+  ModelSpec m = model("llama3-70b");
+  m.seq_len = 2048;
+  m.layers = 16;
+  const ClusterSpec c = cluster("dgx-h100-ndr", 64);
+  Plan p = plan(8, 8, 1, 1, 8);
+  p.sequence_parallel = true;
+  p.recompute = Recompute::kFull;
+  p.schedule = Schedule::kZeroBubble;
+  ASSERT_TRUE(validate_plan_on(p, m, c, "plan").ok());
+  const SimResult zb = testing::expect_engines_agree(m, c, p, 0.07, "zero-bubble, full recompute");
+  Plan one = p;
+  one.schedule = Schedule::k1F1B;
+  const SimResult f1b = run(m, c, one);
+  EXPECT_LT(zb.prediction.step_time_s, f1b.prediction.step_time_s);
 }
 
 // Without contention and without overlap, the simulator and the analytic model agree within 2%.
