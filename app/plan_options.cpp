@@ -75,6 +75,9 @@ constexpr PlanFlag kPlanFlags[] = {
      "pairs; interleaved 1F1B, dualpipe or pp 1)"},
     {"--grad-reduce-precision", "/grad_reduce_precision", Kind::kText, "Plan",
      "type of the gradient buffer and its DP reduction: fp32, bf16, fp16 (default fp32; fp16 runs: fp16)"},
+    {"--optimizer-state-precision", "/optimizer_state_precision", Kind::kText, "Plan",
+     "type of the optimizer's state (Adam's moments, master weights): fp32 (default) or bf16 (Apex's "
+     "DistributedFusedAdam with dtype bf16)"},
     {"--offload-optimizer", "/offload_optimizer", Kind::kFlag, "Plan",
      "optimizer state and step on the host"},
     {"--kernel-fusion", "/kernel_fusion", Kind::kFlag, "Plan",

@@ -625,7 +625,11 @@ void add_parameter_memory(const ModelSpec& m, const Plan& p, int stage, const Ra
   };
   mem.weights = sharded(wb, zero_w);
   mem.gradients = sharded(gb, zero_g);
-  const double opt_bytes = p.precision == Precision::kFp32 ? 8.0 : kOptimizerStateBytes;
+  // Adam's moments and the master weights: 12 bytes in fp32 (8 for an fp32 model, whose weights
+  // are the master copy), 6 in bf16 (Plan::optimizer_state_precision).
+  const double opt_bytes = p.precision == Precision::kFp32                   ? 8.0
+                           : p.optimizer_state_precision == Precision::kBf16 ? kOptimizerStateBytes / 2
+                                                                             : kOptimizerStateBytes;
   mem.optimizer = p.offload_optimizer ? 0.0 : sharded(opt_bytes, zero_o);
   // ZeRO-Offload keeps fp32 master weights, moments and gradients on the host (16 bytes per
   // parameter, Ren et al. 2021).
@@ -1304,7 +1308,7 @@ double add_optimizer(const ModelSpec& m, const Plan& p, const NodeSpec& node, co
     offload_step = owned_here * (1 - streamed) * (gb + wb) / host_link_rate(node) +
                    owned_here * kAdamBytesPerParam / host_optimizer_rate(node);
   } else {
-    tb.optimizer = c.costs.d->optimizer_seconds(owned_here * kAdamBytesPerParam);
+    tb.optimizer = c.costs.d->optimizer_seconds(owned_here * adam_bytes_per_param(p));
   }
   if (host_table > 0)
     offload_step += std::max(0.0, host_table * kAdamBytesPerParam / host_optimizer_rate(node) - tb.optimizer);

@@ -97,6 +97,11 @@ Status check_prediction(const Prediction& p, const ClusterSpec& cluster, const P
 // Adam(W) step traffic per parameter: read fp32 grad, master, m, v; write master, m, v and the
 // low-precision weight; plus reading the gradient once more for the global norm.
 inline constexpr double kAdamBytesPerParam = 4 * 4 + 3 * 4 + 2 + 4;
+// The same with the plan's optimizer state type (Plan::optimizer_state_precision): bf16 state
+// reads and writes master, m and v at 2 bytes each, and the gradient at its buffer's type.
+inline double adam_bytes_per_param(const Plan& p) {
+  return p.optimizer_state_precision == Precision::kBf16 ? 2 * 4 + 3 * 2 + 2 + 2 : kAdamBytesPerParam;
+}
 
 // Whether the plan's gradient reduction at the step reads gradients the caches no longer hold
 // (LinkSpec::cold_bandwidth): written over the whole backward, unless buckets were reduced during

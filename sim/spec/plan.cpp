@@ -355,6 +355,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.overlap_ep_comm = r.boolean("overlap_ep_comm", false);
   if (r.has("grad_reduce_precision"))
     p.grad_reduce_precision = read_enum("grad_reduce_precision", parse_precision, Precision::kFp32);
+  p.optimizer_state_precision = read_enum("optimizer_state_precision", parse_precision, Precision::kFp32);
   p.kernel_fusion = r.boolean("kernel_fusion", true);
   p.cuda_graphs = r.boolean("cuda_graphs", false);
   p.offload_optimizer = r.boolean("offload_optimizer", false);
@@ -455,6 +456,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "overlap_p2p_comm",
                          "overlap_ep_comm",
                          "grad_reduce_precision",
+                         "optimizer_state_precision",
                          "offload_optimizer",
                          "seq_len",
                          "layer_split",
@@ -528,6 +530,8 @@ json plan_to_json(const Plan& p) {
   if (p.overlap_ep_comm) j["overlap_ep_comm"] = true;
   if (p.expert_tp != 0) j["expert_tp"] = p.expert_tp;
   if (p.grad_reduce_precision) j["grad_reduce_precision"] = to_string(*p.grad_reduce_precision);
+  if (p.optimizer_state_precision != Precision::kFp32)
+    j["optimizer_state_precision"] = to_string(p.optimizer_state_precision);
   if (p.rank_order != Plan{}.rank_order) j["rank_order"] = p.rank_order;
   if (p.node_order != Plan{}.node_order) j["node_order"] = p.node_order;
   if (!p.attention_device.empty()) j["attention_device"] = p.attention_device;
@@ -737,6 +741,16 @@ Status PlanChecks::stage_tp() const {
 }
 
 Status PlanChecks::offload_and_schedule() const {
+  if (p.optimizer_state_precision != Precision::kFp32 && p.optimizer_state_precision != Precision::kBf16)
+    return fail("optimizer_state_precision",
+                "must be fp32 or bf16 (not " + to_string(p.optimizer_state_precision) + ")");
+  if (p.optimizer_state_precision == Precision::kBf16 &&
+      (p.offload_optimizer || p.precision == Precision::kFp32))
+    return fail("optimizer_state_precision",
+                p.offload_optimizer
+                    ? "bf16 cannot be combined with offload_optimizer (the host's optimizer keeps "
+                      "fp32 state)"
+                    : "bf16 needs a 16-bit or fp8 model (precision fp32 keeps fp32 state)");
   if (p.offload_params && !p.offload_optimizer)
     return fail("offload_params",
                 "needs offload_optimizer (parameters offloaded to the host are updated there)");

@@ -158,6 +158,11 @@ struct Plan {
   // The type of the gradient buffer and of its data-parallel reduction (Megatron-Core's
   // grad_reduce_in_fp32, FSDP's reduce_dtype). Unset: fp32, except fp16 runs (fp16).
   std::optional<Precision> grad_reduce_precision;
+  // The type the optimizer keeps its state in (Adam's moments and the master copy of the weights):
+  // fp32 (Megatron's distributed optimizer, DeepSpeed, FSDP) or bf16 (Apex's DistributedFusedAdam
+  // with dtype bf16, as NeMo 1.x recipes may set it): 6 bytes per parameter instead of 12, and a
+  // step that moves half as many bytes.
+  Precision optimizer_state_precision = Precision::kFp32;
   // Fused elementwise chains (norm, bias/dropout + residual, activation, scale-mask-softmax as
   // one kernel each, as Megatron runs them). false: PyTorch eager, one kernel per operator, each
   // writing its result to memory and the next reading it back.

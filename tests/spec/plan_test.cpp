@@ -84,6 +84,32 @@ TEST(Plan, LayoutErrorsNameTheField) {
 // Merged forward/backward pairs (overlap_ep_comm) exist where Megatron-Core or DualPipe pair
 // them: interleaved 1F1B with virtual stages (plain 1F1B over several stages would wait on its
 // neighbours), DualPipe, one stage; not with full recompute, and not without experts to hide.
+// Apex DistributedFusedAdam's dtype (Plan::optimizer_state_precision): round-trips, and bf16 is
+// refused where the host keeps the state or the model itself is fp32, naming the field.
+TEST(Plan, OptimizerStateInBf16) {
+  Plan p;
+  p.dp = 8;
+  p.global_batch = 64;
+  p.optimizer_state_precision = Precision::kBf16;
+  auto back = plan_from_json(plan_to_json(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->optimizer_state_precision, Precision::kBf16);
+  EXPECT_FALSE(plan_to_json(Plan{}).contains("optimizer_state_precision"));
+  EXPECT_EQ(error_of(p), "");
+  Plan host = p;
+  host.offload_optimizer = true;
+  EXPECT_NE(error_of(host).find("plan.json: /optimizer_state_precision: bf16 cannot be combined with "
+                                "offload_optimizer"),
+            std::string::npos)
+      << error_of(host);
+  Plan fp32 = p;
+  fp32.precision = Precision::kFp32;
+  EXPECT_NE(error_of(fp32).find("/optimizer_state_precision"), std::string::npos) << error_of(fp32);
+  Plan fp16 = p;
+  fp16.optimizer_state_precision = Precision::kFp16;
+  EXPECT_NE(error_of(fp16).find("must be fp32 or bf16"), std::string::npos) << error_of(fp16);
+}
+
 TEST(Plan, MergedPairsNeedAScheduleThatPairs) {
   ModelSpec moe = small_model();
   moe.moe.experts = 16;

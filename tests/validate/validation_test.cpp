@@ -376,6 +376,36 @@ TEST(Validation, AttentionKernelAndGradientTypeAreTheStacks) {
   EXPECT_FALSE(mcore.plan.grad_reduce_precision.has_value());
 }
 
+// A recipe's optimizer state type and p2p overlap, reported: bf16 state halves the optimizer's
+// memory and traffic; a reported overlap_p2p_comm replaces the stack's default.
+TEST(Validation, OptimizerStateAndP2pOverlapAsReported) {
+  const nlohmann::json layout = {
+      {"tp", 2},        {"pp", 4}, {"dp", 2}, {"virtual_stages", 2}, {"schedule", "interleaved-1f1b"},
+      {"zero_stage", 1}};
+  const nlohmann::json nemo = {{"name", "nemo"}, {"version", "24.07"}};
+  const CaseResult fp32 = run_doc(v2_case(layout, nemo));
+  ASSERT_TRUE(fp32.ok) << fp32.failure;
+  EXPECT_EQ(fp32.plan.optimizer_state_precision, Precision::kFp32);
+  EXPECT_TRUE(fp32.plan.overlap_p2p_comm);  // NeMo's default with virtual stages
+  nlohmann::json said = layout;
+  said["optimizer_state_precision"] = "bf16";
+  said["overlap_p2p_comm"] = false;
+  const CaseResult bf16 = run_doc(v2_case(said, nemo));
+  ASSERT_TRUE(bf16.ok) << bf16.failure;
+  EXPECT_EQ(bf16.plan.optimizer_state_precision, Precision::kBf16);
+  EXPECT_FALSE(bf16.plan.overlap_p2p_comm);
+  EXPECT_FALSE(bf16.assumed.contains("overlap_p2p_comm"));
+  EXPECT_NEAR(bf16.prediction.memory.optimizer, fp32.prediction.memory.optimizer / 2,
+              1e-9 * fp32.prediction.memory.optimizer);
+  EXPECT_LT(bf16.prediction.time.optimizer, fp32.prediction.time.optimizer);
+  said["optimizer_state_precision"] = "fp8";
+  auto c = validation_case_from_json(v2_case(said, nemo), "v2.json");
+  ASSERT_TRUE(c.ok());
+  const CaseResult bad = run_validation_case(*c);
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.failure.find("optimizer_state_precision"), std::string::npos) << bad.failure;
+}
+
 // torchtitan's pipelines as its 2024 code ran them: as many micro-batches as pipeline ranks, and an
 // interleaved schedule with 2 stages per rank split by generate_split_points (the middle stages
 // take the remainder's extra layers). Megatron-Core's uneven interleaving is chosen among the
