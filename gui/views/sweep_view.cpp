@@ -47,6 +47,69 @@ constexpr std::pair<const char*, const char*> kMetrics[] = {{"step_time_s", "ste
                                                             {"cost_per_mtok_usd", "$ per million tokens"},
                                                             {"energy_per_mtok_kwh", "kWh per million tokens"},
                                                             {"effective_time", "effective training time"}};
+
+// A numeric axis: one line per combination of the other axes (`names`, the first few), on value
+// axes (logarithmic where the values span decades: 8 to 2,048 GPUs); a failed point leaves a gap.
+void add_lines(QChart* c, const SweepChart& data, const std::vector<QString>& names, std::size_t cats,
+               const QString& x_title, const QString& y_title) {
+  std::vector<double> xs(data.x.begin(), data.x.begin() + static_cast<std::ptrdiff_t>(cats)), ys;
+  std::vector<QLineSeries*> lines;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    auto* line = new QLineSeries;
+    line->setName(names[i]);
+    line->setPointsVisible(true);
+    for (std::size_t j = 0; j < cats; ++j) {
+      const double v = data.values[i][j];
+      if (std::isnan(v)) continue;
+      line->append(data.x[j], v);
+      ys.push_back(v);
+    }
+    c->addSeries(line);
+    lines.push_back(line);
+  }
+  if (ys.empty()) ys.push_back(0);
+  QAbstractAxis* x = value_axis(fit_axis(xs), x_title);
+  QAbstractAxis* y = value_axis(fit_axis(ys), y_title);
+  c->addAxis(x, Qt::AlignBottom);
+  c->addAxis(y, Qt::AlignLeft);
+  for (QLineSeries* l : lines) {
+    l->attachAxis(x);
+    l->attachAxis(y);
+  }
+}
+
+// Named values: one bar set per combination of the other axes (the first few), categories = the
+// axis' values; a failed point shows no bar.
+void add_bars(QChart* c, const SweepChart& data, const std::vector<QString>& names, std::size_t cats,
+              const QString& x_title, const QString& y_title) {
+  auto* series = new QBarSeries;
+  double top = 0;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    auto* set = new QBarSet(names[i]);
+    for (std::size_t j = 0; j < cats; ++j) {
+      const double v = data.values[i][j];
+      *set << (std::isnan(v) ? 0.0 : v);
+      if (!std::isnan(v)) top = std::max(top, v);
+    }
+    series->append(set);
+  }
+  c->addSeries(series);
+  QStringList categories;
+  for (std::size_t j = 0; j < cats; ++j) categories << qstr(data.categories[j]);
+  auto* x = new QBarCategoryAxis;
+  x->append(categories);
+  if (categories.size() > 12) x->setLabelsAngle(-60);
+  x->setTitleText(x_title);
+  c->addAxis(x, Qt::AlignBottom);
+  series->attachAxis(x);
+  auto* y = new QValueAxis;
+  y->setRange(0, top > 0 ? top * 1.1 : 1.0);
+  y->applyNiceNumbers();
+  y->setTitleText(y_title);
+  y->setLabelFormat(QStringLiteral("%.3g"));
+  c->addAxis(y, Qt::AlignLeft);
+  series->attachAxis(y);
+}
 }  // namespace
 
 SweepView::SweepView(QWidget* parent) : QWidget(parent) {
@@ -300,75 +363,22 @@ void SweepView::rebuild_chart() {
   }
   const std::size_t sets = std::min<std::size_t>(data.series.size(), kMaxSeries);
   const std::size_t cats = std::min<std::size_t>(data.categories.size(), kMaxBars);
-  auto series_name = [&](std::size_t i) {
-    return data.series[i].empty() ? metric_->currentText() : qstr(data.series[i]);
-  };
-  if (data.numeric) {
-    // A numeric axis: one line per combination of the other axes, on value axes (logarithmic where
-    // the values span decades: 8 to 2,048 GPUs).
-    std::vector<double> xs(data.x.begin(), data.x.begin() + static_cast<std::ptrdiff_t>(cats)), ys;
-    std::vector<QLineSeries*> lines;
-    for (std::size_t i = 0; i < sets; ++i) {
-      auto* line = new QLineSeries;
-      line->setName(series_name(i));
-      line->setPointsVisible(true);
-      for (std::size_t j = 0; j < cats; ++j) {
-        const double v = data.values[i][j];
-        if (std::isnan(v)) continue;  // a failed point leaves a gap in the line
-        line->append(data.x[j], v);
-        ys.push_back(v);
-      }
-      c->addSeries(line);
-      lines.push_back(line);
-    }
-    if (ys.empty()) ys.push_back(0);
-    QAbstractAxis* x = value_axis(
-        fit_axis(xs), data.x_unit.empty() ? axis_->currentText()
-                                          : tr("%1 (%2)").arg(axis_->currentText(), qstr(data.x_unit)));
-    QAbstractAxis* y = value_axis(fit_axis(ys), metric_->currentText());
-    c->addAxis(x, Qt::AlignBottom);
-    c->addAxis(y, Qt::AlignLeft);
-    for (QLineSeries* l : lines) {
-      l->attachAxis(x);
-      l->attachAxis(y);
-    }
-  } else {
-    // One bar set per combination of the other axes (the first few), categories = the axis' values.
-    auto* series = new QBarSeries;
-    double top = 0;
-    for (std::size_t i = 0; i < sets; ++i) {
-      auto* set = new QBarSet(series_name(i));
-      for (std::size_t j = 0; j < cats; ++j) {
-        const double v = data.values[i][j];
-        *set << (std::isnan(v) ? 0.0 : v);  // a failed point shows no bar
-        if (!std::isnan(v)) top = std::max(top, v);
-      }
-      series->append(set);
-    }
-    c->addSeries(series);
-    QStringList categories;
-    for (std::size_t j = 0; j < cats; ++j) categories << qstr(data.categories[j]);
-    auto* x = new QBarCategoryAxis;
-    x->append(categories);
-    if (categories.size() > 12) x->setLabelsAngle(-60);
-    x->setTitleText(axis_->currentText());
-    c->addAxis(x, Qt::AlignBottom);
-    series->attachAxis(x);
-    auto* y = new QValueAxis;
-    y->setRange(0, top > 0 ? top * 1.1 : 1.0);
-    y->applyNiceNumbers();
-    y->setTitleText(metric_->currentText());
-    y->setLabelFormat(QStringLiteral("%.3g"));
-    c->addAxis(y, Qt::AlignLeft);
-    series->attachAxis(y);
-  }
+  std::vector<QString> names;
+  for (std::size_t i = 0; i < sets; ++i)
+    names.push_back(data.series[i].empty() ? metric_->currentText() : qstr(data.series[i]));
+  const QString x_title = axis_->currentText(), y_title = metric_->currentText();
+  if (data.numeric)
+    add_lines(c, data, names, cats,
+              data.x_unit.empty() ? x_title : tr("%1 (%2)").arg(x_title, qstr(data.x_unit)), y_title);
+  else
+    add_bars(c, data, names, cats, x_title, y_title);
   if (sets > 1)
     c->legend()->show();
   else
     c->legend()->hide();
   // The legend has no title of its own: the chart's title names what its entries are.
   c->setTitle(tr("%1 against %2%3%4")
-                  .arg(metric_->currentText(), axis_->currentText())
+                  .arg(y_title, x_title)
                   .arg(sets > 1 ? tr(", one %1 per %2")
                                       .arg(data.numeric ? tr("line") : tr("bar colour"))
                                       .arg(qstr(data.series_title))

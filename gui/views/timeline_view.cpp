@@ -54,6 +54,9 @@ class RangeFilter : public QSortFilterProxyModel {
 
 }  // namespace
 
+// Over 80 lines, on purpose: it builds the view's widgets, lays them out and wires their signals
+// in reading order, a few lines each; split, one screen's layout would be scattered over helpers
+// that each run once.
 TimelineView::TimelineView(QWidget* parent) : QWidget(parent) {
   model_ = new TimelineModel(this);
   proxy_ = new RangeFilter(this);

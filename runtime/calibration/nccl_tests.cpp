@@ -102,73 +102,73 @@ bool read_rank_line(const std::vector<std::string>& w, std::string& host, std::s
 
 }  // namespace
 
-Result<NcclTestsLog> nccl_tests_log_from_text(std::string_view text, const std::string& file) {
-  NcclTestsLog log;
-  log.file = file;
-  std::vector<std::string> cols;
+namespace {
+
+// The table's columns as its header names them, and where each is.
+struct Columns {
+  std::vector<std::string> names;
   std::map<std::string, std::size_t> at;
-  std::istringstream in{std::string(text)};
-  int line_no = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const std::vector<std::string> w = split_words(line);
-    if (w.empty()) continue;
-    const std::string where = fmt::format("{}:{}", file, line_no);
-    if (w[0] == "#") {
-      std::string host, device;
-      if (const auto v = line.find("nccl-tests version "); v != std::string::npos) {
-        log.version = line.substr(v + 19);
-      } else if (line.find("Collective test starting:") != std::string::npos && w.size() >= 5) {
-        log.program = w.back();
-      } else if (read_rank_line(w, host, device)) {
-        ++log.ranks;
-        if (log.device.empty()) log.device = device;
-        if (std::find(log.hosts.begin(), log.hosts.end(), host) == log.hosts.end()) log.hosts.push_back(host);
-      } else if (w.size() > 3 && w[1] == "size" && cols.empty()) {
-        cols = header_columns(w);
-        for (std::size_t i = 0; i < cols.size(); ++i) at[cols[i]] = i;
-        if (!at.count("time") || !at.count("busbw"))
-          return Error(where + ": the table's header has no time and busbw columns (" + line + ")");
-      }
-      continue;
-    }
-    if (cols.empty()) continue;  // NCCL's INFO lines, warnings, anything before the table
-    if (!std::isdigit(static_cast<unsigned char>(w[0][0]))) continue;
-    // A row: as many words as the header has columns, or more (a trailing timestamp).
-    if (w.size() < at["busbw"] + 1)
-      return Error(fmt::format("{}: a row of {} columns where the header has {} ({})", where, w.size(),
-                               cols.size(), line));
-    auto column = [&](const std::string& name) -> Result<double> {
-      const auto it = at.find(name);
-      if (it == at.end() || it->second >= w.size()) return 0.0;
-      if (name.ends_with("#wrong") && w[it->second] == "N/A") return -1.0;
-      return number_at(w[it->second], where, name);
-    };
-    NcclTestsRow row;
-    row.line = line_no;
-    FS_ASSIGN_OR_RETURN(row.bytes, column("size"));
-    FS_ASSIGN_OR_RETURN(row.count, column("count"));
-    if (at.count("type") && at["type"] < w.size()) row.type = w[at["type"]];
-    if (at.count("redop") && at["redop"] < w.size()) row.redop = w[at["redop"]];
-    FS_ASSIGN_OR_RETURN(const double t, column("time"));
-    FS_ASSIGN_OR_RETURN(const double bw, column("busbw"));
-    FS_ASSIGN_OR_RETURN(const double ip_t, column("ip_time"));
-    FS_ASSIGN_OR_RETURN(const double ip_bw, column("ip_busbw"));
-    FS_ASSIGN_OR_RETURN(const double wrong, column("#wrong"));
-    FS_ASSIGN_OR_RETURN(const double ip_wrong, column("ip_#wrong"));
-    row.out_of_place_s = t * 1e-6;
-    row.in_place_s = ip_t * 1e-6;
-    row.out_of_place_busbw = bw * 1e9;
-    row.in_place_busbw = ip_bw * 1e9;
-    row.wrong = wrong < 0 || ip_wrong < 0 ? -1.0 : wrong + ip_wrong;
-    if (row.wrong > 0)
-      log.warnings.push_back(
-          fmt::format("{}: {} wrong elements at {} B: nccl-tests found the results corrupt", where, row.wrong,
-                      row.bytes));
-    log.rows.push_back(std::move(row));
+};
+
+// A "#" line: the version, the program, a rank's host and device, or the table's header.
+Status read_comment_line(const std::string& line, const std::vector<std::string>& w, const std::string& where,
+                         NcclTestsLog& log, Columns& cols) {
+  std::string host, device;
+  if (const auto v = line.find("nccl-tests version "); v != std::string::npos) {
+    log.version = line.substr(v + 19);
+  } else if (line.find("Collective test starting:") != std::string::npos && w.size() >= 5) {
+    log.program = w.back();
+  } else if (read_rank_line(w, host, device)) {
+    ++log.ranks;
+    if (log.device.empty()) log.device = device;
+    if (std::find(log.hosts.begin(), log.hosts.end(), host) == log.hosts.end()) log.hosts.push_back(host);
+  } else if (w.size() > 3 && w[1] == "size" && cols.names.empty()) {
+    cols.names = header_columns(w);
+    for (std::size_t i = 0; i < cols.names.size(); ++i) cols.at[cols.names[i]] = i;
+    if (!cols.at.count("time") || !cols.at.count("busbw"))
+      return Error(where + ": the table's header has no time and busbw columns (" + line + ")");
   }
-  if (cols.empty())
+  return Status::Ok();
+}
+
+// A row of the table: as many words as the header has columns, or more (a trailing timestamp).
+Result<NcclTestsRow> read_row(const std::string& line, const std::vector<std::string>& w, int line_no,
+                              const std::string& where, const Columns& cols) {
+  const auto& at = cols.at;
+  if (w.size() < at.at("busbw") + 1)
+    return Error(fmt::format("{}: a row of {} columns where the header has {} ({})", where, w.size(),
+                             cols.names.size(), line));
+  auto column = [&](const std::string& name) -> Result<double> {
+    const auto it = at.find(name);
+    if (it == at.end() || it->second >= w.size()) return 0.0;
+    if (name.ends_with("#wrong") && w[it->second] == "N/A") return -1.0;
+    return number_at(w[it->second], where, name);
+  };
+  NcclTestsRow row;
+  row.line = line_no;
+  FS_ASSIGN_OR_RETURN(row.bytes, column("size"));
+  FS_ASSIGN_OR_RETURN(row.count, column("count"));
+  if (at.count("type") && at.at("type") < w.size()) row.type = w[at.at("type")];
+  if (at.count("redop") && at.at("redop") < w.size()) row.redop = w[at.at("redop")];
+  FS_ASSIGN_OR_RETURN(const double t, column("time"));
+  FS_ASSIGN_OR_RETURN(const double bw, column("busbw"));
+  FS_ASSIGN_OR_RETURN(const double ip_t, column("ip_time"));
+  FS_ASSIGN_OR_RETURN(const double ip_bw, column("ip_busbw"));
+  FS_ASSIGN_OR_RETURN(const double wrong, column("#wrong"));
+  FS_ASSIGN_OR_RETURN(const double ip_wrong, column("ip_#wrong"));
+  row.out_of_place_s = t * 1e-6;
+  row.in_place_s = ip_t * 1e-6;
+  row.out_of_place_busbw = bw * 1e9;
+  row.in_place_busbw = ip_bw * 1e9;
+  row.wrong = wrong < 0 || ip_wrong < 0 ? -1.0 : wrong + ip_wrong;
+  return row;
+}
+
+// After the last line: a table with rows and ranks, the collective named by the log or the file,
+// and the busbw column consistent with the time's (a log of another collective or a rank count
+// misread shows here; the column rounds to 0.01 GB/s).
+Status finish_log(const std::string& file, const Columns& cols, NcclTestsLog& log) {
+  if (cols.names.empty())
     return Error(file +
                  ": no nccl-tests table (a header line \"#  size  count  type ... time  algbw  busbw\")");
   if (log.rows.empty()) return Error(file + ": the nccl-tests table has no rows");
@@ -185,8 +185,6 @@ Result<NcclTestsLog> nccl_tests_log_from_text(std::string_view text, const std::
   if (log.program.empty()) log.program = std::string(named->name) + "_perf";
   log.op = named->op;
   log.modelled_op = named->modelled;
-  // The busbw column against the time's, with the collective's bus factor over the ranks read: a
-  // log of another collective or a rank count misread shows here (the column rounds to 0.01 GB/s).
   for (const NcclTestsRow& r : log.rows)
     if (r.out_of_place_s > 0 && r.out_of_place_busbw >= 1e9) {
       const double bw = bus_bandwidth(log.op, log.ranks, r.bytes, r.out_of_place_s);
@@ -199,6 +197,37 @@ Result<NcclTestsLog> nccl_tests_log_from_text(std::string_view text, const std::
         break;
       }
     }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<NcclTestsLog> nccl_tests_log_from_text(std::string_view text, const std::string& file) {
+  NcclTestsLog log;
+  log.file = file;
+  Columns cols;
+  std::istringstream in{std::string(text)};
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::vector<std::string> w = split_words(line);
+    if (w.empty()) continue;
+    const std::string where = fmt::format("{}:{}", file, line_no);
+    if (w[0] == "#") {
+      FS_RETURN_IF_ERROR(read_comment_line(line, w, where, log, cols));
+      continue;
+    }
+    if (cols.names.empty()) continue;  // NCCL's INFO lines, warnings, anything before the table
+    if (!std::isdigit(static_cast<unsigned char>(w[0][0]))) continue;
+    FS_ASSIGN_OR_RETURN(NcclTestsRow row, read_row(line, w, line_no, where, cols));
+    if (row.wrong > 0)
+      log.warnings.push_back(
+          fmt::format("{}: {} wrong elements at {} B: nccl-tests found the results corrupt", where, row.wrong,
+                      row.bytes));
+    log.rows.push_back(std::move(row));
+  }
+  FS_RETURN_IF_ERROR(finish_log(file, cols, log));
   return log;
 }
 

@@ -287,6 +287,8 @@ const SoftwareStack* software_for(const std::string& source) {
 //   gradients reduce-scattered behind the compute by design, SDPA flash attention; torchtitan's
 //   TP always shards the norms' sequence (sequence parallel) and offers async TP.
 // - llm-foundry: FSDP with flash/triton attention, MPT's tied embedding, no dropout.
+// Over 80 lines, on purpose: it is the table above as code, one block per stack, each fact beside
+// the release that brought it; split by stack, the dates would no longer read side by side.
 SoftwareStack software_v2(const std::string& name, const std::string& version) {
   // "24.07" (a release, YY.MM) or "2023-06" (year-month): months since year 0; 0 when not given.
   // A bare year ("2021") is taken as its middle month.
