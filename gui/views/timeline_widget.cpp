@@ -336,30 +336,35 @@ void TimelineWidget::draw_counters(QPainter& p) {
 // before it), an arrow from the end of the op it leaves to the start of the one it reaches.
 void TimelineWidget::draw_critical_arrows(QPainter& p) {
   const Timeline& t = model_->timeline();
-  const int rh = row_height();
-  auto mid_y = [&](int lane) { return lanes_top() + lane * rh - row_offset_ + rh / 2.0; };
   // The path's ops by start; the first that ends inside the view, on to the last that starts in it.
   auto it = std::lower_bound(critical_.begin(), critical_.end(), t0_,
                              [&](std::size_t i, double v) { return t.bars[i].end_s() < v; });
   if (it != critical_.begin()) --it;
-  p.save();
-  p.setClipRect(plot_left(), lanes_top(), plot_width(), lanes_bottom() - lanes_top());
-  p.setRenderHint(QPainter::Antialiasing, true);
-  p.setPen(QPen(kCriticalColor, 1.5));
-  p.setBrush(kCriticalColor);
+  begin_arrows(p, kCriticalColor);
   for (; it != critical_.end() && it + 1 != critical_.end(); ++it) {
     const TimelineBar& a = t.bars[*it];
     const TimelineBar& b = t.bars[*(it + 1)];
     if (a.start_s > t1_) break;
-    if (a.lane == b.lane) continue;
-    const QPointF from(x_at(a.end_s()), mid_y(a.lane)), to(x_at(b.start_s), mid_y(b.lane));
-    draw_arrow(p, from, to);
+    if (a.lane != b.lane) draw_arrow(p, a, b);
   }
   p.restore();
 }
 
-// A line with a small triangle at its end pointing along it.
-void TimelineWidget::draw_arrow(QPainter& p, QPointF from, QPointF to) const {
+// The painter saved and set for arrows over the lanes (clipped to them) in `colour`.
+void TimelineWidget::begin_arrows(QPainter& p, const QColor& colour) const {
+  p.save();
+  p.setClipRect(plot_left(), lanes_top(), plot_width(), lanes_bottom() - lanes_top());
+  p.setRenderHint(QPainter::Antialiasing, true);
+  p.setPen(QPen(colour, 1.5));
+  p.setBrush(colour);
+}
+
+// From the end of bar `a` to the start of bar `b`, each at its lane's middle: a line with a small
+// triangle at its end pointing along it.
+void TimelineWidget::draw_arrow(QPainter& p, const TimelineBar& a, const TimelineBar& b) const {
+  const int rh = row_height();
+  auto mid_y = [&](int lane) { return lanes_top() + lane * rh - row_offset_ + rh / 2.0; };
+  const QPointF from(x_at(a.end_s()), mid_y(a.lane)), to(x_at(b.start_s), mid_y(b.lane));
   p.drawLine(from, to);
   const double dx = to.x() - from.x(), dy = to.y() - from.y(), len = std::hypot(dx, dy);
   if (len < 1) return;
@@ -383,20 +388,10 @@ void TimelineWidget::select(std::optional<std::size_t> bar) {
 // The selected op's dependencies: an arrow from the end of each op it waited for to its start,
 // and from its end to the start of each op that waited for it (on its rank; the trace's edges).
 void TimelineWidget::draw_dependency_arrows(QPainter& p) {
-  const auto& arrows = arrows_;
-  if (arrows.empty()) return;
+  if (arrows_.empty()) return;
   const Timeline& t = model_->timeline();
-  const int rh = row_height();
-  auto mid_y = [&](int lane) { return lanes_top() + lane * rh - row_offset_ + rh / 2.0; };
-  const QColor colour = palette().color(QPalette::Highlight);
-  p.save();
-  p.setClipRect(plot_left(), lanes_top(), plot_width(), lanes_bottom() - lanes_top());
-  p.setRenderHint(QPainter::Antialiasing, true);
-  p.setPen(QPen(colour, 1.5));
-  p.setBrush(colour);
-  for (const auto& [a, b] : arrows)
-    draw_arrow(p, QPointF(x_at(t.bars[a].end_s()), mid_y(t.bars[a].lane)),
-               QPointF(x_at(t.bars[b].start_s), mid_y(t.bars[b].lane)));
+  begin_arrows(p, palette().color(QPalette::Highlight));
+  for (const auto& [a, b] : arrows_) draw_arrow(p, t.bars[a], t.bars[b]);
   p.restore();
 }
 

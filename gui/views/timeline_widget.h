@@ -13,11 +13,13 @@
 #include <utility>
 #include <vector>
 
+class QColor;
 class QHelpEvent;
 
 namespace foresight::gui {
 
 class TimelineModel;
+struct TimelineBar;
 
 class TimelineWidget : public QWidget {
   Q_OBJECT
@@ -75,7 +77,8 @@ class TimelineWidget : public QWidget {
   void draw_legend(QPainter& p);
   void draw_critical_arrows(QPainter& p);
   void draw_dependency_arrows(QPainter& p);
-  void draw_arrow(QPainter& p, QPointF from, QPointF to) const;
+  void begin_arrows(QPainter& p, const QColor& colour) const;  // p.save()d: restore after
+  void draw_arrow(QPainter& p, const TimelineBar& a, const TimelineBar& b) const;
   struct LegendEntry {
     QString text;
     std::string kind;  // "" for the critical path and "+N more"

@@ -1121,12 +1121,11 @@ HeldParams held_params(const ModelSpec& m, const Plan& p, const CriticalStage& c
 // the step: busy time, bubble and transfers.
 double add_pipeline(const Plan& p, const CriticalStage& c, const SlowestStage& slowest,
                     const HeldParams& held, TimeBreakdown& tb) {
-  // ZB-H1's bubble: the weight gradients' share of the critical stage's time per micro-batch.
-  const double stage_mb = c.load.dense * c.dense.total() + c.load.moe * c.moe.total() +
-                          c.load.embed * c.costs.embed_time + c.load.head * c.costs.head_time;
+  // ZB-H1's bubble: the weight gradients' share of the critical (slowest) stage's time per
+  // micro-batch, which is slowest.max.
   const double weights = c.load.dense * c.dense.bwd_weight + c.load.moe * c.moe.bwd_weight;
   const PipelineTime pipe = pipeline_time(p.schedule, slowest.sum, slowest.max, p.pp, c.mbs, p.virtual_stages,
-                                          stage_mb > 0 ? weights / stage_mb : 1.0 / 3.0);
+                                          slowest.max > 0 ? weights / slowest.max : 1.0 / 3.0);
   double p2p_total = 2 * c.costs.p2p * pipeline_p2p_count(p.schedule, p.pp, c.mbs, p.virtual_stages);
   if (p.p2p_overlapped()) {
     // Megatron's overlap_p2p_comm: a chunk's send and the next chunk's receive run beside the

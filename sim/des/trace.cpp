@@ -85,6 +85,7 @@ void write_names(EventWriter& out, const Workload& w, const SimResult& r) {
 // its vertex in the rank's program ("op") and the vertices it waited for there ("after": the
 // graph's edges; a receive's sender is on another rank and not among them).
 void write_ops(EventWriter& out, const Workload& w, const SimResult& r, const std::vector<bool>& on_path) {
+  std::string after;  // reused: a trace has millions of ops
   for (std::size_t i = 0; i < r.ops.size(); ++i) {
     const OpRecord& rec = r.ops[i];
     const OpGraph& g = w.stages[rec.stage].graph();
@@ -94,7 +95,7 @@ void write_ops(EventWriter& out, const Workload& w, const SimResult& r, const st
                       : op.kind == OpKind::kCollective ? "collective"
                       : op.kind == OpKind::kCopy       ? "copy"
                                                        : "p2p";
-    std::string after;
+    after.clear();
     for (auto e : boost::make_iterator_range(boost::in_edges(rec.op, g)))
       after.append(after.empty() ? "" : ",").append(std::to_string(boost::source(e, g)));
     std::fprintf(

@@ -639,12 +639,11 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
   // recipes set it per model and GPU; DualPipe's overlap needs the model's own overlapped code).
   read_overlap(r, "overlap_ep_comm", Can::kOptIn, c.model.moe.experts > 0 && b.ep > 1, &Plan::overlap_ep_comm,
                l, out);
-  if (auto v = r.optional_boolean("overlap_p2p_comm")) {  // reported (a recipe's overlap_p2p_comm)
-    l.base.overlap_p2p_comm = *v;
-  } else if (stack && stack->overlap_p2p) {  // the stack's default; it applies with virtual stages only
-    l.base.overlap_p2p_comm = true;
-    if (b.pp > 1) out.assumed["overlap_p2p_comm"] = true;
-  }
+  // Pipeline sends beside the chunks: reported (a recipe's overlap_p2p_comm), else the stack's
+  // default (it applies with virtual stages only).
+  const bool p2p = stack && stack->overlap_p2p;
+  read_overlap(r, "overlap_p2p_comm", p2p ? Can::kAlways : Can::kNo, p2p && b.pp > 1, &Plan::overlap_p2p_comm,
+               l, out);
   const std::string state = r.choice("optimizer_state_precision", {"fp32", "bf16"}, "fp32");
   if (r.ok()) l.base.optimizer_state_precision = *parse_precision(state);
   const std::string grad = r.choice("grad_reduce_precision", {"fp32", "bf16", "fp16"}, "");

@@ -1042,10 +1042,11 @@ int StageBuilder::optimizer_step(int prev, const StepParams& params) {
   if (host_table > 0)
     host_op(Phase::kStep, -1, -1, 0, "host_embedding_optimizer", StreamId::kHost,
             host_table * kAdamBytesPerParam, last_copy);
-  if (!p_.offload_optimizer)
+  if (!p_.offload_optimizer) {
+    const double bytes = owned * adam_bytes_per_param(p_);
     return compute(Phase::kStep, -1, -1, 0, "optimizer", KernelClass::kElementwise,
-                   d_.optimizer_seconds(owned * adam_bytes_per_param(p_)), 0,
-                   owned * adam_bytes_per_param(p_), prev);
+                   d_.optimizer_seconds(bytes), 0, bytes, prev);
+  }
   // ZeRO-Offload: gradients to the host over the copy engine, Adam on the host CPUs, updated
   // weights back. With Plan::offload_params the layers' gradients went to the host during the
   // backward and their weights live there: only the rest (embedding, head) crosses at the step.
