@@ -1124,8 +1124,18 @@ double add_pipeline(const Plan& p, const CriticalStage& c, const SlowestStage& s
   // ZB-H1's bubble: the weight gradients' share of the critical (slowest) stage's time per
   // micro-batch, which is slowest.max.
   const double weights = c.load.dense * c.dense.bwd_weight + c.load.moe * c.moe.bwd_weight;
-  const PipelineTime pipe = pipeline_time(p.schedule, slowest.sum, slowest.max, p.pp, c.mbs, p.virtual_stages,
-                                          slowest.max > 0 ? weights / slowest.max : 1.0 / 3.0);
+  // DualPipe's bubble: the full backward's share too (its own compute, recompute and exposed
+  // tensor-parallel collectives; half of the context- and expert-parallel ones, which run both ways).
+  auto backward = [](const LayerTime& t) {
+    return t.bwd_compute + t.recompute + t.bwd_tp + 0.5 * (t.cp + t.ep);
+  };
+  const double layers_time = c.load.dense * c.dense.total() + c.load.moe * c.moe.total();
+  const double backward_share =
+      layers_time > 0 ? (c.load.dense * backward(c.dense) + c.load.moe * backward(c.moe)) / layers_time
+                      : 2.0 / 3.0;
+  const PipelineTime pipe =
+      pipeline_time(p.schedule, slowest.sum, slowest.max, p.pp, c.mbs, p.virtual_stages,
+                    slowest.max > 0 ? weights / slowest.max : 1.0 / 3.0, backward_share);
   double p2p_total = 2 * c.costs.p2p * pipeline_p2p_count(p.schedule, p.pp, c.mbs, p.virtual_stages);
   if (p.p2p_overlapped()) {
     // Megatron's overlap_p2p_comm: a chunk's send and the next chunk's receive run beside the

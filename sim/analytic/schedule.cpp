@@ -6,7 +6,7 @@
 namespace foresight {
 
 PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int stages, double micro_batches,
-                           int virtual_stages, double weight_share) {
+                           int virtual_stages, double weight_share, double backward_share) {
   const double p = stages, m = micro_batches, v = virtual_stages;
   PipelineTime t;
   t.busy = m * max_stage;
@@ -28,9 +28,17 @@ PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int s
       t.bubble = (sum_stage - max_stage) *
                  (micro_batches >= stages ? std::clamp(1.0 - 2.0 * weight_share, 0.0, 1.0) : 1.0);
       break;
-    case Schedule::kDualPipe:
-      t.bubble = std::max(0.0, p / 2 - 1) * max_stage / 3.0;
-      break;
+    case Schedule::kDualPipe: {
+      // The uniform bubble at the other ranks' mean time x_o, less what the slowest rank's extra
+      // time soaks up: it runs about 3p/2 - 1 micro-batches in the fill and the drain (steps 1-3
+      // and 5-8 of DualPipe.step), each max - x_o longer, while it waits on faster ranks. An exact
+      // timeline of DualPipe.step with the end ranks 10% slower idles them 0.45-0.6 of the
+      // uniform bubble (p 8-16), this 0.5-0.65.
+      const double others = (sum_stage - max_stage) / (p - 1);
+      const double uniform = (p / 2 - 1) * others *
+                             std::max(0.0, 1.0 + backward_share - 3.0 * std::clamp(weight_share, 0.0, 1.0));
+      t.bubble = std::max(0.0, uniform - (1.5 * p - 1) * (max_stage - others));
+    } break;
   }
   return t;
 }

@@ -22,9 +22,15 @@ struct PipelineTime {
 //   ZB-H1:         bubble = (p-1)(F+B-W) = (p-1) * x * (1 - 2w)   (Qi et al. 2024, Sec. 3.1; m >= p)
 //                  w: the weight gradients' share of x (1/3 when F = B = W; B counts the
 //                  recompute and exposed collectives of the backward proper)
-//   DualPipe:      bubble = (p/2-1) * x/3               (DeepSeek-V3 report, Table 2)
+//   DualPipe:      bubble = (p/2-1)(F&B + B - 3W)       (DeepSeek-V3 report, Table 2)
+//                  = (p/2-1) * x * (1 + b - 3w): a merged pair F&B hides the all-to-alls, not
+//                  one chunk's compute under the other's, so it costs F + B = x; b: the full
+//                  backward's share of x (B, input and weight gradients; 2/3 when F = B/2);
+//                  x: the other ranks' mean x_o; less (3p/2-1)(max - x_o), the slowest rank's
+//                  extra time over the micro-batches of the fill and the drain
 PipelineTime pipeline_time(Schedule s, double sum_stage, double max_stage, int stages, double micro_batches,
-                           int virtual_stages, double weight_share = 1.0 / 3.0);
+                           int virtual_stages, double weight_share = 1.0 / 3.0,
+                           double backward_share = 2.0 / 3.0);
 
 // Point-to-point transfers on the critical path, counted per direction: (m*v + p - 1) for an
 // interleaved schedule, (m + p - 1) otherwise; zero for one stage.

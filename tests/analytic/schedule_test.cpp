@@ -40,7 +40,16 @@ TEST(Schedule, ZeroBubbleAndDualPipeShrinkTheBubble) {
   EXPECT_NEAR(pipeline_time(Schedule::kZeroBubble, p * x, x, p, m, 1, 0.25).bubble, plain / 2, 1e-12);
   // Fewer micro-batches than stages: 1F1B's.
   EXPECT_NEAR(pipeline_time(Schedule::kZeroBubble, p * x, x, p, p - 1, 1, 0.25).bubble, plain, 1e-12);
-  EXPECT_NEAR(pipeline_time(Schedule::kDualPipe, p * x, x, p, m, 1).bubble, (p / 2.0 - 1) * x / 3, 1e-12);
+  // DualPipe, (p/2-1)(F&B + B - 3W) with F&B = F + B: F = W = x/3, B = 2x/3 gives (p/2-1) * 2x/3
+  // (a timeline of deepseek-ai/DualPipe's DualPipe.step with those costs idles 6 units of F at
+  // p 8, as this); full recompute (B = 3x/4 with the recompute, W = x/4) gives (p/2-1) * x.
+  EXPECT_NEAR(pipeline_time(Schedule::kDualPipe, p * x, x, p, m, 1).bubble, (p / 2.0 - 1) * 2 * x / 3, 1e-12);
+  EXPECT_NEAR(pipeline_time(Schedule::kDualPipe, p * x, x, p, m, 1, 0.25, 0.75).bubble, (p / 2.0 - 1) * x,
+              1e-12);
+  // A slower rank waits less: 10% slower, (p/2-1) * 2x/3 - (3p/2-1) * 0.1x.
+  EXPECT_NEAR(pipeline_time(Schedule::kDualPipe, (p - 1) * x + 1.1 * x, 1.1 * x, p, m, 1).bubble,
+              (p / 2.0 - 1) * 2 * x / 3 - (1.5 * p - 1) * 0.1 * x, 1e-12);
+  EXPECT_EQ(pipeline_time(Schedule::kDualPipe, (p - 1) * x + 2 * x, 2 * x, p, m, 1).bubble, 0.0);
 }
 
 // The steady state's share of forwards merged with a backward (Plan::overlap_ep_comm), counted
