@@ -133,9 +133,18 @@ double LayerKernels::fwd_flops() const {
   return f;
 }
 
-NormPasses norm_passes(const ModelSpec& m, const Plan& p) {
-  const bool eager_rms = m.norm == NormKind::kRmsNorm && !p.kernel_fusion;
-  return {eager_rms ? 7.0 : 2.0, eager_rms ? 5 : 1};
+NormPasses norm_passes(const ModelSpec& m, const Plan& p, double element_bytes) {
+  if (m.norm != NormKind::kRmsNorm || p.kernel_fusion) return {2.0, 1};
+  // Llama's reference RMSNorm, as torchtitan runs it eager (torchtitan/models/norms.py RMSNorm):
+  // _norm(x.float()).type_as(x) * weight, _norm(x) = x * rsqrt(x.pow(2).mean(-1) + eps). Bytes per
+  // element: x.float() (read e, write 4), pow (read 4, write 4), mean (read 4), x * rsqrt (read 4,
+  // write 4), type_as (read 4, write e), * weight (read e, write e); the cast and type_as are no-ops
+  // on fp32 activations. Kernels: pow, mean, the add and the rsqrt on one value per row, the two
+  // multiplies, and the two casts.
+  const double e = element_bytes;
+  const bool casts = e < 4;
+  const double bytes = (casts ? 2 * (e + 4) : 0.0) + 8 + 4 + 8 + 2 * e;
+  return {bytes / e, casts ? 8 : 6};
 }
 
 namespace {
@@ -309,15 +318,14 @@ class LayerKernelBuilder {
         0, 0, 0, kernels);
   }
   // Unfused (PyTorch eager) chains, tensor passes over memory and kernels:
-  //  - RMSNorm as Llama's reference code writes it, x * rsqrt(mean(x^2) + eps) * w: pow (read,
-  //    write), mean (read), rsqrt, multiply (read, write), scale (read, write): 7 passes, 5 kernels
-  //    against 2 passes fused. PyTorch's LayerNorm is one kernel either way.
+  //  - RMSNorm as Llama's reference code writes it, in fp32 between two casts: norm_passes.
+  //    PyTorch's LayerNorm is one kernel either way.
   //  - dropout + residual add: dropout (read, write, write a mask) then add (read 2, write): 5
   //    passes and a mask, 2 kernels, against 3 and a mask (without dropout: the add alone).
   //  - SwiGLU: silu(gate) (read, write) then multiply (read 2, write): 5 passes, 2 kernels
   //    against 3. GeLU is one kernel either way (the bias rides in the GEMM).
   void norm(KernelName name) {
-    const NormPasses n = norm_passes(m_, p_);
+    const NormPasses n = norm_passes(m_, p_, e_);
     elementwise(name, n.passes * th_ * e_, n.kernels);
   }
   // A residual add's backward passes the output gradient to both branches, which costs nothing; the
@@ -621,9 +629,9 @@ HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   const double logits = tokens * static_cast<double>(m.vocab) / p.tp;  // this rank's slice
   h.tp = p.tp > 1;
   h.sp = h.tp && s.sp;
-  // The final norm, as a layer's: fused, read and write b*s*h (eager RMSNorm: 7 passes in 5
-  // kernels); backward twice that.
-  const NormPasses n = norm_passes(m, p);
+  // The final norm, as a layer's: fused, read and write b*s*h (eager RMSNorm: norm_passes);
+  // backward twice that.
+  const NormPasses n = norm_passes(m, p, s.bytes_per_element);
   h.norm_bytes = n.passes * tokens * m.hidden / (h.sp ? p.tp : 1) * s.bytes_per_element;
   h.norm_fwd_s = d.stream_seconds(h.norm_bytes) + n.kernels * launch;
   h.norm_bwd_s = d.stream_seconds(2 * h.norm_bytes) + 2 * n.kernels * launch;

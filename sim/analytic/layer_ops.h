@@ -92,14 +92,16 @@ struct Partner {
   bool automatic = false;  // "auto": only where it is faster, transfers included
 };
 
-// A norm's passes over its tensor and its kernels, forward (backward: twice both): 2 and 1 fused,
-// and for LayerNorm either way (PyTorch's is one kernel); Llama's eager RMSNorm, 7 and 5 (the
-// chain is spelled out in layer_kernels). Every norm of the model, the final one too.
+// A norm's passes over its tensor (in units of `element_bytes`, the activations' width) and its
+// kernels, forward (backward: twice both): 2 and 1 fused, and for LayerNorm either way (PyTorch's
+// is one kernel); Llama's eager RMSNorm, which runs in fp32 (the chain is spelled out in
+// norm_passes): 18 and 8 for 16-bit activations, 7 and 6 for fp32 ones. Every norm of the model,
+// the final one too.
 struct NormPasses {
   double passes;
   int kernels;
 };
-NormPasses norm_passes(const ModelSpec& m, const Plan& p);
+NormPasses norm_passes(const ModelSpec& m, const Plan& p, double element_bytes);
 
 // The last stage's head per micro-batch: final norm, LM head GEMM and cross-entropy. Under TP the
 // vocabulary is split (Megatron's vocabulary-parallel cross-entropy): each rank computes its
