@@ -393,18 +393,18 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
     double fwd = 0, bwd = 0;
     for (int i = 0; i < k.tp_count; ++i) {
       const TpOverlap o = k.tp_overlap[i];
+      const double bytes = k.tp_fwd_bytes[i];
       if (o == TpOverlap::kPipeline)
-        fwd +=
-            tp_overlap_exposed(o, k.fwd[k.tp_gemm[i]].fwd_s, time(k.tp_kind[i], kTpPipelineHead * k.tp_bytes),
-                               time(k.tp_kind[i], (1 - kTpPipelineHead) * k.tp_bytes));
+        fwd += tp_overlap_exposed(o, k.fwd[k.tp_gemm[i]].fwd_s, time(k.tp_kind[i], kTpPipelineHead * bytes),
+                                  time(k.tp_kind[i], (1 - kTpPipelineHead) * bytes));
       else
         fwd += tp_overlap_exposed(o, o == TpOverlap::kNone ? 0.0 : k.fwd[k.tp_gemm[i]].fwd_s,
-                                  time(k.tp_kind[i], k.tp_bytes));
+                                  time(k.tp_kind[i], bytes));
     }
     for (int i = 0; i < k.tp_bwd_count; ++i) {
       const TpOverlap o = k.tp_bwd_overlap[i];
       bwd += tp_overlap_exposed(o, o == TpOverlap::kNone ? 0.0 : k.fwd[k.tp_bwd_gemm[i]].bwd_s,
-                                time(k.tp_bwd_kind[i], k.tp_bytes));
+                                time(k.tp_bwd_kind[i], k.tp_bwd_bytes[i]));
     }
     t.fwd_tp = fwd;
     t.bwd_tp = bwd + (full ? fwd : 0.0);

@@ -348,30 +348,40 @@ class LayerKernelBuilder {
   // Megatron sequence parallelism: norms and residuals on 1/t of the tokens, an all-gather before
   // each column-parallel GEMM and a reduce-scatter after each row-parallel one. Without it, one
   // all-reduce after each row-parallel GEMM.
-  void tp_fwd(TpCollective kind) {
+  // The bytes of a TP collective over the b*s*h activation (LayerKernels::tp_fwd_bytes): an
+  // all-gather feeding FP8 GEMMs (`fp8_gemms`, in an fp8 plan) moves one byte an element.
+  double tp_collective_bytes(TpCollective kind, bool fp8_gemms) const {
+    const bool fp8 = kind == TpCollective::kAllGather && fp8_gemms && dt_ == DType::kFp8;
+    return tokens_ * m_.hidden * (fp8 ? 1.0 : e_);
+  }
+  void tp_fwd(TpCollective kind, bool fp8_gemms) {
     L_.tp_after[L_.tp_count] = L_.count - 1;
+    L_.tp_fwd_bytes[L_.tp_count] = tp_collective_bytes(kind, fp8_gemms);
     L_.tp_kind[L_.tp_count++] = kind;
   }
-  void tp_bwd(int after, TpCollective kind) {
+  void tp_bwd(int after, TpCollective kind, bool fp8_gemms) {
     L_.tp_bwd_after[L_.tp_bwd_count] = after;
+    L_.tp_bwd_bytes[L_.tp_bwd_count] = tp_collective_bytes(kind, fp8_gemms);
     L_.tp_bwd_kind[L_.tp_bwd_count++] = kind;
   }
   // A norm before a column-parallel GEMM, with SP its all-gather (backward: a reduce-scatter);
-  // returns the norm's index.
-  int norm_before_column_parallel(KernelName name) {
+  // returns the norm's index. `fp8_gemms`: the gathered tensor feeds FP8 GEMMs (not the router).
+  int norm_before_column_parallel(KernelName name, bool fp8_gemms = true) {
     norm(name);
     const int at = L_.count - 1;
     if (sp_) {
-      tp_fwd(TpCollective::kAllGather);
-      tp_bwd(at, TpCollective::kReduceScatter);
+      tp_fwd(TpCollective::kAllGather, fp8_gemms);
+      tp_bwd(at, TpCollective::kReduceScatter, fp8_gemms);
     }
     return at;
   }
   // The collectives after a row-parallel GEMM: a reduce-scatter with SP (backward: an all-gather
-  // at the same place), else an all-reduce (backward: after the block's norm, `norm_at`).
-  void after_row_parallel(int norm_at) {
-    tp_fwd(sp_ ? TpCollective::kReduceScatter : TpCollective::kAllReduce);
-    tp_bwd(sp_ ? L_.count - 1 : norm_at, sp_ ? TpCollective::kAllGather : TpCollective::kAllReduce);
+  // of the output gradient at the same place, for the GEMM's backward), else an all-reduce
+  // (backward: after the block's norm, `norm_at`).
+  void after_row_parallel(int norm_at, bool fp8_gemms = true) {
+    tp_fwd(sp_ ? TpCollective::kReduceScatter : TpCollective::kAllReduce, fp8_gemms);
+    tp_bwd(sp_ ? L_.count - 1 : norm_at, sp_ ? TpCollective::kAllGather : TpCollective::kAllReduce,
+           fp8_gemms);
   }
 
   void attention_block(const Partner& partner);
@@ -559,7 +569,7 @@ void LayerKernelBuilder::mlp_block() {
     norm(KernelName::kNorm2);
     norm2 = L_.count - 1;
   } else {
-    norm2 = norm_before_column_parallel(KernelName::kNorm2);
+    norm2 = norm_before_column_parallel(KernelName::kNorm2, !moe_);
   }
   const double etp = folded_ ? static_cast<double>(p_.etp()) : tp_;
   double ffn = static_cast<double>(m_.ffn_hidden);
@@ -607,7 +617,7 @@ void LayerKernelBuilder::mlp_block() {
     if (p_.ep > 1) L_.moe_combine_after = L_.count - 1;
     elementwise(KernelName::kUnpermute, (1.0 + m_.moe.top_k) * tokens_ * m_.hidden * e_ / tp_);
   }
-  if (!folded_) after_row_parallel(norm2);
+  if (!folded_) after_row_parallel(norm2, !moe_);
   residual(KernelName::kResidual2);
 }
 

@@ -143,7 +143,14 @@ struct LayerKernels {
   // that give up SMs (kPipeline, kBulk) are priced slower in `fwd` already.
   std::array<TpOverlap, 4> tp_overlap{}, tp_bwd_overlap{};
   std::array<int, 4> tp_gemm{}, tp_bwd_gemm{};
-  double tp_bytes = 0;                          // bytes of each TP collective (the full b*s*h activation)
+  double tp_bytes = 0;  // the full b*s*h activation in the activations' type
+  // Bytes of each collective, forward and backward (the full b*s*h activation, gathered or
+  // reduced). In fp8 plans an all-gather that feeds an FP8 GEMM moves the FP8 tensor, one byte an
+  // element: Transformer Engine casts the norm's output to FP8 before the sequence-parallel gather
+  // and the output gradient before the backward's, and torchao's Float8ColwiseParallel,
+  // PrepareFloat8ModuleInput and Float8RowwiseParallel do the same; reduce-scatters and
+  // all-reduces sum 16-bit GEMM outputs. The MoE block's gathers feed the router, in 16 bits.
+  std::array<double, 4> tp_fwd_bytes{}, tp_bwd_bytes{};
   int attention_first = 0, attention_last = 0;  // the attention core's kernel range (selective recompute)
   int moe_dispatch_after = -1;                  // EP all-to-all positions (MoE layers with ep > 1)
   int moe_combine_after = -1;

@@ -416,8 +416,8 @@ class StageBuilder {
   // second, the `tail`, named "..._tail").
   // `off_chain`: started beside the compute chain (an overlapped part), leaving the pending
   // next_deps_ to the chain's next op.
-  int tp_collective(Phase ph, int layer, int mb, int chunk, TpCollective kind, int after, int dep,
-                    double share = 1.0, bool tail = false, bool off_chain = false) {
+  int tp_collective(Phase ph, int layer, int mb, int chunk, TpCollective kind, double bytes, int after,
+                    int dep, double share = 1.0, bool tail = false, bool off_chain = false) {
     static constexpr const char* kNames[2][3] = {
         {"attn.tp_all_reduce", "attn.tp_all_gather", "attn.tp_reduce_scatter"},
         {"mlp.tp_all_reduce", "mlp.tp_all_gather", "mlp.tp_reduce_scatter"}};
@@ -431,8 +431,8 @@ class StageBuilder {
                                                               : CollectiveOp::kReduceScatter;
     const char* name =
         tail && kind == TpCollective::kReduceScatter ? kTails[block] : kNames[block][static_cast<int>(kind)];
-    return collective(ph, layer, mb, chunk, name, StreamId::kTp, GroupKind::kTp, c,
-                      share * kernels(layer).tp_bytes, dep, !off_chain);
+    return collective(ph, layer, mb, chunk, name, StreamId::kTp, GroupKind::kTp, c, share * bytes, dep,
+                      !off_chain);
   }
   // The layer's forward kernels, or (`only` without kFull) those the recompute modules re-run.
   int layer_forward(Phase ph, int layer, int mb, int chunk, int prev,
@@ -547,19 +547,20 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
       if (k.tp_after[j] != i) continue;
       switch (k.tp_overlap[j]) {
         case TpOverlap::kRing:  // runs beside the next GEMM
-          ring_[j] = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, prev);
+          ring_[j] = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], k.tp_fwd_bytes[j], i, prev);
           break;
         case TpOverlap::kPipeline: {
           // The first 3/4 start with the GEMM (added after it, so that the graph's order stays
           // the data's: the runtime runs ops in that order), the last quarter after both.
-          const int head =
-              tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, before, kTpPipelineHead, false, true);
-          prev = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, prev, 1 - kTpPipelineHead, true);
+          const int head = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], k.tp_fwd_bytes[j], i, before,
+                                         kTpPipelineHead, false, true);
+          prev = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], k.tp_fwd_bytes[j], i, prev,
+                               1 - kTpPipelineHead, true);
           edges_.emplace_back(head, prev);
           break;
         }
         default:
-          prev = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], i, prev);
+          prev = tp_collective(ph, layer, mb, chunk, k.tp_kind[j], k.tp_fwd_bytes[j], i, prev);
       }
     }
     if (i == k.moe_dispatch_after)
@@ -612,10 +613,11 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
     for (int j = k.tp_bwd_count - 1; j >= 0; --j) {
       const TpOverlap o = k.tp_bwd_overlap[j];
       if (o == TpOverlap::kRing && k.tp_bwd_gemm[j] == i)
-        beside = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[j], i, prev);
+        beside =
+            tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[j], k.tp_bwd_bytes[j], i, prev);
       if (o == TpOverlap::kBulk && k.tp_bwd_gemm[j] == i) bulk = j;
       if (o != TpOverlap::kNone || k.tp_bwd_after[j] != i) continue;
-      prev = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[j], i, prev);
+      prev = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[j], k.tp_bwd_bytes[j], i, prev);
     }
     const int before = prev;
     const bool attention = i >= k.attention_first && i <= k.attention_last;
@@ -637,8 +639,8 @@ int StageBuilder::layer_backward(int layer, int mb, int chunk, int prev, bool we
     prev = compute(Phase::kBackward, layer, mb, chunk, kernel_name(kc.name).data(), kc.cls, seconds, flops,
                    2 * kc.bytes, prev, &kc);
     if (bulk >= 0)
-      beside = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[bulk], k.tp_bwd_after[bulk],
-                             before, 1.0, false, true);
+      beside = tp_collective(Phase::kBackward, layer, mb, chunk, k.tp_bwd_kind[bulk], k.tp_bwd_bytes[bulk],
+                             k.tp_bwd_after[bulk], before, 1.0, false, true);
     if (beside >= 0) next_deps_.push_back(beside);
     if (i == k.attention_first && k.attention_on_partner)
       prev = partner_copy(Phase::kBackward, layer, mb, chunk, "qkv_grad_from_partner", k.partner_grad_out_s,

@@ -158,5 +158,51 @@ TEST(TpOverlap, EnginesAgreeAndSomeTimeStaysExposed) {
   EXPECT_GT(d.prediction.time.tp_comm, 0);
 }
 
+// In fp8 plans the sequence-parallel all-gathers that feed FP8 GEMMs move the FP8 tensor, one
+// byte an element (Transformer Engine and torchao cast before they gather); the reduce-scatters
+// sum 16-bit outputs, and an MoE block's gathers feed the router in 16 bits. Both engines move
+// those bytes, and a plan without overlap gets faster by the gathers' halved time.
+TEST(TpOverlap, Fp8PlansGatherFp8) {
+  Tp8 t;
+  Plan fp8 = t.p;
+  fp8.precision = Precision::kFp8;
+  const LayerKernels k = t.kernels(fp8), moe = t.kernels(fp8, true);
+  const double full = k.tp_bytes;  // b*s*h in bf16
+  ASSERT_EQ(k.tp_count, 4);
+  for (int i = 0; i < k.tp_count; ++i) {
+    const bool gather = k.tp_kind[i] == TpCollective::kAllGather;
+    EXPECT_DOUBLE_EQ(k.tp_fwd_bytes[i], gather ? full / 2 : full) << i;
+    EXPECT_DOUBLE_EQ(k.tp_bwd_bytes[i], k.tp_bwd_kind[i] == TpCollective::kAllGather ? full / 2 : full) << i;
+  }
+  // The MoE layer: the attention's gathers in FP8, the MLP's in bf16.
+  int fp8_gathers = 0, bf16_gathers = 0;
+  for (int i = 0; i < moe.tp_count; ++i)
+    if (moe.tp_kind[i] == TpCollective::kAllGather)
+      (moe.tp_fwd_bytes[i] < full ? fp8_gathers : bf16_gathers)++;
+  EXPECT_EQ(fp8_gathers, 1);
+  EXPECT_EQ(bf16_gathers, 1);
+  // bf16 plans: every collective the full activation.
+  const LayerKernels bf = t.kernels(t.p);
+  for (int i = 0; i < bf.tp_count; ++i) EXPECT_DOUBLE_EQ(bf.tp_fwd_bytes[i], bf.tp_bytes);
+  // The simulator's ops carry the same bytes.
+  auto w = lower(t.m, t.c, fp8);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  int gathers = 0;
+  for (auto v : boost::make_iterator_range(boost::vertices(w->stages[1].graph()))) {
+    const Op& op = w->stages[1].graph()[v];
+    if (op.phase != Phase::kForward || op.layer < 0) continue;
+    const std::string name = op.name;
+    if (name == "attn.tp_all_gather" || name == "mlp.tp_all_gather") {
+      ++gathers;
+      EXPECT_DOUBLE_EQ(op.bytes, full / 2);
+    }
+    if (name == "attn.tp_reduce_scatter" || name == "mlp.tp_reduce_scatter") {
+      EXPECT_DOUBLE_EQ(op.bytes, full);
+    }
+  }
+  EXPECT_GT(gathers, 0);
+  testing::expect_engines_agree(t.m, t.c, fp8, 0.03, "fp8 without overlap");
+}
+
 }  // namespace
 }  // namespace foresight
