@@ -82,6 +82,9 @@ constexpr PlanFlag kPlanFlags[] = {
      "optimizer state and step on the host"},
     {"--kernel-fusion", "/kernel_fusion", Kind::kFlag, "Plan",
      "fused elementwise chains (true, as Megatron) or one kernel per operator (false, PyTorch eager)"},
+    {"--repeat-kv", "/repeat_kv", Kind::kFlag, "Plan",
+     "K and V repeated to every query head before the attention (PyTorch SDPA after Llama's repeat_kv, "
+     "torchtitan before 2026): copy kernels, and context parallelism exchanges the repeated K and V"},
     {"--cuda-graphs", "/cuda_graphs", Kind::kFlag, "Plan",
      "replay each layer's kernels as a CUDA graph (less launch cost)"},
     {"--offload-params", "/offload_params", Kind::kFlag, "Plan",

@@ -152,6 +152,9 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
     return bad("kernel_fusion",
                "the unfused scale, mask and softmax chain (unfused plans run with flash attention)");
   if (p.offload_activations) return bad("offload_activations", "activation offload");
+  if (p.repeat_kv)
+    return bad("repeat_kv",
+               "K and V repeated to every query head (its attention reads the kv heads directly)");
   if (p.recompute == Recompute::kSelectiveOp)
     return bad("recompute",
                "torchtitan's op-level policy, selective-op (none, selective, full and optimal run)");

@@ -1429,6 +1429,7 @@ LayerShape plan_layer_shape(const ModelSpec& m, const Plan& p) {
   s.tp = p.tp;
   s.sp = p.sequence_parallel && p.tp > 1;
   s.experts_folded = p.experts_folded() && p.tp > 1;
+  s.repeat_kv = p.repeat_kv && !m.mla.enabled() && m.q_dim() > m.kv_dim();
   s.bytes_per_element = weight_bytes(p.precision);
   if (p.precision == Precision::kFp8) s.linear_input_bytes = 1;
   return s;

@@ -89,6 +89,10 @@ std::string recompute_mask_string(RecomputeMask mask) {
   return out;
 }
 
+double attention_kv_dim(const ModelSpec& m, const LayerShape& s) {
+  return static_cast<double>(s.repeat_kv ? m.q_dim() : m.kv_dim());
+}
+
 double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, RecomputeMask mask,
                               bool flash_attention, bool moe_layer) {
   namespace rm = recompute_module;
@@ -135,8 +139,10 @@ double layer_activation_bytes(const ModelSpec& m, const LayerShape& s, Recompute
         el * sb * (m.mla.q_lora_rank + m.mla.kv_lora_rank) / rep;  // q_lora_rank 0: q from the norm output
     if (!(mask & rm::kMlaUpProj)) attn += e * sb * (2.0 * m.heads * qk_head + m.v_dim()) / t;
   } else {
-    attn += e * sb * (m.q_dim() + m.kv_dim()) / t;  // Q and K for Q·K^T
-    attn += e * sb * m.kv_dim() / t;                // V
+    // Q and K for Q·K^T, and V: the attention kernel saves the K and V it was given (repeat_kv's
+    // heads-wide copies; the projections' own outputs are not kept).
+    attn += e * sb * (m.q_dim() + attention_kv_dim(m, s)) / t;
+    attn += e * sb * attention_kv_dim(m, s) / t;
   }
   attn += el * sb * m.v_dim() / t;  // output projection input
   attn += drop * sb * h / rep;      // attention dropout mask

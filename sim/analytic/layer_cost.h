@@ -28,8 +28,14 @@ struct LayerShape {
   // MoE parallel folding (Plan::experts_folded() with tp > 1): an MoE layer's MLP has its own norm
   // and no TP collective, even in a ModelSpec::parallel_block model.
   bool experts_folded = false;
+  // Plan::repeat_kv on a grouped-query model: the attention's K and V are heads-wide copies.
+  bool repeat_kv = false;
   double linear_bytes() const { return linear_input_bytes > 0 ? linear_input_bytes : bytes_per_element; }
 };
+
+// The width of the K (and of the V) the attention kernel reads, per token, all heads: kv_heads x
+// head_dim, or with LayerShape::repeat_kv every query head's (the copies repeat_kv makes).
+double attention_kv_dim(const ModelSpec& m, const LayerShape& s);
 
 // Forward FLOPs of one layer on one device (multiply-add = 2 FLOPs). Backward costs twice these
 // for GEMMs; attention backward depends on the kernel (see attention_backward_factor).

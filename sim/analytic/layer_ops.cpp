@@ -442,6 +442,18 @@ void LayerKernelBuilder::attention_block(const Partner& partner) {
     qkv.bwd_s += d_.stream_seconds(bytes) + kernels * launch_;
     qkv.bytes += bytes;
   }
+  if (s_.repeat_kv) {
+    // repeat_kv (Plan::repeat_kv): K and V each expanded to every query head and copied (reshape
+    // of an expanded view), reading kv_heads-wide and writing heads-wide; backward, the gradient
+    // summed back over the repeats (read heads-wide, write kv_heads-wide). A kernel per tensor each
+    // way, inside the QKV op like RoPE.
+    const double bytes =
+        tokens_ * 2.0 * (attention_kv_dim(m_, s_) + static_cast<double>(m_.kv_dim())) / tp_ * e_;
+    KernelCost& qkv = L_.fwd[L_.count - 1];
+    qkv.fwd_s += d_.stream_seconds(bytes) + 2 * launch_;
+    qkv.bwd_s += d_.stream_seconds(bytes) + 2 * launch_;
+    qkv.bytes += bytes;
+  }
   place_attention(partner);
   gemm(KernelName::kProj, out_proj, H_ / static_cast<std::int64_t>(tp_),
        m_.v_dim() / static_cast<std::int64_t>(tp_));
@@ -508,7 +520,7 @@ void LayerKernelBuilder::attention_core(const DeviceSpec& dev) {
       // accumulation of dQ, dK and dV (read and write, fp32).
       const double steps = p_.cp - 1.0;
       const double o = tokens_ * static_cast<double>(m_.q_dim()) / tp_ * 4.0,
-                   kv = tokens_ * 2.0 * static_cast<double>(m_.kv_dim()) / tp_ * 4.0;
+                   kv = tokens_ * 2.0 * attention_kv_dim(m_, s_) / tp_ * 4.0;
       fwd += steps * (2 * dev_launch + dev.attention_setup_s + dev.stream_seconds(3 * o));
       bwd += steps * (2 * dev_launch + dev.attention_setup_s + dev.stream_seconds(2 * (o + kv)));
     }

@@ -187,7 +187,7 @@ struct LayerKernels {
 // Context parallelism: one rank's K and V of a layer for one micro-batch (its sequence shard, its
 // TP share of the KV heads), the unit both engines exchange.
 inline double cp_kv_bytes(const ModelSpec& m, const LayerShape& s) {
-  return s.batch * s.seq * 2.0 * m.kv_dim() * s.bytes_per_element / s.tp;
+  return s.batch * s.seq * 2.0 * attention_kv_dim(m, s) * s.bytes_per_element / s.tp;
 }
 
 LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,

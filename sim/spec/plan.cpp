@@ -357,6 +357,7 @@ void read_techniques(JsonReader& r, Plan& p) {
     p.grad_reduce_precision = read_enum("grad_reduce_precision", parse_precision, Precision::kFp32);
   p.optimizer_state_precision = read_enum("optimizer_state_precision", parse_precision, Precision::kFp32);
   p.kernel_fusion = r.boolean("kernel_fusion", true);
+  p.repeat_kv = r.boolean("repeat_kv", false);
   p.cuda_graphs = r.boolean("cuda_graphs", false);
   p.offload_optimizer = r.boolean("offload_optimizer", false);
   p.offload_params = r.boolean("offload_params", false);
@@ -473,6 +474,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "offload_activations",
                          "offload_embeddings",
                          "kernel_fusion",
+                         "repeat_kv",
                          "cuda_graphs",
                          "data",
                          "rank_order",
@@ -523,6 +525,7 @@ json plan_to_json(const Plan& p) {
   if (p.cp_comm != CpComm::kRing) j["cp_comm"] = to_string(p.cp_comm);
   if (p.attention_kernel != AttentionKernel::kBest) j["attention_kernel"] = to_string(p.attention_kernel);
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
+  if (p.repeat_kv) j["repeat_kv"] = true;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.offload_params) j["offload_params"] = true;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;

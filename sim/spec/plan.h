@@ -167,6 +167,12 @@ struct Plan {
   // one kernel each, as Megatron runs them). false: PyTorch eager, one kernel per operator, each
   // writing its result to memory and the next reading it back.
   bool kernel_fusion = true;
+  // Grouped-query attention's K and V repeated to every query head before the attention kernel
+  // (Llama's reference repeat_kv before PyTorch SDPA, as torchtitan ran it until 2026-01): the
+  // copies are kernels of their own, and context parallelism exchanges the repeated K and V,
+  // heads/kv_heads times the bytes. false: the kernel reads the kv_heads-wide tensors (Transformer
+  // Engine, FlashAttention's GQA, SDPA's enable_gqa).
+  bool repeat_kv = false;
   // Each layer's kernels replayed as a CUDA graph: the per-kernel launch cost falls to the
   // device's graph_kernel_overhead.
   bool cuda_graphs = false;

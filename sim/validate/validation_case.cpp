@@ -215,6 +215,10 @@ struct SoftwareStack {
   // newer than 9.15), and the flash-attn/triton kernels of llm-foundry. Hopper-native kernels
   // (cuDNN, FlashAttention-3) are Transformer Engine's, which the Megatron family runs.
   bool attention_flash2 = false;
+  // Grouped-query K and V repeated to every query head before PyTorch SDPA (Plan::repeat_kv):
+  // torchtitan's Llama attention called repeat_kv on them until pytorch/torchtitan#2259
+  // ("GQA without kv repeats", 2026-01-27).
+  bool repeat_kv = false;
   // The pipeline splits each step's local batch into as many micro-batches as it has ranks:
   // torchtitan's experimental.pipeline_parallel_microbatches defaulted to the pipeline degree
   // (torchtitan/parallelisms/pipeline_llama.py, 2024) before its 2025 configuration set a
@@ -359,6 +363,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     if (name == "torchtitan") s.selective = Recompute::kSelectiveOp;
     s.cp_all_gather = name == "torchtitan";
     s.attention_flash2 = true;
+    s.repeat_kv = name == "torchtitan" && (month == 0 || before(2026, 2));
     s.pp_microbatches_are_ranks = name == "torchtitan" && month > 0 && before(2025, 1);
     s.two_stages_per_rank = name == "torchtitan";
     // torchtitan's compile.enable and plain FSDP scripts default to eager; llm-foundry's MPT
@@ -687,6 +692,10 @@ void apply_case_facts(const ValidationCase& c, const SoftwareStack* stack, CaseL
   if (stack && stack->attention_flash2 && l.base.flash_attention) {
     l.base.attention_kernel = AttentionKernel::kFlash2;
     out.assumed["attention_kernel"] = to_string(AttentionKernel::kFlash2);
+  }
+  if (stack && stack->repeat_kv && l.model.kv_heads < l.model.heads) {
+    l.base.repeat_kv = true;
+    out.assumed["repeat_kv"] = true;
   }
 }
 

@@ -274,5 +274,57 @@ TEST(Fusion, PlanJsonAndDeviceField) {
   EXPECT_NE(bad.error().message().find("graph_kernel_overhead"), std::string::npos) << bad.error().message();
 }
 
+// Plan::repeat_kv (torchtitan's Llama before 2026: repeat_kv before SDPA): K and V copied to
+// every query head and their gradients summed back, a kernel per tensor each way inside the QKV
+// op; the attention keeps the heads-wide copies without recompute; context parallelism exchanges
+// them (heads/kv_heads = 4 times the bytes for Llama 3 8B). No effect on a model without GQA.
+TEST(Fusion, RepeatedKvHeads) {
+  const ModelSpec m = testing::preset_model("llama3-8b");  // 32 heads, 8 KV heads of 128
+  const DeviceSpec d = testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator();
+  Plan p = testing::make_plan(1, 1, 8, 1, 8);
+  const LayerShape plain = plan_layer_shape(m, p);
+  p.repeat_kv = true;
+  const LayerShape rep = plan_layer_shape(m, p);
+  ASSERT_TRUE(rep.repeat_kv);
+  EXPECT_DOUBLE_EQ(attention_kv_dim(m, rep), 4096.0);
+  EXPECT_DOUBLE_EQ(attention_kv_dim(m, plain), 1024.0);
+  const double rate = d.memory_bandwidth * d.memory_efficiency, launch = d.kernel_overhead_s;
+  // The copies: read 2 x 1024, write 2 x 4096 bf16 elements a token (backward the reverse).
+  const double bytes = plain.seq * 2.0 * (4096 + 1024) * 2.0;
+  const LayerKernels k0 = layer_kernels(m, d, testing::make_plan(1, 1, 8, 1, 8), plain, false),
+                     k1 = layer_kernels(m, d, p, rep, false);
+  const KernelCost &q0 = find(k0, KernelName::kQkv), &q1 = find(k1, KernelName::kQkv);
+  EXPECT_NEAR(q1.bytes - q0.bytes, bytes, 1e-3);
+  EXPECT_NEAR(q1.fwd_s - q0.fwd_s, bytes / rate + 2 * launch, 1e-12);
+  EXPECT_NEAR(q1.bwd_s - q0.bwd_s, bytes / rate + 2 * launch, 1e-12);
+  // Kept for the backward without recompute: K and V heads-wide, 2 x 3072 more bf16 a token.
+  const double more = layer_activation_bytes(m, rep, RecomputeMask{0}, true, false) -
+                      layer_activation_bytes(m, plain, RecomputeMask{0}, true, false);
+  EXPECT_DOUBLE_EQ(more, plain.seq * 2.0 * 3072 * 2.0);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, rep, recompute_module::kFull, true, false),
+                   layer_activation_bytes(m, plain, recompute_module::kFull, true, false));
+  // Context parallelism's K/V: four times the bytes, and a context-parallel step across nodes slower.
+  Plan cp = testing::make_plan(8, 1, 1, 1, 1);
+  cp.cp = 2;
+  cp.tp = 8;
+  cp.cp_comm = CpComm::kAllGather;
+  const ClusterSpec two = testing::preset_cluster("dgx-h100-ndr", 16);
+  Plan cp_rep = cp;
+  cp_rep.repeat_kv = true;
+  EXPECT_DOUBLE_EQ(cp_kv_bytes(m, plan_layer_shape(m, cp_rep)), 4 * cp_kv_bytes(m, plan_layer_shape(m, cp)));
+  const AnalyticModel am(m, two);
+  EXPECT_GT(am.evaluate(cp_rep).time.cp_comm, 3 * am.evaluate(cp).time.cp_comm);
+  testing::expect_engines_agree(m, two, cp_rep, 0.05, "repeat_kv with cp 2 across nodes");
+  // Multi-head attention: nothing to repeat.
+  ModelSpec mha = m;
+  mha.kv_heads = mha.heads;
+  EXPECT_FALSE(plan_layer_shape(mha, p).repeat_kv);
+  // The plan file carries it.
+  auto back = plan_from_json(plan_to_json(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_TRUE(back->repeat_kv);
+  EXPECT_FALSE(plan_to_json(Plan{}).contains("repeat_kv"));
+}
+
 }  // namespace
 }  // namespace foresight
