@@ -616,10 +616,17 @@ void LayerKernelBuilder::mlp_block() {
   }
   gemm(KernelName::kMlpUp, up, static_cast<std::int64_t>(ffn * up_mats / etp), H_, true, up_at);
   const bool split_glu = m_.mlp == MlpKind::kSwiglu && !fused_;
+  // Squared ReLU runs as relu then pow, two kernels and four passes, fused or not: Megatron-Core's
+  // squared_relu is torch.pow(F.relu(x), 2) and its bias-activation fusion covers GeLU and SwiGLU
+  // only (megatron/core/activations.py, transformer/mlp.py); PyTorch eager the same.
+  const bool split_relu2 = m_.mlp == MlpKind::kSquaredRelu;
   elementwise(KernelName::kActivation,
-              (m_.mlp == MlpKind::kSwiglu ? (split_glu ? 5.0 : 3.0) : 2.0) * tokens_ * ffn / tp_ * e_,
-              split_glu ? 2 : 1);
-  if (d_.activation_element_s > 0) {  // an exponential or tanh per output element, each way
+              (m_.mlp == MlpKind::kSwiglu ? (split_glu ? 5.0 : 3.0)
+               : split_relu2              ? 4.0
+                                          : 2.0) *
+                  tokens_ * ffn / tp_ * e_,
+              split_glu || split_relu2 ? 2 : 1);
+  if (d_.activation_element_s > 0 && !split_relu2) {  // an exponential or tanh per output element, each way
     KernelCost& act = L_.fwd[L_.count - 1];
     act.fwd_s += tokens_ * ffn / tp_ * d_.activation_element_s;
     act.bwd_s += tokens_ * ffn / tp_ * d_.activation_element_s;

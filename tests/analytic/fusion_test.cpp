@@ -326,5 +326,26 @@ TEST(Fusion, RepeatedKvHeads) {
   EXPECT_FALSE(plan_to_json(Plan{}).contains("repeat_kv"));
 }
 
+// Squared ReLU (Nemotron): relu then pow, two kernels and four passes over the ffn-wide tensor,
+// fused or not -- Megatron-Core's bias-activation fusion covers GeLU and SwiGLU only.
+TEST(Fusion, SquaredReluIsTwoKernels) {
+  ModelSpec m = testing::preset_model("gpt3-175b");
+  const DeviceSpec d = testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator();
+  const Plan p = testing::make_plan(8, 1, 1, 1, 1);
+  const LayerShape s = plan_layer_shape(m, p);
+  const double tf = s.seq * m.ffn_hidden / 8.0 * 2.0;  // one pass over this rank's bf16 slice
+  const double gelu = find(layer_kernels(m, d, p, s, false), KernelName::kActivation).bytes;
+  EXPECT_DOUBLE_EQ(gelu, 2 * tf);
+  m.mlp = MlpKind::kSquaredRelu;
+  for (bool fusion : {true, false}) {
+    Plan q = p;
+    q.kernel_fusion = fusion;
+    const LayerKernels k = layer_kernels(m, d, q, s, false);
+    EXPECT_DOUBLE_EQ(find(k, KernelName::kActivation).bytes, 4 * tf) << fusion;
+    const double rate = d.memory_bandwidth * d.memory_efficiency;
+    EXPECT_NEAR(find(k, KernelName::kActivation).fwd_s, 4 * tf / rate + 2 * d.kernel_overhead_s, 1e-12);
+  }
+}
+
 }  // namespace
 }  // namespace foresight
