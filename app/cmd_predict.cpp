@@ -159,7 +159,8 @@ void print_job(const ResolvedInputs& in, const Prediction& p) {
       !pl.flash_attention                               ? ""
       : pl.attention_kernel == AttentionKernel::kFlash2 ? " | flash attention (FlashAttention-2 class)"
                                                         : " | flash attention",
-      std::string(pl.kernel_fusion ? "" : " | unfused kernels") + (pl.cuda_graphs ? " | CUDA graphs" : "") +
+      std::string(pl.kernel_fusion ? "" : " | unfused kernels") +
+          (pl.repeat_kv ? " | K/V repeated per head" : "") + (pl.cuda_graphs ? " | CUDA graphs" : "") +
           (offload_string(pl).empty() ? "" : " | offload " + offload_string(pl)));
 }
 

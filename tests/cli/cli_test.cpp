@@ -100,6 +100,24 @@ TEST(Cli, PredictJsonHasThePrediction) {
   EXPECT_NE(r.output.find("\"mfu\""), std::string::npos);
 }
 
+// --repeat-kv reaches the plan and its summary line; a plan file's value that is not a boolean is
+// refused with the field named.
+TEST(Cli, RepeatedKvInThePlanLine) {
+  const CliRun r =
+      run("predict --model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 1 --zero 3 --gb 8 "
+          "--repeat-kv true");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("| K/V repeated per head"), std::string::npos) << r.output;
+  const CliRun plain =
+      run("predict --model llama3-8b --cluster dgx-h100-ndr --gpus 8 --tp 1 --zero 3 --gb 8");
+  EXPECT_EQ(plain.output.find("K/V repeated"), std::string::npos) << plain.output;
+  TempDir dir("repeat-kv");
+  write_file(dir / "plan.json", R"({"global_batch": 8, "dp": 8, "repeat_kv": "yes"})");
+  const CliRun bad = run("predict --model llama3-8b --gpus 8 --plan " + (dir / "plan.json"));
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("/repeat_kv: expected true or false"), std::string::npos) << bad.output;
+}
+
 // What a step costs, and with --tokens the whole run: steps = tokens / tokens per step, the cost
 // of each step at the given price per device-hour.
 TEST(Cli, PredictCostsTheStepAndTheRun) {
