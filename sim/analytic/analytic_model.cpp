@@ -1126,13 +1126,14 @@ double add_pipeline(const Plan& p, const CriticalStage& c, const SlowestStage& s
   const double weights = c.load.dense * c.dense.bwd_weight + c.load.moe * c.moe.bwd_weight;
   // DualPipe's bubble: the full backward's share too (its own compute, recompute and exposed
   // tensor-parallel collectives; half of the context- and expert-parallel ones, which run both ways).
-  auto backward = [](const LayerTime& t) {
-    return t.bwd_compute + t.recompute + t.bwd_tp + 0.5 * (t.cp + t.ep);
-  };
+  double backward_share = 2.0 / 3.0;
   const double layers_time = c.load.dense * c.dense.total() + c.load.moe * c.moe.total();
-  const double backward_share =
-      layers_time > 0 ? (c.load.dense * backward(c.dense) + c.load.moe * backward(c.moe)) / layers_time
-                      : 2.0 / 3.0;
+  if (p.schedule == Schedule::kDualPipe && layers_time > 0) {
+    auto backward = [](const LayerTime& t) {
+      return t.bwd_compute + t.recompute + t.bwd_tp + 0.5 * (t.cp + t.ep);
+    };
+    backward_share = (c.load.dense * backward(c.dense) + c.load.moe * backward(c.moe)) / layers_time;
+  }
   const PipelineTime pipe =
       pipeline_time(p.schedule, slowest.sum, slowest.max, p.pp, c.mbs, p.virtual_stages,
                     slowest.max > 0 ? weights / slowest.max : 1.0 / 3.0, backward_share);

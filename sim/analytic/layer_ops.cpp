@@ -200,7 +200,6 @@ class LayerKernelBuilder {
     mlp_block();
     if (p_.tp <= 1) L_.tp_count = L_.tp_bwd_count = 0;
     pair_tp_overlap();
-    L_.tp_bytes = tokens_ * m_.hidden * e_;
     const double q = static_cast<double>(m_.q_dim()), kv = static_cast<double>(m_.kv_dim());
     L_.k_share_of_qkv = kv / (q + 2 * kv);
     L_.gated_mlp = m_.mlp == MlpKind::kSwiglu;

@@ -143,7 +143,6 @@ struct LayerKernels {
   // that give up SMs (kPipeline, kBulk) are priced slower in `fwd` already.
   std::array<TpOverlap, 4> tp_overlap{}, tp_bwd_overlap{};
   std::array<int, 4> tp_gemm{}, tp_bwd_gemm{};
-  double tp_bytes = 0;  // the full b*s*h activation in the activations' type
   // Bytes of each collective, forward and backward (the full b*s*h activation, gathered or
   // reduced). In fp8 plans an all-gather that feeds an FP8 GEMM moves the FP8 tensor, one byte an
   // element: Transformer Engine casts the norm's output to FP8 before the sequence-parallel gather

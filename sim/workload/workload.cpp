@@ -6,7 +6,6 @@
 #include <array>
 #include <map>
 #include <tuple>
-#include <unordered_set>
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/compression.h"
@@ -462,11 +461,11 @@ class StageBuilder {
   LayerShape s_;
   const Workload& w_;
   StageProgram prog_;
-  std::vector<int> next_deps_;              // extra dependencies of the next op added
-  std::array<int, 4> ring_{};               // the forward's overlapped all-gathers, by collective (TpOverlap)
-  std::vector<int> weight_grad_ends_;       // last op of each W task
-  std::unordered_set<int> deferrable_ops_;  // ops of deferrable W tasks (Program::deferred)
-  std::vector<int> open_sends_;             // overlapped pipeline sends, joined at the step's end
+  std::vector<int> next_deps_;         // extra dependencies of the next op added
+  std::array<int, 4> ring_{};          // the forward's overlapped all-gathers, by collective (TpOverlap)
+  std::vector<int> weight_grad_ends_;  // last op of each W task
+  std::vector<bool> deferrable_;       // by op: part of a deferrable W task (Program::deferred)
+  std::vector<int> open_sends_;        // overlapped pipeline sends, joined at the step's end
   struct Decompress {
     int after, layer;
     double seconds, bytes;
@@ -959,7 +958,10 @@ void StageBuilder::weight_grad_task(const Task& t) {
       if (kc.bwd_weight_s <= 0) continue;
       prev = compute(Phase::kWeightGrad, *it, t.mb, t.chunk, kernel_name(kc.name).data(), kc.cls,
                      kc.bwd_weight_s, kc.flops, 0, prev, &kc);
-      if (t.deferrable) deferrable_ops_.insert(prev);
+      if (t.deferrable) {
+        if (deferrable_.size() <= static_cast<std::size_t>(prev)) deferrable_.resize(prev + 1);
+        deferrable_[prev] = true;
+      }
     }
   }
   weight_grad_ends_.push_back(prev);  // joined before the optimizer; the next F/B does not wait
@@ -1076,7 +1078,10 @@ StageProgram StageBuilder::finish() {
   // Weight-gradient ops run from their own queue (see Simulator: deferrable work).
   auto& compute_ops = prog_.streams[static_cast<int>(StreamId::kCompute)];
   std::vector<int> main_ops;
-  for (int op : compute_ops) (deferrable_ops_.count(op) ? prog_.deferred : main_ops).push_back(op);
+  auto deferred = [&](int op) {
+    return static_cast<std::size_t>(op) < deferrable_.size() && deferrable_[op];
+  };
+  for (int op : compute_ops) (deferred(op) ? prog_.deferred : main_ops).push_back(op);
   compute_ops = std::move(main_ops);
   auto g = std::make_unique<OpGraph>(edges_.begin(), edges_.end(), ops_.size());
   for (std::size_t i = 0; i < ops_.size(); ++i) (*g)[i] = ops_[i];

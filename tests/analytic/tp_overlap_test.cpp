@@ -23,6 +23,15 @@ int index_of(const LayerKernels& k, KernelName name) {
   return 0;
 }
 
+// Each forward op of a layer on simulated stage `stage`, by name.
+template <class F>
+void for_each_forward_layer_op(const Workload& w, int stage, F&& f) {
+  for (auto v : boost::make_iterator_range(boost::vertices(w.stages[stage].graph()))) {
+    const Op& op = w.stages[stage].graph()[v];
+    if (op.phase == Phase::kForward && op.layer >= 0) f(std::string(op.name), op);
+  }
+}
+
 struct Tp8 {
   ModelSpec m = testing::preset_model("llama3-70b");
   ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 64);
@@ -34,6 +43,11 @@ struct Tp8 {
   }();
   LayerKernels kernels(const Plan& plan, bool moe = false) const {
     return layer_kernels(m, c.node.accelerator(), plan, plan_layer_shape(m, plan), moe);
+  }
+  // b*s*h of one micro-batch in the activations' type: a TP collective's whole tensor.
+  double activation_bytes(const Plan& plan) const {
+    const LayerShape s = plan_layer_shape(m, plan);
+    return s.batch * s.seq * static_cast<double>(m.hidden) * s.bytes_per_element;
   }
 };
 
@@ -138,12 +152,9 @@ TEST(TpOverlap, EnginesAgreeAndSomeTimeStaysExposed) {
   // last quarter after it; the runtime reduces whole at the first and skips the second.
   auto w = lower(t.m, t.c, on);
   ASSERT_TRUE(w.ok()) << w.error().message();
-  const double bytes = t.kernels(on).tp_bytes;
+  const double bytes = t.activation_bytes(on);
   int heads = 0, tails = 0;
-  for (auto v : boost::make_iterator_range(boost::vertices(w->stages[1].graph()))) {
-    const Op& op = w->stages[1].graph()[v];
-    if (op.phase != Phase::kForward || op.layer < 0) continue;
-    const std::string name = op.name;
+  for_each_forward_layer_op(*w, 1, [&](const std::string& name, const Op& op) {
     if (name == "attn.tp_reduce_scatter" || name == "mlp.tp_reduce_scatter") {
       ++heads;
       EXPECT_DOUBLE_EQ(op.bytes, 0.75 * bytes);
@@ -152,7 +163,7 @@ TEST(TpOverlap, EnginesAgreeAndSomeTimeStaysExposed) {
       ++tails;
       EXPECT_DOUBLE_EQ(op.bytes, 0.25 * bytes);
     }
-  }
+  });
   EXPECT_GT(heads, 0);
   EXPECT_EQ(heads, tails);
   EXPECT_GT(d.prediction.time.tp_comm, 0);
@@ -167,7 +178,7 @@ TEST(TpOverlap, Fp8PlansGatherFp8) {
   Plan fp8 = t.p;
   fp8.precision = Precision::kFp8;
   const LayerKernels k = t.kernels(fp8), moe = t.kernels(fp8, true);
-  const double full = k.tp_bytes;  // b*s*h in bf16
+  const double full = t.activation_bytes(fp8);  // b*s*h in bf16
   ASSERT_EQ(k.tp_count, 4);
   for (int i = 0; i < k.tp_count; ++i) {
     const bool gather = k.tp_kind[i] == TpCollective::kAllGather;
@@ -183,15 +194,15 @@ TEST(TpOverlap, Fp8PlansGatherFp8) {
   EXPECT_EQ(bf16_gathers, 1);
   // bf16 plans: every collective the full activation.
   const LayerKernels bf = t.kernels(t.p);
-  for (int i = 0; i < bf.tp_count; ++i) EXPECT_DOUBLE_EQ(bf.tp_fwd_bytes[i], bf.tp_bytes);
+  for (int i = 0; i < bf.tp_count; ++i) EXPECT_DOUBLE_EQ(bf.tp_fwd_bytes[i], full);
+  // Without overlap the halved gathers make the exposed TP time shorter than the bf16 plan's.
+  const AnalyticModel am(t.m, t.c);
+  EXPECT_LT(am.evaluate(fp8).time.tp_comm, am.evaluate(t.p).time.tp_comm);
   // The simulator's ops carry the same bytes.
   auto w = lower(t.m, t.c, fp8);
   ASSERT_TRUE(w.ok()) << w.error().message();
   int gathers = 0;
-  for (auto v : boost::make_iterator_range(boost::vertices(w->stages[1].graph()))) {
-    const Op& op = w->stages[1].graph()[v];
-    if (op.phase != Phase::kForward || op.layer < 0) continue;
-    const std::string name = op.name;
+  for_each_forward_layer_op(*w, 1, [&](const std::string& name, const Op& op) {
     if (name == "attn.tp_all_gather" || name == "mlp.tp_all_gather") {
       ++gathers;
       EXPECT_DOUBLE_EQ(op.bytes, full / 2);
@@ -199,7 +210,7 @@ TEST(TpOverlap, Fp8PlansGatherFp8) {
     if (name == "attn.tp_reduce_scatter" || name == "mlp.tp_reduce_scatter") {
       EXPECT_DOUBLE_EQ(op.bytes, full);
     }
-  }
+  });
   EXPECT_GT(gathers, 0);
   testing::expect_engines_agree(t.m, t.c, fp8, 0.03, "fp8 without overlap");
 }

@@ -339,9 +339,7 @@ TEST(Validation, ContextParallelExchangeIsTheStacks) {
   ASSERT_TRUE(other.ok) << other.failure;
   EXPECT_EQ(other.plan.cp_comm, CpComm::kAllGather);
   said["cp_comm"] = "rotate";
-  auto c = validation_case_from_json(v2_case(said, nullptr), "v2.json");
-  ASSERT_TRUE(c.ok());
-  const CaseResult bad = run_validation_case(*c);
+  const CaseResult bad = run_doc(v2_case(said, nullptr));
   EXPECT_FALSE(bad.ok);
   EXPECT_NE(bad.failure.find("cp_comm"), std::string::npos) << bad.failure;
 }
@@ -399,9 +397,7 @@ TEST(Validation, OptimizerStateAndP2pOverlapAsReported) {
               1e-9 * fp32.prediction.memory.optimizer);
   EXPECT_LT(bf16.prediction.time.optimizer, fp32.prediction.time.optimizer);
   said["optimizer_state_precision"] = "fp8";
-  auto c = validation_case_from_json(v2_case(said, nemo), "v2.json");
-  ASSERT_TRUE(c.ok());
-  const CaseResult bad = run_validation_case(*c);
+  const CaseResult bad = run_doc(v2_case(said, nemo));
   EXPECT_FALSE(bad.ok);
   EXPECT_NE(bad.failure.find("optimizer_state_precision"), std::string::npos) << bad.failure;
 }
