@@ -85,6 +85,9 @@ constexpr PlanFlag kPlanFlags[] = {
     {"--repeat-kv", "/repeat_kv", Kind::kFlag, "Plan",
      "K and V repeated to every query head before the attention (PyTorch SDPA after Llama's repeat_kv, "
      "torchtitan before 2026): copy kernels, and context parallelism exchanges the repeated K and V"},
+    {"--expert-gemm", "/expert_gemm", Kind::kText, "Plan",
+     "how MoE expert GEMMs launch: grouped (one kernel over the rank's experts) or per_expert (one GEMM "
+     "and fp8 quantisation per expert, as Transformer Engine's GroupedLinear; the host issues each)"},
     {"--cuda-graphs", "/cuda_graphs", Kind::kFlag, "Plan",
      "replay each layer's kernels as a CUDA graph (less launch cost)"},
     {"--offload-params", "/offload_params", Kind::kFlag, "Plan",

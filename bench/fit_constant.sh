@@ -11,11 +11,13 @@
 # a variant of the device), and picks the value with the least mean absolute error. Then, for each
 # source, it refits without that source and predicts the source's cases with the refitted value:
 # the leave-one-source-out error says how much of the fit is the source's own.
-# FORESIGHT picks the binary (default build/app/foresight). Takes a second per value.
+# FORESIGHT picks the binary (default build/app/foresight). Takes a second per value. UNIT gives
+# the unit of a constant that has one (UNIT=us bench/fit_constant.sh b200 host_op 0 80 5: "0us" to
+# "80us"); without it the values are plain numbers.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [ $# -lt 5 ]; then
-  sed -n '2,16p' "$0" >&2
+  sed -n '2,18p' "$0" >&2
   exit 2
 fi
 bin=${FORESIGHT:-build/app/foresight}
@@ -34,8 +36,10 @@ f, t, s = map(float, '$from $to $step'.split())
 n = int(round((t - f) / s))
 print(' '.join(f'{f + i * s:.4f}' for i in range(n + 1)))")
 for v in $values; do
+  value=$v
+  [ -n "${UNIT:-}" ] && value="\"$v${UNIT}\""
   "$bin" validate validation/training --json \
-    --device-patch "$device={\"efficiency\": {\"$key\": $v}}" >"$tmp/$v.json" 2>/dev/null || [ $? -eq 1 ]
+    --device-patch "$device={\"efficiency\": {\"$key\": $value}}" >"$tmp/$v.json" 2>/dev/null || [ $? -eq 1 ]
 done
 mkdir -p docs/fits
 python3 - "$tmp" "$device" "$key" "$precision" "$bin" "$*" "$from $to $step" <<'PY'
@@ -79,7 +83,8 @@ for src in sources:
     rows.append((src, n, mape(best, lambda s: s == src), refit, mape(refit, lambda s: s == src)))
 loso = sum(r[4] * r[1] for r in rows) / sum(r[1] for r in rows)
 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-cmd = f"bench/fit_constant.sh {device} {key} {grid.replace(' ', ' ')}" + (f" {precision}" if precision else "") + \
+unit = os.environ.get("UNIT", "")
+cmd = (f"UNIT={unit} " if unit else "") + f"bench/fit_constant.sh {device} {key} {grid.replace(' ', ' ')}" + (f" {precision}" if precision else "") + \
       (" " + " ".join(sorted(excluded)) if excluded else "")
 lines = [
     f"# Fit: {device} efficiency.{key}", "",
@@ -87,19 +92,19 @@ lines = [
     f"Generated {now} by `{cmd}` with `{binary}`: {len(ids)} cases on {device}"
     + (f" in {precision}" if precision else "")
     + (f", without {', '.join(sorted(excluded))}" if excluded else "") + ".", "",
-    f"Best value {best:.3g}: mean absolute error {mape(best, lambda s: True):.2f}% over the fitted "
+    f"Best value {best:.3g}{unit}: mean absolute error {mape(best, lambda s: True):.2f}% over the fitted "
     f"cases. Leave-one-source-out: {loso:.2f}% (each source predicted with the value refitted "
     "without it, weighted by its cases).", "",
     "| source | cases | error at the fit | value without it | its error then |",
     "|---|---:|---:|---:|---:|",
 ]
 for src, n, at_best, refit, at_refit in rows:
-    lines.append(f"| {src} | {n} | {at_best:.2f}% | {refit:.3g} | {at_refit:.2f}% |")
+    lines.append(f"| {src} | {n} | {at_best:.2f}% | {refit:.3g}{unit} | {at_refit:.2f}% |")
 lines += ["", "Mean absolute error of the fitted cases by value:", "", "| value | MAPE |", "|---:|---:|"]
 for v in values:
-    lines.append(f"| {v:.3g} | {mape(v, lambda s: True):.2f}% |")
+    lines.append(f"| {v:.3g}{unit} | {mape(v, lambda s: True):.2f}% |")
 out = f"docs/fits/{device}-{key}.md"
 open(out, "w").write("\n".join(lines) + "\n")
-print(f"fit_constant: {device} efficiency.{key} = {best:.3g} "
+print(f"fit_constant: {device} efficiency.{key} = {best:.3g}{unit} "
       f"(MAPE {mape(best, lambda s: True):.2f}%, leave-one-source-out {loso:.2f}%); wrote {out}")
 PY

@@ -363,7 +363,8 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
                      const Links& links, bool moe, double host_rate, const Partner& partner,
                      RecomputeMask mask) {
   LayerTime t;
-  const LayerKernels k = layer_kernels(m, d, p, s, moe, partner);
+  LayerKernels k = layer_kernels(m, d, p, s, moe, partner);
+  issue_from_host(k, moe && p.ep > 1 ? alltoall_time(links.ep, k.ep_bytes) : 0.0);
   const LayerFlops f = moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s);
   const bool full = (mask & recompute_module::kFull) != 0;
   t.fwd_compute = k.fwd_seconds();
@@ -442,6 +443,22 @@ struct DeviceCosts {
   double head_time = 0, embed_time = 0, p2p = 0;
 };
 
+}  // namespace
+
+GroupLink expert_group_link(const ClusterSpec& cluster, const Plan& p) {
+  const std::array<int, 4> st = p.rank_strides();
+  return group_link(cluster, p.experts_folded() ? st[0] : st[2], p.ep, p.node_order == "shuffled");
+}
+
+LayerKernels issued_layer_kernels(const ModelSpec& m, const ClusterSpec& cluster, const DeviceSpec& d,
+                                  const Plan& p, const LayerShape& s, bool moe, const Partner& partner) {
+  LayerKernels k = layer_kernels(m, d, p, s, moe, partner);
+  issue_from_host(k, moe && p.ep > 1 ? alltoall_time(expert_group_link(cluster, p), k.ep_bytes) : 0.0);
+  return k;
+}
+
+namespace {
+
 DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const Plan& p, const LayerShape& s) {
   DeviceCosts c;
   const DeviceSpec& d = cluster.node.accelerator();
@@ -457,8 +474,8 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   c.links.dp = group_link(cluster, dp_stride, p.dp * p.cp, scattered);
   // Expert groups: consecutive data-parallel ranks, or with expert_tp 1 consecutive ranks of the
   // whole stage (MoE parallel folding).
+  c.links.ep = expert_group_link(cluster, p);
   const int ep_stride = p.experts_folded() ? st[0] : st[2];
-  c.links.ep = group_link(cluster, ep_stride, p.ep, scattered);
   c.links.edp = group_link(cluster, ep_stride * p.ep, p.edp(), scattered);
   c.links.pp = group_link(cluster, st[3], p.pp > 1 ? 2 : 1, scattered);
   const double host_rate = host_link_rate(cluster.node);

@@ -14,6 +14,7 @@
 
 #include "sim/analytic/collective.h"
 #include "sim/analytic/layer_cost.h"
+#include "sim/analytic/layer_ops.h"
 #include "sim/analytic/prediction.h"
 #include "sim/analytic/recompute.h"
 #include "sim/core/status.h"
@@ -119,6 +120,13 @@ double host_link_rate(const NodeSpec& node);
 double activations_in_flight(const Plan& p, int stage);
 // What one device sees of a layer under a plan: micro-batch, sequence split by CP, TP degree, SP.
 LayerShape plan_layer_shape(const ModelSpec& m, const Plan& p);
+// The expert-parallel group's link (consecutive data-parallel ranks, or with MoE parallel folding
+// consecutive ranks of the stage).
+GroupLink expert_group_link(const ClusterSpec& cluster, const Plan& p);
+// layer_kernels with the device's waits for the host added (issue_from_host, the expert
+// all-to-all priced on the plan's expert group): the kernels both engines time.
+LayerKernels issued_layer_kernels(const ModelSpec& m, const ClusterSpec& cluster, const DeviceSpec& d,
+                                  const Plan& p, const LayerShape& s, bool moe, const Partner& partner);
 // The embedding's output per micro-batch, kept on the first stage for the backward.
 double embedding_output_bytes(const ModelSpec& m, const Plan& p, const LayerShape& s);
 

@@ -167,6 +167,15 @@ GemmPasses gemm_passes(const DeviceSpec& d, double flops, double rate, const Gem
   return {at(g.m, g.n, g.k), at(g.m, g.k, g.n), at(g.k, g.n, g.m)};
 }
 
+// Host operations beyond an op's kernels, forward and backward (DeviceSpec::host_op_s each).
+struct OpCounts {
+  double fwd = 0, bwd = 0;
+};
+constexpr OpCounts kRouterOps{10, 6};
+constexpr OpCounts kDispatchOps{18, 4};      // with expert parallelism
+constexpr OpCounts kLocalDispatchOps{5, 2};  // one rank holds every expert: counts and copies
+constexpr OpCounts kCombineOps{1, 1};
+
 // Builds layer_kernels' list: the device's rates and the layer's shape, the kernels appended in
 // forward order with their tensor-parallel collectives.
 class LayerKernelBuilder {
@@ -181,6 +190,7 @@ class LayerKernelBuilder {
         gemm_rate_(d.peak(dt_) * (dt_ == DType::kFp8 ? d.fp8_gemm_efficiency() : d.gemm_efficiency)),
         gemm_rate16_(d.peak(compute_dtype(Precision::kBf16, d)) * d.gemm_efficiency),
         launch_(p.cuda_graphs ? d.graph_kernel_overhead_s : d.kernel_overhead_s),
+        host_(p.cuda_graphs ? 0.0 : d.host_op_s),
         fused_(p.kernel_fusion),
         e_(s.bytes_per_element),
         tokens_(s.batch * s.seq),
@@ -226,6 +236,8 @@ class LayerKernelBuilder {
     const int back = bwd_kernels < 0 ? 2 * kernels : bwd_kernels;
     k = KernelCost{name, cls, flops, bytes, fwd + kernels * launch_, bwd + back * launch_, bwd_w + launch_,
                    gm,   gn,  gk};
+    k.host_fwd_s = kernels * host_;
+    k.host_bwd_s = back * host_;
   }
   // A GEMM: backward = data gradient + weight gradient, each as much work as the forward, each at
   // the rate its own shape reaches (gemm_passes).
@@ -250,6 +262,13 @@ class LayerKernelBuilder {
     add(name, KernelClass::kGemm, flops,
         e_ * (tokens_ * gk + static_cast<double>(gk) * gn + tokens_ * gn) + q.bytes, tf + wf + q.fwd_s,
         td + tw + wb + q.bwd_s, tw + 0.5 * wb, T_, gn, gk);
+    // The host issues the GEMM (backward: the data and the weight gradient) and each quantisation;
+    // Plan::expert_gemm kPerExpert, each of them per expert.
+    const double casts = fp8 ? 1.0 : 0.0;
+    const double launches = shape && p_.expert_gemm == ExpertGemm::kPerExpert ? shape->groups : 1.0;
+    KernelCost& k = L_.fwd[L_.count - 1];
+    k.host_fwd_s = launches * (1 + casts) * host_;
+    k.host_bwd_s = launches * (2 + casts) * host_;
   }
   // The overlap a GEMM's SMs take part in (Plan::overlap_tp_comm with SP; not the MoE experts'):
   // kPipeline for the row-parallel GEMMs' forward, kBulk for the column-parallel ones' weight
@@ -398,6 +417,8 @@ class LayerKernelBuilder {
   const double gemm_rate16_;  // a 16-bit GEMM's, for those fp8 plans keep in 16 bits
   // Per kernel: a launch from the host, or a node of a CUDA graph (Plan::cuda_graphs).
   const double launch_;
+  // The host's time per operation it issues (DeviceSpec::host_op_s; none in a CUDA graph).
+  const double host_;
   const bool fused_;
   const double e_;
   const double tokens_;
@@ -439,6 +460,8 @@ void LayerKernelBuilder::attention_block(const Partner& partner) {
     KernelCost& qkv = L_.fwd[L_.count - 1];
     qkv.fwd_s += d_.stream_seconds(bytes) + kernels * launch_;
     qkv.bwd_s += d_.stream_seconds(bytes) + kernels * launch_;
+    qkv.host_fwd_s += kernels * host_;
+    qkv.host_bwd_s += kernels * host_;
     qkv.bytes += bytes;
   }
   if (s_.repeat_kv) {
@@ -451,6 +474,8 @@ void LayerKernelBuilder::attention_block(const Partner& partner) {
     KernelCost& qkv = L_.fwd[L_.count - 1];
     qkv.fwd_s += d_.stream_seconds(bytes) + 2 * launch_;
     qkv.bwd_s += d_.stream_seconds(bytes) + 2 * launch_;
+    qkv.host_fwd_s += 2 * host_;
+    qkv.host_bwd_s += 2 * host_;
     qkv.bytes += bytes;
   }
   place_attention(partner);
@@ -482,7 +507,9 @@ void LayerKernelBuilder::attention_core(const DeviceSpec& dev) {
                                     0,
                                     0,
                                     0,
-                                    elsewhere};
+                                    elsewhere,
+                                    kernels * host_,
+                                    2 * kernels * host_};
   };
   const double scores = s_.batch * m_.heads * s_.seq * s_.kv_seq / tp_;  // score elements, the full square
   if (p_.flash_attention) {
@@ -524,6 +551,10 @@ void LayerKernelBuilder::attention_core(const DeviceSpec& dev) {
       bwd += steps * (2 * dev_launch + dev.attention_setup_s + dev.stream_seconds(2 * (o + kv)));
     }
     put(KernelName::kAttention, KernelClass::kAttention, f_.attn_core, 0, fwd, bwd, 0);
+    if (p_.cp > 1) {  // a kernel and a correction (backward: an accumulation) per further step
+      L_.fwd[L_.count - 1].host_fwd_s += 2 * (p_.cp - 1) * host_;
+      L_.fwd[L_.count - 1].host_bwd_s += 2 * (p_.cp - 1) * host_;
+    }
   } else {
     const double t =
         0.5 * f_.attn_core / (peak * dev.gemm_efficiency) + dev.gemm_setup_s;  // Q·K^T and P·V, half each
@@ -587,14 +618,31 @@ void LayerKernelBuilder::mlp_block() {
   if (moe_) {
     ffn = static_cast<double>(m_.moe.expert_ffn_hidden) * (m_.moe.top_k + m_.moe.shared_experts);
     gemm(KernelName::kRouter, f_.router, m_.moe.experts, H_, false);
+    // The router's and the dispatcher's bookkeeping, issued by the host as small ops (counted in
+    // Megatron-Core 0.15's TopKRouter and MoEAlltoAllTokenDispatcher with router and permute
+    // fusion). Router forward: the cast to its fp32, the fused top-k with score function, and the
+    // auxiliary loss (its scores, the tokens per expert, switch_load_balancing_loss_func's sums
+    // and products, MoEAuxLossAutoScaler, the tracker's copy); backward their gradients.
+    L_.fwd[L_.count - 1].host_fwd_s += kRouterOps.fwd * host_;
+    L_.fwd[L_.count - 1].host_bwd_s += kRouterOps.bwd * host_;
     // The permute reads each token once and writes its top_k copies (grouped by expert); the
     // unpermute reads the copies back and writes one weighted sum: (1 + top_k) passes each
     // (Megatron's moe_utils permute/unpermute, a gather and a scatter of the hidden states).
     elementwise(KernelName::kPermute, (1.0 + m_.moe.top_k) * tokens_ * m_.hidden * e_ / tp_);
+    // Dispatch, forward: the token counts (sums over the routing map, with expert parallelism
+    // their all-gather over the group and the split sizes), their copies to the host, the fused
+    // permute's row map, the probabilities' all-to-all and the sort of both by local expert;
+    // backward the permute's, the sort's and the probabilities' all-to-all's gradients.
+    const OpCounts dispatch = p_.ep > 1 ? kDispatchOps : kLocalDispatchOps;
+    L_.fwd[L_.count - 1].host_fwd_s += dispatch.fwd * host_;
+    L_.fwd[L_.count - 1].host_bwd_s += dispatch.bwd * host_;
     if (p_.ep > 1) {
       L_.moe_dispatch_after = L_.count - 1;
       L_.ep_bytes = tokens_ / (s_.sp ? tp_ : 1.0) * m_.moe.top_k * m_.hidden * e_;
     }
+    // Dropless: the all-to-all's split sizes (expert parallelism) or the per-expert GEMMs' row
+    // counts must reach the host first (LayerKernels::host_sync_at).
+    if (p_.ep > 1 || p_.expert_gemm == ExpertGemm::kPerExpert) L_.host_sync_at = L_.count - 1;
   }
   const double up_mats = m_.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
   const double up = 2.0 * tokens_ * m_.hidden * ffn * up_mats / tp_;
@@ -634,6 +682,9 @@ void LayerKernelBuilder::mlp_block() {
   if (moe_) {
     if (p_.ep > 1) L_.moe_combine_after = L_.count - 1;
     elementwise(KernelName::kUnpermute, (1.0 + m_.moe.top_k) * tokens_ * m_.hidden * e_ / tp_);
+    // The sort back from local-expert order before the unpermute (and its gradient).
+    L_.fwd[L_.count - 1].host_fwd_s += kCombineOps.fwd * host_;
+    L_.fwd[L_.count - 1].host_bwd_s += kCombineOps.bwd * host_;
   }
   if (!folded_) after_row_parallel(norm2, !moe_);
   residual(KernelName::kResidual2);
@@ -644,6 +695,44 @@ void LayerKernelBuilder::mlp_block() {
 LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
                            bool moe, const Partner& partner) {
   return LayerKernelBuilder(m, d, p, s, moe).build(partner);
+}
+
+namespace {
+
+// A pass without a synchronisation: the host's excess over the device's time (the all-to-alls'
+// `comm_s` included), spread over the ops by their host time.
+void wait_for_host(LayerKernels& k, double comm_s, double KernelCost::*time, double KernelCost::*host) {
+  double device = comm_s, issue = 0;
+  for (int i = 0; i < k.count; ++i) {
+    device += k.fwd[i].*time;
+    issue += k.fwd[i].*host;
+  }
+  if (issue <= device) return;
+  const double scale = (issue - device) / issue;
+  for (int i = 0; i < k.count; ++i) k.fwd[i].*time += scale * (k.fwd[i].*host);
+}
+
+}  // namespace
+
+void issue_from_host(LayerKernels& k, double a2a_s) {
+  wait_for_host(k, a2a_s > 0 ? 2 * a2a_s : 0.0, &KernelCost::bwd_s, &KernelCost::host_bwd_s);
+  if (k.host_sync_at < 0) {
+    wait_for_host(k, a2a_s > 0 ? 2 * a2a_s : 0.0, &KernelCost::fwd_s, &KernelCost::host_fwd_s);
+    return;
+  }
+  // From the synchronisation round to it again, host and device both idle at the start: each op
+  // starts once issued and once the device is free (an all-to-all runs on the device before the
+  // kernel after it, while the host goes on issuing).
+  double issued = 0, done = 0;
+  for (int n = 1; n <= k.count; ++n) {
+    const int i = (k.host_sync_at + n) % k.count;
+    if (a2a_s > 0 && (i == k.moe_dispatch_after + 1 || i == k.moe_combine_after + 1)) done += a2a_s;
+    KernelCost& op = k.fwd[i];
+    issued += op.host_fwd_s;
+    const double wait = std::max(0.0, issued - done);
+    done = std::max(done, issued) + op.fwd_s;
+    op.fwd_s += wait;
+  }
 }
 
 HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s) {

@@ -82,6 +82,10 @@ struct KernelCost {
   double bwd_weight_s = 0;           // the weight-gradient part of bwd_s (zero-bubble schedules split it off)
   std::int64_t m = 0, n = 0, k = 0;  // GEMM shape (tokens x out x in), 0 for non-GEMMs
   bool on_partner = false;           // runs on the partner device (Plan::attention_device)
+  // The host's time to issue the op's kernels (and the framework's bookkeeping around them),
+  // forward and backward: DeviceSpec::host_op_s per operation. issue_from_host adds to fwd_s and
+  // bwd_s the time the device waits for it.
+  double host_fwd_s = 0, host_bwd_s = 0;
 };
 
 // The device a layer's attention core may run on instead (Plan::attention_device), and the rate
@@ -154,6 +158,11 @@ struct LayerKernels {
   int moe_dispatch_after = -1;                  // EP all-to-all positions (MoE layers with ep > 1)
   int moe_combine_after = -1;
   double ep_bytes = 0;  // bytes each rank sends in one all-to-all
+  // A dropless MoE layer's forward waits on the host after kernel `host_sync_at` (-1: never): the
+  // token counts per expert come back to the host before the all-to-all (its split sizes) or the
+  // per-expert GEMMs (their row counts) can be issued (Megatron-Core's MoEAlltoAllTokenDispatcher
+  // synchronises at "before_ep_alltoall", or "before_finish" without expert parallelism).
+  int host_sync_at = -1;
   // Attention on the partner device: the transfers around it (Q, K, V there and the output back;
   // backward: the output gradient there, Q/K/V gradients back), seconds each.
   bool attention_on_partner = false;
@@ -191,6 +200,16 @@ inline double cp_kv_bytes(const ModelSpec& m, const LayerShape& s) {
 
 LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
                            bool moe_layer, const Partner& partner = {});
+// The device's waits for the host, added to the kernels' times (both engines price the kernels
+// after this). The host issues each op in order (KernelCost::host_fwd_s, host_bwd_s) and the
+// device runs an op once it is issued and the op before it is done. Without a synchronisation
+// the host runs ahead across layers, so a pass waits only where its host time exceeds its device
+// time (the excess spread over the ops by their host time). A dropless MoE layer's forward
+// (LayerKernels::host_sync_at) starts each layer's issue from an idle host and device: the ops
+// after the synchronisation, through the next layer's up to it, run as issued, the host's lead
+// lost. `a2a_s`: one expert all-to-all's seconds (0 without expert parallelism), which the device
+// runs while the host issues the next ops.
+void issue_from_host(LayerKernels& k, double a2a_s);
 // The partner device of Plan::attention_device on this node (none when unset or not found).
 Partner attention_partner(const Plan& p, const NodeSpec& node);
 

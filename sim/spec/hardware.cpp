@@ -450,9 +450,9 @@ namespace {
 void read_efficiency(JsonReader& r, DeviceSpec& d) {
   JsonReader eff = r.object("efficiency");
   eff.reject_unknown_keys({"gemm", "gemm_fp8", "attention", "memory", "kernel_overhead",
-                           "graph_kernel_overhead", "gemm_setup", "attention_setup", "gemm_weight_fwd",
-                           "gemm_weight_bwd", "optimizer", "attention_score", "activation_element",
-                           "attention_head", "attention_backward", "attention_flash2"});
+                           "graph_kernel_overhead", "host_op", "gemm_setup", "attention_setup",
+                           "gemm_weight_fwd", "gemm_weight_bwd", "optimizer", "attention_score",
+                           "activation_element", "attention_head", "attention_backward", "attention_flash2"});
   d.gemm_efficiency = eff.number("gemm", d.gemm_efficiency, 0.01, 1.0);
   if (eff.has("gemm_fp8")) d.gemm_fp8_efficiency = eff.number("gemm_fp8", 0.0, 0.01, 1.0);
   d.attention_efficiency = eff.number("attention", d.attention_efficiency, 0.01, 1.0);
@@ -464,6 +464,7 @@ void read_efficiency(JsonReader& r, DeviceSpec& d) {
   d.kernel_overhead_s = eff.quantity("kernel_overhead", Dimension::kSeconds, d.kernel_overhead_s);
   d.graph_kernel_overhead_s =
       eff.quantity("graph_kernel_overhead", Dimension::kSeconds, d.graph_kernel_overhead_s);
+  d.host_op_s = eff.quantity("host_op", Dimension::kSeconds, 0.0);
   d.gemm_setup_s = eff.quantity("gemm_setup", Dimension::kSeconds, 0.0);
   d.attention_setup_s = eff.quantity("attention_setup", Dimension::kSeconds, 0.0);
   d.attention_score_s = eff.quantity("attention_score", Dimension::kSeconds, 0.0);
@@ -592,6 +593,7 @@ json device_to_json(const DeviceSpec& d) {
               {"memory", d.memory_efficiency},
               {"kernel_overhead", format_quantity(d.kernel_overhead_s, Dimension::kSeconds)},
               {"graph_kernel_overhead", format_quantity(d.graph_kernel_overhead_s, Dimension::kSeconds)},
+              {"host_op", format_quantity(d.host_op_s, Dimension::kSeconds)},
               {"gemm_setup", format_quantity(d.gemm_setup_s, Dimension::kSeconds)},
               {"attention_setup", format_quantity(d.attention_setup_s, Dimension::kSeconds)}}},
             {"memory_reserved", format_quantity(d.memory_reserved_bytes, Dimension::kBytes)},

@@ -120,6 +120,12 @@ struct DeviceSpec {
   // Per kernel inside a CUDA graph (Plan::cuda_graphs): the host's launch work is gone, the
   // device still schedules each node. Assumption (1 us) until calibrate measures it.
   double graph_kernel_overhead_s = 1e-6;
+  // The host's time to issue one operation of an eager framework (PyTorch's Python and dispatcher,
+  // the library's set-up, cudaLaunchKernel): the CPU, not the device, pays it, and the device
+  // waits only where the host falls behind (layer_ops.h, issue_from_host). Graph-captured kernels
+  // (Plan::cuda_graphs) cost the host nothing each. 0: not modelled (the CPU and calibrated
+  // profiles, whose kernels are timed as the host runs them).
+  double host_op_s = 0;
   // Fixed time per GEMM and per attention call (forward or backward) beyond the launch: library
   // set-up, per-head loops. `foresight calibrate` fits them as the intercepts of its lines (the
   // CPU backend's Eigen calls); the GPU profiles leave them 0 (the launch overhead covers it).

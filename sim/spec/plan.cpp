@@ -152,6 +152,12 @@ Result<AttentionKernel> parse_attention_kernel(const std::string& s) {
     if (to_string(v) == s) return v;
   return Error(quote_excerpt(s) + " is not one of: best, flash2");
 }
+std::string to_string(ExpertGemm g) { return g == ExpertGemm::kPerExpert ? "per_expert" : "grouped"; }
+Result<ExpertGemm> parse_expert_gemm(const std::string& s) {
+  for (auto v : {ExpertGemm::kGrouped, ExpertGemm::kPerExpert})
+    if (to_string(v) == s) return v;
+  return Error(quote_excerpt(s) + " is not one of: grouped, per_expert");
+}
 std::string to_string(Precision p) {
   switch (p) {
     case Precision::kFp32:
@@ -358,6 +364,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.optimizer_state_precision = read_enum("optimizer_state_precision", parse_precision, Precision::kFp32);
   p.kernel_fusion = r.boolean("kernel_fusion", true);
   p.repeat_kv = r.boolean("repeat_kv", false);
+  p.expert_gemm = read_enum("expert_gemm", parse_expert_gemm, ExpertGemm::kGrouped);
   p.cuda_graphs = r.boolean("cuda_graphs", false);
   p.offload_optimizer = r.boolean("offload_optimizer", false);
   p.offload_params = r.boolean("offload_params", false);
@@ -475,6 +482,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "offload_embeddings",
                          "kernel_fusion",
                          "repeat_kv",
+                         "expert_gemm",
                          "cuda_graphs",
                          "data",
                          "rank_order",
@@ -526,6 +534,7 @@ json plan_to_json(const Plan& p) {
   if (p.attention_kernel != AttentionKernel::kBest) j["attention_kernel"] = to_string(p.attention_kernel);
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
   if (p.repeat_kv) j["repeat_kv"] = true;
+  if (p.expert_gemm != ExpertGemm::kGrouped) j["expert_gemm"] = to_string(p.expert_gemm);
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.offload_params) j["offload_params"] = true;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;

@@ -36,6 +36,9 @@ enum class CpComm { kRing, kAllGather };
 // The attention kernel's class (Plan::attention_kernel): the device's best fused kernel, or a
 // FlashAttention-2-class one (DeviceSpec::attention_flash2_efficiency).
 enum class AttentionKernel { kBest, kFlash2 };
+// How the experts' GEMMs are launched (Plan::expert_gemm): one grouped kernel over the rank's
+// experts, or one GEMM (and in fp8 one quantisation) per expert.
+enum class ExpertGemm { kGrouped, kPerExpert };
 enum class Precision { kFp32, kBf16, kFp16, kFp8 };
 // Gradient compression for the data-parallel reduction (sim/analytic/compression.h).
 enum class GradCompression { kNone, kInt8, kTopK, kPowerSgd, kFourStage };
@@ -49,6 +52,8 @@ std::string to_string(CpComm c);
 Result<CpComm> parse_cp_comm(const std::string& s);
 std::string to_string(AttentionKernel k);
 Result<AttentionKernel> parse_attention_kernel(const std::string& s);
+std::string to_string(ExpertGemm g);
+Result<ExpertGemm> parse_expert_gemm(const std::string& s);
 Result<Schedule> parse_schedule(const std::string& s);
 Result<Recompute> parse_recompute(const std::string& s);
 Result<Precision> parse_precision(const std::string& s);
@@ -173,6 +178,13 @@ struct Plan {
   // heads/kv_heads times the bytes. false: the kernel reads the kv_heads-wide tensors (Transformer
   // Engine, FlashAttention's GQA, SDPA's enable_gqa).
   bool repeat_kv = false;
+  // How an MoE layer's expert GEMMs are launched: kGrouped, one kernel over this rank's experts
+  // (CUTLASS grouped GEMM, torch._grouped_mm, DeepGEMM); kPerExpert, one GEMM per expert and pass,
+  // and in fp8 plans one quantisation per expert (Transformer Engine's GroupedLinear, which
+  // Megatron-Core's TEGroupedMLP runs: general_grouped_gemm loops cuBLAS over the experts, and
+  // tex.split_quantize quantises each expert's tokens). The device work is the same; the host issues
+  // one operation per launch (DeviceSpec::host_op_s).
+  ExpertGemm expert_gemm = ExpertGemm::kGrouped;
   // Each layer's kernels replayed as a CUDA graph: the per-kernel launch cost falls to the
   // device's graph_kernel_overhead.
   bool cuda_graphs = false;

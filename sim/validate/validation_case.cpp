@@ -228,6 +228,11 @@ struct SoftwareStack {
   // by torchtitan's generate_split_points: the first stage the quotient, the middle ones one
   // more while the remainder lasts, the last what is left.
   bool two_stages_per_rank = false;
+  // MoE experts as Transformer Engine's GroupedLinear runs them (Plan::expert_gemm kPerExpert): a
+  // cuBLAS GEMM and, in fp8, a quantisation per expert, each issued by the host. Megatron-Core's
+  // TEGroupedMLP (moe_grouped_gemm with Transformer Engine, core 0.7 of 2024-06 on), which NeMo 2
+  // and Megatron-Bridge run.
+  bool per_expert_gemm = false;
 };
 
 // torchtitan's default split of `layers` over `stages` pipeline stages (generate_split_points).
@@ -332,12 +337,14 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     // with their own bootstrap and per-GEMM configuration; NeMo and Megatron-Bridge set it in their
     // performance recipes, Megatron-LM's own scripts do not.
     if (s.overlap_tp_comm == Can::kOption) s.overlap_tp_comm = Can::kOptIn;
+    s.per_expert_gemm = !before(2024, 6);
     return s;
   }
   if (name == "nemo" || name == "megatron-bridge") {
     s.name = name == "nemo" ? "NeMo" : "Megatron-Bridge";
     s.dropout = s.tied_embeddings = false;
     s.grad_reduce_bf16 = true;
+    s.per_expert_gemm = true;
     return s;
   }
   if (name == "deepspeed" || name == "megatron-deepspeed") {
@@ -696,6 +703,10 @@ void apply_case_facts(const ValidationCase& c, const SoftwareStack* stack, CaseL
   if (stack && stack->repeat_kv && l.model.kv_heads < l.model.heads) {
     l.base.repeat_kv = true;
     out.assumed["repeat_kv"] = true;
+  }
+  if (stack && stack->per_expert_gemm && l.model.is_moe()) {
+    l.base.expert_gemm = ExpertGemm::kPerExpert;
+    out.assumed["expert_gemm"] = to_string(ExpertGemm::kPerExpert);
   }
 }
 

@@ -1174,8 +1174,8 @@ Result<Workload> lower(const ModelSpec& model, const ClusterSpec& profile, const
       Kernels k;
       k.shape = plan_layer_shape(model, q);
       const Partner partner = attention_partner(q, cluster.node);
-      k.dense = layer_kernels(model, d, q, k.shape, false, partner);
-      k.moe = model.is_moe() ? layer_kernels(model, d, q, k.shape, true, partner) : k.dense;
+      k.dense = issued_layer_kernels(model, cluster, d, q, k.shape, false, partner);
+      k.moe = model.is_moe() ? issued_layer_kernels(model, cluster, d, q, k.shape, true, partner) : k.dense;
       it = by_group.emplace(std::pair{g, q.tp}, k).first;
     }
     w.stages.push_back(StageBuilder(w, st, d, it->second.dense, it->second.moe, it->second.shape).build());
