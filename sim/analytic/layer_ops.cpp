@@ -697,27 +697,28 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   return LayerKernelBuilder(m, d, p, s, moe).build(partner);
 }
 
-namespace {
-
-// A pass without a synchronisation: the host's excess over the device's time (the all-to-alls'
-// `comm_s` included), spread over the ops by their host time.
-void wait_for_host(LayerKernels& k, double comm_s, double KernelCost::*time, double KernelCost::*host) {
-  double device = comm_s, issue = 0;
-  for (int i = 0; i < k.count; ++i) {
-    device += k.fwd[i].*time;
-    issue += k.fwd[i].*host;
-  }
-  if (issue <= device) return;
-  const double scale = (issue - device) / issue;
-  for (int i = 0; i < k.count; ++i) k.fwd[i].*time += scale * (k.fwd[i].*host);
-}
-
-}  // namespace
-
 void issue_from_host(LayerKernels& k, double a2a_s) {
-  wait_for_host(k, a2a_s > 0 ? 2 * a2a_s : 0.0, &KernelCost::bwd_s, &KernelCost::host_bwd_s);
+  // A pass without a synchronisation: the host's excess over the device's time (the all-to-alls
+  // included), spread over the ops by their host time. One pass over the kernels when neither
+  // pass is host-bound (every dense layer).
+  double dev_fwd = 0, dev_bwd = 0, host_fwd = 0, host_bwd = 0;
+  for (int i = 0; i < k.count; ++i) {
+    const KernelCost& op = k.fwd[i];
+    dev_fwd += op.fwd_s;
+    dev_bwd += op.bwd_s;
+    host_fwd += op.host_fwd_s;
+    host_bwd += op.host_bwd_s;
+  }
+  const double comm = a2a_s > 0 ? 2 * a2a_s : 0.0;
+  if (host_bwd > dev_bwd + comm) {
+    const double scale = (host_bwd - dev_bwd - comm) / host_bwd;
+    for (int i = 0; i < k.count; ++i) k.fwd[i].bwd_s += scale * k.fwd[i].host_bwd_s;
+  }
   if (k.host_sync_at < 0) {
-    wait_for_host(k, a2a_s > 0 ? 2 * a2a_s : 0.0, &KernelCost::fwd_s, &KernelCost::host_fwd_s);
+    if (host_fwd > dev_fwd + comm) {
+      const double scale = (host_fwd - dev_fwd - comm) / host_fwd;
+      for (int i = 0; i < k.count; ++i) k.fwd[i].fwd_s += scale * k.fwd[i].host_fwd_s;
+    }
     return;
   }
   // From the synchronisation round to it again, host and device both idle at the start: each op

@@ -49,7 +49,7 @@ struct MoeCase {
   LayerShape s() const { return plan_layer_shape(m, p); }
 };
 
-double sum(const LayerKernels& k, double KernelCost::* f) {
+double sum(const LayerKernels& k, double KernelCost::*f) {
   double t = 0;
   for (int i = 0; i < k.count; ++i) t += k.fwd[i].*f;
   return t;
@@ -74,7 +74,8 @@ TEST(HostIssue, AHostBoundPassTakesTheHostsTime) {
   issue_from_host(k, 0);
   EXPECT_NEAR(k.fwd_seconds(), host_fwd, 1e-12);
   EXPECT_NEAR(k.bwd_seconds(), host_bwd, 1e-12);
-  EXPECT_NEAR(k.bwd_weight_seconds(), free_host.bwd_weight_seconds(), 1e-15);  // the waits are the data part's
+  EXPECT_NEAR(k.bwd_weight_seconds(), free_host.bwd_weight_seconds(),
+              1e-15);  // the waits are the data part's
   // A fast host changes nothing.
   d.host_op_s = 1e-9;
   LayerKernels fast = layer_kernels(m, d, p, s, false);
