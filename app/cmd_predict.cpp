@@ -160,7 +160,9 @@ void print_job(const ResolvedInputs& in, const Prediction& p) {
       : pl.attention_kernel == AttentionKernel::kFlash2 ? " | flash attention (FlashAttention-2 class)"
                                                         : " | flash attention",
       std::string(pl.kernel_fusion ? "" : " | unfused kernels") +
-          (pl.repeat_kv ? " | K/V repeated per head" : "") + (pl.cuda_graphs ? " | CUDA graphs" : "") +
+          (pl.repeat_kv ? " | K/V repeated per head" : "") +
+          (in.model.is_moe() && pl.expert_gemm == ExpertGemm::kPerExpert ? " | a GEMM per expert" : "") +
+          (pl.cuda_graphs ? " | CUDA graphs" : "") +
           (offload_string(pl).empty() ? "" : " | offload " + offload_string(pl)));
 }
 

@@ -118,6 +118,27 @@ TEST(Cli, RepeatedKvInThePlanLine) {
   EXPECT_NE(bad.output.find("/repeat_kv: expected true or false"), std::string::npos) << bad.output;
 }
 
+// --expert-gemm per_expert (Transformer Engine's GroupedLinear) shows in an MoE plan's line, costs
+// the host an issue per expert and so a host-bound MoE step time; a bad value names the option.
+TEST(Cli, PerExpertGemmsInThePlanLine) {
+  const std::string layout =
+      "predict --model mixtral-8x7b --cluster dgx-h100-ndr --gpus 32 --tp 2 --ep 8 --zero 1 --gb 32";
+  const std::string base = layout + " --json";
+  const CliRun grouped = run(base);
+  ASSERT_EQ(grouped.status, 0) << grouped.output;
+  const CliRun each = run(base + " --expert-gemm per_expert");
+  ASSERT_EQ(each.status, 0) << each.output;
+  // One expert per rank: the same launches; the dropless synchronisation is there either way.
+  EXPECT_NEAR(nlohmann::json::parse(each.output).at("step_time_s").get<double>(),
+              nlohmann::json::parse(grouped.output).at("step_time_s").get<double>(), 1e-9);
+  const CliRun line = run(layout + " --expert-gemm per_expert");
+  EXPECT_NE(line.output.find("| a GEMM per expert"), std::string::npos) << line.output;
+  const CliRun bad = run(base + " --expert-gemm each");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--expert-gemm"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("per_expert"), std::string::npos) << bad.output;
+}
+
 // What a step costs, and with --tokens the whole run: steps = tokens / tokens per step, the cost
 // of each step at the given price per device-hour.
 TEST(Cli, PredictCostsTheStepAndTheRun) {
