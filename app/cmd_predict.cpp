@@ -193,7 +193,8 @@ void print_time(const Prediction& p) {
   };
   const auto parts = time_parts(t);
   row(parts[0].name, parts[0].amount);
-  row("  of which recompute", t.recompute);  // the part of compute that re-runs the forward pass
+  row("  of which recompute", t.recompute);   // the part of compute that re-runs the forward pass
+  row("  of which host-bound", t.host_wait);  // the device waiting for the host to issue kernels
   for (std::size_t i = 1; i < parts.size(); ++i) row(parts[i].name, parts[i].amount);
   if (p.data_load_s > 0.01 * t.total)
     fmt::print("  (the data loader needs {} per step; {} of it is not hidden)\n", secs(p.data_load_s),

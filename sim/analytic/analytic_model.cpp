@@ -74,6 +74,7 @@ int dense_in(const ModelSpec& m, const Range& r) {
 // Costs of one layer for one micro-batch on one device.
 struct LayerTime {
   double fwd_compute = 0, bwd_compute = 0, recompute = 0;
+  double host_wait = 0;           // the part of the three the device waits for the host
   double bwd_weight = 0;          // the weight-gradient part of bwd_compute (ZB-H1 defers it)
   double fwd_tp = 0, bwd_tp = 0;  // exposed TP comm (bwd includes recompute's)
   double cp = 0, ep = 0;          // exposed, fwd + bwd
@@ -97,6 +98,7 @@ LayerTime blend(const LayerTime& a, const LayerTime& b, double f) {
   t.bwd_compute = mix(a.bwd_compute, b.bwd_compute);
   t.bwd_weight = mix(a.bwd_weight, b.bwd_weight);
   t.recompute = mix(a.recompute, b.recompute);
+  t.host_wait = mix(a.host_wait, b.host_wait);
   t.fwd_tp = mix(a.fwd_tp, b.fwd_tp);
   t.bwd_tp = mix(a.bwd_tp, b.bwd_tp);
   t.cp = mix(a.cp, b.cp);
@@ -371,6 +373,9 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   t.bwd_compute = k.bwd_seconds();
   t.bwd_weight = k.bwd_weight_seconds();
   t.recompute = k.recompute_seconds(mask);
+  for (int i = 0; k.waits_for_host && i < k.count; ++i)  // the waits in the forward, backward, re-runs
+    t.host_wait +=
+        (1 + (mask ? k.rerun_share(mask, i) : 0.0)) * k.fwd[i].host_wait_fwd_s + k.fwd[i].host_wait_bwd_s;
   double attn_fwd = 0, attn_bwd = 0;
   for (int i = k.attention_first; i <= k.attention_last; ++i) {
     attn_fwd += k.fwd[i].fwd_s;
@@ -1102,6 +1107,7 @@ void add_compute(const CriticalStage& c, TimeBreakdown& tb) {
                         nm * (moe.fwd_compute + moe.bwd_compute + moe.recompute) +
                         c.load.embed * c.costs.embed_time + c.load.head * c.costs.head_time);
   tb.recompute = c.mbs * (nd * dense.recompute + nm * moe.recompute);
+  tb.host_wait = c.mbs * (nd * dense.host_wait + nm * moe.host_wait);
   tb.tp_comm = c.mbs * (nd * (dense.fwd_tp + dense.bwd_tp) + nm * (moe.fwd_tp + moe.bwd_tp));
   tb.cp_comm = c.mbs * (nd * dense.cp + nm * moe.cp);
   tb.ep_comm = c.mbs * nm * moe.ep;

@@ -711,13 +711,21 @@ void issue_from_host(LayerKernels& k, double a2a_s) {
   }
   const double comm = a2a_s > 0 ? 2 * a2a_s : 0.0;
   if (host_bwd > dev_bwd + comm) {
+    k.waits_for_host = true;
     const double scale = (host_bwd - dev_bwd - comm) / host_bwd;
-    for (int i = 0; i < k.count; ++i) k.fwd[i].bwd_s += scale * k.fwd[i].host_bwd_s;
+    for (int i = 0; i < k.count; ++i) {
+      k.fwd[i].host_wait_bwd_s = scale * k.fwd[i].host_bwd_s;
+      k.fwd[i].bwd_s += k.fwd[i].host_wait_bwd_s;
+    }
   }
   if (k.host_sync_at < 0) {
     if (host_fwd > dev_fwd + comm) {
+      k.waits_for_host = true;
       const double scale = (host_fwd - dev_fwd - comm) / host_fwd;
-      for (int i = 0; i < k.count; ++i) k.fwd[i].fwd_s += scale * k.fwd[i].host_fwd_s;
+      for (int i = 0; i < k.count; ++i) {
+        k.fwd[i].host_wait_fwd_s = scale * k.fwd[i].host_fwd_s;
+        k.fwd[i].fwd_s += k.fwd[i].host_wait_fwd_s;
+      }
     }
     return;
   }
@@ -733,6 +741,8 @@ void issue_from_host(LayerKernels& k, double a2a_s) {
     const double wait = std::max(0.0, issued - done);
     done = std::max(done, issued) + op.fwd_s;
     op.fwd_s += wait;
+    op.host_wait_fwd_s = wait;
+    k.waits_for_host = k.waits_for_host || wait > 0;
   }
 }
 

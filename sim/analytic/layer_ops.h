@@ -86,6 +86,8 @@ struct KernelCost {
   // forward and backward: DeviceSpec::host_op_s per operation. issue_from_host adds to fwd_s and
   // bwd_s the time the device waits for it.
   double host_fwd_s = 0, host_bwd_s = 0;
+  // The part of fwd_s and bwd_s the device spends waiting for the host (issue_from_host).
+  double host_wait_fwd_s = 0, host_wait_bwd_s = 0;
 };
 
 // The device a layer's attention core may run on instead (Plan::attention_device), and the rate
@@ -163,6 +165,7 @@ struct LayerKernels {
   // per-expert GEMMs (their row counts) can be issued (Megatron-Core's MoEAlltoAllTokenDispatcher
   // synchronises at "before_ep_alltoall", or "before_finish" without expert parallelism).
   int host_sync_at = -1;
+  bool waits_for_host = false;  // issue_from_host added a wait to some kernel
   // Attention on the partner device: the transfers around it (Q, K, V there and the output back;
   // backward: the output gradient there, Q/K/V gradients back), seconds each.
   bool attention_on_partner = false;

@@ -74,6 +74,7 @@ json prediction_to_json(const Prediction& p) {
       {"breakdown_s",
        {{"compute", t.compute},
         {"recompute", t.recompute},
+        {"host_wait", t.host_wait},
         {"tp_comm", t.tp_comm},
         {"cp_comm", t.cp_comm},
         {"ep_comm", t.ep_comm},

@@ -13,6 +13,7 @@ namespace foresight {
 struct TimeBreakdown {
   double compute = 0;    // GEMMs, attention and elementwise kernels, recompute included
   double recompute = 0;  // the part of compute that re-runs the forward pass
+  double host_wait = 0;  // the part of compute the device waits for the host to issue the kernels
   double tp_comm = 0;    // exposed tensor/sequence-parallel collectives
   double cp_comm = 0;    // exposed context-parallel KV exchange
   double ep_comm = 0;    // exposed expert-parallel all-to-all

@@ -69,6 +69,9 @@ struct StageInfo {
   // find the stream to issue on (a cache miss per dependency with 1,024 ranks in turn).
   std::vector<std::uint32_t> succ;
   std::vector<OpState> initial;  // each rank's state of each op before the step
+  // The stage's compute ops' waits for the host (Op::host_wait), run once per step by each rank:
+  // summed here, so that OpInfo keeps its size.
+  double host_wait = 0;
 };
 
 // Every simulated rank's OpState, in one block the kernel is asked to back with 2 MiB pages:
@@ -528,6 +531,7 @@ struct Simulator::Impl {
 
 TimeBreakdown Simulator::Impl::breakdown(const RankState& r) const {
   TimeBreakdown t = r.acc;
+  t.host_wait = info[r.stage].host_wait;
   // After the last compute op: offload work (counted above), the rest is DP (parameter all-gather).
   t.dp_comm += std::max(0.0, r.last_end - r.compute_cursor - r.offload_tail);
   // Pipeline waits include the activations' time on the wire; count that part as pp_comm, at most
@@ -566,6 +570,7 @@ Result<std::size_t> Simulator::Impl::pack_stages() {
     si.initial.reserve(boost::num_vertices(g));
     for (auto v : boost::make_iterator_range(boost::vertices(g))) {
       const Op& op = g[v];
+      si.host_wait += op.host_wait;
       OpInfo oi{op.seconds, static_cast<std::int32_t>(si.succ.size()), 0, -1, op.kind, op.stream, op.phase,
                 op.group};
       if (op.kind == OpKind::kCollective || op.kind == OpKind::kSend) {

@@ -358,6 +358,11 @@ class StageBuilder {
       op.m = k->m;
       op.n = k->n;
       op.k = k->k;
+      // The waits are in the forward's and the backward's data part (not the deferred weight
+      // gradients of a zero-bubble schedule).
+      op.host_wait = ph == Phase::kBackward                             ? k->host_wait_bwd_s
+                     : ph == Phase::kForward || ph == Phase::kRecompute ? k->host_wait_fwd_s
+                                                                        : 0.0;
     }
     if (k && k->on_partner) {
       op.stream = StreamId::kPartner;
@@ -516,6 +521,7 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
     KernelCost kc = k.fwd[i];
     if (share < 1) {  // one of the matmuls a kernel fuses (the op policy's wk, w3)
       kc.fwd_s *= share;
+      kc.host_wait_fwd_s *= share;
       kc.flops *= share;
       kc.bytes *= share;
       kc.n = static_cast<std::int64_t>(static_cast<double>(kc.n) * share);

@@ -76,6 +76,7 @@ struct Op {
   std::int16_t chunk = 0;   // virtual pipeline chunk
   std::int32_t micro_batch = -1;
   double seconds = 0;                // modelled duration (compute ops)
+  double host_wait = 0;              // the part of `seconds` the device waits for the host
   double flops = 0;                  // executed FLOPs (compute ops)
   double bytes = 0;                  // memory traffic (compute) or message/buffer size (communication)
   std::int64_t m = 0, n = 0, k = 0;  // GEMM shape

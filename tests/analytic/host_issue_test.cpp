@@ -175,6 +175,12 @@ TEST(HostIssue, EnginesAgreeOnAHostBoundMoePlan) {
   const Prediction host = AnalyticModel(c.m, c.c).evaluate(c.p);
   EXPECT_GT(host.step_time_s, free_host.step_time_s * 1.2);
   EXPECT_GT(sim.prediction.step_time_s, free_host.step_time_s * 1.2);
+  // The waits show as their own part of compute, the same in both engines, none without them.
+  EXPECT_EQ(free_host.time.host_wait, 0);
+  EXPECT_GT(host.time.host_wait, 0.1 * host.time.compute);
+  EXPECT_LE(host.time.host_wait, host.time.compute);
+  EXPECT_NEAR(sim.prediction.time.host_wait, host.time.host_wait, 0.03 * host.time.host_wait);
+  EXPECT_NEAR(host.step_time_s - free_host.step_time_s, host.time.host_wait, 0.05 * host.time.host_wait);
 }
 
 // The plan's expert_gemm reads and writes by name; a bad value names the field.
