@@ -697,10 +697,26 @@ LayerKernels layer_kernels(const ModelSpec& m, const DeviceSpec& d, const Plan& 
   return LayerKernelBuilder(m, d, p, s, moe).build(partner);
 }
 
+namespace {
+
+// A pass without a synchronisation that the host bounds: `excess` seconds of waiting spread over
+// the ops by their host time (`host`), added to `time` and recorded in `wait`.
+void spread_wait(LayerKernels& k, double excess, double host_total, double KernelCost::*time,
+                 double KernelCost::*host, double KernelCost::*wait) {
+  k.waits_for_host = true;
+  const double scale = excess / host_total;
+  for (int i = 0; i < k.count; ++i) {
+    KernelCost& op = k.fwd[i];
+    op.*wait = scale * op.*host;
+    op.*time += op.*wait;
+  }
+}
+
+}  // namespace
+
 void issue_from_host(LayerKernels& k, double a2a_s) {
-  // A pass without a synchronisation: the host's excess over the device's time (the all-to-alls
-  // included), spread over the ops by their host time. One pass over the kernels when neither
-  // pass is host-bound (every dense layer).
+  // Without a synchronisation: the host's excess over the device's time (the all-to-alls
+  // included). One pass over the kernels when neither pass is host-bound (every dense layer).
   double dev_fwd = 0, dev_bwd = 0, host_fwd = 0, host_bwd = 0;
   for (int i = 0; i < k.count; ++i) {
     const KernelCost& op = k.fwd[i];
@@ -710,23 +726,13 @@ void issue_from_host(LayerKernels& k, double a2a_s) {
     host_bwd += op.host_bwd_s;
   }
   const double comm = a2a_s > 0 ? 2 * a2a_s : 0.0;
-  if (host_bwd > dev_bwd + comm) {
-    k.waits_for_host = true;
-    const double scale = (host_bwd - dev_bwd - comm) / host_bwd;
-    for (int i = 0; i < k.count; ++i) {
-      k.fwd[i].host_wait_bwd_s = scale * k.fwd[i].host_bwd_s;
-      k.fwd[i].bwd_s += k.fwd[i].host_wait_bwd_s;
-    }
-  }
+  if (host_bwd > dev_bwd + comm)
+    spread_wait(k, host_bwd - dev_bwd - comm, host_bwd, &KernelCost::bwd_s, &KernelCost::host_bwd_s,
+                &KernelCost::host_wait_bwd_s);
   if (k.host_sync_at < 0) {
-    if (host_fwd > dev_fwd + comm) {
-      k.waits_for_host = true;
-      const double scale = (host_fwd - dev_fwd - comm) / host_fwd;
-      for (int i = 0; i < k.count; ++i) {
-        k.fwd[i].host_wait_fwd_s = scale * k.fwd[i].host_fwd_s;
-        k.fwd[i].fwd_s += k.fwd[i].host_wait_fwd_s;
-      }
-    }
+    if (host_fwd > dev_fwd + comm)
+      spread_wait(k, host_fwd - dev_fwd - comm, host_fwd, &KernelCost::fwd_s, &KernelCost::host_fwd_s,
+                  &KernelCost::host_wait_fwd_s);
     return;
   }
   // From the synchronisation round to it again, host and device both idle at the start: each op

@@ -9,17 +9,11 @@
 #include "sim/analytic/layer_ops.h"
 #include "sim/des/simulator.h"
 #include "tests/engines.h"
+#include "tests/kernel_util.h"
 #include "tests/test_util.h"
 
 namespace foresight {
 namespace {
-
-const KernelCost& find(const LayerKernels& k, KernelName name) {
-  for (int i = 0; i < k.count; ++i)
-    if (k.fwd[i].name == name) return k.fwd[i];
-  ADD_FAILURE() << "no kernel " << kernel_name(name);
-  return k.fwd[0];
-}
 
 // The small model's serial layer on the cpu-local preset's device, whose fields a test changes.
 struct SmallLayer {
@@ -41,7 +35,8 @@ TEST(Fusion, GemmWeightPassesByHand) {
   d.gemm_weight_fwd_bandwidth = 25e9;
   d.gemm_weight_bwd_bandwidth = 5e9;
   const LayerKernels packed = l.kernels();
-  const KernelCost &a = find(plain, KernelName::kMlpUp), &b = find(packed, KernelName::kMlpUp);
+  const KernelCost &a = testing::find_kernel(plain, KernelName::kMlpUp),
+                   &b = testing::find_kernel(packed, KernelName::kMlpUp);
   const double w = s.bytes_per_element * static_cast<double>(b.k) * static_cast<double>(b.n);
   ASSERT_GT(w, 0);
   EXPECT_NEAR(b.fwd_s - a.fwd_s, w / 25e9, 1e-12);
@@ -70,11 +65,12 @@ TEST(Fusion, ActivationExponentialsByHand) {
   const LayerKernels exp = l.kernels();
   const HeadCosts exp_head = head_costs(l.m, l.d, l.p, l.s);
   const double outputs = l.s.batch * l.s.seq * static_cast<double>(l.m.ffn_hidden);
-  const KernelCost &a = find(plain, KernelName::kActivation), &b = find(exp, KernelName::kActivation);
+  const KernelCost &a = testing::find_kernel(plain, KernelName::kActivation),
+                   &b = testing::find_kernel(exp, KernelName::kActivation);
   EXPECT_NEAR(b.fwd_s - a.fwd_s, outputs * 0.5e-9, 1e-15);
   EXPECT_NEAR(b.bwd_s - a.bwd_s, outputs * 0.5e-9, 1e-15);
-  EXPECT_EQ(find(exp, KernelName::kMlpUp).fwd_s,
-            find(plain, KernelName::kMlpUp).fwd_s);  // the GEMMs unchanged
+  EXPECT_EQ(testing::find_kernel(exp, KernelName::kMlpUp).fwd_s,
+            testing::find_kernel(plain, KernelName::kMlpUp).fwd_s);  // the GEMMs unchanged
   EXPECT_NEAR(exp_head.fwd_s - plain_head.fwd_s,
               l.s.batch * l.s.seq * static_cast<double>(l.m.vocab) * 0.5e-9, 1e-15);
   EXPECT_EQ(exp_head.bwd_s, plain_head.bwd_s);
@@ -95,7 +91,8 @@ TEST(Fusion, AttentionScoreTermByHand) {
   const LayerKernels plain = l.kernels();
   l.d.attention_score_s = 0.4e-9;
   const LayerKernels scored = l.kernels();
-  const KernelCost &a = find(plain, KernelName::kAttention), &b = find(scored, KernelName::kAttention);
+  const KernelCost &a = testing::find_kernel(plain, KernelName::kAttention),
+                   &b = testing::find_kernel(scored, KernelName::kAttention);
   const double causal = 0.5 * l.s.batch * l.m.heads * l.s.seq * l.s.kv_seq;
   ASSERT_GT(causal, 0);
   EXPECT_NEAR(b.fwd_s - a.fwd_s, 0.5 * causal * 0.4e-9, 1e-15);
@@ -107,7 +104,7 @@ TEST(Fusion, AttentionScoreTermByHand) {
   // The per-head term: half of it each way, per (sequence, head) of the micro-batch.
   l.d.attention_head_s = 1e-6;
   const LayerKernels headed = l.kernels();
-  const KernelCost& c = find(headed, KernelName::kAttention);
+  const KernelCost& c = testing::find_kernel(headed, KernelName::kAttention);
   EXPECT_NEAR(c.fwd_s - b.fwd_s, 0.5 * l.s.batch * l.m.heads * 1e-6, 1e-15);
   EXPECT_NEAR(c.bwd_s - b.bwd_s, 0.5 * l.s.batch * l.m.heads * 1e-6, 1e-15);
   auto back2 = device_from_json(device_to_json(l.d), "dev.json", "");
@@ -118,7 +115,7 @@ TEST(Fusion, AttentionScoreTermByHand) {
   // (beside the launches: one forward, two backward).
   l.d.attention_backward_ratio = 0.9;
   const LayerKernels measured = l.kernels();
-  const KernelCost& split = find(measured, KernelName::kAttention);
+  const KernelCost& split = testing::find_kernel(measured, KernelName::kAttention);
   EXPECT_NEAR(split.fwd_s + split.bwd_s, c.fwd_s + c.bwd_s, 1e-15);
   const double launch = l.d.kernel_overhead_s;
   EXPECT_NEAR(split.bwd_s - 2 * launch, 0.9 * (split.fwd_s - launch), 1e-15);
@@ -145,40 +142,43 @@ TEST(Fusion, UnfusedChainsByHand) {
   // RMSNorm, Llama's reference chain in fp32 between two casts: 36 bytes an element (float: 2 + 4,
   // pow: 4 + 4, mean: 4, multiply: 4 + 4, type_as: 4 + 2, weight: 2 + 2), 18 bf16 passes in 8
   // kernels, against 2 in one.
-  EXPECT_DOUBLE_EQ(find(fused, KernelName::kNorm1).bytes, 2 * th);
-  EXPECT_DOUBLE_EQ(find(eager, KernelName::kNorm1).bytes, 18 * th);
-  EXPECT_NEAR(find(eager, KernelName::kNorm1).fwd_s, 18 * th / rate + 8 * launch, 1e-12);
-  EXPECT_NEAR(find(eager, KernelName::kNorm1).bwd_s, 2 * 18 * th / rate + 16 * launch, 1e-12);
+  EXPECT_DOUBLE_EQ(testing::find_kernel(fused, KernelName::kNorm1).bytes, 2 * th);
+  EXPECT_DOUBLE_EQ(testing::find_kernel(eager, KernelName::kNorm1).bytes, 18 * th);
+  EXPECT_NEAR(testing::find_kernel(eager, KernelName::kNorm1).fwd_s, 18 * th / rate + 8 * launch, 1e-12);
+  EXPECT_NEAR(testing::find_kernel(eager, KernelName::kNorm1).bwd_s, 2 * 18 * th / rate + 16 * launch, 1e-12);
   // On fp32 activations the casts are no-ops: 7 passes, 6 kernels.
   const NormPasses fp32 = norm_passes(m, p, 4.0);
   EXPECT_DOUBLE_EQ(fp32.passes, 7.0);
   EXPECT_EQ(fp32.kernels, 6);
   // SwiGLU: 5 passes over the ffn-wide tensor in 2 kernels, against 3 in one.
   const double tf = s.seq * m.ffn_hidden * 2.0;
-  EXPECT_DOUBLE_EQ(find(eager, KernelName::kActivation).bytes, 5 * tf);
-  EXPECT_DOUBLE_EQ(find(fused, KernelName::kActivation).bytes, 3 * tf);
+  EXPECT_DOUBLE_EQ(testing::find_kernel(eager, KernelName::kActivation).bytes, 5 * tf);
+  EXPECT_DOUBLE_EQ(testing::find_kernel(fused, KernelName::kActivation).bytes, 3 * tf);
   // RoPE on q and k: eager, the reference chain (float, complex multiply, cast back: 2e + 16
   // bytes an element, 3 kernels a tensor) in place of one fused read and write, each way.
   ASSERT_TRUE(m.rope);
   const double rotated = s.seq * static_cast<double>(m.q_dim() + m.kv_dim());
-  const KernelCost &qkv_eager = find(eager, KernelName::kQkv), &qkv_fused = find(fused, KernelName::kQkv);
+  const KernelCost &qkv_eager = testing::find_kernel(eager, KernelName::kQkv),
+                   &qkv_fused = testing::find_kernel(fused, KernelName::kQkv);
   EXPECT_NEAR(qkv_eager.bytes - qkv_fused.bytes, 16 * rotated, 1e-3);
   EXPECT_NEAR(qkv_eager.fwd_s - qkv_fused.fwd_s, 16 * rotated / rate + 5 * launch, 1e-12);
   EXPECT_NEAR(qkv_eager.bwd_s - qkv_fused.bwd_s, 16 * rotated / rate + 5 * launch, 1e-12);
   // No dropout: the residual add is one kernel either way; GEMMs do not change.
-  EXPECT_DOUBLE_EQ(find(eager, KernelName::kResidual1).fwd_s, find(fused, KernelName::kResidual1).fwd_s);
-  EXPECT_DOUBLE_EQ(find(eager, KernelName::kMlpUp).fwd_s, find(fused, KernelName::kMlpUp).fwd_s);
+  EXPECT_DOUBLE_EQ(testing::find_kernel(eager, KernelName::kResidual1).fwd_s,
+                   testing::find_kernel(fused, KernelName::kResidual1).fwd_s);
+  EXPECT_DOUBLE_EQ(testing::find_kernel(eager, KernelName::kMlpUp).fwd_s,
+                   testing::find_kernel(fused, KernelName::kMlpUp).fwd_s);
   EXPECT_GT(eager.fwd_seconds(), fused.fwd_seconds());
   // A residual add's backward: the branches' gradients summed (3 passes, one kernel), not twice the
   // forward; with dropout its mask applied too (5 passes and the mask, two kernels), fused or not.
-  EXPECT_NEAR(find(fused, KernelName::kResidual2).bwd_s, 3 * th / rate + launch, 1e-12);
+  EXPECT_NEAR(testing::find_kernel(fused, KernelName::kResidual2).bwd_s, 3 * th / rate + launch, 1e-12);
   ModelSpec dropped = m;
   dropped.dropout = true;
   const double mask = s.seq * m.hidden;  // a byte per element
   for (bool fusion : {true, false}) {
     p.kernel_fusion = fusion;
     const LayerKernels k = layer_kernels(dropped, d, p, s, false);
-    const KernelCost& r = find(k, KernelName::kResidual1);
+    const KernelCost& r = testing::find_kernel(k, KernelName::kResidual1);
     EXPECT_NEAR(r.bwd_s, (5 * th + mask) / rate + 2 * launch, 1e-12) << fusion;
     EXPECT_NEAR(r.fwd_s, ((fusion ? 3 : 5) * th + mask) / rate + (fusion ? 1 : 2) * launch, 1e-12) << fusion;
   }
@@ -293,7 +293,8 @@ TEST(Fusion, RepeatedKvHeads) {
   const double bytes = plain.seq * 2.0 * (4096 + 1024) * 2.0;
   const LayerKernels k0 = layer_kernels(m, d, testing::make_plan(1, 1, 8, 1, 8), plain, false),
                      k1 = layer_kernels(m, d, p, rep, false);
-  const KernelCost &q0 = find(k0, KernelName::kQkv), &q1 = find(k1, KernelName::kQkv);
+  const KernelCost &q0 = testing::find_kernel(k0, KernelName::kQkv),
+                   &q1 = testing::find_kernel(k1, KernelName::kQkv);
   EXPECT_NEAR(q1.bytes - q0.bytes, bytes, 1e-3);
   EXPECT_NEAR(q1.fwd_s - q0.fwd_s, bytes / rate + 2 * launch, 1e-12);
   EXPECT_NEAR(q1.bwd_s - q0.bwd_s, bytes / rate + 2 * launch, 1e-12);
@@ -334,16 +335,17 @@ TEST(Fusion, SquaredReluIsTwoKernels) {
   const Plan p = testing::make_plan(8, 1, 1, 1, 1);
   const LayerShape s = plan_layer_shape(m, p);
   const double tf = s.seq * m.ffn_hidden / 8.0 * 2.0;  // one pass over this rank's bf16 slice
-  const double gelu = find(layer_kernels(m, d, p, s, false), KernelName::kActivation).bytes;
+  const double gelu = testing::find_kernel(layer_kernels(m, d, p, s, false), KernelName::kActivation).bytes;
   EXPECT_DOUBLE_EQ(gelu, 2 * tf);
   m.mlp = MlpKind::kSquaredRelu;
   for (bool fusion : {true, false}) {
     Plan q = p;
     q.kernel_fusion = fusion;
     const LayerKernels k = layer_kernels(m, d, q, s, false);
-    EXPECT_DOUBLE_EQ(find(k, KernelName::kActivation).bytes, 4 * tf) << fusion;
+    EXPECT_DOUBLE_EQ(testing::find_kernel(k, KernelName::kActivation).bytes, 4 * tf) << fusion;
     const double rate = d.memory_bandwidth * d.memory_efficiency;
-    EXPECT_NEAR(find(k, KernelName::kActivation).fwd_s, 4 * tf / rate + 2 * d.kernel_overhead_s, 1e-12);
+    EXPECT_NEAR(testing::find_kernel(k, KernelName::kActivation).fwd_s,
+                4 * tf / rate + 2 * d.kernel_overhead_s, 1e-12);
   }
 }
 

@@ -10,17 +10,11 @@
 #include "sim/analytic/layer_ops.h"
 #include "sim/spec/plan.h"
 #include "tests/engines.h"
+#include "tests/kernel_util.h"
 #include "tests/test_util.h"
 
 namespace foresight {
 namespace {
-
-const KernelCost& find(const LayerKernels& k, KernelName name) {
-  for (int i = 0; i < k.count; ++i)
-    if (k.fwd[i].name == name) return k.fwd[i];
-  ADD_FAILURE() << "no kernel " << kernel_name(name);
-  return k.fwd[0];
-}
 
 // A Qwen3-30B-A3B-like layer stack (128 experts of width 768, top 8, hidden 2048), small enough to
 // simulate: 16 experts per rank at 8-way expert parallelism on one B200 node.
@@ -126,11 +120,12 @@ TEST(HostIssue, PerExpertGemmsAndTheDispatchSynchronisation) {
   const LayerKernels each = layer_kernels(c.m, d, c.p, s, true);
   const double local = 16;  // 128 experts over 8 ranks
   // fp8: a GEMM and a quantisation per expert forward, two GEMMs and a quantisation backward.
-  EXPECT_NEAR(find(each, KernelName::kMlpUp).host_fwd_s, local * 2 * d.host_op_s, 1e-15);
-  EXPECT_NEAR(find(each, KernelName::kMlpUp).host_bwd_s, local * 3 * d.host_op_s, 1e-15);
-  EXPECT_NEAR(find(grouped, KernelName::kMlpUp).host_fwd_s, 2 * d.host_op_s, 1e-15);
+  EXPECT_NEAR(testing::find_kernel(each, KernelName::kMlpUp).host_fwd_s, local * 2 * d.host_op_s, 1e-15);
+  EXPECT_NEAR(testing::find_kernel(each, KernelName::kMlpUp).host_bwd_s, local * 3 * d.host_op_s, 1e-15);
+  EXPECT_NEAR(testing::find_kernel(grouped, KernelName::kMlpUp).host_fwd_s, 2 * d.host_op_s, 1e-15);
   // The device's work is the same either way.
-  EXPECT_DOUBLE_EQ(find(each, KernelName::kMlpUp).fwd_s, find(grouped, KernelName::kMlpUp).fwd_s);
+  EXPECT_DOUBLE_EQ(testing::find_kernel(each, KernelName::kMlpUp).fwd_s,
+                   testing::find_kernel(grouped, KernelName::kMlpUp).fwd_s);
   ASSERT_GE(each.host_sync_at, 0);
   EXPECT_EQ(each.host_sync_at, each.moe_dispatch_after);
   // The synchronised forward is longer than the free-running one: after the synchronisation the

@@ -6,6 +6,7 @@
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/layer_ops.h"
 #include "sim/spec/hardware.h"
+#include "tests/kernel_util.h"
 #include "tests/test_util.h"
 
 namespace foresight {
@@ -124,13 +125,6 @@ TEST(LayerCost, MoeLayerCountsVisitedExperts) {
               6 * m.expert_params(), 1.0);
 }
 
-const KernelCost& kernel(const LayerKernels& k, KernelName name) {
-  for (int i = 0; i < k.count; ++i)
-    if (k.fwd[i].name == name) return k.fwd[i];
-  ADD_FAILURE() << "no kernel " << kernel_name(name);
-  return k.fwd[0];
-}
-
 // Each GEMM runs at gemm_efficiency times its shape's share (DeviceSpec::gemm_shape_efficiency):
 // forward tokens x n over k, the data gradient tokens x k over n, the weight gradient k x n over
 // the tokens. Llama 3 8B's QKV on an H100, 2 x 8192 tokens; without a tile, the flat rate.
@@ -143,7 +137,7 @@ TEST(LayerCost, EachGemmRunsAtItsShapesRate) {
   const LayerShape s = plan_layer_shape(m, p);
   const double rate = d.peak(DType::kBf16) * d.gemm_efficiency, launch = d.kernel_overhead_s;
   const double tokens = 2.0 * m.seq_len, n = m.q_dim() + 2.0 * m.kv_dim(), k = m.hidden;
-  const KernelCost qkv = kernel(layer_kernels(m, d, p, s, false), KernelName::kQkv);
+  const KernelCost qkv = testing::find_kernel(layer_kernels(m, d, p, s, false), KernelName::kQkv);
   ASSERT_EQ(qkv.flops, 2 * tokens * n * k);
   const double fwd = qkv.flops / (rate * d.gemm_shape_efficiency(tokens, n, k));
   const double data = qkv.flops / (rate * d.gemm_shape_efficiency(tokens, k, n));
@@ -156,7 +150,7 @@ TEST(LayerCost, EachGemmRunsAtItsShapesRate) {
   EXPECT_NEAR(qkv.bwd_weight_s, weight + launch, 1e-12);
   EXPECT_LT(fwd, qkv.flops / (rate * 0.9));  // a large GEMM: within 10% of the flat rate
   d.gemm_tile = {};
-  const KernelCost flat = kernel(layer_kernels(m, d, p, s, false), KernelName::kQkv);
+  const KernelCost flat = testing::find_kernel(layer_kernels(m, d, p, s, false), KernelName::kQkv);
   EXPECT_NEAR(flat.fwd_s, qkv.flops / rate + launch + rope, 1e-12);
   EXPECT_LT(flat.fwd_s, qkv.fwd_s);
 }
@@ -173,14 +167,14 @@ TEST(LayerCost, AttentionRunsAtItsBlocksRate) {
   const Plan p = testing::make_plan(1, 1, 1, 1, 1);
   const LayerShape s = plan_layer_shape(m, p);
   ASSERT_EQ(m.q_dim() / m.heads, 128);
-  const KernelCost at = kernel(layer_kernels(m, d, p, s, false), KernelName::kAttention);
+  const KernelCost at = testing::find_kernel(layer_kernels(m, d, p, s, false), KernelName::kAttention);
   const double t = 0.5 * at.flops / (d.peak(DType::kBf16) * d.attention_efficiency);
   const double share = d.attention_shape_efficiency(s.seq, s.kv_seq, s.batch * m.heads);
   EXPECT_LT(share, 1.0);
   EXPECT_NEAR(at.fwd_s, t / share + d.kernel_overhead_s, 1e-12);
   EXPECT_NEAR(at.bwd_s, 2.5 * t / share + 2 * d.kernel_overhead_s, 1e-12);
   d.attention_tile = {};
-  const KernelCost flat = kernel(layer_kernels(m, d, p, s, false), KernelName::kAttention);
+  const KernelCost flat = testing::find_kernel(layer_kernels(m, d, p, s, false), KernelName::kAttention);
   EXPECT_NEAR(flat.fwd_s, t + d.kernel_overhead_s, 1e-12);
 }
 
@@ -196,10 +190,10 @@ TEST(LayerCost, NarrowHeadsAttendSlowerPerFlop) {
   auto d = load_device("a100-sxm4-80gb");
   ASSERT_TRUE(d.ok());
   const Plan p = testing::make_plan(1, 1, 1, 1, 1);
-  const KernelCost a =
-      kernel(layer_kernels(wide, *d, p, plan_layer_shape(wide, p), false), KernelName::kAttention);
-  const KernelCost b =
-      kernel(layer_kernels(narrow, *d, p, plan_layer_shape(narrow, p), false), KernelName::kAttention);
+  const KernelCost a = testing::find_kernel(layer_kernels(wide, *d, p, plan_layer_shape(wide, p), false),
+                                            KernelName::kAttention);
+  const KernelCost b = testing::find_kernel(layer_kernels(narrow, *d, p, plan_layer_shape(narrow, p), false),
+                                            KernelName::kAttention);
   ASSERT_DOUBLE_EQ(a.flops, b.flops);
   EXPECT_GT(b.fwd_s, a.fwd_s * 1.03);
 }
@@ -217,7 +211,7 @@ TEST(LayerCost, ExpertsRunAsAGroupedGemmOfTheirTokens) {
   const LayerShape s = plan_layer_shape(m, p);
   const double tokens = s.batch * s.seq, width = 2.0 * m.moe.expert_ffn_hidden;
   const double rate = d.peak(DType::kBf16) * d.gemm_efficiency;
-  const KernelCost up = kernel(layer_kernels(m, d, p, s, true), KernelName::kMlpUp);
+  const KernelCost up = testing::find_kernel(layer_kernels(m, d, p, s, true), KernelName::kMlpUp);
   const double routed = tokens * m.moe.top_k * p.ep / m.moe.experts;
   ASSERT_EQ(routed, 2 * tokens);
   EXPECT_NEAR(up.fwd_s,
@@ -225,7 +219,7 @@ TEST(LayerCost, ExpertsRunAsAGroupedGemmOfTheirTokens) {
               1e-12);
   // Without expert parallelism each rank runs all 8 experts on a quarter of its tokens each.
   p.ep = 1;
-  const KernelCost all = kernel(layer_kernels(m, d, p, s, true), KernelName::kMlpUp);
+  const KernelCost all = testing::find_kernel(layer_kernels(m, d, p, s, true), KernelName::kMlpUp);
   EXPECT_NEAR(
       all.fwd_s,
       all.flops / (rate * d.gemm_shape_efficiency(tokens / 4, width, m.hidden, 8)) + d.kernel_overhead_s,
