@@ -415,10 +415,11 @@ class LayerKernelBuilder {
   const DType dt_;
   const double gemm_rate_;
   const double gemm_rate16_;  // a 16-bit GEMM's, for those fp8 plans keep in 16 bits
-  // Per kernel: a launch from the host, or a node of a CUDA graph (Plan::cuda_graphs).
-  const double launch_;
+  // Per kernel: a launch from the host, or a node of a CUDA graph (Plan::cuda_graphs). Not const:
+  // a dropless MoE layer's experts run outside the graph (mlp_block).
+  double launch_;
   // The host's time per operation it issues (DeviceSpec::host_op_s; none in a CUDA graph).
-  const double host_;
+  double host_;
   const bool fused_;
   const double e_;
   const double tokens_;
@@ -642,7 +643,15 @@ void LayerKernelBuilder::mlp_block() {
     }
     // Dropless: the all-to-all's split sizes (expert parallelism) or the per-expert GEMMs' row
     // counts must reach the host first (LayerKernels::host_sync_at).
-    if (p_.ep > 1 || p_.expert_gemm == ExpertGemm::kPerExpert) L_.host_sync_at = L_.count - 1;
+    if (p_.ep > 1 || p_.expert_gemm == ExpertGemm::kPerExpert) {
+      L_.host_sync_at = L_.count - 1;
+      // Their shapes change every step, so a CUDA graph captures the attention, the router and the
+      // dispatcher's preprocessing only; the experts and the combine run eager, launched and issued
+      // by the host (Megatron-Core's cuda_graph_scope attn, moe_router, moe_preprocess for dropless
+      // MoE; a full-iteration graph needs drop-and-pad).
+      launch_ = d_.kernel_overhead_s;
+      host_ = d_.host_op_s;
+    }
   }
   const double up_mats = m_.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
   const double up = 2.0 * tokens_ * m_.hidden * ffn * up_mats / tp_;

@@ -186,7 +186,8 @@ struct Plan {
   // one operation per launch (DeviceSpec::host_op_s).
   ExpertGemm expert_gemm = ExpertGemm::kGrouped;
   // Each layer's kernels replayed as a CUDA graph: the per-kernel launch cost falls to the
-  // device's graph_kernel_overhead.
+  // device's graph_kernel_overhead, and the host issues nothing. A dropless MoE layer's experts and
+  // combine stay outside the graph (their shapes change every step).
   bool cuda_graphs = false;
   bool offload_optimizer = false;  // optimizer state and step on the host (ZeRO-Offload)
   // ZeRO-Infinity-style parameter offload: weights and gradients live in host memory; each layer's
