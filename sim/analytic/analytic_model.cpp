@@ -359,6 +359,12 @@ void add_expert_all_to_alls(const LayerKernels& k, const Plan& p, const Links& l
       merged * merged_pair_exposed(rest_fwd, experts_fwd, rest_bwd, experts_bwd, t.a2a) + (1 - merged) * t.ep;
 }
 
+// issue_from_host with an MoE layer's expert all-to-all priced on the expert group `ep`: the one
+// place both engines' kernels get their waits for the host (layer_time, issued_layer_kernels).
+void issue_with_all_to_alls(LayerKernels& k, const Plan& p, bool moe, const GroupLink& ep) {
+  issue_from_host(k, moe && p.ep > 1 ? alltoall_time(ep, k.ep_bytes) : 0.0);
+}
+
 // `mask`: the modules this layer recomputes (layer_cost.h); the kernels they re-run are
 // LayerKernels::rerun_share's, and full recompute repeats the forward's collectives too.
 LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, const LayerShape& s,
@@ -366,14 +372,14 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
                      RecomputeMask mask) {
   LayerTime t;
   LayerKernels k = layer_kernels(m, d, p, s, moe, partner);
-  issue_from_host(k, moe && p.ep > 1 ? alltoall_time(links.ep, k.ep_bytes) : 0.0);
+  issue_with_all_to_alls(k, p, moe, links.ep);
   const LayerFlops f = moe ? moe_layer_flops(m, s) : dense_layer_flops(m, s);
   const bool full = (mask & recompute_module::kFull) != 0;
   t.fwd_compute = k.fwd_seconds();
   t.bwd_compute = k.bwd_seconds();
   t.bwd_weight = k.bwd_weight_seconds();
   t.recompute = k.recompute_seconds(mask);
-  for (int i = 0; k.waits_for_host && i < k.count; ++i)  // the waits in the forward, backward, re-runs
+  for (int i = 0; i < k.count; ++i)  // the waits in the forward, backward and re-run kernels
     t.host_wait +=
         (1 + (mask ? k.rerun_share(mask, i) : 0.0)) * k.fwd[i].host_wait_fwd_s + k.fwd[i].host_wait_bwd_s;
   double attn_fwd = 0, attn_bwd = 0;
@@ -458,7 +464,7 @@ GroupLink expert_group_link(const ClusterSpec& cluster, const Plan& p) {
 LayerKernels issued_layer_kernels(const ModelSpec& m, const ClusterSpec& cluster, const DeviceSpec& d,
                                   const Plan& p, const LayerShape& s, bool moe, const Partner& partner) {
   LayerKernels k = layer_kernels(m, d, p, s, moe, partner);
-  issue_from_host(k, moe && p.ep > 1 ? alltoall_time(expert_group_link(cluster, p), k.ep_bytes) : 0.0);
+  issue_with_all_to_alls(k, p, moe, expert_group_link(cluster, p));
   return k;
 }
 

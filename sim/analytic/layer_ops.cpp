@@ -712,7 +712,6 @@ namespace {
 // the ops by their host time (`host`), added to `time` and recorded in `wait`.
 void spread_wait(LayerKernels& k, double excess, double host_total, double KernelCost::*time,
                  double KernelCost::*host, double KernelCost::*wait) {
-  k.waits_for_host = true;
   const double scale = excess / host_total;
   for (int i = 0; i < k.count; ++i) {
     KernelCost& op = k.fwd[i];
@@ -757,7 +756,6 @@ void issue_from_host(LayerKernels& k, double a2a_s) {
     done = std::max(done, issued) + op.fwd_s;
     op.fwd_s += wait;
     op.host_wait_fwd_s = wait;
-    k.waits_for_host = k.waits_for_host || wait > 0;
   }
 }
 

@@ -165,7 +165,6 @@ struct LayerKernels {
   // per-expert GEMMs (their row counts) can be issued (Megatron-Core's MoEAlltoAllTokenDispatcher
   // synchronises at "before_ep_alltoall", or "before_finish" without expert parallelism).
   int host_sync_at = -1;
-  bool waits_for_host = false;  // issue_from_host added a wait to some kernel
   // Attention on the partner device: the transfers around it (Q, K, V there and the output back;
   // backward: the output gradient there, Q/K/V gradients back), seconds each.
   bool attention_on_partner = false;
