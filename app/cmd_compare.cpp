@@ -46,6 +46,11 @@ void print_foreign_report(const ForeignCompareReport& r) {
       r.predicted_step_s * 1e3, r.measured_step_s * 1e3, r.steps_compared, r.steps_compared == 1 ? "" : "s",
       r.warmup_steps, r.measured_files.size(), r.measured_files.size() == 1 ? "" : "s",
       r.step_time_error_pct);
+  if (r.host_kernels_per_step > 0)
+    fmt::print(
+        "host: {:.0f} kernels launched per rank and step, {:.1f} us of host time each (the launching "
+        "threads' busy time less their waits for the device; a profile's efficiency.host_op)\n",
+        r.host_kernels_per_step, r.host_op_s * 1e6);
   fmt::print("\n{:<24} {:>14} {:>14} {:>9}\n", "kind (per rank, step)", "predicted ms", "measured ms",
              "error");
   for (const auto& k : r.kinds)

@@ -2,7 +2,8 @@
 # Reads a large PyTorch (Kineto) trace with `foresight compare` and reports the time and the peak
 # memory (the acceptance: 1 GB in under 30 s and 1 GiB). The trace is synthetic, written by the
 # script in Kineto's event format (GPU kernels of a few GEMM, attention, elementwise and NCCL
-# names on two streams, CPU ops, ProfilerStep#N ranges); its size is the argument in MB.
+# names on two streams, CPU ops, the runtime's launch calls, ProfilerStep#N ranges); its size is
+# the argument in MB.
 #
 #   bench/trace_read_bench.sh [size MB, default 1024] [path/to/foresight]
 #
@@ -36,9 +37,12 @@ with open(path, "w") as f:
                 chunk.append('{"ph": "X", "cat": "kernel", "name": "%s", "pid": 0, "tid": %d, "ts": %d, "dur": 8, '
                              '"args": {"device": 0, "stream": 7, "correlation": %d, "registers per thread": 128, '
                              '"grid": [132, 1, 1], "block": [256, 1, 1]}}' % (names[k], 7 if k != 3 else 20, ts + i * 10, n + i))
-            else:
+            elif k < 6:
                 chunk.append('{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 100, "tid": 100, "ts": %d, "dur": 5, '
                              '"args": {"External id": %d, "Sequence number": %d, "Fwd thread id": 0}}' % (ts + i * 10, n + i, n + i))
+            else:
+                chunk.append('{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": %d, '
+                             '"dur": 4, "args": {"External id": %d, "cbid": 211, "correlation": %d}}' % (ts + i * 10, n + i, n + i))
         text = ",\n".join(chunk) + ",\n"
         f.write(text)
         written += len(text)

@@ -100,7 +100,9 @@ namespace {
 // kDeviceRange: a host range's span on the device (Kineto's gpu_user_annotation); kModule: the
 // profiler's range of an nn.Module's forward (a python_function event "nn.Module: Name_k"). Both
 // serve only to find layers.
-enum class Where : std::uint8_t { kCpu, kUserRange, kDevice, kDeviceRange, kModule, kSkip };
+// kRuntime: a CUDA runtime or driver call on a host thread (Kineto's cuda_runtime, cuda_driver),
+// read for the host's issue rate (host_issue).
+enum class Where : std::uint8_t { kCpu, kUserRange, kDevice, kDeviceRange, kModule, kRuntime, kSkip };
 
 bool host_op(Where w) { return w == Where::kCpu || w == Where::kUserRange; }
 
@@ -240,8 +242,10 @@ class EventSax {
       e.where = Where::kModule;
     else if (c.empty() || c == "cpu_op" || c == "Operator")
       e.where = c.empty() && cur_.name.find("::") == std::string::npos ? Where::kUserRange : Where::kCpu;
+    else if (c == "cuda_runtime" || c == "cuda_driver")
+      e.where = Where::kRuntime;
     else
-      e.where = Where::kSkip;  // runtime calls, python frames, GPU-side ranges, flows
+      e.where = Where::kSkip;  // python frames, GPU-side ranges, flows
     if (e.where == Where::kSkip) return;
     e.name = intern(cur_.name, name_ids_, &names_);
     e.track = intern(cur_.pid + "/" + cur_.tid, track_ids_, nullptr);
@@ -445,6 +449,82 @@ void attribute_layers(const std::vector<RawEvent>& ev, const std::vector<std::st
   }
 }
 
+// A runtime call that waits for the device rather than issuing to it: the synchronising calls
+// (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize, a synchronous cudaMemcpy),
+// and a launch that blocked (longer than kBlockedLaunchUs: a launch takes a few microseconds
+// unless the device's queue is full and the host waits for a slot).
+constexpr double kBlockedLaunchUs = 100;
+bool waits_for_device(const std::string& name, double dur_us) {
+  if (name.find("Synchronize") != std::string::npos || name == "cudaMemcpy" || name == "cuMemcpyDtoH_v2" ||
+      name == "cuMemcpyDtoH")
+    return true;
+  return name.find("Launch") != std::string::npos && dur_us > kBlockedLaunchUs;
+}
+
+// The host's issue of work, per step (ForeignStep::host_kernels, host_busy_s). On each thread that
+// launches kernels: its kernel launches, and its time busy issuing them -- its top-level events
+// (framework ops, and runtime calls made outside any op: a library's own extension calling CUDA),
+// less the runtime calls in them that wait for the device, plus the pauses between consecutive
+// events up to kMaxIssueGapUs (the framework's Python; a longer pause is a wait the profiler does
+// not show -- the data loader, garbage collection, a thread waiting for work -- not issue).
+constexpr double kMaxIssueGapUs = 1000;
+void host_issue(const std::vector<RawEvent>& ev, const std::vector<std::string>& names,
+                std::vector<ForeignStep>& steps) {
+  std::map<std::uint32_t, std::vector<std::size_t>> items, calls;  // per track, in time order
+  std::set<std::uint32_t> launching;
+  auto launch = [&](const RawEvent& e) { return names[e.name].find("Launch") != std::string::npos; };
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    const Where w = ev[i].where;
+    if (w == Where::kCpu || w == Where::kRuntime) items[ev[i].track].push_back(i);
+    if (w != Where::kRuntime) continue;
+    calls[ev[i].track].push_back(i);
+    if (launch(ev[i])) launching.insert(ev[i].track);
+  }
+  auto by_time = [&](std::size_t a, std::size_t b) {
+    return ev[a].ts != ev[b].ts ? ev[a].ts < ev[b].ts : ev[a].dur > ev[b].dur;
+  };
+  // The step whose range holds `ts_us` (-1: none).
+  auto step_at = [&](double ts_us) {
+    const double ts = ts_us * 1e-6;
+    auto it = std::upper_bound(steps.begin(), steps.end(), ts,
+                               [](double t, const ForeignStep& s) { return t < s.start_s; });
+    if (it == steps.begin()) return -1;
+    --it;
+    return ts < it->start_s + it->dur_s ? static_cast<int>(it - steps.begin()) : -1;
+  };
+  for (std::uint32_t track : launching) {
+    std::vector<std::size_t>& top = items[track];
+    std::vector<std::size_t>& c = calls[track];
+    std::sort(top.begin(), top.end(), by_time);
+    std::sort(c.begin(), c.end(), by_time);
+    for (std::size_t i : c)
+      if (const int s = step_at(ev[i].ts); s >= 0 && launch(ev[i]))
+        steps[static_cast<std::size_t>(s)].host_kernels += 1;
+    std::size_t next_call = 0;
+    double prev_end = -1;
+    int prev_step = -1;
+    for (std::size_t i : top) {
+      const RawEvent& e = ev[i];
+      if (e.ts < prev_end) continue;  // inside the event before: not top-level
+      const int step = step_at(e.ts);
+      double blocked = 0;
+      while (next_call < c.size() && ev[c[next_call]].ts < e.ts) ++next_call;
+      for (; next_call < c.size() && ev[c[next_call]].ts < e.ts + e.dur; ++next_call) {
+        const RawEvent& r = ev[c[next_call]];
+        if (waits_for_device(names[r.name], r.dur)) blocked += std::min(r.dur, e.ts + e.dur - r.ts);
+      }
+      if (step >= 0) {
+        ForeignStep& st = steps[static_cast<std::size_t>(step)];
+        st.host_busy_s += std::max(0.0, e.dur - blocked) * 1e-6;
+        const double gap = e.ts - prev_end;
+        if (step == prev_step && gap > 0 && gap <= kMaxIssueGapUs) st.host_busy_s += gap * 1e-6;
+      }
+      prev_end = e.ts + e.dur;
+      prev_step = step;
+    }
+  }
+}
+
 Result<ForeignTrace> finish_trace(std::vector<RawEvent>& ev, const std::vector<std::string>& names,
                                   const std::string& format, const std::string& file,
                                   const KindTable& kinds) {
@@ -487,6 +567,7 @@ Result<ForeignTrace> finish_trace(std::vector<RawEvent>& ev, const std::vector<s
   else
     attribute_cpu(ev, names, cls, step_of, t.steps, unmapped);
   attribute_layers(ev, names, cls, kinds, t.device, t.steps);
+  if (t.device) host_issue(ev, names, t.steps);
   t.unmapped.assign(unmapped.begin(), unmapped.end());
   std::sort(t.unmapped.begin(), t.unmapped.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -793,6 +874,7 @@ Result<ForeignCompareReport> compare_foreign(const Trace& predicted,
   std::map<std::string, double> unmapped;
   std::vector<double> step_times;
   const double per = 1.0 / (static_cast<double>(measured.size()) * r.steps_compared);
+  double host_busy = 0;
   for (std::size_t s = static_cast<std::size_t>(r.warmup_steps); s < nsteps; ++s) {
     double step = 0;
     for (const ForeignTrace& t : measured) {
@@ -801,6 +883,8 @@ Result<ForeignCompareReport> compare_foreign(const Trace& predicted,
       for (const auto& [k, v] : st.kind_s) meas[k] += v * per;
       meas["idle"] += st.idle_s * per;
       meas["exposed_communication"] += st.exposed_communication_s * per;
+      r.host_kernels_per_step += st.host_kernels * per;
+      host_busy += st.host_busy_s * per;
     }
     step_times.push_back(step);
   }
@@ -813,6 +897,7 @@ Result<ForeignCompareReport> compare_foreign(const Trace& predicted,
       step_times.size() % 2 ? step_times[half] : 0.5 * (step_times[half - 1] + step_times[half]);
   for (double t : step_times) r.measured_step_mean_s += t / static_cast<double>(step_times.size());
   r.step_time_error_pct = pct(r.predicted_step_s, r.measured_step_s);
+  if (r.host_kernels_per_step > 0) r.host_op_s = host_busy / r.host_kernels_per_step;
   std::vector<std::string> order(std::begin(kForeignKinds), std::end(kForeignKinds));
   order.push_back("idle");
   order.push_back("exposed_communication");
@@ -864,6 +949,7 @@ nlohmann::json foreign_report_to_json(const ForeignCompareReport& r) {
           {"measured_step_s", r.measured_step_s},
           {"measured_step_mean_s", r.measured_step_mean_s},
           {"step_time_error_pct", r.step_time_error_pct},
+          {"host", {{"kernels_per_step", r.host_kernels_per_step}, {"per_kernel_s", r.host_op_s}}},
           {"kinds", kinds},
           {"layers", layers},
           {"unmapped", unmapped},
@@ -990,6 +1076,15 @@ Result<TraceCalibration> calibrate_from_trace(const ClusterSpec& base, const For
     }
     out.sources[key] = from + line;
     out.source_lines[key] = line;
+    out.fitted.push_back(line);
+  }
+  if (report.host_op_s > 0) {
+    const std::string line = cat("host_op: ", d.host_op_s * 1e6, " us -> ", report.host_op_s * 1e6, " us (",
+                                 report.host_kernels_per_step,
+                                 " kernel launches per rank and step: the launching threads' busy time "
+                                 "less the calls that wait for the device, per launch)");
+    d.host_op_s = report.host_op_s;
+    out.sources["efficiency.host_op"] = from + line;
     out.fitted.push_back(line);
   }
   if (const double m = renormalise_peak(d); m > 1.0)

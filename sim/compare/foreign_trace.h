@@ -59,6 +59,14 @@ struct ForeignStep {
   // on the device in a Kineto GPU trace (its gpu_user_annotation ranges, the host ranges' device
   // side); none in an Nsight Systems report (its NVTX ranges are the host's).
   std::map<int, double> layer_s;
+  // The host's issue of the step's work, in a Kineto GPU trace (none in a CPU trace or an Nsight
+  // Systems report): the kernels launched by the threads that launch kernels, and those threads'
+  // time busy issuing (their framework ops and runtime calls less the calls that wait for the
+  // device, with the short pauses between them: the framework's Python). host_busy_s /
+  // host_kernels is the host's time per kernel it launches (DeviceSpec::host_op_s, which the model
+  // charges per kernel of an eager step).
+  int host_kernels = 0;
+  double host_busy_s = 0;
 };
 
 struct ForeignTrace {
@@ -108,6 +116,10 @@ struct ForeignCompareReport {
   double predicted_step_s = 0, measured_step_s = 0;  // measured: the median step over the ranks' mean
   double measured_step_mean_s = 0;                   // the mean step (the kinds' times are means)
   double step_time_error_pct = 0;
+  // The host's issue (ForeignStep::host_kernels, host_busy_s), per rank and step; 0 where the traces
+  // do not show it.
+  double host_kernels_per_step = 0;
+  double host_op_s = 0;                      // the host's time per kernel launched: busy time over launches
   std::vector<ForeignKindComparison> kinds;  // kForeignKinds then idle, then exposed_communication
   // Per layer, where the measured traces show layer ranges and every rank shows as many layers as
   // the plan gives it: the k-th layer of each rank against the k-th the prediction places there.
@@ -146,7 +158,8 @@ struct TraceResidual {
 //   optimizer      the optimizer's efficiency and the levels' optimizer rates
 //   communication  the node fabric's bandwidths and latencies, its measured times
 // A kind measured or predicted at zero is left as it was (a one-rank trace says nothing about the
-// fabric); idle time (the host between ops) is not fitted.
+// fabric); idle time is not fitted. Where the traces show the host's issue (a Kineto GPU trace),
+// the device's host_op_s becomes the measured host time per kernel launched.
 struct TraceCalibration {
   ClusterSpec cluster;
   std::vector<std::string> fitted;                  // "gemm: x0.97 (predicted 575.9 ms, measured 557.5 ms)"

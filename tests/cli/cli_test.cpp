@@ -511,6 +511,54 @@ TEST(CliCompare, StepTimesComeFromTheTwoTraces) {
                      tmp / "none.json" + ": cannot open trace (no such file)");
 }
 
+// compare and calibrate --from-trace on a Kineto GPU trace (synthetic, in Kineto's event format):
+// the host's time per kernel launched is reported, and becomes the calibrated profile's host_op.
+TEST(CliCompare, KinetoTraceGivesTheHostsTimePerKernel) {
+  const TempDir tmp("compare-kineto");
+  run_json("simulate --model tiny --cluster dgx-h100-ndr --gpus 1 --gb 4 --json --full --trace " +
+           tmp / "p.json");
+  // Three steps of 1 ms: two GEMM kernels, each launched inside an aten::mm of 20 us, 5 us apart;
+  // then a 600 us cudaStreamSynchronize inside an aten::item of 610 us.
+  nlohmann::json events = nlohmann::json::array();
+  auto x = [&](const char* cat, const char* name, int pid, int tid, double ts, double dur) {
+    events.push_back(
+        {{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", pid}, {"tid", tid}, {"ts", ts}, {"dur", dur}});
+  };
+  for (int s = 0; s < 3; ++s) {
+    const double t0 = 1000.0 + 1000.0 * s;
+    x("user_annotation", ("ProfilerStep#" + std::to_string(s)).c_str(), 1, 1, t0, 1000);
+    for (int k = 0; k < 2; ++k) {
+      x("cpu_op", "aten::mm", 1, 1, t0 + 10 + 25 * k, 20);
+      x("cuda_runtime", "cudaLaunchKernel", 1, 1, t0 + 15 + 25 * k, 5);
+      x("kernel", "sm90_xmma_gemm_bf16bf16_bf16f32", 0, 7, t0 + 100 + 150 * k, 100);
+    }
+    x("cpu_op", "aten::item", 1, 1, t0 + 65, 610);
+    x("cuda_runtime", "cudaStreamSynchronize", 1, 1, t0 + 70, 600);
+  }
+  {
+    std::ofstream out(tmp / "k.json");
+    out << nlohmann::json{{"traceEvents", events}}.dump();
+  }
+  const auto j = run_json("compare " + tmp / "p.json" + " " + tmp / "k.json" + " --json");
+  // Busy per step: 20 + 20 (the aten::mm, their launches inside) + 5 (the pause between them) + 10
+  // (aten::item less its wait) + 10 (the pause before it) = 65 us over 2 launches.
+  EXPECT_NEAR(j.at("host").at("kernels_per_step").get<double>(), 2, 1e-9);
+  EXPECT_NEAR(j.at("host").at("per_kernel_s").get<double>(), 32.5e-6, 1e-12);
+  const CliRun text = run("compare " + tmp / "p.json" + " " + tmp / "k.json");
+  EXPECT_NE(text.output.find("host: 2 kernels launched per rank and step, 32.5 us of host time each"),
+            std::string::npos)
+      << text.output;
+  const CliRun cal = run("calibrate --from-trace " + tmp / "k.json" + " --predicted " + tmp / "p.json" +
+                         " --cluster dgx-h100-ndr --trace-passes 1 --out " + tmp / "cal.json");
+  ASSERT_EQ(cal.status, 0) << cal.output;
+  EXPECT_NE(cal.output.find("host_op: 45 us -> 32.5 us"), std::string::npos) << cal.output;
+  const auto h = run_json("predict --model tiny --cluster " + tmp / "cal.json" + " --gpus 1 --gb 4 --json");
+  std::ifstream in(tmp / "cal.json");
+  const std::string profile((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(profile.find("\"host_op\": \"32.5us\""), std::string::npos);
+  EXPECT_TRUE(h.contains("step_time_s"));
+}
+
 // run --trace: the measured trace carries the runtime's own memory track, the bytes its tensors
 // held after each op: at least the parameters and their gradients (as the prediction of the same
 // plan counts them), and rising and falling with the micro-batches' activations.

@@ -205,6 +205,49 @@ TEST(ForeignTrace, KinetoKernelsByStep) {
   EXPECT_EQ(t->steps[0].kind_s.count("elementwise"), 0u);  // the CPU's aten::mm is not the device's time
 }
 
+// The host's issue in a Kineto GPU trace: the kernels the threads launch (the Python thread's and
+// autograd's), and those threads' busy time -- their top-level events less the calls that wait for
+// the device, and the short pauses between them; not a thread that launches nothing.
+TEST(ForeignTrace, HostIssuePerOp) {
+  const std::string text = R"J({"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1000, "dur": 1000},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 1010, "dur": 40},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1020, "dur": 20},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1030, "dur": 5},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::item", "pid": 1, "tid": 1, "ts": 1060, "dur": 330},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": 1065, "dur": 5},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1, "ts": 1070, "dur": 300},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1400, "dur": 260},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1402, "dur": 250},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 1700, "dur": 6},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 3000, "dur": 10},
+    {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: MmBackward0", "pid": 1, "tid": 2, "ts": 1500, "dur": 30},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 1510, "dur": 5},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 3, "ts": 1500, "dur": 100},
+    {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7, "ts": 1100, "dur": 200}
+  ]})J";
+  auto t = foreign_trace_from_text(text, "host.json", table());
+  ASSERT_TRUE(t) << t.error().message();
+  ASSERT_TRUE(t->device);
+  ASSERT_EQ(t->steps.size(), 1u);
+  const ForeignStep& s = t->steps[0];
+  // Launches: thread 1's three (one inside aten::linear, the blocked one, one made outside any op,
+  // as a library's own extension makes them) and thread 2's one; thread 3 launches nothing.
+  EXPECT_EQ(s.host_kernels, 4);
+  // Thread 1 busy: linear (40, aten::mm inside it), item (330 less the 300 us sync), add (260 less
+  // the 250 us launch that waited for a slot), the bare launch (6), and the pauses between them
+  // (10, 10, 40); aten::mul falls after the step. Thread 2: the backward node (30).
+  EXPECT_NEAR(s.host_busy_s, (40 + 30 + 10 + 6 + 10 + 10 + 40 + 30) * 1e-6, 1e-12);
+  // A CPU trace shows no host issue of its own (its ops are the work).
+  const std::string cpu = R"J([
+    {"ph": "X", "name": "ProfilerStep#1", "pid": "CPU functions", "tid": 1, "ts": 0, "dur": 100},
+    {"ph": "X", "name": "aten::mm", "pid": "CPU functions", "tid": 1, "ts": 10, "dur": 50}
+  ])J";
+  auto c = foreign_trace_from_text(cpu, "cpu.json", table());
+  ASSERT_TRUE(c) << c.error().message();
+  EXPECT_EQ(c->steps[0].host_kernels, 0);
+}
+
 TEST(ForeignTrace, DamagedTracesGetAReason) {
   auto error_of = [](const std::string& text) {
     auto t = foreign_trace_from_text(text, "t.json", table());
@@ -339,6 +382,8 @@ TEST(ForeignCompare, PredictedKindsAgainstMeasuredSteps) {
     st.dur_s = s == 0 ? 500e-6 : 110e-6;  // a slow first step: warm-up
     st.kind_s = {{"gemm", 55e-6}, {"attention", 10e-6}, {"optimizer", 30e-6}};
     st.idle_s = 15e-6;
+    st.host_kernels = s == 0 ? 900 : 100 * s;  // the warm-up's are not counted
+    st.host_busy_s = st.host_kernels * 20e-6 * s;
     m.steps.push_back(st);
   }
   m.unmapped = {{"mystery", 3e-6}};
@@ -355,6 +400,9 @@ TEST(ForeignCompare, PredictedKindsAgainstMeasuredSteps) {
   ASSERT_EQ(r->unmapped.size(), 1u);
   EXPECT_NEAR(r->unmapped[0].second, 1e-6, 1e-12);  // per step over the 3 steps read
   EXPECT_TRUE(r->layers.empty());                   // no layer ranges measured
+  // The host: (100 + 200) / 2 kernels per step, (100 x 20 + 200 x 40 us) over the 300 launches.
+  EXPECT_NEAR(r->host_kernels_per_step, 150, 1e-9);
+  EXPECT_NEAR(r->host_op_s, (100 * 20e-6 + 200 * 40e-6) / 300, 1e-15);
   auto none_left = compare_foreign(pred, {m}, 3);
   ASSERT_FALSE(none_left);
   EXPECT_NE(none_left.error().message().find("none left to compare"), std::string::npos);
@@ -435,6 +483,16 @@ TEST(TraceCalibration, ScalesEachKindsRates) {
   // The profile it makes loads back.
   nlohmann::json j = cluster_to_json(cal->cluster);
   EXPECT_TRUE(static_cast<bool>(cluster_from_json(j, "cal.json")));
+  EXPECT_EQ(d.host_op_s, d0.host_op_s);  // the traces showed no host issue
+  // Where they do, the host's time per op is the device's host_op.
+  ForeignCompareReport with_host = r;
+  with_host.host_kernels_per_step = 1200;
+  with_host.host_op_s = 31e-6;
+  auto host = calibrate_from_trace(*base, with_host);
+  ASSERT_TRUE(host) << host.error().message();
+  EXPECT_DOUBLE_EQ(host->cluster.node.accelerator().host_op_s, 31e-6);
+  EXPECT_TRUE(host->sources.contains("efficiency.host_op"));
+  EXPECT_EQ(host->fitted.size(), 6u);
   // Nothing both predicted and measured: refused.
   ForeignCompareReport empty = r;
   empty.kinds = {{"gemm", 1.0, 0.0, 0}};
