@@ -162,6 +162,9 @@ void print_job(const ResolvedInputs& in, const Prediction& p) {
       std::string(pl.kernel_fusion ? "" : " | unfused kernels") +
           (pl.repeat_kv ? " | K/V repeated per head" : "") +
           (in.model.is_moe() && pl.expert_gemm == ExpertGemm::kPerExpert ? " | a GEMM per expert" : "") +
+          (in.model.is_moe() && pl.moe_drop_and_pad()
+               ? fmt::format(" | token drop, capacity factor {:g}", pl.moe_capacity_factor)
+               : "") +
           (pl.cuda_graphs ? " | CUDA graphs" : "") +
           (offload_string(pl).empty() ? "" : " | offload " + offload_string(pl)));
 }

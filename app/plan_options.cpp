@@ -88,6 +88,10 @@ constexpr PlanFlag kPlanFlags[] = {
     {"--expert-gemm", "/expert_gemm", Kind::kText, "Plan",
      "how MoE expert GEMMs launch: grouped (one kernel over the rank's experts) or per_expert (one GEMM "
      "and fp8 quantisation per expert, as Transformer Engine's GroupedLinear; the host issues each)"},
+    {"--moe-capacity-factor", "/moe_capacity_factor", Kind::kNumber, "Plan",
+     "MoE token drop: each expert takes at most this times its even share of the tokens, padded to "
+     "it (Megatron's moe_expert_capacity_factor with padding): fixed shapes, no host synchronisation; "
+     "0 (the default): dropless"},
     {"--cuda-graphs", "/cuda_graphs", Kind::kFlag, "Plan",
      "replay each layer's kernels as a CUDA graph (less launch cost)"},
     {"--offload-params", "/offload_params", Kind::kFlag, "Plan",

@@ -616,8 +616,14 @@ void LayerKernelBuilder::mlp_block() {
   }
   const double etp = folded_ ? static_cast<double>(p_.etp()) : tp_;
   double ffn = static_cast<double>(m_.ffn_hidden);
+  // Token drop with padding (Plan::moe_capacity_factor): each expert computes its capacity's rows,
+  // capacity_factor times its even share of the routed tokens; the shared experts all of them.
+  const double capacity = moe_ && p_.moe_drop_and_pad() ? p_.moe_capacity_factor : 1.0;
+  double ffn_computed = ffn;  // the width times rows actually computed, over the tokens
   if (moe_) {
     ffn = static_cast<double>(m_.moe.expert_ffn_hidden) * (m_.moe.top_k + m_.moe.shared_experts);
+    ffn_computed =
+        static_cast<double>(m_.moe.expert_ffn_hidden) * (m_.moe.top_k * capacity + m_.moe.shared_experts);
     gemm(KernelName::kRouter, f_.router, m_.moe.experts, H_, false);
     // The router's and the dispatcher's bookkeeping, issued by the host as small ops (counted in
     // Megatron-Core 0.15's TopKRouter and MoEAlltoAllTokenDispatcher with router and permute
@@ -629,7 +635,7 @@ void LayerKernelBuilder::mlp_block() {
     // The permute reads each token once and writes its top_k copies (grouped by expert); the
     // unpermute reads the copies back and writes one weighted sum: (1 + top_k) passes each
     // (Megatron's moe_utils permute/unpermute, a gather and a scatter of the hidden states).
-    elementwise(KernelName::kPermute, (1.0 + m_.moe.top_k) * tokens_ * m_.hidden * e_ / tp_);
+    elementwise(KernelName::kPermute, (1.0 + m_.moe.top_k * capacity) * tokens_ * m_.hidden * e_ / tp_);
     // Dispatch, forward: the token counts (sums over the routing map, with expert parallelism
     // their all-gather over the group and the split sizes), their copies to the host, the fused
     // permute's row map, the probabilities' all-to-all and the sort of both by local expert;
@@ -639,11 +645,12 @@ void LayerKernelBuilder::mlp_block() {
     L_.fwd[L_.count - 1].host_bwd_s += dispatch.bwd * host_;
     if (p_.ep > 1) {
       L_.moe_dispatch_after = L_.count - 1;
-      L_.ep_bytes = tokens_ / (s_.sp ? tp_ : 1.0) * m_.moe.top_k * m_.hidden * e_;
+      L_.ep_bytes = tokens_ / (s_.sp ? tp_ : 1.0) * m_.moe.top_k * capacity * m_.hidden * e_;
     }
     // Dropless: the all-to-all's split sizes (expert parallelism) or the per-expert GEMMs' row
-    // counts must reach the host first (LayerKernels::host_sync_at).
-    if (p_.ep > 1 || p_.expert_gemm == ExpertGemm::kPerExpert) {
+    // counts must reach the host first (LayerKernels::host_sync_at). Dropped and padded, every
+    // count is the capacity, known beforehand (Megatron-Core's dispatcher makes them on the host).
+    if (!p_.moe_drop_and_pad() && (p_.ep > 1 || p_.expert_gemm == ExpertGemm::kPerExpert)) {
       L_.host_sync_at = L_.count - 1;
       // Their shapes change every step, so a CUDA graph captures the attention, the router and the
       // dispatcher's preprocessing only; the experts and the combine run eager, launched and issued
@@ -655,6 +662,7 @@ void LayerKernelBuilder::mlp_block() {
   }
   const double up_mats = m_.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
   const double up = 2.0 * tokens_ * m_.hidden * ffn * up_mats / tp_;
+  const double computed = ffn_computed / ffn;  // the padding's (or the drop's) share of the work
   // The routed experts run as one grouped GEMM over this rank's experts, each on the tokens routed
   // to it (an even share); the shared experts' tokens are all of them, their width added to each.
   GemmShape up_shape, down_shape;
@@ -664,13 +672,13 @@ void LayerKernelBuilder::mlp_block() {
     const double local = std::max(1.0, static_cast<double>(m_.moe.experts) / p_.ep);
     const double width = static_cast<double>(m_.moe.expert_ffn_hidden) / etp;
     // this rank's tokens' top_k copies (per TP rank of the experts' width), over its experts
-    const double routed = tokens_ * m_.moe.top_k * etp / tp_ / local;
+    const double routed = tokens_ * m_.moe.top_k * capacity * etp / tp_ / local;
     up_shape = {routed, width * up_mats, static_cast<double>(m_.hidden), local};
     down_shape = {routed, static_cast<double>(m_.hidden), width, local};
     up_at = &up_shape;
     down_at = &down_shape;
   }
-  gemm(KernelName::kMlpUp, up, static_cast<std::int64_t>(ffn * up_mats / etp), H_, true, up_at);
+  gemm(KernelName::kMlpUp, up * computed, static_cast<std::int64_t>(ffn * up_mats / etp), H_, true, up_at);
   const bool split_glu = m_.mlp == MlpKind::kSwiglu && !fused_;
   // Squared ReLU runs as relu then pow, two kernels and four passes, fused or not: Megatron-Core's
   // squared_relu is torch.pow(F.relu(x), 2) and its bias-activation fusion covers GeLU and SwiGLU
@@ -680,17 +688,18 @@ void LayerKernelBuilder::mlp_block() {
               (m_.mlp == MlpKind::kSwiglu ? (split_glu ? 5.0 : 3.0)
                : split_relu2              ? 4.0
                                           : 2.0) *
-                  tokens_ * ffn / tp_ * e_,
+                  tokens_ * ffn_computed / tp_ * e_,
               split_glu || split_relu2 ? 2 : 1);
   if (d_.activation_element_s > 0 && !split_relu2) {  // an exponential or tanh per output element, each way
     KernelCost& act = L_.fwd[L_.count - 1];
-    act.fwd_s += tokens_ * ffn / tp_ * d_.activation_element_s;
-    act.bwd_s += tokens_ * ffn / tp_ * d_.activation_element_s;
+    act.fwd_s += tokens_ * ffn_computed / tp_ * d_.activation_element_s;
+    act.bwd_s += tokens_ * ffn_computed / tp_ * d_.activation_element_s;
   }
-  gemm(KernelName::kMlpDown, f_.mlp - up, H_, static_cast<std::int64_t>(ffn / etp), true, down_at);
+  gemm(KernelName::kMlpDown, (f_.mlp - up) * computed, H_, static_cast<std::int64_t>(ffn / etp), true,
+       down_at);
   if (moe_) {
     if (p_.ep > 1) L_.moe_combine_after = L_.count - 1;
-    elementwise(KernelName::kUnpermute, (1.0 + m_.moe.top_k) * tokens_ * m_.hidden * e_ / tp_);
+    elementwise(KernelName::kUnpermute, (1.0 + m_.moe.top_k * capacity) * tokens_ * m_.hidden * e_ / tp_);
     // The sort back from local-expert order before the unpermute (and its gradient).
     L_.fwd[L_.count - 1].host_fwd_s += kCombineOps.fwd * host_;
     L_.fwd[L_.count - 1].host_bwd_s += kCombineOps.bwd * host_;

@@ -365,6 +365,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.kernel_fusion = r.boolean("kernel_fusion", true);
   p.repeat_kv = r.boolean("repeat_kv", false);
   p.expert_gemm = read_enum("expert_gemm", parse_expert_gemm, ExpertGemm::kGrouped);
+  p.moe_capacity_factor = r.number("moe_capacity_factor", 0.0, 0.0, 64.0);
   p.cuda_graphs = r.boolean("cuda_graphs", false);
   p.offload_optimizer = r.boolean("offload_optimizer", false);
   p.offload_params = r.boolean("offload_params", false);
@@ -483,6 +484,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "kernel_fusion",
                          "repeat_kv",
                          "expert_gemm",
+                         "moe_capacity_factor",
                          "cuda_graphs",
                          "data",
                          "rank_order",
@@ -535,6 +537,7 @@ json plan_to_json(const Plan& p) {
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
   if (p.repeat_kv) j["repeat_kv"] = true;
   if (p.expert_gemm != ExpertGemm::kGrouped) j["expert_gemm"] = to_string(p.expert_gemm);
+  if (p.moe_drop_and_pad()) j["moe_capacity_factor"] = p.moe_capacity_factor;
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.offload_params) j["offload_params"] = true;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;

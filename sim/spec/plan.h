@@ -185,6 +185,14 @@ struct Plan {
   // tex.split_quantize quantises each expert's tokens). The device work is the same; the host issues
   // one operation per launch (DeviceSpec::host_op_s).
   ExpertGemm expert_gemm = ExpertGemm::kGrouped;
+  // MoE token drop with padding: each expert takes at most moe_capacity_factor times its even
+  // share of the routed tokens, the rest dropped, and its input is padded to that capacity
+  // (Megatron-Core's moe_expert_capacity_factor with moe_pad_expert_input_to_capacity, Megatron-
+  // Bridge's "tokendrop"). The experts compute, and the all-to-alls move, the capacity's rows; the
+  // shapes are fixed, so the host need not learn the token counts (no synchronisation) and a CUDA
+  // graph captures the whole layer. 0: dropless (every routed token computed, the counts synchronised).
+  double moe_capacity_factor = 0;
+  bool moe_drop_and_pad() const { return moe_capacity_factor > 0; }
   // Each layer's kernels replayed as a CUDA graph: the per-kernel launch cost falls to the
   // device's graph_kernel_overhead, and the host issues nothing. A dropless MoE layer's experts and
   // combine stay outside the graph (their shapes change every step).

@@ -133,13 +133,14 @@ Result<ValidationCase> validation_case_from_json(const json& doc, const std::str
   c.source = r.string("source", "");
   if (c.schema == 2 && r.has("software")) {
     JsonReader sw = r.object("software");
-    sw.reject_unknown_keys({"name", "version", "compile"});
+    sw.reject_unknown_keys({"name", "version", "compile", "cuda_graphs"});
     c.software = sw.choice("name",
                            {"megatron-lm", "megatron-core", "megatron-deepspeed", "deepspeed", "nemo",
                             "megatron-bridge", "pytorch-fsdp", "torchtitan", "llm-foundry", "other"},
                            "");
     c.software_version = sw.string("version", "");
     c.compiled = sw.optional_boolean("compile");
+    c.cuda_graphs = sw.optional_boolean("cuda_graphs");
   }
   read_case_model(r, c);
   const CaseHardware hardware = read_case_hardware(r);
@@ -675,6 +676,11 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
     l.base.cp_comm = CpComm::kAllGather;
     out.assumed["cp_comm"] = "all-gather";
   }
+  // MoE token drop with padding (Plan::moe_capacity_factor); absent: dropless.
+  if (r.has("moe_capacity_factor")) {
+    l.base.moe_capacity_factor = r.number("moe_capacity_factor", 0.0, 0.01, 64.0);
+    if (r.ok() && !l.model.is_moe()) r.fail("moe_capacity_factor", "needs an MoE model (model.moe)");
+  }
   const std::string recipe = r.choice("fp8_recipe", {"delayed", "current", "blockwise", "mxfp8"}, "");
   if (!recipe.empty() && b.precision != Precision::kFp8) r.fail("fp8_recipe", "needs precision fp8");
   read_uneven_stages(c, r, stack, l);
@@ -692,6 +698,7 @@ void apply_case_facts(const ValidationCase& c, const SoftwareStack* stack, CaseL
     out.assumed.erase("tied_embeddings");
   }
   if (stack && !c.software_version.empty()) out.assumed["software_version"] = c.software_version;
+  if (c.cuda_graphs) l.base.cuda_graphs = *c.cuda_graphs;
   if (stack && stack->eager_unless_compiled) {
     l.base.kernel_fusion = c.compiled.value_or(false);
     out.assumed["kernel_fusion"] = l.base.kernel_fusion;
@@ -740,7 +747,8 @@ bool read_case_layouts(const ValidationCase& c, CaseLayouts& l, CaseResult& out)
                            "account_for_loss",
                            "grad_reduce_precision",
                            "fp8_recipe",
-                           "cp_comm"});
+                           "cp_comm",
+                           "moe_capacity_factor"});
   else
     r.reject_unknown_keys({"tp", "pp", "dp", "cp", "ep", "sequence_parallel", "virtual_stages", "zero_stage",
                            "micro_batch", "global_batch", "recompute", "precision", "schedule"});

@@ -35,6 +35,9 @@ struct ValidationCase {
   // software.compile: the run compiled its model (torch.compile), fusing the elementwise chains
   // PyTorch's eager mode runs one operator at a time (Plan::kernel_fusion).
   std::optional<bool> compiled;
+  // software.cuda_graphs: the run replayed its layers as CUDA graphs (Plan::cuda_graphs; a dropless
+  // MoE layer's experts stay outside them). Absent: eager.
+  std::optional<bool> cuda_graphs;
   std::optional<bool> dropout, tied_embeddings;
   ModelSpec model;
   ClusterSpec cluster;

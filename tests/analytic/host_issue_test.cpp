@@ -1,7 +1,8 @@
 // The host issuing the kernels (DeviceSpec::host_op_s, issue_from_host): a pass waits for the host
 // only where the host's time exceeds the device's; a dropless MoE layer's synchronisation makes its
 // forward lose the host's lead; Transformer Engine's per-expert GEMMs cost the host once per
-// expert; CUDA graphs cost it nothing but for dropless experts; both engines price the same waits.
+// expert; CUDA graphs cost it nothing but for dropless experts; token drop with padding needs no
+// synchronisation; both engines price the same waits.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -193,6 +194,57 @@ TEST(HostIssue, EnginesAgreeOnAHostBoundMoePlan) {
   EXPECT_LE(host.time.host_wait, host.time.compute);
   EXPECT_NEAR(sim.prediction.time.host_wait, host.time.host_wait, 0.03 * host.time.host_wait);
   EXPECT_NEAR(host.step_time_s - free_host.step_time_s, host.time.host_wait, 0.05 * host.time.host_wait);
+}
+
+// Token drop with padding (Plan::moe_capacity_factor): the counts are the capacity, known to the
+// host, so no synchronisation, and a CUDA graph keeps the experts; the experts compute, and the
+// all-to-alls move, capacity_factor times the routed rows.
+TEST(HostIssue, DropAndPadNeedsNoSynchronisation) {
+  MoeCase c;
+  DeviceSpec d = c.d();
+  d.host_op_s = 40e-6;
+  c.p.expert_gemm = ExpertGemm::kPerExpert;
+  const LayerKernels dropless = layer_kernels(c.m, d, c.p, c.s(), true);
+  ASSERT_GE(dropless.host_sync_at, 0);
+  c.p.moe_capacity_factor = 1.0;
+  const LayerKernels padded = layer_kernels(c.m, d, c.p, c.s(), true);
+  EXPECT_EQ(padded.host_sync_at, -1);
+  // At capacity factor 1 (an even share each, as force-balanced routing gives) the work is the same.
+  EXPECT_DOUBLE_EQ(padded.ep_bytes, dropless.ep_bytes);
+  EXPECT_DOUBLE_EQ(testing::find_kernel(padded, KernelName::kMlpUp).fwd_s,
+                   testing::find_kernel(dropless, KernelName::kMlpUp).fwd_s);
+  // Twice the capacity: twice the rows through the experts and the all-to-alls.
+  c.p.moe_capacity_factor = 2.0;
+  const LayerKernels twice = layer_kernels(c.m, d, c.p, c.s(), true);
+  EXPECT_DOUBLE_EQ(twice.ep_bytes, 2 * dropless.ep_bytes);
+  for (KernelName experts : {KernelName::kMlpUp, KernelName::kMlpDown}) {
+    const KernelCost& a = testing::find_kernel(twice, experts);
+    const KernelCost& b = testing::find_kernel(dropless, experts);
+    EXPECT_DOUBLE_EQ(a.flops, 2 * b.flops) << kernel_name(experts);
+    EXPECT_GT(a.fwd_s, b.fwd_s) << kernel_name(experts);
+  }
+  // In a CUDA graph the whole padded layer costs the host nothing.
+  c.p.moe_capacity_factor = 1.0;
+  c.p.cuda_graphs = true;
+  const LayerKernels graphed = layer_kernels(c.m, d, c.p, c.s(), true);
+  EXPECT_EQ(sum(graphed, &KernelCost::host_fwd_s), 0);
+  EXPECT_EQ(sum(graphed, &KernelCost::host_bwd_s), 0);
+  // The engines agree on it.
+  for (auto& g : c.c.node.devices) g.device.host_op_s = 45e-6;
+  c.p.cuda_graphs = false;
+  testing::expect_engines_agree(c.m, c.c, c.p, 0.03, "drop-and-pad MoE");
+  // The plan file carries it; a negative factor names the field.
+  const nlohmann::json j = plan_to_json(c.p);
+  EXPECT_EQ(j.at("moe_capacity_factor"), 1.0);
+  auto back = plan_from_json(j, "plan.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->moe_capacity_factor, 1.0);
+  EXPECT_FALSE(plan_to_json(testing::make_plan(1, 1, 8, 1, 8)).contains("moe_capacity_factor"));
+  nlohmann::json bad = j;
+  bad["moe_capacity_factor"] = -1;
+  auto err = plan_from_json(bad, "plan.json");
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.error().message().find("moe_capacity_factor"), std::string::npos) << err.error().message();
 }
 
 // The plan's expert_gemm reads and writes by name; a bad value names the field.

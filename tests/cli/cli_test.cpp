@@ -139,6 +139,24 @@ TEST(Cli, PerExpertGemmsInThePlanLine) {
   EXPECT_NE(bad.output.find("per_expert"), std::string::npos) << bad.output;
 }
 
+// --moe-capacity-factor: token drop with padding in the plan line; at factor 1 it drops the
+// dropless synchronisation, so the step is no slower; a negative factor is refused by name.
+TEST(Cli, TokenDropInThePlanLine) {
+  const std::string layout =
+      "predict --model mixtral-8x7b --cluster dgx-h100-ndr --gpus 32 --tp 2 --ep 8 --zero 1 --gb 32";
+  const CliRun dropless = run(layout + " --json");
+  ASSERT_EQ(dropless.status, 0) << dropless.output;
+  const CliRun padded = run(layout + " --moe-capacity-factor 1 --json");
+  ASSERT_EQ(padded.status, 0) << padded.output;
+  EXPECT_LE(nlohmann::json::parse(padded.output).at("step_time_s").get<double>(),
+            nlohmann::json::parse(dropless.output).at("step_time_s").get<double>());
+  const CliRun line = run(layout + " --moe-capacity-factor 1.25");
+  EXPECT_NE(line.output.find("| token drop, capacity factor 1.25"), std::string::npos) << line.output;
+  const CliRun bad = run(layout + " --moe-capacity-factor -1");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("capacity"), std::string::npos) << bad.output;
+}
+
 // What a step costs, and with --tokens the whole run: steps = tokens / tokens per step, the cost
 // of each step at the given price per device-hour.
 TEST(Cli, PredictCostsTheStepAndTheRun) {

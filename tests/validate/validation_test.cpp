@@ -322,6 +322,30 @@ TEST(Validation, PyTorchStacksAreEagerUnlessCompiled) {
   EXPECT_FALSE(validation_case_from_json(bad, "v2.json").ok());
 }
 
+// Token drop (parallel.moe_capacity_factor) and CUDA graphs (software.cuda_graphs) reach the plan;
+// a capacity factor on a dense model is refused by name.
+TEST(Validation, TokenDropAndCudaGraphsReachThePlan) {
+  const nlohmann::json layout = {
+      {"pp", 1}, {"dp", 8}, {"ep", 8}, {"schedule", nullptr}, {"moe_capacity_factor", 1.0}};
+  auto doc = v2_case(layout, {{"name", "megatron-bridge"}, {"version", "25.09"}, {"cuda_graphs", true}});
+  doc["model"]["moe"] = {{"experts", 64}, {"top_k", 4}, {"expert_ffn_hidden", 512}};
+  const CaseResult r = run_doc(doc);
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_EQ(r.plan.moe_capacity_factor, 1.0);
+  EXPECT_TRUE(r.plan.cuda_graphs);
+  auto dropless = doc;
+  dropless["parallel"].erase("moe_capacity_factor");
+  dropless["software"].erase("cuda_graphs");
+  const CaseResult d = run_doc(dropless);
+  ASSERT_TRUE(d.ok) << d.failure;
+  EXPECT_EQ(d.plan.moe_capacity_factor, 0.0);
+  EXPECT_FALSE(d.plan.cuda_graphs);
+  EXPECT_LT(r.predicted_step_s, d.predicted_step_s);  // no synchronisation, and the graph
+  const CaseResult dense = run_doc(v2_case({{"moe_capacity_factor", 1.0}}, nullptr));
+  EXPECT_FALSE(dense.ok);
+  EXPECT_NE(dense.failure.find("moe_capacity_factor"), std::string::npos) << dense.failure;
+}
+
 // Context parallelism's exchange: reported, else torchtitan's all-gather (its default rotate
 // method), else Megatron's ring.
 TEST(Validation, ContextParallelExchangeIsTheStacks) {
