@@ -84,7 +84,7 @@ for src in sources:
 loso = sum(r[4] * r[1] for r in rows) / sum(r[1] for r in rows)
 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 unit = os.environ.get("UNIT", "")
-cmd = (f"UNIT={unit} " if unit else "") + f"bench/fit_constant.sh {device} {key} {grid.replace(' ', ' ')}" + (f" {precision}" if precision else "") + \
+cmd = (f"UNIT={unit} " if unit else "") + f"bench/fit_constant.sh {device} {key} {grid.replace(' ', ' ')}" + (f" {precision}" if precision else ' ""' if excluded else "") + \
       (" " + " ".join(sorted(excluded)) if excluded else "")
 lines = [
     f"# Fit: {device} efficiency.{key}", "",
