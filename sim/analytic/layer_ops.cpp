@@ -269,6 +269,10 @@ class LayerKernelBuilder {
     KernelCost& k = L_.fwd[L_.count - 1];
     k.host_fwd_s = launches * (1 + casts) * host_;
     k.host_bwd_s = launches * (2 + casts) * host_;
+    // The device pays each launch's start and tail too: the other experts' GEMMs and casts.
+    k.fwd_s += (launches - 1) * (1 + casts) * launch_;
+    k.bwd_s += (launches - 1) * (2 + casts) * launch_;
+    k.bwd_weight_s += (launches - 1) * launch_;
   }
   // The overlap a GEMM's SMs take part in (Plan::overlap_tp_comm with SP; not the MoE experts'):
   // kPipeline for the row-parallel GEMMs' forward, kBulk for the column-parallel ones' weight

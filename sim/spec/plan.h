@@ -182,8 +182,9 @@ struct Plan {
   // (CUTLASS grouped GEMM, torch._grouped_mm, DeepGEMM); kPerExpert, one GEMM per expert and pass,
   // and in fp8 plans one quantisation per expert (Transformer Engine's GroupedLinear, which
   // Megatron-Core's TEGroupedMLP runs: general_grouped_gemm loops cuBLAS over the experts, and
-  // tex.split_quantize quantises each expert's tokens). The device work is the same; the host issues
-  // one operation per launch (DeviceSpec::host_op_s).
+  // tex.split_quantize quantises each expert's tokens). The device does the same work, paying each
+  // launch's start and tail (DeviceSpec::kernel_overhead_s); the host issues one operation per
+  // launch (DeviceSpec::host_op_s).
   ExpertGemm expert_gemm = ExpertGemm::kGrouped;
   // MoE token drop with padding: each expert takes at most moe_capacity_factor times its even
   // share of the routed tokens, the rest dropped, and its input is padded to that capacity
