@@ -47,6 +47,12 @@ Result<Comparison> load_foreign_comparison(const Trace& p, const std::string& pr
         "the differences table holds each layer's forward time ({} layers per rank), as the trace's layer "
         "ranges measure it",
         fr.layers.size()));
+  if (fr.host_kernels_per_step > 0)
+    c.notes.push_back(
+        fmt::format("kernel launches per step on the host: {:.0f}, {:.1f} us of host time each (a profile's "
+                    "efficiency.host_op; "
+                    "foresight calibrate --from-trace sets it)",
+                    fr.host_kernels_per_step, fr.host_op_s * 1e6));
   for (const std::string& n : fr.notes) c.notes.push_back(n);
   if (!fr.unmapped.empty())
     c.notes.push_back("largest op no kind rule maps: " + fr.unmapped.front().first +

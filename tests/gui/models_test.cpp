@@ -324,7 +324,8 @@ TEST(TimelineModel, OneRowPerOpOfTheTrace) {
 }
 
 // A PyTorch profiler trace as the measured side: compared by kind per step (after the first of
-// three steps), with a note that says so; the kind table holds the measured kinds.
+// three steps), with a note that says so and one with the host's time per kernel; the kind table
+// holds the measured kinds.
 TEST(CompareModels, ProfilerTraceComparedByKind) {
   QTemporaryDir dir;
   ASSERT_TRUE(dir.isValid());
@@ -342,7 +343,11 @@ TEST(CompareModels, ProfilerTraceComparedByKind) {
 {"ph": "X", "cat": "kernel", "name": "flash_fwd_kernel", "pid": 0, "tid": 7, "ts": )" +
               std::to_string(t0 + 650) + R"(, "dur": 200},
 {"ph": "X", "cat": "gpu_user_annotation", "name": "layers.0", "pid": 0, "tid": 7, "ts": )" +
-              std::to_string(t0 + 100) + R"(, "dur": 750})";
+              std::to_string(t0 + 100) + R"(, "dur": 750},
+{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 100, "tid": 100, "ts": )" +
+              std::to_string(t0 + 10) + R"(, "dur": 20},
+{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": )" +
+              std::to_string(t0 + 15) + R"(, "dur": 5})";
   }
   const std::string kineto = dir.filePath(QStringLiteral("rank0.json")).toStdString();
   std::ofstream(kineto) << "{\"schemaVersion\": 1, \"traceEvents\": [\n" << events << "\n]}\n";
@@ -360,6 +365,10 @@ TEST(CompareModels, ProfilerTraceComparedByKind) {
       EXPECT_NEAR(k.measured_s, 500e-6, 1e-12);
     }
   EXPECT_TRUE(gemm);
+  // The host's issue: one launch per step, inside a 20 us aten::mm.
+  EXPECT_TRUE(std::any_of(c->notes.begin(), c->notes.end(), [](const std::string& n) {
+    return n.find("kernel launches per step on the host: 1, 20.0 us of host time each") != std::string::npos;
+  }));
   // Its layer range (one layer per rank: tiny's 2 layers on 2 stages): the differences table's row.
   ASSERT_EQ(c->report.worst.size(), 1u);
   EXPECT_EQ(c->report.worst[0].kind, "layer");
