@@ -191,7 +191,8 @@ struct Plan {
   // (Megatron-Core's moe_expert_capacity_factor with moe_pad_expert_input_to_capacity, Megatron-
   // Bridge's "tokendrop"). The experts compute, and the all-to-alls move, the capacity's rows; the
   // shapes are fixed, so the host need not learn the token counts (no synchronisation) and a CUDA
-  // graph captures the whole layer. 0: dropless (every routed token computed, the counts synchronised).
+  // graph captures the whole layer. 0: dropless (every routed token computed, the counts
+  // synchronised). The activation memory counts the routed tokens, not the padding.
   double moe_capacity_factor = 0;
   bool moe_drop_and_pad() const { return moe_capacity_factor > 0; }
   // Each layer's kernels replayed as a CUDA graph: the per-kernel launch cost falls to the
