@@ -51,6 +51,11 @@ void print_foreign_report(const ForeignCompareReport& r) {
         "host: {:.0f} kernels launched per rank and step, {:.1f} us of host time each (the launching "
         "threads' busy time less their waits for the device; a profile's efficiency.host_op)\n",
         r.host_kernels_per_step, r.host_op_s * 1e6);
+  if (!r.clocks.empty() && r.step_start_skew_s > 0)
+    fmt::print(
+        "ranks: with their clocks aligned on the collectives, a step starts {:.3f} ms apart across them "
+        "(its latest start less its earliest, mean over the steps)\n",
+        r.step_start_skew_s * 1e3);
   fmt::print("\n{:<24} {:>14} {:>14} {:>9}\n", "kind (per rank, step)", "predicted ms", "measured ms",
              "error");
   for (const auto& k : r.kinds)

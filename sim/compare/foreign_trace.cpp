@@ -525,6 +525,28 @@ void host_issue(const std::vector<RawEvent>& ev, const std::vector<std::string>&
   }
 }
 
+// The trace's collectives for clock alignment (ForeignTrace::collectives): the communication
+// kernels of a GPU trace, the communication ops of a CPU trace, less point-to-point sends and
+// receives (one pair of ranks each, ending when the pair does), by their end.
+void collect_collectives(const std::vector<RawEvent>& ev, const std::vector<std::string>& names,
+                         const Classified& cls, ForeignTrace& t) {
+  constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::uint32_t> id(names.size(), kNone);  // the name's place in collective_names
+  for (std::size_t n = 0; n < names.size(); ++n) {
+    const std::string l = lower(names[n]);
+    if (cls.kind[n] != "communication" || l.find("send") != std::string::npos ||
+        l.find("recv") != std::string::npos)
+      continue;
+    id[n] = static_cast<std::uint32_t>(t.collective_names.size());
+    t.collective_names.push_back(names[n]);
+  }
+  for (const RawEvent& e : ev)
+    if (id[e.name] != kNone && (t.device ? e.where == Where::kDevice : host_op(e.where)))
+      t.collectives.emplace_back(id[e.name], (e.ts + e.dur) * 1e-6);
+  std::stable_sort(t.collectives.begin(), t.collectives.end(),
+                   [](const auto& a, const auto& b) { return a.second < b.second; });
+}
+
 Result<ForeignTrace> finish_trace(std::vector<RawEvent>& ev, const std::vector<std::string>& names,
                                   const std::string& format, const std::string& file,
                                   const KindTable& kinds) {
@@ -568,6 +590,7 @@ Result<ForeignTrace> finish_trace(std::vector<RawEvent>& ev, const std::vector<s
     attribute_cpu(ev, names, cls, step_of, t.steps, unmapped);
   attribute_layers(ev, names, cls, kinds, t.device, t.steps);
   if (t.device) host_issue(ev, names, t.steps);
+  collect_collectives(ev, names, cls, t);
   t.unmapped.assign(unmapped.begin(), unmapped.end());
   std::sort(t.unmapped.begin(), t.unmapped.end(),
             [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -832,6 +855,61 @@ void compare_layers(const std::map<int, std::map<int, double>>& predicted,
   r.layers = std::move(out);
 }
 
+// Each further trace's clock against the first's (ForeignCompareReport::clocks), and with them
+// aligned how far apart the ranks start each compared step.
+void align_clocks(const std::vector<ForeignTrace>& measured, std::size_t first_step, std::size_t nsteps,
+                  ForeignCompareReport& r) {
+  if (measured.size() < 2) return;
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+  };
+  // The k-th end of each name in the first trace.
+  const ForeignTrace& first = measured.front();
+  std::map<std::string, std::vector<double>> ref;
+  for (const auto& [name, end] : first.collectives) ref[first.collective_names[name]].push_back(end);
+  std::vector<double> offsets{0.0};
+  for (std::size_t i = 1; i < measured.size(); ++i) {
+    const ForeignTrace& t = measured[i];
+    std::vector<const std::vector<double>*> ends(t.collective_names.size(), nullptr);
+    for (std::size_t n = 0; n < ends.size(); ++n)
+      if (auto it = ref.find(t.collective_names[n]); it != ref.end()) ends[n] = &it->second;
+    std::vector<std::size_t> seen(t.collective_names.size(), 0);
+    std::vector<double> d;
+    for (const auto& [name, end] : t.collectives) {
+      const std::size_t k = seen[name]++;
+      if (ends[name] && k < ends[name]->size()) d.push_back((*ends[name])[k] - end);
+    }
+    ForeignCompareReport::Clock c{measured[i].file, 0, 0, static_cast<int>(d.size())};
+    if (!d.empty()) {
+      c.offset_s = median(d);
+      for (double& x : d) x = std::abs(x - c.offset_s);
+      c.spread_s = median(d);
+    }
+    offsets.push_back(c.offset_s);
+    r.clocks.push_back(c);
+  }
+  const bool all =
+      std::all_of(r.clocks.begin(), r.clocks.end(), [](const auto& c) { return c.collectives > 0; });
+  for (const auto& c : r.clocks)
+    r.notes.push_back(c.collectives > 0
+                          ? cat(c.file, "'s clock ", c.offset_s >= 0 ? "+" : "", c.offset_s * 1e3,
+                                " ms against the first trace's (the median over ", c.collectives,
+                                " collectives both ran; they end within ", c.spread_s * 1e3, " ms of it)")
+                          : cat(c.file, " ran no collective the first trace ran: its clock is not aligned"));
+  if (!all || nsteps <= first_step) return;
+  for (std::size_t s = first_step; s < nsteps; ++s) {
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (std::size_t i = 0; i < measured.size(); ++i) {
+      const double start = measured[i].steps[s].start_s + offsets[i];
+      lo = std::min(lo, start);
+      hi = std::max(hi, start);
+    }
+    r.step_start_skew_s += (hi - lo) / static_cast<double>(nsteps - first_step);
+  }
+}
+
 }  // namespace
 
 Result<ForeignCompareReport> compare_foreign(const Trace& predicted,
@@ -910,6 +988,7 @@ Result<ForeignCompareReport> compare_foreign(const Trace& predicted,
             [](const auto& a, const auto& b) { return a.second > b.second; });
   if (r.unmapped.size() > 10) r.unmapped.resize(10);
   compare_layers(player, measured, static_cast<std::size_t>(r.warmup_steps), nsteps, r);
+  align_clocks(measured, static_cast<std::size_t>(r.warmup_steps), nsteps, r);
   for (const ForeignTrace& t : measured) r.measured_files.push_back(t.file);
   if (r.ranks_predicted > 0 && static_cast<int>(measured.size()) != r.ranks_predicted)
     r.notes.push_back(cat("the plan has ", r.ranks_predicted, " ranks and ", measured.size(),
@@ -933,6 +1012,12 @@ nlohmann::json foreign_report_to_json(const ForeignCompareReport& r) {
                      {"error_pct", k.error_pct}});
   nlohmann::json unmapped = nlohmann::json::array();
   for (const auto& [name, s] : r.unmapped) unmapped.push_back({{"name", name}, {"measured_s", s}});
+  nlohmann::json clocks = nlohmann::json::array();
+  for (const auto& c : r.clocks)
+    clocks.push_back({{"file", c.file},
+                      {"offset_s", c.offset_s},
+                      {"spread_s", c.spread_s},
+                      {"collectives", c.collectives}});
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& l : r.layers)
     layers.push_back({{"measured_layer", l.measured_layer},
@@ -950,6 +1035,8 @@ nlohmann::json foreign_report_to_json(const ForeignCompareReport& r) {
           {"measured_step_mean_s", r.measured_step_mean_s},
           {"step_time_error_pct", r.step_time_error_pct},
           {"host", {{"kernels_per_step", r.host_kernels_per_step}, {"per_kernel_s", r.host_op_s}}},
+          {"clocks", clocks},
+          {"step_start_skew_s", r.step_start_skew_s},
           {"kinds", kinds},
           {"layers", layers},
           {"unmapped", unmapped},

@@ -78,6 +78,12 @@ struct ForeignTrace {
   // Names no rule maps, with their time inside the steps (self time on a CPU thread, a kernel's
   // duration on a device), largest first.
   std::vector<std::pair<std::string, double>> unmapped;
+  // The collectives (communication kernels in a GPU trace, communication ops in a CPU trace; not
+  // point-to-point sends and receives), each as its name's place in collective_names and its end
+  // in this trace's clock (seconds), in the order they end: every rank of a collective finishes it
+  // together, so they align the ranks' clocks (compare_foreign).
+  std::vector<std::string> collective_names;
+  std::vector<std::pair<std::uint32_t, double>> collectives;
 };
 
 struct ForeignOptions {
@@ -127,6 +133,18 @@ struct ForeignCompareReport {
   // autograd runs later outside it.
   std::vector<ForeignLayerComparison> layers;
   std::vector<std::pair<std::string, double>> unmapped;  // per rank and step, largest first (ten at most)
+  // Each further trace's clock against the first's, from the collectives both ran (the k-th of a
+  // name in one against the k-th of that name in the other): the median of their ends' differences
+  // (added to its times, it reads the first's clock) and their median distance from it.
+  struct Clock {
+    std::string file;
+    double offset_s = 0, spread_s = 0;
+    int collectives = 0;  // 0: none in common, not aligned
+  };
+  std::vector<Clock> clocks;
+  // With the clocks aligned: how far apart the ranks start each compared step (its latest start
+  // less its earliest, the mean over the steps); 0 with one trace.
+  double step_start_skew_s = 0;
   std::vector<std::string> notes;  // where the traces contradict the plan, or say less than it
 };
 

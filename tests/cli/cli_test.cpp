@@ -530,20 +530,30 @@ TEST(CliCompare, StepTimesComeFromTheTwoTraces) {
 }
 
 // compare and calibrate --from-trace on a Kineto GPU trace (synthetic, in Kineto's event format):
-// the host's time per kernel launched is reported, and becomes the calibrated profile's host_op.
+// the host's time per kernel launched is reported, and becomes the calibrated profile's host_op; a
+// second rank's clock is aligned on the collectives both ran.
 TEST(CliCompare, KinetoTraceGivesTheHostsTimePerKernel) {
   const TempDir tmp("compare-kineto");
   run_json("simulate --model tiny --cluster dgx-h100-ndr --gpus 1 --gb 4 --json --full --trace " +
            tmp / "p.json");
   // Three steps of 1 ms: two GEMM kernels, each launched inside an aten::mm of 20 us, 5 us apart;
   // then a 600 us cudaStreamSynchronize inside an aten::item of 610 us.
-  nlohmann::json events = nlohmann::json::array();
+  // A second rank's trace is the same with its clock 3 ms later; an all-reduce ends each step.
+  nlohmann::json events = nlohmann::json::array(), shifted = nlohmann::json::array();
   auto x = [&](const char* cat, const char* name, int pid, int tid, double ts, double dur) {
     events.push_back(
         {{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", pid}, {"tid", tid}, {"ts", ts}, {"dur", dur}});
+    shifted.push_back({{"ph", "X"},
+                       {"cat", cat},
+                       {"name", name},
+                       {"pid", pid},
+                       {"tid", tid},
+                       {"ts", ts + 3000},
+                       {"dur", dur}});
   };
   for (int s = 0; s < 3; ++s) {
     const double t0 = 1000.0 + 1000.0 * s;
+    x("kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 0, 20, t0 + 800, 100);
     x("user_annotation", ("ProfilerStep#" + std::to_string(s)).c_str(), 1, 1, t0, 1000);
     for (int k = 0; k < 2; ++k) {
       x("cpu_op", "aten::mm", 1, 1, t0 + 10 + 25 * k, 20);
@@ -556,7 +566,14 @@ TEST(CliCompare, KinetoTraceGivesTheHostsTimePerKernel) {
   {
     std::ofstream out(tmp / "k.json");
     out << nlohmann::json{{"traceEvents", events}}.dump();
+    std::ofstream(tmp / "k1.json") << nlohmann::json{{"traceEvents", shifted}}.dump();
   }
+  // The second rank's clock aligned on the all-reduces, 3 ms back: their steps then start together.
+  const auto two =
+      run_json("compare " + tmp / "p.json" + " " + tmp / "k.json" + " " + tmp / "k1.json" + " --json");
+  ASSERT_EQ(two.at("clocks").size(), 1u);
+  EXPECT_NEAR(two.at("clocks").at(0).at("offset_s").get<double>(), -3e-3, 1e-12);
+  EXPECT_NEAR(two.at("step_start_skew_s").get<double>(), 0, 1e-12);
   const auto j = run_json("compare " + tmp / "p.json" + " " + tmp / "k.json" + " --json");
   // Busy per step: 20 + 20 (the aten::mm, their launches inside) + 5 (the pause between them) + 10
   // (aten::item less its wait) + 10 (the pause before it) = 65 us over 2 launches.

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -246,6 +247,68 @@ TEST(ForeignTrace, HostIssuePerOp) {
   auto c = foreign_trace_from_text(cpu, "cpu.json", table());
   ASSERT_TRUE(c) << c.error().message();
   EXPECT_EQ(c->steps[0].host_kernels, 0);
+}
+
+// Two ranks' clocks aligned on the collectives both ran: rank 1's clock reads 5 ms later, its
+// all-reduces and all-gathers end 5 ms after rank 0's (one 20 us late), its sends and receives
+// (another pair's) do not count; aligned, its steps start 0.1 ms after rank 0's.
+TEST(ForeignCompare, ClocksAlignedOnCollectives) {
+  auto rank = [](double shift_us, double late_step_us) {
+    std::string ev;
+    for (int s = 0; s < 3; ++s) {
+      const double t0 = 1000.0 + 1000.0 * s + shift_us + late_step_us;
+      auto x = [&](const char* cat, const std::string& name, int tid, double ts, double dur) {
+        ev += (ev.empty() ? "" : ",\n") + std::string(R"({"ph": "X", "cat": ")") + cat + R"(", "name": ")" +
+              name + R"(", "pid": 0, "tid": )" + std::to_string(tid) + R"(, "ts": )" + std::to_string(ts) +
+              R"(, "dur": )" + std::to_string(dur) + "}";
+      };
+      x("user_annotation", "ProfilerStep#" + std::to_string(s), 1, t0, 900);
+      x("kernel", "sm90_xmma_gemm_bf16", 7, t0 + 100, 300);
+      // The collectives end together on both ranks, whenever each began.
+      const double end = 1000.0 + 1000.0 * s + shift_us + 700;
+      x("kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", 20, end - 200 + late_step_us,
+        200 - late_step_us + (s == 1 && shift_us > 0 ? 20 : 0));
+      x("kernel", "ncclDevKernel_AllGather_RING_LL", 20, end + 50, 50);
+      x("kernel", "ncclDevKernel_SendRecv", 21, t0 + 300 + 3 * shift_us, 10);
+    }
+    return R"({"traceEvents": [)" + ev + "]}";
+  };
+  auto r0 = foreign_trace_from_text(rank(0, 0), "rank0.json", table());
+  auto r1 = foreign_trace_from_text(rank(5000, 100), "rank1.json", table());
+  ASSERT_TRUE(r0 && r1);
+  EXPECT_EQ(r0->collectives.size(), 6u);  // the sends and receives left out
+  Trace pred;
+  pred.file = "pred.json";
+  pred.metadata = {{"plan", {{"dp", 2}, {"tp", 1}, {"pp", 1}}}};
+  pred.step_s = 900e-6;
+  pred.ops = {{"r0/L0/mb0/fwd/qkv", "qkv", "compute", 0, 0, 300e-6}};
+  auto r = compare_foreign(pred, {*r0, *r1});
+  ASSERT_TRUE(r) << r.error().message();
+  ASSERT_EQ(r->clocks.size(), 1u);
+  EXPECT_EQ(r->clocks[0].file, "rank1.json");
+  EXPECT_EQ(r->clocks[0].collectives, 6);
+  EXPECT_NEAR(r->clocks[0].offset_s, -5e-3, 1e-12);  // the median ignores the late one
+  EXPECT_NEAR(r->clocks[0].spread_s, 0, 1e-12);
+  EXPECT_NEAR(r->step_start_skew_s, 100e-6, 1e-12);
+  auto noted = [](const ForeignCompareReport& rep, const std::string& text) {
+    return std::any_of(rep.notes.begin(), rep.notes.end(),
+                       [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(noted(*r, "rank1.json's clock -5 ms against the first trace's (the median over 6 collectives"));
+  const nlohmann::json j = foreign_report_to_json(*r);
+  EXPECT_NEAR(j.at("clocks").at(0).at("offset_s").get<double>(), -5e-3, 1e-12);
+  // A trace with no collective in common is said to be unaligned, and no skew is claimed.
+  std::string quiet = rank(5000, 100);
+  for (const char* c : {"AllReduce", "AllGather"})
+    for (std::size_t at = quiet.find(c); at != std::string::npos; at = quiet.find(c))
+      quiet.replace(at, 9, "Broadcast");
+  auto r2 = foreign_trace_from_text(quiet, "rank2.json", table());
+  ASSERT_TRUE(r2);
+  auto none = compare_foreign(pred, {*r0, *r2});
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->clocks[0].collectives, 0);
+  EXPECT_EQ(none->step_start_skew_s, 0);
+  EXPECT_TRUE(noted(*none, "rank2.json ran no collective the first trace ran: its clock is not aligned"));
 }
 
 TEST(ForeignTrace, DamagedTracesGetAReason) {
