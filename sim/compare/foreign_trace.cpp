@@ -263,6 +263,34 @@ class EventSax {
   bool has_name_ = false, found_events_ = false;
 };
 
+// Events' indices in time order, an enclosing event before the ones it holds (the longer first
+// where two start together).
+void sort_by_time(const std::vector<RawEvent>& ev, std::vector<std::size_t>& idx) {
+  std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+    return ev[a].ts != ev[b].ts ? ev[a].ts < ev[b].ts : ev[a].dur > ev[b].dur;
+  });
+}
+
+// The step a time (seconds) falls in, -1 for none. kHost: the step whose range holds it. kDevice:
+// the step whose range (on the host) last began before it, since the device runs behind the host,
+// up to twice its length after the last step's start.
+enum class StepClock : std::uint8_t { kHost, kDevice };
+int step_at(const std::vector<ForeignStep>& steps, double ts, StepClock clock) {
+  auto it = std::upper_bound(steps.begin(), steps.end(), ts,
+                             [](double t, const ForeignStep& s) { return t < s.start_s; });
+  if (it == steps.begin()) return -1;
+  --it;
+  const bool out = clock == StepClock::kHost ? ts >= it->start_s + it->dur_s
+                                             : it + 1 == steps.end() && ts > it->start_s + 2 * it->dur_s;
+  return out ? -1 : static_cast<int>(it - steps.begin());
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
 // The length of the union of [a, b) intervals (sorted in place).
 double union_length(std::vector<std::pair<double, double>>& iv) {
   std::sort(iv.begin(), iv.end());
@@ -307,9 +335,7 @@ void attribute_cpu(const std::vector<RawEvent>& ev, const std::vector<std::strin
     int step = -1;
   };
   for (auto& [track, idx] : by_track) {
-    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
-      return ev[a].ts != ev[b].ts ? ev[a].ts < ev[b].ts : ev[a].dur > ev[b].dur;
-    });
+    sort_by_time(ev, idx);
     std::vector<Open> stack;
     auto close = [&](const Open& o) {
       const RawEvent& e = ev[o.event];
@@ -369,12 +395,9 @@ void attribute_device(const std::vector<RawEvent>& ev, const std::vector<std::st
   for (const RawEvent& e : ev) {
     if (e.where != Where::kDevice) continue;
     const double ts = e.ts * 1e-6;
-    auto it = std::upper_bound(steps.begin(), steps.end(), ts,
-                               [](double t, const ForeignStep& s) { return t < s.start_s; });
-    if (it == steps.begin()) continue;
-    --it;
-    if (it + 1 == steps.end() && ts > it->start_s + 2 * it->dur_s) continue;  // after the last step
-    const std::size_t s = static_cast<std::size_t>(it - steps.begin());
+    const int at = step_at(steps, ts, StepClock::kDevice);
+    if (at < 0) continue;
+    const std::size_t s = static_cast<std::size_t>(at);
     const std::string& kind = cls.kind[e.name];
     const double dur = e.dur * 1e-6;
     if (kind.empty() || kind == "step" || kind == "layer")
@@ -429,22 +452,14 @@ void attribute_layers(const std::vector<RawEvent>& ev, const std::vector<std::st
     if (source && layer[ev[i].name] >= 0) by_track[ev[i].track].push_back(i);
   }
   for (auto& [track, idx] : by_track) {
-    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
-      return ev[a].ts != ev[b].ts ? ev[a].ts < ev[b].ts : ev[a].dur > ev[b].dur;
-    });
+    sort_by_time(ev, idx);
     double open_until = -1;
     for (std::size_t i : idx) {
       const RawEvent& e = ev[i];
       if (e.ts < open_until) continue;
       open_until = e.ts + e.dur;
-      const double ts = e.ts * 1e-6;
-      auto it = std::upper_bound(steps.begin(), steps.end(), ts,
-                                 [](double t, const ForeignStep& s) { return t < s.start_s; });
-      if (it == steps.begin()) continue;
-      --it;
-      if (!device && ts >= it->start_s + it->dur_s) continue;                             // between steps
-      if (device && it + 1 == steps.end() && ts > it->start_s + 2 * it->dur_s) continue;  // after the last
-      it->layer_s[layer[e.name]] += e.dur * 1e-6;
+      const int at = step_at(steps, e.ts * 1e-6, device ? StepClock::kDevice : StepClock::kHost);
+      if (at >= 0) steps[static_cast<std::size_t>(at)].layer_s[layer[e.name]] += e.dur * 1e-6;
     }
   }
 }
@@ -480,25 +495,13 @@ void host_issue(const std::vector<RawEvent>& ev, const std::vector<std::string>&
     calls[ev[i].track].push_back(i);
     if (launch(ev[i])) launching.insert(ev[i].track);
   }
-  auto by_time = [&](std::size_t a, std::size_t b) {
-    return ev[a].ts != ev[b].ts ? ev[a].ts < ev[b].ts : ev[a].dur > ev[b].dur;
-  };
-  // The step whose range holds `ts_us` (-1: none).
-  auto step_at = [&](double ts_us) {
-    const double ts = ts_us * 1e-6;
-    auto it = std::upper_bound(steps.begin(), steps.end(), ts,
-                               [](double t, const ForeignStep& s) { return t < s.start_s; });
-    if (it == steps.begin()) return -1;
-    --it;
-    return ts < it->start_s + it->dur_s ? static_cast<int>(it - steps.begin()) : -1;
-  };
   for (std::uint32_t track : launching) {
     std::vector<std::size_t>& top = items[track];
     std::vector<std::size_t>& c = calls[track];
-    std::sort(top.begin(), top.end(), by_time);
-    std::sort(c.begin(), c.end(), by_time);
+    sort_by_time(ev, top);
+    sort_by_time(ev, c);
     for (std::size_t i : c)
-      if (const int s = step_at(ev[i].ts); s >= 0 && launch(ev[i]))
+      if (const int s = step_at(steps, ev[i].ts * 1e-6, StepClock::kHost); s >= 0 && launch(ev[i]))
         steps[static_cast<std::size_t>(s)].host_kernels += 1;
     std::size_t next_call = 0;
     double prev_end = -1;
@@ -506,7 +509,7 @@ void host_issue(const std::vector<RawEvent>& ev, const std::vector<std::string>&
     for (std::size_t i : top) {
       const RawEvent& e = ev[i];
       if (e.ts < prev_end) continue;  // inside the event before: not top-level
-      const int step = step_at(e.ts);
+      const int step = step_at(steps, e.ts * 1e-6, StepClock::kHost);
       double blocked = 0;
       while (next_call < c.size() && ev[c[next_call]].ts < e.ts) ++next_call;
       for (; next_call < c.size() && ev[c[next_call]].ts < e.ts + e.dur; ++next_call) {
@@ -860,11 +863,6 @@ void compare_layers(const std::map<int, std::map<int, double>>& predicted,
 void align_clocks(const std::vector<ForeignTrace>& measured, std::size_t first_step, std::size_t nsteps,
                   ForeignCompareReport& r) {
   if (measured.size() < 2) return;
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t h = v.size() / 2;
-    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-  };
   // The k-th end of each name in the first trace.
   const ForeignTrace& first = measured.front();
   std::map<std::string, std::vector<double>> ref;
@@ -969,10 +967,7 @@ Result<ForeignCompareReport> compare_foreign(const Trace& predicted,
   for (const ForeignTrace& t : measured)
     for (const auto& [name, s] : t.unmapped)
       unmapped[name] += s / (static_cast<double>(measured.size()) * static_cast<double>(nsteps));
-  std::sort(step_times.begin(), step_times.end());
-  const std::size_t half = step_times.size() / 2;
-  r.measured_step_s =
-      step_times.size() % 2 ? step_times[half] : 0.5 * (step_times[half - 1] + step_times[half]);
+  r.measured_step_s = median(step_times);
   for (double t : step_times) r.measured_step_mean_s += t / static_cast<double>(step_times.size());
   r.step_time_error_pct = pct(r.predicted_step_s, r.measured_step_s);
   if (r.host_kernels_per_step > 0) r.host_op_s = host_busy / r.host_kernels_per_step;
