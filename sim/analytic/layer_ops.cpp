@@ -227,15 +227,24 @@ class LayerKernelBuilder {
   }
 
  private:
-  // `kernels`: how many kernels the op runs forward (an unfused chain runs several), `bwd_kernels`
-  // backward (-1: twice as many).
+  // `kernels`: how many kernels the op runs forward (an unfused chain runs several; per-expert
+  // GEMMs one per expert), `bwd_kernels` backward (-1: twice as many), `weight_kernels` of those
+  // the weight gradient's. The device pays each launch's start and tail, the host issues each.
   void add(KernelName name, KernelClass cls, double flops, double bytes, double fwd, double bwd, double bwd_w,
-           std::int64_t gm = 0, std::int64_t gn = 0, std::int64_t gk = 0, int kernels = 1,
-           int bwd_kernels = -1) {
+           std::int64_t gm = 0, std::int64_t gn = 0, std::int64_t gk = 0, double kernels = 1,
+           double bwd_kernels = -1, double weight_kernels = 1) {
     KernelCost& k = L_.fwd[L_.count++];
-    const int back = bwd_kernels < 0 ? 2 * kernels : bwd_kernels;
-    k = KernelCost{name, cls, flops, bytes, fwd + kernels * launch_, bwd + back * launch_, bwd_w + launch_,
-                   gm,   gn,  gk};
+    const double back = bwd_kernels < 0 ? 2 * kernels : bwd_kernels;
+    k = KernelCost{name,
+                   cls,
+                   flops,
+                   bytes,
+                   fwd + kernels * launch_,
+                   bwd + back * launch_,
+                   bwd_w + weight_kernels * launch_,
+                   gm,
+                   gn,
+                   gk};
     k.host_fwd_s = kernels * host_;
     k.host_bwd_s = back * host_;
   }
@@ -252,7 +261,10 @@ class LayerKernelBuilder {
     const double t = g.fwd, td = g.data, tw_own = g.weight;
     const double weight = e_ * static_cast<double>(gk) * gn;
     const double wf = d_.weight_pass_s(weight, false), wb = d_.weight_pass_s(weight, true);
-    const Fp8Casts q = fp8 ? fp8_casts(gk, gn) : Fp8Casts{};
+    // One GEMM per pass, or under Plan::expert_gemm kPerExpert one per expert (and in fp8 one
+    // quantisation each).
+    const double launches = shape && p_.expert_gemm == ExpertGemm::kPerExpert ? shape->groups : 1.0;
+    const Fp8Casts q = fp8 ? fp8_casts(gk, gn, launches) : Fp8Casts{};
     // TP overlap (TpOverlap): the row-parallel GEMMs' forward and the column-parallel GEMMs'
     // weight gradient run on the SMs the communication kernels leave.
     const TpOverlap ub = ub_method(name);
@@ -261,18 +273,13 @@ class LayerKernelBuilder {
     // The backward's weight passes: half to its weight-gradient part (the gradient's read and write).
     add(name, KernelClass::kGemm, flops,
         e_ * (tokens_ * gk + static_cast<double>(gk) * gn + tokens_ * gn) + q.bytes, tf + wf + q.fwd_s,
-        td + tw + wb + q.bwd_s, tw + 0.5 * wb, T_, gn, gk);
-    // The host issues the GEMM (backward: the data and the weight gradient) and each quantisation;
-    // Plan::expert_gemm kPerExpert, each of them per expert.
-    const double casts = fp8 ? 1.0 : 0.0;
-    const double launches = shape && p_.expert_gemm == ExpertGemm::kPerExpert ? shape->groups : 1.0;
-    KernelCost& k = L_.fwd[L_.count - 1];
-    k.host_fwd_s = launches * (1 + casts) * host_;
-    k.host_bwd_s = launches * (2 + casts) * host_;
-    // The device pays each launch's start and tail too: the other experts' GEMMs and casts.
-    k.fwd_s += (launches - 1) * (1 + casts) * launch_;
-    k.bwd_s += (launches - 1) * (2 + casts) * launch_;
-    k.bwd_weight_s += (launches - 1) * launch_;
+        td + tw + wb + q.bwd_s, tw + 0.5 * wb, T_, gn, gk, launches, 2 * launches, launches);
+    // The host issues each quantisation too (their device launches are in q).
+    if (fp8) {
+      KernelCost& k = L_.fwd[L_.count - 1];
+      k.host_fwd_s += launches * host_;
+      k.host_bwd_s += launches * host_;
+    }
   }
   // The overlap a GEMM's SMs take part in (Plan::overlap_tp_comm with SP; not the MoE experts'):
   // kPipeline for the row-parallel GEMMs' forward, kBulk for the column-parallel ones' weight
@@ -325,14 +332,15 @@ class LayerKernelBuilder {
   // quantises its 16-bit input forward and the incoming output gradient backward, writing the
   // FP8 tensor and its transpose (Hopper's FP8 GEMMs take only the TN layout, and the weight
   // gradient needs the transposed operands): read 2 bytes, write 1 + 1 per element, one kernel
-  // each way. The FP8 weights are cast once per step (cached across micro-batches) and not
-  // counted; the output layer, attention and norms stay in 16 bits.
+  // each way (one per expert under Plan::expert_gemm kPerExpert). The FP8 weights are cast once per step
+  // (cached across micro-batches) and not counted; the output layer, attention and norms stay in 16 bits.
   struct Fp8Casts {
     double fwd_s = 0, bwd_s = 0, bytes = 0;
   };
-  Fp8Casts fp8_casts(std::int64_t gk, std::int64_t gn) const {
+  Fp8Casts fp8_casts(std::int64_t gk, std::int64_t gn, double launches) const {
     const double in = 4.0 * tokens_ * static_cast<double>(gk), out = 4.0 * tokens_ * static_cast<double>(gn);
-    return {d_.stream_seconds(in) + launch_, d_.stream_seconds(out) + launch_, in + out};
+    return {d_.stream_seconds(in) + launches * launch_, d_.stream_seconds(out) + launches * launch_,
+            in + out};
   }
   // An elementwise kernel: backward reads the saved input and the incoming gradient, writes one.
   void elementwise(KernelName name, double bytes, int kernels = 1) {
