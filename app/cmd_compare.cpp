@@ -32,6 +32,18 @@ void print_compare_report(const CompareReport& r) {
     fmt::print(
         "(p2p: a receive counts from the end of its rank's previous op to its data's arrival in both traces, "
         "its wait for the sender included; idle counts the waits too)\n");
+  if (r.measured_clocks.is_array() && r.measured_clocks.size() > 1) {
+    double lo = 0, hi = 0, spread = 0;
+    for (const auto& c : r.measured_clocks) {
+      lo = std::min(lo, c.value("offset_s", 0.0));
+      hi = std::max(hi, c.value("offset_s", 0.0));
+      spread = std::max(spread, c.value("spread_s", 0.0));
+    }
+    fmt::print(
+        "measured ranks' clocks: put on one by the run (their shared collectives and pipeline transfers): "
+        "offsets {:+.1f} to {:+.1f} us, collectives' ends up to {:.1f} us from them (median)\n",
+        lo * 1e6, hi * 1e6, spread * 1e6);
+  }
   fmt::print("\nlargest differences:\n");
   for (const auto& w : r.worst)
     fmt::print("  {:<40} {:<12} predicted {:9.3f} ms  measured {:9.3f} ms\n", w.id, w.kind,

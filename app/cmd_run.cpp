@@ -25,6 +25,7 @@
 #include "sim/analytic/analytic_model.h"
 #include "sim/compare/compare.h"
 #include "sim/core/output_file.h"
+#include "sim/des/rank_clocks.h"
 #include "sim/des/simulator.h"
 #include "sim/des/trace.h"
 
@@ -411,6 +412,7 @@ struct Gathered {
   SimResult measured;
   std::vector<MemoryTrack> memory;  // per rank: the backend's tensors held after each op
   double rss_max = 0, device_max = 0;
+  std::vector<RankClock> clocks;  // how the ranks' times were put on one clock (align_rank_clocks)
 };
 
 Gathered gather_measured(const runtime::Comm& world, const runtime::Trainer& t,
@@ -453,6 +455,17 @@ Gathered gather_measured(const runtime::Comm& world, const runtime::Trainer& t,
                                        [](const auto& a, const auto& b) { return a.second < b.second; });
     std::tie(track.peak_s, track.peak_bytes) = *peak;
     g.memory.push_back(std::move(track));
+  }
+  // Each rank timed its ops from its own start of the step: one clock for all of them, the memory
+  // tracks moved with their ranks' ops.
+  if (blobs.size() > 1) {
+    g.clocks = align_rank_clocks(w, g.measured.ops);
+    for (MemoryTrack& track : g.memory)
+      for (const RankClock& c : g.clocks)
+        if (c.rank == track.rank) {
+          for (auto& sample : track.samples) sample.first += c.applied_s;
+          track.peak_s += c.applied_s;
+        }
   }
   return g;
 }
@@ -501,6 +514,39 @@ nlohmann::json run_metadata(const runtime::Trainer& t, int ranks, const StepReco
           {"measured_step_s", rec.history[m.traced].seconds},
           {"traced_step", rec.history[m.traced].step},
           {"median_step_s", m.seconds}};
+}
+
+// How the ranks' clocks were aligned (align_rank_clocks), for the trace's and the summary's metadata.
+nlohmann::json clocks_json(const std::vector<RankClock>& clocks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const RankClock& c : clocks)
+    out.push_back({{"rank", c.rank},
+                   {"reference", c.reference},
+                   {"offset_s", c.offset_s},
+                   {"spread_s", c.spread_s},
+                   {"pairs", c.pairs},
+                   {"by", c.by}});
+  return out;
+}
+
+void print_clocks(const std::vector<RankClock>& clocks) {
+  double lo = 0, hi = 0;
+  int by_collectives = 0, by_transfers = 0, unjoined = 0;
+  for (const RankClock& c : clocks) {
+    lo = std::min(lo, c.offset_s);
+    hi = std::max(hi, c.offset_s);
+    by_collectives += c.by == "collectives";
+    by_transfers += c.by == "pipeline transfers";
+    unjoined += c.by == "none";
+  }
+  fmt::print(
+      "ranks' clocks: each rank timed its ops from its own start of the step; put on rank {}'s by the "
+      "collectives they shared ({} rank{}) and the pipeline transfers between stages ({}): offsets {:+.1f} "
+      "to {:+.1f} us\n",
+      clocks.front().rank, by_collectives, by_collectives == 1 ? "" : "s", by_transfers, lo * 1e6, hi * 1e6);
+  if (unjoined > 0)
+    fmt::print("ranks' clocks: {} rank{} shared no collective or transfer with the others and kept {}\n",
+               unjoined, unjoined == 1 ? "" : "s", unjoined == 1 ? "its own" : "their own");
 }
 
 // The speeds the probe measured against the calibration's, printed and into the comparison.
@@ -601,7 +647,11 @@ struct RunResults {
 int report_on_rank0(const RunCli& o, RunResults& r, int ranks) {
   int code = 0;
   print_measured(r.in, r.w, r.predicted, r.m, r.g, r.rec, ranks);
-  const nlohmann::json metadata = run_metadata(r.t, ranks, r.rec, r.m);
+  nlohmann::json metadata = run_metadata(r.t, ranks, r.rec, r.m);
+  if (!r.g.clocks.empty()) {
+    metadata["clocks"] = clocks_json(r.g.clocks);
+    print_clocks(r.g.clocks);
+  }
   const std::string measured_path = !o.trace.empty() ? o.trace : o.predict ? temp_path("measured") : "";
   if (!measured_path.empty()) {
     // The ops are the median step's (or the last one's: see kMaxKeptTimings); the step time is

@@ -274,6 +274,7 @@ Result<CompareReport> compare_traces(const Trace& p, const Trace& m) {
   r.measured_file = m.file;
   std::set_intersection(pr.begin(), pr.end(), mr.begin(), mr.end(), std::back_inserter(r.ranks));
   if (r.ranks.empty()) return Error(p.file + " and " + m.file + ": no rank appears in both traces");
+  if (m.metadata.is_object() && m.metadata.contains("clocks")) r.measured_clocks = m.metadata["clocks"];
   FS_ASSIGN_OR_RETURN(MatchedOps matched, match_ops(p, m, std::set<int>(r.ranks.begin(), r.ranks.end())));
   r.worst = std::move(matched.worst);
   r.matched_ops = matched.count;
@@ -325,7 +326,8 @@ nlohmann::json compare_report_to_json(const CompareReport& r) {
           {"ranks", r.ranks},
           {"matched_ops", r.matched_ops},
           {"kinds", kinds},
-          {"worst_ops", worst}};
+          {"worst_ops", worst},
+          {"measured_clocks", r.measured_clocks}};
 }
 
 }  // namespace foresight

@@ -65,6 +65,9 @@ struct CompareReport {
   int matched_ops = 0;
   std::vector<KindComparison> kinds;  // largest measured time first; "idle" = step - compute busy
   std::vector<OpComparison> worst;    // the ten largest |predicted - measured|
+  // How `foresight run` put the measured ranks on one clock (its trace's metadata.clocks: rank,
+  // offset_s, spread_s, pairs, by); null for a trace without it.
+  nlohmann::json measured_clocks;
 };
 
 // Fails when the traces are of different plans or models, share no rank, or a compared rank has

@@ -244,6 +244,19 @@ TEST(Timeline, MeasuredRanksAlignedOnSharedCollectives) {
   EXPECT_NEAR(p->end_s, 5120e-6, 1e-12);
 }
 
+// A `foresight run` trace is on one clock already (metadata.clocks): the view says so and moves
+// nothing, even where the collectives' ends differ.
+TEST(Timeline, RunTraceAlignedByTheRunIsLeftAlone) {
+  auto doc = two_measured_ranks();
+  doc["metadata"]["clocks"] = nlohmann::json::parse(
+      R"json([{"rank": 0, "offset_s": 0, "by": "reference"}, {"rank": 1, "offset_s": -0.004, "by": "collectives"}])json");
+  auto t = timeline_from_json(doc, "m.json");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_NE(t->clock_note.find("aligned by the run"), std::string::npos) << t->clock_note;
+  EXPECT_NE(t->clock_note.find("4.00 ms"), std::string::npos) << t->clock_note;
+  EXPECT_NEAR(t->end_s, 5120e-6, 1e-12);  // rank 1's times as written
+}
+
 // A measured PyTorch profiler trace's memory events (profile_memory=True: "[memory]" instants with
 // the device's total allocated) become a memory track per process and device, on the rank's
 // aligned clock.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -246,6 +247,45 @@ TEST(RuntimeMpi, CompressedTracesAlignOpByOp) {
   EXPECT_EQ(compress, 5);  // four layers and the embedding/head region
   EXPECT_EQ(decompress, 5);
   EXPECT_EQ(report["matched_ops"].get<std::size_t>(), 2 * w->op_count());  // both ranks run stage 0's graph
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RuntimeMpi, RanksTracesShareOneClock) {
+  // Each rank times its ops from its own start of the step; the trace puts them on rank 0's clock
+  // by the collectives both ran (align_rank_clocks), and says how in its metadata.
+  const auto dir = test_temp_path("foresight-mpi-clocks");
+  std::filesystem::create_directories(dir);
+  const std::string meas = (dir / "meas.json").string();
+  const std::string bin = FORESIGHT_BINARY;
+  ASSERT_EQ(run_shell(mpirun(2) + bin + " run --model " + kTiny4 +
+                      " --cluster cpu-local --gpus 2 --tp 2 --gb 4 --precision fp32 --steps 2 --trace " +
+                      meas + " > /dev/null"),
+            0);
+  const auto trace = nlohmann::json::parse(std::ifstream(meas));
+  const auto& clocks = trace["metadata"]["clocks"];
+  ASSERT_EQ(clocks.size(), 2u);
+  EXPECT_EQ(clocks[0]["by"], "reference");
+  EXPECT_EQ(clocks[1]["by"], "collectives");
+  std::map<std::string, std::array<double, 2>> ends;  // collective id (rank prefix dropped) -> ends
+  std::map<std::string, int> seen;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("ph", "") != "X" || e.value("cat", "") != "collective") continue;
+    const std::string id = e["args"]["id"].get<std::string>();
+    if (id.find("tp_") == std::string::npos) continue;  // the TP group's (dp 1: a gradient reduce of one)
+    const int rank = e["pid"].get<int>();
+    const std::string key = id.substr(id.find('/') + 1);
+    ends[key][static_cast<std::size_t>(rank)] = (e["ts"].get<double>() + e["dur"].get<double>()) * 1e-6;
+    ++seen[key];
+  }
+  std::vector<double> d;
+  for (const auto& [key, e] : ends)
+    if (seen[key] == 2) d.push_back(e[0] - e[1]);
+  ASSERT_FALSE(d.empty());
+  EXPECT_EQ(clocks[1]["pairs"].get<std::size_t>(), d.size());
+  // The offset is the median of these differences: on one clock, the median is 0 (to the trace's
+  // microsecond rounding).
+  std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
+  EXPECT_NEAR(d[d.size() / 2], 0.0, 2e-6);
   std::filesystem::remove_all(dir);
 }
 
