@@ -158,6 +158,7 @@ void print_job(const ResolvedInputs& in, const Prediction& p) {
       pl.zero_stage, to_string(pl.precision),
       !pl.flash_attention                               ? ""
       : pl.attention_kernel == AttentionKernel::kFlash2 ? " | flash attention (FlashAttention-2 class)"
+      : pl.attention_kernel == AttentionKernel::kFlash1 ? " | flash attention (FlashAttention-1 class)"
                                                         : " | flash attention",
       std::string(pl.kernel_fusion ? "" : " | unfused kernels") +
           (pl.repeat_kv ? " | K/V repeated per head" : "") +

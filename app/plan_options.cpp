@@ -61,8 +61,10 @@ constexpr PlanFlag kPlanFlags[] = {
     {"--precision", "/precision", Kind::kText, "Plan", "fp32, bf16, fp16, fp8"},
     {"--flash-attention", "/flash_attention", Kind::kFlag, "Plan", "fused attention kernels (true/false)"},
     {"--attention-kernel", "/attention_kernel", Kind::kText, "Plan",
-     "best (the device's fastest fused attention: cuDNN/FlashAttention-3 on Hopper) or flash2 "
-     "(FlashAttention-2 class, PyTorch SDPA's default)"},
+     "best (the device's fastest fused attention: cuDNN/FlashAttention-3 on Hopper), flash2 "
+     "(FlashAttention-2 class, PyTorch SDPA's default) or flash1 (FlashAttention-1 class: its CUDA kernels "
+     "or "
+     "their Triton port, at half the flash2 rate)"},
     {"--overlap-grad-reduce", "/overlap_grad_reduce", Kind::kFlag, "Plan",
      "overlap DP gradient reduction with backward"},
     {"--overlap-tp-comm", "/overlap_tp_comm", Kind::kFlag, "Plan", "overlap TP collectives with GEMMs"},

@@ -149,6 +149,17 @@ NormPasses norm_passes(const ModelSpec& m, const Plan& p, double element_bytes) 
 
 namespace {
 
+// A FlashAttention-1-class kernel's rate against the FlashAttention-2-class one on the same device
+// (AttentionKernel::kFlash1). FlashAttention-2 is "around 2x" faster than FlashAttention (Dao,
+// FlashAttention-2, arXiv:2307.08691, abstract: 50-73% of the A100's peak forward against 25-40%),
+// and the Triton port that llm-foundry's attn_impl "triton" runs is, forward and backward together,
+// "slightly slower than" FlashAttention's CUDA kernels (flash_attn/flash_attn_triton.py, its
+// docstring; llm-foundry's llmfoundry/models/layers/flash_attn_triton.py is that kernel). Half, the
+// round end of that range. On the 2023 llm-foundry benchmark tables' long-sequence rows
+// (docs/accuracy-changes.md, 2026-12-06) the attention's rate implied by the measured step is
+// 0.31-0.34 of peak on A100s (0.55 for FlashAttention-2) and 0.16-0.18 on H100s (0.33): about half.
+constexpr double kFlash1OfFlash2 = 0.5;
+
 // A GEMM problem as the library runs it: `groups` products of an m x n output over k.
 struct GemmShape {
   double m = 0, n = 0, k = 0, groups = 1;
@@ -527,18 +538,23 @@ void LayerKernelBuilder::attention_core(const DeviceSpec& dev) {
   const double scores = s_.batch * m_.heads * s_.seq * s_.kv_seq / tp_;  // score elements, the full square
   if (p_.flash_attention) {
     // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
+    // A FlashAttention-1-class kernel runs at a share of the device's FlashAttention-2-class rate
+    // (kFlash1OfFlash2); neither overlaps its exponentials with the multiplies.
+    const bool flash1 = p_.attention_kernel == AttentionKernel::kFlash1;
     const bool flash2 =
-        p_.attention_kernel == AttentionKernel::kFlash2 && dev.attention_flash2_efficiency > 0;
-    const double eff = flash2 ? dev.attention_flash2_efficiency : dev.attention_efficiency;
+        (p_.attention_kernel == AttentionKernel::kFlash2 || flash1) && dev.attention_flash2_efficiency > 0;
+    const double eff = (flash2 ? dev.attention_flash2_efficiency : dev.attention_efficiency) *
+                       (flash1 ? kFlash1OfFlash2 : 1.0);
     // The efficiencies are long-sequence rates at head dimension 128: the call's blocks
     // (DeviceSpec::attention_shape_efficiency; context parallelism runs one call per step) and its
     // head width (DeviceSpec::attention_head_dim_factor) scale them.
     const double width = static_cast<double>(m_.q_dim() + m_.v_dim()) / (2.0 * m_.heads);
     const double shape = dev.attention_shape_efficiency(s_.seq, s_.kv_seq, s_.batch * m_.heads / tp_,
                                                         p_.cp > 1 ? static_cast<double>(p_.cp) : 1.0);
-    const double t = 0.5 * f_.attn_core / (peak * eff) *
-                     dev.attention_head_dim_factor(width, eff, peak, dev.attention_exp_overlap && !flash2) /
-                     shape;
+    const double t =
+        0.5 * f_.attn_core / (peak * eff) *
+        dev.attention_head_dim_factor(width, eff, peak, dev.attention_exp_overlap && !flash2 && !flash1) /
+        shape;
     // The work on the scores that does not scale with the head width (DeviceSpec::attention_score_s,
     // half forward, half backward), over the causal half.
     // And the fixed cost per (sequence, head) loop (DeviceSpec::attention_head_s, half each way).

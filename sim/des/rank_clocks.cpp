@@ -48,7 +48,7 @@ std::vector<RankClock> align_rank_clocks(const Workload& w, std::vector<OpRecord
 
   // Every member of a rank's group, against the group's first member (its lowest rank).
   std::map<std::pair<int, int>, std::vector<double>> ends;  // (first, member) -> end differences
-  std::map<std::pair<int, int>, TransferBound> transfers;  // (sender, receiver)
+  std::map<std::pair<int, int>, TransferBound> transfers;   // (sender, receiver)
   const int per_stage = w.stage_ranks();
   for (std::size_t s = 0; s < w.stages.size(); ++s) {
     const OpGraph& g = w.stages[s].graph();
@@ -116,9 +116,11 @@ std::vector<RankClock> align_rank_clocks(const Workload& w, std::vector<OpRecord
         const auto [a, b] = key;
         const bool ka = known[static_cast<std::size_t>(a)], kb = known[static_cast<std::size_t>(b)];
         if (ka && !kb)
-          set(b, a, clock[static_cast<std::size_t>(a)].offset_s + c.offset_s, c.spread_s, c.pairs, "collectives");
+          set(b, a, clock[static_cast<std::size_t>(a)].offset_s + c.offset_s, c.spread_s, c.pairs,
+              "collectives");
         else if (kb && !ka)
-          set(a, b, clock[static_cast<std::size_t>(b)].offset_s - c.offset_s, c.spread_s, c.pairs, "collectives");
+          set(a, b, clock[static_cast<std::size_t>(b)].offset_s - c.offset_s, c.spread_s, c.pairs,
+              "collectives");
         else
           continue;
         grew = true;

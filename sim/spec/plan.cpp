@@ -146,11 +146,20 @@ Result<CpComm> parse_cp_comm(const std::string& s) {
     if (to_string(v) == s) return v;
   return Error(quote_excerpt(s) + " is not one of: ring, all-gather");
 }
-std::string to_string(AttentionKernel k) { return k == AttentionKernel::kFlash2 ? "flash2" : "best"; }
+std::string to_string(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::kFlash2:
+      return "flash2";
+    case AttentionKernel::kFlash1:
+      return "flash1";
+    default:
+      return "best";
+  }
+}
 Result<AttentionKernel> parse_attention_kernel(const std::string& s) {
-  for (auto v : {AttentionKernel::kBest, AttentionKernel::kFlash2})
+  for (auto v : {AttentionKernel::kBest, AttentionKernel::kFlash2, AttentionKernel::kFlash1})
     if (to_string(v) == s) return v;
-  return Error(quote_excerpt(s) + " is not one of: best, flash2");
+  return Error(quote_excerpt(s) + " is not one of: best, flash2, flash1");
 }
 std::string to_string(ExpertGemm g) { return g == ExpertGemm::kPerExpert ? "per_expert" : "grouped"; }
 Result<ExpertGemm> parse_expert_gemm(const std::string& s) {

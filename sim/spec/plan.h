@@ -33,9 +33,11 @@ enum class Recompute { kNone, kSelective, kFull, kOptimal, kSelectiveOp };
 enum class RecomputeMethod { kBlock, kUniform };
 // How context parallelism exchanges K and V (Plan::cp_comm).
 enum class CpComm { kRing, kAllGather };
-// The attention kernel's class (Plan::attention_kernel): the device's best fused kernel, or a
-// FlashAttention-2-class one (DeviceSpec::attention_flash2_efficiency).
-enum class AttentionKernel { kBest, kFlash2 };
+// The attention kernel's class (Plan::attention_kernel): the device's best fused kernel, a
+// FlashAttention-2-class one (DeviceSpec::attention_flash2_efficiency), or a FlashAttention-1-class
+// one (FlashAttention v1's CUDA kernels or their Triton port, at half the FlashAttention-2 rate:
+// kFlash1OfFlash2 in sim/analytic/layer_ops.cpp).
+enum class AttentionKernel { kBest, kFlash2, kFlash1 };
 // How the experts' GEMMs are launched (Plan::expert_gemm): one grouped kernel over the rank's
 // experts, or one GEMM (and in fp8 one quantisation) per expert.
 enum class ExpertGemm { kGrouped, kPerExpert };

@@ -210,12 +210,15 @@ struct SoftwareStack {
   // accumulates bf16 gradients in fp32 (--accumulate-allreduce-grads-in-fp32 forced with --bf16),
   // and torchtitan's FSDP2 reduces in fp32 (training.mixed_precision_reduce).
   bool grad_reduce_bf16 = false;
-  // Attention runs FlashAttention-2-class kernels (Plan::attention_kernel kFlash2): PyTorch SDPA's
-  // flash backend, which PyTorch prefers to cuDNN's fused attention since 2.5.1
-  // (pytorch/pytorch#138522 made cuDNN opt-in; its default preference returns only with cuDNN
-  // newer than 9.15), and the flash-attn/triton kernels of llm-foundry. Hopper-native kernels
+  // The attention kernel's class (Plan::attention_kernel). kFlash2: PyTorch SDPA's flash backend,
+  // which PyTorch prefers to cuDNN's fused attention since 2.5.1 (pytorch/pytorch#138522 made
+  // cuDNN opt-in; its default preference returns only with cuDNN newer than 9.15), and
+  // llm-foundry's attn_impl "flash" (flash-attn 2). kFlash1: llm-foundry's attn_impl "triton"
+  // (FlashAttention's Triton port, llmfoundry/models/layers/flash_attn_triton.py), the MPT yamls'
+  // and the benchmark script's (scripts/train/benchmarking/submit_benchmarks.py, --attn_impl
+  // default) setting until llm-foundry removed it (#1041, 2024-03-18). kBest: Hopper-native kernels
   // (cuDNN, FlashAttention-3) are Transformer Engine's, which the Megatron family runs.
-  bool attention_flash2 = false;
+  AttentionKernel attention = AttentionKernel::kBest;
   // Grouped-query K and V repeated to every query head before PyTorch SDPA (Plan::repeat_kv):
   // torchtitan's Llama attention called repeat_kv on them until pytorch/torchtitan#2259
   // ("GQA without kv repeats", 2026-01-27).
@@ -262,9 +265,17 @@ constexpr SoftwareStack kSoftwareStacks[] = {
     // attention; BLOOM's config sets hidden and attention dropout to 0.0 and ties its LM head to
     // the word embeddings.
     {"bigscience-workshop", "Megatron-DeepSpeed 2022", false, false, false, true, true},
-    // llm-foundry benchmarks (2023): MPT uses flash/triton attention and no dropout; its
-    // SharedEmbedding serves as the output layer (weight tying).
-    {"mosaicml/llm-foundry", "llm-foundry 2023", true, false, false, true, true},
+    // llm-foundry benchmarks (2023): MPT with attn_impl "triton" (the benchmark script's default
+    // then; see SoftwareStack::attention) and no dropout; its SharedEmbedding serves as the output
+    // layer (weight tying).
+    {.source_prefix = "mosaicml/llm-foundry",
+     .name = "llm-foundry 2023",
+     .flash_attention = true,
+     .sequence_parallel = false,
+     .dropout = false,
+     .distributed_optimizer = true,
+     .tied_embeddings = true,
+     .attention = AttentionKernel::kFlash1},
 };
 
 const SoftwareStack* software_for(const std::string& source) {
@@ -370,7 +381,8 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.overlap_tp_comm = name == "torchtitan" ? Can::kOptIn : Can::kNo;
     if (name == "torchtitan") s.selective = Recompute::kSelectiveOp;
     s.cp_all_gather = name == "torchtitan";
-    s.attention_flash2 = true;
+    s.attention = name == "llm-foundry" && (month == 0 || before(2024, 3)) ? AttentionKernel::kFlash1
+                                                                           : AttentionKernel::kFlash2;
     s.repeat_kv = name == "torchtitan" && (month == 0 || before(2026, 2));
     s.pp_microbatches_are_ranks = name == "torchtitan" && month > 0 && before(2025, 1);
     s.two_stages_per_rank = name == "torchtitan";
@@ -703,9 +715,9 @@ void apply_case_facts(const ValidationCase& c, const SoftwareStack* stack, CaseL
     l.base.kernel_fusion = c.compiled.value_or(false);
     out.assumed["kernel_fusion"] = l.base.kernel_fusion;
   }
-  if (stack && stack->attention_flash2 && l.base.flash_attention) {
-    l.base.attention_kernel = AttentionKernel::kFlash2;
-    out.assumed["attention_kernel"] = to_string(AttentionKernel::kFlash2);
+  if (stack && stack->attention != AttentionKernel::kBest && l.base.flash_attention) {
+    l.base.attention_kernel = stack->attention;
+    out.assumed["attention_kernel"] = to_string(stack->attention);
   }
   if (stack && stack->repeat_kv && l.model.kv_heads < l.model.heads) {
     l.base.repeat_kv = true;

@@ -510,6 +510,46 @@ TEST(Simulator, Flash2AttentionRunsAtItsOwnEfficiency) {
   EXPECT_FALSE(parse_attention_kernel("fa2").ok());
 }
 
+// FlashAttention-1-class attention (AttentionKernel::kFlash1: FlashAttention v1 or its Triton
+// port, as llm-foundry's attn_impl "triton" ran it) runs at half the device's FlashAttention-2-class
+// rate: the core attention kernel's time doubles against flash2's on Hopper and against the A100's
+// best (FlashAttention-2), nothing else moves, and both engines agree.
+TEST(Simulator, Flash1AttentionRunsAtHalfTheFlash2Rate) {
+  const ModelSpec m = model("llama3-8b");
+  for (const char* preset : {"dgx-h100-ndr", "dgx-a100-hdr"}) {
+    const ClusterSpec c = cluster(preset, 8);
+    Plan fa2 = plan(1, 1, 8, 1, 8);
+    fa2.zero_stage = 3;
+    fa2.attention_kernel = AttentionKernel::kFlash2;
+    Plan fa1 = fa2;
+    fa1.attention_kernel = AttentionKernel::kFlash1;
+    const DeviceSpec& d = c.node.accelerator();
+    const LayerKernels k2 = layer_kernels(m, d, fa2, plan_layer_shape(m, fa2), false),
+                       k1 = layer_kernels(m, d, fa1, plan_layer_shape(m, fa1), false);
+    ASSERT_EQ(k1.count, k2.count);
+    int attention = 0;
+    for (int i = 0; i < k1.count; ++i) {
+      if (k1.fwd[i].cls != KernelClass::kAttention) {
+        EXPECT_DOUBLE_EQ(k1.fwd[i].fwd_s, k2.fwd[i].fwd_s) << preset << " " << i;
+        continue;
+      }
+      ++attention;
+      // Twice the rate-bound part; the launch and the per-block fixed costs stay.
+      EXPECT_GT(k1.fwd[i].fwd_s, 1.8 * k2.fwd[i].fwd_s) << preset;
+      EXPECT_LT(k1.fwd[i].fwd_s, 2.0 * k2.fwd[i].fwd_s) << preset;
+      EXPECT_GT(k1.fwd[i].bwd_s, 1.8 * k2.fwd[i].bwd_s) << preset;
+    }
+    EXPECT_EQ(attention, 1) << preset;
+    EXPECT_GT(AnalyticModel(m, c).evaluate(fa1).step_time_s, AnalyticModel(m, c).evaluate(fa2).step_time_s);
+    testing::expect_engines_agree(m, c, fa1, 0.03, "flash1");
+  }
+  EXPECT_EQ(to_string(AttentionKernel::kFlash1), "flash1");
+  auto parsed = parse_attention_kernel("flash1");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(*parsed, AttentionKernel::kFlash1);
+  EXPECT_NE(parse_attention_kernel("triton").error().message().find("flash1"), std::string::npos);
+}
+
 // Context parallelism runs the attention as cp steps: each step after the first adds a kernel
 // and a correction of the running output (3 fp32 passes) forward, a kernel and the dQ/dK/dV
 // accumulations (2 fp32 passes each) backward -- by hand against the same local shape without

@@ -378,6 +378,15 @@ TEST(Validation, AttentionKernelAndGradientTypeAreTheStacks) {
   EXPECT_EQ(titan.plan.attention_kernel, AttentionKernel::kFlash2);
   EXPECT_EQ(titan.assumed["attention_kernel"], "flash2");
   EXPECT_FALSE(titan.plan.grad_reduce_precision.has_value());
+  // llm-foundry ran FlashAttention's Triton port (attn_impl "triton") until it removed it in
+  // 2024-03, flash-attn 2 after.
+  const CaseResult foundry = run_doc(v2_case(layout, {{"name", "llm-foundry"}, {"version", "2023-10"}}));
+  ASSERT_TRUE(foundry.ok) << foundry.failure;
+  EXPECT_EQ(foundry.plan.attention_kernel, AttentionKernel::kFlash1);
+  EXPECT_EQ(foundry.assumed["attention_kernel"], "flash1");
+  const CaseResult foundry24 = run_doc(v2_case(layout, {{"name", "llm-foundry"}, {"version", "2024-06"}}));
+  ASSERT_TRUE(foundry24.ok) << foundry24.failure;
+  EXPECT_EQ(foundry24.plan.attention_kernel, AttentionKernel::kFlash2);
   const CaseResult nemo = run_doc(v2_case(layout, {{"name", "nemo"}, {"version", "24.07"}}));
   ASSERT_TRUE(nemo.ok) << nemo.failure;
   EXPECT_EQ(nemo.plan.attention_kernel, AttentionKernel::kBest);
