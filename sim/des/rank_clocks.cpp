@@ -26,11 +26,19 @@ struct SameCollectives {
   int pairs = 0;
 };
 
-// A pipeline transfer's bound: the receiving rank's offset is at least the sender's plus `bound_s`
-// (a send's start less its receive's end, the largest over their transfers).
-struct TransferBound {
-  double bound_s = -std::numeric_limits<double>::infinity();
+// Two ranks' clocks as their pipeline transfers bound them: with d the higher rank's offset less
+// the lower's, d >= lo_s (the lower rank's sends: its send's start less the receive's end, the
+// largest) and d <= hi_s (the higher rank's sends, likewise, negated). The transfer whose receive
+// waited longest makes its bound nearly tight: one transfer's latency away.
+struct TransferBounds {
+  double lo_s = -std::numeric_limits<double>::infinity(), hi_s = std::numeric_limits<double>::infinity();
   int pairs = 0;
+  // d: the middle of the bounds where both directions ran, else the one bound; and half the gap.
+  std::pair<double, double> offset() const {
+    if (std::isinf(lo_s)) return {hi_s, 0.0};
+    if (std::isinf(hi_s)) return {lo_s, 0.0};
+    return {0.5 * (lo_s + hi_s), 0.5 * std::fabs(hi_s - lo_s)};
+  }
 };
 
 }  // namespace
@@ -48,7 +56,7 @@ std::vector<RankClock> align_rank_clocks(const Workload& w, std::vector<OpRecord
 
   // Every member of a rank's group, against the group's first member (its lowest rank).
   std::map<std::pair<int, int>, std::vector<double>> ends;  // (first, member) -> end differences
-  std::map<std::pair<int, int>, TransferBound> transfers;   // (sender, receiver)
+  std::map<std::pair<int, int>, TransferBounds> transfers;  // (lower rank, higher rank)
   const int per_stage = w.stage_ranks();
   for (std::size_t s = 0; s < w.stages.size(); ++s) {
     const OpGraph& g = w.stages[s].graph();
@@ -77,8 +85,11 @@ std::vector<RankClock> align_rank_clocks(const Workload& w, std::vector<OpRecord
           if (q < 0 || q >= n) continue;
           const OpRecord *send = find(r, vi), *recv = find(q, op.match);
           if (!send || !recv) continue;
-          TransferBound& b = transfers[{r, q}];
-          b.bound_s = std::max(b.bound_s, send->start_s - recv->end_s);
+          TransferBounds& b = transfers[{std::min(r, q), std::max(r, q)}];
+          if (r < q)
+            b.lo_s = std::max(b.lo_s, send->start_s - recv->end_s);
+          else
+            b.hi_s = std::min(b.hi_s, recv->end_s - send->start_s);
           ++b.pairs;
         }
       }
@@ -126,19 +137,21 @@ std::vector<RankClock> align_rank_clocks(const Workload& w, std::vector<OpRecord
         grew = true;
       }
     }
-    const std::pair<const std::pair<int, int>, TransferBound>* best = nullptr;
+    const std::pair<const std::pair<int, int>, TransferBounds>* best = nullptr;
     for (const auto& e : transfers) {
       const auto [r, q] = e.first;
       if (known[static_cast<std::size_t>(r)] == known[static_cast<std::size_t>(q)]) continue;
       if (!best || e.second.pairs > best->second.pairs) best = &e;
     }
     if (!best) break;
-    const auto [r, q] = best->first;
-    const TransferBound& b = best->second;
-    if (known[static_cast<std::size_t>(r)])
-      set(q, r, clock[static_cast<std::size_t>(r)].offset_s + b.bound_s, 0.0, b.pairs, "pipeline transfers");
+    const auto [lo, hi] = best->first;
+    const auto [d, spread] = best->second.offset();
+    if (known[static_cast<std::size_t>(lo)])
+      set(hi, lo, clock[static_cast<std::size_t>(lo)].offset_s + d, spread, best->second.pairs,
+          "pipeline transfers");
     else
-      set(r, q, clock[static_cast<std::size_t>(q)].offset_s - b.bound_s, 0.0, b.pairs, "pipeline transfers");
+      set(lo, hi, clock[static_cast<std::size_t>(hi)].offset_s - d, spread, best->second.pairs,
+          "pipeline transfers");
   }
 
   double first = std::numeric_limits<double>::infinity();

@@ -3,8 +3,9 @@
 // starts. The ranks took part in the same collectives, and every member leaves a collective
 // together: the median difference of their end times is the offset between two ranks' clocks.
 // Ranks of different pipeline stages share no collective; they are joined by their transfers, a
-// receive ending no earlier than its send started (the tightest of those bounds: the receive that
-// waited for its data).
+// receive ending no earlier than its send started: the sends each way bound the offset from both
+// sides (the receive that waited longest for its data within a transfer's latency of it), and the
+// offset is the middle of the two bounds (the one bound where only one direction ran).
 //
 //   std::vector<RankClock> c = align_rank_clocks(w, measured.ops);  // shifts the ops, returns how
 //
@@ -25,7 +26,7 @@ struct RankClock {
   int reference = 0;     // the rank its offset was measured against (itself for rank 0)
   double offset_s = 0;   // added to the rank's times, they read rank 0's clock
   double applied_s = 0;  // what was added to its ops' times: the offset and the common move
-  double spread_s = 0;   // the median distance of the pairs from the offset (collectives)
+  double spread_s = 0;   // collectives: their ends' median distance from it; transfers: half the bounds' gap
   int pairs = 0;         // collectives (or transfers) the offset rests on
   std::string by;        // "reference", "collectives", "pipeline transfers" or "none"
 };

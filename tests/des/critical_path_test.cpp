@@ -13,26 +13,13 @@
 
 #include "sim/des/trace.h"
 #include "sim/spec/json_reader.h"
+#include "tests/des/simulated_tiny.h"
 #include "tests/test_util.h"
 
 namespace foresight {
 namespace {
 
-struct Simulated {
-  Workload w;
-  SimResult r;
-};
-
-Simulated simulate_tiny(int tp, int pp, int dp, bool full) {
-  const ModelSpec m = testing::preset_model("tiny");
-  const ClusterSpec c = testing::preset_cluster("dgx-a100-hdr", tp * pp * dp);
-  auto w = lower(m, c, testing::make_plan(tp, pp, dp, 1, 8 * dp));
-  EXPECT_TRUE(w.ok()) << w.error().message();
-  Simulator sim(*w, SimOptions{.full = full, .record = true});
-  auto r = sim.run();
-  EXPECT_TRUE(r.ok()) << r.error().message();
-  return {std::move(*w), std::move(*r)};
-}
+using testing::Simulated;
 
 // Each op on the path starts no earlier than the one before it ends; the path ends with the step's
 // last op; its compute, communication and waiting add up to that end; with two pipeline stages it
@@ -67,18 +54,18 @@ void expect_chain(const Simulated& s, int stages) {
 }
 
 TEST(CriticalPath, UnbrokenChainThroughThePipeline) {
-  expect_chain(simulate_tiny(1, 2, 1, true), 2);
-  expect_chain(simulate_tiny(2, 2, 2, false), 2);  // symmetric: one rank per stage simulated
-  expect_chain(simulate_tiny(2, 1, 2, true), 1);
+  expect_chain(testing::simulate_tiny(1, 2, 1, true), 2);
+  expect_chain(testing::simulate_tiny(2, 2, 2, false), 2);  // symmetric: one rank per stage simulated
+  expect_chain(testing::simulate_tiny(2, 1, 2, true), 1);
   // Records in any order (not the order ops ended): the same path.
-  Simulated s = simulate_tiny(1, 2, 1, true);
+  Simulated s = testing::simulate_tiny(1, 2, 1, true);
   auto keys = [](const Simulated& x, const CriticalPath& p) {
     std::vector<std::tuple<int, int, int>> k;
     for (std::size_t i : p.ops) k.emplace_back(x.r.ops[i].rank, x.r.ops[i].stage, x.r.ops[i].op);
     return k;
   };
   const auto in_order = keys(s, critical_path(s.w, s.r));
-  Simulated reversed = simulate_tiny(1, 2, 1, true);
+  Simulated reversed = testing::simulate_tiny(1, 2, 1, true);
   std::reverse(reversed.r.ops.begin(), reversed.r.ops.end());
   EXPECT_EQ(keys(reversed, critical_path(reversed.w, reversed.r)), in_order);
   // Without op records there is no path.
@@ -88,7 +75,7 @@ TEST(CriticalPath, UnbrokenChainThroughThePipeline) {
 
 // The trace marks the path's ops and links them with flow arrows; its metadata sums the path up.
 TEST(CriticalPath, TraceMarksItsOpsAndArrows) {
-  const Simulated s = simulate_tiny(1, 2, 1, true);
+  const Simulated s = testing::simulate_tiny(1, 2, 1, true);
   const CriticalPath p = critical_path(s.w, s.r);
   const std::string path = testing::test_temp_path("critical.json").string();
   ASSERT_TRUE(write_chrome_trace(path, s.w, s.r, "predicted").ok());

@@ -10,26 +10,13 @@
 #include <map>
 #include <vector>
 
+#include "tests/des/simulated_tiny.h"
 #include "tests/test_util.h"
 
 namespace foresight {
 namespace {
 
-struct Simulated {
-  Workload w;
-  SimResult r;
-};
-
-Simulated simulate_tiny(int tp, int pp, int dp) {
-  const ModelSpec m = testing::preset_model("tiny");
-  const ClusterSpec c = testing::preset_cluster("dgx-a100-hdr", tp * pp * dp);
-  auto w = lower(m, c, testing::make_plan(tp, pp, dp, 1, 8 * dp));
-  EXPECT_TRUE(w.ok()) << w.error().message();
-  Simulator sim(*w, SimOptions{.full = true, .record = true});
-  auto r = sim.run();
-  EXPECT_TRUE(r.ok()) << r.error().message();
-  return {std::move(*w), std::move(*r)};
-}
+using testing::Simulated;
 
 // Each rank's clock started `skew(rank)` later than the true one: its times read that much less.
 double skew(int rank) { return 1e-4 * ((rank * 7) % 5) - 1.5e-4; }
@@ -46,7 +33,7 @@ std::vector<OpRecord> skewed(const std::vector<OpRecord>& ops) {
 const Op& op_of(const Workload& w, const OpRecord& o) { return w.stages[o.stage].graph()[o.op]; }
 
 TEST(RankClocks, CollectivesRecoverEachRanksOffsetWithinAStage) {
-  const Simulated s = simulate_tiny(2, 1, 2);  // one stage: tensor- and data-parallel groups
+  const Simulated s = testing::simulate_tiny(2, 1, 2, true);  // one stage: tensor- and data-parallel groups
   std::vector<OpRecord> ops = skewed(s.r.ops);
   const std::vector<RankClock> clocks = align_rank_clocks(s.w, ops);
   ASSERT_EQ(clocks.size(), 4u);
@@ -70,31 +57,33 @@ TEST(RankClocks, CollectivesRecoverEachRanksOffsetWithinAStage) {
 }
 
 TEST(RankClocks, PipelineStagesJoinThroughTheirTransfers) {
-  const Simulated s = simulate_tiny(2, 2, 1);
+  const Simulated s = testing::simulate_tiny(2, 2, 1, true);
   std::vector<OpRecord> ops = skewed(s.r.ops);
   const std::vector<RankClock> clocks = align_rank_clocks(s.w, ops);
   ASSERT_EQ(clocks.size(), 4u);
   int transfers = 0;
   for (const RankClock& c : clocks) transfers += c.by == "pipeline transfers";
   EXPECT_EQ(transfers, 1);  // one stage-1 rank; its TP partner follows through their collectives
-  // With one clock: every receive ends no earlier than its send started, and the tightest one
-  // exactly then.
+  // With one clock: every receive, either way, ends no earlier than its send started.
   std::map<std::pair<int, int>, const OpRecord*> at;
   for (const OpRecord& o : ops) at[{o.rank, o.op}] = &o;
-  double tightest = std::numeric_limits<double>::infinity();
   int pairs = 0;
   for (const OpRecord& o : ops) {
     const Op& op = op_of(s.w, o);
     if (op.kind != OpKind::kSend) continue;
     const auto recv = at.find({s.w.counterpart(o.rank, op.peer_stage), op.match});
     ASSERT_NE(recv, at.end());
-    const double gap = recv->second->end_s - o.start_s;
-    EXPECT_GE(gap, -1e-12);
-    tightest = std::min(tightest, gap);
+    EXPECT_GE(recv->second->end_s - o.start_s, -1e-12) << o.rank << " " << o.op;
     ++pairs;
   }
   EXPECT_GT(pairs, 0);
-  EXPECT_NEAR(tightest, 0.0, 1e-12);
+  // The offset across the stages is the middle of the two directions' bounds: the true one is
+  // within the reported spread of it.
+  for (const RankClock& c : clocks)
+    if (c.by == "pipeline transfers") {
+      EXPECT_GT(c.spread_s, 0);
+      EXPECT_LE(std::abs(c.offset_s - (skew(c.rank) - skew(0))), c.spread_s + 1e-12) << c.rank;
+    }
   // Within each stage the collectives' members end together.
   for (const OpRecord& o : ops) {
     const Op& op = op_of(s.w, o);
@@ -105,7 +94,7 @@ TEST(RankClocks, PipelineStagesJoinThroughTheirTransfers) {
 }
 
 TEST(RankClocks, ARankJoinedToNoOtherKeepsItsClock) {
-  const Simulated s = simulate_tiny(1, 1, 2);
+  const Simulated s = testing::simulate_tiny(1, 1, 2, true);
   std::vector<OpRecord> ops;
   for (const OpRecord& o : s.r.ops)  // rank 1 without its collectives: nothing joins it to rank 0
     if (o.rank == 0 || op_of(s.w, o).kind != OpKind::kCollective) ops.push_back(o);
