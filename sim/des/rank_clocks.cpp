@@ -41,125 +41,144 @@ struct TransferBounds {
   }
 };
 
-}  // namespace
-
-std::vector<RankClock> align_rank_clocks(const Workload& w, std::vector<OpRecord>& ops) {
-  const int n = w.ranks();
-  std::vector<std::unordered_map<int, std::size_t>> at(static_cast<std::size_t>(n));
-  for (std::size_t i = 0; i < ops.size(); ++i)
-    if (ops[i].rank >= 0 && ops[i].rank < n) at[static_cast<std::size_t>(ops[i].rank)][ops[i].op] = i;
-  auto find = [&](int rank, int op) -> const OpRecord* {
-    const auto& m = at[static_cast<std::size_t>(rank)];
+// The ops of a measured step by rank and program vertex.
+class OpIndex {
+ public:
+  OpIndex(int ranks, const std::vector<OpRecord>& ops) : ops_(ops), at_(static_cast<std::size_t>(ranks)) {
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].rank >= 0 && ops[i].rank < ranks) at_[static_cast<std::size_t>(ops[i].rank)][ops[i].op] = i;
+  }
+  const OpRecord* find(int rank, int op) const {
+    const auto& m = at_[static_cast<std::size_t>(rank)];
     const auto it = m.find(op);
-    return it == m.end() ? nullptr : &ops[it->second];
-  };
+    return it == m.end() ? nullptr : &ops_[it->second];
+  }
+  bool has_ops(int rank) const { return !at_[static_cast<std::size_t>(rank)].empty(); }
 
-  // Every member of a rank's group, against the group's first member (its lowest rank).
-  std::map<std::pair<int, int>, std::vector<double>> ends;  // (first, member) -> end differences
+ private:
+  const std::vector<OpRecord>& ops_;
+  std::vector<std::unordered_map<int, std::size_t>> at_;
+};
+
+// What the step's shared ops say about pairs of ranks' clocks.
+struct Evidence {
+  std::map<std::pair<int, int>, SameCollectives> same;      // (group's first member, member)
   std::map<std::pair<int, int>, TransferBounds> transfers;  // (lower rank, higher rank)
-  const int per_stage = w.stage_ranks();
-  for (std::size_t s = 0; s < w.stages.size(); ++s) {
-    const OpGraph& g = w.stages[s].graph();
-    const int first_rank = static_cast<int>(s) * per_stage;
-    std::map<GroupKind, std::vector<int>> leader;  // by rank within the stage
-    for (auto v : boost::make_iterator_range(boost::vertices(g))) {
-      const Op& op = g[v];
-      const int vi = static_cast<int>(v);
-      if (op.kind == OpKind::kCollective && op.group != GroupKind::kNone) {
-        auto [it, fresh] = leader.try_emplace(op.group);
-        if (fresh)
-          for (int r = first_rank; r < first_rank + per_stage; ++r) {
-            const std::vector<int> members = w.group_members(r, op.group);
-            it->second.push_back(members.size() > 1 ? members.front() : r);
-          }
+};
+
+// Every collective of stage `s` against its group's first member (its lowest rank), as end-time
+// differences; every send of the stage as a bound on the two ranks' offset.
+void gather_stage(const Workload& w, int s, const OpIndex& at,
+                  std::map<std::pair<int, int>, std::vector<double>>& ends, Evidence& e) {
+  const int n = w.ranks(), per_stage = w.stage_ranks(), first_rank = s * per_stage;
+  const OpGraph& g = w.stages[static_cast<std::size_t>(s)].graph();
+  std::map<GroupKind, std::vector<int>> leader;  // by rank within the stage
+  for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+    const Op& op = g[v];
+    const int vi = static_cast<int>(v);
+    if (op.kind == OpKind::kCollective && op.group != GroupKind::kNone) {
+      auto [it, fresh] = leader.try_emplace(op.group);
+      if (fresh)
         for (int r = first_rank; r < first_rank + per_stage; ++r) {
-          const int a = it->second[static_cast<std::size_t>(r - first_rank)];
-          if (a == r || a < 0 || a >= n) continue;
-          const OpRecord *x = find(a, vi), *y = find(r, vi);
-          if (x && y) ends[{a, r}].push_back(x->end_s - y->end_s);
+          const std::vector<int> members = w.group_members(r, op.group);
+          it->second.push_back(members.size() > 1 ? members.front() : r);
         }
-      } else if (op.kind == OpKind::kSend && op.peer_stage >= 0 && op.match >= 0 &&
-                 op.peer_stage < static_cast<int>(w.stages.size())) {
-        for (int r = first_rank; r < first_rank + per_stage; ++r) {
-          const int q = w.counterpart(r, op.peer_stage);
-          if (q < 0 || q >= n) continue;
-          const OpRecord *send = find(r, vi), *recv = find(q, op.match);
-          if (!send || !recv) continue;
-          TransferBounds& b = transfers[{std::min(r, q), std::max(r, q)}];
-          if (r < q)
-            b.lo_s = std::max(b.lo_s, send->start_s - recv->end_s);
-          else
-            b.hi_s = std::min(b.hi_s, recv->end_s - send->start_s);
-          ++b.pairs;
-        }
+      for (int r = first_rank; r < first_rank + per_stage; ++r) {
+        const int a = it->second[static_cast<std::size_t>(r - first_rank)];
+        if (a == r || a < 0 || a >= n) continue;
+        const OpRecord *x = at.find(a, vi), *y = at.find(r, vi);
+        if (x && y) ends[{a, r}].push_back(x->end_s - y->end_s);
+      }
+    } else if (op.kind == OpKind::kSend && op.peer_stage >= 0 && op.match >= 0 &&
+               op.peer_stage < static_cast<int>(w.stages.size())) {
+      for (int r = first_rank; r < first_rank + per_stage; ++r) {
+        const int q = w.counterpart(r, op.peer_stage);
+        if (q < 0 || q >= n) continue;
+        const OpRecord *send = at.find(r, vi), *recv = at.find(q, op.match);
+        if (!send || !recv) continue;
+        TransferBounds& b = e.transfers[{std::min(r, q), std::max(r, q)}];
+        if (r < q)
+          b.lo_s = std::max(b.lo_s, send->start_s - recv->end_s);
+        else
+          b.hi_s = std::min(b.hi_s, recv->end_s - send->start_s);
+        ++b.pairs;
       }
     }
   }
-  std::map<std::pair<int, int>, SameCollectives> same;
+}
+
+Evidence gather_evidence(const Workload& w, const OpIndex& at) {
+  Evidence e;
+  std::map<std::pair<int, int>, std::vector<double>> ends;
+  for (int s = 0; s < static_cast<int>(w.stages.size()); ++s) gather_stage(w, s, at, ends, e);
   for (auto& [key, d] : ends) {
     SameCollectives c;
     c.offset_s = median(d);
     c.pairs = static_cast<int>(d.size());
     for (double& x : d) x = std::fabs(x - c.offset_s);
     c.spread_s = median(d);
-    same[key] = c;
+    e.same[key] = c;
   }
+  return e;
+}
 
-  // From the lowest rank with ops: every rank its collectives reach, then across one transfer at a
-  // time (the one with the most pairs), and its collectives again.
-  std::vector<int> present;
-  for (int r = 0; r < n; ++r)
-    if (!at[static_cast<std::size_t>(r)].empty()) present.push_back(r);
-  std::vector<RankClock> clock(static_cast<std::size_t>(n));
-  std::vector<char> known(static_cast<std::size_t>(n), 0);
-  if (present.empty()) return {};
-  const int root = present.front();
+// Each rank's offset against `root`'s: every rank its collectives reach, then across one
+// transfer at a time (the one with the most pairs), and its collectives again. Ranks reached by
+// neither keep a default RankClock (`known` false).
+void propagate(const Evidence& e, int root, std::vector<RankClock>& clock, std::vector<char>& known) {
   clock[static_cast<std::size_t>(root)] = RankClock{root, root, 0.0, 0.0, 0.0, 0, "reference"};
   known[static_cast<std::size_t>(root)] = 1;
-  auto set = [&](int rank, int ref, double offset, double spread, int pairs, const char* by) {
-    clock[static_cast<std::size_t>(rank)] = RankClock{rank, ref, offset, 0.0, spread, pairs, by};
+  auto is = [&](int r) { return known[static_cast<std::size_t>(r)] != 0; };
+  auto offset = [&](int r) { return clock[static_cast<std::size_t>(r)].offset_s; };
+  auto set = [&](int rank, int ref, double off, double spread, int pairs, const char* by) {
+    clock[static_cast<std::size_t>(rank)] = RankClock{rank, ref, off, 0.0, spread, pairs, by};
     known[static_cast<std::size_t>(rank)] = 1;
   };
   for (;;) {
     for (bool grew = true; grew;) {
       grew = false;
-      for (const auto& [key, c] : same) {
+      for (const auto& [key, c] : e.same) {
         const auto [a, b] = key;
-        const bool ka = known[static_cast<std::size_t>(a)], kb = known[static_cast<std::size_t>(b)];
-        if (ka && !kb)
-          set(b, a, clock[static_cast<std::size_t>(a)].offset_s + c.offset_s, c.spread_s, c.pairs,
-              "collectives");
-        else if (kb && !ka)
-          set(a, b, clock[static_cast<std::size_t>(b)].offset_s - c.offset_s, c.spread_s, c.pairs,
-              "collectives");
+        if (is(a) == is(b)) continue;
+        if (is(a))
+          set(b, a, offset(a) + c.offset_s, c.spread_s, c.pairs, "collectives");
         else
-          continue;
+          set(a, b, offset(b) - c.offset_s, c.spread_s, c.pairs, "collectives");
         grew = true;
       }
     }
     const std::pair<const std::pair<int, int>, TransferBounds>* best = nullptr;
-    for (const auto& e : transfers) {
-      const auto [r, q] = e.first;
-      if (known[static_cast<std::size_t>(r)] == known[static_cast<std::size_t>(q)]) continue;
-      if (!best || e.second.pairs > best->second.pairs) best = &e;
-    }
-    if (!best) break;
+    for (const auto& t : e.transfers)
+      if (is(t.first.first) != is(t.first.second) && (!best || t.second.pairs > best->second.pairs))
+        best = &t;
+    if (!best) return;
     const auto [lo, hi] = best->first;
     const auto [d, spread] = best->second.offset();
-    if (known[static_cast<std::size_t>(lo)])
-      set(hi, lo, clock[static_cast<std::size_t>(lo)].offset_s + d, spread, best->second.pairs,
-          "pipeline transfers");
+    if (is(lo))
+      set(hi, lo, offset(lo) + d, spread, best->second.pairs, "pipeline transfers");
     else
-      set(lo, hi, clock[static_cast<std::size_t>(hi)].offset_s - d, spread, best->second.pairs,
-          "pipeline transfers");
+      set(lo, hi, offset(hi) - d, spread, best->second.pairs, "pipeline transfers");
   }
+}
 
+}  // namespace
+
+std::vector<RankClock> align_rank_clocks(const Workload& w, std::vector<OpRecord>& ops) {
+  const int n = w.ranks();
+  const OpIndex at(n, ops);
+  std::vector<int> present;
+  for (int r = 0; r < n; ++r)
+    if (at.has_ops(r)) present.push_back(r);
+  if (present.empty()) return {};
+  std::vector<RankClock> clock(static_cast<std::size_t>(n));
+  std::vector<char> known(static_cast<std::size_t>(n), 0);
+  propagate(gather_evidence(w, at), present.front(), clock, known);
+
+  // On the reference's clock, moved together so that no op starts before 0.
   double first = std::numeric_limits<double>::infinity();
-  for (OpRecord& o : ops) {
-    if (o.rank < 0 || o.rank >= n) continue;
-    RankClock& c = clock[static_cast<std::size_t>(o.rank)];
-    first = std::min(first, o.start_s + c.offset_s);
-  }
+  for (const OpRecord& o : ops)
+    if (o.rank >= 0 && o.rank < n)
+      first = std::min(first, o.start_s + clock[static_cast<std::size_t>(o.rank)].offset_s);
   const double move = first < 0 ? -first : 0.0;
   std::vector<RankClock> out;
   for (int r : present) {
