@@ -429,6 +429,10 @@ class LayerKernelBuilder {
   void attention_core(const DeviceSpec& dev);
   void place_attention(const Partner& partner);
   void mlp_block();
+  int mlp_norm();
+  void moe_route_and_dispatch(double capacity);
+  void mlp_activation(double ffn_computed);
+  void moe_combine(double capacity);
 
   const ModelSpec& m_;
   const DeviceSpec& d_;
@@ -632,16 +636,10 @@ void LayerKernelBuilder::place_attention(const Partner& partner) {
   L_.attention_last = L_.count - 1;
 }
 
+// The MLP block: its norm, (MoE) the router and the dispatch, the up projection, the activation,
+// the down projection, (MoE) the combine, the row-parallel collectives and the residual.
 void LayerKernelBuilder::mlp_block() {
-  int norm2 = -1;
-  if (parallel_) {
-    norm2 = block_norm_;  // ModelSpec::parallel_block: the attention's norm, gathered once
-  } else if (folded_) {
-    norm(KernelName::kNorm2);
-    norm2 = L_.count - 1;
-  } else {
-    norm2 = norm_before_column_parallel(KernelName::kNorm2, !moe_);
-  }
+  const int norm2 = mlp_norm();
   const double etp = folded_ ? static_cast<double>(p_.etp()) : tp_;
   double ffn = static_cast<double>(m_.ffn_hidden);
   // Token drop with padding (Plan::moe_capacity_factor): each expert computes its capacity's rows,
@@ -652,41 +650,7 @@ void LayerKernelBuilder::mlp_block() {
     ffn = static_cast<double>(m_.moe.expert_ffn_hidden) * (m_.moe.top_k + m_.moe.shared_experts);
     ffn_computed =
         static_cast<double>(m_.moe.expert_ffn_hidden) * (m_.moe.top_k * capacity + m_.moe.shared_experts);
-    gemm(KernelName::kRouter, f_.router, m_.moe.experts, H_, false);
-    // The router's and the dispatcher's bookkeeping, issued by the host as small ops (counted in
-    // Megatron-Core 0.15's TopKRouter and MoEAlltoAllTokenDispatcher with router and permute
-    // fusion). Router forward: the cast to its fp32, the fused top-k with score function, and the
-    // auxiliary loss (its scores, the tokens per expert, switch_load_balancing_loss_func's sums
-    // and products, MoEAuxLossAutoScaler, the tracker's copy); backward their gradients.
-    L_.fwd[L_.count - 1].host_fwd_s += kRouterOps.fwd * host_;
-    L_.fwd[L_.count - 1].host_bwd_s += kRouterOps.bwd * host_;
-    // The permute reads each token once and writes its top_k copies (grouped by expert); the
-    // unpermute reads the copies back and writes one weighted sum: (1 + top_k) passes each
-    // (Megatron's moe_utils permute/unpermute, a gather and a scatter of the hidden states).
-    elementwise(KernelName::kPermute, (1.0 + m_.moe.top_k * capacity) * tokens_ * m_.hidden * e_ / tp_);
-    // Dispatch, forward: the token counts (sums over the routing map, with expert parallelism
-    // their all-gather over the group and the split sizes), their copies to the host, the fused
-    // permute's row map, the probabilities' all-to-all and the sort of both by local expert;
-    // backward the permute's, the sort's and the probabilities' all-to-all's gradients.
-    const OpCounts dispatch = p_.ep > 1 ? kDispatchOps : kLocalDispatchOps;
-    L_.fwd[L_.count - 1].host_fwd_s += dispatch.fwd * host_;
-    L_.fwd[L_.count - 1].host_bwd_s += dispatch.bwd * host_;
-    if (p_.ep > 1) {
-      L_.moe_dispatch_after = L_.count - 1;
-      L_.ep_bytes = tokens_ / (s_.sp ? tp_ : 1.0) * m_.moe.top_k * capacity * m_.hidden * e_;
-    }
-    // Dropless: the all-to-all's split sizes (expert parallelism) or the per-expert GEMMs' row
-    // counts must reach the host first (LayerKernels::host_sync_at). Dropped and padded, every
-    // count is the capacity, known beforehand (Megatron-Core's dispatcher makes them on the host).
-    if (!p_.moe_drop_and_pad() && (p_.ep > 1 || p_.expert_gemm == ExpertGemm::kPerExpert)) {
-      L_.host_sync_at = L_.count - 1;
-      // Their shapes change every step, so a CUDA graph captures the attention, the router and the
-      // dispatcher's preprocessing only; the experts and the combine run eager, launched and issued
-      // by the host (Megatron-Core's cuda_graph_scope attn, moe_router, moe_preprocess for dropless
-      // MoE; a full-iteration graph needs drop-and-pad).
-      launch_ = d_.kernel_overhead_s;
-      host_ = d_.host_op_s;
-    }
+    moe_route_and_dispatch(capacity);
   }
   const double up_mats = m_.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
   const double up = 2.0 * tokens_ * m_.hidden * ffn * up_mats / tp_;
@@ -707,6 +671,65 @@ void LayerKernelBuilder::mlp_block() {
     down_at = &down_shape;
   }
   gemm(KernelName::kMlpUp, up * computed, static_cast<std::int64_t>(ffn * up_mats / etp), H_, true, up_at);
+  mlp_activation(ffn_computed);
+  gemm(KernelName::kMlpDown, (f_.mlp - up) * computed, H_, static_cast<std::int64_t>(ffn / etp), true,
+       down_at);
+  if (moe_) moe_combine(capacity);
+  if (!folded_) after_row_parallel(norm2, !moe_);
+  residual(KernelName::kResidual2);
+}
+
+// The MLP's norm; returns its index in the list.
+int LayerKernelBuilder::mlp_norm() {
+  if (parallel_) return block_norm_;  // ModelSpec::parallel_block: the attention's norm, gathered once
+  if (folded_) {
+    norm(KernelName::kNorm2);
+    return L_.count - 1;
+  }
+  return norm_before_column_parallel(KernelName::kNorm2, !moe_);
+}
+
+// An MoE layer's router and token dispatch, before its experts.
+void LayerKernelBuilder::moe_route_and_dispatch(double capacity) {
+  gemm(KernelName::kRouter, f_.router, m_.moe.experts, H_, false);
+  // The router's and the dispatcher's bookkeeping, issued by the host as small ops (counted in
+  // Megatron-Core 0.15's TopKRouter and MoEAlltoAllTokenDispatcher with router and permute
+  // fusion). Router forward: the cast to its fp32, the fused top-k with score function, and the
+  // auxiliary loss (its scores, the tokens per expert, switch_load_balancing_loss_func's sums
+  // and products, MoEAuxLossAutoScaler, the tracker's copy); backward their gradients.
+  L_.fwd[L_.count - 1].host_fwd_s += kRouterOps.fwd * host_;
+  L_.fwd[L_.count - 1].host_bwd_s += kRouterOps.bwd * host_;
+  // The permute reads each token once and writes its top_k copies (grouped by expert); the
+  // unpermute reads the copies back and writes one weighted sum: (1 + top_k) passes each
+  // (Megatron's moe_utils permute/unpermute, a gather and a scatter of the hidden states).
+  elementwise(KernelName::kPermute, (1.0 + m_.moe.top_k * capacity) * tokens_ * m_.hidden * e_ / tp_);
+  // Dispatch, forward: the token counts (sums over the routing map, with expert parallelism
+  // their all-gather over the group and the split sizes), their copies to the host, the fused
+  // permute's row map, the probabilities' all-to-all and the sort of both by local expert;
+  // backward the permute's, the sort's and the probabilities' all-to-all's gradients.
+  const OpCounts dispatch = p_.ep > 1 ? kDispatchOps : kLocalDispatchOps;
+  L_.fwd[L_.count - 1].host_fwd_s += dispatch.fwd * host_;
+  L_.fwd[L_.count - 1].host_bwd_s += dispatch.bwd * host_;
+  if (p_.ep > 1) {
+    L_.moe_dispatch_after = L_.count - 1;
+    L_.ep_bytes = tokens_ / (s_.sp ? tp_ : 1.0) * m_.moe.top_k * capacity * m_.hidden * e_;
+  }
+  // Dropless: the all-to-all's split sizes (expert parallelism) or the per-expert GEMMs' row
+  // counts must reach the host first (LayerKernels::host_sync_at). Dropped and padded, every
+  // count is the capacity, known beforehand (Megatron-Core's dispatcher makes them on the host).
+  if (!p_.moe_drop_and_pad() && (p_.ep > 1 || p_.expert_gemm == ExpertGemm::kPerExpert)) {
+    L_.host_sync_at = L_.count - 1;
+    // Their shapes change every step, so a CUDA graph captures the attention, the router and the
+    // dispatcher's preprocessing only; the experts and the combine run eager, launched and issued
+    // by the host (Megatron-Core's cuda_graph_scope attn, moe_router, moe_preprocess for dropless
+    // MoE; a full-iteration graph needs drop-and-pad).
+    launch_ = d_.kernel_overhead_s;
+    host_ = d_.host_op_s;
+  }
+}
+
+// The MLP's activation over `ffn_computed` (its width times the rows computed, over the tokens).
+void LayerKernelBuilder::mlp_activation(double ffn_computed) {
   const bool split_glu = m_.mlp == MlpKind::kSwiglu && !fused_;
   // Squared ReLU runs as relu then pow, two kernels and four passes, fused or not: Megatron-Core's
   // squared_relu is torch.pow(F.relu(x), 2) and its bias-activation fusion covers GeLU and SwiGLU
@@ -723,17 +746,15 @@ void LayerKernelBuilder::mlp_block() {
     act.fwd_s += tokens_ * ffn_computed / tp_ * d_.activation_element_s;
     act.bwd_s += tokens_ * ffn_computed / tp_ * d_.activation_element_s;
   }
-  gemm(KernelName::kMlpDown, (f_.mlp - up) * computed, H_, static_cast<std::int64_t>(ffn / etp), true,
-       down_at);
-  if (moe_) {
-    if (p_.ep > 1) L_.moe_combine_after = L_.count - 1;
-    elementwise(KernelName::kUnpermute, (1.0 + m_.moe.top_k * capacity) * tokens_ * m_.hidden * e_ / tp_);
-    // The sort back from local-expert order before the unpermute (and its gradient).
-    L_.fwd[L_.count - 1].host_fwd_s += kCombineOps.fwd * host_;
-    L_.fwd[L_.count - 1].host_bwd_s += kCombineOps.bwd * host_;
-  }
-  if (!folded_) after_row_parallel(norm2, !moe_);
-  residual(KernelName::kResidual2);
+}
+
+// An MoE layer's combine after its experts: the unpermute, and the sort back from local-expert
+// order before it (and its gradient).
+void LayerKernelBuilder::moe_combine(double capacity) {
+  if (p_.ep > 1) L_.moe_combine_after = L_.count - 1;
+  elementwise(KernelName::kUnpermute, (1.0 + m_.moe.top_k * capacity) * tokens_ * m_.hidden * e_ / tp_);
+  L_.fwd[L_.count - 1].host_fwd_s += kCombineOps.fwd * host_;
+  L_.fwd[L_.count - 1].host_bwd_s += kCombineOps.bwd * host_;
 }
 
 }  // namespace
