@@ -41,7 +41,7 @@ void print_compare_report(const CompareReport& r) {
     }
     fmt::print(
         "measured ranks' clocks: put on one by the run (their shared collectives and pipeline transfers): "
-        "offsets {:+.1f} to {:+.1f} us, collectives' ends up to {:.1f} us from them (median)\n",
+        "offsets {:+.1f} to {:+.1f} us, each within {:.1f} us (the largest spread)\n",
         lo * 1e6, hi * 1e6, spread * 1e6);
   }
   fmt::print("\nlargest differences:\n");

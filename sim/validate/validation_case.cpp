@@ -216,7 +216,8 @@ struct SoftwareStack {
   // llm-foundry's attn_impl "flash" (flash-attn 2). kFlash1: llm-foundry's attn_impl "triton"
   // (FlashAttention's Triton port, llmfoundry/models/layers/flash_attn_triton.py), the MPT yamls'
   // and the benchmark script's (scripts/train/benchmarking/submit_benchmarks.py, --attn_impl
-  // default) setting until llm-foundry removed it (#1041, 2024-03-18). kBest: Hopper-native kernels
+  // default) setting until llm-foundry removed it (#1041, 2024-03-18); a case without a version
+  // is taken to be of those 2023 tables. kBest: Hopper-native kernels
   // (cuDNN, FlashAttention-3) are Transformer Engine's, which the Megatron family runs.
   AttentionKernel attention = AttentionKernel::kBest;
   // Grouped-query K and V repeated to every query head before PyTorch SDPA (Plan::repeat_kv):
