@@ -156,7 +156,7 @@ namespace {
 // "slightly slower than" FlashAttention's CUDA kernels (flash_attn/flash_attn_triton.py, its
 // docstring; llm-foundry's llmfoundry/models/layers/flash_attn_triton.py is that kernel). Half, the
 // round end of that range. On the 2023 llm-foundry benchmark tables' long-sequence rows
-// (docs/accuracy-changes.md, 2026-12-06) the attention's rate implied by the measured step is
+// (docs/accuracy-changes.md, "2026-12-06, evening") the attention's rate implied by the measured step is
 // 0.31-0.34 of peak on A100s (0.55 for FlashAttention-2) and 0.16-0.18 on H100s (0.33): about half.
 constexpr double kFlash1OfFlash2 = 0.5;
 

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "foresight/config.h"
+#include "sim/core/stats.h"
 #include "sim/spec/json_reader.h"
 #include "sim/spec/presets.h"
 
@@ -283,12 +284,6 @@ int step_at(const std::vector<ForeignStep>& steps, double ts, StepClock clock) {
   const bool out = clock == StepClock::kHost ? ts >= it->start_s + it->dur_s
                                              : it + 1 == steps.end() && ts > it->start_s + 2 * it->dur_s;
   return out ? -1 : static_cast<int>(it - steps.begin());
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
 // The length of the union of [a, b) intervals (sorted in place).
@@ -881,9 +876,9 @@ void align_clocks(const std::vector<ForeignTrace>& measured, std::size_t first_s
     }
     ForeignCompareReport::Clock c{measured[i].file, 0, 0, static_cast<int>(d.size())};
     if (!d.empty()) {
-      c.offset_s = median(d);
-      for (double& x : d) x = std::abs(x - c.offset_s);
-      c.spread_s = median(d);
+      const MedianSpread m = median_and_spread(std::move(d));
+      c.offset_s = m.median;
+      c.spread_s = m.spread;
     }
     offsets.push_back(c.offset_s);
     r.clocks.push_back(c);

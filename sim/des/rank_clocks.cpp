@@ -9,15 +9,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include "sim/core/stats.h"
+
 namespace foresight {
 namespace {
-
-double median(std::vector<double> v) {
-  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  if (v.size() % 2 == 1) return *mid;
-  return 0.5 * (*mid + *std::max_element(v.begin(), mid));
-}
 
 // Two ranks' clocks as their shared collectives tell it: the second's offset is the first's plus
 // `offset_s` (the median of the first's end time less the second's).
@@ -111,13 +106,9 @@ Evidence gather_evidence(const Workload& w, const OpIndex& at) {
   Evidence e;
   std::map<std::pair<int, int>, std::vector<double>> ends;
   for (int s = 0; s < static_cast<int>(w.stages.size()); ++s) gather_stage(w, s, at, ends, e);
-  for (auto& [key, d] : ends) {
-    SameCollectives c;
-    c.offset_s = median(d);
-    c.pairs = static_cast<int>(d.size());
-    for (double& x : d) x = std::fabs(x - c.offset_s);
-    c.spread_s = median(d);
-    e.same[key] = c;
+  for (const auto& [key, d] : ends) {
+    const MedianSpread m = median_and_spread(d);
+    e.same[key] = SameCollectives{m.median, m.spread, static_cast<int>(d.size())};
   }
   return e;
 }
