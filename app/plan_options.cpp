@@ -84,6 +84,10 @@ constexpr PlanFlag kPlanFlags[] = {
      "optimizer state and step on the host"},
     {"--kernel-fusion", "/kernel_fusion", Kind::kFlag, "Plan",
      "fused elementwise chains (true, as Megatron) or one kernel per operator (false, PyTorch eager)"},
+    {"--recompute-early-stop", "/recompute_early_stop", Kind::kFlag, "Plan",
+     "full recompute stops once the backward's tensors exist again, before the MLP's down "
+     "projection (PyTorch's non-reentrant checkpoint from 2.1, torch.compile); default: the whole "
+     "forward again (Megatron, DeepSpeed)"},
     {"--repeat-kv", "/repeat_kv", Kind::kFlag, "Plan",
      "K and V repeated to every query head before the attention (PyTorch SDPA after Llama's repeat_kv, "
      "torchtitan before 2026): copy kernels, and context parallelism exchanges the repeated K and V"},

@@ -155,6 +155,10 @@ Status check_runtime_plan(const ModelSpec& m, const Plan& p, const std::string& 
   if (p.repeat_kv)
     return bad("repeat_kv",
                "K and V repeated to every query head (its attention reads the kv heads directly)");
+  if (p.recompute_early_stop)
+    return bad("recompute_early_stop",
+               "a full recompute that stops before the MLP's down projection (its re-run is the whole "
+               "forward)");
   if (p.recompute == Recompute::kSelectiveOp)
     return bad("recompute",
                "torchtitan's op-level policy, selective-op (none, selective, full and optimal run)");

@@ -345,7 +345,8 @@ double merged_pair_exposed(double rest_fwd, double experts_fwd, double rest_bwd,
 void add_expert_all_to_alls(const LayerKernels& k, const Plan& p, const Links& links, bool full,
                             LayerTime& t) {
   t.a2a = alltoall_time(links.ep, k.ep_bytes);
-  t.ep = (full ? 6 : 4) * t.a2a;
+  // Full recompute repeats the dispatch and (unless it stops before it) the combine.
+  t.ep = (full ? (k.moe_combine_after < k.full_rerun_end ? 6 : 5) : 4) * t.a2a;
   const double merged = merged_pair_share(p);
   if (merged <= 0) return;
   double experts_fwd = 0, experts_bwd = 0;  // the kernels between dispatch and combine
@@ -402,16 +403,18 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
       }
       return reduce_scatter_time(links.tp, bytes);
     };
-    double fwd = 0, bwd = 0;
+    double fwd = 0, bwd = 0, rerun = 0;  // rerun: those after the kernels a full recompute re-runs
     for (int i = 0; i < k.tp_count; ++i) {
       const TpOverlap o = k.tp_overlap[i];
       const double bytes = k.tp_fwd_bytes[i];
-      if (o == TpOverlap::kPipeline)
-        fwd += tp_overlap_exposed(o, k.fwd[k.tp_gemm[i]].fwd_s, time(k.tp_kind[i], kTpPipelineHead * bytes),
-                                  time(k.tp_kind[i], (1 - kTpPipelineHead) * bytes));
-      else
-        fwd += tp_overlap_exposed(o, o == TpOverlap::kNone ? 0.0 : k.fwd[k.tp_gemm[i]].fwd_s,
-                                  time(k.tp_kind[i], bytes));
+      const double exposed =
+          o == TpOverlap::kPipeline
+              ? tp_overlap_exposed(o, k.fwd[k.tp_gemm[i]].fwd_s, time(k.tp_kind[i], kTpPipelineHead * bytes),
+                                   time(k.tp_kind[i], (1 - kTpPipelineHead) * bytes))
+              : tp_overlap_exposed(o, o == TpOverlap::kNone ? 0.0 : k.fwd[k.tp_gemm[i]].fwd_s,
+                                   time(k.tp_kind[i], bytes));
+      fwd += exposed;
+      if (k.tp_after[i] < k.full_rerun_end) rerun += exposed;
     }
     for (int i = 0; i < k.tp_bwd_count; ++i) {
       const TpOverlap o = k.tp_bwd_overlap[i];
@@ -419,7 +422,7 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
                                 time(k.tp_bwd_kind[i], k.tp_bwd_bytes[i]));
     }
     t.fwd_tp = fwd;
-    t.bwd_tp = bwd + (full ? fwd : 0.0);
+    t.bwd_tp = bwd + (full ? rerun : 0.0);
   }
   // Context parallel: ring exchange of K and V (cp-1 steps), hidden behind attention when it can;
   // or (CpComm::kAllGather) K and V gathered before the attention, again before its backward

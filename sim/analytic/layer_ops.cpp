@@ -51,7 +51,7 @@ double LayerKernels::bwd_weight_seconds() const {
 }
 double LayerKernels::rerun_share(RecomputeMask mask, int i) const {
   namespace rm = recompute_module;
-  if (mask & rm::kFull) return 1;
+  if (mask & rm::kFull) return i < full_rerun_end ? 1 : 0;
   if (mask & rm::kOpPolicy) {
     // Every second matmul of the block (wk, wo, w3) and every elementwise op; the attention
     // kernel is saved (flash), the unfused chain's batched matmuls and softmax are not.
@@ -91,7 +91,7 @@ double LayerKernels::rerun_share(RecomputeMask mask, int i) const {
 
 double LayerKernels::recompute_seconds(RecomputeMask mask) const {
   if (mask == 0) return 0;
-  if (mask & recompute_module::kFull) return fwd_seconds();
+  if ((mask & recompute_module::kFull) && full_rerun_end >= count) return fwd_seconds();
   double t = 0;
   for (int i = 0; i < count; ++i) t += rerun_share(mask, i) * fwd[i].fwd_s;
   const bool core = attention_first < count && rerun_share(mask, attention_first) > 0;
@@ -101,7 +101,7 @@ double LayerKernels::recompute_seconds(RecomputeMask mask) const {
 
 double LayerKernels::recompute_flops(RecomputeMask mask) const {
   if (mask == 0) return 0;
-  if (mask & recompute_module::kFull) return fwd_flops();
+  if ((mask & recompute_module::kFull) && full_rerun_end >= count) return fwd_flops();
   double f = 0;
   for (int i = 0; i < count; ++i) f += rerun_share(mask, i) * fwd[i].flops;
   return f;
@@ -225,6 +225,13 @@ class LayerKernelBuilder {
     L_.k_share_of_qkv = kv / (q + 2 * kv);
     L_.gated_mlp = m_.mlp == MlpKind::kSwiglu;
     L_.moe_layer = moe_;
+    // Plan::recompute_early_stop: the re-run ends with the last kernel whose output the backward
+    // keeps, a dense MLP's activation (the down projection's input). An MoE layer's combine keeps
+    // its experts' outputs for the router probabilities' gradient, so its re-run goes on through
+    // the down projection and the combine, all but the residual: priced as the whole forward.
+    if (p_.recompute_early_stop && !moe_)
+      for (int i = 0; i < L_.count; ++i)
+        if (L_.fwd[i].name == KernelName::kActivation) L_.full_rerun_end = i + 1;
     if (m_.mla.enabled()) {
       // q: down (hidden x q_lora_rank) then up (q_lora_rank x heads*(nope+rope)), or one direct
       // projection; kv: down (hidden x kv_lora_rank+rope) then up (kv_lora_rank x heads*(nope+v)).

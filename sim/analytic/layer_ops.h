@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string_view>
 
 #include "sim/analytic/layer_cost.h"
@@ -185,6 +186,9 @@ struct LayerKernels {
   double k_share_of_qkv = 0;
   bool gated_mlp = false;  // the up GEMM fuses two matmuls (SwiGLU's w1 and w3)
   bool moe_layer = false;  // an MoE layer (recompute module moe_act)
+  // Full recompute re-runs kernels [0, full_rerun_end) and the collectives after them: all of
+  // them, or with Plan::recompute_early_stop the kernels up to the dense MLP's activation.
+  int full_rerun_end = std::numeric_limits<int>::max();
   // Multi-head latent attention: the up-projections' share of the QKV GEMM's FLOPs (recompute
   // module mla_up_proj re-runs them).
   double mla_up_share_of_qkv = 0;

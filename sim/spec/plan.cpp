@@ -62,6 +62,8 @@ std::string recompute_string(const Plan& p) {
     s.append(i == 0 ? " (" : "+")
         .append(p.recompute_modules[i])
         .append(i + 1 == p.recompute_modules.size() ? ")" : "");
+  if (p.recompute_early_stop && (p.recompute == Recompute::kFull || p.recompute == Recompute::kOptimal))
+    s.append(" early-stop");
   if (p.uniform_recompute())
     s.append(" /").append(std::to_string(p.recompute_layers));
   else if (p.partial_recompute())
@@ -373,6 +375,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.optimizer_state_precision = read_enum("optimizer_state_precision", parse_precision, Precision::kFp32);
   p.kernel_fusion = r.boolean("kernel_fusion", true);
   p.repeat_kv = r.boolean("repeat_kv", false);
+  p.recompute_early_stop = r.boolean("recompute_early_stop", false);
   p.expert_gemm = read_enum("expert_gemm", parse_expert_gemm, ExpertGemm::kGrouped);
   p.moe_capacity_factor = r.number("moe_capacity_factor", 0.0, 0.0, 64.0);
   p.cuda_graphs = r.boolean("cuda_graphs", false);
@@ -486,6 +489,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "recompute_layers",
                          "recompute_method",
                          "recompute_headroom",
+                         "recompute_early_stop",
                          "cp_comm",
                          "offload_params",
                          "offload_activations",
@@ -541,6 +545,7 @@ json plan_to_json(const Plan& p) {
   if (p.recompute_layers >= 0) j["recompute_layers"] = p.recompute_layers;
   if (p.recompute_method != RecomputeMethod::kBlock) j["recompute_method"] = to_string(p.recompute_method);
   if (p.recompute_headroom > 0) j["recompute_headroom"] = p.recompute_headroom;
+  if (p.recompute_early_stop) j["recompute_early_stop"] = true;
   if (p.cp_comm != CpComm::kRing) j["cp_comm"] = to_string(p.cp_comm);
   if (p.attention_kernel != AttentionKernel::kBest) j["attention_kernel"] = to_string(p.attention_kernel);
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
@@ -703,6 +708,9 @@ Status PlanChecks::techniques() const {
       return fail("recompute_method", "uniform needs recompute full (it checkpoints groups of whole layers)");
     if (p.recompute_layers < 1)
       return fail("recompute_layers", "uniform recompute needs the group size (recompute_layers >= 1)");
+    if (p.recompute_early_stop)
+      return fail("recompute_early_stop",
+                  "applies to layers checkpointed one by one (the block method), not to uniform groups");
   }
   if ((p.recompute == Recompute::kOptimal || p.recompute_method == RecomputeMethod::kUniform) &&
       (p.schedule == Schedule::kDualPipe || p.offload_activations))

@@ -118,6 +118,13 @@ struct Plan {
   // the size of each group of layers whose input alone is kept.
   int recompute_layers = -1;
   RecomputeMethod recompute_method = RecomputeMethod::kBlock;
+  // Full recompute stops once the backward's saved tensors exist again: the re-run ends with the
+  // MLP's activation, leaving out the down projection, the MoE combine (its all-to-all), the
+  // row-parallel collective and the residual, whose outputs no backward reads. PyTorch's
+  // non-reentrant torch.utils.checkpoint does this from 2.1 (its early stop, on by default), and
+  // torch.compile re-runs only what the backward graph reads. false: the whole forward again
+  // (Megatron's and DeepSpeed's reentrant checkpoint functions, PyTorch's before 2.1).
+  bool recompute_early_stop = false;
   // Recompute::kOptimal: the share of each device's memory its per-layer choice leaves free (the
   // search's allocator margin, SearchOptions::min_headroom, so that its plans solve to the margin
   // they are held to); 0: to capacity.

@@ -238,6 +238,17 @@ struct SoftwareStack {
   // TEGroupedMLP (moe_grouped_gemm with Transformer Engine, core 0.7 of 2024-06 on), which NeMo 2
   // and Megatron-Bridge run.
   bool per_expert_gemm = false;
+  // Full activation checkpointing stops re-running once the backward's tensors exist
+  // (Plan::recompute_early_stop): PyTorch's non-reentrant torch.utils.checkpoint from 2.1
+  // (torch/utils/checkpoint.py, set_checkpoint_early_stop, on by default) and torch.compile (the
+  // backward graph re-runs only what it reads). torchtitan (2024 on, PyTorch 2.3 and later);
+  // llm-foundry's 2023-10 tables ran the mosaicml/pytorch:2.1.0_cu121 image
+  // (scripts/train/benchmarking/sweep.sh at b2a43a147) with Composer's non-reentrant
+  // checkpoint_wrapper (activation_checkpointing_reentrant false in the MPT yamls), and a
+  // case without a version is taken to be of those tables; PyTorch FSDP from 2023-10 (PyTorch
+  // 2.1.0 was released 2023-10-04). Megatron's and DeepSpeed's checkpoint functions are
+  // reentrant and re-run the whole forward.
+  bool checkpoint_early_stop = false;
 };
 
 // torchtitan's default split of `layers` over `stages` pipeline stages (generate_split_points).
@@ -276,7 +287,8 @@ constexpr SoftwareStack kSoftwareStacks[] = {
      .dropout = false,
      .distributed_optimizer = true,
      .tied_embeddings = true,
-     .attention = AttentionKernel::kFlash1},
+     .attention = AttentionKernel::kFlash1,
+     .checkpoint_early_stop = true},
 };
 
 const SoftwareStack* software_for(const std::string& source) {
@@ -385,6 +397,8 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.attention = name == "llm-foundry" && (month == 0 || before(2024, 3)) ? AttentionKernel::kFlash1
                                                                            : AttentionKernel::kFlash2;
     s.repeat_kv = name == "torchtitan" && (month == 0 || before(2026, 2));
+    s.checkpoint_early_stop = name == "torchtitan" || (name == "llm-foundry" && !before(2023, 10)) ||
+                              (name == "pytorch-fsdp" && month > 0 && !before(2023, 10));
     s.pp_microbatches_are_ranks = name == "torchtitan" && month > 0 && before(2025, 1);
     s.two_stages_per_rank = name == "torchtitan";
     // torchtitan's compile.enable and plain FSDP scripts default to eager; llm-foundry's MPT
@@ -723,6 +737,10 @@ void apply_case_facts(const ValidationCase& c, const SoftwareStack* stack, CaseL
   if (stack && stack->repeat_kv && l.model.kv_heads < l.model.heads) {
     l.base.repeat_kv = true;
     out.assumed["repeat_kv"] = true;
+  }
+  if (stack && stack->checkpoint_early_stop) {
+    l.base.recompute_early_stop = true;
+    out.assumed["recompute_early_stop"] = true;
   }
   if (stack && stack->per_expert_gemm && l.model.is_moe()) {
     l.base.expert_gemm = ExpertGemm::kPerExpert;

@@ -515,7 +515,10 @@ int StageBuilder::layer_forward(Phase ph, int layer, int mb, int chunk, int prev
   const LayerKernels& k = kernels(layer);
   const bool partial = !(only & recompute_module::kFull);
   int cp_comm = -1;
-  for (int i = 0; i < k.count; ++i) {
+  // A full re-run (Phase::kRecompute) ends with the kernels and collectives up to
+  // LayerKernels::full_rerun_end (Plan::recompute_early_stop).
+  const int end = ph == Phase::kRecompute && !partial ? std::min(k.count, k.full_rerun_end) : k.count;
+  for (int i = 0; i < end; ++i) {
     const double share = partial ? k.rerun_share(only, i) : 1.0;
     if (share <= 0) continue;
     KernelCost kc = k.fwd[i];

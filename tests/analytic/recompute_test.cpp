@@ -177,6 +177,88 @@ TEST(RecomputePlan, OpPolicyEnginesAgree) {
   EXPECT_EQ(to_string(Recompute::kSelectiveOp), "selective-op");
 }
 
+// PyTorch's checkpoint with early stop (Plan::recompute_early_stop): a dense layer's full
+// re-run ends with the MLP's activation -- no down projection, no row-parallel collective after
+// it, no residual -- in both engines; an MoE layer's combine keeps its experts' outputs, so it
+// re-runs whole; the flag round-trips and is refused with the uniform method.
+TEST(RecomputePlan, EarlyStopEndsTheReRunWithTheActivation) {
+  const ModelSpec m = testing::preset_model("llama3-8b");
+  const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 8);
+  Plan p = testing::make_plan(2, 1, 4, 1, 16);
+  p.sequence_parallel = true;
+  p.recompute = Recompute::kFull;
+  Plan stop = p;
+  stop.recompute_early_stop = true;
+  const LayerShape x = plan_layer_shape(m, p);
+  const LayerKernels whole = layer_kernels(m, c.node.accelerator(), p, x, false);
+  const LayerKernels early = layer_kernels(m, c.node.accelerator(), stop, x, false);
+  double skipped = 0, skipped_flops = 0;
+  bool past_activation = false;
+  for (int i = 0; i < early.count; ++i) {
+    EXPECT_EQ(whole.rerun_share(rm::kFull, i), 1.0);
+    EXPECT_EQ(early.rerun_share(rm::kFull, i), past_activation ? 0.0 : 1.0) << kernel_name(early.fwd[i].name);
+    if (past_activation) {
+      skipped += early.fwd[i].fwd_s;
+      skipped_flops += early.fwd[i].flops;
+    }
+    past_activation = past_activation || early.fwd[i].name == KernelName::kActivation;
+  }
+  ASSERT_TRUE(past_activation);
+  const double down = 2 * x.seq * x.batch * m.hidden * m.ffn_hidden / p.tp;
+  EXPECT_NEAR(skipped_flops, down, 1e-9 * down);  // the down projection, the only GEMM after it
+  EXPECT_GT(skipped, 0);
+  EXPECT_NEAR(early.recompute_seconds(rm::kFull), whole.recompute_seconds(rm::kFull) - skipped,
+              1e-12 * whole.recompute_seconds(rm::kFull));
+
+  // The simulator's re-run: the same kernels, and the MLP's reduce-scatter not repeated.
+  auto recompute_ops = [&](const Plan& q) {
+    auto w = lower(m, c, q);
+    EXPECT_TRUE(w.ok()) << w.error().message();
+    std::map<std::string, int> ops;
+    for (auto v : boost::make_iterator_range(boost::vertices(w->stages[0].graph())))
+      if (w->stages[0].graph()[v].phase == Phase::kRecompute) ++ops[w->stages[0].graph()[v].name];
+    return ops;
+  };
+  const auto all = recompute_ops(p), some = recompute_ops(stop);
+  const int runs = m.layers * static_cast<int>(p.micro_batches());
+  EXPECT_EQ(all.at("mlp_down"), runs);
+  EXPECT_EQ(some.count("mlp_down"), 0u);
+  EXPECT_EQ(some.at("mlp_up"), runs);
+  EXPECT_EQ(some.at("activation"), runs);
+  int all_tp = 0, some_tp = 0;
+  for (const auto& [name, n] : all)
+    if (name.find("tp_") != std::string::npos) all_tp += n;
+  for (const auto& [name, n] : some)
+    if (name.find("tp_") != std::string::npos) some_tp += n;
+  EXPECT_EQ(all_tp - some_tp, runs) << "one row-parallel collective per layer and micro-batch fewer";
+  const AnalyticModel am(m, c);
+  const Prediction a = am.evaluate(p), b = am.evaluate(stop);
+  EXPECT_LT(b.step_time_s, a.step_time_s);
+  EXPECT_LT(b.hardware_flops, a.hardware_flops);
+  EXPECT_DOUBLE_EQ(b.memory.activations, a.memory.activations);
+  testing::expect_engines_agree(m, c, stop, 0.03, "full early-stop");
+
+  // MoE layers re-run whole.
+  const ModelSpec moe = testing::preset_model("mixtral-8x7b");
+  const LayerShape y = plan_layer_shape(moe, p);
+  const LayerKernels moe_whole = layer_kernels(moe, c.node.accelerator(), p, y, true);
+  const LayerKernels moe_early = layer_kernels(moe, c.node.accelerator(), stop, y, true);
+  EXPECT_DOUBLE_EQ(moe_early.recompute_seconds(rm::kFull), moe_whole.recompute_seconds(rm::kFull));
+
+  auto back = plan_from_json(plan_to_json(stop), "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_TRUE(back->recompute_early_stop);
+  EXPECT_EQ(recompute_string(stop), "full early-stop");
+  Plan uniform = stop;
+  uniform.recompute_method = RecomputeMethod::kUniform;
+  uniform.recompute_layers = 4;
+  const Status s = validate_plan(uniform, m, 0, "p.json");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("/recompute_early_stop: applies to layers checkpointed one by one"),
+            std::string::npos)
+      << s.error().message();
+}
+
 // Megatron-Core's --recompute-modules as DeepSeek-V3 uses them (layernorm, mla_up_proj, moe_act):
 // MLA's core attention keeps q and k at every head's full width and v; mla_up_proj drops them
 // (the compressed q and kv stay) and re-runs the up-projections' share of the QKV GEMM; moe_act

@@ -405,6 +405,19 @@ TEST(Validation, AttentionKernelAndGradientTypeAreTheStacks) {
   ASSERT_TRUE(mcore.ok) << mcore.failure;
   EXPECT_EQ(mcore.plan.attention_kernel, AttentionKernel::kBest);
   EXPECT_FALSE(mcore.plan.grad_reduce_precision.has_value());
+  // PyTorch's checkpoint stops its re-run early from 2.1 (torchtitan; llm-foundry's 2023-10
+  // tables ran PyTorch 2.1.0); Megatron's re-runs the whole forward, and so did PyTorch before.
+  EXPECT_TRUE(titan.plan.recompute_early_stop);
+  EXPECT_EQ(titan.assumed["recompute_early_stop"], true);
+  EXPECT_TRUE(foundry.plan.recompute_early_stop);
+  EXPECT_FALSE(mcore.plan.recompute_early_stop);
+  EXPECT_FALSE(nemo.plan.recompute_early_stop);
+  const CaseResult foundry23 = run_doc(v2_case(layout, {{"name", "llm-foundry"}, {"version", "2023-06"}}));
+  ASSERT_TRUE(foundry23.ok) << foundry23.failure;
+  EXPECT_FALSE(foundry23.plan.recompute_early_stop);
+  const CaseResult fsdp = run_doc(v2_case(layout, {{"name", "pytorch-fsdp"}, {"version", "2023-03"}}));
+  ASSERT_TRUE(fsdp.ok) << fsdp.failure;
+  EXPECT_FALSE(fsdp.plan.recompute_early_stop);
 }
 
 // A recipe's optimizer state type and p2p overlap, reported: bf16 state halves the optimizer's
