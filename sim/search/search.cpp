@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "sim/analytic/analytic_model.h"
 #include "sim/analytic/capacity.h"
@@ -435,8 +436,10 @@ std::vector<RankedPlan> pareto_front(const std::vector<RankedPlan>& survivors) {
   std::vector<RankedPlan> front;
   std::vector<const RankedPlan*> by_time;
   for (const auto& r : survivors) by_time.push_back(&r);
+  // Ties broken by cost, then by headroom: a plan can then only be dominated by one before it.
   std::sort(by_time.begin(), by_time.end(), [](const RankedPlan* a, const RankedPlan* b) {
-    return a->prediction.step_time_s < b->prediction.step_time_s;
+    return std::tuple(a->prediction.step_time_s, a->economics.cost_per_mtok_usd, -a->memory_headroom) <
+           std::tuple(b->prediction.step_time_s, b->economics.cost_per_mtok_usd, -b->memory_headroom);
   });
   for (const RankedPlan* r : by_time) {
     bool dominated = false;
