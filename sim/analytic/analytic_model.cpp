@@ -1244,8 +1244,8 @@ DpCollectives data_parallel_collectives(const ModelSpec& m, const Plan& p, const
 // layer's compute cannot hide waits, phase by phase (the forward's spare time does not hide the
 // backward's collectives); so do the step's first gather and its last reduce-scatter. Per-layer
 // compute is the stage's per micro-batch over its layers.
-double zero3_exposed(const Plan& p, const CriticalStage& c, const HeldParams& held, double forward_mb,
-                     double backward_mb) {
+double zero3_exposed(const Plan& p, const NodeSpec& node, const CriticalStage& c, const HeldParams& held,
+                     double forward_mb, double backward_mb) {
   struct Part {
     double total = 0, latency = 0;
   };
@@ -1266,10 +1266,15 @@ double zero3_exposed(const Plan& p, const CriticalStage& c, const HeldParams& he
   const Part reduce = both(CollectiveOp::kReduceScatter, grad_bytes(p));
   const double backward_comm = gather.total - gather.latency + reduce.total - reduce.latency +
                                std::max(gather.latency, reduce.latency);
+  // Behind the compute: each layer's gather beside its forward, its gather and reduction beside
+  // its backward, every micro-batch; the compute beside them runs without the collectives' SMs.
+  const double hidden =
+      c.mbs * layers *
+      (std::min(gather.total, forward_mb / layers) + std::min(backward_comm, backward_mb / layers));
   return c.mbs * layers *
              (std::max(0.0, gather.total - forward_mb / layers) +
               std::max(0.0, backward_comm - backward_mb / layers)) +
-         gather.total + reduce.total;
+         gather.total + reduce.total + hidden * (collective_compute_stretch(node, *c.costs.d) - 1);
 }
 
 // Data parallel: gradients (and with ZeRO, parameters) over dp*cp, experts over dp*cp/ep; what
@@ -1283,7 +1288,7 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
   const double backward_mb = c.load.dense * (c.dense.bwd_compute + c.dense.recompute) +
                              c.load.moe * (c.moe.bwd_compute + c.moe.recompute);
   const double forward_mb = c.load.dense * c.dense.fwd_compute + c.load.moe * c.moe.fwd_compute;
-  if (p.zero_stage >= 3) return zero3_exposed(p, c, held, forward_mb, backward_mb);
+  if (p.zero_stage >= 3) return zero3_exposed(p, node, c, held, forward_mb, backward_mb);
   const DpCollectives dense = data_parallel_collectives(m, p, node, *c.costs.d, links.dp, held.replicated);
   const DpCollectives experts = data_parallel_collectives(m, p, node, *c.costs.d, links.edp, held.experts);
   const double reduce = dense.reduce + experts.reduce, gather = dense.gather + experts.gather;
@@ -1321,7 +1326,9 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
     const double layered = gather - tables;
     gather_exposed = std::max(layered / layers_on_stage, layered - forward_mb) + tables;
   }
-  return reduce_exposed + gather_exposed;
+  // The compute beside the hidden part runs without the collectives' SMs (NodeSpec::collective_sms).
+  const double hidden = reduce - reduce_exposed + gather - gather_exposed;
+  return reduce_exposed + gather_exposed + hidden * (collective_compute_stretch(node, *c.costs.d) - 1);
 }
 
 // Optimizer: one Adam pass over the parameters this device owns (tb.optimizer); returns the

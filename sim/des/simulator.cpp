@@ -72,6 +72,9 @@ struct StageInfo {
   // The stage's compute ops' waits for the host (Op::host_wait), run once per step by each rank:
   // summed here, so that OpInfo keeps its size.
   double host_wait = 0;
+  // A compute op started while a data-parallel collective runs on the rank takes this much longer
+  // (collective_compute_stretch: the collective holds some of the device's SMs).
+  double collective_stretch = 1;
 };
 
 // Every simulated rank's OpState, in one block the kernel is asked to back with 2 MiB pages:
@@ -138,6 +141,14 @@ struct Simulator::Impl {
     std::vector<double> start, end;  // per op, only when recording a trace
     std::size_t done_ops = 0;
     std::array<double, kStreamCount> stream_start{};  // start of each stream's current op
+    // Overlapped data-parallel collectives hold SMs (StageInfo::collective_stretch): the compute
+    // stream's busy seconds so far, their value when each DP stream's collective started, and the
+    // compute seconds the collectives have slowed, added to the next compute op.
+    double compute_busy = 0;
+    std::array<double, 2> dp_mark{};
+    double sm_debt = 0;
+    int extended = -1;  // the compute op lengthened by the debt, and by how much
+    double paid = 0;
     // Full mode: group_leader() of each GroupKind (its divisions once, not per collective).
     std::array<std::pair<int, int>, kGroupKinds> groups{};
     // The step's breakdown, accumulated as the compute stream runs: busy time by phase, and each
@@ -373,6 +384,22 @@ struct Simulator::Impl {
   }
 
   // ---- ranks and streams ----
+  // The data-parallel streams' slot in RankState::dp_mark; -1 for the others.
+  static int dp_slot(StreamId s) { return s == StreamId::kDp ? 0 : s == StreamId::kDpReduce ? 1 : -1; }
+  double compute_busy_at(const RankState& r) const {
+    const int c = static_cast<int>(StreamId::kCompute);
+    return r.compute_busy + (r.busy[c] ? now - r.stream_start[c] : 0.0);
+  }
+  // The compute seconds the running data-parallel collectives have slowed since their marks.
+  void accrue_sm_debt(RankState& r, double stretch) const {
+    const double at = compute_busy_at(r);
+    for (StreamId s : {StreamId::kDp, StreamId::kDpReduce}) {
+      const int d = dp_slot(s);
+      if (!r.busy[static_cast<int>(s)]) continue;
+      r.sm_debt += (at - r.dp_mark[d]) * (stretch - 1);
+      r.dp_mark[d] = at;
+    }
+  }
   void dependency_met(int ri, int op, StreamId stream, StreamId from) {
     OpState& s = ranks[ri].state[op];
     s = ((s & kPendingMask) - 1) | static_cast<OpState>(from) << kStreamShift;
@@ -408,6 +435,7 @@ struct Simulator::Impl {
     RankState& r = ranks[ri];
     const OpInfo& op = info[r.stage].ops[v];
     if (opt.record) r.start[v] = now;
+    if (const int d = dp_slot(op.stream); d >= 0) r.dp_mark[d] = compute_busy_at(r);
     r.stream_start[static_cast<int>(op.stream)] = now;
     if (op.stream == StreamId::kCompute) {
       const double gap = std::max(0.0, now - r.compute_cursor);
@@ -494,12 +522,30 @@ struct Simulator::Impl {
     if (opt.record) r.end[v] = now;
     r.last_end = now;
     const double dur = now - r.stream_start[s];
+    if (si.collective_stretch > 1 && op.stream == StreamId::kCompute && op.kind == OpKind::kCompute) {
+      // The compute op ran beside the data-parallel collectives, without their SMs: it lasts as
+      // much longer as they slowed it (once; what they slow meanwhile falls to the next op).
+      accrue_sm_debt(r, si.collective_stretch);
+      if (r.sm_debt > 0 && r.extended != v) {
+        r.extended = v;
+        r.paid = r.sm_debt;
+        push(now + r.sm_debt, EventType::kOpDone, ri, static_cast<std::uint32_t>(v));
+        r.sm_debt = 0;
+        --r.done_ops;
+        return;
+      }
+    }
+    if (dp_slot(op.stream) >= 0) accrue_sm_debt(r, si.collective_stretch);
     if (op.stream == StreamId::kCompute) {
+      r.compute_busy += dur;
+      const double paid = r.extended == v ? r.paid : 0.0;  // the collectives' share of `dur`
+      r.extended = -1;
+      r.acc.dp_comm += paid;
       if (op.phase == Phase::kStep)
-        r.acc.optimizer += dur;
+        r.acc.optimizer += dur - paid;
       else
-        r.acc.compute += dur;
-      if (op.phase == Phase::kRecompute) r.acc.recompute += dur;
+        r.acc.compute += dur - paid;
+      if (op.phase == Phase::kRecompute) r.acc.recompute += dur - paid;
       r.compute_cursor = now;
     } else if (op.kind == OpKind::kSend) {
       r.wire += dur;
@@ -562,6 +608,13 @@ Result<std::size_t> Simulator::Impl::pack_stages() {
   for (std::size_t st = 0; st < w.stages.size(); ++st) {
     const OpGraph& g = w.stages[st].graph();
     StageInfo& si = info[st];
+    const DeviceSpec& device = w.plan.stage_devices.empty()
+                                   ? w.cluster.node.accelerator()
+                                   : w.cluster.node
+                                         .devices[static_cast<std::size_t>(
+                                             stage_group(w.plan, w.cluster.node, static_cast<int>(st)))]
+                                         .device;
+    si.collective_stretch = collective_compute_stretch(w.cluster.node, device);
     if (boost::num_vertices(g) > kPendingMask)  // an op's dependency count must fit its bits
       return Error("simulation: stage " + std::to_string(st) + " has too many ops (" +
                    std::to_string(boost::num_vertices(g)) + ")");

@@ -649,7 +649,7 @@ json device_to_json(const DeviceSpec& d) {
 Result<NodeSpec> node_from_json(const json& doc, const std::string& file, const std::string& pointer) {
   JsonReader r(doc, file, pointer);
   r.reject_unknown_keys({"name", "devices", "fabric", "in_switch_reduction", "in_switch_efficiency",
-                         "host_link", "host_memory", "nics", "nic"});
+                         "host_link", "host_memory", "nics", "nic", "collective_sms"});
   NodeSpec n;
   n.name = r.string("name", "node");
   auto groups = r.array("devices");
@@ -679,6 +679,15 @@ Result<NodeSpec> node_from_json(const json& doc, const std::string& file, const 
   n.nics = static_cast<int>(r.integer("nics", 0, 0, 1024));
   if (r.has("nic")) read_link(r.object("nic"), n.nic, true);
   if (r.ok() && n.nics > 0 && n.nic.bandwidth <= 0) r.fail("nic", "nics > 0 needs a nic with a bandwidth");
+  n.collective_sms = static_cast<int>(r.integer("collective_sms", 0, 0, 1 << 16));
+  if (r.ok() && n.collective_sms > 0)
+    for (const auto& g : n.devices)
+      if (g.device.sm_count > 0 && n.collective_sms >= g.device.sm_count) {
+        r.fail("collective_sms", std::to_string(n.collective_sms) + " leaves no SM of device " +
+                                     g.device.name + " (" + std::to_string(g.device.sm_count) +
+                                     " SMs) to compute");
+        break;
+      }
   if (!r.ok()) return r.error();
   return n;
 }
@@ -696,6 +705,7 @@ json node_to_json(const NodeSpec& n) {
             {"nics", n.nics}};
   if (n.host_link.bandwidth > 0) j["host_link"] = link_to_json(n.host_link);
   if (n.nics > 0) j["nic"] = link_to_json(n.nic);
+  if (n.collective_sms > 0) j["collective_sms"] = n.collective_sms;
   return j;
 }
 

@@ -327,6 +327,11 @@ struct NodeSpec {
   double host_memory_bytes = 0;
   int nics = 0;
   LinkSpec nic;  // one NIC port
+  // SMs (streaming multiprocessors) a collective library's kernel holds while it runs: NCCL
+  // launches one block per channel, each on an SM of its own that no compute kernel shares, so the
+  // compute overlapped with a collective runs on the others (collective_compute_stretch). 0: not
+  // modelled.
+  int collective_sms = 0;
 
   const DeviceSpec& accelerator() const;
   int accelerators() const;  // accelerators per node (of the first accelerator group)
@@ -337,6 +342,15 @@ struct NodeSpec {
   double nic_bandwidth_per_device() const;  // achieved inter-node bytes/s per accelerator
   bool operator==(const NodeSpec&) const = default;
 };
+
+// How much longer compute takes while an overlapped collective holds NodeSpec::collective_sms of
+// the device's SMs: sm_count / (sm_count - collective_sms); 1 where the node sets none or the
+// device has no more SMs than that.
+inline double collective_compute_stretch(const NodeSpec& n, const DeviceSpec& d) {
+  return n.collective_sms > 0 && d.sm_count > n.collective_sms
+             ? static_cast<double>(d.sm_count) / (d.sm_count - n.collective_sms)
+             : 1.0;
+}
 
 // One level of the inter-node network. Level i joins `span_nodes` nodes (0: the whole cluster).
 struct NetworkTier {

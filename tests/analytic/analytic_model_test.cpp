@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "sim/analytic/collective.h"
 #include "sim/analytic/layer_cost.h"
+#include "sim/spec/json_reader.h"
 #include "sim/spec/presets.h"
+#include "tests/engines.h"
 #include "tests/test_util.h"
 
 namespace foresight {
@@ -340,8 +343,44 @@ TEST(AnalyticModel, OverlappedReductionExposesTheTables) {
   const double table_share = reduce * tables / all;
   const double per_bucket = collective_latency_steps(CollectiveOp::kAllReduce, 8) * link.latency_s;
   const double layers_part = reduce - table_share + (m.layers - 1) * per_bucket;
-  EXPECT_NEAR(pr.time.dp_comm, layers_part / m.layers + table_share, 1e-6 * pr.time.dp_comm);
+  const double exposed = layers_part / m.layers + table_share;
+  // The compute beside the hidden rest runs without NCCL's 16 of the H100's 132 SMs.
+  const double stretch = 132.0 / (132 - 16);
+  EXPECT_NEAR(pr.time.dp_comm, exposed + (reduce - exposed) * (stretch - 1), 1e-6 * pr.time.dp_comm);
   EXPECT_GT(table_share, 0.1 * reduce);  // a 128K vocabulary: a large share
+}
+
+// A collective overlapped with compute holds SMs of its own (NodeSpec::collective_sms): the
+// compute beside it runs on the rest, in both engines; a node that would leave no SM is refused.
+TEST(AnalyticModel, OverlappedCollectivesTakeSmsFromTheCompute) {
+  const ModelSpec m = model("llama3-8b");
+  const ClusterSpec c = cluster("dgx-h100-ndr", 32);
+  ASSERT_EQ(c.node.collective_sms, 16);
+  EXPECT_DOUBLE_EQ(collective_compute_stretch(c.node, c.node.accelerator()), 132.0 / 116);
+  ClusterSpec free = c;
+  free.node.collective_sms = 0;
+  EXPECT_DOUBLE_EQ(collective_compute_stretch(free.node, free.node.accelerator()), 1.0);
+  Plan p = plan(1, 1, 32, 1, 64);
+  p.zero_stage = 3;  // FSDP: every layer's gathers and reduce-scatters beside its compute
+  p.recompute = Recompute::kFull;
+  const Prediction held = AnalyticModel(m, c).evaluate(p), alone = AnalyticModel(m, free).evaluate(p);
+  EXPECT_DOUBLE_EQ(held.time.compute, alone.time.compute);
+  const double extra = held.step_time_s - alone.step_time_s;
+  EXPECT_GT(extra, 0.01 * alone.step_time_s);                // four nodes: the gathers run over InfiniBand
+  EXPECT_LT(extra, (132.0 / 116 - 1) * alone.time.compute);  // at most all the compute slowed
+  const SimResult d_held = testing::expect_engines_agree(m, c, p, 0.03, "with collective_sms");
+  const SimResult d_alone = testing::expect_engines_agree(m, free, p, 0.03, "without");
+  EXPECT_NEAR(d_held.prediction.step_time_s - d_alone.prediction.step_time_s, extra, 0.5 * extra);
+
+  auto doc = parse_json_text(R"({"name": "n", "devices": [{"device": "h100-sxm5-80gb", "count": 8}],
+                                 "fabric": {"bandwidth": "450GB/s"}, "collective_sms": 132})",
+                             "n.json");
+  ASSERT_TRUE(doc.ok());
+  auto n = node_from_json(*doc, "n.json");
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.error().message().find("/collective_sms: 132 leaves no SM of device h100-sxm5-80gb (132 SMs)"),
+            std::string::npos)
+      << n.error().message();
 }
 
 }  // namespace
