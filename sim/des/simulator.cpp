@@ -72,8 +72,8 @@ struct StageInfo {
   // The stage's compute ops' waits for the host (Op::host_wait), run once per step by each rank:
   // summed here, so that OpInfo keeps its size.
   double host_wait = 0;
-  // A compute op started while a data-parallel collective runs on the rank takes this much longer
-  // (collective_compute_stretch: the collective holds some of the device's SMs).
+  // Compute beside a data-parallel collective runs this much longer (collective_compute_stretch:
+  // the collective holds some of the device's SMs); see RankState::sm_debt.
   double collective_stretch = 1;
 };
 
@@ -142,12 +142,14 @@ struct Simulator::Impl {
     std::size_t done_ops = 0;
     std::array<double, kStreamCount> stream_start{};  // start of each stream's current op
     // Overlapped data-parallel collectives hold SMs (StageInfo::collective_stretch): the compute
-    // stream's busy seconds so far, their value when each DP stream's collective started, and the
-    // compute seconds the collectives have slowed, added to the next compute op.
+    // stream's busy seconds so far, their value when each DP stream's collective started (or last
+    // settled), and the compute seconds the collectives have slowed and not yet charged. A compute
+    // op that ends with a debt runs on by it once (`extended`, `paid`: its op and the seconds);
+    // what accrues meanwhile falls to the next one.
     double compute_busy = 0;
     std::array<double, 2> dp_mark{};
     double sm_debt = 0;
-    int extended = -1;  // the compute op lengthened by the debt, and by how much
+    int extended = -1;
     double paid = 0;
     // Full mode: group_leader() of each GroupKind (its divisions once, not per collective).
     std::array<std::pair<int, int>, kGroupKinds> groups{};
@@ -431,44 +433,48 @@ struct Simulator::Impl {
     start_op(ri, op);
   }
 
+  // The compute stream's idle time before op `v`, charged to what it waited for: the stream of
+  // the dependency met last.
+  void charge_compute_gap(RankState& r, int v) {
+    const double gap = std::max(0.0, now - r.compute_cursor);
+    switch (static_cast<StreamId>(r.state[v] >> kStreamShift)) {
+      case StreamId::kTp:
+        r.acc.tp_comm += gap;
+        break;
+      case StreamId::kCp:
+        r.acc.cp_comm += gap;
+        break;
+      case StreamId::kEp:
+        r.acc.ep_comm += gap;
+        break;
+      case StreamId::kDp:
+      case StreamId::kDpReduce:
+        r.acc.dp_comm += gap;
+        break;
+      case StreamId::kCopy:
+      case StreamId::kCopyIn:
+      case StreamId::kHost:
+        r.acc.offload += gap;
+        break;  // host copies not hidden by compute
+      case StreamId::kLoader:
+        r.acc.data += gap;
+        break;  // input not ready
+      case StreamId::kPartner:
+        r.acc.compute += gap;
+        break;  // the layer's attention on its partner
+      default:
+        r.acc.bubble += gap;
+        break;  // pipeline waits and fill/drain
+    }
+  }
+
   void start_op(int ri, int v) {
     RankState& r = ranks[ri];
     const OpInfo& op = info[r.stage].ops[v];
     if (opt.record) r.start[v] = now;
     if (const int d = dp_slot(op.stream); d >= 0) r.dp_mark[d] = compute_busy_at(r);
     r.stream_start[static_cast<int>(op.stream)] = now;
-    if (op.stream == StreamId::kCompute) {
-      const double gap = std::max(0.0, now - r.compute_cursor);
-      switch (static_cast<StreamId>(r.state[v] >> kStreamShift)) {
-        case StreamId::kTp:
-          r.acc.tp_comm += gap;
-          break;
-        case StreamId::kCp:
-          r.acc.cp_comm += gap;
-          break;
-        case StreamId::kEp:
-          r.acc.ep_comm += gap;
-          break;
-        case StreamId::kDp:
-        case StreamId::kDpReduce:
-          r.acc.dp_comm += gap;
-          break;
-        case StreamId::kCopy:
-        case StreamId::kCopyIn:
-        case StreamId::kHost:
-          r.acc.offload += gap;
-          break;  // host copies not hidden by compute
-        case StreamId::kLoader:
-          r.acc.data += gap;
-          break;  // input not ready
-        case StreamId::kPartner:
-          r.acc.compute += gap;
-          break;  // the layer's attention on its partner
-        default:
-          r.acc.bubble += gap;
-          break;  // pipeline waits and fill/drain
-      }
-    }
+    if (op.stream == StreamId::kCompute) charge_compute_gap(r, v);
     switch (op.kind) {
       case OpKind::kCompute:
       case OpKind::kCopy:  // the copy engine's time over the host link
