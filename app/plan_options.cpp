@@ -68,6 +68,9 @@ constexpr PlanFlag kPlanFlags[] = {
     {"--overlap-grad-reduce", "/overlap_grad_reduce", Kind::kFlag, "Plan",
      "overlap DP gradient reduction with backward"},
     {"--overlap-tp-comm", "/overlap_tp_comm", Kind::kFlag, "Plan", "overlap TP collectives with GEMMs"},
+    {"--overlap-tp-dgrad", "/overlap_tp_dgrad", Kind::kFlag, "Plan",
+     "the backward's all-reduce (with SP reduce-scatter) of the QKV and MLP-up input gradients runs "
+     "beside their weight gradients (Megatron-LM from 2021-09, Transformer Engine); default: in line"},
     {"--overlap-param-gather", "/overlap_param_gather", Kind::kFlag, "Plan",
      "ZeRO-1/2: overlap the parameter all-gather with the next forward"},
     {"--overlap-p2p-comm", "/overlap_p2p_comm", Kind::kFlag, "Plan",

@@ -214,6 +214,7 @@ class LayerKernelBuilder {
         folded_(moe && s.experts_folded),
         parallel_(m.parallel_block && !folded_),
         ub_(sp_ && p.overlap_tp_comm),
+        async_dgrad_(!ub_ && p.overlap_tp_dgrad && p.tp > 1),
         ub_stretch_(d.sm_count > kTpOverlapSms ? d.sm_count / (d.sm_count - kTpOverlapSms) : 1.0) {}
 
   LayerKernels build(const Partner& partner) {
@@ -323,12 +324,28 @@ class LayerKernelBuilder {
     L_.tp_bwd_overlap.fill(TpOverlap::kNone);
     L_.tp_gemm.fill(-1);
     L_.tp_bwd_gemm.fill(-1);
-    if (!ub_) return;
     auto next_gemm = [&](int after) {
       for (int i = after + 1; i < L_.count; ++i)
         if (L_.fwd[i].cls == KernelClass::kGemm) return i;
       return -1;
     };
+    if (async_dgrad_) {
+      // Plan::overlap_tp_dgrad: the input gradient's all-reduce or reduce-scatter (registered at
+      // the norm before the QKV or dense MLP-up GEMM) runs beside that GEMM's backward, as the
+      // bulk method times it; NCCL's kernel takes its SMs only while it runs, which is not priced
+      // (at most 16 of 132 SMs for the collective's own time).
+      for (int j = 0; j < L_.tp_bwd_count; ++j) {
+        if (L_.tp_bwd_kind[j] == TpCollective::kAllGather) continue;
+        const int g = next_gemm(L_.tp_bwd_after[j]);
+        if (g < 0) continue;
+        const KernelName n = L_.fwd[g].name;
+        if (n != KernelName::kQkv && (n != KernelName::kMlpUp || moe_)) continue;
+        L_.tp_bwd_overlap[j] = TpOverlap::kBulk;
+        L_.tp_bwd_gemm[j] = g;
+      }
+      return;
+    }
+    if (!ub_) return;
     for (int j = 0; j < L_.tp_count; ++j) {
       const bool gather = L_.tp_kind[j] == TpCollective::kAllGather;
       const int g = gather ? next_gemm(L_.tp_after[j]) : L_.tp_after[j];
@@ -471,6 +488,7 @@ class LayerKernelBuilder {
   const bool parallel_;
   int block_norm_ = -1;
   const bool ub_;            // TP collectives overlapped with their GEMMs (TpOverlap)
+  const bool async_dgrad_;   // Plan::overlap_tp_dgrad without userbuffers
   const double ub_stretch_;  // a GEMM's time on the SMs the overlap leaves it, over its time on all
   LayerKernels L_;
 };

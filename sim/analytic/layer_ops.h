@@ -57,7 +57,9 @@ enum class TpCollective : std::uint8_t { kAllReduce, kAllGather, kReduceScatter 
 //    reduce-scatter is exposed, and the communication kernels' 16 SMs are taken from the GEMM
 //    (set_sm_margin), which runs that much slower.
 //  - kBulk: the backward's reduce-scatter of the QKV and MLP-up input gradients runs beside the
-//    same GEMMs' weight gradient (qkv_wgrad, fc1_wgrad), on 16 SMs taken from it.
+//    same GEMMs' weight gradient (qkv_wgrad, fc1_wgrad), on 16 SMs taken from it. Without
+//    userbuffers, Plan::overlap_tp_dgrad times NCCL's all-reduce or reduce-scatter of the same
+//    gradients the same way, the GEMM on all its SMs.
 // MoE layers' expert GEMMs (grouped, outside TE's overlapped linears) are not overlapped.
 enum class TpOverlap : std::uint8_t { kNone, kRing, kPipeline, kBulk };
 inline constexpr int kTpPipelineSplits = 4;  // TE's num_splits for the pipeline method

@@ -148,7 +148,8 @@ std::vector<DeviceLayout> device_layouts(const ClusterSpec& cluster, int gpus, i
   return v;
 }
 
-// The overlap variants of one plan: the gradient reduction (ZeRO-3 overlaps by construction,
+// The overlap variants of one plan (each with Plan::overlap_tp_dgrad where TP has collectives): the
+// gradient reduction (ZeRO-3 overlaps by construction,
 // FSDP's prefetch: one variant), TP communication (with SP: Transformer Engine's userbuffers
 // split the SP collectives), ZeRO-1/2's parameter all-gather (only beside the overlapped
 // reduction, as Megatron requires) and the expert all-to-alls behind merged forward/backward
@@ -168,6 +169,9 @@ void add_overlaps(const Plan& base, const Axes& a, std::vector<Plan>& out) {
           p.overlap_tp_comm = tp;
           p.overlap_param_gather = gather;
           p.overlap_ep_comm = ep;
+          // Megatron's and Transformer Engine's default: the input gradients' TP collectives
+          // beside their weight gradients (Plan::overlap_tp_dgrad).
+          p.overlap_tp_dgrad = p.tp > 1;
           out.push_back(std::move(p));
         }
       }

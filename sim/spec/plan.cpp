@@ -303,6 +303,7 @@ std::string overlap_string(const Plan& p) {
   for (auto [on, name] : {std::pair{p.overlap_grad_reduce && p.zero_stage < 3, "grad"},
                           {p.overlap_param_gather, "param"},
                           {p.overlap_tp_comm, "tp"},
+                          {p.overlap_tp_dgrad && !p.overlap_tp_comm && p.tp > 1, "tp-dgrad"},
                           {p.overlap_ep_comm, "ep"}})
     if (on) out.append(out.empty() ? "" : "+").append(name);
   return out;
@@ -367,6 +368,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.attention_kernel = read_enum("attention_kernel", parse_attention_kernel, AttentionKernel::kBest);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
   p.overlap_tp_comm = r.boolean("overlap_tp_comm", false);
+  p.overlap_tp_dgrad = r.boolean("overlap_tp_dgrad", false);
   p.overlap_param_gather = r.boolean("overlap_param_gather", false);
   p.overlap_p2p_comm = r.boolean("overlap_p2p_comm", false);
   p.overlap_ep_comm = r.boolean("overlap_ep_comm", false);
@@ -473,6 +475,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "attention_kernel",
                          "overlap_grad_reduce",
                          "overlap_tp_comm",
+                         "overlap_tp_dgrad",
                          "overlap_param_gather",
                          "overlap_p2p_comm",
                          "overlap_ep_comm",
@@ -555,6 +558,7 @@ json plan_to_json(const Plan& p) {
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.offload_params) j["offload_params"] = true;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;
+  if (p.overlap_tp_dgrad) j["overlap_tp_dgrad"] = true;
   if (p.overlap_p2p_comm) j["overlap_p2p_comm"] = true;
   if (p.overlap_ep_comm) j["overlap_ep_comm"] = true;
   if (p.expert_tp != 0) j["expert_tp"] = p.expert_tp;

@@ -139,6 +139,14 @@ struct Plan {
   bool overlap_grad_reduce =
       false;                     // DP gradient reduction overlapped with backward (opt-in, as in Megatron)
   bool overlap_tp_comm = false;  // TP collectives overlapped with GEMMs
+  // Without overlap_tp_comm: the backward's collective of a column-parallel GEMM's input gradient
+  // (the QKV and MLP-up GEMMs: an all-reduce, with SP a reduce-scatter) is issued asynchronously
+  // and waited for after the same GEMM's weight gradient, which hides it. Megatron-LM's
+  // asynchronous tensor-model-parallel all-reduce (on by default from 2021-09, with SP from 2022;
+  // --no-async-tensor-model-parallel-allreduce turned it off) and Transformer Engine's Linear,
+  // LayerNormLinear and LayerNormMLP backward ("overlap dgrad-RS/AR with wgrad"), which
+  // Megatron-Core, NeMo and Megatron-Bridge run. false: every TP collective waits in line.
+  bool overlap_tp_dgrad = false;
   // ZeRO-1/2 (distributed optimizer): the parameter all-gather after the optimizer step overlapped
   // with the next forward pass, bucket by bucket as the forward reaches each layer (Megatron's
   // --overlap-param-gather). false: gathered at the end of the step, exposed.

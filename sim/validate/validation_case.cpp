@@ -249,6 +249,15 @@ struct SoftwareStack {
   // 2.1.0 was released 2023-10-04). Megatron's and DeepSpeed's checkpoint functions are
   // reentrant and re-run the whole forward.
   bool checkpoint_early_stop = false;
+  // The backward's TP all-reduce (with SP reduce-scatter) of the QKV and MLP-up input gradients
+  // runs beside their weight gradients (Plan::overlap_tp_dgrad): Megatron-LM's asynchronous
+  // tensor-model-parallel all-reduce, merged 2021-09 (slym/allreduce-overlap, after the SC'21
+  // runs; on unless --no-async-tensor-model-parallel-allreduce), with sequence parallelism's
+  // reduce-scatter from 2022 (LinearWithGradAccumulationAndAsyncCommunication), and Transformer
+  // Engine's linear layers ("overlap dgrad-RS/AR with wgrad"), which Megatron-Core, NeMo and
+  // Megatron-Bridge run. Not Megatron-DeepSpeed (forked before it), DeepSpeed or PyTorch's DTensor
+  // TP, whose backward collectives wait in line.
+  bool async_tp_dgrad = false;
 };
 
 // torchtitan's default split of `layers` over `stages` pipeline stages (generate_split_points).
@@ -272,7 +281,14 @@ constexpr SoftwareStack kSoftwareStacks[] = {
     // Megatron-LM, 2022: the paper that introduced selective recompute of the s^2 attention
     // activations -- the memory FlashAttention avoids -- so unfused attention; dropout 0.1. The
     // distributed optimizer (--use-distributed-optimizer) came to Megatron-LM later. Tied as above.
-    {"Korthikanti et al.", "Megatron-LM 2022", false, true, true, false, true},
+    {.source_prefix = "Korthikanti et al.",
+     .name = "Megatron-LM 2022",
+     .flash_attention = false,
+     .sequence_parallel = true,
+     .dropout = true,
+     .distributed_optimizer = false,
+     .tied_embeddings = true,
+     .async_tp_dgrad = true},
     // Megatron-DeepSpeed for BLOOM (trained Mar-Jul 2022): fused scale-mask-softmax, no flash
     // attention; BLOOM's config sets hidden and attention dropout to 0.0 and ties its LM head to
     // the word embeddings.
@@ -343,7 +359,11 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
   s.uneven_stages = true;
   s.overlap_p2p = true;
   s.partial_recompute = true;
-  if (name == "megatron-lm" && before(2022, 5)) return kSoftwareStacks[0];
+  if (name == "megatron-lm" && before(2022, 5)) {
+    SoftwareStack v = kSoftwareStacks[0];
+    v.async_tp_dgrad = !before(2021, 9);
+    return v;
+  }
   if (name == "megatron-lm" && before(2023, 1)) return kSoftwareStacks[1];
   if (name == "megatron-lm" || name == "megatron-core") {
     s.name = name == "megatron-lm" ? "Megatron-LM 2023+" : "Megatron-Core";
@@ -363,6 +383,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     // performance recipes, Megatron-LM's own scripts do not.
     if (s.overlap_tp_comm == Can::kOption) s.overlap_tp_comm = Can::kOptIn;
     s.per_expert_gemm = !before(2024, 6);
+    s.async_tp_dgrad = true;
     return s;
   }
   if (name == "nemo" || name == "megatron-bridge") {
@@ -370,6 +391,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.dropout = s.tied_embeddings = false;
     s.grad_reduce_bf16 = true;
     s.per_expert_gemm = true;
+    s.async_tp_dgrad = true;
     return s;
   }
   if (name == "deepspeed" || name == "megatron-deepspeed") {
@@ -741,6 +763,10 @@ void apply_case_facts(const ValidationCase& c, const SoftwareStack* stack, CaseL
   if (stack && stack->checkpoint_early_stop) {
     l.base.recompute_early_stop = true;
     out.assumed["recompute_early_stop"] = true;
+  }
+  if (stack && stack->async_tp_dgrad && l.base.tp > 1) {
+    l.base.overlap_tp_dgrad = true;
+    out.assumed["overlap_tp_dgrad"] = true;
   }
   if (stack && stack->per_expert_gemm && l.model.is_moe()) {
     l.base.expert_gemm = ExpertGemm::kPerExpert;

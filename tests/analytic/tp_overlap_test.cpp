@@ -169,6 +169,60 @@ TEST(TpOverlap, EnginesAgreeAndSomeTimeStaysExposed) {
   EXPECT_GT(d.prediction.time.tp_comm, 0);
 }
 
+// Plan::overlap_tp_dgrad (no userbuffers): only the backward's input-gradient collectives of the
+// QKV and MLP-up GEMMs pair with those GEMMs (reduce-scatters with SP, all-reduces without), no
+// GEMM loses SMs; the exposed TP time falls by what those GEMMs' backward hides, and both engines
+// agree. With userbuffers on as well, userbuffers' pairing stands.
+TEST(TpOverlap, AsyncDgradHidesTheInputGradients) {
+  Tp8 t;
+  const AnalyticModel am(t.m, t.c);
+  for (bool sp : {true, false}) {
+    Plan off = t.p;
+    off.sequence_parallel = sp;
+    if (!sp) off.recompute = Recompute::kFull;  // to fit in memory without SP
+    Plan on = off;
+    on.overlap_tp_dgrad = true;
+    const LayerKernels a = t.kernels(off), b = t.kernels(on);
+    const int qkv = index_of(b, KernelName::kQkv), up = index_of(b, KernelName::kMlpUp);
+    for (int j = 0; j < b.tp_count; ++j) EXPECT_EQ(b.tp_overlap[j], TpOverlap::kNone) << j;
+    int paired = 0;
+    for (int j = 0; j < b.tp_bwd_count; ++j) {
+      const bool input_grad = b.tp_bwd_kind[j] != TpCollective::kAllGather;
+      EXPECT_EQ(b.tp_bwd_overlap[j], input_grad ? TpOverlap::kBulk : TpOverlap::kNone) << sp << j;
+      if (!input_grad) continue;
+      ++paired;
+      EXPECT_TRUE(b.tp_bwd_gemm[j] == qkv || b.tp_bwd_gemm[j] == up) << sp << j;
+    }
+    EXPECT_EQ(paired, 2) << sp;
+    for (int i = 0; i < b.count; ++i) {
+      EXPECT_DOUBLE_EQ(b.fwd[i].fwd_s, a.fwd[i].fwd_s) << i;
+      EXPECT_DOUBLE_EQ(b.fwd[i].bwd_s, a.fwd[i].bwd_s) << i;
+    }
+    const Prediction x = am.evaluate(off), y = am.evaluate(on);
+    EXPECT_LT(y.time.tp_comm, x.time.tp_comm) << sp;
+    EXPECT_GT(y.time.tp_comm, 0.4 * x.time.tp_comm) << sp;  // the forward's and the gradients' gathers
+    EXPECT_DOUBLE_EQ(y.time.compute, x.time.compute) << sp;
+    EXPECT_LT(y.step_time_s, x.step_time_s) << sp;
+    testing::expect_engines_agree(t.m, t.c, on, 0.03, sp ? "overlap_tp_dgrad with SP" : "overlap_tp_dgrad");
+  }
+  Plan ub = t.p;
+  ub.overlap_tp_comm = true;
+  Plan both = ub;
+  both.overlap_tp_dgrad = true;
+  const LayerKernels u = t.kernels(ub), v = t.kernels(both);
+  for (int j = 0; j < u.tp_bwd_count; ++j) EXPECT_EQ(v.tp_bwd_overlap[j], u.tp_bwd_overlap[j]) << j;
+  EXPECT_DOUBLE_EQ(am.evaluate(both).step_time_s, am.evaluate(ub).step_time_s);
+  // An MoE layer's experts are grouped GEMMs outside TE's linears: only its attention pairs.
+  Tp8 mixtral;
+  mixtral.m = testing::preset_model("mixtral-8x7b");
+  Plan moe = mixtral.p;
+  moe.overlap_tp_dgrad = true;
+  const LayerKernels k = mixtral.kernels(moe, true);
+  int paired = 0;
+  for (int j = 0; j < k.tp_bwd_count; ++j) paired += k.tp_bwd_overlap[j] == TpOverlap::kBulk;
+  EXPECT_EQ(paired, 1);
+}
+
 // In fp8 plans the sequence-parallel all-gathers that feed FP8 GEMMs move the FP8 tensor, one
 // byte an element (Transformer Engine and torchao cast before they gather); the reduce-scatters
 // sum 16-bit outputs, and an MoE block's gathers feed the router in 16 bits. Both engines move

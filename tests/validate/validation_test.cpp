@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <set>
+#include <tuple>
 
 #include "sim/spec/json_reader.h"
 #include "sim/validate/validation_case.h"
@@ -418,6 +419,43 @@ TEST(Validation, AttentionKernelAndGradientTypeAreTheStacks) {
   const CaseResult fsdp = run_doc(v2_case(layout, {{"name", "pytorch-fsdp"}, {"version", "2023-03"}}));
   ASSERT_TRUE(fsdp.ok) << fsdp.failure;
   EXPECT_FALSE(fsdp.plan.recompute_early_stop);
+}
+
+// The input gradients' TP collectives run beside their weight gradients in Megatron-LM from
+// 2021-09 and in every Transformer Engine stack; Megatron-DeepSpeed and torchtitan's DTensor TP
+// wait for them. A plan without TP has nothing to overlap and is left alone.
+TEST(Validation, AsyncTpDgradIsTheStacks) {
+  const nlohmann::json layout = {
+      {"pp", 1}, {"dp", 8}, {"schedule", nullptr}, {"sequence_parallel", nullptr}, {"zero_stage", nullptr}};
+  for (const auto& [name, version, on] : {std::tuple{"megatron-core", "0.9", true},
+                                          {"nemo", "24.07", true},
+                                          {"megatron-bridge", "25.11", true},
+                                          {"megatron-lm", "2023-06", true},
+                                          {"megatron-lm", "2021-12", true},
+                                          {"megatron-lm", "2021-06", false},
+                                          {"megatron-deepspeed", "2023-06", false},
+                                          {"torchtitan", "2025-06", false}}) {
+    const CaseResult r = run_doc(v2_case(layout, {{"name", name}, {"version", version}}));
+    ASSERT_TRUE(r.ok) << name << " " << version << ": " << r.failure;
+    EXPECT_EQ(r.plan.overlap_tp_dgrad, on) << name << " " << version;
+    EXPECT_EQ(r.assumed.contains("overlap_tp_dgrad"), on) << name << " " << version;
+  }
+  nlohmann::json no_tp = layout;
+  no_tp["tp"] = 1;
+  no_tp["dp"] = 16;
+  const CaseResult mcore = run_doc(v2_case(no_tp, {{"name", "megatron-core"}, {"version", "0.9"}}));
+  ASSERT_TRUE(mcore.ok) << mcore.failure;
+  EXPECT_FALSE(mcore.plan.overlap_tp_dgrad);
+  // Korthikanti et al. ran Megatron-LM 2022 (version 1 cases know it by their source); SC'21's
+  // runs predate it.
+  for (const auto& [file, on] :
+       {std::pair{"/sar22-175b-selective.json", true}, {"/sc21-t1-39.1b.json", false}}) {
+    auto c = load_validation_case(kTraining + file);
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    const CaseResult r = run_validation_case(*c);
+    ASSERT_TRUE(r.ok) << r.failure;
+    EXPECT_EQ(r.plan.overlap_tp_dgrad, on) << file;
+  }
 }
 
 // A recipe's optimizer state type and p2p overlap, reported: bf16 state halves the optimizer's
