@@ -300,11 +300,10 @@ class LayerKernelBuilder {
       k.host_bwd_s += launches * host_;
     }
   }
-  // The overlap a GEMM's SMs take part in (Plan::overlap_tp_comm with SP; not the MoE experts'):
+  // The overlap method of a TP collective paired with GEMM `name` (not the MoE experts'):
   // kPipeline for the row-parallel GEMMs' forward, kBulk for the column-parallel ones' weight
   // gradient, kNone otherwise.
-  TpOverlap ub_method(KernelName name) const {
-    if (!ub_) return TpOverlap::kNone;
+  TpOverlap tp_method(KernelName name) const {
     switch (name) {
       case KernelName::kProj:
         return TpOverlap::kPipeline;
@@ -318,47 +317,38 @@ class LayerKernelBuilder {
         return TpOverlap::kNone;
     }
   }
-  // Each TP collective's overlap and paired GEMM (LayerKernels::tp_overlap).
+  // The overlap a GEMM's SMs take part in: userbuffers' (Plan::overlap_tp_comm with SP) only.
+  TpOverlap ub_method(KernelName name) const { return ub_ ? tp_method(name) : TpOverlap::kNone; }
+  // Each TP collective's overlap and paired GEMM (LayerKernels::tp_overlap). Userbuffers pair every
+  // collective; Plan::overlap_tp_dgrad only the backward's input-gradient all-reduce or
+  // reduce-scatter (registered at the norm before the QKV or dense MLP-up GEMM) with that GEMM's
+  // backward, as the bulk method times it -- NCCL's kernel takes its SMs only while it runs, which
+  // is not priced (at most 16 of 132 SMs for the collective's own time).
   void pair_tp_overlap() {
     L_.tp_overlap.fill(TpOverlap::kNone);
     L_.tp_bwd_overlap.fill(TpOverlap::kNone);
     L_.tp_gemm.fill(-1);
     L_.tp_bwd_gemm.fill(-1);
+    if (!ub_ && !async_dgrad_) return;
     auto next_gemm = [&](int after) {
       for (int i = after + 1; i < L_.count; ++i)
         if (L_.fwd[i].cls == KernelClass::kGemm) return i;
       return -1;
     };
-    if (async_dgrad_) {
-      // Plan::overlap_tp_dgrad: the input gradient's all-reduce or reduce-scatter (registered at
-      // the norm before the QKV or dense MLP-up GEMM) runs beside that GEMM's backward, as the
-      // bulk method times it; NCCL's kernel takes its SMs only while it runs, which is not priced
-      // (at most 16 of 132 SMs for the collective's own time).
-      for (int j = 0; j < L_.tp_bwd_count; ++j) {
-        if (L_.tp_bwd_kind[j] == TpCollective::kAllGather) continue;
-        const int g = next_gemm(L_.tp_bwd_after[j]);
-        if (g < 0) continue;
-        const KernelName n = L_.fwd[g].name;
-        if (n != KernelName::kQkv && (n != KernelName::kMlpUp || moe_)) continue;
-        L_.tp_bwd_overlap[j] = TpOverlap::kBulk;
-        L_.tp_bwd_gemm[j] = g;
-      }
-      return;
-    }
-    if (!ub_) return;
-    for (int j = 0; j < L_.tp_count; ++j) {
+    for (int j = 0; j < L_.tp_count && ub_; ++j) {
       const bool gather = L_.tp_kind[j] == TpCollective::kAllGather;
       const int g = gather ? next_gemm(L_.tp_after[j]) : L_.tp_after[j];
-      const TpOverlap m = g >= 0 ? ub_method(L_.fwd[g].name) : TpOverlap::kNone;
+      const TpOverlap m = g >= 0 ? tp_method(L_.fwd[g].name) : TpOverlap::kNone;
       if (m == TpOverlap::kNone) continue;
       L_.tp_overlap[j] = gather ? TpOverlap::kRing : TpOverlap::kPipeline;
       L_.tp_gemm[j] = g;
     }
     for (int j = 0; j < L_.tp_bwd_count; ++j) {
       const bool gather = L_.tp_bwd_kind[j] == TpCollective::kAllGather;
+      if (gather && !ub_) continue;
       const int g = gather ? L_.tp_bwd_after[j] : next_gemm(L_.tp_bwd_after[j]);
-      const TpOverlap m = g >= 0 ? ub_method(L_.fwd[g].name) : TpOverlap::kNone;
-      if (m == TpOverlap::kNone) continue;
+      const TpOverlap m = g >= 0 ? tp_method(L_.fwd[g].name) : TpOverlap::kNone;
+      if (m == TpOverlap::kNone || (!ub_ && m != TpOverlap::kBulk)) continue;
       L_.tp_bwd_overlap[j] = gather ? TpOverlap::kRing : TpOverlap::kBulk;
       L_.tp_bwd_gemm[j] = g;
     }
