@@ -300,11 +300,12 @@ std::string offload_string(const Plan& p) {
 
 std::string overlap_string(const Plan& p) {
   std::string out;
-  for (auto [on, name] : {std::pair{p.overlap_grad_reduce && p.zero_stage < 3, "grad"},
-                          {p.overlap_param_gather, "param"},
-                          {p.overlap_tp_comm, "tp"},
-                          {p.overlap_tp_dgrad && !p.overlap_tp_comm && p.tp > 1, "tp-dgrad"},
-                          {p.overlap_ep_comm, "ep"}})
+  for (auto [on, name] :
+       {std::pair{p.overlap_grad_reduce && p.zero_stage < 3, "grad"},
+        {p.overlap_param_gather, "param"},
+        {p.overlap_tp_comm, "tp"},
+        {p.overlap_tp_dgrad && !(p.overlap_tp_comm && p.sequence_parallel) && p.tp > 1, "tp-dgrad"},
+        {p.overlap_ep_comm, "ep"}})
     if (on) out.append(out.empty() ? "" : "+").append(name);
   return out;
 }
