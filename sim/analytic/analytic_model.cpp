@@ -536,8 +536,7 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
 }  // namespace
 
 const DeviceSpec& AnalyticModel::stage_device(const Plan& p, int stage) const {
-  if (p.stage_devices.empty()) return device_;
-  return cluster_.node.devices[stage_group(p, cluster_.node, stage)].device;
+  return stage_accelerator(p, cluster_.node, stage);
 }
 
 std::vector<int> AnalyticModel::balanced_layer_split(const Plan& p) const {

@@ -214,7 +214,7 @@ class LayerKernelBuilder {
         folded_(moe && s.experts_folded),
         parallel_(m.parallel_block && !folded_),
         ub_(sp_ && p.overlap_tp_comm),
-        async_dgrad_(!ub_ && p.overlap_tp_dgrad && p.tp > 1),
+        async_dgrad_(async_tp_dgrad(p)),
         ub_stretch_(d.sm_count > kTpOverlapSms ? d.sm_count / (d.sm_count - kTpOverlapSms) : 1.0) {}
 
   LayerKernels build(const Partner& partner) {

@@ -614,12 +614,7 @@ Result<std::size_t> Simulator::Impl::pack_stages() {
   for (std::size_t st = 0; st < w.stages.size(); ++st) {
     const OpGraph& g = w.stages[st].graph();
     StageInfo& si = info[st];
-    const DeviceSpec& device = w.plan.stage_devices.empty()
-                                   ? w.cluster.node.accelerator()
-                                   : w.cluster.node
-                                         .devices[static_cast<std::size_t>(
-                                             stage_group(w.plan, w.cluster.node, static_cast<int>(st)))]
-                                         .device;
+    const DeviceSpec& device = stage_accelerator(w.plan, w.cluster.node, static_cast<int>(st));
     si.collective_stretch = collective_compute_stretch(w.cluster.node, device);
     if (boost::num_vertices(g) > kPendingMask)  // an op's dependency count must fit its bits
       return Error("simulation: stage " + std::to_string(st) + " has too many ops (" +

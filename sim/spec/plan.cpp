@@ -300,12 +300,11 @@ std::string offload_string(const Plan& p) {
 
 std::string overlap_string(const Plan& p) {
   std::string out;
-  for (auto [on, name] :
-       {std::pair{p.overlap_grad_reduce && p.zero_stage < 3, "grad"},
-        {p.overlap_param_gather, "param"},
-        {p.overlap_tp_comm, "tp"},
-        {p.overlap_tp_dgrad && !(p.overlap_tp_comm && p.sequence_parallel) && p.tp > 1, "tp-dgrad"},
-        {p.overlap_ep_comm, "ep"}})
+  for (auto [on, name] : {std::pair{p.overlap_grad_reduce && p.zero_stage < 3, "grad"},
+                          {p.overlap_param_gather, "param"},
+                          {p.overlap_tp_comm, "tp"},
+                          {async_tp_dgrad(p), "tp-dgrad"},
+                          {p.overlap_ep_comm, "ep"}})
     if (on) out.append(out.empty() ? "" : "+").append(name);
   return out;
 }
@@ -913,6 +912,11 @@ int stage_group(const Plan& p, const NodeSpec& node, int stage) {
   for (std::size_t i = 0; i < node.devices.size(); ++i)
     if (node.devices[i].device.kind != DeviceKind::kCpu) return static_cast<int>(i);
   return 0;
+}
+
+const DeviceSpec& stage_accelerator(const Plan& p, const NodeSpec& node, int stage) {
+  if (p.stage_devices.empty()) return node.accelerator();
+  return node.devices[static_cast<std::size_t>(stage_group(p, node, stage))].device;
 }
 
 std::vector<int> node_permutation(const Plan& p, int nodes) {

@@ -376,6 +376,16 @@ Status validate_plan_on(const Plan& p, const ModelSpec& m, const ClusterSpec& c,
 
 // The accelerator group (index in node.devices) pipeline stage `stage` runs on.
 int stage_group(const Plan& p, const NodeSpec& node, int stage);
+// The device pipeline stage `stage` runs on: its group's (Plan::stage_devices), else the node's
+// accelerator.
+const DeviceSpec& stage_accelerator(const Plan& p, const NodeSpec& node, int stage);
+
+// Whether the backward's column-parallel input-gradient collectives run beside their weight
+// gradients as Plan::overlap_tp_dgrad describes: asked for, with TP, and not taken over by
+// userbuffers (overlap_tp_comm with sequence parallelism pairs them itself).
+inline bool async_tp_dgrad(const Plan& p) {
+  return p.overlap_tp_dgrad && p.tp > 1 && !(p.overlap_tp_comm && p.sequence_parallel);
+}
 
 // Where each rank runs: the index of its device in the cluster's topology, where node n's
 // accelerators are numbered n*slots + (its group's offset in the node) + (index in the group).
