@@ -59,6 +59,9 @@ constexpr PlanFlag kPlanFlags[] = {
      "and torchtitan)"},
     {"--zero", "/zero_stage", Kind::kInteger, "Plan", "ZeRO stage 0-3 (3 = FSDP full shard)"},
     {"--precision", "/precision", Kind::kText, "Plan", "fp32, bf16, fp16, fp8"},
+    {"--fp8-recipe", "/fp8_recipe", Kind::kText, "Plan",
+     "an fp8 plan's scaling: delayed (amax history), current (each tensor's own amax, one more read), "
+     "blockwise or mxfp8"},
     {"--flash-attention", "/flash_attention", Kind::kFlag, "Plan", "fused attention kernels (true/false)"},
     {"--attention-kernel", "/attention_kernel", Kind::kText, "Plan",
      "best (the device's fastest fused attention: cuDNN/FlashAttention-3 on Hopper), flash2 "

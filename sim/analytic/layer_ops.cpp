@@ -359,13 +359,21 @@ class LayerKernelBuilder {
   // gradient needs the transposed operands): read 2 bytes, write 1 + 1 per element, one kernel
   // each way (one per expert under Plan::expert_gemm kPerExpert). The FP8 weights are cast once per step
   // (cached across micro-batches) and not counted; the output layer, attention and norms stay in 16 bits.
+  // Under Plan::fp8_recipe kCurrent the scale comes from the tensor itself: a reduction reads it
+  // once more (2 bytes an element) and a small kernel turns the amax into the scale before the
+  // cast (Transformer Engine's Float8CurrentScalingQuantizer: nvte_compute_amax,
+  // nvte_compute_scale_from_amax, nvte_quantize; torchao's tensorwise Float8: the amax reduction,
+  // then the cast); the host issues them as one quantisation. The other recipes find the scale
+  // without that pass.
   struct Fp8Casts {
     double fwd_s = 0, bwd_s = 0, bytes = 0;
   };
   Fp8Casts fp8_casts(std::int64_t gk, std::int64_t gn, double launches) const {
-    const double in = 4.0 * tokens_ * static_cast<double>(gk), out = 4.0 * tokens_ * static_cast<double>(gn);
-    return {d_.stream_seconds(in) + launches * launch_, d_.stream_seconds(out) + launches * launch_,
-            in + out};
+    const bool current = p_.fp8_recipe == Fp8Recipe::kCurrent;
+    const double per = current ? 6.0 : 4.0, kernels = current ? 3.0 : 1.0;
+    const double in = per * tokens_ * static_cast<double>(gk), out = per * tokens_ * static_cast<double>(gn);
+    return {d_.stream_seconds(in) + kernels * launches * launch_,
+            d_.stream_seconds(out) + kernels * launches * launch_, in + out};
   }
   // An elementwise kernel: backward reads the saved input and the incoming gradient, writes one.
   void elementwise(KernelName name, double bytes, int kernels = 1) {

@@ -163,6 +163,23 @@ Result<AttentionKernel> parse_attention_kernel(const std::string& s) {
     if (to_string(v) == s) return v;
   return Error(quote_excerpt(s) + " is not one of: best, flash2, flash1");
 }
+std::string to_string(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kCurrent:
+      return "current";
+    case Fp8Recipe::kBlockwise:
+      return "blockwise";
+    case Fp8Recipe::kMxfp8:
+      return "mxfp8";
+    default:
+      return "delayed";
+  }
+}
+Result<Fp8Recipe> parse_fp8_recipe(const std::string& s) {
+  for (auto v : {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent, Fp8Recipe::kBlockwise, Fp8Recipe::kMxfp8})
+    if (to_string(v) == s) return v;
+  return Error(quote_excerpt(s) + " is not one of: delayed, current, blockwise, mxfp8");
+}
 std::string to_string(ExpertGemm g) { return g == ExpertGemm::kPerExpert ? "per_expert" : "grouped"; }
 Result<ExpertGemm> parse_expert_gemm(const std::string& s) {
   for (auto v : {ExpertGemm::kGrouped, ExpertGemm::kPerExpert})
@@ -364,6 +381,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.recompute_headroom = r.number("recompute_headroom", 0, 0, 0.99);
   p.cp_comm = read_enum("cp_comm", parse_cp_comm, CpComm::kRing);
   p.precision = read_enum("precision", parse_precision, Precision::kBf16);
+  p.fp8_recipe = read_enum("fp8_recipe", parse_fp8_recipe, Fp8Recipe::kDelayed);
   p.flash_attention = r.boolean("flash_attention", true);
   p.attention_kernel = read_enum("attention_kernel", parse_attention_kernel, AttentionKernel::kBest);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
@@ -471,6 +489,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "recompute",
                          "recompute_modules",
                          "precision",
+                         "fp8_recipe",
                          "flash_attention",
                          "attention_kernel",
                          "overlap_grad_reduce",
@@ -551,6 +570,7 @@ json plan_to_json(const Plan& p) {
   if (p.recompute_early_stop) j["recompute_early_stop"] = true;
   if (p.cp_comm != CpComm::kRing) j["cp_comm"] = to_string(p.cp_comm);
   if (p.attention_kernel != AttentionKernel::kBest) j["attention_kernel"] = to_string(p.attention_kernel);
+  if (p.fp8_recipe != Fp8Recipe::kDelayed) j["fp8_recipe"] = to_string(p.fp8_recipe);
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
   if (p.repeat_kv) j["repeat_kv"] = true;
   if (p.expert_gemm != ExpertGemm::kGrouped) j["expert_gemm"] = to_string(p.expert_gemm);

@@ -42,6 +42,11 @@ enum class AttentionKernel { kBest, kFlash2, kFlash1 };
 // experts, or one GEMM (and in fp8 one quantisation) per expert.
 enum class ExpertGemm { kGrouped, kPerExpert };
 enum class Precision { kFp32, kBf16, kFp16, kFp8 };
+// How an fp8 plan's linear layers scale their FP8 operands (Plan::fp8_recipe): per tensor from the
+// amax history of earlier steps (Transformer Engine's DelayedScaling), per tensor from the tensor's
+// own amax (TE's Float8CurrentScaling, torchao's tensorwise dynamic Float8), per block of 1x128 /
+// 128x128 (TE's Float8BlockScaling, DeepSeek-V3), or per 32 elements (MXFP8, Blackwell).
+enum class Fp8Recipe { kDelayed, kCurrent, kBlockwise, kMxfp8 };
 // Gradient compression for the data-parallel reduction (sim/analytic/compression.h).
 enum class GradCompression { kNone, kInt8, kTopK, kPowerSgd, kFourStage };
 
@@ -54,6 +59,8 @@ std::string to_string(CpComm c);
 Result<CpComm> parse_cp_comm(const std::string& s);
 std::string to_string(AttentionKernel k);
 Result<AttentionKernel> parse_attention_kernel(const std::string& s);
+std::string to_string(Fp8Recipe r);
+Result<Fp8Recipe> parse_fp8_recipe(const std::string& s);
 std::string to_string(ExpertGemm g);
 Result<ExpertGemm> parse_expert_gemm(const std::string& s);
 Result<Schedule> parse_schedule(const std::string& s);
@@ -130,6 +137,11 @@ struct Plan {
   // they are held to); 0: to capacity.
   double recompute_headroom = 0;
   Precision precision = Precision::kBf16;
+  // An fp8 plan's scaling recipe (ignored in other precisions). kCurrent reads each tensor once
+  // more for its amax before the cast (TE's quantize: compute_amax, compute_scale_from_amax,
+  // quantize; torchao: the amax reduction, then the cast); the others find the scale without that
+  // pass (the amax history, or the block's own maximum inside the cast kernel).
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   bool flash_attention = true;  // fused attention: no s^2 activation traffic or memory
   // Which fused attention kernel runs: kBest, the device's fastest (on Hopper, cuDNN's fused
   // attention as Transformer Engine picks it, or FlashAttention-3); kFlash2, FlashAttention-2 or a

@@ -258,6 +258,13 @@ struct SoftwareStack {
   // Megatron-Bridge run. Not Megatron-DeepSpeed (forked before it), DeepSpeed or PyTorch's DTensor
   // TP, whose backward collectives wait in line.
   bool async_tp_dgrad = false;
+  // The FP8 scaling recipe of a run that does not report one (Plan::fp8_recipe): Megatron-LM's
+  // --fp8-recipe and NeMo's MegatronMixedPrecision default to delayed scaling, as Transformer
+  // Engine does on Hopper; Megatron-Bridge's performance scripts offer only current scaling
+  // (fp8_cs), MXFP8 and blockwise (scripts/performance/argument_parser.py, --compute_dtype);
+  // torchtitan and PyTorch FSDP scripts scale with torchao's Float8, per tensor from the tensor's
+  // own amax (tensorwise dynamic scaling) or per row.
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
 };
 
 // torchtitan's default split of `layers` over `stages` pipeline stages (generate_split_points).
@@ -389,6 +396,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
   if (name == "nemo" || name == "megatron-bridge") {
     s.name = name == "nemo" ? "NeMo" : "Megatron-Bridge";
     s.dropout = s.tied_embeddings = false;
+    if (name == "megatron-bridge") s.fp8_recipe = Fp8Recipe::kCurrent;
     s.grad_reduce_bf16 = true;
     s.per_expert_gemm = true;
     s.async_tp_dgrad = true;
@@ -416,6 +424,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.overlap_tp_comm = name == "torchtitan" ? Can::kOptIn : Can::kNo;
     if (name == "torchtitan") s.selective = Recompute::kSelectiveOp;
     s.cp_all_gather = name == "torchtitan";
+    if (name != "llm-foundry") s.fp8_recipe = Fp8Recipe::kCurrent;
     s.attention = name == "llm-foundry" && (month == 0 || before(2024, 3)) ? AttentionKernel::kFlash1
                                                                            : AttentionKernel::kFlash2;
     s.repeat_kv = name == "torchtitan" && (month == 0 || before(2026, 2));
@@ -732,6 +741,13 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
   }
   const std::string recipe = r.choice("fp8_recipe", {"delayed", "current", "blockwise", "mxfp8"}, "");
   if (!recipe.empty() && b.precision != Precision::kFp8) r.fail("fp8_recipe", "needs precision fp8");
+  // The scaling recipe: reported, else the stack's (SoftwareStack::fp8_recipe).
+  if (!recipe.empty()) {
+    if (auto parsed = parse_fp8_recipe(recipe)) l.base.fp8_recipe = *parsed;
+  } else if (stack && b.precision == Precision::kFp8) {
+    l.base.fp8_recipe = stack->fp8_recipe;
+    out.assumed["fp8_recipe"] = to_string(stack->fp8_recipe);
+  }
   read_uneven_stages(c, r, stack, l);
 }
 

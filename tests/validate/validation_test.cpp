@@ -458,6 +458,43 @@ TEST(Validation, AsyncTpDgradIsTheStacks) {
   }
 }
 
+// The FP8 scaling recipe: reported, else the stack's (Megatron-Bridge's performance scripts offer
+// current scaling and no delayed; torchtitan scales with torchao's dynamic Float8; NeMo and
+// Megatron-LM default to delayed scaling), and none for a bf16 run.
+TEST(Validation, Fp8RecipeReportedElseTheStacks) {
+  const nlohmann::json fp8 = {{"precision", "fp8"}};
+  for (const auto& [name, version, recipe] : {std::tuple{"nemo", "24.07", Fp8Recipe::kDelayed},
+                                              {"megatron-core", "0.9", Fp8Recipe::kDelayed},
+                                              {"megatron-bridge", "25.11", Fp8Recipe::kCurrent},
+                                              {"torchtitan", "2024-12", Fp8Recipe::kCurrent}}) {
+    const CaseResult r = run_doc(v2_case(fp8, {{"name", name}, {"version", version}}));
+    ASSERT_TRUE(r.ok) << name << ": " << r.failure;
+    EXPECT_EQ(r.plan.fp8_recipe, recipe) << name;
+    EXPECT_EQ(r.assumed.value("fp8_recipe", ""), to_string(recipe)) << name;
+  }
+  const nlohmann::json bridge = {{"name", "megatron-bridge"}, {"version", "25.11"}};
+  nlohmann::json said = fp8;
+  said["fp8_recipe"] = "mxfp8";
+  const CaseResult mx = run_doc(v2_case(said, bridge));
+  ASSERT_TRUE(mx.ok) << mx.failure;
+  EXPECT_EQ(mx.plan.fp8_recipe, Fp8Recipe::kMxfp8);
+  EXPECT_FALSE(mx.assumed.contains("fp8_recipe"));
+  const CaseResult bf16 = run_doc(v2_case(nlohmann::json::object(), bridge));
+  ASSERT_TRUE(bf16.ok) << bf16.failure;
+  EXPECT_FALSE(bf16.assumed.contains("fp8_recipe"));
+  // The plan file carries it, and a wrong value is named.
+  Plan p;
+  p.fp8_recipe = Fp8Recipe::kBlockwise;
+  auto back = plan_from_json(plan_to_json(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->fp8_recipe, Fp8Recipe::kBlockwise);
+  nlohmann::json bad = plan_to_json(p);
+  bad["fp8_recipe"] = "dynamic";
+  auto err = plan_from_json(bad, "p.json");
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.error().message().find("fp8_recipe"), std::string::npos) << err.error().message();
+}
+
 // A recipe's optimizer state type and p2p overlap, reported: bf16 state halves the optimizer's
 // memory and traffic; a reported overlap_p2p_comm replaces the stack's default.
 TEST(Validation, OptimizerStateAndP2pOverlapAsReported) {
