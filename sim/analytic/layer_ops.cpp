@@ -283,7 +283,7 @@ class LayerKernelBuilder {
     // One GEMM per pass, or under Plan::expert_gemm kPerExpert one per expert (and in fp8 one
     // quantisation each).
     const double launches = shape && p_.expert_gemm == ExpertGemm::kPerExpert ? shape->groups : 1.0;
-    const Fp8Casts q = fp8 ? fp8_casts(gk, gn, launches) : Fp8Casts{};
+    const Fp8Casts q = fp8 ? fp8_casts(name, gk, gn, launches) : Fp8Casts{};
     // TP overlap (TpOverlap): the row-parallel GEMMs' forward and the column-parallel GEMMs'
     // weight gradient run on the SMs the communication kernels leave.
     const TpOverlap ub = ub_method(name);
@@ -363,17 +363,31 @@ class LayerKernelBuilder {
   // once more (2 bytes an element) and a small kernel turns the amax into the scale before the
   // cast (Transformer Engine's Float8CurrentScalingQuantizer: nvte_compute_amax,
   // nvte_compute_scale_from_amax, nvte_quantize; torchao's tensorwise Float8: the amax reduction,
-  // then the cast); the host issues them as one quantisation. The other recipes find the scale
-  // without that pass.
+  // then the cast); the host issues them as one quantisation. Where a fused kernel produces the
+  // tensor (Plan::kernel_fusion), the amax comes out of that kernel instead: the norm before the
+  // QKV and dense MLP-up GEMMs, the activation before the dense MLP-down GEMM forward, and the
+  // activation's backward before MLP-up's backward (Transformer Engine's FUSED_NORM_AMAX_FP8 and
+  // FUSED_ACTIVATION_AMAX_FP8 paths in its normalization and activation extensions; Inductor fuses
+  // the norm with the quantisation's amax, pytorch/pytorch#111122). The other recipes find the
+  // scale without that pass.
   struct Fp8Casts {
     double fwd_s = 0, bwd_s = 0, bytes = 0;
   };
-  Fp8Casts fp8_casts(std::int64_t gk, std::int64_t gn, double launches) const {
+  Fp8Casts fp8_casts(KernelName name, std::int64_t gk, std::int64_t gn, double launches) const {
     const bool current = p_.fp8_recipe == Fp8Recipe::kCurrent;
-    const double per = current ? 6.0 : 4.0, kernels = current ? 3.0 : 1.0;
-    const double in = per * tokens_ * static_cast<double>(gk), out = per * tokens_ * static_cast<double>(gn);
-    return {d_.stream_seconds(in) + kernels * launches * launch_,
-            d_.stream_seconds(out) + kernels * launches * launch_, in + out};
+    const bool dense_mlp = !moe_ && (name == KernelName::kMlpUp || name == KernelName::kMlpDown);
+    const bool in_fused = fused_ && (name == KernelName::kQkv || dense_mlp);
+    const bool out_fused = fused_ && !moe_ && name == KernelName::kMlpUp;
+    auto pass = [&](bool fused, std::int64_t width) {
+      const bool amax = current && !fused;
+      return std::pair{(amax ? 6.0 : 4.0) * tokens_ * static_cast<double>(width), amax      ? 3.0
+                                                                                  : current ? 2.0
+                                                                                            : 1.0};
+    };
+    const auto [in, in_kernels] = pass(in_fused, gk);
+    const auto [out, out_kernels] = pass(out_fused, gn);
+    return {d_.stream_seconds(in) + in_kernels * launches * launch_,
+            d_.stream_seconds(out) + out_kernels * launches * launch_, in + out};
   }
   // An elementwise kernel: backward reads the saved input and the incoming gradient, writes one.
   void elementwise(KernelName name, double bytes, int kernels = 1) {

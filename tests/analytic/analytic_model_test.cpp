@@ -148,8 +148,10 @@ TEST(AnalyticModel, Fp8SpeedsUpOnlyTheLinearLayers) {
 
 // Plan::fp8_recipe: current scaling reads each cast's input once more for its amax (and runs the
 // scale's kernel), so it is slower than delayed scaling by a memory pass: on a device with 100x
-// the memory bandwidth the gap shrinks to the extra launches (about a fifth of it on an H100). Blockwise and
-// MXFP8 find their scales inside the cast, as delayed scaling prices it; a bf16 plan ignores the recipe.
+// the memory bandwidth the gap shrinks to the extra launches. Fused norms and activations
+// (kernel_fusion) produce the amax of what they write, so less of it is paid there. Blockwise and
+// MXFP8 find their scales inside the cast, as delayed scaling prices it; a bf16 plan ignores the
+// recipe.
 TEST(AnalyticModel, Fp8CurrentScalingReadsEachCastInputOnceMore) {
   const ModelSpec m = model("llama3-70b");
   const ClusterSpec c = cluster("dgx-h100-ndr", 64);
@@ -157,24 +159,30 @@ TEST(AnalyticModel, Fp8CurrentScalingReadsEachCastInputOnceMore) {
   p.sequence_parallel = true;
   p.zero_stage = 1;
   p.precision = Precision::kFp8;
-  auto compute = [&](const ClusterSpec& on, Fp8Recipe r, Precision precision = Precision::kFp8) {
+  auto compute = [&](const ClusterSpec& on, Fp8Recipe r, bool fusion, Precision precision = Precision::kFp8) {
     Plan q = p;
     q.fp8_recipe = r;
     q.precision = precision;
+    q.kernel_fusion = fusion;
     return AnalyticModel(m, on).evaluate(q).time.compute;
   };
-  const double delayed = compute(c, Fp8Recipe::kDelayed), current = compute(c, Fp8Recipe::kCurrent);
+  const double delayed = compute(c, Fp8Recipe::kDelayed, false),
+               current = compute(c, Fp8Recipe::kCurrent, false);
   EXPECT_GT(current, delayed * 1.005);
   EXPECT_LT(current, delayed * 1.10);
-  EXPECT_DOUBLE_EQ(compute(c, Fp8Recipe::kBlockwise), delayed);
-  EXPECT_DOUBLE_EQ(compute(c, Fp8Recipe::kMxfp8), delayed);
-  EXPECT_DOUBLE_EQ(compute(c, Fp8Recipe::kCurrent, Precision::kBf16),
-                   compute(c, Fp8Recipe::kDelayed, Precision::kBf16));
+  EXPECT_DOUBLE_EQ(compute(c, Fp8Recipe::kBlockwise, false), delayed);
+  EXPECT_DOUBLE_EQ(compute(c, Fp8Recipe::kMxfp8, false), delayed);
+  EXPECT_DOUBLE_EQ(compute(c, Fp8Recipe::kCurrent, false, Precision::kBf16),
+                   compute(c, Fp8Recipe::kDelayed, false, Precision::kBf16));
   ClusterSpec fast = c;
   for (auto& g : fast.node.devices) g.device.memory_bandwidth *= 100;
-  const double gap_fast = compute(fast, Fp8Recipe::kCurrent) - compute(fast, Fp8Recipe::kDelayed);
+  const double gap_fast =
+      compute(fast, Fp8Recipe::kCurrent, false) - compute(fast, Fp8Recipe::kDelayed, false);
   EXPECT_GT(gap_fast, 0.0);
   EXPECT_LT(gap_fast, 0.35 * (current - delayed));
+  const double gap_fused = compute(c, Fp8Recipe::kCurrent, true) - compute(c, Fp8Recipe::kDelayed, true);
+  EXPECT_GT(gap_fused, 0.0);
+  EXPECT_LT(gap_fused, 0.8 * (current - delayed));
 }
 
 TEST(AnalyticModel, MlaModelEvaluates) {
