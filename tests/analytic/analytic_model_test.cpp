@@ -22,12 +22,18 @@ ClusterSpec cluster(const std::string& name, int gpus) { return testing::preset_
 
 Plan plan(int tp, int pp, int dp, int mb, long long gb) { return testing::make_plan(tp, pp, dp, mb, gb); }
 
+// Megatron's usual layout: sequence parallelism and the distributed optimizer (ZeRO-1).
+Plan sp_plan(int tp, int pp, int dp, int mb, long long gb) {
+  Plan p = plan(tp, pp, dp, mb, gb);
+  p.sequence_parallel = true;
+  p.zero_stage = 1;
+  return p;
+}
+
 TEST(AnalyticModel, BreakdownAddsUpAndUtilisationIsBounded) {
   const ModelSpec m = model("llama3-70b");
   const ClusterSpec c = cluster("dgx-h100-ndr", 64);
-  Plan p = plan(8, 2, 4, 1, 256);
-  p.sequence_parallel = true;
-  p.zero_stage = 1;
+  Plan p = sp_plan(8, 2, 4, 1, 256);
   auto r = predict(m, c, p, "plan");
   ASSERT_TRUE(r.ok()) << r.error().message();
   const TimeBreakdown& t = r->time;
@@ -129,9 +135,7 @@ TEST(AnalyticModel, MoeWithExpertParallelism) {
 TEST(AnalyticModel, Fp8SpeedsUpOnlyTheLinearLayers) {
   const ModelSpec m = model("llama3-70b");
   const ClusterSpec c = cluster("dgx-h100-ndr", 64);
-  Plan p = plan(4, 4, 4, 1, 256);
-  p.sequence_parallel = true;
-  p.zero_stage = 1;
+  Plan p = sp_plan(4, 4, 4, 1, 256);
   const Prediction bf16 = AnalyticModel(m, c).evaluate(p);
   p.precision = Precision::kFp8;
   const Prediction fp8 = AnalyticModel(m, c).evaluate(p);
@@ -155,9 +159,7 @@ TEST(AnalyticModel, Fp8SpeedsUpOnlyTheLinearLayers) {
 TEST(AnalyticModel, Fp8CurrentScalingReadsEachCastInputOnceMore) {
   const ModelSpec m = model("llama3-70b");
   const ClusterSpec c = cluster("dgx-h100-ndr", 64);
-  Plan p = plan(4, 4, 4, 1, 256);
-  p.sequence_parallel = true;
-  p.zero_stage = 1;
+  Plan p = sp_plan(4, 4, 4, 1, 256);
   p.precision = Precision::kFp8;
   auto compute = [&](const ClusterSpec& on, Fp8Recipe r, bool fusion, Precision precision = Precision::kFp8) {
     Plan q = p;
@@ -311,9 +313,7 @@ TEST(AnalyticModel, FoldedExpertsKeepTheirNormInParallelBlocks) {
 TEST(AnalyticModel, InterleavedWithOneVirtualStageIsOneFOneB) {
   const ModelSpec m = model("llama3-70b");
   const ClusterSpec c = cluster("dgx-h100-ndr", 64);
-  Plan p = plan(8, 4, 2, 1, 256);
-  p.sequence_parallel = true;
-  p.zero_stage = 1;
+  Plan p = sp_plan(8, 4, 2, 1, 256);
   p.recompute = Recompute::kSelective;
   const Prediction plain = AnalyticModel(m, c).evaluate(p);
   p.schedule = Schedule::kInterleaved1F1B;
