@@ -378,11 +378,12 @@ class LayerKernelBuilder {
     const bool dense_mlp = !moe_ && (name == KernelName::kMlpUp || name == KernelName::kMlpDown);
     const bool in_fused = fused_ && (name == KernelName::kQkv || dense_mlp);
     const bool out_fused = fused_ && !moe_ && name == KernelName::kMlpUp;
+    // Bytes an element and kernels: current scaling's amax read (unless fused), then the scale's
+    // kernel and the cast.
     auto pass = [&](bool fused, std::int64_t width) {
       const bool amax = current && !fused;
-      return std::pair{(amax ? 6.0 : 4.0) * tokens_ * static_cast<double>(width), amax      ? 3.0
-                                                                                  : current ? 2.0
-                                                                                            : 1.0};
+      const double kernels = current ? (amax ? 3.0 : 2.0) : 1.0;
+      return std::pair{(amax ? 6.0 : 4.0) * tokens_ * static_cast<double>(width), kernels};
     };
     const auto [in, in_kernels] = pass(in_fused, gk);
     const auto [out, out_kernels] = pass(out_fused, gn);

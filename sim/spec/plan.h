@@ -139,8 +139,9 @@ struct Plan {
   Precision precision = Precision::kBf16;
   // An fp8 plan's scaling recipe (ignored in other precisions). kCurrent reads each tensor once
   // more for its amax before the cast (TE's quantize: compute_amax, compute_scale_from_amax,
-  // quantize; torchao: the amax reduction, then the cast); the others find the scale without that
-  // pass (the amax history, or the block's own maximum inside the cast kernel).
+  // quantize; torchao: the amax reduction, then the cast), unless a fused norm or activation that
+  // produced it returned the amax (sim/analytic/layer_ops.cpp, fp8_casts); the others find the
+  // scale without that pass (the amax history, or the block's own maximum inside the cast).
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   bool flash_attention = true;  // fused attention: no s^2 activation traffic or memory
   // Which fused attention kernel runs: kBest, the device's fastest (on Hopper, cuDNN's fused
