@@ -106,6 +106,19 @@ int Plan::stage_layer_count(int layers, int stage) const {
   return n;
 }
 
+namespace {
+// The value among `values` whose name (to_string) is `s`, else an error that lists the names.
+template <typename E>
+Result<E> parse_named(const std::string& s, std::initializer_list<E> values) {
+  std::string names;
+  for (E v : values) {
+    if (to_string(v) == s) return v;
+    names += (names.empty() ? "" : ", ") + to_string(v);
+  }
+  return Error(quote_excerpt(s) + " is not one of: " + names);
+}
+}  // namespace
+
 std::string to_string(Schedule s) {
   switch (s) {
     case Schedule::kGpipe:
@@ -138,15 +151,11 @@ std::string to_string(Recompute r) {
 }
 std::string to_string(RecomputeMethod m) { return m == RecomputeMethod::kUniform ? "uniform" : "block"; }
 Result<RecomputeMethod> parse_recompute_method(const std::string& s) {
-  for (auto v : {RecomputeMethod::kBlock, RecomputeMethod::kUniform})
-    if (to_string(v) == s) return v;
-  return Error(quote_excerpt(s) + " is not one of: block, uniform");
+  return parse_named(s, {RecomputeMethod::kBlock, RecomputeMethod::kUniform});
 }
 std::string to_string(CpComm c) { return c == CpComm::kAllGather ? "all-gather" : "ring"; }
 Result<CpComm> parse_cp_comm(const std::string& s) {
-  for (auto v : {CpComm::kRing, CpComm::kAllGather})
-    if (to_string(v) == s) return v;
-  return Error(quote_excerpt(s) + " is not one of: ring, all-gather");
+  return parse_named(s, {CpComm::kRing, CpComm::kAllGather});
 }
 std::string to_string(AttentionKernel k) {
   switch (k) {
@@ -159,9 +168,7 @@ std::string to_string(AttentionKernel k) {
   }
 }
 Result<AttentionKernel> parse_attention_kernel(const std::string& s) {
-  for (auto v : {AttentionKernel::kBest, AttentionKernel::kFlash2, AttentionKernel::kFlash1})
-    if (to_string(v) == s) return v;
-  return Error(quote_excerpt(s) + " is not one of: best, flash2, flash1");
+  return parse_named(s, {AttentionKernel::kBest, AttentionKernel::kFlash2, AttentionKernel::kFlash1});
 }
 std::string to_string(Fp8Recipe r) {
   switch (r) {
@@ -176,15 +183,11 @@ std::string to_string(Fp8Recipe r) {
   }
 }
 Result<Fp8Recipe> parse_fp8_recipe(const std::string& s) {
-  for (auto v : {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent, Fp8Recipe::kBlockwise, Fp8Recipe::kMxfp8})
-    if (to_string(v) == s) return v;
-  return Error(quote_excerpt(s) + " is not one of: delayed, current, blockwise, mxfp8");
+  return parse_named(s, {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent, Fp8Recipe::kBlockwise, Fp8Recipe::kMxfp8});
 }
 std::string to_string(ExpertGemm g) { return g == ExpertGemm::kPerExpert ? "per_expert" : "grouped"; }
 Result<ExpertGemm> parse_expert_gemm(const std::string& s) {
-  for (auto v : {ExpertGemm::kGrouped, ExpertGemm::kPerExpert})
-    if (to_string(v) == s) return v;
-  return Error(quote_excerpt(s) + " is not one of: grouped, per_expert");
+  return parse_named(s, {ExpertGemm::kGrouped, ExpertGemm::kPerExpert});
 }
 std::string to_string(Precision p) {
   switch (p) {
@@ -201,16 +204,12 @@ std::string to_string(Precision p) {
 }
 
 Result<Schedule> parse_schedule(const std::string& s) {
-  for (auto v : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble,
-                 Schedule::kDualPipe})
-    if (to_string(v) == s) return v;
-  return Error(quote_excerpt(s) + " is not one of: gpipe, 1f1b, interleaved-1f1b, zero-bubble, dualpipe");
+  return parse_named(s, {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved1F1B, Schedule::kZeroBubble,
+                         Schedule::kDualPipe});
 }
 Result<Recompute> parse_recompute(const std::string& s) {
-  for (auto v : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOptimal,
-                 Recompute::kSelectiveOp})
-    if (to_string(v) == s) return v;
-  return Error(quote_excerpt(s) + " is not one of: none, selective, full, optimal, selective-op");
+  return parse_named(s, {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOptimal,
+                         Recompute::kSelectiveOp});
 }
 std::string to_string(GradCompression c) {
   switch (c) {
@@ -228,15 +227,11 @@ std::string to_string(GradCompression c) {
   return "none";
 }
 Result<GradCompression> parse_grad_compression(const std::string& s) {
-  for (auto v : {GradCompression::kNone, GradCompression::kInt8, GradCompression::kTopK,
-                 GradCompression::kPowerSgd, GradCompression::kFourStage})
-    if (to_string(v) == s) return v;
-  return Error(quote_excerpt(s) + " is not one of: none, int8, topk, powersgd, four-stage");
+  return parse_named(s, {GradCompression::kNone, GradCompression::kInt8, GradCompression::kTopK,
+                         GradCompression::kPowerSgd, GradCompression::kFourStage});
 }
 Result<Precision> parse_precision(const std::string& s) {
-  for (auto v : {Precision::kFp32, Precision::kBf16, Precision::kFp16, Precision::kFp8})
-    if (to_string(v) == s) return v;
-  return Error(quote_excerpt(s) + " is not one of: fp32, bf16, fp16, fp8");
+  return parse_named(s, {Precision::kFp32, Precision::kBf16, Precision::kFp16, Precision::kFp8});
 }
 
 namespace {
