@@ -743,7 +743,7 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
   if (!recipe.empty() && b.precision != Precision::kFp8) r.fail("fp8_recipe", "needs precision fp8");
   // The scaling recipe: reported, else the stack's (SoftwareStack::fp8_recipe).
   if (!recipe.empty()) {
-    if (auto parsed = parse_fp8_recipe(recipe)) l.base.fp8_recipe = *parsed;
+    l.base.fp8_recipe = *parse_fp8_recipe(recipe);
   } else if (stack && b.precision == Precision::kFp8) {
     l.base.fp8_recipe = stack->fp8_recipe;
     out.assumed["fp8_recipe"] = to_string(stack->fp8_recipe);
