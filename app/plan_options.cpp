@@ -104,6 +104,10 @@ constexpr PlanFlag kPlanFlags[] = {
      "MoE token drop: each expert takes at most this times its even share of the tokens, padded to "
      "it (Megatron's moe_expert_capacity_factor with padding): fixed shapes, no host synchronisation; "
      "0 (the default): dropless"},
+    {"--grad-bucket-params", "/grad_bucket_params", Kind::kInteger, "Plan",
+     "with --overlap-grad-reduce: Megatron-Core's gradient buckets, in parameters (e.g. 40000000): the "
+     "first stage's first model chunk in buckets of this size, every other chunk in one; 0 (the "
+     "default): a bucket per layer"},
     {"--cuda-graphs", "/cuda_graphs", Kind::kFlag, "Plan",
      "replay each layer's kernels as a CUDA graph (less launch cost)"},
     {"--offload-params", "/offload_params", Kind::kFlag, "Plan",

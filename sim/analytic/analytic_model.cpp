@@ -1276,6 +1276,28 @@ double zero3_exposed(const Plan& p, const NodeSpec& node, const CriticalStage& c
          gather.total + reduce.total + hidden * (collective_compute_stretch(node, *c.costs.d) - 1);
 }
 
+// Megatron-Core's gradient buckets on a stage (Plan::grad_bucket_params): how many its first model
+// chunk has, and the share of the chunk's gradients the last of them holds (the dense and expert
+// buffers are bucketed apart; the last buckets of both together). Taken as equal buckets of at
+// least the size; Megatron closes a bucket at the parameter that fills it, so its last bucket,
+// the remainder, may be smaller (the simulator lowers them so).
+struct MegatronBuckets {
+  bool on = false;
+  double first_chunk = 1, last_share = 1;
+};
+MegatronBuckets megatron_buckets(const Plan& p, const HeldParams& held) {
+  MegatronBuckets b;
+  const double dense = held.replicated - held.tables, experts = held.experts;
+  if (p.grad_bucket_params <= 0 || dense + experts <= 0) return b;
+  b.on = true;
+  const double size = static_cast<double>(p.grad_bucket_params), v = p.chunks();
+  auto count = [&](double params) { return params > 0 ? std::max(1.0, std::floor(params / v / size)) : 0.0; };
+  const double nd = count(dense), ne = count(experts);
+  b.first_chunk = std::max(1.0, nd + ne);
+  b.last_share = ((nd > 0 ? dense / nd : 0.0) + (ne > 0 ? experts / ne : 0.0)) / (dense + experts);
+  return b;
+}
+
 // Data parallel: gradients (and with ZeRO, parameters) over dp*cp, experts over dp*cp/ep; what
 // the compute does not hide. Megatron's --overlap-grad-reduce hides the gradient reduction behind
 // the backward of the last micro-batch; --overlap-param-gather hides the ZeRO-1/2 parameter
@@ -1304,18 +1326,27 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
   // The tables' (embedding, head) share of the dense collectives: reduced and gathered after the
   // step's passes, as the simulator's lowering does, so they wait whole.
   const double table_share = held.replicated > 0 ? held.tables / held.replicated : 0.0;
-  // Overlapped, the reduction runs layer by layer as the last micro-batch's backward frees each
-  // layer's gradients (a bucket a layer): every bucket pays the ring's latency steps, and the
-  // last one (the first layer's) waits whole after the backward. The tables' gradients (embedding,
-  // head) are reduced after the backward, as the simulator's lowering does.
+  // Overlapped, the reduction runs bucket by bucket as the last micro-batch's backward frees
+  // their gradients: every bucket pays the ring's latency steps, and the last one waits whole
+  // after the backward. The tables' gradients (embedding, head) are reduced after the backward,
+  // as the simulator's lowering does.
   double reduce_exposed = reduce;
   if (p.overlap_grad_reduce && reduce > 0) {
     const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
     const double per_bucket =
         collective_latency(links.dp, op) + (held.experts > 0 ? collective_latency(links.edp, op) : 0.0);
     const double tables = dense.reduce * table_share;
-    const double bucketed = reduce - tables + (layers_on_stage - 1) * per_bucket;
-    reduce_exposed = std::max(bucketed / layers_on_stage, bucketed - window * backward_mb) + tables;
+    const MegatronBuckets b = megatron_buckets(p, held);
+    const double buckets = b.on ? b.first_chunk + (v - 1) : layers_on_stage;
+    const double bucketed = reduce - tables + (buckets - 1) * per_bucket;
+    // The last bucket: a layer's share (a bucket a layer), or Megatron-Core's last bucket of the
+    // first chunk, its share of the bandwidth term and a latency of its own.
+    const double bandwidth = std::max(0.0, reduce - tables - per_bucket);
+    const double last = b.on ? bandwidth / v * b.last_share + per_bucket : bucketed / layers_on_stage;
+    // Megatron-Core: a later stage reduces its first chunk in one bucket, which starts a chunk's
+    // backward (of one micro-batch) before the first stage's backward ends.
+    const double later_stage = b.on && p.pp > 1 ? bandwidth / v + per_bucket - backward_mb / v : 0.0;
+    reduce_exposed = std::max({last, bucketed - window * backward_mb, later_stage}) + tables;
   }
   // Overlapped, the layers' parameters are gathered as the first forward reaches them, a bucket
   // ahead; the tables' after the optimizer step.

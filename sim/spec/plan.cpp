@@ -381,6 +381,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.attention_kernel = read_enum("attention_kernel", parse_attention_kernel, AttentionKernel::kBest);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
   p.overlap_tp_comm = r.boolean("overlap_tp_comm", false);
+  p.grad_bucket_params = int_field("grad_bucket_params", 0, kGradBucketParams);
   p.overlap_tp_dgrad = r.boolean("overlap_tp_dgrad", false);
   p.overlap_param_gather = r.boolean("overlap_param_gather", false);
   p.overlap_p2p_comm = r.boolean("overlap_p2p_comm", false);
@@ -489,6 +490,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "attention_kernel",
                          "overlap_grad_reduce",
                          "overlap_tp_comm",
+                         "grad_bucket_params",
                          "overlap_tp_dgrad",
                          "overlap_param_gather",
                          "overlap_p2p_comm",
@@ -573,6 +575,7 @@ json plan_to_json(const Plan& p) {
   if (p.cuda_graphs) j["cuda_graphs"] = true;
   if (p.offload_params) j["offload_params"] = true;
   if (p.overlap_param_gather) j["overlap_param_gather"] = true;
+  if (p.grad_bucket_params > 0) j["grad_bucket_params"] = p.grad_bucket_params;
   if (p.overlap_tp_dgrad) j["overlap_tp_dgrad"] = true;
   if (p.overlap_p2p_comm) j["overlap_p2p_comm"] = true;
   if (p.overlap_ep_comm) j["overlap_ep_comm"] = true;

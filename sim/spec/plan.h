@@ -152,6 +152,15 @@ struct Plan {
   bool overlap_grad_reduce =
       false;                     // DP gradient reduction overlapped with backward (opt-in, as in Megatron)
   bool overlap_tp_comm = false;  // TP collectives overlapped with GEMMs
+  // With overlap_grad_reduce (not ZeRO-3): the gradient buckets, in parameters. 0: a bucket per
+  // layer, each reduced as soon as its last backward is done. Above 0, Megatron-Core's DDP
+  // (ParamAndGradBuffer): only the first pipeline stage's first model chunk is split into
+  // buckets of at least this many parameters (its dense and expert buffers apart), in backward
+  // order; every other chunk, and every chunk of the later stages, is one bucket, reduced after
+  // the chunk's last backward (distributed_data_parallel.py: bucketing off for pp rank > 0 and
+  // for model chunks after the first, since 2023-09). Megatron's default is 40M, from 2024-04
+  // max(40M, 1M x dp); NeMo 2 and Megatron-Bridge set 128Mi where dp > 1.
+  std::int64_t grad_bucket_params = 0;
   // Without overlap_tp_comm: the backward's collective of a column-parallel GEMM's input gradient
   // (the QKV and MLP-up GEMMs: an all-reduce, with SP a reduce-scatter) is issued asynchronously
   // and waited for after the same GEMM's weight gradient, which hides it. Megatron-LM's
@@ -336,6 +345,7 @@ inline constexpr IntRange kSeqLen{1, 1 << 24};
 inline constexpr IntRange kRecomputeLayers{0, 100000};
 inline constexpr IntRange kCompressionRank{1, 1 << 16};
 inline constexpr IntRange kLoaderCores{1, 1 << 16};
+inline constexpr IntRange kGradBucketParams{0, std::int64_t{1} << 40};
 inline constexpr IntRange kPrefetch{0, 1 << 16};
 }  // namespace plan_range
 

@@ -389,6 +389,32 @@ TEST(AnalyticModel, OverlappedReductionExposesTheTables) {
   EXPECT_GT(table_share, 0.1 * reduce);  // a 128K vocabulary: a large share
 }
 
+// Megatron-Core's buckets (Plan::grad_bucket_params), by hand on one 8-GPU node as above: one
+// bucket for the stage's layers hides nothing; six expose the last one (a sixth of the
+// bandwidth term and a latency of its own) beside the tables' reduction.
+TEST(AnalyticModel, MegatronBucketsExposeTheirLastBucket) {
+  const ModelSpec m = model("llama3-8b");
+  const ClusterSpec c = cluster("dgx-h100-ndr", 8);
+  Plan p = plan(1, 1, 8, 1, 16);
+  p.zero_stage = 0;
+  p.overlap_grad_reduce = true;
+  const double tables = m.end_params_on_stage(0, 1, false, 1);
+  const double layers = m.layers * layer_params_per_device(m, false, 1, 1);
+  const GroupLink link = group_link(c, 1, 8);
+  const double reduce = allreduce_time(link, (layers + tables) * 4.0);
+  const double table_share = reduce * tables / (layers + tables);
+  const double per_bucket = collective_latency_steps(CollectiveOp::kAllReduce, 8) * link.latency_s;
+  const double stretch = 132.0 / (132 - 16);
+  p.grad_bucket_params = plan_range::kGradBucketParams.max;
+  EXPECT_NEAR(AnalyticModel(m, c).evaluate(p).time.dp_comm, reduce, 1e-9 * reduce);
+  p.grad_bucket_params = static_cast<std::int64_t>(layers / 6.5);
+  const double exposed = (reduce - table_share - per_bucket) / 6 + per_bucket + table_share;
+  const double dp_comm = AnalyticModel(m, c).evaluate(p).time.dp_comm;
+  EXPECT_NEAR(dp_comm, exposed + (reduce - exposed) * (stretch - 1), 1e-6 * dp_comm);
+  p.grad_bucket_params = 0;  // a bucket a layer: less exposed than six buckets
+  EXPECT_LT(AnalyticModel(m, c).evaluate(p).time.dp_comm, dp_comm);
+}
+
 // A collective overlapped with compute holds SMs of its own (NodeSpec::collective_sms): the
 // compute beside it runs on the rest, in both engines; a node that would leave no SM is refused.
 TEST(AnalyticModel, OverlappedCollectivesTakeSmsFromTheCompute) {

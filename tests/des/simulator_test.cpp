@@ -222,6 +222,38 @@ TEST(Simulator, InterleavedReductionHidesBehindTheLastGroupsBackward) {
   EXPECT_LT(a.time.dp_comm, AnalyticModel(m, c).evaluate(one).time.dp_comm);
 }
 
+// Megatron-Core's buckets on the same plan (Plan::grad_bucket_params): NeMo 2's 128Mi, and one
+// bucket a chunk (bucketing off): both engines agree. Where the backward hides the reduction
+// (4K tokens), a bucket a chunk exposes its first chunk's reduction, more than a bucket a layer
+// exposes; where the reduction outlasts the backward (1K), the bucketing matters little.
+TEST(Simulator, MegatronBucketsAgreeAcrossEngines) {
+  ModelSpec m = model("llama3-70b");
+  const ClusterSpec c = cluster("dgx-a100-hdr", 128);
+  Plan p = plan(8, 4, 4, 1, 32);
+  p.sequence_parallel = true;
+  p.zero_stage = 1;
+  p.overlap_grad_reduce = true;
+  p.schedule = Schedule::kInterleaved1F1B;
+  p.virtual_stages = 4;
+  for (int seq : {1024, 4096}) {
+    m.seq_len = seq;
+    p.grad_bucket_params = 0;
+    const Prediction layered = AnalyticModel(m, c).evaluate(p);
+    const SimResult layered_d = run(m, c, p);
+    for (std::int64_t size : {std::int64_t{128} * 1024 * 1024, plan_range::kGradBucketParams.max}) {
+      p.grad_bucket_params = size;
+      const SimResult d = testing::expect_engines_agree(m, c, p, 0.04, "megatron buckets");
+      const Prediction a = AnalyticModel(m, c).evaluate(p);
+      EXPECT_NEAR(a.time.dp_comm, d.prediction.time.dp_comm, 0.3 * d.prediction.time.dp_comm) << size;
+      if (seq == 1024) EXPECT_NEAR(a.step_time_s, layered.step_time_s, 0.01 * layered.step_time_s) << size;
+    }
+    if (seq == 4096) {
+      EXPECT_GT(AnalyticModel(m, c).evaluate(p).time.dp_comm, 1.1 * layered.time.dp_comm);
+      EXPECT_GT(run(m, c, p).prediction.step_time_s, layered_d.prediction.step_time_s);
+    }
+  }
+}
+
 // Megatron's --overlap-param-gather: the ZeRO-1 parameter all-gather moves from the end of the
 // step into the first forward, where the compute hides it; both engines agree on the result.
 TEST(Simulator, ParamGatherOverlapHidesTheZeroOneAllGather) {

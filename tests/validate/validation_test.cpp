@@ -495,6 +495,48 @@ TEST(Validation, Fp8RecipeReportedElseTheStacks) {
   EXPECT_NE(err.error().message().find("fp8_recipe"), std::string::npos) << err.error().message();
 }
 
+// The gradient buckets a stack's overlapped reduction runs (Plan::grad_bucket_params):
+// Megatron-Core's max(40M, 1M x dp) (40M before 2024-04), NeMo 2's and Megatron-Bridge's 128Mi,
+// none for a stack whose buckets are not known; Megatron-Bridge's scripts from 2025-10 turn them
+// off with dp, pp and vp above 1 (one bucket a chunk), from 2026-01 not with MXFP8.
+TEST(Validation, GradientBucketsAreTheStacks) {
+  const nlohmann::json wide = {{"tp", 1}, {"pp", 1}, {"dp", 64}, {"global_batch", 128}};
+  auto bucket = [](const nlohmann::json& parallel, const char* name, const char* version) {
+    nlohmann::json doc = v2_case(parallel, {{"name", name}, {"version", version}});
+    const auto& l = doc["parallel"];
+    doc["hardware"]["gpus"] = l["tp"].get<int>() * l["pp"].get<int>() * l["dp"].get<int>();
+    const CaseResult r = run_doc(doc);
+    EXPECT_TRUE(r.ok) << name << ": " << r.failure;
+    EXPECT_EQ(r.assumed.value("grad_bucket_params", std::int64_t{0}), r.plan.grad_bucket_params) << name;
+    return r.plan.grad_bucket_params;
+  };
+  EXPECT_EQ(bucket(wide, "megatron-lm", "2024-06"), 64'000'000);
+  EXPECT_EQ(bucket(wide, "megatron-lm", "2023-12"), 40'000'000);
+  EXPECT_EQ(bucket(nlohmann::json::object(), "megatron-core", "0.9"), 40'000'000);  // dp 2
+  EXPECT_EQ(bucket(wide, "nemo", "25.02"), 128 * 1024 * 1024);
+  EXPECT_EQ(bucket(wide, "nemo", "24.07"), 0);
+  EXPECT_EQ(bucket(wide, "torchtitan", "2024-12"), 0);
+  const nlohmann::json interleaved = {{"virtual_stages", 2}, {"schedule", "interleaved-1f1b"}};
+  EXPECT_EQ(bucket(interleaved, "megatron-bridge", "25.09"), 128 * 1024 * 1024);
+  EXPECT_EQ(bucket(interleaved, "megatron-bridge", "25.11"), plan_range::kGradBucketParams.max);
+  nlohmann::json mx = interleaved;
+  mx["precision"] = "fp8";
+  mx["fp8_recipe"] = "mxfp8";
+  EXPECT_EQ(bucket(mx, "megatron-bridge", "26.04"), 128 * 1024 * 1024);
+  EXPECT_EQ(bucket(mx, "megatron-bridge", "25.11"), plan_range::kGradBucketParams.max);
+  // The plan file carries it; a negative size is named.
+  Plan p;
+  p.grad_bucket_params = 40'000'000;
+  auto back = plan_from_json(plan_to_json(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->grad_bucket_params, 40'000'000);
+  nlohmann::json bad = plan_to_json(p);
+  bad["grad_bucket_params"] = -1;
+  auto err = plan_from_json(bad, "p.json");
+  ASSERT_FALSE(err.ok());
+  EXPECT_NE(err.error().message().find("grad_bucket_params"), std::string::npos) << err.error().message();
+}
+
 // A recipe's optimizer state type and p2p overlap, reported: bf16 state halves the optimizer's
 // memory and traffic; a reported overlap_p2p_comm replaces the stack's default.
 TEST(Validation, OptimizerStateAndP2pOverlapAsReported) {

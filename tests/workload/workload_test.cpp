@@ -94,6 +94,50 @@ TEST(Workload, TheStepReducesEveryParameterOfTheStage) {
   }
 }
 
+// Megatron-Core's gradient buckets (Plan::grad_bucket_params): the first stage's first chunk
+// is reduced in buckets of at least the size, in backward order, the rest of it at the chunk's
+// end; every other chunk, and every chunk of a later stage, in one bucket after its last backward.
+// Llama 3 8B on two stages of two chunks (8 layers each), buckets of two and a half layers.
+TEST(Workload, MegatronBucketsSplitOnlyTheFirstStagesFirstChunk) {
+  auto src = resolve_spec(PresetKind::kModel, "llama3-8b");
+  const ModelSpec m = *model_from_text(src->text, src->file);
+  auto c = load_cluster("dgx-a100-hdr");
+  ASSERT_TRUE(resize_cluster(*c, 4, "test").ok());
+  Plan p;
+  p.pp = 2;
+  p.dp = 2;
+  p.global_batch = 8;
+  p.schedule = Schedule::kInterleaved1F1B;
+  p.virtual_stages = 2;
+  p.zero_stage = 1;
+  p.overlap_grad_reduce = true;
+  const double layer = layer_params_per_device(m, false, 1, 1), gb = grad_bytes(p);
+  auto buckets = [&](std::int64_t size) {
+    p.grad_bucket_params = size;
+    auto w = lower(m, *c, p);
+    EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
+    std::vector<std::vector<double>> out(2);
+    for (int st = 0; st < 2; ++st)
+      for (auto v : boost::make_iterator_range(boost::vertices(w->stages[st].graph()))) {
+        const Op& op = w->stages[st].graph()[v];
+        if (op.phase == Phase::kBackward && std::string(op.name) == "grad_reduce_scatter")
+          out[st].push_back(op.bytes / gb / layer);
+      }
+    return out;
+  };
+  const auto per_layer = buckets(0);
+  EXPECT_EQ(per_layer[0].size(), 16u);
+  EXPECT_EQ(per_layer[1].size(), 16u);
+  const auto megatron = buckets(static_cast<std::int64_t>(2.5 * layer));
+  ASSERT_EQ(megatron[0].size(), 4u);  // chunk 0: 3 + 3 + 2 layers; chunk 1: 8
+  ASSERT_EQ(megatron[1].size(), 2u);  // 8 and 8
+  std::vector<double> first = megatron[0], later = megatron[1];
+  std::sort(first.begin(), first.end());
+  const std::vector<double> expected_first{2, 3, 3, 8}, expected_later{8, 8};
+  for (std::size_t i = 0; i < first.size(); ++i) EXPECT_NEAR(first[i], expected_first[i], 1e-9);
+  for (std::size_t i = 0; i < later.size(); ++i) EXPECT_NEAR(later[i], expected_later[i], 1e-9);
+}
+
 TEST(Workload, OpIdsAreStable) {
   const Workload w = lowered(1, 1, 2, 4);
   bool found = false;
