@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "sim/analytic/analytic_model.h"
 
@@ -464,6 +465,7 @@ class LayerKernelBuilder {
 
   void attention_block(const Partner& partner);
   void attention_core(const DeviceSpec& dev);
+  std::pair<double, double> fused_attention_seconds(const DeviceSpec& dev, double peak, double launch) const;
   void place_attention(const Partner& partner);
   void mlp_block();
   int mlp_norm();
@@ -555,6 +557,56 @@ void LayerKernelBuilder::attention_block(const Partner& partner) {
   residual(KernelName::kResidual1);
 }
 
+// The fused attention kernel's forward and backward seconds on `dev` (peak `peak`, `launch` per
+// kernel), with context parallelism its cp steps.
+std::pair<double, double> LayerKernelBuilder::fused_attention_seconds(const DeviceSpec& dev, double peak,
+                                                                      double launch) const {
+  const double scores = s_.batch * m_.heads * s_.seq * s_.kv_seq / tp_;  // score elements, the full square
+  // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
+  // A FlashAttention-1-class kernel runs at a share of the device's FlashAttention-2-class rate
+  // (kFlash1OfFlash2); neither overlaps its exponentials with the multiplies.
+  const bool flash1 = p_.attention_kernel == AttentionKernel::kFlash1;
+  const bool flash2 =
+      (p_.attention_kernel == AttentionKernel::kFlash2 || flash1) && dev.attention_flash2_efficiency > 0;
+  const double eff = (flash2 ? dev.attention_flash2_efficiency : dev.attention_efficiency) *
+                     (flash1 ? kFlash1OfFlash2 : 1.0);
+  // The efficiencies are long-sequence rates at head dimension 128: the call's blocks
+  // (DeviceSpec::attention_shape_efficiency; context parallelism runs one call per step) and its
+  // head width (DeviceSpec::attention_head_dim_factor) scale them.
+  const double width = static_cast<double>(m_.q_dim() + m_.v_dim()) / (2.0 * m_.heads);
+  const double shape = dev.attention_shape_efficiency(s_.seq, s_.kv_seq, s_.batch * m_.heads / tp_,
+                                                      p_.cp > 1 ? static_cast<double>(p_.cp) : 1.0);
+  const double t =
+      0.5 * f_.attn_core / (peak * eff) *
+      dev.attention_head_dim_factor(width, eff, peak, dev.attention_exp_overlap && !flash2 && !flash1) /
+      shape;
+  // The work on the scores that does not scale with the head width (DeviceSpec::attention_score_s,
+  // half forward, half backward), over the causal half.
+  // And the fixed cost per (sequence, head) loop (DeviceSpec::attention_head_s, half each way).
+  const double score =
+      0.25 * scores * dev.attention_score_s + 0.5 * s_.batch * m_.heads / tp_ * dev.attention_head_s;
+  double fwd = t + dev.attention_setup_s + score, bwd = 2.5 * t + dev.attention_setup_s + score;
+  if (dev.attention_backward_ratio >
+      0) {  // a measured split of the pair (DeviceSpec::attention_backward_ratio)
+    const double pair = fwd + bwd;
+    fwd = pair / (1 + dev.attention_backward_ratio);
+    bwd = pair - fwd;
+  }
+  if (p_.cp > 1) {
+    // Context parallelism runs the attention as cp steps, one per K/V shard (Transformer
+    // Engine's AttnFuncWithCPAndKVP2P, PyTorch's ring and all-gather rotaters): a kernel per
+    // step, and from the second step on a correction of the running output by the step's
+    // log-sum-exp (read both, write one, in fp32); backward, a kernel per step and the
+    // accumulation of dQ, dK and dV (read and write, fp32).
+    const double steps = p_.cp - 1.0;
+    const double o = tokens_ * static_cast<double>(m_.q_dim()) / tp_ * 4.0,
+                 kv = tokens_ * 2.0 * attention_kv_dim(m_, s_) / tp_ * 4.0;
+    fwd += steps * (2 * launch + dev.attention_setup_s + dev.stream_seconds(3 * o));
+    bwd += steps * (2 * launch + dev.attention_setup_s + dev.stream_seconds(2 * (o + kv)));
+  }
+  return {fwd, bwd};
+}
+
 // The attention core on device `dev` (this one, or the partner of Plan::attention_device),
 // appended to the list. Attention kernels run in 16-bit even in fp8 plans.
 void LayerKernelBuilder::attention_core(const DeviceSpec& dev) {
@@ -577,56 +629,15 @@ void LayerKernelBuilder::attention_core(const DeviceSpec& dev) {
                                     kernels * host_,
                                     2 * kernels * host_};
   };
-  const double scores = s_.batch * m_.heads * s_.seq * s_.kv_seq / tp_;  // score elements, the full square
   if (p_.flash_attention) {
-    // Causal flash attention skips the masked half; its backward re-runs Q·K^T (5 GEMMs vs 2).
-    // A FlashAttention-1-class kernel runs at a share of the device's FlashAttention-2-class rate
-    // (kFlash1OfFlash2); neither overlaps its exponentials with the multiplies.
-    const bool flash1 = p_.attention_kernel == AttentionKernel::kFlash1;
-    const bool flash2 =
-        (p_.attention_kernel == AttentionKernel::kFlash2 || flash1) && dev.attention_flash2_efficiency > 0;
-    const double eff = (flash2 ? dev.attention_flash2_efficiency : dev.attention_efficiency) *
-                       (flash1 ? kFlash1OfFlash2 : 1.0);
-    // The efficiencies are long-sequence rates at head dimension 128: the call's blocks
-    // (DeviceSpec::attention_shape_efficiency; context parallelism runs one call per step) and its
-    // head width (DeviceSpec::attention_head_dim_factor) scale them.
-    const double width = static_cast<double>(m_.q_dim() + m_.v_dim()) / (2.0 * m_.heads);
-    const double shape = dev.attention_shape_efficiency(s_.seq, s_.kv_seq, s_.batch * m_.heads / tp_,
-                                                        p_.cp > 1 ? static_cast<double>(p_.cp) : 1.0);
-    const double t =
-        0.5 * f_.attn_core / (peak * eff) *
-        dev.attention_head_dim_factor(width, eff, peak, dev.attention_exp_overlap && !flash2 && !flash1) /
-        shape;
-    // The work on the scores that does not scale with the head width (DeviceSpec::attention_score_s,
-    // half forward, half backward), over the causal half.
-    // And the fixed cost per (sequence, head) loop (DeviceSpec::attention_head_s, half each way).
-    const double score =
-        0.25 * scores * dev.attention_score_s + 0.5 * s_.batch * m_.heads / tp_ * dev.attention_head_s;
-    double fwd = t + dev.attention_setup_s + score, bwd = 2.5 * t + dev.attention_setup_s + score;
-    if (dev.attention_backward_ratio >
-        0) {  // a measured split of the pair (DeviceSpec::attention_backward_ratio)
-      const double pair = fwd + bwd;
-      fwd = pair / (1 + dev.attention_backward_ratio);
-      bwd = pair - fwd;
-    }
-    if (p_.cp > 1) {
-      // Context parallelism runs the attention as cp steps, one per K/V shard (Transformer
-      // Engine's AttnFuncWithCPAndKVP2P, PyTorch's ring and all-gather rotaters): a kernel per
-      // step, and from the second step on a correction of the running output by the step's
-      // log-sum-exp (read both, write one, in fp32); backward, a kernel per step and the
-      // accumulation of dQ, dK and dV (read and write, fp32).
-      const double steps = p_.cp - 1.0;
-      const double o = tokens_ * static_cast<double>(m_.q_dim()) / tp_ * 4.0,
-                   kv = tokens_ * 2.0 * attention_kv_dim(m_, s_) / tp_ * 4.0;
-      fwd += steps * (2 * dev_launch + dev.attention_setup_s + dev.stream_seconds(3 * o));
-      bwd += steps * (2 * dev_launch + dev.attention_setup_s + dev.stream_seconds(2 * (o + kv)));
-    }
+    const auto [fwd, bwd] = fused_attention_seconds(dev, peak, dev_launch);
     put(KernelName::kAttention, KernelClass::kAttention, f_.attn_core, 0, fwd, bwd, 0);
     if (p_.cp > 1) {  // a kernel and a correction (backward: an accumulation) per further step
       L_.fwd[L_.count - 1].host_fwd_s += 2 * (p_.cp - 1) * host_;
       L_.fwd[L_.count - 1].host_bwd_s += 2 * (p_.cp - 1) * host_;
     }
   } else {
+    const double scores = s_.batch * m_.heads * s_.seq * s_.kv_seq / tp_;  // score elements, the full square
     const double t =
         0.5 * f_.attn_core / (peak * dev.gemm_efficiency) + dev.gemm_setup_s;  // Q·K^T and P·V, half each
     put(KernelName::kScores, KernelClass::kGemm, 0.5 * f_.attn_core, 0, t, 2 * t, t);

@@ -526,7 +526,8 @@ TEST(SearchView, PlotSeparatesThePlans) {
 
 // Clicking a plotted point selects its plan's row, and selecting rows rings their points; the
 // margin filters the table and goes into the next search; two selected plans compare side by side;
-// the CSV export has the shown rows and columns.
+// the CSV export has the shown rows and columns. Over 80 lines on purpose: one test, not four, so
+// the search and the two plans' simulations it shows run once.
 TEST(SearchView, PointsRowsMarginCompareAndCsv) {
   SearchView v;
   const SearchOutcome out = llama_search(v);
