@@ -772,7 +772,13 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
     out.assumed["fp8_recipe"] = to_string(stack->fp8_recipe);
   }
   read_uneven_stages(c, r, stack, l);
-  if (stack && stack->grad_bucket_params != 0 && b.dp * b.cp > 1) {
+  // The buckets matter where the reduction can overlap the backward (reported, the stack's, or
+  // chosen) and is not ZeRO-3's, which reduces a layer at a time.
+  const bool overlap_possible =
+      b.overlap_grad_reduce || std::any_of(l.choices.begin(), l.choices.end(), [](const Choice& ch) {
+        return ch.field == "overlap_grad_reduce";
+      });
+  if (stack && stack->grad_bucket_params != 0 && b.dp * b.cp > 1 && overlap_possible && b.zero_stage < 3) {
     std::int64_t size = stack->grad_bucket_params == kBucketsByDp
                             ? std::max<std::int64_t>(40'000'000, std::int64_t{1'000'000} * b.dp)
                             : stack->grad_bucket_params;
