@@ -614,6 +614,27 @@ TEST(Validation, CaseGpuVariantIsTheClustersGpu) {
   EXPECT_GT(variant.predicted_step_s, stock.predicted_step_s);  // a lower peak and HBM2e
 }
 
+// pytorch/ao's B200s limited to 750 W: the B100's dense peaks (the same die at 700 W), the
+// B200's memory and efficiencies. A step is slower by at most the ratio of the peaks (what the
+// clock does not slow, the memory-bound kernels and the links, stays).
+TEST(Validation, PowerLimitedB200RunsAtTheLowerPartsPeak) {
+  auto doc = v2_case(nlohmann::json::object(), nullptr);
+  doc["model"].merge_patch({{"hidden", 8192}, {"heads", 64}, {"ffn_hidden", 28672}, {"seq_len", 8192}});
+  doc["hardware"]["gpu"] = "b200";
+  const CaseResult stock = run_doc(doc);
+  doc["hardware"]["gpu"] = "b200-750w";
+  auto c = validation_case_from_json(doc, "v2.json");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  const DeviceSpec& gpu = c->cluster.node.devices.front().device;
+  EXPECT_DOUBLE_EQ(gpu.peak(DType::kBf16), 1750e12);
+  EXPECT_DOUBLE_EQ(gpu.peak(DType::kFp8), 3500e12);
+  EXPECT_DOUBLE_EQ(gpu.memory_bandwidth, 7700e9);
+  const CaseResult limited = run_validation_case(*c);
+  ASSERT_TRUE(limited.ok && stock.ok) << limited.failure << stock.failure;
+  EXPECT_GT(limited.predicted_step_s, 1.15 * stock.predicted_step_s);
+  EXPECT_LT(limited.predicted_step_s, 2250.0 / 1750 * stock.predicted_step_s);
+}
+
 // DeepSpeed's pipeline engine reduces the gradients after the last backward: with pp > 1 the
 // overlap is fixed off, without it it stays an option.
 TEST(Validation, DeepSpeedPipelinesReduceAtTheEnd) {
