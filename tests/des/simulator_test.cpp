@@ -200,16 +200,22 @@ TEST(Simulator, DataParallelOverlapHidesGradientReduction) {
 // four stages of four chunks, 8 micro-batches over 4 data-parallel ranks across nodes, whose
 // reduction (fp32 gradients) outlasts a micro-batch's backward: both engines agree on what stays
 // exposed.
-TEST(Simulator, InterleavedReductionHidesBehindTheLastGroupsBackward) {
-  ModelSpec m = model("llama3-70b");
-  m.seq_len = 1024;
-  const ClusterSpec c = cluster("dgx-a100-hdr", 128);
+// That plan: tp 8 with SP, four stages of four chunks, dp 4 with ZeRO-1 and the reduction overlapped.
+Plan interleaved_reduction_plan() {
   Plan p = plan(8, 4, 4, 1, 32);
   p.sequence_parallel = true;
   p.zero_stage = 1;
   p.overlap_grad_reduce = true;
   p.schedule = Schedule::kInterleaved1F1B;
   p.virtual_stages = 4;
+  return p;
+}
+
+TEST(Simulator, InterleavedReductionHidesBehindTheLastGroupsBackward) {
+  ModelSpec m = model("llama3-70b");
+  m.seq_len = 1024;
+  const ClusterSpec c = cluster("dgx-a100-hdr", 128);
+  const Plan p = interleaved_reduction_plan();
   ASSERT_TRUE(validate_plan_on(p, m, c, "plan").ok());
   const Prediction a = AnalyticModel(m, c).evaluate(p);
   // Within 4%: the exposed reduction, where the engines' schedules differ most, is a large share of
@@ -229,12 +235,7 @@ TEST(Simulator, InterleavedReductionHidesBehindTheLastGroupsBackward) {
 TEST(Simulator, MegatronBucketsAgreeAcrossEngines) {
   ModelSpec m = model("llama3-70b");
   const ClusterSpec c = cluster("dgx-a100-hdr", 128);
-  Plan p = plan(8, 4, 4, 1, 32);
-  p.sequence_parallel = true;
-  p.zero_stage = 1;
-  p.overlap_grad_reduce = true;
-  p.schedule = Schedule::kInterleaved1F1B;
-  p.virtual_stages = 4;
+  Plan p = interleaved_reduction_plan();
   for (int seq : {1024, 4096}) {
     m.seq_len = seq;
     p.grad_bucket_params = 0;

@@ -14,11 +14,20 @@
 namespace foresight {
 namespace {
 
+ModelSpec preset_model(const char* name) {
+  auto src = resolve_spec(PresetKind::kModel, name);
+  return *model_from_text(src->text, src->file);
+}
+
+ClusterSpec sized_cluster(const char* name, int devices) {
+  auto c = load_cluster(name);
+  EXPECT_TRUE(resize_cluster(*c, devices, "test").ok());
+  return *c;
+}
+
 Workload lowered(int tp, int pp, int dp, long long gb, Schedule s = Schedule::k1F1B, int v = 1) {
-  auto src = resolve_spec(PresetKind::kModel, "tiny");
-  const ModelSpec m = *model_from_text(src->text, src->file);
-  auto c = load_cluster("dgx-a100-hdr");
-  EXPECT_TRUE(resize_cluster(*c, tp * pp * dp, "test").ok());
+  const ModelSpec m = preset_model("tiny");
+  const ClusterSpec c = sized_cluster("dgx-a100-hdr", tp * pp * dp);
   Plan p;
   p.tp = tp;
   p.pp = pp;
@@ -26,7 +35,7 @@ Workload lowered(int tp, int pp, int dp, long long gb, Schedule s = Schedule::k1
   p.global_batch = gb;
   p.schedule = s;
   p.virtual_stages = v;
-  auto w = lower(m, *c, p);
+  auto w = lower(m, c, p);
   EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
   return std::move(w).value();
 }
@@ -75,8 +84,7 @@ TEST(Workload, TheHeadRunsVocabularyParallelUnderTp) {
 // embedding and the LM head of an untied model (the tiny model's). Once only the embedding was
 // counted, and the data-parallel all-reduce and the optimizer missed the head's parameters.
 TEST(Workload, TheStepReducesEveryParameterOfTheStage) {
-  auto src = resolve_spec(PresetKind::kModel, "tiny");
-  const ModelSpec m = *model_from_text(src->text, src->file);
+  const ModelSpec m = preset_model("tiny");
   ASSERT_FALSE(m.tied_embeddings);
   for (const auto& [pp, dp] : std::vector<std::pair<int, int>>{{1, 2}, {2, 2}}) {
     const Workload w = lowered(1, pp, dp, 8);
@@ -99,10 +107,8 @@ TEST(Workload, TheStepReducesEveryParameterOfTheStage) {
 // end; every other chunk, and every chunk of a later stage, in one bucket after its last backward.
 // Llama 3 8B on two stages of two chunks (8 layers each), buckets of two and a half layers.
 TEST(Workload, MegatronBucketsSplitOnlyTheFirstStagesFirstChunk) {
-  auto src = resolve_spec(PresetKind::kModel, "llama3-8b");
-  const ModelSpec m = *model_from_text(src->text, src->file);
-  auto c = load_cluster("dgx-a100-hdr");
-  ASSERT_TRUE(resize_cluster(*c, 4, "test").ok());
+  const ModelSpec m = preset_model("llama3-8b");
+  const ClusterSpec c = sized_cluster("dgx-a100-hdr", 4);
   Plan p;
   p.pp = 2;
   p.dp = 2;
@@ -114,7 +120,7 @@ TEST(Workload, MegatronBucketsSplitOnlyTheFirstStagesFirstChunk) {
   const double layer = layer_params_per_device(m, false, 1, 1), gb = grad_bytes(p);
   auto buckets = [&](std::int64_t size) {
     p.grad_bucket_params = size;
-    auto w = lower(m, *c, p);
+    auto w = lower(m, c, p);
     EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
     std::vector<std::vector<double>> out(2);
     for (int st = 0; st < 2; ++st)
@@ -168,17 +174,15 @@ TEST(Workload, OneFOneBWarmupDependsOnTheStage) {
 // backward's experts and dispatch, the forward's experts and combine, ... -- so the compute stream
 // alternates between the two micro-batches inside every MoE layer.
 TEST(Workload, MergedPairsAlternateTheirLayersHalves) {
-  auto src = resolve_spec(PresetKind::kModel, "tiny-moe");
-  const ModelSpec m = *model_from_text(src->text, src->file);
-  auto c = load_cluster("dgx-h100-ndr");
-  ASSERT_TRUE(resize_cluster(*c, 8, "test").ok());
+  const ModelSpec m = preset_model("tiny-moe");
+  const ClusterSpec c = sized_cluster("dgx-h100-ndr", 8);
   Plan p;
   p.dp = 8;
   p.ep = 4;
   p.global_batch = 32;  // 4 micro-batches per replica
   auto switches = [&](bool merged) {
     p.overlap_ep_comm = merged;
-    auto w = lower(m, *c, p);
+    auto w = lower(m, c, p);
     EXPECT_TRUE(w.ok()) << (w.ok() ? "" : w.error().message());
     if (!w.ok()) return std::pair<int, int>{-1, -1};
     const StageProgram& s = w->stages[0];
@@ -219,17 +223,15 @@ TEST(Workload, GroupsFollowMegatronRankOrder) {
 }
 
 TEST(Workload, InterleavedStagesHoldEveryChunk) {
-  auto src = resolve_spec(PresetKind::kModel, "gpt3-175b");
-  ModelSpec m = *model_from_text(src->text, src->file);
+  ModelSpec m = preset_model("gpt3-175b");
   m.layers = 8;
-  auto c = load_cluster("dgx-a100-hdr");
-  ASSERT_TRUE(resize_cluster(*c, 2, "test").ok());
+  const ClusterSpec c = sized_cluster("dgx-a100-hdr", 2);
   Plan p;
   p.pp = 2;
   p.global_batch = 4;
   p.schedule = Schedule::kInterleaved1F1B;
   p.virtual_stages = 2;
-  auto w = lower(m, *c, p);
+  auto w = lower(m, c, p);
   ASSERT_TRUE(w.ok()) << w.error().message();
   EXPECT_EQ(w->stages[0].layers, 4);
   // Stage 0 holds layers 0,1 (chunk 0) and 4,5 (chunk 1).
