@@ -586,8 +586,8 @@ std::pair<double, double> LayerKernelBuilder::fused_attention_seconds(const Devi
   const double score =
       0.25 * scores * dev.attention_score_s + 0.5 * s_.batch * m_.heads / tp_ * dev.attention_head_s;
   double fwd = t + dev.attention_setup_s + score, bwd = 2.5 * t + dev.attention_setup_s + score;
-  if (dev.attention_backward_ratio >
-      0) {  // a measured split of the pair (DeviceSpec::attention_backward_ratio)
+  // A measured split of the pair (DeviceSpec::attention_backward_ratio).
+  if (dev.attention_backward_ratio > 0) {
     const double pair = fwd + bwd;
     fwd = pair / (1 + dev.attention_backward_ratio);
     bwd = pair - fwd;
