@@ -852,9 +852,22 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
   };
   int next_gather = zero3_ && !layers.empty() ? gather(layers.back()) : -1;
   std::vector<int> ends;
-  struct {
-    double dense = 0, experts = 0;
-  } bucket;  // the gradients of the bucket being filled (overlap_grad_reduce), in parameters
+  // Megatron's --overlap-grad-reduce: a bucket's gradients are reduced as soon as its last
+  // micro-batch's backward is done, while the layers below still compute; the experts' (their own
+  // buffer, over the expert data-parallel group) too. A bucket is a layer, or Megatron-Core's
+  // (Plan::grad_bucket_params): the first stage's first chunk in buckets of that size, every other
+  // chunk in one. `dense`, `experts`: the parameters of the buckets being filled.
+  const bool reduce_here = p_.overlap_grad_reduce && !zero3_ && !split_w_ && t.mb == micro_batches_ - 1;
+  const bool split = p_.grad_bucket_params <= 0 || (prog_.stage == 0 && t.chunk == 0);
+  const auto bucket_size = static_cast<double>(p_.grad_bucket_params);
+  double dense = 0, experts = 0;
+  auto flush = [&](double& pending, bool chunk_done, int layer, int after, GroupKind g,
+                   const char* all_reduce, const char* reduce_scatter) {
+    if (pending <= 0 || !(chunk_done || (split && pending >= bucket_size))) return;
+    grad_reduce(Phase::kBackward, layer, t.mb, t.chunk, p_.zero_stage == 0 ? all_reduce : reduce_scatter, g,
+                pending, after, true);
+    pending = 0;
+  };
   for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
     const int layer = *it;
     // Offload: the layer's weights and activations come back to the device once the layer two
@@ -883,29 +896,13 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
     if (zero3_)
       collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDpReduce,
                  GroupKind::kDp, CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev, false);
-    // Megatron's --overlap-grad-reduce: a bucket's gradients are reduced as soon as its last
-    // micro-batch's backward is done, while the layers below still compute; the experts' (their
-    // own buffer, over the expert data-parallel group) too. A bucket is a layer, or Megatron-Core's
-    // (Plan::grad_bucket_params): the first stage's first chunk in buckets of that size, every
-    // other chunk in one.
-    if (p_.overlap_grad_reduce && !zero3_ && !split_w_ && t.mb == micro_batches_ - 1) {
-      bucket.dense += layer_params(layer) - layer_expert_params(layer);
-      bucket.experts += layer_expert_params(layer);
+    if (reduce_here) {
+      dense += layer_params(layer) - layer_expert_params(layer);
+      experts += layer_expert_params(layer);
       const bool chunk_done = std::next(it) == layers.rend();
-      const auto size = static_cast<double>(p_.grad_bucket_params);
-      const bool split = p_.grad_bucket_params <= 0 || (prog_.stage == 0 && t.chunk == 0);
-      if (bucket.dense > 0 && (chunk_done || (split && bucket.dense >= size))) {
-        grad_reduce(Phase::kBackward, layer, t.mb, t.chunk,
-                    p_.zero_stage == 0 ? "grad_all_reduce" : "grad_reduce_scatter", GroupKind::kDp,
-                    bucket.dense, prev, true);
-        bucket.dense = 0;
-      }
-      if (bucket.experts > 0 && (chunk_done || (split && bucket.experts >= size))) {
-        grad_reduce(Phase::kBackward, layer, t.mb, t.chunk,
-                    p_.zero_stage == 0 ? "expert_grad_all_reduce" : "expert_grad_reduce_scatter",
-                    GroupKind::kExpertDp, bucket.experts, prev, true);
-        bucket.experts = 0;
-      }
+      flush(dense, chunk_done, layer, prev, GroupKind::kDp, "grad_all_reduce", "grad_reduce_scatter");
+      flush(experts, chunk_done, layer, prev, GroupKind::kExpertDp, "expert_grad_all_reduce",
+            "expert_grad_reduce_scatter");
     }
   }
   return prev;
