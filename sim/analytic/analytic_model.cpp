@@ -1293,7 +1293,7 @@ MegatronBuckets megatron_buckets(const Plan& p, const HeldParams& held) {
   const double size = static_cast<double>(p.grad_bucket_params), v = p.chunks();
   auto count = [&](double params) { return params > 0 ? std::max(1.0, std::floor(params / v / size)) : 0.0; };
   const double nd = count(dense), ne = count(experts);
-  b.first_chunk = std::max(1.0, nd + ne);
+  b.first_chunk = nd + ne;  // at least 1: dense + experts > 0
   b.last_share = ((nd > 0 ? dense / nd : 0.0) + (ne > 0 ? experts / ne : 0.0)) / (dense + experts);
   return b;
 }

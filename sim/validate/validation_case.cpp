@@ -265,21 +265,21 @@ struct SoftwareStack {
   // torchtitan and PyTorch FSDP scripts scale with torchao's Float8, per tensor from the tensor's
   // own amax (tensorwise dynamic scaling) or per row.
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
-  // The gradient buckets of overlap_grad_reduce (Plan::grad_bucket_params), in parameters, or
-  // kBucketsByDp for Megatron-Core's default max(40M, 1M x dp) (megatron/core/distributed/
-  // distributed_data_parallel.py, since 2024-04-11; 40M before); 0: a bucket per layer (a stack
-  // whose buckets are not known). NeMo 2's and Megatron-Bridge's communication-overlap
-  // configuration set 128Mi where dp > 1 (_get_optimizer_overlap_cfgs); DeepSpeed's ZeRO-1/2
-  // reduce_bucket_size defaults to 5e8 elements.
+  // The gradient buckets of overlap_grad_reduce (Plan::grad_bucket_params), in parameters; 0: a
+  // bucket per layer (a stack whose buckets are not known). Megatron-Core's default is 40M, and
+  // from 2024-04-11 max(40M, 1M x dp) (megatron/core/distributed/distributed_data_parallel.py:
+  // grad_bucket_grows_with_dp); NeMo 2's and Megatron-Bridge's communication-overlap configuration
+  // set 128Mi where dp > 1 (_get_optimizer_overlap_cfgs); DeepSpeed's ZeRO-1/2 reduce_bucket_size
+  // defaults to 5e8 elements.
   std::int64_t grad_bucket_params = 0;
+  bool grad_bucket_grows_with_dp = false;
   // Megatron-Bridge's performance scripts set overlap_param_gather_with_optimizer_step where dp,
   // pp and vp are above 1 (scripts/performance/utils/helpers.py, 2025-10-14), which turns the
   // gradient buckets off (megatron/training: disable_bucketing for every chunk); from 2026-01-22
   // not with MXFP8 (overrides.py: "causes NaN grad norm for fp8_mx").
-  bool one_bucket_interleaved = false, one_bucket_interleaved_not_mxfp8 = false;
+  enum class BucketsOff { kNever, kInterleaved, kInterleavedNotMxfp8 };
+  BucketsOff buckets_off = BucketsOff::kNever;
 };
-
-constexpr std::int64_t kBucketsByDp = -1;
 
 // torchtitan's default split of `layers` over `stages` pipeline stages (generate_split_points).
 std::vector<int> torchtitan_split(int layers, int stages) {
@@ -399,7 +399,8 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
       if (before(2023, 11)) s.overlap_tp_comm = Can::kNo;
       if (before(2024, 1)) s.overlap_param_gather = Can::kNo;
     }
-    s.grad_bucket_params = name == "megatron-lm" && before(2024, 4) ? 40'000'000 : kBucketsByDp;
+    s.grad_bucket_params = 40'000'000;
+    s.grad_bucket_grows_with_dp = name != "megatron-lm" || !before(2024, 4);
     // --tp-comm-overlap is off unless given (store_true) and needs Transformer Engine's userbuffers
     // with their own bootstrap and per-GEMM configuration; NeMo and Megatron-Bridge set it in their
     // performance recipes, Megatron-LM's own scripts do not.
@@ -417,8 +418,9 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     // (25.x) and Megatron-Bridge build Megatron-Core's DDP with 128Mi buckets.
     if (name == "megatron-bridge" || (month > 0 && !before(2025, 1)))
       s.grad_bucket_params = 128 * 1024 * 1024;
-    s.one_bucket_interleaved = name == "megatron-bridge" && month > 0 && !before(2025, 10);
-    s.one_bucket_interleaved_not_mxfp8 = !before(2026, 1);
+    if (name == "megatron-bridge" && month > 0 && !before(2025, 10))
+      s.buckets_off = before(2026, 1) ? SoftwareStack::BucketsOff::kInterleaved
+                                      : SoftwareStack::BucketsOff::kInterleavedNotMxfp8;
     s.grad_reduce_bf16 = true;
     s.per_expert_gemm = true;
     s.async_tp_dgrad = true;
@@ -779,15 +781,14 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
         return ch.field == "overlap_grad_reduce";
       });
   if (stack && stack->grad_bucket_params != 0 && b.dp * b.cp > 1 && overlap_possible && b.zero_stage < 3) {
-    std::int64_t size = stack->grad_bucket_params == kBucketsByDp
-                            ? std::max<std::int64_t>(40'000'000, std::int64_t{1'000'000} * b.dp)
-                            : stack->grad_bucket_params;
-    // Megatron-Bridge's performance scripts overlap the parameter gather with the optimizer step
-    // when dp, pp and vp are all above 1 (overlap_param_gather_with_optimizer_step; from 2026-01
-    // not with MXFP8), which turns bucketing off for every chunk: one bucket a chunk.
+    std::int64_t size = stack->grad_bucket_params;
+    if (stack->grad_bucket_grows_with_dp) size = std::max<std::int64_t>(size, std::int64_t{1'000'000} * b.dp);
+    // Buckets off (SoftwareStack::buckets_off) where pp and vp are above 1: one bucket a chunk.
     const bool mxfp8 = b.precision == Precision::kFp8 && b.fp8_recipe == Fp8Recipe::kMxfp8;
-    if (stack->one_bucket_interleaved && b.pp > 1 && b.virtual_stages > 1 &&
-        !(mxfp8 && stack->one_bucket_interleaved_not_mxfp8))
+    using Off = SoftwareStack::BucketsOff;
+    if (b.pp > 1 && b.virtual_stages > 1 &&
+        (stack->buckets_off == Off::kInterleaved ||
+         (stack->buckets_off == Off::kInterleavedNotMxfp8 && !mxfp8)))
       size = plan_range::kGradBucketParams.max;
     l.base.grad_bucket_params = size;
     out.assumed["grad_bucket_params"] = size;
