@@ -606,8 +606,14 @@ double activations_in_flight(const Plan& p, int stage) {
     case Schedule::kInterleaved1F1B:
       // One model chunk per rank is plain 1F1B (Megatron runs the non-interleaved schedule
       // without virtual stages; the bubble and the transfers count it so too).
-      if (p.virtual_stages > 1)
-        return std::min(mbs, (p.pp - stage) * (1.0 + (p.pp - 1.0) / (p.pp * p.virtual_stages)) + merged);
+      // Interleaved: Megatron's warm-up runs 2(pp-1-stage) + (vp-1) pp chunk forwards before the
+      // first backward (schedules.py, get_pp_rank_microbatches), one more is live when it starts,
+      // and a chunk holds 1/vp of the stage's layers: pp + (pp-1)/vp micro-batches on the first
+      // stage (Korthikanti et al. 2022), and nearly as many on the last (pp - (pp-1)/vp), not one.
+      if (p.virtual_stages > 1) {
+        const double v = p.virtual_stages;
+        return std::min(mbs, (2.0 * (p.pp - 1 - stage) + (v - 1) * p.pp + 1) / v + merged);
+      }
       [[fallthrough]];
     default:
       return std::min(mbs, p.pp - stage + merged);
