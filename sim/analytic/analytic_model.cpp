@@ -1183,6 +1183,12 @@ double add_pipeline(const Plan& p, const CriticalStage& c, const SlowestStage& s
         (c.load.dense * c.dense.fwd_compute + c.load.moe * c.moe.fwd_compute) / std::max(1, p.virtual_stages);
     p2p_total =
         2 * c.costs.p2p * (p.pp - 1) + 2 * c.mbs * p.virtual_stages * std::max(0.0, c.costs.p2p - chunk_fwd);
+    // Except in the forward-only warm-up and the backward-only cool-down: there a rank runs a
+    // group of pp micro-batches through one chunk, and the group's first micro-batch comes back
+    // for the next chunk only after all pp stages ran it and pp hops carried it, pp transfers
+    // after the rank ran out of work. Megatron's warm-up (2(pp-1-rank) + (vp-1) pp chunks)
+    // crosses vp-1 such chunk boundaries, and the cool-down as many.
+    p2p_total += 2.0 * (p.virtual_stages - 1) * p.pp * c.costs.p2p;
   }
   // Merged forward/backward pairs (Plan::overlap_ep_comm) on an interleaved schedule: a pair's
   // sends leave only at its end, and the two chunks of slack the schedule keeps between
