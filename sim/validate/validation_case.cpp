@@ -189,6 +189,12 @@ struct SoftwareStack {
   Recompute selective = Recompute::kSelective;
   // Interleaved 1F1B's sends and receives overlapped with the chunks (Megatron's overlap_p2p_comm).
   bool overlap_p2p = false;
+  // A pipelined run that reports no schedule ran 1F1B or interleaved 1F1B, whichever its
+  // --num-layers-per-virtual-pipeline-stage made it (Megatron-LM since the SC'21 paper
+  // introduced the interleaving, Megatron-Core, NeMo, Megatron-Bridge): both are offered, every
+  // chunk count the layers allow. Not DeepSpeed's pipeline engine (1F1B only), nor torchtitan
+  // (its own default, SoftwareStack::two_stages_per_rank).
+  bool interleaving_option = false;
   // Full recompute of only the first N layers of each stage (Megatron's --recompute-num-layers
   // with the block method), which the Megatron family's recipes use where full recompute of
   // every layer is not needed to fit.
@@ -379,6 +385,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
   s.overlap_grad_reduce = s.overlap_param_gather = s.overlap_tp_comm = Can::kOption;
   s.uneven_stages = true;
   s.overlap_p2p = true;
+  s.interleaving_option = true;
   s.partial_recompute = true;
   if (name == "megatron-lm" && before(2022, 5)) {
     SoftwareStack v = kSoftwareStacks[0];
@@ -435,7 +442,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.pipeline_reduces_at_end = true;
     s.grad_bucket_params = 500'000'000;
     s.uneven_stages = false;
-    s.overlap_p2p = s.partial_recompute = false;
+    s.overlap_p2p = s.partial_recompute = s.interleaving_option = false;
     return s;
   }
   if (name == "pytorch-fsdp" || name == "torchtitan" || name == "llm-foundry") {
@@ -462,11 +469,11 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.eager_unless_compiled = name != "llm-foundry";
     s.fully_sharded = true;
     s.uneven_stages = false;
-    s.overlap_p2p = s.partial_recompute = false;
+    s.overlap_p2p = s.partial_recompute = s.interleaving_option = false;
     return s;
   }
   s.name = "";  // "other" or not reported: nothing is known
-  s.overlap_p2p = s.partial_recompute = false;
+  s.overlap_p2p = s.partial_recompute = s.interleaving_option = false;
   return s;
 }
 
@@ -555,9 +562,11 @@ void read_schedule(const ValidationCase& c, JsonReader& r, const SoftwareStack* 
     base.virtual_stages = 2;
     if (c.model.layers % (2 * base.pp) != 0) base.layer_split = torchtitan_split(c.model.layers, 2 * base.pp);
     out.assumed["virtual_stages"] = 2;
-  } else if (base.schedule == Schedule::kInterleaved1F1B && base.pp > 1) {
+  } else if (base.pp > 1 && (base.schedule == Schedule::kInterleaved1F1B ||
+                             (sched.empty() && stack && stack->interleaving_option))) {
     // Every interleaving of the layers, evenly or (stacks with uneven stages) with the first/last
-    // chunk short as Megatron-Core lays them out; a split the case states stays.
+    // chunk short as Megatron-Core lays them out; a split the case states stays. One chunk per
+    // rank is plain 1F1B.
     Choice ch{"virtual_stages", {}};
     if (c.model.layers % base.pp == 0) ch.options.push_back({1, [](Plan& p) { p.virtual_stages = 1; }});
     const bool uneven = !stack || stack->uneven_stages;  // the first/last chunk short
@@ -567,6 +576,7 @@ void read_schedule(const ValidationCase& c, JsonReader& r, const SoftwareStack* 
       if (uneven || split.empty())
         ch.options.push_back({chunks, [chunks, split](Plan& p) {
                                 p.virtual_stages = chunks;
+                                p.schedule = Schedule::kInterleaved1F1B;
                                 if (p.layer_split.empty()) p.layer_split = split;
                               }});
     }

@@ -114,6 +114,24 @@ CaseResult run_doc(const nlohmann::json& doc) {
   return run_validation_case(*c);
 }
 
+// A pipelined run that reports no schedule: the Megatron family ran 1F1B or interleaved 1F1B,
+// whichever its virtual stages made it, so both are offered (8 layers on 4 stages: 1 or 2 chunks
+// a rank); DeepSpeed's pipeline engine runs 1F1B only.
+TEST(Validation, UnreportedScheduleIsChosenAmongTheStacks) {
+  const nlohmann::json layout = {{"schedule", nullptr}, {"global_batch", 16}};
+  const CaseResult core = run_doc(v2_case(layout, {{"name", "megatron-core"}, {"version", "2024-07"}}));
+  ASSERT_TRUE(core.ok) << core.failure;
+  ASSERT_TRUE(core.chosen.contains("virtual_stages"));
+  EXPECT_EQ(core.plan.virtual_stages, core.chosen["virtual_stages"].get<int>());
+  EXPECT_EQ(core.plan.schedule, core.plan.virtual_stages > 1 ? Schedule::kInterleaved1F1B : Schedule::k1F1B);
+  EXPECT_EQ(core.plan.virtual_stages, 2);  // 4 micro-batches on 4 stages: interleaving halves the bubble
+  const CaseResult ds = run_doc(v2_case(layout, {{"name", "megatron-deepspeed"}, {"version", "2022"}}));
+  ASSERT_TRUE(ds.ok) << ds.failure;
+  EXPECT_FALSE(ds.chosen.contains("virtual_stages"));
+  EXPECT_EQ(ds.plan.schedule, Schedule::k1F1B);
+  EXPECT_EQ(ds.plan.virtual_stages, 1);
+}
+
 TEST(Validation, VersionTwoStackFixesWhatItAlwaysDid) {
   // torchtitan: FSDP (ZeRO-3) with prefetch and overlapped reduce-scatter by design.
   auto doc = v2_case({{"zero_stage", nullptr}, {"pp", 1}, {"dp", 8}, {"schedule", nullptr}},
