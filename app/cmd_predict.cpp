@@ -161,6 +161,9 @@ void print_job(const ResolvedInputs& in, const Prediction& p) {
       : pl.attention_kernel == AttentionKernel::kFlash1 ? " | flash attention (FlashAttention-1 class)"
                                                         : " | flash attention",
       std::string(pl.kernel_fusion ? "" : " | unfused kernels") +
+          (pl.kernel_fusion && pl.cross_entropy != CrossEntropy::kOnePass
+               ? " | cross-entropy " + to_string(pl.cross_entropy)
+               : "") +
           (pl.repeat_kv ? " | K/V repeated per head" : "") +
           (in.model.is_moe() && pl.expert_gemm == ExpertGemm::kPerExpert ? " | a GEMM per expert" : "") +
           (in.model.is_moe() && pl.moe_drop_and_pad()

@@ -90,6 +90,10 @@ constexpr PlanFlag kPlanFlags[] = {
      "optimizer state and step on the host"},
     {"--kernel-fusion", "/kernel_fusion", Kind::kFlag, "Plan",
      "fused elementwise chains (true, as Megatron) or one kernel per operator (false, PyTorch eager)"},
+    {"--cross-entropy", "/cross_entropy", Kind::kText, "Plan",
+     "the loss's kernels over the fp32 logits: one-pass (Transformer Engine's, flash-attn's, Liger's), "
+     "jit-fused (Megatron-Core's --cross-entropy-loss-fusion native: four kernels) or unfused (Megatron's "
+     "default: a pass per step, nine kernels)"},
     {"--recompute-early-stop", "/recompute_early_stop", Kind::kFlag, "Plan",
      "full recompute stops once the backward's tensors exist again, before the MLP's down "
      "projection (PyTorch's non-reentrant checkpoint from 2.1, torch.compile); default: the whole "

@@ -883,19 +883,36 @@ HeadCosts head_costs(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   h.norm_bytes = n.passes * tokens * m.hidden / (h.sp ? p.tp : 1) * s.bytes_per_element;
   h.norm_fwd_s = d.stream_seconds(h.norm_bytes) + n.kernels * launch;
   h.norm_bwd_s = d.stream_seconds(2 * h.norm_bytes) + 2 * n.kernels * launch;
-  // fp32 cross-entropy: the forward reads the logits, the backward writes their gradient and
-  // reads what it needs (12 bytes per logit in all).
-  // PyTorch eager (torchtitan's cross_entropy(pred.float(), labels)) runs it as separate kernels:
-  // the cast to fp32 (read e, write 4 bytes; none for fp32 logits), log_softmax over rows too long
-  // for one pass (read for the maximum, read for the sum, read and write the output) and the
-  // loss's gather; backward, the loss's zero-filled gradient (write 4), log_softmax's (read the
-  // gradient for its row sum, then it and the output, write 4) and the cast back.
+  // fp32 cross-entropy (Plan::cross_entropy), bytes per logit of this rank's slice, e the logits'
+  // element and `cast` their conversion to fp32 (read e, write 4; none for fp32 logits):
+  // - one pass: the forward reads the logits, the backward writes their gradient and reads what
+  //   it needs (12 bytes in all);
+  // - Megatron-Core's native fusion: forward the cast with the maximum, the in-place subtraction,
+  //   exponent and sum (read and write 4), the division (read and write 4); backward the
+  //   gradient's scaling and its cast back (read 4, write e);
+  // - Megatron's vocab_parallel_cross_entropy: forward the cast, the maximum (read 4), the
+  //   subtraction and the exponent (each read and write 4), the sum (read 4), the division (read
+  //   and write 4); backward the target's subtraction, the scaling by the loss's gradient (read
+  //   and write 4) and the cast back (read 4, write e);
+  // - PyTorch eager (torchtitan's cross_entropy(pred.float(), labels)): the cast, log_softmax
+  //   over rows too long for one pass (read for the maximum, read for the sum, read and write the
+  //   output) and the loss's gather; backward, the loss's zero-filled gradient (write 4),
+  //   log_softmax's (read the gradient for its row sum, then it and the output, write 4) and the
+  //   cast back.
   const double e = s.bytes_per_element, cast = e < 4 ? e + 4 : 0;
   const bool eager = !p.kernel_fusion;
   h.fwd_flops = logits_flops(m, s);
-  h.fwd_bytes = (eager ? cast + 16.0 : 4.0) * logits;
-  h.bwd_bytes = (eager ? cast + 20.0 : 8.0) * logits;
-  const int fwd_kernels = eager ? 3 : 1, bwd_kernels = eager ? 4 : 2;
+  int fwd_kernels = 1, bwd_kernels = 2;
+  double fwd_bytes = 4.0, bwd_bytes = 8.0;
+  if (eager) {
+    fwd_bytes = cast + 16.0, bwd_bytes = cast + 20.0, fwd_kernels = 3, bwd_kernels = 4;
+  } else if (p.cross_entropy == CrossEntropy::kJitFused) {
+    fwd_bytes = (e < 4 ? e + 4 : 4.0) + 16.0, bwd_bytes = 4.0 + e, fwd_kernels = 3, bwd_kernels = 1;
+  } else if (p.cross_entropy == CrossEntropy::kUnfused) {
+    fwd_bytes = cast + 32.0, bwd_bytes = 8.0 + cast, fwd_kernels = 6, bwd_kernels = 3;
+  }
+  h.fwd_bytes = fwd_bytes * logits;
+  h.bwd_bytes = bwd_bytes * logits;
   const double head_weight = s.bytes_per_element * m.hidden * static_cast<double>(m.vocab) / p.tp;
   // The softmax's exponential per logit: in the forward.
   // Each GEMM at its shape's rate (DeviceSpec::gemm_shape_efficiency): the logits tokens x vocab/tp

@@ -170,6 +170,19 @@ std::string to_string(AttentionKernel k) {
 Result<AttentionKernel> parse_attention_kernel(const std::string& s) {
   return parse_named(s, {AttentionKernel::kBest, AttentionKernel::kFlash2, AttentionKernel::kFlash1});
 }
+std::string to_string(CrossEntropy c) {
+  switch (c) {
+    case CrossEntropy::kJitFused:
+      return "jit-fused";
+    case CrossEntropy::kUnfused:
+      return "unfused";
+    default:
+      return "one-pass";
+  }
+}
+Result<CrossEntropy> parse_cross_entropy(const std::string& s) {
+  return parse_named(s, {CrossEntropy::kOnePass, CrossEntropy::kJitFused, CrossEntropy::kUnfused});
+}
 std::string to_string(Fp8Recipe r) {
   switch (r) {
     case Fp8Recipe::kCurrent:
@@ -390,6 +403,7 @@ void read_techniques(JsonReader& r, Plan& p) {
     p.grad_reduce_precision = read_enum("grad_reduce_precision", parse_precision, Precision::kFp32);
   p.optimizer_state_precision = read_enum("optimizer_state_precision", parse_precision, Precision::kFp32);
   p.kernel_fusion = r.boolean("kernel_fusion", true);
+  p.cross_entropy = read_enum("cross_entropy", parse_cross_entropy, CrossEntropy::kOnePass);
   p.repeat_kv = r.boolean("repeat_kv", false);
   p.recompute_early_stop = r.boolean("recompute_early_stop", false);
   p.expert_gemm = read_enum("expert_gemm", parse_expert_gemm, ExpertGemm::kGrouped);
@@ -514,6 +528,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "offload_activations",
                          "offload_embeddings",
                          "kernel_fusion",
+                         "cross_entropy",
                          "repeat_kv",
                          "expert_gemm",
                          "moe_capacity_factor",
@@ -569,6 +584,7 @@ json plan_to_json(const Plan& p) {
   if (p.attention_kernel != AttentionKernel::kBest) j["attention_kernel"] = to_string(p.attention_kernel);
   if (p.fp8_recipe != Fp8Recipe::kDelayed) j["fp8_recipe"] = to_string(p.fp8_recipe);
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
+  if (p.cross_entropy != CrossEntropy::kOnePass) j["cross_entropy"] = to_string(p.cross_entropy);
   if (p.repeat_kv) j["repeat_kv"] = true;
   if (p.expert_gemm != ExpertGemm::kGrouped) j["expert_gemm"] = to_string(p.expert_gemm);
   if (p.moe_drop_and_pad()) j["moe_capacity_factor"] = p.moe_capacity_factor;

@@ -41,6 +41,14 @@ enum class AttentionKernel { kBest, kFlash2, kFlash1 };
 // How the experts' GEMMs are launched (Plan::expert_gemm): one grouped kernel over the rank's
 // experts, or one GEMM (and in fp8 one quantisation) per expert.
 enum class ExpertGemm { kGrouped, kPerExpert };
+// The language-model loss's kernels (Plan::cross_entropy) over the fp32 logits: one pass that
+// reads the logits and writes their gradient (Transformer Engine's parallel cross entropy,
+// flash-attn's and Liger's Triton kernels); Megatron-Core's --cross-entropy-loss-fusion (native,
+// megatron/core/fusions/fused_cross_entropy.py: cast and maximum, exponent and sum, division as
+// three fused kernels forward, one backward); or Megatron's vocab_parallel_cross_entropy without
+// it, each step a pass over the fp32 logits (cast, maximum, subtraction, exponent, sum, division;
+// backward the gradient's scaling and the cast back).
+enum class CrossEntropy { kOnePass, kJitFused, kUnfused };
 enum class Precision { kFp32, kBf16, kFp16, kFp8 };
 // How an fp8 plan's linear layers scale their FP8 operands (Plan::fp8_recipe): per tensor from the
 // amax history of earlier steps (Transformer Engine's DelayedScaling), per tensor from the tensor's
@@ -59,6 +67,8 @@ std::string to_string(CpComm c);
 Result<CpComm> parse_cp_comm(const std::string& s);
 std::string to_string(AttentionKernel k);
 Result<AttentionKernel> parse_attention_kernel(const std::string& s);
+std::string to_string(CrossEntropy c);
+Result<CrossEntropy> parse_cross_entropy(const std::string& s);
 std::string to_string(Fp8Recipe r);
 Result<Fp8Recipe> parse_fp8_recipe(const std::string& s);
 std::string to_string(ExpertGemm g);
@@ -211,6 +221,9 @@ struct Plan {
   // one kernel each, as Megatron runs them). false: PyTorch eager, one kernel per operator, each
   // writing its result to memory and the next reading it back.
   bool kernel_fusion = true;
+  // The loss's kernels (CrossEntropy) where the elementwise chains are fused (kernel_fusion);
+  // PyTorch eager runs its own cross_entropy on the fp32 logits.
+  CrossEntropy cross_entropy = CrossEntropy::kOnePass;
   // Grouped-query attention's K and V repeated to every query head before the attention kernel
   // (Llama's reference repeat_kv before PyTorch SDPA, as torchtitan ran it until 2026-01): the
   // copies are kernels of their own, and context parallelism exchanges the repeated K and V,

@@ -285,6 +285,17 @@ struct SoftwareStack {
   // not with MXFP8 (overrides.py: "causes NaN grad norm for fp8_mx").
   enum class BucketsOff { kNever, kInterleaved, kInterleavedNotMxfp8 };
   BucketsOff buckets_off = BucketsOff::kNever;
+  // The loss's kernels (Plan::cross_entropy). Megatron's vocab_parallel_cross_entropy runs a
+  // pass per step unless --cross-entropy-loss-fusion (Megatron-Core, 2024-06-14; off by default
+  // in its TransformerConfig to this day), so Megatron-LM, Megatron-Core and Megatron-DeepSpeed
+  // runs that do not report it are unfused. NeMo 2's GPTConfig turns the native fusion on
+  // (nemo/collections/llm/gpt/model/base.py, 2024-09-05), as do the NeMo 1 launcher's Llama
+  // configs (cross_entropy_loss_fusion: true); Megatron-Bridge's GPTModelProvider too, and its
+  // performance scripts pick Transformer Engine's one-pass kernel from 2025-11-06
+  // (scripts/performance/utils/overrides.py: cross_entropy_fusion_impl = "te"). llm-foundry's
+  // MPT trains with flash-attn's fused cross entropy (one pass); the PyTorch stacks run their own
+  // (eager, or compiled into one pass).
+  CrossEntropy cross_entropy = CrossEntropy::kOnePass;
 };
 
 // torchtitan's default split of `layers` over `stages` pipeline stages (generate_split_points).
@@ -304,7 +315,14 @@ constexpr SoftwareStack kSoftwareStacks[] = {
     // Megatron-LM, 2021: before FlashAttention (Dao et al., May 2022) and before sequence
     // parallelism (Korthikanti et al., May 2022); GPT models with dropout 0.1, whose output layer
     // multiplies by the word embeddings' weight (untying came later, as an opt-in flag).
-    {"Narayanan et al., SC'21", "Megatron-LM 2021", false, false, true, false, true},
+    {.source_prefix = "Narayanan et al., SC'21",
+     .name = "Megatron-LM 2021",
+     .flash_attention = false,
+     .sequence_parallel = false,
+     .dropout = true,
+     .distributed_optimizer = false,
+     .tied_embeddings = true,
+     .cross_entropy = CrossEntropy::kUnfused},
     // Megatron-LM, 2022: the paper that introduced selective recompute of the s^2 attention
     // activations -- the memory FlashAttention avoids -- so unfused attention; dropout 0.1. The
     // distributed optimizer (--use-distributed-optimizer) came to Megatron-LM later. Tied as above.
@@ -315,11 +333,19 @@ constexpr SoftwareStack kSoftwareStacks[] = {
      .dropout = true,
      .distributed_optimizer = false,
      .tied_embeddings = true,
-     .async_tp_dgrad = true},
+     .async_tp_dgrad = true,
+     .cross_entropy = CrossEntropy::kUnfused},
     // Megatron-DeepSpeed for BLOOM (trained Mar-Jul 2022): fused scale-mask-softmax, no flash
     // attention; BLOOM's config sets hidden and attention dropout to 0.0 and ties its LM head to
     // the word embeddings.
-    {"bigscience-workshop", "Megatron-DeepSpeed 2022", false, false, false, true, true},
+    {.source_prefix = "bigscience-workshop",
+     .name = "Megatron-DeepSpeed 2022",
+     .flash_attention = false,
+     .sequence_parallel = false,
+     .dropout = false,
+     .distributed_optimizer = true,
+     .tied_embeddings = true,
+     .cross_entropy = CrossEntropy::kUnfused},
     // llm-foundry benchmarks (2023): MPT with attn_impl "triton" (the benchmark script's default
     // then; see SoftwareStack::attention) and no dropout; its SharedEmbedding serves as the output
     // layer (weight tying).
@@ -414,6 +440,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     if (s.overlap_tp_comm == Can::kOption) s.overlap_tp_comm = Can::kOptIn;
     s.per_expert_gemm = !before(2024, 6);
     s.async_tp_dgrad = true;
+    s.cross_entropy = CrossEntropy::kUnfused;
     return s;
   }
   if (name == "nemo" || name == "megatron-bridge") {
@@ -431,6 +458,8 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.grad_reduce_bf16 = true;
     s.per_expert_gemm = true;
     s.async_tp_dgrad = true;
+    s.cross_entropy = name == "megatron-bridge" && month > 0 && !before(2025, 11) ? CrossEntropy::kOnePass
+                                                                                  : CrossEntropy::kJitFused;
     return s;
   }
   if (name == "deepspeed" || name == "megatron-deepspeed") {
@@ -441,6 +470,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.overlap_param_gather = s.overlap_tp_comm = Can::kNo;
     s.pipeline_reduces_at_end = true;
     s.grad_bucket_params = 500'000'000;
+    if (name == "megatron-deepspeed") s.cross_entropy = CrossEntropy::kUnfused;
     s.uneven_stages = false;
     s.overlap_p2p = s.partial_recompute = s.interleaving_option = false;
     return s;
@@ -825,6 +855,10 @@ void apply_case_facts(const ValidationCase& c, const SoftwareStack* stack, CaseL
   if (stack && stack->attention != AttentionKernel::kBest && l.base.flash_attention) {
     l.base.attention_kernel = stack->attention;
     out.assumed["attention_kernel"] = to_string(stack->attention);
+  }
+  if (stack && stack->cross_entropy != CrossEntropy::kOnePass && l.base.kernel_fusion) {
+    l.base.cross_entropy = stack->cross_entropy;
+    out.assumed["cross_entropy"] = to_string(stack->cross_entropy);
   }
   if (stack && stack->repeat_kv && l.model.kv_heads < l.model.heads) {
     l.base.repeat_kv = true;

@@ -201,6 +201,24 @@ TEST(Fusion, UnfusedChainsByHand) {
   EXPECT_DOUBLE_EQ(eager_head.bwd_bytes, 26 * logits);
   EXPECT_NEAR(eager_head.fwd_s - fused_head.fwd_s, 18 * logits / rate + 2 * launch, 1e-12);
   EXPECT_NEAR(eager_head.bwd_s - fused_head.bwd_s, 18 * logits / rate + 2 * launch, 1e-12);
+  // Megatron's loss with fused chains (Plan::cross_entropy): --cross-entropy-loss-fusion's three
+  // jit-fused kernels forward (cast and maximum 2 + 4, exponent and sum 8, division 8) and one
+  // backward (4 + 2); without it a pass per step (cast 6, maximum 4, subtraction 8, exponent 8,
+  // sum 4, division 8; backward the scaling 8 and the cast back 6).
+  p.cross_entropy = CrossEntropy::kJitFused;
+  const HeadCosts jit_head = head_costs(m, d, p, s);
+  p.cross_entropy = CrossEntropy::kUnfused;
+  const HeadCosts unfused_head = head_costs(m, d, p, s);
+  EXPECT_DOUBLE_EQ(jit_head.fwd_bytes, 22 * logits);
+  EXPECT_DOUBLE_EQ(jit_head.bwd_bytes, 6 * logits);
+  EXPECT_DOUBLE_EQ(unfused_head.fwd_bytes, 38 * logits);
+  EXPECT_DOUBLE_EQ(unfused_head.bwd_bytes, 14 * logits);
+  EXPECT_NEAR(unfused_head.fwd_s - fused_head.fwd_s, 34 * logits / rate + 5 * launch, 1e-12);
+  EXPECT_NEAR(unfused_head.bwd_s - fused_head.bwd_s, 6 * logits / rate + 1 * launch, 1e-12);
+  EXPECT_NEAR(jit_head.fwd_s - fused_head.fwd_s, 18 * logits / rate + 2 * launch, 1e-12);
+  // Eager PyTorch runs its own, whatever the field says.
+  p.kernel_fusion = false;
+  EXPECT_DOUBLE_EQ(head_costs(m, d, p, s).fwd_bytes, eager_head.fwd_bytes);
 }
 
 TEST(Fusion, CudaGraphsCutEachKernelsLaunch) {

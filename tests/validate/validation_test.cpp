@@ -132,6 +132,26 @@ TEST(Validation, UnreportedScheduleIsChosenAmongTheStacks) {
   EXPECT_EQ(ds.plan.virtual_stages, 1);
 }
 
+// The loss's kernels are the stack's: Megatron's unfused vocab_parallel_cross_entropy unless
+// --cross-entropy-loss-fusion (opt-in), NeMo 2's native fusion, Megatron-Bridge's performance
+// scripts' Transformer Engine kernel from 2025-11, PyTorch's own where eager.
+TEST(Validation, CrossEntropyIsTheStacks) {
+  const nlohmann::json layout = {{"pp", 1}, {"dp", 8}, {"schedule", nullptr}};
+  auto loss = [&](const nlohmann::json& software) {
+    const CaseResult r = run_doc(v2_case(layout, software));
+    EXPECT_TRUE(r.ok) << r.failure;
+    return r.plan.cross_entropy;
+  };
+  EXPECT_EQ(loss({{"name", "megatron-core"}, {"version", "2024-07"}}), CrossEntropy::kUnfused);
+  EXPECT_EQ(loss({{"name", "megatron-lm"}, {"version", "2021-04"}}), CrossEntropy::kUnfused);
+  EXPECT_EQ(loss({{"name", "nemo"}, {"version", "25.02"}}), CrossEntropy::kJitFused);
+  EXPECT_EQ(loss({{"name", "megatron-bridge"}, {"version", "25.09"}}), CrossEntropy::kJitFused);
+  EXPECT_EQ(loss({{"name", "megatron-bridge"}, {"version", "25.11"}}), CrossEntropy::kOnePass);
+  EXPECT_EQ(loss({{"name", "llm-foundry"}, {"version", "2023-10"}}), CrossEntropy::kOnePass);
+  const CaseResult core = run_doc(v2_case(layout, {{"name", "megatron-core"}, {"version", "2024-07"}}));
+  EXPECT_EQ(core.assumed["cross_entropy"], "unfused");
+}
+
 TEST(Validation, VersionTwoStackFixesWhatItAlwaysDid) {
   // torchtitan: FSDP (ZeRO-3) with prefetch and overlapped reduce-scatter by design.
   auto doc = v2_case({{"zero_stage", nullptr}, {"pp", 1}, {"dp", 8}, {"schedule", nullptr}},
@@ -414,7 +434,7 @@ TEST(Validation, AttentionKernelAndGradientTypeAreTheStacks) {
   EXPECT_EQ(nemo.assumed["grad_reduce_precision"], "bf16");
   nlohmann::json said = layout;
   said["grad_reduce_precision"] = "fp32";
-  const CaseResult reported = run_doc(v2_case(said, {{"name", "megatron-bridge"}, {"version", "25.11"}}));
+  const CaseResult reported = run_doc(v2_case(said, {{"name", "nemo"}, {"version", "24.07"}}));
   ASSERT_TRUE(reported.ok) << reported.failure;
   EXPECT_EQ(*reported.plan.grad_reduce_precision, Precision::kFp32);
   EXPECT_FALSE(reported.assumed.contains("grad_reduce_precision"));
