@@ -1330,8 +1330,9 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
   // the last group of micro-batches runs its backward chunk by chunk (Megatron-Core's interleaved
   // schedule: a group of pp micro-batches per chunk, the chunks in reverse): the first chunk's
   // reduction starts while the group's backward of the v-1 others remains. Without chunks, one
-  // micro-batch's backward is the window. (The parameter gather runs a bucket ahead of the first
-  // forward, so its window stays one micro-batch's forward.)
+  // micro-batch's backward is the window. The parameter gather mirrors it: a chunk's parameters
+  // are first needed by the group's first micro-batch, after the group ran the chunks before it
+  // (Megatron-Core gathers a bucket ahead, each chunk's first bucket from the optimizer step on).
   const int v = p.chunks();
   const double group = std::min(static_cast<double>(p.pp), c.mbs);
   const double window = v > 1 && p.schedule == Schedule::kInterleaved1F1B ? (1 + (v - 1) * group) / v : 1.0;
@@ -1366,7 +1367,7 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
   if (p.overlap_param_gather && gather > 0) {
     const double tables = dense.gather * table_share;
     const double layered = gather - tables;
-    gather_exposed = std::max(layered / layers_on_stage, layered - forward_mb) + tables;
+    gather_exposed = std::max(layered / layers_on_stage, layered - window * forward_mb) + tables;
   }
   // The compute beside the hidden part runs without the collectives' SMs (NodeSpec::collective_sms).
   const double hidden = reduce - reduce_exposed + gather - gather_exposed;
