@@ -200,14 +200,20 @@ TEST(Simulator, DataParallelOverlapHidesGradientReduction) {
 // four stages of four chunks, 8 micro-batches over 4 data-parallel ranks across nodes, whose
 // reduction (fp32 gradients) outlasts a micro-batch's backward: both engines agree on what stays
 // exposed.
-// That plan: tp 8 with SP, four stages of four chunks, dp 4 with ZeRO-1 and the reduction overlapped.
-Plan interleaved_reduction_plan() {
-  Plan p = plan(8, 4, 4, 1, 32);
+// Interleaved 1F1B at tp 8 with SP and ZeRO-1, 32 sequences: pp stages of vp chunks, dp ranks.
+Plan interleaved_sp_plan(int pp, int dp, int vp) {
+  Plan p = plan(8, pp, dp, 1, 32);
   p.sequence_parallel = true;
   p.zero_stage = 1;
-  p.overlap_grad_reduce = true;
   p.schedule = Schedule::kInterleaved1F1B;
-  p.virtual_stages = 4;
+  p.virtual_stages = vp;
+  return p;
+}
+
+// That plan: four stages of four chunks, dp 4, the reduction overlapped.
+Plan interleaved_reduction_plan() {
+  Plan p = interleaved_sp_plan(4, 4, 4);
+  p.overlap_grad_reduce = true;
   return p;
 }
 
@@ -288,11 +294,7 @@ TEST(Simulator, ParamGatherOverlapHidesTheZeroOneAllGather) {
 TEST(Simulator, InterleavedParamGatherHidesBehindTheGroup) {
   const ModelSpec m = model("gpt3-175b");
   const ClusterSpec c = cluster("dgx-h100-ndr", 128);
-  Plan p = plan(8, 4, 4, 1, 32);
-  p.sequence_parallel = true;
-  p.schedule = Schedule::kInterleaved1F1B;
-  p.virtual_stages = 12;
-  p.zero_stage = 1;
+  Plan p = interleaved_sp_plan(4, 4, 12);
   p.overlap_grad_reduce = p.overlap_param_gather = p.overlap_p2p_comm = true;
   testing::expect_engines_agree(m, c, p, 0.02, "interleaved param gather");
 }
@@ -442,16 +444,12 @@ TEST(Simulator, ExpertParallelBeyondDataParallelWithContextParallel) {
 
 // Megatron's overlap_p2p_comm with interleaved 1F1B: a chunk's send does not hold up the next
 // chunk, the next receive is posted beside it, and the two engines agree (both see each group of
-// pp micro-batches wait for its wrap around the pipeline in the warm-up and the cool-down). Each TP rank
-// sends its 1/tp of the activation; without SP the group all-gathers it after the receive.
+// pp micro-batches wait for its wrap around the pipeline in the warm-up and the cool-down). Each
+// TP rank sends its 1/tp of the activation; without SP the group all-gathers it after the receive.
 TEST(Simulator, OverlappedPipelineTransfersHideBehindTheChunks) {
   const ModelSpec m = model("llama3-70b");
   const ClusterSpec c = cluster("dgx-h100-ndr", 128);
-  Plan p = plan(8, 8, 2, 1, 32);
-  p.sequence_parallel = true;
-  p.schedule = Schedule::kInterleaved1F1B;
-  p.virtual_stages = 10;
-  p.zero_stage = 1;
+  Plan p = interleaved_sp_plan(8, 2, 10);
   Plan overlapped = p;
   overlapped.overlap_p2p_comm = true;
   EXPECT_TRUE(overlapped.p2p_overlapped());
