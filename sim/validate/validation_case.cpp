@@ -427,6 +427,10 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     // --tp-comm-overlap 2023-10-23, --overlap-param-gather 2023-12-26.
     if (name == "megatron-lm") {
       s.flash_optional = before(2023, 6);
+      // --use-flash-attn called FlashAttention 1's flash_attn_unpadded_func until Megatron-LM
+      // took FlashAttention 2's flash_attn_varlen_func (2023-07-19, 1a03e5d087; FlashAttention
+      // 2 itself was released 2023-07-17).
+      if (before(2023, 7)) s.attention = AttentionKernel::kFlash1;
       s.overlap_p2p = !before(2023, 6);
       if (before(2023, 9)) s.overlap_grad_reduce = Can::kNo;
       if (before(2023, 11)) s.overlap_tp_comm = Can::kNo;

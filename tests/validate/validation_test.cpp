@@ -443,6 +443,17 @@ TEST(Validation, AttentionKernelAndGradientTypeAreTheStacks) {
   const CaseResult mcore = run_doc(v2_case(layout, {{"name", "megatron-core"}, {"version", "0.9"}}));
   ASSERT_TRUE(mcore.ok) << mcore.failure;
   EXPECT_EQ(mcore.plan.attention_kernel, AttentionKernel::kBest);
+  // Megatron-LM's --use-flash-attn ran FlashAttention 1 until 2023-07 (FlashAttention 2's API
+  // from 2023-07-19); flash attention is an option there, and chosen.
+  const CaseResult mlm23 = run_doc(v2_case(layout, {{"name", "megatron-lm"}, {"version", "2023-01"}}));
+  ASSERT_TRUE(mlm23.ok) << mlm23.failure;
+  EXPECT_EQ(mlm23.assumed["attention_kernel"], "flash1");
+  if (mlm23.plan.flash_attention) {
+    EXPECT_EQ(mlm23.plan.attention_kernel, AttentionKernel::kFlash1);
+  }
+  const CaseResult mlm24 = run_doc(v2_case(layout, {{"name", "megatron-lm"}, {"version", "2024-01"}}));
+  ASSERT_TRUE(mlm24.ok) << mlm24.failure;
+  EXPECT_EQ(mlm24.plan.attention_kernel, AttentionKernel::kBest);
   EXPECT_FALSE(mcore.plan.grad_reduce_precision.has_value());
   // PyTorch's checkpoint stops its re-run early from 2.1 (torchtitan; llm-foundry's 2023-10
   // tables ran PyTorch 2.1.0); Megatron's re-runs the whole forward, and so did PyTorch before.
