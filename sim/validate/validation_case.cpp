@@ -413,12 +413,12 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
   s.overlap_p2p = true;
   s.interleaving_option = true;
   s.partial_recompute = true;
-  if (name == "megatron-lm" && before(2022, 5)) {
-    SoftwareStack v = kSoftwareStacks[0];
-    v.async_tp_dgrad = !before(2021, 9);
+  if (name == "megatron-lm" && before(2023, 1)) {
+    SoftwareStack v = kSoftwareStacks[before(2022, 5) ? 0 : 1];
+    if (before(2022, 5)) v.async_tp_dgrad = !before(2021, 9);
+    v.interleaving_option = true;  // the SC'21 paper's schedule
     return v;
   }
-  if (name == "megatron-lm" && before(2023, 1)) return kSoftwareStacks[1];
   if (name == "megatron-lm" || name == "megatron-core") {
     s.name = name == "megatron-lm" ? "Megatron-LM 2023+" : "Megatron-Core";
     s.uneven_stages = !before(2024, 1);

@@ -280,6 +280,17 @@ TEST(Fusion, PlanJsonAndDeviceField) {
   auto back = plan_from_json(plan_to_json(p), "x.json");
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(*back, p);
+  // The loss's kernels: written when not the default, read back; a bad name says the field.
+  p.cross_entropy = CrossEntropy::kUnfused;
+  nlohmann::json pj = plan_to_json(p);
+  EXPECT_EQ(pj["cross_entropy"], "unfused");
+  back = plan_from_json(pj, "x.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->cross_entropy, CrossEntropy::kUnfused);
+  pj["cross_entropy"] = "fast";
+  back = plan_from_json(pj, "x.json");
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.error().message().find("cross_entropy"), std::string::npos) << back.error().message();
   const DeviceSpec d = testing::preset_cluster("dgx-h100-ndr", 8).node.accelerator();
   nlohmann::json j = device_to_json(d);
   j["efficiency"]["graph_kernel_overhead"] = "2us";
