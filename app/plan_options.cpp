@@ -101,6 +101,9 @@ constexpr PlanFlag kPlanFlags[] = {
     {"--repeat-kv", "/repeat_kv", Kind::kFlag, "Plan",
      "K and V repeated to every query head before the attention (PyTorch SDPA after Llama's repeat_kv, "
      "torchtitan before 2026): copy kernels, and context parallelism exchanges the repeated K and V"},
+    {"--fsdp-copies", "/fsdp_copies", Kind::kFlag, "Plan",
+     "ZeRO-3 as PyTorch's FSDP2 runs it: each gathered layer copied out of the all-gather buffer and "
+     "its gradients copied into the reduce-scatter buffer, on the compute stream"},
     {"--expert-gemm", "/expert_gemm", Kind::kText, "Plan",
      "how MoE expert GEMMs launch: grouped (one kernel over the rank's experts) or per_expert (one GEMM "
      "and fp8 quantisation per expert, as Transformer Engine's GroupedLinear; the host issues each)"},

@@ -36,6 +36,19 @@ double grad_bytes(const Plan& p) {
   }
 }
 
+FsdpCopies fsdp_copies(const DeviceSpec& d, const Plan& p, double params) {
+  FsdpCopies c;
+  if (!p.fsdp_copies || p.zero_stage < 3 || params <= 0) return c;
+  const double wb = weight_bytes(p.precision);
+  c.copy_out_bytes = 2 * wb * params;
+  c.chunk_cat_bytes = (wb + grad_bytes(p)) * params;
+  c.copy_out_s = d.stream_seconds(c.copy_out_bytes) + d.kernel_overhead_s;
+  c.chunk_cat_s = d.stream_seconds(c.chunk_cat_bytes) + d.kernel_overhead_s;
+  c.fwd_s = c.copy_out_s;
+  c.bwd_s = c.copy_out_s + c.chunk_cat_s;
+  return c;
+}
+
 namespace {
 
 // fp32 Adam moments + master weights per parameter (Rajbhandari et al. 2020, "K = 12").
@@ -441,6 +454,11 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   t.model_flops = 3.0 * f.total();
   t.hw_flops = t.model_flops + k.recompute_flops(mask);
   t.offload = layer_offload_seconds(m, p, s, moe, host_rate, t.fwd_compute, t.bwd_compute + t.recompute);
+  // FSDP2's copies around the layer's collectives run on the compute stream, in line with its
+  // kernels (after the offload's window: they do not widen it).
+  const FsdpCopies copies = fsdp_copies(d, p, layer_params_per_device(m, moe, p.tp, p.ep, p.etp()));
+  t.fwd_compute += copies.fwd_s;
+  t.bwd_compute += copies.bwd_s;
   return t;
 }
 

@@ -136,4 +136,16 @@ double grad_bytes(Precision p);
 // Bytes per gradient element of the plan's gradient buffer and reduction (grad_reduce_precision).
 double grad_bytes(const Plan& p);
 
+// Plan::fsdp_copies under ZeRO-3: the compute stream's copies for one layer and micro-batch, of
+// `params` parameters on this device. The forward copies the gathered weights out of the
+// all-gather buffer (read and write them, one kernel); the backward does so again for its own
+// gather, then copies the gradients into the reduce-scatter input (read in the weights' type,
+// written in the reduction's, one kernel). Zero where the plan has no such copies.
+struct FsdpCopies {
+  double fwd_s = 0, bwd_s = 0;  // the backward's both copies
+  double copy_out_s = 0, chunk_cat_s = 0;
+  double copy_out_bytes = 0, chunk_cat_bytes = 0;
+};
+FsdpCopies fsdp_copies(const DeviceSpec& d, const Plan& p, double params);
+
 }  // namespace foresight

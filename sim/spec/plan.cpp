@@ -405,6 +405,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.kernel_fusion = r.boolean("kernel_fusion", true);
   p.cross_entropy = read_enum("cross_entropy", parse_cross_entropy, CrossEntropy::kOnePass);
   p.repeat_kv = r.boolean("repeat_kv", false);
+  p.fsdp_copies = r.boolean("fsdp_copies", false);
   p.recompute_early_stop = r.boolean("recompute_early_stop", false);
   p.expert_gemm = read_enum("expert_gemm", parse_expert_gemm, ExpertGemm::kGrouped);
   p.moe_capacity_factor = r.number("moe_capacity_factor", 0.0, 0.0, 64.0);
@@ -530,6 +531,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "kernel_fusion",
                          "cross_entropy",
                          "repeat_kv",
+                         "fsdp_copies",
                          "expert_gemm",
                          "moe_capacity_factor",
                          "cuda_graphs",
@@ -586,6 +588,7 @@ json plan_to_json(const Plan& p) {
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
   if (p.cross_entropy != CrossEntropy::kOnePass) j["cross_entropy"] = to_string(p.cross_entropy);
   if (p.repeat_kv) j["repeat_kv"] = true;
+  if (p.fsdp_copies) j["fsdp_copies"] = true;
   if (p.expert_gemm != ExpertGemm::kGrouped) j["expert_gemm"] = to_string(p.expert_gemm);
   if (p.moe_drop_and_pad()) j["moe_capacity_factor"] = p.moe_capacity_factor;
   if (p.cuda_graphs) j["cuda_graphs"] = true;

@@ -230,6 +230,14 @@ struct Plan {
   // heads/kv_heads times the bytes. false: the kernel reads the kv_heads-wide tensors (Transformer
   // Engine, FlashAttention's GQA, SDPA's enable_gqa).
   bool repeat_kv = false;
+  // ZeRO-3 as PyTorch's FSDP2 (fully_shard, per-parameter sharding) runs it: each all-gather lands
+  // in one flat buffer that is then copied out into the layer's parameters, and each backward's
+  // gradients are copied (chunk_cat) into one flat reduce-scatter input, cast to the reduce dtype
+  // (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py: split_with_sizes_copy after the
+  // all-gather's event, chunk_cat before the reduce-scatter stream waits; both on the compute
+  // stream). false: the parameters and gradients are views of the flat buffers the collectives
+  // use (FSDP1's FlatParameter, DeepSpeed ZeRO-3, Megatron's buffers).
+  bool fsdp_copies = false;
   // How an MoE layer's expert GEMMs are launched: kGrouped, one kernel over this rank's experts
   // (CUTLASS grouped GEMM, torch._grouped_mm, DeepGEMM); kPerExpert, one GEMM per expert and pass,
   // and in fp8 plans one quantisation per expert (Transformer Engine's GroupedLinear, which

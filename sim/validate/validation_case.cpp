@@ -230,6 +230,10 @@ struct SoftwareStack {
   // torchtitan's Llama attention called repeat_kv on them until pytorch/torchtitan#2259
   // ("GQA without kv repeats", 2026-01-27).
   bool repeat_kv = false;
+  // ZeRO-3 as FSDP2 runs it (Plan::fsdp_copies): torchtitan shards with fully_shard (FSDP2) since
+  // its first release; PyTorch FSDP scripts and llm-foundry (Composer) wrap with FSDP1's
+  // FlatParameter, whose parameters are views of the gathered buffer.
+  bool fsdp_copies = false;
   // The pipeline splits each step's local batch into as many micro-batches as it has ranks:
   // torchtitan's experimental.pipeline_parallel_microbatches defaulted to the pipeline degree
   // (torchtitan/parallelisms/pipeline_llama.py, 2024) before its 2025 configuration set a
@@ -494,6 +498,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.attention = name == "llm-foundry" && (month == 0 || before(2024, 3)) ? AttentionKernel::kFlash1
                                                                            : AttentionKernel::kFlash2;
     s.repeat_kv = name == "torchtitan" && (month == 0 || before(2026, 2));
+    s.fsdp_copies = name == "torchtitan";
     s.checkpoint_early_stop = name == "torchtitan" || (name == "llm-foundry" && !before(2023, 10)) ||
                               (name == "pytorch-fsdp" && month > 0 && !before(2023, 10));
     s.pp_microbatches_are_ranks = name == "torchtitan" && month > 0 && before(2025, 1);
@@ -867,6 +872,10 @@ void apply_case_facts(const ValidationCase& c, const SoftwareStack* stack, CaseL
   if (stack && stack->repeat_kv && l.model.kv_heads < l.model.heads) {
     l.base.repeat_kv = true;
     out.assumed["repeat_kv"] = true;
+  }
+  if (stack && stack->fsdp_copies) {
+    l.base.fsdp_copies = true;
+    out.assumed["fsdp_copies"] = true;
   }
   if (stack && stack->checkpoint_early_stop) {
     l.base.recompute_early_stop = true;

@@ -453,6 +453,14 @@ class StageBuilder {
   double layer_params(int layer) const {
     return layer_params_per_device(m_, layer >= m_.dense_layers(), p_.tp, p_.ep, p_.etp());
   }
+  // FSDP2 (Plan::fsdp_copies): the gathered weights copied out of the all-gather buffer on the
+  // compute stream, once the gather (pending in next_deps_) is done; `prev` where there is none.
+  int fsdp_copy_out(Phase ph, int layer, int mb, int chunk, int prev) {
+    const FsdpCopies c = fsdp_copies(d_, p_, layer_params(layer));
+    if (c.copy_out_s <= 0) return prev;
+    return compute(ph, layer, mb, chunk, "fsdp_copy_out", KernelClass::kElementwise, c.copy_out_s, 0,
+                   c.copy_out_bytes, prev);
+  }
   double layer_expert_params(int layer) const {
     return layer >= m_.dense_layers() ? m_.moe.experts * m_.expert_params() / (p_.etp() * p_.ep) : 0.0;
   }
@@ -778,6 +786,7 @@ int StageBuilder::forward_layers(const Task& t, const std::vector<int>& layers, 
           collective(Phase::kForward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp, GroupKind::kDp,
                      CollectiveOp::kAllGather, layer_params(layer) * wb, -1, false);
       next_deps_.push_back(ag);  // the layer's first kernel waits for its parameters
+      prev = fsdp_copy_out(Phase::kForward, layer, t.mb, t.chunk, prev);
     } else if (gather_in_forward() && t.mb == 0) {
       // --overlap-param-gather: the previous step's updated shards are gathered layer by layer as
       // the first forward reaches them (the end of this step gathers only the tables).
@@ -886,6 +895,7 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
     if (p_.offload_params && grad_out_.size() >= 2) next_deps_.push_back(grad_out_[grad_out_.size() - 2]);
     if (zero3_) {
       next_deps_.push_back(next_gather);
+      prev = fsdp_copy_out(Phase::kBackward, layer, t.mb, t.chunk, prev);
       next_gather = std::next(it) != layers.rend() ? gather(*std::next(it)) : -1;
     }
     prev = layer_backward(layer, t.mb, t.chunk, prev, t.split);
@@ -893,9 +903,15 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
     if (p_.offload_params)
       grad_out_.push_back(host_op(Phase::kBackward, layer, t.mb, t.chunk, "grad_to_host", StreamId::kCopy,
                                   offloaded_params(layer) * gb, prev));
-    if (zero3_)
+    if (zero3_) {
+      // FSDP2 copies the gradients into the reduce-scatter's input on the compute stream first.
+      const FsdpCopies c = fsdp_copies(d_, p_, layer_params(layer));
+      if (c.chunk_cat_s > 0)
+        prev = compute(Phase::kBackward, layer, t.mb, t.chunk, "fsdp_grad_copy_in", KernelClass::kElementwise,
+                       c.chunk_cat_s, 0, c.chunk_cat_bytes, prev);
       collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDpReduce,
                  GroupKind::kDp, CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev, false);
+    }
     if (reduce_here) {
       dense += layer_params(layer) - layer_expert_params(layer);
       experts += layer_expert_params(layer);

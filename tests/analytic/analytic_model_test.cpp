@@ -68,6 +68,50 @@ TEST(AnalyticModel, ZeroStagesShardStateByDp) {
   EXPECT_EQ(z0.activations, z3.activations);
 }
 
+// Plan::fsdp_copies (FSDP2): under ZeRO-3 every layer and micro-batch copies its gathered weights
+// out of the all-gather buffer, forward and backward, and its gradients into the reduce-scatter
+// input, on the compute stream: 2 x 2 bytes and (2 + 4) bytes a parameter of this rank's layer for
+// bf16 weights and fp32 reduction, each copy one kernel. With the gathers hidden either way the
+// step grows by exactly those copies; both engines price them; other ZeRO stages have none.
+TEST(AnalyticModel, FsdpCopiesAreComputeStreamPasses) {
+  const ModelSpec m = model("llama3-8b");
+  const ClusterSpec c = cluster("dgx-h100-ndr", 8);
+  const DeviceSpec& d = c.node.accelerator();
+  AnalyticModel am(m, c);
+  Plan p = plan(1, 1, 8, 1, 32);
+  p.zero_stage = 3;
+  const double params = layer_params_per_device(m, false, 1, 1);
+  EXPECT_DOUBLE_EQ(fsdp_copies(d, p, params).fwd_s, 0.0);  // not asked for
+  p.fsdp_copies = true;
+  const FsdpCopies k = fsdp_copies(d, p, params);
+  const double rate = d.memory_bandwidth * d.memory_efficiency;
+  EXPECT_DOUBLE_EQ(k.copy_out_bytes, 4 * params);
+  EXPECT_DOUBLE_EQ(k.chunk_cat_bytes, 6 * params);
+  EXPECT_NEAR(k.fwd_s, 4 * params / rate + d.kernel_overhead_s, 1e-12);
+  EXPECT_NEAR(k.bwd_s, 10 * params / rate + 2 * d.kernel_overhead_s, 1e-12);
+  Plan without = p;
+  without.fsdp_copies = false;
+  const Prediction a = am.evaluate(without), b = am.evaluate(p);
+  const double expected = static_cast<double>(p.micro_batches()) * m.layers * (k.fwd_s + k.bwd_s);
+  EXPECT_GT(expected, 0.01 * a.step_time_s);  // large enough to matter here
+  EXPECT_NEAR(b.time.compute - a.time.compute, expected, 1e-6 * expected);
+  EXPECT_NEAR(b.step_time_s - a.step_time_s, expected, 0.02 * expected);
+  const SimResult sa = testing::expect_engines_agree(m, c, without, 0.03, "ZeRO-3 without copies");
+  const SimResult sb = testing::expect_engines_agree(m, c, p, 0.03, "ZeRO-3 with FSDP2's copies");
+  EXPECT_NEAR(sb.prediction.step_time_s - sa.prediction.step_time_s, expected, 0.1 * expected);
+  // ZeRO-1 has no such copies: the flag changes nothing there.
+  Plan z1 = p;
+  z1.zero_stage = 1;
+  Plan z1_plain = z1;
+  z1_plain.fsdp_copies = false;
+  EXPECT_DOUBLE_EQ(am.evaluate(z1).step_time_s, am.evaluate(z1_plain).step_time_s);
+  // The plan file carries it.
+  auto back = plan_from_json(plan_to_json(p), "p.json");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_TRUE(back->fsdp_copies);
+  EXPECT_FALSE(plan_to_json(Plan{}).contains("fsdp_copies"));
+}
+
 TEST(AnalyticModel, PlanThatDoesNotFitIsRejectedWithTheReason) {
   const ModelSpec m = model("llama3-70b");
   const ClusterSpec c = cluster("dgx-a100-hdr", 8);
