@@ -456,9 +456,11 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   t.offload = layer_offload_seconds(m, p, s, moe, host_rate, t.fwd_compute, t.bwd_compute + t.recompute);
   // FSDP2's copies around the layer's collectives run on the compute stream, in line with its
   // kernels (after the offload's window: they do not widen it).
-  const FsdpCopies copies = fsdp_copies(d, p, layer_params_per_device(m, moe, p.tp, p.ep, p.etp()));
-  t.fwd_compute += copies.fwd_s;
-  t.bwd_compute += copies.bwd_s;
+  if (p.fsdp_copies && p.zero_stage >= 3) {
+    const FsdpCopies copies = fsdp_copies(d, p, layer_params_per_device(m, moe, p.tp, p.ep, p.etp()));
+    t.fwd_compute += copies.fwd_s;
+    t.bwd_compute += copies.bwd_s;
+  }
   return t;
 }
 

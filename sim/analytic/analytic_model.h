@@ -142,7 +142,8 @@ double grad_bytes(const Plan& p);
 // gather, then copies the gradients into the reduce-scatter input (read in the weights' type,
 // written in the reduction's, one kernel). Zero where the plan has no such copies.
 struct FsdpCopies {
-  double fwd_s = 0, bwd_s = 0;  // the backward's both copies
+  double fwd_s = 0;  // the copy-out
+  double bwd_s = 0;  // the copy-out and the gradients' copy
   double copy_out_s = 0, chunk_cat_s = 0;
   double copy_out_bytes = 0, chunk_cat_bytes = 0;
 };
