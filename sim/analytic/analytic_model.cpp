@@ -49,6 +49,13 @@ FsdpCopies fsdp_copies(const DeviceSpec& d, const Plan& p, double params) {
   return c;
 }
 
+double fp8_amax_bytes(const ModelSpec& m, const Plan& p, int layers, bool forward) {
+  if (p.precision != Precision::kFp8 || p.fp8_recipe != Fp8Recipe::kDelayed || layers <= 0) return 0.0;
+  const double gemms =
+      m.is_moe() ? 2.0 + 2.0 * (m.moe.experts / std::max(1, p.ep) + m.moe.shared_experts) : 4.0;
+  return 4.0 * (forward ? 3.0 : 2.0) * gemms * layers;
+}
+
 namespace {
 
 // fp32 Adam moments + master weights per parameter (Rajbhandari et al. 2020, "K = 12").
@@ -100,6 +107,7 @@ struct LayerTime {
 
 struct Links {
   GroupLink tp, cp, dp, edp, ep, pp;
+  GroupLink stage;  // every rank of the stage (tp x cp x dp): FP8 delayed scaling's amax group
 };
 
 // f * a + (1 - f) * b, field by field: a stage whose layers partly recompute (f of them).
@@ -475,6 +483,7 @@ struct DeviceCosts {
   // otherwise: evaluate builds one of these per plan).
   std::vector<LayerTime> dense_mask, moe_mask;
   double head_time = 0, embed_time = 0, p2p = 0;
+  double amax = 0;  // FP8 delayed scaling's amax all-reduces per micro-batch, every chunk both ways
 };
 
 }  // namespace
@@ -512,6 +521,13 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   const int ep_stride = p.experts_folded() ? st[0] : st[2];
   c.links.edp = group_link(cluster, ep_stride * p.ep, p.edp(), scattered);
   c.links.pp = group_link(cluster, st[3], p.pp > 1 ? 2 : 1, scattered);
+  // The stage's ranks, as closely spaced as its finest dimension of more than one rank
+  // (consecutive in Megatron's order; every pp-th rank with the pipeline innermost).
+  const std::array<int, 3> sizes = {p.tp, p.cp, p.dp};
+  int stage_stride = p.tp * p.cp * p.dp;
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] > 1) stage_stride = std::min(stage_stride, st[i]);
+  c.links.stage = group_link(cluster, stage_stride, p.tp * p.cp * p.dp, scattered);
   const double host_rate = host_link_rate(cluster.node);
   const Partner partner = attention_partner(p, cluster.node);
   const RecomputeMask mask = recompute_mask(p);
@@ -543,6 +559,10 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
               : allreduce_time(c.links.tp, h.hidden_bytes));
   c.embed_time = d.stream_seconds(tokens * m.hidden * s.bytes_per_element) +
                  d.stream_seconds(2 * tokens * m.hidden * s.bytes_per_element);  // forward, backward
+  const int chunk_layers = (m.layers + p.pp * p.chunks() - 1) / (p.pp * p.chunks());
+  if (c.links.stage.size > 1 && fp8_amax_bytes(m, p, chunk_layers, true) > 0)
+    c.amax = p.chunks() * (allreduce_time(c.links.stage, fp8_amax_bytes(m, p, chunk_layers, true)) +
+                           allreduce_time(c.links.stage, fp8_amax_bytes(m, p, chunk_layers, false)));
   // Pipeline p2p per micro-batch and direction: each TP rank sends its 1/tp of the activation
   // (with SP it holds only that); without SP the TP group all-gathers it after the receive.
   if (p.pp > 1) {
@@ -1110,8 +1130,8 @@ SlowestStage slowest_stage(const ModelSpec& m, const Plan& p, const StageCosts& 
     }
     const DeviceCosts& c = costs.of(i);
     const std::array<LayerTime, 2> t = times.of(i);
-    const double x =
-        l.dense * t[0].total() + l.moe * t[1].total() + l.embed * c.embed_time + l.head * c.head_time;
+    const double x = l.dense * t[0].total() + l.moe * t[1].total() + l.embed * c.embed_time +
+                     l.head * c.head_time + c.amax;
     out.sum += x;
     if (x > out.max) {
       out.max = x;
@@ -1145,6 +1165,9 @@ void add_compute(const CriticalStage& c, TimeBreakdown& tb) {
   tb.tp_comm = c.mbs * (nd * (dense.fwd_tp + dense.bwd_tp) + nm * (moe.fwd_tp + moe.bwd_tp));
   tb.cp_comm = c.mbs * (nd * dense.cp + nm * moe.cp);
   tb.ep_comm = c.mbs * nm * moe.ep;
+  // FP8 delayed scaling's amax all-reduces, in each chunk's time (reported with the data-parallel
+  // collectives, whose ranks they span).
+  tb.dp_comm = c.mbs * c.costs.amax;
 }
 
 // The parameters the slowest stage's rank holds, as the gradient reduction and the optimizer
@@ -1499,10 +1522,11 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   add_compute(c, tb);
   const HeldParams held = held_params(m, p, c);
   const double pipeline = add_pipeline(p, c, slowest, held, tb);
-  tb.dp_comm = data_parallel_exposed(m, p, node, c, held);
+  const double dp_exposed = data_parallel_exposed(m, p, node, c, held);
+  tb.dp_comm += dp_exposed;
   const double offload_step = add_optimizer(m, p, node, c, held, tb);
   tb.offload = c.mbs * (c.load.dense * c.dense.offload + c.load.moe * c.moe.offload) + offload_step;
-  tb.total = pipeline + tb.dp_comm + tb.optimizer + offload_step;
+  tb.total = pipeline + dp_exposed + tb.optimizer + offload_step;
   // Input: what the data loader cannot hide behind the rest of the step.
   const DataLoadCost load = data_load_cost(m, cluster_, p);
   out.data_load_s = load.seconds;

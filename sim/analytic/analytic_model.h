@@ -149,4 +149,15 @@ struct FsdpCopies {
 };
 FsdpCopies fsdp_copies(const DeviceSpec& d, const Plan& p, double params);
 
+// FP8 delayed scaling (an fp8 plan with Plan::fp8_recipe kDelayed, Transformer Engine's
+// DelayedScaling): when a model chunk's forward leaves its fp8_autocast, and when the chunk's
+// backward is done, the amaxes of its FP8 tensors are all-reduced (MAX) over the amax group --
+// every rank of the pipeline stage, tp x cp x dp (Megatron-Core's get_amax_reduction_group) --
+// synchronously on the compute stream (transformer_engine/pytorch fp8.py / quantization.py,
+// reduce_and_update_fp8_tensors). The bytes of one such all-reduce for a chunk of `layers`
+// layers: 4 per amax, three FP8 tensors per GEMM forward (input, weight, output) and two backward,
+// a layer's GEMMs four (QKV, projection, MLP up and down) or with experts the attention's two and
+// two per expert on the rank. 0 where the plan has none.
+double fp8_amax_bytes(const ModelSpec& m, const Plan& p, int layers, bool forward);
+
 }  // namespace foresight

@@ -46,7 +46,7 @@ constexpr OpState kPendingMask = (OpState{1} << kStreamShift) - 1;
 static_assert(kStreamCount <= 16, "the stream of the last dependency met takes 4 bits");
 constexpr int kSuccShift = 4;  // op counts are below 2^28 (kPendingMask), so op << 4 fits
 
-constexpr int kGroupKinds = static_cast<int>(GroupKind::kExpertDp) + 1;  // the last GroupKind
+constexpr int kGroupKinds = static_cast<int>(GroupKind::kStage) + 1;  // the last GroupKind
 
 // What the event loop reads of an op, packed (the graph's vertices carry names, shapes and edge
 // lists): 24 bytes instead of a Boost vertex, and successors in one array per stage.
@@ -379,6 +379,8 @@ struct Simulator::Impl {
         const int first = y % p.ep;
         return {base + lane + etp * first, (t * c * d / etp - first + p.ep - 1) / p.ep};
       }
+      case GroupKind::kStage:
+        return {pp * w.stage_ranks(), w.stage_ranks()};
       case GroupKind::kNone:
         break;
     }
@@ -449,6 +451,7 @@ struct Simulator::Impl {
         break;
       case StreamId::kDp:
       case StreamId::kDpReduce:
+      case StreamId::kAmax:  // the stage-wide amax reduction, reported with the data-parallel collectives
         r.acc.dp_comm += gap;
         break;
       case StreamId::kCopy:

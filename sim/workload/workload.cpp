@@ -30,14 +30,14 @@ std::string_view to_string(Phase p) {
 }
 
 std::string_view to_string(StreamId s) {
-  static constexpr std::string_view kNames[] = {"compute", "tp",      "pp",     "dp",        "ep",
-                                                "cp",      "copy",    "host",   "dp_reduce", "copy_in",
-                                                "loader",  "partner", "pp_recv"};
+  static constexpr std::string_view kNames[] = {"compute", "tp",      "pp",      "dp",        "ep",
+                                                "cp",      "copy",    "host",    "dp_reduce", "copy_in",
+                                                "loader",  "partner", "pp_recv", "amax"};
   return kNames[static_cast<int>(s)];
 }
 
 std::string_view to_string(GroupKind g) {
-  static constexpr std::string_view kNames[] = {"none", "tp", "cp", "dp", "ep", "expert_dp"};
+  static constexpr std::string_view kNames[] = {"none", "tp", "cp", "dp", "ep", "expert_dp", "stage"};
   return kNames[static_cast<int>(g)];
 }
 
@@ -75,6 +75,9 @@ std::vector<int> Workload::group_members(int rank, GroupKind g) const {
       }
       break;
     }
+    case GroupKind::kStage:
+      for (int r = pp * stage_ranks(); r < (pp + 1) * stage_ranks(); ++r) out.push_back(r);
+      break;
     case GroupKind::kNone:
       out.push_back(rank);
       break;
@@ -452,6 +455,16 @@ class StageBuilder {
   int layer_backward(int layer, int mb, int chunk, int prev, bool weight_split);
   double layer_params(int layer) const {
     return layer_params_per_device(m_, layer >= m_.dense_layers(), p_.tp, p_.ep, p_.etp());
+  }
+  // FP8 delayed scaling (fp8_amax_bytes): the chunk's amaxes all-reduced over the stage once its
+  // forward (backward) is done, the compute stream waiting for it (a wait of no duration of its
+  // own, so the idle time is the reduction's); `prev` where there is none.
+  int fp8_amax_reduce(Phase ph, const Task& t, int layers, int prev) {
+    const double bytes = fp8_amax_bytes(m_, p_, layers, ph == Phase::kForward);
+    if (bytes <= 0 || p_.tp * p_.cp * p_.dp <= 1) return prev;
+    const int ar = collective(ph, -1, t.mb, t.chunk, "fp8_amax_all_reduce", StreamId::kAmax,
+                              GroupKind::kStage, CollectiveOp::kAllReduce, bytes, prev, false);
+    return compute(ph, -1, t.mb, t.chunk, "fp8_amax_wait", KernelClass::kElementwise, 0.0, 0, 0, ar);
   }
   // FSDP2 (Plan::fsdp_copies): the gathered weights copied out of the all-gather buffer on the
   // compute stream, once the gather (pending in next_deps_) is done; `prev` where there is none.
@@ -835,6 +848,7 @@ int StageBuilder::forward_task(const Task& t, int last) {
                                            rank_at(t.chunk, vs - 1), 0, -1))
                     : first_place_input(t, last);
   prev = forward_layers(t, layers, prev);
+  prev = fp8_amax_reduce(Phase::kForward, t, static_cast<int>(layers.size()), prev);
   if (vs == last_place_) return head_forward(t, prev);
   return send(t, Phase::kForward, "send_activation", rank_at(t.chunk, vs + 1), prev);
 }
@@ -936,6 +950,7 @@ int StageBuilder::backward_task(const Task& t, int last) {
         pipeline_op(OpKind::kRecv, Phase::kBackward, t, "recv_gradient", rank_at(t.chunk, vs + 1), 0, -1)));
   }
   prev = backward_layers(t, layers, prev);
+  prev = fp8_amax_reduce(Phase::kBackward, t, static_cast<int>(layers.size()), prev);
   if (vs == 0) {
     prev = compute(Phase::kBackward, -1, t.mb, t.chunk, "embedding", KernelClass::kElementwise,
                    d_.stream_seconds(2 * tokens_ * m_.hidden * s_.bytes_per_element), 0,

@@ -34,7 +34,9 @@ enum class Phase : std::uint8_t { kForward, kBackward, kWeightGrad, kRecompute, 
 // kDpReduce: gradient reduce-scatters of ZeRO-3/FSDP (its post-backward stream); kLoader: the
 // data loader delivering micro-batches to the first stage; kPartner: the partner device of
 // Plan::attention_device (its kernels and the transfers to and from it, in order); kPpRecv: the
-// pipeline's receives where they are posted ahead of the sends (Plan::p2p_overlapped).
+// pipeline's receives where they are posted ahead of the sends (Plan::p2p_overlapped); kAmax:
+// FP8 delayed scaling's amax reductions (Transformer Engine's amax group has a communicator, and
+// so an NCCL stream, of its own).
 enum class StreamId : std::uint8_t {
   kCompute = 0,
   kTp,
@@ -49,11 +51,13 @@ enum class StreamId : std::uint8_t {
   kLoader,
   kPartner,
   kPpRecv,
+  kAmax,
   kCount
 };
 constexpr int kStreamCount = static_cast<int>(StreamId::kCount);
-// Which communicator a collective uses (the rank's own group of that kind).
-enum class GroupKind : std::uint8_t { kNone, kTp, kCp, kDp, kEp, kExpertDp };
+// Which communicator a collective uses (the rank's own group of that kind). kStage: every rank of
+// the pipeline stage (tp x cp x dp), Megatron-Core's amax reduction group.
+enum class GroupKind : std::uint8_t { kNone, kTp, kCp, kDp, kEp, kExpertDp, kStage };
 
 std::string_view to_string(Phase p);
 std::string_view to_string(StreamId s);

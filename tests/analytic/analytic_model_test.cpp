@@ -112,6 +112,56 @@ TEST(AnalyticModel, FsdpCopiesAreComputeStreamPasses) {
   EXPECT_FALSE(plan_to_json(Plan{}).contains("fsdp_copies"));
 }
 
+// FP8 delayed scaling (Transformer Engine's DelayedScaling): each chunk's forward and backward end
+// with a synchronous all-reduce of its amaxes over every rank of the stage. Without a pipeline
+// the step grows by exactly micro-batches x chunks x the two all-reduces, priced on the stage's
+// group (here dp 16 x tp 2 over four nodes, ZeRO-1); the simulator runs them on a stream of their own and
+// the compute waits, in the data-parallel line; current scaling and bf16 have none.
+TEST(AnalyticModel, Fp8DelayedScalingReducesItsAmaxesOverTheStage) {
+  const ModelSpec m = model("llama3-8b");
+  const ClusterSpec c = cluster("dgx-h100-ndr", 32);
+  Plan p = sp_plan(2, 1, 16, 1, 64);
+  p.precision = Precision::kFp8;
+  p.fp8_recipe = Fp8Recipe::kDelayed;
+  const AnalyticModel am(m, c);
+  const double fwd = fp8_amax_bytes(m, p, m.layers, true), bwd = fp8_amax_bytes(m, p, m.layers, false);
+  EXPECT_DOUBLE_EQ(fwd, 4.0 * 3 * 4 * m.layers);  // three amaxes per GEMM, four GEMMs a layer
+  EXPECT_DOUBLE_EQ(bwd, 4.0 * 2 * 4 * m.layers);
+  const GroupLink stage = group_link(c, 1, 32, false);
+  ASSERT_TRUE(stage.crosses_nodes);
+  const double per_mb = allreduce_time(stage, fwd) + allreduce_time(stage, bwd);
+  EXPECT_GT(per_mb, 0.0);
+  Plan current = p;
+  current.fp8_recipe = Fp8Recipe::kCurrent;
+  EXPECT_DOUBLE_EQ(fp8_amax_bytes(m, current, m.layers, true), 0.0);
+  Plan bf16 = p;
+  bf16.precision = Precision::kBf16;
+  EXPECT_DOUBLE_EQ(fp8_amax_bytes(m, bf16, m.layers, true), 0.0);
+  // Blockwise scaling prices the same kernels without the reductions (it scales each block from
+  // its own maximum): the difference is the reductions, in the chunk's time and the
+  // data-parallel line.
+  Plan blockwise = p;
+  blockwise.fp8_recipe = Fp8Recipe::kBlockwise;
+  EXPECT_DOUBLE_EQ(fp8_amax_bytes(m, blockwise, m.layers, true), 0.0);
+  const Prediction a = am.evaluate(p), b = am.evaluate(blockwise);
+  const double expected = static_cast<double>(p.micro_batches()) * per_mb;
+  EXPECT_NEAR(a.step_time_s - b.step_time_s, expected, 1e-6 * expected);
+  EXPECT_NEAR(a.time.dp_comm - b.time.dp_comm, expected, 1e-6 * expected);
+  // Both engines price them; each within 3% of the other, the simulator's difference near the
+  // analytic one.
+  const SimResult da = testing::expect_engines_agree(m, c, p, 0.03, "fp8 delayed scaling, dp 16 x tp 2");
+  const SimResult db = testing::simulated(m, c, blockwise);
+  const double simulated = da.prediction.step_time_s - db.prediction.step_time_s;
+  EXPECT_GT(simulated, 0.5 * expected);
+  EXPECT_LT(simulated, 2.0 * expected);
+  // On one GPU there is nothing to reduce.
+  const ClusterSpec one = cluster("dgx-h100-ndr", 1);
+  Plan solo = plan(1, 1, 1, 1, 4);
+  solo.precision = Precision::kFp8;
+  solo.fp8_recipe = Fp8Recipe::kDelayed;
+  EXPECT_DOUBLE_EQ(AnalyticModel(m, one).evaluate(solo).time.dp_comm, 0.0);
+}
+
 TEST(AnalyticModel, PlanThatDoesNotFitIsRejectedWithTheReason) {
   const ModelSpec m = model("llama3-70b");
   const ClusterSpec c = cluster("dgx-a100-hdr", 8);
