@@ -107,7 +107,6 @@ struct LayerTime {
 
 struct Links {
   GroupLink tp, cp, dp, edp, ep, pp;
-  GroupLink stage;  // every rank of the stage (tp x cp x dp): FP8 delayed scaling's amax group
 };
 
 // f * a + (1 - f) * b, field by field: a stage whose layers partly recompute (f of them).
@@ -521,13 +520,6 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   const int ep_stride = p.experts_folded() ? st[0] : st[2];
   c.links.edp = group_link(cluster, ep_stride * p.ep, p.edp(), scattered);
   c.links.pp = group_link(cluster, st[3], p.pp > 1 ? 2 : 1, scattered);
-  // The stage's ranks, as closely spaced as its finest dimension of more than one rank
-  // (consecutive in Megatron's order; every pp-th rank with the pipeline innermost).
-  const std::array<int, 3> sizes = {p.tp, p.cp, p.dp};
-  int stage_stride = p.tp * p.cp * p.dp;
-  for (std::size_t i = 0; i < sizes.size(); ++i)
-    if (sizes[i] > 1) stage_stride = std::min(stage_stride, st[i]);
-  c.links.stage = group_link(cluster, stage_stride, p.tp * p.cp * p.dp, scattered);
   const double host_rate = host_link_rate(cluster.node);
   const Partner partner = attention_partner(p, cluster.node);
   const RecomputeMask mask = recompute_mask(p);
@@ -560,9 +552,20 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   c.embed_time = d.stream_seconds(tokens * m.hidden * s.bytes_per_element) +
                  d.stream_seconds(2 * tokens * m.hidden * s.bytes_per_element);  // forward, backward
   const int chunk_layers = (m.layers + p.pp * p.chunks() - 1) / (p.pp * p.chunks());
-  if (c.links.stage.size > 1 && fp8_amax_bytes(m, p, chunk_layers, true) > 0)
-    c.amax = p.chunks() * (allreduce_time(c.links.stage, fp8_amax_bytes(m, p, chunk_layers, true)) +
-                           allreduce_time(c.links.stage, fp8_amax_bytes(m, p, chunk_layers, false)));
+  const double amax_fwd = fp8_amax_bytes(m, p, chunk_layers, true);
+  const int stage_ranks = p.tp * p.cp * p.dp;
+  if (amax_fwd > 0 && stage_ranks > 1) {
+    // FP8 delayed scaling's amax group: every rank of the stage, as closely spaced as its finest
+    // dimension of more than one rank (consecutive in Megatron's order; every pp-th rank with the
+    // pipeline innermost).
+    const std::array<int, 3> sizes = {p.tp, p.cp, p.dp};
+    int stage_stride = stage_ranks;
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      if (sizes[i] > 1) stage_stride = std::min(stage_stride, st[i]);
+    const GroupLink stage = group_link(cluster, stage_stride, stage_ranks, scattered);
+    c.amax = p.chunks() * (allreduce_time(stage, amax_fwd) +
+                           allreduce_time(stage, fp8_amax_bytes(m, p, chunk_layers, false)));
+  }
   // Pipeline p2p per micro-batch and direction: each TP rank sends its 1/tp of the activation
   // (with SP it holds only that); without SP the TP group all-gathers it after the receive.
   if (p.pp > 1) {
