@@ -165,7 +165,7 @@ void print_job(const ResolvedInputs& in, const Prediction& p) {
                ? " | cross-entropy " + to_string(pl.cross_entropy)
                : "") +
           (pl.repeat_kv ? " | K/V repeated per head" : "") +
-          (pl.fsdp_copies && pl.zero_stage >= 3 ? " | FSDP2 copies" : "") +
+          (pl.fsdp_copies_apply() ? " | FSDP2 copies" : "") +
           (in.model.is_moe() && pl.expert_gemm == ExpertGemm::kPerExpert ? " | a GEMM per expert" : "") +
           (in.model.is_moe() && pl.moe_drop_and_pad()
                ? fmt::format(" | token drop, capacity factor {:g}", pl.moe_capacity_factor)

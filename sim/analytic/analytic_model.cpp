@@ -38,7 +38,7 @@ double grad_bytes(const Plan& p) {
 
 FsdpCopies fsdp_copies(const DeviceSpec& d, const Plan& p, double params) {
   FsdpCopies c;
-  if (!p.fsdp_copies || p.zero_stage < 3 || params <= 0) return c;
+  if (!p.fsdp_copies_apply() || params <= 0) return c;
   const double wb = weight_bytes(p.precision);
   c.copy_out_bytes = 2 * wb * params;
   c.chunk_cat_bytes = (wb + grad_bytes(p)) * params;
@@ -463,7 +463,7 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   t.offload = layer_offload_seconds(m, p, s, moe, host_rate, t.fwd_compute, t.bwd_compute + t.recompute);
   // FSDP2's copies around the layer's collectives run on the compute stream, in line with its
   // kernels (after the offload's window: they do not widen it).
-  if (p.fsdp_copies && p.zero_stage >= 3) {
+  if (p.fsdp_copies_apply()) {
     const FsdpCopies copies = fsdp_copies(d, p, layer_params_per_device(m, moe, p.tp, p.ep, p.etp()));
     t.fwd_compute += copies.fwd_s;
     t.bwd_compute += copies.bwd_s;

@@ -238,6 +238,8 @@ struct Plan {
   // stream). false: the parameters and gradients are views of the flat buffers the collectives
   // use (FSDP1's FlatParameter, DeepSpeed ZeRO-3, Megatron's buffers).
   bool fsdp_copies = false;
+  // FSDP2's copies happen: asked for, and the weights are sharded (ZeRO-3).
+  bool fsdp_copies_apply() const { return fsdp_copies && zero_stage >= 3; }
   // How an MoE layer's expert GEMMs are launched: kGrouped, one kernel over this rank's experts
   // (CUTLASS grouped GEMM, torch._grouped_mm, DeepGEMM); kPerExpert, one GEMM per expert and pass,
   // and in fp8 plans one quantisation per expert (Transformer Engine's GroupedLinear, which

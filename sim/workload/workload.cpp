@@ -469,6 +469,7 @@ class StageBuilder {
   // FSDP2 (Plan::fsdp_copies): the gathered weights copied out of the all-gather buffer on the
   // compute stream, once the gather (pending in next_deps_) is done; `prev` where there is none.
   int fsdp_copy_out(Phase ph, int layer, int mb, int chunk, int prev) {
+    if (!p_.fsdp_copies_apply()) return prev;
     const FsdpCopies c = fsdp_copies(d_, p_, layer_params(layer));
     if (c.copy_out_s <= 0) return prev;
     return compute(ph, layer, mb, chunk, "fsdp_copy_out", KernelClass::kElementwise, c.copy_out_s, 0,
@@ -919,7 +920,7 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
                                   offloaded_params(layer) * gb, prev));
     if (zero3_) {
       // FSDP2 copies the gradients into the reduce-scatter's input on the compute stream first.
-      const FsdpCopies c = fsdp_copies(d_, p_, layer_params(layer));
+      const FsdpCopies c = p_.fsdp_copies_apply() ? fsdp_copies(d_, p_, layer_params(layer)) : FsdpCopies{};
       if (c.chunk_cat_s > 0)
         prev = compute(Phase::kBackward, layer, t.mb, t.chunk, "fsdp_grad_copy_in", KernelClass::kElementwise,
                        c.chunk_cat_s, 0, c.chunk_cat_bytes, prev);
