@@ -61,7 +61,10 @@ constexpr PlanFlag kPlanFlags[] = {
     {"--precision", "/precision", Kind::kText, "Plan", "fp32, bf16, fp16, fp8"},
     {"--fp8-recipe", "/fp8_recipe", Kind::kText, "Plan",
      "an fp8 plan's scaling: delayed (amax history), current (each tensor's own amax, one more read), "
-     "blockwise or mxfp8"},
+     "blockwise, mxfp8 or rowwise (torchao's per-row scales: each operand cast along both axes)"},
+    {"--fp8-weight-recast", "/fp8_weight_recast", Kind::kFlag, "Plan",
+     "an fp8 plan's weights cast from 16 bits in every forward and backward (torchao's Float8Linear), "
+     "not once a step (Transformer Engine)"},
     {"--flash-attention", "/flash_attention", Kind::kFlag, "Plan", "fused attention kernels (true/false)"},
     {"--attention-kernel", "/attention_kernel", Kind::kText, "Plan",
      "best (the device's fastest fused attention: cuDNN/FlashAttention-3 on Hopper), flash2 "

@@ -284,7 +284,10 @@ class LayerKernelBuilder {
     // One GEMM per pass, or under Plan::expert_gemm kPerExpert one per expert (and in fp8 one
     // quantisation each).
     const double launches = shape && p_.expert_gemm == ExpertGemm::kPerExpert ? shape->groups : 1.0;
-    const Fp8Casts q = fp8 ? fp8_casts(name, gk, gn, launches) : Fp8Casts{};
+    // The local weight's elements: the routed experts' own (a shared expert's are not counted),
+    // else the GEMM's k x n.
+    const double weights = shape ? shape->groups * shape->n * shape->k : static_cast<double>(gk) * gn;
+    const Fp8Casts q = fp8 ? fp8_casts(name, gk, gn, weights, launches) : Fp8Casts{};
     // TP overlap (TpOverlap): the row-parallel GEMMs' forward and the column-parallel GEMMs'
     // weight gradient run on the SMs the communication kernels leave.
     const TpOverlap ub = ub_method(name);
@@ -293,12 +296,12 @@ class LayerKernelBuilder {
     // The backward's weight passes: half to its weight-gradient part (the gradient's read and write).
     add(name, KernelClass::kGemm, flops,
         e_ * (tokens_ * gk + static_cast<double>(gk) * gn + tokens_ * gn) + q.bytes, tf + wf + q.fwd_s,
-        td + tw + wb + q.bwd_s, tw + 0.5 * wb, T_, gn, gk, launches, 2 * launches, launches);
+        td + tw + wb + q.bwd_s, tw + 0.5 * wb + q.weight_s, T_, gn, gk, launches, 2 * launches, launches);
     // The host issues each quantisation too (their device launches are in q).
     if (fp8) {
       KernelCost& k = L_.fwd[L_.count - 1];
-      k.host_fwd_s += launches * host_;
-      k.host_bwd_s += launches * host_;
+      k.host_fwd_s += q.fwd_kernels * launches * host_;
+      k.host_bwd_s += q.bwd_kernels * launches * host_;
     }
   }
   // The overlap method of a TP collective paired with GEMM `name` (not the MoE experts'):
@@ -358,8 +361,8 @@ class LayerKernelBuilder {
   // quantises its 16-bit input forward and the incoming output gradient backward, writing the
   // FP8 tensor and its transpose (Hopper's FP8 GEMMs take only the TN layout, and the weight
   // gradient needs the transposed operands): read 2 bytes, write 1 + 1 per element, one kernel
-  // each way (one per expert under Plan::expert_gemm kPerExpert). The FP8 weights are cast once per step
-  // (cached across micro-batches) and not counted; the output layer, attention and norms stay in 16 bits.
+  // each way (one per expert under Plan::expert_gemm kPerExpert). The output layer, attention and
+  // norms stay in 16 bits.
   // Under Plan::fp8_recipe kCurrent the scale comes from the tensor itself: a reduction reads it
   // once more (2 bytes an element) and a small kernel turns the amax into the scale before the
   // cast (Transformer Engine's Float8CurrentScalingQuantizer: nvte_compute_amax,
@@ -369,27 +372,80 @@ class LayerKernelBuilder {
   // QKV and dense MLP-up GEMMs, the activation before the dense MLP-down GEMM forward, and the
   // activation's backward before MLP-up's backward (Transformer Engine's FUSED_NORM_AMAX_FP8 and
   // FUSED_ACTIVATION_AMAX_FP8 paths in its normalization and activation extensions; Inductor fuses
-  // the norm with the quantisation's amax, pytorch/pytorch#111122). The other recipes find the
-  // scale without that pass.
+  // the norm with the quantisation's amax, pytorch/pytorch#111122). The delayed, blockwise and
+  // MXFP8 recipes find the scale without that pass.
+  // Under kRowwise (torchao's "rowwise" recipe: a scale per row of each operand, so every operand
+  // is quantised along both axes) each activation takes two kernels: one reads the 16-bit tensor
+  // and writes its FP8 rows and a 16-bit transposed copy, the next quantises that copy (2 + 1 + 2,
+  // then 2 + 1 bytes an element; the first read is saved where a fused kernel produced the tensor,
+  // as above). That is torchao's own account of its compiled kernels (pytorch/ao
+  // torchao/testing/float8/roofline_utils.py from d8af7d7b, 2025-03-04,
+  // get_tensor_memory_traffic_ovhd_s). The input's second axis feeds only the weight gradient
+  // and is cast in the backward (torchao/float8/float8_linear.py: the forward saves the 16-bit
+  // input). Its backward GEMMs accumulate at full precision, which the rowwise CUTLASS kernel
+  // does too slowly, so torchao runs cuBLAS's tensor-scaled kernel with unit scales and
+  // multiplies the output by the row and column scales afterwards (torchao/float8/float8_ops.py,
+  // addmm_float8_unwrapped, pytorch/ao#1377): an elementwise pass (read 2, write 2 bytes) over the
+  // weight gradient, a graph output that no later kernel fuses; the data gradient's multiply is
+  // left to fuse into the operator that consumes it and is not priced. The forward's rowwise
+  // CUTLASS GEMM is priced at the FP8 GEMM rate (with fast accumulation "most shapes are within
+  // 90-100% of tensor-wise efficiency", pytorch/pytorch#147971; 0-10% slower on Llama shapes,
+  // pytorch/FBGEMM#2764).
+  // Plan::fp8_weight_recast (torchao's Float8Linear) casts the `weights` elements (the local
+  // weight) in every pass of every micro-batch, after roofline_utils' kernels for the weight:
+  // tensor scaling an amax read (2 bytes), the forward's cast (2 + 1) and the backward's
+  // transposed cast (2 + 1); rowwise the forward's cast (2 + 1), a 16-bit transpose (2 + 2) and its
+  // cast (2 + 1) in the backward. Otherwise the FP8 weights are cast once a step and cached across
+  // micro-batches (Transformer Engine), not priced.
   struct Fp8Casts {
-    double fwd_s = 0, bwd_s = 0, bytes = 0;
+    double fwd_s = 0, bwd_s = 0, weight_s = 0, bytes = 0;
+    int fwd_kernels = 0, bwd_kernels = 0;  // the host's operations, per launch
   };
-  Fp8Casts fp8_casts(KernelName name, std::int64_t gk, std::int64_t gn, double launches) const {
+  Fp8Casts fp8_casts(KernelName name, std::int64_t gk, std::int64_t gn, double weights,
+                     double launches) const {
     const bool current = p_.fp8_recipe == Fp8Recipe::kCurrent;
+    const bool rowwise = p_.fp8_recipe == Fp8Recipe::kRowwise;
     const bool dense_mlp = !moe_ && (name == KernelName::kMlpUp || name == KernelName::kMlpDown);
     const bool in_fused = fused_ && (name == KernelName::kQkv || dense_mlp);
     const bool out_fused = fused_ && !moe_ && name == KernelName::kMlpUp;
-    // Bytes an element and kernels: current scaling's amax read (unless fused), then the scale's
-    // kernel and the cast.
-    auto pass = [&](bool fused, std::int64_t width) {
-      const bool amax = current && !fused;
-      const double kernels = current ? (amax ? 3.0 : 2.0) : 1.0;
-      return std::pair{(amax ? 6.0 : 4.0) * tokens_ * static_cast<double>(width), kernels};
+    // Bytes an element and kernels of one activation's quantisation.
+    struct Pass {
+      double bytes, kernels;
     };
-    const auto [in, in_kernels] = pass(in_fused, gk);
-    const auto [out, out_kernels] = pass(out_fused, gn);
-    return {d_.stream_seconds(in) + in_kernels * launches * launch_,
-            d_.stream_seconds(out) + out_kernels * launches * launch_, in + out};
+    auto pass = [&](bool fused) -> Pass {
+      if (rowwise) return {fused ? 6.0 : 8.0, 2.0};
+      const bool amax = current && !fused;
+      return {amax ? 6.0 : 4.0, current ? (amax ? 3.0 : 2.0) : 1.0};
+    };
+    const Pass in = pass(in_fused), out = pass(out_fused);
+    auto bytes = [&](double per_element, std::int64_t width) {
+      return per_element * tokens_ * static_cast<double>(width);
+    };
+    Fp8Casts q;
+    // The input's cast: rowwise its first kernel forward (the second axis's 3 bytes backward).
+    const double in_fwd = rowwise ? in.bytes - 3.0 : in.bytes;
+    q.fwd_s = d_.stream_seconds(bytes(in_fwd, gk)) + (rowwise ? 1.0 : in.kernels) * launches * launch_;
+    q.bwd_s = d_.stream_seconds(bytes(out.bytes, gn)) + out.kernels * launches * launch_;
+    q.weight_s = rowwise ? d_.stream_seconds(bytes(3.0, gk)) + launches * launch_ : 0.0;
+    q.bytes = bytes(in.bytes, gk) + bytes(out.bytes, gn);
+    q.fwd_kernels = 1;
+    q.bwd_kernels = 1;
+    if (rowwise) {  // the weight gradient's scale, applied after the GEMM
+      q.weight_s += d_.stream_seconds(4.0 * weights) + launches * launch_;
+      q.bytes += 4.0 * weights;
+      q.bwd_kernels += 1;
+    }
+    if (p_.fp8_weight_recast) {
+      const double fwd = rowwise ? 3.0 : (current ? 5.0 : 3.0), bwd = rowwise ? 7.0 : 3.0;
+      const double fwd_kernels = rowwise ? 1.0 : (current ? 3.0 : 1.0), bwd_kernels = rowwise ? 2.0 : 1.0;
+      q.fwd_s += d_.stream_seconds(fwd * weights) + fwd_kernels * launches * launch_;
+      q.bwd_s += d_.stream_seconds(bwd * weights) + bwd_kernels * launches * launch_;
+      q.bytes += (fwd + bwd) * weights;
+      q.fwd_kernels += 1;
+      q.bwd_kernels += 1;
+    }
+    q.bwd_s += q.weight_s;
+    return q;
   }
   // An elementwise kernel: backward reads the saved input and the incoming gradient, writes one.
   void elementwise(KernelName name, double bytes, int kernels = 1) {

@@ -191,12 +191,15 @@ std::string to_string(Fp8Recipe r) {
       return "blockwise";
     case Fp8Recipe::kMxfp8:
       return "mxfp8";
+    case Fp8Recipe::kRowwise:
+      return "rowwise";
     default:
       return "delayed";
   }
 }
 Result<Fp8Recipe> parse_fp8_recipe(const std::string& s) {
-  return parse_named(s, {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent, Fp8Recipe::kBlockwise, Fp8Recipe::kMxfp8});
+  return parse_named(s, {Fp8Recipe::kDelayed, Fp8Recipe::kCurrent, Fp8Recipe::kBlockwise, Fp8Recipe::kMxfp8,
+                         Fp8Recipe::kRowwise});
 }
 std::string to_string(ExpertGemm g) { return g == ExpertGemm::kPerExpert ? "per_expert" : "grouped"; }
 Result<ExpertGemm> parse_expert_gemm(const std::string& s) {
@@ -390,6 +393,7 @@ void read_techniques(JsonReader& r, Plan& p) {
   p.cp_comm = read_enum("cp_comm", parse_cp_comm, CpComm::kRing);
   p.precision = read_enum("precision", parse_precision, Precision::kBf16);
   p.fp8_recipe = read_enum("fp8_recipe", parse_fp8_recipe, Fp8Recipe::kDelayed);
+  p.fp8_weight_recast = r.boolean("fp8_weight_recast", false);
   p.flash_attention = r.boolean("flash_attention", true);
   p.attention_kernel = read_enum("attention_kernel", parse_attention_kernel, AttentionKernel::kBest);
   p.overlap_grad_reduce = r.boolean("overlap_grad_reduce", false);
@@ -501,6 +505,7 @@ Result<Plan> plan_from_json(const json& doc, const std::string& file, bool requi
                          "recompute_modules",
                          "precision",
                          "fp8_recipe",
+                         "fp8_weight_recast",
                          "flash_attention",
                          "attention_kernel",
                          "overlap_grad_reduce",
@@ -585,6 +590,7 @@ json plan_to_json(const Plan& p) {
   if (p.cp_comm != CpComm::kRing) j["cp_comm"] = to_string(p.cp_comm);
   if (p.attention_kernel != AttentionKernel::kBest) j["attention_kernel"] = to_string(p.attention_kernel);
   if (p.fp8_recipe != Fp8Recipe::kDelayed) j["fp8_recipe"] = to_string(p.fp8_recipe);
+  if (p.fp8_weight_recast) j["fp8_weight_recast"] = true;
   if (!p.kernel_fusion) j["kernel_fusion"] = false;
   if (p.cross_entropy != CrossEntropy::kOnePass) j["cross_entropy"] = to_string(p.cross_entropy);
   if (p.repeat_kv) j["repeat_kv"] = true;

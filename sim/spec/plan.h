@@ -54,7 +54,7 @@ enum class Precision { kFp32, kBf16, kFp16, kFp8 };
 // amax history of earlier steps (Transformer Engine's DelayedScaling), per tensor from the tensor's
 // own amax (TE's Float8CurrentScaling, torchao's tensorwise dynamic Float8), per block of 1x128 /
 // 128x128 (TE's Float8BlockScaling, DeepSeek-V3), or per 32 elements (MXFP8, Blackwell).
-enum class Fp8Recipe { kDelayed, kCurrent, kBlockwise, kMxfp8 };
+enum class Fp8Recipe { kDelayed, kCurrent, kBlockwise, kMxfp8, kRowwise };
 // Gradient compression for the data-parallel reduction (sim/analytic/compression.h).
 enum class GradCompression { kNone, kInt8, kTopK, kPowerSgd, kFourStage };
 
@@ -150,9 +150,17 @@ struct Plan {
   // An fp8 plan's scaling recipe (ignored in other precisions). kCurrent reads each tensor once
   // more for its amax before the cast (TE's quantize: compute_amax, compute_scale_from_amax,
   // quantize; torchao: the amax reduction, then the cast), unless a fused norm or activation that
-  // produced it returned the amax (sim/analytic/layer_ops.cpp, fp8_casts); the others find the
-  // scale without that pass (the amax history, or the block's own maximum inside the cast).
+  // produced it returned the amax (sim/analytic/layer_ops.cpp, fp8_casts); kRowwise (torchao's
+  // per-row scales) casts each operand along both axes, through a 16-bit transposed copy, and
+  // scales its backward GEMMs' outputs afterwards; the others find the scale without an extra
+  // pass (the amax history, or the block's own maximum inside the cast).
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
+  // An fp8 plan's linear weights quantised from their 16-bit copy in every forward and again in
+  // every backward, each micro-batch (torchao's Float8Linear: it saves the 16-bit weight and casts
+  // it at each use), rather than once a step and cached across micro-batches (Transformer Engine,
+  // priced as free; torchao under FSDP2's float8 all-gather, which gathers weights already cast).
+  // sim/analytic/layer_ops.cpp, fp8_casts.
+  bool fp8_weight_recast = false;
   bool flash_attention = true;  // fused attention: no s^2 activation traffic or memory
   // Which fused attention kernel runs: kBest, the device's fastest (on Hopper, cuDNN's fused
   // attention as Transformer Engine picks it, or FlashAttention-3); kFlash2, FlashAttention-2 or a

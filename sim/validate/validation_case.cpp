@@ -275,6 +275,11 @@ struct SoftwareStack {
   // torchtitan and PyTorch FSDP scripts scale with torchao's Float8, per tensor from the tensor's
   // own amax (tensorwise dynamic scaling) or per row.
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
+  // FP8 weights cast from their 16-bit copy at every use (Plan::fp8_weight_recast): torchao's
+  // Float8Linear (torchtitan, PyTorch FSDP scripts) unless FSDP2's float8 all-gather
+  // (torchtitan's float8.enable_fsdp_float8_all_gather, off by default) gathers them cast; the
+  // Transformer Engine stacks cache them across micro-batches.
+  bool fp8_weight_recast = false;
   // The gradient buckets of overlap_grad_reduce (Plan::grad_bucket_params), in parameters; 0: a
   // bucket per layer (a stack whose buckets are not known). Megatron-Core's default is 40M, and
   // from 2024-04-11 max(40M, 1M x dp) (megatron/core/distributed/distributed_data_parallel.py:
@@ -495,6 +500,7 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     if (name == "torchtitan") s.selective = Recompute::kSelectiveOp;
     s.cp_all_gather = name == "torchtitan";
     if (name != "llm-foundry") s.fp8_recipe = Fp8Recipe::kCurrent;
+    s.fp8_weight_recast = name != "llm-foundry";
     s.attention = name == "llm-foundry" && (month == 0 || before(2024, 3)) ? AttentionKernel::kFlash1
                                                                            : AttentionKernel::kFlash2;
     s.repeat_kv = name == "torchtitan" && (month == 0 || before(2026, 2));
@@ -813,7 +819,8 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
     l.base.moe_capacity_factor = r.number("moe_capacity_factor", 0.0, 0.01, 64.0);
     if (r.ok() && !l.model.is_moe()) r.fail("moe_capacity_factor", "needs an MoE model (model.moe)");
   }
-  const std::string recipe = r.choice("fp8_recipe", {"delayed", "current", "blockwise", "mxfp8"}, "");
+  const std::string recipe =
+      r.choice("fp8_recipe", {"delayed", "current", "blockwise", "mxfp8", "rowwise"}, "");
   if (!recipe.empty() && b.precision != Precision::kFp8) r.fail("fp8_recipe", "needs precision fp8");
   // The scaling recipe: reported, else the stack's (SoftwareStack::fp8_recipe).
   if (!recipe.empty()) {
@@ -821,6 +828,14 @@ void read_v2_fields(const ValidationCase& c, JsonReader& r, const SoftwareStack*
   } else if (stack && b.precision == Precision::kFp8) {
     l.base.fp8_recipe = stack->fp8_recipe;
     out.assumed["fp8_recipe"] = to_string(stack->fp8_recipe);
+  }
+  // Weights gathered already in FP8 (FSDP2's float8 all-gather, Megatron's --fp8-param-gather):
+  // no per-use casts; otherwise the stack's (SoftwareStack::fp8_weight_recast).
+  const bool fp8_gather = r.boolean("fp8_param_gather", false);
+  if (fp8_gather && b.precision != Precision::kFp8) r.fail("fp8_param_gather", "needs precision fp8");
+  if (stack && stack->fp8_weight_recast && b.precision == Precision::kFp8 && !fp8_gather) {
+    l.base.fp8_weight_recast = true;
+    out.assumed["fp8_weight_recast"] = true;
   }
   read_uneven_stages(c, r, stack, l);
   // The buckets matter where the reduction can overlap the backward (reported, the stack's, or
@@ -921,6 +936,7 @@ bool read_case_layouts(const ValidationCase& c, CaseLayouts& l, CaseResult& out)
                            "account_for_loss",
                            "grad_reduce_precision",
                            "fp8_recipe",
+                           "fp8_param_gather",
                            "cp_comm",
                            "moe_capacity_factor"});
   else

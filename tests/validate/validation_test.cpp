@@ -544,6 +544,41 @@ TEST(Validation, Fp8RecipeReportedElseTheStacks) {
   EXPECT_NE(err.error().message().find("fp8_recipe"), std::string::npos) << err.error().message();
 }
 
+// torchao's Float8Linear casts each weight at every use (Plan::fp8_weight_recast): torchtitan's
+// fp8 runs do, unless the case reports FSDP2's float8 all-gather (fp8_param_gather); Transformer
+// Engine stacks cache their FP8 weights; a bf16 run has none. The rowwise recipe is read, and
+// fp8_param_gather without fp8 is an error naming the field.
+TEST(Validation, Fp8WeightRecastIsTorchaosUnlessGatheredInFp8) {
+  const nlohmann::json titan = {{"name", "torchtitan"}, {"version", "2024-12"}};
+  const nlohmann::json fsdp = {{"tp", 1}, {"pp", 1}, {"dp", 16}, {"zero_stage", 3}, {"precision", "fp8"}};
+  const CaseResult r = run_doc(v2_case(fsdp, titan));
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_TRUE(r.plan.fp8_weight_recast);
+  EXPECT_TRUE(r.assumed.value("fp8_weight_recast", false));
+  nlohmann::json gathered = fsdp;
+  gathered["fp8_param_gather"] = true;
+  gathered["fp8_recipe"] = "rowwise";
+  const CaseResult g = run_doc(v2_case(gathered, titan));
+  ASSERT_TRUE(g.ok) << g.failure;
+  EXPECT_FALSE(g.plan.fp8_weight_recast);
+  EXPECT_FALSE(g.assumed.contains("fp8_weight_recast"));
+  EXPECT_EQ(g.plan.fp8_recipe, Fp8Recipe::kRowwise);
+  nlohmann::json te = fsdp;
+  te["zero_stage"] = 1;
+  const CaseResult bridge = run_doc(v2_case(te, {{"name", "megatron-bridge"}, {"version", "25.11"}}));
+  ASSERT_TRUE(bridge.ok) << bridge.failure;
+  EXPECT_FALSE(bridge.plan.fp8_weight_recast);
+  nlohmann::json bf16 = fsdp;
+  bf16["precision"] = "bf16";
+  const CaseResult plain = run_doc(v2_case(bf16, titan));
+  ASSERT_TRUE(plain.ok) << plain.failure;
+  EXPECT_FALSE(plain.plan.fp8_weight_recast);
+  bf16["fp8_param_gather"] = true;
+  const CaseResult wrong = run_doc(v2_case(bf16, titan));
+  ASSERT_FALSE(wrong.ok);
+  EXPECT_NE(wrong.failure.find("fp8_param_gather"), std::string::npos) << wrong.failure;
+}
+
 // The gradient buckets a stack's overlapped reduction runs (Plan::grad_bucket_params):
 // Megatron-Core's max(40M, 1M x dp) (40M before 2024-04), NeMo 2's and Megatron-Bridge's 128Mi,
 // none for a stack whose buckets are not known; Megatron-Bridge's scripts from 2025-10 turn them
