@@ -155,7 +155,10 @@ void print_job(const ResolvedInputs& in, const Prediction& p) {
       in.plan_source, pl.tp, pl.pp, pl.dp, pl.cp, pl.ep, pl.sequence_parallel ? " +sp" : "", pl.micro_batch,
       p.micro_batches, pl.global_batch, to_string(pl.schedule),
       pl.virtual_stages > 1 ? fmt::format(" (v={})", pl.virtual_stages) : "", recompute_string(pl),
-      pl.zero_stage, to_string(pl.precision),
+      pl.zero_stage,
+      pl.precision == Precision::kFp8
+          ? "fp8 (" + to_string(pl.fp8_recipe) + (pl.fp8_weight_recast ? ", weights cast at each use)" : ")")
+          : to_string(pl.precision),
       !pl.flash_attention                               ? ""
       : pl.attention_kernel == AttentionKernel::kFlash2 ? " | flash attention (FlashAttention-2 class)"
       : pl.attention_kernel == AttentionKernel::kFlash1 ? " | flash attention (FlashAttention-1 class)"

@@ -42,7 +42,8 @@ struct Fp8Layer {
 // each weight). The input's second axis (3 bytes) and that scaling belong to the weight gradient.
 TEST(Fp8Casts, RowwiseCastsBothAxesAndScalesTheWeightGradient) {
   const Fp8Layer l;
-  const LayerKernels current = l.kernels(Fp8Recipe::kCurrent, false), rowwise = l.kernels(Fp8Recipe::kRowwise, false);
+  const LayerKernels current = l.kernels(Fp8Recipe::kCurrent, false),
+                     rowwise = l.kernels(Fp8Recipe::kRowwise, false);
   const KernelCost &c = testing::find_kernel(current, KernelName::kQkv),
                    &r = testing::find_kernel(rowwise, KernelName::kQkv);
   ASSERT_GT(c.m, 0);
@@ -51,7 +52,8 @@ TEST(Fp8Casts, RowwiseCastsBothAxesAndScalesTheWeightGradient) {
   EXPECT_NEAR(r.bytes - c.bytes, 2 * t * k + 2 * t * n + 4 * w, 1e-6 * c.bytes);
   const double launch = l.d.kernel_overhead_s;
   // Forward: current's amax (2 bytes) and cast (4) in 3 kernels; rowwise's first kernel (5) alone.
-  EXPECT_NEAR(r.fwd_s - c.fwd_s, l.d.stream_seconds(5 * t * k) - l.d.stream_seconds(6 * t * k) - 2 * launch, 1e-12);
+  EXPECT_NEAR(r.fwd_s - c.fwd_s, l.d.stream_seconds(5 * t * k) - l.d.stream_seconds(6 * t * k) - 2 * launch,
+              1e-12);
   // The weight gradient's part gains the input's second axis and the output's scaling.
   const double weight_part = l.d.stream_seconds(3 * t * k) + l.d.stream_seconds(4 * w) + 2 * launch;
   EXPECT_NEAR(r.bwd_weight_s - c.bwd_weight_s, weight_part, 1e-12);
@@ -67,8 +69,9 @@ TEST(Fp8Casts, RowwiseCastsBothAxesAndScalesTheWeightGradient) {
 // nothing per micro-batch, and a bf16 plan ignores the flag.
 TEST(Fp8Casts, RecastWeightsAtEveryUse) {
   const Fp8Layer l;
-  for (const auto& [recipe, fwd, bwd] :
-       {std::tuple{Fp8Recipe::kCurrent, 5.0, 3.0}, {Fp8Recipe::kRowwise, 3.0, 7.0}, {Fp8Recipe::kDelayed, 3.0, 3.0}}) {
+  for (const auto& [recipe, fwd, bwd] : {std::tuple{Fp8Recipe::kCurrent, 5.0, 3.0},
+                                         {Fp8Recipe::kRowwise, 3.0, 7.0},
+                                         {Fp8Recipe::kDelayed, 3.0, 3.0}}) {
     const KernelCost cached = testing::find_kernel(l.kernels(recipe, false), KernelName::kMlpDown);
     const KernelCost recast = testing::find_kernel(l.kernels(recipe, true), KernelName::kMlpDown);
     const double w = static_cast<double>(cached.k) * static_cast<double>(cached.n);
@@ -78,8 +81,10 @@ TEST(Fp8Casts, RecastWeightsAtEveryUse) {
     EXPECT_EQ(recast.bwd_weight_s, cached.bwd_weight_s) << to_string(recipe);  // the data gradient's operand
     EXPECT_GT(recast.host_fwd_s, cached.host_fwd_s) << to_string(recipe);
   }
-  const KernelCost bf16 = testing::find_kernel(l.kernels(Fp8Recipe::kRowwise, true, Precision::kBf16), KernelName::kQkv);
-  const KernelCost plain = testing::find_kernel(l.kernels(Fp8Recipe::kDelayed, false, Precision::kBf16), KernelName::kQkv);
+  const KernelCost bf16 =
+      testing::find_kernel(l.kernels(Fp8Recipe::kRowwise, true, Precision::kBf16), KernelName::kQkv);
+  const KernelCost plain =
+      testing::find_kernel(l.kernels(Fp8Recipe::kDelayed, false, Precision::kBf16), KernelName::kQkv);
   EXPECT_EQ(bf16.bytes, plain.bytes);
   EXPECT_EQ(bf16.bwd_s, plain.bwd_s);
 }
