@@ -93,10 +93,10 @@ TEST(Fp8Casts, RecastWeightsAtEveryUse) {
 // current scaling with cached ones in the analytic model and the simulator alike, and the plan
 // file carries both fields.
 TEST(Fp8Casts, BothEnginesAndThePlanFileCarryThem) {
-  const ModelSpec m = testing::preset_model("llama3-8b");
+  const Fp8Layer l;
+  const ModelSpec& m = l.m;
   const ClusterSpec c = testing::preset_cluster("dgx-h100-ndr", 8);
-  Plan p = testing::make_plan(1, 1, 8, 1, 8);
-  p.precision = Precision::kFp8;
+  Plan p = l.p;  // fully sharded, FP8 with current scaling
   p.zero_stage = 3;
   p.fp8_recipe = Fp8Recipe::kCurrent;
   Plan torchao = p;
