@@ -49,8 +49,11 @@ FsdpCopies fsdp_copies(const DeviceSpec& d, const Plan& p, double params) {
   return c;
 }
 
+// A stage of one rank has nothing to reduce: 0 there too, so that both engines ask only this.
 double fp8_amax_bytes(const ModelSpec& m, const Plan& p, int layers, bool forward) {
-  if (p.precision != Precision::kFp8 || p.fp8_recipe != Fp8Recipe::kDelayed || layers <= 0) return 0.0;
+  if (p.precision != Precision::kFp8 || p.fp8_recipe != Fp8Recipe::kDelayed || layers <= 0 ||
+      p.tp * p.cp * p.dp <= 1)
+    return 0.0;
   const double gemms =
       m.is_moe() ? 2.0 + 2.0 * (m.moe.experts / std::max(1, p.ep) + m.moe.shared_experts) : 4.0;
   return 4.0 * (forward ? 3.0 : 2.0) * gemms * layers;
@@ -553,8 +556,8 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
                  d.stream_seconds(2 * tokens * m.hidden * s.bytes_per_element);  // forward, backward
   const int chunk_layers = (m.layers + p.pp * p.chunks() - 1) / (p.pp * p.chunks());
   const double amax_fwd = fp8_amax_bytes(m, p, chunk_layers, true);
-  const int stage_ranks = p.tp * p.cp * p.dp;
-  if (amax_fwd > 0 && stage_ranks > 1) {
+  if (amax_fwd > 0) {
+    const int stage_ranks = p.tp * p.cp * p.dp;
     // FP8 delayed scaling's amax group: every rank of the stage, as closely spaced as its finest
     // dimension of more than one rank (consecutive in Megatron's order; every pp-th rank with the
     // pipeline innermost).

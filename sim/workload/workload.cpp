@@ -461,7 +461,7 @@ class StageBuilder {
   // own, so the idle time is the reduction's); `prev` where there is none.
   int fp8_amax_reduce(Phase ph, const Task& t, int layers, int prev) {
     const double bytes = fp8_amax_bytes(m_, p_, layers, ph == Phase::kForward);
-    if (bytes <= 0 || p_.tp * p_.cp * p_.dp <= 1) return prev;
+    if (bytes <= 0) return prev;
     const int ar = collective(ph, -1, t.mb, t.chunk, "fp8_amax_all_reduce", StreamId::kAmax,
                               GroupKind::kStage, CollectiveOp::kAllReduce, bytes, prev, false);
     return compute(ph, -1, t.mb, t.chunk, "fp8_amax_wait", KernelClass::kElementwise, 0.0, 0, 0, ar);
