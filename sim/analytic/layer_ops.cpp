@@ -408,26 +408,29 @@ class LayerKernelBuilder {
     const bool dense_mlp = !moe_ && (name == KernelName::kMlpUp || name == KernelName::kMlpDown);
     const bool in_fused = fused_ && (name == KernelName::kQkv || dense_mlp);
     const bool out_fused = fused_ && !moe_ && name == KernelName::kMlpUp;
-    // Bytes an element and kernels of one activation's quantisation.
+    // One activation's quantisation, bytes an element and kernels: its first axis, and rowwise
+    // its second (the transposed copy's cast; 0 otherwise), which for the input feeds only the
+    // weight gradient.
     struct Pass {
-      double bytes, kernels;
+      double first, second, first_kernels, second_kernels;
     };
     auto pass = [&](bool fused) -> Pass {
-      if (rowwise) return {fused ? 6.0 : 8.0, 2.0};
+      if (rowwise) return {fused ? 3.0 : 5.0, 3.0, 1.0, 1.0};
       const bool amax = current && !fused;
-      return {amax ? 6.0 : 4.0, current ? (amax ? 3.0 : 2.0) : 1.0};
+      return {amax ? 6.0 : 4.0, 0.0, current ? (amax ? 3.0 : 2.0) : 1.0, 0.0};
     };
     const Pass in = pass(in_fused), out = pass(out_fused);
     auto bytes = [&](double per_element, std::int64_t width) {
       return per_element * tokens_ * static_cast<double>(width);
     };
     Fp8Casts q;
-    // The input's cast: rowwise its first kernel forward (the second axis's 3 bytes backward).
-    const double in_fwd = rowwise ? in.bytes - 3.0 : in.bytes;
-    q.fwd_s = d_.stream_seconds(bytes(in_fwd, gk)) + (rowwise ? 1.0 : in.kernels) * launches * launch_;
-    q.bwd_s = d_.stream_seconds(bytes(out.bytes, gn)) + out.kernels * launches * launch_;
-    q.weight_s = rowwise ? d_.stream_seconds(bytes(3.0, gk)) + launches * launch_ : 0.0;
-    q.bytes = bytes(in.bytes, gk) + bytes(out.bytes, gn);
+    q.fwd_s = d_.stream_seconds(bytes(in.first, gk)) + in.first_kernels * launches * launch_;
+    q.bwd_s = d_.stream_seconds(bytes(out.first + out.second, gn)) +
+              (out.first_kernels + out.second_kernels) * launches * launch_;
+    q.weight_s = in.second > 0
+                     ? d_.stream_seconds(bytes(in.second, gk)) + in.second_kernels * launches * launch_
+                     : 0.0;
+    q.bytes = bytes(in.first + in.second, gk) + bytes(out.first + out.second, gn);
     q.fwd_kernels = 1;
     q.bwd_kernels = 1;
     if (rowwise) {  // the weight gradient's scale, applied after the GEMM
