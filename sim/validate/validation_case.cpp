@@ -499,8 +499,10 @@ SoftwareStack software_v2(const std::string& name, const std::string& version) {
     s.overlap_tp_comm = name == "torchtitan" ? Can::kOptIn : Can::kNo;
     if (name == "torchtitan") s.selective = Recompute::kSelectiveOp;
     s.cp_all_gather = name == "torchtitan";
-    if (name != "llm-foundry") s.fp8_recipe = Fp8Recipe::kCurrent;
-    s.fp8_weight_recast = name != "llm-foundry";
+    if (name != "llm-foundry") {  // torchao's Float8 (llm-foundry runs Transformer Engine)
+      s.fp8_recipe = Fp8Recipe::kCurrent;
+      s.fp8_weight_recast = true;
+    }
     s.attention = name == "llm-foundry" && (month == 0 || before(2024, 3)) ? AttentionKernel::kFlash1
                                                                            : AttentionKernel::kFlash2;
     s.repeat_kv = name == "torchtitan" && (month == 0 || before(2026, 2));
