@@ -490,9 +490,16 @@ struct DeviceCosts {
 
 }  // namespace
 
+// Megatron-Core numbers a stage's ranks for the experts apart from the dense layers (its expert
+// RankGenerator: expert tensor parallel fastest, then expert parallel, then expert data parallel):
+// an expert-parallel group is ep consecutive expert-tensor-parallel groups, ranks etp apart, so
+// with context parallelism it takes the cp ranks before the dp ones (Workload::group_members).
+namespace {
+int expert_stride(const Plan& p) { return p.etp(); }
+}  // namespace
+
 GroupLink expert_group_link(const ClusterSpec& cluster, const Plan& p) {
-  const std::array<int, 4> st = p.rank_strides();
-  return group_link(cluster, p.experts_folded() ? st[0] : st[2], p.ep, p.node_order == "shuffled");
+  return group_link(cluster, expert_stride(p), p.ep, p.node_order == "shuffled");
 }
 
 LayerKernels issued_layer_kernels(const ModelSpec& m, const ClusterSpec& cluster, const DeviceSpec& d,
@@ -517,11 +524,10 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   c.links.tp = group_link(cluster, st[0], p.tp, scattered);
   c.links.cp = group_link(cluster, st[1], p.cp, scattered);
   c.links.dp = group_link(cluster, dp_stride, p.dp * p.cp, scattered);
-  // Expert groups: consecutive data-parallel ranks, or with expert_tp 1 consecutive ranks of the
-  // whole stage (MoE parallel folding).
+  // Expert groups (expert_group_link): ep expert-tensor-parallel groups in a row; the ranks
+  // holding the same experts, ep groups apart, reduce their gradients together.
   c.links.ep = expert_group_link(cluster, p);
-  const int ep_stride = p.experts_folded() ? st[0] : st[2];
-  c.links.edp = group_link(cluster, ep_stride * p.ep, p.edp(), scattered);
+  c.links.edp = group_link(cluster, expert_stride(p) * p.ep, p.edp(), scattered);
   c.links.pp = group_link(cluster, st[3], p.pp > 1 ? 2 : 1, scattered);
   const double host_rate = host_link_rate(cluster.node);
   const Partner partner = attention_partner(p, cluster.node);
