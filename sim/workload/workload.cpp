@@ -478,6 +478,25 @@ class StageBuilder {
   double layer_expert_params(int layer) const {
     return layer >= m_.dense_layers() ? m_.moe.experts * m_.expert_params() / (p_.etp() * p_.ep) : 0.0;
   }
+  // ZeRO-3 / FSDP: a layer's parameters gathered before its forward and backward, and its
+  // gradients reduce-scattered after its backward (`gather` false), on `stream`: the experts'
+  // over the expert data-parallel group that shards them (FSDP's expert units, dp*cp/ep ranks;
+  // none where that group is one rank), the rest over dp x cp. Returns the collectives.
+  std::vector<int> zero3_collectives(Phase ph, int layer, int mb, int chunk, bool gather, StreamId stream,
+                                     int dep) {
+    const double bytes = gather ? weight_bytes(p_.precision) : grad_bytes(p_);
+    const double experts = layer_expert_params(layer), dense = layer_params(layer) - experts;
+    const CollectiveOp op = gather ? CollectiveOp::kAllGather : CollectiveOp::kReduceScatter;
+    const char* name = gather ? "param_all_gather" : "grad_reduce_scatter";
+    std::vector<int> out;
+    out.push_back(
+        collective(ph, layer, mb, chunk, name, stream, GroupKind::kDp, op, dense * bytes, dep, false));
+    if (experts > 0 && p_.edp() > 1)
+      out.push_back(collective(ph, layer, mb, chunk,
+                               gather ? "expert_param_all_gather" : "expert_grad_reduce_scatter", stream,
+                               GroupKind::kExpertDp, op, experts * bytes, dep, false));
+    return out;
+  }
 
   const ClusterSpec& w_cluster_;
   const ModelSpec& m_;
@@ -796,10 +815,10 @@ int StageBuilder::forward_layers(const Task& t, const std::vector<int>& layers, 
                                    StreamId::kCopyIn, offloaded_params(layer) * wb, freed));
     if (p_.offload_activations && act_out_.size() >= 2) next_deps_.push_back(act_out_[act_out_.size() - 2]);
     if (zero3_) {
-      const int ag =
-          collective(Phase::kForward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp, GroupKind::kDp,
-                     CollectiveOp::kAllGather, layer_params(layer) * wb, -1, false);
-      next_deps_.push_back(ag);  // the layer's first kernel waits for its parameters
+      // The layer's first kernel waits for its parameters, gathered once the layer two back is
+      // done: FSDP holds two layers' gathered parameters, so it prefetches one layer ahead.
+      for (int ag : zero3_collectives(Phase::kForward, layer, t.mb, t.chunk, true, StreamId::kDp, freed))
+        next_deps_.push_back(ag);
       prev = fsdp_copy_out(Phase::kForward, layer, t.mb, t.chunk, prev);
     } else if (gather_in_forward() && t.mb == 0) {
       // --overlap-param-gather: the previous step's updated shards are gathered layer by layer as
@@ -870,11 +889,11 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
   const double wb = weight_bytes(p_.precision), gb = grad_bytes(p_);
   // ZeRO-3 / FSDP backward: each layer's parameters are gathered one layer ahead (prefetch),
   // and its gradients reduce-scattered on a separate stream as soon as it is done.
-  auto gather = [&](int layer) {
-    return collective(Phase::kBackward, layer, t.mb, t.chunk, "param_all_gather", StreamId::kDp,
-                      GroupKind::kDp, CollectiveOp::kAllGather, layer_params(layer) * wb, -1, false);
+  // (Gathered one layer ahead: while the layer before it computes, after the one before that.)
+  auto gather = [&](int layer, int after) {
+    return zero3_collectives(Phase::kBackward, layer, t.mb, t.chunk, true, StreamId::kDp, after);
   };
-  int next_gather = zero3_ && !layers.empty() ? gather(layers.back()) : -1;
+  std::vector<int> next_gather = zero3_ && !layers.empty() ? gather(layers.back(), -1) : std::vector<int>{};
   std::vector<int> ends;
   // Megatron's --overlap-grad-reduce: a bucket's gradients are reduced as soon as its last
   // micro-batch's backward is done, while the layers below still compute; the experts' (their own
@@ -909,9 +928,10 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
     }
     if (p_.offload_params && grad_out_.size() >= 2) next_deps_.push_back(grad_out_[grad_out_.size() - 2]);
     if (zero3_) {
-      next_deps_.push_back(next_gather);
+      next_deps_.insert(next_deps_.end(), next_gather.begin(), next_gather.end());
       prev = fsdp_copy_out(Phase::kBackward, layer, t.mb, t.chunk, prev);
-      next_gather = std::next(it) != layers.rend() ? gather(*std::next(it)) : -1;
+      next_gather = std::next(it) != layers.rend() ? gather(*std::next(it), ends.empty() ? -1 : ends.back())
+                                                   : std::vector<int>{};
     }
     prev = layer_backward(layer, t.mb, t.chunk, prev, t.split);
     ends.push_back(prev);
@@ -924,8 +944,7 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
       if (c.chunk_cat_s > 0)
         prev = compute(Phase::kBackward, layer, t.mb, t.chunk, "fsdp_grad_copy_in", KernelClass::kElementwise,
                        c.chunk_cat_s, 0, c.chunk_cat_bytes, prev);
-      collective(Phase::kBackward, layer, t.mb, t.chunk, "grad_reduce_scatter", StreamId::kDpReduce,
-                 GroupKind::kDp, CollectiveOp::kReduceScatter, layer_params(layer) * gb, prev, false);
+      zero3_collectives(Phase::kBackward, layer, t.mb, t.chunk, false, StreamId::kDpReduce, prev);
     }
     if (reduce_here) {
       dense += layer_params(layer) - layer_expert_params(layer);

@@ -98,7 +98,9 @@ TEST(AnalyticModel, FsdpCopiesAreComputeStreamPasses) {
   EXPECT_NEAR(b.step_time_s - a.step_time_s, expected, 0.02 * expected);
   const SimResult sa = testing::expect_engines_agree(m, c, without, 0.03, "ZeRO-3 without copies");
   const SimResult sb = testing::expect_engines_agree(m, c, p, 0.03, "ZeRO-3 with FSDP2's copies");
-  EXPECT_NEAR(sb.prediction.step_time_s - sa.prediction.step_time_s, expected, 0.1 * expected);
+  // In the simulator the longer layers also hide more of the gathers and reductions (two layers
+  // live, the collectives sharing NVLink): the step grows by a little less than the copies.
+  EXPECT_NEAR(sb.prediction.step_time_s - sa.prediction.step_time_s, expected, 0.2 * expected);
   // ZeRO-1 has no such copies: the flag changes nothing there.
   Plan z1 = p;
   z1.zero_stage = 1;

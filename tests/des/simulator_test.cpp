@@ -442,6 +442,55 @@ TEST(Simulator, ExpertParallelBeyondDataParallelWithContextParallel) {
   }
 }
 
+// ZeRO-3 / FSDP as the simulator lowers it: each layer's parameters gathered before its forward
+// and its backward, and its gradients reduce-scattered after its backward, the experts' over the
+// expert data-parallel group that shards them (dp*cp/ep ranks) and the rest over dp*cp; a
+// layer's gather waits for the layer two back (FSDP holds two layers' parameters: it prefetches
+// one layer ahead, not the whole model). The analytic model prices the same.
+TEST(Simulator, FullyShardedLayersGatherExpertsApartAndOneLayerAhead) {
+  const ModelSpec m = model("mixtral-8x7b");
+  const ClusterSpec c = cluster("dgx-b200-ndr", 16);
+  Plan p = plan(1, 1, 8, 2, 16);
+  p.cp = 2;
+  p.ep = 8;
+  p.zero_stage = 3;
+  p.precision = Precision::kFp8;
+  ASSERT_TRUE(validate_plan_on(p, m, c, "plan").ok()) << validate_plan_on(p, m, c, "plan").error().message();
+  auto w = lower(m, c, p);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  const OpGraph& g = w->stages[0].graph();
+  const double experts = m.moe.experts * m.expert_params() / p.ep;
+  const double dense = layer_params_per_device(m, true, p.tp, p.ep, p.etp()) - experts;
+  std::map<std::string, int> count;
+  for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+    const Op& o = g[v];
+    if (o.kind != OpKind::kCollective || o.layer < 0) continue;
+    const std::string name = o.name;
+    if (name != "param_all_gather" && name != "expert_param_all_gather" && name != "grad_reduce_scatter" &&
+        name != "expert_grad_reduce_scatter")
+      continue;
+    ++count[name];
+    const bool expert = name.rfind("expert_", 0) == 0, gather = name.find("gather") != std::string::npos;
+    EXPECT_EQ(o.group, expert ? GroupKind::kExpertDp : GroupKind::kDp) << name;
+    EXPECT_DOUBLE_EQ(o.bytes,
+                     (expert ? experts : dense) * (gather ? weight_bytes(p.precision) : grad_bytes(p)))
+        << name;
+    // Forward gathers from the third layer of a pass on: after the layer two back.
+    if (gather && o.phase == Phase::kForward && o.layer >= 2) {
+      bool after_two_back = false;
+      for (auto e : boost::make_iterator_range(boost::in_edges(v, g)))
+        after_two_back |= g[boost::source(e, g)].layer == o.layer - 2;
+      EXPECT_TRUE(after_two_back) << "layer " << o.layer;
+    }
+  }
+  const int passes = static_cast<int>(p.micro_batches()) * m.layers;
+  EXPECT_EQ(count["param_all_gather"], 2 * passes);
+  EXPECT_EQ(count["expert_param_all_gather"], 2 * passes);
+  EXPECT_EQ(count["grad_reduce_scatter"], passes);
+  EXPECT_EQ(count["expert_grad_reduce_scatter"], passes);
+  testing::expect_engines_agree(m, c, p, 0.10, "ZeRO-3 with experts over 2 ranks");
+}
+
 // Megatron-Core numbers the experts' ranks apart from the dense layers' (expert tensor parallel,
 // then expert parallel, then expert data parallel): an expert-parallel group is ep consecutive
 // expert-tensor-parallel groups, so with cp > 1 it takes the context-parallel ranks first. Both
