@@ -1376,7 +1376,13 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
   const double backward_mb = c.load.dense * (c.dense.bwd_compute + c.dense.recompute) +
                              c.load.moe * (c.moe.bwd_compute + c.moe.recompute);
   const double forward_mb = c.load.dense * c.dense.fwd_compute + c.load.moe * c.moe.fwd_compute;
-  if (p.zero_stage >= 3) return zero3_exposed(p, node, c, held, forward_mb, backward_mb);
+  if (p.zero_stage >= 3) {
+    // A layer's gathers and reductions run beside everything the layer's pass waits for: its
+    // kernels and its exposed tensor-parallel collectives (another communicator, on NVLink).
+    const double tp_fwd = c.load.dense * c.dense.fwd_tp + c.load.moe * c.moe.fwd_tp;
+    const double tp_bwd = c.load.dense * c.dense.bwd_tp + c.load.moe * c.moe.bwd_tp;
+    return zero3_exposed(p, node, c, held, forward_mb + tp_fwd, backward_mb + tp_bwd);
+  }
   const DpCollectives dense = data_parallel_collectives(m, p, node, *c.costs.d, links.dp, held.replicated);
   const DpCollectives experts = data_parallel_collectives(m, p, node, *c.costs.d, links.edp, held.experts);
   const double reduce = dense.reduce + experts.reduce, gather = dense.gather + experts.gather;
