@@ -406,7 +406,13 @@ CollectivePlan plan_unreduced(const Topology& topo, CollectiveOp op,
     case CollectiveOp::kAllReduce:
       // NCCL chooses among ring, tree and NVLS; the others only when asked for.
       consider(Algorithm::kRing, [&] { return std::optional(ring(topo, op, groups, bytes)); });
-      consider(Algorithm::kTree, [&] { return std::optional(tree(topo, groups, bytes)); });
+      // NCCL's trees span nodes: a chain inside each node, double binary trees between nodes.
+      // Inside one node the chain pays the ring's latency at less bandwidth, so NCCL's tuner keeps
+      // the ring there; the tree is a candidate for a group across nodes (or when asked for).
+      consider(Algorithm::kTree, [&] {
+        return force || by_node(topo, groups.front()).size() > 1 ? std::optional(tree(topo, groups, bytes))
+                                                                 : std::optional<CollectivePlan>();
+      });
       consider(Algorithm::kInSwitch, [&] { return in_switch(topo, groups, bytes); });
       if (force) {
         consider(Algorithm::kHierarchical, [&] { return hierarchical(topo, groups, bytes); });
