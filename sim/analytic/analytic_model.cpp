@@ -1307,9 +1307,10 @@ DpCollectives data_parallel_collectives(const ModelSpec& m, const Plan& p, const
 // layer's parameters one layer ahead, behind the layer before it; the backward gathers them again
 // while the gradients of the layer after are reduce-scattered, two collectives on their own
 // streams that share the links (their bandwidth terms add, their latencies overlap). What a
-// layer's compute cannot hide waits, phase by phase (the forward's spare time does not hide the
-// backward's collectives); so do the step's first gather and its last reduce-scatter. Per-layer
-// compute is the stage's per micro-batch over its layers.
+// layer's pass cannot hide waits, phase by phase (the forward's spare time does not hide the
+// backward's collectives); so do the step's first gather and its last reduce-scatter.
+// `forward_mb`, `backward_mb`: the stage's passes per micro-batch (what the collectives run
+// beside: its kernels and its exposed TP collectives), spread evenly over its layers.
 double zero3_exposed(const Plan& p, const NodeSpec& node, const CriticalStage& c, const HeldParams& held,
                      double forward_mb, double backward_mb) {
   struct Part {
