@@ -494,12 +494,8 @@ struct DeviceCosts {
 // RankGenerator: expert tensor parallel fastest, then expert parallel, then expert data parallel):
 // an expert-parallel group is ep consecutive expert-tensor-parallel groups, ranks etp apart, so
 // with context parallelism it takes the cp ranks before the dp ones (Workload::group_members).
-namespace {
-int expert_stride(const Plan& p) { return p.etp(); }
-}  // namespace
-
 GroupLink expert_group_link(const ClusterSpec& cluster, const Plan& p) {
-  return group_link(cluster, expert_stride(p), p.ep, p.node_order == "shuffled");
+  return group_link(cluster, p.etp(), p.ep, p.node_order == "shuffled");
 }
 
 LayerKernels issued_layer_kernels(const ModelSpec& m, const ClusterSpec& cluster, const DeviceSpec& d,
@@ -527,7 +523,7 @@ DeviceCosts device_costs(const ModelSpec& m, const ClusterSpec& cluster, const P
   // Expert groups (expert_group_link): ep expert-tensor-parallel groups in a row; the ranks
   // holding the same experts, ep groups apart, reduce their gradients together.
   c.links.ep = expert_group_link(cluster, p);
-  c.links.edp = group_link(cluster, expert_stride(p) * p.ep, p.edp(), scattered);
+  c.links.edp = group_link(cluster, p.etp() * p.ep, p.edp(), scattered);
   c.links.pp = group_link(cluster, st[3], p.pp > 1 ? 2 : 1, scattered);
   const double host_rate = host_link_rate(cluster.node);
   const Partner partner = attention_partner(p, cluster.node);
