@@ -1159,6 +1159,11 @@ struct CriticalStage {
   LayerTime dense, moe;
   StageLoad load;
   double mbs;  // micro-batches per step
+  // What `f` takes of a layer's time, over the stage's layers (dense and MoE), per micro-batch.
+  template <class F>
+  double per_mb(F f) const {
+    return load.dense * f(dense) + load.moe * f(moe);
+  }
 };
 
 // Compute, and the layers' exposed tensor-, context- and expert-parallel collectives, per step.
@@ -1211,16 +1216,16 @@ double add_pipeline(const Plan& p, const CriticalStage& c, const SlowestStage& s
                     const HeldParams& held, TimeBreakdown& tb) {
   // ZB-H1's bubble: the weight gradients' share of the critical (slowest) stage's time per
   // micro-batch, which is slowest.max.
-  const double weights = c.load.dense * c.dense.bwd_weight + c.load.moe * c.moe.bwd_weight;
+  const double weights = c.per_mb([](const LayerTime& t) { return t.bwd_weight; });
   // DualPipe's bubble: the full backward's share too (its own compute, recompute and exposed
   // tensor-parallel collectives; half of the context- and expert-parallel ones, which run both ways).
   double backward_share = 2.0 / 3.0;
-  const double layers_time = c.load.dense * c.dense.total() + c.load.moe * c.moe.total();
+  const double layers_time = c.per_mb([](const LayerTime& t) { return t.total(); });
   if (p.schedule == Schedule::kDualPipe && layers_time > 0) {
     auto backward = [](const LayerTime& t) {
       return t.bwd_compute + t.recompute + t.bwd_tp + 0.5 * (t.cp + t.ep);
     };
-    backward_share = (c.load.dense * backward(c.dense) + c.load.moe * backward(c.moe)) / layers_time;
+    backward_share = c.per_mb(backward) / layers_time;
   }
   const PipelineTime pipe =
       pipeline_time(p.schedule, slowest.sum, slowest.max, p.pp, c.mbs, p.virtual_stages,
@@ -1231,7 +1236,7 @@ double add_pipeline(const Plan& p, const CriticalStage& c, const SlowestStage& s
     // next chunk's compute; only the fill's and the drain's hops (p-1 each way) wait whole, each
     // other transfer only for what one chunk's forward does not cover.
     const double chunk_fwd =
-        (c.load.dense * c.dense.fwd_compute + c.load.moe * c.moe.fwd_compute) / std::max(1, p.virtual_stages);
+        c.per_mb([](const LayerTime& t) { return t.fwd_compute; }) / std::max(1, p.virtual_stages);
     p2p_total =
         2 * c.costs.p2p * (p.pp - 1) + 2 * c.mbs * p.virtual_stages * std::max(0.0, c.costs.p2p - chunk_fwd);
     // Except in the forward-only warm-up and the backward-only cool-down: there a rank runs a
@@ -1249,7 +1254,7 @@ double add_pipeline(const Plan& p, const CriticalStage& c, const SlowestStage& s
   // share of the pair the all-to-alls run.
   if (p.overlap_ep_comm && p.schedule == Schedule::kInterleaved1F1B && p.virtual_stages > 1 && p.pp > 1) {
     const GroupLink &ep = c.costs.links.ep, &pp = c.costs.links.pp;
-    const double per_mb = c.load.dense * c.dense.total() + c.load.moe * c.moe.total();
+    const double per_mb = c.per_mb([](const LayerTime& t) { return t.total(); });
     const double busy = per_mb > 0 ? std::min(1.0, 4 * c.load.moe * c.moe.a2a / per_mb) : 0.0;
     const double flows = ep.crosses_nodes && pp.crosses_nodes ? busy * (ep.size - ep.ranks_per_node) : 0.0;
     p2p_total += c.mbs * p.virtual_stages * merged_pair_share(p) * c.costs.p2p * (1 + flows);
@@ -1370,14 +1375,13 @@ MegatronBuckets megatron_buckets(const Plan& p, const HeldParams& held) {
 double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& node, const CriticalStage& c,
                              const HeldParams& held) {
   const Links& links = c.costs.links;
-  const double backward_mb = c.load.dense * (c.dense.bwd_compute + c.dense.recompute) +
-                             c.load.moe * (c.moe.bwd_compute + c.moe.recompute);
-  const double forward_mb = c.load.dense * c.dense.fwd_compute + c.load.moe * c.moe.fwd_compute;
+  const double backward_mb = c.per_mb([](const LayerTime& t) { return t.bwd_compute + t.recompute; });
+  const double forward_mb = c.per_mb([](const LayerTime& t) { return t.fwd_compute; });
   if (p.zero_stage >= 3) {
     // A layer's gathers and reductions run beside everything the layer's pass waits for: its
     // kernels and its exposed tensor-parallel collectives (another communicator, on NVLink).
-    const double tp_fwd = c.load.dense * c.dense.fwd_tp + c.load.moe * c.moe.fwd_tp;
-    const double tp_bwd = c.load.dense * c.dense.bwd_tp + c.load.moe * c.moe.bwd_tp;
+    const double tp_fwd = c.per_mb([](const LayerTime& t) { return t.fwd_tp; });
+    const double tp_bwd = c.per_mb([](const LayerTime& t) { return t.bwd_tp; });
     return zero3_exposed(p, node, c, held, forward_mb + tp_fwd, backward_mb + tp_bwd);
   }
   const DpCollectives dense = data_parallel_collectives(m, p, node, *c.costs.d, links.dp, held.replicated);
@@ -1540,7 +1544,7 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   const double dp_exposed = data_parallel_exposed(m, p, node, c, held);
   tb.dp_comm += dp_exposed;
   const double offload_step = add_optimizer(m, p, node, c, held, tb);
-  tb.offload = c.mbs * (c.load.dense * c.dense.offload + c.load.moe * c.moe.offload) + offload_step;
+  tb.offload = c.mbs * c.per_mb([](const LayerTime& t) { return t.offload; }) + offload_step;
   tb.total = pipeline + dp_exposed + tb.optimizer + offload_step;
   // Input: what the data loader cannot hide behind the rest of the step.
   const DataLoadCost load = data_load_cost(m, cluster_, p);
