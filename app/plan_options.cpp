@@ -57,7 +57,9 @@ constexpr PlanFlag kPlanFlags[] = {
      "context parallelism's K/V exchange: ring (overlapped with attention) or all-gather (exposed, as Llama "
      "3 "
      "and torchtitan)"},
-    {"--zero", "/zero_stage", Kind::kInteger, "Plan", "ZeRO stage 0-3 (3 = FSDP full shard)"},
+    {"--zero", "/zero_stage", Kind::kInteger, "Plan",
+     "ZeRO stage 0-3 (3 = FSDP full shard; with --pp > 1 as FSDP2 under PyTorch's pipelining: gathered once "
+     "a step, parameters and gradients held whole, reduce-scattered after a stage's last backward)"},
     {"--precision", "/precision", Kind::kText, "Plan", "fp32, bf16, fp16, fp8"},
     {"--fp8-recipe", "/fp8_recipe", Kind::kText, "Plan",
      "an fp8 plan's scaling: delayed (amax history), current (each tensor's own amax, one more read), "

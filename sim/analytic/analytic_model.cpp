@@ -466,7 +466,7 @@ LayerTime layer_time(const ModelSpec& m, const DeviceSpec& d, const Plan& p, con
   t.offload = layer_offload_seconds(m, p, s, moe, host_rate, t.fwd_compute, t.bwd_compute + t.recompute);
   // FSDP2's copies around the layer's collectives run on the compute stream, in line with its
   // kernels (after the offload's window: they do not widen it).
-  if (p.fsdp_copies_apply()) {
+  if (p.fsdp_copies_apply() && !p.zero3_whole_step()) {  // whole_step: once a step (add_compute)
     const FsdpCopies copies = fsdp_copies(d, p, layer_params_per_device(m, moe, p.tp, p.ep, p.etp()));
     t.fwd_compute += copies.fwd_s;
     t.bwd_compute += copies.bwd_s;
@@ -701,8 +701,11 @@ void add_parameter_memory(const ModelSpec& m, const Plan& p, int stage, const Ra
   const double expert_shard = static_cast<double>(p.edp());
 
   const double wb = weight_bytes(p.precision), gb = grad_bytes(p);
-  const double zero_w = p.zero_stage >= 3 ? 1.0 : 0.0, zero_g = p.zero_stage >= 2 ? 1.0 : 0.0,
-               zero_o = p.zero_stage >= 1 ? 1.0 : 0.0;
+  // ZeRO-3 across pipeline stages holds the stage's parameters and gradients whole through the
+  // step (Plan::zero3_whole_step): only the optimizer's state stays sharded.
+  const bool whole = p.zero3_whole_step();
+  const double zero_w = p.zero_stage >= 3 && !whole ? 1.0 : 0.0,
+               zero_g = p.zero_stage >= 2 && !whole ? 1.0 : 0.0, zero_o = p.zero_stage >= 1 ? 1.0 : 0.0;
   auto sharded = [&](double bytes_per_param, double on) {
     return bytes_per_param *
            (replicated / (on > 0 ? shard : 1.0) + expert_params / (on > 0 ? expert_shard : 1.0));
@@ -731,7 +734,7 @@ void add_parameter_memory(const ModelSpec& m, const Plan& p, int stage, const Ra
         wb * (layers / (zero_w > 0 ? shard : 1.0) + expert_params / (zero_w > 0 ? expert_shard : 1.0));
     mem.weights = wb * (on_device + window);
     mem.gradients = gb * (embed / (zero_g > 0 ? shard : 1.0) + window);
-  } else if (p.zero_stage >= 3) {
+  } else if (p.zero_stage >= 3 && !whole) {
     mem.weights += wb * window;  // two layers gathered at a time (the current one and the prefetched next)
   }
   mem.host += host_table * (wb + gb + opt_bytes);
@@ -1286,7 +1289,9 @@ DpCollectives data_parallel_collectives(const ModelSpec& m, const Plan& p, const
                                         const DeviceSpec& d, const GroupLink& link, double params) {
   if (link.size <= 1 || params <= 0) return {};
   const double wb = weight_bytes(p.precision), gb = grad_bytes(p);
-  const double gather = p.zero_stage == 1 || p.zero_stage == 2 ? allgather_time(link, params * wb) : 0.0;
+  const double gather = p.zero_stage == 1 || p.zero_stage == 2 || p.zero3_whole_step()
+                            ? allgather_time(link, params * wb)
+                            : 0.0;
   if (p.grad_compression != GradCompression::kNone) {
     // Compressed gradients: a smaller all-reduce (or an all-gather of sparse sets, whose ranks
     // then keep their shard under ZeRO-1/2) plus the compression kernels on the device.
@@ -1371,13 +1376,16 @@ MegatronBuckets megatron_buckets(const Plan& p, const HeldParams& held) {
 // the compute does not hide. Megatron's --overlap-grad-reduce hides the gradient reduction behind
 // the backward of the last micro-batch; --overlap-param-gather hides the ZeRO-1/2 parameter
 // all-gather behind the next forward (the first layer's share always waits); ZeRO-3 / FSDP
-// prefetches layer by layer (zero3_exposed).
+// prefetches layer by layer (zero3_exposed). ZeRO-3 across pipeline stages (Plan::zero3_whole_step)
+// gathers as the first micro-batch's forward reaches each layer and reduce-scatters each chunk
+// after its last backward, the compute waiting for it.
 double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& node, const CriticalStage& c,
                              const HeldParams& held) {
   const Links& links = c.costs.links;
   const double backward_mb = c.per_mb([](const LayerTime& t) { return t.bwd_compute + t.recompute; });
   const double forward_mb = c.per_mb([](const LayerTime& t) { return t.fwd_compute; });
-  if (p.zero_stage >= 3) {
+  const bool whole = p.zero3_whole_step();
+  if (p.zero_stage >= 3 && !whole) {
     // A layer's gathers and reductions run beside everything the layer's pass waits for: its
     // kernels and its exposed tensor-parallel collectives (another communicator, on NVLink).
     const double tp_fwd = c.per_mb([](const LayerTime& t) { return t.fwd_tp; });
@@ -1406,7 +1414,15 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
   // after the backward. The tables' gradients (embedding, head) are reduced after the backward,
   // as the simulator's lowering does.
   double reduce_exposed = reduce;
-  if (p.overlap_grad_reduce && reduce > 0) {
+  if (whole && v > 1) {
+    // Across pipeline stages each chunk's reduce-scatter follows its last backward, one after the
+    // other on their stream; the last chunk's waits whole, an earlier one only for what the
+    // later chunks' last group of backwards does not cover.
+    reduce_exposed = 0;
+    for (int j = 1; j <= v; ++j)
+      reduce_exposed = std::max(reduce_exposed, j * reduce / v - (j - 1) * group * backward_mb / v);
+  }
+  if (p.overlap_grad_reduce && !whole && reduce > 0) {
     const CollectiveOp op = p.zero_stage == 0 ? CollectiveOp::kAllReduce : CollectiveOp::kReduceScatter;
     const double per_bucket =
         collective_latency(links.dp, op) + (held.experts > 0 ? collective_latency(links.edp, op) : 0.0);
@@ -1426,10 +1442,13 @@ double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& 
   // Overlapped, the layers' parameters are gathered as the first forward reaches them, a bucket
   // ahead; the tables' after the optimizer step.
   double gather_exposed = gather;
-  if (p.overlap_param_gather && gather > 0) {
-    const double tables = dense.gather * table_share;
+  if ((p.overlap_param_gather || whole) && gather > 0) {
+    const double tables = whole ? 0.0 : dense.gather * table_share;  // FSDP's root gathers them first
     const double layered = gather - tables;
     gather_exposed = std::max(layered / layers_on_stage, layered - window * forward_mb) + tables;
+    // Across pipeline stages every stage gathers in its first forward, and the pipeline's fill
+    // runs those forwards one stage after another: each stage's wait delays the ones after it.
+    if (whole) gather_exposed *= p.pp;
   }
   // The compute beside the hidden part runs without the collectives' SMs (NodeSpec::collective_sms).
   const double hidden = reduce - reduce_exposed + gather - gather_exposed;
@@ -1545,7 +1564,20 @@ Prediction AnalyticModel::evaluate(const Plan& p) const {
   tb.dp_comm += dp_exposed;
   const double offload_step = add_optimizer(m, p, node, c, held, tb);
   tb.offload = c.mbs * c.per_mb([](const LayerTime& t) { return t.offload; }) + offload_step;
-  tb.total = pipeline + dp_exposed + tb.optimizer + offload_step;
+  // ZeRO-3 across pipeline stages: FSDP2's copies once a step, the gathered weights copied out in
+  // the first forward and the gradients copied in before their reduction (per micro-batch, they
+  // are the layers' own: layer_time).
+  double copies = 0;
+  if (p.zero3_whole_step() && p.fsdp_copies_apply()) {
+    auto once = [&](bool moe) {
+      const FsdpCopies f =
+          fsdp_copies(*c.costs.d, p, layer_params_per_device(m, moe, c.plan.tp, p.ep, p.etp()));
+      return f.copy_out_s + f.chunk_cat_s;
+    };
+    copies = c.load.dense * once(false) + c.load.moe * (c.load.moe > 0 ? once(true) : 0.0);
+    tb.compute += copies;
+  }
+  tb.total = pipeline + dp_exposed + copies + tb.optimizer + offload_step;
   // Input: what the data loader cannot hide behind the rest of the step.
   const DataLoadCost load = data_load_cost(m, cluster_, p);
   out.data_load_s = load.seconds;

@@ -123,6 +123,19 @@ struct Plan {
   std::int64_t global_batch = 1;  // sequences per optimizer step
   Schedule schedule = Schedule::k1F1B;
   int zero_stage = 0;  // 0..3 (ZeRO-3 = FSDP full shard)
+  // ZeRO-3 with pipeline stages runs as PyTorch's FSDP2 does under torch.distributed.pipelining,
+  // the stack that combines them (DeepSpeed refuses ZeRO-2/3 with its pipeline engine): torchtitan
+  // shards each block with reshard_after_forward=False when pp > 1 ("to avoid per-microbatch
+  // all-gathers", parallelize_llama.py apply_fsdp since pytorch/torchtitan#318), and the pipeline
+  // stage's backward_maybe_with_nosync sets requires_gradient_sync and reshard_after_backward false
+  // until the stage's last backward, then runs each group's post_backward, the reduce-scatter
+  // (pytorch/pytorch#134052). So a stage gathers each layer once a step, in the first micro-batch's
+  // forward, holds its parameters and its gradients (in the reduce dtype) whole through the step,
+  // and reduce-scatters a chunk's gradients once, after the chunk's last backward, beside the rest
+  // of its schedule, the optimizer waiting for them. (As PyTorch 2.6 ran, which the published
+  // torchtitan runs used: from 2025-01, #144535, FSDP's final callback also makes the stage's
+  // compute stream wait for them, which delays its last gradient send by the reduction.)
+  bool zero3_whole_step() const { return zero_stage >= 3 && pp > 1; }
   Recompute recompute = Recompute::kNone;
   // With recompute selective: the modules each layer drops and rebuilds in its backward, by
   // Megatron-Core's --recompute-modules names (core_attn, layernorm, mlp, moe_act, mla_up_proj);

@@ -482,6 +482,12 @@ class StageBuilder {
   // gradients reduce-scattered after its backward (`gather` false), on `stream`: the experts'
   // over the expert data-parallel group that shards them (FSDP's expert units, dp*cp/ep ranks;
   // none where that group is one rank), the rest over dp x cp. Returns the collectives.
+  // A layer's ZeRO-3 gradient reduction after `prev` (FSDP2's copy-in first): the compute
+  // stream's last op and the collectives.
+  std::pair<int, std::vector<int>> zero3_reduce(int layer, int mb, int chunk, int prev);
+  // Plan::zero3_whole_step: a chunk's gradients reduced once its last backward is done; returns
+  // the compute stream's last op.
+  int chunk_reduce(int chunk, int mb, int prev);
   std::vector<int> zero3_collectives(Phase ph, int layer, int mb, int chunk, bool gather, StreamId stream,
                                      int dep) {
     const double bytes = gather ? weight_bytes(p_.precision) : grad_bytes(p_);
@@ -529,6 +535,8 @@ class StageBuilder {
   double tokens_ = 0;  // per micro-batch on this device
   int micro_batches_ = 0, chunks_ = 1, last_place_ = 0;
   bool dualpipe_ = false, zero3_ = false;
+  bool whole_ =
+      false;  // Plan::zero3_whole_step: gathered once, reduce-scattered after a chunk's last backward
   // ZeRO-1/2 with Plan::overlap_param_gather: the layers' parameters are gathered in the forward.
   bool gather_in_forward() const {
     return p_.overlap_param_gather && (p_.zero_stage == 1 || p_.zero_stage == 2);
@@ -745,6 +753,7 @@ void StageBuilder::plan_stage() {
   dualpipe_ = p_.schedule == Schedule::kDualPipe;
   chunks_ = p_.schedule == Schedule::kInterleaved1F1B && v > 1 ? v : dualpipe_ ? 2 : 1;
   zero3_ = p_.zero_stage >= 3;
+  whole_ = p_.zero3_whole_step();
   split_w_ = p_.schedule == Schedule::kZeroBubble || dualpipe_;
   last_place_ = dualpipe_ ? p_.pp - 1 : chunks_ * p_.pp - 1;
   for (int c = 0; c < chunks_; ++c) {
@@ -814,9 +823,10 @@ int StageBuilder::forward_layers(const Task& t, const std::vector<int>& layers, 
       next_deps_.push_back(host_op(Phase::kForward, layer, t.mb, t.chunk, "param_to_device",
                                    StreamId::kCopyIn, offloaded_params(layer) * wb, freed));
     if (p_.offload_activations && act_out_.size() >= 2) next_deps_.push_back(act_out_[act_out_.size() - 2]);
-    if (zero3_) {
+    if (zero3_ && (!whole_ || t.mb == 0)) {
       // The layer's first kernel waits for its parameters, gathered once the layer two back is
       // done: FSDP holds two layers' gathered parameters, so it prefetches one layer ahead.
+      // Across pipeline stages (whole_) only the chunk's first micro-batch gathers them.
       for (int ag : zero3_collectives(Phase::kForward, layer, t.mb, t.chunk, true, StreamId::kDp, freed))
         next_deps_.push_back(ag);
       prev = fsdp_copy_out(Phase::kForward, layer, t.mb, t.chunk, prev);
@@ -893,7 +903,9 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
   auto gather = [&](int layer, int after) {
     return zero3_collectives(Phase::kBackward, layer, t.mb, t.chunk, true, StreamId::kDp, after);
   };
-  std::vector<int> next_gather = zero3_ && !layers.empty() ? gather(layers.back(), -1) : std::vector<int>{};
+  const bool per_layer = zero3_ && !whole_;  // whole_: the parameters stay gathered, the reduction waits
+  std::vector<int> next_gather =
+      per_layer && !layers.empty() ? gather(layers.back(), -1) : std::vector<int>{};
   std::vector<int> ends;
   // Megatron's --overlap-grad-reduce: a bucket's gradients are reduced as soon as its last
   // micro-batch's backward is done, while the layers below still compute; the experts' (their own
@@ -927,7 +939,7 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
       next_deps_.push_back(fetched);
     }
     if (p_.offload_params && grad_out_.size() >= 2) next_deps_.push_back(grad_out_[grad_out_.size() - 2]);
-    if (zero3_) {
+    if (per_layer) {
       next_deps_.insert(next_deps_.end(), next_gather.begin(), next_gather.end());
       prev = fsdp_copy_out(Phase::kBackward, layer, t.mb, t.chunk, prev);
       next_gather = std::next(it) != layers.rend() ? gather(*std::next(it), ends.empty() ? -1 : ends.back())
@@ -938,14 +950,7 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
     if (p_.offload_params)
       grad_out_.push_back(host_op(Phase::kBackward, layer, t.mb, t.chunk, "grad_to_host", StreamId::kCopy,
                                   offloaded_params(layer) * gb, prev));
-    if (zero3_) {
-      // FSDP2 copies the gradients into the reduce-scatter's input on the compute stream first.
-      const FsdpCopies c = p_.fsdp_copies_apply() ? fsdp_copies(d_, p_, layer_params(layer)) : FsdpCopies{};
-      if (c.chunk_cat_s > 0)
-        prev = compute(Phase::kBackward, layer, t.mb, t.chunk, "fsdp_grad_copy_in", KernelClass::kElementwise,
-                       c.chunk_cat_s, 0, c.chunk_cat_bytes, prev);
-      zero3_collectives(Phase::kBackward, layer, t.mb, t.chunk, false, StreamId::kDpReduce, prev);
-    }
+    if (per_layer) prev = zero3_reduce(layer, t.mb, t.chunk, prev).first;
     if (reduce_here) {
       dense += layer_params(layer) - layer_expert_params(layer);
       experts += layer_expert_params(layer);
@@ -955,6 +960,26 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
             "expert_grad_reduce_scatter");
     }
   }
+  // Across pipeline stages, the chunk's gradients are reduce-scattered after its last backward
+  // (its weight gradients' last, where they are split off: at the step's end).
+  if (whole_ && !split_w_ && t.mb == micro_batches_ - 1) prev = chunk_reduce(t.chunk, t.mb, prev);
+  return prev;
+}
+
+std::pair<int, std::vector<int>> StageBuilder::zero3_reduce(int layer, int mb, int chunk, int prev) {
+  // FSDP2 copies the gradients into the reduce-scatter's input on the compute stream first.
+  const FsdpCopies c = p_.fsdp_copies_apply() ? fsdp_copies(d_, p_, layer_params(layer)) : FsdpCopies{};
+  if (c.chunk_cat_s > 0)
+    prev = compute(Phase::kBackward, layer, mb, chunk, "fsdp_grad_copy_in", KernelClass::kElementwise,
+                   c.chunk_cat_s, 0, c.chunk_cat_bytes, prev);
+  return {prev, zero3_collectives(Phase::kBackward, layer, mb, chunk, false, StreamId::kDpReduce, prev)};
+}
+
+int StageBuilder::chunk_reduce(int chunk, int mb, int prev) {
+  // Each FSDP unit's post-backward in turn, on the reduce-scatter stream; the stage's schedule goes
+  // on beside them and the optimizer waits for them (optimizer_step joins the dp streams).
+  const std::vector<int>& layers = prog_.chunk_layers[static_cast<std::size_t>(chunk)];
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) prev = zero3_reduce(*it, mb, chunk, prev).first;
   return prev;
 }
 
@@ -1183,7 +1208,12 @@ StageProgram StageBuilder::build() {
   for (int w : weight_grad_ends_) next_deps_.push_back(w);
   for (int s : open_sends_) next_deps_.push_back(s);
   if (dualpipe_) prev = mirror_grad_sum(prev, params.embed);
+  if (whole_ && split_w_)  // the weight gradients done (joined above): every chunk's reduction
+    for (int c = 0; c < chunks_; ++c) prev = chunk_reduce(c, micro_batches_ - 1, prev);
   if (!zero3_) prev = step_grad_reduce(prev, params);
+  // Across pipeline stages the tables' gradients (FSDP's root unit) are reduced with the step.
+  if (whole_ && params.embed > 0)
+    prev = grad_reduce(Phase::kStep, -1, -1, 0, "grad_reduce", GroupKind::kDp, params.embed, prev, false);
   prev = optimizer_step(prev, params);
   if (p_.zero_stage == 1 || p_.zero_stage == 2) {
     const double wb = weight_bytes(p_.precision);

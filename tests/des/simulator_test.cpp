@@ -491,6 +491,44 @@ TEST(Simulator, FullyShardedLayersGatherExpertsApartAndOneLayerAhead) {
   testing::expect_engines_agree(m, c, p, 0.10, "ZeRO-3 with experts over 2 ranks");
 }
 
+// ZeRO-3 across pipeline stages (Plan::zero3_whole_step, FSDP2 under PyTorch's pipelining): each
+// stage gathers a layer once, in its first micro-batch's forward, and reduce-scatters it once, after
+// its last backward, the optimizer waiting for the reductions.
+TEST(Simulator, FullyShardedPipelineStagesGatherOnceAndReduceAfterTheLastBackward) {
+  const ModelSpec m = model("llama3-8b");
+  const ClusterSpec c = cluster("dgx-h100-ndr", 32);
+  Plan p = plan(1, 4, 8, 1, 64);
+  p.zero_stage = 3;
+  ASSERT_TRUE(validate_plan_on(p, m, c, "plan").ok()) << validate_plan_on(p, m, c, "plan").error().message();
+  auto w = lower(m, c, p);
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  const int last_mb = static_cast<int>(p.micro_batches()) - 1, layers = m.layers / p.pp;
+  for (int st : {0, p.pp - 1}) {
+    const OpGraph& g = w->stages[static_cast<std::size_t>(st)].graph();
+    int gathers = 0, reductions = 0;
+    for (auto v : boost::make_iterator_range(boost::vertices(g))) {
+      const Op& o = g[v];
+      if (o.kind != OpKind::kCollective || o.layer < 0) continue;
+      const std::string name = o.name;
+      if (name == "param_all_gather") {
+        ++gathers;
+        EXPECT_EQ(o.phase, Phase::kForward);
+        EXPECT_EQ(o.micro_batch, 0);
+      } else if (name == "grad_reduce_scatter") {
+        ++reductions;
+        EXPECT_EQ(o.micro_batch, last_mb);
+        bool waited_for = false;  // by the optimizer
+        for (auto e : boost::make_iterator_range(boost::out_edges(v, g)))
+          waited_for |= std::string(g[boost::target(e, g)].name) == "optimizer";
+        EXPECT_TRUE(waited_for) << "layer " << o.layer;
+      }
+    }
+    EXPECT_EQ(gathers, layers) << "stage " << st;
+    EXPECT_EQ(reductions, layers) << "stage " << st;
+  }
+  testing::expect_engines_agree(m, c, p, 0.05, "ZeRO-3 across 4 stages");
+}
+
 // Megatron-Core numbers the experts' ranks apart from the dense layers' (expert tensor parallel,
 // then expert parallel, then expert data parallel): an expert-parallel group is ep consecutive
 // expert-tensor-parallel groups, so with cp > 1 it takes the context-parallel ranks first. Both
