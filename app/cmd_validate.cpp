@@ -38,6 +38,16 @@ void print_training_cases(const ValidationSummary& s, const std::string& engine)
         "\n{} training cases predicted ({} engine), {} failed. Mean absolute error {:.2f}%, worst "
         "{:.2f}% ({}).\n",
         ok, engine, bad, s.mape_pct, s.max_abs_error_pct, s.worst_id.empty() ? "-" : s.worst_id);
+  if (s.memory_cases > 0) {
+    fmt::print("\n{:<40} {:>10} {:>10} {:>8}\n", "peak memory (cases that report it)", "predicted",
+               "measured", "error");
+    for (const auto& r : s.cases)
+      if (r.ok && r.measured_memory_gib > 0)
+        fmt::print("{:<40} {:>6.1f} GiB {:>6.1f} GiB {:>+7.1f}%\n", r.id, r.predicted_memory_gib,
+                   r.measured_memory_gib, r.memory_error_pct);
+    fmt::print("Peak memory: {} cases, mean absolute error {:.2f}%, worst {:.2f}% ({}).\n", s.memory_cases,
+               s.memory_mape_pct, s.memory_max_abs_error_pct, s.memory_worst_id);
+  }
   for (const auto& r : s.cases)
     if (!r.ok) fmt::print("FAILED {}: {}\n", r.id, r.failure);
 }

@@ -175,6 +175,23 @@ for r in rows:
         f"{r['measured']:.3f} | {r['analytic']:.3f} | {r['analytic_err']:+.1f}% | {des_s} | "
         f"{des_e} | {chosen} |")
 
+# Peak memory, where a source reported it (validation/README.md: measured.peak_memory_gib).
+mem = [c for c in sorted(analytic["cases"], key=lambda c: c["id"]) if "memory" in c]
+if mem:
+    mape = sum(abs(c["memory"]["error_pct"]) for c in mem) / len(mem)
+    worst = max(mem, key=lambda c: abs(c["memory"]["error_pct"]))
+    lines += ["", "## Peak memory", "",
+              f"{len(mem)} cases report their peak device memory (what each measured: the case's "
+              "`measured.memory_from`; PyTorch's peak reserved memory for all of these, which holds "
+              "the caching allocator's spare blocks beside the tensors). The prediction is the "
+              "fullest stage's `MemoryBreakdown::total`. Reported, not gated: mean absolute error "
+              f"{mape:.2f}%, worst {abs(worst['memory']['error_pct']):.1f}% ({worst['id']}).", "",
+              "| case | predicted (GiB) | measured (GiB) | error |", "|---|---:|---:|---:|"]
+    for c in mem:
+        m = c["memory"]
+        lines.append(f"| {c['id']} | {m['predicted_gib']:.1f} | {m['measured_gib']:.1f} | "
+                     f"{m['error_pct']:+.1f}% |")
+
 lines += ["", "## Collectives: NCCL all-reduce bus bandwidth", "",
           "Published all-reduce bus bandwidths in the nccl-tests convention, reproduced by the "
           "simulator's flow-level network. `kind` says whether an NCCL maintainer stated the "

@@ -149,6 +149,10 @@ Result<ValidationCase> validation_case_from_json(const json& doc, const std::str
   JsonReader meas = r.object("measured");
   c.measured_step_s = meas.number("step_time_s", 0.0, 1e-9, 1e12);
   if (r.ok() && !meas.has("step_time_s")) meas.fail("step_time_s", "missing required field");
+  c.measured_memory_gib = meas.number("peak_memory_gib", 0.0, 1e-3, 1e6);
+  c.memory_from = meas.string("memory_from", "");
+  if (r.ok() && c.measured_memory_gib > 0 && c.memory_from.empty())
+    meas.fail("memory_from", "required with peak_memory_gib: what the source measured");
   if (!r.ok()) return r.error();
   FS_RETURN_IF_ERROR(validate_model(c.model, file));
   FS_RETURN_IF_ERROR(build_case_cluster(hardware, file, c));
@@ -1111,6 +1115,11 @@ CaseResult run_validation_case(const ValidationCase& c, Engine engine) {
   if (engine == Engine::kDes && !simulate_chosen(c, l.model, out)) return out;
   out.ok = true;
   out.error_pct = (out.predicted_step_s - c.measured_step_s) / c.measured_step_s * 100.0;
+  if (c.measured_memory_gib > 0) {
+    out.measured_memory_gib = c.measured_memory_gib;
+    out.predicted_memory_gib = out.prediction.memory.total / (1024.0 * 1024.0 * 1024.0);
+    out.memory_error_pct = (out.predicted_memory_gib - c.measured_memory_gib) / c.measured_memory_gib * 100.0;
+  }
   return out;
 }
 
@@ -1196,12 +1205,21 @@ ValidationSummary run_validation(const std::vector<std::string>& files, Engine e
         s.max_abs_error_pct = std::fabs(r.error_pct);
         s.worst_id = r.id;
       }
+      if (r.measured_memory_gib > 0) {
+        ++s.memory_cases;
+        s.memory_mape_pct += std::fabs(r.memory_error_pct);
+        if (std::fabs(r.memory_error_pct) > s.memory_max_abs_error_pct) {
+          s.memory_max_abs_error_pct = std::fabs(r.memory_error_pct);
+          s.memory_worst_id = r.id;
+        }
+      }
     } else {
       ++s.failed;
     }
     s.cases.push_back(std::move(r));
   }
   s.mape_pct = n > 0 ? sum / n : 0.0;
+  if (s.memory_cases > 0) s.memory_mape_pct /= s.memory_cases;
   int cok = 0;
   for (const auto& cr : s.collectives) cok += cr.ok ? 1 : 0;
   s.collectives_mape_pct = cok > 0 ? csum / cok : 0.0;
@@ -1222,6 +1240,10 @@ json validation_to_json(const ValidationSummary& s) {
                        {"assumed", r.assumed},
                        {"plan", plan_to_json(r.plan)},
                        {"prediction", prediction_to_json(r.prediction)}});
+      if (r.measured_memory_gib > 0)
+        cases.back()["memory"] = {{"predicted_gib", r.predicted_memory_gib},
+                                  {"measured_gib", r.measured_memory_gib},
+                                  {"error_pct", r.memory_error_pct}};
     } else {
       failed.push_back({{"id", r.id}, {"file", r.file}, {"reason", r.failure}});
     }
@@ -1232,6 +1254,11 @@ json validation_to_json(const ValidationSummary& s) {
               {"max_abs_error_pct", s.max_abs_error_pct},
               {"worst_id", s.worst_id},
               {"failed", failed}};
+  if (s.memory_cases > 0)
+    out["memory"] = {{"cases", s.memory_cases},
+                     {"mape_pct", s.memory_mape_pct},
+                     {"max_abs_error_pct", s.memory_max_abs_error_pct},
+                     {"worst_id", s.memory_worst_id}};
   if (!s.collectives.empty()) {
     json cs = json::array();
     for (const auto& c : s.collectives) {

@@ -43,6 +43,10 @@ struct ValidationCase {
   ClusterSpec cluster;
   nlohmann::json parallel;  // as in the file, nulls included
   double measured_step_s = 0;
+  // measured.peak_memory_gib: the peak device memory the source reported (GiB; 0: none), and
+  // measured.memory_from, what it measured (PyTorch's max_memory_reserved, ...).
+  double measured_memory_gib = 0;
+  std::string memory_from;
 };
 
 struct CaseResult {
@@ -55,7 +59,10 @@ struct CaseResult {
   std::string failure;  // why it could not be predicted
   double predicted_step_s = 0;
   double measured_step_s = 0;
-  double error_pct = 0;                               // (predicted - measured) / measured * 100
+  double error_pct = 0;  // (predicted - measured) / measured * 100
+  // The peak device memory, where the source reported it: the prediction's (MemoryBreakdown::total
+  // of the fullest stage, GiB) against it; measured_memory_gib 0: not reported.
+  double predicted_memory_gib = 0, measured_memory_gib = 0, memory_error_pct = 0;
   nlohmann::json chosen = nlohmann::json::object();   // values picked for null fields
   nlohmann::json assumed = nlohmann::json::object();  // facts of the source's software stack
   Plan plan;
@@ -71,6 +78,10 @@ struct ValidationSummary {
   double max_abs_error_pct = 0;
   std::string worst_id;
   int failed = 0;
+  // Peak memory, over the cases that report it.
+  int memory_cases = 0;
+  double memory_mape_pct = 0, memory_max_abs_error_pct = 0;
+  std::string memory_worst_id;
   // Collective cases (busbw), when any collectives file was given.
   std::vector<CollectiveResult> collectives;
   double collectives_mape_pct = 0;

@@ -2,6 +2,7 @@
 // reading of schema versions 1 and 2.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 #include <tuple>
@@ -89,6 +90,41 @@ TEST(Validation, BrokenCasesFailWithAReason) {
   const CaseResult r = run_validation_case(*c2);
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.failure.find("does not equal the 8 accelerators"), std::string::npos) << r.failure;
+}
+
+// A published peak memory is read (with what it measured, or the case fails naming the field)
+// and reported against the prediction's fullest stage; the step-time error is unaffected.
+TEST(Validation, PeakMemoryIsReportedWhereTheSourceGivesIt) {
+  const std::string file = kTraining + "/titan-llama31-405b-512gpu-1f1b.json";
+  auto doc = read_json_file(file);
+  ASSERT_TRUE(doc.ok()) << doc.error().message();
+  ASSERT_GT((*doc)["measured"].value("peak_memory_gib", 0.0), 0.0);
+  auto c = validation_case_from_json(*doc, file);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  const CaseResult r = run_validation_case(*c);
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_DOUBLE_EQ(r.measured_memory_gib, 82.5);
+  EXPECT_NEAR(r.predicted_memory_gib, r.prediction.memory.total / (1024.0 * 1024 * 1024), 1e-9);
+  EXPECT_NEAR(r.memory_error_pct, (r.predicted_memory_gib / 82.5 - 1) * 100, 1e-9);
+  // ZeRO-3 across 8 stages holds each stage whole: well above sharded layers' 36 GiB.
+  EXPECT_GT(r.predicted_memory_gib, 60.0);
+  const ValidationSummary s = run_validation({file});
+  EXPECT_EQ(s.memory_cases, 1);
+  EXPECT_DOUBLE_EQ(s.memory_mape_pct, std::fabs(r.memory_error_pct));
+  const nlohmann::json j = validation_to_json(s);
+  EXPECT_DOUBLE_EQ(j["cases"][0]["memory"]["measured_gib"].get<double>(), 82.5);
+  EXPECT_EQ(j["memory"]["cases"].get<int>(), 1);
+  nlohmann::json bad = *doc;
+  bad["measured"].erase("memory_from");
+  auto no_source = validation_case_from_json(bad, "m.json");
+  ASSERT_FALSE(no_source.ok());
+  EXPECT_NE(no_source.error().message().find("memory_from"), std::string::npos)
+      << no_source.error().message();
+  bad["measured"]["peak_memory_gib"] = -3;
+  auto negative = validation_case_from_json(bad, "m.json");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.error().message().find("peak_memory_gib"), std::string::npos)
+      << negative.error().message();
 }
 
 // A small version-2 case; `parallel` and `software` are merged into it.
