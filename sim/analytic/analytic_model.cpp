@@ -1378,7 +1378,7 @@ MegatronBuckets megatron_buckets(const Plan& p, const HeldParams& held) {
 // all-gather behind the next forward (the first layer's share always waits); ZeRO-3 / FSDP
 // prefetches layer by layer (zero3_exposed). ZeRO-3 across pipeline stages (Plan::zero3_whole_step)
 // gathers as the first micro-batch's forward reaches each layer and reduce-scatters each chunk
-// after its last backward, the compute waiting for it.
+// after its last backward, beside the rest of the stage's schedule.
 double data_parallel_exposed(const ModelSpec& m, const Plan& p, const NodeSpec& node, const CriticalStage& c,
                              const HeldParams& held) {
   const Links& links = c.costs.links;

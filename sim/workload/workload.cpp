@@ -478,16 +478,16 @@ class StageBuilder {
   double layer_expert_params(int layer) const {
     return layer >= m_.dense_layers() ? m_.moe.experts * m_.expert_params() / (p_.etp() * p_.ep) : 0.0;
   }
-  // ZeRO-3 / FSDP: a layer's parameters gathered before its forward and backward, and its
-  // gradients reduce-scattered after its backward (`gather` false), on `stream`: the experts'
-  // over the expert data-parallel group that shards them (FSDP's expert units, dp*cp/ep ranks;
-  // none where that group is one rank), the rest over dp x cp. Returns the collectives.
   // A layer's ZeRO-3 gradient reduction after `prev` (FSDP2's copy-in first): the compute
   // stream's last op and the collectives.
   std::pair<int, std::vector<int>> zero3_reduce(int layer, int mb, int chunk, int prev);
   // Plan::zero3_whole_step: a chunk's gradients reduced once its last backward is done; returns
   // the compute stream's last op.
   int chunk_reduce(int chunk, int mb, int prev);
+  // ZeRO-3 / FSDP: a layer's parameters gathered before its forward and backward, and its
+  // gradients reduce-scattered after its backward (`gather` false), on `stream`: the experts'
+  // over the expert data-parallel group that shards them (FSDP's expert units, dp*cp/ep ranks;
+  // none where that group is one rank), the rest over dp x cp. Returns the collectives.
   std::vector<int> zero3_collectives(Phase ph, int layer, int mb, int chunk, bool gather, StreamId stream,
                                      int dep) {
     const double bytes = gather ? weight_bytes(p_.precision) : grad_bytes(p_);
