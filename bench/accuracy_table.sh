@@ -223,6 +223,9 @@ head = [
     f"| simulator: {len(coll['cases'])} published NCCL all-reduce bus bandwidths, mean / worst error "
     f"| {coll['mape_pct']:.2f}% / {abs(worst_c['error_pct']):.1f}% ({worst_c['id']}) | {now[:10]} |",
 ]
+if mem:  # the peak memory of the runs that report it (PyTorch's reserved memory)
+    head.append(f"| analytic model: peak memory of the {len(mem)} runs that report it, mean / worst error "
+                f"| {mape:.2f}% / {abs(worst['memory']['error_pct']):.1f}% ({worst['id']}) | {now[:10]} |")
 open("docs/headline/accuracy.md", "w").write("\n".join(head) + "\n")
 
 # The error bands the GUI and `predict` show beside a prediction: per class of plan (precision,
