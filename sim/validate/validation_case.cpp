@@ -150,8 +150,7 @@ Result<ValidationCase> validation_case_from_json(const json& doc, const std::str
   c.measured_step_s = meas.number("step_time_s", 0.0, 1e-9, 1e12);
   if (r.ok() && !meas.has("step_time_s")) meas.fail("step_time_s", "missing required field");
   c.measured_memory_gib = meas.number("peak_memory_gib", 0.0, 1e-3, 1e6);
-  c.memory_from = meas.string("memory_from", "");
-  if (r.ok() && c.measured_memory_gib > 0 && c.memory_from.empty())
+  if (meas.string("memory_from", "").empty() && r.ok() && c.measured_memory_gib > 0)
     meas.fail("memory_from", "required with peak_memory_gib: what the source measured");
   if (!r.ok()) return r.error();
   FS_RETURN_IF_ERROR(validate_model(c.model, file));
@@ -1154,12 +1153,31 @@ Result<DevicePatch> device_patch(const std::string& name, const json& patch) {
   return DevicePatch{std::move(patched)};
 }
 
+namespace {
+
+// Absolute errors over the cases that have one: their mean and the worst (the first of equals).
+struct ErrorTally {
+  double sum = 0, max = 0;
+  int n = 0;
+  std::string worst;
+  void add(double error_pct, const std::string& id) {
+    sum += std::fabs(error_pct);
+    ++n;
+    if (std::fabs(error_pct) > max) {
+      max = std::fabs(error_pct);
+      worst = id;
+    }
+  }
+  double mean() const { return n > 0 ? sum / n : 0.0; }
+};
+
+}  // namespace
+
 ValidationSummary run_validation(const std::vector<std::string>& files, Engine engine,
                                  const std::vector<DevicePatch>& patches) {
   ValidationSummary s;
   s.engine = engine;
-  double sum = 0, csum = 0;
-  int n = 0;
+  ErrorTally step, memory, collectives;
   for (const auto& f : files) {
     auto doc = read_json_file(f);
     if (doc && is_collectives_file(*doc)) {
@@ -1174,13 +1192,10 @@ ValidationSummary run_validation(const std::vector<std::string>& files, Engine e
       }
       for (const auto& cc : *cases) {
         CollectiveResult cr = run_collective_case(cc);
-        if (cr.ok) {
-          csum += std::fabs(cr.error_pct);
-          s.collectives_max_abs_error_pct =
-              std::max(s.collectives_max_abs_error_pct, std::fabs(cr.error_pct));
-        } else {
+        if (cr.ok)
+          collectives.add(cr.error_pct, cr.id);
+        else
           ++s.failed;
-        }
         s.collectives.push_back(std::move(cr));
       }
       continue;
@@ -1199,30 +1214,22 @@ ValidationSummary run_validation(const std::vector<std::string>& files, Engine e
       r = run_validation_case(*c, engine);
     }
     if (r.ok) {
-      sum += std::fabs(r.error_pct);
-      ++n;
-      if (std::fabs(r.error_pct) > s.max_abs_error_pct) {
-        s.max_abs_error_pct = std::fabs(r.error_pct);
-        s.worst_id = r.id;
-      }
-      if (r.measured_memory_gib > 0) {
-        ++s.memory_cases;
-        s.memory_mape_pct += std::fabs(r.memory_error_pct);
-        if (std::fabs(r.memory_error_pct) > s.memory_max_abs_error_pct) {
-          s.memory_max_abs_error_pct = std::fabs(r.memory_error_pct);
-          s.memory_worst_id = r.id;
-        }
-      }
+      step.add(r.error_pct, r.id);
+      if (r.measured_memory_gib > 0) memory.add(r.memory_error_pct, r.id);
     } else {
       ++s.failed;
     }
     s.cases.push_back(std::move(r));
   }
-  s.mape_pct = n > 0 ? sum / n : 0.0;
-  if (s.memory_cases > 0) s.memory_mape_pct /= s.memory_cases;
-  int cok = 0;
-  for (const auto& cr : s.collectives) cok += cr.ok ? 1 : 0;
-  s.collectives_mape_pct = cok > 0 ? csum / cok : 0.0;
+  s.mape_pct = step.mean();
+  s.max_abs_error_pct = step.max;
+  s.worst_id = step.worst;
+  s.memory_cases = memory.n;
+  s.memory_mape_pct = memory.mean();
+  s.memory_max_abs_error_pct = memory.max;
+  s.memory_worst_id = memory.worst;
+  s.collectives_mape_pct = collectives.mean();
+  s.collectives_max_abs_error_pct = collectives.max;
   return s;
 }
 

@@ -43,10 +43,9 @@ struct ValidationCase {
   ClusterSpec cluster;
   nlohmann::json parallel;  // as in the file, nulls included
   double measured_step_s = 0;
-  // measured.peak_memory_gib: the peak device memory the source reported (GiB; 0: none), and
-  // measured.memory_from, what it measured (PyTorch's max_memory_reserved, ...).
+  // measured.peak_memory_gib: the peak device memory the source reported (GiB; 0: none), with
+  // measured.memory_from (required with it, checked, not kept) saying what it measured.
   double measured_memory_gib = 0;
-  std::string memory_from;
 };
 
 struct CaseResult {

@@ -478,9 +478,9 @@ class StageBuilder {
   double layer_expert_params(int layer) const {
     return layer >= m_.dense_layers() ? m_.moe.experts * m_.expert_params() / (p_.etp() * p_.ep) : 0.0;
   }
-  // A layer's ZeRO-3 gradient reduction after `prev` (FSDP2's copy-in first): the compute
-  // stream's last op and the collectives.
-  std::pair<int, std::vector<int>> zero3_reduce(int layer, int mb, int chunk, int prev);
+  // A layer's ZeRO-3 gradient reduction after `prev` (FSDP2's copy-in first); returns the compute
+  // stream's last op.
+  int zero3_reduce(int layer, int mb, int chunk, int prev);
   // Plan::zero3_whole_step: a chunk's gradients reduced once its last backward is done; returns
   // the compute stream's last op.
   int chunk_reduce(int chunk, int mb, int prev);
@@ -535,8 +535,8 @@ class StageBuilder {
   double tokens_ = 0;  // per micro-batch on this device
   int micro_batches_ = 0, chunks_ = 1, last_place_ = 0;
   bool dualpipe_ = false, zero3_ = false;
-  bool whole_ =
-      false;  // Plan::zero3_whole_step: gathered once, reduce-scattered after a chunk's last backward
+  // Plan::zero3_whole_step: gathered once, reduce-scattered after a chunk's last backward.
+  bool whole_ = false;
   // ZeRO-1/2 with Plan::overlap_param_gather: the layers' parameters are gathered in the forward.
   bool gather_in_forward() const {
     return p_.overlap_param_gather && (p_.zero_stage == 1 || p_.zero_stage == 2);
@@ -950,7 +950,7 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
     if (p_.offload_params)
       grad_out_.push_back(host_op(Phase::kBackward, layer, t.mb, t.chunk, "grad_to_host", StreamId::kCopy,
                                   offloaded_params(layer) * gb, prev));
-    if (per_layer) prev = zero3_reduce(layer, t.mb, t.chunk, prev).first;
+    if (per_layer) prev = zero3_reduce(layer, t.mb, t.chunk, prev);
     if (reduce_here) {
       dense += layer_params(layer) - layer_expert_params(layer);
       experts += layer_expert_params(layer);
@@ -966,20 +966,21 @@ int StageBuilder::backward_layers(const Task& t, const std::vector<int>& layers,
   return prev;
 }
 
-std::pair<int, std::vector<int>> StageBuilder::zero3_reduce(int layer, int mb, int chunk, int prev) {
+int StageBuilder::zero3_reduce(int layer, int mb, int chunk, int prev) {
   // FSDP2 copies the gradients into the reduce-scatter's input on the compute stream first.
   const FsdpCopies c = p_.fsdp_copies_apply() ? fsdp_copies(d_, p_, layer_params(layer)) : FsdpCopies{};
   if (c.chunk_cat_s > 0)
     prev = compute(Phase::kBackward, layer, mb, chunk, "fsdp_grad_copy_in", KernelClass::kElementwise,
                    c.chunk_cat_s, 0, c.chunk_cat_bytes, prev);
-  return {prev, zero3_collectives(Phase::kBackward, layer, mb, chunk, false, StreamId::kDpReduce, prev)};
+  zero3_collectives(Phase::kBackward, layer, mb, chunk, false, StreamId::kDpReduce, prev);
+  return prev;
 }
 
 int StageBuilder::chunk_reduce(int chunk, int mb, int prev) {
   // Each FSDP unit's post-backward in turn, on the reduce-scatter stream; the stage's schedule goes
   // on beside them and the optimizer waits for them (optimizer_step joins the dp streams).
   const std::vector<int>& layers = prog_.chunk_layers[static_cast<std::size_t>(chunk)];
-  for (auto it = layers.rbegin(); it != layers.rend(); ++it) prev = zero3_reduce(*it, mb, chunk, prev).first;
+  for (auto it = layers.rbegin(); it != layers.rend(); ++it) prev = zero3_reduce(*it, mb, chunk, prev);
   return prev;
 }
 
@@ -1110,7 +1111,9 @@ int StageBuilder::mirror_grad_sum(int prev, double embed) {
 }
 
 int StageBuilder::step_grad_reduce(int prev, const StepParams& params) {
-  const bool layers_done = p_.overlap_grad_reduce && !split_w_;
+  // The layers reduced already: bucket by bucket in the backward, or (whole_) chunk by chunk; the
+  // tables (FSDP's root unit, embedding and head) are reduced here.
+  const bool layers_done = (p_.overlap_grad_reduce && !split_w_) || whole_;
   const double rest = layers_done ? params.embed : params.dense;
   auto reduce = [&](double n, GroupKind g, const char* name) {
     if (n <= 0) return;
@@ -1210,10 +1213,7 @@ StageProgram StageBuilder::build() {
   if (dualpipe_) prev = mirror_grad_sum(prev, params.embed);
   if (whole_ && split_w_)  // the weight gradients done (joined above): every chunk's reduction
     for (int c = 0; c < chunks_; ++c) prev = chunk_reduce(c, micro_batches_ - 1, prev);
-  if (!zero3_) prev = step_grad_reduce(prev, params);
-  // Across pipeline stages the tables' gradients (FSDP's root unit) are reduced with the step.
-  if (whole_ && params.embed > 0)
-    prev = grad_reduce(Phase::kStep, -1, -1, 0, "grad_reduce", GroupKind::kDp, params.embed, prev, false);
+  if (!zero3_ || whole_) prev = step_grad_reduce(prev, params);
   prev = optimizer_step(prev, params);
   if (p_.zero_stage == 1 || p_.zero_stage == 2) {
     const double wb = weight_bytes(p_.precision);
